@@ -1,0 +1,58 @@
+# The two commands a newcomer needs: `make run` and `make test`. See README.md.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_DEV := $(VENV)/.installed-dev
+PORT ?= 8000
+
+.PHONY: run test lint typecheck checks pytest bench install install-dev clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP_RUN): requirements.txt | $(PY)
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+$(STAMP_DEV): requirements.txt requirements-dev.txt | $(PY)
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@ $(STAMP_RUN)
+
+install: $(STAMP_RUN)
+install-dev: $(STAMP_DEV)
+
+## run: the embedded default on a fresh machine (SQLite, no servers needed), demo data included
+run: $(STAMP_RUN)
+	$(PY) scripts/run.py --port $(PORT)
+
+## test: lint, types, Django checks and the whole suite against real PostgreSQL and Redis
+test: $(STAMP_DEV)
+	@eval "$$($(PY) scripts/test_services.py)" && \
+	  $(MAKE) --no-print-directory checks && \
+	  $(BIN)/pytest $(PYTEST_ARGS)
+
+# Django's own checks run against a throwaway SQLite database: they read models, not data.
+checks: export DATABASE_URL = sqlite:///:memory:
+checks: lint typecheck
+	DEBUG=1 $(PY) manage.py check --fail-level WARNING
+	DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
+	DEBUG=0 SECRET_KEY=check-deploy-secret-key-that-is-long-and-random-0123456789abcdefgh \
+	  ALLOWED_HOSTS=gangway.example.com $(PY) manage.py check --deploy --fail-level WARNING
+	DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck:
+	$(BIN)/mypy
+
+## bench: the benchmarks; figures go to docs/benchmarks.md
+bench: $(STAMP_DEV)
+	@eval "$$($(PY) scripts/test_services.py)" && $(PY) -m benchmarks
+
+clean:
+	rm -rf var .mypy_cache .ruff_cache .pytest_cache

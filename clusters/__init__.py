@@ -1,0 +1,1 @@
+"""Ray cluster requests: the model and its state machine, admission, provisioning, tasks."""

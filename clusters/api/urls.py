@@ -1,0 +1,3 @@
+"""Routes of the clusters API (cluster requests, dry-run, manifests, queue, usage)."""
+
+urlpatterns: list = []

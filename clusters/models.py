@@ -1,0 +1,143 @@
+"""The Ray cluster request and its event history.
+
+A :class:`ClusterRequest` row is the desired state of one Ray cluster: Celery messages
+only nudge the code that converges Kubernetes towards it (DESIGN "Data flow"). The
+``queue_*`` fields are written by the admission pass for requests that wait; the
+``attempts``/``progress_at`` pair lets the sweeper find rows whose nudge was lost.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from clusters.states import LIVE, State
+from tenants.models import GpuFlavor, Tenant, TenantOwned, TenantOwnedQuerySet
+
+
+class ClusterKind(models.TextChoices):
+    """Dev clusters have single-GPU workers; prod clusters take whole GPU nodes."""
+
+    DEV = "dev", "Development"
+    PROD = "prod", "Production"
+
+
+class ClusterRequestQuerySet(TenantOwnedQuerySet):
+    """Cluster requests; ``live()`` drops deleted ones."""
+
+    def live(self) -> ClusterRequestQuerySet:
+        return self.filter(state__in=LIVE)
+
+    def not_deleted(self) -> ClusterRequestQuerySet:
+        return self.exclude(state=State.DELETED)
+
+
+class ClusterRequest(TenantOwned):
+    """One engineer's request for a Ray cluster, from the queue to its deletion.
+
+    ``name`` is the Kubernetes name of the RayCluster (DNS-1035, at most 53 characters),
+    unique per tenant among requests that are not deleted, and the tenant's namespace
+    holds it, so the object's identity is deterministic from the row. ``gpus``, ``cpu``
+    and ``memory_gib`` are what the whole gang requests; they are computed from the shape
+    when the row is written and are what admission charges against quotas.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="clusters")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="clusters"
+    )
+    name = models.CharField(max_length=53)
+    kind = models.CharField(max_length=8, choices=ClusterKind.choices, default=ClusterKind.DEV)
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="clusters")
+    workers = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(0), MaxValueValidator(1024)]
+    )
+    min_workers = models.PositiveIntegerField(null=True, blank=True)
+    max_workers = models.PositiveIntegerField(null=True, blank=True)
+    gpu_fraction = models.DecimalField(
+        max_digits=4,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0.001")), MaxValueValidator(Decimal("0.999"))],
+    )
+    priority = models.IntegerField(default=0)
+    ttl_hours = models.PositiveIntegerField(null=True, blank=True)
+    image = models.CharField(max_length=255, blank=True)
+
+    gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal("0"))
+    cpu = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
+    memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
+
+    state = models.CharField(
+        max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
+    )
+    state_reason = models.CharField(max_length=500, blank=True)
+    last_error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    deletion_reason = models.CharField(max_length=32, blank=True)
+
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    queue_flavor_position = models.PositiveIntegerField(null=True, blank=True)
+    queue_reason = models.CharField(max_length=32, blank=True)
+    queue_message = models.CharField(max_length=500, blank=True)
+    queue_eta = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    progress_at = models.DateTimeField(auto_now_add=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    suspended_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ClusterRequestQuerySet.as_manager()  # type: ignore[misc]
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "name"],
+                condition=~Q(state=State.DELETED),
+                name="cluster_name_unique_while_not_deleted",
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "progress_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.name}"
+
+    @property
+    def namespace(self) -> str:
+        """The Kubernetes namespace the cluster lives in (its tenant's)."""
+        return self.tenant.namespace
+
+
+class ClusterEvent(models.Model):
+    """One state transition (or notable moment) of a cluster request, for its history."""
+
+    cluster = models.ForeignKey(ClusterRequest, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    actor_name = models.CharField(max_length=150, default="system")
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16)
+    reason = models.CharField(max_length=64)
+    message = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.from_state} -> {self.to_state} ({self.reason})"

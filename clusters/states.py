@@ -1,0 +1,63 @@
+"""The cluster request state machine: one enum, named groups and one transition map.
+
+Every state change goes through :func:`check_transition` (called by the services that
+move rows), so an impossible move — say ``deleted`` back to ``ready`` — is a bug caught
+at the point it is attempted, not a mystery found later in the data.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class State(models.TextChoices):
+    """Where a cluster request stands."""
+
+    QUEUED = "queued", "Queued"
+    ADMITTED = "admitted", "Admitted"
+    PROVISIONING = "provisioning", "Provisioning"
+    READY = "ready", "Ready"
+    SUSPENDED = "suspended", "Suspended"
+    DELETING = "deleting", "Deleting"
+    DELETED = "deleted", "Deleted"
+    FAILED = "failed", "Failed"
+
+
+# States whose request holds (or is about to hold) GPUs from the tenant's quota.
+HOLDS_QUOTA = frozenset({State.ADMITTED, State.PROVISIONING, State.READY, State.DELETING})
+# States in which the request still exists for its owner (counts against per-user caps).
+LIVE = frozenset({State.QUEUED, State.ADMITTED, State.PROVISIONING, State.READY, State.SUSPENDED})
+# States in which Kubernetes objects should exist for the request.
+WANTS_OBJECTS = frozenset({State.PROVISIONING, State.READY, State.SUSPENDED})
+TERMINAL = frozenset({State.DELETED})
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.QUEUED: frozenset({State.ADMITTED, State.DELETING, State.FAILED}),
+    State.ADMITTED: frozenset({State.PROVISIONING, State.QUEUED, State.DELETING, State.FAILED}),
+    State.PROVISIONING: frozenset({State.READY, State.SUSPENDED, State.DELETING, State.FAILED}),
+    State.READY: frozenset({State.PROVISIONING, State.SUSPENDED, State.DELETING, State.FAILED}),
+    State.SUSPENDED: frozenset({State.QUEUED, State.DELETING, State.FAILED}),
+    State.DELETING: frozenset({State.DELETED, State.FAILED}),
+    State.FAILED: frozenset({State.DELETING}),
+    State.DELETED: frozenset(),
+}
+
+
+class InvalidTransition(Exception):
+    """A state change that the transition map does not allow."""
+
+    def __init__(self, current: str, target: str) -> None:
+        super().__init__(f"cannot go from {current} to {target}")
+        self.current = current
+        self.target = target
+
+
+def can_transition(current: str, target: str) -> bool:
+    """Whether the map allows ``current`` -> ``target``."""
+    return State(target) in TRANSITIONS[State(current)]
+
+
+def check_transition(current: str, target: str) -> None:
+    """Raise :class:`InvalidTransition` unless ``current`` -> ``target`` is allowed."""
+    if not can_transition(current, target):
+        raise InvalidTransition(current, target)

@@ -1,0 +1,84 @@
+"""One error format for the whole API: ``{"error": {"code", "message", "fields"?}}``.
+
+DRF's handler decides the status code; this module only reshapes the body so that
+clients parse every failure the same way. ``fields`` maps a field name (dotted for
+nested fields) to a list of messages and is present for validation errors only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class Conflict(exceptions.APIException):
+    """The request is well formed but clashes with the current state (HTTP 409)."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state."
+    default_code = "conflict"
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """Turn DRF's nested error detail into ``{"a.b": ["message", ...]}``."""
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            out.update(_flatten(value, name))
+    elif isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            out[prefix or "non_field_errors"] = [str(item) for item in detail]
+        else:
+            for index, item in enumerate(detail):
+                out.update(_flatten(item, f"{prefix}[{index}]" if prefix else str(index)))
+    else:
+        out[prefix or "non_field_errors"] = [str(detail)]
+    return out
+
+
+def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict:
+    """The body of every error response."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if fields:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler producing the single error format."""
+    if isinstance(exc, RequestDataTooBig):
+        exc = exceptions.ValidationError({"non_field_errors": ["The request body is too large."]})
+        exc.status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    elif isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        )
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _flatten(exc.detail)
+        if response.status_code == status.HTTP_413_REQUEST_ENTITY_TOO_LARGE:
+            response.data = error_body("too_large", "The request body is too large.")
+        else:
+            first = next(iter(fields.items()), ("", ["Invalid input."]))
+            where = "" if first[0] == "non_field_errors" else f"{first[0]}: "
+            response.data = error_body("invalid", f"{where}{first[1][0]}", fields)
+        return response
+    detail = getattr(exc, "detail", str(exc))
+    code = "error"
+    if isinstance(exc, exceptions.APIException):
+        codes = exc.get_codes()
+        code = codes if isinstance(codes, str) else getattr(exc, "default_code", "error")
+    message = str(detail) if not isinstance(detail, dict | list) else str(exc)
+    response.data = error_body(code, message)
+    return response

@@ -1,0 +1,9 @@
+"""App configuration for the project package (health checks, metrics, base API)."""
+
+from django.apps import AppConfig
+
+
+class ControlplaneConfig(AppConfig):
+    """Project-level views: health, readiness and Prometheus metrics."""
+
+    name = "controlplane"

@@ -1,0 +1,84 @@
+"""Liveness, readiness and Prometheus metrics endpoints.
+
+``/healthz`` answers as long as the process serves requests. ``/readyz`` checks what the
+control plane needs to do useful work — the database, the Celery broker and the
+Kubernetes API — and says which one failed. ``/metrics`` exposes Prometheus metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from controlplane import metrics
+
+
+def _check_database() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _check_broker() -> None:
+    from controlplane.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, timeout=2)
+
+
+def _check_kubernetes() -> None:
+    # Imported lazily: the gateway arrives with the provisioning engine and must stay the
+    # only importer of the kubernetes client.
+    try:
+        from clusters.kube import gateway  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    gateway.ping()
+
+
+CHECKS: dict[str, Callable[[], None]] = {
+    "database": _check_database,
+    "broker": _check_broker,
+    "kubernetes": _check_kubernetes,
+}
+
+
+@require_GET
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Liveness: the process is up."""
+    return JsonResponse({"status": "ok"})
+
+
+@require_GET
+def readyz(request: HttpRequest) -> HttpResponse:
+    """Readiness: 200 when every dependency answers, 503 naming the ones that do not."""
+    results: dict[str, dict[str, object]] = {}
+    healthy = True
+    for name, check in CHECKS.items():
+        started = time.monotonic()
+        try:
+            check()
+            results[name] = {"ok": True}
+        except Exception as exc:  # noqa: BLE001 - any failure means "not ready"
+            healthy = False
+            results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        results[name]["ms"] = round((time.monotonic() - started) * 1000, 1)
+    return JsonResponse(
+        {"status": "ok" if healthy else "unavailable", "checks": results},
+        status=200 if healthy else 503,
+    )
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus exposition of the control plane's metrics."""
+    metrics.refresh_gauges()
+    return HttpResponse(generate_latest(metrics.REGISTRY), content_type=CONTENT_TYPE_LATEST)
+
+
+__all__ = ["healthz", "metrics_view", "readyz", "settings"]

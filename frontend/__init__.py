@@ -1,0 +1,1 @@
+"""The server-rendered dashboard (templates + htmx) over the same selectors and services."""

@@ -1,0 +1,1 @@
+"""Tenants, their members and roles, the GPU catalogue, quotas and the audit trail."""

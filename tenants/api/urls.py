@@ -1,0 +1,3 @@
+"""Routes of the tenants API (users, tokens, flavors, tenants, members, quotas, audit)."""
+
+urlpatterns: list = []

@@ -1,0 +1,296 @@
+"""Tenants, memberships, the GPU catalogue (flavors), quotas and the audit trail.
+
+Tenant-owned rows share :class:`TenantOwned` and its queryset, whose
+``visible_to(user)`` is the one place that decides what a user may see (STYLE 2).
+Code that must see every tenant (Celery tasks, the admission pass) says so with
+``.unscoped()``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.validators import (
+    MaxValueValidator,
+    MinValueValidator,
+    RegexValidator,
+)
+from django.db import models
+from django.db.models import Q
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+# A DNS label (RFC 1123) of at most 40 characters, so that prefixed namespace names and
+# derived object names stay within Kubernetes' 63-character limit.
+dns_label_validator = RegexValidator(
+    r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$",
+    "Use 1-40 lowercase letters, digits and hyphens, starting with a letter and "
+    "ending with a letter or digit.",
+    code="invalid_slug",
+)
+namespace_validator = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "A namespace is a DNS label: at most 63 lowercase letters, digits and hyphens.",
+    code="invalid_namespace",
+)
+gpu_product_validator = RegexValidator(
+    r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$",
+    "A node label value: at most 63 letters, digits, '-', '_' or '.'.",
+    code="invalid_label_value",
+)
+
+
+class Role(models.TextChoices):
+    """A member's role inside one tenant, from most to least powerful."""
+
+    ADMIN = "admin", "Admin"
+    ENGINEER = "engineer", "Engineer"
+    VIEWER = "viewer", "Viewer"
+
+    @classmethod
+    def rank(cls, role: str) -> int:
+        """A number that orders roles: a role may grant only roles of equal or lower rank."""
+        return {cls.VIEWER: 1, cls.ENGINEER: 2, cls.ADMIN: 3}[cls(role)]
+
+
+def _is_platform_admin(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(getattr(user, "is_authenticated", False) and getattr(user, "is_staff", False))
+
+
+class TenantQuerySet(models.QuerySet["Tenant"]):
+    """Tenants a user may see: all for platform admins, their own for everybody else."""
+
+    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> TenantQuerySet:
+        if _is_platform_admin(user):
+            return self.all()
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(memberships__user=user.pk).distinct()
+
+    def unscoped(self) -> TenantQuerySet:
+        """Every tenant, for code that acts for the system (tasks, the admission pass)."""
+        return self.all()
+
+
+class Tenant(models.Model):
+    """A team sharing the GPU clusters: its namespace, cohort, fair-share weight and policy.
+
+    The policy fields bound what one engineer may hold (dev clusters and dev GPUs) and how
+    long a dev cluster lives by default and at most. CPU and memory quotas are the
+    tenant-wide totals mirrored into the namespace's ResourceQuota.
+    """
+
+    slug = models.CharField(max_length=40, unique=True, validators=[dns_label_validator])
+    name = models.CharField(max_length=100)
+    namespace = models.CharField(max_length=63, unique=True, validators=[namespace_validator])
+    cohort = models.CharField(
+        max_length=40,
+        default="default",
+        validators=[dns_label_validator],
+        help_text="Tenants in one cohort may borrow each other's unused quota.",
+    )
+    weight = models.DecimalField(
+        max_digits=6,
+        decimal_places=2,
+        default=Decimal("1.00"),
+        validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("1000"))],
+        help_text="Fair-share weight: a tenant with weight 2 is entitled to twice the share.",
+    )
+    max_dev_clusters_per_user = models.PositiveIntegerField(
+        default=2, validators=[MaxValueValidator(100)]
+    )
+    max_dev_gpus_per_user = models.PositiveIntegerField(
+        default=2, validators=[MaxValueValidator(1024)]
+    )
+    dev_ttl_hours = models.PositiveIntegerField(
+        default=8, validators=[MinValueValidator(1), MaxValueValidator(24 * 90)]
+    )
+    max_ttl_hours = models.PositiveIntegerField(
+        default=72, validators=[MinValueValidator(1), MaxValueValidator(24 * 365)]
+    )
+    cpu_quota = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(10_000_000)],
+        help_text="CPU cores the tenant may request in total (0: no CPU quota).",
+    )
+    memory_quota_gib = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(100_000_000)],
+        help_text="Memory in GiB the tenant may request in total (0: no memory quota).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(dev_ttl_hours__lte=models.F("max_ttl_hours")),
+                name="tenant_dev_ttl_within_max",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class TenantOwnedQuerySet(models.QuerySet[Any]):
+    """The queryset of every tenant-owned model; ``visible_to`` is the safe default path."""
+
+    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> TenantOwnedQuerySet:
+        if _is_platform_admin(user):
+            return self.all()
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(tenant__memberships__user=user.pk)
+
+    def for_tenant(self, tenant: Tenant) -> TenantOwnedQuerySet:
+        return self.filter(tenant=tenant)
+
+    def unscoped(self) -> TenantOwnedQuerySet:
+        """Every tenant's rows, for code that acts for the system (tasks, admission)."""
+        return self.all()
+
+
+class TenantOwned(models.Model):
+    """Abstract base of every model that belongs to exactly one tenant."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+
+    objects = TenantOwnedQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+
+class Membership(TenantOwned):
+    """A user's role in one tenant. A user may belong to several tenants."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} as {self.role}"
+
+
+class GpuFlavor(models.Model):
+    """One kind of GPU node in the catalogue.
+
+    ``gpu_product`` is the value of the ``nvidia.com/gpu.product`` node label that pods
+    select on; the per-node figures are allocatable resources, so that a production
+    worker can take a whole node; ``sharing`` says whether fractional (KAI) dev GPUs are
+    allowed on it.
+    """
+
+    name = models.CharField(max_length=40, unique=True, validators=[dns_label_validator])
+    gpu_product = models.CharField(max_length=63, validators=[gpu_product_validator])
+    gpus_per_node = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(64)]
+    )
+    cpu_per_node = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(4096)]
+    )
+    memory_per_node_gib = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(65536)]
+    )
+    node_count = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(100_000)])
+    sharing = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of this flavor in the whole fleet."""
+        return self.gpus_per_node * self.node_count
+
+
+class Quota(TenantOwned):
+    """A tenant's GPU quota on one flavor: nominal GPUs plus how much it may borrow.
+
+    Borrowing takes from the unused nominal quota of other tenants in the same cohort,
+    up to ``borrow_limit`` GPUs beyond ``gpus``.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="quotas")
+    gpus = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(1_000_000)])
+    borrow_limit = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(1_000_000)])
+
+    class Meta:
+        ordering = ["tenant__slug", "flavor__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "flavor"], name="quota_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: {self.gpus}(+{self.borrow_limit}) x {self.flavor}"
+
+
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    """Audit events a user may read: everything for platform admins; their tenants' for
+    tenant admins; nothing for others."""
+
+    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> AuditEventQuerySet:
+        if _is_platform_admin(user):
+            return self.all()
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(tenant__memberships__user=user.pk, tenant__memberships__role=Role.ADMIN)
+
+    def unscoped(self) -> AuditEventQuerySet:
+        return self.all()
+
+
+class AuditEvent(models.Model):
+    """Who did what, when, to which object, in which tenant, under which request id.
+
+    Written in the same transaction as the change it records, so there is never a
+    change without its audit row nor an audit row for a change that rolled back.
+    """
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    actor_name = models.CharField(max_length=150, help_text="Kept when the user is deleted.")
+    action = models.CharField(max_length=64, db_index=True)
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    tenant_slug = models.CharField(max_length=40, blank=True)
+    object_type = models.CharField(max_length=64)
+    object_id = models.CharField(max_length=128)
+    object_repr = models.CharField(max_length=200, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.object_repr}"

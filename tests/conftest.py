@@ -1,0 +1,107 @@
+"""Shared fixtures: the three actors of STYLE 12 and a platform admin.
+
+alice (tenant admin) and bob (engineer) are in tenant ``acme``; charlie (engineer) is
+in tenant ``globex``; vera is a viewer in ``acme``; root is a platform admin. Every
+fixture that touches the database pulls in ``db`` itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from tenants.models import Role
+from tests.factories import (
+    GpuFlavorFactory,
+    MembershipFactory,
+    QuotaFactory,
+    TenantFactory,
+    UserFactory,
+)
+
+
+@pytest.fixture
+def h100(db: Any) -> Any:
+    return GpuFlavorFactory(name="h100")
+
+
+@pytest.fixture
+def l4(db: Any) -> Any:
+    return GpuFlavorFactory(
+        name="l4",
+        gpu_product="NVIDIA-L4",
+        gpus_per_node=1,
+        cpu_per_node=16,
+        memory_per_node_gib=64,
+        node_count=4,
+        sharing=True,
+    )
+
+
+@pytest.fixture
+def acme(db: Any, h100: Any, l4: Any) -> Any:
+    tenant = TenantFactory(slug="acme", name="Acme Research", cpu_quota=1000, memory_quota_gib=8000)
+    QuotaFactory(tenant=tenant, flavor=h100, gpus=16, borrow_limit=8)
+    QuotaFactory(tenant=tenant, flavor=l4, gpus=2, borrow_limit=0)
+    return tenant
+
+
+@pytest.fixture
+def globex(db: Any, h100: Any, l4: Any) -> Any:
+    tenant = TenantFactory(slug="globex", name="Globex Labs", cpu_quota=1000, memory_quota_gib=8000)
+    QuotaFactory(tenant=tenant, flavor=h100, gpus=16, borrow_limit=8)
+    QuotaFactory(tenant=tenant, flavor=l4, gpus=2, borrow_limit=0)
+    return tenant
+
+
+@pytest.fixture
+def alice(acme: Any) -> Any:
+    user = UserFactory(username="alice")
+    MembershipFactory(tenant=acme, user=user, role=Role.ADMIN)
+    return user
+
+
+@pytest.fixture
+def bob(acme: Any) -> Any:
+    user = UserFactory(username="bob")
+    MembershipFactory(tenant=acme, user=user, role=Role.ENGINEER)
+    return user
+
+
+@pytest.fixture
+def vera(acme: Any) -> Any:
+    user = UserFactory(username="vera")
+    MembershipFactory(tenant=acme, user=user, role=Role.VIEWER)
+    return user
+
+
+@pytest.fixture
+def charlie(globex: Any) -> Any:
+    user = UserFactory(username="charlie")
+    MembershipFactory(tenant=globex, user=user, role=Role.ENGINEER)
+    return user
+
+
+@pytest.fixture
+def root(db: Any) -> Any:
+    return UserFactory(username="root", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def api() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def as_user(api: APIClient) -> Any:
+    """``as_user(user)`` returns an API client authenticated as that user (or anonymous)."""
+
+    def login(user: Any | None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user=user)
+        return client
+
+    return login

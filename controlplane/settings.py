@@ -206,7 +206,7 @@ CELERY_TASK_SOFT_TIME_LIMIT = max(CELERY_TASK_TIME_LIMIT - 30, 5)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = "gangway"
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "gangway")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
@@ -223,6 +223,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
+# A row waiting on a provisioning step with no progress for this long is re-nudged.
+SWEEP_STALE_SECONDS = env_float("SWEEP_STALE_SECONDS", 30.0)
 
 # --- Kubernetes -----------------------------------------------------------------------
 # KUBECONFIG empty means in-cluster credentials (the service account of the pod).
@@ -249,4 +251,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+
+# Periodic work: the reconciler, the outbox sweeper and a safety-net admission pass
+# (every write also nudges these, so the beat is only the backstop).
+CELERY_BEAT_SCHEDULE = {
+    "reconcile": {"task": "clusters.tasks.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
+    "sweep": {"task": "clusters.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+    "admission": {"task": "clusters.tasks.admission_pass", "schedule": 15.0},
 }

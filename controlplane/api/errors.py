@@ -16,6 +16,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from controlplane.exceptions import ServiceConflict
+
 
 class Conflict(exceptions.APIException):
     """The request is well formed but clashes with the current state (HTTP 409)."""
@@ -62,6 +64,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         )
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
+    elif isinstance(exc, ServiceConflict):
+        exc = Conflict(exc.message, code=exc.code)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -1,0 +1,101 @@
+"""The cluster request endpoints of the public contract: create, list, detail, delete,
+suspend, resume and extend. Mixed into ``ClusterViewSet`` (clusters/api/views.py).
+
+Views only translate HTTP to service calls: rules live in :mod:`clusters.services` and
+:mod:`clusters.shapes`, so the dashboard enforces exactly the same ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.api.serializers import StrictSerializer
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from clusters import selectors, services
+from clusters.api.output import ClusterOut
+from clusters.filters import ClusterFilter
+from tenants.models import Role
+
+
+class ExtendIn(StrictSerializer):
+    """Body of ``POST .../extend/``."""
+
+    hours = serializers.IntegerField(min_value=1, max_value=24 * 365)
+
+
+class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
+    """List/detail reads plus the write actions, each a thin call into a service."""
+
+    filterset_class = ClusterFilter
+    ordering_fields = ["created_at", "state", "name"]
+    crud_roles = {
+        "list": Role.VIEWER,
+        "retrieve": Role.VIEWER,
+        "create": Role.ENGINEER,
+        "destroy": Role.ENGINEER,
+        "suspend": Role.ENGINEER,
+        "resume": Role.ENGINEER,
+        "extend": Role.ENGINEER,
+    }
+
+    def get_serializer_class(self) -> Any:
+        return ClusterOut
+
+    def _out(self, cluster: Any, code: int = status.HTTP_200_OK) -> Response:
+        fresh = selectors.cluster_detail_queryset(tenant=self.tenant).get(pk=cluster.pk)  # type: ignore[attr-defined]
+        return Response(ClusterOut(fresh).data, status=code)
+
+    @extend_schema(responses=ClusterOut)
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        from clusters.api.serializers import ClusterCreateInput
+
+        body = ClusterCreateInput(data=request.data, context={"tenant": self.tenant})  # type: ignore[attr-defined]
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        cluster = services.cluster_request_create(
+            actor=request.user,
+            tenant=self.tenant,  # type: ignore[attr-defined]
+            name=data.get("name") or None,
+            kind=data["kind"],
+            flavor=data["flavor"],
+            workers=data["workers"],
+            min_workers=data.get("min_workers"),
+            max_workers=data.get("max_workers"),
+            gpu_fraction=data.get("gpu_fraction"),
+            ttl_hours=data.get("ttl_hours"),
+        )
+        return self._out(cluster, status.HTTP_201_CREATED)
+
+    @extend_schema(responses=ClusterOut)
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        cluster = services.cluster_delete(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
+        return self._out(cluster, status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses=ClusterOut)
+    @action(detail=True, methods=["post"])
+    def suspend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        cluster = services.cluster_suspend(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
+        return self._out(cluster)
+
+    @extend_schema(request=None, responses=ClusterOut)
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        cluster = services.cluster_resume(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
+        return self._out(cluster)
+
+    @extend_schema(request=ExtendIn, responses=ClusterOut)
+    @action(detail=True, methods=["post"])
+    def extend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        body = ExtendIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        cluster = services.cluster_extend(
+            actor=request.user,
+            cluster=self.get_object(),  # type: ignore[attr-defined]
+            hours=body.validated_data["hours"],
+        )
+        return self._out(cluster)

@@ -1,0 +1,105 @@
+"""The read representation of a cluster request (the public contract's fields)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from clusters.models import ClusterEvent, ClusterRequest
+from clusters.selectors import cluster_endpoints
+
+
+class ClusterEventOut(serializers.ModelSerializer):
+    """One entry of a cluster's history."""
+
+    class Meta:
+        model = ClusterEvent
+        fields = ["at", "actor_name", "from_state", "to_state", "reason", "message"]
+
+
+class QueueOut(serializers.Serializer):
+    """Where a waiting request stands."""
+
+    position = serializers.IntegerField(allow_null=True)
+    flavor_position = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    eta = serializers.DateTimeField(allow_null=True)
+
+
+class EndpointsOut(serializers.Serializer):
+    """How to connect to a ready cluster."""
+
+    dashboard_url = serializers.CharField()
+    client_address = serializers.CharField()
+    snippet = serializers.CharField()
+
+
+class ClusterOut(serializers.ModelSerializer):
+    """A cluster request as the API returns it (no queries: the selector prefetches)."""
+
+    owner = serializers.CharField(source="owner.username")
+    flavor = serializers.CharField(source="flavor.name")
+    tenant = serializers.CharField(source="tenant.slug")
+    namespace = serializers.CharField(source="tenant.namespace")
+    gpus = serializers.DecimalField(max_digits=10, decimal_places=3, coerce_to_string=False)
+    queue = serializers.SerializerMethodField()
+    endpoints = serializers.SerializerMethodField()
+    events = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ClusterRequest
+        fields = [
+            "name",
+            "tenant",
+            "namespace",
+            "kind",
+            "flavor",
+            "workers",
+            "min_workers",
+            "max_workers",
+            "gpu_fraction",
+            "ttl_hours",
+            "priority",
+            "gpus",
+            "owner",
+            "state",
+            "state_reason",
+            "last_error",
+            "queue",
+            "endpoints",
+            "created_at",
+            "admitted_at",
+            "ready_at",
+            "suspended_at",
+            "expires_at",
+            "deleted_at",
+            "events",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(QueueOut(allow_null=True))
+    def get_queue(self, obj: ClusterRequest) -> dict[str, Any] | None:
+        if obj.state != "queued":
+            return None
+        return {
+            "position": obj.queue_position,
+            "flavor_position": obj.queue_flavor_position,
+            "reason": obj.queue_reason or "pending",
+            "message": obj.queue_message or "waiting for the next admission pass",
+            "eta": obj.queue_eta,
+        }
+
+    @extend_schema_field(EndpointsOut(allow_null=True))
+    def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
+        return cluster_endpoints(obj)
+
+    @extend_schema_field(ClusterEventOut(many=True))
+    def get_events(self, obj: ClusterRequest) -> list[dict[str, Any]]:
+        # Lists show the latest few; the selector prefetched them all.
+        cache = getattr(obj, "_prefetched_objects_cache", {})
+        if "events" not in cache:
+            return []
+        return ClusterEventOut(list(obj.events.all())[-20:], many=True).data  # type: ignore[return-value]

@@ -1,0 +1,312 @@
+"""The only module that talks to Kubernetes (it alone imports the ``kubernetes`` client).
+
+Everything above it deals in plain dicts (the manifests) and two exceptions:
+:class:`TransientKubeError` — worth retrying (timeouts, connection errors, 429 with its
+``Retry-After``, 5xx, 409 conflicts) — and :class:`PermanentKubeError` — retrying cannot
+help (400, 403, unexpected 404, 422) — each with a message a person can read (STYLE 7).
+
+Writes are server-side apply with one fixed field manager, so applying the same object
+twice is a no-op and applying a changed one converges. Reads are LISTs by label selector
+across namespaces, one per kind, so the reconciler never issues a GET per cluster.
+The client is configured from ``settings.KUBECONFIG`` or, when that is empty, from the
+pod's in-cluster service account.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from django.conf import settings
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+FIELD_MANAGER = "gangway"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Where a kind lives in the API: its group/version, plural and scope."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The REST path of the collection (or of one object when ``name`` is given)."""
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+_KINDS = [
+    Kind("v1", "Namespace", "namespaces", namespaced=False),
+    Kind("v1", "ServiceAccount", "serviceaccounts"),
+    Kind("v1", "ResourceQuota", "resourcequotas"),
+    Kind("v1", "LimitRange", "limitranges"),
+    Kind("v1", "Pod", "pods"),
+    Kind("v1", "Service", "services"),
+    Kind("v1", "Event", "events"),
+    Kind("v1", "Node", "nodes", namespaced=False),
+    Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
+    Kind("ray.io/v1", "RayCluster", "rayclusters"),
+    Kind("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", namespaced=False),
+    Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", namespaced=False),
+    Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues"),
+    Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads"),
+    Kind(
+        "kueue.x-k8s.io/v1beta2",
+        "WorkloadPriorityClass",
+        "workloadpriorityclasses",
+        namespaced=False,
+    ),
+    Kind("scheduling.run.ai/v2", "Queue", "queues", namespaced=False),
+]
+KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in _KINDS}
+
+
+def kind_of(api_version: str, kind: str) -> Kind:
+    """The :class:`Kind` for an apiVersion/kind pair; unknown kinds are a programming error."""
+    try:
+        return KINDS[(api_version, kind)]
+    except KeyError:
+        raise PermanentKubeError(f"gangway does not know the kind {api_version}/{kind}") from None
+
+
+class KubeError(Exception):
+    """A failed Kubernetes call, with a readable message and the HTTP status (0: none)."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class TransientKubeError(KubeError):
+    """Worth retrying; ``retry_after`` is the server's requested wait, in seconds."""
+
+    def __init__(self, message: str, *, status: int = 0, retry_after: float | None = None):
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class PermanentKubeError(KubeError):
+    """Retrying will not help: the request itself is wrong or refused."""
+
+
+def _status_message(exc: ApiException) -> str:
+    try:
+        body = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or exc.reason or "no message")
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    headers = exc.headers or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return max(float(value), 0.0) if value is not None else None
+    except ValueError:
+        return None
+
+
+def classify(exc: Exception, *, what: str) -> KubeError:
+    """Map a client exception to a transient or permanent :class:`KubeError`."""
+    if isinstance(exc, KubeError):
+        return exc
+    if isinstance(exc, ApiException):
+        status = int(exc.status or 0)
+        message = f"{what}: {status} {_status_message(exc)}"
+        if status == 429:
+            return TransientKubeError(message, status=status, retry_after=_retry_after(exc))
+        if status == 409 or status >= 500 or status == 0:
+            return TransientKubeError(message, status=status, retry_after=_retry_after(exc))
+        return PermanentKubeError(message, status=status)
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError | TimeoutError):
+        return TransientKubeError(f"{what}: cannot reach the Kubernetes API ({exc})")
+    return PermanentKubeError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+class Gateway:
+    """A thin, typed wrapper over the client's REST transport for the kinds gangway writes."""
+
+    def __init__(self, api_client: client.ApiClient, *, timeout: float) -> None:
+        self._api = api_client
+        self._timeout = timeout
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        try:
+            response = self._api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+        except Exception as exc:  # classified right here
+            raise classify(exc, what=what) from exc
+        data = response.data if hasattr(response, "data") else response[0].data
+        return json.loads(data) if data else {}
+
+    def version(self) -> dict[str, Any]:
+        """The server's ``/version`` (used by readiness checks)."""
+        result: dict[str, Any] = self._call("GET", "/version", what="GET /version")
+        return result
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or update ``obj`` by server-side apply (idempotent)."""
+        meta = obj["metadata"]
+        kind = kind_of(obj["apiVersion"], obj["kind"])
+        path = kind.path(meta.get("namespace"), meta["name"])
+        what = f"apply {obj['kind']} {meta.get('namespace', '')}/{meta['name']}".replace(" /", " ")
+        result: dict[str, Any] = self._call(
+            "PATCH",
+            path,
+            what=what,
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            body=obj,
+            content_type="application/apply-patch+yaml",
+        )
+        return result
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """One object, or ``None`` when it does not exist."""
+        try:
+            result: dict[str, Any] = self._call(
+                "GET",
+                kind_of(api_version, kind).path(namespace, name),
+                what=f"get {kind} {name}",
+            )
+        except PermanentKubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return result
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        namespace: str | None = None,
+        page_size: int = 500,
+    ) -> list[dict[str, Any]]:
+        """Every object of a kind matching the selectors, across namespaces by default.
+
+        Pages through ``limit``/``continue`` so that a large fleet is read in bounded
+        responses; the result is one list.
+        """
+        items: list[dict[str, Any]] = []
+        path = kind_of(api_version, kind).path(namespace)
+        token = ""
+        while True:
+            query = [("limit", str(page_size))]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
+            if token:
+                query.append(("continue", token))
+            page = self._call("GET", path, what=f"list {kind}", query=query)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
+
+    def merge_patch(
+        self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: str
+    ) -> dict[str, Any]:
+        """A JSON merge patch (used to flip ``spec.suspend``)."""
+        result: dict[str, Any] = self._call(
+            "PATCH",
+            kind_of(api_version, kind).path(namespace, name),
+            what=f"patch {kind} {namespace}/{name}",
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+        return result
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete an object and its dependents; ``False`` when it was already gone."""
+        try:
+            self._call(
+                "DELETE",
+                kind_of(api_version, kind).path(namespace, name),
+                what=f"delete {kind} {name}",
+                body={
+                    "kind": "DeleteOptions",
+                    "apiVersion": "v1",
+                    "propagationPolicy": propagation,
+                },
+            )
+        except PermanentKubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
+_lock = threading.Lock()
+_cached: tuple[str, Gateway] | None = None
+
+
+def _build(kubeconfig: str) -> Gateway:
+    configuration = client.Configuration()
+    try:
+        if kubeconfig:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+    except Exception as exc:  # any failure here is a configuration problem
+        source = f"KUBECONFIG={kubeconfig}" if kubeconfig else "in-cluster credentials"
+        raise PermanentKubeError(f"cannot load {source}: {exc}") from exc
+    # Retries are ours (with backoff and Retry-After), not urllib3's silent ones.
+    configuration.retries = False
+    return Gateway(client.ApiClient(configuration), timeout=settings.KUBE_REQUEST_TIMEOUT_SECONDS)
+
+
+def get_gateway() -> Gateway:
+    """The process's gateway, rebuilt when the KUBECONFIG setting changes (tests do that)."""
+    global _cached
+    kubeconfig = settings.KUBECONFIG
+    with _lock:
+        if _cached is None or _cached[0] != kubeconfig:
+            _cached = (kubeconfig, _build(kubeconfig))
+        return _cached[1]
+
+
+def ping() -> None:
+    """Raise unless the Kubernetes API answers ``/version``."""
+    get_gateway().version()

@@ -1,0 +1,126 @@
+"""Celery tasks: thin wrappers that take a primary key, re-read the row and converge.
+
+The row is the outbox: every task is safe to run twice or in parallel, a lost message
+is re-sent by :func:`sweep`, and a worker killed mid-task has its message redelivered
+(``acks_late`` + ``task_reject_on_worker_lost``). Transient Kubernetes errors are retried
+with exponential backoff and jitter (at least the server's ``Retry-After``); attempts
+are counted in the row and the request fails with ``last_error`` after the limit.
+Permanent errors fail the request at once with a readable ``last_error``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
+
+from clusters import provisioning
+from clusters.admission_pass import run_admission_pass
+from clusters.kube.gateway import PermanentKubeError, TransientKubeError
+from clusters.models import ClusterRequest
+from clusters.reconciler import reconcile_once
+from clusters.states import State
+from clusters.transitions import transition
+from controlplane import metrics
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 8
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_CAP_SECONDS = 60.0
+# Rows in these states are waiting on a provisioning step; the sweeper re-nudges them.
+_STEP_STATES = (State.ADMITTED, State.DELETING)
+
+
+def backoff_seconds(attempt: int, retry_after: float | None = None) -> float:
+    """Exponential backoff with full jitter, never shorter than ``retry_after``."""
+    ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * (2 ** max(attempt - 1, 0)))
+    delay = random.uniform(ceiling / 2, ceiling)
+    return max(delay, retry_after or 0.0)
+
+
+def _fail(cluster: ClusterRequest, error: str) -> None:
+    if cluster.state in (State.FAILED, State.DELETED):
+        return
+    transition(cluster, State.FAILED, reason="error", message=error[:500], last_error=error)
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None)
+def provision_cluster(self, cluster_id: int) -> None:  # type: ignore[no-untyped-def]
+    """Converge one cluster request's Kubernetes objects with its row."""
+    cluster = (
+        ClusterRequest.objects.unscoped()
+        .select_related("tenant", "flavor", "owner")
+        .filter(pk=cluster_id)
+        .first()
+    )
+    if cluster is None or cluster.state in (State.DELETED, State.FAILED, State.QUEUED):
+        return
+    try:
+        provisioning.converge(cluster)
+    except TransientKubeError as exc:
+        metrics.API_ERRORS.labels("transient").inc()
+        ClusterRequest.objects.filter(pk=cluster.pk).update(
+            attempts=F("attempts") + 1, last_error=exc.message[:2000]
+        )
+        attempts = cluster.attempts + 1
+        if attempts >= MAX_ATTEMPTS:
+            _fail(cluster, f"gave up after {attempts} attempts: {exc.message}")
+            return
+        raise self.retry(countdown=backoff_seconds(attempts, exc.retry_after), exc=exc) from exc
+    except PermanentKubeError as exc:
+        metrics.API_ERRORS.labels("permanent").inc()
+        log.warning("cluster %s failed: %s", cluster, exc.message)
+        _fail(cluster, exc.message)
+        return
+    if cluster.state in (State.DELETED, State.PROVISIONING):
+        # A deletion finished (capacity freed) or a cluster was applied: let the
+        # reconciler and the queue see it soon rather than at the next beat.
+        reconcile.delay()
+
+
+@shared_task(acks_late=True)
+def admission_pass() -> list[int]:
+    """Run one admission pass (the pass itself takes the lock)."""
+    return run_admission_pass().admitted
+
+
+@shared_task(acks_late=True)
+def reconcile() -> dict[str, int]:
+    """One reconcile pass; runs an admission pass when it freed capacity."""
+    try:
+        report = reconcile_once()
+    except TransientKubeError as exc:
+        log.warning("reconcile skipped: %s", exc.message)
+        return {"errors": 1}
+    if report.freed_capacity:
+        run_admission_pass()
+    return {
+        "ready": len(report.ready),
+        "recreated": len(report.recreated),
+        "deleted": len(report.deleted),
+        "expired": len(report.expired),
+        "orphans": len(report.orphans),
+        "errors": len(report.errors),
+    }
+
+
+@shared_task(acks_late=True)
+def sweep() -> int:
+    """Re-nudge rows whose provisioning step made no progress (the row is the outbox)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.SWEEP_STALE_SECONDS)
+    stale = list(
+        ClusterRequest.objects.unscoped()
+        .filter(state__in=_STEP_STATES, progress_at__lt=cutoff)
+        .values_list("pk", flat=True)
+    )
+    for pk in stale:
+        provision_cluster.delay(pk)
+    if ClusterRequest.objects.unscoped().filter(state=State.QUEUED).exists():
+        admission_pass.delay()
+    return len(stale)

@@ -1,0 +1,71 @@
+"""Moving a cluster request between states: the one helper every writer goes through.
+
+:func:`transition` checks the move against the transition map, claims the row with a
+conditional UPDATE (``WHERE state = <the state we read>``) so that two workers, or a
+worker and a user, cannot both act on the same old state, and records a ClusterEvent.
+It returns ``False`` when somebody else got there first — callers treat that as "done
+by another", never as an error (STYLE 6).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from clusters.models import ClusterEvent, ClusterRequest
+from clusters.states import check_transition
+
+
+def transition(
+    cluster: ClusterRequest,
+    to: str,
+    *,
+    reason: str,
+    actor: Any = None,
+    message: str = "",
+    **fields: Any,
+) -> bool:
+    """Move ``cluster`` from its current (in-memory) state to ``to``; see module docstring.
+
+    Extra ``fields`` are written in the same UPDATE. On success the in-memory instance is
+    updated too. ``attempts`` is reset, since a new state is progress.
+    """
+    current = cluster.state
+    check_transition(current, to)
+    now = timezone.now()
+    values = {"state": to, "progress_at": now, "updated_at": now, "attempts": 0, **fields}
+    if "state_reason" not in values:
+        values["state_reason"] = message
+    with transaction.atomic():
+        claimed = ClusterRequest.objects.filter(pk=cluster.pk, state=current).update(**values)
+        if not claimed:
+            return False
+        user = actor if getattr(actor, "is_authenticated", False) else None
+        ClusterEvent.objects.create(
+            cluster_id=cluster.pk,
+            actor=user,
+            actor_name=user.get_username() if user else "system",
+            from_state=current,
+            to_state=to,
+            reason=reason,
+            message=message[:500],
+        )
+    for key, value in values.items():
+        setattr(cluster, key, value)
+    return True
+
+
+def note(cluster: ClusterRequest, *, reason: str, message: str, actor: Any = None) -> None:
+    """Record a notable moment that is not a state change (a warning, an extension)."""
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    ClusterEvent.objects.create(
+        cluster_id=cluster.pk,
+        actor=user,
+        actor_name=user.get_username() if user else "system",
+        from_state=cluster.state,
+        to_state=cluster.state,
+        reason=reason,
+        message=message[:500],
+    )

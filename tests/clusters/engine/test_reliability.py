@@ -1,0 +1,154 @@
+"""Crash safety, kubesim restarts, fault injection and concurrent requests.
+
+All through the real loop: a Celery worker process, Redis, PostgreSQL and kubesim
+over HTTP.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from clusters import services
+from clusters.admission_pass import run_admission_pass
+from clusters.kube.gateway import get_gateway
+from clusters.models import ClusterRequest
+from clusters.states import HOLDS_QUOTA
+from tenants.models import Quota
+from tests.clusters.engine.conftest import wait_for
+from tests.factories import MembershipFactory, UserFactory
+
+pytestmark = pytest.mark.slow
+
+
+def _states(pks: list[int]) -> Counter[str]:
+    return Counter(
+        ClusterRequest.objects.unscoped().filter(pk__in=pks).values_list("state", flat=True)
+    )
+
+
+def _held_gpus() -> Decimal:
+    rows = ClusterRequest.objects.unscoped().filter(state__in=HOLDS_QUOTA)
+    return sum((r.gpus for r in rows), Decimal(0))
+
+
+def _roomy(tenant: Any, h100: Any, gpus: int) -> None:
+    tenant.max_dev_clusters_per_user = 100
+    tenant.max_dev_gpus_per_user = 100
+    tenant.save()
+    Quota.objects.filter(tenant=tenant, flavor=h100).update(gpus=gpus, borrow_limit=0)
+
+
+def _request(alice: Any, acme: Any, h100: Any, name: str) -> ClusterRequest:
+    return services.cluster_request_create(
+        actor=alice, tenant=acme, name=name, kind="dev", flavor=h100, workers=1
+    )
+
+
+def test_sigkill_worker_during_provisioning_and_deletion(
+    worker: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    rng = random.Random(20261122)
+    _roomy(acme, h100, gpus=24)
+    pks = [_request(alice, acme, h100, f"crash-{i}").pk for i in range(20)]
+    kills = 0
+    for _ in range(10):
+        time.sleep(rng.uniform(0.0, 0.6))
+        worker.kill()
+        kills += 1
+        worker.start()
+    wait_for(lambda: _states(pks)["ready"] == 20, timeout=120, what="all 20 ready")
+    gw = get_gateway()
+    names = Counter(
+        rc["metadata"]["name"]
+        for rc in gw.list("ray.io/v1", "RayCluster", label_selector="app.kubernetes.io/managed-by=gangway")
+    )
+    assert names == Counter({f"crash-{i}": 1 for i in range(20)})
+    assert _held_gpus() == Decimal(20)
+
+    for cluster in ClusterRequest.objects.unscoped().filter(pk__in=pks):
+        services.cluster_delete(actor=alice, cluster=cluster)
+    for _ in range(10):
+        time.sleep(rng.uniform(0.0, 0.6))
+        worker.kill()
+        kills += 1
+        worker.start()
+    wait_for(lambda: _states(pks)["deleted"] == 20, timeout=120, what="all 20 deleted")
+    assert kills >= 20
+    assert gw.list("ray.io/v1", "RayCluster", label_selector="app.kubernetes.io/managed-by=gangway") == []
+    assert gw.list("v1", "Pod", namespace="gw-acme") == []
+    assert _held_gpus() == Decimal(0)
+
+
+def test_kubesim_restart_without_state_recreates_live_clusters(
+    worker: Any, kubesim: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _roomy(acme, h100, gpus=16)
+    pks = [_request(alice, acme, h100, f"keep-{i}").pk for i in range(3)]
+    wait_for(lambda: _states(pks)["ready"] == 3, what="3 ready")
+    kubesim.restart(keep_state=False)
+    gw = get_gateway()
+    assert gw.get("ray.io/v1", "RayCluster", "keep-0", "gw-acme") is None
+    wait_for(
+        lambda: all(gw.get("ray.io/v1", "RayCluster", f"keep-{i}", "gw-acme") for i in range(3)),
+        what="RayClusters recreated",
+    )
+    wait_for(lambda: _states(pks)["ready"] == 3, what="ready again")
+    assert gw.get("v1", "Namespace", "gw-acme") is not None
+
+
+def test_fault_injection_all_requests_converge(
+    worker: Any, kubesim: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _roomy(acme, h100, gpus=16)
+    kubesim.set_faults(rate=0.2, codes=(500, 503, 429, 409), delay_ms=50, retry_after=1)
+    pks = [_request(alice, acme, h100, f"flaky-{i}").pk for i in range(6)]
+    wait_for(lambda: _states(pks)["ready"] == 6, timeout=120, what="6 ready under faults")
+    for cluster in ClusterRequest.objects.unscoped().filter(pk__in=pks):
+        services.cluster_delete(actor=alice, cluster=cluster)
+    wait_for(lambda: _states(pks)["deleted"] == 6, timeout=120, what="6 deleted under faults")
+    kubesim.clear_faults()
+    assert ClusterRequest.objects.unscoped().filter(state="failed").count() == 0
+
+
+def test_fifty_concurrent_creates_never_admit_more_than_quota(
+    transactional_db: Any, acme: Any, h100: Any
+) -> None:
+    _roomy(acme, h100, gpus=8)
+    users = []
+    for i in range(50):
+        user = UserFactory(username=f"eng{i}")
+        MembershipFactory(tenant=acme, user=user, role="engineer")
+        users.append(user)
+    barrier = threading.Barrier(50)
+    errors: list[BaseException] = []
+    observed: list[Decimal] = []
+
+    def create(user: Any) -> None:
+        try:
+            barrier.wait()
+            _request(user, acme, h100, f"race-{user.username}")
+            run_admission_pass()
+            observed.append(_held_gpus())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=create, args=(u,)) for u in users]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert max(observed) <= 8
+    run_admission_pass()
+    assert _held_gpus() == Decimal(8)
+    assert ClusterRequest.objects.unscoped().filter(state="queued").count() == 42

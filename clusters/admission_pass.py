@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters.models import ClusterRequest
-from clusters.states import HOLDS_QUOTA, State
+from clusters.states import State
 from clusters.transitions import transition
 from controlplane import metrics
 from tenants.models import Quota
@@ -51,7 +51,7 @@ def _decide_fifo(queued: list[ClusterRequest]) -> tuple[list[ClusterRequest], di
     used: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
     for row in (
         ClusterRequest.objects.unscoped()
-        .filter(state__in=HOLDS_QUOTA)
+        .filter(holds_gpus=True)
         .values_list("tenant_id", "flavor_id", "gpus")
     ):
         used[(row[0], row[1])] += row[2]

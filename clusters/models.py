@@ -76,6 +76,12 @@ class ClusterRequest(TenantOwned):
     state = models.CharField(
         max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
     )
+    holds_gpus = models.BooleanField(
+        default=False,
+        db_index=True,
+        help_text="Whether the request currently holds its GPUs against the quota: set on "
+        "admission, cleared on suspension, failure or once a deletion finished.",
+    )
     state_reason = models.CharField(max_length=500, blank=True)
     last_error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
@@ -141,3 +147,35 @@ class ClusterEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}: {self.from_state} -> {self.to_state} ({self.reason})"
+
+
+class UsageSpan(TenantOwned):
+    """One stretch of time during which a cluster held GPUs: the usage ledger.
+
+    Opened when a request enters a quota-holding state (admission), closed when it leaves
+    (suspension, deletion finished, failure). A suspended-then-resumed cluster has one
+    span per admission. GPU-hours are ``gpus x (ended_at or now - started_at)``; the
+    tenant, owner and flavor are copied so the ledger survives renames and deletions.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="usage_spans")
+    cluster = models.ForeignKey(
+        ClusterRequest, on_delete=models.CASCADE, related_name="usage_spans"
+    )
+    username = models.CharField(max_length=150)
+    flavor_name = models.CharField(max_length=40)
+    kind = models.CharField(max_length=8, choices=ClusterKind.choices)
+    gpus = models.DecimalField(max_digits=10, decimal_places=3)
+    started_at = models.DateTimeField(db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster"], condition=Q(ended_at__isnull=True), name="one_open_span"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.gpus} GPUs from {self.started_at}"

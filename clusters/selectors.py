@@ -41,3 +41,75 @@ def cluster_endpoints(cluster: ClusterRequest) -> dict[str, Any] | None:
         "client_address": client_address,
         "snippet": f'import ray\nray.init("{client_address}")',
     }
+
+
+def queue_list(*, tenant: Tenant | None = None) -> QuerySet[ClusterRequest]:
+    """Waiting requests in queue order (a tenant's, or every tenant's when ``None``)."""
+    from django.db.models import F
+
+    qs = ClusterRequest.objects.unscoped() if tenant is None else cluster_list(tenant=tenant)
+    return (
+        qs.filter(state="queued")
+        .select_related("tenant", "flavor", "owner")
+        .order_by(
+            F("queue_position").asc(nulls_last=True)
+            if tenant is not None
+            else F("queue_flavor_position").asc(nulls_last=True),
+            "created_at",
+            "id",
+        )
+    )
+
+
+def usage_summary(*, tenant: Tenant, since: Any, until: Any) -> dict[str, Any]:
+    """GPU-hours of a tenant between ``since`` and ``until``, by user, flavor and both.
+
+    Each usage span counts for the part of it inside the period; open spans run to
+    ``until`` (or now, if earlier).
+    """
+    from collections import defaultdict
+    from decimal import Decimal
+
+    from django.db.models import Q
+    from django.utils import timezone
+
+    from clusters.models import UsageSpan
+
+    now = timezone.now()
+    end = min(until, now)
+    spans = UsageSpan.objects.for_tenant(tenant).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=end
+    )
+    by_user: dict[str, Decimal] = defaultdict(Decimal)
+    by_flavor: dict[str, Decimal] = defaultdict(Decimal)
+    by_pair: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    total = Decimal(0)
+    for span in spans.only("username", "flavor_name", "gpus", "started_at", "ended_at"):
+        start = max(span.started_at, since)
+        stop = min(span.ended_at or end, end)
+        if stop <= start:
+            continue
+        hours = Decimal((stop - start).total_seconds()) / Decimal(3600)
+        gpu_hours = span.gpus * hours
+        total += gpu_hours
+        by_user[span.username] += gpu_hours
+        by_flavor[span.flavor_name] += gpu_hours
+        by_pair[(span.username, span.flavor_name)] += gpu_hours
+
+    def rounded(value: Decimal) -> float:
+        return float(round(value, 3))
+
+    return {
+        "tenant": tenant.slug,
+        "since": since,
+        "until": until,
+        "total_gpu_hours": rounded(total),
+        "by_user": [{"user": user, "gpu_hours": rounded(v)} for user, v in sorted(by_user.items())],
+        "by_flavor": [
+            {"flavor": flavor, "gpu_hours": rounded(v)} for flavor, v in sorted(by_flavor.items())
+        ],
+        "by_user_and_flavor": [
+            {"user": user, "flavor": flavor, "gpu_hours": rounded(v)}
+            for (user, flavor), v in sorted(by_pair.items())
+        ],
+    }

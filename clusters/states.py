@@ -23,8 +23,13 @@ class State(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-# States whose request holds (or is about to hold) GPUs from the tenant's quota.
-HOLDS_QUOTA = frozenset({State.ADMITTED, State.PROVISIONING, State.READY, State.DELETING})
+# Entering one of these states takes the request's GPUs from the quota; entering one of
+# RELEASES gives them back. Other moves (say ready -> deleting) leave the flag as it was,
+# so a deletion releases GPUs only once its pods are gone. ``ClusterRequest.holds_gpus``
+# carries the result; the quota ledger is the sum of ``gpus`` over rows that hold.
+ACQUIRES = frozenset({State.ADMITTED})
+RELEASES = frozenset({State.QUEUED, State.SUSPENDED, State.DELETED, State.FAILED})
+HOLDS_QUOTA = frozenset({State.ADMITTED, State.PROVISIONING, State.READY})
 # States in which the request still exists for its owner (counts against per-user caps).
 LIVE = frozenset({State.QUEUED, State.ADMITTED, State.PROVISIONING, State.READY, State.SUSPENDED})
 # States in which Kubernetes objects should exist for the request.

@@ -14,8 +14,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.models import ClusterEvent, ClusterRequest
-from clusters.states import check_transition
+from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
+from clusters.states import ACQUIRES, RELEASES, check_transition
 
 
 def transition(
@@ -36,6 +36,9 @@ def transition(
     check_transition(current, to)
     now = timezone.now()
     values = {"state": to, "progress_at": now, "updated_at": now, "attempts": 0, **fields}
+    held_before = cluster.holds_gpus
+    held_after = True if to in ACQUIRES else False if to in RELEASES else held_before
+    values["holds_gpus"] = held_after
     if "state_reason" not in values:
         values["state_reason"] = message
     with transaction.atomic():
@@ -52,6 +55,7 @@ def transition(
             reason=reason,
             message=message[:500],
         )
+        _ledger(cluster, held_before, held_after, now)
     for key, value in values.items():
         setattr(cluster, key, value)
     return True
@@ -69,3 +73,19 @@ def note(cluster: ClusterRequest, *, reason: str, message: str, actor: Any = Non
         reason=reason,
         message=message[:500],
     )
+
+
+def _ledger(cluster: ClusterRequest, held_before: bool, held_after: bool, now: Any) -> None:
+    """Open a usage span when the request takes its GPUs, close it when it gives them back."""
+    if held_after and not held_before:
+        UsageSpan.objects.create(
+            tenant_id=cluster.tenant_id,
+            cluster_id=cluster.pk,
+            username=cluster.owner.get_username(),
+            flavor_name=cluster.flavor.name,
+            kind=cluster.kind,
+            gpus=cluster.gpus,
+            started_at=now,
+        )
+    elif held_before and not held_after:
+        UsageSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)

@@ -37,7 +37,6 @@ def refresh_gauges() -> None:
     from django.db.models import Count, Sum
 
     from clusters.models import ClusterRequest
-    from clusters.states import HOLDS_QUOTA
     from tenants.models import Tenant
 
     TENANTS.set(Tenant.objects.unscoped().count())
@@ -52,7 +51,7 @@ def refresh_gauges() -> None:
     GPUS_HELD.clear()
     for row in (
         ClusterRequest.objects.unscoped()
-        .filter(state__in=HOLDS_QUOTA)
+        .filter(holds_gpus=True)
         .values("tenant__slug", "flavor__name")
         .annotate(g=Sum("gpus"))
         .order_by()

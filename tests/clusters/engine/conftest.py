@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-
 from kubesim import KubeSim
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,6 @@ from typing import Any
 
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
-from clusters.states import HOLDS_QUOTA
 from tests.clusters.engine.conftest import wait_for
 
 
@@ -56,4 +55,4 @@ def test_dev_cluster_full_lifecycle(worker: Any, as_user: Any, bob: Any) -> None
     leftover += gw.list("v1", "Service", label_selector=f"gangway.dev/cluster-id={pk}")
     leftover += gw.list("ray.io/v1", "RayCluster", label_selector=f"gangway.dev/cluster-id={pk}")
     assert leftover == []
-    assert not ClusterRequest.objects.unscoped().filter(state__in=HOLDS_QUOTA).exists()
+    assert not ClusterRequest.objects.unscoped().filter(holds_gpus=True).exists()

@@ -20,7 +20,6 @@ from clusters import services
 from clusters.admission_pass import run_admission_pass
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
-from clusters.states import HOLDS_QUOTA
 from tenants.models import Quota
 from tests.clusters.engine.conftest import wait_for
 from tests.factories import MembershipFactory, UserFactory
@@ -35,7 +34,7 @@ def _states(pks: list[int]) -> Counter[str]:
 
 
 def _held_gpus() -> Decimal:
-    rows = ClusterRequest.objects.unscoped().filter(state__in=HOLDS_QUOTA)
+    rows = ClusterRequest.objects.unscoped().filter(holds_gpus=True)
     return sum((r.gpus for r in rows), Decimal(0))
 
 

@@ -1,0 +1,126 @@
+"""Queue and usage endpoints: where waiting requests stand, and who used how much.
+
+``GET /api/v1/tenants/{slug}/queue/`` (any member), ``GET /api/v1/queue/`` (platform
+admins, every tenant, in flavor-queue order) and ``GET /api/v1/tenants/{slug}/usage/``
+(any member; GPU-hours per user and flavor over a period, default the last 30 days).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, mixins, permissions, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from clusters import selectors
+from clusters.models import ClusterRequest
+from controlplane.api.viewsets import TenantScopedViewSet
+from tenants.models import Role
+
+
+class QueueEntryOut(serializers.ModelSerializer):
+    """One waiting request with its place, reason and ETA."""
+
+    tenant = serializers.CharField(source="tenant.slug")
+    owner = serializers.CharField(source="owner.username")
+    flavor = serializers.CharField(source="flavor.name")
+    gpus = serializers.DecimalField(max_digits=10, decimal_places=3, coerce_to_string=False)
+    position = serializers.IntegerField(source="queue_position", allow_null=True)
+    flavor_position = serializers.IntegerField(source="queue_flavor_position", allow_null=True)
+    reason = serializers.CharField(source="queue_reason")
+    message = serializers.CharField(source="queue_message")
+    eta = serializers.DateTimeField(source="queue_eta", allow_null=True)
+
+    class Meta:
+        model = ClusterRequest
+        fields = [
+            "name",
+            "tenant",
+            "owner",
+            "kind",
+            "flavor",
+            "gpus",
+            "priority",
+            "position",
+            "flavor_position",
+            "reason",
+            "message",
+            "eta",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class TenantQueueViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+    """A tenant's waiting requests, in its queue order."""
+
+    serializer_class = QueueEntryOut
+    action_roles = {"list": Role.VIEWER}
+    filter_backends: list[Any] = []
+
+    def scoped_queryset(self, tenant: Any) -> Any:
+        return selectors.queue_list(tenant=tenant)
+
+
+class GlobalQueueView(generics.ListAPIView):
+    """Every tenant's waiting requests (platform admins), in flavor-queue order."""
+
+    serializer_class = QueueEntryOut
+    permission_classes = [permissions.IsAdminUser]
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> Any:
+        return selectors.queue_list()
+
+
+class UsageOut(serializers.Serializer):
+    """GPU-hours over a period."""
+
+    tenant = serializers.CharField()
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    total_gpu_hours = serializers.FloatField()
+    by_user = serializers.ListField(child=serializers.DictField())
+    by_flavor = serializers.ListField(child=serializers.DictField())
+    by_user_and_flavor = serializers.ListField(child=serializers.DictField())
+
+
+class UsagePeriodIn(serializers.Serializer):
+    """Query parameters of the usage endpoint."""
+
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        until = attrs.get("until") or timezone.now()
+        since = attrs.get("since") or until - timedelta(days=30)
+        if since >= until:
+            raise serializers.ValidationError({"since": "Must be before until."})
+        return {"since": since, "until": until}
+
+
+class TenantUsageViewSet(TenantScopedViewSet):
+    """GPU-hours per user and flavor for a tenant (chargeback)."""
+
+    action_roles = {"list": Role.VIEWER}
+    serializer_class = UsageOut
+
+    def scoped_queryset(self, tenant: Any) -> Any:
+        return ClusterRequest.objects.none()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("since", str, description="ISO 8601; default: 30 days before until"),
+            OpenApiParameter("until", str, description="ISO 8601; default: now"),
+        ],
+        responses=UsageOut,
+    )
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        period = UsagePeriodIn(data=request.query_params)
+        period.is_valid(raise_exception=True)
+        summary = selectors.usage_summary(tenant=self.tenant, **period.validated_data)
+        return Response(UsageOut(summary).data)

@@ -61,12 +61,29 @@ class Worker:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [
-                    sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-B",
-                    "--pool", "solo", "--loglevel", "INFO", "-Q", self.env["CELERY_QUEUE"],
-                    "--schedule", str(schedule), "--without-heartbeat", "--without-gossip",
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "controlplane",
+                    "worker",
+                    "-B",
+                    "--pool",
+                    "solo",
+                    "--loglevel",
+                    "INFO",
+                    "-Q",
+                    self.env["CELERY_QUEUE"],
+                    "--schedule",
+                    str(schedule),
+                    "--without-heartbeat",
+                    "--without-gossip",
                     "--without-mingle",
                 ],
-                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
 

@@ -32,7 +32,10 @@ def test_dev_cluster_full_lifecycle(worker: Any, as_user: Any, bob: Any) -> None
     body = api.get("/api/v1/tenants/acme/clusters/bob-dev/").json()
     assert body["endpoints"]["client_address"] == "ray://bob-dev-head-svc.gw-acme.svc:10001"
     assert [e["to_state"] for e in body["events"]][-4:] == [
-        "queued", "admitted", "provisioning", "ready",
+        "queued",
+        "admitted",
+        "provisioning",
+        "ready",
     ]
     gw = get_gateway()
     rc = gw.get("ray.io/v1", "RayCluster", "bob-dev", "gw-acme")
@@ -40,7 +43,7 @@ def test_dev_cluster_full_lifecycle(worker: Any, as_user: Any, bob: Any) -> None
 
     assert api.post("/api/v1/tenants/acme/clusters/bob-dev/suspend/").status_code == 200
     wait_for(
-        lambda: not gw.list("v1", "Pod", namespace="gw-acme", label_selector="ray.io/cluster=bob-dev"),
+        lambda: not gw.list("v1", "Pod", label_selector="ray.io/cluster=bob-dev"),
         what="pods gone after suspend",
     )
     assert _state(pk) == "suspended"

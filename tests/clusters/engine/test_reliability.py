@@ -24,6 +24,8 @@ from tenants.models import Quota
 from tests.clusters.engine.conftest import wait_for
 from tests.factories import MembershipFactory, UserFactory
 
+MANAGED = "app.kubernetes.io/managed-by=gangway"
+
 pytestmark = pytest.mark.slow
 
 
@@ -66,8 +68,7 @@ def test_sigkill_worker_during_provisioning_and_deletion(
     wait_for(lambda: _states(pks)["ready"] == 20, timeout=120, what="all 20 ready")
     gw = get_gateway()
     names = Counter(
-        rc["metadata"]["name"]
-        for rc in gw.list("ray.io/v1", "RayCluster", label_selector="app.kubernetes.io/managed-by=gangway")
+        rc["metadata"]["name"] for rc in gw.list("ray.io/v1", "RayCluster", label_selector=MANAGED)
     )
     assert names == Counter({f"crash-{i}": 1 for i in range(20)})
     assert _held_gpus() == Decimal(20)
@@ -81,7 +82,7 @@ def test_sigkill_worker_during_provisioning_and_deletion(
         worker.start()
     wait_for(lambda: _states(pks)["deleted"] == 20, timeout=120, what="all 20 deleted")
     assert kills >= 20
-    assert gw.list("ray.io/v1", "RayCluster", label_selector="app.kubernetes.io/managed-by=gangway") == []
+    assert gw.list("ray.io/v1", "RayCluster", label_selector=MANAGED) == []
     assert gw.list("v1", "Pod", namespace="gw-acme") == []
     assert _held_gpus() == Decimal(0)
 

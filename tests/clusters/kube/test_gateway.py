@@ -1,0 +1,111 @@
+"""The gateway against kubesim over HTTP: apply, get, list, delete and error classes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubesim import KubeSim
+
+from clusters.kube.gateway import (
+    Gateway,
+    PermanentKubeError,
+    TransientKubeError,
+    get_gateway,
+)
+from clusters.tasks import backoff_seconds
+
+NS = {
+    "apiVersion": "v1",
+    "kind": "Namespace",
+    "metadata": {"name": "gw-t", "labels": {"app.kubernetes.io/managed-by": "gangway"}},
+}
+
+
+@pytest.fixture
+def sim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
+    server = KubeSim(fleet=None, port=0, startup_delay=0.0).start()
+    server.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    settings.KUBECONFIG = str(tmp_path / "kubeconfig")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gw(sim: KubeSim) -> Gateway:
+    return get_gateway()
+
+
+def test_apply_is_idempotent_and_list_filters_by_label(gw: Gateway) -> None:
+    first = gw.apply(NS)
+    second = gw.apply(NS)
+    assert first["metadata"]["uid"] == second["metadata"]["uid"]
+    names = [
+        n["metadata"]["name"]
+        for n in gw.list("v1", "Namespace", label_selector="app.kubernetes.io/managed-by=gangway")
+    ]
+    assert names == ["gw-t"]
+    assert len(gw.list("v1", "Node")) == 10
+
+
+def test_list_pages_through_continue_tokens(gw: Gateway) -> None:
+    gw.apply(NS)
+    for i in range(7):
+        gw.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": f"sa-{i}", "namespace": "gw-t", "labels": {"x": "y"}},
+            }
+        )
+    items = gw.list("v1", "ServiceAccount", label_selector="x=y", page_size=3)
+    assert sorted(i["metadata"]["name"] for i in items) == [f"sa-{i}" for i in range(7)]
+
+
+def test_missing_objects_are_none_and_deleting_them_succeeds(gw: Gateway) -> None:
+    assert gw.get("ray.io/v1", "RayCluster", "nope", "gw-t") is None
+    assert gw.delete("ray.io/v1", "RayCluster", "nope", "gw-t") is False
+
+
+def test_invalid_object_is_permanent_with_the_field_named(gw: Gateway, sim: KubeSim) -> None:
+    gw.apply(NS)
+    bad = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "bad", "namespace": "gw-t"},
+        "spec": {"headGroupSpec": "not-an-object"},
+    }
+    with pytest.raises(PermanentKubeError) as caught:
+        gw.apply(bad)
+    assert caught.value.status == 422
+    assert "spec.headGroupSpec" in caught.value.message
+
+
+@pytest.mark.parametrize("code", [500, 503, 409, 429])
+def test_server_errors_conflicts_and_throttling_are_transient(
+    gw: Gateway, sim: KubeSim, code: int
+) -> None:
+    sim.set_faults(rate=1.0, codes=(code,), retry_after=3)
+    with pytest.raises(TransientKubeError) as caught:
+        gw.version()
+    assert caught.value.status == code
+    if code == 429:
+        assert caught.value.retry_after == 3.0
+
+
+def test_unreachable_api_is_transient(gw: Gateway, sim: KubeSim) -> None:
+    sim.stop()
+    with pytest.raises(TransientKubeError, match="cannot reach"):
+        gw.version()
+    sim.start()
+
+
+def test_backoff_grows_is_jittered_and_honours_retry_after() -> None:
+    delays = [backoff_seconds(n) for n in range(1, 8)]
+    assert all(d >= 0.5 for d in delays)
+    assert backoff_seconds(7) > backoff_seconds(1)
+    assert all(backoff_seconds(20) <= 60 for _ in range(50))
+    assert min(backoff_seconds(1, retry_after=5) for _ in range(50)) >= 5
+    assert len({backoff_seconds(5) for _ in range(20)}) > 1

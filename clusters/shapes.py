@@ -10,9 +10,12 @@ on); a *prod* cluster has one worker per whole GPU node, optionally autoscaling 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
+from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 # Ray head: no GPU, modest CPU and memory; runs on a CPU node.
@@ -23,6 +26,14 @@ NODE_RESERVE_CPU = Decimal("2")
 NODE_RESERVE_MEMORY_GIB = Decimal("8")
 MAX_NAME_LENGTH = 53  # KubeRay: the RayCluster name prefixes pod and service names.
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # DNS-1035 label
+# Worker group names become Kueue pod-set names: lowercase RFC 1123 labels.
+GROUP_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Kueue: a Workload holds at most 18 pod sets, and the head is one of them.
+MAX_WORKER_GROUPS = 17
+DEV_MAX_WORKERS = 16  # a dev cluster is a workbench, not a training job
+CPU_STEP = "0.001"  # a millicore
+MEM_STEP = "0.001"  # a thousandth of a GiB (the model stores three decimals)
+MIN_MEMORY_GIB = Decimal("0.001")
 
 
 @dataclass(frozen=True)
@@ -35,6 +46,7 @@ class FlavorSpec:
     cpu_per_node: int
     memory_per_node_gib: int
     sharing: bool
+    node_count: int = 0  # 0: unknown (no "can it ever fit" check against the fleet size)
 
 
 @dataclass(frozen=True)
@@ -56,34 +68,57 @@ class Demand:
     memory_gib: Decimal
 
 
-def _floor(value: Decimal, step: str) -> Decimal:
+def floor_to(value: Decimal, step: str) -> Decimal:
+    """Round ``value`` down to a multiple of ``step`` (e.g. ``"0.001"``)."""
     quantum = Decimal(step)
     return (value / quantum).to_integral_value(rounding=ROUND_FLOOR) * quantum
+
+
+def node_reserve(flavor: FlavorSpec) -> tuple[Decimal, Decimal]:
+    """CPU and memory (GiB) left on a GPU node for the kubelet and system daemons.
+
+    The fixed reserve, but never more than a quarter of the node, so that a tiny flavor
+    still leaves its worker something to run on.
+    """
+    cpu = min(NODE_RESERVE_CPU, floor_to(Decimal(flavor.cpu_per_node) / 4, CPU_STEP))
+    memory = min(
+        NODE_RESERVE_MEMORY_GIB, floor_to(Decimal(flavor.memory_per_node_gib) / 4, MEM_STEP)
+    )
+    return cpu, memory
 
 
 def worker_resources(
     *, kind: str, flavor: FlavorSpec, gpu_fraction: Decimal | None
 ) -> WorkerResources:
-    """Per-worker resources: a proportional node slice for dev, the whole node for prod."""
+    """Per-worker resources: a proportional node slice for dev, the whole node for prod.
+
+    Production: all the node's GPUs, its allocatable CPU and memory less
+    :func:`node_reserve`. Dev: one GPU and ``node / gpus_per_node`` of CPU and memory,
+    floored to a millicore and a thousandth of a GiB so that ``gpus_per_node`` dev
+    workers always fit on one node; on a single-GPU node the slice is the node less the
+    reserve. A fractional dev worker gets the same fraction of the one-GPU slice (at least
+    a millicore and a MiB, so no container asks for nothing).
+    """
+    reserve_cpu, reserve_mem = node_reserve(flavor)
     if kind == "prod":
         return WorkerResources(
             gpus=flavor.gpus_per_node,
             gpu_fraction=None,
-            cpu=Decimal(flavor.cpu_per_node) - NODE_RESERVE_CPU,
-            memory_gib=Decimal(flavor.memory_per_node_gib) - NODE_RESERVE_MEMORY_GIB,
+            cpu=Decimal(flavor.cpu_per_node) - reserve_cpu,
+            memory_gib=Decimal(flavor.memory_per_node_gib) - reserve_mem,
         )
-    per_gpu_cpu = _floor(Decimal(flavor.cpu_per_node) / flavor.gpus_per_node, "0.5")
-    per_gpu_mem = _floor(Decimal(flavor.memory_per_node_gib) / flavor.gpus_per_node, "1")
-    if kind == "dev" and flavor.gpus_per_node == 1:
-        # A single-GPU node: leave the same reserve a prod worker leaves.
-        per_gpu_cpu = Decimal(flavor.cpu_per_node) - NODE_RESERVE_CPU
-        per_gpu_mem = Decimal(flavor.memory_per_node_gib) - NODE_RESERVE_MEMORY_GIB
+    if flavor.gpus_per_node == 1:
+        per_gpu_cpu = Decimal(flavor.cpu_per_node) - reserve_cpu
+        per_gpu_mem = Decimal(flavor.memory_per_node_gib) - reserve_mem
+    else:
+        per_gpu_cpu = floor_to(Decimal(flavor.cpu_per_node) / flavor.gpus_per_node, CPU_STEP)
+        per_gpu_mem = floor_to(Decimal(flavor.memory_per_node_gib) / flavor.gpus_per_node, MEM_STEP)
     if gpu_fraction is not None:
         return WorkerResources(
             gpus=0,
             gpu_fraction=gpu_fraction,
-            cpu=max(_floor(per_gpu_cpu * gpu_fraction, "0.5"), Decimal("0.5")),
-            memory_gib=max(_floor(per_gpu_mem * gpu_fraction, "1"), Decimal("1")),
+            cpu=max(floor_to(per_gpu_cpu * gpu_fraction, CPU_STEP), Decimal(CPU_STEP)),
+            memory_gib=max(floor_to(per_gpu_mem * gpu_fraction, MEM_STEP), MIN_MEMORY_GIB),
         )
     return WorkerResources(gpus=1, gpu_fraction=None, cpu=per_gpu_cpu, memory_gib=per_gpu_mem)
 
@@ -114,3 +149,268 @@ def validate_name(name: str) -> None:
                 "and ending with a letter or digit."
             }
         )
+
+
+def flavor_spec(flavor: Any) -> FlavorSpec:
+    """The :class:`FlavorSpec` of a ``GpuFlavor`` row (or anything with the same fields)."""
+    return FlavorSpec(
+        name=str(flavor.name),
+        gpu_product=str(flavor.gpu_product),
+        gpus_per_node=int(flavor.gpus_per_node),
+        cpu_per_node=int(flavor.cpu_per_node),
+        memory_per_node_gib=int(flavor.memory_per_node_gib),
+        sharing=bool(flavor.sharing),
+        node_count=int(getattr(flavor, "node_count", 0) or 0),
+    )
+
+
+def _as_spec(flavor: Any) -> FlavorSpec:
+    return flavor if isinstance(flavor, FlavorSpec) else flavor_spec(flavor)
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    """One KubeRay worker group: its name, its replica bounds and what each worker asks for.
+
+    Our shapes have exactly one group, but the manifest builder takes a list so that the
+    operator's group rules (:func:`validate_worker_groups`) are checked in one place.
+    """
+
+    name: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    resources: WorkerResources
+
+    @property
+    def autoscaling(self) -> bool:
+        return self.min_replicas != self.max_replicas
+
+
+def replica_bounds(
+    *, kind: str, workers: int, min_workers: int | None, max_workers: int | None
+) -> tuple[int, int, int]:
+    """``(replicas, min, max)``: fixed at ``workers`` unless a prod cluster autoscales.
+
+    A bound left out defaults to ``workers``, so ``max_workers`` alone means "start at
+    ``workers``, grow up to ``max_workers``, never shrink below the start".
+    """
+    if kind != "prod":
+        return workers, workers, workers
+    low = workers if min_workers is None else min_workers
+    high = workers if max_workers is None else max_workers
+    return workers, low, high
+
+
+def group_name(flavor: FlavorSpec) -> str:
+    """The worker group's name: ``<flavor>-workers`` (a lowercase DNS label)."""
+    return f"{flavor.name}-workers"
+
+
+def worker_groups(
+    *,
+    kind: str,
+    flavor: Any,
+    workers: int,
+    min_workers: int | None = None,
+    max_workers: int | None = None,
+    gpu_fraction: Decimal | None = None,
+) -> list[WorkerGroup]:
+    """The worker groups of a shape (one group, for now)."""
+    spec = _as_spec(flavor)
+    replicas, low, high = replica_bounds(
+        kind=kind, workers=workers, min_workers=min_workers, max_workers=max_workers
+    )
+    return [
+        WorkerGroup(
+            name=group_name(spec),
+            replicas=replicas,
+            min_replicas=low,
+            max_replicas=high,
+            resources=worker_resources(kind=kind, flavor=spec, gpu_fraction=gpu_fraction),
+        )
+    ]
+
+
+def validate_worker_groups(groups: Sequence[WorkerGroup], *, flavor: Any) -> None:
+    """KubeRay's and Kueue's rules for worker groups, which the CRD schema does not carry.
+
+    At least one and at most 17 groups (Kueue: 18 pod sets with the head); names are
+    unique lowercase DNS labels and never ``head``; ``min <= replicas <= max``; and one
+    worker never asks for more than one node of the flavor holds (it could never be
+    scheduled, and would wait forever).
+    """
+    spec = _as_spec(flavor)
+    errors: list[str] = []
+    if not groups:
+        errors.append("A cluster needs at least one worker group.")
+    if len(groups) > MAX_WORKER_GROUPS:
+        errors.append(
+            f"{len(groups)} worker groups: at most {MAX_WORKER_GROUPS} (Kueue admits a "
+            "Ray cluster as at most 18 pod sets, the head included)."
+        )
+    seen: set[str] = set()
+    for group in groups:
+        if not GROUP_NAME_RE.match(group.name):
+            errors.append(f"Worker group name {group.name!r} is not a lowercase DNS label.")
+        if group.name == "head":
+            errors.append("A worker group may not be called 'head'.")
+        if group.name in seen:
+            errors.append(f"Worker group name {group.name!r} is used twice.")
+        seen.add(group.name)
+        if not 0 <= group.min_replicas <= group.replicas <= group.max_replicas:
+            errors.append(
+                f"Worker group {group.name!r}: need min ({group.min_replicas}) <= replicas "
+                f"({group.replicas}) <= max ({group.max_replicas})."
+            )
+        res = group.resources
+        if res.gpus > spec.gpus_per_node:
+            errors.append(
+                f"Worker group {group.name!r}: {res.gpus} GPUs per worker, but a "
+                f"{spec.name} node has {spec.gpus_per_node}."
+            )
+        if res.cpu > spec.cpu_per_node or res.memory_gib > spec.memory_per_node_gib:
+            errors.append(
+                f"Worker group {group.name!r}: a worker asks for more CPU or memory than a "
+                f"{spec.name} node has."
+            )
+    if errors:
+        raise ValidationError({"worker_groups": errors})
+
+
+def resolve_ttl_hours(*, tenant: Any, kind: str, ttl_hours: int | None) -> int | None:
+    """The TTL a request gets: the tenant's dev default for dev; none unless asked for prod.
+
+    Production clusters serve long-running work, so they do not expire unless the request
+    sets a TTL; dev clusters always expire (users' first complaint is idle GPUs).
+    """
+    if ttl_hours is not None:
+        return ttl_hours
+    return int(tenant.dev_ttl_hours) if kind == "dev" else None
+
+
+def validate_request(
+    *,
+    tenant: Any,
+    flavor: Any,
+    kind: str,
+    workers: int,
+    min_workers: int | None,
+    max_workers: int | None,
+    gpu_fraction: Decimal | None,
+    ttl_hours: int | None,
+    name: str | None,
+    image: str | None,
+    kai_enabled: bool,
+    image_allowlist: Sequence[str] | None = None,
+) -> None:
+    """Refuse a cluster request whose shape is wrong or can never fit, saying why.
+
+    Pure: it reads only its arguments (``tenant`` for its TTL policy, ``flavor`` as a
+    row or :class:`FlavorSpec`) and raises ``ValidationError`` with one message per
+    offending field. Per-user caps and quotas need queries and live with admission.
+    ``image_allowlist`` defaults to ``settings.RAY_IMAGE_ALLOWLIST``; an empty ``image``
+    means the default image.
+    """
+    spec = _as_spec(flavor)
+    errors: dict[str, str] = {}
+    if name:
+        try:
+            validate_name(name)
+        except ValidationError as exc:
+            errors.update({k: v[0] for k, v in exc.message_dict.items()})
+    if kind not in ("dev", "prod"):
+        errors["kind"] = "Choose 'dev' or 'prod'."
+    elif kind == "dev":
+        _check_dev(errors, spec, workers, min_workers, max_workers)
+    else:
+        _check_prod(errors, spec, workers, min_workers, max_workers)
+    if gpu_fraction is not None:
+        _check_fraction(errors, spec, kind, gpu_fraction, kai_enabled)
+    if ttl_hours is not None and not 1 <= ttl_hours <= tenant.max_ttl_hours:
+        errors["ttl_hours"] = (
+            f"Between 1 and {tenant.max_ttl_hours} hours (the tenant's maximum TTL)."
+        )
+    if image:
+        allowed = list(settings.RAY_IMAGE_ALLOWLIST if image_allowlist is None else image_allowlist)
+        if image not in allowed:
+            errors["image"] = f"Image {image!r} is not allowed; use one of: {', '.join(allowed)}."
+    if errors:
+        raise ValidationError(errors)
+
+
+def _check_dev(
+    errors: dict[str, str],
+    spec: FlavorSpec,
+    workers: int,
+    min_workers: int | None,
+    max_workers: int | None,
+) -> None:
+    if not 1 <= workers <= DEV_MAX_WORKERS:
+        errors["workers"] = f"A dev cluster has 1 to {DEV_MAX_WORKERS} workers."
+    elif spec.node_count and workers > spec.gpus_per_node * spec.node_count:
+        errors["workers"] = (
+            f"{workers} single-GPU workers: the fleet has only "
+            f"{spec.gpus_per_node * spec.node_count} {spec.name} GPUs, so this can never fit."
+        )
+    # Dev clusters do not autoscale: a fixed gang is what per-user GPU caps count.
+    if min_workers is not None:
+        errors["min_workers"] = "Autoscaling is for production clusters; leave it out for dev."
+    if max_workers is not None:
+        errors["max_workers"] = "Autoscaling is for production clusters; leave it out for dev."
+
+
+def _check_prod(
+    errors: dict[str, str],
+    spec: FlavorSpec,
+    workers: int,
+    min_workers: int | None,
+    max_workers: int | None,
+) -> None:
+    if workers < 1:
+        errors["workers"] = "A production cluster has at least one worker."
+        return
+    replicas, low, high = replica_bounds(
+        kind="prod", workers=workers, min_workers=min_workers, max_workers=max_workers
+    )
+    if low > high:
+        errors["min_workers"] = f"min_workers ({low}) is above max_workers ({high})."
+    elif not low <= replicas <= high:
+        field = "min_workers" if low > replicas else "max_workers"
+        errors[field] = f"Need min_workers ({low}) <= workers ({replicas}) <= max_workers ({high})."
+    elif spec.node_count and high > spec.node_count:
+        field = "max_workers" if max_workers is not None else "workers"
+        errors[field] = (
+            f"{high} whole-node workers: the fleet has only {spec.node_count} {spec.name} "
+            f"nodes ({spec.gpus_per_node} GPUs each), so this can never fit."
+        )
+
+
+def _check_fraction(
+    errors: dict[str, str], spec: FlavorSpec, kind: str, fraction: Decimal, kai_enabled: bool
+) -> None:
+    if kind != "dev":
+        errors["gpu_fraction"] = (
+            "Fractional GPUs are for dev clusters only (they are not isolated)."
+        )
+    elif not spec.sharing:
+        errors["gpu_fraction"] = f"Flavor {spec.name!r} does not allow GPU sharing."
+    elif not kai_enabled:
+        errors["gpu_fraction"] = "Fractional GPUs need the KAI scheduler, which is not enabled."
+    elif not Decimal(0) < fraction < Decimal(1):
+        errors["gpu_fraction"] = "A GPU fraction is strictly between 0 and 1."
+
+
+def sanitize_name_part(value: str) -> str:
+    """Lowercase ``value`` and keep it to letters, digits and single hyphens."""
+    cleaned = re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")
+    return cleaned or "user"
+
+
+def default_name(*, owner_username: str, kind: str, suffix: str) -> str:
+    """``<owner>-<kind>-<suffix>`` as a valid RayCluster name (the service picks ``suffix``)."""
+    tail = f"-{kind}-{sanitize_name_part(suffix)}"
+    head = sanitize_name_part(owner_username)[: MAX_NAME_LENGTH - len(tail)].strip("-")
+    if not head or not head[0].isalpha():
+        head = f"u{head}"[: MAX_NAME_LENGTH - len(tail)].strip("-")
+    return f"{head}{tail}"

@@ -1,0 +1,501 @@
+"""Kubernetes objects from rows: pure functions, rows in and plain dicts out, no I/O.
+
+The tenant bundle (namespace, service account, quota, limits, network policies) and the
+``RayCluster`` of each request are built here; the Kueue and KAI queue objects live in
+:mod:`clusters.kube.queues` and are re-exported. Callers pass rows whose relations are
+already loaded (``select_related("tenant", "flavor", "owner")``) or unsaved instances
+with them set; nothing here queries. Same rows in, byte-identical objects out: that is
+what makes the golden files and idempotent server-side applies work.
+
+Shapes follow DESIGN "Cluster shapes": the head has no GPU, runs on a CPU node and has
+``NVIDIA_VISIBLE_DEVICES=void``; dev workers take one GPU and a proportional slice of a
+node; production workers take a whole node; fractional dev workers are scheduled by KAI.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import yaml
+from django.conf import settings
+
+from clusters import shapes
+from clusters.kube import labels as lbl
+from clusters.kube import quantities as q
+from clusters.kube.queues import (
+    KAI_SCHEDULER,
+    LOCAL_QUEUE_NAME,
+    kai_queue,
+    kai_queue_name,
+    kueue_objects,
+)
+
+__all__ = [
+    "cluster_manifests",
+    "kai_queue",
+    "kueue_objects",
+    "raycluster",
+    "tenant_bundle",
+    "to_yaml",
+]
+
+Manifest = dict[str, Any]
+
+GPU = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+SERVICE_ACCOUNT = "gangway-ray"
+RAY_UID = 1000  # the ``ray`` user of the rayproject/ray images
+RAY_GID = 100
+DASHBOARD_PORT = 8265
+CLIENT_PORT = 10001
+GCS_PORT = 6379
+AUTOSCALER_IDLE_TIMEOUT_SECONDS = 300
+# Ray puts its object store in /dev/shm; a memory-backed emptyDir sized to a share of the
+# pod's memory limit (the kubelet counts it against that limit).
+SHM_SHARE = Decimal("0.3")
+VOID_ENV = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+
+
+# --- shared pieces ----------------------------------------------------------------------
+
+
+def _metadata(name: str, labels: dict[str, str], namespace: str | None = None) -> Manifest:
+    meta: Manifest = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(sorted(labels.items()))
+    return meta
+
+
+def container_security_context() -> Manifest:
+    """Restricted Pod Security: non-root, no escalation, no capabilities, seccomp default."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "privileged": False,
+        "runAsNonRoot": True,
+        "runAsUser": RAY_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _pod_security_context() -> Manifest:
+    return {
+        "fsGroup": RAY_GID,
+        "runAsGroup": RAY_GID,
+        "runAsNonRoot": True,
+        "runAsUser": RAY_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _resources(cpu: Decimal, memory_gib: Decimal, gpus: int = 0) -> Manifest:
+    amounts = {"cpu": q.cpu(cpu), "memory": q.memory_gib(memory_gib)}
+    if gpus:
+        amounts[GPU] = q.count(gpus)
+    # Requests equal limits: Guaranteed QoS, and the scheduler's view is the real use.
+    return {"limits": dict(amounts), "requests": dict(amounts)}
+
+
+def _shm_volume(memory_gib: Decimal) -> Manifest:
+    share = memory_gib * SHM_SHARE
+    # Whole GiB when there is room for one, so the quantity reads "537Gi", not "550502Mi".
+    size = shapes.floor_to(share, "1") if share >= 1 else shapes.floor_to(share, "0.001")
+    size = max(size, Decimal("0.001"))
+    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": q.memory_gib(size)}}
+
+
+def resolve_image(cluster: Any, image: str | None = None) -> str:
+    """The image: the explicit one, the request's, or the default setting."""
+    return image or str(getattr(cluster, "image", "") or "") or settings.RAY_IMAGE_DEFAULT
+
+
+def ray_version(image: str) -> str | None:
+    """The Ray version in an image tag (``rayproject/ray:2.49.2-py311-gpu`` -> ``2.49.2``)."""
+    match = re.search(r":(\d+\.\d+\.\d+)", image)
+    return match.group(1) if match else None
+
+
+# --- the tenant bundle ------------------------------------------------------------------
+
+
+def tenant_bundle(
+    tenant: Any,
+    quotas: Iterable[Any],
+    *,
+    control_plane_namespace: str,
+    max_clusters: int | None = None,
+    max_pods: int | None = None,
+) -> list[Manifest]:
+    """Everything a tenant's namespace holds before any cluster: see DESIGN "Tenant isolation".
+
+    Namespace (Pod Security ``enforce: baseline``, ``warn: restricted``), ServiceAccount
+    without a token, ResourceQuota, LimitRange and NetworkPolicies. Applied in this order
+    (the namespace first).
+    """
+    ns = str(tenant.namespace)
+    labels = lbl.tenant_labels(tenant)
+    ns_labels = {
+        **labels,
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+    }
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": _metadata(ns, ns_labels)},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _metadata(SERVICE_ACCOUNT, labels, ns),
+            "automountServiceAccountToken": False,
+        },
+        resource_quota(tenant, quotas, max_clusters=max_clusters, max_pods=max_pods),
+        limit_range(tenant),
+        *network_policies(tenant, control_plane_namespace=control_plane_namespace),
+    ]
+
+
+def resource_quota(
+    tenant: Any,
+    quotas: Iterable[Any],
+    *,
+    max_clusters: int | None = None,
+    max_pods: int | None = None,
+) -> Manifest:
+    """The namespace's ResourceQuota, mirroring the tenant's quota rows.
+
+    GPUs are nominal plus borrowing limit summed over flavors: borrowing is decided by
+    the control plane (or Kueue), and Kubernetes must not refuse what they admitted. CPU
+    and memory are the tenant's totals (0 means none, so no key). Clusters and pods are
+    a generous backstop, not the working limit (per-user caps are): by default one
+    cluster per GPU plus ten, and pods for a head each plus four per GPU (fractional
+    workers share GPUs).
+    """
+    gpus = sum(int(quota.gpus) + int(quota.borrow_limit) for quota in quotas)
+    clusters = max_clusters if max_clusters is not None else gpus + 10
+    pods = max_pods if max_pods is not None else clusters + 4 * gpus
+    hard: dict[str, str] = {
+        f"requests.{GPU}": q.count(gpus),
+        "pods": q.count(pods),
+        "count/rayclusters.ray.io": q.count(clusters),
+        "services.nodeports": "0",
+        "services.loadbalancers": "0",
+    }
+    if tenant.cpu_quota:
+        hard["requests.cpu"] = hard["limits.cpu"] = q.cpu(tenant.cpu_quota)
+    if tenant.memory_quota_gib:
+        hard["requests.memory"] = hard["limits.memory"] = q.memory_gib(tenant.memory_quota_gib)
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": _metadata("gangway-quota", lbl.tenant_labels(tenant), str(tenant.namespace)),
+        "spec": {"hard": dict(sorted(hard.items()))},
+    }
+
+
+def limit_range(tenant: Any) -> Manifest:
+    """Defaults for containers that set no resources, so the CPU/memory quota admits them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": _metadata("gangway-limits", lbl.tenant_labels(tenant), str(tenant.namespace)),
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "default": {"cpu": "1", "memory": "2Gi"},
+                    "defaultRequest": {"cpu": "250m", "memory": "512Mi"},
+                }
+            ]
+        },
+    }
+
+
+def network_policies(tenant: Any, *, control_plane_namespace: str) -> list[Manifest]:
+    """Ingress: deny by default, allow the namespace itself and the control plane (Ray
+    dashboard and client ports only: they have no authentication, CVE-2023-48022). Egress:
+    DNS, the namespace itself and addresses outside the private ranges (object stores,
+    package indexes), so a tenant's pods cannot reach another tenant's pods or services.
+    """
+    ns = str(tenant.namespace)
+    labels = lbl.tenant_labels(tenant)
+
+    def policy(name: str, spec: Manifest) -> Manifest:
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _metadata(name, labels, ns),
+            "spec": spec,
+        }
+
+    same_namespace: Manifest = {"podSelector": {}}
+    return [
+        policy("default-deny-ingress", {"podSelector": {}, "policyTypes": ["Ingress"]}),
+        policy(
+            "allow-same-namespace",
+            {
+                "podSelector": {},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"from": [same_namespace]}],
+            },
+        ),
+        policy(
+            "allow-control-plane-to-ray",
+            {
+                "podSelector": {},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {
+                        "from": [
+                            {
+                                "namespaceSelector": {
+                                    "matchLabels": {
+                                        "kubernetes.io/metadata.name": control_plane_namespace
+                                    }
+                                }
+                            }
+                        ],
+                        "ports": [
+                            {"protocol": "TCP", "port": DASHBOARD_PORT},
+                            {"protocol": "TCP", "port": CLIENT_PORT},
+                        ],
+                    }
+                ],
+            },
+        ),
+        policy(
+            "allow-egress-dns-namespace-external",
+            {
+                "podSelector": {},
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {
+                        "to": [
+                            {
+                                "namespaceSelector": {
+                                    "matchLabels": {"kubernetes.io/metadata.name": "kube-system"}
+                                },
+                                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                            }
+                        ],
+                        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                    },
+                    {"to": [same_namespace]},
+                    {
+                        "to": [
+                            {
+                                "ipBlock": {
+                                    "cidr": "0.0.0.0/0",
+                                    "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"],
+                                }
+                            }
+                        ]
+                    },
+                ],
+            },
+        ),
+    ]
+
+
+# --- the RayCluster ---------------------------------------------------------------------
+
+
+def _head_group(cluster: Any, image: str, pod_labels: dict[str, str]) -> Manifest:
+    container = {
+        "name": "ray-head",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        # The head requests no GPU: without this the NVIDIA runtime would expose every GPU
+        # of the node if it ever landed on an untainted GPU node (ray#29753).
+        "env": [dict(VOID_ENV)],
+        "ports": [
+            {"name": "gcs-server", "containerPort": GCS_PORT, "protocol": "TCP"},
+            {"name": "dashboard", "containerPort": DASHBOARD_PORT, "protocol": "TCP"},
+            {"name": "client", "containerPort": CLIENT_PORT, "protocol": "TCP"},
+        ],
+        "resources": _resources(shapes.HEAD_CPU, shapes.HEAD_MEMORY_GIB),
+        "securityContext": container_security_context(),
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    return {
+        "serviceType": "ClusterIP",
+        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
+        "template": {
+            "metadata": {"labels": dict(sorted(pod_labels.items()))},
+            # No GPU toleration and no GPU selector: the head runs on a CPU node and never
+            # takes room a whole-node worker needs.
+            "spec": _pod_spec([container], shapes.HEAD_MEMORY_GIB),
+        },
+    }
+
+
+def _pod_spec(containers: list[Manifest], memory_gib: Decimal) -> Manifest:
+    return {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": _pod_security_context(),
+        "containers": containers,
+        "volumes": [_shm_volume(memory_gib)],
+    }
+
+
+def _worker_group(
+    group: shapes.WorkerGroup,
+    *,
+    flavor: shapes.FlavorSpec,
+    image: str,
+    pod_labels: dict[str, str],
+    kai_queue_label: str | None,
+) -> Manifest:
+    res = group.resources
+    fractional = res.gpu_fraction is not None
+    container: Manifest = {
+        "name": "ray-worker",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": _resources(res.cpu, res.memory_gib, res.gpus),
+        "securityContext": container_security_context(),
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    # A fractional worker has no GPU limit but is given a (shared) device by KAI, which
+    # sets the container's visible device itself; an explicit "void" would override it
+    # and hide the GPU. It is the one container without a GPU limit that must not carry
+    # "void" (see tests/clusters/kube/test_manifest_properties.py).
+    spec = _pod_spec([container], res.memory_gib)
+    spec["nodeSelector"] = {GPU_PRODUCT_LABEL: flavor.gpu_product}
+    spec["tolerations"] = [dict(GPU_TOLERATION)]
+    metadata: Manifest = {"labels": dict(sorted(pod_labels.items()))}
+    # KubeRay derives num-gpus from the GPU limit only when it is absent, and a fractional
+    # pod has no limit, so it is always written: the limit for whole GPUs, and one
+    # (shared) device for a fraction.
+    num_gpus = "1" if fractional else str(res.gpus)
+    if fractional:
+        spec["schedulerName"] = KAI_SCHEDULER
+        metadata["annotations"] = {"gpu-fraction": q.number(res.gpu_fraction or 0)}
+        if kai_queue_label:
+            metadata["labels"] = dict(
+                sorted({**pod_labels, lbl.KAI_QUEUE: kai_queue_label}.items())
+            )
+    return {
+        "groupName": group.name,
+        "replicas": group.replicas,
+        "minReplicas": group.min_replicas,
+        "maxReplicas": group.max_replicas,
+        "rayStartParams": {"num-gpus": num_gpus},
+        "template": {"metadata": metadata, "spec": spec},
+    }
+
+
+def autoscaler_options() -> Manifest:
+    """The in-tree autoscaler sidecar: small, hardened, and blind to GPUs like the head."""
+    return {
+        "idleTimeoutSeconds": AUTOSCALER_IDLE_TIMEOUT_SECONDS,
+        "upscalingMode": "Default",
+        "env": [dict(VOID_ENV)],
+        "resources": _resources(Decimal("0.5"), Decimal("0.5")),
+        "securityContext": container_security_context(),
+    }
+
+
+def raycluster(
+    cluster: Any,
+    *,
+    image: str | None = None,
+    queue_mode: str = "builtin",
+    kai_enabled: bool = False,
+    groups: Sequence[shapes.WorkerGroup] | None = None,
+) -> Manifest:
+    """The ``ray.io/v1`` RayCluster of one request (saved or not).
+
+    ``groups`` overrides the shape's worker groups (tests use it to check the group rules);
+    they are validated with :func:`shapes.validate_worker_groups` before anything is built.
+    In Kueue mode the object joins the tenant's LocalQueue with its kind's priority class;
+    a fractional dev cluster (KAI) carries the tenant's KAI queue.
+    """
+    flavor = shapes.flavor_spec(cluster.flavor)
+    fraction = Decimal(cluster.gpu_fraction) if cluster.gpu_fraction is not None else None
+    if fraction is not None and not kai_enabled:
+        raise ValueError("A fractional GPU cluster needs KAI (kai_enabled=True).")
+    if groups is None:
+        groups = shapes.worker_groups(
+            kind=cluster.kind,
+            flavor=flavor,
+            workers=cluster.workers,
+            min_workers=cluster.min_workers,
+            max_workers=cluster.max_workers,
+            gpu_fraction=fraction,
+        )
+    shapes.validate_worker_groups(groups, flavor=flavor)
+    shapes.validate_name(str(cluster.name))
+    chosen = resolve_image(cluster, image)
+    labels = lbl.cluster_labels(cluster)
+    object_labels = dict(labels)
+    if queue_mode == "kueue":
+        object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
+        object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
+    kai_label = kai_queue_name(cluster.tenant) if fraction is not None else None
+    if kai_label:
+        object_labels[lbl.KAI_QUEUE] = kai_label
+    spec: Manifest = {}
+    version = ray_version(chosen)
+    if version:
+        spec["rayVersion"] = version
+    autoscaling = any(group.autoscaling for group in groups)
+    spec["enableInTreeAutoscaling"] = autoscaling
+    if autoscaling:
+        spec["autoscalerOptions"] = autoscaler_options()
+    spec["headGroupSpec"] = _head_group(cluster, chosen, labels)
+    spec["workerGroupSpecs"] = [
+        _worker_group(g, flavor=flavor, image=chosen, pod_labels=labels, kai_queue_label=kai_label)
+        for g in groups
+    ]
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": _metadata(str(cluster.name), object_labels, str(cluster.tenant.namespace)),
+        "spec": spec,
+    }
+
+
+def cluster_manifests(
+    cluster: Any,
+    *,
+    image: str | None = None,
+    queue_mode: str = "builtin",
+    kai_enabled: bool = False,
+) -> list[Manifest]:
+    """What is applied for one cluster request (today: its RayCluster)."""
+    return [raycluster(cluster, image=image, queue_mode=queue_mode, kai_enabled=kai_enabled)]
+
+
+# --- output -----------------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe YAML with block-style lists indented under their key, as kubectl writes them."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+    def ignore_aliases(self, data: Any) -> bool:
+        # A shared dict must be written out in full each time: "&id001" anchors are valid
+        # YAML but unreadable in a manifest.
+        return True
+
+
+def to_yaml(objects: Iterable[Manifest]) -> str:
+    """One multi-document YAML stream (``---`` separated) a user can ``kubectl apply -f``."""
+    return yaml.dump_all(
+        list(objects),
+        Dumper=_Dumper,
+        sort_keys=True,
+        default_flow_style=False,
+        explicit_start=True,
+        allow_unicode=False,
+        width=1000,
+    )

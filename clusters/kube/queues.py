@@ -1,0 +1,243 @@
+"""Queue objects for Kueue mode and for KAI fractional sharing: pure, rows in, dicts out.
+
+Kueue (``kueue.x-k8s.io/v1beta2``): a ResourceFlavor per catalogue flavor plus one for
+the Ray heads, a ClusterQueue per tenant (its cohort, nominal and borrowing quota per
+flavor, preemption and fair-sharing weight), a LocalQueue in each tenant namespace and
+the ``dev``/``prod`` WorkloadPriorityClasses. KAI (``scheduling.run.ai/v2``): a Queue per
+tenant for fractional dev GPUs.
+
+Why a separate flavor for heads: a Ray head asks for CPU and memory only. If it could be
+assigned a GPU flavor, Kueue would add that flavor's node labels to the head pod and put
+it on a GPU node, taking room a whole-node worker needs. GPU flavors therefore declare
+the GPU nodes' taint (``nodeTaints``), which a head does not tolerate, and carry no
+``tolerations`` of their own (Kueue counts those as the pod's when checking taints, and
+would inject them); the workers bring their own toleration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from clusters import shapes
+from clusters.kube import labels as lbl
+from clusters.kube import quantities as q
+
+Manifest = dict[str, Any]
+
+GPU = "nvidia.com/gpu"
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KAI_API = "scheduling.run.ai/v2"
+KAI_SCHEDULER = "kai-scheduler"
+LOCAL_QUEUE_NAME = "gangway"
+HEAD_FLAVOR = "ray-heads"
+# Production outranks dev: a prod gang may preempt dev clusters, never the reverse.
+PRIORITIES = {"dev": 100, "prod": 1000}
+KAI_UNLIMITED = -1
+
+
+def _labels() -> dict[str, str]:
+    return {lbl.MANAGED_BY: lbl.MANAGER}
+
+
+def cluster_queue_name(tenant: Any) -> str:
+    """A tenant's ClusterQueue is named after its (unique) namespace."""
+    return str(tenant.namespace)
+
+
+def kai_queue_name(tenant: Any) -> str:
+    """A tenant's KAI queue is named after its (unique) namespace."""
+    return str(tenant.namespace)
+
+
+def default_max_clusters(total_gpus: int) -> int:
+    """The backstop count of clusters (and so heads) a tenant may hold: a GPU each plus ten."""
+    return total_gpus + 10
+
+
+def priority_classes() -> list[Manifest]:
+    """WorkloadPriorityClasses ``dev`` and ``prod`` (RayClusters point at them by label)."""
+    return [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": kind, "labels": _labels()},
+            "value": value,
+            "description": f"gangway {kind} Ray clusters",
+        }
+        for kind, value in sorted(PRIORITIES.items())
+    ]
+
+
+def resource_flavor(flavor: Any) -> Manifest:
+    """The ResourceFlavor of a catalogue flavor: its product label and its nodes' taint."""
+    spec = shapes.flavor_spec(flavor)
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": spec.name, "labels": _labels()},
+        "spec": {
+            "nodeLabels": {"nvidia.com/gpu.product": spec.gpu_product},
+            "nodeTaints": [{"key": GPU, "effect": "NoSchedule"}],
+        },
+    }
+
+
+def head_flavor() -> Manifest:
+    """The ResourceFlavor of the untainted CPU nodes where Ray heads run."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": HEAD_FLAVOR, "labels": _labels()},
+        "spec": {},
+    }
+
+
+def _quota_map(quotas: Iterable[Any]) -> dict[tuple[int, int], Any]:
+    return {(int(quota.tenant_id), int(quota.flavor_id)): quota for quota in quotas}
+
+
+def _flavor_entry(spec: shapes.FlavorSpec, gpus: int, borrow: int) -> Manifest:
+    # CPU and memory come with the GPUs: the share of a node that each GPU brings.
+    cpu_per_gpu = Decimal(spec.cpu_per_node) / spec.gpus_per_node
+    mem_per_gpu = Decimal(spec.memory_per_node_gib) / spec.gpus_per_node
+
+    def entry(name: str, nominal: str, borrowing: str) -> Manifest:
+        return {"name": name, "nominalQuota": nominal, "borrowingLimit": borrowing}
+
+    return {
+        "name": spec.name,
+        "resources": [
+            entry("cpu", q.cpu(_round(cpu_per_gpu * gpus)), q.cpu(_round(cpu_per_gpu * borrow))),
+            entry(
+                "memory",
+                q.memory_gib(_round(mem_per_gpu * gpus)),
+                q.memory_gib(_round(mem_per_gpu * borrow)),
+            ),
+            entry(GPU, q.count(gpus), q.count(borrow)),
+        ],
+    }
+
+
+def _round(value: Decimal) -> Decimal:
+    return shapes.floor_to(value, "0.001")
+
+
+def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) -> Manifest:
+    """A tenant's ClusterQueue: one resource group over CPU, memory and GPUs.
+
+    Every catalogue flavor is listed (nominal 0 where the tenant has no quota row, so it
+    may still borrow nothing: ``borrowingLimit`` 0), then the head flavor, whose CPU and
+    memory allow one head per cluster the tenant may hold. Preemption reclaims nominal
+    quota lent to the cohort and lets prod preempt dev inside the tenant; borrowing never
+    preempts. The fair-sharing weight is the tenant's.
+    """
+    by_key = _quota_map(quotas)
+    entries = []
+    total_gpus = 0
+    for flavor in sorted(flavors, key=lambda f: str(f.name)):
+        quota = by_key.get((int(tenant.pk), int(flavor.pk)))
+        gpus = int(quota.gpus) if quota else 0
+        borrow = int(quota.borrow_limit) if quota else 0
+        total_gpus += gpus + borrow
+        entries.append(_flavor_entry(shapes.flavor_spec(flavor), gpus, borrow))
+    heads = default_max_clusters(total_gpus)
+    entries.append(
+        {
+            "name": HEAD_FLAVOR,
+            "resources": [
+                {"name": "cpu", "nominalQuota": q.cpu(shapes.HEAD_CPU * heads)},
+                {"name": "memory", "nominalQuota": q.memory_gib(shapes.HEAD_MEMORY_GIB * heads)},
+                {"name": GPU, "nominalQuota": "0"},
+            ],
+        }
+    )
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": cluster_queue_name(tenant), "labels": lbl.tenant_labels(tenant)},
+        "spec": {
+            "cohortName": str(tenant.cohort),
+            "namespaceSelector": {
+                "matchLabels": {"kubernetes.io/metadata.name": str(tenant.namespace)}
+            },
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": entries}],
+            "preemption": {
+                "reclaimWithinCohort": "Any",
+                "borrowWithinCohort": {"policy": "Never"},
+                "withinClusterQueue": "LowerPriority",
+            },
+            "fairSharing": {"weight": q.number(tenant.weight)},
+        },
+    }
+
+
+def local_queue(tenant: Any) -> Manifest:
+    """The LocalQueue in a tenant's namespace, pointing at its ClusterQueue."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": {
+            "name": LOCAL_QUEUE_NAME,
+            "namespace": str(tenant.namespace),
+            "labels": lbl.tenant_labels(tenant),
+        },
+        "spec": {"clusterQueue": cluster_queue_name(tenant)},
+    }
+
+
+def kueue_objects(
+    tenants: Iterable[Any], flavors: Iterable[Any], quotas: Iterable[Any]
+) -> list[Manifest]:
+    """Every Kueue object of Kueue mode, in apply order (cluster-scoped ones first).
+
+    ``quotas`` are Quota rows (only ``tenant_id``, ``flavor_id``, ``gpus`` and
+    ``borrow_limit`` are read, so no relation is loaded).
+    """
+    tenant_list = sorted(tenants, key=lambda t: str(t.slug))
+    flavor_list = sorted(flavors, key=lambda f: str(f.name))
+    quota_list = list(quotas)
+    objects: list[Manifest] = [*priority_classes()]
+    objects += [resource_flavor(flavor) for flavor in flavor_list]
+    objects.append(head_flavor())
+    objects += [cluster_queue(tenant, flavor_list, quota_list) for tenant in tenant_list]
+    objects += [local_queue(tenant) for tenant in tenant_list]
+    return objects
+
+
+def kai_queue(tenant: Any, quotas: Iterable[Any], *, parent_queue: str | None = None) -> Manifest:
+    """A tenant's KAI ``Queue`` for fractional GPU sharing.
+
+    KAI wants ``quota``, ``overQuotaWeight`` and ``limit`` for every resource; its units
+    are GPUs, millicores and megabytes, and ``-1`` is unlimited. GPUs: nominal quota,
+    limited to nominal plus borrowing; CPU and memory mirror the tenant's totals (none
+    set: quota 0, unlimited). The over-quota weight is the fair-sharing weight.
+    """
+    quota_list = [quota for quota in quotas if int(quota.tenant_id) == int(tenant.pk)]
+    gpus = sum(int(quota.gpus) for quota in quota_list)
+    limit = gpus + sum(int(quota.borrow_limit) for quota in quota_list)
+    weight = float(tenant.weight)
+    cpu_millis = int(tenant.cpu_quota) * 1000
+    memory_mb = int(Decimal(tenant.memory_quota_gib) * Decimal("1073.741824"))
+
+    def res(quota: int, cap: int) -> Manifest:
+        return {"quota": quota, "overQuotaWeight": weight, "limit": cap}
+
+    spec: Manifest = {
+        "displayName": str(tenant.name),
+        "resources": {
+            "gpu": res(gpus, limit),
+            "cpu": res(cpu_millis, cpu_millis or KAI_UNLIMITED),
+            "memory": res(memory_mb, memory_mb or KAI_UNLIMITED),
+        },
+    }
+    if parent_queue:
+        spec["parentQueue"] = parent_queue
+    return {
+        "apiVersion": KAI_API,
+        "kind": "Queue",
+        "metadata": {"name": kai_queue_name(tenant), "labels": lbl.tenant_labels(tenant)},
+        "spec": spec,
+    }

@@ -1,0 +1,100 @@
+"""Fleet files: pools of identical nodes, turned into Node objects.
+
+A fleet is YAML (or a dict) with a ``name`` and ``pools``; each pool has a ``count``, node
+``labels``, ``allocatable`` resources, optional ``capacity`` (defaults to allocatable),
+``taints`` and an ``instanceType``. Nodes are named ``<fleet>-<pool>-<index>``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import yaml
+
+from kubesim.errors import ApiError
+
+FLEET_DIR = os.path.join(os.path.dirname(__file__), "fleets")
+DEMO_FLEET = os.path.join(FLEET_DIR, "demo.yaml")
+
+
+def load_fleet(fleet: str | dict[str, Any] | None) -> dict[str, Any]:
+    """Read a fleet from a path or take a dict as is; ``None`` means the demo fleet."""
+    if fleet is None:
+        fleet = DEMO_FLEET
+    if isinstance(fleet, dict):
+        data = fleet
+    else:
+        with open(fleet, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    if not isinstance(data, dict) or not isinstance(data.get("pools"), list):
+        raise ValueError("a fleet needs a 'pools' list")
+    for pool in data["pools"]:
+        for key in ("name", "count", "allocatable"):
+            if key not in pool:
+                raise ValueError(f"fleet pool {pool.get('name', '?')!r} lacks {key!r}")
+    return data
+
+
+def build_nodes(fleet: dict[str, Any]) -> list[dict[str, Any]]:
+    """Node objects (metadata without uid/resourceVersion) for every node of the fleet."""
+    fleet_name = str(fleet.get("name") or "sim")
+    nodes: list[dict[str, Any]] = []
+    ip = 0
+    for pool in fleet["pools"]:
+        alloc = {str(k): str(v) for k, v in (pool.get("allocatable") or {}).items()}
+        capacity = {str(k): str(v) for k, v in (pool.get("capacity") or alloc).items()}
+        instance = str(pool.get("instanceType") or pool["name"])
+        for i in range(int(pool["count"])):
+            name = f"{fleet_name}-{pool['name']}-{i}"
+            ip += 1
+            labels = {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": instance,
+                "kubesim.io/pool": str(pool["name"]),
+                "type": "kwok",
+            }
+            labels.update({str(k): str(v) for k, v in (pool.get("labels") or {}).items()})
+            taints = [{"key": t["key"], "effect": t.get("effect", "NoSchedule"),
+                       **({"value": t["value"]} if t.get("value") else {})}
+                      for t in pool.get("taints") or []]
+            nodes.append({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": labels,
+                             "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                                             "kwok.x-k8s.io/node": "fake"}},
+                "spec": {"taints": taints} if taints else {},
+                "status": {
+                    "capacity": dict(capacity), "allocatable": dict(alloc),
+                    "addresses": [{"type": "InternalIP",
+                                   "address": f"10.0.{ip // 250}.{ip % 250 + 1}"},
+                                  {"type": "Hostname", "address": name}],
+                    "nodeInfo": {"kubeletVersion": "v1.33.0-kubesim", "architecture": "amd64",
+                                 "operatingSystem": "linux", "osImage": "kubesim",
+                                 "containerRuntimeVersion": "kubesim://1.0",
+                                 "kernelVersion": "6.8.0", "kubeProxyVersion": "",
+                                 "machineID": "", "systemUUID": "", "bootID": ""},
+                    "phase": "Running",
+                },
+            })
+    return nodes
+
+
+def node_conditions(now: str) -> list[dict[str, Any]]:
+    """The conditions of a healthy node."""
+    base = {"lastHeartbeatTime": now, "lastTransitionTime": now}
+    return [
+        {**base, "type": "Ready", "status": "True", "reason": "KubeletReady",
+         "message": "kubelet is posting ready status"},
+        {**base, "type": "MemoryPressure", "status": "False",
+         "reason": "KubeletHasSufficientMemory", "message": "kubelet has sufficient memory"},
+        {**base, "type": "DiskPressure", "status": "False",
+         "reason": "KubeletHasNoDiskPressure", "message": "kubelet has no disk pressure"},
+        {**base, "type": "PIDPressure", "status": "False",
+         "reason": "KubeletHasSufficientPID", "message": "kubelet has sufficient PID"},
+    ]
+
+
+__all__ = ["ApiError", "DEMO_FLEET", "build_nodes", "load_fleet", "node_conditions"]

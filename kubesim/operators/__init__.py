@@ -1,0 +1,1 @@
+"""Emulated operators: KubeRay (always on) and Kueue (with ``kueue=True``)."""

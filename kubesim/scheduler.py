@@ -1,0 +1,534 @@
+"""The scheduler and the kubelet of the simulated cluster.
+
+Pending pods are bound to nodes whose free allocatable fits their requests, whose labels
+match their nodeSelector and required node affinity, and whose NoSchedule/NoExecute taints
+their tolerations cover. A pod that fits nowhere stays Pending with a ``FailedScheduling``
+event worded as kube-scheduler words it. With KAI emulation, ``kai-scheduler`` pods with a
+``gpu-fraction`` (or ``gpu-memory``) annotation share GPUs.
+
+Cost: pods with identical scheduling requirements share a signature; static filters
+(taints, selectors) are cached per signature, and a retry pass stops at the first pod of a
+signature that does not fit, so retries cost O(signatures x nodes), not O(pods x nodes).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kubesim import errors, quantity
+from kubesim.admission import pod_totals
+from kubesim.resources import ResourceType
+from kubesim.store import Obj
+from kubesim.util import get_path, now
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+GPU = "nvidia.com/gpu"
+KAI = "kai-scheduler"
+DEFAULT = "default-scheduler"
+PodKey = tuple[str, str]
+
+
+@dataclass
+class NodeInfo:
+    """What the scheduler tracks per node: allocatable, used, labels, taints, GPU shares."""
+
+    name: str
+    labels: dict[str, str]
+    taints: list[dict[str, Any]]
+    unschedulable: bool
+    alloc: dict[str, int]
+    used: Counter[str] = field(default_factory=Counter)
+    pods: int = 0
+    shares: list[float] = field(default_factory=list)  # used fraction of each shared GPU
+    gpu_memory: int = 0
+
+
+@dataclass
+class Placement:
+    """Where a bound pod sits and what it takes."""
+
+    node: str
+    amounts: dict[str, int]
+    share: tuple[int, float] | None = None  # (shared GPU index, fraction) for KAI pods
+
+
+@dataclass
+class PodReq:
+    """A pending pod's scheduling requirements."""
+
+    key: PodKey
+    seq: int
+    sig: str
+    amounts: dict[str, int]
+    fraction: float = 0.0
+    gpu_memory: int = 0  # MiB asked with the KAI gpu-memory annotation
+
+    def fraction_on(self, info: NodeInfo) -> float:
+        """The GPU fraction this pod takes on a node (gpu-memory depends on the GPU)."""
+        if self.fraction or not self.gpu_memory:
+            return self.fraction
+        return min(1.0, self.gpu_memory / info.gpu_memory) if info.gpu_memory else 1.0
+
+
+def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    for tol in tolerations:
+        if tol.get("effect") and tol["effect"] != taint.get("effect"):
+            continue
+        op = tol.get("operator", "Equal")
+        if not tol.get("key"):
+            if op == "Exists":
+                return True
+            continue
+        if tol["key"] != taint.get("key"):
+            continue
+        if op == "Exists" or tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def _expr_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+    if op == "In":
+        return labels.get(key) in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and values:
+        try:
+            a, b = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def _affinity_matches(pod_spec: dict[str, Any], node: NodeInfo) -> bool:
+    for k, v in (pod_spec.get("nodeSelector") or {}).items():
+        if node.labels.get(k) != v:
+            return False
+    terms = get_path(pod_spec, "affinity", "nodeAffinity",
+                     "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+    if not terms:
+        return True
+    fields = {"metadata.name": node.name}
+    for term in terms:
+        exprs = term.get("matchExpressions") or []
+        fexprs = term.get("matchFields") or []
+        if not exprs and not fexprs:
+            continue
+        if all(_expr_matches(e, node.labels) for e in exprs) and \
+                all(_expr_matches(e, fields) for e in fexprs):
+            return True
+    return False
+
+
+def _taint_text(t: dict[str, Any]) -> str:
+    return "{" + f"{t.get('key', '')}: {t.get('value', '')}" + "}"
+
+
+def fraction_of(pod: Obj, node_gpu_memory: int = 0) -> float:
+    """GPU fraction a KAI pod asks for (``gpu-fraction``, or ``gpu-memory`` in MiB)."""
+    ann = pod["metadata"].get("annotations") or {}
+    if ann.get("gpu-fraction"):
+        try:
+            return float(ann["gpu-fraction"])
+        except ValueError:
+            return 0.0
+    if ann.get("gpu-memory") and node_gpu_memory:
+        return min(1.0, float(ann["gpu-memory"]) / node_gpu_memory)
+    return 0.0
+
+
+class Scheduler:
+    """Binds pending pods and starts bound ones (the kubelet's part)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget all bookkeeping (the store was wiped)."""
+        self.nodes: dict[str, NodeInfo] = {}
+        self.placed: dict[PodKey, Placement] = {}
+        self.pending: dict[str, dict[PodKey, PodReq]] = {}
+        self.new: dict[PodKey, PodReq] = {}
+        self.static: dict[str, tuple[list[str], Counter[str]]] = {}
+        self.starting: dict[PodKey, float] = {}
+        self.to_start: set[PodKey] = set()
+        self.retry_all = False
+        self.seq = 0
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def default_pod(self, pod: Obj) -> None:
+        """Fill the pod spec defaults and the initial status of a new pod."""
+        spec = pod.setdefault("spec", {})
+        spec.setdefault("schedulerName", DEFAULT)
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("priority", 0)
+        spec.setdefault("enableServiceLinks", True)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        for c in spec.get("containers") or []:
+            c.setdefault("imagePullPolicy", "IfNotPresent")
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+        req, lim = pod_totals(pod)
+        guaranteed = bool(lim) and all(lim.get(k) == req.get(k) for k in ("cpu", "memory")) \
+            and "cpu" in lim and "memory" in lim
+        pod["status"] = {"phase": "Pending",
+                         "qosClass": "Guaranteed" if guaranteed else
+                         ("Burstable" if req or lim else "BestEffort")}
+
+    def _node_info(self, node: Obj) -> NodeInfo:
+        alloc = {k: quantity.amount(k, v)
+                 for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
+        labels = node["metadata"].get("labels") or {}
+        return NodeInfo(
+            name=node["metadata"]["name"], labels=dict(labels),
+            taints=[t for t in (node.get("spec") or {}).get("taints") or []
+                    if t.get("effect") in ("NoSchedule", "NoExecute")],
+            unschedulable=bool((node.get("spec") or {}).get("unschedulable")), alloc=alloc,
+            gpu_memory=int(labels.get("nvidia.com/gpu.memory", "0") or 0))
+
+    def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
+        """Track nodes and pods as they are written."""
+        if rt.kind == "Node":
+            name = (new or old or {})["metadata"]["name"]
+            prev = self.nodes.pop(name, None)
+            if new is not None:
+                info = self._node_info(new)
+                if prev is not None:
+                    info.used, info.pods, info.shares = prev.used, prev.pods, prev.shares
+                self.nodes[name] = info
+            self.static.clear()
+            self.retry_all = True
+        elif rt.kind == "Pod":
+            ref = new if new is not None else old
+            assert ref is not None
+            key = (ref["metadata"]["namespace"], ref["metadata"]["name"])
+            if new is None:
+                self._forget(key)
+                self.retry_all = True
+            elif old is None:
+                self._admit_new(key, new)
+
+    def _admit_new(self, key: PodKey, pod: Obj) -> None:
+        self.seq += 1
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName"):
+            # Pre-bound pods skip the scheduler, as with a real API server.
+            req, _ = pod_totals(pod)
+            self._take(key, spec["nodeName"], req, 0.0)
+            self.to_start.add(key)
+            return
+        req, _ = pod_totals(pod)
+        frac, mem = 0.0, 0
+        if spec.get("schedulerName") == KAI:
+            frac = fraction_of(pod, 0)
+            try:
+                mem = int((pod["metadata"].get("annotations") or {}).get("gpu-memory") or 0)
+            except ValueError:
+                mem = 0
+        sig = json.dumps([sorted(req.items()), spec.get("nodeSelector"), spec.get("affinity"),
+                          spec.get("tolerations"), spec.get("schedulerName"), frac,
+                          (pod["metadata"].get("annotations") or {}).get("gpu-memory")],
+                         sort_keys=True)
+        self.new[key] = PodReq(key=key, seq=self.seq, sig=sig, amounts=req, fraction=frac,
+                               gpu_memory=mem)
+
+    def _forget(self, key: PodKey) -> None:
+        self.new.pop(key, None)
+        self.starting.pop(key, None)
+        self.to_start.discard(key)
+        for group in self.pending.values():
+            group.pop(key, None)
+        placement = self.placed.pop(key, None)
+        if placement is None:
+            return
+        info = self.nodes.get(placement.node)
+        if info is None:
+            return
+        info.used.subtract(placement.amounts)
+        info.pods -= 1
+        if placement.share is not None:
+            idx, frac = placement.share
+            info.shares[idx] = round(info.shares[idx] - frac, 6)
+            if info.shares[idx] <= 0:
+                info.shares[idx] = 0.0
+                info.used[GPU] -= 1
+
+    def _take(self, key: PodKey, node: str, amounts: dict[str, int], frac: float,
+              share: int | None = None) -> None:
+        info = self.nodes.get(node)
+        placement = Placement(node=node, amounts=dict(amounts))
+        if info is not None:
+            info.used.update(amounts)
+            info.pods += 1
+            if frac:
+                if share is None or share >= len(info.shares):
+                    share = next((i for i, s in enumerate(info.shares) if s == 0.0),
+                                 len(info.shares))
+                    if share == len(info.shares):
+                        info.shares.append(0.0)
+                if info.shares[share] == 0.0:
+                    info.used[GPU] += 1
+                info.shares[share] = round(info.shares[share] + frac, 6)
+                placement.share = (share, frac)
+        self.placed[key] = placement
+
+    def check_pod_update(self, old: Obj, new: Obj) -> None:
+        """Pod specs are immutable but for images, tolerations added and deadlines."""
+        def scrub(spec: dict[str, Any]) -> dict[str, Any]:
+            s = json.loads(json.dumps(spec))
+            for c in s.get("containers") or []:
+                c.pop("image", None)
+            for k in ("tolerations", "activeDeadlineSeconds", "nodeName"):
+                s.pop(k, None)
+            return s
+        if scrub(old.get("spec") or {}) != scrub(new.get("spec") or {}):
+            raise errors.invalid("Pod", "", old["metadata"]["name"], [errors.Cause(
+                "spec", "FieldValueForbidden",
+                "Forbidden: pod updates may not change fields other than "
+                "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+                "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
+                "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if "
+                "it was previously negative)")])
+        if (old.get("spec") or {}).get("nodeName") and \
+                (new.get("spec") or {}).get("nodeName") != old["spec"]["nodeName"]:
+            raise errors.invalid("Pod", "", old["metadata"]["name"], [errors.Cause(
+                "spec.nodeName", "FieldValueForbidden", "Forbidden: field is immutable")])
+
+    # -- filtering -----------------------------------------------------------------------
+
+    def _static_filter(self, pod: Obj, sig: str) -> tuple[list[str], Counter[str]]:
+        cached = self.static.get(sig)
+        if cached is not None:
+            return cached
+        spec = pod.get("spec") or {}
+        tolerations = spec.get("tolerations") or []
+        ok: list[str] = []
+        reasons: Counter[str] = Counter()
+        for info in self.nodes.values():
+            if info.unschedulable:
+                reasons["node(s) were unschedulable"] += 1
+                continue
+            bad = next((t for t in info.taints if not _tolerates(tolerations, t)), None)
+            if bad is not None:
+                reasons[f"node(s) had untolerated taint {_taint_text(bad)}"] += 1
+                continue
+            if not _affinity_matches(spec, info):
+                reasons["node(s) didn't match Pod's node affinity/selector"] += 1
+                continue
+            ok.append(info.name)
+        self.static[sig] = (ok, reasons)
+        return ok, reasons
+
+    def _fits(self, req: PodReq, info: NodeInfo) -> tuple[list[str], int | None, float]:
+        """Reasons the node cannot take the pod ([] = it fits) and the shared GPU to use."""
+        why: list[str] = []
+        if info.pods + 1 > info.alloc.get("pods", 110):
+            why.append("Too many pods")
+        for k, v in req.amounts.items():
+            if v and info.alloc.get(k, 0) - info.used[k] < v:
+                why.append(f"Insufficient {k}")
+        share: int | None = None
+        frac = req.fraction_on(info)
+        if frac:
+            share = next((i for i, s in enumerate(info.shares)
+                          if s > 0 and s + frac <= 1.0 + 1e-9), None)
+            if share is None and info.alloc.get(GPU, 0) - info.used[GPU] < 1:
+                why.append(f"Insufficient {GPU}")
+        return why, share, frac
+
+    def _try(self, req: PodReq, pod: Obj) -> str | None:
+        """Bind the pod if it fits somewhere; otherwise return the FailedScheduling text."""
+        candidates, reasons = self._static_filter(pod, req.sig)
+        reasons = Counter(reasons)
+        best: tuple[tuple[float, ...], str, int | None, float] | None = None
+        only_resources = 0
+        for name in candidates:
+            info = self.nodes[name]
+            why, share, frac = self._fits(req, info)
+            if why:
+                only_resources += 1
+                for w in why:
+                    reasons[w] += 1
+                continue
+            score = self._score(req, info, frac)
+            if best is None or score > best[0]:
+                best = (score, name, share, frac)
+        if best is not None:
+            self._bind(req, pod, best[1], best[2], best[3])
+            return None
+        total = len(self.nodes)
+        parts = sorted(f"{c} {r}" for r, c in reasons.items())
+        msg = f"0/{total} nodes are available: {', '.join(parts)}."
+        pre = []
+        if only_resources:
+            pre.append(f"{only_resources} No preemption victims found for incoming pod")
+        if total - only_resources:
+            pre.append(f"{total - only_resources} Preemption is not helpful for scheduling")
+        return f"{msg} preemption: 0/{total} nodes are available: {', '.join(sorted(pre))}."
+
+    def _score(self, req: PodReq, info: NodeInfo, frac: float) -> tuple[float, ...]:
+        gpus = info.alloc.get(GPU, 0)
+        if frac:
+            # Fill partly used shared GPUs first, then the busiest node.
+            return (float(any(0 < s < 1 for s in info.shares)),
+                    info.used[GPU] / gpus if gpus else 0.0)
+        if req.amounts.get(GPU):
+            # GPU pods bin-pack (MostAllocated), keeping whole nodes free for big workers.
+            return (info.used[GPU] / gpus if gpus else 0.0, -gpus)
+        # Others spread (LeastAllocated) but avoid GPU nodes when they can.
+        cpu = info.alloc.get("cpu", 1) or 1
+        return (-float(gpus), 1 - info.used["cpu"] / cpu)
+
+    # -- binding and start-up ------------------------------------------------------------
+
+    def _bind(self, req: PodReq, pod: Obj, node: str, share: int | None, frac: float) -> None:
+        self._take(req.key, node, req.amounts, frac, share)
+        pod["spec"]["nodeName"] = node
+        status = pod.setdefault("status", {})
+        status["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                 "lastProbeTime": None, "lastTransitionTime": now()}]
+        placement = self.placed[req.key]
+        if placement.share is not None:
+            ann = pod["metadata"].setdefault("annotations", {})
+            ann["kubesim.io/gpu-index"] = str(placement.share[0])
+            ann["kubesim.io/gpu-fraction"] = str(placement.share[1])
+        component = KAI if pod["spec"].get("schedulerName") == KAI else DEFAULT
+        self.cluster.update_object(self.cluster.rt("pods"), pod)
+        self.cluster.record_event(pod, "Normal", "Scheduled",
+                                  f"Successfully assigned {req.key[0]}/{req.key[1]} to {node}",
+                                  component)
+        self.to_start.add(req.key)
+
+    def _unschedulable(self, pod: Obj, message: str, component: str = DEFAULT) -> None:
+        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": message, "lastProbeTime": None, "lastTransitionTime": now()}
+        conds = (pod.get("status") or {}).get("conditions") or []
+        if not conds or conds[0].get("message") != message:
+            pod["status"]["conditions"] = [cond]
+            self.cluster.update_object(self.cluster.rt("pods"), pod)
+        self.cluster.record_event(pod, "Warning", "FailedScheduling", message, component)
+
+    def _start(self, key: PodKey) -> bool:
+        pod = self.cluster.store.get("pods", *key)
+        if pod is None or key not in self.placed:
+            return False
+        if (pod.get("status") or {}).get("phase") == "Running":
+            return False  # restored from a snapshot: already started
+        if self.cluster.startup_delay > 0 and key not in self.starting:
+            self.starting[key] = time.monotonic() + self.cluster.startup_delay
+            pod["status"]["containerStatuses"] = [
+                {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
+                 "started": False, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ContainerCreating"}}}
+                for c in pod["spec"].get("containers") or []]
+            pod["status"]["hostIP"] = self._host_ip(pod["spec"]["nodeName"])
+            self.cluster.update_object(self.cluster.rt("pods"), pod)
+            return True
+        self.starting.pop(key, None)
+        self.set_running(pod)
+        return True
+
+    def _host_ip(self, node: str) -> str:
+        obj = self.cluster.store.get("nodes", "", node)
+        for a in get_path(obj, "status", "addresses", default=[]):
+            if a.get("type") == "InternalIP":
+                return str(a["address"])
+        return ""
+
+    def set_running(self, pod: Obj) -> None:
+        """The kubelet's part: containers started and ready, a pod IP assigned."""
+        stamp = now()
+        ip = pod["status"].get("podIP") or self.cluster.next_pod_ip()
+        conds = [{"type": t, "status": "True", "lastProbeTime": None,
+                  "lastTransitionTime": stamp}
+                 for t in ("PodReadyToStartContainers", "Initialized", "Ready",
+                           "ContainersReady", "PodScheduled")]
+        pod["status"].update({
+            "phase": "Running", "conditions": conds, "hostIP": self._host_ip(
+                pod["spec"]["nodeName"]), "podIP": ip, "podIPs": [{"ip": ip}],
+            "startTime": stamp,
+            "containerStatuses": [
+                {"name": c["name"], "image": c.get("image", ""), "imageID": c.get("image", ""),
+                 "containerID": f"containerd://{pod['metadata']['uid'][:8]}{i}", "ready": True,
+                 "started": True, "restartCount": 0, "state": {"running": {"startedAt": stamp}}}
+                for i, c in enumerate(pod["spec"].get("containers") or [])],
+        })
+        self.cluster.update_object(self.cluster.rt("pods"), pod)
+
+    def start_due_pods(self, at: float) -> bool:
+        """Start pods whose start-up delay has passed (called by the ticker)."""
+        due = [k for k, t in self.starting.items() if t <= at]
+        for key in due:
+            self.starting.pop(key, None)
+            pod = self.cluster.store.get("pods", *key)
+            if pod is not None and key in self.placed:
+                self.set_running(pod)
+        return bool(due)
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def reconcile(self) -> bool:
+        """Schedule new pods, retry pending ones when capacity may have freed, start bound."""
+        busy = False
+        failed: dict[str, str] = {}
+        if self.retry_all:
+            self.retry_all = False
+            groups = sorted(self.pending.items(),
+                            key=lambda kv: min((r.seq for r in kv[1].values()), default=0))
+            for sig, group in groups:
+                for key, req in sorted(group.items(), key=lambda kv: kv[1].seq):
+                    pod = self.cluster.store.get("pods", *key)
+                    if pod is None:
+                        group.pop(key, None)
+                        continue
+                    msg = self._try(req, pod)
+                    if msg is None:
+                        group.pop(key, None)
+                        busy = True
+                        continue
+                    failed[sig] = msg
+                    self._unschedulable(pod, msg)
+                    break  # the rest of this group has the same requirements
+            self.pending = {s: g for s, g in self.pending.items() if g}
+        while self.new:
+            key, req = next(iter(self.new.items()))
+            del self.new[key]
+            pod = self.cluster.store.get("pods", *key)
+            if pod is None:
+                continue
+            sched = pod["spec"].get("schedulerName", DEFAULT)
+            if sched == KAI and not self.cluster.kai_enabled:
+                self._unschedulable(pod, 'no scheduler named "kai-scheduler" is running '
+                                    "(kubesim: KAI emulation is off)", KAI)
+                busy = True
+                continue
+            if sched not in (DEFAULT, KAI):
+                continue  # as in Kubernetes: no such scheduler, the pod just waits
+            msg = failed.get(req.sig)
+            if msg is None:
+                msg = self._try(req, pod)
+            if msg is None:
+                busy = True
+                continue
+            failed[req.sig] = msg
+            self.pending.setdefault(req.sig, {})[key] = req
+            self._unschedulable(pod, msg, KAI if sched == KAI else DEFAULT)
+            busy = True
+        while self.to_start:
+            busy = self._start(self.to_start.pop()) or busy
+        return busy

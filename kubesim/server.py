@@ -1,0 +1,233 @@
+"""HTTP front end: routes Kubernetes REST paths to the cluster, answers Status bodies,
+injects faults, and serves the admin API under ``/_kubesim``.
+
+Watch is not implemented: ``?watch=true`` is answered 405 MethodNotAllowed (the control
+plane polls with list calls).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import yaml
+
+from kubesim import errors, openapi, tables
+from kubesim.errors import ApiError
+
+if TYPE_CHECKING:
+    from kubesim.sim import KubeSim
+
+VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-kubesim",
+           "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+           "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc",
+           "platform": "linux/amd64"}
+
+
+class Server(ThreadingHTTPServer):
+    """A threading HTTP server that knows its simulator."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], sim: KubeSim) -> None:
+        self.sim = sim
+        super().__init__(address, Handler)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One request: parse, maybe fault, route, answer JSON."""
+
+    protocol_version = "HTTP/1.1"
+    server: Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Quiet: tests and benchmarks make thousands of requests."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        """GET."""
+        self._handle("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        """POST."""
+        self._handle("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        """PUT."""
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        """PATCH."""
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        """DELETE."""
+        self._handle("DELETE")
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _send(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> tuple[Any, str]:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if not raw:
+            return None, ctype
+        try:
+            return json.loads(raw), ctype
+        except ValueError:
+            pass
+        try:
+            return yaml.safe_load(raw), ctype
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"the body of the request could not be decoded: "
+                                     f"{exc}") from exc
+
+    def _handle(self, method: str) -> None:
+        split = urlsplit(self.path)
+        path = unquote(split.path).rstrip("/") or "/"
+        params = dict(parse_qsl(split.query, keep_blank_values=True))
+        sim = self.server.sim
+        try:
+            if path.startswith("/_kubesim"):
+                body, _ = self._body()
+                self._send(200, sim.admin(method, path, body))
+                return
+            delay, code = sim.faults.pick(method)
+            if delay:
+                time.sleep(delay)
+            if code is not None:
+                self._body()
+                parts = [p for p in path.split("/") if p]
+                name = parts[-1] if len(parts) > 4 else ""
+                plural = parts[-2] if len(parts) > 4 else (parts[-1] if parts else "")
+                raise sim.faults.error(code, plural, name)
+            self._route(method, path, params)
+        except ApiError as exc:
+            self._send(exc.code, exc.status(), exc.headers)
+        except (ConnectionError, BrokenPipeError):
+            return
+        except Exception as exc:  # noqa: BLE001 - a server answers 500, it does not die
+            err = ApiError(500, "InternalError", f"Internal error occurred: {exc!r}")
+            self._send(500, err.status())
+
+    def _route(self, method: str, path: str, params: dict[str, str]) -> None:
+        sim = self.server.sim
+        cluster = sim.cluster
+        reg = cluster.registry
+        if method == "GET":
+            if path == "/version":
+                return self._send(200, VERSION)
+            if path in ("/healthz", "/livez", "/readyz"):
+                return self._send(200, b"ok")
+            if path == "/api":
+                return self._send(200, reg.api_versions(f"127.0.0.1:{sim.port}"))
+            if path == "/apis":
+                return self._send(200, reg.api_group_list())
+            if path.startswith("/openapi/"):
+                doc = openapi.document(reg, path)
+                if doc is None:
+                    raise errors.ApiError(404, "NotFound", "the server could not find the "
+                                          "requested resource")
+                return self._send(200, doc)
+        if path.startswith("/apis/visibility.kueue.x-k8s.io/"):
+            with cluster.lock:
+                return self._send(200, cluster.kueue.visibility(method, path))
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["api"] and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        elif parts[:1] == ["apis"] and len(parts) == 2 and method == "GET":
+            if parts[1] not in reg.groups():
+                raise errors.ApiError(404, "NotFound", "the server could not find the "
+                                      "requested resource")
+            return self._send(200, reg.api_group(parts[1]))
+        else:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
+                                  "resource")
+        if not rest:
+            if method != "GET":
+                raise errors.method_not_allowed()
+            doc = reg.resource_list(group, version)
+            if doc is None:
+                raise errors.ApiError(404, "NotFound", "the server could not find the "
+                                      "requested resource")
+            return self._send(200, doc)
+        ns: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            ns, rest = rest[1], rest[2:]
+        plural, name = rest[0], (rest[1] if len(rest) > 1 else "")
+        sub = rest[2] if len(rest) > 2 else ""
+        rt = reg.lookup(group, version, plural)
+        if rt is None or len(rest) > 3 or (sub and sub not in ("status", "finalize")):
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
+                                  "resource")
+        if sub == "status" and not rt.status_subresource:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
+                                  "resource")
+        if rt.namespaced and name and ns is None:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
+                                  "resource")
+        if not rt.namespaced and ns is not None:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
+                                  "resource")
+        body, ctype = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else (None, "")
+        if params.get("watch") in ("true", "1"):
+            raise errors.method_not_allowed("watch is not supported by kubesim; poll with list")
+        want_table = "as=Table" in (self.headers.get("Accept") or "")
+        with cluster.lock:
+            cluster.warnings = []
+            code, result = 200, None
+            nsv = ns or ""
+            if method == "GET" and name:
+                result = cluster.api_get(rt, version, nsv, name)
+                if want_table:
+                    result = tables.table(cluster, rt, version, [result], {})
+            elif method == "GET":
+                result = cluster.api_list(rt, version, ns, params)
+                if want_table:
+                    result = tables.table(cluster, rt, version, result["items"],
+                                          result["metadata"])
+            elif method == "POST" and not name:
+                result = cluster.api_create(rt, version, nsv, body, params)
+                code = 201
+            elif method == "PUT" and name:
+                result = cluster.api_replace(rt, version, nsv, name, body, sub, params)
+            elif method == "PATCH" and name:
+                existed = cluster.store.get(rt.key, nsv if rt.namespaced else "", name)
+                result = cluster.api_patch(rt, version, nsv, name, body, ctype, sub, params)
+                code = 201 if existed is None else 200
+            elif method == "DELETE" and name:
+                obj, still = cluster.api_delete(rt, version, nsv, name, body, params)
+                if still or rt.kind in ("Pod", "Namespace"):
+                    result = obj
+                else:
+                    meta = obj["metadata"]
+                    details: dict[str, Any] = {"name": meta["name"], "kind": rt.plural,
+                                               "uid": meta["uid"]}
+                    if rt.group:
+                        details["group"] = rt.group
+                    result = {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                              "status": "Success", "details": details}
+            elif method == "DELETE":
+                result = cluster.api_delete_collection(rt, version, ns, params)
+            else:
+                raise errors.method_not_allowed()
+            data = json.dumps(result).encode()
+            headers = {f"Warning": f'299 - "{w}"' for w in cluster.warnings[:1]}
+        self._send(code, data, headers)

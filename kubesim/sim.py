@@ -1,0 +1,224 @@
+"""``KubeSim``: the in-process simulator (HTTP server thread + ticker thread), its admin
+API, kubeconfig writing, restart and snapshots."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from typing import Any
+
+import yaml
+
+from kubesim import errors
+from kubesim.cluster import Cluster
+from kubesim.faults import Faults
+from kubesim.server import Server
+from kubesim.store import Obj, Store
+
+
+class KubeSim:
+    """A simulated GPU Kubernetes cluster served over HTTP on loopback.
+
+    ``fleet`` is a fleet YAML path, a dict, or None for the demo fleet. ``startup_delay`` is
+    how long bound pods take to become Running (0: immediately, as tests want). ``kueue`` and
+    ``kai`` turn on the Kueue and KAI emulations. ``snapshot_path``: state is loaded from it
+    at start when it exists and saved to it on stop and periodically.
+    """
+
+    def __init__(self, fleet: str | dict[str, Any] | None = None, port: int = 0,
+                 startup_delay: float = 0.0, kueue: bool = False, kai: bool = False,
+                 snapshot_path: str | None = None, host: str = "127.0.0.1",
+                 snapshot_interval: float = 10.0) -> None:
+        self.host = host
+        self.port = port
+        self.snapshot_path = snapshot_path
+        self.snapshot_interval = snapshot_interval
+        self.cluster = Cluster(fleet=fleet, startup_delay=startup_delay, kueue=kueue, kai=kai)
+        self.faults = Faults()
+        self._server: Server | None = None
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._saved_rv = -1
+        if snapshot_path and os.path.exists(snapshot_path):
+            self.load_snapshot(snapshot_path)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:40123``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def store(self) -> Store:
+        """The object store (read it under ``sim.cluster.lock`` if the server is busy)."""
+        return self.cluster.store
+
+    def start(self) -> KubeSim:
+        """Serve in background threads; returns self."""
+        self._server = Server((self.host, self.port), self)
+        self.port = self._server.server_address[1]
+        self._stop.clear()
+        serve = threading.Thread(target=self._server.serve_forever, kwargs={
+            "poll_interval": 0.05}, name=f"kubesim-http-{self.port}", daemon=True)
+        ticker = threading.Thread(target=self._tick_loop, name=f"kubesim-tick-{self.port}",
+                                  daemon=True)
+        self._threads = [serve, ticker]
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (and save the snapshot when one is configured)."""
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        for t in self._threads:
+            t.join(timeout=5)
+        self._threads = []
+        if self.snapshot_path:
+            self.save_snapshot(self.snapshot_path)
+
+    def restart(self, keep_state: bool = True) -> KubeSim:
+        """Stop and start again on the same port; without ``keep_state`` every object but
+        the nodes (rebuilt from the fleet) is forgotten."""
+        self.stop()
+        if not keep_state:
+            self.cluster.wipe()
+        for _ in range(50):
+            try:
+                return self.start()
+            except OSError:
+                time.sleep(0.1)  # the old socket may linger for a moment
+        return self.start()
+
+    def __enter__(self) -> KubeSim:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _tick_loop(self) -> None:
+        last_save = time.monotonic()
+        while not self._stop.wait(0.05):
+            self.cluster.tick()
+            if self.snapshot_path and time.monotonic() - last_save > self.snapshot_interval:
+                last_save = time.monotonic()
+                self.save_snapshot(self.snapshot_path, only_if_changed=True)
+
+    # -- faults ------------------------------------------------------------------------
+
+    def set_faults(self, rate: float = 0.2, codes: Any = (500, 503, 429, 409),
+                   delay_ms: int = 0, retry_after: int = 1, methods: Any = None,
+                   seed: int | None = None) -> None:
+        """Answer a fraction ``rate`` of API requests with one of ``codes`` after
+        ``delay_ms``; ``methods`` limits injection to some HTTP methods (None: all)."""
+        self.faults.set(rate=rate, codes=codes, delay_ms=delay_ms, retry_after=retry_after,
+                        methods=methods, seed=seed)
+
+    def clear_faults(self) -> None:
+        """Stop injecting faults."""
+        self.faults.clear()
+
+    # -- kubeconfig --------------------------------------------------------------------
+
+    def kubeconfig(self) -> dict[str, Any]:
+        """A kubeconfig for this server (plain HTTP, no credentials)."""
+        return {
+            "apiVersion": "v1", "kind": "Config", "current-context": "kubesim",
+            "clusters": [{"name": "kubesim", "cluster": {"server": self.url}}],
+            "users": [{"name": "kubesim", "user": {"token": "kubesim"}}],
+            "contexts": [{"name": "kubesim", "context": {"cluster": "kubesim",
+                                                         "user": "kubesim",
+                                                         "namespace": "default"}}],
+            "preferences": {},
+        }
+
+    def write_kubeconfig(self, path: str) -> str:
+        """Write the kubeconfig to ``path`` and return the path."""
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            yaml.safe_dump(self.kubeconfig(), fh, sort_keys=False)
+        return path
+
+    # -- direct reads for tests ----------------------------------------------------------
+
+    def get(self, key: str, namespace: str, name: str) -> Obj | None:
+        """A copy of one object by storage key (``pods``, ``rayclusters.ray.io``)."""
+        with self.cluster.lock:
+            obj = self.cluster.store.get(key, namespace, name)
+            return json.loads(json.dumps(obj)) if obj is not None else None
+
+    def list(self, key: str, namespace: str | None = None) -> list[Obj]:
+        """Copies of the objects of one resource."""
+        with self.cluster.lock:
+            return json.loads(json.dumps(sorted(
+                self.cluster.store.iter(key, namespace),
+                key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))))
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def save_snapshot(self, path: str, only_if_changed: bool = False) -> None:
+        """Write the store as JSON atomically (temporary file, then rename)."""
+        with self.cluster.lock:
+            if only_if_changed and self.cluster.store.rv == self._saved_rv:
+                return
+            data = self.cluster.store.dump()
+            data["counters"] = {"ip": self.cluster.ip_counter, "svc": self.cluster.svc_counter}
+            text = json.dumps(data)
+            self._saved_rv = self.cluster.store.rv
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=".kubesim-snapshot-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+
+    def load_snapshot(self, path: str) -> None:
+        """Replace the state with a snapshot's and rebuild the controllers' bookkeeping."""
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        self.cluster.restore(data)
+
+    # -- admin API -----------------------------------------------------------------------
+
+    def admin(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        """``/_kubesim/...``: faults, reset, stats, snapshot (never faulted)."""
+        if path == "/_kubesim/faults" and method == "POST":
+            b = body or {}
+            self.set_faults(rate=float(b.get("rate", 0.2)),
+                            codes=b.get("codes", (500, 503, 429, 409)),
+                            delay_ms=int(b.get("delay_ms", 0)),
+                            retry_after=int(b.get("retry_after", 1)),
+                            methods=b.get("methods"), seed=b.get("seed"))
+            return self.faults.stats()["config"]
+        if path == "/_kubesim/faults" and method == "DELETE":
+            self.clear_faults()
+            return {"status": "cleared"}
+        if path == "/_kubesim/faults" and method == "GET":
+            return self.faults.stats()["config"]
+        if path == "/_kubesim/reset" and method == "POST":
+            self.cluster.wipe()
+            return {"status": "reset"}
+        if path == "/_kubesim/stats" and method == "GET":
+            stats = self.faults.stats()
+            with self.cluster.lock:
+                stats["objects"] = {k: self.cluster.store.count(k)
+                                    for k in sorted(self.cluster.store.data)}
+                stats["resourceVersion"] = self.cluster.store.rv
+            return stats
+        if path == "/_kubesim/stats" and method == "DELETE":
+            self.faults.reset_stats()
+            return {"status": "cleared"}
+        if path == "/_kubesim/snapshot" and method == "POST":
+            if not self.snapshot_path:
+                raise errors.bad_request("kubesim runs without --snapshot")
+            self.save_snapshot(self.snapshot_path)
+            return {"status": "saved", "path": self.snapshot_path}
+        raise errors.ApiError(404, "NotFound", f"no admin endpoint {method} {path}")

@@ -1,0 +1,293 @@
+"""The object store: every object by (resource, namespace, name), plus the indexes the
+controllers need (dependents by owner uid) and the selector logic of list calls.
+
+The store knows nothing of HTTP or of admission; it just keeps objects, hands out
+resourceVersions from one counter, and answers selections quickly. Callers hold the
+simulator's lock around it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+class SelectorError(ValueError):
+    """A label or field selector that does not parse."""
+
+
+@dataclass
+class Requirement:
+    """One clause of a label selector: ``key op values``."""
+
+    key: str
+    op: str  # "=", "!=", "in", "notin", "exists", "!exists"
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Does a label map satisfy this clause?"""
+        present = self.key in labels
+        if self.op == "exists":
+            return present
+        if self.op == "!exists":
+            return not present
+        if self.op in ("=", "in"):
+            return present and labels[self.key] in self.values
+        # "!=" and "notin" match objects without the key, as Kubernetes does.
+        return not present or labels[self.key] not in self.values
+
+
+_SET_RE = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*(?:(notin|in)\s*\(([^)]*)\))?\s*$")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not inside parentheses."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return parts
+
+
+def parse_label_selector(text: str | None) -> list[Requirement]:
+    """Parse ``a=b,c!=d,e in (f,g),!h,i`` into requirements."""
+    if not text:
+        return []
+    reqs: list[Requirement] = []
+    for part in _split_top(text):
+        part = part.strip()
+        if not part:
+            continue
+        for op in ("==", "!=", "="):
+            if op in part and "(" not in part:
+                key, value = part.split(op, 1)
+                key, value = key.strip(), value.strip()
+                if not key:
+                    raise SelectorError(f"invalid label selector {text!r}")
+                reqs.append(Requirement(key, "=" if op != "!=" else "!=", (value,)))
+                break
+        else:
+            m = _SET_RE.match(part)
+            if not m:
+                raise SelectorError(f"unable to parse requirement: {part!r}")
+            neg, key, op, values = m.groups()
+            if op:
+                vals = tuple(v.strip() for v in values.split(",") if v.strip())
+                reqs.append(Requirement(key, op, vals))
+            else:
+                reqs.append(Requirement(key, "!exists" if neg else "exists"))
+    return reqs
+
+
+def parse_field_selector(text: str | None) -> list[tuple[str, str, str]]:
+    """Parse ``a.b=c,d!=e`` into (path, op, value) triples."""
+    if not text:
+        return []
+    out: list[tuple[str, str, str]] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        for op in ("==", "!=", "="):
+            if op in part:
+                path, value = part.split(op, 1)
+                out.append((path.strip(), "!=" if op == "!=" else "=", value.strip()))
+                break
+        else:
+            raise SelectorError(f"invalid field selector: {part!r}")
+    return out
+
+
+def field_value(obj: Obj, path: str) -> str:
+    """Value of a dotted field path, as a string ('' when absent)."""
+    cur: Any = obj
+    for piece in path.split("."):
+        if not isinstance(cur, dict):
+            return ""
+        cur = cur.get(piece)
+    if cur is None:
+        return ""
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    return str(cur)
+
+
+def matches(obj: Obj, labels: list[Requirement], fields: list[tuple[str, str, str]]) -> bool:
+    """Does an object satisfy a parsed label and field selector?"""
+    if labels:
+        lmap = obj.get("metadata", {}).get("labels") or {}
+        if not all(r.matches(lmap) for r in labels):
+            return False
+    for path, op, value in fields:
+        actual = field_value(obj, path)
+        if (actual == value) != (op == "="):
+            return False
+    return True
+
+
+def encode_continue(namespace: str, name: str, rv: int) -> str:
+    """Opaque continue token: where the previous page stopped."""
+    raw = json.dumps({"ns": namespace, "name": name, "rv": rv}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_continue(token: str) -> tuple[str, str, int]:
+    """Inverse of :func:`encode_continue`; raises ValueError on a bad token."""
+    data = json.loads(base64.urlsafe_b64decode(token.encode()))
+    return str(data["ns"]), str(data["name"]), int(data["rv"])
+
+
+class Store:
+    """Objects by resource key, namespace and name; dependents by owner uid."""
+
+    def __init__(self) -> None:
+        self.rv = 0
+        self.data: dict[str, dict[str, dict[str, Obj]]] = {}
+        self.by_owner: dict[str, set[tuple[str, str, str]]] = {}
+        self.by_uid: dict[str, tuple[str, str, str]] = {}
+
+    def next_rv(self) -> str:
+        """Take the next resourceVersion."""
+        self.rv += 1
+        return str(self.rv)
+
+    def get(self, key: str, namespace: str, name: str) -> Obj | None:
+        """One object, or None."""
+        return self.data.get(key, {}).get(namespace, {}).get(name)
+
+    def put(self, key: str, obj: Obj) -> Obj:
+        """Insert or replace an object (the caller has set its metadata)."""
+        meta = obj["metadata"]
+        ns, name = meta.get("namespace", ""), meta["name"]
+        old = self.get(key, ns, name)
+        if old is not None:
+            self._unindex(key, old)
+        self.data.setdefault(key, {}).setdefault(ns, {})[name] = obj
+        self._index(key, obj)
+        return obj
+
+    def remove(self, key: str, namespace: str, name: str) -> Obj | None:
+        """Delete an object from the store; returns it."""
+        bucket = self.data.get(key, {}).get(namespace)
+        if not bucket or name not in bucket:
+            return None
+        obj = bucket.pop(name)
+        if not bucket:
+            del self.data[key][namespace]
+        self._unindex(key, obj)
+        return obj
+
+    def _index(self, key: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        ref = (key, meta.get("namespace", ""), meta["name"])
+        self.by_uid[meta["uid"]] = ref
+        for owner in meta.get("ownerReferences") or []:
+            self.by_owner.setdefault(owner.get("uid", ""), set()).add(ref)
+
+    def _unindex(self, key: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        ref = (key, meta.get("namespace", ""), meta["name"])
+        self.by_uid.pop(meta["uid"], None)
+        for owner in meta.get("ownerReferences") or []:
+            deps = self.by_owner.get(owner.get("uid", ""))
+            if deps is not None:
+                deps.discard(ref)
+                if not deps:
+                    del self.by_owner[owner.get("uid", "")]
+
+    def dependents(self, uid: str) -> list[tuple[str, str, str]]:
+        """(key, namespace, name) of objects naming ``uid`` as an owner."""
+        return sorted(self.by_owner.get(uid, ()))
+
+    def iter(self, key: str, namespace: str | None = None) -> Iterator[Obj]:
+        """Objects of one resource, in one namespace or all (unsorted)."""
+        buckets = self.data.get(key, {})
+        if namespace is not None:
+            yield from buckets.get(namespace, {}).values()
+            return
+        for bucket in buckets.values():
+            yield from bucket.values()
+
+    def count(self, key: str, namespace: str | None = None) -> int:
+        """Number of objects of one resource."""
+        buckets = self.data.get(key, {})
+        if namespace is not None:
+            return len(buckets.get(namespace, {}))
+        return sum(len(b) for b in buckets.values())
+
+    def namespaces_with(self, key: str) -> Iterable[str]:
+        """Namespaces holding at least one object of a resource."""
+        return list(self.data.get(key, {}).keys())
+
+    def select(self, key: str, namespace: str | None, label_selector: str | None = None,
+               field_selector: str | None = None, limit: int = 0,
+               continue_token: str | None = None) -> tuple[list[Obj], str]:
+        """A list call: objects ordered by (namespace, name), filtered, paginated.
+
+        Returns the page and the continue token ('' on the last page).
+        """
+        labels = parse_label_selector(label_selector)
+        fields = parse_field_selector(field_selector)
+        # metadata.name / metadata.namespace selectors are answered from the index directly,
+        # which keeps kubectl's "wait for deletion" and describe lookups cheap.
+        names = [v for p, op, v in fields if p == "metadata.name" and op == "="]
+        nss = [v for p, op, v in fields if p == "metadata.namespace" and op == "="]
+        if nss:
+            if namespace is not None and nss[0] != namespace:
+                return [], ""
+            namespace = nss[0]
+        start: tuple[str, str] | None = None
+        if continue_token:
+            ns0, name0, _ = decode_continue(continue_token)
+            start = (ns0, name0)
+        buckets = self.data.get(key, {})
+        ns_list = [namespace] if namespace is not None else sorted(buckets)
+        out: list[Obj] = []
+        for ns in ns_list:
+            if start is not None and ns < start[0]:
+                continue
+            bucket = buckets.get(ns, {})
+            keys = [n for n in names if n in bucket] if names else sorted(bucket)
+            for name in keys:
+                if start is not None and (ns, name) <= start:
+                    continue
+                obj = bucket[name]
+                if not matches(obj, labels, fields):
+                    continue
+                if limit and len(out) >= limit:
+                    last = out[-1]["metadata"]
+                    return out, encode_continue(last.get("namespace", ""), last["name"],
+                                                self.rv)
+                out.append(obj)
+        return out, ""
+
+    # -- snapshot -------------------------------------------------------------------------
+
+    def dump(self) -> dict[str, Any]:
+        """Everything as JSON-able data."""
+        # CRDs are data shipped with kubesim; they are re-installed on load.
+        objects = [{"key": k, "object": o} for k in self.data for o in self.iter(k)
+                   if k != "customresourcedefinitions.apiextensions.k8s.io"]
+        return {"resourceVersion": self.rv, "objects": objects}
+
+    def load(self, data: dict[str, Any]) -> None:
+        """Replace the contents with a :meth:`dump`."""
+        self.__init__()  # type: ignore[misc]
+        self.rv = int(data.get("resourceVersion", 0))
+        for entry in data.get("objects", []):
+            self.put(entry["key"], entry["object"])

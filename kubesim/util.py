@@ -1,0 +1,59 @@
+"""Small helpers shared by the simulator's modules: time stamps, names, IP addresses."""
+
+from __future__ import annotations
+
+import datetime
+import random
+import string
+from typing import Any
+
+_ALNUM = string.ascii_lowercase + string.digits
+# Kubernetes avoids vowels and look-alike characters in generated suffixes.
+_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def now() -> str:
+    """Current time as RFC 3339 in UTC, second precision (as metav1.Time prints)."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    """Current time with microseconds (metav1.MicroTime, used by eventTime)."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> datetime.datetime:
+    """Parse an RFC 3339 time stamp written by :func:`now`."""
+    return datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(
+        tzinfo=datetime.timezone.utc)
+
+
+def suffix(n: int = 5, rng: random.Random | None = None) -> str:
+    """A random name suffix like the ones generateName produces."""
+    r = rng or random
+    return "".join(r.choice(_SUFFIX_CHARS) for _ in range(n))
+
+
+def ip_from_index(prefix: str, index: int) -> str:
+    """``10.244`` + 1 -> ``10.244.0.1``; walks the last two octets."""
+    index += 1
+    return f"{prefix}.{(index // 254) % 256}.{index % 254 + 1}"
+
+
+def get_path(obj: Any, *keys: str, default: Any = None) -> Any:
+    """Nested ``dict.get`` that tolerates missing levels."""
+    cur = obj
+    for k in keys:
+        if not isinstance(cur, dict):
+            return default
+        cur = cur.get(k)
+        if cur is None:
+            return default
+    return cur
+
+
+def owner_ref(obj: dict[str, Any], controller: bool = True) -> dict[str, Any]:
+    """An ownerReference pointing at ``obj``."""
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"],
+            "controller": controller, "blockOwnerDeletion": True}

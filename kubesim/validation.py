@@ -1,0 +1,296 @@
+"""Validation of written objects.
+
+Custom objects are checked against the ``openAPIV3Schema`` of their CRD, as the API server
+does: nulls are dropped, schema defaults are filled in, unknown fields are pruned (or refused
+with ``fieldValidation=Strict``), then the object is validated; every violation becomes a
+``StatusCause`` naming the field. Built-in kinds get light checks (names, required fields).
+CEL rules (``x-kubernetes-validations``) are not evaluated.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+import jsonschema
+
+from kubesim import quantity
+from kubesim.errors import ApiError, Cause, bad_request, invalid
+from kubesim.resources import ResourceType
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+# Kinds whose names must be DNS-1123 labels (63 chars) rather than subdomains.
+_LABEL_NAMED = {"namespaces", "services"}
+
+
+def drop_nulls(value: Any) -> Any:
+    """Remove null map values recursively (the API server prunes them)."""
+    if isinstance(value, dict):
+        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_nulls(v) for v in value]
+    return value
+
+
+def _to_jsonschema(schema: Any) -> Any:
+    """Turn an OpenAPI v3 structural schema into a draft-4 JSON schema."""
+    if isinstance(schema, list):
+        return [_to_jsonschema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key.startswith("x-kubernetes-") or key in ("default", "format", "example"):
+            continue
+        if key == "properties":
+            out[key] = {k: _to_jsonschema(v) for k, v in value.items()}
+        else:
+            out[key] = _to_jsonschema(value)
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    out.pop("nullable", None)
+    return out
+
+
+def _path(parts: Any) -> str:
+    text = ""
+    for p in parts:
+        text += f"[{p}]" if isinstance(p, int) else (f".{p}" if text else str(p))
+    return text
+
+
+def _go_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _cause(err: jsonschema.ValidationError) -> Cause:
+    field = _path(err.absolute_path)
+    where = field or "<root>"
+    inst = err.instance
+    if err.validator == "required":
+        missing = re.findall(r"'([^']+)' is a required property", err.message)
+        name = missing[0] if missing else ""
+        full = f"{field}.{name}" if field else name
+        return Cause(full, "FieldValueRequired", "Required value")
+    if err.validator == "type":
+        want = err.validator_value
+        want = want[0] if isinstance(want, list) else want
+        return Cause(field, "FieldValueTypeInvalid",
+                     f"Invalid value: {_go_value(inst)}: {where} in body must be of type "
+                     f"{want}: {_go_value(type(inst).__name__ if not isinstance(inst, str) else inst)}")
+    if err.validator == "enum":
+        allowed = ", ".join(_go_value(v) for v in err.validator_value)
+        return Cause(field, "FieldValueNotSupported",
+                     f"Unsupported value: {_go_value(inst)}: supported values: {allowed}")
+    words = {
+        "minimum": f"should be greater than or equal to {err.validator_value}",
+        "maximum": f"should be less than or equal to {err.validator_value}",
+        "pattern": f"should match '{err.validator_value}'",
+        "maxLength": f"may not be longer than {err.validator_value}",
+        "minLength": f"should be at least {err.validator_value} chars long",
+        "maxItems": f"must have at most {err.validator_value} items",
+        "minItems": f"should have at least {err.validator_value} items",
+    }
+    detail = words.get(str(err.validator), err.message)
+    return Cause(field, "FieldValueInvalid",
+                 f"Invalid value: {_go_value(inst)}: {where} in body {detail}")
+
+
+def _apply_defaults(obj: Any, schema: dict[str, Any]) -> None:
+    """Fill in schema defaults for absent properties of present objects."""
+    if isinstance(obj, dict):
+        props = schema.get("properties") or {}
+        for name, sub in props.items():
+            if name not in obj and "default" in sub:
+                obj[name] = copy.deepcopy(sub["default"])
+            if name in obj:
+                _apply_defaults(obj[name], sub)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for name, value in obj.items():
+                if name not in props:
+                    _apply_defaults(value, extra)
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for item in obj:
+            _apply_defaults(item, schema["items"])
+
+
+def _prune(obj: Any, schema: dict[str, Any], path: str, unknown: list[str],
+           root: bool = False) -> None:
+    """Remove fields the schema does not declare (unless it preserves unknown fields)."""
+    if isinstance(obj, dict):
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            return
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        if props is not None or (extra is None and schema.get("type") == "object"):
+            props = props or {}
+            for name in list(obj):
+                if name in props:
+                    continue
+                if root and name in ("apiVersion", "kind", "metadata"):
+                    continue
+                if isinstance(extra, dict) or extra is True:
+                    continue
+                unknown.append(f"{path}.{name}" if path else name)
+                del obj[name]
+        for name, value in obj.items():
+            if root and name == "metadata":
+                continue  # ObjectMeta is the API server's, not the CRD schema's
+            sub = (props or {}).get(name) if props is not None else None
+            if sub is None and isinstance(extra, dict):
+                sub = extra
+            if sub is not None:
+                _prune(value, sub, f"{path}.{name}" if path else name, unknown)
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(obj):
+            _prune(item, schema["items"], f"{path}[{i}]", unknown)
+
+
+# Compiled validators, shared by every simulator of the process (the schemas never change).
+_COMPILED: dict[tuple[str, str], jsonschema.Draft4Validator] = {}
+
+
+class Validator:
+    """Caches compiled CRD schemas and validates objects written to the API."""
+
+    def __init__(self) -> None:
+        self._compiled = _COMPILED
+
+    def _validator(self, rt: ResourceType, version: str) -> jsonschema.Draft4Validator:
+        key = (rt.key, version)
+        if key not in self._compiled:
+            schema = _to_jsonschema(rt.schemas[version])
+            # metadata is checked separately; the CRD schema only says "object".
+            self._compiled[key] = jsonschema.Draft4Validator(schema)
+        return self._compiled[key]
+
+    def prepare_custom(self, rt: ResourceType, version: str, obj: dict[str, Any],
+                       strict: bool) -> tuple[dict[str, Any], list[str]]:
+        """Prune, default and validate a custom object. Returns it and the pruned fields
+        (for the ``Warning`` header); raises 400 on unknown fields when ``strict``."""
+        schema = rt.schemas.get(version)
+        obj = drop_nulls(obj)
+        if schema is None:
+            return obj, []
+        unknown: list[str] = []
+        _prune(obj, schema, "", unknown, root=True)
+        if unknown and strict:
+            msgs = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise bad_request(f'{rt.kind} in version "{version}" cannot be handled as a '
+                              f"{rt.kind}: strict decoding error: {msgs}")
+        _apply_defaults(obj, schema)
+        name = obj.get("metadata", {}).get("name", "")
+        errors = sorted(self._validator(rt, version).iter_errors(obj),
+                        key=lambda e: list(map(str, e.absolute_path)))
+        if errors:
+            raise invalid(rt.kind, rt.group, name, [_cause(e) for e in errors[:20]])
+        return obj, unknown
+
+
+def validate_name(rt: ResourceType, name: str) -> list[Cause]:
+    """Name rules: DNS-1123 subdomain (labels for namespaces and services)."""
+    if not name:
+        return [Cause("metadata.name", "FieldValueRequired",
+                      "Required value: name or generateName is required")]
+    if rt.plural in _LABEL_NAMED:
+        if len(name) > 63 or not DNS1123_LABEL.match(name):
+            return [Cause("metadata.name", "FieldValueInvalid",
+                          f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of '
+                          "lower case alphanumeric characters or '-', and must start and end "
+                          "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+                          "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")]
+        return []
+    if len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        return [Cause("metadata.name", "FieldValueInvalid",
+                      f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
+                      "lower case alphanumeric characters, '-' or '.', and must start and end "
+                      "with an alphanumeric character (e.g. 'example.com', regex used for "
+                      "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
+                      "[a-z0-9])?)*')")]
+    if rt.kind == "RayCluster" and (len(name) > 53 or not DNS1035_LABEL.match(name)):
+        # KubeRay refuses these in its validating webhook / operator; we refuse at write
+        # time so the error reaches the caller (documented in the README).
+        return [Cause("metadata.name", "FieldValueInvalid",
+                      f'Invalid value: "{name}": RayCluster name should be no more than 53 '
+                      "characters and a DNS-1035 label")]
+    return []
+
+
+def _check_resources(prefix: str, res: Any, causes: list[Cause]) -> None:
+    if not isinstance(res, dict):
+        return
+    for part in ("requests", "limits"):
+        for rname, value in (res.get(part) or {}).items():
+            if not quantity.is_quantity(value):
+                causes.append(Cause(f"{prefix}.resources.{part}[{rname}]", "FieldValueInvalid",
+                                    f"Invalid value: {_go_value(value)}: must be a quantity"))
+
+
+def validate_builtin(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Light checks on built-in kinds: the fields Kubernetes requires of them."""
+    causes: list[Cause] = []
+    spec = obj.get("spec") or {}
+    if rt.kind == "Pod":
+        containers = spec.get("containers")
+        if not containers:
+            causes.append(Cause("spec.containers", "FieldValueRequired", "Required value"))
+        for i, c in enumerate(containers or []):
+            if not isinstance(c, dict):
+                continue
+            if not c.get("name"):
+                causes.append(Cause(f"spec.containers[{i}].name", "FieldValueRequired",
+                                    "Required value"))
+            if not c.get("image"):
+                causes.append(Cause(f"spec.containers[{i}].image", "FieldValueRequired",
+                                    "Required value"))
+            _check_resources(f"spec.containers[{i}]", c.get("resources"), causes)
+    elif rt.kind == "Service":
+        for i, p in enumerate(spec.get("ports") or []):
+            port = p.get("port") if isinstance(p, dict) else None
+            if not isinstance(port, int) or not 0 < port < 65536:
+                causes.append(Cause(f"spec.ports[{i}].port", "FieldValueInvalid",
+                                    f"Invalid value: {_go_value(port)}: must be between 1 and "
+                                    "65535, inclusive"))
+    elif rt.kind == "ResourceQuota":
+        for rname, value in (spec.get("hard") or {}).items():
+            if not quantity.is_quantity(value):
+                causes.append(Cause(f"spec.hard[{rname}]", "FieldValueInvalid",
+                                    f"Invalid value: {_go_value(value)}: must be a quantity"))
+    elif rt.kind in ("RoleBinding", "ClusterRoleBinding") and not obj.get("roleRef"):
+        causes.append(Cause("roleRef", "FieldValueRequired", "Required value"))
+    if causes:
+        raise invalid(rt.kind, rt.group, obj.get("metadata", {}).get("name", ""), causes)
+
+
+def validate_metadata(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Name and label checks common to every kind."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        raise invalid(rt.kind, rt.group, "", [Cause("metadata", "FieldValueRequired",
+                                                    "Required value")])
+    causes = validate_name(rt, str(meta.get("name") or ""))
+    for k, v in (meta.get("labels") or {}).items():
+        if not isinstance(v, str) or len(v) > 63 or (v and not re.match(
+                r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", v)):
+            causes.append(Cause(f"metadata.labels", "FieldValueInvalid",
+                                f"Invalid value: {_go_value(v)}: a valid label must be an empty "
+                                "string or consist of alphanumeric characters, '-', '_' or '.', "
+                                "and must start and end with an alphanumeric character"))
+    if causes:
+        raise invalid(rt.kind, rt.group, str(meta.get("name") or ""), causes)
+
+
+__all__ = ["ApiError", "Validator", "drop_nulls", "validate_builtin", "validate_metadata",
+           "validate_name"]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenants.models import Membership, Role, Tenant
+from django.contrib.auth import get_user_model
+from django.db.models import Prefetch, QuerySet
+
+from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
 
 
 def is_platform_admin(user: Any) -> bool:
@@ -28,3 +31,58 @@ def has_role(*, user: Any, tenant: Tenant, at_least: str) -> bool:
     """Whether the user holds ``at_least`` (or a stronger role) in the tenant."""
     role = role_in_tenant(user=user, tenant=tenant)
     return role is not None and Role.rank(role) >= Role.rank(at_least)
+
+
+def role_may_grant(*, granter_role: str, role: str) -> bool:
+    """A role may grant (or take away) only roles of equal or lower rank than its own."""
+    return Role.rank(granter_role) >= Role.rank(role)
+
+
+def user_list() -> QuerySet[Any]:
+    """Every user account, for platform admins managing users."""
+    return get_user_model().objects.order_by("username")
+
+
+def user_with_memberships(*, user: Any) -> Any:
+    """The user with their memberships and tenants loaded in one extra query."""
+    return (
+        get_user_model()
+        .objects.prefetch_related(
+            Prefetch(
+                "memberships",
+                queryset=Membership.objects.select_related("tenant").order_by("tenant__slug"),
+            )
+        )
+        .get(pk=user.pk)
+    )
+
+
+def flavor_list() -> QuerySet[GpuFlavor]:
+    """The GPU catalogue; readable by every authenticated user."""
+    return GpuFlavor.objects.order_by("name")
+
+
+def tenant_list(*, user: Any) -> QuerySet[Tenant]:
+    """Tenants the user may see: their own, or all for platform admins."""
+    return Tenant.objects.visible_to(user).order_by("slug")
+
+
+def membership_list(*, tenant: Tenant) -> QuerySet[Membership]:
+    """The tenant's members with their user accounts (one query for the page)."""
+    return Membership.objects.for_tenant(tenant).select_related("user").order_by("user__username")
+
+
+def quota_list(*, tenant: Tenant) -> QuerySet[Quota]:
+    """The tenant's per-flavor GPU quotas with their flavors."""
+    return Quota.objects.for_tenant(tenant).select_related("flavor").order_by("flavor__name")
+
+
+def audit_list(*, user: Any) -> QuerySet[AuditEvent]:
+    """Audit events the user may read: all (platform admins), their tenants' (tenant
+    admins), none (engineers and viewers)."""
+    return AuditEvent.objects.visible_to(user).order_by("-at", "-id")
+
+
+def flavor_references(*, flavor: GpuFlavor) -> tuple[int, int]:
+    """How many quotas and cluster requests still point at the flavor."""
+    return flavor.quotas.count(), flavor.clusters.count()

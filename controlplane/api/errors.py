@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -66,6 +66,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.NotFound()
     elif isinstance(exc, ServiceConflict):
         exc = Conflict(exc.message, code=exc.code)
+    elif isinstance(exc, PermissionDenied):
+        # Services raise Django's PermissionDenied (they know no HTTP); keep their reason.
+        exc = exceptions.PermissionDenied(str(exc) or None)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -1,0 +1,34 @@
+"""Serializer bases shared by every app's API.
+
+Request bodies are strict: a key the serializer does not declare is a 400 naming the
+key, rather than being silently dropped. A typo such as ``gpu`` for ``gpus`` would
+otherwise succeed while doing something other than what the caller meant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework import serializers
+
+
+class StrictFieldsMixin:
+    """Refuses input keys that are not writable fields of the serializer."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            fields = self.fields  # type: ignore[attr-defined]
+            writable = {name for name, field in fields.items() if not field.read_only}
+            unknown = sorted(str(key) for key in data if key not in writable)
+            if unknown:
+                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
+    """A plain input serializer that refuses unknown keys."""
+
+
+class StrictModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
+    """A model-backed input serializer that refuses unknown keys."""

@@ -1,0 +1,59 @@
+"""Django admin registrations: a break-glass view of the tenants tables for operators.
+
+The audit trail is read-only here too: an audit row that can be edited is not one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+
+from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Tenant
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+class QuotaInline(admin.TabularInline):
+    model = Quota
+    extra = 0
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "namespace", "cohort", "weight"]
+    search_fields = ["slug", "name"]
+    inlines = [MembershipInline, QuotaInline]
+
+
+@admin.register(GpuFlavor)
+class GpuFlavorAdmin(admin.ModelAdmin):
+    list_display = ["name", "gpu_product", "gpus_per_node", "node_count", "sharing"]
+    search_fields = ["name", "gpu_product"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "user", "role"]
+    list_filter = ["role"]
+    list_select_related = ["tenant", "user"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "actor_name", "action", "tenant_slug", "object_repr", "request_id"]
+    list_filter = ["action"]
+    search_fields = ["actor_name", "object_repr", "request_id"]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False

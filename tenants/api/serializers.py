@@ -1,0 +1,237 @@
+"""Input and output serializers of the tenants API.
+
+Writes have explicit input serializers (strict: unknown keys are a 400) that only
+check shape and types; the services own the rules. Output serializers read fields
+already loaded by the selectors and never query.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from controlplane.api.serializers import StrictModelSerializer, StrictSerializer
+from tenants.models import AuditEvent, GpuFlavor, Membership, Role, Tenant
+
+# --- Auth and users -----------------------------------------------------------------
+
+
+class TokenInSerializer(StrictSerializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=4096, trim_whitespace=False)
+
+
+class TokenOutSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Send as `Authorization: Token <token>`.")
+    expiry = serializers.DateTimeField(allow_null=True)
+    username = serializers.CharField()
+
+
+class UserInSerializer(StrictSerializer):
+    username = serializers.RegexField(r"^[\w.@+-]+\Z", max_length=150)
+    email = serializers.EmailField(max_length=254)
+    password = serializers.CharField(
+        max_length=4096, write_only=True, trim_whitespace=False, style={"input_type": "password"}
+    )
+    is_staff = serializers.BooleanField(default=False)
+
+
+class UserOutSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = get_user_model()
+        fields = ["id", "username", "email", "is_staff", "date_joined"]
+        read_only_fields = fields
+
+
+class MyMembershipSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug")
+    tenant_name = serializers.CharField(source="tenant.name")
+
+    class Meta:
+        model = Membership
+        fields = ["tenant", "tenant_name", "role"]
+        read_only_fields = fields
+
+
+class MeSerializer(UserOutSerializer):
+    memberships = MyMembershipSerializer(many=True, read_only=True)
+
+    class Meta(UserOutSerializer.Meta):
+        fields = [*UserOutSerializer.Meta.fields, "memberships"]
+        read_only_fields = fields
+
+
+# --- Flavors ------------------------------------------------------------------------
+
+FLAVOR_FIELDS = [
+    "name",
+    "gpu_product",
+    "gpus_per_node",
+    "cpu_per_node",
+    "memory_per_node_gib",
+    "node_count",
+    "sharing",
+]
+
+
+class FlavorOutSerializer(serializers.ModelSerializer):
+    total_gpus = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = GpuFlavor
+        fields = [*FLAVOR_FIELDS, "total_gpus", "created_at"]
+        read_only_fields = fields
+
+
+class FlavorCreateSerializer(StrictModelSerializer):
+    class Meta:
+        model = GpuFlavor
+        fields = FLAVOR_FIELDS
+        # Uniqueness is the service's concern (it reports it as a field error too).
+        extra_kwargs: ClassVar[dict[str, dict[str, Any]]] = {"name": {"validators": []}}
+
+
+class FlavorUpdateSerializer(StrictModelSerializer):
+    class Meta:
+        model = GpuFlavor
+        fields = FLAVOR_FIELDS
+        extra_kwargs = {"name": {"validators": [], "required": False}}
+
+
+# --- Tenants ------------------------------------------------------------------------
+
+
+class PolicySerializer(StrictSerializer):
+    """What one engineer may hold and how long dev clusters live; every key is optional
+    (omitted keys keep their value, or the default on create)."""
+
+    max_dev_clusters_per_user = serializers.IntegerField(min_value=0, max_value=100, required=False)
+    max_dev_gpus_per_user = serializers.IntegerField(min_value=0, max_value=1024, required=False)
+    dev_ttl_hours = serializers.IntegerField(min_value=1, max_value=24 * 90, required=False)
+    max_ttl_hours = serializers.IntegerField(min_value=1, max_value=24 * 365, required=False)
+
+
+class PolicyOutSerializer(serializers.Serializer):
+    max_dev_clusters_per_user = serializers.IntegerField()
+    max_dev_gpus_per_user = serializers.IntegerField()
+    dev_ttl_hours = serializers.IntegerField()
+    max_ttl_hours = serializers.IntegerField()
+
+
+class TenantOutSerializer(serializers.ModelSerializer):
+    weight = serializers.DecimalField(max_digits=6, decimal_places=2, coerce_to_string=False)
+    policy = PolicyOutSerializer(source="*", read_only=True)
+
+    class Meta:
+        model = Tenant
+        fields = [
+            "slug",
+            "name",
+            "namespace",
+            "cohort",
+            "weight",
+            "cpu_quota",
+            "memory_quota_gib",
+            "policy",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class TenantWriteSerializer(StrictModelSerializer):
+    """Body of tenant create (slug and name required) and update (everything optional)."""
+
+    weight = serializers.DecimalField(
+        max_digits=6,
+        decimal_places=2,
+        min_value=Decimal("0.01"),
+        max_value=Decimal("1000"),
+        required=False,
+    )
+    policy = PolicySerializer(required=False)
+
+    class Meta:
+        model = Tenant
+        fields = [
+            "slug",
+            "name",
+            "namespace",
+            "cohort",
+            "weight",
+            "cpu_quota",
+            "memory_quota_gib",
+            "policy",
+        ]
+        extra_kwargs = {
+            # Uniqueness is checked by the service's full_clean, in its transaction.
+            "slug": {"validators": []},
+            "namespace": {"validators": [], "required": False},
+        }
+
+    def flat(self) -> dict[str, Any]:
+        """Validated data with the policy object flattened into tenant fields."""
+        data = dict(self.validated_data)
+        data.update(data.pop("policy", {}) or {})
+        return data
+
+
+# --- Members ------------------------------------------------------------------------
+
+
+class MemberInSerializer(StrictSerializer):
+    username = serializers.CharField(max_length=150)
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class MemberOutSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username")
+    email = serializers.CharField(source="user.email")
+
+    class Meta:
+        model = Membership
+        fields = ["username", "email", "role", "created_at"]
+        read_only_fields = fields
+
+
+# --- Quotas -------------------------------------------------------------------------
+
+
+class QuotaLineSerializer(StrictSerializer):
+    flavor = serializers.CharField(max_length=40)
+    gpus = serializers.IntegerField(min_value=0, max_value=1_000_000)
+    borrow_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
+
+
+class QuotaSetSerializer(StrictSerializer):
+    """A tenant's whole quota: GPUs per flavor plus tenant-wide CPU and memory."""
+
+    flavors = QuotaLineSerializer(many=True, max_length=1000)  # type: ignore[call-arg]
+    cpu = serializers.IntegerField(min_value=0, max_value=10_000_000)
+    memory_gib = serializers.IntegerField(min_value=0, max_value=100_000_000)
+
+
+# --- Audit --------------------------------------------------------------------------
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name")
+    tenant = serializers.CharField(source="tenant_slug")
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "at",
+            "actor",
+            "action",
+            "tenant",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "request_id",
+            "data",
+        ]
+        read_only_fields = fields

@@ -1,0 +1,356 @@
+"""REST views of the tenants app: thin adapters from HTTP to selectors and services.
+
+Each view resolves what it acts on through a scoped selector (so an invisible object
+is a 404), validates the body's shape with an input serializer, calls one service and
+renders the result with an output serializer. Access rules live in the services; the
+permission classes here only answer early, with the right status, before a body is
+even parsed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.contrib.auth import authenticate
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from knox.auth import TokenAuthentication
+from rest_framework import permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.api.throttles import AuthThrottle, WriteThrottle
+from controlplane.api.viewsets import TenantScopedViewSet
+from tenants import selectors, services
+from tenants.api import serializers as s
+from tenants.filters import (
+    AuditEventFilter,
+    FlavorFilter,
+    MembershipFilter,
+    TenantFilter,
+    UserFilter,
+)
+from tenants.models import AuditEvent, Membership, Quota, Role, Tenant
+
+
+class PlatformAdminWrites(permissions.BasePermission):
+    """Reads for every authenticated user, writes for platform admins.
+
+    Writes on one object are decided after the object was found in the caller's
+    visible queryset, so that an invisible object is a 404 rather than a 403.
+    """
+
+    message = "Only platform admins may change this."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if request.method in permissions.SAFE_METHODS or getattr(view, "detail", False):
+            return True
+        return selectors.is_platform_admin(request.user)
+
+    def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
+        return request.method in permissions.SAFE_METHODS or selectors.is_platform_admin(
+            request.user
+        )
+
+
+class PlatformAdminActions(permissions.BasePermission):
+    """Actions named in ``view.platform_admin_actions`` need a platform admin."""
+
+    message = "Only platform admins may do this."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if view.action in getattr(view, "platform_admin_actions", ()):
+            return selectors.is_platform_admin(request.user)
+        return True
+
+
+# --- Auth ---------------------------------------------------------------------------
+
+
+class TokenView(APIView):
+    """``POST`` exchanges a username and password for a token; ``DELETE`` revokes the
+    token that authenticates the request."""
+
+    def get_authenticators(self) -> list[Any]:
+        # A login must not be refused because of a stale session or header; a revoke
+        # must name the token it revokes, so only token authentication applies.
+        if self._method() == "DELETE":
+            return [TokenAuthentication()]
+        return []
+
+    def _method(self) -> str:
+        # The schema generator builds this view without a request.
+        return getattr(self.request, "method", "") or ""
+
+    def get_permissions(self) -> list[Any]:
+        if self._method() == "DELETE":
+            return [permissions.IsAuthenticated()]
+        return [permissions.AllowAny()]
+
+    def get_throttles(self) -> list[Any]:
+        return [AuthThrottle()] if self._method() == "POST" else []
+
+    @extend_schema(
+        request=s.TokenInSerializer,
+        responses={200: s.TokenOutSerializer},
+        auth=[],
+        summary="Obtain an API token",
+    )
+    def post(self, request: Request) -> Response:
+        body = s.TokenInSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = authenticate(
+            request._request,
+            username=body.validated_data["username"],
+            password=body.validated_data["password"],
+        )
+        if user is None:
+            raise ValidationError(
+                {"non_field_errors": ["Unable to log in with those credentials."]}
+            )
+        instance, key = services.token_issue(user=user)
+        out = {"token": key, "expiry": instance.expiry, "username": user.get_username()}
+        return Response(s.TokenOutSerializer(out).data)
+
+    @extend_schema(request=None, responses={204: None}, summary="Revoke the token used")
+    def delete(self, request: Request) -> Response:
+        services.token_revoke(token=request.auth)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- Users --------------------------------------------------------------------------
+
+
+class UserViewSet(viewsets.GenericViewSet):
+    """User accounts: platform admins list and create them; anyone reads ``me``."""
+
+    permission_classes = [permissions.IsAuthenticated, PlatformAdminActions]
+    platform_admin_actions = frozenset({"list", "create"})
+    throttle_classes = [WriteThrottle]
+    serializer_class = s.UserOutSerializer
+    filterset_class = UserFilter
+    ordering_fields = ["username", "date_joined"]
+
+    def get_queryset(self) -> Any:
+        return selectors.user_list()
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(s.UserOutSerializer(page, many=True).data)
+
+    @extend_schema(request=s.UserInSerializer, responses={201: s.UserOutSerializer})
+    def create(self, request: Request) -> Response:
+        body = s.UserInSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = services.user_create(actor=request.user, **body.validated_data)
+        return Response(s.UserOutSerializer(user).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: s.MeSerializer})
+    @action(detail=False, methods=["get"], pagination_class=None, filterset_class=None)
+    def me(self, request: Request) -> Response:
+        user = selectors.user_with_memberships(user=request.user)
+        return Response(s.MeSerializer(user).data)
+
+
+# --- Flavors ------------------------------------------------------------------------
+
+
+class FlavorViewSet(viewsets.GenericViewSet):
+    """The GPU catalogue: everybody reads it, platform admins change it."""
+
+    permission_classes = [permissions.IsAuthenticated, PlatformAdminWrites]
+    throttle_classes = [WriteThrottle]
+    serializer_class = s.FlavorOutSerializer
+    filterset_class = FlavorFilter
+    ordering_fields = ["name", "gpu_product"]
+    lookup_field = "name"
+
+    def get_queryset(self) -> Any:
+        return selectors.flavor_list()
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(s.FlavorOutSerializer(page, many=True).data)
+
+    def retrieve(self, request: Request, name: str) -> Response:
+        return Response(s.FlavorOutSerializer(self.get_object()).data)
+
+    @extend_schema(request=s.FlavorCreateSerializer, responses={201: s.FlavorOutSerializer})
+    def create(self, request: Request) -> Response:
+        body = s.FlavorCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        flavor = services.flavor_create(actor=request.user, **body.validated_data)
+        return Response(s.FlavorOutSerializer(flavor).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.FlavorUpdateSerializer, responses={200: s.FlavorOutSerializer})
+    def partial_update(self, request: Request, name: str) -> Response:
+        flavor = self.get_object()
+        body = s.FlavorUpdateSerializer(flavor, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        flavor = services.flavor_update(
+            actor=request.user, flavor=flavor, changes=body.validated_data
+        )
+        return Response(s.FlavorOutSerializer(flavor).data)
+
+    @extend_schema(responses={204: None, 409: OpenApiResponse(description="Flavor in use")})
+    def destroy(self, request: Request, name: str) -> Response:
+        services.flavor_delete(actor=request.user, flavor=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- Tenants ------------------------------------------------------------------------
+
+
+class TenantViewSet(viewsets.GenericViewSet):
+    """Tenants: members read their own, platform admins read all, create and change."""
+
+    permission_classes = [permissions.IsAuthenticated, PlatformAdminWrites]
+    throttle_classes = [WriteThrottle]
+    serializer_class = s.TenantOutSerializer
+    filterset_class = TenantFilter
+    ordering_fields = ["slug", "name", "created_at"]
+    lookup_field = "slug"
+    queryset = Tenant.objects.none()  # for the schema; requests use get_queryset
+
+    def get_queryset(self) -> Any:
+        return selectors.tenant_list(user=self.request.user)
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(s.TenantOutSerializer(page, many=True).data)
+
+    def retrieve(self, request: Request, slug: str) -> Response:
+        return Response(s.TenantOutSerializer(self.get_object()).data)
+
+    @extend_schema(request=s.TenantWriteSerializer, responses={201: s.TenantOutSerializer})
+    def create(self, request: Request) -> Response:
+        body = s.TenantWriteSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.flat()
+        tenant = services.tenant_create(
+            actor=request.user,
+            slug=data.pop("slug"),
+            name=data.pop("name"),
+            namespace=data.pop("namespace", ""),
+            fields=data,
+        )
+        return Response(s.TenantOutSerializer(tenant).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.TenantWriteSerializer, responses={200: s.TenantOutSerializer})
+    def partial_update(self, request: Request, slug: str) -> Response:
+        tenant = self.get_object()
+        body = s.TenantWriteSerializer(tenant, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        tenant = services.tenant_update(actor=request.user, tenant=tenant, changes=body.flat())
+        return Response(s.TenantOutSerializer(tenant).data)
+
+
+# --- Members ------------------------------------------------------------------------
+
+
+class MemberViewSet(TenantScopedViewSet):
+    """A tenant's members: every member lists them, tenant admins add and remove."""
+
+    action_roles: ClassVar[dict[str, str]] = {
+        "list": Role.VIEWER,
+        "create": Role.ADMIN,
+        "destroy": Role.ADMIN,
+    }
+    serializer_class = s.MemberOutSerializer
+    filterset_class = MembershipFilter
+    ordering_fields = ["created_at", "role"]
+    lookup_field = "user__username"
+    lookup_url_kwarg = "username"
+    queryset = Membership.objects.none()  # for the schema; requests use scoped_queryset
+
+    def scoped_queryset(self, tenant: Tenant) -> Any:
+        return selectors.membership_list(tenant=tenant)
+
+    def list(self, request: Request, tenant_slug: str) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(s.MemberOutSerializer(page, many=True).data)
+
+    @extend_schema(request=s.MemberInSerializer, responses={201: s.MemberOutSerializer})
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        body = s.MemberInSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        membership = services.membership_add(
+            actor=request.user, tenant=self.tenant, **body.validated_data
+        )
+        return Response(s.MemberOutSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None, 409: OpenApiResponse(description="Last admin")})
+    def destroy(self, request: Request, tenant_slug: str, username: str) -> Response:
+        services.membership_remove(actor=request.user, membership=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- Quotas -------------------------------------------------------------------------
+
+
+class QuotaViewSet(TenantScopedViewSet):
+    """A tenant's quota as one document: members read it, platform admins replace it."""
+
+    action_roles: ClassVar[dict[str, str]] = {"retrieve": Role.VIEWER, "update": Role.ADMIN}
+    permission_classes = [*TenantScopedViewSet.permission_classes, PlatformAdminActions]
+    platform_admin_actions = frozenset({"update"})
+    serializer_class = s.QuotaSetSerializer
+    pagination_class = None
+    filter_backends = []  # type: ignore[var-annotated]
+    queryset = Quota.objects.none()  # for the schema; requests use scoped_queryset
+
+    def scoped_queryset(self, tenant: Tenant) -> Any:
+        return selectors.quota_list(tenant=tenant)
+
+    def _document(self, tenant: Tenant) -> dict[str, Any]:
+        lines = [
+            {"flavor": q.flavor.name, "gpus": q.gpus, "borrow_limit": q.borrow_limit}
+            for q in self.scoped_queryset(tenant)
+        ]
+        return {"flavors": lines, "cpu": tenant.cpu_quota, "memory_gib": tenant.memory_quota_gib}
+
+    @extend_schema(responses={200: s.QuotaSetSerializer})
+    def retrieve(self, request: Request, tenant_slug: str) -> Response:
+        return Response(s.QuotaSetSerializer(self._document(self.tenant)).data)
+
+    @extend_schema(request=s.QuotaSetSerializer, responses={200: s.QuotaSetSerializer})
+    def update(self, request: Request, tenant_slug: str) -> Response:
+        body = s.QuotaSetSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        tenant = services.quota_set(
+            actor=request.user,
+            tenant=self.tenant,
+            flavors=[services.QuotaLine(**line) for line in data["flavors"]],
+            cpu=data["cpu"],
+            memory_gib=data["memory_gib"],
+        )
+        return Response(s.QuotaSetSerializer(self._document(tenant)).data)
+
+
+# --- Audit --------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(
+        description="Platform admins see every event, tenant admins their tenants' "
+        "events; engineers and viewers get an empty list."
+    )
+)
+class AuditEventViewSet(viewsets.GenericViewSet):
+    """The audit trail, read-only, filtered by what the caller may see."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    serializer_class = s.AuditEventSerializer
+    filterset_class = AuditEventFilter
+    ordering_fields = ["at"]
+    queryset = AuditEvent.objects.none()  # for the schema; requests use get_queryset
+
+    def get_queryset(self) -> Any:
+        return selectors.audit_list(user=self.request.user)
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(s.AuditEventSerializer(page, many=True).data)

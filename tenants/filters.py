@@ -1,0 +1,64 @@
+"""FilterSets for the tenants app, shared by the API lists and the dashboard (STYLE 10)."""
+
+from __future__ import annotations
+
+import django_filters
+from django.contrib.auth import get_user_model
+
+from tenants.models import AuditEvent, GpuFlavor, Membership, Role, Tenant
+
+
+class UserFilter(django_filters.FilterSet):
+    """Users by (part of) their username and by platform-admin flag."""
+
+    username = django_filters.CharFilter(lookup_expr="icontains")
+    is_staff = django_filters.BooleanFilter()
+
+    class Meta:
+        model = get_user_model()
+        fields = ["username", "is_staff"]
+
+
+class FlavorFilter(django_filters.FilterSet):
+    """Flavors by GPU product and by whether they allow fractional GPUs."""
+
+    gpu_product = django_filters.CharFilter()
+    sharing = django_filters.BooleanFilter()
+
+    class Meta:
+        model = GpuFlavor
+        fields = ["gpu_product", "sharing"]
+
+
+class TenantFilter(django_filters.FilterSet):
+    """Tenants by cohort."""
+
+    cohort = django_filters.CharFilter()
+
+    class Meta:
+        model = Tenant
+        fields = ["cohort"]
+
+
+class MembershipFilter(django_filters.FilterSet):
+    """Members by role."""
+
+    role = django_filters.ChoiceFilter(choices=Role.choices)
+
+    class Meta:
+        model = Membership
+        fields = ["role"]
+
+
+class AuditEventFilter(django_filters.FilterSet):
+    """Audit events by tenant slug, action, actor's username and a time window."""
+
+    tenant = django_filters.CharFilter(field_name="tenant_slug")
+    action = django_filters.CharFilter()
+    actor = django_filters.CharFilter(field_name="actor_name")
+    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["tenant", "action", "actor", "since", "until"]

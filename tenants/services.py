@@ -1,0 +1,433 @@
+"""Writes about users, tokens, the catalogue, tenants, members and quotas (STYLE 4, 5).
+
+Every service is keyword-only, runs in one transaction and records exactly one audit
+event inside it, so a change and its audit row commit or roll back together. Services
+enforce the access rules themselves (not only the API views), because the dashboard
+and tasks call them directly. Invalid input raises Django's ``ValidationError`` with a
+field dict, a forbidden action ``PermissionDenied`` and a clash with current state
+``Conflict``; the API's error handler turns each into the single error format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
+from knox.models import AuthToken
+
+from controlplane.api.errors import Conflict
+from tenants.audit import audit_record
+from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant
+from tenants.selectors import (
+    flavor_references,
+    is_platform_admin,
+    role_in_tenant,
+    role_may_grant,
+)
+
+POLICY_FIELDS = (
+    "max_dev_clusters_per_user",
+    "max_dev_gpus_per_user",
+    "dev_ttl_hours",
+    "max_ttl_hours",
+)
+TENANT_EDITABLE = frozenset(
+    {"name", "cohort", "weight", "cpu_quota", "memory_quota_gib", *POLICY_FIELDS}
+)
+TENANT_IMMUTABLE = ("slug", "namespace")
+FLAVOR_EDITABLE = frozenset(
+    {"gpu_product", "gpus_per_node", "cpu_per_node", "memory_per_node_gib", "node_count", "sharing"}
+)
+# The least role that may add and remove members of a tenant.
+MANAGE_MEMBERS_ROLE = Role.ADMIN
+
+
+@dataclass(frozen=True)
+class QuotaLine:
+    """One flavor's line in a tenant's quota: nominal GPUs and how many it may borrow."""
+
+    flavor: str
+    gpus: int
+    borrow_limit: int = 0
+
+
+def _require_platform_admin(actor: Any) -> None:
+    if not is_platform_admin(actor):
+        raise PermissionDenied("Only platform admins may do this.")
+
+
+def _jsonable(value: Any) -> Any:
+    # Audit data is JSON; decimals (the tenant weight) are kept exact as strings.
+    return str(value) if isinstance(value, Decimal) else value
+
+
+def _snapshot(obj: Any, fields: Sequence[str]) -> dict[str, Any]:
+    return {name: _jsonable(getattr(obj, name)) for name in fields}
+
+
+# --- Users and tokens ---------------------------------------------------------------
+
+
+@transaction.atomic
+def user_create(
+    *, actor: Any, username: str, email: str, password: str, is_staff: bool = False
+) -> Any:
+    """Create a user account (platform admins only); the password must pass Django's
+    validators and is stored hashed; the audit event never contains it."""
+    _require_platform_admin(actor)
+    user_model = get_user_model()
+    user = user_model(username=username, email=email, is_staff=is_staff)
+    errors: dict[str, list[str]] = {}
+    if user_model.objects.filter(username__iexact=username).exists():
+        errors["username"] = ["A user with this username already exists."]
+    try:
+        validate_password(password, user=user)
+    except ValidationError as exc:
+        errors["password"] = list(exc.messages)
+    if errors:
+        raise ValidationError(errors)
+    user.set_password(password)
+    user.full_clean(exclude=["password"])
+    user.save()
+    audit_record(
+        actor=actor,
+        action="user.create",
+        obj=user,
+        data={"username": username, "email": email, "is_staff": is_staff},
+    )
+    return user
+
+
+@transaction.atomic
+def token_issue(*, user: Any) -> tuple[AuthToken, str]:
+    """Issue an API token for an authenticated user; returns the row and the key.
+
+    Only a hash of the key is stored (knox), so the key is shown once, here.
+    """
+    instance, key = AuthToken.objects.create(user=user)
+    audit_record(
+        actor=user,
+        action="token.create",
+        object_type="authtoken",
+        object_id=instance.digest[:16],
+        object_repr=f"token of {user.get_username()}",
+        data={"expiry": instance.expiry.isoformat() if instance.expiry else None},
+    )
+    return instance, key
+
+
+@transaction.atomic
+def token_revoke(*, token: AuthToken) -> None:
+    """Revoke (delete) one API token; requests bearing it are refused from now on."""
+    user = token.user
+    audit_record(
+        actor=user,
+        action="token.revoke",
+        object_type="authtoken",
+        object_id=token.digest[:16],
+        object_repr=f"token of {user.get_username()}",
+    )
+    token.delete()
+
+
+# --- The GPU catalogue --------------------------------------------------------------
+
+
+@transaction.atomic
+def flavor_create(
+    *,
+    actor: Any,
+    name: str,
+    gpu_product: str,
+    gpus_per_node: int,
+    cpu_per_node: int,
+    memory_per_node_gib: int,
+    node_count: int = 0,
+    sharing: bool = False,
+) -> GpuFlavor:
+    """Add a GPU flavor to the catalogue (platform admins only)."""
+    _require_platform_admin(actor)
+    flavor = GpuFlavor(
+        name=name,
+        gpu_product=gpu_product,
+        gpus_per_node=gpus_per_node,
+        cpu_per_node=cpu_per_node,
+        memory_per_node_gib=memory_per_node_gib,
+        node_count=node_count,
+        sharing=sharing,
+    )
+    flavor.full_clean()
+    flavor.save()
+    audit_record(
+        actor=actor,
+        action="flavor.create",
+        obj=flavor,
+        data=_snapshot(flavor, ["name", *sorted(FLAVOR_EDITABLE)]),
+    )
+    return flavor
+
+
+@transaction.atomic
+def flavor_update(*, actor: Any, flavor: GpuFlavor, changes: Mapping[str, Any]) -> GpuFlavor:
+    """Change a flavor's node facts (platform admins only); its name is immutable
+    because quotas, clusters and Kubernetes labels refer to it."""
+    _require_platform_admin(actor)
+    if "name" in changes and changes["name"] != flavor.name:
+        raise ValidationError({"name": ["A flavor's name cannot be changed."]})
+    unknown = sorted(set(changes) - FLAVOR_EDITABLE - {"name"})
+    if unknown:
+        raise ValidationError({key: ["This field cannot be changed."] for key in unknown})
+    fields = sorted(set(changes) & FLAVOR_EDITABLE)
+    before = _snapshot(flavor, fields)
+    for name in fields:
+        setattr(flavor, name, changes[name])
+    flavor.full_clean()
+    flavor.save(update_fields=fields or None)
+    audit_record(
+        actor=actor,
+        action="flavor.update",
+        obj=flavor,
+        data={"before": before, "after": _snapshot(flavor, fields)},
+    )
+    return flavor
+
+
+@transaction.atomic
+def flavor_delete(*, actor: Any, flavor: GpuFlavor) -> None:
+    """Remove a flavor nobody uses (platform admins only); a flavor still named by a
+    quota or a cluster request is a conflict, since deleting it would orphan them."""
+    _require_platform_admin(actor)
+    flavor = GpuFlavor.objects.select_for_update().get(pk=flavor.pk)
+    quotas, clusters = flavor_references(flavor=flavor)
+    if quotas or clusters:
+        raise Conflict(
+            f"Flavor {flavor.name} is still used by {quotas} quota(s) and {clusters} "
+            "cluster request(s); remove those first."
+        )
+    audit_record(actor=actor, action="flavor.delete", obj=flavor, data={"name": flavor.name})
+    try:
+        flavor.delete()
+    except ProtectedError as exc:  # a reference created since the check above
+        raise Conflict(f"Flavor {flavor.name} is still in use.") from exc
+
+
+# --- Tenants ------------------------------------------------------------------------
+
+
+_TENANT_SNAPSHOT = ["slug", "namespace", *sorted(TENANT_EDITABLE)]
+
+
+@transaction.atomic
+def tenant_create(
+    *,
+    actor: Any,
+    slug: str,
+    name: str,
+    namespace: str = "",
+    fields: Mapping[str, Any] | None = None,
+) -> Tenant:
+    """Create a tenant (platform admins only). The namespace defaults to the configured
+    prefix plus the slug; ``fields`` may set the cohort, weight, CPU and memory quotas
+    and the policy fields."""
+    _require_platform_admin(actor)
+    fields = dict(fields or {})
+    unknown = sorted(set(fields) - TENANT_EDITABLE)
+    if unknown:
+        raise ValidationError({key: ["This field cannot be set."] for key in unknown})
+    tenant = Tenant(
+        slug=slug,
+        name=name,
+        namespace=namespace or f"{settings.TENANT_NAMESPACE_PREFIX}{slug}",
+        **fields,
+    )
+    tenant.full_clean()
+    tenant.save()
+    audit_record(
+        actor=actor,
+        action="tenant.create",
+        obj=tenant,
+        tenant=tenant,
+        data=_snapshot(tenant, _TENANT_SNAPSHOT),
+    )
+    return tenant
+
+
+@transaction.atomic
+def tenant_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, Any]) -> Tenant:
+    """Change a tenant's name, cohort, weight, CPU/memory quotas or policy (platform
+    admins only). Slug and namespace are immutable: Kubernetes objects live under them."""
+    _require_platform_admin(actor)
+    errors = {
+        key: [f"The {key} cannot be changed after creation."]
+        for key in TENANT_IMMUTABLE
+        if key in changes and changes[key] != getattr(tenant, key)
+    }
+    for key in sorted(set(changes) - TENANT_EDITABLE - set(TENANT_IMMUTABLE)):
+        errors[key] = ["This field cannot be changed."]
+    if errors:
+        raise ValidationError(errors)
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    fields = sorted(set(changes) & TENANT_EDITABLE)
+    before = _snapshot(tenant, fields)
+    for name in fields:
+        setattr(tenant, name, changes[name])
+    tenant.full_clean()
+    tenant.save(update_fields=fields or None)
+    audit_record(
+        actor=actor,
+        action="tenant.update",
+        obj=tenant,
+        tenant=tenant,
+        data={"before": before, "after": _snapshot(tenant, fields)},
+    )
+    _ensure_visible(actor=actor, tenant=tenant)
+    return tenant
+
+
+def _ensure_visible(*, actor: Any, tenant: Tenant) -> None:
+    # After a write, the actor must still see what they changed (STYLE 3): a write that
+    # would land outside the actor's scope is refused and rolled back with the rest.
+    if not Tenant.objects.visible_to(actor).filter(pk=tenant.pk).exists():
+        raise PermissionDenied("The change would leave the object outside your tenants.")
+
+
+# --- Members ------------------------------------------------------------------------
+
+
+def _require_member_manager(*, actor: Any, tenant: Tenant) -> str:
+    role = role_in_tenant(user=actor, tenant=tenant)
+    if role is None or Role.rank(role) < Role.rank(MANAGE_MEMBERS_ROLE):
+        raise PermissionDenied("Only tenant admins may manage members.")
+    return role
+
+
+@transaction.atomic
+def membership_add(*, actor: Any, tenant: Tenant, username: str, role: str) -> Membership:
+    """Give an existing user a role in the tenant (tenant admins and platform admins).
+
+    An actor may grant only roles up to their own rank. Unknown users and existing
+    members are input errors, reported on ``username``.
+    """
+    actor_role = _require_member_manager(actor=actor, tenant=tenant)
+    if role not in Role.values:
+        raise ValidationError({"role": [f"Unknown role {role!r}."]})
+    if not role_may_grant(granter_role=actor_role, role=role):
+        raise PermissionDenied("You cannot grant a role above your own.")
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ValidationError({"username": [f"No user named {username!r}."]})
+    duplicate = ValidationError({"username": [f"{username} is already a member of {tenant.slug}."]})
+    if Membership.objects.filter(tenant=tenant, user=user).exists():
+        raise duplicate
+    try:
+        with transaction.atomic():
+            membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+    except IntegrityError as exc:  # added concurrently since the check above
+        raise duplicate from exc
+    audit_record(
+        actor=actor,
+        action="membership.add",
+        obj=membership,
+        tenant=tenant,
+        data={"username": username, "role": role},
+    )
+    _ensure_visible(actor=actor, tenant=tenant)
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, actor: Any, membership: Membership) -> None:
+    """Take a user out of a tenant (tenant admins and platform admins).
+
+    Nobody may remove a member who outranks them, and the last admin of a tenant
+    cannot be removed (a conflict): somebody must always be able to manage members.
+    """
+    # Lock the tenant row so that two admins removing each other cannot both succeed.
+    tenant = Tenant.objects.select_for_update().get(pk=membership.tenant_id)
+    actor_role = _require_member_manager(actor=actor, tenant=tenant)
+    if not role_may_grant(granter_role=actor_role, role=membership.role):
+        raise PermissionDenied("You cannot remove a member whose role is above your own.")
+    if membership.role == Role.ADMIN:
+        admins = Membership.objects.filter(tenant=tenant, role=Role.ADMIN).count()
+        if admins <= 1:
+            raise Conflict(
+                f"{membership.user.get_username()} is the last admin of {tenant.slug}; "
+                "add another admin first."
+            )
+    audit_record(
+        actor=actor,
+        action="membership.remove",
+        obj=membership,
+        tenant=tenant,
+        data={"username": membership.user.get_username(), "role": membership.role},
+    )
+    membership.delete()
+
+
+# --- Quotas -------------------------------------------------------------------------
+
+
+def _quota_state(tenant: Tenant) -> dict[str, Any]:
+    lines = Quota.objects.for_tenant(tenant).select_related("flavor").order_by("flavor__name")
+    return {
+        "flavors": [
+            {"flavor": q.flavor.name, "gpus": q.gpus, "borrow_limit": q.borrow_limit} for q in lines
+        ],
+        "cpu": tenant.cpu_quota,
+        "memory_gib": tenant.memory_quota_gib,
+    }
+
+
+@transaction.atomic
+def quota_set(
+    *, actor: Any, tenant: Tenant, flavors: Sequence[QuotaLine], cpu: int, memory_gib: int
+) -> Tenant:
+    """Replace the tenant's whole quota at once (platform admins only).
+
+    Flavors left out lose their quota; the audit event holds the quota before and
+    after, so one change reads as one event.
+    """
+    _require_platform_admin(actor)
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    names = [line.flavor for line in flavors]
+    known = {f.name: f for f in GpuFlavor.objects.filter(name__in=names)}
+    errors: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for index, line in enumerate(flavors):
+        if line.flavor not in known:
+            errors[f"flavors[{index}].flavor"] = [f"No flavor named {line.flavor!r}."]
+        elif line.flavor in seen:
+            errors[f"flavors[{index}].flavor"] = [f"Flavor {line.flavor!r} is listed twice."]
+        seen.add(line.flavor)
+    if errors:
+        raise ValidationError(errors)
+    before = _quota_state(tenant)
+    Quota.objects.for_tenant(tenant).exclude(flavor__name__in=names).delete()
+    existing = {q.flavor_id: q for q in Quota.objects.for_tenant(tenant)}
+    for line in flavors:
+        flavor = known[line.flavor]
+        quota = existing.get(flavor.pk) or Quota(tenant=tenant, flavor=flavor)
+        quota.gpus, quota.borrow_limit = line.gpus, line.borrow_limit
+        quota.full_clean(validate_unique=False, validate_constraints=False)
+        quota.save()
+    tenant.cpu_quota, tenant.memory_quota_gib = cpu, memory_gib
+    tenant.full_clean()
+    tenant.save(update_fields=["cpu_quota", "memory_quota_gib"])
+    audit_record(
+        actor=actor,
+        action="quota.set",
+        obj=tenant,
+        tenant=tenant,
+        object_type="quota",
+        data={"before": before, "after": _quota_state(tenant)},
+    )
+    _ensure_visible(actor=actor, tenant=tenant)
+    return tenant

@@ -103,6 +103,11 @@ def run_admission_pass() -> PassResult:
                 metrics.ADMITTED.labels(row.tenant.slug).inc()
         result.waiting = len(waiting)
         metrics.ADMISSION_PASSES.inc()
-        for pk in result.admitted:
-            transaction.on_commit(lambda pk=pk: tasks.provision_cluster.delay(pk))
+        admitted_ids = list(result.admitted)
+
+        def nudge() -> None:
+            for pk in admitted_ids:
+                tasks.provision_cluster.delay(pk)
+
+        transaction.on_commit(nudge)
     return result

@@ -174,12 +174,8 @@ def cluster_request_create(
     with transaction.atomic():
         Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
         check_user_caps(tenant=tenant, owner=actor, kind=kind, gpus=cluster.gpus)
-        if (
-            ClusterRequest.objects.for_tenant(tenant)
-            .not_deleted()
-            .filter(name=cluster.name)
-            .exists()
-        ):
+        taken = ClusterRequest.objects.filter(tenant=tenant, name=cluster.name)
+        if taken.exclude(state=State.DELETED).exists():
             raise ValidationError({"name": f"A cluster named {cluster.name!r} already exists."})
         try:
             with transaction.atomic():

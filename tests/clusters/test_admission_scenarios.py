@@ -264,12 +264,8 @@ def test_eta_is_exact_on_a_deterministic_scenario_and_the_pass_then_agrees() -> 
 
 
 def test_eta_simulation_releases_what_requests_ahead_take_after_their_ttl() -> None:
-    out = _simulate(
-        NOW,
-        Decimal(0),
-        [(NOW + minutes(10), Decimal(4))],
-        [(1, Decimal(4), minutes(30)), (2, Decimal(4), None), (3, Decimal(9), None)],
-    )
+    queue = [(1, Decimal(4), minutes(30)), (2, Decimal(4), None), (3, Decimal(9), None)]
+    out = _simulate(NOW, Decimal(0), [(NOW + minutes(10), Decimal(4))], queue)
     assert out == {1: NOW + minutes(10), 2: NOW + minutes(40), 3: None}
 
 

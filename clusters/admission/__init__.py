@@ -1,0 +1,64 @@
+"""Admission and queue status, as pure functions over a snapshot (issue 6).
+
+``decide(snapshot)`` is one admission pass; ``dry_run(snapshot, candidate)`` says whether a
+request would start now, queue, or never fit; ``format_eta`` renders an ETA. Nothing in
+this package imports Django: the integrator builds a :class:`Snapshot` from the database
+and writes the :class:`Decision` back.
+"""
+
+from clusters.admission.decide import decide
+from clusters.admission.dry_run import Alternative, Verdict, VerdictReason, dry_run
+from clusters.admission.eta import format_eta
+from clusters.admission.snapshot import (
+    CAPACITY,
+    COHORT_QUOTA,
+    DEV,
+    FLAVOR_UNKNOWN,
+    HEAD_OF_LINE,
+    NODE_SIZE,
+    PROD,
+    REASONS,
+    RECLAIM_PENDING,
+    TENANT_QUOTA,
+    TENANT_TOTAL,
+    USER_CAP,
+    Decision,
+    FlavorQ,
+    Pending,
+    QueueStatus,
+    QuotaQ,
+    Reclaim,
+    Running,
+    Snapshot,
+    TenantQ,
+)
+
+__all__ = [
+    "CAPACITY",
+    "COHORT_QUOTA",
+    "DEV",
+    "FLAVOR_UNKNOWN",
+    "HEAD_OF_LINE",
+    "NODE_SIZE",
+    "PROD",
+    "REASONS",
+    "RECLAIM_PENDING",
+    "TENANT_QUOTA",
+    "TENANT_TOTAL",
+    "USER_CAP",
+    "Alternative",
+    "Decision",
+    "FlavorQ",
+    "Pending",
+    "QueueStatus",
+    "QuotaQ",
+    "Reclaim",
+    "Running",
+    "Snapshot",
+    "TenantQ",
+    "Verdict",
+    "VerdictReason",
+    "decide",
+    "dry_run",
+    "format_eta",
+]

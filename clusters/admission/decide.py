@@ -1,0 +1,353 @@
+"""One admission pass: which queued requests start now, and why the others wait.
+
+Order (DESIGN "Data flow", step 3): priority class (prod above dev) and explicit
+priority first; within one priority, requests that have waited longer than
+``Snapshot.aging`` (oldest first); then the tenant's weighted dominant share (lowest
+first, updated as the pass admits); then age. Each tenant's queue is sorted once and a
+heap holds one head per tenant, so a pass costs O(n log n + n log T).
+
+Best effort: a request that does not fit is skipped and smaller ones behind it may
+pass. Bounded wait: once a skipped request has aged, it *holds* the pool that blocks it
+(the tenant's quota, the cohort's unused quota, or the flavor's free capacity) and
+every later request that would draw from that pool waits with ``head_of_line``. Since
+nothing created after an aged request is ordered before it within its priority, it
+starts at the latest once the requests ahead of it have started and the clusters then
+running in its pool have expired (``tests/clusters/test_admission_properties.py``).
+
+Gang: a request is charged its whole gang's GPUs, CPU and memory, or nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from datetime import datetime
+from decimal import Decimal
+
+from clusters.admission.eta import Wait, estimate
+from clusters.admission.ledger import Ledger, Pool, fmt
+from clusters.admission.snapshot import (
+    CAPACITY,
+    COHORT_QUOTA,
+    DEV,
+    FLAVOR_UNKNOWN,
+    HEAD_OF_LINE,
+    NODE_SIZE,
+    PROD,
+    RECLAIM_PENDING,
+    TENANT_QUOTA,
+    USER_CAP,
+    Decision,
+    Pending,
+    QueueStatus,
+    Reclaim,
+    Running,
+    Snapshot,
+)
+
+# A request that can never fit still sits in the queue (a quota may have shrunk after it
+# was accepted); it is shown with the nearest waiting reason.
+_NEVER_TO_REASON = {
+    FLAVOR_UNKNOWN: CAPACITY,
+    NODE_SIZE: CAPACITY,
+    USER_CAP: USER_CAP,
+}
+
+
+def _minutes(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{round(minutes / 60)} h"
+
+
+class _Pass:
+    """The mutable state of one pass; :func:`decide` is its only user."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.led = Ledger(snap)
+        self.blocks: dict[Pool, Pending] = {}
+        # Reclaim bookkeeping per (cohort, flavor): GPUs being freed by suspensions and
+        # GPUs promised to the requests that asked for them.
+        self.releasing: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        self.reserved: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        self.reclaimed_from: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        self.victims: dict[tuple[str, str], list[Running]] = {}
+        self.picked: set[int] = set()
+        self.decision = Decision()
+
+    # -- checks -------------------------------------------------------------------
+
+    def blocked(self, p: Pending) -> tuple[str, str, Pool] | None:
+        """The first of ``p``'s own limits that stops it, as (reason, message, pool)."""
+        led = self.led
+        tenant = led.tenant(p.tenant)
+        never = led.never_fits(p)
+        if never:
+            code, message = never[0]
+            reason = _NEVER_TO_REASON.get(code, TENANT_QUOTA)
+            return reason, f"This request can never start as it is: {message}", ("never",)
+        if p.kind == DEV:
+            who = (p.tenant, p.owner)
+            cap = tenant.max_dev_clusters_per_user
+            if cap is not None and led.user_clusters[who] + 1 > cap:
+                return (
+                    USER_CAP,
+                    f"Its owner already runs {led.user_clusters[who]} dev clusters in "
+                    f"{p.tenant}, the most one engineer may run at once.",
+                    ("u", p.tenant, str(p.owner)),
+                )
+            gcap = tenant.max_dev_gpus_per_user
+            if gcap is not None and led.user_gpus[who] + p.gpus > gcap:
+                return (
+                    USER_CAP,
+                    f"Its owner already holds {fmt(led.user_gpus[who])} dev GPUs in "
+                    f"{p.tenant}; with {fmt(p.gpus)} more they would pass the limit of "
+                    f"{gcap} per engineer.",
+                    ("u", p.tenant, str(p.owner)),
+                )
+        if tenant.cpu_quota and led.cpu[p.tenant] + p.cpu > tenant.cpu_quota:
+            return (
+                TENANT_QUOTA,
+                f"{p.tenant} is using {fmt(led.cpu[p.tenant])} of its {tenant.cpu_quota} CPU "
+                f"cores; this cluster needs {fmt(p.cpu)}.",
+                ("tcpu", p.tenant),
+            )
+        if tenant.memory_quota_gib and led.memory[p.tenant] + p.memory_gib > (
+            tenant.memory_quota_gib
+        ):
+            return (
+                TENANT_QUOTA,
+                f"{p.tenant} is using {fmt(led.memory[p.tenant])} of its "
+                f"{tenant.memory_quota_gib} GiB of memory; this cluster needs "
+                f"{fmt(p.memory_gib)} GiB.",
+                ("tmem", p.tenant),
+            )
+        key = (p.tenant, p.flavor)
+        nominal = led.nominal.get(key, 0)
+        borrow = led.borrow.get(key, 0)
+        used = led.usage[key]
+        if used + p.gpus > nominal + borrow:
+            may = f" and may borrow {borrow} more" if borrow else " and cannot borrow more"
+            short = used + p.gpus - nominal - borrow
+            verb = "is" if short == 1 else "are"
+            return (
+                TENANT_QUOTA,
+                f"{p.tenant} is using {fmt(used)} of its {nominal} {p.flavor} GPUs{may}: "
+                f"{fmt(short)} more {verb} needed.",
+                ("t", *key),
+            )
+        ckey = (tenant.cohort, p.flavor)
+        cohort_total = led.cohort_nominal.get(ckey, 0)
+        if led.cohort_usage[ckey] + p.gpus > cohort_total:
+            if used + p.gpus <= nominal:
+                reclaim = self.reclaim(p, ckey)
+                if reclaim is not None:
+                    return reclaim
+            unused = max(cohort_total - led.cohort_usage[ckey], Decimal(0))
+            return (
+                COHORT_QUOTA,
+                f"{p.tenant} would have to borrow {fmt(used + p.gpus - nominal)} {p.flavor} "
+                f"GPUs, but only {fmt(unused)} of the {tenant.cohort} cohort's {cohort_total} "
+                "are unused.",
+                ("c", *ckey),
+            )
+        free = led.free.get(p.flavor)
+        if free is not None:
+            if p.gpus > free:
+                return (
+                    CAPACITY,
+                    f"No room on the fleet: {fmt(max(free, Decimal(0)))} {p.flavor} GPUs are "
+                    f"free and this cluster needs {fmt(p.gpus)}.",
+                    ("f", p.flavor),
+                )
+            nodes = led.whole_free_nodes(p.flavor)
+            if p.kind == PROD and nodes is not None and p.workers > nodes:
+                return (
+                    CAPACITY,
+                    f"No room on the fleet: a production worker takes a whole node and "
+                    f"{max(nodes, 0)} {p.flavor} nodes are entirely free; {p.workers} are "
+                    "needed.",
+                    ("f", p.flavor),
+                )
+        return None
+
+    def draws_from(self, p: Pending) -> list[Pool]:
+        """The pools an admission of ``p`` would take from (those an aged request holds)."""
+        led = self.led
+        tenant = led.tenant(p.tenant)
+        pools: list[Pool] = [("t", p.tenant, p.flavor)]
+        if tenant.cpu_quota:
+            pools.append(("tcpu", p.tenant))
+        if tenant.memory_quota_gib:
+            pools.append(("tmem", p.tenant))
+        if led.usage[p.tenant, p.flavor] + p.gpus > led.nominal.get((p.tenant, p.flavor), 0):
+            pools.append(("c", tenant.cohort, p.flavor))
+        if led.free.get(p.flavor) is not None:
+            pools.append(("f", p.flavor))
+        return pools
+
+    def reclaim(self, p: Pending, ckey: tuple[str, str]) -> tuple[str, str, Pool] | None:
+        """Pick borrowers' clusters to suspend so that ``p`` gets its nominal quota back.
+
+        Victims are the lowest-priority, newest clusters of tenants that hold more than
+        their nominal quota on the flavor; ``None`` when borrowers do not hold enough.
+        """
+        led = self.led
+        cohort_total = led.cohort_nominal.get(ckey, 0)
+        deficit = (
+            led.cohort_usage[ckey]
+            + self.reserved[ckey]
+            + p.gpus
+            - cohort_total
+            - self.releasing[ckey]
+        )
+        chosen: list[Running] = []
+        freed = Decimal(0)
+        if deficit > 0:
+            taken: dict[str, Decimal] = defaultdict(Decimal)
+            for r in self._victims(ckey):
+                if freed >= deficit:
+                    break
+                if r.id in self.picked or r.tenant == p.tenant:
+                    continue
+                vkey = (r.tenant, r.flavor)
+                borrowed = (
+                    led.usage[vkey]
+                    - led.nominal.get(vkey, 0)
+                    - self.reclaimed_from[vkey]
+                    - taken[r.tenant]
+                )
+                if borrowed <= 0:
+                    continue
+                chosen.append(r)
+                taken[r.tenant] += r.gpus
+                freed += r.gpus
+            if freed < deficit:
+                return None
+        grace = _minutes(self.snap.reclaim_grace.total_seconds())
+        for r in chosen:
+            self.picked.add(r.id)
+            self.reclaimed_from[r.tenant, r.flavor] += r.gpus
+            self.decision.reclaim.append(
+                Reclaim(
+                    id=r.id,
+                    tenant=r.tenant,
+                    flavor=r.flavor,
+                    gpus=r.gpus,
+                    for_tenant=p.tenant,
+                    for_request=p.id,
+                    message=(
+                        f"{r.tenant} is borrowing {r.flavor} GPUs that {p.tenant} now needs "
+                        f"within its own quota. This cluster will be suspended (not "
+                        f"deleted) in {grace}; resume it later to queue again."
+                    ),
+                )
+            )
+        self.releasing[ckey] += freed
+        self.reserved[ckey] += p.gpus
+        return (
+            RECLAIM_PENDING,
+            f"{p.tenant} is within its nominal {p.flavor} quota, but other teams of the "
+            f"{ckey[0]} cohort are borrowing it; their clusters are being reclaimed and will "
+            f"be suspended within {grace}.",
+            ("c", *ckey),
+        )
+
+    def _victims(self, ckey: tuple[str, str]) -> list[Running]:
+        found = self.victims.get(ckey)
+        if found is None:
+            cohort, flavor = ckey
+            found = [
+                r
+                for r in self.snap.running
+                if r.flavor == flavor and self.led.tenant(r.tenant).cohort == cohort
+            ]
+            # Lowest priority first, then newest first.
+            found.sort(
+                key=lambda r: (
+                    1 if r.kind == PROD else 0,
+                    r.priority,
+                    -(r.admitted_at.timestamp() if r.admitted_at else 0.0),
+                )
+            )
+            self.victims[ckey] = found
+        return found
+
+    # -- the pass -----------------------------------------------------------------
+
+    def run(self) -> Decision:
+        snap = self.snap
+        now = snap.now
+        aged_before = now - snap.aging
+        queues: dict[str, list[Pending]] = defaultdict(list)
+        for p in snap.pending:
+            queues[p.tenant].append(p)
+        heap: list[tuple[int, int, int, float, float, int, str]] = []
+        cursor: dict[str, int] = {}
+        for slug, queue in queues.items():
+            queue.sort(key=lambda p: (-p.rank[0], -p.rank[1], p.created_at, p.id))
+            cursor[slug] = 0
+            heapq.heappush(heap, self._head_key(queue[0], aged_before))
+        waits: list[Wait] = []
+        position: dict[str, int] = defaultdict(int)
+        flavor_position: dict[str, int] = defaultdict(int)
+        statuses: list[tuple[Pending, int, int, str, str]] = []
+        admitted: list[Pending] = []
+        while heap:
+            slug = heapq.heappop(heap)[-1]
+            queue = queues[slug]
+            p = queue[cursor[slug]]
+            cursor[slug] += 1
+            outcome = self.blocked(p)
+            if outcome is None:
+                holder = next(
+                    (h for pool in self.draws_from(p) if (h := self.blocks.get(pool))), None
+                )
+                if holder is None:
+                    self.led.charge(p)
+                    self.led.take_capacity(p)
+                    admitted.append(p)
+                else:
+                    pool = next(pool for pool in self.draws_from(p) if pool in self.blocks)
+                    waited = _minutes((now - holder.created_at).total_seconds())
+                    outcome = (
+                        HEAD_OF_LINE,
+                        f"Held behind request {holder.id}, which has waited {waited} and now "
+                        "goes first for the same GPUs, so that smaller requests cannot keep "
+                        "passing it.",
+                        pool,
+                    )
+            if outcome is not None:
+                reason, message, pool = outcome
+                if reason == RECLAIM_PENDING or (
+                    p.created_at <= aged_before and reason in (TENANT_QUOTA, COHORT_QUOTA, CAPACITY)
+                ):
+                    self.blocks.setdefault(pool, p)
+                position[p.tenant] += 1
+                flavor_position[p.flavor] += 1
+                statuses.append((p, position[p.tenant], flavor_position[p.flavor], reason, message))
+                waits.append(Wait(p, reason, pool))
+            if cursor[slug] < len(queue):
+                heapq.heappush(heap, self._head_key(queue[cursor[slug]], aged_before))
+        etas = estimate(snap, self.led, admitted, waits, self.picked)
+        decision = self.decision
+        decision.admitted = [p.id for p in admitted]
+        for p, pos, fpos, reason, message in statuses:
+            decision.waiting[p.id] = QueueStatus(pos, fpos, reason, message, etas.get(p.id))
+        decision.ledger = {key: gpus for key, gpus in self.led.usage.items() if gpus}
+        return decision
+
+    def _head_key(
+        self, p: Pending, aged_before: datetime
+    ) -> tuple[int, int, int, float, float, int, str]:
+        created = p.created_at.timestamp()
+        if p.created_at <= aged_before:
+            # Aged requests go first within their priority, oldest first, whatever their
+            # tenant's share: this is what bounds their wait.
+            return (-p.rank[0], -p.rank[1], 0, 0.0, created, p.id, p.tenant)
+        return (-p.rank[0], -p.rank[1], 1, self.led.share[p.tenant], created, p.id, p.tenant)
+
+
+def decide(snapshot: Snapshot) -> Decision:
+    """Decide one admission pass over ``snapshot`` (pure: the snapshot is not changed)."""
+    return _Pass(snapshot).run()

@@ -1,0 +1,219 @@
+"""When a waiting request should start: a forward simulation per pool.
+
+Each waiting request is blocked by one pool (its reason says which). For every pool
+the simulation walks that pool's waiting requests in queue order against a heap of
+future releases — the expiries of running clusters, of the clusters admitted by this
+pass, and of the waiting requests ahead once they would have started — and gives each
+request the time at which enough has been released for it. Nothing is re-decided per
+request, so the cost is O(n log n) overall.
+
+Assumptions (they make the ETA an estimate, not a promise): nothing new arrives,
+clusters live until their TTL, a request is held only by the pool of its current
+reason, and whole-node placement of prod workers is not modelled. A pool whose blockers
+have no TTL yields ``None`` ("unknown").
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from clusters.admission.ledger import Ledger, Pool
+from clusters.admission.snapshot import (
+    DEV,
+    RECLAIM_PENDING,
+    Pending,
+    Running,
+    Snapshot,
+)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A request left waiting, with its reason and the pool that blocks it."""
+
+    pending: Pending
+    reason: str
+    pool: Pool
+
+
+# (when it frees, gpus, cpu, memory, tenant, flavor, owner, is_dev)
+_Release = tuple[datetime, Decimal, Decimal, Decimal, str, str, int, bool]
+
+
+def _releases(snap: Snapshot, admitted: Sequence[Pending], reclaimed: set[int]) -> list[_Release]:
+    """Every future release: running clusters at expiry (reclaimed ones at the end of the
+    grace period at the latest) and this pass's admissions after their TTL."""
+    grace_end = snap.now + snap.reclaim_grace
+    out: list[_Release] = []
+    item: Running | Pending
+    for item in snap.running:
+        ends = item.expires_at
+        if item.id in reclaimed:
+            ends = grace_end if ends is None else min(ends, grace_end)
+        if ends is not None:
+            out.append(_release(ends, item))
+    for item in admitted:
+        if item.ttl is not None:
+            out.append(_release(snap.now + item.ttl, item))
+    return out
+
+
+def _release(ends: datetime, item: Running | Pending) -> _Release:
+    return (
+        ends,
+        item.gpus,
+        item.cpu,
+        item.memory_gib,
+        item.tenant,
+        item.flavor,
+        item.owner,
+        item.kind == DEV,
+    )
+
+
+def _amount(pool: Pool, gpus: Decimal, cpu: Decimal, memory: Decimal) -> Decimal:
+    if pool[0] == "tcpu":
+        return cpu
+    if pool[0] == "tmem":
+        return memory
+    return gpus
+
+
+def _simulate(
+    start: datetime,
+    available: Decimal,
+    releases: Iterable[tuple[datetime, Decimal]],
+    queue: Sequence[tuple[int, Decimal, timedelta | None]],
+) -> dict[int, datetime | None]:
+    """Walk ``queue`` (id, need, ttl) in order against the release heap of one pool."""
+    heap = list(releases)
+    heapq.heapify(heap)
+    clock = start
+    out: dict[int, datetime | None] = {}
+    for rid, need, ttl in queue:
+        while available < need and heap:
+            when, amount = heapq.heappop(heap)
+            available += amount
+            clock = max(clock, when)
+        if available < need:
+            out[rid] = None  # what blocks it never frees: unknown
+            continue
+        out[rid] = clock
+        available -= need
+        if ttl is not None:
+            heapq.heappush(heap, (clock + ttl, need))
+    return out
+
+
+def _user_eta(p: Pending, led: Ledger, mine: list[tuple[datetime, Decimal]]) -> datetime | None:
+    """When enough of the owner's own dev clusters expire to clear the per-user caps."""
+    tenant = led.tenant(p.tenant)
+    who = (p.tenant, p.owner)
+    clusters = led.user_clusters[who] + 1 - (tenant.max_dev_clusters_per_user or 10**9)
+    gpus = led.user_gpus[who] + p.gpus - (tenant.max_dev_gpus_per_user or 10**9)
+    when = led.snap.now
+    for ends, freed in sorted(mine):
+        if clusters <= 0 and gpus <= 0:
+            break
+        clusters -= 1
+        gpus -= freed
+        when = ends
+    return when if clusters <= 0 and gpus <= 0 else None
+
+
+def estimate(
+    snap: Snapshot,
+    led: Ledger,
+    admitted: Sequence[Pending],
+    waits: Sequence[Wait],
+    reclaimed: set[int] | None = None,
+) -> dict[int, datetime | None]:
+    """The ETA of every waiting request, given the ledger after the pass."""
+    releases = _releases(snap, admitted, reclaimed or set())
+    by_pool: dict[Pool, list[Wait]] = defaultdict(list)
+    out: dict[int, datetime | None] = {}
+    for w in waits:
+        if w.reason == RECLAIM_PENDING:
+            out[w.pending.id] = snap.now + snap.reclaim_grace
+        elif w.pool[0] == "never":
+            out[w.pending.id] = None
+        else:
+            by_pool[w.pool].append(w)
+    if not by_pool:
+        return out
+    # Index releases once, by the keys pools are made of.
+    by_tenant_flavor: dict[tuple[str, str], list[_Release]] = defaultdict(list)
+    by_tenant: dict[str, list[_Release]] = defaultdict(list)
+    for rel in releases:
+        by_tenant_flavor[rel[4], rel[5]].append(rel)
+        by_tenant[rel[4]].append(rel)
+    cohort_tenants: dict[str, list[str]] = defaultdict(list)
+    for slug, tenant in led.tenants.items():
+        cohort_tenants[tenant.cohort].append(slug)
+    flavor_tenants: dict[str, set[str]] = defaultdict(set)
+    for tenant_slug, flavor in by_tenant_flavor:
+        flavor_tenants[flavor].add(tenant_slug)
+
+    for pool, group in by_pool.items():
+        kind = pool[0]
+        rels: list[_Release]
+        if kind == "u":
+            owner_releases = [
+                (rel[0], rel[1]) for rel in by_tenant[pool[1]] if rel[7] and str(rel[6]) == pool[2]
+            ]
+            for w in group:
+                out[w.pending.id] = _user_eta(w.pending, led, owner_releases)
+            continue
+        if kind == "t":
+            rels = by_tenant_flavor[pool[1], pool[2]]
+        elif kind == "c":
+            rels = [
+                rel for slug in cohort_tenants[pool[1]] for rel in by_tenant_flavor[slug, pool[2]]
+            ]
+        elif kind == "f":
+            rels = [
+                rel for slug in flavor_tenants[pool[1]] for rel in by_tenant_flavor[slug, pool[1]]
+            ]
+        else:
+            rels = by_tenant[pool[1]]
+        queue = [
+            (
+                w.pending.id,
+                _amount(pool, w.pending.gpus, w.pending.cpu, w.pending.memory_gib),
+                w.pending.ttl,
+            )
+            for w in group
+        ]
+        out.update(
+            _simulate(
+                snap.now,
+                led.available(pool),
+                ((rel[0], _amount(pool, rel[1], rel[2], rel[3])) for rel in rels),
+                queue,
+            )
+        )
+    return out
+
+
+def format_eta(eta: datetime | None, now: datetime) -> str:
+    """An ETA in plain words: ``now``, ``about 40 min``, ``about 2 h``, ``unknown``."""
+    if eta is None:
+        return "unknown"
+    seconds = (eta - now).total_seconds()
+    if seconds < 60:
+        return "now" if seconds <= 0 else "in less than a minute"
+    minutes = math.ceil(seconds / 60)
+    if minutes < 10:
+        return f"about {minutes} min"
+    if minutes < 90:
+        return f"about {5 * round(minutes / 5)} min"
+    hours = minutes / 60
+    if hours < 48:
+        return f"about {round(hours)} h"
+    return f"about {round(hours / 24)} days"

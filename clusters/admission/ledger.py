@@ -1,0 +1,208 @@
+"""The counters one admission pass keeps: usage per tenant, cohort, user and flavor.
+
+:class:`Ledger` is built once from a snapshot (linear in its size) and updated as the
+pass admits; every check is a dictionary lookup, which is what keeps a pass over
+15,000 requests linear. It also answers "can this request ever fit?", shared by the
+pass and the dry-run so that the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+
+from clusters.admission.snapshot import (
+    DEV,
+    FLAVOR_UNKNOWN,
+    NODE_SIZE,
+    PROD,
+    TENANT_TOTAL,
+    USER_CAP,
+    ZERO,
+    FlavorQ,
+    Pending,
+    Running,
+    Snapshot,
+    TenantQ,
+)
+
+# A pool is what a request draws from and what an aged request may hold for itself:
+# ("t", tenant, flavor) tenant GPU quota, ("c", cohort, flavor) the cohort's nominal GPUs,
+# ("f", flavor) free fleet capacity, ("tcpu", tenant) and ("tmem", tenant) tenant quotas.
+Pool = tuple[str, ...]
+
+
+def fmt(amount: Decimal | int) -> str:
+    """A quantity for a message: ``8``, ``0.5``, never ``8.000`` or ``1E+1``."""
+    text = format(Decimal(amount).normalize(), "f")
+    return text
+
+
+class Ledger:
+    """Quota, usage and capacity counters for one pass (mutable, private to it)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.tenants: dict[str, TenantQ] = {t.slug: t for t in snap.tenants}
+        self.flavors: dict[str, FlavorQ] = {f.name: f for f in snap.flavors}
+        self.nominal: dict[tuple[str, str], int] = {}
+        self.borrow: dict[tuple[str, str], int] = {}
+        self.cohort_nominal: dict[tuple[str, str], int] = defaultdict(int)
+        for q in snap.quotas:
+            self.nominal[q.tenant, q.flavor] = q.gpus
+            self.borrow[q.tenant, q.flavor] = q.borrow_limit
+            self.cohort_nominal[self.tenant(q.tenant).cohort, q.flavor] += q.gpus
+        self.usage: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        self.cohort_usage: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        self.cpu: dict[str, Decimal] = defaultdict(Decimal)
+        self.memory: dict[str, Decimal] = defaultdict(Decimal)
+        self.user_clusters: dict[tuple[str, int], int] = defaultdict(int)
+        self.user_gpus: dict[tuple[str, int], Decimal] = defaultdict(Decimal)
+        self.free: dict[str, Decimal | None] = {f.name: f.free_gpus for f in snap.flavors}
+        self.free_nodes: dict[str, int | None] = {f.name: f.free_nodes for f in snap.flavors}
+        # Fair share uses each flavor's fleet size as the denominator, so that a GPU of a
+        # scarce flavor weighs more than a GPU of a plentiful one.
+        self.scale: dict[str, float] = {f.name: 1.0 / max(f.total_gpus, 1) for f in snap.flavors}
+        self.share: dict[str, float] = defaultdict(float)
+        for r in snap.running:
+            self.charge(r)
+
+    def tenant(self, slug: str) -> TenantQ:
+        """The tenant's policy (defaults for a tenant missing from the snapshot)."""
+        found = self.tenants.get(slug)
+        if found is None:
+            found = self.tenants[slug] = TenantQ(slug=slug)
+        return found
+
+    def charge(self, item: Running | Pending) -> None:
+        """Count a running or newly admitted cluster against every counter."""
+        tenant = self.tenant(item.tenant)
+        key = (item.tenant, item.flavor)
+        self.usage[key] += item.gpus
+        self.cohort_usage[tenant.cohort, item.flavor] += item.gpus
+        self.cpu[item.tenant] += item.cpu
+        self.memory[item.tenant] += item.memory_gib
+        if item.kind == DEV:
+            self.user_clusters[item.tenant, item.owner] += 1
+            self.user_gpus[item.tenant, item.owner] += item.gpus
+        share = float(self.usage[key]) * self.scale.get(item.flavor, 1.0) / float(tenant.weight)
+        if share > self.share[item.tenant]:
+            self.share[item.tenant] = share
+
+    def take_capacity(self, p: Pending) -> None:
+        """Subtract an admitted request from the known free capacity of its flavor."""
+        free = self.free.get(p.flavor)
+        if free is None:
+            return
+        free -= p.gpus
+        self.free[p.flavor] = free
+        nodes = self.free_nodes.get(p.flavor)
+        if nodes is not None:
+            if p.kind == PROD:
+                nodes -= p.workers
+            # A dev worker may land on a whole free node: never claim more whole free
+            # nodes than the free GPUs could fill.
+            per_node = self.flavors[p.flavor].gpus_per_node
+            self.free_nodes[p.flavor] = min(nodes, int(free // per_node))
+
+    def whole_free_nodes(self, flavor: str) -> int | None:
+        """Nodes of ``flavor`` with every GPU free (estimated from free GPUs if unknown)."""
+        nodes = self.free_nodes.get(flavor)
+        if nodes is not None:
+            return nodes
+        free = self.free.get(flavor)
+        if free is None:
+            return None
+        return int(free // self.flavors[flavor].gpus_per_node)
+
+    def never_fits(self, p: Pending) -> list[tuple[str, str]]:
+        """Why ``p`` could not be admitted even on an idle fleet, as (code, message)."""
+        flavor = self.flavors.get(p.flavor)
+        if flavor is None:
+            return [(FLAVOR_UNKNOWN, f"There is no GPU flavor called {p.flavor!r}.")]
+        reasons: list[tuple[str, str]] = []
+        if p.worker_gpus > flavor.gpus_per_node:
+            reasons.append(
+                (
+                    NODE_SIZE,
+                    f"One worker asks for {fmt(p.worker_gpus)} GPUs but a {flavor.name} node "
+                    f"has {flavor.gpus_per_node}.",
+                )
+            )
+        elif p.kind == PROD and p.workers > flavor.node_count:
+            reasons.append(
+                (
+                    NODE_SIZE,
+                    f"A production cluster takes one whole node per worker: {p.workers} "
+                    f"workers need {p.workers} {flavor.name} nodes and the fleet has "
+                    f"{flavor.node_count}.",
+                )
+            )
+        elif p.gpus > flavor.total_gpus:
+            reasons.append(
+                (
+                    NODE_SIZE,
+                    f"It needs {fmt(p.gpus)} {flavor.name} GPUs and the whole fleet has "
+                    f"{flavor.total_gpus}.",
+                )
+            )
+        tenant = self.tenant(p.tenant)
+        nominal = self.nominal.get((p.tenant, p.flavor), 0)
+        limit = nominal + self.borrow.get((p.tenant, p.flavor), 0)
+        limit = min(limit, self.cohort_nominal.get((tenant.cohort, p.flavor), 0))
+        if limit == 0:
+            reasons.append((TENANT_TOTAL, f"{p.tenant} has no quota on {p.flavor}."))
+        elif p.gpus > limit:
+            reasons.append(
+                (
+                    TENANT_TOTAL,
+                    f"It needs {fmt(p.gpus)} {p.flavor} GPUs; {p.tenant} may hold at most "
+                    f"{limit} ({nominal} nominal plus what it may borrow).",
+                )
+            )
+        if tenant.cpu_quota and p.cpu > tenant.cpu_quota:
+            reasons.append(
+                (
+                    TENANT_TOTAL,
+                    f"It needs {fmt(p.cpu)} CPU cores; {p.tenant}'s CPU quota is "
+                    f"{tenant.cpu_quota}.",
+                )
+            )
+        if tenant.memory_quota_gib and p.memory_gib > tenant.memory_quota_gib:
+            reasons.append(
+                (
+                    TENANT_TOTAL,
+                    f"It needs {fmt(p.memory_gib)} GiB of memory; {p.tenant}'s memory quota "
+                    f"is {tenant.memory_quota_gib} GiB.",
+                )
+            )
+        if p.kind == DEV:
+            if tenant.max_dev_clusters_per_user == 0:
+                reasons.append((USER_CAP, f"{p.tenant} allows no dev clusters per engineer."))
+            cap = tenant.max_dev_gpus_per_user
+            if cap is not None and p.gpus > cap:
+                reasons.append(
+                    (
+                        USER_CAP,
+                        f"It needs {fmt(p.gpus)} GPUs; an engineer of {p.tenant} may hold "
+                        f"at most {cap} dev GPUs.",
+                    )
+                )
+        return reasons
+
+    def available(self, pool: Pool) -> Decimal:
+        """What is left in ``pool`` now (used as the starting point of the ETA)."""
+        kind = pool[0]
+        if kind == "t":
+            key = (pool[1], pool[2])
+            limit = self.nominal.get(key, 0) + self.borrow.get(key, 0)
+            return limit - self.usage[key]
+        if kind == "c":
+            key = (pool[1], pool[2])
+            return self.cohort_nominal.get(key, 0) - self.cohort_usage[key]
+        if kind == "f":
+            return self.free.get(pool[1]) or ZERO
+        tenant = self.tenant(pool[1])
+        if kind == "tcpu":
+            return tenant.cpu_quota - self.cpu[pool[1]]
+        return tenant.memory_quota_gib - self.memory[pool[1]]

@@ -1,0 +1,194 @@
+"""What the admission pass reads and what it decides: plain frozen dataclasses.
+
+Nothing here imports Django, so the same decision runs in the admission task, in the
+dry-run, in tests and inside a time-accelerated simulation. The integrator builds a
+:class:`Snapshot` from one query per table (tenants, flavors, quotas, clusters holding
+quota, queued clusters) and writes a :class:`Decision` back.
+
+GPU amounts are :class:`~decimal.Decimal` because fractional dev GPUs (KAI) are charged
+as fractions; quotas are whole GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+PROD = "prod"
+DEV = "dev"
+
+# Why a request waits (the public ``queue.reason`` codes).
+TENANT_QUOTA = "tenant_quota"
+COHORT_QUOTA = "cohort_quota"
+CAPACITY = "capacity"
+USER_CAP = "user_cap"
+HEAD_OF_LINE = "head_of_line"
+RECLAIM_PENDING = "reclaim_pending"
+REASONS = (TENANT_QUOTA, COHORT_QUOTA, CAPACITY, USER_CAP, HEAD_OF_LINE, RECLAIM_PENDING)
+
+# Why a request can never fit (dry-run ``reasons[].code``).
+NODE_SIZE = "node_size"
+TENANT_TOTAL = "tenant_total"
+FLAVOR_UNKNOWN = "flavor_unknown"
+NEVER_FITS_CODES = (NODE_SIZE, TENANT_TOTAL, USER_CAP, FLAVOR_UNKNOWN)
+
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class TenantQ:
+    """A tenant's admission policy. ``cpu_quota``/``memory_quota_gib`` of 0 mean no limit;
+    a per-user cap of ``None`` means no cap (0 means no dev clusters at all)."""
+
+    slug: str
+    cohort: str = "default"
+    weight: Decimal = Decimal(1)
+    cpu_quota: int = 0
+    memory_quota_gib: int = 0
+    max_dev_clusters_per_user: int | None = None
+    max_dev_gpus_per_user: int | None = None
+
+
+@dataclass(frozen=True)
+class FlavorQ:
+    """A GPU flavor of the fleet.
+
+    ``free_gpus`` and ``free_nodes`` (nodes with every GPU free) enable capacity
+    awareness; ``None`` means unknown, and capacity is then not checked. They must
+    already exclude what admitted-but-not-yet-bound clusters will take, since the pass
+    only subtracts what it admits itself. When only ``free_gpus`` is known, whole free
+    nodes are estimated as ``free_gpus // gpus_per_node`` (optimistic: free GPUs may be
+    scattered over several nodes).
+    """
+
+    name: str
+    gpus_per_node: int
+    node_count: int
+    free_gpus: Decimal | None = None
+    free_nodes: int | None = None
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of this flavor in the whole fleet."""
+        return self.gpus_per_node * self.node_count
+
+
+@dataclass(frozen=True)
+class QuotaQ:
+    """A tenant's nominal GPUs on one flavor and how many more it may borrow."""
+
+    tenant: str
+    flavor: str
+    gpus: int
+    borrow_limit: int = 0
+
+
+@dataclass(frozen=True)
+class Running:
+    """A cluster that holds quota (admitted, provisioning, ready or deleting).
+
+    ``nodes`` is the whole nodes a prod cluster takes (its workers); ``expires_at`` is
+    when its TTL ends (``None``: no TTL, so it frees nothing in an ETA).
+    """
+
+    id: int
+    tenant: str
+    owner: int
+    flavor: str
+    kind: str
+    gpus: Decimal
+    cpu: Decimal = ZERO
+    memory_gib: Decimal = ZERO
+    priority: int = 0
+    admitted_at: datetime | None = None
+    expires_at: datetime | None = None
+    nodes: int = 0
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A queued request. ``worker_gpus`` is the largest single pod's GPUs (the node-size
+    check); ``workers`` the gang's worker count; ``ttl`` how long it will live once
+    admitted (``None``: no TTL), which the ETA uses for requests further back."""
+
+    id: int
+    tenant: str
+    owner: int
+    flavor: str
+    kind: str
+    gpus: Decimal
+    created_at: datetime
+    cpu: Decimal = ZERO
+    memory_gib: Decimal = ZERO
+    priority: int = 0
+    workers: int = 1
+    worker_gpus: Decimal = Decimal(1)
+    ttl: timedelta | None = None
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """Priority order, larger first: prod above dev, then the explicit priority."""
+        return (1 if self.kind == PROD else 0, self.priority)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one admission pass reads.
+
+    ``aging`` is how long a request may be passed by smaller ones: once it has waited
+    that long it holds, for everything behind it, the pool that blocks it (the bounded
+    wait). ``reclaim_grace`` is how long a reclaimed cluster is warned before it is
+    suspended.
+    """
+
+    now: datetime
+    tenants: Sequence[TenantQ]
+    flavors: Sequence[FlavorQ]
+    quotas: Sequence[QuotaQ]
+    running: Sequence[Running] = ()
+    pending: Sequence[Pending] = ()
+    aging: timedelta = timedelta(hours=1)
+    reclaim_grace: timedelta = timedelta(minutes=15)
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """Where a waiting request stands: 1-based positions in its tenant's and its
+    flavor's queues, a reason code, a plain-language message and an ETA (``None``:
+    unknown)."""
+
+    position: int
+    flavor_position: int
+    reason: str
+    message: str
+    eta: datetime | None
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    """A borrower's cluster to warn now and suspend after the grace period (never
+    delete), so that ``for_tenant`` gets its nominal quota back for ``for_request``."""
+
+    id: int
+    tenant: str
+    flavor: str
+    gpus: Decimal
+    for_tenant: str
+    for_request: int
+    message: str
+
+
+@dataclass
+class Decision:
+    """The outcome of one pass.
+
+    ``admitted`` is in admission order; ``waiting`` is in queue order; ``ledger`` is the
+    GPUs held per (tenant, flavor) once the admitted requests are counted.
+    """
+
+    admitted: list[int] = field(default_factory=list)
+    waiting: dict[int, QueueStatus] = field(default_factory=dict)
+    reclaim: list[Reclaim] = field(default_factory=list)
+    ledger: dict[tuple[str, str], Decimal] = field(default_factory=dict)

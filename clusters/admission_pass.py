@@ -1,29 +1,27 @@
 """The admission pass: read a snapshot, let the pure decision function choose, apply it.
 
-Only one pass runs at a time: on PostgreSQL a transaction-scoped advisory lock (a second
-pass started meanwhile returns at once — the running one will see its requests); on
-SQLite the write transaction itself serialises passes. Admitting is a conditional
-UPDATE from ``queued``, so a request deleted while the pass ran is not resurrected.
-The quota ledger is never stored separately: it is the sum of ``gpus`` over rows in
-states that hold quota, so it cannot drift from the clusters that hold GPUs.
+Only one pass runs at a time: on PostgreSQL a transaction-scoped advisory lock (a pass
+started meanwhile returns at once — the running one sees its requests, and every
+create nudges another pass after commit); on SQLite the write transaction serialises
+passes. Admitting is a conditional UPDATE from ``queued``, so a request deleted while the
+pass ran is not resurrected. The quota ledger is not stored apart from the rows: it is
+the sum of ``gpus`` over rows that hold GPUs, so it cannot drift from the clusters.
+In Kueue mode Kueue decides; the pass then only admits so that the RayCluster gets
+written (Kueue suspends it until its Workload is admitted).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import timedelta
-from decimal import Decimal
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from clusters.models import ClusterRequest
-from clusters.states import State
-from clusters.transitions import transition
+from clusters import admission as adm
+from clusters.queueing import admit, apply_reclaim, apply_waiting, build_snapshot
 from controlplane import metrics
-from tenants.models import Quota
 
 log = logging.getLogger(__name__)
 _LOCK_KEY = 0x6761_6E67  # "gang"
@@ -31,10 +29,11 @@ _LOCK_KEY = 0x6761_6E67  # "gang"
 
 @dataclass
 class PassResult:
-    """What a pass admitted and how many requests it left waiting."""
+    """What a pass admitted, how many requests it left waiting and what it reclaimed."""
 
     admitted: list[int] = field(default_factory=list)
     waiting: int = 0
+    suspended: list[int] = field(default_factory=list)
     skipped: bool = False
 
 
@@ -46,30 +45,8 @@ def _try_lock() -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def _decide_fifo(queued: list[ClusterRequest]) -> tuple[list[ClusterRequest], dict[int, str]]:
-    """Oldest first, admitted while it fits the tenant's nominal quota on its flavor."""
-    used: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
-    for row in (
-        ClusterRequest.objects.unscoped()
-        .filter(holds_gpus=True)
-        .values_list("tenant_id", "flavor_id", "gpus")
-    ):
-        used[(row[0], row[1])] += row[2]
-    nominal = {(q.tenant_id, q.flavor_id): Decimal(q.gpus) for q in Quota.objects.unscoped().all()}
-    admitted: list[ClusterRequest] = []
-    waiting: dict[int, str] = {}
-    for row in sorted(queued, key=lambda r: (r.created_at, r.pk)):
-        key = (row.tenant_id, row.flavor_id)
-        if used[key] + row.gpus <= nominal.get(key, Decimal(0)):
-            used[key] += row.gpus
-            admitted.append(row)
-        else:
-            waiting[row.pk] = "tenant_quota"
-    return admitted, waiting
-
-
 def run_admission_pass() -> PassResult:
-    """Admit what fits now; see the module docstring."""
+    """Admit what fits now and tell every waiting request where it stands."""
     from clusters import tasks
 
     result = PassResult()
@@ -77,31 +54,19 @@ def run_admission_pass() -> PassResult:
         if not _try_lock():
             result.skipped = True
             return result
-        queued = list(
-            ClusterRequest.objects.unscoped()
-            .filter(state=State.QUEUED)
-            .select_related("tenant", "flavor")
-        )
-        admitted, waiting = _decide_fifo(queued)
         now = timezone.now()
-        for row in admitted:
-            expires = now + timedelta(hours=row.ttl_hours) if row.ttl_hours else None
-            if transition(
-                row,
-                State.ADMITTED,
-                reason="admitted",
-                message="admitted; applying its RayCluster",
-                admitted_at=now,
-                expires_at=expires,
-                queue_position=None,
-                queue_flavor_position=None,
-                queue_reason="",
-                queue_message="",
-                queue_eta=None,
-            ):
-                result.admitted.append(row.pk)
-                metrics.ADMITTED.labels(row.tenant.slug).inc()
-        result.waiting = len(waiting)
+        snapshot, queued = build_snapshot(now=now)
+        if settings.QUEUE_MODE == "kueue":
+            decision = adm.Decision(admitted=[row.pk for row in queued])
+        else:
+            decision = adm.decide(snapshot)
+        by_id = {row.pk: row for row in queued}
+        result.admitted = admit([by_id[pk] for pk in decision.admitted], now=now)
+        for pk in result.admitted:
+            metrics.ADMITTED.labels(by_id[pk].tenant.slug).inc()
+        apply_waiting(queued, decision)
+        result.waiting = len(decision.waiting)
+        result.suspended = apply_reclaim(decision, now=now)
         metrics.ADMISSION_PASSES.inc()
         admitted_ids = list(result.admitted)
 

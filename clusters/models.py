@@ -92,6 +92,12 @@ class ClusterRequest(TenantOwned):
     queue_reason = models.CharField(max_length=32, blank=True)
     queue_message = models.CharField(max_length=500, blank=True)
     queue_eta = models.DateTimeField(null=True, blank=True)
+    reclaim_after = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set when another tenant needs this borrowed capacity back: the cluster "
+        "is suspended (never deleted) at this time unless the need goes away.",
+    )
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)

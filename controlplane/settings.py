@@ -223,6 +223,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
+# A request passed over by smaller ones for this long starts holding its pool (bounded
+# wait); a borrower's cluster chosen for reclaim is warned this long before suspension.
+ADMISSION_AGING_SECONDS = env_float("ADMISSION_AGING_SECONDS", 3600.0)
+RECLAIM_GRACE_SECONDS = env_float("RECLAIM_GRACE_SECONDS", 900.0)
 # A row waiting on a provisioning step with no progress for this long is re-nudged.
 SWEEP_STALE_SECONDS = env_float("SWEEP_STALE_SECONDS", 30.0)
 

@@ -14,35 +14,54 @@ from kubesim.sim import KubeSim
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The CLI's options."""
-    p = argparse.ArgumentParser(prog="python -m kubesim",
-                                description="A simulated GPU Kubernetes cluster on loopback.")
+    p = argparse.ArgumentParser(
+        prog="python -m kubesim", description="A simulated GPU Kubernetes cluster on loopback."
+    )
     p.add_argument("--port", type=int, default=6443, help="port to listen on (0: any free)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--config", default=DEMO_FLEET, help="fleet YAML (default: the demo fleet)")
     p.add_argument("--kubeconfig-out", default=None, help="write a kubeconfig here")
-    p.add_argument("--startup-delay", type=float, default=0.0,
-                   help="seconds before a bound pod is Running")
+    p.add_argument(
+        "--startup-delay", type=float, default=0.0, help="seconds before a bound pod is Running"
+    )
     p.add_argument("--kueue", action="store_true", help="emulate Kueue admission")
     p.add_argument("--kai", action="store_true", help="emulate KAI GPU sharing")
-    p.add_argument("--snapshot", default=None,
-                   help="JSON state file: loaded at start, saved periodically and on exit")
-    p.add_argument("--snapshot-interval", type=float, default=10.0,
-                   help="seconds between periodic snapshot saves")
+    p.add_argument(
+        "--snapshot",
+        default=None,
+        help="JSON state file: loaded at start, saved periodically and on exit",
+    )
+    p.add_argument(
+        "--snapshot-interval",
+        type=float,
+        default=10.0,
+        help="seconds between periodic snapshot saves",
+    )
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run until SIGTERM/SIGINT."""
     args = parse_args(argv)
-    sim = KubeSim(fleet=args.config, port=args.port, startup_delay=args.startup_delay,
-                  kueue=args.kueue, kai=args.kai, snapshot_path=args.snapshot,
-                  host=args.host, snapshot_interval=args.snapshot_interval).start()
+    sim = KubeSim(
+        fleet=args.config,
+        port=args.port,
+        startup_delay=args.startup_delay,
+        kueue=args.kueue,
+        kai=args.kai,
+        snapshot_path=args.snapshot,
+        host=args.host,
+        snapshot_interval=args.snapshot_interval,
+    ).start()
     if args.kubeconfig_out:
         sim.write_kubeconfig(args.kubeconfig_out)
     nodes = sim.cluster.store.count("nodes")
-    print(f"kubesim listening on {sim.url} ({nodes} nodes from {args.config}"
-          + (f", kubeconfig {args.kubeconfig_out}" if args.kubeconfig_out else "") + ")",
-          flush=True)
+    print(
+        f"kubesim listening on {sim.url} ({nodes} nodes from {args.config}"
+        + (f", kubeconfig {args.kubeconfig_out}" if args.kubeconfig_out else "")
+        + ")",
+        flush=True,
+    )
     done = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:

@@ -18,9 +18,14 @@ if TYPE_CHECKING:
     from kubesim.cluster import Cluster
 
 # Object counts with a legacy (unprefixed) quota name.
-_LEGACY_COUNTS = {"pods": "pods", "services": "services", "configmaps": "configmaps",
-                  "secrets": "secrets", "resourcequotas": "resourcequotas",
-                  "persistentvolumeclaims": "persistentvolumeclaims"}
+_LEGACY_COUNTS = {
+    "pods": "pods",
+    "services": "services",
+    "configmaps": "configmaps",
+    "secrets": "secrets",
+    "resourcequotas": "resourcequotas",
+    "persistentvolumeclaims": "persistentvolumeclaims",
+}
 
 
 def _container_amounts(c: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
@@ -120,9 +125,11 @@ class Quota:
                     for k, v in (item.get("max") or {}).items():
                         if k in limits and quantity.parse(limits[k]) > quantity.parse(v):
                             raise errors.forbidden(
-                                "pods", "", pod["metadata"]["name"],
-                                f"maximum {k} usage per Container is {v}, but limit is "
-                                f"{limits[k]}")
+                                "pods",
+                                "",
+                                pod["metadata"]["name"],
+                                f"maximum {k} usage per Container is {v}, but limit is {limits[k]}",
+                            )
                     if not limits:
                         res.pop("limits")
                     if not requests:
@@ -143,27 +150,43 @@ class Quota:
             return
         used = self.usage.get(ns, Counter())
         name = obj["metadata"].get("name", "")
-        for rq in sorted(self.cluster.store.iter("resourcequotas", ns),
-                         key=lambda q: q["metadata"]["name"]):
-            hard = {k: quantity.amount(k, v) for k, v in
-                    ((rq.get("spec") or {}).get("hard") or {}).items()}
+        for rq in sorted(
+            self.cluster.store.iter("resourcequotas", ns), key=lambda q: q["metadata"]["name"]
+        ):
+            hard = {
+                k: quantity.amount(k, v)
+                for k, v in ((rq.get("spec") or {}).get("hard") or {}).items()
+            }
             if rt.kind == "Pod":
-                missing = [k for k in hard if k.startswith(("requests.", "limits."))
-                           and "/" not in k and delta.get(k, 0) == 0]
+                missing = [
+                    k
+                    for k in hard
+                    if k.startswith(("requests.", "limits."))
+                    and "/" not in k
+                    and delta.get(k, 0) == 0
+                ]
                 missing += [k for k in hard if k in ("cpu", "memory") and delta.get(k, 0) == 0]
                 if missing:
-                    raise errors.forbidden(rt.plural, rt.group, name,
-                                           f"failed quota: {rq['metadata']['name']}: must "
-                                           f"specify {','.join(sorted(missing))}")
+                    raise errors.forbidden(
+                        rt.plural,
+                        rt.group,
+                        name,
+                        f"failed quota: {rq['metadata']['name']}: must "
+                        f"specify {','.join(sorted(missing))}",
+                    )
             over = sorted(k for k, v in delta.items() if k in hard and used[k] + v > hard[k])
             if over:
                 fmt = quantity.format_resource
                 req = ",".join(f"{k}={fmt(k, delta[k])}" for k in over)
                 use = ",".join(f"{k}={fmt(k, used[k])}" for k in over)
                 lim = ",".join(f"{k}={fmt(k, hard[k])}" for k in over)
-                raise errors.forbidden(rt.plural, rt.group, name,
-                                       f"exceeded quota: {rq['metadata']['name']}, requested: "
-                                       f"{req}, used: {use}, limited: {lim}")
+                raise errors.forbidden(
+                    rt.plural,
+                    rt.group,
+                    name,
+                    f"exceeded quota: {rq['metadata']['name']}, requested: "
+                    f"{req}, used: {use}, limited: {lim}",
+                )
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
         """Keep per-namespace usage in step with the store."""
@@ -181,8 +204,9 @@ class Quota:
         changed = {k: v for k, v in delta.items() if v}
         if changed:
             self.usage.setdefault(ns, Counter()).update(changed)
-        if rt.kind == "ResourceQuota" or (changed and
-                                          self.cluster.store.count("resourcequotas", ns)):
+        if rt.kind == "ResourceQuota" or (
+            changed and self.cluster.store.count("resourcequotas", ns)
+        ):
             self.dirty.add(ns)
 
     def reconcile(self) -> bool:
@@ -194,9 +218,10 @@ class Quota:
             used = self.usage.get(ns, Counter())
             for rq in list(self.cluster.store.iter("resourcequotas", ns)):
                 hard = (rq.get("spec") or {}).get("hard") or {}
-                status = {"hard": dict(hard),
-                          "used": {k: quantity.format_resource(k, max(used[k], 0))
-                                   for k in hard}}
+                status = {
+                    "hard": dict(hard),
+                    "used": {k: quantity.format_resource(k, max(used[k], 0)) for k in hard},
+                }
                 if rq.get("status") != status:
                     rq["status"] = status
                     self.cluster.update_object(rt, rq)

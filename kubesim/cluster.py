@@ -41,8 +41,13 @@ class Controller(Protocol):
 class Cluster:
     """State and API semantics of one simulated cluster."""
 
-    def __init__(self, fleet: str | dict[str, Any] | None = None, startup_delay: float = 0.0,
-                 kueue: bool = False, kai: bool = False) -> None:
+    def __init__(
+        self,
+        fleet: str | dict[str, Any] | None = None,
+        startup_delay: float = 0.0,
+        kueue: bool = False,
+        kai: bool = False,
+    ) -> None:
         from kubesim.admission import Quota
         from kubesim.operators.kuberay import KubeRay
         from kubesim.operators.kueue import Kueue
@@ -64,8 +69,7 @@ class Cluster:
         self.scheduler = Scheduler(self)
         self.kuberay = KubeRay(self)
         self.kueue = Kueue(self)
-        self.controllers: list[Controller] = [self.kueue, self.kuberay, self.scheduler,
-                                              self.quota]
+        self.controllers: list[Controller] = [self.kueue, self.kuberay, self.scheduler, self.quota]
         self.foreground: set[tuple[str, str, str]] = set()
         self.bootstrap()
 
@@ -80,8 +84,10 @@ class Cluster:
         with self.lock:
             for ns in SYSTEM_NAMESPACES:
                 if self.store.get("namespaces", "", ns) is None:
-                    self.create_object(self.rt("namespaces"), {
-                        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+                    self.create_object(
+                        self.rt("namespaces"),
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                    )
             self.rebuild_nodes()
             self.install_crds()
             self.settle()
@@ -90,14 +96,26 @@ class Cluster:
         """Serve the CRD objects (read-only) under apiextensions.k8s.io."""
         crd_rt = self.rt(CRD_KEY)
         for rt in self.registry.types:
-            if rt.crd is not None and self.store.get(CRD_KEY, "", rt.crd["metadata"]
-                                                     ["name"]) is None:
+            if (
+                rt.crd is not None
+                and self.store.get(CRD_KEY, "", rt.crd["metadata"]["name"]) is None
+            ):
                 # The spec is shared with the registry and never written: no deep copy.
-                obj = {**rt.crd, "metadata": dict(rt.crd["metadata"]),
-                       "status": {"acceptedNames": rt.crd["spec"]["names"],
-                                  "storedVersions": [rt.storage_version],
-                                  "conditions": [{"type": "Established", "status": "True",
-                                                  "reason": "InitialNamesAccepted"}]}}
+                obj = {
+                    **rt.crd,
+                    "metadata": dict(rt.crd["metadata"]),
+                    "status": {
+                        "acceptedNames": rt.crd["spec"]["names"],
+                        "storedVersions": [rt.storage_version],
+                        "conditions": [
+                            {
+                                "type": "Established",
+                                "status": "True",
+                                "reason": "InitialNamesAccepted",
+                            }
+                        ],
+                    },
+                }
                 self.create_object(crd_rt, obj, admit=False)
 
     def rebuild_nodes(self) -> None:
@@ -137,7 +155,9 @@ class Cluster:
             for ev in self.store.iter("events"):
                 inv = ev.get("involvedObject") or {}
                 self.events_index[(inv.get("uid", ""), ev.get("reason", ""))] = (
-                    ev["metadata"]["namespace"], ev["metadata"]["name"])
+                    ev["metadata"]["namespace"],
+                    ev["metadata"]["name"],
+                )
             # Replay every object as a create so controllers rebuild their indexes
             # (nodes before pods: the registry lists them first).
             for rt in self.registry.types:
@@ -171,9 +191,12 @@ class Cluster:
         if nso is None:
             raise errors.not_found("namespaces", "", ns)
         if nso["metadata"].get("deletionTimestamp"):
-            raise errors.forbidden(rt.plural, rt.group, name,
-                                   f"unable to create new content in namespace {ns} because "
-                                   "it is being terminated")
+            raise errors.forbidden(
+                rt.plural,
+                rt.group,
+                name,
+                f"unable to create new content in namespace {ns} because it is being terminated",
+            )
 
     def _notify(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
         for c in self.controllers:
@@ -191,8 +214,9 @@ class Cluster:
 
     # -- internal writes (used by the API verbs and by the controllers) -----------------
 
-    def create_object(self, rt: ResourceType, obj: Obj, admit: bool = True,
-                      dry_run: bool = False) -> Obj:
+    def create_object(
+        self, rt: ResourceType, obj: Obj, admit: bool = True, dry_run: bool = False
+    ) -> Obj:
         """Create with full metadata bookkeeping; ``admit`` runs quota and LimitRange."""
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
@@ -209,8 +233,7 @@ class Cluster:
             self._check_namespace(rt, ns, name)
         if self.store.get(rt.key, ns, name) is not None:
             raise errors.already_exists(rt.plural, rt.group, name)
-        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields",
-                  "selfLink"):
+        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
             meta.pop(k, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now()
@@ -264,8 +287,8 @@ class Cluster:
                 dep = self.store.get(*ref)
                 if dep is not None:
                     dep["metadata"]["ownerReferences"] = [
-                        o for o in dep["metadata"].get("ownerReferences", [])
-                        if o.get("uid") != uid]
+                        o for o in dep["metadata"].get("ownerReferences", []) if o.get("uid") != uid
+                    ]
                     self.update_object(self.rt(ref[0]), dep)
         else:
             self._cascade(uid, propagation)
@@ -289,8 +312,11 @@ class Cluster:
             dep = self.store.get(*ref)
             if dep is None:
                 continue
-            owners = [o for o in dep["metadata"].get("ownerReferences", [])
-                      if o.get("uid") != uid and o.get("uid") in self.store.by_uid]
+            owners = [
+                o
+                for o in dep["metadata"].get("ownerReferences", [])
+                if o.get("uid") != uid and o.get("uid") in self.store.by_uid
+            ]
             if owners:
                 # Another live owner keeps it; only drop the reference to the deleted one.
                 dep["metadata"]["ownerReferences"] = owners
@@ -308,8 +334,9 @@ class Cluster:
             if self.store.dependents(obj["metadata"]["uid"]):
                 continue
             self.foreground.discard((key, ns, name))
-            obj["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers", [])
-                                             if f != "foregroundDeletion"]
+            obj["metadata"]["finalizers"] = [
+                f for f in obj["metadata"].get("finalizers", []) if f != "foregroundDeletion"
+            ]
             self.update_object(self.rt(key), obj)
             done = True
         for nso in list(self.store.iter("namespaces")):
@@ -358,8 +385,9 @@ class Cluster:
                 port["nodePort"] = 30000 + (self.svc_counter * 7 + i) % 2768
         svc.setdefault("status", {"loadBalancer": {}})
 
-    def record_event(self, involved: Obj, etype: str, reason: str, message: str,
-                     component: str, host: str = "") -> None:
+    def record_event(
+        self, involved: Obj, etype: str, reason: str, message: str, component: str, host: str = ""
+    ) -> None:
         """Write an Event about ``involved``, bumping ``count`` of a repeat (same reason)."""
         meta = involved["metadata"]
         ns = meta.get("namespace") or "default"
@@ -379,15 +407,26 @@ class Cluster:
         if host:
             source["host"] = host
         ev = {
-            "apiVersion": "v1", "kind": "Event",
+            "apiVersion": "v1",
+            "kind": "Event",
             "metadata": {"name": name, "namespace": ns},
-            "involvedObject": {"kind": involved["kind"], "apiVersion": involved["apiVersion"],
-                               "name": meta["name"], "namespace": meta.get("namespace", ""),
-                               "uid": meta["uid"],
-                               "resourceVersion": meta.get("resourceVersion", "")},
-            "reason": reason, "message": message, "type": etype, "count": 1,
-            "source": source, "firstTimestamp": stamp, "lastTimestamp": stamp,
-            "eventTime": None, "reportingComponent": component,
+            "involvedObject": {
+                "kind": involved["kind"],
+                "apiVersion": involved["apiVersion"],
+                "name": meta["name"],
+                "namespace": meta.get("namespace", ""),
+                "uid": meta["uid"],
+                "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "reason": reason,
+            "message": message,
+            "type": etype,
+            "count": 1,
+            "source": source,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "eventTime": None,
+            "reportingComponent": component,
             "reportingInstance": host or component,
         }
         if not meta.get("namespace") and not involved.get("kind") == "Namespace":
@@ -423,8 +462,9 @@ class Cluster:
             validate_builtin(rt, body)
         return body
 
-    def api_create(self, rt: ResourceType, version: str, ns: str, body: Any,
-                   params: dict[str, str]) -> Obj:
+    def api_create(
+        self, rt: ResourceType, version: str, ns: str, body: Any, params: dict[str, str]
+    ) -> Obj:
         """POST to a collection."""
         if "create" not in rt.verbs:
             raise errors.method_not_allowed()
@@ -433,8 +473,10 @@ class Cluster:
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
             if meta.get("namespace") and meta["namespace"] != ns:
-                raise errors.bad_request("the namespace of the provided object does not match "
-                                         "the namespace sent on the request")
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match "
+                    "the namespace sent on the request"
+                )
             meta["namespace"] = ns
         if rt.kind in ("Pod", "Node") and "status" in obj and rt.kind == "Pod":
             obj.pop("status")
@@ -447,33 +489,55 @@ class Cluster:
         """GET one object (or its /status)."""
         return self.out(rt, version, self._find(rt, ns, name))
 
-    def api_list(self, rt: ResourceType, version: str, ns: str | None,
-                 params: dict[str, str]) -> Obj:
+    def api_list(
+        self, rt: ResourceType, version: str, ns: str | None, params: dict[str, str]
+    ) -> Obj:
         """GET a collection with selectors and pagination."""
         try:
             limit = int(params.get("limit") or 0)
             items, token = self.store.select(
-                rt.key, ns if rt.namespaced else None, params.get("labelSelector"),
-                params.get("fieldSelector"), limit, params.get("continue") or None)
+                rt.key,
+                ns if rt.namespaced else None,
+                params.get("labelSelector"),
+                params.get("fieldSelector"),
+                limit,
+                params.get("continue") or None,
+            )
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
         except ValueError as exc:
-            raise errors.ApiError(410, "Expired", "The provided continue parameter is too old "
-                                  "to display a consistent list result.") from exc
+            raise errors.ApiError(
+                410,
+                "Expired",
+                "The provided continue parameter is too old to display a consistent list result.",
+            ) from exc
         meta: dict[str, Any] = {"resourceVersion": str(self.store.rv)}
         if token:
             meta["continue"] = token
-        return {"kind": rt.list_kind, "apiVersion": rt.api_version(version), "metadata": meta,
-                "items": [self.out(rt, version, o) for o in items]}
+        return {
+            "kind": rt.list_kind,
+            "apiVersion": rt.api_version(version),
+            "metadata": meta,
+            "items": [self.out(rt, version, o) for o in items],
+        }
 
-    def _write_update(self, rt: ResourceType, version: str, old: Obj, new: Obj,
-                      subresource: str, params: dict[str, str]) -> Obj:
+    def _write_update(
+        self,
+        rt: ResourceType,
+        version: str,
+        old: Obj,
+        new: Obj,
+        subresource: str,
+        params: dict[str, str],
+    ) -> Obj:
         """Shared tail of PUT and PATCH: checks, generation, store, settle."""
         strict = params.get("fieldValidation", "") == "Strict"
         meta, ometa = new.setdefault("metadata", {}), old["metadata"]
         if meta.get("name", ometa["name"]) != ometa["name"]:
-            raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not "
-                                     f"match the name on the URL ({ometa['name']})")
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not "
+                f"match the name on the URL ({ometa['name']})"
+            )
         rv = meta.get("resourceVersion")
         if rv and rv != ometa["resourceVersion"]:
             raise errors.conflict(rt.plural, rt.group, ometa["name"])
@@ -490,8 +554,14 @@ class Cluster:
             else:
                 new.pop("status", None)
         validate_metadata(rt, new)
-        for k in ("uid", "creationTimestamp", "namespace", "deletionTimestamp",
-                  "deletionGracePeriodSeconds", "generation"):
+        for k in (
+            "uid",
+            "creationTimestamp",
+            "namespace",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ):
             if k in ometa:
                 meta[k] = ometa[k]
             else:
@@ -499,8 +569,9 @@ class Cluster:
         meta.pop("managedFields", None)
         new["apiVersion"], new["kind"] = rt.api_version(), rt.kind
         if subresource != "status":
-            changed = {k: v for k, v in new.items() if k not in ("metadata", "status")} != \
-                {k: v for k, v in old.items() if k not in ("metadata", "status")}
+            changed = {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
+                k: v for k, v in old.items() if k not in ("metadata", "status")
+            }
             if changed:
                 meta["generation"] = int(ometa.get("generation", 1)) + 1
         if rt.kind == "Pod":
@@ -511,28 +582,55 @@ class Cluster:
         self.settle()
         return self.out(rt, version, new)
 
-    def api_replace(self, rt: ResourceType, version: str, ns: str, name: str, body: Any,
-                    subresource: str, params: dict[str, str]) -> Obj:
+    def api_replace(
+        self,
+        rt: ResourceType,
+        version: str,
+        ns: str,
+        name: str,
+        body: Any,
+        subresource: str,
+        params: dict[str, str],
+    ) -> Obj:
         """PUT an object or its /status."""
         old = self._find(rt, ns, name)
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be an object")
         if rt.is_custom and not (body.get("metadata") or {}).get("resourceVersion"):
-            raise errors.invalid(rt.kind, rt.group, name, [errors.Cause(
-                "metadata.resourceVersion", "FieldValueInvalid",
-                "Invalid value: 0x0: must be specified for an update")])
+            raise errors.invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [
+                    errors.Cause(
+                        "metadata.resourceVersion",
+                        "FieldValueInvalid",
+                        "Invalid value: 0x0: must be specified for an update",
+                    )
+                ],
+            )
         return self._write_update(rt, version, old, copy.deepcopy(body), subresource, params)
 
-    def api_patch(self, rt: ResourceType, version: str, ns: str, name: str, patch: Any,
-                  ctype: str, subresource: str, params: dict[str, str]) -> Obj:
+    def api_patch(
+        self,
+        rt: ResourceType,
+        version: str,
+        ns: str,
+        name: str,
+        patch: Any,
+        ctype: str,
+        subresource: str,
+        params: dict[str, str],
+    ) -> Obj:
         """PATCH with merge, strategic merge, JSON patch or server-side apply."""
         obj = self.store.get(rt.key, ns if rt.namespaced else "", name)
         if ctype == "application/apply-patch+yaml":
             if not isinstance(patch, dict):
                 raise errors.bad_request("apply patch must be an object")
             if params.get("fieldManager") is None:
-                raise errors.bad_request("PATCH requests with apply patch type must include a "
-                                         "fieldManager")
+                raise errors.bad_request(
+                    "PATCH requests with apply patch type must include a fieldManager"
+                )
             if obj is None:
                 if subresource:
                     raise errors.not_found(rt.plural, rt.group, name)
@@ -549,9 +647,11 @@ class Cluster:
             new = merge_patch(current, patch)
         elif ctype == "application/strategic-merge-patch+json":
             if rt.is_custom:
-                raise errors.ApiError(415, "UnsupportedMediaType",
-                                      "strategic merge patch is not supported for custom "
-                                      "resources")
+                raise errors.ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    "strategic merge patch is not supported for custom resources",
+                )
             new = strategic_merge_patch(current, patch)
         elif ctype == "application/json-patch+json":
             new = json_patch(current, patch)
@@ -561,19 +661,23 @@ class Cluster:
             raise errors.bad_request("the patch produced something that is not an object")
         return self._write_update(rt, version, obj, new, subresource, params)
 
-    def api_delete(self, rt: ResourceType, version: str, ns: str, name: str, body: Any,
-                   params: dict[str, str]) -> tuple[Obj, bool]:
+    def api_delete(
+        self, rt: ResourceType, version: str, ns: str, name: str, body: Any, params: dict[str, str]
+    ) -> tuple[Obj, bool]:
         """DELETE; returns the object and whether it is still present (finalizers)."""
         obj = self._find(rt, ns, name)
         opts = body if isinstance(body, dict) else {}
         pre = opts.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != obj["metadata"]["uid"]:
             raise errors.conflict(rt.plural, rt.group, name)
-        if pre.get("resourceVersion") and pre["resourceVersion"] != \
-                obj["metadata"]["resourceVersion"]:
+        if (
+            pre.get("resourceVersion")
+            and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]
+        ):
             raise errors.conflict(rt.plural, rt.group, name)
-        propagation = params.get("propagationPolicy") or opts.get("propagationPolicy") or \
-            "Background"
+        propagation = (
+            params.get("propagationPolicy") or opts.get("propagationPolicy") or "Background"
+        )
         if opts.get("orphanDependents") is True:
             propagation = "Orphan"
         if params.get("dryRun") or opts.get("dryRun"):
@@ -583,14 +687,20 @@ class Cluster:
         still = self.store.get(rt.key, ns if rt.namespaced else "", name)
         return self.out(rt, version, still or obj), still is not None
 
-    def api_delete_collection(self, rt: ResourceType, version: str, ns: str | None,
-                              params: dict[str, str]) -> Obj:
+    def api_delete_collection(
+        self, rt: ResourceType, version: str, ns: str | None, params: dict[str, str]
+    ) -> Obj:
         """DELETE a collection matching selectors."""
-        doc = self.api_list(rt, version, ns, {k: v for k, v in params.items()
-                                              if k in ("labelSelector", "fieldSelector")})
+        doc = self.api_list(
+            rt,
+            version,
+            ns,
+            {k: v for k, v in params.items() if k in ("labelSelector", "fieldSelector")},
+        )
         for obj in list(doc["items"]):
-            live = self.store.get(rt.key, obj["metadata"].get("namespace", ""),
-                                  obj["metadata"]["name"])
+            live = self.store.get(
+                rt.key, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+            )
             if live is not None:
                 self.delete_object(rt, live, params.get("propagationPolicy") or "Background")
         self.settle()

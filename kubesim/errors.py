@@ -8,9 +8,14 @@ from typing import Any
 class ApiError(Exception):
     """An error answered as a ``metav1.Status`` with an HTTP code and a reason."""
 
-    def __init__(self, code: int, reason: str, message: str,
-                 details: dict[str, Any] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
@@ -21,8 +26,13 @@ class ApiError(Exception):
     def status(self) -> dict[str, Any]:
         """The Status body."""
         body: dict[str, Any] = {
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": self.message, "reason": self.reason, "code": self.code,
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
         }
         if self.details is not None:
             body["details"] = self.details
@@ -43,30 +53,43 @@ def _details(name: str, group: str, plural: str) -> dict[str, Any]:
 
 def not_found(plural: str, group: str, name: str) -> ApiError:
     """404 NotFound: ``pods "x" not found``."""
-    return ApiError(404, "NotFound", f'{resource_ref(plural, group)} "{name}" not found',
-                    _details(name, group, plural))
+    return ApiError(
+        404,
+        "NotFound",
+        f'{resource_ref(plural, group)} "{name}" not found',
+        _details(name, group, plural),
+    )
 
 
 def already_exists(plural: str, group: str, name: str) -> ApiError:
     """409 AlreadyExists."""
-    return ApiError(409, "AlreadyExists",
-                    f'{resource_ref(plural, group)} "{name}" already exists',
-                    _details(name, group, plural))
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f'{resource_ref(plural, group)} "{name}" already exists',
+        _details(name, group, plural),
+    )
 
 
 def conflict(plural: str, group: str, name: str) -> ApiError:
     """409 Conflict on a stale resourceVersion."""
     return ApiError(
-        409, "Conflict",
+        409,
+        "Conflict",
         f'Operation cannot be fulfilled on {resource_ref(plural, group)} "{name}": the object '
         "has been modified; please apply your changes to the latest version and try again",
-        _details(name, group, plural))
+        _details(name, group, plural),
+    )
 
 
 def forbidden(plural: str, group: str, name: str, why: str) -> ApiError:
     """403 Forbidden: ``pods "x" is forbidden: <why>``."""
-    return ApiError(403, "Forbidden", f'{resource_ref(plural, group)} "{name}" is forbidden: {why}',
-                    _details(name, group, plural))
+    return ApiError(
+        403,
+        "Forbidden",
+        f'{resource_ref(plural, group)} "{name}" is forbidden: {why}',
+        _details(name, group, plural),
+    )
 
 
 def bad_request(message: str) -> ApiError:
@@ -74,19 +97,23 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested "
-                       "resource") -> ApiError:
+def method_not_allowed(
+    message: str = "the server does not allow this method on the requested resource",
+) -> ApiError:
     """405 MethodNotAllowed."""
     return ApiError(405, "MethodNotAllowed", message)
 
 
 def unsupported_media(ctype: str) -> ApiError:
     """415 UnsupportedMediaType."""
-    return ApiError(415, "UnsupportedMediaType",
-                    f'the body of the request was in an unknown format - accepted media types '
-                    f'include: application/json, application/yaml, application/merge-patch+json, '
-                    f'application/strategic-merge-patch+json, application/json-patch+json, '
-                    f'application/apply-patch+yaml (got "{ctype}")')
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown format - accepted media types "
+        f"include: application/json, application/yaml, application/merge-patch+json, "
+        f"application/strategic-merge-patch+json, application/json-patch+json, "
+        f'application/apply-patch+yaml (got "{ctype}")',
+    )
 
 
 class Cause:
@@ -107,8 +134,7 @@ def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> ApiError:
     qualified = f"{kind}.{group}" if group else kind
     msgs = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
     summary = msgs[0] if len(msgs) == 1 else "[" + ", ".join(msgs) + "]"
-    details: dict[str, Any] = {"name": name, "kind": kind,
-                               "causes": [c.as_dict() for c in causes]}
+    details: dict[str, Any] = {"name": name, "kind": kind, "causes": [c.as_dict() for c in causes]}
     if group:
         details["group"] = group
     return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {summary}', details)

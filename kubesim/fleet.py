@@ -57,28 +57,50 @@ def build_nodes(fleet: dict[str, Any]) -> list[dict[str, Any]]:
                 "type": "kwok",
             }
             labels.update({str(k): str(v) for k, v in (pool.get("labels") or {}).items()})
-            taints = [{"key": t["key"], "effect": t.get("effect", "NoSchedule"),
-                       **({"value": t["value"]} if t.get("value") else {})}
-                      for t in pool.get("taints") or []]
-            nodes.append({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": labels,
-                             "annotations": {"node.alpha.kubernetes.io/ttl": "0",
-                                             "kwok.x-k8s.io/node": "fake"}},
-                "spec": {"taints": taints} if taints else {},
-                "status": {
-                    "capacity": dict(capacity), "allocatable": dict(alloc),
-                    "addresses": [{"type": "InternalIP",
-                                   "address": f"10.0.{ip // 250}.{ip % 250 + 1}"},
-                                  {"type": "Hostname", "address": name}],
-                    "nodeInfo": {"kubeletVersion": "v1.33.0-kubesim", "architecture": "amd64",
-                                 "operatingSystem": "linux", "osImage": "kubesim",
-                                 "containerRuntimeVersion": "kubesim://1.0",
-                                 "kernelVersion": "6.8.0", "kubeProxyVersion": "",
-                                 "machineID": "", "systemUUID": "", "bootID": ""},
-                    "phase": "Running",
-                },
-            })
+            taints = [
+                {
+                    "key": t["key"],
+                    "effect": t.get("effect", "NoSchedule"),
+                    **({"value": t["value"]} if t.get("value") else {}),
+                }
+                for t in pool.get("taints") or []
+            ]
+            nodes.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": name,
+                        "labels": labels,
+                        "annotations": {
+                            "node.alpha.kubernetes.io/ttl": "0",
+                            "kwok.x-k8s.io/node": "fake",
+                        },
+                    },
+                    "spec": {"taints": taints} if taints else {},
+                    "status": {
+                        "capacity": dict(capacity),
+                        "allocatable": dict(alloc),
+                        "addresses": [
+                            {"type": "InternalIP", "address": f"10.0.{ip // 250}.{ip % 250 + 1}"},
+                            {"type": "Hostname", "address": name},
+                        ],
+                        "nodeInfo": {
+                            "kubeletVersion": "v1.33.0-kubesim",
+                            "architecture": "amd64",
+                            "operatingSystem": "linux",
+                            "osImage": "kubesim",
+                            "containerRuntimeVersion": "kubesim://1.0",
+                            "kernelVersion": "6.8.0",
+                            "kubeProxyVersion": "",
+                            "machineID": "",
+                            "systemUUID": "",
+                            "bootID": "",
+                        },
+                        "phase": "Running",
+                    },
+                }
+            )
     return nodes
 
 
@@ -86,14 +108,34 @@ def node_conditions(now: str) -> list[dict[str, Any]]:
     """The conditions of a healthy node."""
     base = {"lastHeartbeatTime": now, "lastTransitionTime": now}
     return [
-        {**base, "type": "Ready", "status": "True", "reason": "KubeletReady",
-         "message": "kubelet is posting ready status"},
-        {**base, "type": "MemoryPressure", "status": "False",
-         "reason": "KubeletHasSufficientMemory", "message": "kubelet has sufficient memory"},
-        {**base, "type": "DiskPressure", "status": "False",
-         "reason": "KubeletHasNoDiskPressure", "message": "kubelet has no disk pressure"},
-        {**base, "type": "PIDPressure", "status": "False",
-         "reason": "KubeletHasSufficientPID", "message": "kubelet has sufficient PID"},
+        {
+            **base,
+            "type": "Ready",
+            "status": "True",
+            "reason": "KubeletReady",
+            "message": "kubelet is posting ready status",
+        },
+        {
+            **base,
+            "type": "MemoryPressure",
+            "status": "False",
+            "reason": "KubeletHasSufficientMemory",
+            "message": "kubelet has sufficient memory",
+        },
+        {
+            **base,
+            "type": "DiskPressure",
+            "status": "False",
+            "reason": "KubeletHasNoDiskPressure",
+            "message": "kubelet has no disk pressure",
+        },
+        {
+            **base,
+            "type": "PIDPressure",
+            "status": "False",
+            "reason": "KubeletHasSufficientPID",
+            "message": "kubelet has sufficient PID",
+        },
     ]
 
 

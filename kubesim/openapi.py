@@ -33,15 +33,22 @@ def _gvk(rt: ResourceType, version: str) -> list[dict[str, str]]:
 
 
 def _operation(rt: ResourceType, version: str, verb: str, name: str) -> dict[str, Any]:
-    params = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string",
-                                                                     "uniqueItems": True}},
-              {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
-              {"name": "dryRun", "in": "query", "schema": {"type": "string"}}]
+    params = [
+        {
+            "name": "fieldValidation",
+            "in": "query",
+            "schema": {"type": "string", "uniqueItems": True},
+        },
+        {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
+        {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
+    ]
     ref = {"$ref": f"#/components/schemas/{name}"}
     op: dict[str, Any] = {
-        "operationId": f"{verb}{rt.kind}", "parameters": params,
-        "responses": {"200": {"description": "OK",
-                              "content": {"application/json": {"schema": ref}}}},
+        "operationId": f"{verb}{rt.kind}",
+        "parameters": params,
+        "responses": {
+            "200": {"description": "OK", "content": {"application/json": {"schema": ref}}}
+        },
         "x-kubernetes-action": verb,
         "x-kubernetes-group-version-kind": _gvk(rt, version)[0],
     }
@@ -60,22 +67,38 @@ def _document(reg: Registry, group: str, version: str) -> dict[str, Any]:
         if rt.is_custom and version in rt.schemas:
             schema = json.loads(json.dumps(rt.schemas[version]))
         else:
-            schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                      "properties": {"apiVersion": {"type": "string"},
-                                     "kind": {"type": "string"},
-                                     "metadata": {"type": "object"}}}
+            schema = {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {
+                    "apiVersion": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "metadata": {"type": "object"},
+                },
+            }
         schema["x-kubernetes-group-version-kind"] = _gvk(rt, version)
         schemas[name] = schema
-        prefix = f"{base}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else \
-            f"{base}/{rt.plural}"
-        paths[prefix] = {"get": _operation(rt, version, "list", name),
-                         "post": _operation(rt, version, "post", name)}
-        paths[prefix + "/{name}"] = {"get": _operation(rt, version, "get", name),
-                                     "put": _operation(rt, version, "put", name),
-                                     "patch": _operation(rt, version, "patch", name),
-                                     "delete": _operation(rt, version, "delete", name)}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (kubesim)", "version": version},
-            "paths": paths, "components": {"schemas": schemas}}
+        prefix = (
+            f"{base}/namespaces/{{namespace}}/{rt.plural}"
+            if rt.namespaced
+            else f"{base}/{rt.plural}"
+        )
+        paths[prefix] = {
+            "get": _operation(rt, version, "list", name),
+            "post": _operation(rt, version, "post", name),
+        }
+        paths[prefix + "/{name}"] = {
+            "get": _operation(rt, version, "get", name),
+            "put": _operation(rt, version, "put", name),
+            "patch": _operation(rt, version, "patch", name),
+            "delete": _operation(rt, version, "delete", name),
+        }
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes (kubesim)", "version": version},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
 
 
 @lru_cache(maxsize=8)
@@ -90,9 +113,14 @@ def document(reg: Registry, path: str) -> dict[str, Any] | bytes | None:
     """Answer ``/openapi/v3`` (the index) or ``/openapi/v3/<gv path>``; None when unknown."""
     docs = _cached(id(reg), reg)
     if path == "/openapi/v3":
-        return {"paths": {gv: {"serverRelativeURL":
-                               f"/openapi/v3/{gv}?hash={hashlib.sha256(body).hexdigest()[:32]}"}
-                          for gv, body in docs.items()}}
+        return {
+            "paths": {
+                gv: {
+                    "serverRelativeURL": f"/openapi/v3/{gv}?hash={hashlib.sha256(body).hexdigest()[:32]}"
+                }
+                for gv, body in docs.items()
+            }
+        }
     if path.startswith("/openapi/v3/"):
-        return docs.get(path[len("/openapi/v3/"):])
+        return docs.get(path[len("/openapi/v3/") :])
     return None

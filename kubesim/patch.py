@@ -98,8 +98,9 @@ def _merge_list(current: Any, patch: list[Any], field: str) -> list[Any]:
     out = [copy.deepcopy(x) for x in current]
     for item in patch:
         ident = item.get(key)
-        idx = next((i for i, x in enumerate(out) if isinstance(x, dict) and x.get(key) == ident),
-                   None)
+        idx = next(
+            (i for i, x in enumerate(out) if isinstance(x, dict) and x.get(key) == ident), None
+        )
         if item.get("$patch") == "delete":
             if idx is not None:
                 out.pop(idx)
@@ -159,8 +160,10 @@ def json_patch(doc: Any, ops: Any) -> Any:
             else:
                 raise bad_request(f"unknown json patch operation {kind!r}")
         except (KeyError, IndexError, ValueError, TypeError) as exc:
-            raise bad_request(f"the server rejected our request due to an error in our "
-                              f"request: json patch {op!r} failed: {exc}") from exc
+            raise bad_request(
+                f"the server rejected our request due to an error in our "
+                f"request: json patch {op!r} failed: {exc}"
+            ) from exc
     return doc
 
 

@@ -63,20 +63,41 @@ class ResourceType:
         return f"{self.kind}List"
 
 
-def _builtin(group: str, version: str, plural: str, kind: str, namespaced: bool = True,
-             short: list[str] | None = None, status: bool = False,
-             verbs: list[str] | None = None) -> ResourceType:
+def _builtin(
+    group: str,
+    version: str,
+    plural: str,
+    kind: str,
+    namespaced: bool = True,
+    short: list[str] | None = None,
+    status: bool = False,
+    verbs: list[str] | None = None,
+) -> ResourceType:
     return ResourceType(
-        group=group, versions=[version], plural=plural, singular=kind.lower(), kind=kind,
-        namespaced=namespaced, short_names=short or [], status_subresource=status,
+        group=group,
+        versions=[version],
+        plural=plural,
+        singular=kind.lower(),
+        kind=kind,
+        namespaced=namespaced,
+        short_names=short or [],
+        status_subresource=status,
         verbs=verbs or list(_ALL_VERBS),
         categories=["all"] if plural in ("pods", "services") else [],
     )
 
 
 BUILTINS: list[ResourceType] = [
-    _builtin("", "v1", "namespaces", "Namespace", False, ["ns"], status=True,
-             verbs=["create", "delete", "get", "list", "patch", "update", "watch"]),
+    _builtin(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        False,
+        ["ns"],
+        status=True,
+        verbs=["create", "delete", "get", "list", "patch", "update", "watch"],
+    ),
     _builtin("", "v1", "nodes", "Node", False, ["no"], status=True),
     _builtin("", "v1", "pods", "Pod", True, ["po"], status=True),
     _builtin("", "v1", "services", "Service", True, ["svc"], status=True),
@@ -91,11 +112,17 @@ BUILTINS: list[ResourceType] = [
     _builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
     _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     _builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
-    _builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
-             False),
-    _builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-             "CustomResourceDefinition", False, ["crd", "crds"], status=True,
-             verbs=["get", "list"]),
+    _builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    _builtin(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        ["crd", "crds"],
+        status=True,
+        verbs=["get", "list"],
+    ),
 ]
 
 
@@ -108,7 +135,7 @@ def load_crd(path: str) -> ResourceType:
     names = spec["names"]
     served = [v for v in spec["versions"] if v.get("served", True)]
     # The storage version goes first: it is the preferred version in discovery.
-    served.sort(key=lambda v: (not v.get("storage", False)))
+    served.sort(key=lambda v: not v.get("storage", False))
     return ResourceType(
         group=spec["group"],
         versions=[v["name"] for v in served],
@@ -194,16 +221,22 @@ class Registry:
         return {
             "kind": "APIVersions",
             "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
-                                            "serverAddress": server_address}],
+            "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}
+            ],
         }
 
     def api_group(self, group: str) -> dict[str, Any]:
         """``APIGroup`` document for one named group."""
         versions = self.groups()[group]
         gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-        return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": gvs,
-                "preferredVersion": gvs[0]}
+        return {
+            "kind": "APIGroup",
+            "apiVersion": "v1",
+            "name": group,
+            "versions": gvs,
+            "preferredVersion": gvs[0],
+        }
 
     def api_group_list(self) -> dict[str, Any]:
         """``GET /apis`` (legacy ``APIGroupList``)."""
@@ -223,8 +256,11 @@ class Registry:
         resources: list[dict[str, Any]] = []
         for rt in types:
             entry: dict[str, Any] = {
-                "name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
-                "kind": rt.kind, "verbs": rt.verbs,
+                "name": rt.plural,
+                "singularName": rt.singular,
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": rt.verbs,
             }
             if rt.short_names:
                 entry["shortNames"] = rt.short_names
@@ -232,9 +268,19 @@ class Registry:
                 entry["categories"] = rt.categories
             resources.append(entry)
             if rt.status_subresource:
-                resources.append({"name": f"{rt.plural}/status", "singularName": "",
-                                  "namespaced": rt.namespaced, "kind": rt.kind,
-                                  "verbs": ["get", "patch", "update"]})
+                resources.append(
+                    {
+                        "name": f"{rt.plural}/status",
+                        "singularName": "",
+                        "namespaced": rt.namespaced,
+                        "kind": rt.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
         gv = f"{group}/{version}" if group else version
-        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-                "resources": resources}
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": gv,
+            "resources": resources,
+        }

@@ -21,10 +21,17 @@ from kubesim.errors import ApiError
 if TYPE_CHECKING:
     from kubesim.sim import KubeSim
 
-VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-kubesim",
-           "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
-           "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc",
-           "platform": "linux/amd64"}
+VERSION = {
+    "major": "1",
+    "minor": "33",
+    "gitVersion": "v1.33.0-kubesim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2025-01-01T00:00:00Z",
+    "goVersion": "go1.24.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
 
 
 class Server(ThreadingHTTPServer):
@@ -94,8 +101,9 @@ class Handler(BaseHTTPRequestHandler):
         try:
             return yaml.safe_load(raw), ctype
         except yaml.YAMLError as exc:
-            raise errors.bad_request(f"the body of the request could not be decoded: "
-                                     f"{exc}") from exc
+            raise errors.bad_request(
+                f"the body of the request could not be decoded: {exc}"
+            ) from exc
 
     def _handle(self, method: str) -> None:
         split = urlsplit(self.path)
@@ -141,8 +149,9 @@ class Handler(BaseHTTPRequestHandler):
             if path.startswith("/openapi/"):
                 doc = openapi.document(reg, path)
                 if doc is None:
-                    raise errors.ApiError(404, "NotFound", "the server could not find the "
-                                          "requested resource")
+                    raise errors.ApiError(
+                        404, "NotFound", "the server could not find the requested resource"
+                    )
                 return self._send(200, doc)
         if path.startswith("/apis/visibility.kueue.x-k8s.io/"):
             with cluster.lock:
@@ -154,19 +163,22 @@ class Handler(BaseHTTPRequestHandler):
             group, version, rest = parts[1], parts[2], parts[3:]
         elif parts[:1] == ["apis"] and len(parts) == 2 and method == "GET":
             if parts[1] not in reg.groups():
-                raise errors.ApiError(404, "NotFound", "the server could not find the "
-                                      "requested resource")
+                raise errors.ApiError(
+                    404, "NotFound", "the server could not find the requested resource"
+                )
             return self._send(200, reg.api_group(parts[1]))
         else:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
-                                  "resource")
+            raise errors.ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            )
         if not rest:
             if method != "GET":
                 raise errors.method_not_allowed()
             doc = reg.resource_list(group, version)
             if doc is None:
-                raise errors.ApiError(404, "NotFound", "the server could not find the "
-                                      "requested resource")
+                raise errors.ApiError(
+                    404, "NotFound", "the server could not find the requested resource"
+                )
             return self._send(200, doc)
         ns: str | None = None
         if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
@@ -175,17 +187,21 @@ class Handler(BaseHTTPRequestHandler):
         sub = rest[2] if len(rest) > 2 else ""
         rt = reg.lookup(group, version, plural)
         if rt is None or len(rest) > 3 or (sub and sub not in ("status", "finalize")):
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
-                                  "resource")
+            raise errors.ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            )
         if sub == "status" and not rt.status_subresource:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
-                                  "resource")
+            raise errors.ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            )
         if rt.namespaced and name and ns is None:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
-                                  "resource")
+            raise errors.ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            )
         if not rt.namespaced and ns is not None:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
-                                  "resource")
+            raise errors.ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            )
         body, ctype = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else (None, "")
         if params.get("watch") in ("true", "1"):
             raise errors.method_not_allowed("watch is not supported by kubesim; poll with list")
@@ -201,8 +217,7 @@ class Handler(BaseHTTPRequestHandler):
             elif method == "GET":
                 result = cluster.api_list(rt, version, ns, params)
                 if want_table:
-                    result = tables.table(cluster, rt, version, result["items"],
-                                          result["metadata"])
+                    result = tables.table(cluster, rt, version, result["items"], result["metadata"])
             elif method == "POST" and not name:
                 result = cluster.api_create(rt, version, nsv, body, params)
                 code = 201
@@ -218,12 +233,20 @@ class Handler(BaseHTTPRequestHandler):
                     result = obj
                 else:
                     meta = obj["metadata"]
-                    details: dict[str, Any] = {"name": meta["name"], "kind": rt.plural,
-                                               "uid": meta["uid"]}
+                    details: dict[str, Any] = {
+                        "name": meta["name"],
+                        "kind": rt.plural,
+                        "uid": meta["uid"],
+                    }
                     if rt.group:
                         details["group"] = rt.group
-                    result = {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                              "status": "Success", "details": details}
+                    result = {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Success",
+                        "details": details,
+                    }
             elif method == "DELETE":
                 result = cluster.api_delete_collection(rt, version, ns, params)
             else:

@@ -28,10 +28,17 @@ class KubeSim:
     at start when it exists and saved to it on stop and periodically.
     """
 
-    def __init__(self, fleet: str | dict[str, Any] | None = None, port: int = 0,
-                 startup_delay: float = 0.0, kueue: bool = False, kai: bool = False,
-                 snapshot_path: str | None = None, host: str = "127.0.0.1",
-                 snapshot_interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        fleet: str | dict[str, Any] | None = None,
+        port: int = 0,
+        startup_delay: float = 0.0,
+        kueue: bool = False,
+        kai: bool = False,
+        snapshot_path: str | None = None,
+        host: str = "127.0.0.1",
+        snapshot_interval: float = 10.0,
+    ) -> None:
         self.host = host
         self.port = port
         self.snapshot_path = snapshot_path
@@ -62,10 +69,15 @@ class KubeSim:
         self._server = Server((self.host, self.port), self)
         self.port = self._server.server_address[1]
         self._stop.clear()
-        serve = threading.Thread(target=self._server.serve_forever, kwargs={
-            "poll_interval": 0.05}, name=f"kubesim-http-{self.port}", daemon=True)
-        ticker = threading.Thread(target=self._tick_loop, name=f"kubesim-tick-{self.port}",
-                                  daemon=True)
+        serve = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"kubesim-http-{self.port}",
+            daemon=True,
+        )
+        ticker = threading.Thread(
+            target=self._tick_loop, name=f"kubesim-tick-{self.port}", daemon=True
+        )
         self._threads = [serve, ticker]
         for t in self._threads:
             t.start()
@@ -113,13 +125,25 @@ class KubeSim:
 
     # -- faults ------------------------------------------------------------------------
 
-    def set_faults(self, rate: float = 0.2, codes: Any = (500, 503, 429, 409),
-                   delay_ms: int = 0, retry_after: int = 1, methods: Any = None,
-                   seed: int | None = None) -> None:
+    def set_faults(
+        self,
+        rate: float = 0.2,
+        codes: Any = (500, 503, 429, 409),
+        delay_ms: int = 0,
+        retry_after: int = 1,
+        methods: Any = None,
+        seed: int | None = None,
+    ) -> None:
         """Answer a fraction ``rate`` of API requests with one of ``codes`` after
         ``delay_ms``; ``methods`` limits injection to some HTTP methods (None: all)."""
-        self.faults.set(rate=rate, codes=codes, delay_ms=delay_ms, retry_after=retry_after,
-                        methods=methods, seed=seed)
+        self.faults.set(
+            rate=rate,
+            codes=codes,
+            delay_ms=delay_ms,
+            retry_after=retry_after,
+            methods=methods,
+            seed=seed,
+        )
 
     def clear_faults(self) -> None:
         """Stop injecting faults."""
@@ -130,12 +154,17 @@ class KubeSim:
     def kubeconfig(self) -> dict[str, Any]:
         """A kubeconfig for this server (plain HTTP, no credentials)."""
         return {
-            "apiVersion": "v1", "kind": "Config", "current-context": "kubesim",
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "kubesim",
             "clusters": [{"name": "kubesim", "cluster": {"server": self.url}}],
             "users": [{"name": "kubesim", "user": {"token": "kubesim"}}],
-            "contexts": [{"name": "kubesim", "context": {"cluster": "kubesim",
-                                                         "user": "kubesim",
-                                                         "namespace": "default"}}],
+            "contexts": [
+                {
+                    "name": "kubesim",
+                    "context": {"cluster": "kubesim", "user": "kubesim", "namespace": "default"},
+                }
+            ],
             "preferences": {},
         }
 
@@ -158,9 +187,14 @@ class KubeSim:
     def list(self, key: str, namespace: str | None = None) -> list[Obj]:
         """Copies of the objects of one resource."""
         with self.cluster.lock:
-            return json.loads(json.dumps(sorted(
-                self.cluster.store.iter(key, namespace),
-                key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))))
+            return json.loads(
+                json.dumps(
+                    sorted(
+                        self.cluster.store.iter(key, namespace),
+                        key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]),
+                    )
+                )
+            )
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -192,11 +226,14 @@ class KubeSim:
         """``/_kubesim/...``: faults, reset, stats, snapshot (never faulted)."""
         if path == "/_kubesim/faults" and method == "POST":
             b = body or {}
-            self.set_faults(rate=float(b.get("rate", 0.2)),
-                            codes=b.get("codes", (500, 503, 429, 409)),
-                            delay_ms=int(b.get("delay_ms", 0)),
-                            retry_after=int(b.get("retry_after", 1)),
-                            methods=b.get("methods"), seed=b.get("seed"))
+            self.set_faults(
+                rate=float(b.get("rate", 0.2)),
+                codes=b.get("codes", (500, 503, 429, 409)),
+                delay_ms=int(b.get("delay_ms", 0)),
+                retry_after=int(b.get("retry_after", 1)),
+                methods=b.get("methods"),
+                seed=b.get("seed"),
+            )
             return self.faults.stats()["config"]
         if path == "/_kubesim/faults" and method == "DELETE":
             self.clear_faults()
@@ -209,8 +246,9 @@ class KubeSim:
         if path == "/_kubesim/stats" and method == "GET":
             stats = self.faults.stats()
             with self.cluster.lock:
-                stats["objects"] = {k: self.cluster.store.count(k)
-                                    for k in sorted(self.cluster.store.data)}
+                stats["objects"] = {
+                    k: self.cluster.store.count(k) for k in sorted(self.cluster.store.data)
+                }
                 stats["resourceVersion"] = self.cluster.store.rv
             return stats
         if path == "/_kubesim/stats" and method == "DELETE":

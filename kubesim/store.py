@@ -234,9 +234,15 @@ class Store:
         """Namespaces holding at least one object of a resource."""
         return list(self.data.get(key, {}).keys())
 
-    def select(self, key: str, namespace: str | None, label_selector: str | None = None,
-               field_selector: str | None = None, limit: int = 0,
-               continue_token: str | None = None) -> tuple[list[Obj], str]:
+    def select(
+        self,
+        key: str,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 0,
+        continue_token: str | None = None,
+    ) -> tuple[list[Obj], str]:
         """A list call: objects ordered by (namespace, name), filtered, paginated.
 
         Returns the page and the continue token ('' on the last page).
@@ -271,8 +277,7 @@ class Store:
                     continue
                 if limit and len(out) >= limit:
                     last = out[-1]["metadata"]
-                    return out, encode_continue(last.get("namespace", ""), last["name"],
-                                                self.rv)
+                    return out, encode_continue(last.get("namespace", ""), last["name"], self.rv)
                 out.append(obj)
         return out, ""
 
@@ -281,8 +286,12 @@ class Store:
     def dump(self) -> dict[str, Any]:
         """Everything as JSON-able data."""
         # CRDs are data shipped with kubesim; they are re-installed on load.
-        objects = [{"key": k, "object": o} for k in self.data for o in self.iter(k)
-                   if k != "customresourcedefinitions.apiextensions.k8s.io"]
+        objects = [
+            {"key": k, "object": o}
+            for k in self.data
+            for o in self.iter(k)
+            if k != "customresourcedefinitions.apiextensions.k8s.io"
+        ]
         return {"resourceVersion": self.rv, "objects": objects}
 
     def load(self, data: dict[str, Any]) -> None:

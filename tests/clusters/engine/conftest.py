@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+
 from kubesim import KubeSim
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,0 +1,248 @@
+"""The admission pass's link to the database: build a snapshot, apply a decision.
+
+:func:`build_snapshot` reads one query per table (tenants, flavors, quotas, clusters
+holding GPUs, queued clusters) into the pure dataclasses of :mod:`clusters.admission`;
+:func:`apply_decision` writes the outcome back: admitted rows move to ``admitted``,
+waiting rows get their position, reason, message and ETA, and reclaim victims are
+warned, then suspended once their grace period has passed. The same snapshot serves
+the dry-run, so a verdict is computed by the very code the next pass runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from clusters import admission as adm
+from clusters.models import ClusterKind, ClusterRequest
+from clusters.states import State
+from clusters.transitions import note, transition
+from tenants.models import GpuFlavor, Quota, Tenant
+
+
+def _worker_gpus(row: Any, flavor: GpuFlavor) -> Decimal:
+    if row.kind == ClusterKind.PROD:
+        return Decimal(flavor.gpus_per_node)
+    return Decimal(row.gpu_fraction) if row.gpu_fraction is not None else Decimal(1)
+
+
+def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
+    """The pure view of a queued (or candidate, unsaved) request."""
+    return adm.Pending(
+        id=pk if pk is not None else row.pk,
+        tenant=row.tenant.slug,
+        owner=row.owner_id or 0,
+        flavor=row.flavor.name,
+        kind=row.kind,
+        gpus=Decimal(row.gpus),
+        created_at=row.created_at or timezone.now(),
+        cpu=Decimal(row.cpu),
+        memory_gib=Decimal(row.memory_gib),
+        priority=row.priority,
+        workers=row.workers,
+        worker_gpus=_worker_gpus(row, row.flavor),
+        ttl=timedelta(hours=row.ttl_hours) if row.ttl_hours else None,
+    )
+
+
+def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[ClusterRequest]]:
+    """The snapshot of the whole system, and the queued rows it was built from."""
+    now = now or timezone.now()
+    tenants = list(Tenant.objects.unscoped())
+    flavors = list(GpuFlavor.objects.all())
+    quotas = list(Quota.objects.unscoped().select_related("tenant", "flavor"))
+    holding = list(
+        ClusterRequest.objects.unscoped()
+        .filter(holds_gpus=True)
+        .select_related("tenant", "flavor")
+        .only(
+            "id",
+            "tenant__slug",
+            "owner_id",
+            "flavor__name",
+            "kind",
+            "gpus",
+            "cpu",
+            "memory_gib",
+            "priority",
+            "admitted_at",
+            "expires_at",
+            "workers",
+        )
+    )
+    queued = list(
+        ClusterRequest.objects.unscoped()
+        .filter(state=State.QUEUED)
+        .select_related("tenant", "flavor", "owner")
+    )
+    held: dict[str, Decimal] = defaultdict(Decimal)
+    for row in holding:
+        held[row.flavor.name] += row.gpus
+    snapshot = adm.Snapshot(
+        now=now,
+        tenants=[
+            adm.TenantQ(
+                slug=t.slug,
+                cohort=t.cohort,
+                weight=Decimal(t.weight),
+                cpu_quota=t.cpu_quota,
+                memory_quota_gib=t.memory_quota_gib,
+                max_dev_clusters_per_user=t.max_dev_clusters_per_user,
+                max_dev_gpus_per_user=t.max_dev_gpus_per_user,
+            )
+            for t in tenants
+        ],
+        flavors=[
+            adm.FlavorQ(
+                name=f.name,
+                gpus_per_node=f.gpus_per_node,
+                node_count=f.node_count,
+                # Capacity from the catalogue: the fleet's GPUs less what admitted clusters
+                # hold. Unknown when the catalogue does not say how many nodes there are.
+                free_gpus=(Decimal(f.total_gpus) - held[f.name]) if f.node_count else None,
+            )
+            for f in flavors
+        ],
+        quotas=[
+            adm.QuotaQ(
+                tenant=q.tenant.slug,
+                flavor=q.flavor.name,
+                gpus=q.gpus,
+                borrow_limit=q.borrow_limit,
+            )
+            for q in quotas
+        ],
+        running=[
+            adm.Running(
+                id=r.pk,
+                tenant=r.tenant.slug,
+                owner=r.owner_id,
+                flavor=r.flavor.name,
+                kind=r.kind,
+                gpus=Decimal(r.gpus),
+                cpu=Decimal(r.cpu),
+                memory_gib=Decimal(r.memory_gib),
+                priority=r.priority,
+                admitted_at=r.admitted_at,
+                expires_at=r.expires_at,
+                nodes=r.workers if r.kind == ClusterKind.PROD else 0,
+            )
+            for r in holding
+        ],
+        pending=[pending_of(row) for row in queued],
+        aging=timedelta(seconds=settings.ADMISSION_AGING_SECONDS),
+        reclaim_grace=timedelta(seconds=settings.RECLAIM_GRACE_SECONDS),
+    )
+    return snapshot, queued
+
+
+def apply_waiting(queued: list[ClusterRequest], decision: adm.Decision) -> None:
+    """Write position, reason, message and ETA on every request left waiting."""
+    changed = []
+    for row in queued:
+        status = decision.waiting.get(row.pk)
+        if status is None:
+            continue
+        values = (
+            status.position,
+            status.flavor_position,
+            status.reason,
+            status.message[:500],
+            status.eta,
+        )
+        if values != (
+            row.queue_position,
+            row.queue_flavor_position,
+            row.queue_reason,
+            row.queue_message,
+            row.queue_eta,
+        ):
+            (
+                row.queue_position,
+                row.queue_flavor_position,
+                row.queue_reason,
+                row.queue_message,
+                row.queue_eta,
+            ) = values
+            changed.append(row)
+    ClusterRequest.objects.bulk_update(
+        changed,
+        ["queue_position", "queue_flavor_position", "queue_reason", "queue_message", "queue_eta"],
+        batch_size=1000,
+    )
+
+
+def apply_reclaim(decision: adm.Decision, *, now: datetime) -> list[int]:
+    """Warn newly chosen victims, suspend those whose grace ran out, clear the reprieved.
+
+    Returns the ids suspended by this pass. Suspension, never deletion (USERS 9).
+    """
+    from clusters.services import cluster_suspend
+
+    grace = timedelta(seconds=settings.RECLAIM_GRACE_SECONDS)
+    chosen = {r.id: r for r in decision.reclaim}
+    warned = ClusterRequest.objects.unscoped().filter(reclaim_after__isnull=False)
+    ClusterRequest.objects.unscoped().filter(reclaim_after__isnull=False).exclude(
+        pk__in=list(chosen)
+    ).update(reclaim_after=None)
+    already = {row.pk: row for row in warned.filter(pk__in=list(chosen))}
+    suspended: list[int] = []
+    for victim_id, reclaim in chosen.items():
+        row = already.get(victim_id)
+        if row is None:
+            row = ClusterRequest.objects.unscoped().filter(pk=victim_id).first()
+            if row is None:
+                continue
+            row.reclaim_after = now + grace
+            ClusterRequest.objects.filter(pk=row.pk).update(reclaim_after=row.reclaim_after)
+            note(
+                row,
+                reason="reclaim_warning",
+                message=f"{reclaim.message} It will be suspended (not deleted) at "
+                f"{row.reclaim_after:%H:%M} UTC unless capacity frees up first.",
+            )
+        elif (
+            row.reclaim_after
+            and row.reclaim_after <= now
+            and row.state
+            in (
+                State.PROVISIONING,
+                State.READY,
+            )
+        ):
+            cluster_suspend(
+                actor=None,
+                cluster=row,
+                reason="reclaimed",
+                message=f"suspended to give {reclaim.for_tenant} its quota back",
+            )
+            ClusterRequest.objects.filter(pk=row.pk).update(reclaim_after=None)
+            suspended.append(row.pk)
+    return suspended
+
+
+def admit(rows: list[ClusterRequest], *, now: datetime) -> list[int]:
+    """Move the admitted rows to ``admitted`` (conditional: a row deleted meanwhile stays)."""
+    done = []
+    for row in rows:
+        expires = now + timedelta(hours=row.ttl_hours) if row.ttl_hours else None
+        if transition(
+            row,
+            State.ADMITTED,
+            reason="admitted",
+            message="admitted; applying its RayCluster",
+            admitted_at=now,
+            expires_at=expires,
+            queue_position=None,
+            queue_flavor_position=None,
+            queue_reason="",
+            queue_message="",
+            queue_eta=None,
+        ):
+            done.append(row.pk)
+    return done

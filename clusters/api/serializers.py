@@ -67,3 +67,19 @@ class ClusterCreateInput(serializers.Serializer):
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from exc
         return attrs
+
+
+class ManifestsOutput(serializers.Serializer):
+    """``{"manifests": [...]}``: Kubernetes objects as plain JSON (or YAML, see renderers)."""
+
+    manifests = serializers.ListField(child=serializers.DictField())
+
+
+class DryRunOutput(ManifestsOutput):
+    """What a create would do: the verdict (admission's), its reasons and ETA, the objects."""
+
+    verdict = serializers.ChoiceField(
+        choices=["fits_now", "will_queue", "never_fits"], allow_null=True
+    )
+    reasons = serializers.ListField(child=serializers.CharField())
+    eta = serializers.DateTimeField(allow_null=True)

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
 from rest_framework.decorators import action
 from rest_framework.renderers import JSONRenderer
@@ -17,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters.api.renderers import YAMLRenderer
-from clusters.api.serializers import ClusterCreateInput
+from clusters.api.serializers import ClusterCreateInput, DryRunOutput, ManifestsOutput
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.shapes import DNS_LABEL_PATTERN, resolve_ttl_hours
@@ -31,6 +32,8 @@ DRY_RUN_NAME = "dry-run-cluster"
 class ClusterViewSet(TenantScopedViewSet):
     """Ray cluster requests of one tenant (looked up by their Kubernetes name)."""
 
+    queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
+    serializer_class = ClusterCreateInput
     lookup_field = "name"
     lookup_value_regex = DNS_LABEL_PATTERN
     renderer_classes = [JSONRenderer, YAMLRenderer]
@@ -46,6 +49,7 @@ class ClusterViewSet(TenantScopedViewSet):
     def _manifest_options(self) -> dict[str, Any]:
         return {"queue_mode": settings.QUEUE_MODE, "kai_enabled": settings.KAI_ENABLED}
 
+    @extend_schema(request=ClusterCreateInput, responses=DryRunOutput)
     @action(detail=False, methods=["post"], url_path="dry-run")
     def dry_run(self, request: Request, tenant_slug: str) -> Response:
         """What a create with this body would apply; writes nothing.
@@ -83,6 +87,7 @@ class ClusterViewSet(TenantScopedViewSet):
         }
         return Response(body, status=status.HTTP_200_OK)
 
+    @extend_schema(request=None, responses=ManifestsOutput)
     @action(detail=True, methods=["get"])
     def manifests(self, request: Request, tenant_slug: str, name: str) -> Response:
         """The Kubernetes objects of an existing request, as they are applied."""

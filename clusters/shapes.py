@@ -25,7 +25,8 @@ HEAD_MEMORY_GIB = Decimal("8")
 NODE_RESERVE_CPU = Decimal("2")
 NODE_RESERVE_MEMORY_GIB = Decimal("8")
 MAX_NAME_LENGTH = 53  # KubeRay: the RayCluster name prefixes pod and service names.
-NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # DNS-1035 label
+DNS_LABEL_PATTERN = r"[a-z]([-a-z0-9]*[a-z0-9])?"  # DNS-1035 label (also the URL lookup)
+NAME_RE = re.compile(rf"^{DNS_LABEL_PATTERN}$")
 # Worker group names become Kueue pod-set names: lowercase RFC 1123 labels.
 GROUP_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Kueue: a Workload holds at most 18 pod sets, and the head is one of them.
@@ -136,8 +137,14 @@ def demand(*, kind: str, flavor: FlavorSpec, workers: int, gpu_fraction: Decimal
     )
 
 
+# Names that are path segments of the clusters API (``clusters/dry-run/``).
+RESERVED_NAMES = frozenset({"dry-run"})
+
+
 def validate_name(name: str) -> None:
-    """A RayCluster name: a DNS-1035 label of at most 53 characters."""
+    """A RayCluster name: a DNS-1035 label of at most 53 characters, not a reserved word."""
+    if name in RESERVED_NAMES:
+        raise ValidationError({"name": f"{name!r} is reserved; choose another name."})
     if len(name) > MAX_NAME_LENGTH:
         raise ValidationError(
             {"name": f"At most {MAX_NAME_LENGTH} characters (KubeRay prefixes pod names with it)."}

@@ -41,14 +41,6 @@ def _nudge_provision(cluster_id: int) -> None:
     transaction.on_commit(lambda: tasks.provision_cluster.delay(cluster_id))
 
 
-def _default_name(owner: Any, kind: str) -> str:
-    base = "".join(ch if ch.isalnum() else "-" for ch in owner.get_username().lower())
-    base = base.strip("-")[:30] or "user"
-    if not base[0].isalpha():
-        base = f"u-{base}"[:30]
-    return f"{base}-{kind}-{secrets.token_hex(3)}"
-
-
 def user_dev_usage(*, tenant: Tenant, owner: Any) -> tuple[int, Decimal]:
     """The owner's live dev clusters in the tenant and the GPUs they ask for."""
     row = (
@@ -114,7 +106,10 @@ def build_request(
     return ClusterRequest(
         tenant=tenant,
         owner=owner,
-        name=name or _default_name(owner, kind),
+        name=name
+        or shapes.default_name(
+            owner_username=owner.get_username(), kind=kind, suffix=secrets.token_hex(3)
+        ),
         kind=kind,
         flavor=flavor,
         workers=workers,

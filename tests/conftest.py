@@ -22,6 +22,12 @@ from tests.factories import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    # Hashing with the production hasher costs ~0.3 s a user; tests create hundreds.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def h100(db: Any) -> Any:
     return GpuFlavorFactory(name="h100")

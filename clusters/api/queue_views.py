@@ -61,6 +61,7 @@ class TenantQueueViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     serializer_class = QueueEntryOut
     action_roles = {"list": Role.VIEWER}
     filter_backends: list[Any] = []
+    queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
 
     def scoped_queryset(self, tenant: Any) -> Any:
         return selectors.queue_list(tenant=tenant)
@@ -108,6 +109,7 @@ class TenantUsageViewSet(TenantScopedViewSet):
 
     action_roles = {"list": Role.VIEWER}
     serializer_class = UsageOut
+    queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
 
     def scoped_queryset(self, tenant: Any) -> Any:
         return ClusterRequest.objects.none()

@@ -78,8 +78,11 @@ class ManifestsOutput(serializers.Serializer):
 class DryRunOutput(ManifestsOutput):
     """What a create would do: the verdict (admission's), its reasons and ETA, the objects."""
 
-    verdict = serializers.ChoiceField(
-        choices=["fits_now", "will_queue", "never_fits"], allow_null=True
-    )
-    reasons = serializers.ListField(child=serializers.CharField())
+    verdict = serializers.ChoiceField(choices=["fits_now", "will_queue", "never_fits"])
+    reasons = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
+    summary = serializers.CharField()
+    position = serializers.IntegerField(allow_null=True)
+    flavor_position = serializers.IntegerField(allow_null=True)
     eta = serializers.DateTimeField(allow_null=True)
+    eta_text = serializers.CharField()
+    alternatives = serializers.ListField(child=serializers.DictField())

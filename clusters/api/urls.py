@@ -3,6 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
+from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
 from clusters.api.views import ClusterViewSet
 
 router = SimpleRouter()
@@ -10,4 +11,15 @@ router.register("clusters", ClusterViewSet, basename="cluster")
 
 urlpatterns = [
     path("tenants/<slug:tenant_slug>/", include(router.urls)),
+    path(
+        "tenants/<slug:tenant_slug>/queue/",
+        TenantQueueViewSet.as_view({"get": "list"}),
+        name="tenant-queue",
+    ),
+    path(
+        "tenants/<slug:tenant_slug>/usage/",
+        TenantUsageViewSet.as_view({"get": "list"}),
+        name="tenant-usage",
+    ),
+    path("queue/", GlobalQueueView.as_view(), name="queue"),
 ]

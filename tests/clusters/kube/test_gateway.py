@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubesim import KubeSim
 
 from clusters.kube.gateway import (
     Gateway,
@@ -16,6 +15,7 @@ from clusters.kube.gateway import (
     get_gateway,
 )
 from clusters.tasks import backoff_seconds
+from kubesim import KubeSim
 
 NS = {
     "apiVersion": "v1",

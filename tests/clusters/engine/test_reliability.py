@@ -19,7 +19,7 @@ from django.db import connection
 from clusters import services
 from clusters.admission_pass import run_admission_pass
 from clusters.kube.gateway import get_gateway
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, UsageSpan
 from tenants.models import Quota
 from tests.clusters.engine.conftest import wait_for
 from tests.factories import MembershipFactory, UserFactory
@@ -53,19 +53,30 @@ def _request(alice: Any, acme: Any, h100: Any, name: str) -> ClusterRequest:
     )
 
 
+def _kill_at_random_points(worker: Any, rng: random.Random, pks: list[int], times: int) -> int:
+    """SIGKILL and restart the worker ``times`` times; count kills that hit work in flight."""
+    in_flight = 0
+    for _ in range(times):
+        # The worker takes about a second to boot; kill it somewhere after that.
+        time.sleep(rng.uniform(0.8, 2.0))
+        busy = _states(pks)
+        if busy["admitted"] or busy["provisioning"] or busy["deleting"] or busy["queued"]:
+            in_flight += 1
+        worker.kill()
+        worker.start()
+    return in_flight
+
+
 def test_sigkill_worker_during_provisioning_and_deletion(
-    worker: Any, alice: Any, acme: Any, h100: Any
+    worker: Any, kubesim: Any, alice: Any, acme: Any, h100: Any
 ) -> None:
     rng = random.Random(20261122)
     _roomy(acme, h100, gpus=24)
+    # Every Kubernetes call takes 40 ms, so that kills land in the middle of real work.
+    kubesim.set_faults(rate=1.0, codes=(), delay_ms=40)
     pks = [_request(alice, acme, h100, f"crash-{i}").pk for i in range(20)]
-    kills = 0
-    for _ in range(10):
-        time.sleep(rng.uniform(0.0, 0.6))
-        worker.kill()
-        kills += 1
-        worker.start()
-    wait_for(lambda: _states(pks)["ready"] == 20, timeout=120, what="all 20 ready")
+    hits = _kill_at_random_points(worker, rng, pks, 10)
+    wait_for(lambda: _states(pks)["ready"] == 20, timeout=180, what="all 20 ready")
     gw = get_gateway()
     names = Counter(
         rc["metadata"]["name"] for rc in gw.list("ray.io/v1", "RayCluster", label_selector=MANAGED)
@@ -75,16 +86,15 @@ def test_sigkill_worker_during_provisioning_and_deletion(
 
     for cluster in ClusterRequest.objects.unscoped().filter(pk__in=pks):
         services.cluster_delete(actor=alice, cluster=cluster)
-    for _ in range(10):
-        time.sleep(rng.uniform(0.0, 0.6))
-        worker.kill()
-        kills += 1
-        worker.start()
-    wait_for(lambda: _states(pks)["deleted"] == 20, timeout=120, what="all 20 deleted")
-    assert kills >= 20
+    hits += _kill_at_random_points(worker, rng, pks, 10)
+    wait_for(lambda: _states(pks)["deleted"] == 20, timeout=180, what="all 20 deleted")
+    kubesim.clear_faults()
+    assert hits >= 5, f"only {hits} of 20 kills interrupted work in flight"
     assert gw.list("ray.io/v1", "RayCluster", label_selector=MANAGED) == []
     assert gw.list("v1", "Pod", namespace="gw-acme") == []
     assert _held_gpus() == Decimal(0)
+    spans = UsageSpan.objects.filter(cluster_id__in=pks)
+    assert spans.count() == 20 and not spans.filter(ended_at__isnull=True).exists()
 
 
 def test_kubesim_restart_without_state_recreates_live_clusters(

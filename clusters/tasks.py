@@ -65,14 +65,19 @@ def provision_cluster(self, cluster_id: int) -> None:  # type: ignore[no-untyped
         provisioning.converge(cluster)
     except TransientKubeError as exc:
         metrics.API_ERRORS.labels("transient").inc()
-        ClusterRequest.objects.filter(pk=cluster.pk).update(
-            attempts=F("attempts") + 1, last_error=exc.message[:2000]
-        )
         attempts = cluster.attempts + 1
         if attempts >= MAX_ATTEMPTS:
             _fail(cluster, f"gave up after {attempts} attempts: {exc.message}")
             return
-        raise self.retry(countdown=backoff_seconds(attempts, exc.retry_after), exc=exc) from exc
+        countdown = backoff_seconds(attempts, exc.retry_after)
+        # progress_at moves to the retry time, so the sweeper does not re-send this row
+        # before the retry is due (which would ignore the server's Retry-After).
+        ClusterRequest.objects.filter(pk=cluster.pk).update(
+            attempts=F("attempts") + 1,
+            last_error=exc.message[:2000],
+            progress_at=timezone.now() + timedelta(seconds=countdown),
+        )
+        raise self.retry(countdown=countdown, exc=exc) from exc
     except PermanentKubeError as exc:
         metrics.API_ERRORS.labels("permanent").inc()
         log.warning("cluster %s failed: %s", cluster, exc.message)

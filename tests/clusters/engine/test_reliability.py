@@ -6,6 +6,7 @@ over HTTP.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -162,3 +163,43 @@ def test_fifty_concurrent_creates_never_admit_more_than_quota(
     run_admission_pass()
     assert _held_gpus() == Decimal(8)
     assert ClusterRequest.objects.unscoped().filter(state="queued").count() == 42
+
+
+def test_permanent_errors_fail_at_once_without_retries(
+    worker: Any, kubesim: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _roomy(acme, h100, gpus=16)
+    kubesim.set_faults(rate=1.0, codes=(422,), methods=["PATCH"])
+    cluster = _request(alice, acme, h100, "refused")
+    row = wait_for(
+        lambda: ClusterRequest.objects.unscoped().filter(pk=cluster.pk, state="failed").first(),
+        what="failed",
+    )
+    assert "422" in row.last_error
+    time.sleep(3)  # several sweeper and reconciler periods
+    assert kubesim.faults.stats()["faults"].get("422") == 1
+    assert ClusterRequest.objects.unscoped().get(pk=cluster.pk).state == "failed"
+
+
+def test_throttled_requests_wait_at_least_retry_after(
+    worker: Any, kubesim: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _roomy(acme, h100, gpus=16)
+    kubesim.set_faults(rate=1.0, codes=(429,), methods=["PATCH"], retry_after=2)
+    cluster = _request(alice, acme, h100, "throttled")
+    seen: list[tuple[float, int]] = []
+    deadline = time.monotonic() + 9
+    while time.monotonic() < deadline:
+        attempts = ClusterRequest.objects.unscoped().get(pk=cluster.pk).attempts
+        if not seen or attempts != seen[-1][1]:
+            seen.append((time.monotonic(), attempts))
+        time.sleep(0.05)
+    kubesim.clear_faults()
+    retries = [t for t, n in seen if n > 0]
+    assert len(retries) >= 3, seen
+    gaps = [b - a for a, b in itertools.pairwise(retries)]
+    assert min(gaps) >= 1.9, gaps
+    wait_for(
+        lambda: ClusterRequest.objects.unscoped().get(pk=cluster.pk).state == "ready",
+        what="ready once throttling stops",
+    )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.api.serializers import StrictSerializer
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
@@ -19,6 +18,7 @@ from rest_framework.response import Response
 from clusters import selectors, services
 from clusters.api.output import ClusterOut
 from clusters.filters import ClusterFilter
+from controlplane.api.serializers import StrictSerializer
 from tenants.models import Role
 
 

@@ -6,8 +6,8 @@ create nudges another pass after commit); on SQLite the write transaction serial
 passes. Admitting is a conditional UPDATE from ``queued``, so a request deleted while the
 pass ran is not resurrected. The quota ledger is not stored apart from the rows: it is
 the sum of ``gpus`` over rows that hold GPUs, so it cannot drift from the clusters.
-In Kueue mode Kueue decides; the pass then only admits so that the RayCluster gets
-written (Kueue suspends it until its Workload is admitted).
+In Kueue mode Kueue decides and the reconciler folds its verdicts in
+(:mod:`clusters.kueue_mode`); the pass does nothing.
 """
 
 from __future__ import annotations
@@ -50,16 +50,16 @@ def run_admission_pass() -> PassResult:
     from clusters import tasks
 
     result = PassResult()
+    if settings.QUEUE_MODE == "kueue":
+        result.skipped = True
+        return result
     with transaction.atomic():
         if not _try_lock():
             result.skipped = True
             return result
         now = timezone.now()
         snapshot, queued = build_snapshot(now=now)
-        if settings.QUEUE_MODE == "kueue":
-            decision = adm.Decision(admitted=[row.pk for row in queued])
-        else:
-            decision = adm.decide(snapshot)
+        decision = adm.decide(snapshot)
         by_id = {row.pk: row for row in queued}
         result.admitted = admit([by_id[pk] for pk in decision.admitted], now=now)
         for pk in result.admitted:

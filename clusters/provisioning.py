@@ -34,9 +34,12 @@ _bundle_lock = threading.Lock()
 def tenant_bundle_objects(tenant: Tenant) -> list[dict[str, Any]]:
     """The namespace bundle for a tenant, from its current quota rows."""
     quotas = list(Quota.objects.unscoped().filter(tenant=tenant).select_related("flavor"))
-    return manifests.tenant_bundle(
+    objects = manifests.tenant_bundle(
         tenant, quotas, control_plane_namespace=settings.CONTROL_PLANE_NAMESPACE
     )
+    if settings.KAI_ENABLED:
+        objects.append(manifests.kai_queue(tenant, quotas))
+    return objects
 
 
 def ensure_bundle(tenant: Tenant, gw: Gateway, *, force: bool = False) -> bool:
@@ -103,6 +106,16 @@ def converge(cluster: ClusterRequest, gw: Gateway | None = None) -> None:
     """Do what the row's state asks of Kubernetes; see the module docstring."""
     gw = gw or get_gateway()
     state = cluster.state
+    if settings.QUEUE_MODE == "kueue":
+        # Kueue decides admission: a queued request's RayCluster is written at once (Kueue
+        # suspends it until its Workload is admitted), and suspension deletes the object,
+        # since under Kueue a RayCluster holds its quota until it is deleted.
+        if state == State.QUEUED:
+            apply_cluster(cluster, gw)
+            return
+        if state == State.SUSPENDED:
+            gw.delete("ray.io/v1", "RayCluster", cluster.name, cluster.namespace)
+            return
     if state == State.ADMITTED:
         apply_cluster(cluster, gw)
         transition(

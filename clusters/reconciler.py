@@ -20,9 +20,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
-from clusters import provisioning
+from clusters import kueue_mode, provisioning
 from clusters.kube import labels
 from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest
@@ -118,6 +119,13 @@ def reconcile_once(gw: Gateway | None = None) -> Report:
         if event.get("reason") == "FailedScheduling":
             events[(event.get("involvedObject") or {}).get("uid", "")] = event
 
+    kueue = settings.QUEUE_MODE == "kueue"
+    workloads: dict[tuple[str, str], dict[str, Any]] = {}
+    positions: dict[tuple[str, str], dict[str, Any]] = {}
+    if kueue:
+        kueue_mode.ensure_queues(gw)
+        workloads = kueue_mode.workloads_by_cluster(gw)
+
     rc_by_key = {(rc["metadata"]["namespace"], rc["metadata"]["name"]): rc for rc in rayclusters}
     pods_by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for pod in pods:
@@ -133,13 +141,21 @@ def reconcile_once(gw: Gateway | None = None) -> Report:
     )
     wanted: set[tuple[str, str]] = set()
     now = timezone.now()
+    if kueue:
+        waiting = {c.namespace for c in rows if c.state == State.QUEUED}
+        positions = kueue_mode.pending_positions(gw, waiting)
     for cluster in rows:
         key = (cluster.namespace, cluster.name)
-        if cluster.state in _WANTED:
+        wants = cluster.state in _WANTED or (kueue and cluster.state == State.QUEUED)
+        if wants and not (kueue and cluster.state == State.SUSPENDED):
             wanted.add(key)
         if cluster.tenant.namespace not in namespaces:
             provisioning.forget_bundle(cluster.tenant_id)
+            kueue_mode.forget_queues()
         try:
+            if kueue and cluster.state in (State.QUEUED, State.SUSPENDED):
+                _reconcile_kueue_row(cluster, rc_by_key.get(key), workloads, positions, gw)
+                continue
             _reconcile_row(
                 cluster, rc_by_key.get(key), pods_by_key.get(key, []), events, gw, report, now
             )
@@ -213,3 +229,22 @@ def _reconcile_row(
             )
         elif reason != cluster.state_reason:
             ClusterRequest.objects.filter(pk=cluster.pk, state=state).update(state_reason=reason)
+
+
+def _reconcile_kueue_row(
+    cluster: ClusterRequest,
+    rc: dict[str, Any] | None,
+    workloads: dict[tuple[str, str], dict[str, Any]],
+    positions: dict[tuple[str, str], dict[str, Any]],
+    gw: Gateway,
+) -> None:
+    """Kueue mode: queued rows want their (Kueue-suspended) RayCluster and Kueue's verdict;
+    suspended rows want none (a RayCluster holds Kueue quota until it is deleted)."""
+    if cluster.state == State.SUSPENDED:
+        if rc is not None and not rc["metadata"].get("deletionTimestamp"):
+            gw.delete("ray.io/v1", "RayCluster", cluster.name, cluster.namespace)
+        return
+    if rc is None:
+        provisioning.apply_cluster(cluster, gw)
+        return
+    kueue_mode.fold_queued(cluster, workloads.get((cluster.namespace, cluster.name)), positions)

@@ -29,9 +29,15 @@ from tenants.models import GpuFlavor, Role, Tenant
 from tenants.selectors import has_role
 
 
-def _nudge_admission() -> None:
+def _nudge_admission(cluster_id: int | None = None) -> None:
+    """Ask for an admission pass after commit (in Kueue mode: write the RayCluster, which
+    Kueue then queues)."""
     from clusters import tasks
 
+    if settings.QUEUE_MODE == "kueue":
+        if cluster_id is not None:
+            transaction.on_commit(lambda: tasks.provision_cluster.delay(cluster_id))
+        return
     transaction.on_commit(lambda: tasks.admission_pass.delay())
 
 
@@ -192,7 +198,7 @@ def cluster_request_create(
                 "gpus": str(cluster.gpus),
             },
         )
-        _nudge_admission()
+        _nudge_admission(cluster.pk)
     return cluster
 
 
@@ -291,7 +297,7 @@ def cluster_resume(*, actor: Any, cluster: ClusterRequest) -> ClusterRequest:
             cluster, State.QUEUED, reason="resumed", actor=actor, message="back in the queue"
         )
         audit_record(actor=actor, action="cluster.resume", obj=cluster, tenant=cluster.tenant)
-        _nudge_admission()
+        _nudge_admission(cluster.pk)
     return cluster
 
 

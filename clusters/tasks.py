@@ -59,7 +59,9 @@ def provision_cluster(self, cluster_id: int) -> None:  # type: ignore[no-untyped
         .filter(pk=cluster_id)
         .first()
     )
-    if cluster is None or cluster.state in (State.DELETED, State.FAILED, State.QUEUED):
+    if cluster is None or cluster.state in (State.DELETED, State.FAILED):
+        return
+    if cluster.state == State.QUEUED and settings.QUEUE_MODE != "kueue":
         return
     try:
         provisioning.converge(cluster)

@@ -173,6 +173,16 @@ class Gateway:
         result: dict[str, Any] = self._call("GET", "/version", what="GET /version")
         return result
 
+    def get_path(self, path: str, *, what: str) -> dict[str, Any] | None:
+        """GET an arbitrary API path (e.g. Kueue's visibility API); ``None`` on 404."""
+        try:
+            result: dict[str, Any] = self._call("GET", path, what=what)
+        except PermanentKubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return result
+
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create or update ``obj`` by server-side apply (idempotent)."""
         meta = obj["metadata"]

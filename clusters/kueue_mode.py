@@ -1,0 +1,141 @@
+"""Kueue mode: Kueue decides admission, the control plane writes its queues and reads back.
+
+In this mode (``QUEUE_MODE=kueue``) the control plane writes ResourceFlavors, one
+ClusterQueue per tenant, a LocalQueue per tenant namespace and the WorkloadPriorityClasses
+from its own tables, labels each RayCluster with its queue, and folds Kueue's verdicts
+into the rows: a queued request becomes ``admitted`` when its Workload is admitted; while
+it waits, its position comes from Kueue's visibility API and its reason from the
+Workload's ``QuotaReserved`` condition. Users see the same fields in either mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.utils import timezone
+
+from clusters.kube import manifests
+from clusters.kube.gateway import Gateway
+from clusters.kube.queues import LOCAL_QUEUE_NAME
+from clusters.models import ClusterRequest
+from clusters.queueing import admit
+from clusters.states import State
+from clusters.transitions import transition
+from tenants.models import GpuFlavor, Quota, Tenant
+
+VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+_last_applied: dict[str, str] = {}
+
+
+def ensure_queues(gw: Gateway) -> bool:
+    """Apply the Kueue objects when the tables changed since this process last did."""
+    from clusters.provisioning import ensure_bundle
+
+    tenants = list(Tenant.objects.unscoped())
+    for tenant in tenants:
+        ensure_bundle(tenant, gw)  # LocalQueues live in the tenant namespaces
+    objects = manifests.kueue_objects(
+        tenants, GpuFlavor.objects.all(), Quota.objects.unscoped().all()
+    )
+    digest = hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()
+    if _last_applied.get("kueue") == digest:
+        return False
+    for obj in objects:
+        gw.apply(obj)
+    _last_applied["kueue"] = digest
+    return True
+
+
+def forget_queues() -> None:
+    """Make the next :func:`ensure_queues` re-apply (the cluster may have lost them)."""
+    _last_applied.pop("kueue", None)
+
+
+def workloads_by_cluster(gw: Gateway) -> dict[tuple[str, str], dict[str, Any]]:
+    """Kueue Workloads keyed by (namespace, RayCluster name), from one LIST."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for workload in gw.list("kueue.x-k8s.io/v1beta2", "Workload"):
+        meta = workload.get("metadata") or {}
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("kind") == "RayCluster":
+                found[(meta.get("namespace", ""), owner.get("name", ""))] = workload
+    return found
+
+
+def _condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
+    for cond in (workload.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+def is_admitted(workload: dict[str, Any]) -> bool:
+    """Whether Kueue admitted the Workload (quota reserved and admission checks passed)."""
+    return _condition(workload, "Admitted").get("status") == "True"
+
+
+def pending_positions(gw: Gateway, namespaces: set[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Pending Workloads' positions from the visibility API, one call per LocalQueue."""
+    positions: dict[tuple[str, str], dict[str, Any]] = {}
+    for namespace in sorted(namespaces):
+        path = (
+            f"{VISIBILITY}/namespaces/{namespace}/localqueues/{LOCAL_QUEUE_NAME}/pendingworkloads"
+        )
+        summary = gw.get_path(path, what=f"pending workloads of {namespace}") or {}
+        for item in summary.get("items") or []:
+            name = (item.get("metadata") or {}).get("name", "")
+            positions[(namespace, name)] = item
+    return positions
+
+
+def _reason(message: str) -> str:
+    lowered = message.lower()
+    if "cohort" in lowered or "borrow" in lowered:
+        return "cohort_quota"
+    if "quota" in lowered:
+        return "tenant_quota"
+    if "capacity" in lowered or "insufficient" in lowered:
+        return "capacity"
+    return "pending"
+
+
+def fold_queued(
+    cluster: ClusterRequest,
+    workload: dict[str, Any] | None,
+    positions: dict[tuple[str, str], dict[str, Any]],
+) -> bool:
+    """Fold Kueue's view of a queued request into its row; True when it was admitted."""
+    if workload is None:
+        message = "waiting for Kueue to create its Workload"
+        if cluster.queue_message != message:
+            ClusterRequest.objects.filter(pk=cluster.pk, state=State.QUEUED).update(
+                queue_reason="pending", queue_message=message
+            )
+        return False
+    if is_admitted(workload):
+        now = timezone.now()
+        if admit([cluster], now=now):
+            transition(
+                cluster,
+                State.PROVISIONING,
+                reason="applied",
+                message="admitted by Kueue; waiting for its pods",
+            )
+            return True
+        return False
+    meta = workload.get("metadata") or {}
+    item = positions.get((meta.get("namespace", ""), meta.get("name", ""))) or {}
+    cond = _condition(workload, "QuotaReserved")
+    message = str(cond.get("message") or "waiting in Kueue's queue")[:500]
+    position = item.get("positionInLocalQueue")
+    flavor_position = item.get("positionInClusterQueue")
+    ClusterRequest.objects.filter(pk=cluster.pk, state=State.QUEUED).update(
+        queue_position=position + 1 if isinstance(position, int) else None,
+        queue_flavor_position=flavor_position + 1 if isinstance(flavor_position, int) else None,
+        queue_reason=_reason(message),
+        queue_message=f"Kueue: {message}",
+        queue_eta=None,
+    )
+    return False

@@ -73,6 +73,10 @@ class _Pass:
         self.reclaimed_from: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.victims: dict[tuple[str, str], list[Running]] = {}
         self.picked: set[int] = set()
+        # The smallest deficit that borrowers could not cover, per (cohort, flavor), and
+        # the cohort usage it was computed at: a larger deficit at the same usage fails
+        # too, which keeps a queue full of reclaim candidates from rescanning victims.
+        self.reclaim_failed: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
         self.decision = Decision()
 
     # -- checks -------------------------------------------------------------------
@@ -203,6 +207,9 @@ class _Pass:
         )
         chosen: list[Running] = []
         freed = Decimal(0)
+        failed = self.reclaim_failed.get(ckey)
+        if failed is not None and failed[1] == led.cohort_usage[ckey] and deficit >= failed[0]:
+            return None
         if deficit > 0:
             taken: dict[str, Decimal] = defaultdict(Decimal)
             for r in self._victims(ckey):
@@ -223,6 +230,7 @@ class _Pass:
                 taken[r.tenant] += r.gpus
                 freed += r.gpus
             if freed < deficit:
+                self.reclaim_failed[ckey] = (deficit, led.cohort_usage[ckey])
                 return None
         grace = _minutes(self.snap.reclaim_grace.total_seconds())
         for r in chosen:

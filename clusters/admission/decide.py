@@ -293,7 +293,7 @@ class _Pass:
         heap: list[tuple[int, int, int, float, float, int, str]] = []
         cursor: dict[str, int] = {}
         for slug, queue in queues.items():
-            queue.sort(key=lambda p: (-p.rank[0], -p.rank[1], p.created_at, p.id))
+            queue.sort(key=lambda p: (p.kind != PROD, -p.priority, p.created_at, p.id))
             cursor[slug] = 0
             heapq.heappush(heap, self._head_key(queue[0], aged_before))
         waits: list[Wait] = []
@@ -349,11 +349,12 @@ class _Pass:
         self, p: Pending, aged_before: datetime
     ) -> tuple[int, int, int, float, float, int, str]:
         created = p.created_at.timestamp()
+        klass = -1 if p.kind == PROD else 0
         if p.created_at <= aged_before:
             # Aged requests go first within their priority, oldest first, whatever their
             # tenant's share: this is what bounds their wait.
-            return (-p.rank[0], -p.rank[1], 0, 0.0, created, p.id, p.tenant)
-        return (-p.rank[0], -p.rank[1], 1, self.led.share[p.tenant], created, p.id, p.tenant)
+            return (klass, -p.priority, 0, 0.0, created, p.id, p.tenant)
+        return (klass, -p.priority, 1, self.led.share[p.tenant], created, p.id, p.tenant)
 
 
 def decide(snapshot: Snapshot) -> Decision:

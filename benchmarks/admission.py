@@ -10,6 +10,7 @@ ten times the requests, about ten times the time.
 from __future__ import annotations
 
 import gc
+import os
 import random
 import time
 from collections import Counter
@@ -165,6 +166,8 @@ def run() -> str:
             f"{dry * 1000:,.0f} ms |"
         )
     ratio = figures[15_000] / figures[1_500]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    cpus = os.cpu_count()
     return "\n".join(
         [
             "## Admission pass (pure `clusters.admission.decide`)",
@@ -179,7 +182,8 @@ def run() -> str:
             *rows,
             "",
             f"Ratio 15,000 / 1,500: **{ratio:.1f}x** for 10x the requests "
-            "(linear would be about 10x; quadratic about 100x).",
+            "(linear would be about 10x; quadratic about 100x). Load average during the "
+            f"run: {load:.1f} on {cpus} CPUs (a busy machine makes the ratio noisy).",
             "",
             f"Anchor: {KUEUE_ANCHOR}",
             "",

@@ -73,6 +73,10 @@ class _Pass:
         self.reclaimed_from: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.victims: dict[tuple[str, str], list[Running]] = {}
         self.picked: set[int] = set()
+        # When each (cohort, flavor)'s reclaim under way will have freed its GPUs, and so
+        # when each request waiting on it should start.
+        self.reclaim_done: dict[tuple[str, str], datetime] = {}
+        self.reclaim_etas: dict[int, datetime] = {}
         # The smallest deficit that borrowers could not cover, per (cohort, flavor), and
         # the cohort usage it was computed at: a larger deficit at the same usage fails
         # too, which keeps a queue full of reclaim candidates from rescanning victims.
@@ -233,7 +237,10 @@ class _Pass:
                 self.reclaim_failed[ckey] = (deficit, led.cohort_usage[ckey])
                 return None
         grace = _minutes(self.snap.reclaim_grace.total_seconds())
+        default_end = self.snap.now + self.snap.reclaim_grace
+        done = self.reclaim_done.get(ckey, self.snap.now)
         for r in chosen:
+            done = max(done, r.suspend_at or default_end)
             self.picked.add(r.id)
             self.reclaimed_from[r.tenant, r.flavor] += r.gpus
             self.decision.reclaim.append(
@@ -253,6 +260,8 @@ class _Pass:
             )
         self.releasing[ckey] += freed
         self.reserved[ckey] += p.gpus
+        self.reclaim_done[ckey] = done
+        self.reclaim_etas[p.id] = done
         return (
             RECLAIM_PENDING,
             f"{p.tenant} is within its nominal {p.flavor} quota, but other teams of the "
@@ -337,7 +346,7 @@ class _Pass:
                 waits.append(Wait(p, reason, pool))
             if cursor[slug] < len(queue):
                 heapq.heappush(heap, self._head_key(queue[cursor[slug]], aged_before))
-        etas = estimate(snap, self.led, admitted, waits, self.picked)
+        etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
         decision = self.decision
         decision.admitted = [p.id for p in admitted]
         for p, pos, fpos, reason, message in statuses:

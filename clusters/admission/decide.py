@@ -73,6 +73,14 @@ class _Pass:
         self.reclaimed_from: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.victims: dict[tuple[str, str], list[Running]] = {}
         self.picked: set[int] = set()
+        # When each (cohort, flavor)'s reclaim under way will have freed its GPUs, and so
+        # when each request waiting on it should start.
+        self.reclaim_done: dict[tuple[str, str], datetime] = {}
+        self.reclaim_etas: dict[int, datetime] = {}
+        # The smallest deficit that borrowers could not cover, per (cohort, flavor), and
+        # the cohort usage it was computed at: a larger deficit at the same usage fails
+        # too, which keeps a queue full of reclaim candidates from rescanning victims.
+        self.reclaim_failed: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
         self.decision = Decision()
 
     # -- checks -------------------------------------------------------------------
@@ -203,6 +211,9 @@ class _Pass:
         )
         chosen: list[Running] = []
         freed = Decimal(0)
+        failed = self.reclaim_failed.get(ckey)
+        if failed is not None and failed[1] == led.cohort_usage[ckey] and deficit >= failed[0]:
+            return None
         if deficit > 0:
             taken: dict[str, Decimal] = defaultdict(Decimal)
             for r in self._victims(ckey):
@@ -223,9 +234,13 @@ class _Pass:
                 taken[r.tenant] += r.gpus
                 freed += r.gpus
             if freed < deficit:
+                self.reclaim_failed[ckey] = (deficit, led.cohort_usage[ckey])
                 return None
         grace = _minutes(self.snap.reclaim_grace.total_seconds())
+        default_end = self.snap.now + self.snap.reclaim_grace
+        done = self.reclaim_done.get(ckey, self.snap.now)
         for r in chosen:
+            done = max(done, r.suspend_at or default_end)
             self.picked.add(r.id)
             self.reclaimed_from[r.tenant, r.flavor] += r.gpus
             self.decision.reclaim.append(
@@ -245,6 +260,8 @@ class _Pass:
             )
         self.releasing[ckey] += freed
         self.reserved[ckey] += p.gpus
+        self.reclaim_done[ckey] = done
+        self.reclaim_etas[p.id] = done
         return (
             RECLAIM_PENDING,
             f"{p.tenant} is within its nominal {p.flavor} quota, but other teams of the "
@@ -285,7 +302,7 @@ class _Pass:
         heap: list[tuple[int, int, int, float, float, int, str]] = []
         cursor: dict[str, int] = {}
         for slug, queue in queues.items():
-            queue.sort(key=lambda p: (-p.rank[0], -p.rank[1], p.created_at, p.id))
+            queue.sort(key=lambda p: (p.kind != PROD, -p.priority, p.created_at, p.id))
             cursor[slug] = 0
             heapq.heappush(heap, self._head_key(queue[0], aged_before))
         waits: list[Wait] = []
@@ -329,7 +346,7 @@ class _Pass:
                 waits.append(Wait(p, reason, pool))
             if cursor[slug] < len(queue):
                 heapq.heappush(heap, self._head_key(queue[cursor[slug]], aged_before))
-        etas = estimate(snap, self.led, admitted, waits, self.picked)
+        etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
         decision = self.decision
         decision.admitted = [p.id for p in admitted]
         for p, pos, fpos, reason, message in statuses:
@@ -341,11 +358,12 @@ class _Pass:
         self, p: Pending, aged_before: datetime
     ) -> tuple[int, int, int, float, float, int, str]:
         created = p.created_at.timestamp()
+        klass = -1 if p.kind == PROD else 0
         if p.created_at <= aged_before:
             # Aged requests go first within their priority, oldest first, whatever their
             # tenant's share: this is what bounds their wait.
-            return (-p.rank[0], -p.rank[1], 0, 0.0, created, p.id, p.tenant)
-        return (-p.rank[0], -p.rank[1], 1, self.led.share[p.tenant], created, p.id, p.tenant)
+            return (klass, -p.priority, 0, 0.0, created, p.id, p.tenant)
+        return (klass, -p.priority, 1, self.led.share[p.tenant], created, p.id, p.tenant)
 
 
 def decide(snapshot: Snapshot) -> Decision:

@@ -55,7 +55,8 @@ def _releases(snap: Snapshot, admitted: Sequence[Pending], reclaimed: set[int]) 
     for item in snap.running:
         ends = item.expires_at
         if item.id in reclaimed:
-            ends = grace_end if ends is None else min(ends, grace_end)
+            suspends = item.suspend_at or grace_end
+            ends = suspends if ends is None else min(ends, suspends)
         if ends is not None:
             out.append(_release(ends, item))
     for item in admitted:
@@ -133,6 +134,7 @@ def estimate(
     admitted: Sequence[Pending],
     waits: Sequence[Wait],
     reclaimed: set[int] | None = None,
+    reclaim_etas: dict[int, datetime] | None = None,
 ) -> dict[int, datetime | None]:
     """The ETA of every waiting request, given the ledger after the pass."""
     releases = _releases(snap, admitted, reclaimed or set())
@@ -140,7 +142,9 @@ def estimate(
     out: dict[int, datetime | None] = {}
     for w in waits:
         if w.reason == RECLAIM_PENDING:
-            out[w.pending.id] = snap.now + snap.reclaim_grace
+            out[w.pending.id] = (reclaim_etas or {}).get(
+                w.pending.id, snap.now + snap.reclaim_grace
+            )
         elif w.pool[0] == "never":
             out[w.pending.id] = None
         else:

@@ -64,6 +64,7 @@ class Ledger:
         # scarce flavor weighs more than a GPU of a plentiful one.
         self.scale: dict[str, float] = {f.name: 1.0 / max(f.total_gpus, 1) for f in snap.flavors}
         self.share: dict[str, float] = defaultdict(float)
+        self._never: dict[tuple[object, ...], list[tuple[str, str]]] = {}
         for r in snap.running:
             self.charge(r)
 
@@ -116,7 +117,16 @@ class Ledger:
         return int(free // self.flavors[flavor].gpus_per_node)
 
     def never_fits(self, p: Pending) -> list[tuple[str, str]]:
-        """Why ``p`` could not be admitted even on an idle fleet, as (code, message)."""
+        """Why ``p`` could not be admitted even on an idle fleet, as (code, message).
+
+        Memoised by shape: a long queue holds many requests of the same few shapes."""
+        key = (p.tenant, p.flavor, p.kind, p.gpus, p.worker_gpus, p.workers, p.cpu, p.memory_gib)
+        found = self._never.get(key)
+        if found is None:
+            found = self._never[key] = self._never_fits(p)
+        return found
+
+    def _never_fits(self, p: Pending) -> list[tuple[str, str]]:
         flavor = self.flavors.get(p.flavor)
         if flavor is None:
             return [(FLAVOR_UNKNOWN, f"There is no GPU flavor called {p.flavor!r}.")]

@@ -90,7 +90,10 @@ class Running:
     """A cluster that holds quota (admitted, provisioning, ready or deleting).
 
     ``nodes`` is the whole nodes a prod cluster takes (its workers); ``expires_at`` is
-    when its TTL ends (``None``: no TTL, so it frees nothing in an ETA).
+    when its TTL ends (``None``: no TTL, so it frees nothing in an ETA). ``suspend_at``
+    is set by the integrator once the cluster has been warned of a reclaim: the time it
+    will be suspended, so that later passes keep the same ETA instead of restarting the
+    grace period.
     """
 
     id: int
@@ -105,6 +108,7 @@ class Running:
     admitted_at: datetime | None = None
     expires_at: datetime | None = None
     nodes: int = 0
+    suspend_at: datetime | None = None
 
 
 @dataclass(frozen=True)

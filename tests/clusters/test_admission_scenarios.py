@@ -151,6 +151,12 @@ def test_reclaim_suspends_the_borrowers_lowest_priority_newest_cluster() -> None
     assert status.reason == RECLAIM_PENDING
     assert status.eta == NOW + minutes(15)
 
+    # A later pass, once cluster 4 was warned, keeps the same ETA (no new grace period).
+    warned = [replace(r, suspend_at=NOW + minutes(15)) if r.id == 4 else r for r in snap.running]
+    later = decide(replace(snap, now=NOW + minutes(5), running=warned))
+    assert [r.id for r in later.reclaim] == [4]
+    assert later.waiting[10].eta == NOW + minutes(15)
+
     # After the grace period the integrator suspends cluster 4: the next pass admits 10.
     after = [r for r in snap.running if r.id != 4]
     assert decide(replace(snap, now=NOW + minutes(15), running=after)).admitted == [10]

@@ -1,0 +1,41 @@
+"""Run every benchmark and write their figures to ``docs/benchmarks.md``.
+
+Each module listed in :data:`MODULES` has a ``run() -> str`` that returns one markdown
+section (starting with a ``##`` heading); add a benchmark by adding its module here.
+``python -m benchmarks admission`` runs only the named ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+MODULES = ["benchmarks.admission"]
+OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def main(argv: list[str]) -> int:
+    wanted = [m for m in MODULES if not argv or m.rsplit(".", 1)[-1] in argv]
+    sections = []
+    for name in wanted:
+        print(f"running {name} ...", flush=True)
+        section = importlib.import_module(name).run()
+        print(section, flush=True)
+        sections.append(section.strip())
+    header = (
+        "# Benchmarks\n\n"
+        f"Written by `make bench` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC "
+        f"(Python {platform.python_version()}, {platform.machine()}, {platform.system()}). "
+        "Figures are wall-clock times on that machine; compare ratios, not absolutes.\n"
+    )
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(header + "\n" + "\n\n".join(sections) + "\n")
+    print(f"wrote {OUTPUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,383 @@
+"""Property tests of the admission pass over random quotas, cohorts and request streams.
+
+Invariants (each a test below): every request is admitted whole or left waiting with a
+reason; the ledger equals the running clusters plus the admitted ones exactly; a pass
+never takes a tenant over its nominal quota plus borrowing limit, a cohort over its
+nominal total, a tenant over its CPU or memory quota, an engineer over a per-user cap,
+or a flavor over its known free capacity; lower priorities never change what higher
+priorities get; the dry-run agrees with the pass; and an aged request is not starved.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clusters.admission import (
+    REASONS,
+    TENANT_QUOTA,
+    FlavorQ,
+    Pending,
+    QuotaQ,
+    Running,
+    Snapshot,
+    TenantQ,
+    decide,
+    dry_run,
+)
+from tests.clusters.admission_helpers import NOW, minutes
+
+TENANTS = ["acme", "globex", "initech", "umbrella"]
+PER_NODE = {"h100": 8, "l4": 1}
+
+
+def _later(m: int) -> datetime:
+    return NOW + minutes(m)
+
+
+@st.composite
+def snapshots(draw: st.DrawFn, max_pending: int = 25) -> Snapshot:
+    slugs = TENANTS[: draw(st.integers(1, 4))]
+    tenants = [
+        TenantQ(
+            slug,
+            cohort=draw(st.sampled_from(["a", "b"])),
+            weight=Decimal(draw(st.integers(1, 3))),
+            cpu_quota=draw(st.sampled_from([0, 0, 40, 120])),
+            memory_quota_gib=draw(st.sampled_from([0, 0, 200, 600])),
+            max_dev_clusters_per_user=draw(st.sampled_from([None, 1, 2, 3])),
+            max_dev_gpus_per_user=draw(st.sampled_from([None, 2, 4])),
+        )
+        for slug in slugs
+    ]
+    flavors = []
+    for name, per_node in PER_NODE.items():
+        nodes = draw(st.integers(1, 4))
+        free = draw(st.one_of(st.none(), st.integers(0, per_node * nodes)))
+        flavors.append(
+            FlavorQ(name, per_node, nodes, None if free is None else Decimal(free), None)
+        )
+    quotas = [
+        QuotaQ(slug, name, draw(st.integers(0, 16)), draw(st.integers(0, 8)))
+        for slug in slugs
+        for name in PER_NODE
+        if draw(st.booleans())
+    ]
+    ids = iter(range(1, 10_000))
+
+    def cluster_fields() -> dict:
+        flavor = draw(st.sampled_from(["h100", "h100", "l4"]))
+        kind = draw(st.sampled_from(["dev", "dev", "prod"]))
+        workers = draw(st.integers(1, 3))
+        gpus = workers * (PER_NODE[flavor] if kind == "prod" else 1)
+        return dict(
+            tenant=draw(st.sampled_from(slugs)),
+            owner=draw(st.integers(1, 3)),
+            flavor=flavor,
+            kind=kind,
+            gpus=Decimal(gpus),
+            cpu=Decimal(4 * gpus),
+            memory_gib=Decimal(16 * gpus),
+            priority=draw(st.integers(0, 2)),
+        )
+
+    running = [
+        Running(
+            id=next(ids),
+            admitted_at=NOW - minutes(draw(st.integers(0, 300))),
+            expires_at=draw(
+                st.one_of(st.none(), st.integers(1, 300).map(lambda m: NOW + minutes(m)))
+            ),
+            nodes=0,
+            **cluster_fields(),
+        )
+        for _ in range(draw(st.integers(0, 10)))
+    ]
+    pending = []
+    for _ in range(draw(st.integers(0, max_pending))):
+        fields = cluster_fields()
+        if draw(st.integers(0, 30)) == 0:
+            fields["flavor"] = "a100"
+        per_worker = Decimal(PER_NODE.get(fields["flavor"], 8)) if fields["kind"] == "prod" else 1
+        pending.append(
+            Pending(
+                id=next(ids),
+                created_at=NOW - minutes(draw(st.integers(0, 240))),
+                workers=int(fields["gpus"] / per_worker),
+                worker_gpus=Decimal(per_worker),
+                ttl=draw(st.one_of(st.none(), st.integers(10, 240).map(minutes))),
+                **fields,
+            )
+        )
+    return Snapshot(
+        now=NOW,
+        tenants=tenants,
+        flavors=flavors,
+        quotas=quotas,
+        running=running,
+        pending=pending,
+        aging=minutes(draw(st.sampled_from([30, 60, 600]))),
+    )
+
+
+def _sum_by(items, key) -> dict:
+    out: dict = defaultdict(Decimal)
+    for item in items:
+        out[key(item)] += item.gpus
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_whole_gangs_exact_ledger_and_no_limit_ever_exceeded(snap: Snapshot) -> None:
+    decision = decide(snap)
+    by_id = {p.id: p for p in snap.pending}
+    admitted = [by_id[i] for i in decision.admitted]
+
+    # All or nothing: each request is admitted once or waits, never split.
+    assert len(set(decision.admitted)) == len(decision.admitted)
+    assert set(decision.admitted) | set(decision.waiting) == set(by_id)
+    assert not set(decision.admitted) & set(decision.waiting)
+
+    # The ledger is exactly what running and admitted clusters hold.
+    expected = _sum_by([*snap.running, *admitted], lambda c: (c.tenant, c.flavor))
+    assert decision.ledger == {k: v for k, v in expected.items() if v}
+
+    tenants = {t.slug: t for t in snap.tenants}
+    quotas = {(q.tenant, q.flavor): q for q in snap.quotas}
+    cohort_nominal: dict = defaultdict(int)
+    for q in snap.quotas:
+        cohort_nominal[tenants[q.tenant].cohort, q.flavor] += q.gpus
+    after = [*snap.running, *admitted]
+    cohort_usage = _sum_by(after, lambda c: (tenants[c.tenant].cohort, c.flavor))
+    for p in admitted:
+        q = quotas[p.tenant, p.flavor]
+        assert expected[p.tenant, p.flavor] <= q.gpus + q.borrow_limit
+        cohort = tenants[p.tenant].cohort
+        assert cohort_usage[cohort, p.flavor] <= cohort_nominal[cohort, p.flavor]
+        tenant = tenants[p.tenant]
+        mine = [c for c in after if c.tenant == p.tenant]
+        if tenant.cpu_quota:
+            assert sum(c.cpu for c in mine) <= tenant.cpu_quota
+        if tenant.memory_quota_gib:
+            assert sum(c.memory_gib for c in mine) <= tenant.memory_quota_gib
+        if p.kind == "dev":
+            own = [c for c in mine if c.kind == "dev" and c.owner == p.owner]
+            if tenant.max_dev_clusters_per_user is not None:
+                assert len(own) <= tenant.max_dev_clusters_per_user
+            if tenant.max_dev_gpus_per_user is not None:
+                assert sum(c.gpus for c in own) <= tenant.max_dev_gpus_per_user
+
+    # Never over known free capacity, in GPUs and (for prod) whole nodes.
+    taken = _sum_by(admitted, lambda c: c.flavor)
+    for f in snap.flavors:
+        if f.free_gpus is not None:
+            assert taken[f.name] <= f.free_gpus
+            prod_nodes = sum(p.workers for p in admitted if p.flavor == f.name and p.kind == "prod")
+            assert prod_nodes <= f.free_gpus // f.gpus_per_node
+
+    # Every waiting request has a known reason, a message and consecutive positions.
+    per_tenant: dict = defaultdict(list)
+    per_flavor: dict = defaultdict(list)
+    for rid, status in decision.waiting.items():
+        assert status.reason in REASONS
+        assert status.message
+        assert status.eta is None or status.eta >= snap.now
+        per_tenant[by_id[rid].tenant].append(status.position)
+        per_flavor[by_id[rid].flavor].append(status.flavor_position)
+    for positions in [*per_tenant.values(), *per_flavor.values()]:
+        assert positions == list(range(1, len(positions) + 1))
+
+    # Reclaim only picks running clusters of tenants that borrow, never twice.
+    victims = [r.id for r in decision.reclaim]
+    assert len(set(victims)) == len(victims)
+    running_ids = {r.id for r in snap.running}
+    assert set(victims) <= running_ids
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_lower_priorities_never_change_what_higher_priorities_get(snap: Snapshot) -> None:
+    """Removing every request below a priority level leaves the admissions at or above it
+    unchanged: a lower-priority request never takes what a higher one could use."""
+    full = decide(snap)
+    by_id = {p.id: p for p in snap.pending}
+    for level in {p.rank for p in snap.pending}:
+        upper = [p for p in snap.pending if p.rank >= level]
+        alone = decide(replace(snap, pending=upper))
+        assert alone.admitted == [i for i in full.admitted if by_id[i].rank >= level]
+        # And admissions come in priority order.
+    ranks = [by_id[i].rank for i in full.admitted]
+    assert ranks == sorted(ranks, reverse=True)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots(max_pending=12), st.data())
+def test_dry_run_agrees_with_the_pass(snap: Snapshot, data: st.DataObject) -> None:
+    tenant = data.draw(st.sampled_from([t.slug for t in snap.tenants]))
+    flavor = data.draw(st.sampled_from(["h100", "l4", "a100"]))
+    kind = data.draw(st.sampled_from(["dev", "prod"]))
+    workers = data.draw(st.integers(1, 4))
+    per_worker = PER_NODE.get(flavor, 8) if kind == "prod" else 1
+    candidate = Pending(
+        id=99_999,
+        tenant=tenant,
+        owner=data.draw(st.integers(1, 3)),
+        flavor=flavor,
+        kind=kind,
+        gpus=Decimal(workers * per_worker),
+        created_at=snap.now,
+        cpu=Decimal(4 * workers * per_worker),
+        memory_gib=Decimal(16 * workers * per_worker),
+        workers=workers,
+        worker_gpus=Decimal(per_worker),
+    )
+    verdict = dry_run(snap, candidate)
+    decision = decide(replace(snap, pending=[*snap.pending, candidate]))
+    admitted = candidate.id in decision.admitted
+    assert admitted == (verdict.verdict == "fits_now")
+    if verdict.verdict == "will_queue":
+        status = decision.waiting[candidate.id]
+        assert (verdict.position, verdict.eta) == (status.position, status.eta)
+    if verdict.verdict == "never_fits":
+        # Not even on an idle fleet with the queue empty.
+        idle = replace(snap, running=[], pending=[candidate])
+        idle = replace(idle, flavors=[replace(f, free_gpus=None) for f in snap.flavors])
+        assert decide(idle).admitted == []
+
+
+def _simulate_stream(
+    *, aging: timedelta, tenants: int, arrivals: list[list[tuple[int, int, int]]], tick: int
+) -> tuple[int | None, list[tuple[int, int, int, str]], dict[int, str]]:
+    """Run a pass every ``tick`` minutes on one 8-GPU node; the 8-GPU request 1 arrives
+    after the first tick while 1-2 GPU requests keep arriving (``arrivals[step]`` is a list
+    of (tenant, gpus, ttl minutes)). Returns when request 1 started (minutes), every
+    admission as (minute, id, created minute, tenant) and request 1's reason per minute."""
+    slugs = TENANTS[:tenants]
+    base = Snapshot(
+        now=NOW,
+        tenants=[TenantQ(s, cohort="a") for s in slugs],
+        flavors=[FlavorQ("h100", 8, 1)],
+        quotas=[QuotaQ(s, "h100", 8) for s in slugs],
+        aging=aging,
+    )
+    running: list[Running] = []
+    waiting: list[Pending] = []
+    created: dict[int, int] = {}
+    admissions: list[tuple[int, int, int, str]] = []
+    reasons: dict[int, str] = {}
+    next_id = 2
+    for step, batch in enumerate(arrivals):
+        minute = step * tick
+        now = NOW + minutes(minute)
+        if step == 1:
+            waiting.append(
+                Pending(1, slugs[0], 1, "h100", "dev", Decimal(8), now, workers=8, ttl=minutes(60))
+            )
+            created[1] = minute
+        for tenant, gpus, ttl in batch:
+            waiting.append(
+                Pending(
+                    next_id,
+                    slugs[tenant % tenants],
+                    next_id,
+                    "h100",
+                    "dev",
+                    Decimal(gpus),
+                    now,
+                    workers=gpus,
+                    ttl=minutes(ttl),
+                )
+            )
+            created[next_id] = minute
+            next_id += 1
+        running = [r for r in running if r.expires_at is None or r.expires_at > now]
+        free = Decimal(8) - sum((r.gpus for r in running), Decimal(0))
+        snap = replace(
+            base,
+            now=now,
+            running=running,
+            pending=waiting,
+            flavors=[FlavorQ("h100", 8, 1, free_gpus=free)],
+        )
+        decision = decide(snap)
+        admitted = set(decision.admitted)
+        for p in waiting:
+            if p.id in admitted:
+                admissions.append((minute, p.id, created[p.id], p.tenant))
+                running.append(
+                    Running(
+                        p.id,
+                        p.tenant,
+                        p.owner,
+                        p.flavor,
+                        p.kind,
+                        p.gpus,
+                        admitted_at=now,
+                        expires_at=now + (p.ttl or minutes(0)),
+                    )
+                )
+        waiting = [p for p in waiting if p.id not in admitted]
+        if 1 in admitted:
+            return minute, admissions, reasons
+        if 1 in decision.waiting:
+            reasons[minute] = decision.waiting[1].reason
+    return None, admissions, reasons
+
+
+# A steady stream: every tick each tenant asks for 1-2 GPUs for 10-45 minutes.
+streams = st.integers(1, 3).flatmap(
+    lambda n: st.tuples(
+        st.just(n),
+        st.lists(
+            st.lists(
+                st.tuples(st.integers(0, n - 1), st.integers(1, 2), st.integers(10, 45)),
+                min_size=1,
+                max_size=3,
+            ),
+            min_size=60,
+            max_size=60,
+        ),
+    )
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams, st.sampled_from([20, 45, 90]))
+def test_an_aged_request_is_not_starved_by_a_stream_of_small_ones(stream, aging_min) -> None:
+    """Once the large request has aged, younger requests start before it only while it
+    waits on its own tenant's quota, and only for other tenants (its own are held).
+
+    Bound: let T* be when it aged or when the last request older than it started,
+    whichever is later. Its tenant's quota then drains within one TTL (nothing younger
+    of its tenant starts), then the node drains within one more (nothing younger starts
+    at all): it starts by T* + 2 x the longest TTL + one tick.
+    """
+    tenants, arrivals = stream
+    tick, ttl_max = 5, 45
+    started, admissions, reasons = _simulate_stream(
+        aging=minutes(aging_min), tenants=tenants, arrivals=arrivals, tick=tick
+    )
+    t0, aged = tick, tick + aging_min
+    older = [m for m, rid, c, _ in admissions if c < t0]
+    t_star = max([aged, *older])
+    assert started is not None, "starved"
+    assert started <= t_star + 2 * ttl_max + tick
+    for minute, rid, created_at, tenant in admissions:
+        if rid != 1 and aged <= minute < started and created_at >= t0:
+            assert reasons[minute] == TENANT_QUOTA, (minute, rid, reasons[minute])
+            assert tenant != TENANTS[0], (minute, rid)
+
+
+def test_without_aging_the_large_request_is_starved() -> None:
+    """The contrast: best effort alone lets the small ones pass forever."""
+    arrivals = [[(0, 1, 30), (1, 2, 30)] for _ in range(60)]
+    never, _, _ = _simulate_stream(aging=timedelta(days=30), tenants=2, arrivals=arrivals, tick=5)
+    assert never is None
+    started, _, _ = _simulate_stream(aging=minutes(30), tenants=2, arrivals=arrivals, tick=5)
+    assert started is not None and started <= 5 + 30 + 2 * 30 + 5

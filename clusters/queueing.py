@@ -131,6 +131,7 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[C
                 admitted_at=r.admitted_at,
                 expires_at=r.expires_at,
                 nodes=r.workers if r.kind == ClusterKind.PROD else 0,
+                suspend_at=r.reclaim_after,
             )
             for r in holding
         ],

@@ -1,0 +1,173 @@
+"""The admission pass on the database: dry-run agreement, queue status, reclaim, usage.
+
+No worker here: the pass is called directly, as the Celery task would, and the tests
+read the rows and the API it feeds.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from clusters import services
+from clusters.admission_pass import run_admission_pass
+from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
+from clusters.states import State
+from clusters.transitions import transition
+from tenants.models import Quota
+
+pytestmark = pytest.mark.django_db
+
+CLUSTERS = "/api/v1/tenants/{}/clusters/"
+
+
+def _quota(tenant: Any, flavor: Any, gpus: int, borrow: int = 0) -> None:
+    Quota.objects.filter(tenant=tenant, flavor=flavor).update(gpus=gpus, borrow_limit=borrow)
+
+
+def _roomy(*tenants: Any) -> None:
+    for tenant in tenants:
+        tenant.max_dev_clusters_per_user = 50
+        tenant.max_dev_gpus_per_user = 50
+        tenant.save()
+
+
+def _ready(cluster: ClusterRequest) -> None:
+    transition(cluster, State.PROVISIONING, reason="applied")
+    transition(cluster, State.READY, reason="ready", ready_at=timezone.now())
+
+
+def test_dry_run_agrees_with_the_next_pass(as_user: Any, bob: Any, acme: Any, h100: Any) -> None:
+    _roomy(acme)
+    _quota(acme, h100, gpus=2)
+    api = as_user(bob)
+    body = {"kind": "dev", "flavor": "h100", "workers": 2}
+    verdict = api.post(CLUSTERS.format("acme") + "dry-run/", body, format="json").json()
+    assert verdict["verdict"] == "fits_now"
+    first = api.post(CLUSTERS.format("acme"), {**body, "name": "first"}, format="json")
+    assert first.status_code == 201
+    assert run_admission_pass().admitted == [ClusterRequest.objects.get(name="first").pk]
+
+    verdict = api.post(CLUSTERS.format("acme") + "dry-run/", body, format="json").json()
+    assert verdict["verdict"] == "will_queue"
+    assert verdict["reasons"][0]["code"] == "tenant_quota"
+    assert verdict["position"] == 1
+    first_row = ClusterRequest.objects.get(name="first")
+    # The only thing that frees acme's H100s is the first cluster's expiry.
+    assert verdict["eta"] is not None
+    assert (
+        abs(
+            (timezone.datetime.fromisoformat(verdict["eta"]) - first_row.expires_at).total_seconds()
+        )
+        < 60
+    )
+
+    api.post(CLUSTERS.format("acme"), {**body, "name": "second"}, format="json")
+    assert run_admission_pass().admitted == []
+    second = ClusterRequest.objects.get(name="second")
+    assert second.state == "queued"
+    assert second.queue_reason == "tenant_quota" and second.queue_position == 1
+    assert "H100" in second.queue_message.upper()
+    detail = api.get(CLUSTERS.format("acme") + "second/").json()
+    assert detail["queue"]["reason"] == "tenant_quota"
+    assert detail["queue"]["position"] == 1
+    assert detail["queue"]["eta"] is not None
+
+
+def test_never_fits_is_said_before_submitting(
+    as_user: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _quota(acme, h100, gpus=8, borrow=0)
+    body = {"kind": "prod", "flavor": "h100", "workers": 2}
+    verdict = as_user(alice).post(CLUSTERS.format("acme") + "dry-run/", body, format="json").json()
+    assert verdict["verdict"] == "never_fits"
+    assert verdict["reasons"][0]["code"] == "tenant_total"
+    assert ClusterRequest.objects.count() == 0
+
+
+def test_queue_endpoints_list_waiting_requests_in_order(
+    as_user: Any, bob: Any, root: Any, charlie: Any, acme: Any, h100: Any
+) -> None:
+    _roomy(acme)
+    _quota(acme, h100, gpus=1)
+    for name in ("q-a", "q-b", "q-c"):
+        services.cluster_request_create(
+            actor=bob, tenant=acme, name=name, kind="dev", flavor=h100, workers=1
+        )
+    run_admission_pass()
+    rows = as_user(bob).get("/api/v1/tenants/acme/queue/").json()["results"]
+    assert [(r["name"], r["position"], r["reason"]) for r in rows] == [
+        ("q-b", 1, "tenant_quota"),
+        ("q-c", 2, "tenant_quota"),
+    ]
+    assert as_user(charlie).get("/api/v1/tenants/acme/queue/").status_code == 404
+    assert as_user(bob).get("/api/v1/queue/").status_code == 403
+    everything = as_user(root).get("/api/v1/queue/").json()["results"]
+    assert [r["name"] for r in everything] == ["q-b", "q-c"]
+
+
+def test_reclaim_warns_then_suspends_the_borrower_never_deletes(
+    settings: Any, alice: Any, charlie: Any, acme: Any, globex: Any, h100: Any
+) -> None:
+    settings.RECLAIM_GRACE_SECONDS = 3600
+    _roomy(acme, globex)
+    _quota(acme, h100, gpus=8, borrow=8)
+    _quota(globex, h100, gpus=8, borrow=0)
+    h100.node_count = 2  # 16 GPUs in the fleet: acme borrowing 8 fills it
+    h100.save()
+    old = services.cluster_request_create(
+        actor=alice, tenant=acme, name="own", kind="prod", flavor=h100, workers=1
+    )
+    borrowed = services.cluster_request_create(
+        actor=alice, tenant=acme, name="borrowed", kind="prod", flavor=h100, workers=1
+    )
+    assert sorted(run_admission_pass().admitted) == sorted([old.pk, borrowed.pk])
+    for row in ClusterRequest.objects.filter(pk__in=[old.pk, borrowed.pk]):
+        _ready(row)
+
+    need = services.cluster_request_create(
+        actor=charlie, tenant=globex, name="mine", kind="dev", flavor=h100, workers=8
+    )
+    result = run_admission_pass()
+    assert result.admitted == [] and result.suspended == []
+    need.refresh_from_db()
+    assert need.queue_reason == "reclaim_pending"
+    victim = ClusterRequest.objects.get(pk=borrowed.pk)
+    assert victim.reclaim_after is not None and victim.state == "ready"
+    warning = ClusterEvent.objects.get(cluster=victim, reason="reclaim_warning")
+    assert "suspended" in warning.message
+
+    ClusterRequest.objects.filter(pk=victim.pk).update(
+        reclaim_after=timezone.now() - timedelta(seconds=1)
+    )
+    result = run_admission_pass()
+    assert result.suspended == [victim.pk]
+    victim.refresh_from_db()
+    assert victim.state == "suspended" and victim.holds_gpus is False
+    assert ClusterRequest.objects.get(pk=old.pk).state == "ready"
+    assert run_admission_pass().admitted == [need.pk]
+
+
+def test_usage_reports_gpu_hours_per_user_and_flavor(
+    as_user: Any, bob: Any, acme: Any, h100: Any
+) -> None:
+    _roomy(acme)
+    cluster = services.cluster_request_create(
+        actor=bob, tenant=acme, name="u", kind="dev", flavor=h100, workers=2
+    )
+    run_admission_pass()
+    two_hours_ago = timezone.now() - timedelta(hours=2)
+    UsageSpan.objects.filter(cluster=cluster).update(started_at=two_hours_ago)
+    cluster.refresh_from_db()
+    services.cluster_delete(actor=bob, cluster=cluster)
+    # deleting keeps the GPUs until the pods are gone: the span is still open
+    assert UsageSpan.objects.get(cluster=cluster).ended_at is None
+    usage = as_user(bob).get("/api/v1/tenants/acme/usage/").json()
+    assert usage["total_gpu_hours"] == pytest.approx(4.0, abs=0.01)
+    assert usage["by_user"] == [{"user": "bob", "gpu_hours": pytest.approx(4.0, abs=0.01)}]
+    assert usage["by_flavor"][0]["flavor"] == "h100"
+    assert Decimal(str(usage["by_user_and_flavor"][0]["gpu_hours"])) > 3

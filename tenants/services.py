@@ -412,9 +412,9 @@ def quota_set(
     seen: set[str] = set()
     for index, line in enumerate(flavors):
         if line.flavor not in known:
-            errors[f"flavors[{index}].flavor"] = [f"No flavor named {line.flavor!r}."]
+            errors[f"flavors.{index}.flavor"] = [f"No flavor named {line.flavor!r}."]
         elif line.flavor in seen:
-            errors[f"flavors[{index}].flavor"] = [f"Flavor {line.flavor!r} is listed twice."]
+            errors[f"flavors.{index}.flavor"] = [f"Flavor {line.flavor!r} is listed twice."]
         seen.add(line.flavor)
     if errors:
         raise ValidationError(errors)

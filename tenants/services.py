@@ -248,7 +248,7 @@ def tenant_create(
         namespace=namespace or f"{settings.TENANT_NAMESPACE_PREFIX}{slug}",
         **fields,
     )
-    tenant.full_clean()
+    _tenant_clean(tenant)
     tenant.save()
     audit_record(
         actor=actor,
@@ -279,7 +279,7 @@ def tenant_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, Any]) -> 
     before = _snapshot(tenant, fields)
     for name in fields:
         setattr(tenant, name, changes[name])
-    tenant.full_clean()
+    _tenant_clean(tenant)
     tenant.save(update_fields=fields or None)
     audit_record(
         actor=actor,
@@ -290,6 +290,15 @@ def tenant_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, Any]) -> 
     )
     _ensure_visible(actor=actor, tenant=tenant)
     return tenant
+
+
+def _tenant_clean(tenant: Tenant) -> None:
+    # The database constraint says the same; checking first names the field at fault.
+    if tenant.dev_ttl_hours > tenant.max_ttl_hours:
+        raise ValidationError(
+            {"dev_ttl_hours": ["The default dev TTL cannot exceed the maximum TTL."]}
+        )
+    tenant.full_clean()
 
 
 def _ensure_visible(*, actor: Any, tenant: Tenant) -> None:
@@ -403,9 +412,9 @@ def quota_set(
     seen: set[str] = set()
     for index, line in enumerate(flavors):
         if line.flavor not in known:
-            errors[f"flavors[{index}].flavor"] = [f"No flavor named {line.flavor!r}."]
+            errors[f"flavors.{index}.flavor"] = [f"No flavor named {line.flavor!r}."]
         elif line.flavor in seen:
-            errors[f"flavors[{index}].flavor"] = [f"Flavor {line.flavor!r} is listed twice."]
+            errors[f"flavors.{index}.flavor"] = [f"Flavor {line.flavor!r} is listed twice."]
         seen.add(line.flavor)
     if errors:
         raise ValidationError(errors)

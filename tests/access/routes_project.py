@@ -1,0 +1,21 @@
+"""Project routes outside the REST API: public ones (checked for anonymous access) and
+exempt ones (with the reason they are not in the matrix)."""
+
+from __future__ import annotations
+
+# Template -> status an anonymous GET must get.
+PUBLIC = {
+    "healthz": 200,
+    "metrics": 200,
+    "api/schema/": 200,
+    "api/docs/": 200,
+    "login/": 200,
+    "": 302,  # the dashboard home redirects to the login page
+}
+
+# Template or prefix (ending in "/") -> why the matrix does not cover it.
+EXEMPT = {
+    "readyz": "probes the broker and the Kubernetes API; tested in tests/controlplane",
+    "logout/": "session logout (POST); tested in tests/frontend",
+    "admin/": "Django's admin site, staff-only by Django itself",
+}

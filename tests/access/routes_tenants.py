@@ -1,0 +1,107 @@
+"""Access table of the tenants API (users, tokens, flavors, tenants, members, quotas,
+audit). See ``tests/access/matrix.py`` for the vocabulary."""
+
+from __future__ import annotations
+
+from tests.access.matrix import Case, Route, everyone, members, platform_only, statuses
+
+ROUTES = {
+    "api/v1/auth/token/": Route(
+        methods={
+            # Logging in needs no prior authentication: everybody with valid credentials.
+            "POST": Case(
+                statuses(
+                    anonymous=200, outsider=200, viewer=200, engineer=200, admin=200, platform=200
+                ),
+                body=lambda w: {"username": "bob", "password": w.password},
+            ),
+            "DELETE": Case(everyone(204)),
+        }
+    ),
+    "api/v1/users/": Route(
+        methods={
+            "GET": Case(platform_only(200)),
+            "POST": Case(
+                platform_only(201),
+                body=lambda w: {
+                    "username": "newcomer",
+                    "email": "newcomer@example.com",
+                    "password": "a-long-unusual-passphrase-42",
+                },
+            ),
+        }
+    ),
+    "api/v1/users/me/": Route(methods={"GET": Case(everyone(200))}),
+    "api/v1/flavors/": Route(
+        methods={
+            "GET": Case(everyone(200)),
+            "POST": Case(
+                platform_only(201),
+                body=lambda w: {
+                    "name": "a10",
+                    "gpu_product": "NVIDIA-A10",
+                    "gpus_per_node": 4,
+                    "cpu_per_node": 64,
+                    "memory_per_node_gib": 256,
+                    "node_count": 2,
+                    "sharing": True,
+                },
+            ),
+        }
+    ),
+    "api/v1/flavors/{name}/": Route(
+        kwargs={"name": "h100"},
+        methods={
+            "GET": Case(everyone(200)),
+            "PATCH": Case(platform_only(200), body=lambda w: {"node_count": 6}),
+            # A flavor nobody references (h100 and l4 are in quotas: that is a 409).
+            "DELETE": Case(platform_only(204), kwargs={"name": "spare"}),
+        },
+    ),
+    "api/v1/tenants/": Route(
+        methods={
+            "GET": Case(everyone(200)),
+            "POST": Case(platform_only(201), body=lambda w: {"slug": "initech", "name": "Initech"}),
+        }
+    ),
+    "api/v1/tenants/{slug}/": Route(
+        kwargs={"slug": "acme"},
+        methods={
+            "GET": Case(members(viewer=200, engineer=200, admin=200, platform=200)),
+            "PATCH": Case(
+                members(viewer=403, engineer=403, admin=403, platform=200),
+                body=lambda w: {"name": "Acme Labs", "policy": {"dev_ttl_hours": 12}},
+            ),
+        },
+    ),
+    "api/v1/tenants/{tenant_slug}/members/": Route(
+        kwargs={"tenant_slug": "acme"},
+        methods={
+            "GET": Case(members(viewer=200, engineer=200, admin=200, platform=200)),
+            "POST": Case(
+                members(viewer=403, engineer=403, admin=201, platform=201),
+                body=lambda w: {"username": "dave", "role": "engineer"},
+            ),
+        },
+    ),
+    "api/v1/tenants/{tenant_slug}/members/{username}/": Route(
+        kwargs={"tenant_slug": "acme", "username": "bob"},
+        methods={"DELETE": Case(members(viewer=403, engineer=403, admin=204, platform=204))},
+    ),
+    "api/v1/tenants/{tenant_slug}/quotas/": Route(
+        kwargs={"tenant_slug": "acme"},
+        methods={
+            "GET": Case(members(viewer=200, engineer=200, admin=200, platform=200)),
+            "PUT": Case(
+                members(viewer=403, engineer=403, admin=403, platform=200),
+                body=lambda w: {
+                    "flavors": [{"flavor": "h100", "gpus": 24, "borrow_limit": 0}],
+                    "cpu": 500,
+                    "memory_gib": 4000,
+                },
+            ),
+        },
+    ),
+    # Engineers and viewers get an empty list rather than a 403 (documented in README).
+    "api/v1/audit/": Route(methods={"GET": Case(everyone(200))}),
+}

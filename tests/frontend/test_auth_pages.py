@@ -1,0 +1,28 @@
+"""Session login for the browser, logout, and the placeholder home page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.test import Client
+
+
+def test_login_then_home_lists_own_tenants(alice: Any, charlie: Any) -> None:
+    client = Client()
+    assert client.get("/").status_code == 302
+    page = client.get("/login/")
+    assert page.status_code == 200 and b"cdn" not in page.content.lower()
+    response = client.post("/login/", {"username": "alice", "password": "correct-horse-battery"})
+    assert response.status_code == 302 and response["Location"] == "/"
+    home = client.get("/").content.decode()
+    assert "acme" in home and "globex" not in home
+    # The session also authenticates the API (the browser's path).
+    assert client.get("/api/v1/users/me/").json()["username"] == "alice"
+    assert client.post("/logout/").status_code == 302
+    assert client.get("/").status_code == 302
+
+
+def test_api_docs_are_served_without_a_cdn(db: Any) -> None:
+    page = Client().get("/api/docs/").content.decode()
+    assert "cdn" not in page.lower() and "jsdelivr" not in page
+    assert "/static/drf_spectacular_sidecar/" in page

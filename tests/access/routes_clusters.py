@@ -1,56 +1,109 @@
-"""Expected status per actor for the routes of the clusters API (dry-run and manifests).
+"""Access table of the clusters API (cluster requests, dry-run, manifests, queue, usage).
+See ``tests/access/matrix.py`` for the vocabulary.
 
-``ROUTES[pattern][method] = (statuses, body)``: ``pattern`` is the route's full pattern
-as ``str()`` of its URL patterns; ``statuses`` maps each actor (anonymous, outsider —
-a member of another tenant —, viewer, engineer, admin, platform_admin) to the status
-expected for tenant ``acme``; ``body(ctx)`` returns the JSON body to send (``ctx`` may
-carry fixtures; unused here). The manifests route expects a cluster named ``bob-dev``
-in acme to exist (the matrix test creates it).
+Routes on one cluster build their target in the ``kwargs`` builder: bob's dev cluster in
+acme, in the state the action needs (ready to suspend or extend, suspended to resume).
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-Body = Any
+from django.utils import timezone
+
+from clusters.models import ClusterRequest
+from tenants.models import GpuFlavor
+from tests.access.matrix import Case, Route, members, platform_only
+
+CLUSTERS = "api/v1/tenants/{tenant_slug}/clusters/"
+ONE = CLUSTERS + "{name}/"
 
 
-def _dev_body(ctx: Any = None) -> dict[str, Any]:
-    return {"flavor": "h100", "workers": 1}
-
-
-def _no_body(ctx: Any = None) -> None:
-    return None
-
-
-TENANT = "api/v1/tenants/<slug:tenant_slug>/"
-ACTORS = ("anonymous", "outsider", "viewer", "engineer", "admin", "platform_admin")
-
-ROUTES: dict[str, dict[str, tuple[dict[str, int], Body]]] = {
-    TENANT + "^clusters/dry-run/$": {
-        "POST": (
-            {
-                "anonymous": 401,
-                "outsider": 404,
-                "viewer": 403,
-                "engineer": 200,
-                "admin": 200,
-                "platform_admin": 200,
+def _bobs(state: str, name: str = "bob-dev") -> Any:
+    def build(w: Any) -> dict[str, str]:
+        now = timezone.now()
+        ClusterRequest.objects.get_or_create(
+            tenant=w.acme,
+            name=name,
+            defaults={
+                "owner": w.actors["engineer"],
+                "kind": "dev",
+                "flavor": GpuFlavor.objects.get(name="l4"),
+                "workers": 1,
+                "gpus": 1,
+                "state": state,
+                "holds_gpus": state == "ready",
+                "ttl_hours": 8,
+                "admitted_at": now,
+                "expires_at": now + timedelta(hours=8) if state == "ready" else None,
             },
-            _dev_body,
-        ),
-    },
-    TENANT + "^clusters/(?P<name>[a-z]([-a-z0-9]*[a-z0-9])?)/manifests/$": {
-        "GET": (
-            {
-                "anonymous": 401,
-                "outsider": 404,
-                "viewer": 200,
-                "engineer": 200,
-                "admin": 200,
-                "platform_admin": 200,
-            },
-            _no_body,
-        ),
-    },
+        )
+        return {"tenant_slug": "acme", "name": name}
+
+    return build
+
+
+READERS = members(viewer=200, engineer=200, admin=200, platform=200)
+
+ROUTES = {
+    CLUSTERS: Route(
+        kwargs={"tenant_slug": "acme"},
+        methods={
+            "GET": Case(READERS),
+            "POST": Case(
+                members(viewer=403, engineer=201, admin=201, platform=201),
+                body=lambda w: {"kind": "dev", "flavor": "l4", "workers": 1},
+            ),
+        },
+    ),
+    CLUSTERS + "dry-run/": Route(
+        kwargs={"tenant_slug": "acme"},
+        methods={
+            "POST": Case(
+                members(viewer=403, engineer=200, admin=200, platform=200),
+                body=lambda w: {"kind": "dev", "flavor": "l4", "workers": 1},
+            )
+        },
+    ),
+    ONE: Route(
+        methods={
+            "GET": Case(READERS, kwargs=_bobs("ready")),
+            "DELETE": Case(
+                members(viewer=403, engineer=202, admin=202, platform=202), kwargs=_bobs("ready")
+            ),
+        },
+    ),
+    ONE + "manifests/": Route(methods={"GET": Case(READERS, kwargs=_bobs("ready"))}),
+    ONE + "suspend/": Route(
+        methods={
+            "POST": Case(
+                members(viewer=403, engineer=200, admin=200, platform=200), kwargs=_bobs("ready")
+            )
+        }
+    ),
+    ONE + "resume/": Route(
+        methods={
+            "POST": Case(
+                members(viewer=403, engineer=200, admin=200, platform=200),
+                kwargs=_bobs("suspended", "bob-paused"),
+            )
+        }
+    ),
+    ONE + "extend/": Route(
+        methods={
+            "POST": Case(
+                members(viewer=403, engineer=200, admin=200, platform=200),
+                kwargs=_bobs("ready"),
+                body=lambda w: {"hours": 4},
+            )
+        }
+    ),
+    "api/v1/tenants/{tenant_slug}/queue/": Route(
+        kwargs={"tenant_slug": "acme"}, methods={"GET": Case(READERS)}
+    ),
+    "api/v1/tenants/{tenant_slug}/usage/": Route(
+        kwargs={"tenant_slug": "acme"}, methods={"GET": Case(READERS)}
+    ),
+    "api/v1/queue/": Route(methods={"GET": Case(platform_only(200))}),
 }

@@ -48,8 +48,27 @@ ROUTES, PUBLIC, EXEMPT = _tables()
 _CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
 
 
+def _named_groups(route: str) -> str:
+    """Replace each regex group ``(?P<name>...)`` by ``{name}``, nested parentheses too."""
+    out, i = [], 0
+    while (start := route.find("(?P<", i)) != -1:
+        name_end = route.index(">", start)
+        depth, j = 0, start
+        while True:
+            if route[j] == "(" and route[j - 1 : j] != "\\":
+                depth += 1
+            elif route[j] == ")" and route[j - 1 : j] != "\\":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        out.append(route[i:start] + "{" + route[start + 4 : name_end] + "}")
+        i = j + 1
+    return "".join(out) + route[i:]
+
+
 def _template(route: str) -> str:
-    route = _CONVERTER.sub(lambda m: "{" + (m.group(1) or m.group(2)) + "}", route)
+    route = _CONVERTER.sub(lambda m: "{" + (m.group(1) or m.group(2)) + "}", _named_groups(route))
     return route.replace("^", "").replace("$", "").replace("\\Z", "")
 
 

@@ -6,6 +6,7 @@ PY := $(BIN)/python
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 PORT ?= 8000
+PYTEST_ARGS ?= -n 2
 
 .PHONY: run test lint typecheck checks pytest bench install install-dev clean
 

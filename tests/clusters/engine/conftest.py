@@ -25,7 +25,7 @@ from kubesim import KubeSim
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 30.0, what: str = "") -> Any:
+def wait_for(predicate: Callable[[], Any], *, timeout: float = 60.0, what: str = "") -> Any:
     """Poll ``predicate`` until it returns something truthy; fail with ``what`` otherwise."""
     deadline = time.monotonic() + timeout
     last: Any = None

@@ -9,6 +9,7 @@ never a GET per cluster), then for every row that is not deleted:
 * recreates objects that vanished (and the namespace bundle with them);
 * finishes deletions once the RayCluster and its pods are gone;
 * deletes clusters whose TTL ran out (reason ``expired``);
+* keeps each tenant's namespace bundle (ResourceQuota and all) in step with its quota;
 * deletes managed RayClusters that no live row wants (orphans).
 It returns what it did, so the task can run an admission pass when capacity freed.
 """
@@ -162,6 +163,14 @@ def reconcile_once(gw: Gateway | None = None) -> Report:
         except KubeError as exc:
             report.errors.append(f"{cluster}: {exc.message}")
             log.warning("reconcile %s: %s", cluster, exc.message)
+
+    # Keep every namespace bundle in step with its tenant's quota (a no-op unless the
+    # quota changed or the namespace vanished: ensure_bundle remembers what it applied).
+    for tenant in {c.tenant_id: c.tenant for c in rows if c.state in _WANTED}.values():
+        try:
+            provisioning.ensure_bundle(tenant, gw)
+        except KubeError as exc:
+            report.errors.append(f"bundle of {tenant.slug}: {exc.message}")
 
     for key, rc in rc_by_key.items():
         if key not in wanted and not rc["metadata"].get("deletionTimestamp"):

@@ -1,0 +1,91 @@
+"""The reconciler through the real loop: why a cluster waits, quota drift, orphans, expiry."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from clusters import services
+from clusters.kube.gateway import get_gateway
+from clusters.models import ClusterEvent, ClusterRequest
+from tenants.models import Quota
+from tests.clusters.engine.conftest import wait_for
+
+
+def _roomy(tenant: Any) -> None:
+    tenant.max_dev_clusters_per_user = 50
+    tenant.max_dev_gpus_per_user = 50
+    tenant.save()
+
+
+def test_a_cluster_waiting_for_nodes_says_why(worker: Any, alice: Any, acme: Any, l4: Any) -> None:
+    # The catalogue believes in 8 L4 nodes; kubesim's demo fleet has 4.
+    _roomy(acme)
+    l4.node_count = 8
+    l4.save()
+    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=8)
+    cluster = services.cluster_request_create(
+        actor=alice, tenant=acme, name="too-big", kind="dev", flavor=l4, workers=6
+    )
+    row = wait_for(
+        lambda: ClusterRequest.objects.filter(
+            pk=cluster.pk, state="provisioning", state_reason__contains="nodes are available"
+        ).first(),
+        what="a scheduling reason",
+    )
+    assert row.state_reason.startswith(
+        "waiting for a node with a free l4: 0/10 nodes are available"
+    )
+    assert "Insufficient nvidia.com/gpu" in row.state_reason
+
+
+def test_tenant_bundle_follows_quota_changes(worker: Any, alice: Any, acme: Any, h100: Any) -> None:
+    _roomy(acme)
+    services.cluster_request_create(
+        actor=alice, tenant=acme, name="q", kind="dev", flavor=h100, workers=1
+    )
+    gw = get_gateway()
+
+    def gpu_hard() -> str | None:
+        quotas = gw.list("v1", "ResourceQuota", namespace="gw-acme")
+        return quotas[0]["spec"]["hard"].get("requests.nvidia.com/gpu") if quotas else None
+
+    wait_for(lambda: gpu_hard() == "26", what="initial quota (16+8 H100, 2 L4)")
+    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=40, borrow_limit=0)
+    wait_for(lambda: gpu_hard() == "42", what="quota mirrored after the change")
+
+
+def test_orphans_are_deleted_and_expired_clusters_go(
+    worker: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _roomy(acme)
+    cluster = services.cluster_request_create(
+        actor=alice, tenant=acme, name="short", kind="dev", flavor=h100, workers=1
+    )
+    wait_for(lambda: ClusterRequest.objects.get(pk=cluster.pk).state == "ready", what="ready")
+    gw = get_gateway()
+    orphan = gw.get("ray.io/v1", "RayCluster", "short", "gw-acme")
+    assert orphan is not None
+    orphan["metadata"] = {
+        "name": "stray",
+        "namespace": "gw-acme",
+        "labels": {**orphan["metadata"]["labels"], "gangway.dev/cluster-id": "999999"},
+    }
+    orphan.pop("status", None)
+    gw.apply(orphan)
+    wait_for(
+        lambda: gw.get("ray.io/v1", "RayCluster", "stray", "gw-acme") is None, what="orphan gone"
+    )
+
+    ClusterRequest.objects.filter(pk=cluster.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    row = wait_for(
+        lambda: ClusterRequest.objects.filter(pk=cluster.pk, state="deleted").first(),
+        what="expired",
+    )
+    assert row.deletion_reason == "expired"
+    assert ClusterEvent.objects.filter(cluster=row, to_state="deleting", reason="expired").exists()
+    assert gw.get("ray.io/v1", "RayCluster", "short", "gw-acme") is None

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import jsonschema
-import yaml
 from kubernetes import client
 from kubesim_helpers import apply, get_rc, raycluster
 
-from kubesim.resources import CRD_DIR
+from kubesim.resources import Registry
 
 
 def schema() -> dict:
-    with open(f"{CRD_DIR}/ray.io_rayclusters.yaml") as fh:
-        crd = yaml.safe_load(fh)
-    return next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"][
-        "openAPIV3Schema"]["properties"]["status"]
+    """The RayCluster v1 status schema, from the CRD file kubesim ships."""
+    return Registry.shared().by_key("rayclusters.ray.io").schemas["v1"]["properties"]["status"]
 
 
 def test_lifecycle_create_ready_suspend_resume_delete(core: client.CoreV1Api,

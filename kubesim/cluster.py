@@ -248,6 +248,8 @@ class Cluster:
             obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
             obj["status"] = {"phase": "Active"}
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+        if rt.is_custom:
+            self.kueue.mutate(rt, obj)
         if admit and rt.kind not in ("Event",):
             self.quota.admit(rt, obj, None)
         if dry_run:

@@ -185,7 +185,13 @@ class Scheduler:
         spec.setdefault("priority", 0)
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-        for c in spec.get("containers") or []:
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            res = c.get("resources") or {}
+            if res.get("limits"):
+                # As the API server defaults it: a limit without a request is the request.
+                requests = res.setdefault("requests", {})
+                for k, v in res["limits"].items():
+                    requests.setdefault(k, v)
             c.setdefault("imagePullPolicy", "IfNotPresent")
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("terminationMessagePolicy", "File")

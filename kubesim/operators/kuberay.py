@@ -72,7 +72,8 @@ class KubeRay:
             if new is None:
                 self.dirty.discard(key)
                 self.blocked.get(key[0], set()).discard(key[1])
-            else:
+            elif old is not new:
+                # Only writes by others: our own in-place status writes must not loop.
                 self.dirty.add(key)
         elif rt.kind in ("Pod", "Service"):
             for owner in meta.get("ownerReferences") or []:

@@ -1,0 +1,81 @@
+"""Fault injection: observed rates within tolerance, realistic Status bodies, Retry-After,
+the admin API over HTTP, and admin paths never faulted."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+
+from kubesim import KubeSim
+
+
+def call(url: str, method: str = "GET", body: object = None) -> tuple[int, dict, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req) as resp:
+            return resp.status, json.loads(resp.read() or b"{}"), dict(resp.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}"), dict(exc.headers)
+
+
+def test_rate_within_tolerance_and_bodies(sim: KubeSim) -> None:
+    sim.set_faults(rate=0.2, codes=(500, 503, 429, 409), seed=7)
+    codes: Counter[int] = Counter()
+    for _ in range(1000):
+        code, body, headers = call(sim.url + "/api/v1/namespaces/default/configmaps")
+        codes[code] += 1
+        if code == 429:
+            assert headers["Retry-After"] == "1"
+            assert body["reason"] == "TooManyRequests"
+            assert body["details"]["retryAfterSeconds"] == 1
+        elif code == 503:
+            assert body["reason"] == "ServiceUnavailable" and body["kind"] == "Status"
+        elif code == 500:
+            assert body["reason"] == "InternalError"
+        elif code == 409:
+            assert body["reason"] == "Conflict"
+    faulted = 1000 - codes[200]
+    assert 150 <= faulted <= 250, codes
+    assert all(codes[c] > 20 for c in (500, 503, 429, 409)), codes
+    stats = call(sim.url + "/_kubesim/stats")[1]
+    assert stats["faults"]["total"] == faulted
+    assert stats["requests"]["GET"] >= 1000
+
+
+def test_methods_filter_exempts_gets(sim: KubeSim) -> None:
+    sim.set_faults(rate=1.0, codes=(503,), methods=("POST", "PATCH", "PUT", "DELETE"))
+    assert call(sim.url + "/api/v1/nodes")[0] == 200
+    code, body, _ = call(sim.url + "/api/v1/namespaces/default/configmaps", "POST",
+                         {"metadata": {"name": "x"}})
+    assert code == 503
+    sim.clear_faults()
+    assert call(sim.url + "/api/v1/namespaces/default/configmaps", "POST",
+                {"metadata": {"name": "x"}})[0] == 201
+
+
+def test_delay_only_faults(sim: KubeSim) -> None:
+    sim.set_faults(rate=1.0, codes=(), delay_ms=50)
+    start = time.monotonic()
+    for _ in range(5):
+        assert call(sim.url + "/api/v1/nodes")[0] == 200
+    assert time.monotonic() - start >= 0.25
+
+
+def test_admin_api_over_http(sim: KubeSim) -> None:
+    code, cfg, _ = call(sim.url + "/_kubesim/faults", "POST",
+                        {"rate": 1.0, "codes": [429], "retry_after": 3})
+    assert code == 200 and cfg["rate"] == 1.0
+    code, body, headers = call(sim.url + "/api/v1/pods")
+    assert code == 429 and headers["Retry-After"] == "3"
+    assert call(sim.url + "/_kubesim/stats")[0] == 200  # never faulted
+    assert call(sim.url + "/_kubesim/faults", "DELETE")[0] == 200
+    assert call(sim.url + "/api/v1/pods")[0] == 200
+    call(sim.url + "/api/v1/namespaces/default/configmaps", "POST", {"metadata": {"name": "a"}})
+    assert call(sim.url + "/_kubesim/reset", "POST")[0] == 200
+    assert call(sim.url + "/api/v1/namespaces/default/configmaps/a")[0] == 404
+    assert len(call(sim.url + "/api/v1/nodes")[1]["items"]) == 10

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim import errors, quantity
 from kubesim.admission import pod_totals
 from kubesim.resources import ResourceType
+from kubesim.scheduler import _tolerates
 from kubesim.store import Obj
 from kubesim.util import get_path, now, owner_ref
 
@@ -259,6 +260,18 @@ class Kueue:
                         rf = self.cluster.store.get(RF, "", fl["name"])
                         labels = get_path(rf, "spec", "nodeLabels", default={})
                         if any(k in selector and selector[k] != v for k, v in labels.items()):
+                            continue
+                        # Kueue skips a flavor whose nodeTaints the pod set does not
+                        # tolerate (the flavor's own tolerations count as added).
+                        tolerations = [
+                            *get_path(ps, "template", "spec", "tolerations", default=[]),
+                            *get_path(rf, "spec", "tolerations", default=[]),
+                        ]
+                        taints = get_path(rf, "spec", "nodeTaints", default=[])
+                        if not all(
+                            t.get("effect") == "PreferNoSchedule" or _tolerates(tolerations, t)
+                            for t in taints
+                        ):
                             continue
                         key = (fl["name"], res)
                         free = self._available(cq, key, use) - taken[key]

@@ -12,22 +12,34 @@ L4 = "NVIDIA-L4"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def container(name: str = "main", cpu: str = "1", memory: str = "1Gi", gpu: int = 0,
-              image: str = "rayproject/ray:2.40.0") -> dict[str, Any]:
+def container(
+    name: str = "main",
+    cpu: str = "1",
+    memory: str = "1Gi",
+    gpu: int = 0,
+    image: str = "rayproject/ray:2.40.0",
+) -> dict[str, Any]:
     """A container with equal requests and limits."""
     res: dict[str, str] = {"cpu": cpu, "memory": memory}
     if gpu:
         res["nvidia.com/gpu"] = str(gpu)
-    return {"name": name, "image": image, "resources": {"requests": dict(res),
-                                                        "limits": dict(res)}}
+    return {"name": name, "image": image, "resources": {"requests": dict(res), "limits": dict(res)}}
 
 
-def pod_manifest(name: str, namespace: str = "default", gpu: int = 0, cpu: str = "1",
-                 memory: str = "1Gi", product: str | None = None, tolerate: bool = False,
-                 **spec: Any) -> dict[str, Any]:
+def pod_manifest(
+    name: str,
+    namespace: str = "default",
+    gpu: int = 0,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    product: str | None = None,
+    tolerate: bool = False,
+    **spec: Any,
+) -> dict[str, Any]:
     """A bare pod."""
     body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"containers": [container(cpu=cpu, memory=memory, gpu=gpu)], **spec},
     }
@@ -38,31 +50,47 @@ def pod_manifest(name: str, namespace: str = "default", gpu: int = 0, cpu: str =
     return body
 
 
-def raycluster(name: str, namespace: str = "default", workers: int = 1, gpus: int = 1,
-               product: str = H100, labels: dict[str, str] | None = None,
-               suspend: bool | None = None) -> dict[str, Any]:
+def raycluster(
+    name: str,
+    namespace: str = "default",
+    workers: int = 1,
+    gpus: int = 1,
+    product: str = H100,
+    labels: dict[str, str] | None = None,
+    suspend: bool | None = None,
+) -> dict[str, Any]:
     """A RayCluster in the control plane's dev-cluster shape (head on CPU nodes)."""
     worker = container("ray-worker", cpu="16", memory="64Gi", gpu=gpus)
     spec: dict[str, Any] = {
         "headGroupSpec": {
             "rayStartParams": {"num-gpus": "0"},
-            "template": {"spec": {"containers": [container("ray-head", cpu="2",
-                                                           memory="8Gi")]}},
+            "template": {"spec": {"containers": [container("ray-head", cpu="2", memory="8Gi")]}},
         },
-        "workerGroupSpecs": [{
-            "groupName": "gpu", "replicas": workers, "minReplicas": 0,
-            "maxReplicas": max(workers, 1), "rayStartParams": {"num-gpus": str(gpus)},
-            "template": {"spec": {"containers": [worker],
-                                  "nodeSelector": {"nvidia.com/gpu.product": product},
-                                  "tolerations": [dict(GPU_TOLERATION)]}},
-        }],
+        "workerGroupSpecs": [
+            {
+                "groupName": "gpu",
+                "replicas": workers,
+                "minReplicas": 0,
+                "maxReplicas": max(workers, 1),
+                "rayStartParams": {"num-gpus": str(gpus)},
+                "template": {
+                    "spec": {
+                        "containers": [worker],
+                        "nodeSelector": {"nvidia.com/gpu.product": product},
+                        "tolerations": [dict(GPU_TOLERATION)],
+                    }
+                },
+            }
+        ],
     }
     if suspend is not None:
         spec["suspend"] = suspend
-    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": copy.deepcopy(labels or {})},
-            "spec": spec}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": copy.deepcopy(labels or {})},
+        "spec": spec,
+    }
 
 
 def apply(custom: client.CustomObjectsApi, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -70,14 +98,24 @@ def apply(custom: client.CustomObjectsApi, body: dict[str, Any]) -> dict[str, An
     server answers 201, which the client does not map for this call)."""
     meta = body["metadata"]
     result: dict[str, Any] | None = custom.patch_namespaced_custom_object(
-        "ray.io", "v1", meta["namespace"], "rayclusters", meta["name"], body,
-        field_manager="gangway", force=True, _content_type="application/apply-patch+yaml")
+        "ray.io",
+        "v1",
+        meta["namespace"],
+        "rayclusters",
+        meta["name"],
+        body,
+        field_manager="gangway",
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
     return result
 
 
-def get_rc(custom: client.CustomObjectsApi, name: str, namespace: str = "default"
-           ) -> dict[str, Any]:
+def get_rc(
+    custom: client.CustomObjectsApi, name: str, namespace: str = "default"
+) -> dict[str, Any]:
     """Read a RayCluster."""
     result: dict[str, Any] = custom.get_namespaced_custom_object(
-        "ray.io", "v1", namespace, "rayclusters", name)
+        "ray.io", "v1", namespace, "rayclusters", name
+    )
     return result

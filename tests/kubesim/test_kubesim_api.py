@@ -22,8 +22,13 @@ def test_version_and_discovery(sim: KubeSim, kube_api: client.ApiClient) -> None
     assert info.major == "1" and info.git_version.startswith("v1.33")
     groups = client.ApisApi(kube_api).get_api_versions()
     names = {g.name for g in groups.groups}
-    assert {"ray.io", "kueue.x-k8s.io", "networking.k8s.io", "rbac.authorization.k8s.io",
-            "scheduling.run.ai"} <= names
+    assert {
+        "ray.io",
+        "kueue.x-k8s.io",
+        "networking.k8s.io",
+        "rbac.authorization.k8s.io",
+        "scheduling.run.ai",
+    } <= names
     ray = next(g for g in groups.groups if g.name == "ray.io")
     assert ray.preferred_version.version == "v1"
     core = client.CoreV1Api(kube_api).get_api_resources()
@@ -39,8 +44,9 @@ def test_version_and_discovery(sim: KubeSim, kube_api: client.ApiClient) -> None
 
 def test_create_get_list_and_metadata(core: client.CoreV1Api) -> None:
     core.create_namespace({"metadata": {"name": "team-a", "labels": {"tenant": "a"}}})
-    cm = core.create_namespaced_config_map("team-a", {"metadata": {"name": "cfg"},
-                                                      "data": {"k": "v"}})
+    cm = core.create_namespaced_config_map(
+        "team-a", {"metadata": {"name": "cfg"}, "data": {"k": "v"}}
+    )
     assert cm.metadata.uid and cm.metadata.creation_timestamp
     assert cm.metadata.resource_version and cm.metadata.generation == 1
     got = core.read_namespaced_config_map("cfg", "team-a")
@@ -71,20 +77,28 @@ def test_already_exists_and_not_found_status_bodies(core: client.CoreV1Api) -> N
 
 
 def test_stale_update_conflicts(core: client.CoreV1Api) -> None:
-    cm = core.create_namespaced_config_map("default", {"metadata": {"name": "c"},
-                                                       "data": {"n": "1"}})
+    cm = core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "c"}, "data": {"n": "1"}}
+    )
     first = cm.to_dict()
     updated = core.replace_namespaced_config_map(
-        "c", "default", {"metadata": {"name": "c",
-                                      "resourceVersion": cm.metadata.resource_version},
-                         "data": {"n": "2"}})
+        "c",
+        "default",
+        {
+            "metadata": {"name": "c", "resourceVersion": cm.metadata.resource_version},
+            "data": {"n": "2"},
+        },
+    )
     assert int(updated.metadata.resource_version) > int(cm.metadata.resource_version)
     with pytest.raises(client.ApiException) as exc:
         core.replace_namespaced_config_map(
-            "c", "default", {"metadata": {"name": "c",
-                                          "resourceVersion": first["metadata"]
-                                          ["resource_version"]},
-                             "data": {"n": "3"}})
+            "c",
+            "default",
+            {
+                "metadata": {"name": "c", "resourceVersion": first["metadata"]["resource_version"]},
+                "data": {"n": "3"},
+            },
+        )
     assert exc.value.status == 409
     body = status_of(exc.value)
     assert body["reason"] == "Conflict"
@@ -104,24 +118,27 @@ def test_custom_object_invalid_names_the_field(custom: client.CustomObjectsApi) 
     cause = st["details"]["causes"][0]
     assert cause["field"] == "spec.workerGroupSpecs[0].replicas"
     assert cause["reason"] == "FieldValueTypeInvalid"
-    assert st["message"].startswith('RayCluster.ray.io "bad" is invalid: '
-                                    'spec.workerGroupSpecs[0].replicas: Invalid value: "string"')
+    assert st["message"].startswith(
+        'RayCluster.ray.io "bad" is invalid: '
+        'spec.workerGroupSpecs[0].replicas: Invalid value: "string"'
+    )
     missing = raycluster("nohead")
     del missing["spec"]["headGroupSpec"]
     with pytest.raises(client.ApiException) as exc:
-        custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayclusters",
-                                               missing)
+        custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", missing)
     cause = status_of(exc.value)["details"]["causes"][0]
-    assert cause == {"reason": "FieldValueRequired", "message": "Required value",
-                     "field": "spec.headGroupSpec"}
+    assert cause == {
+        "reason": "FieldValueRequired",
+        "message": "Required value",
+        "field": "spec.headGroupSpec",
+    }
 
 
 def test_custom_object_defaults_and_pruning(custom: client.CustomObjectsApi) -> None:
     body = raycluster("pruned")
     del body["spec"]["workerGroupSpecs"][0]["replicas"]
     body["spec"]["notAField"] = True
-    created = custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayclusters",
-                                                     body)
+    created = custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", body)
     assert "notAField" not in created["spec"]
     assert created["spec"]["workerGroupSpecs"][0]["replicas"] == 0  # the schema default
 
@@ -131,8 +148,10 @@ def test_strict_field_validation_refuses_unknown_fields(sim: KubeSim) -> None:
     body["spec"]["bogus"] = 1
     req = urllib.request.Request(
         sim.url + "/apis/ray.io/v1/namespaces/default/rayclusters?fieldValidation=Strict",
-        data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json"})
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(req)
     assert exc.value.code == 400
@@ -150,14 +169,22 @@ def test_invalid_name_is_422(core: client.CoreV1Api) -> None:
 
 def test_label_and_field_selectors_and_pagination(core: client.CoreV1Api) -> None:
     for i in range(7):
-        core.create_namespaced_config_map("default", {"metadata": {
-            "name": f"cm-{i}", "labels": {"tier": "a" if i % 2 else "b", "n": str(i)}}})
+        core.create_namespaced_config_map(
+            "default",
+            {
+                "metadata": {
+                    "name": f"cm-{i}",
+                    "labels": {"tier": "a" if i % 2 else "b", "n": str(i)},
+                }
+            },
+        )
     assert len(core.list_namespaced_config_map("default", label_selector="tier=a").items) == 3
     assert len(core.list_namespaced_config_map("default", label_selector="tier!=a").items) == 4
-    assert len(core.list_namespaced_config_map("default",
-                                               label_selector="n in (1,2,9)").items) == 2
-    assert len(core.list_namespaced_config_map("default",
-                                               label_selector="tier,n notin (0)").items) == 6
+    assert len(core.list_namespaced_config_map("default", label_selector="n in (1,2,9)").items) == 2
+    assert (
+        len(core.list_namespaced_config_map("default", label_selector="tier,n notin (0)").items)
+        == 6
+    )
     assert len(core.list_namespaced_config_map("default", label_selector="!tier").items) == 0
     one = core.list_namespaced_config_map("default", field_selector="metadata.name=cm-3")
     assert [c.metadata.name for c in one.items] == ["cm-3"]
@@ -178,23 +205,29 @@ def test_patches(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> Non
     patched = core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"x": "1"}}})
     assert patched.metadata.labels == {"x": "1"}
     sm = core.patch_namespaced_pod(
-        "p", "default", {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}})
+        "p", "default", {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}
+    )
     assert sm.spec.containers[0].image == "busybox:2"
     assert sm.spec.containers[0].resources.limits["cpu"] == "1"
     # JSON merge patch on a custom object, as the gateway suspends a cluster
     apply(custom, raycluster("rc"))
     gen = get_rc(custom, "rc")["metadata"]["generation"]
-    out = custom.patch_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", "rc",
-                                                {"spec": {"suspend": True}})
+    out = custom.patch_namespaced_custom_object(
+        "ray.io", "v1", "default", "rayclusters", "rc", {"spec": {"suspend": True}}
+    )
     assert out["spec"]["suspend"] is True and out["metadata"]["generation"] == gen + 1
     # JSON patch
     core.create_namespaced_config_map("default", {"metadata": {"name": "j"}, "data": {"a": "1"}})
     kube = core.api_client
-    kube.call_api("/api/v1/namespaces/{ns}/configmaps/{name}", "PATCH",
-                  path_params={"ns": "default", "name": "j"},
-                  header_params={"Content-Type": "application/json-patch+json"},
-                  body=[{"op": "add", "path": "/data/b", "value": "2"}], auth_settings=[],
-                  response_types_map={})
+    kube.call_api(
+        "/api/v1/namespaces/{ns}/configmaps/{name}",
+        "PATCH",
+        path_params={"ns": "default", "name": "j"},
+        header_params={"Content-Type": "application/json-patch+json"},
+        body=[{"op": "add", "path": "/data/b", "value": "2"}],
+        auth_settings=[],
+        response_types_map={},
+    )
     assert core.read_namespaced_config_map("j", "default").data == {"a": "1", "b": "2"}
 
 
@@ -220,18 +253,21 @@ def test_status_subresource_is_separate(custom: client.CustomObjectsApi) -> None
     rc = get_rc(custom, "st")
     rc["status"]["state"] = "hacked"
     rc["spec"]["suspend"] = False
-    replaced = custom.replace_namespaced_custom_object("ray.io", "v1", "default",
-                                                       "rayclusters", "st", rc)
+    replaced = custom.replace_namespaced_custom_object(
+        "ray.io", "v1", "default", "rayclusters", "st", rc
+    )
     assert replaced["status"]["state"] == "ready"  # the main resource ignores status
     with pytest.raises(client.ApiException) as exc:
-        custom.replace_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", "st",
-                                                {**rc, "metadata": {"name": "st"}})
+        custom.replace_namespaced_custom_object(
+            "ray.io", "v1", "default", "rayclusters", "st", {**rc, "metadata": {"name": "st"}}
+        )
     assert exc.value.status == 422  # custom objects need a resourceVersion to update
 
 
 def test_finalizers_hold_deletion(core: client.CoreV1Api) -> None:
-    core.create_namespaced_config_map("default", {"metadata": {
-        "name": "held", "finalizers": ["example.com/hold"]}})
+    core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}
+    )
     core.delete_namespaced_config_map("held", "default")
     held = core.read_namespaced_config_map("held", "default")
     assert held.metadata.deletion_timestamp is not None
@@ -243,13 +279,14 @@ def test_finalizers_hold_deletion(core: client.CoreV1Api) -> None:
 
 def test_cascading_deletion_via_owner_references(core: client.CoreV1Api) -> None:
     owner = core.create_namespaced_config_map("default", {"metadata": {"name": "owner"}})
-    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-           "uid": owner.metadata.uid}
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}
     for i in range(3):
-        core.create_namespaced_config_map("default", {"metadata": {
-            "name": f"dep-{i}", "ownerReferences": [ref]}})
-    core.create_namespaced_config_map("default", {"metadata": {"name": "orphan-dep",
-                                                               "ownerReferences": [ref]}})
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"name": f"dep-{i}", "ownerReferences": [ref]}}
+        )
+    core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "orphan-dep", "ownerReferences": [ref]}}
+    )
     core.delete_namespaced_config_map("owner", "default", propagation_policy="Foreground")
     names = {c.metadata.name for c in core.list_namespaced_config_map("default").items}
     assert not names & {"owner", "dep-0", "dep-1", "dep-2", "orphan-dep"}
@@ -257,15 +294,30 @@ def test_cascading_deletion_via_owner_references(core: client.CoreV1Api) -> None
 
 def test_orphan_propagation_keeps_dependents(core: client.CoreV1Api) -> None:
     owner = core.create_namespaced_config_map("default", {"metadata": {"name": "o"}})
-    core.create_namespaced_config_map("default", {"metadata": {"name": "d", "ownerReferences": [
-        {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": owner.metadata.uid}]}})
+    core.create_namespaced_config_map(
+        "default",
+        {
+            "metadata": {
+                "name": "d",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "name": "o",
+                        "uid": owner.metadata.uid,
+                    }
+                ],
+            }
+        },
+    )
     core.delete_namespaced_config_map("o", "default", propagation_policy="Orphan")
     dep = core.read_namespaced_config_map("d", "default")
     assert not dep.metadata.owner_references
 
 
-def test_namespace_deletion_removes_contents(core: client.CoreV1Api,
-                                             custom: client.CustomObjectsApi) -> None:
+def test_namespace_deletion_removes_contents(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
     core.create_namespace({"metadata": {"name": "gone"}})
     core.create_namespaced_config_map("gone", {"metadata": {"name": "c"}})
     core.create_namespaced_secret("gone", {"metadata": {"name": "s"}, "data": {}})
@@ -275,8 +327,9 @@ def test_namespace_deletion_removes_contents(core: client.CoreV1Api,
     with pytest.raises(client.ApiException) as exc:
         core.read_namespace("gone")
     assert exc.value.status == 404
-    assert not [p for p in core.list_pod_for_all_namespaces().items
-                if p.metadata.namespace == "gone"]
+    assert not [
+        p for p in core.list_pod_for_all_namespaces().items if p.metadata.namespace == "gone"
+    ]
     assert not custom.list_cluster_custom_object("ray.io", "v1", "rayclusters")["items"]
 
 
@@ -285,22 +338,37 @@ def test_builtin_kinds_round_trip(kube_api: client.ApiClient) -> None:
     net = client.NetworkingV1Api(kube_api)
     rbac = client.RbacAuthorizationV1Api(kube_api)
     core.create_namespace({"metadata": {"name": "t"}})
-    core.create_namespaced_service_account("t", {"metadata": {"name": "ray"},
-                                                 "automountServiceAccountToken": False})
-    core.create_namespaced_limit_range("t", {"metadata": {"name": "lr"}, "spec": {"limits": [
-        {"type": "Container", "default": {"cpu": "1"}}]}})
-    net.create_namespaced_network_policy("t", {"metadata": {"name": "deny"}, "spec": {
-        "podSelector": {}, "policyTypes": ["Ingress"]}})
-    rbac.create_namespaced_role("t", {"metadata": {"name": "r"}, "rules": [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
-    rbac.create_namespaced_role_binding("t", {
-        "metadata": {"name": "rb"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
-        "subjects": [{"kind": "ServiceAccount", "name": "ray", "namespace": "t"}]})
+    core.create_namespaced_service_account(
+        "t", {"metadata": {"name": "ray"}, "automountServiceAccountToken": False}
+    )
+    core.create_namespaced_limit_range(
+        "t",
+        {
+            "metadata": {"name": "lr"},
+            "spec": {"limits": [{"type": "Container", "default": {"cpu": "1"}}]},
+        },
+    )
+    net.create_namespaced_network_policy(
+        "t", {"metadata": {"name": "deny"}, "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}
+    )
+    rbac.create_namespaced_role(
+        "t",
+        {
+            "metadata": {"name": "r"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        "t",
+        {
+            "metadata": {"name": "rb"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+            "subjects": [{"kind": "ServiceAccount", "name": "ray", "namespace": "t"}],
+        },
+    )
     assert net.list_network_policy_for_all_namespaces().items[0].metadata.name == "deny"
     assert rbac.read_namespaced_role_binding("rb", "t").role_ref.name == "r"
-    assert core.read_namespaced_service_account("ray", "t").automount_service_account_token \
-        is False
+    assert core.read_namespaced_service_account("ray", "t").automount_service_account_token is False
     with pytest.raises(client.ApiException) as exc:
         rbac.create_namespaced_role_binding("t", {"metadata": {"name": "norole"}})
     assert exc.value.status == 422
@@ -309,8 +377,9 @@ def test_builtin_kinds_round_trip(kube_api: client.ApiClient) -> None:
 def test_pod_spec_is_immutable(core: client.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod_manifest("imm"))
     with pytest.raises(client.ApiException) as exc:
-        core.patch_namespaced_pod("imm", "default", {"spec": {"containers": [
-            container("main", cpu="2")]}})
+        core.patch_namespaced_pod(
+            "imm", "default", {"spec": {"containers": [container("main", cpu="2")]}}
+        )
     assert exc.value.status == 422
 
 

@@ -25,11 +25,25 @@ def test_cli_serves_and_saves_snapshot(tmp_path: Path) -> None:
     snap = tmp_path / "snap.json"
     repo = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kubesim", "--port", str(port), "--config",
-         str(repo / "kubesim" / "fleets" / "large.yaml"), "--kubeconfig-out", str(kubeconfig),
-         "--snapshot", str(snap)],
-        cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=str(repo)))
+        [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "--port",
+            str(port),
+            "--config",
+            str(repo / "kubesim" / "fleets" / "large.yaml"),
+            "--kubeconfig-out",
+            str(kubeconfig),
+            "--snapshot",
+            str(snap),
+        ],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(repo)),
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

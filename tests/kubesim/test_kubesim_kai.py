@@ -17,13 +17,17 @@ def kai_pod(name: str, fraction: str | None = "0.5", memory_mib: str | None = No
         ann["gpu-fraction"] = fraction
     if memory_mib:
         ann["gpu-memory"] = memory_mib
-    return {"metadata": {"name": name, "annotations": ann,
-                         "labels": {"kai.scheduler/queue": "team"}},
-            "spec": {"schedulerName": "kai-scheduler",
-                     "nodeSelector": {"nvidia.com/gpu.product": L4},
-                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
-                                      "effect": "NoSchedule"}],
-                     "containers": [container("c", cpu="1", memory="2Gi")]}}
+    return {
+        "metadata": {"name": name, "annotations": ann, "labels": {"kai.scheduler/queue": "team"}},
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "nodeSelector": {"nvidia.com/gpu.product": L4},
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+            "containers": [container("c", cpu="1", memory="2Gi")],
+        },
+    }
 
 
 @pytest.fixture
@@ -62,10 +66,14 @@ def test_gpu_memory_annotation_and_whole_gpu_accounting(kai_core: client.CoreV1A
     nodes = {kai_core.read_namespaced_pod(f"m{i}", "default").spec.node_name for i in range(3)}
     assert len(nodes) == 1
     # the shared GPU counts as one whole GPU taken from that node
-    whole = {"metadata": {"name": "whole"}, "spec": {
-        "nodeSelector": {"kubernetes.io/hostname": next(iter(nodes))},
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
-        "containers": [container("c", gpu=1)]}}
+    whole = {
+        "metadata": {"name": "whole"},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": next(iter(nodes))},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "containers": [container("c", gpu=1)],
+        },
+    }
     kai_core.create_namespaced_pod("default", whole)
     assert kai_core.read_namespaced_pod("whole", "default").status.phase == "Pending"
 

@@ -24,21 +24,26 @@ def test_get_nodes(kubectl: Kubectl) -> None:
     assert "NVIDIA-H100-80GB-HBM3" in labels
 
 
-def test_apply_get_describe_delete_raycluster(kubectl: Kubectl, sim: KubeSim,
-                                              tmp_path: Path) -> None:
+def test_apply_get_describe_delete_raycluster(
+    kubectl: Kubectl, sim: KubeSim, tmp_path: Path
+) -> None:
     manifest = tmp_path / "rc.yaml"
     body = raycluster("demo", workers=1)
     # Ask for a GPU product the fleet does not have: the worker must stay Pending.
     body["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = {
-        "nvidia.com/gpu.product": "NVIDIA-B200"}
+        "nvidia.com/gpu.product": "NVIDIA-B200"
+    }
     manifest.write_text(yaml.safe_dump(body))
     assert "raycluster.ray.io/demo created" in kubectl("apply", "-f", str(manifest)).stdout
     assert "demo" in kubectl("get", "rayclusters").stdout
     pods = kubectl("get", "pods", "-l", "ray.io/cluster=demo", "-o", "wide").stdout
     rows = pods.strip().splitlines()[1:]
     assert len(rows) == 2 and "Running" in pods and "Pending" in pods
-    worker = next(p["metadata"]["name"] for p in sim.list("pods", "default")
-                  if p["metadata"]["labels"]["ray.io/node-type"] == "worker")
+    worker = next(
+        p["metadata"]["name"]
+        for p in sim.list("pods", "default")
+        if p["metadata"]["labels"]["ray.io/node-type"] == "worker"
+    )
     described = kubectl("describe", "pod", worker).stdout
     assert "FailedScheduling" in described
     assert "0/10 nodes are available" in described
@@ -48,8 +53,10 @@ def test_apply_get_describe_delete_raycluster(kubectl: Kubectl, sim: KubeSim,
     body["spec"]["workerGroupSpecs"][0]["replicas"] = 0
     manifest.write_text(yaml.safe_dump(body))
     assert "configured" in kubectl("apply", "-f", str(manifest)).stdout
-    assert sim.get("rayclusters.ray.io", "default", "demo")["spec"]["workerGroupSpecs"][0][
-        "replicas"] == 0
+    assert (
+        sim.get("rayclusters.ray.io", "default", "demo")["spec"]["workerGroupSpecs"][0]["replicas"]
+        == 0
+    )
     assert "deleted" in kubectl("delete", "raycluster", "demo").stdout
     assert "No resources found" in kubectl("get", "pods").stderr
     assert not sim.list("services", "default")
@@ -65,12 +72,19 @@ def test_apply_unknown_field_is_refused(kubectl: Kubectl, tmp_path: Path) -> Non
     assert 'unknown field "spec.surprise"' in proc.stderr
 
 
-def test_apply_builtin_twice_uses_strategic_merge(kubectl: Kubectl, tmp_path: Path,
-                                                   sim: KubeSim) -> None:
+def test_apply_builtin_twice_uses_strategic_merge(
+    kubectl: Kubectl, tmp_path: Path, sim: KubeSim
+) -> None:
     manifest = tmp_path / "ns.yaml"
-    docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}},
-            {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": {"name": "cfg", "namespace": "team"}, "data": {"a": "1"}}]
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cfg", "namespace": "team"},
+            "data": {"a": "1"},
+        },
+    ]
     manifest.write_text(yaml.safe_dump_all(docs))
     kubectl("apply", "-f", str(manifest))
     docs[1]["data"] = {"a": "2", "b": "3"}

@@ -14,10 +14,10 @@ def schema() -> dict:
     return Registry.shared().by_key("rayclusters.ray.io").schemas["v1"]["properties"]["status"]
 
 
-def test_lifecycle_create_ready_suspend_resume_delete(core: client.CoreV1Api,
-                                                      custom: client.CustomObjectsApi) -> None:
-    apply(custom, raycluster("life", workers=2, labels={"app.kubernetes.io/managed-by":
-                                                         "gangway"}))
+def test_lifecycle_create_ready_suspend_resume_delete(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    apply(custom, raycluster("life", workers=2, labels={"app.kubernetes.io/managed-by": "gangway"}))
     rc = get_rc(custom, "life")
     st = rc["status"]
     assert st["state"] == "ready"
@@ -43,11 +43,15 @@ def test_lifecycle_create_ready_suspend_resume_delete(core: client.CoreV1Api,
     ref = workers[0].metadata.owner_references[0]
     assert (ref.kind, ref.name, ref.controller) == ("RayCluster", "life", True)
     svc = core.read_namespaced_service("life-head-svc", "default")
-    assert {p.name: p.port for p in svc.spec.ports} == {"client": 10001, "gcs-server": 6379,
-                                                        "dashboard": 8265}
+    assert {p.name: p.port for p in svc.spec.ports} == {
+        "client": 10001,
+        "gcs-server": 6379,
+        "dashboard": 8265,
+    }
 
-    custom.patch_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", "life",
-                                          {"spec": {"suspend": True}})
+    custom.patch_namespaced_custom_object(
+        "ray.io", "v1", "default", "rayclusters", "life", {"spec": {"suspend": True}}
+    )
     rc = get_rc(custom, "life")
     assert rc["status"]["state"] == "suspended"
     conds = {c["type"]: c["status"] for c in rc["status"]["conditions"]}
@@ -55,22 +59,26 @@ def test_lifecycle_create_ready_suspend_resume_delete(core: client.CoreV1Api,
     assert not core.list_namespaced_pod("default", label_selector="ray.io/cluster=life").items
     jsonschema.Draft4Validator(schema()).validate(rc["status"])
 
-    custom.patch_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", "life",
-                                          {"spec": {"suspend": False}})
+    custom.patch_namespaced_custom_object(
+        "ray.io", "v1", "default", "rayclusters", "life", {"spec": {"suspend": False}}
+    )
     rc = get_rc(custom, "life")
     assert rc["status"]["state"] == "ready" and rc["status"]["readyWorkerReplicas"] == 2
     assert {c["type"]: c["status"] for c in rc["status"]["conditions"]}[
-        "RayClusterSuspended"] == "False"
+        "RayClusterSuspended"
+    ] == "False"
 
-    custom.delete_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", "life",
-                                           propagation_policy="Foreground")
+    custom.delete_namespaced_custom_object(
+        "ray.io", "v1", "default", "rayclusters", "life", propagation_policy="Foreground"
+    )
     assert not core.list_namespaced_pod("default").items
     assert not core.list_namespaced_service("default").items
     assert not custom.list_cluster_custom_object("ray.io", "v1", "rayclusters")["items"]
 
 
-def test_scaling_and_workers_to_delete(core: client.CoreV1Api,
-                                       custom: client.CustomObjectsApi) -> None:
+def test_scaling_and_workers_to_delete(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
     body = raycluster("scale", workers=1)
     body["spec"]["workerGroupSpecs"][0]["maxReplicas"] = 4
     apply(custom, body)
@@ -83,8 +91,7 @@ def test_scaling_and_workers_to_delete(core: client.CoreV1Api,
     body["spec"]["workerGroupSpecs"][0]["replicas"] = 2
     body["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": [victim]}
     apply(custom, body)
-    names = {p.metadata.name for p in core.list_namespaced_pod("default", label_selector=sel)
-             .items}
+    names = {p.metadata.name for p in core.list_namespaced_pod("default", label_selector=sel).items}
     assert len(names) == 2 and victim not in names
     # replicas above maxReplicas are clamped, as KubeRay does
     body["spec"]["workerGroupSpecs"][0]["replicas"] = 9
@@ -94,28 +101,34 @@ def test_scaling_and_workers_to_delete(core: client.CoreV1Api,
 
 
 def test_deleted_pod_is_recreated_and_pending_cluster_not_ready(
-        core: client.CoreV1Api, custom: client.CustomObjectsApi) -> None:
+    core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
     apply(custom, raycluster("heal", workers=1))
-    worker = core.list_namespaced_pod("default", label_selector="ray.io/node-type=worker"
-                                      ).items[0].metadata.name
+    worker = (
+        core.list_namespaced_pod("default", label_selector="ray.io/node-type=worker")
+        .items[0]
+        .metadata.name
+    )
     core.delete_namespaced_pod(worker, "default")
     pods = core.list_namespaced_pod("default", label_selector="ray.io/node-type=worker").items
     assert len(pods) == 1 and pods[0].metadata.name != worker
     apply(custom, raycluster("huge", workers=1, gpus=9))  # no node has 9 GPUs
     st = get_rc(custom, "huge")["status"]
     assert "state" not in st and st["readyWorkerReplicas"] == 0
-    assert {c["type"]: c["status"] for c in st["conditions"]}["RayClusterProvisioned"] == \
-        "False"
+    assert {c["type"]: c["status"] for c in st["conditions"]}["RayClusterProvisioned"] == "False"
 
 
-def test_gateway_style_list_by_label(core: client.CoreV1Api,
-                                     custom: client.CustomObjectsApi) -> None:
-    core.create_namespace({"metadata": {"name": "t1", "labels": {
-        "app.kubernetes.io/managed-by": "gangway"}}})
+def test_gateway_style_list_by_label(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    core.create_namespace(
+        {"metadata": {"name": "t1", "labels": {"app.kubernetes.io/managed-by": "gangway"}}}
+    )
     apply(custom, raycluster("a", "t1", labels={"app.kubernetes.io/managed-by": "gangway"}))
     apply(custom, raycluster("b", "default"))
     listed = custom.list_cluster_custom_object(
-        "ray.io", "v1", "rayclusters", label_selector="app.kubernetes.io/managed-by=gangway")
+        "ray.io", "v1", "rayclusters", label_selector="app.kubernetes.io/managed-by=gangway"
+    )
     assert [i["metadata"]["name"] for i in listed["items"]] == ["a"]
     nss = core.list_namespace(label_selector="app.kubernetes.io/managed-by=gangway").items
     assert [n.metadata.name for n in nss] == ["t1"]

@@ -33,42 +33,90 @@ def kapi(ksim: KubeSim) -> Iterator[client.ApiClient]:
     api.close()
 
 
-def setup_queues(custom: client.CustomObjectsApi, core: client.CoreV1Api,
-                 h100_quota: int = 8, cohort: str | None = None) -> None:
+def setup_queues(
+    custom: client.CustomObjectsApi,
+    core: client.CoreV1Api,
+    h100_quota: int = 8,
+    cohort: str | None = None,
+) -> None:
     for name, product in (("h100", H100), ("l4", L4)):
-        custom.create_cluster_custom_object(*KQ, "resourceflavors", {
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-            "metadata": {"name": name},
-            "spec": {"nodeLabels": {"nvidia.com/gpu.product": product}}})
-    custom.create_cluster_custom_object(*KQ, "resourceflavors", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": {"name": "cpu"}, "spec": {}})
+        custom.create_cluster_custom_object(
+            *KQ,
+            "resourceflavors",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": name},
+                "spec": {"nodeLabels": {"nvidia.com/gpu.product": product}},
+            },
+        )
+    custom.create_cluster_custom_object(
+        *KQ,
+        "resourceflavors",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "cpu"},
+            "spec": {},
+        },
+    )
     for tenant, quota in (("a", h100_quota), ("b", 8)):
         cq: dict = {
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
             "metadata": {"name": f"cq-{tenant}"},
-            "spec": {"namespaceSelector": {}, "resourceGroups": [
-                {"coveredResources": ["cpu", "memory"], "flavors": [
-                    {"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": "1000"},
-                                                  {"name": "memory",
-                                                   "nominalQuota": "10Ti"}]}]},
-                {"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                    {"name": "h100", "resources": [{"name": "nvidia.com/gpu",
-                                                    "nominalQuota": quota}]},
-                    {"name": "l4", "resources": [{"name": "nvidia.com/gpu",
-                                                  "nominalQuota": 0}]}]}]}}
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [
+                            {
+                                "name": "cpu",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "1000"},
+                                    {"name": "memory", "nominalQuota": "10Ti"},
+                                ],
+                            }
+                        ],
+                    },
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": "h100",
+                                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": quota}],
+                            },
+                            {
+                                "name": "l4",
+                                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 0}],
+                            },
+                        ],
+                    },
+                ],
+            },
+        }
         if cohort:
             cq["spec"]["cohortName"] = cohort
         custom.create_cluster_custom_object(*KQ, "clusterqueues", cq)
         core.create_namespace({"metadata": {"name": f"t-{tenant}"}})
-        custom.create_namespaced_custom_object(*KQ, f"t-{tenant}", "localqueues", {
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-            "metadata": {"name": "lq"}, "spec": {"clusterQueue": f"cq-{tenant}"}})
+        custom.create_namespaced_custom_object(
+            *KQ,
+            f"t-{tenant}",
+            "localqueues",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "lq"},
+                "spec": {"clusterQueue": f"cq-{tenant}"},
+            },
+        )
 
 
 def queued(name: str, ns: str, workers: int, gpus: int = 1) -> dict:
-    return raycluster(name, ns, workers=workers, gpus=gpus,
-                      labels={"kueue.x-k8s.io/queue-name": "lq"})
+    return raycluster(
+        name, ns, workers=workers, gpus=gpus, labels={"kueue.x-k8s.io/queue-name": "lq"}
+    )
 
 
 def workload(custom: client.CustomObjectsApi, ns: str, rc: str) -> dict:
@@ -83,7 +131,8 @@ def test_admission_fifo_positions_and_release(ksim: KubeSim, kapi: client.ApiCli
     rc = custom.get_namespaced_custom_object("ray.io", "v1", "t-a", "rayclusters", "first")
     assert rc["spec"]["suspend"] is False and rc["status"]["state"] == "ready"
     assert rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] == {
-        "nvidia.com/gpu.product": H100}
+        "nvidia.com/gpu.product": H100
+    }
     wl = workload(custom, "t-a", "first")
     assert wl["metadata"]["name"].startswith("raycluster-first-")
     assert [p["name"] for p in wl["spec"]["podSets"]] == ["head", "gpu"]
@@ -106,21 +155,26 @@ def test_admission_fifo_positions_and_release(ksim: KubeSim, kapi: client.ApiCli
     wl2 = workload(custom, "t-a", "second")
     cond = next(c for c in wl2["status"]["conditions"] if c["type"] == "QuotaReserved")
     assert cond["status"] == "False"
-    assert cond["message"] == ("couldn't assign flavors to pod set gpu: insufficient unused "
-                               "quota for nvidia.com/gpu in flavor h100, 2 more needed")
+    assert cond["message"] == (
+        "couldn't assign flavors to pod set gpu: insufficient unused "
+        "quota for nvidia.com/gpu in flavor h100, 2 more needed"
+    )
     # BestEffortFIFO: the small one behind it fits and is admitted
     third = custom.get_namespaced_custom_object("ray.io", "v1", "t-a", "rayclusters", "third")
     assert third["spec"]["suspend"] is False
     apply(custom, queued("fourth", "t-a", workers=8))
-    with urllib.request.urlopen(ksim.url + "/apis/visibility.kueue.x-k8s.io/v1beta2/"
-                                "namespaces/t-a/localqueues/lq/pendingworkloads") as resp:
+    with urllib.request.urlopen(
+        ksim.url + "/apis/visibility.kueue.x-k8s.io/v1beta2/"
+        "namespaces/t-a/localqueues/lq/pendingworkloads"
+    ) as resp:
         summary = json.load(resp)
     assert summary["kind"] == "PendingWorkloadsSummary"
     owners = [i["metadata"]["ownerReferences"][0]["name"] for i in summary["items"]]
     assert owners == ["second", "fourth"]
     assert [i["positionInLocalQueue"] for i in summary["items"]] == [0, 1]
-    with urllib.request.urlopen(ksim.url + "/apis/visibility.kueue.x-k8s.io/v1beta2/"
-                                "clusterqueues/cq-a/pendingworkloads") as resp:
+    with urllib.request.urlopen(
+        ksim.url + "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cq-a/pendingworkloads"
+    ) as resp:
         assert [i["positionInClusterQueue"] for i in json.load(resp)["items"]] == [0, 1]
     cq = custom.get_cluster_custom_object(*KQ, "clusterqueues", "cq-a")
     assert cq["status"]["pendingWorkloads"] == 2 and cq["status"]["admittedWorkloads"] == 2
@@ -130,11 +184,13 @@ def test_admission_fifo_positions_and_release(ksim: KubeSim, kapi: client.ApiCli
     second = custom.get_namespaced_custom_object("ray.io", "v1", "t-a", "rayclusters", "second")
     assert second["spec"]["suspend"] is False and second["status"]["state"] == "ready"
     # a user suspend releases the reservation; resume goes back through the queue
-    custom.patch_namespaced_custom_object("ray.io", "v1", "t-a", "rayclusters", "second",
-                                          {"spec": {"suspend": True}})
+    custom.patch_namespaced_custom_object(
+        "ray.io", "v1", "t-a", "rayclusters", "second", {"spec": {"suspend": True}}
+    )
     assert "admission" not in workload(custom, "t-a", "second")["status"]
-    custom.patch_namespaced_custom_object("ray.io", "v1", "t-a", "rayclusters", "second",
-                                          {"spec": {"suspend": False}})
+    custom.patch_namespaced_custom_object(
+        "ray.io", "v1", "t-a", "rayclusters", "second", {"spec": {"suspend": False}}
+    )
     second = custom.get_namespaced_custom_object("ray.io", "v1", "t-a", "rayclusters", "second")
     assert second["spec"]["suspend"] is False
     assert workload(custom, "t-a", "second")["status"]["admission"]["clusterQueue"] == "cq-a"
@@ -154,8 +210,7 @@ def test_borrowing_within_cohort(ksim: KubeSim, kapi: client.ApiClient) -> None:
     assert "admission" not in wl_b["status"]  # only 2 left in b's quota
 
 
-def test_without_kueue_the_label_is_ignored(sim: KubeSim, custom: client.CustomObjectsApi
-                                            ) -> None:
+def test_without_kueue_the_label_is_ignored(sim: KubeSim, custom: client.CustomObjectsApi) -> None:
     apply(custom, queued("plain", "default", workers=1))
     rc = custom.get_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", "plain")
     assert not rc["spec"].get("suspend") and rc["status"]["state"] == "ready"

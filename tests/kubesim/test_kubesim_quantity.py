@@ -11,12 +11,23 @@ from hypothesis import strategies as st
 from kubesim import quantity
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("500m", Decimal("0.5")), ("2", Decimal(2)), ("8Gi", Decimal(8 * 2**30)),
-    ("1.5", Decimal("1.5")), ("1e3", Decimal(1000)), ("128974848", Decimal(128974848)),
-    ("129M", Decimal(129_000_000)), ("123Mi", Decimal(123 * 2**20)), ("100n", Decimal("1e-7")),
-    ("1k", Decimal(1000)), (".5", Decimal("0.5")), (3, Decimal(3)),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("500m", Decimal("0.5")),
+        ("2", Decimal(2)),
+        ("8Gi", Decimal(8 * 2**30)),
+        ("1.5", Decimal("1.5")),
+        ("1e3", Decimal(1000)),
+        ("128974848", Decimal(128974848)),
+        ("129M", Decimal(129_000_000)),
+        ("123Mi", Decimal(123 * 2**20)),
+        ("100n", Decimal("1e-7")),
+        ("1k", Decimal(1000)),
+        (".5", Decimal("0.5")),
+        (3, Decimal(3)),
+    ],
+)
 def test_parse(text: str, value: Decimal) -> None:
     assert quantity.parse(text) == value
 

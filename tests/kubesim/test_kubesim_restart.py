@@ -11,8 +11,9 @@ from kubesim_helpers import apply, get_rc, raycluster
 from kubesim import KubeSim
 
 
-def test_restart_keeps_or_wipes_state(sim: KubeSim, core: client.CoreV1Api,
-                                      custom: client.CustomObjectsApi) -> None:
+def test_restart_keeps_or_wipes_state(
+    sim: KubeSim, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
     apply(custom, raycluster("keep", workers=1))
     port = sim.port
     sim.restart(keep_state=True)
@@ -38,8 +39,9 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
         core = client.CoreV1Api(client.ApiClient(cfg))
         apply(custom, raycluster("snap", workers=2))
         core.create_namespace({"metadata": {"name": "t"}})
-        core.create_namespaced_resource_quota("t", {"metadata": {"name": "q"}, "spec": {
-            "hard": {"requests.nvidia.com/gpu": "8"}}})
+        core.create_namespaced_resource_quota(
+            "t", {"metadata": {"name": "q"}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+        )
         rv = first.store.rv
     finally:
         first.stop()
@@ -51,11 +53,15 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
         assert rc is not None and rc["status"]["state"] == "ready"
         assert second.store.rv >= rv
         # the scheduler rebuilt its node usage: the two workers still hold their GPUs
-        pods = [p for p in second.list("pods", "default")
-                if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+        pods = [
+            p
+            for p in second.list("pods", "default")
+            if p["metadata"]["labels"]["ray.io/node-type"] == "worker"
+        ]
         node = pods[0]["spec"]["nodeName"]
         assert second.cluster.scheduler.nodes[node].used["nvidia.com/gpu"] == 2
         assert second.get("resourcequotas", "t", "q")["status"]["used"] == {
-            "requests.nvidia.com/gpu": "0"}
+            "requests.nvidia.com/gpu": "0"
+        }
     finally:
         second.stop()

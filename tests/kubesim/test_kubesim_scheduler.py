@@ -11,7 +11,8 @@ from kubesim import KubeSim
 
 def events_for(core: client.CoreV1Api, pod: str) -> list[client.CoreV1Event]:
     return core.list_namespaced_event(
-        "default", field_selector=f"involvedObject.name={pod},involvedObject.kind=Pod").items
+        "default", field_selector=f"involvedObject.name={pod},involvedObject.kind=Pod"
+    ).items
 
 
 def test_untolerated_taint_and_insufficient_gpu_wording(core: client.CoreV1Api) -> None:
@@ -20,10 +21,12 @@ def test_untolerated_taint_and_insufficient_gpu_wording(core: client.CoreV1Api) 
     assert pod.status.phase == "Pending" and pod.spec.node_name is None
     cond = pod.status.conditions[0]
     assert (cond.type, cond.status, cond.reason) == ("PodScheduled", "False", "Unschedulable")
-    expected = ("0/10 nodes are available: 2 Insufficient nvidia.com/gpu, 8 node(s) had "
-                "untolerated taint {nvidia.com/gpu: }. preemption: 0/10 nodes are available: "
-                "2 No preemption victims found for incoming pod, 8 Preemption is not helpful "
-                "for scheduling.")
+    expected = (
+        "0/10 nodes are available: 2 Insufficient nvidia.com/gpu, 8 node(s) had "
+        "untolerated taint {nvidia.com/gpu: }. preemption: 0/10 nodes are available: "
+        "2 No preemption victims found for incoming pod, 8 Preemption is not helpful "
+        "for scheduling."
+    )
     assert cond.message == expected
     ev = events_for(core, "g")
     assert len(ev) == 1 and ev[0].reason == "FailedScheduling" and ev[0].type == "Warning"
@@ -31,10 +34,12 @@ def test_untolerated_taint_and_insufficient_gpu_wording(core: client.CoreV1Api) 
 
 
 def test_selector_and_toleration_place_on_the_right_pool(core: client.CoreV1Api) -> None:
-    core.create_namespaced_pod("default", pod_manifest("h", gpu=8, cpu="100", memory="1Ti",
-                                                       product=H100, tolerate=True))
-    core.create_namespaced_pod("default", pod_manifest("l", gpu=1, cpu="8", memory="32Gi",
-                                                       product=L4, tolerate=True))
+    core.create_namespaced_pod(
+        "default", pod_manifest("h", gpu=8, cpu="100", memory="1Ti", product=H100, tolerate=True)
+    )
+    core.create_namespaced_pod(
+        "default", pod_manifest("l", gpu=1, cpu="8", memory="32Gi", product=L4, tolerate=True)
+    )
     core.create_namespaced_pod("default", pod_manifest("c", cpu="4"))
     h = core.read_namespaced_pod("h", "default")
     assert h.spec.node_name.startswith("demo-h100-") and h.status.phase == "Running"
@@ -47,28 +52,46 @@ def test_selector_and_toleration_place_on_the_right_pool(core: client.CoreV1Api)
 
 def test_full_nodes_leave_pods_pending_until_capacity_frees(core: client.CoreV1Api) -> None:
     for i in range(4):
-        core.create_namespaced_pod("default", pod_manifest(f"w{i}", gpu=8, cpu="100",
-                                                           memory="1Ti", product=H100,
-                                                           tolerate=True))
+        core.create_namespaced_pod(
+            "default",
+            pod_manifest(f"w{i}", gpu=8, cpu="100", memory="1Ti", product=H100, tolerate=True),
+        )
     nodes = {core.read_namespaced_pod(f"w{i}", "default").spec.node_name for i in range(4)}
     assert len(nodes) == 4
-    core.create_namespaced_pod("default", pod_manifest("late", gpu=1, product=H100,
-                                                       tolerate=True))
+    core.create_namespaced_pod("default", pod_manifest("late", gpu=1, product=H100, tolerate=True))
     late = core.read_namespaced_pod("late", "default")
     assert late.status.phase == "Pending"
     assert late.status.conditions[0].message.startswith(
-        "0/10 nodes are available: 4 Insufficient nvidia.com/gpu, 6 node(s)")
+        "0/10 nodes are available: 4 Insufficient nvidia.com/gpu, 6 node(s)"
+    )
     core.delete_namespaced_pod("w2", "default")
     late = core.read_namespaced_pod("late", "default")
     assert late.status.phase == "Running"
-    assert late.spec.node_name == next(iter(nodes - {
-        core.read_namespaced_pod(f"w{i}", "default").spec.node_name for i in (0, 1, 3)}))
+    assert late.spec.node_name == next(
+        iter(
+            nodes - {core.read_namespaced_pod(f"w{i}", "default").spec.node_name for i in (0, 1, 3)}
+        )
+    )
 
 
 def test_node_affinity_and_unschedulable_nodes(core: client.CoreV1Api) -> None:
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["demo-cpu-1"]}]}]}}}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/hostname",
+                                "operator": "In",
+                                "values": ["demo-cpu-1"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
     core.patch_node("demo-cpu-1", {"spec": {"unschedulable": True}})
     core.create_namespaced_pod("default", pod_manifest("a", affinity=affinity))
     pod = core.read_namespaced_pod("a", "default")
@@ -112,7 +135,8 @@ def test_startup_delay_drives_running_by_ticker() -> None:
 
 def test_gpu_pods_bin_pack(core: client.CoreV1Api) -> None:
     for i in range(3):
-        core.create_namespaced_pod("default", pod_manifest(f"d{i}", gpu=1, product=H100,
-                                                           tolerate=True))
+        core.create_namespaced_pod(
+            "default", pod_manifest(f"d{i}", gpu=1, product=H100, tolerate=True)
+        )
     nodes = {core.read_namespaced_pod(f"d{i}", "default").spec.node_name for i in range(3)}
     assert len(nodes) == 1

@@ -121,6 +121,8 @@ def worker(transactional_db: Any, kubesim: KubeSim, tmp_path: Path) -> Iterator[
         SWEEP_INTERVAL_SECONDS="1",
         SWEEP_STALE_SECONDS="2",
         KUBE_REQUEST_TIMEOUT_SECONDS="5",
+        QUEUE_MODE=settings.QUEUE_MODE,
+        KAI_ENABLED="1" if settings.KAI_ENABLED else "0",
         DEBUG="1",
     )
     handle = Worker(env, tmp_path / "worker.log")

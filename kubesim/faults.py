@@ -19,10 +19,10 @@ _REASONS = {
     500: ("InternalError", "Internal error occurred: kubesim injected an internal error"),
     502: ("InternalError", "Internal error occurred: bad gateway (kubesim)"),
     503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
-    504: ("Timeout", "the server was unable to return a response in the time allotted, but "
-                     "may still be processing the request"),
-    429: ("TooManyRequests", "the server has received too many requests and has asked us to "
-                             "try again later"),
+    504: ("Timeout", ("the server was unable to return a response in the time allotted, but "
+                     "may still be processing the request")),
+    429: ("TooManyRequests", ("the server has received too many requests and has asked us to "
+                             "try again later")),
     408: ("Timeout", "request timed out"),
 }
 

@@ -54,26 +54,26 @@ class Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests and benchmarks make thousands of requests."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:
         """GET."""
         self._handle("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         """POST."""
         self._handle("POST")
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         """PUT."""
         self._handle("PUT")
 
-    def do_PATCH(self) -> None:  # noqa: N802
+    def do_PATCH(self) -> None:
         """PATCH."""
         self._handle("PATCH")
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         """DELETE."""
         self._handle("DELETE")
 
@@ -238,5 +238,5 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 raise errors.method_not_allowed()
             data = json.dumps(result).encode()
-            headers = {f"Warning": f'299 - "{w}"' for w in cluster.warnings[:1]}
+            headers = {"Warning": f'299 - "{cluster.warnings[0]}"'} if cluster.warnings else {}
         self._send(code, data, headers)

@@ -98,9 +98,10 @@ class KubeSim:
         return self.start()
 
     def __enter__(self) -> KubeSim:
+        """Start on entering a ``with`` block."""
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _tick_loop(self) -> None:

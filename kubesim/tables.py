@@ -22,7 +22,7 @@ def age(stamp: str | None) -> str:
     """Humanised age like kubectl prints: ``45s``, ``12m``, ``3h``, ``2d``."""
     if not stamp:
         return "<unknown>"
-    secs = int((datetime.datetime.now(datetime.timezone.utc) - parse_time(stamp))
+    secs = int((datetime.datetime.now(datetime.UTC) - parse_time(stamp))
                .total_seconds())
     secs = max(secs, 0)
     if secs < 120:

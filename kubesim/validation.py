@@ -281,10 +281,10 @@ def validate_metadata(rt: ResourceType, obj: dict[str, Any]) -> None:
         raise invalid(rt.kind, rt.group, "", [Cause("metadata", "FieldValueRequired",
                                                     "Required value")])
     causes = validate_name(rt, str(meta.get("name") or ""))
-    for k, v in (meta.get("labels") or {}).items():
+    for v in (meta.get("labels") or {}).values():
         if not isinstance(v, str) or len(v) > 63 or (v and not re.match(
                 r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", v)):
-            causes.append(Cause(f"metadata.labels", "FieldValueInvalid",
+            causes.append(Cause("metadata.labels", "FieldValueInvalid",
                                 f"Invalid value: {_go_value(v)}: a valid label must be an empty "
                                 "string or consist of alphanumeric characters, '-', '_' or '.', "
                                 "and must start and end with an alphanumeric character"))

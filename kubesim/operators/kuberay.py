@@ -42,8 +42,10 @@ def desired_workers(group: dict[str, Any]) -> int:
     if group.get("suspend"):
         return 0
     lo = int(group.get("minReplicas") or 0)
-    hi = int(group.get("maxReplicas") if group.get("maxReplicas") is not None else 2**31 - 1)
-    replicas = int(group.get("replicas") if group.get("replicas") is not None else lo)
+    top = group.get("maxReplicas")
+    hi = int(top) if top is not None else 2**31 - 1
+    want = group.get("replicas")
+    replicas = int(want) if want is not None else lo
     replicas = max(lo, min(hi, replicas))
     return replicas * max(1, int(group.get("numOfHosts") or 1))
 
@@ -279,8 +281,7 @@ class KubeRay:
                               ("HeadPodNotFound" if head is None else "HeadPodNotReady"),
                               "" if head_ready else ("Head Pod not found" if head is None
                                                      else "Head Pod is not ready")))
-            provisioned = all_ready or (was_provisioned and not old.get("state") ==
-                                        "suspended")
+            provisioned = all_ready or (was_provisioned and old.get("state") != "suspended")
             conds.append(cond("RayClusterProvisioned", provisioned,
                               "AllPodRunningAndReadyFirstTime" if provisioned else
                               "RayClusterPodsProvisioning",

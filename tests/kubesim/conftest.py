@@ -69,7 +69,8 @@ def kubectl(kubeconfig_path: str, tmp_path: Path) -> Callable[..., subprocess.Co
             ) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ, KUBECONFIG=kubeconfig_path, HOME=str(tmp_path))
         proc = subprocess.run([str(KUBECTL), "--cache-dir", str(cache), *args], env=env,
-                              capture_output=True, text=True, input=stdin, timeout=60)
+                              capture_output=True, text=True, input=stdin, timeout=60,
+                              check=False)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
         return proc

@@ -494,10 +494,12 @@ class Scheduler:
         failed: dict[str, str] = {}
         if self.retry_all:
             self.retry_all = False
-            groups = sorted(self.pending.items(),
-                            key=lambda kv: min((r.seq for r in kv[1].values()), default=0))
-            for sig, group in groups:
-                for key, req in sorted(group.items(), key=lambda kv: kv[1].seq):
+            # Groups and their members are insertion-ordered, i.e. already in seq order:
+            # no sorting of (possibly tens of thousands of) pending pods per pass.
+            groups = sorted(((next(iter(g.values())).seq, sig, g)
+                             for sig, g in self.pending.items() if g))
+            for _, sig, group in groups:
+                for key, req in list(group.items()):
                     pod = self.cluster.store.get("pods", *key)
                     if pod is None:
                         group.pop(key, None)

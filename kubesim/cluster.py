@@ -431,7 +431,7 @@ class Cluster:
             "reportingComponent": component,
             "reportingInstance": host or component,
         }
-        if not meta.get("namespace") and not involved.get("kind") == "Namespace":
+        if not meta.get("namespace") and involved.get("kind") != "Namespace":
             ev["involvedObject"].pop("namespace")
         if self.store.get("namespaces", "", ns) is None:
             return

@@ -28,7 +28,7 @@ def load_fleet(fleet: str | dict[str, Any] | None) -> dict[str, Any]:
         with open(fleet, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
     if not isinstance(data, dict) or not isinstance(data.get("pools"), list):
-        raise ValueError("a fleet needs a 'pools' list")
+        raise TypeError("a fleet needs a 'pools' list")
     for pool in data["pools"]:
         for key in ("name", "count", "allocatable"):
             if key not in pool:
@@ -139,4 +139,4 @@ def node_conditions(now: str) -> list[dict[str, Any]]:
     ]
 
 
-__all__ = ["ApiError", "DEMO_FLEET", "build_nodes", "load_fleet", "node_conditions"]
+__all__ = ["DEMO_FLEET", "ApiError", "build_nodes", "load_fleet", "node_conditions"]

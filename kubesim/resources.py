@@ -148,7 +148,7 @@ def _parse_crds(paths: list[str]) -> dict[str, Any]:
     data = {}
     for path in paths:
         with open(path, encoding="utf-8") as fh:
-            data[path] = yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
+            data[path] = yaml.load(fh, Loader=loader)
     try:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cache), prefix=".kubesim-crds-")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

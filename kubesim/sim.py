@@ -8,7 +8,7 @@ import os
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -64,7 +64,7 @@ class KubeSim:
         """The object store (read it under ``sim.cluster.lock`` if the server is busy)."""
         return self.cluster.store
 
-    def start(self) -> KubeSim:
+    def start(self) -> Self:
         """Serve in background threads; returns self."""
         self._server = Server((self.host, self.port), self)
         self.port = self._server.server_address[1]
@@ -96,7 +96,7 @@ class KubeSim:
         if self.snapshot_path:
             self.save_snapshot(self.snapshot_path)
 
-    def restart(self, keep_state: bool = True) -> KubeSim:
+    def restart(self, keep_state: bool = True) -> Self:
         """Stop and start again on the same port; without ``keep_state`` every object but
         the nodes (rebuilt from the fleet) is forgotten."""
         self.stop()
@@ -109,10 +109,11 @@ class KubeSim:
                 time.sleep(0.1)  # the old socket may linger for a moment
         return self.start()
 
-    def __enter__(self) -> KubeSim:
+    def __enter__(self) -> Self:
+        """Start on entering a ``with`` block."""
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _tick_loop(self) -> None:

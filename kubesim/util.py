@@ -14,19 +14,18 @@ _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 def now() -> str:
     """Current time as RFC 3339 in UTC, second precision (as metav1.Time prints)."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def now_micro() -> str:
     """Current time with microseconds (metav1.MicroTime, used by eventTime)."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(text: str) -> datetime.datetime:
     """Parse an RFC 3339 time stamp written by :func:`now`."""
     return datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(
-        tzinfo=datetime.timezone.utc
-    )
+        tzinfo=datetime.UTC)
 
 
 def suffix(n: int = 5, rng: random.Random | None = None) -> str:
@@ -55,11 +54,6 @@ def get_path(obj: Any, *keys: str, default: Any = None) -> Any:
 
 def owner_ref(obj: dict[str, Any], controller: bool = True) -> dict[str, Any]:
     """An ownerReference pointing at ``obj``."""
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": obj["metadata"]["name"],
-        "uid": obj["metadata"]["uid"],
-        "controller": controller,
-        "blockOwnerDeletion": True,
-    }
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"],
+            "controller": controller, "blockOwnerDeletion": True}

@@ -326,8 +326,8 @@ class Kueue:
                            f"LocalQueue {lq} doesn't exist")
                     busy = self._set_pending(wl, "Inadmissible", msg) or busy
                     continue
-                assignment, why = (None, "Workload is waiting behind an older one in a "
-                                   "StrictFIFO queue") if blocked else self._assign(wl, cq, use)
+                assignment, why = (None, ("Workload is waiting behind an older one in a "
+                                   "StrictFIFO queue")) if blocked else self._assign(wl, cq, use)
                 if assignment is None:
                     blocked = blocked or strict
                     busy = self._set_pending(wl, "Pending", why) or busy

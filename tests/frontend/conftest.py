@@ -43,3 +43,20 @@ def request_cluster(acme: Any, h100: Any) -> Any:
 def ready_cluster(bob: Any, request_cluster: Any) -> ClusterRequest:
     """bob's one-GPU dev cluster, ready."""
     return make_ready(request_cluster(bob, name="bob-ready"))
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args() -> dict[str, Any]:
+    """pytest-playwright's launch options: the system chromium (see tests/frontend/browser.py)."""
+    from tests.frontend.browser import launch_args
+
+    return launch_args()
+
+
+@pytest.fixture
+def browser_env(monkeypatch: Any, settings: Any) -> None:
+    """A live-server test with plain static files and no Celery nudges."""
+    from tests.frontend.browser import plain_static, quiet_nudges
+
+    plain_static(settings)
+    quiet_nudges(monkeypatch)

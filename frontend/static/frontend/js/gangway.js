@@ -33,10 +33,4 @@
     var message = event.target.dataset && event.target.dataset.confirm;
     if (message && !window.confirm(message)) event.preventDefault();
   });
-
-  // A submit through the create form must be a normal POST, not the verdict's htmx post.
-  document.addEventListener("htmx:confirm", function (event) {
-    var trigger = event.detail.triggerEvent;
-    if (trigger && trigger.type === "submit") event.preventDefault();
-  });
 })();

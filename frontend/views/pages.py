@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -40,6 +41,10 @@ def cluster_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if not request.GET.getlist("state"):
         queryset = queryset.exclude(state=State.DELETED)  # deleted rows only when asked for
     filterset = ClusterFilter(request.GET or None, queryset=queryset)
+    # Same filter as the API; on a page, states read better as checkboxes than a list box.
+    filterset.form.fields["state"].widget = forms.CheckboxSelectMultiple(
+        choices=filterset.form.fields["state"].choices  # type: ignore[attr-defined]
+    )
     clusters = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     for cluster in clusters:
         cluster.endpoints = selectors.cluster_endpoints(cluster)  # type: ignore[attr-defined]

@@ -196,7 +196,8 @@ def test_verdict_panel_will_queue_with_position_eta_and_alternatives(
     text = client_for(bob).post(VERDICT, {"kind": "dev", "flavor": "h100", "workers": 1})
     html = text.content.decode()
     assert 'data-verdict="will_queue"' in html
-    assert "Will queue: #1, about 2 h" in html and "because" in html
+    assert "Will queue: #1, <span title=" in html and ">about 2 h</span>" in html
+    assert "because" in html
     assert "Alternatives" in html and "<strong>l4</strong>" in html
 
 

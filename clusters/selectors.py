@@ -113,3 +113,57 @@ def usage_summary(*, tenant: Tenant, since: Any, until: Any) -> dict[str, Any]:
             for (user, flavor), v in sorted(by_pair.items())
         ],
     }
+
+
+def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
+    """For each tenant: GPUs held against quota per flavor, and live clusters by state.
+
+    Two grouped queries plus one for the quotas whatever the number of tenants, for the
+    dashboard's home page. Keys are tenant ids; ``flavors`` is a list of
+    ``{"flavor", "held", "quota", "percent"}`` in flavor order.
+    """
+    from django.db.models import Count, Sum
+
+    from tenants.models import Quota
+
+    ids = [tenant.pk for tenant in tenants]
+    held: dict[tuple[int, int], Any] = {
+        (row["tenant_id"], row["flavor_id"]): row["gpus"]
+        for row in ClusterRequest.objects.unscoped()
+        .filter(tenant_id__in=ids, holds_gpus=True)
+        .values("tenant_id", "flavor_id")
+        .annotate(gpus=Sum("gpus"))
+    }
+    out: dict[int, dict[str, Any]] = {pk: {"flavors": [], "states": {}} for pk in ids}
+    quotas = (
+        Quota.objects.unscoped()
+        .filter(tenant_id__in=ids)
+        .select_related("flavor")
+        .order_by("flavor__name")
+    )
+    for quota in quotas:
+        used = held.get((quota.tenant_id, quota.flavor_id), 0) or 0
+        percent = min(100, round(100 * float(used) / quota.gpus)) if quota.gpus else 0
+        out[quota.tenant_id]["flavors"].append(
+            {"flavor": quota.flavor, "held": used, "quota": quota.gpus, "percent": percent}
+        )
+    for row in (
+        ClusterRequest.objects.unscoped()
+        .filter(tenant_id__in=ids)
+        .exclude(state="deleted")
+        .values("tenant_id", "state")
+        .annotate(n=Count("id"))
+    ):
+        out[row["tenant_id"]]["states"][row["state"]] = row["n"]
+    return out
+
+
+def clusters_of_owner(*, user: Any) -> QuerySet[ClusterRequest]:
+    """The user's own live clusters in every tenant they can see (the home page)."""
+    return (
+        ClusterRequest.objects.visible_to(user)
+        .filter(owner=user)
+        .exclude(state="deleted")
+        .select_related("tenant", "flavor", "owner")
+        .order_by("-created_at", "-id")
+    )

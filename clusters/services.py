@@ -202,15 +202,21 @@ def cluster_request_create(
     return cluster
 
 
-def _require_manage(*, actor: Any, cluster: ClusterRequest) -> None:
-    """Engineers manage their own clusters; tenant admins manage every cluster."""
+def can_manage(*, actor: Any, cluster: ClusterRequest) -> bool:
+    """Engineers manage their own clusters; tenant admins manage every cluster.
+
+    The services enforce it; the dashboard asks it only to decide which buttons to show.
+    """
     if has_role(user=actor, tenant=cluster.tenant, at_least=Role.ADMIN):
-        return
-    if cluster.owner_id == getattr(actor, "pk", None) and has_role(
+        return True
+    return cluster.owner_id == getattr(actor, "pk", None) and has_role(
         user=actor, tenant=cluster.tenant, at_least=Role.ENGINEER
-    ):
-        return
-    raise PermissionDenied("Only the cluster's owner or a tenant admin may change it.")
+    )
+
+
+def _require_manage(*, actor: Any, cluster: ClusterRequest) -> None:
+    if not can_manage(actor=actor, cluster=cluster):
+        raise PermissionDenied("Only the cluster's owner or a tenant admin may change it.")
 
 
 def _locked(cluster: ClusterRequest) -> ClusterRequest:

@@ -1,9 +1,12 @@
-"""Dashboard routes: session login and logout, and a placeholder home page."""
+"""Dashboard routes: session login and logout, home, and the pages of one tenant."""
 
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from frontend import views
+
+TENANT = "t/<slug:slug>/"
+CLUSTER = TENANT + "clusters/<slug:name>/"
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -13,4 +16,15 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(TENANT, views.cluster_list, name="cluster-list"),
+    path(TENANT + "clusters/new/", views.cluster_new, name="cluster-new"),
+    path(TENANT + "clusters/new/verdict/", views.cluster_dry_run, name="cluster-verdict"),
+    path(TENANT + "queue/", views.queue, name="tenant-queue-page"),
+    path(TENANT + "usage/", views.usage, name="tenant-usage-page"),
+    path(CLUSTER, views.cluster_detail, name="cluster-detail"),
+    path(
+        CLUSTER + "<str:action>/",
+        views.cluster_action,
+        name="cluster-action",
+    ),
 ]

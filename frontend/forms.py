@@ -1,0 +1,100 @@
+"""The dashboard's create form: the API's create body as a Django form.
+
+It only parses and offers choices; every rule (shape limits, policy, caps, who may ask
+for production) is checked by :mod:`clusters.services`, whose ``ValidationError`` the
+views attach back to these fields with :meth:`ClusterForm.add_service_errors`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from clusters.models import ClusterKind
+from tenants.models import Role, Tenant
+from tenants.selectors import flavor_list
+
+FRACTION_NOTE = (
+    "Fractional GPUs share one device under the KAI scheduler and are not memory-isolated: "
+    "a neighbour can run yours out of GPU memory. For development only."
+)
+
+
+class ClusterForm(forms.Form):
+    """``name?, kind, flavor, workers, min_workers, max_workers, gpu_fraction, ttl_hours``."""
+
+    name = forms.CharField(
+        required=False,
+        max_length=53,
+        help_text="Optional; lower-case letters, digits and dashes. Generated when empty.",
+    )
+    kind = forms.ChoiceField(choices=ClusterKind.choices, initial=ClusterKind.DEV)
+    flavor = forms.ModelChoiceField(queryset=flavor_list(), to_field_name="name", empty_label=None)
+    workers = forms.IntegerField(min_value=0, max_value=1024, initial=1)
+    min_workers = forms.IntegerField(
+        required=False, min_value=0, max_value=1024, help_text="Production autoscaling only."
+    )
+    max_workers = forms.IntegerField(
+        required=False, min_value=0, max_value=1024, help_text="Production autoscaling only."
+    )
+    gpu_fraction = forms.DecimalField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        max_digits=4,
+        decimal_places=3,
+        label="GPU fraction",
+        help_text=FRACTION_NOTE,
+    )
+    ttl_hours = forms.IntegerField(required=False, min_value=1, max_value=24 * 365, label="TTL")
+
+    def __init__(
+        self, *args: Any, tenant: Tenant, role: str | None, kai_enabled: bool, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.tenant = tenant
+        self.is_admin = role == Role.ADMIN
+        if not self.is_admin:
+            # Offer only what the role may ask for; the service refuses prod anyway.
+            self.fields["kind"].choices = [(ClusterKind.DEV, ClusterKind.DEV.label)]  # type: ignore[attr-defined]
+            del self.fields["min_workers"]
+            del self.fields["max_workers"]
+        sharing = [f.name for f in self.fields["flavor"].queryset if f.sharing]  # type: ignore[attr-defined]
+        if kai_enabled and sharing:
+            self.fields[
+                "gpu_fraction"
+            ].help_text = f"Dev clusters on {', '.join(sharing)} only. {FRACTION_NOTE}"
+        else:
+            del self.fields["gpu_fraction"]
+        self.fields[
+            "ttl_hours"
+        ].help_text = (
+            f"Hours; dev default {tenant.dev_ttl_hours} h, at most {tenant.max_ttl_hours} h."
+        )
+
+    def attrs(self) -> dict[str, Any]:
+        """The cleaned body with absent optional fields as ``None`` (the service's shape)."""
+        data = self.cleaned_data
+        return {
+            "name": data.get("name") or None,
+            "kind": data["kind"],
+            "flavor": data["flavor"],
+            "workers": data["workers"],
+            "min_workers": data.get("min_workers"),
+            "max_workers": data.get("max_workers"),
+            "gpu_fraction": data.get("gpu_fraction"),
+            "ttl_hours": data.get("ttl_hours"),
+        }
+
+    def add_service_errors(self, exc: ValidationError) -> None:
+        """Attach a service's ``ValidationError`` to the fields it names (others: form-wide)."""
+        errors: dict[str, list[str]] = (
+            exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
+        )
+        for field, messages in errors.items():
+            target = field if field in self.fields else None
+            for message in messages:
+                prefix = "" if target or field == "__all__" else f"{field}: "
+                self.add_error(target, f"{prefix}{message}")

@@ -1,0 +1,89 @@
+"""Template helpers of the dashboard: relative times, state badges, GPU counts and the
+one-line queue summary. Presentation only; the facts come from selectors."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+
+from clusters.admission import format_eta
+
+register = template.Library()
+
+
+def _span(seconds: float) -> str:
+    minutes = round(abs(seconds) / 60)
+    if minutes < 1:
+        return "less than a minute"
+    if minutes < 90:
+        return f"{minutes} min"
+    hours = round(minutes / 60)
+    if hours < 48:
+        return f"{hours} h"
+    return f"{round(hours / 24)} days"
+
+
+def relative(when: datetime, now: datetime | None = None) -> str:
+    """``in 3 h`` or ``5 min ago``."""
+    seconds = (when - (now or timezone.now())).total_seconds()
+    return f"in {_span(seconds)}" if seconds >= 0 else f"{_span(seconds)} ago"
+
+
+@register.filter
+def reltime(when: datetime | None) -> str:
+    """A ``<time>`` element reading ``in 3 h``/``5 min ago``, the exact UTC time as title."""
+    if when is None:
+        return "—"
+    utc = when.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" title="{} UTC">{}</time>',
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S"),
+        relative(when),
+    )
+
+
+@register.filter
+def utc(when: datetime | None) -> str:
+    """The absolute time in UTC, for tables of history."""
+    return "—" if when is None else when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def gpus(amount: Any) -> str:
+    """``8``, ``0.5``: never ``8.000``."""
+    if amount is None:
+        return "0"
+    return format(Decimal(amount).normalize(), "f")
+
+
+@register.simple_tag
+def state_badge(state: str) -> str:
+    """A badge with colour and the state's name (colour is never the only signal)."""
+    return format_html('<span class="badge badge-{}">{}</span>', state, state)
+
+
+@register.simple_tag
+def eta_words(eta: datetime | None) -> str:
+    """When a waiting request should start, in the words the API's ``eta_text`` uses."""
+    if eta is None:
+        return "start time unknown"
+    text = format_eta(eta, timezone.now())
+    return text if text.startswith(("now", "in ")) else f"starts in {text}"
+
+
+@register.simple_tag
+def queue_line(cluster: Any) -> str:
+    """ "#2 in acme's queue — acme is using 16 of 16 h100 GPUs … — starts in about 40 min"."""
+    if cluster.queue_position is None:
+        return "waiting for the next admission pass"
+    parts = [f"#{cluster.queue_position} in {cluster.tenant.slug}'s queue"]
+    if cluster.queue_message:
+        parts.append(cluster.queue_message.rstrip("."))
+    parts.append(eta_words(cluster.queue_eta))
+    return " — ".join(parts)

@@ -1,0 +1,22 @@
+"""Dashboard views: thin translations from HTTP to the selectors and services that the
+REST API calls too (STYLE 4). Pages live in :mod:`.pages`, a cluster's form, detail and
+actions in :mod:`.clusters`."""
+
+from frontend.views.clusters import (
+    cluster_action,
+    cluster_detail,
+    cluster_dry_run,
+    cluster_new,
+)
+from frontend.views.pages import cluster_list, home, queue, usage
+
+__all__ = [
+    "cluster_action",
+    "cluster_detail",
+    "cluster_dry_run",
+    "cluster_list",
+    "cluster_new",
+    "home",
+    "queue",
+    "usage",
+]

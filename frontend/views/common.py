@@ -1,0 +1,44 @@
+"""What every tenant page needs: the tenant from the URL, scoped to the user, and their role."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import Http404, HttpRequest
+from django_htmx.middleware import HtmxDetails
+
+from tenants.models import Role, Tenant
+from tenants.selectors import role_in_tenant
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request as ``django_htmx``'s middleware leaves it (for type checking)."""
+
+    htmx: HtmxDetails
+
+
+@dataclass(frozen=True)
+class TenantPage:
+    """The tenant a page is about and what the signed-in user may do there."""
+
+    tenant: Tenant
+    role: str | None
+
+    @property
+    def may_request(self) -> bool:
+        """Engineers and admins request clusters; viewers only read."""
+        return self.role is not None and Role.rank(self.role) >= Role.rank(Role.ENGINEER)
+
+    def context(self, **extra: Any) -> dict[str, Any]:
+        """The template context every tenant page starts from."""
+        return {"tenant": self.tenant, "role": self.role, "may_request": self.may_request, **extra}
+
+
+def tenant_page(request: HttpRequest, slug: str) -> TenantPage:
+    """Resolve ``slug`` among the tenants the user may see; anything else is a 404, so a
+    page never confirms that another tenant exists (STYLE 3)."""
+    tenant = Tenant.objects.visible_to(request.user).filter(slug=slug).first()
+    if tenant is None:
+        raise Http404("No such tenant.")
+    return TenantPage(tenant=tenant, role=role_in_tenant(user=request.user, tenant=tenant))

@@ -1,0 +1,310 @@
+"""The dashboard through Django's test client: scoping, the create form and its verdict
+panel, the buttons (each a service call), refusals, and constant query counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils.html import escape
+
+from clusters.models import ClusterRequest
+from clusters.states import State
+from tenants.models import AuditEvent
+from tests.frontend.conftest import make_ready
+
+
+def client_for(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def tenant_pages(name: str = "bob-ready") -> list[str]:
+    return [
+        "/t/acme/",
+        "/t/acme/clusters/new/",
+        f"/t/acme/clusters/{name}/",
+        "/t/acme/queue/",
+        "/t/acme/usage/",
+        "/t/acme/usage/?days=7",
+    ]
+
+
+def test_every_page_renders_for_a_member(bob: Any, ready_cluster: Any) -> None:
+    client = client_for(bob)
+    for url in ["/", *tenant_pages()]:
+        response = client.get(url)
+        assert response.status_code == 200, url
+    home = client.get("/").content.decode()
+    assert "Acme Research" in home and "bob-ready" in home
+    assert "1 / 16 GPUs" in home  # the held-vs-quota bar of h100
+
+
+def test_another_tenants_pages_are_404(charlie: Any, ready_cluster: Any) -> None:
+    client = client_for(charlie)
+    for url in tenant_pages():
+        assert client.get(url).status_code == 404, url
+    assert client.post("/t/acme/clusters/new/verdict/", {"flavor": "h100"}).status_code == 404
+    for action in ("suspend", "resume", "delete", "extend"):
+        response = client.post(f"/t/acme/clusters/bob-ready/{action}/", {"hours": 4})
+        assert response.status_code == 404
+    assert "bob-ready" not in client.get("/").content.decode()
+    ready_cluster.refresh_from_db()
+    assert ready_cluster.state == State.READY
+
+
+def test_anonymous_users_are_sent_to_login(ready_cluster: Any) -> None:
+    client = Client()
+    for url in ["/", *tenant_pages()]:
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith("/login/?next=")
+
+
+def test_list_shows_queue_position_reason_and_eta_and_ready_details(
+    bob: Any, alice: Any, request_cluster: Any, ready_cluster: Any
+) -> None:
+    # acme may hold 16 H100s (no cohort to borrow from) and bob holds 1: alice's two
+    # whole-node prod workers (16 GPUs) wait until bob's cluster expires.
+    request_cluster(alice, name="big-train", kind="prod", workers=2)
+    from clusters.admission_pass import run_admission_pass
+
+    run_admission_pass()
+    page = client_for(bob).get("/t/acme/").content.decode()
+    assert "big-train" in page
+    assert "#1 in acme&#x27;s queue" in page
+    waiting = ClusterRequest.objects.get(name="big-train")
+    assert waiting.queue_reason and escape(waiting.queue_message.rstrip(".")) in page
+    assert "starts in about 8 h" in page  # bob's cluster expires then
+    assert "ray://bob-ready-head-svc.gw-acme.svc:10001" in page
+    assert "expires <time" in page and 'title="' in page
+    assert 'hx-trigger="every 3s"' in page
+    # The htmx poll gets only the table.
+    partial = client_for(bob).get("/t/acme/", HTTP_HX_REQUEST="true").content.decode()
+    assert partial.lstrip().startswith('<div id="cluster-rows"') and "<html" not in partial
+
+
+def test_list_filters_with_the_shared_filterset(
+    bob: Any, alice: Any, request_cluster: Any, ready_cluster: Any
+) -> None:
+    request_cluster(alice, name="alice-dev")
+    client = client_for(bob)
+    page = client.get("/t/acme/?owner=alice").content.decode()
+    assert "alice-dev" in page and "bob-ready" not in page
+    page = client.get("/t/acme/?state=ready").content.decode()
+    assert "bob-ready" in page and "alice-dev" not in page
+
+
+def test_list_query_count_does_not_grow_with_clusters(
+    bob: Any, alice: Any, acme: Any, request_cluster: Any, ready_cluster: Any
+) -> None:
+    acme.max_dev_clusters_per_user = 10
+    acme.max_dev_gpus_per_user = 10
+    acme.save()
+    client = client_for(bob)
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get("/t/acme/").status_code == 200
+        return len(ctx.captured_queries)
+
+    few = count()
+    for n in range(4):
+        request_cluster(alice, name=f"alice-{n}")
+    make_ready(request_cluster(alice, name="alice-ready"))
+    assert count() == few
+
+
+def test_create_form_creates_through_the_service(bob: Any) -> None:
+    client = client_for(bob)
+    response = client.post(
+        "/t/acme/clusters/new/", {"name": "bob-form", "kind": "dev", "flavor": "h100", "workers": 2}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/t/acme/clusters/bob-form/"
+    cluster = ClusterRequest.objects.get(name="bob-form")
+    assert (cluster.owner, cluster.state, cluster.workers, cluster.gpus) == (bob, "queued", 2, 2)
+    assert AuditEvent.objects.filter(action="cluster.create", object_repr__contains="bob-form")
+    page = client.get(response["Location"]).content.decode()
+    assert "bob-form is queued." in page and "badge-queued" in page
+
+
+def test_create_form_shows_service_errors_next_to_fields(bob: Any) -> None:
+    response = client_for(bob).post(
+        "/t/acme/clusters/new/", {"name": "dry-run", "kind": "dev", "flavor": "h100", "workers": 1}
+    )
+    assert response.status_code == 400
+    assert response.context["form"].errors["name"]
+    assert ClusterRequest.objects.count() == 0
+
+
+def test_user_cap_is_a_banner_and_nothing_is_written(
+    bob: Any, acme: Any, request_cluster: Any
+) -> None:
+    for n in range(acme.max_dev_clusters_per_user):
+        request_cluster(bob, name=f"bob-{n}")
+    before = ClusterRequest.objects.count()
+    response = client_for(bob).post(
+        "/t/acme/clusters/new/", {"kind": "dev", "flavor": "h100", "workers": 1}
+    )
+    assert response.status_code == 409
+    body = response.content.decode()
+    assert 'class="banner banner-error"' in body and "the limit is" in body
+    assert ClusterRequest.objects.count() == before
+
+
+def test_prod_is_offered_to_admins_only(bob: Any, alice: Any) -> None:
+    bob_form = client_for(bob).get("/t/acme/clusters/new/").content.decode()
+    assert 'value="prod"' not in bob_form and "min_workers" not in bob_form
+    alice_form = client_for(alice).get("/t/acme/clusters/new/").content.decode()
+    assert 'value="prod"' in alice_form and "min_workers" in alice_form
+    # Even a hand-written POST cannot get bob a production cluster.
+    response = client_for(bob).post(
+        "/t/acme/clusters/new/", {"kind": "prod", "flavor": "h100", "workers": 1}
+    )
+    assert response.status_code == 400
+    assert ClusterRequest.objects.count() == 0
+
+
+def test_fractional_gpus_only_with_kai_and_with_the_isolation_note(bob: Any, settings: Any) -> None:
+    assert "gpu_fraction" not in client_for(bob).get("/t/acme/clusters/new/").content.decode()
+    settings.KAI_ENABLED = True
+    page = client_for(bob).get("/t/acme/clusters/new/").content.decode()
+    assert "gpu_fraction" in page and "not memory-isolated" in page and "on l4 only" in page
+
+
+VERDICT = "/t/acme/clusters/new/verdict/"
+
+
+def test_verdict_panel_fits_now(bob: Any) -> None:
+    body = client_for(bob).post(VERDICT, {"kind": "dev", "flavor": "h100", "workers": 1})
+    assert body.status_code == 200
+    assert 'data-verdict="fits_now"' in body.content.decode()
+    assert ClusterRequest.objects.count() == 0
+
+
+def test_verdict_panel_will_queue_with_position_eta_and_alternatives(
+    bob: Any, alice: Any, request_cluster: Any
+) -> None:
+    # alice holds all 16 H100s acme may hold, for two more hours.
+    for name in ("fill-a", "fill-b"):
+        make_ready(request_cluster(alice, name=name, kind="prod", workers=1, ttl_hours=2))
+    text = client_for(bob).post(VERDICT, {"kind": "dev", "flavor": "h100", "workers": 1})
+    html = text.content.decode()
+    assert 'data-verdict="will_queue"' in html
+    assert "Will queue: #1, <span title=" in html and ">about 2 h</span>" in html
+    assert "because" in html
+    assert "Alternatives" in html and "<strong>l4</strong>" in html
+
+
+def test_verdict_panel_never_fits_and_invalid(bob: Any, l4: Any) -> None:
+    client = client_for(bob)
+    html = client.post(VERDICT, {"kind": "dev", "flavor": "l4", "workers": 3}).content.decode()
+    assert 'data-verdict="never_fits"' in html
+    html = client.post(VERDICT, {"kind": "dev", "flavor": "h100", "workers": 99}).content.decode()
+    assert 'data-verdict="invalid"' in html and "workers" in html
+
+
+def test_verdict_panel_agrees_with_the_api(bob: Any, as_user: Any) -> None:
+    body = {"kind": "dev", "flavor": "h100", "workers": 2}
+    api = as_user(bob).post("/api/v1/tenants/acme/clusters/dry-run/", body, format="json")
+    html = client_for(bob).post(VERDICT, body).content.decode()
+    assert f'data-verdict="{api.json()["verdict"]}"' in html
+
+
+def test_viewer_sees_no_buttons_and_no_form(vera: Any, ready_cluster: Any) -> None:
+    client = client_for(vera)
+    page = client.get("/t/acme/clusters/bob-ready/").content.decode()
+    assert "Suspend" not in page and "Delete" not in page and "+4 h" not in page
+    assert client.get("/t/acme/clusters/new/").status_code == 403
+    assert "New cluster" not in client.get("/t/acme/").content.decode()
+
+
+@pytest.mark.parametrize("action", ["suspend", "delete", "extend"])
+def test_viewer_post_is_refused_and_nothing_changes(
+    vera: Any, ready_cluster: Any, action: str
+) -> None:
+    before = (ready_cluster.state, ready_cluster.expires_at, AuditEvent.objects.count())
+    response = client_for(vera).post(f"/t/acme/clusters/bob-ready/{action}/", {"hours": 4})
+    assert response.status_code == 403
+    ready_cluster.refresh_from_db()
+    assert (ready_cluster.state, ready_cluster.expires_at, AuditEvent.objects.count()) == before
+
+
+def test_another_engineer_cannot_touch_bobs_cluster(
+    bob: Any, ready_cluster: Any, acme: Any
+) -> None:
+    from tenants.models import Role
+    from tests.factories import MembershipFactory, UserFactory
+
+    dana = UserFactory(username="dana")
+    MembershipFactory(tenant=acme, user=dana, role=Role.ENGINEER)
+    client = client_for(dana)
+    assert "Suspend" not in client.get("/t/acme/clusters/bob-ready/").content.decode()
+    assert client.post("/t/acme/clusters/bob-ready/suspend/").status_code == 403
+
+
+def test_owner_buttons_call_the_services(bob: Any, ready_cluster: Any) -> None:
+    client = client_for(bob)
+    url = "/t/acme/clusters/bob-ready/"
+    page = client.get(url).content.decode()
+    for label in ("+4 h", "+24 h", "Suspend", "Delete", "Copy snippet", "ray.init("):
+        assert label in page
+    expires = ready_cluster.expires_at
+
+    assert client.post(url + "extend/", {"hours": 4}).status_code == 302
+    ready_cluster.refresh_from_db()
+    assert (ready_cluster.expires_at - expires).total_seconds() == 4 * 3600
+
+    assert client.post(url + "suspend/").status_code == 302
+    ready_cluster.refresh_from_db()
+    assert ready_cluster.state == State.SUSPENDED and not ready_cluster.holds_gpus
+    assert "Resume" in client.get(url).content.decode()
+
+    assert client.post(url + "resume/").status_code == 302
+    ready_cluster.refresh_from_db()
+    assert ready_cluster.state == State.QUEUED
+
+    assert client.post(url + "delete/").status_code == 302
+    ready_cluster.refresh_from_db()
+    assert ready_cluster.state == State.DELETING
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"cluster.extend", "cluster.suspend", "cluster.resume", "cluster.delete"} <= actions
+    history = client.get(url).content.decode()
+    assert "ready → suspended" in history and "suspended → queued" in history
+
+
+def test_refusal_by_state_is_a_message(bob: Any, ready_cluster: Any) -> None:
+    client = client_for(bob)
+    response = client.post("/t/acme/clusters/bob-ready/resume/", follow=True)
+    assert "Only a suspended cluster can be resumed" in response.content.decode()
+    response = client.post("/t/acme/clusters/bob-ready/extend/", {"hours": 100000}, follow=True)
+    assert "maximum lifetime" in response.content.decode()
+
+
+def test_admin_manages_any_cluster(alice: Any, ready_cluster: Any) -> None:
+    client = client_for(alice)
+    assert "Suspend" in client.get("/t/acme/clusters/bob-ready/").content.decode()
+    client.post("/t/acme/clusters/bob-ready/suspend/")
+    ready_cluster.refresh_from_db()
+    assert ready_cluster.state == State.SUSPENDED
+
+
+def test_queue_and_usage_pages(bob: Any, alice: Any, request_cluster: Any) -> None:
+    for name in ("fill-a", "fill-b"):
+        make_ready(request_cluster(alice, name=name, kind="prod", workers=1, ttl_hours=2))
+    waiting = request_cluster(bob, name="bob-waits")
+    from clusters.admission_pass import run_admission_pass
+
+    run_admission_pass()
+    waiting.refresh_from_db()
+    assert waiting.queue_position == 1
+    page = client_for(bob).get("/t/acme/queue/").content.decode()
+    assert "bob-waits" in page and escape(waiting.queue_message) in page
+    assert "about 2 h" in page
+    usage = client_for(bob).get("/t/acme/usage/?days=7").content.decode()
+    assert "alice" in usage and "GPU-hours" in usage

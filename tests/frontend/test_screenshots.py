@@ -1,0 +1,116 @@
+"""Screenshots of the dashboard for the README, taken over the demo data.
+
+Not part of the normal run: it writes PNGs, so it runs only when
+``GANGWAY_SCREENSHOTS_DIR`` is set (``python scripts/screenshots.py`` sets it to
+``docs/screenshots``). Clusters are put into their states by the services and the real
+admission pass; ``provisioning``/``ready`` use the transition helper as the reconciler
+would, since no Kubernetes runs here. Usage spans are moved three days back so that
+the usage page has something to show.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
+from clusters import services
+from clusters.admission_pass import run_admission_pass
+from clusters.models import ClusterRequest, UsageSpan
+from clusters.states import State
+from clusters.transitions import transition
+from tenants.demo import DEMO_PASSWORD, demo_seed
+from tenants.models import GpuFlavor, Tenant
+from tenants.services import tenant_update
+
+OUT = os.environ.get("GANGWAY_SCREENSHOTS_DIR", "")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not OUT, reason="set GANGWAY_SCREENSHOTS_DIR to take screenshots"),
+]
+
+
+def _ready(cluster: ClusterRequest) -> None:
+    cluster.refresh_from_db()
+    transition(cluster, State.PROVISIONING, reason="applied", message="RayCluster applied")
+    transition(cluster, State.READY, reason="ready", message="head and 1 worker(s) ready")
+
+
+def _scene() -> None:
+    """vision and speech fill the shared H100 fleet; eli's second request waits."""
+    demo_seed()
+    users = {u.username: u for u in get_user_model().objects.all()}
+    vision, speech = Tenant.objects.get(slug="vision"), Tenant.objects.get(slug="speech")
+    tenant_update(
+        actor=users["admin"],
+        tenant=vision,
+        changes={"max_dev_clusters_per_user": 4, "max_dev_gpus_per_user": 4},
+    )
+    vision.refresh_from_db()
+    h100, l4 = GpuFlavor.objects.get(name="h100"), GpuFlavor.objects.get(name="l4")
+
+    def ask(actor: str, tenant: Tenant, name: str, **shape: Any) -> ClusterRequest:
+        values: dict[str, Any] = {"kind": "dev", "flavor": h100, "workers": 1, **shape}
+        return services.cluster_request_create(
+            actor=users[actor], tenant=tenant, name=name, **values
+        )
+
+    first = [
+        ask("ada", vision, "train-llm", kind="prod", workers=1, ttl_hours=6),
+        ask("ada", vision, "eval-batch", kind="prod", workers=1, ttl_hours=1),
+        ask("sam", speech, "asr-finetune", kind="prod", workers=2, ttl_hours=3),
+        ask("eli", vision, "eli-notebook", flavor=l4, ttl_hours=8),
+        ask("ada", vision, "ada-l4-debug", flavor=l4),
+    ]
+    run_admission_pass()
+    for cluster in first:
+        _ready(cluster)
+    services.cluster_suspend(actor=users["ada"], cluster=first[-1])
+    # The H100 fleet is now full (vision 16, speech 16): these wait.
+    ask("eli", vision, "eli-sweep", workers=2)
+    ask("ada", vision, "train-70b", kind="prod", workers=2, ttl_hours=12)
+    run_admission_pass()
+    UsageSpan.objects.unscoped().update(started_at=timezone.now() - timedelta(days=3))
+    UsageSpan.objects.unscoped().filter(cluster__name="ada-l4-debug").update(
+        ended_at=timezone.now() - timedelta(days=1)
+    )
+
+
+def test_screenshots(page: Any, live_server: Any, browser_env: None) -> None:
+    from playwright.sync_api import expect
+
+    _scene()
+    out = Path(OUT)
+    out.mkdir(parents=True, exist_ok=True)
+    base = live_server.url
+    page.set_viewport_size({"width": 1280, "height": 860})
+    page.goto(f"{base}/login/")
+    page.get_by_label("Username").fill("eli")
+    page.get_by_label("Password").fill(DEMO_PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{base}/")
+
+    def shot(path: str, name: str) -> None:
+        page.goto(base + path)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+
+    shot("/", "home")
+    shot("/t/vision/", "cluster-list")
+    shot("/t/vision/clusters/eli-sweep/", "cluster-detail-queued")
+    shot("/t/vision/clusters/eli-notebook/", "cluster-detail-ready")
+    shot("/t/vision/queue/", "queue")
+    shot("/t/vision/usage/?days=7", "usage")
+    page.goto(f"{base}/t/vision/clusters/new/")
+    page.get_by_label("Workers").fill("2")
+    page.get_by_label("Workers").press("Tab")
+    expect(page.locator("#verdict [data-verdict]")).to_have_attribute("data-verdict", "will_queue")
+    page.screenshot(path=str(out / "new-cluster.png"), full_page=True)

@@ -89,13 +89,17 @@ def _kai_overlay() -> Path:
 @functools.cache
 def render(target: str) -> tuple[dict[str, Any], ...]:
     path = _kai_overlay() if target == "kai" else DEPLOY / target
-    result = subprocess.run(
-        [kubectl(), "kustomize", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    try:
+        result = subprocess.run(
+            [kubectl(), "kustomize", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        if target == "kai":
+            shutil.rmtree(path, ignore_errors=True)
     assert result.returncode == 0, result.stderr
     return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
 

@@ -32,9 +32,15 @@ def _raw(name: str) -> str | None:
     return os.environ.get(name)
 
 
-def env_str(name: str, default: str | None = None) -> str:
-    """A string setting; without a default it is required."""
+def env_str(name: str, default: str | None = None, *, allow_empty: bool = False) -> str:
+    """A string setting; without a default it is required.
+
+    An empty value counts as unset, unless ``allow_empty``: then a variable that is set
+    but empty is a deliberate "" (``KUBECONFIG=`` meaning in-cluster credentials).
+    """
     value = _raw(name)
+    if allow_empty and value is not None and value.strip() == "":
+        return ""
     if value is None or value == "":
         if default is None:
             raise ImproperlyConfigured(f"{name} must be set (or {name}_FILE)")

@@ -232,8 +232,9 @@ RECLAIM_GRACE_SECONDS = env_float("RECLAIM_GRACE_SECONDS", 900.0)
 SWEEP_STALE_SECONDS = env_float("SWEEP_STALE_SECONDS", 30.0)
 
 # --- Kubernetes -----------------------------------------------------------------------
-# KUBECONFIG empty means in-cluster credentials (the service account of the pod).
-KUBECONFIG = env_str("KUBECONFIG", str(VAR_DIR / "kubeconfig"))
+# KUBECONFIG set but empty means in-cluster credentials (the service account of the pod);
+# unset means the file kubesim writes for development.
+KUBECONFIG = env_str("KUBECONFIG", str(VAR_DIR / "kubeconfig"), allow_empty=True)
 KUBE_REQUEST_TIMEOUT_SECONDS = env_float("KUBE_REQUEST_TIMEOUT_SECONDS", 10.0)
 # The namespace the control plane itself runs in; tenants' NetworkPolicies let it reach
 # the Ray dashboard and client ports.

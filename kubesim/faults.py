@@ -19,10 +19,17 @@ _REASONS = {
     500: ("InternalError", "Internal error occurred: kubesim injected an internal error"),
     502: ("InternalError", "Internal error occurred: bad gateway (kubesim)"),
     503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
-    504: ("Timeout", ("the server was unable to return a response in the time allotted, but "
-                     "may still be processing the request")),
-    429: ("TooManyRequests", ("the server has received too many requests and has asked us to "
-                             "try again later")),
+    504: (
+        "Timeout",
+        (
+            "the server was unable to return a response in the time allotted, but "
+            "may still be processing the request"
+        ),
+    ),
+    429: (
+        "TooManyRequests",
+        ("the server has received too many requests and has asked us to try again later"),
+    ),
     408: ("Timeout", "request timed out"),
 }
 
@@ -49,16 +56,27 @@ class Faults:
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
 
-    def set(self, rate: float = 0.2, codes: Any = (500, 503, 429, 409), delay_ms: int = 0,
-            retry_after: int = 1, methods: Any = None, seed: int | None = None) -> None:
+    def set(
+        self,
+        rate: float = 0.2,
+        codes: Any = (500, 503, 429, 409),
+        delay_ms: int = 0,
+        retry_after: int = 1,
+        methods: Any = None,
+        seed: int | None = None,
+    ) -> None:
         """Turn injection on (replacing any previous setting)."""
         if not 0.0 <= float(rate) <= 1.0:
             raise ValueError("rate must be between 0 and 1")
         with self.lock:
             self.config = FaultConfig(
-                rate=float(rate), codes=tuple(int(c) for c in (codes or ())),
-                delay_ms=int(delay_ms or 0), retry_after=int(retry_after),
-                methods=tuple(m.upper() for m in methods) if methods else None, seed=seed)
+                rate=float(rate),
+                codes=tuple(int(c) for c in (codes or ())),
+                delay_ms=int(delay_ms or 0),
+                retry_after=int(retry_after),
+                methods=tuple(m.upper() for m in methods) if methods else None,
+                seed=seed,
+            )
             if seed is not None:
                 self.rng.seed(seed)
 
@@ -92,25 +110,36 @@ class Faults:
         """The ApiError answered for an injected code."""
         if code == 409:
             what = f'{plural} "{name}"' if name else plural or "the object"
-            return ApiError(409, "Conflict",
-                            f"Operation cannot be fulfilled on {what}: the object has been "
-                            "modified; please apply your changes to the latest version and "
-                            "try again", {"name": name, "kind": plural})
+            return ApiError(
+                409,
+                "Conflict",
+                f"Operation cannot be fulfilled on {what}: the object has been "
+                "modified; please apply your changes to the latest version and "
+                "try again",
+                {"name": name, "kind": plural},
+            )
         reason, message = _REASONS.get(code, ("InternalError", f"kubesim injected {code}"))
         details: dict[str, Any] | None = None
         headers: dict[str, str] = {}
         if code == 429:
-            details = {"retryAfterSeconds": self.config.retry_after,
-                       "causes": [{"message": "kubesim injected a throttling fault"}]}
+            details = {
+                "retryAfterSeconds": self.config.retry_after,
+                "causes": [{"message": "kubesim injected a throttling fault"}],
+            }
             headers["Retry-After"] = str(self.config.retry_after)
         return ApiError(code, reason, message, details, headers)
 
     def stats(self) -> dict[str, Any]:
         """Counters as served by ``GET /_kubesim/stats``."""
         with self.lock:
-            return {"requests": dict(self.requests), "faults": dict(self.injected),
-                    "config": {"rate": self.config.rate, "codes": list(self.config.codes),
-                               "delay_ms": self.config.delay_ms,
-                               "retry_after": self.config.retry_after,
-                               "methods": list(self.config.methods)
-                               if self.config.methods else None}}
+            return {
+                "requests": dict(self.requests),
+                "faults": dict(self.injected),
+                "config": {
+                    "rate": self.config.rate,
+                    "codes": list(self.config.codes),
+                    "delay_ms": self.config.delay_ms,
+                    "retry_after": self.config.retry_after,
+                    "methods": list(self.config.methods) if self.config.methods else None,
+                },
+            }

@@ -116,7 +116,9 @@ def document(reg: Registry, path: str) -> dict[str, Any] | bytes | None:
         return {
             "paths": {
                 gv: {
-                    "serverRelativeURL": f"/openapi/v3/{gv}?hash={hashlib.sha256(body).hexdigest()[:32]}"
+                    "serverRelativeURL": (
+                        f"/openapi/v3/{gv}?hash={hashlib.sha256(body).hexdigest()[:32]}"
+                    )
                 }
                 for gv, body in docs.items()
             }

@@ -115,8 +115,13 @@ def _affinity_matches(pod_spec: dict[str, Any], node: NodeInfo) -> bool:
     for k, v in (pod_spec.get("nodeSelector") or {}).items():
         if node.labels.get(k) != v:
             return False
-    terms = get_path(pod_spec, "affinity", "nodeAffinity",
-                     "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+    terms = get_path(
+        pod_spec,
+        "affinity",
+        "nodeAffinity",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "nodeSelectorTerms",
+    )
     if not terms:
         return True
     fields = {"metadata.name": node.name}
@@ -125,8 +130,9 @@ def _affinity_matches(pod_spec: dict[str, Any], node: NodeInfo) -> bool:
         fexprs = term.get("matchFields") or []
         if not exprs and not fexprs:
             continue
-        if all(_expr_matches(e, node.labels) for e in exprs) and \
-                all(_expr_matches(e, fields) for e in fexprs):
+        if all(_expr_matches(e, node.labels) for e in exprs) and all(
+            _expr_matches(e, fields) for e in fexprs
+        ):
             return True
     return False
 
@@ -190,22 +196,37 @@ class Scheduler:
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("terminationMessagePolicy", "File")
         req, lim = pod_totals(pod)
-        guaranteed = bool(lim) and all(lim.get(k) == req.get(k) for k in ("cpu", "memory")) \
-            and "cpu" in lim and "memory" in lim
-        pod["status"] = {"phase": "Pending",
-                         "qosClass": "Guaranteed" if guaranteed else
-                         ("Burstable" if req or lim else "BestEffort")}
+        guaranteed = (
+            bool(lim)
+            and all(lim.get(k) == req.get(k) for k in ("cpu", "memory"))
+            and "cpu" in lim
+            and "memory" in lim
+        )
+        pod["status"] = {
+            "phase": "Pending",
+            "qosClass": "Guaranteed"
+            if guaranteed
+            else ("Burstable" if req or lim else "BestEffort"),
+        }
 
     def _node_info(self, node: Obj) -> NodeInfo:
-        alloc = {k: quantity.amount(k, v)
-                 for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
+        alloc = {
+            k: quantity.amount(k, v)
+            for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()
+        }
         labels = node["metadata"].get("labels") or {}
         return NodeInfo(
-            name=node["metadata"]["name"], labels=dict(labels),
-            taints=[t for t in (node.get("spec") or {}).get("taints") or []
-                    if t.get("effect") in ("NoSchedule", "NoExecute")],
-            unschedulable=bool((node.get("spec") or {}).get("unschedulable")), alloc=alloc,
-            gpu_memory=int(labels.get("nvidia.com/gpu.memory", "0") or 0))
+            name=node["metadata"]["name"],
+            labels=dict(labels),
+            taints=[
+                t
+                for t in (node.get("spec") or {}).get("taints") or []
+                if t.get("effect") in ("NoSchedule", "NoExecute")
+            ],
+            unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+            alloc=alloc,
+            gpu_memory=int(labels.get("nvidia.com/gpu.memory", "0") or 0),
+        )
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
         """Track nodes and pods as they are written."""
@@ -246,12 +267,21 @@ class Scheduler:
                 mem = int((pod["metadata"].get("annotations") or {}).get("gpu-memory") or 0)
             except ValueError:
                 mem = 0
-        sig = json.dumps([sorted(req.items()), spec.get("nodeSelector"), spec.get("affinity"),
-                          spec.get("tolerations"), spec.get("schedulerName"), frac,
-                          (pod["metadata"].get("annotations") or {}).get("gpu-memory")],
-                         sort_keys=True)
-        self.new[key] = PodReq(key=key, seq=self.seq, sig=sig, amounts=req, fraction=frac,
-                               gpu_memory=mem)
+        sig = json.dumps(
+            [
+                sorted(req.items()),
+                spec.get("nodeSelector"),
+                spec.get("affinity"),
+                spec.get("tolerations"),
+                spec.get("schedulerName"),
+                frac,
+                (pod["metadata"].get("annotations") or {}).get("gpu-memory"),
+            ],
+            sort_keys=True,
+        )
+        self.new[key] = PodReq(
+            key=key, seq=self.seq, sig=sig, amounts=req, fraction=frac, gpu_memory=mem
+        )
 
     def _forget(self, key: PodKey) -> None:
         self.new.pop(key, None)
@@ -274,8 +304,9 @@ class Scheduler:
                 info.shares[idx] = 0.0
                 info.used[GPU] -= 1
 
-    def _take(self, key: PodKey, node: str, amounts: dict[str, int], frac: float,
-              share: int | None = None) -> None:
+    def _take(
+        self, key: PodKey, node: str, amounts: dict[str, int], frac: float, share: int | None = None
+    ) -> None:
         info = self.nodes.get(node)
         placement = Placement(node=node, amounts=dict(amounts))
         if info is not None:
@@ -283,8 +314,9 @@ class Scheduler:
             info.pods += 1
             if frac:
                 if share is None or share >= len(info.shares):
-                    share = next((i for i, s in enumerate(info.shares) if s == 0.0),
-                                 len(info.shares))
+                    share = next(
+                        (i for i, s in enumerate(info.shares) if s == 0.0), len(info.shares)
+                    )
                     if share == len(info.shares):
                         info.shares.append(0.0)
                 if info.shares[share] == 0.0:
@@ -295,6 +327,7 @@ class Scheduler:
 
     def check_pod_update(self, old: Obj, new: Obj) -> None:
         """Pod specs are immutable but for images, tolerations added and deadlines."""
+
         def scrub(spec: dict[str, Any]) -> dict[str, Any]:
             s = json.loads(json.dumps(spec))
             for c in s.get("containers") or []:
@@ -302,18 +335,37 @@ class Scheduler:
             for k in ("tolerations", "activeDeadlineSeconds", "nodeName"):
                 s.pop(k, None)
             return s
+
         if scrub(old.get("spec") or {}) != scrub(new.get("spec") or {}):
-            raise errors.invalid("Pod", "", old["metadata"]["name"], [errors.Cause(
-                "spec", "FieldValueForbidden",
-                "Forbidden: pod updates may not change fields other than "
-                "`spec.containers[*].image`,`spec.initContainers[*].image`,"
-                "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
-                "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if "
-                "it was previously negative)")])
-        if (old.get("spec") or {}).get("nodeName") and \
-                (new.get("spec") or {}).get("nodeName") != old["spec"]["nodeName"]:
-            raise errors.invalid("Pod", "", old["metadata"]["name"], [errors.Cause(
-                "spec.nodeName", "FieldValueForbidden", "Forbidden: field is immutable")])
+            raise errors.invalid(
+                "Pod",
+                "",
+                old["metadata"]["name"],
+                [
+                    errors.Cause(
+                        "spec",
+                        "FieldValueForbidden",
+                        "Forbidden: pod updates may not change fields other than "
+                        "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+                        "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions "
+                        "to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                        "(allow it to be set to 1 if it was previously negative)",
+                    )
+                ],
+            )
+        if (old.get("spec") or {}).get("nodeName") and (new.get("spec") or {}).get(
+            "nodeName"
+        ) != old["spec"]["nodeName"]:
+            raise errors.invalid(
+                "Pod",
+                "",
+                old["metadata"]["name"],
+                [
+                    errors.Cause(
+                        "spec.nodeName", "FieldValueForbidden", "Forbidden: field is immutable"
+                    )
+                ],
+            )
 
     # -- filtering -----------------------------------------------------------------------
 
@@ -351,8 +403,9 @@ class Scheduler:
         share: int | None = None
         frac = req.fraction_on(info)
         if frac:
-            share = next((i for i, s in enumerate(info.shares)
-                          if s > 0 and s + frac <= 1.0 + 1e-9), None)
+            share = next(
+                (i for i, s in enumerate(info.shares) if s > 0 and s + frac <= 1.0 + 1e-9), None
+            )
             if share is None and info.alloc.get(GPU, 0) - info.used[GPU] < 1:
                 why.append(f"Insufficient {GPU}")
         return why, share, frac
@@ -391,8 +444,10 @@ class Scheduler:
         gpus = info.alloc.get(GPU, 0)
         if frac:
             # Fill partly used shared GPUs first, then the busiest node.
-            return (float(any(0 < s < 1 for s in info.shares)),
-                    info.used[GPU] / gpus if gpus else 0.0)
+            return (
+                float(any(0 < s < 1 for s in info.shares)),
+                info.used[GPU] / gpus if gpus else 0.0,
+            )
         if req.amounts.get(GPU):
             # GPU pods bin-pack (MostAllocated), keeping whole nodes free for big workers.
             return (info.used[GPU] / gpus if gpus else 0.0, -gpus)
@@ -406,8 +461,14 @@ class Scheduler:
         self._take(req.key, node, req.amounts, frac, share)
         pod["spec"]["nodeName"] = node
         status = pod.setdefault("status", {})
-        status["conditions"] = [{"type": "PodScheduled", "status": "True",
-                                 "lastProbeTime": None, "lastTransitionTime": now()}]
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": now(),
+            }
+        ]
         placement = self.placed[req.key]
         if placement.share is not None:
             ann = pod["metadata"].setdefault("annotations", {})
@@ -415,14 +476,24 @@ class Scheduler:
             ann["kubesim.io/gpu-fraction"] = str(placement.share[1])
         component = KAI if pod["spec"].get("schedulerName") == KAI else DEFAULT
         self.cluster.update_object(self.cluster.rt("pods"), pod)
-        self.cluster.record_event(pod, "Normal", "Scheduled",
-                                  f"Successfully assigned {req.key[0]}/{req.key[1]} to {node}",
-                                  component)
+        self.cluster.record_event(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {req.key[0]}/{req.key[1]} to {node}",
+            component,
+        )
         self.to_start.add(req.key)
 
     def _unschedulable(self, pod: Obj, message: str, component: str = DEFAULT) -> None:
-        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                "message": message, "lastProbeTime": None, "lastTransitionTime": now()}
+        cond = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": now(),
+        }
         conds = (pod.get("status") or {}).get("conditions") or []
         if not conds or conds[0].get("message") != message:
             pod["status"]["conditions"] = [cond]
@@ -438,10 +509,17 @@ class Scheduler:
         if self.cluster.startup_delay > 0 and key not in self.starting:
             self.starting[key] = time.monotonic() + self.cluster.startup_delay
             pod["status"]["containerStatuses"] = [
-                {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
-                 "started": False, "restartCount": 0,
-                 "state": {"waiting": {"reason": "ContainerCreating"}}}
-                for c in pod["spec"].get("containers") or []]
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+                for c in pod["spec"].get("containers") or []
+            ]
             pod["status"]["hostIP"] = self._host_ip(pod["spec"]["nodeName"])
             self.cluster.update_object(self.cluster.rt("pods"), pod)
             return True
@@ -460,20 +538,39 @@ class Scheduler:
         """The kubelet's part: containers started and ready, a pod IP assigned."""
         stamp = now()
         ip = pod["status"].get("podIP") or self.cluster.next_pod_ip()
-        conds = [{"type": t, "status": "True", "lastProbeTime": None,
-                  "lastTransitionTime": stamp}
-                 for t in ("PodReadyToStartContainers", "Initialized", "Ready",
-                           "ContainersReady", "PodScheduled")]
-        pod["status"].update({
-            "phase": "Running", "conditions": conds, "hostIP": self._host_ip(
-                pod["spec"]["nodeName"]), "podIP": ip, "podIPs": [{"ip": ip}],
-            "startTime": stamp,
-            "containerStatuses": [
-                {"name": c["name"], "image": c.get("image", ""), "imageID": c.get("image", ""),
-                 "containerID": f"containerd://{pod['metadata']['uid'][:8]}{i}", "ready": True,
-                 "started": True, "restartCount": 0, "state": {"running": {"startedAt": stamp}}}
-                for i, c in enumerate(pod["spec"].get("containers") or [])],
-        })
+        conds = [
+            {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp}
+            for t in (
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled",
+            )
+        ]
+        pod["status"].update(
+            {
+                "phase": "Running",
+                "conditions": conds,
+                "hostIP": self._host_ip(pod["spec"]["nodeName"]),
+                "podIP": ip,
+                "podIPs": [{"ip": ip}],
+                "startTime": stamp,
+                "containerStatuses": [
+                    {
+                        "name": c["name"],
+                        "image": c.get("image", ""),
+                        "imageID": c.get("image", ""),
+                        "containerID": f"containerd://{pod['metadata']['uid'][:8]}{i}",
+                        "ready": True,
+                        "started": True,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": stamp}},
+                    }
+                    for i, c in enumerate(pod["spec"].get("containers") or [])
+                ],
+            }
+        )
         self.cluster.update_object(self.cluster.rt("pods"), pod)
 
     def start_due_pods(self, at: float) -> bool:
@@ -496,8 +593,9 @@ class Scheduler:
             self.retry_all = False
             # Groups and their members are insertion-ordered, i.e. already in seq order:
             # no sorting of (possibly tens of thousands of) pending pods per pass.
-            groups = sorted(((next(iter(g.values())).seq, sig, g)
-                             for sig, g in self.pending.items() if g))
+            groups = sorted(
+                ((next(iter(g.values())).seq, sig, g) for sig, g in self.pending.items() if g)
+            )
             for _, sig, group in groups:
                 for key, req in list(group.items()):
                     pod = self.cluster.store.get("pods", *key)
@@ -521,8 +619,11 @@ class Scheduler:
                 continue
             sched = pod["spec"].get("schedulerName", DEFAULT)
             if sched == KAI and not self.cluster.kai_enabled:
-                self._unschedulable(pod, 'no scheduler named "kai-scheduler" is running '
-                                    "(kubesim: KAI emulation is off)", KAI)
+                self._unschedulable(
+                    pod,
+                    'no scheduler named "kai-scheduler" is running (kubesim: KAI emulation is off)',
+                    KAI,
+                )
                 busy = True
                 continue
             if sched not in (DEFAULT, KAI):

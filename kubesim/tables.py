@@ -22,8 +22,7 @@ def age(stamp: str | None) -> str:
     """Humanised age like kubectl prints: ``45s``, ``12m``, ``3h``, ``2d``."""
     if not stamp:
         return "<unknown>"
-    secs = int((datetime.datetime.now(datetime.UTC) - parse_time(stamp))
-               .total_seconds())
+    secs = int((datetime.datetime.now(datetime.UTC) - parse_time(stamp)).total_seconds())
     secs = max(secs, 0)
     if secs < 120:
         return f"{secs}s"
@@ -35,8 +34,7 @@ def age(stamp: str | None) -> str:
 
 
 def _col(name: str, ctype: str = "string", priority: int = 0, fmt: str = "") -> dict[str, Any]:
-    return {"name": name, "type": ctype, "format": fmt, "description": name,
-            "priority": priority}
+    return {"name": name, "type": ctype, "format": fmt, "description": name, "priority": priority}
 
 
 def _pod_row(o: Obj) -> list[Any]:
@@ -49,10 +47,15 @@ def _pod_row(o: Obj) -> list[Any]:
         status = "Terminating"
     elif status == "Pending" and cs and get_path(cs[0], "state", "waiting", "reason"):
         status = cs[0]["state"]["waiting"]["reason"]
-    return [o["metadata"]["name"], f"{ready}/{total}", status,
-            sum(int(c.get("restartCount", 0)) for c in cs), age(o["metadata"].get(
-                "creationTimestamp")), st.get("podIP") or "<none>",
-            (o.get("spec") or {}).get("nodeName") or "<none>"]
+    return [
+        o["metadata"]["name"],
+        f"{ready}/{total}",
+        status,
+        sum(int(c.get("restartCount", 0)) for c in cs),
+        age(o["metadata"].get("creationTimestamp")),
+        st.get("podIP") or "<none>",
+        (o.get("spec") or {}).get("nodeName") or "<none>",
+    ]
 
 
 def _node_row(o: Obj) -> list[Any]:
@@ -61,42 +64,84 @@ def _node_row(o: Obj) -> list[Any]:
     status = "Ready" if ready else "NotReady"
     if get_path(o, "spec", "unschedulable"):
         status += ",SchedulingDisabled"
-    roles = [k.split("/", 1)[1] for k in (o["metadata"].get("labels") or {})
-             if k.startswith("node-role.kubernetes.io/")]
-    return [o["metadata"]["name"], status, ",".join(roles) or "<none>",
-            age(o["metadata"].get("creationTimestamp")),
-            get_path(o, "status", "nodeInfo", "kubeletVersion", default="")]
+    roles = [
+        k.split("/", 1)[1]
+        for k in (o["metadata"].get("labels") or {})
+        if k.startswith("node-role.kubernetes.io/")
+    ]
+    return [
+        o["metadata"]["name"],
+        status,
+        ",".join(roles) or "<none>",
+        age(o["metadata"].get("creationTimestamp")),
+        get_path(o, "status", "nodeInfo", "kubeletVersion", default=""),
+    ]
 
 
 def _svc_row(o: Obj) -> list[Any]:
     spec = o.get("spec") or {}
-    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports")
-                     or [])
-    return [o["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP", ""),
-            "<none>", ports or "<none>", age(o["metadata"].get("creationTimestamp"))]
+    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or [])
+    return [
+        o["metadata"]["name"],
+        spec.get("type", "ClusterIP"),
+        spec.get("clusterIP", ""),
+        "<none>",
+        ports or "<none>",
+        age(o["metadata"].get("creationTimestamp")),
+    ]
 
 
 def _event_row(o: Obj) -> list[Any]:
     inv = o.get("involvedObject") or {}
-    return [age(o.get("lastTimestamp") or o["metadata"].get("creationTimestamp")),
-            o.get("type", ""), o.get("reason", ""),
-            f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}", o.get("message", "")]
+    return [
+        age(o.get("lastTimestamp") or o["metadata"].get("creationTimestamp")),
+        o.get("type", ""),
+        o.get("reason", ""),
+        f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}",
+        o.get("message", ""),
+    ]
 
 
 _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
-    "Pod": ([_col("Name", fmt="name"), _col("Ready"), _col("Status"),
-             _col("Restarts", "integer"), _col("Age"), _col("IP", priority=1),
-             _col("Node", priority=1)], _pod_row),
-    "Node": ([_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"),
-              _col("Version")], _node_row),
-    "Service": ([_col("Name", fmt="name"), _col("Type"), _col("Cluster-IP"),
-                 _col("External-IP"), _col("Port(s)"), _col("Age")], _svc_row),
-    "Event": ([_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"),
-               _col("Message")], _event_row),
-    "Namespace": ([_col("Name", fmt="name"), _col("Status"), _col("Age")],
-                  lambda o: [o["metadata"]["name"], get_path(o, "status", "phase",
-                                                             default="Active"),
-                             age(o["metadata"].get("creationTimestamp"))]),
+    "Pod": (
+        [
+            _col("Name", fmt="name"),
+            _col("Ready"),
+            _col("Status"),
+            _col("Restarts", "integer"),
+            _col("Age"),
+            _col("IP", priority=1),
+            _col("Node", priority=1),
+        ],
+        _pod_row,
+    ),
+    "Node": (
+        [_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version")],
+        _node_row,
+    ),
+    "Service": (
+        [
+            _col("Name", fmt="name"),
+            _col("Type"),
+            _col("Cluster-IP"),
+            _col("External-IP"),
+            _col("Port(s)"),
+            _col("Age"),
+        ],
+        _svc_row,
+    ),
+    "Event": (
+        [_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")],
+        _event_row,
+    ),
+    "Namespace": (
+        [_col("Name", fmt="name"), _col("Status"), _col("Age")],
+        lambda o: [
+            o["metadata"]["name"],
+            get_path(o, "status", "phase", default="Active"),
+            age(o["metadata"].get("creationTimestamp")),
+        ],
+    ),
 }
 
 
@@ -115,8 +160,9 @@ def _json_path(obj: Obj, path: str) -> Any:
     return cur
 
 
-def table(cluster: Cluster, rt: ResourceType, version: str, items: list[Obj],
-          meta: dict[str, Any]) -> dict[str, Any]:
+def table(
+    cluster: Cluster, rt: ResourceType, version: str, items: list[Obj], meta: dict[str, Any]
+) -> dict[str, Any]:
     """A Table of ``items`` with the kind's columns; each row carries its object."""
     if rt.kind in _BUILTIN:
         cols, fn = _BUILTIN[rt.kind]
@@ -124,8 +170,8 @@ def table(cluster: Cluster, rt: ResourceType, version: str, items: list[Obj],
     elif rt.printer_columns.get(version):
         pcs = rt.printer_columns[version]
         cols = [_col("Name", fmt="name")] + [
-            _col(p["name"], p.get("type", "string"), int(p.get("priority", 0)))
-            for p in pcs]
+            _col(p["name"], p.get("type", "string"), int(p.get("priority", 0))) for p in pcs
+        ]
         rows = []
         for o in items:
             cells: list[Any] = [o["metadata"]["name"]]
@@ -137,10 +183,20 @@ def table(cluster: Cluster, rt: ResourceType, version: str, items: list[Obj],
             rows.append({"cells": cells, "object": o})
     else:
         cols = [_col("Name", fmt="name"), _col("Age")]
-        rows = [{"cells": [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"))],
-                 "object": o} for o in items]
+        rows = [
+            {
+                "cells": [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"))],
+                "object": o,
+            }
+            for o in items
+        ]
     for c in cols:
         if c["name"] == "Age":
             c["type"] = "string"
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
-            "columnDefinitions": cols, "rows": rows}
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": cols,
+        "rows": rows,
+    }

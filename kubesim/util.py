@@ -24,8 +24,7 @@ def now_micro() -> str:
 
 def parse_time(text: str) -> datetime.datetime:
     """Parse an RFC 3339 time stamp written by :func:`now`."""
-    return datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(
-        tzinfo=datetime.UTC)
+    return datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.UTC)
 
 
 def suffix(n: int = 5, rng: random.Random | None = None) -> str:
@@ -54,6 +53,11 @@ def get_path(obj: Any, *keys: str, default: Any = None) -> Any:
 
 def owner_ref(obj: dict[str, Any], controller: bool = True) -> dict[str, Any]:
     """An ownerReference pointing at ``obj``."""
-    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
-            "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"],
-            "controller": controller, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }

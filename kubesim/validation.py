@@ -86,13 +86,19 @@ def _cause(err: jsonschema.ValidationError) -> Cause:
     if err.validator == "type":
         want = err.validator_value
         want = want[0] if isinstance(want, list) else want
-        return Cause(field, "FieldValueTypeInvalid",
-                     f"Invalid value: {_go_value(inst)}: {where} in body must be of type "
-                     f"{want}: {_go_value(type(inst).__name__ if not isinstance(inst, str) else inst)}")
+        return Cause(
+            field,
+            "FieldValueTypeInvalid",
+            f"Invalid value: {_go_value(inst)}: {where} in body must be of type "
+            f"{want}: {_go_value(type(inst).__name__ if not isinstance(inst, str) else inst)}",
+        )
     if err.validator == "enum":
         allowed = ", ".join(_go_value(v) for v in err.validator_value)
-        return Cause(field, "FieldValueNotSupported",
-                     f"Unsupported value: {_go_value(inst)}: supported values: {allowed}")
+        return Cause(
+            field,
+            "FieldValueNotSupported",
+            f"Unsupported value: {_go_value(inst)}: supported values: {allowed}",
+        )
     words = {
         "minimum": f"should be greater than or equal to {err.validator_value}",
         "maximum": f"should be less than or equal to {err.validator_value}",
@@ -103,8 +109,9 @@ def _cause(err: jsonschema.ValidationError) -> Cause:
         "minItems": f"should have at least {err.validator_value} items",
     }
     detail = words.get(str(err.validator), err.message)
-    return Cause(field, "FieldValueInvalid",
-                 f"Invalid value: {_go_value(inst)}: {where} in body {detail}")
+    return Cause(
+        field, "FieldValueInvalid", f"Invalid value: {_go_value(inst)}: {where} in body {detail}"
+    )
 
 
 def _apply_defaults(obj: Any, schema: dict[str, Any]) -> None:
@@ -126,8 +133,9 @@ def _apply_defaults(obj: Any, schema: dict[str, Any]) -> None:
             _apply_defaults(item, schema["items"])
 
 
-def _prune(obj: Any, schema: dict[str, Any], path: str, unknown: list[str],
-           root: bool = False) -> None:
+def _prune(
+    obj: Any, schema: dict[str, Any], path: str, unknown: list[str], root: bool = False
+) -> None:
     """Remove fields the schema does not declare (unless it preserves unknown fields)."""
     if isinstance(obj, dict):
         if schema.get("x-kubernetes-preserve-unknown-fields"):
@@ -176,8 +184,9 @@ class Validator:
             self._compiled[key] = jsonschema.Draft4Validator(schema)
         return self._compiled[key]
 
-    def prepare_custom(self, rt: ResourceType, version: str, obj: dict[str, Any],
-                       strict: bool) -> tuple[dict[str, Any], list[str]]:
+    def prepare_custom(
+        self, rt: ResourceType, version: str, obj: dict[str, Any], strict: bool
+    ) -> tuple[dict[str, Any], list[str]]:
         """Prune, default and validate a custom object. Returns it and the pruned fields
         (for the ``Warning`` header); raises 400 on unknown fields when ``strict``."""
         schema = rt.schemas.get(version)
@@ -188,12 +197,16 @@ class Validator:
         _prune(obj, schema, "", unknown, root=True)
         if unknown and strict:
             msgs = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise bad_request(f'{rt.kind} in version "{version}" cannot be handled as a '
-                              f"{rt.kind}: strict decoding error: {msgs}")
+            raise bad_request(
+                f'{rt.kind} in version "{version}" cannot be handled as a '
+                f"{rt.kind}: strict decoding error: {msgs}"
+            )
         _apply_defaults(obj, schema)
         name = obj.get("metadata", {}).get("name", "")
-        errors = sorted(self._validator(rt, version).iter_errors(obj),
-                        key=lambda e: list(map(str, e.absolute_path)))
+        errors = sorted(
+            self._validator(rt, version).iter_errors(obj),
+            key=lambda e: list(map(str, e.absolute_path)),
+        )
         if errors:
             raise invalid(rt.kind, rt.group, name, [_cause(e) for e in errors[:20]])
         return obj, unknown
@@ -202,29 +215,49 @@ class Validator:
 def validate_name(rt: ResourceType, name: str) -> list[Cause]:
     """Name rules: DNS-1123 subdomain (labels for namespaces and services)."""
     if not name:
-        return [Cause("metadata.name", "FieldValueRequired",
-                      "Required value: name or generateName is required")]
+        return [
+            Cause(
+                "metadata.name",
+                "FieldValueRequired",
+                "Required value: name or generateName is required",
+            )
+        ]
     if rt.plural in _LABEL_NAMED:
         if len(name) > 63 or not DNS1123_LABEL.match(name):
-            return [Cause("metadata.name", "FieldValueInvalid",
-                          f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of '
-                          "lower case alphanumeric characters or '-', and must start and end "
-                          "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
-                          "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")]
+            return [
+                Cause(
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of '
+                    "lower case alphanumeric characters or '-', and must start and end "
+                    "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+                    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                )
+            ]
         return []
     if len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
-        return [Cause("metadata.name", "FieldValueInvalid",
-                      f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
-                      "lower case alphanumeric characters, '-' or '.', and must start and end "
-                      "with an alphanumeric character (e.g. 'example.com', regex used for "
-                      "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
-                      "[a-z0-9])?)*')")]
+        return [
+            Cause(
+                "metadata.name",
+                "FieldValueInvalid",
+                f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
+                "lower case alphanumeric characters, '-' or '.', and must start and end "
+                "with an alphanumeric character (e.g. 'example.com', regex used for "
+                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
+                "[a-z0-9])?)*')",
+            )
+        ]
     if rt.kind == "RayCluster" and (len(name) > 53 or not DNS1035_LABEL.match(name)):
         # KubeRay refuses these in its validating webhook / operator; we refuse at write
         # time so the error reaches the caller (documented in the README).
-        return [Cause("metadata.name", "FieldValueInvalid",
-                      f'Invalid value: "{name}": RayCluster name should be no more than 53 '
-                      "characters and a DNS-1035 label")]
+        return [
+            Cause(
+                "metadata.name",
+                "FieldValueInvalid",
+                f'Invalid value: "{name}": RayCluster name should be no more than 53 '
+                "characters and a DNS-1035 label",
+            )
+        ]
     return []
 
 
@@ -234,8 +267,13 @@ def _check_resources(prefix: str, res: Any, causes: list[Cause]) -> None:
     for part in ("requests", "limits"):
         for rname, value in (res.get(part) or {}).items():
             if not quantity.is_quantity(value):
-                causes.append(Cause(f"{prefix}.resources.{part}[{rname}]", "FieldValueInvalid",
-                                    f"Invalid value: {_go_value(value)}: must be a quantity"))
+                causes.append(
+                    Cause(
+                        f"{prefix}.resources.{part}[{rname}]",
+                        "FieldValueInvalid",
+                        f"Invalid value: {_go_value(value)}: must be a quantity",
+                    )
+                )
 
 
 def validate_builtin(rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -250,24 +288,35 @@ def validate_builtin(rt: ResourceType, obj: dict[str, Any]) -> None:
             if not isinstance(c, dict):
                 continue
             if not c.get("name"):
-                causes.append(Cause(f"spec.containers[{i}].name", "FieldValueRequired",
-                                    "Required value"))
+                causes.append(
+                    Cause(f"spec.containers[{i}].name", "FieldValueRequired", "Required value")
+                )
             if not c.get("image"):
-                causes.append(Cause(f"spec.containers[{i}].image", "FieldValueRequired",
-                                    "Required value"))
+                causes.append(
+                    Cause(f"spec.containers[{i}].image", "FieldValueRequired", "Required value")
+                )
             _check_resources(f"spec.containers[{i}]", c.get("resources"), causes)
     elif rt.kind == "Service":
         for i, p in enumerate(spec.get("ports") or []):
             port = p.get("port") if isinstance(p, dict) else None
             if not isinstance(port, int) or not 0 < port < 65536:
-                causes.append(Cause(f"spec.ports[{i}].port", "FieldValueInvalid",
-                                    f"Invalid value: {_go_value(port)}: must be between 1 and "
-                                    "65535, inclusive"))
+                causes.append(
+                    Cause(
+                        f"spec.ports[{i}].port",
+                        "FieldValueInvalid",
+                        f"Invalid value: {_go_value(port)}: must be between 1 and 65535, inclusive",
+                    )
+                )
     elif rt.kind == "ResourceQuota":
         for rname, value in (spec.get("hard") or {}).items():
             if not quantity.is_quantity(value):
-                causes.append(Cause(f"spec.hard[{rname}]", "FieldValueInvalid",
-                                    f"Invalid value: {_go_value(value)}: must be a quantity"))
+                causes.append(
+                    Cause(
+                        f"spec.hard[{rname}]",
+                        "FieldValueInvalid",
+                        f"Invalid value: {_go_value(value)}: must be a quantity",
+                    )
+                )
     elif rt.kind in ("RoleBinding", "ClusterRoleBinding") and not obj.get("roleRef"):
         causes.append(Cause("roleRef", "FieldValueRequired", "Required value"))
     if causes:
@@ -278,19 +327,34 @@ def validate_metadata(rt: ResourceType, obj: dict[str, Any]) -> None:
     """Name and label checks common to every kind."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
-        raise invalid(rt.kind, rt.group, "", [Cause("metadata", "FieldValueRequired",
-                                                    "Required value")])
+        raise invalid(
+            rt.kind, rt.group, "", [Cause("metadata", "FieldValueRequired", "Required value")]
+        )
     causes = validate_name(rt, str(meta.get("name") or ""))
     for v in (meta.get("labels") or {}).values():
-        if not isinstance(v, str) or len(v) > 63 or (v and not re.match(
-                r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", v)):
-            causes.append(Cause("metadata.labels", "FieldValueInvalid",
-                                f"Invalid value: {_go_value(v)}: a valid label must be an empty "
-                                "string or consist of alphanumeric characters, '-', '_' or '.', "
-                                "and must start and end with an alphanumeric character"))
+        if (
+            not isinstance(v, str)
+            or len(v) > 63
+            or (v and not re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", v))
+        ):
+            causes.append(
+                Cause(
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_value(v)}: a valid label must be an empty "
+                    "string or consist of alphanumeric characters, '-', '_' or '.', "
+                    "and must start and end with an alphanumeric character",
+                )
+            )
     if causes:
         raise invalid(rt.kind, rt.group, str(meta.get("name") or ""), causes)
 
 
-__all__ = ["ApiError", "Validator", "drop_nulls", "validate_builtin", "validate_metadata",
-           "validate_name"]
+__all__ = [
+    "ApiError",
+    "Validator",
+    "drop_nulls",
+    "validate_builtin",
+    "validate_metadata",
+    "validate_name",
+]

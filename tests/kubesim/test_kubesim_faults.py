@@ -14,8 +14,9 @@ from kubesim import KubeSim
 
 def call(url: str, method: str = "GET", body: object = None) -> tuple[int, dict, dict]:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req) as resp:
             return resp.status, json.loads(resp.read() or b"{}"), dict(resp.headers)
@@ -50,12 +51,17 @@ def test_rate_within_tolerance_and_bodies(sim: KubeSim) -> None:
 def test_methods_filter_exempts_gets(sim: KubeSim) -> None:
     sim.set_faults(rate=1.0, codes=(503,), methods=("POST", "PATCH", "PUT", "DELETE"))
     assert call(sim.url + "/api/v1/nodes")[0] == 200
-    code, _body, _ = call(sim.url + "/api/v1/namespaces/default/configmaps", "POST",
-                         {"metadata": {"name": "x"}})
+    code, _body, _ = call(
+        sim.url + "/api/v1/namespaces/default/configmaps", "POST", {"metadata": {"name": "x"}}
+    )
     assert code == 503
     sim.clear_faults()
-    assert call(sim.url + "/api/v1/namespaces/default/configmaps", "POST",
-                {"metadata": {"name": "x"}})[0] == 201
+    assert (
+        call(
+            sim.url + "/api/v1/namespaces/default/configmaps", "POST", {"metadata": {"name": "x"}}
+        )[0]
+        == 201
+    )
 
 
 def test_delay_only_faults(sim: KubeSim) -> None:
@@ -67,8 +73,9 @@ def test_delay_only_faults(sim: KubeSim) -> None:
 
 
 def test_admin_api_over_http(sim: KubeSim) -> None:
-    code, cfg, _ = call(sim.url + "/_kubesim/faults", "POST",
-                        {"rate": 1.0, "codes": [429], "retry_after": 3})
+    code, cfg, _ = call(
+        sim.url + "/_kubesim/faults", "POST", {"rate": 1.0, "codes": [429], "retry_after": 3}
+    )
     assert code == 200 and cfg["rate"] == 1.0
     code, _body, headers = call(sim.url + "/api/v1/pods")
     assert code == 429 and headers["Retry-After"] == "3"

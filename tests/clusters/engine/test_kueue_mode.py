@@ -49,9 +49,10 @@ def test_kueue_admits_queues_and_releases(
     assert rc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gangway"
     assert _row(small.pk).holds_gpus
 
-    # acme may hold 16 H100 plus 8 borrowed: a 3-node prod cluster (24) must wait.
+    # acme has 16 H100 and nobody in its cohort to borrow from: a 2-node prod cluster
+    # (16 GPUs) must wait while the small one holds one.
     big = services.cluster_request_create(
-        actor=alice, tenant=acme, name="kq-big", kind="prod", flavor=h100, workers=3
+        actor=alice, tenant=acme, name="kq-big", kind="prod", flavor=h100, workers=2
     )
     waiting = wait_for(
         lambda: (

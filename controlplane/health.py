@@ -27,7 +27,9 @@ def _check_database() -> None:
 def _check_broker() -> None:
     from controlplane.celery import app
 
-    with app.connection_for_write() as conn:
+    # The URL is read from settings at each check (not cached by the app), so that the
+    # check reflects the configuration the process runs with.
+    with app.connection_for_write(settings.CELERY_BROKER_URL) as conn:
         conn.ensure_connection(max_retries=1, timeout=2)
 
 
@@ -35,7 +37,7 @@ def _check_kubernetes() -> None:
     # Imported lazily: the gateway arrives with the provisioning engine and must stay the
     # only importer of the kubernetes client.
     try:
-        from clusters.kube import gateway  # type: ignore[attr-defined]
+        from clusters.kube import gateway
     except ImportError:
         return
     gateway.ping()
@@ -81,4 +83,4 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(metrics.REGISTRY), content_type=CONTENT_TYPE_LATEST)
 
 
-__all__ = ["healthz", "metrics_view", "readyz", "settings"]
+__all__ = ["healthz", "metrics_view", "readyz"]

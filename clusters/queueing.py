@@ -20,6 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters import admission as adm
+from clusters import capacity
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.states import State
 from clusters.transitions import note, transition
@@ -66,8 +67,22 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[C
         .select_related("tenant", "flavor", "owner")
     )
     held: dict[str, Decimal] = defaultdict(Decimal)
+    # Admitted clusters whose pods may not be bound yet: the cluster's free figures do
+    # not include them, so the pass must not hand their GPUs out a second time.
+    unplaced: dict[str, Decimal] = defaultdict(Decimal)
+    unplaced_nodes: dict[str, int] = defaultdict(int)
     for row in holding:
         held[row.flavor.name] += row.gpus
+        if row.state in (State.ADMITTED, State.PROVISIONING):
+            unplaced[row.flavor.name] += row.gpus
+            if row.kind == ClusterKind.PROD:
+                unplaced_nodes[row.flavor.name] += row.workers
+    free = {
+        f.name: capacity.free_for_admission(
+            f, held=held[f.name], unplaced=unplaced[f.name], unplaced_nodes=unplaced_nodes[f.name]
+        )
+        for f in flavors
+    }
     snapshot = adm.Snapshot(
         now=now,
         tenants=[
@@ -87,9 +102,10 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[C
                 name=f.name,
                 gpus_per_node=f.gpus_per_node,
                 node_count=f.node_count,
-                # Capacity from the catalogue: the fleet's GPUs less what admitted clusters
-                # hold. Unknown when the catalogue does not say how many nodes there are.
-                free_gpus=(Decimal(f.total_gpus) - held[f.name]) if f.node_count else None,
+                # The catalogue's GPUs less what admitted clusters hold, and, when the
+                # reconciler saw the cluster recently, what is really free there.
+                free_gpus=free[f.name][0],
+                free_nodes=free[f.name][1],
             )
             for f in flavors
         ],

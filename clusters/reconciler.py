@@ -1,7 +1,8 @@
 """The reconciler: one pass folds the cluster's truth into the rows and repairs drift.
 
-A pass reads with one LIST per kind (RayClusters, pods, scheduling events, namespaces —
-never a GET per cluster), then for every row that is not deleted:
+A pass reads with one LIST per kind (RayClusters, pods, nodes, scheduling events,
+namespaces — never a GET per cluster), records the free GPU capacity per flavor
+(:mod:`clusters.capacity`), then for every row that is not deleted:
 
 * folds RayCluster status and pod state into the row: ``ready`` only when the head and
   every desired worker are running and ready; otherwise ``state_reason`` says in plain
@@ -24,7 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from clusters import kueue_mode, provisioning
+from clusters import capacity, kueue_mode, provisioning
 from clusters.kube import labels
 from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest
@@ -111,7 +112,13 @@ def reconcile_once(gw: Gateway | None = None) -> Report:
     report = Report()
     selector = labels.managed_selector()
     rayclusters = gw.list("ray.io/v1", "RayCluster", label_selector=selector)
-    pods = gw.list("v1", "Pod", label_selector=selector)
+    # Every pod (not only ours): the free capacity per GPU flavor counts them all.
+    all_pods = gw.list("v1", "Pod")
+    managed_key, managed_value = selector.split("=", 1)
+    pods = [
+        p for p in all_pods if (p["metadata"].get("labels") or {}).get(managed_key) == managed_value
+    ]
+    capacity.record(capacity.free_by_product(gw.list("v1", "Node"), all_pods))
     namespaces = {
         ns["metadata"]["name"] for ns in gw.list("v1", "Namespace", label_selector=selector)
     }

@@ -210,6 +210,12 @@ class GpuFlavor(models.Model):
     node_count = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(100_000)])
     sharing = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # What the reconciler last saw on the cluster: GPUs of this product not requested by
+    # any bound pod, and nodes with every GPU free. Admission uses them (when fresh) so
+    # that it does not admit what cannot be placed.
+    observed_free_gpus = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    observed_free_nodes = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    observed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]

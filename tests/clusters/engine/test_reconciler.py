@@ -10,7 +10,7 @@ from django.utils import timezone
 from clusters import services
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterEvent, ClusterRequest
-from tenants.models import Quota
+from tenants.models import GpuFlavor, Quota
 from tests.clusters.engine.conftest import wait_for
 
 
@@ -20,14 +20,21 @@ def _roomy(tenant: Any) -> None:
     tenant.save()
 
 
+def _l4_nodes() -> list[str]:
+    nodes = get_gateway().list("v1", "Node", label_selector="nvidia.com/gpu.product=NVIDIA-L4")
+    return sorted(n["metadata"]["name"] for n in nodes)
+
+
 def test_a_cluster_waiting_for_nodes_says_why(worker: Any, alice: Any, acme: Any, l4: Any) -> None:
-    # The catalogue believes in 8 L4 nodes; kubesim's demo fleet has 4.
+    # Three of the four L4 nodes are tainted for maintenance (free, but not for our pods).
     _roomy(acme)
-    l4.node_count = 8
-    l4.save()
-    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=8)
+    gw = get_gateway()
+    for name in _l4_nodes()[1:]:
+        node = gw.get("v1", "Node", name)
+        taints = [*node["spec"].get("taints", []), {"key": "maintenance", "effect": "NoSchedule"}]
+        gw.merge_patch("v1", "Node", name, {"spec": {"taints": taints}}, namespace="")
     cluster = services.cluster_request_create(
-        actor=alice, tenant=acme, name="too-big", kind="dev", flavor=l4, workers=6
+        actor=alice, tenant=acme, name="blocked", kind="dev", flavor=l4, workers=2
     )
     row = wait_for(
         lambda: ClusterRequest.objects.filter(
@@ -38,7 +45,34 @@ def test_a_cluster_waiting_for_nodes_says_why(worker: Any, alice: Any, acme: Any
     assert row.state_reason.startswith(
         "waiting for a node with a free l4: 0/10 nodes are available"
     )
-    assert "Insufficient nvidia.com/gpu" in row.state_reason
+    assert "untolerated taint" in row.state_reason
+
+
+def test_admission_does_not_admit_what_the_cluster_cannot_place(
+    worker: Any, alice: Any, acme: Any, l4: Any
+) -> None:
+    # The catalogue believes in 8 L4 nodes; the cluster (kubesim's demo fleet) has 4.
+    _roomy(acme)
+    l4.node_count = 8
+    l4.save()
+    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=8)
+    wait_for(
+        lambda: GpuFlavor.objects.filter(name="l4", observed_free_gpus=4).exists(),
+        what="the reconciler to observe 4 free L4 GPUs",
+    )
+    cluster = services.cluster_request_create(
+        actor=alice, tenant=acme, name="too-big", kind="dev", flavor=l4, workers=6
+    )
+    row = wait_for(
+        lambda: ClusterRequest.objects.filter(pk=cluster.pk, queue_reason="capacity").first(),
+        what="the capacity reason",
+    )
+    assert row.state == "queued" and not row.holds_gpus
+    small = services.cluster_request_create(
+        actor=alice, tenant=acme, name="fits", kind="dev", flavor=l4, workers=4
+    )
+    wait_for(lambda: ClusterRequest.objects.get(pk=small.pk).state == "ready", what="4 fit")
+    assert ClusterRequest.objects.get(pk=cluster.pk).state == "queued"
 
 
 def test_tenant_bundle_follows_quota_changes(worker: Any, alice: Any, acme: Any, h100: Any) -> None:

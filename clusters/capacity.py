@@ -1,0 +1,110 @@
+"""What the cluster can still place, per GPU flavor, from its nodes and bound pods.
+
+The reconciler already lists every pod each pass; with one more LIST (nodes) it knows,
+for each ``nvidia.com/gpu.product``, how many GPUs no bound pod requests and how many
+nodes have all their GPUs free. Those figures are written on the flavor rows, and the
+admission pass uses them while they are fresh (capacity awareness): it then refuses to
+admit what the cluster cannot place, and says so with the ``capacity`` reason instead of
+leaving pods Pending behind an "admitted" label.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.utils import timezone
+
+from tenants.models import GpuFlavor
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU = "nvidia.com/gpu"
+# Figures older than this are ignored (the reconciler may be down).
+FRESH_FOR = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class Free:
+    """Free GPUs and wholly free nodes of one GPU product."""
+
+    gpus: int
+    nodes: int
+
+
+def _gpus(value: Any) -> int:
+    try:
+        return int(str(value or "0"))
+    except ValueError:
+        return 0
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    unschedulable = (node.get("spec") or {}).get("unschedulable", False)
+    return not unschedulable and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+    )
+
+
+def free_by_product(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Free]:
+    """Free GPUs and free nodes per product, from node allocatable minus bound pods."""
+    used: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        phase = (pod.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            continue
+        for container in spec.get("containers") or []:
+            requests = (container.get("resources") or {}).get("requests") or {}
+            limits = (container.get("resources") or {}).get("limits") or {}
+            used[spec["nodeName"]] += _gpus(requests.get(GPU, limits.get(GPU)))
+        if (pod.get("metadata") or {}).get("annotations", {}).get("gpu-fraction"):
+            used[spec["nodeName"]] += 1  # a shared GPU is taken whole from the node's pool
+    free_gpus: dict[str, int] = defaultdict(int)
+    free_nodes: dict[str, int] = defaultdict(int)
+    for node in nodes:
+        product = ((node.get("metadata") or {}).get("labels") or {}).get(PRODUCT_LABEL)
+        if not product or not _ready(node):
+            continue
+        allocatable = _gpus(((node.get("status") or {}).get("allocatable") or {}).get(GPU))
+        left = max(allocatable - used[node["metadata"]["name"]], 0)
+        free_gpus[product] += left
+        free_nodes[product] += 1 if allocatable and left == allocatable else 0
+    return {p: Free(free_gpus[p], free_nodes[p]) for p in free_gpus}
+
+
+def record(free: dict[str, Free]) -> None:
+    """Write the observation on every flavor (a product absent from the cluster: 0 free)."""
+    now = timezone.now()
+    for flavor in GpuFlavor.objects.all():
+        seen = free.get(flavor.gpu_product, Free(0, 0))
+        GpuFlavor.objects.filter(pk=flavor.pk).update(
+            observed_free_gpus=seen.gpus, observed_free_nodes=seen.nodes, observed_at=now
+        )
+
+
+def fresh(flavor: GpuFlavor) -> bool:
+    """Whether the flavor's observation is recent enough to act on."""
+    return flavor.observed_at is not None and timezone.now() - flavor.observed_at < FRESH_FOR
+
+
+def free_for_admission(
+    flavor: GpuFlavor, *, held: Decimal, unplaced: Decimal, unplaced_nodes: int
+) -> tuple[Decimal | None, int | None]:
+    """Free GPUs and nodes the pass may hand out for a flavor.
+
+    Always bounded by the catalogue (its GPUs less what admitted clusters hold). When the
+    cluster was observed recently, also by what it reported free less what admitted
+    clusters will still take but whose pods are not bound yet (``unplaced``).
+    """
+    if not flavor.node_count:
+        return None, None
+    gpus = Decimal(flavor.total_gpus) - held
+    nodes: int | None = None
+    if fresh(flavor) and flavor.observed_free_gpus is not None:
+        gpus = min(gpus, Decimal(flavor.observed_free_gpus) - unplaced)
+        nodes = max((flavor.observed_free_nodes or 0) - unplaced_nodes, 0)
+    return max(gpus, Decimal(0)), nodes

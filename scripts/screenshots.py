@@ -2,7 +2,7 @@
 """Take the dashboard screenshots in docs/screenshots/ (home, cluster list, new-cluster
 form with its verdict, cluster details, queue, usage).
 
-Runs ``tests/frontend/test_screenshots.py`` — demo data, clusters moved through their
+Runs ``tests/frontend/screenshot_scene.py`` — demo data, clusters moved through their
 states by the services and the admission pass, Debian's chromium — with
 ``GANGWAY_SCREENSHOTS_DIR`` set. Needs the test database (``DATABASE_URL``, as for
 ``make test``) and /usr/bin/chromium. Usage: ``python scripts/screenshots.py [out_dir]``.
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> int:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "screenshots"
     env = {**os.environ, "GANGWAY_SCREENSHOTS_DIR": str(out.resolve())}
-    command = [sys.executable, "-m", "pytest", "tests/frontend/test_screenshots.py", "-q"]
+    command = [sys.executable, "-m", "pytest", "tests/frontend/screenshot_scene.py", "-q"]
     return subprocess.call(command, cwd=ROOT, env=env)
 
 

@@ -38,10 +38,16 @@ class Case:
 
 @dataclass(frozen=True)
 class Route:
-    """A route template's URL kwargs and its cases by method (upper case)."""
+    """A route template's URL kwargs and its cases by method (upper case).
+
+    ``session`` routes are dashboard pages: the actor signs in with a session (not a
+    token), bodies are form-encoded, and anonymous users are redirected to the login
+    page (302) rather than refused.
+    """
 
     methods: dict[str, Case]
     kwargs: dict[str, str] = field(default_factory=dict)
+    session: bool = False
 
 
 def statuses(

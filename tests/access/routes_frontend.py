@@ -1,0 +1,56 @@
+"""Access table of the dashboard pages (session sign-in; see ``tests/access/matrix.py``).
+
+Anonymous visitors are sent to the login page; another tenant's member gets a 404;
+viewers read but cannot request or change clusters.
+"""
+
+from __future__ import annotations
+
+from tests.access.matrix import Case, Route, members, statuses
+from tests.access.routes_clusters import _bobs
+
+TENANT = "t/{slug}/"
+READ = statuses(anonymous=302, outsider=404, viewer=200, engineer=200, admin=200, platform=200)
+SHAPE = {"kind": "dev", "flavor": "l4", "workers": 1}
+
+
+def _acme_cluster(w: object) -> dict[str, str]:
+    kwargs = _bobs("ready")(w)
+    return {"slug": kwargs["tenant_slug"], "name": kwargs["name"]}
+
+
+ROUTES = {
+    TENANT: Route(session=True, kwargs={"slug": "acme"}, methods={"GET": Case(READ)}),
+    TENANT + "clusters/new/": Route(
+        session=True,
+        kwargs={"slug": "acme"},
+        methods={
+            "GET": Case({**READ, "viewer": 403}),
+            # A valid form redirects to the new cluster's page.
+            "POST": Case(
+                {**members(viewer=403, engineer=302, admin=302, platform=302), "anonymous": 302},
+                body=lambda w: SHAPE,
+            ),
+        },
+    ),
+    TENANT + "clusters/new/verdict/": Route(
+        session=True,
+        kwargs={"slug": "acme"},
+        methods={"POST": Case({**READ, "viewer": 403}, body=lambda w: SHAPE)},
+    ),
+    TENANT + "queue/": Route(session=True, kwargs={"slug": "acme"}, methods={"GET": Case(READ)}),
+    TENANT + "usage/": Route(session=True, kwargs={"slug": "acme"}, methods={"GET": Case(READ)}),
+    TENANT + "clusters/{name}/": Route(
+        session=True, methods={"GET": Case(READ, kwargs=_acme_cluster)}
+    ),
+    TENANT + "clusters/{name}/{action}/": Route(
+        session=True,
+        methods={
+            "POST": Case(
+                {**members(viewer=403, engineer=302, admin=302, platform=302), "anonymous": 302},
+                kwargs=lambda w: {**_acme_cluster(w), "action": "extend"},
+                body=lambda w: {"hours": 4},
+            )
+        },
+    ),
+}

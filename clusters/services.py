@@ -91,8 +91,7 @@ def build_request(
     priority: int = 0,
 ) -> ClusterRequest:
     """An unsaved, validated request with its demand computed (shared with the dry-run)."""
-    if kind == ClusterKind.DEV and ttl_hours is None:
-        ttl_hours = tenant.dev_ttl_hours
+    ttl_hours = shapes.resolve_ttl_hours(tenant=tenant, kind=kind, ttl_hours=ttl_hours)
     shapes.validate_request(
         tenant=tenant,
         flavor=flavor,

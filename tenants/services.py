@@ -165,7 +165,11 @@ def flavor_create(
         sharing=sharing,
     )
     flavor.full_clean()
-    flavor.save()
+    try:
+        with transaction.atomic():
+            flavor.save()
+    except IntegrityError as exc:  # created concurrently since full_clean looked
+        raise ValidationError({"name": [f"A flavor named {name!r} already exists."]}) from exc
     audit_record(
         actor=actor,
         action="flavor.create",
@@ -249,7 +253,13 @@ def tenant_create(
         **fields,
     )
     _tenant_clean(tenant)
-    tenant.save()
+    try:
+        with transaction.atomic():
+            tenant.save()
+    except IntegrityError as exc:  # created concurrently since the checks above
+        raise ValidationError(
+            {"slug": [f"A tenant with slug {slug!r} or namespace {tenant.namespace!r} exists."]}
+        ) from exc
     audit_record(
         actor=actor,
         action="tenant.create",

@@ -22,6 +22,19 @@ from tests.factories import (
 )
 
 
+def pytest_configure(config: Any) -> None:
+    """The suite runs on PostgreSQL only (locking, advisory locks and concurrency tests
+    mean nothing on SQLite): refuse to start on anything else, saying how to fix it."""
+    from django.conf import settings
+
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine:
+        raise pytest.UsageError(
+            f"the tests need PostgreSQL, not {engine}: run `make test`, or set DATABASE_URL "
+            "(e.g. postgres://postgres@127.0.0.1:5432/gangway)"
+        )
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings: Any) -> None:
     # Hashing with the production hasher costs ~0.3 s a user; tests create hundreds.

@@ -106,6 +106,9 @@ class ClusterRequest(TenantOwned):
     ready_at = models.DateTimeField(null=True, blank=True)
     suspended_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    expiry_warned_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the owner was warned of the coming expiry."
+    )
     deleted_at = models.DateTimeField(null=True, blank=True)
 
     objects = ClusterRequestQuerySet.as_manager()  # type: ignore[misc]

@@ -9,7 +9,8 @@ namespaces — never a GET per cluster), records the free GPU capacity per flavo
   words what the pods wait for, from their conditions and FailedScheduling events;
 * recreates objects that vanished (and the namespace bundle with them);
 * finishes deletions once the RayCluster and its pods are gone;
-* deletes clusters whose TTL ran out (reason ``expired``);
+* warns owners once when a cluster is about to expire, and deletes clusters whose TTL
+  ran out (reason ``expired``);
 * keeps each tenant's namespace bundle (ResourceQuota and all) in step with its quota;
 * deletes managed RayClusters that no live row wants (orphans).
 It returns what it did, so the task can run an admission pass when capacity freed.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -31,7 +33,7 @@ from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.services import cluster_delete
 from clusters.states import LIVE, State
-from clusters.transitions import transition
+from clusters.transitions import note, transition
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +213,7 @@ def _reconcile_row(
         return
     if state not in (State.PROVISIONING, State.READY, State.SUSPENDED):
         return
+    _warn_of_expiry(cluster, now)
     if rc is None:
         provisioning.apply_cluster(cluster, gw)
         report.recreated.append(cluster.pk)
@@ -264,3 +267,21 @@ def _reconcile_kueue_row(
         provisioning.apply_cluster(cluster, gw)
         return
     kueue_mode.fold_queued(cluster, workloads.get((cluster.namespace, cluster.name)), positions)
+
+
+def _warn_of_expiry(cluster: ClusterRequest, now: Any) -> None:
+    """Tell the owner, once, that the cluster expires soon and can be extended (USERS 1)."""
+    warning = timedelta(minutes=settings.EXPIRY_WARNING_MINUTES)
+    if not cluster.expires_at or cluster.expiry_warned_at or cluster.expires_at - now > warning:
+        return
+    claimed = ClusterRequest.objects.filter(pk=cluster.pk, expiry_warned_at__isnull=True).update(
+        expiry_warned_at=now
+    )
+    if claimed:
+        minutes = max(int((cluster.expires_at - now).total_seconds() // 60), 0)
+        note(
+            cluster,
+            reason="expiry_warning",
+            message=f"expires at {cluster.expires_at:%H:%M} UTC (in {minutes} min) and its GPUs "
+            "will be released; extend it to keep it",
+        )

@@ -330,7 +330,9 @@ def cluster_extend(*, actor: Any, cluster: ClusterRequest, hours: int) -> Cluste
             )
         ttl = (cluster.ttl_hours or 0) + hours
         ClusterRequest.objects.filter(pk=cluster.pk).update(
-            ttl_hours=ttl, expires_at=new_expiry if cluster.expires_at else None
+            ttl_hours=ttl,
+            expires_at=new_expiry if cluster.expires_at else None,
+            expiry_warned_at=None,  # warn again before the new expiry
         )
         cluster.ttl_hours = ttl
         if cluster.expires_at:

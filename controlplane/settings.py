@@ -228,6 +228,8 @@ SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
 # wait); a borrower's cluster chosen for reclaim is warned this long before suspension.
 ADMISSION_AGING_SECONDS = env_float("ADMISSION_AGING_SECONDS", 3600.0)
 RECLAIM_GRACE_SECONDS = env_float("RECLAIM_GRACE_SECONDS", 900.0)
+# A running cluster this close to its expiry gets a warning event (once per extension).
+EXPIRY_WARNING_MINUTES = env_int("EXPIRY_WARNING_MINUTES", 30, minimum=0)
 # A row waiting on a provisioning step with no progress for this long is re-nudged.
 SWEEP_STALE_SECONDS = env_float("SWEEP_STALE_SECONDS", 30.0)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -112,6 +113,18 @@ def test_orphans_are_deleted_and_expired_clusters_go(
     wait_for(
         lambda: gw.get("ray.io/v1", "RayCluster", "stray", "gw-acme") is None, what="orphan gone"
     )
+
+    soon = timezone.now() + timedelta(minutes=10)
+    ClusterRequest.objects.filter(pk=cluster.pk).update(expires_at=soon)
+    warning = wait_for(
+        lambda: ClusterEvent.objects.filter(cluster=cluster, reason="expiry_warning").first(),
+        what="the expiry warning",
+    )
+    assert "extend it" in warning.message and "in 9 min" in warning.message
+    time.sleep(1.5)  # later passes do not warn again
+    assert ClusterEvent.objects.filter(cluster=cluster, reason="expiry_warning").count() == 1
+    services.cluster_extend(actor=alice, cluster=ClusterRequest.objects.get(pk=cluster.pk), hours=1)
+    assert ClusterRequest.objects.get(pk=cluster.pk).expiry_warned_at is None
 
     ClusterRequest.objects.filter(pk=cluster.pk).update(
         expires_at=timezone.now() - timedelta(seconds=1)

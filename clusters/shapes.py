@@ -137,8 +137,9 @@ def demand(*, kind: str, flavor: FlavorSpec, workers: int, gpu_fraction: Decimal
     )
 
 
-# Names that are path segments of the clusters API (``clusters/dry-run/``).
-RESERVED_NAMES = frozenset({"dry-run"})
+# Names that are path segments of the clusters API (``clusters/dry-run/``) and of the
+# dashboard (``clusters/new/``), so a cluster can never shadow them.
+RESERVED_NAMES = frozenset({"dry-run", "new"})
 
 
 def validate_name(name: str) -> None:

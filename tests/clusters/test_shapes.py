@@ -146,3 +146,10 @@ def test_default_name() -> None:
     long = shapes.default_name(owner_username="9" * 200, kind="prod", suffix="abcde")
     shapes.validate_name(long)
     assert len(long) <= 53
+
+
+@pytest.mark.parametrize("name", ["dry-run", "new"])
+def test_route_words_are_reserved_names(name: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        shapes.validate_name(name)
+    assert "reserved" in caught.value.message_dict["name"][0]

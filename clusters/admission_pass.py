@@ -20,7 +20,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters import admission as adm
+from clusters.models import ClusterRequest
 from clusters.queueing import admit, apply_reclaim, apply_waiting, build_snapshot
+from clusters.states import State
 from controlplane import metrics
 
 log = logging.getLogger(__name__)
@@ -60,10 +62,15 @@ def run_admission_pass() -> PassResult:
         now = timezone.now()
         snapshot, queued = build_snapshot(now=now)
         decision = adm.decide(snapshot)
-        by_id = {row.pk: row for row in queued}
-        result.admitted = admit([by_id[pk] for pk in decision.admitted], now=now)
+        chosen = {
+            row.pk: row
+            for row in ClusterRequest.objects.unscoped()
+            .filter(pk__in=decision.admitted, state=State.QUEUED)
+            .select_related("tenant", "flavor", "owner")
+        }
+        result.admitted = admit([chosen[pk] for pk in decision.admitted if pk in chosen], now=now)
         for pk in result.admitted:
-            metrics.ADMITTED.labels(by_id[pk].tenant.slug).inc()
+            metrics.ADMITTED.labels(chosen[pk].tenant.slug).inc()
         apply_waiting(queued, decision)
         result.waiting = len(decision.waiting)
         result.suspended = apply_reclaim(decision, now=now)

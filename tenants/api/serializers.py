@@ -121,23 +121,26 @@ class PolicyOutSerializer(serializers.Serializer):
     max_ttl_hours = serializers.IntegerField()
 
 
+# What a tenant reads and writes as (the output adds created_at).
+TENANT_FIELDS = [
+    "slug",
+    "name",
+    "namespace",
+    "cohort",
+    "weight",
+    "cpu_quota",
+    "memory_quota_gib",
+    "policy",
+]
+
+
 class TenantOutSerializer(serializers.ModelSerializer):
     weight = serializers.DecimalField(max_digits=6, decimal_places=2, coerce_to_string=False)
     policy = PolicyOutSerializer(source="*", read_only=True)
 
     class Meta:
         model = Tenant
-        fields = [
-            "slug",
-            "name",
-            "namespace",
-            "cohort",
-            "weight",
-            "cpu_quota",
-            "memory_quota_gib",
-            "policy",
-            "created_at",
-        ]
+        fields = [*TENANT_FIELDS, "created_at"]
         read_only_fields = fields
 
 
@@ -155,16 +158,7 @@ class TenantWriteSerializer(StrictModelSerializer):
 
     class Meta:
         model = Tenant
-        fields = [
-            "slug",
-            "name",
-            "namespace",
-            "cohort",
-            "weight",
-            "cpu_quota",
-            "memory_quota_gib",
-            "policy",
-        ]
+        fields = TENANT_FIELDS
         extra_kwargs = {
             # Uniqueness is checked by the service's full_clean, in its transaction.
             "slug": {"validators": []},

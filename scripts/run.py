@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-VAR = ROOT / "var"
+VAR = Path(os.environ.get("GANGWAY_VAR_DIR", ROOT / "var")).resolve()
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
 
     (VAR / "broker" / "processed").mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    env = dict(os.environ, GANGWAY_VAR_DIR=str(VAR))
     env.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     env.setdefault("RECONCILE_INTERVAL_SECONDS", "2")
     env.setdefault("SWEEP_INTERVAL_SECONDS", "10")

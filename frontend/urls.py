@@ -16,6 +16,7 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("queue/", views.global_queue, name="global-queue-page"),
     path(TENANT, views.cluster_list, name="cluster-list"),
     path(TENANT + "clusters/new/", views.cluster_new, name="cluster-new"),
     path(TENANT + "clusters/new/verdict/", views.cluster_dry_run, name="cluster-verdict"),

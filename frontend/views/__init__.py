@@ -8,7 +8,7 @@ from frontend.views.clusters import (
     cluster_dry_run,
     cluster_new,
 )
-from frontend.views.pages import cluster_list, home, queue, usage
+from frontend.views.pages import cluster_list, global_queue, home, queue, usage
 
 __all__ = [
     "cluster_action",
@@ -16,6 +16,7 @@ __all__ = [
     "cluster_dry_run",
     "cluster_list",
     "cluster_new",
+    "global_queue",
     "home",
     "queue",
     "usage",

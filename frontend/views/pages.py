@@ -7,7 +7,7 @@ from datetime import timedelta
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -15,7 +15,7 @@ from clusters import selectors
 from clusters.filters import ClusterFilter
 from clusters.states import State
 from frontend.views.common import HtmxHttpRequest, tenant_page
-from tenants.selectors import tenant_list
+from tenants.selectors import is_platform_admin, tenant_list
 
 PAGE_SIZE = 50
 USAGE_PERIODS = (7, 30)
@@ -90,3 +90,15 @@ def usage(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "frontend/usage.html",
         page.context(summary=summary, days=days, periods=USAGE_PERIODS),
     )
+
+
+@login_required
+def global_queue(request: HttpRequest) -> HttpResponse:
+    """Every tenant's waiting requests, in each flavor's queue order (platform admins).
+
+    Anybody else gets a 404, like any page they may not see.
+    """
+    if not is_platform_admin(request.user):
+        raise Http404("No such page.")
+    waiting = Paginator(selectors.queue_list(), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "frontend/global_queue.html", {"waiting": waiting})

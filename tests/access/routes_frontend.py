@@ -54,3 +54,12 @@ ROUTES = {
         },
     ),
 }
+
+ROUTES["queue/"] = Route(
+    session=True,
+    methods={
+        "GET": Case(
+            statuses(anonymous=302, outsider=404, viewer=404, engineer=404, admin=404, platform=200)
+        )
+    },
+)

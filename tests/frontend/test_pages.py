@@ -308,3 +308,30 @@ def test_queue_and_usage_pages(bob: Any, alice: Any, request_cluster: Any) -> No
     assert "about 2 h" in page
     usage = client_for(bob).get("/t/acme/usage/?days=7").content.decode()
     assert "alice" in usage and "GPU-hours" in usage
+
+
+def test_platform_admins_see_every_tenants_queue(
+    client: Any, root: Any, bob: Any, acme: Any, h100: Any
+) -> None:
+    from clusters.models import ClusterRequest
+
+    ClusterRequest.objects.create(
+        tenant=acme,
+        owner=bob,
+        name="waits",
+        kind="dev",
+        flavor=h100,
+        workers=1,
+        gpus=1,
+        queue_flavor_position=1,
+        queue_reason="tenant_quota",
+        queue_message="acme is full",
+    )
+    client.force_login(root)
+    page = client.get("/queue/")
+    assert page.status_code == 200
+    assert b"waits" in page.content and b"acme is full" in page.content
+    assert b"All tenants' queues" in client.get("/").content
+    client.force_login(bob)
+    assert client.get("/queue/").status_code == 404
+    assert b"All tenants" not in client.get("/").content

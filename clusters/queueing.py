@@ -14,7 +14,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -28,28 +27,63 @@ from clusters.transitions import note, transition
 from tenants.models import GpuFlavor, Quota, Tenant
 
 
-def _worker_gpus(row: Any, flavor: GpuFlavor) -> Decimal:
-    if row.kind == ClusterKind.PROD:
-        return Decimal(flavor.gpus_per_node)
-    return Decimal(row.gpu_fraction) if row.gpu_fraction is not None else Decimal(1)
+def _pending(
+    *,
+    pk: int,
+    tenant: str,
+    owner: int,
+    flavor: str,
+    gpus_per_node: int,
+    kind: str,
+    gpus: Decimal,
+    created_at: datetime,
+    cpu: Decimal,
+    memory_gib: Decimal,
+    priority: int,
+    workers: int,
+    gpu_fraction: Decimal | None,
+    ttl_hours: int | None,
+) -> adm.Pending:
+    """The pure view of one request; a worker's GPUs are a whole node (prod), a fraction
+    or one GPU (dev)."""
+    if kind == ClusterKind.PROD:
+        worker_gpus = Decimal(gpus_per_node)
+    else:
+        worker_gpus = Decimal(gpu_fraction) if gpu_fraction is not None else Decimal(1)
+    return adm.Pending(
+        id=pk,
+        tenant=tenant,
+        owner=owner,
+        flavor=flavor,
+        kind=kind,
+        gpus=Decimal(gpus),
+        created_at=created_at,
+        cpu=Decimal(cpu),
+        memory_gib=Decimal(memory_gib),
+        priority=priority,
+        workers=workers,
+        worker_gpus=worker_gpus,
+        ttl=timedelta(hours=ttl_hours) if ttl_hours else None,
+    )
 
 
 def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
     """The pure view of a queued (or candidate, unsaved) request."""
-    return adm.Pending(
-        id=pk if pk is not None else row.pk,
+    return _pending(
+        pk=pk if pk is not None else row.pk,
         tenant=row.tenant.slug,
         owner=row.owner_id or 0,
         flavor=row.flavor.name,
+        gpus_per_node=row.flavor.gpus_per_node,
         kind=row.kind,
-        gpus=Decimal(row.gpus),
+        gpus=row.gpus,
         created_at=row.created_at or timezone.now(),
-        cpu=Decimal(row.cpu),
-        memory_gib=Decimal(row.memory_gib),
+        cpu=row.cpu,
+        memory_gib=row.memory_gib,
         priority=row.priority,
         workers=row.workers,
-        worker_gpus=_worker_gpus(row, row.flavor),
-        ttl=timedelta(hours=row.ttl_hours) if row.ttl_hours else None,
+        gpu_fraction=row.gpu_fraction,
+        ttl_hours=row.ttl_hours,
     )
 
 
@@ -80,6 +114,8 @@ _QUEUED_FIELDS = (
     "workers",
     "gpu_fraction",
     "ttl_hours",
+)
+_QUEUE_FIELDS = (
     "queue_position",
     "queue_flavor_position",
     "queue_reason",
@@ -91,50 +127,31 @@ _QUEUED_FIELDS = (
 def _queued() -> tuple[list[adm.Pending], list[QueuedRow]]:
     pending: list[adm.Pending] = []
     rows: list[QueuedRow] = []
-    for (
-        pk,
-        tenant,
-        owner,
-        flavor,
-        per_node,
-        kind,
-        gpus,
-        created,
-        cpu,
-        memory,
-        priority,
-        workers,
-        fraction,
-        ttl,
-        position,
-        flavor_position,
-        reason,
-        message,
-        eta,
-    ) in ClusterRequest.objects.unscoped().filter(state=State.QUEUED).values_list(*_QUEUED_FIELDS):
-        worker_gpus = (
-            Decimal(per_node)
-            if kind == ClusterKind.PROD
-            else (Decimal(fraction) if fraction is not None else Decimal(1))
-        )
+    for values in (
+        ClusterRequest.objects.unscoped()
+        .filter(state=State.QUEUED)
+        .values(*_QUEUED_FIELDS, *_QUEUE_FIELDS)
+    ):
         pending.append(
-            adm.Pending(
-                id=pk,
-                tenant=tenant,
-                owner=owner,
-                flavor=flavor,
-                kind=kind,
-                gpus=gpus,
-                created_at=created,
-                cpu=cpu,
-                memory_gib=memory,
-                priority=priority,
-                workers=workers,
-                worker_gpus=worker_gpus,
-                ttl=timedelta(hours=ttl) if ttl else None,
+            _pending(
+                pk=values["id"],
+                tenant=values["tenant__slug"],
+                owner=values["owner_id"],
+                flavor=values["flavor__name"],
+                gpus_per_node=values["flavor__gpus_per_node"],
+                kind=values["kind"],
+                gpus=values["gpus"],
+                created_at=values["created_at"],
+                cpu=values["cpu"],
+                memory_gib=values["memory_gib"],
+                priority=values["priority"],
+                workers=values["workers"],
+                gpu_fraction=values["gpu_fraction"],
+                ttl_hours=values["ttl_hours"],
             )
         )
-        rows.append(QueuedRow(pk, (position, flavor_position, reason, message, eta)))
+        queue = tuple(values[f] for f in _QUEUE_FIELDS)
+        rows.append(QueuedRow(values["id"], queue))  # type: ignore[arg-type]
     return pending, rows
 
 

@@ -45,16 +45,7 @@ def transition(
         claimed = ClusterRequest.objects.filter(pk=cluster.pk, state=current).update(**values)
         if not claimed:
             return False
-        user = actor if getattr(actor, "is_authenticated", False) else None
-        ClusterEvent.objects.create(
-            cluster_id=cluster.pk,
-            actor=user,
-            actor_name=user.get_username() if user else "system",
-            from_state=current,
-            to_state=to,
-            reason=reason,
-            message=message[:500],
-        )
+        _event(cluster, actor, current, to, reason, message)
         _ledger(cluster, held_before, held_after, now)
     for key, value in values.items():
         setattr(cluster, key, value)
@@ -63,13 +54,19 @@ def transition(
 
 def note(cluster: ClusterRequest, *, reason: str, message: str, actor: Any = None) -> None:
     """Record a notable moment that is not a state change (a warning, an extension)."""
+    _event(cluster, actor, cluster.state, cluster.state, reason, message)
+
+
+def _event(
+    cluster: ClusterRequest, actor: Any, from_state: str, to_state: str, reason: str, message: str
+) -> None:
     user = actor if getattr(actor, "is_authenticated", False) else None
     ClusterEvent.objects.create(
         cluster_id=cluster.pk,
         actor=user,
         actor_name=user.get_username() if user else "system",
-        from_state=cluster.state,
-        to_state=cluster.state,
+        from_state=from_state,
+        to_state=to_state,
         reason=reason,
         message=message[:500],
     )

@@ -52,9 +52,9 @@ def decode(body: bytes) -> dict[str, Any]:
         raise DecodeError("the body does not start with the Kubernetes protobuf prefix k8s\\x00")
     api_version = kind = encoding = content_type = ""
     raw = b""
-    for number, wire, value in _fields(body[len(MAGIC) :]):
+    for number, wire, value in fields(body[len(MAGIC) :]):
         if number == 1:
-            for n, w, v in _fields(_length_delimited(wire, value, "typeMeta")):
+            for n, w, v in fields(_length_delimited(wire, value, "typeMeta")):
                 if n == 1:
                     api_version = _string(w, v, "apiVersion")
                 elif n == 2:
@@ -78,8 +78,14 @@ def decode(body: bytes) -> dict[str, Any]:
             "send it as application/json"
         )
     obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind}
-    obj.update(_message(raw, kind, ""))
+    obj.update(decode_message(raw, kind))
     return obj
+
+
+def decode_message(buf: bytes, name: str) -> dict[str, Any]:
+    """The JSON form of one message of ``protoschema.MESSAGES`` (``PodSpec``, ``ObjectMeta``,
+    ...) given its bytes, without the envelope."""
+    return _message(buf, name, "")
 
 
 # -- the wire format -------------------------------------------------------------------------
@@ -99,7 +105,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     raise DecodeError("the body ends inside a varint")
 
 
-def _fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+def fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
     """Each field of one message as (number, wire type, value): an int for varints, the
     bytes for the other wire types."""
     pos = 0
@@ -150,7 +156,7 @@ def _message(buf: bytes, name: str, path: str) -> dict[str, Any]:
     """Decode one message into its JSON fields (``path`` names it in error messages)."""
     schema = MESSAGES[name]
     out: dict[str, Any] = {}
-    for number, wire, value in _fields(buf):
+    for number, wire, value in fields(buf):
         field = schema.get(number)
         if field is None:
             if value in (0, b""):
@@ -213,7 +219,7 @@ def _map_entry(typ: str, wire: int, value: int | bytes, where: str) -> tuple[str
     """A ``map<string, typ>`` entry: a message with key=1 and value=2."""
     entry = _length_delimited(wire, value, where)
     key, item = "", None
-    for number, w, v in _fields(entry):
+    for number, w, v in fields(entry):
         if number == 1:
             key = _string(w, v, f"{where} key")
         elif number == 2:

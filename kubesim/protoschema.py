@@ -2,8 +2,11 @@
 
 The numbers, names and types are facts of the published API: the ``generated.proto`` files of
 k8s.io/api (core/v1, networking/v1, rbac/v1) and k8s.io/apimachinery (meta/v1, resource,
-intstr), joined with the JSON tags of the Go types they describe (Kubernetes 1.37). They cover
-every message reachable from the built-in kinds kubesim serves, plus ``DeleteOptions``.
+intstr), joined with the JSON tags of the Go types they describe, as of their main branches
+in July 2026 (a superset of what kubectl 1.37 sends: field numbers are never reused). They
+cover every message reachable from the built-in kinds kubesim serves, plus ``DeleteOptions``.
+To add a field, add ``name=number:type`` to its message; ``_parse`` checks that every message
+named is described.
 
 One message per entry; an entry continues on indented lines::
 

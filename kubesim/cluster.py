@@ -455,6 +455,12 @@ class Cluster:
     def _prepare(self, rt: ResourceType, version: str, body: Any, strict: bool) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON/YAML object")
+        if body.get("kind") not in (None, rt.kind):
+            # A Secret sent to the configmaps collection is refused, not stored as a ConfigMap.
+            raise errors.bad_request(
+                f"the object provided is unrecognized (must be of type {rt.kind}): "
+                f"the body is a {body['kind']}"
+            )
         if rt.is_custom:
             body, pruned = self.validator.prepare_custom(rt, version, body, strict)
             if pruned:
@@ -658,7 +664,7 @@ class Cluster:
         elif ctype == "application/json-patch+json":
             new = json_patch(current, patch)
         else:
-            raise errors.unsupported_media(ctype)
+            raise errors.unsupported_media(ctype, errors.PATCH_TYPES)
         if not isinstance(new, dict):
             raise errors.bad_request("the patch produced something that is not an object")
         return self._write_update(rt, version, obj, new, subresource, params)

@@ -104,15 +104,25 @@ def method_not_allowed(
     return ApiError(405, "MethodNotAllowed", message)
 
 
-def unsupported_media(ctype: str) -> ApiError:
-    """415 UnsupportedMediaType."""
+BODY_TYPES = (
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/json-patch+json",
+    "application/apply-patch+yaml",
+)
+PATCH_TYPES = BODY_TYPES[3:]
+
+
+def unsupported_media(ctype: str, accepted: tuple[str, ...] = BODY_TYPES) -> ApiError:
+    """415 UnsupportedMediaType, listing the media types that would have been accepted."""
     return ApiError(
         415,
         "UnsupportedMediaType",
         f"the body of the request was in an unknown format - accepted media types "
-        f"include: application/json, application/yaml, application/merge-patch+json, "
-        f"application/strategic-merge-patch+json, application/json-patch+json, "
-        f'application/apply-patch+yaml (got "{ctype}")',
+        f'include: {", ".join(accepted)} (got "{ctype}")',
     )
 
 

@@ -52,6 +52,7 @@ class Faults:
 
     config: FaultConfig = field(default_factory=FaultConfig)
     requests: Counter[str] = field(default_factory=Counter)
+    bodies: Counter[str] = field(default_factory=Counter)
     injected: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
@@ -89,7 +90,14 @@ class Faults:
         """Zero the counters."""
         with self.lock:
             self.requests.clear()
+            self.bodies.clear()
             self.injected.clear()
+
+    def note_body(self, media_type: str) -> None:
+        """Count one request body of a media type (shows what clients send: kubectl sends
+        protobuf for some writes)."""
+        with self.lock:
+            self.bodies[media_type] += 1
 
     def pick(self, method: str) -> tuple[float, int | None]:
         """Decide the fate of one request: (delay in seconds, error code or None)."""
@@ -134,6 +142,7 @@ class Faults:
         with self.lock:
             return {
                 "requests": dict(self.requests),
+                "bodies": dict(self.bodies),
                 "faults": dict(self.injected),
                 "config": {
                     "rate": self.config.rate,

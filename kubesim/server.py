@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import yaml
 
-from kubesim import errors, openapi, tables
+from kubesim import errors, openapi, protobuf, tables
 from kubesim.errors import ApiError
 
 if TYPE_CHECKING:
@@ -33,6 +33,23 @@ VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
+
+_JSON_TYPES = frozenset(
+    {
+        "application/json",
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/json-patch+json",
+    }
+)
+_YAML_TYPES = frozenset({"application/yaml", "application/apply-patch+yaml"})
+
+
+def _yaml(raw: bytes) -> Any:
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
 
 
 class Server(ThreadingHTTPServer):
@@ -87,6 +104,10 @@ class Handler(BaseHTTPRequestHandler):
     # -- plumbing ----------------------------------------------------------------------
 
     def _send(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        if not self._body_read:
+            # An answer given before the body was read (a 404 route, say) must still consume
+            # it, or its bytes would be taken for the next request on this connection.
+            self._read()
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -97,38 +118,62 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _body(self) -> tuple[Any, str]:
+    def _read(self) -> tuple[bytes, str]:
+        """The raw request body and its media type (JSON when not given)."""
+        self._body_read = True
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        return raw, ctype
+
+    def _body(self, admin: bool = False) -> tuple[Any, str]:
+        """The request body, decoded by its media type, and that type.
+
+        JSON types are read as JSON, YAML types as YAML, protobuf as Kubernetes protobuf; any
+        other type is answered 415, as the API server does, rather than guessed at. The admin
+        API takes JSON or YAML whatever the header says."""
+        raw, ctype = self._read()
         if not raw:
             return None, ctype
-        try:
-            return json.loads(raw), ctype
-        except ValueError:
-            pass
-        try:
-            return yaml.safe_load(raw), ctype
-        except yaml.YAMLError as exc:
-            raise errors.bad_request(
-                f"the body of the request could not be decoded: {exc}"
-            ) from exc
+        if admin:
+            return _yaml(raw), ctype
+        self.server.sim.faults.note_body(ctype)
+        if ctype == protobuf.MEDIA_TYPE:
+            try:
+                return protobuf.decode(raw), ctype
+            except protobuf.Unsupported as exc:
+                raise errors.ApiError(415, "UnsupportedMediaType", str(exc)) from exc
+            except protobuf.DecodeError as exc:
+                raise errors.bad_request(
+                    f"the body of the request could not be decoded as protobuf: {exc}"
+                ) from exc
+        if ctype in _JSON_TYPES:
+            try:
+                return json.loads(raw), ctype
+            except ValueError as exc:
+                raise errors.bad_request(
+                    f"the body of the request could not be decoded as JSON: {exc}"
+                ) from exc
+        if ctype in _YAML_TYPES:
+            return _yaml(raw), ctype
+        raise errors.unsupported_media(ctype)
 
     def _handle(self, method: str) -> None:
+        self._body_read = False
         split = urlsplit(self.path)
         path = unquote(split.path).rstrip("/") or "/"
         params = dict(parse_qsl(split.query, keep_blank_values=True))
         sim = self.server.sim
         try:
             if path.startswith("/_kubesim"):
-                body, _ = self._body()
+                body, _ = self._body(admin=True)
                 self._send(200, sim.admin(method, path, body))
                 return
             delay, code = sim.faults.pick(method)
             if delay:
                 time.sleep(delay)
             if code is not None:
-                self._body()
+                self._read()
                 parts = [p for p in path.split("/") if p]
                 name = parts[-1] if len(parts) > 4 else ""
                 plural = parts[-2] if len(parts) > 4 else (parts[-1] if parts else "")

@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from tenants.audit import audit_record
-from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant
+from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant, tenant_namespace
 
 DEMO_PASSWORD = "gangway-demo"
 
@@ -107,16 +106,19 @@ def demo_seed() -> DemoResult:
         created += new
     tenants = {}
     for slug, spec in TENANTS.items():
-        tenants[slug], new = Tenant.objects.get_or_create(
-            slug=slug,
-            defaults={
+        tenant = Tenant.objects.filter(slug=slug).first()
+        if tenant is None:
+            tenant = Tenant(
+                slug=slug,
+                namespace=tenant_namespace(slug),
+                cohort="research",
+                weight=Decimal("1"),
                 **spec,
-                "namespace": f"{settings.TENANT_NAMESPACE_PREFIX}{slug}",
-                "cohort": "research",
-                "weight": Decimal("1"),
-            },
-        )
-        created += new
+            )
+            tenant.full_clean()  # the namespace rules of tenant_create hold here too
+            tenant.save()
+            created += 1
+        tenants[slug] = tenant
     for (slug, flavor), (gpus, borrow) in QUOTAS.items():
         _, new = Quota.objects.get_or_create(
             tenant=tenants[slug],

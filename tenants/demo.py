@@ -1,5 +1,6 @@
 """Demo data for ``make run`` and ``manage.py seed_demo``: a catalogue, two tenants and
-their members, matching the demo kubesim fleet (4 nodes of 8xH100, 4 nodes of 1xL4).
+their members, matching the demo kubesim fleet (4 nodes of 8xH100, 4 nodes of 1xL4, and
+the CPU nodes where Ray heads run) node for node.
 
 Seeding is idempotent: rows that exist are left alone (a demo user whose password was
 changed keeps it), so running it twice leaves the same rows. It writes one audit event
@@ -38,9 +39,14 @@ FLAVORS = {
     ),
 }
 
+# CPU and memory quotas admit every GPU a tenant may hold, borrowed ones included, in
+# the hungriest shape (single-GPU dev clusters, each with its own head):
+# 24 H100 x (24 + 2 CPU, 225 + 8 GiB) + 3 L4 x (14 + 2 CPU, 56 + 8 GiB) = 672 CPU and
+# 5,784 GiB. A 3-node production cluster (572 CPU, 5,384 GiB) is well inside, so what
+# the GPU quota allows is never refused for a CPU or memory quota (tests/tenants/test_demo).
 TENANTS = {
-    "vision": dict(name="Vision Research", cpu_quota=600, memory_quota_gib=5000),
-    "speech": dict(name="Speech Research", cpu_quota=400, memory_quota_gib=3600),
+    "vision": dict(name="Vision Research", cpu_quota=700, memory_quota_gib=6000),
+    "speech": dict(name="Speech Research", cpu_quota=700, memory_quota_gib=6000),
 }
 # (tenant, flavor) -> (gpus, borrow_limit): half the H100 fleet each, borrowing allowed.
 QUOTAS = {

@@ -151,18 +151,18 @@ def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
         t.pk: {"flavors": [], "states": {}, "resources": []} for t in tenants
     }
     for tenant in tenants:
-        for label, used, quota, unit in (
+        for label, amount, limit, unit in (
             ("CPU", cpu[tenant.pk], tenant.cpu_quota, "CPU"),
             ("memory", memory[tenant.pk], tenant.memory_quota_gib, "GiB"),
         ):
-            if quota:
+            if limit:
                 out[tenant.pk]["resources"].append(
                     {
                         "label": label,
-                        "held": used,
-                        "quota": quota,
+                        "held": amount,
+                        "quota": limit,
                         "unit": unit,
-                        "percent": _meter(used, quota),
+                        "percent": _meter(amount, limit),
                     }
                 )
     quotas = (

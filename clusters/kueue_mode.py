@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
 
 from django.utils import timezone
@@ -25,17 +26,28 @@ from clusters.states import State
 from clusters.transitions import transition
 from tenants.models import GpuFlavor, Quota, Tenant
 
+log = logging.getLogger(__name__)
+
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 _last_applied: dict[str, str] = {}
 
 
 def ensure_queues(gw: Gateway) -> bool:
-    """Apply the Kueue objects when the tables changed since this process last did."""
-    from clusters.provisioning import ensure_bundle
+    """Apply the Kueue objects when the tables changed since this process last did.
 
-    tenants = list(Tenant.objects.unscoped())
-    for tenant in tenants:
-        ensure_bundle(tenant, gw)  # LocalQueues live in the tenant namespaces
+    A tenant whose namespace gangway does not own is left out (its LocalQueue would be
+    written into that namespace); its requests fail with the reason when provisioned.
+    """
+    from clusters.provisioning import UnmanagedNamespace, ensure_bundle
+
+    tenants = []
+    for tenant in Tenant.objects.unscoped():
+        try:
+            ensure_bundle(tenant, gw)  # LocalQueues live in the tenant namespaces
+        except UnmanagedNamespace as exc:
+            log.warning("Kueue queues of tenant %s not written: %s", tenant.slug, exc.message)
+            continue
+        tenants.append(tenant)
     objects = manifests.kueue_objects(
         tenants, GpuFlavor.objects.all(), Quota.objects.unscoped().all()
     )

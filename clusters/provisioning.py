@@ -17,8 +17,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from clusters.kube import manifests
-from clusters.kube.gateway import Gateway, get_gateway
+from clusters.kube import labels, manifests
+from clusters.kube.gateway import Gateway, PermanentKubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.states import State
 from clusters.transitions import transition
@@ -42,13 +42,52 @@ def tenant_bundle_objects(tenant: Tenant) -> list[dict[str, Any]]:
     return objects
 
 
+class UnmanagedNamespace(PermanentKubeError):
+    """The tenant's namespace exists but gangway did not create it for this tenant.
+
+    Permanent: a request that needs it fails with this message, and nothing is written
+    into the namespace, until an operator removes it or the tenant is given another.
+    """
+
+
+def claim_namespace(tenant: Tenant, namespace: dict[str, Any], gw: Gateway) -> None:
+    """Make sure the tenant's namespace is gangway's own before anything is applied to it.
+
+    An absent namespace is created (a create, not an apply, so one made by somebody else
+    in the meantime is a conflict and never taken over); an existing one must carry the
+    labels gangway gave it for this tenant. Anything else — ``kube-system``, a team's
+    namespace that happens to have the derived name — is refused: never relabelled, and
+    no quota, limits or network policies are put into it.
+    """
+    name = str(tenant.namespace)
+    existing = gw.get("v1", "Namespace", name)
+    if existing is None:
+        gw.create(namespace)
+        return
+    found = (existing.get("metadata") or {}).get("labels") or {}
+    if found.get(labels.MANAGED_BY) != labels.MANAGER:
+        raise UnmanagedNamespace(
+            f"namespace {name} exists and is not managed by gangway; refusing to adopt it"
+        )
+    if found.get(labels.TENANT) != tenant.slug:
+        raise UnmanagedNamespace(
+            f"namespace {name} is managed by gangway for tenant "
+            f"{found.get(labels.TENANT) or '(none)'}, not {tenant.slug}; refusing to adopt it"
+        )
+
+
 def ensure_bundle(tenant: Tenant, gw: Gateway, *, force: bool = False) -> bool:
-    """Apply the tenant's bundle unless this process already applied the same one."""
+    """Apply the tenant's bundle unless this process already applied the same one.
+
+    The namespace is claimed first (:func:`claim_namespace`), so a bundle is never
+    applied into a namespace gangway does not own.
+    """
     objects = tenant_bundle_objects(tenant)
     digest = hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()
     with _bundle_lock:
         if not force and _bundle_hashes.get(tenant.pk) == digest:
             return False
+    claim_namespace(tenant, next(o for o in objects if o["kind"] == "Namespace"), gw)
     for obj in objects:
         gw.apply(obj)
     with _bundle_lock:

@@ -115,26 +115,56 @@ def usage_summary(*, tenant: Tenant, since: Any, until: Any) -> dict[str, Any]:
     }
 
 
+def _meter(held: Any, quota: int) -> int:
+    return min(100, round(100 * float(held) / quota)) if quota else 0
+
+
 def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
-    """For each tenant: GPUs held against quota per flavor, and live clusters by state.
+    """For each tenant: what it holds against its quotas, and live clusters by state.
 
     Two grouped queries plus one for the quotas whatever the number of tenants, for the
     dashboard's home page. Keys are tenant ids; ``flavors`` is a list of
-    ``{"flavor", "held", "quota", "percent"}`` in flavor order.
+    ``{"flavor", "held", "quota", "percent"}`` in flavor order (GPUs), and
+    ``resources`` one ``{"label", "held", "quota", "unit", "percent"}`` each for CPU and
+    memory when the tenant has that quota, since admission refuses what would pass it.
     """
+    from decimal import Decimal
+
     from django.db.models import Count, Sum
 
     from tenants.models import Quota
 
     ids = [tenant.pk for tenant in tenants]
-    held: dict[tuple[int, int], Any] = {
-        (row["tenant_id"], row["flavor_id"]): row["gpus"]
-        for row in ClusterRequest.objects.unscoped()
+    held: dict[tuple[int, int], Any] = {}
+    cpu: dict[int, Decimal] = dict.fromkeys(ids, Decimal(0))
+    memory: dict[int, Decimal] = dict.fromkeys(ids, Decimal(0))
+    for row in (
+        ClusterRequest.objects.unscoped()
         .filter(tenant_id__in=ids, holds_gpus=True)
         .values("tenant_id", "flavor_id")
-        .annotate(gpus=Sum("gpus"))
+        .annotate(gpus=Sum("gpus"), cpu=Sum("cpu"), memory=Sum("memory_gib"))
+    ):
+        held[row["tenant_id"], row["flavor_id"]] = row["gpus"]
+        cpu[row["tenant_id"]] += row["cpu"] or 0
+        memory[row["tenant_id"]] += row["memory"] or 0
+    out: dict[int, dict[str, Any]] = {
+        t.pk: {"flavors": [], "states": {}, "resources": []} for t in tenants
     }
-    out: dict[int, dict[str, Any]] = {pk: {"flavors": [], "states": {}} for pk in ids}
+    for tenant in tenants:
+        for label, amount, limit, unit in (
+            ("CPU", cpu[tenant.pk], tenant.cpu_quota, "CPU"),
+            ("memory", memory[tenant.pk], tenant.memory_quota_gib, "GiB"),
+        ):
+            if limit:
+                out[tenant.pk]["resources"].append(
+                    {
+                        "label": label,
+                        "held": amount,
+                        "quota": limit,
+                        "unit": unit,
+                        "percent": _meter(amount, limit),
+                    }
+                )
     quotas = (
         Quota.objects.unscoped()
         .filter(tenant_id__in=ids)
@@ -143,9 +173,13 @@ def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
     )
     for quota in quotas:
         used = held.get((quota.tenant_id, quota.flavor_id), 0) or 0
-        percent = min(100, round(100 * float(used) / quota.gpus)) if quota.gpus else 0
         out[quota.tenant_id]["flavors"].append(
-            {"flavor": quota.flavor, "held": used, "quota": quota.gpus, "percent": percent}
+            {
+                "flavor": quota.flavor,
+                "held": used,
+                "quota": quota.gpus,
+                "percent": _meter(used, quota.gpus),
+            }
         )
     for row in (
         ClusterRequest.objects.unscoped()

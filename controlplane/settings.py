@@ -10,6 +10,7 @@ See ``.env.example`` for every variable.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,7 +37,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "t
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin with a read-only default site: writes go through the services.
+    "controlplane.admin_site.GangwayAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -242,6 +244,15 @@ KUBE_REQUEST_TIMEOUT_SECONDS = env_float("KUBE_REQUEST_TIMEOUT_SECONDS", 10.0)
 # the Ray dashboard and client ports.
 CONTROL_PLANE_NAMESPACE = env_str("CONTROL_PLANE_NAMESPACE", "gangway-system")
 TENANT_NAMESPACE_PREFIX = env_str("TENANT_NAMESPACE_PREFIX", "gw-")
+# A tenant's namespace is this prefix plus its slug (at most 40 characters): the prefix
+# keeps tenants' namespaces apart from everybody else's and within 63 characters.
+if not re.fullmatch(r"[a-z][-a-z0-9]{0,22}", TENANT_NAMESPACE_PREFIX) or (
+    TENANT_NAMESPACE_PREFIX.startswith("kube-")
+):
+    raise ImproperlyConfigured(
+        f"TENANT_NAMESPACE_PREFIX={TENANT_NAMESPACE_PREFIX!r} must be 1-23 lowercase letters, "
+        "digits and hyphens starting with a letter, and not start with 'kube-'"
+    )
 RAY_IMAGE_DEFAULT = env_str("RAY_IMAGE_DEFAULT", "rayproject/ray:2.49.2-py311-gpu")
 RAY_IMAGE_ALLOWLIST = env_list("RAY_IMAGE_ALLOWLIST", [RAY_IMAGE_DEFAULT])
 QUEUE_MODE = env_str("QUEUE_MODE", "builtin")  # "builtin" or "kueue"

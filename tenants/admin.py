@@ -1,11 +1,11 @@
-"""Django admin registrations: a break-glass view of the tenants tables for operators.
+"""Django admin registrations: a read-only view of the tenants tables for operators.
 
-The audit trail is read-only here too: an audit row that can be edited is not one.
+The admin site makes every registration read-only (controlplane/admin_site.py): tenants,
+members, quotas and flavors change only through the services, which validate the change
+and audit it; the audit trail itself can never be edited.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.contrib import admin
 
@@ -15,7 +15,6 @@ from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Tenant
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
-    autocomplete_fields = ["user"]
 
 
 class QuotaInline(admin.TabularInline):
@@ -48,12 +47,3 @@ class AuditEventAdmin(admin.ModelAdmin):
     list_display = ["at", "actor_name", "action", "tenant_slug", "object_repr", "request_id"]
     list_filter = ["action"]
     search_fields = ["actor_name", "object_repr", "request_id"]
-
-    def has_add_permission(self, request: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
-        return False

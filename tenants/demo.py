@@ -1,5 +1,6 @@
 """Demo data for ``make run`` and ``manage.py seed_demo``: a catalogue, two tenants and
-their members, matching the demo kubesim fleet (4 nodes of 8xH100, 4 nodes of 1xL4).
+their members, matching the demo kubesim fleet (4 nodes of 8xH100, 4 nodes of 1xL4, and
+the CPU nodes where Ray heads run) node for node.
 
 Seeding is idempotent: rows that exist are left alone (a demo user whose password was
 changed keeps it), so running it twice leaves the same rows. It writes one audit event
@@ -11,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from tenants.audit import audit_record
-from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant
+from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant, tenant_namespace
 
 DEMO_PASSWORD = "gangway-demo"
 
@@ -39,9 +39,14 @@ FLAVORS = {
     ),
 }
 
+# CPU and memory quotas admit every GPU a tenant may hold, borrowed ones included, in
+# the hungriest shape (single-GPU dev clusters, each with its own head):
+# 24 H100 x (24 + 2 CPU, 225 + 8 GiB) + 3 L4 x (14 + 2 CPU, 56 + 8 GiB) = 672 CPU and
+# 5,784 GiB. A 3-node production cluster (572 CPU, 5,384 GiB) is well inside, so what
+# the GPU quota allows is never refused for a CPU or memory quota (tests/tenants/test_demo).
 TENANTS = {
-    "vision": dict(name="Vision Research", cpu_quota=600, memory_quota_gib=5000),
-    "speech": dict(name="Speech Research", cpu_quota=400, memory_quota_gib=3600),
+    "vision": dict(name="Vision Research", cpu_quota=700, memory_quota_gib=6000),
+    "speech": dict(name="Speech Research", cpu_quota=700, memory_quota_gib=6000),
 }
 # (tenant, flavor) -> (gpus, borrow_limit): half the H100 fleet each, borrowing allowed.
 QUOTAS = {
@@ -107,16 +112,19 @@ def demo_seed() -> DemoResult:
         created += new
     tenants = {}
     for slug, spec in TENANTS.items():
-        tenants[slug], new = Tenant.objects.get_or_create(
-            slug=slug,
-            defaults={
+        tenant = Tenant.objects.filter(slug=slug).first()
+        if tenant is None:
+            tenant = Tenant(
+                slug=slug,
+                namespace=tenant_namespace(slug),
+                cohort="research",
+                weight=Decimal("1"),
                 **spec,
-                "namespace": f"{settings.TENANT_NAMESPACE_PREFIX}{slug}",
-                "cohort": "research",
-                "weight": Decimal("1"),
-            },
-        )
-        created += new
+            )
+            tenant.full_clean()  # the namespace rules of tenant_create hold here too
+            tenant.save()
+            created += 1
+        tenants[slug] = tenant
     for (slug, flavor), (gpus, borrow) in QUOTAS.items():
         _, new = Quota.objects.get_or_create(
             tenant=tenants[slug],

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import (
     MaxValueValidator,
     MinValueValidator,
@@ -41,6 +42,38 @@ gpu_product_validator = RegexValidator(
     "A node label value: at most 63 letters, digits, '-', '_' or '.'.",
     code="invalid_label_value",
 )
+
+
+# Namespaces that belong to Kubernetes itself: ``default`` and every ``kube-*`` one.
+KUBERNETES_NAMESPACE_PREFIX = "kube-"
+KUBERNETES_DEFAULT_NAMESPACE = "default"
+
+
+def tenant_namespace(slug: str) -> str:
+    """A tenant's namespace: the configured prefix plus its slug, never chosen by a client."""
+    return f"{settings.TENANT_NAMESPACE_PREFIX}{slug}"
+
+
+def tenant_namespace_problem(*, namespace: str, slug: str) -> str | None:
+    """Why a new tenant may not have ``namespace``, or ``None`` when it may.
+
+    A tenant's namespace is its own, created by gangway: never one of Kubernetes' (kube-*,
+    default), never the control plane's, and always the prefix plus the slug, so that it
+    cannot name an existing namespace of somebody else. (An existing namespace with the
+    derived name is refused on the cluster, when its bundle is first applied.)
+    """
+    prefix = settings.TENANT_NAMESPACE_PREFIX
+    derived = tenant_namespace(slug)
+    rule = f"A tenant's namespace is always {prefix!r} plus its slug ({derived!r})."
+    if namespace == KUBERNETES_DEFAULT_NAMESPACE or namespace.startswith(
+        KUBERNETES_NAMESPACE_PREFIX
+    ):
+        return f"{namespace!r} belongs to Kubernetes itself. {rule}"
+    if namespace == settings.CONTROL_PLANE_NAMESPACE:
+        return f"{namespace!r} is the control plane's own namespace. {rule}"
+    if namespace != derived:
+        return f"{namespace!r} cannot be chosen. {rule}"
+    return None
 
 
 class Role(models.TextChoices):
@@ -132,10 +165,28 @@ class Tenant(models.Model):
                 condition=Q(dev_ttl_hours__lte=models.F("max_ttl_hours")),
                 name="tenant_dev_ttl_within_max",
             ),
+            # The settings-free part of tenant_namespace_problem, for writes that skip
+            # validation: never Kubernetes' own namespaces, always derived from the slug.
+            models.CheckConstraint(
+                condition=~Q(namespace=KUBERNETES_DEFAULT_NAMESPACE)
+                & ~Q(namespace__startswith=KUBERNETES_NAMESPACE_PREFIX)
+                & Q(namespace__endswith=models.F("slug")),
+                name="tenant_namespace_derived_not_kubernetes",
+                violation_error_message="A tenant's namespace is its prefix plus its slug, "
+                "never default or kube-*.",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        # Only on creation: the prefix is a setting, and a tenant created under an older
+        # prefix keeps its namespace (it is immutable) when the prefix changes.
+        if self._state.adding:
+            problem = tenant_namespace_problem(namespace=self.namespace, slug=self.slug)
+            if problem:
+                raise ValidationError({"namespace": problem})
 
 
 class TenantOwnedQuerySet(models.QuerySet[Any]):

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -25,7 +24,7 @@ from knox.models import AuthToken
 
 from controlplane.api.errors import Conflict
 from tenants.audit import audit_record
-from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant
+from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant, tenant_namespace
 from tenants.selectors import (
     flavor_references,
     is_platform_admin,
@@ -238,21 +237,27 @@ def tenant_create(
     namespace: str = "",
     fields: Mapping[str, Any] | None = None,
 ) -> Tenant:
-    """Create a tenant (platform admins only). The namespace defaults to the configured
-    prefix plus the slug; ``fields`` may set the cohort, weight, CPU and memory quotas
-    and the policy fields."""
+    """Create a tenant (platform admins only); ``fields`` may set the cohort, weight, CPU
+    and memory quotas and the policy fields.
+
+    The namespace is always the configured prefix plus the slug: ``namespace`` may be
+    left out or repeat that name, and anything else (``kube-system``, ``default``, the
+    control plane's namespace, any other name) is refused (``tenant_namespace_problem``).
+    A derived name that is itself reserved is reported on the slug, the field at fault.
+    """
     _require_platform_admin(actor)
     fields = dict(fields or {})
     unknown = sorted(set(fields) - TENANT_EDITABLE)
     if unknown:
         raise ValidationError({key: ["This field cannot be set."] for key in unknown})
-    tenant = Tenant(
-        slug=slug,
-        name=name,
-        namespace=namespace or f"{settings.TENANT_NAMESPACE_PREFIX}{slug}",
-        **fields,
-    )
-    _tenant_clean(tenant)
+    tenant = Tenant(slug=slug, name=name, namespace=namespace or tenant_namespace(slug), **fields)
+    try:
+        _tenant_clean(tenant)
+    except ValidationError as exc:
+        errors = exc.message_dict
+        if not namespace and "namespace" in errors:
+            errors.setdefault("slug", []).extend(errors.pop("namespace"))
+        raise ValidationError(errors) from exc
     try:
         with transaction.atomic():
             tenant.save()

@@ -113,21 +113,23 @@ class _Pass:
                     f"{gcap} per engineer.",
                     ("u", p.tenant, str(p.owner)),
                 )
+        # CPU and memory bind like GPUs do: say what is needed against what is unused.
         if tenant.cpu_quota and led.cpu[p.tenant] + p.cpu > tenant.cpu_quota:
+            unused = max(tenant.cpu_quota - led.cpu[p.tenant], Decimal(0))
             return (
                 TENANT_QUOTA,
-                f"{p.tenant} is using {fmt(led.cpu[p.tenant])} of its {tenant.cpu_quota} CPU "
-                f"cores; this cluster needs {fmt(p.cpu)}.",
+                f"This cluster needs {fmt(p.cpu)} CPU; {p.tenant} has {fmt(unused)} of its "
+                f"{tenant.cpu_quota} CPU unused.",
                 ("tcpu", p.tenant),
             )
         if tenant.memory_quota_gib and led.memory[p.tenant] + p.memory_gib > (
             tenant.memory_quota_gib
         ):
+            unused = max(tenant.memory_quota_gib - led.memory[p.tenant], Decimal(0))
             return (
                 TENANT_QUOTA,
-                f"{p.tenant} is using {fmt(led.memory[p.tenant])} of its "
-                f"{tenant.memory_quota_gib} GiB of memory; this cluster needs "
-                f"{fmt(p.memory_gib)} GiB.",
+                f"This cluster needs {fmt(p.memory_gib)} GiB of memory; {p.tenant} has "
+                f"{fmt(unused)} of its {tenant.memory_quota_gib} GiB unused.",
                 ("tmem", p.tenant),
             )
         key = (p.tenant, p.flavor)

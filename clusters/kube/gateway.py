@@ -199,6 +199,21 @@ class Gateway:
         )
         return result
 
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` only if it does not exist: a POST, so an existing object is a 409
+        (transient: whoever retries looks at what is there now) and is never taken over."""
+        meta = obj["metadata"]
+        kind = kind_of(obj["apiVersion"], obj["kind"])
+        what = f"create {obj['kind']} {meta.get('namespace', '')}/{meta['name']}".replace(" /", " ")
+        result: dict[str, Any] = self._call(
+            "POST",
+            kind.path(meta.get("namespace")),
+            what=what,
+            query=[("fieldManager", FIELD_MANAGER)],
+            body=obj,
+        )
+        return result
+
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> dict[str, Any] | None:

@@ -162,7 +162,12 @@ class TenantWriteSerializer(StrictModelSerializer):
         extra_kwargs = {
             # Uniqueness is checked by the service's full_clean, in its transaction.
             "slug": {"validators": []},
-            "namespace": {"validators": [], "required": False},
+            "namespace": {
+                "validators": [],
+                "required": False,
+                "help_text": "Always the configured prefix plus the slug (e.g. gw-<slug>); "
+                "leave it out. Any other name is refused, and it never changes.",
+            },
         }
 
     def flat(self) -> dict[str, Any]:

@@ -17,5 +17,5 @@ PUBLIC = {
 EXEMPT = {
     "readyz": "probes the broker and the Kubernetes API; tested in tests/controlplane",
     "logout/": "session logout (POST); tested in tests/frontend",
-    "admin/": "Django's admin site, staff-only by Django itself",
+    "admin/": "Django's admin site: staff-only and read-only; tested in tests/controlplane",
 }

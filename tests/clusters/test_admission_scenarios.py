@@ -89,6 +89,38 @@ def test_capacity_for_a_prod_cluster_needs_whole_free_nodes() -> None:
     assert "1 h100 nodes are entirely free; 2 are needed" in status.message
 
 
+@pytest.mark.parametrize(
+    ("quota", "running_kw", "pending_kw", "message"),
+    [
+        (
+            {"cpu_quota": 512},
+            {"cpu": Decimal(412)},
+            {"cpu": Decimal(288)},
+            "This cluster needs 288 CPU; acme has 100 of its 512 CPU unused.",
+        ),
+        (
+            {"memory_quota_gib": 4000},
+            {"memory_gib": Decimal("3599.5")},
+            {"memory_gib": Decimal(1800)},
+            "This cluster needs 1800 GiB of memory; acme has 400.5 of its 4000 GiB unused.",
+        ),
+    ],
+)
+def test_cpu_and_memory_quotas_say_what_is_needed_and_what_is_unused(
+    quota: dict, running_kw: dict, pending_kw: dict, message: str
+) -> None:
+    snap = snapshot(
+        tenants=[TenantQ("acme", **quota), TenantQ("globex")],
+        running=[running(1, "acme", 1, **running_kw)],
+        pending=[pending(10, "acme", 1, **pending_kw)],
+    )
+    status = decide(snap).waiting[10]
+    assert (status.reason, status.message) == (TENANT_QUOTA, message)
+    verdict = dry_run(replace(snap, pending=[]), pending(10, "acme", 1, **pending_kw))
+    assert verdict.verdict == "will_queue"
+    assert [r.message for r in verdict.reasons] == [message]
+
+
 def test_user_cap_counts_running_and_admitted_in_the_same_pass() -> None:
     tenants = [TenantQ("acme", max_dev_clusters_per_user=2), TenantQ("globex")]
     snap = snapshot(

@@ -76,3 +76,11 @@ def test_secret_key_file_is_read(tmp_path: Path) -> None:
 def test_openapi_schema_validates_without_warnings() -> None:
     result = manage("spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null", DEBUG="1")
     assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_a_tenant_namespace_prefix_that_is_not_a_label_start_fails_loudly() -> None:
+    for prefix in ("kube-", "Team-", "-gw", "a" * 24):
+        result = manage("check", TENANT_NAMESPACE_PREFIX=prefix)
+        assert result.returncode != 0, prefix
+        assert f"TENANT_NAMESPACE_PREFIX={prefix!r} must be" in result.stderr, prefix
+    assert manage("check", TENANT_NAMESPACE_PREFIX="team-").returncode == 0

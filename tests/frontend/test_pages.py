@@ -44,6 +44,14 @@ def test_every_page_renders_for_a_member(bob: Any, ready_cluster: Any) -> None:
     assert "1 / 16 GPUs" in home  # the held-vs-quota bar of h100
 
 
+def test_home_shows_cpu_and_memory_held_against_their_quotas(bob: Any, ready_cluster: Any) -> None:
+    # bob's one-H100 dev cluster: a 24-CPU, 225-GiB slice of the node plus a 2-CPU, 8-GiB
+    # head, against acme's 1000 CPU and 8000 GiB.
+    home = client_for(bob).get("/").content.decode()
+    assert "26 / 1000 CPU" in home
+    assert "233 / 8000 GiB" in home
+
+
 def test_another_tenants_pages_are_404(charlie: Any, ready_cluster: Any) -> None:
     client = client_for(charlie)
     for url in tenant_pages():

@@ -5,9 +5,17 @@ from __future__ import annotations
 from io import StringIO
 from typing import Any
 
+import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
 
+from clusters.admission_pass import run_admission_pass
+from clusters.models import ClusterRequest
+from clusters.services import cluster_request_create
+from clusters.shapes import DEV_MAX_WORKERS
+from clusters.verdicts import dry_run_verdict
+from kubesim.fleet import load_fleet
+from tenants.demo import FLAVORS, TENANTS, demo_seed
 from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
 from tests.tenants.conftest import row_counts
 
@@ -49,3 +57,73 @@ def test_seed_demo_is_idempotent_and_prints_logins(db: Any) -> None:
         assert roles == set(Role.values)
     assert get_user_model().objects.get(username="admin").is_staff
     assert authenticate(username="eli", password="gangway-demo") is not None
+
+
+def _largest_shapes(tenant: Tenant, quota: Quota) -> list[tuple[str, int]]:
+    """The largest clusters the tenant's quota and borrowing allow on one flavor: whole
+    nodes as a production cluster, and as many single-GPU dev workers as one engineer
+    may hold."""
+    entitled = quota.gpus + quota.borrow_limit
+    flavor = quota.flavor
+    shapes = [("dev", min(entitled, tenant.max_dev_gpus_per_user, DEV_MAX_WORKERS))]
+    if entitled >= flavor.gpus_per_node:
+        shapes.append(("prod", min(entitled // flavor.gpus_per_node, flavor.node_count)))
+    return shapes
+
+
+@pytest.mark.parametrize("slug", sorted(TENANTS))
+def test_the_largest_cluster_a_demo_tenant_may_borrow_for_fits_now(db: Any, slug: str) -> None:
+    # vision may borrow 8 H100s: its 3-node production cluster must not be refused for a
+    # CPU or memory quota it cannot see.
+    demo_seed()
+    tenant = Tenant.objects.get(slug=slug)
+    admin = Membership.objects.get(tenant=tenant, role=Role.ADMIN).user
+    for quota in Quota.objects.filter(tenant=tenant).select_related("flavor"):
+        for kind, workers in _largest_shapes(tenant, quota):
+            verdict = dry_run_verdict(
+                tenant=tenant,
+                owner=admin,
+                attrs={"kind": kind, "flavor": quota.flavor, "workers": workers},
+            )
+            assert verdict["verdict"] == "fits_now", (kind, workers, quota.flavor.name, verdict)
+
+
+@pytest.mark.parametrize("slug", sorted(TENANTS))
+def test_a_demo_tenant_may_hold_its_whole_gpu_quota_at_once(db: Any, slug: str) -> None:
+    # Every GPU it may borrow, in production clusters of each flavor at the same time (each
+    # with its head): the CPU and memory quotas admit them all.
+    demo_seed()
+    tenant = Tenant.objects.get(slug=slug)
+    admin = Membership.objects.get(tenant=tenant, role=Role.ADMIN).user
+    pks = []
+    for quota in Quota.objects.filter(tenant=tenant).select_related("flavor"):
+        workers = (quota.gpus + quota.borrow_limit) // quota.flavor.gpus_per_node
+        cluster = cluster_request_create(
+            actor=admin,
+            tenant=tenant,
+            name=f"all-{quota.flavor.name}",
+            kind="prod",
+            flavor=quota.flavor,
+            workers=workers,
+        )
+        pks.append(cluster.pk)
+    run_admission_pass()
+    rows = ClusterRequest.objects.unscoped().filter(pk__in=pks)
+    assert {row.state for row in rows} == {"admitted"}, [(r.name, r.queue_message) for r in rows]
+
+
+def test_the_demo_catalogue_is_the_demo_fleet() -> None:
+    # seed_demo's flavors describe kubesim's demo fleet node for node, so what admission
+    # believes fits is what the simulated cluster can place.
+    pools = {
+        pool["labels"].get("nvidia.com/gpu.product"): pool
+        for pool in load_fleet(None)["pools"]
+        if pool.get("labels")
+    }
+    for name, spec in FLAVORS.items():
+        pool = pools[spec["gpu_product"]]
+        alloc = pool["allocatable"]
+        assert pool["count"] == spec["node_count"], name
+        assert int(alloc["nvidia.com/gpu"]) == spec["gpus_per_node"], name
+        assert int(alloc["cpu"]) == spec["cpu_per_node"], name
+        assert alloc["memory"] == f"{spec['memory_per_node_gib']}Gi", name

@@ -41,7 +41,8 @@ checks: lint typecheck
 	DEBUG=1 $(PY) manage.py check --fail-level WARNING
 	DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
 	DEBUG=0 SECRET_KEY=check-deploy-secret-key-that-is-long-and-random-0123456789abcdefgh \
-	  ALLOWED_HOSTS=gangway.example.com $(PY) manage.py check --deploy --fail-level WARNING
+	  ALLOWED_HOSTS=gangway.example.com CACHE_URL=redis://redis.example.internal:6379/1 \
+	  $(PY) manage.py check --deploy --fail-level WARNING
 	DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 
 lint:

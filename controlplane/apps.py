@@ -7,3 +7,6 @@ class ControlplaneConfig(AppConfig):
     """Project-level views: health, readiness and Prometheus metrics."""
 
     name = "controlplane"
+
+    def ready(self) -> None:
+        from controlplane import checks  # noqa: F401  (registers the system checks)

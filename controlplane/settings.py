@@ -155,6 +155,47 @@ if env_bool("USE_X_FORWARDED_PROTO", False):
 # /healthz, /readyz and /metrics are probed over plain HTTP inside the cluster.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
+# --- Clients, sign-in lockout and the cache ---------------------------------------------
+# The reverse proxies we run in front of the app, each appending the address it saw to
+# X-Forwarded-For (controlplane/addresses.py). 0: the header is ignored, REMOTE_ADDR is
+# the client. Set it only if every request reaches the app through exactly that many.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+
+# Every password check (API token, /login/, /admin/login/, any authenticate() call) goes
+# through this backend, which refuses it while the username or the client's address is
+# locked out (tenants/lockout.py).
+AUTHENTICATION_BACKENDS = ["tenants.backends.LockoutModelBackend"]
+LOGIN_MAX_FAILURES_PER_USER = env_int("LOGIN_MAX_FAILURES_PER_USER", 10, minimum=1)
+LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 30, minimum=1)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 900, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+
+# Throttle and lockout counters live in the cache. Without CACHE_URL it is the memory of
+# one process, enough for `make run`; several gunicorn workers or pods must share a Redis,
+# or each would keep its own count (`check --deploy` warns).
+CACHE_URL = env_str("CACHE_URL", "", allow_empty=True)
+if CACHE_URL:
+    if not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+        # The URL may hold a password: name only its scheme.
+        raise ImproperlyConfigured(
+            f"CACHE_URL must be a redis://, rediss:// or unix:// URL, "
+            f"not {CACHE_URL.split(':', 1)[0]!r}"
+        )
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            "KEY_PREFIX": PROJECT_NAME,
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": PROJECT_NAME,
+        }
+    }
+
 # --- REST framework -------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -177,6 +218,9 @@ REST_FRAMEWORK = {
         "write": env_str("THROTTLE_WRITE", "600/min"),
     },
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    # Our throttles read the address through controlplane.addresses; this keeps any
+    # stock DRF throttle from trusting the raw header (its default is None).
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
 }
 
 REST_KNOX = {

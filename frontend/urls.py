@@ -4,6 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from frontend import views
+from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
 CLUSTER = TENANT + "clusters/<slug:name>/"
@@ -12,7 +13,9 @@ urlpatterns = [
     path("", views.home, name="home"),
     path(
         "login/",
-        auth_views.LoginView.as_view(template_name="frontend/login.html"),
+        auth_views.LoginView.as_view(
+            template_name="frontend/login.html", authentication_form=SignInForm
+        ),
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

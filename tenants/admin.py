@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from tenants.forms import AdminSignInForm
 from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Tenant
+
+# The admin's sign-in says when a lockout refused it (tenants/lockout.py).
+admin.site.login_form = AdminSignInForm
 
 
 class MembershipInline(admin.TabularInline):

@@ -8,3 +8,11 @@ class TenantsConfig(AppConfig):
 
     default_auto_field = "django.db.models.BigAutoField"
     name = "tenants"
+
+    def ready(self) -> None:
+        from django.contrib.auth.signals import user_login_failed
+
+        from tenants.lockout import on_login_failed
+
+        # Every failed password check, whichever view asked, is counted and audited.
+        user_login_failed.connect(on_login_failed, dispatch_uid="tenants.lockout")

@@ -20,11 +20,14 @@ def audit_record(
     object_id: str = "",
     object_repr: str = "",
     data: dict[str, Any] | None = None,
+    actor_name: str = "",
 ) -> AuditEvent:
     """Record that ``actor`` did ``action`` to ``obj``; must run inside the change's transaction.
 
-    ``actor`` is a user or ``None`` for the system (tasks, the admission pass). The
-    request id comes from the current request, so an audit row can be matched to logs.
+    ``actor`` is a user or ``None`` for the system (tasks, the admission pass);
+    ``actor_name`` names an actor without an account (``anonymous`` for a failed
+    sign-in). The request id comes from the current request, so an audit row can be
+    matched to logs.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_record must be called inside the transaction of the change")
@@ -35,7 +38,7 @@ def audit_record(
         object_repr = object_repr or str(obj)[:200]
     return AuditEvent.objects.create(
         actor=user,
-        actor_name=user.get_username() if user else "system",
+        actor_name=user.get_username() if user else (actor_name or "system"),
         action=action,
         tenant=tenant,
         tenant_slug=tenant.slug if tenant else "",

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from knox.models import AuthToken
 
 from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
+
+# A token's public id: the start of knox's digest (a hash; the key itself is never kept).
+TOKEN_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def is_platform_admin(user: Any) -> bool:
@@ -86,3 +94,18 @@ def audit_list(*, user: Any) -> QuerySet[AuditEvent]:
 def flavor_references(*, flavor: GpuFlavor) -> tuple[int, int]:
     """How many quotas and cluster requests still point at the flavor."""
     return flavor.quotas.count(), flavor.clusters.count()
+
+
+def token_list(*, user: Any) -> QuerySet[AuthToken]:
+    """The user's API tokens that still work, newest first (expired ones are deleted by
+    knox only when presented, so they are filtered out here)."""
+    live = Q(expiry__isnull=True) | Q(expiry__gt=timezone.now())
+    return AuthToken.objects.filter(live, user=user).order_by("-created", "digest")
+
+
+def token_get(*, user: Any, token_id: str) -> AuthToken:
+    """One of the user's live tokens by its public id (the first 16 hex digits of its
+    digest); another user's token, or an unknown id, is ``Http404``."""
+    if not TOKEN_ID.fullmatch(token_id):
+        raise Http404
+    return get_object_or_404(token_list(user=user), digest__startswith=token_id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
@@ -31,6 +31,9 @@ from tenants.selectors import (
     role_in_tenant,
     role_may_grant,
 )
+
+if TYPE_CHECKING:
+    from tenants.lockout import Lockout
 
 POLICY_FIELDS = (
     "max_dev_clusters_per_user",
@@ -135,6 +138,57 @@ def token_revoke(*, token: AuthToken) -> None:
         object_repr=f"token of {user.get_username()}",
     )
     token.delete()
+
+
+@transaction.atomic
+def token_revoke_all(*, user: Any) -> int:
+    """Revoke every API token of ``user`` (a leaked key whose id is unknown, a lost
+    laptop); returns how many. One audit event names them all."""
+    tokens = AuthToken.objects.filter(user=user)
+    ids = sorted(digest[:16] for digest in tokens.values_list("digest", flat=True))
+    audit_record(
+        actor=user,
+        action="token.revoke_all",
+        object_type="user",
+        object_id=str(user.pk),
+        object_repr=f"tokens of {user.get_username()}",
+        data={"count": len(ids), "tokens": ids},
+    )
+    tokens.delete()
+    return len(ids)
+
+
+@transaction.atomic
+def sign_in_failure_record(
+    *, username: str, address: str, path: str, lockouts: Sequence[Lockout] = ()
+) -> None:
+    """Audit a failed password check: the username tried, the client's address and the
+    path, never the password; and each lockout the failure started. Platform admins
+    read these (no tenant); the lockout bounds how many one client can cause."""
+    audit_record(
+        actor=None,
+        actor_name="anonymous",
+        action="sign_in.failed",
+        object_type="user",
+        object_id=username[:128],
+        object_repr=username[:200],
+        data={"username": username[:150], "address": address, "path": path[:200]},
+    )
+    for lock in lockouts:
+        audit_record(
+            actor=None,
+            actor_name="anonymous",
+            action="sign_in.lockout",
+            object_type=lock.scope,
+            object_id=(username if lock.scope == "user" else address)[:128],
+            object_repr=(username if lock.scope == "user" else address)[:200],
+            data={
+                "scope": lock.scope,
+                "seconds": lock.seconds,
+                "username": username[:150],
+                "address": address,
+            },
+        )
 
 
 # --- The GPU catalogue --------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""Throttles: a tight one for credential checks, a generous one for writes."""
+"""Throttles: a tight one for credential checks, a generous one for writes.
+
+Both identify an anonymous caller by :func:`controlplane.addresses.client_address`,
+the one rule for a client's address, never by a header the client writes.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,24 @@ from typing import Any
 from rest_framework.request import Request
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
+from controlplane.addresses import address_bucket, client_address
 
-class AuthThrottle(AnonRateThrottle):
-    """Limits password logins per client address (brute-force protection)."""
+
+class ClientAddressIdent:
+    """Keys anonymous callers on the client's address (an IPv6 client on its /64)."""
+
+    def get_ident(self, request: Request) -> str:
+        return address_bucket(client_address(request))
+
+
+class AuthThrottle(ClientAddressIdent, AnonRateThrottle):
+    """Limits password logins per client address, wrong or right (brute-force
+    protection; failed ones are also counted by the sign-in lockout)."""
 
     scope = "auth"
 
 
-class WriteThrottle(UserRateThrottle):
+class WriteThrottle(ClientAddressIdent, UserRateThrottle):
     """Limits mutating requests per user; reads are never throttled."""
 
     scope = "write"

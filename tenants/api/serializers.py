@@ -30,6 +30,20 @@ class TokenOutSerializer(serializers.Serializer):
     username = serializers.CharField()
 
 
+class TokenItemSerializer(serializers.Serializer):
+    """One of the caller's tokens, as listed: never the key itself."""
+
+    id = serializers.CharField(help_text="Names the token in `DELETE /auth/tokens/{token_id}/`.")
+    token_key = serializers.CharField(help_text="The first characters of the token.")
+    created = serializers.DateTimeField()
+    expiry = serializers.DateTimeField(allow_null=True)
+    current = serializers.BooleanField(help_text="Whether this token authenticated the request.")
+
+
+class TokensRevokedSerializer(serializers.Serializer):
+    revoked = serializers.IntegerField(help_text="How many tokens were revoked.")
+
+
 class UserInSerializer(StrictSerializer):
     username = serializers.RegexField(r"^[\w.@+-]+\Z", max_length=150)
     email = serializers.EmailField(max_length=254)

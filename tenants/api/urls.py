@@ -11,6 +11,16 @@ from tenants.api import views
 
 urlpatterns = [
     path("auth/token/", views.TokenView.as_view(), name="auth-token"),
+    path(
+        "auth/tokens/",
+        views.TokenViewSet.as_view({"get": "list", "delete": "revoke_all"}),
+        name="auth-tokens",
+    ),
+    path(
+        "auth/tokens/<str:token_id>/",
+        views.TokenViewSet.as_view({"delete": "destroy"}),
+        name="auth-token-item",
+    ),
     path("users/", views.UserViewSet.as_view({"get": "list", "post": "create"}), name="users"),
     path("users/me/", views.UserViewSet.as_view({"get": "me"}), name="users-me"),
     path(

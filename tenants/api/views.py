@@ -15,18 +15,24 @@ from typing import Any, ClassVar
 
 from django.contrib.auth import authenticate
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from knox.auth import TokenAuthentication
+from knox.models import AuthToken
 from rest_framework import permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api.throttles import AuthThrottle, WriteThrottle
 from controlplane.api.viewsets import TenantScopedViewSet
-from tenants import selectors, services
+from tenants import lockout, selectors, services
 from tenants.api import serializers as s
 from tenants.filters import (
     AuditEventFilter,
@@ -73,7 +79,18 @@ class PlatformAdminActions(permissions.BasePermission):
 # --- Auth ---------------------------------------------------------------------------
 
 
-class TokenView(APIView):
+class NoStore:
+    """Responses that carry or describe credentials: no cache, browser or proxy, may
+    keep them (errors included, since they answer a credential too)."""
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        response["Cache-Control"] = "no-store"
+        response["Pragma"] = "no-cache"  # HTTP/1.0 caches
+        return response
+
+
+class TokenView(NoStore, APIView):
     """``POST`` exchanges a username and password for a token; ``DELETE`` revokes the
     token that authenticates the request."""
 
@@ -98,19 +115,28 @@ class TokenView(APIView):
 
     @extend_schema(
         request=s.TokenInSerializer,
-        responses={200: s.TokenOutSerializer},
+        responses={
+            200: s.TokenOutSerializer,
+            429: OpenApiResponse(
+                description="Too many attempts from this address, or too many failed "
+                "sign-ins for this username or address; see Retry-After."
+            ),
+        },
         auth=[],
         summary="Obtain an API token",
     )
     def post(self, request: Request) -> Response:
         body = s.TokenInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        username = body.validated_data["username"]
         user = authenticate(
-            request._request,
-            username=body.validated_data["username"],
-            password=body.validated_data["password"],
+            request._request, username=username, password=body.validated_data["password"]
         )
         if user is None:
+            # Locked out (before this attempt, or by it): say so, with when to retry.
+            locked = lockout.lockout_for(request._request, username)
+            if locked is not None:
+                raise Throttled(wait=locked.seconds, detail=locked.message)
             raise ValidationError(
                 {"non_field_errors": ["Unable to log in with those credentials."]}
             )
@@ -122,6 +148,64 @@ class TokenView(APIView):
     def delete(self, request: Request) -> Response:
         services.token_revoke(token=request.auth)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TokenViewSet(NoStore, viewsets.GenericViewSet):
+    """The caller's own API tokens: list them (never the key), revoke one by its id or
+    all of them. Another user's token is a 404."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    throttle_classes = [WriteThrottle]
+    serializer_class = s.TokenItemSerializer
+    filter_backends = []  # type: ignore[var-annotated]
+    queryset = AuthToken.objects.none()  # for the schema; requests use get_queryset
+
+    def get_queryset(self) -> Any:
+        return selectors.token_list(user=self.request.user)
+
+    @extend_schema(summary="List your API tokens", operation_id="auth_tokens_list")
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset()) or []
+        current = getattr(request.auth, "digest", None)
+        items = [
+            {
+                "id": token.digest[:16],
+                "token_key": token.token_key,
+                "created": token.created,
+                "expiry": token.expiry,
+                "current": token.digest == current,
+            }
+            for token in page
+        ]
+        return self.get_paginated_response(s.TokenItemSerializer(items, many=True).data)
+
+    @extend_schema(
+        summary="Revoke one of your API tokens",
+        operation_id="auth_tokens_revoke",
+        parameters=[
+            OpenApiParameter(
+                "token_id",
+                str,
+                OpenApiParameter.PATH,
+                description="The token's `id`, as listed (16 hexadecimal digits).",
+            )
+        ],
+        responses={204: None, 404: OpenApiResponse(description="No such token of yours")},
+    )
+    def destroy(self, request: Request, token_id: str) -> Response:
+        token = selectors.token_get(user=request.user, token_id=token_id)
+        services.token_revoke(token=token)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="Revoke all your API tokens",
+        operation_id="auth_tokens_revoke_all",
+        request=None,
+        responses={200: s.TokensRevokedSerializer},
+    )
+    def revoke_all(self, request: Request) -> Response:
+        revoked = services.token_revoke_all(user=request.user)
+        return Response(s.TokensRevokedSerializer({"revoked": revoked}).data)
 
 
 # --- Users --------------------------------------------------------------------------

@@ -3,7 +3,26 @@ audit). See ``tests/access/matrix.py`` for the vocabulary."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from knox.models import AuthToken
+
 from tests.access.matrix import Case, Route, everyone, members, platform_only, statuses
+
+SPARE_TOKEN_ID = "5a5a5a5a5a5a5a5a"
+
+
+def _spare_tokens(world: Any) -> dict[str, str]:
+    """Give every actor a token whose id is SPARE_TOKEN_ID (ids are digest prefixes, so
+    they are unique per user, not across users): each actor revokes their own."""
+    for index, user in enumerate(u for u in world.actors.values() if u is not None):
+        AuthToken(
+            digest=SPARE_TOKEN_ID + f"{index:0128x}"[16:],
+            token_key=f"spare{index:03d}",
+            user=user,
+        ).save(force_insert=True)
+    return {"token_id": SPARE_TOKEN_ID}
+
 
 ROUTES = {
     "api/v1/auth/token/": Route(
@@ -17,6 +36,16 @@ ROUTES = {
             ),
             "DELETE": Case(everyone(204)),
         }
+    ),
+    "api/v1/auth/tokens/": Route(
+        methods={
+            # Every user lists and revokes their own tokens, and only theirs.
+            "GET": Case(everyone(200)),
+            "DELETE": Case(everyone(200)),
+        }
+    ),
+    "api/v1/auth/tokens/{token_id}/": Route(
+        methods={"DELETE": Case(everyone(204), kwargs=_spare_tokens)},
     ),
     "api/v1/users/": Route(
         methods={

@@ -42,8 +42,42 @@ def test_check_deploy_is_clean_in_production() -> None:
         DEBUG="0",
         SECRET_KEY=LONG_SECRET,
         ALLOWED_HOSTS="gangway.example.com",
+        CACHE_URL="redis://redis.example.internal:6379/1",
     )
     assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_production_without_a_shared_cache_is_warned_about() -> None:
+    # Lockouts and throttles counted per gunicorn worker would multiply every limit.
+    result = manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DEBUG="0",
+        SECRET_KEY=LONG_SECRET,
+        ALLOWED_HOSTS="gangway.example.com",
+    )
+    assert result.returncode != 0
+    assert "gangway.W001" in result.stderr and "CACHE_URL" in result.stderr
+
+
+def test_cache_url_selects_redis_and_anything_else_fails_loudly() -> None:
+    code = "from django.conf import settings; print(settings.CACHES['default']['BACKEND'])"
+    shared = manage("shell", "-c", code, CACHE_URL="redis://:pw@redis.example.internal:6379/1")
+    assert shared.returncode == 0, shared.stderr
+    assert shared.stdout.strip().endswith("django.core.cache.backends.redis.RedisCache")
+    local = manage("shell", "-c", code)
+    assert local.stdout.strip().endswith("django.core.cache.backends.locmem.LocMemCache")
+    bad = manage("check", CACHE_URL="memcached://user:secret@cache:11211")
+    assert bad.returncode != 0
+    assert "CACHE_URL must be a redis://" in bad.stderr and "secret" not in bad.stderr
+
+
+def test_trusted_proxy_count_must_be_a_count() -> None:
+    result = manage("check", TRUSTED_PROXY_COUNT="-1")
+    assert result.returncode != 0
+    assert "TRUSTED_PROXY_COUNT=-1 must be at least 0" in result.stderr
 
 
 def test_missing_secret_key_in_production_fails_loudly() -> None:

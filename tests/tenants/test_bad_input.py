@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tenants.models import AuditEvent
 from tests.tenants.conftest import row_counts
 
 T = "/api/v1/tenants/"
@@ -147,13 +148,6 @@ CASES = [
         "email",
     ),
     ("anon", "POST", "/api/v1/auth/token/", {"username": "bob"}, "password"),
-    (
-        "anon",
-        "POST",
-        "/api/v1/auth/token/",
-        {"username": "bob", "password": "wrong"},
-        "non_field_errors",
-    ),
 ]
 
 
@@ -173,6 +167,20 @@ def test_bad_input_is_400_and_writes_nothing(
     assert error["code"] == "invalid"
     assert field in error["fields"], error
     assert row_counts() == before
+
+
+def test_a_wrong_password_is_400_and_writes_only_its_audit_row(everyone: Any, as_user: Any) -> None:
+    # A failed sign-in is audited (tenants/lockout.py); nothing else changes.
+    before = row_counts()
+    body = {"username": "bob", "password": "wrong"}
+    response = as_user(None).post("/api/v1/auth/token/", body, format="json")
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "invalid" and "non_field_errors" in error["fields"]
+    after = row_counts()
+    assert after.pop("audit") == before.pop("audit") + 1
+    assert after == before
+    assert AuditEvent.objects.get().action == "sign_in.failed"
 
 
 def test_oversized_body_is_413_and_writes_nothing(everyone: Any, as_user: Any) -> None:

@@ -153,6 +153,13 @@ if env_bool("USE_X_FORWARDED_PROTO", False):
 # /healthz, /readyz and /metrics are probed over plain HTTP inside the cluster.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
+# /metrics names every tenant and the GPUs it holds. With a token, a scrape must send
+# "Authorization: Bearer <token>"; without one, /metrics is open in development only and
+# refused (403, saying what to set) when DEBUG is off.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 characters long")
+
 # --- REST framework -------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -76,3 +76,15 @@ def test_secret_key_file_is_read(tmp_path: Path) -> None:
 def test_openapi_schema_validates_without_warnings() -> None:
     result = manage("spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null", DEBUG="1")
     assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_metrics_token_file_is_read_and_a_short_token_refused(tmp_path: Path) -> None:
+    token = tmp_path / "metrics-token"
+    token.write_text("a-metrics-token-from-a-mounted-secret\n")
+    show = "from django.conf import settings; print(settings.METRICS_TOKEN)"
+    result = manage("shell", "-c", show, METRICS_TOKEN_FILE=str(token))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "a-metrics-token-from-a-mounted-secret"
+    result = manage("shell", "-c", show, METRICS_TOKEN="short")
+    assert result.returncode != 0
+    assert "METRICS_TOKEN must be at least 16 characters" in result.stderr

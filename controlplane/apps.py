@@ -7,3 +7,7 @@ class ControlplaneConfig(AppConfig):
     """Project-level views: health, readiness and Prometheus metrics."""
 
     name = "controlplane"
+
+    def ready(self) -> None:
+        # Registers the deploy check of the collected static files.
+        from controlplane import checks  # noqa: F401

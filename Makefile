@@ -40,9 +40,14 @@ checks: export DATABASE_URL = sqlite:///:memory:
 checks: lint typecheck
 	DEBUG=1 $(PY) manage.py check --fail-level WARNING
 	DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
-	DEBUG=0 SECRET_KEY=check-deploy-secret-key-that-is-long-and-random-0123456789abcdefgh \
+	# check --deploy also checks the collected static files, so collect them first (into a
+	# throwaway directory), as the image build does.
+	export DEBUG=0 SECRET_KEY=check-deploy-secret-key-that-is-long-and-random-0123456789abcdefgh \
 	  ALLOWED_HOSTS=gangway.example.com CACHE_URL=redis://redis.example.internal:6379/1 \
-	  $(PY) manage.py check --deploy --fail-level WARNING
+	  GANGWAY_VAR_DIR=$$(mktemp -d) && \
+	  $(PY) manage.py collectstatic --noinput -v0 && \
+	  $(PY) manage.py check --deploy --fail-level WARNING; \
+	  status=$$?; rm -rf "$$GANGWAY_VAR_DIR"; exit $$status
 	DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 
 lint:

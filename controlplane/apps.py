@@ -9,4 +9,5 @@ class ControlplaneConfig(AppConfig):
     name = "controlplane"
 
     def ready(self) -> None:
-        from controlplane import checks  # noqa: F401  (registers the system checks)
+        # Registers the system checks (static manifest, shared cache in production).
+        from controlplane import checks  # noqa: F401

@@ -1,22 +1,109 @@
-"""Project system checks (``manage.py check``; the deploy ones with ``--deploy``)."""
+"""Start-up checks of what a production process needs beyond its settings.
+
+Two deploy checks live here: the collected static files, and a cache shared by every
+web process (sign-in lockouts and API throttles count in it).
+
+In production the static files are served from the hashed manifest that
+``collectstatic`` writes (``CompressedManifestStaticFilesStorage``). Without it, or with
+one older than the code, every ``{% static %}`` raises and every page — the dashboard,
+the admin, ``/api/docs/`` — answers 500 while ``/healthz`` stays green. So the web
+server refuses to start instead (``controlplane/wsgi.py``, ``asgi.py``), and
+``manage.py check --deploy`` reports the same error. It is a deploy check, not one that
+every command runs: ``migrate``, the Celery worker and ``collectstatic`` itself have no
+use for static files and must not need them.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
-from django.core.checks import CheckMessage, Tags, Warning, register
+from django.contrib.staticfiles.finders import get_finders
+from django.contrib.staticfiles.storage import ManifestFilesMixin
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.core.files.storage import storages
+
+_HINT = "Run `python manage.py collectstatic --noinput` with the same settings before starting."
 
 
-@register(Tags.security, Tags.caches, deploy=True)
-def shared_cache(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+def static_manifest_errors() -> list[checks.CheckMessage]:
+    """What keeps the hashed static files from being served; empty when nothing does.
+
+    Only manifest storages need collecting first; the development storage serves the
+    files where they are. A manifest is stale when a file the finders see (an app's
+    static file) has no entry in it: the image was built before that file existed.
+    """
+    try:
+        # A manifest storage reads its manifest when it is made: a corrupt one raises.
+        storage = storages["staticfiles"]
+    except ValueError as exc:
+        where = Path(settings.STATIC_ROOT) / "staticfiles.json"
+        return [
+            checks.Error(
+                f"The static files manifest {where} is unreadable: {exc}",
+                hint=_HINT,
+                id="gangway.E003",
+            )
+        ]
+    if not isinstance(storage, ManifestFilesMixin):
+        return []
+    where = Path(storage.manifest_storage.path(storage.manifest_name))
+    manifest = storage.read_manifest()
+    if manifest is None:
+        return [
+            checks.Error(
+                f"The static files have not been collected: {where} is missing, so every "
+                "page (dashboard, admin, /api/docs/) would answer 500.",
+                hint=_HINT,
+                id="gangway.E001",
+            )
+        ]
+    ignore = apps.get_app_config("staticfiles").ignore_patterns  # type: ignore[attr-defined]
+    missing = sorted(
+        path
+        for finder in get_finders()
+        for path, _source in finder.list(ignore)
+        if storage.hash_key(storage.clean_name(path)) not in storage.hashed_files
+    )
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        shown = ", ".join(missing[:3]) + more
+        return [
+            checks.Error(
+                f"The static files manifest {where} is older than the code: {shown} "
+                "are not in it, so pages using them would answer 500.",
+                hint=_HINT,
+                id="gangway.E002",
+            )
+        ]
+    return []
+
+
+@checks.register(checks.Tags.staticfiles, deploy=True)
+def check_static_manifest(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``manage.py check --deploy``: the collected static files match the code."""
+    return static_manifest_errors()
+
+
+def require_static_manifest() -> None:
+    """Stop a web server from starting when it could not serve its pages."""
+    errors = static_manifest_errors()
+    if errors:
+        raise ImproperlyConfigured(f"{errors[0].msg} {errors[0].hint}")
+
+
+@checks.register(checks.Tags.security, checks.Tags.caches, deploy=True)
+def shared_cache(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Sign-in lockouts and API throttles count in the cache: in a process-local cache
     each gunicorn worker and pod keeps its own count, multiplying every limit."""
     backend = settings.CACHES["default"]["BACKEND"]
     if backend != "django.core.cache.backends.locmem.LocMemCache":
         return []
     return [
-        Warning(
+        checks.Warning(
             "The cache is local to each process, so sign-in lockouts and API throttles "
             "are counted per gunicorn worker.",
             hint="Set CACHE_URL to a Redis that every web process shares.",

@@ -2,11 +2,13 @@
 
 ``/healthz`` answers as long as the process serves requests. ``/readyz`` checks what the
 control plane needs to do useful work — the database, the Celery broker and the
-Kubernetes API — and says which one failed. ``/metrics`` exposes Prometheus metrics.
+Kubernetes API — and says which one failed. ``/metrics`` exposes Prometheus metrics to
+a scraper that presents ``METRICS_TOKEN`` as a bearer token (README, "Metrics").
 """
 
 from __future__ import annotations
 
+import hmac
 import time
 from collections.abc import Callable
 
@@ -17,6 +19,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controlplane import metrics
+from controlplane.api.errors import error_body
 
 
 def _check_database() -> None:
@@ -76,9 +79,43 @@ def readyz(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _metrics_refusal(request: HttpRequest) -> HttpResponse | None:
+    """Why this request may not read /metrics, as a response; None when it may.
+
+    The metrics name every tenant and what it holds, so they are never open to whoever
+    reaches the port: with ``METRICS_TOKEN`` set the scraper must present it, and without
+    one only a development server (``DEBUG=1``) answers.
+    """
+    token = settings.METRICS_TOKEN
+    if not token:
+        if settings.DEBUG:
+            return None
+        return JsonResponse(
+            error_body(
+                "permission_denied",
+                "/metrics is closed: set METRICS_TOKEN (or METRICS_TOKEN_FILE) and scrape "
+                "with 'Authorization: Bearer <token>'.",
+            ),
+            status=403,
+        )
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    # compare_digest: the time taken does not tell how much of a guess was right.
+    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+        return None
+    response = JsonResponse(
+        error_body("not_authenticated", "/metrics needs 'Authorization: Bearer <METRICS_TOKEN>'."),
+        status=401,
+    )
+    response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+    return response
+
+
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Prometheus exposition of the control plane's metrics."""
+    """Prometheus exposition of the control plane's metrics, for the holder of the token."""
+    refusal = _metrics_refusal(request)
+    if refusal is not None:
+        return refusal
     metrics.refresh_gauges()
     return HttpResponse(generate_latest(metrics.REGISTRY), content_type=CONTENT_TYPE_LATEST)
 

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from controlplane.env import env_bool, env_float, env_int, env_list, env_str
@@ -59,6 +60,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "controlplane.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before WhiteNoise, so that static files carry the policies too.
+    "csp.middleware.CSPMiddleware",
+    "django_permissions_policy.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -150,6 +154,45 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+# Content-Security-Policy on every response: scripts, styles, fonts and requests only
+# from this origin, never inline (the dashboard's JavaScript and CSS are static files,
+# htmx is vendored, the Swagger UI comes from the sidecar package), no plugins, no
+# framing, forms post only here. Swagger UI's stylesheet draws its icons as data: images.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+# Browser features no page of the control plane uses are denied to it and to anything it
+# could embed; the copy buttons keep the clipboard (write only).
+PERMISSIONS_POLICY: dict[str, list[str]] = {
+    "accelerometer": [],
+    "autoplay": [],
+    "camera": [],
+    "clipboard-read": [],
+    "clipboard-write": ["self"],
+    "display-capture": [],
+    "encrypted-media": [],
+    "geolocation": [],
+    "gyroscope": [],
+    "hid": [],
+    "idle-detection": [],
+    "magnetometer": [],
+    "microphone": [],
+    "midi": [],
+    "payment": [],
+    "picture-in-picture": [],
+    "publickey-credentials-get": [],
+    "screen-wake-lock": [],
+    "serial": [],
+    "usb": [],
+    "xr-spatial-tracking": [],
+}
 if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # /healthz, /readyz and /metrics are probed over plain HTTP inside the cluster.
@@ -195,6 +238,13 @@ else:
             "LOCATION": PROJECT_NAME,
         }
     }
+
+# /metrics names every tenant and the GPUs it holds. With a token, a scrape must send
+# "Authorization: Bearer <token>"; without one, /metrics is open in development only and
+# refused (403, saying what to set) when DEBUG is off.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 characters long")
 
 # --- REST framework -------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -2,12 +2,13 @@
 
 The REST API lives under ``/api/v1/``: each app contributes its routes from
 ``<app>/api/urls.py``. OpenAPI is at ``/api/schema/`` and its documentation at
-``/api/docs/`` (served from the sidecar package, no CDN).
+``/api/docs/`` (served from the sidecar package, no CDN; its init script is a request
+of its own, so the page needs no inline script under the Content-Security-Policy).
 """
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from controlplane import health
 
@@ -16,7 +17,13 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics_view, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(
+            url_name="api-schema", template_name="controlplane/swagger_ui.html"
+        ),
+        name="api-docs",
+    ),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("clusters.api.urls")),
     path("admin/", admin.site.urls),

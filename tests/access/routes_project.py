@@ -6,7 +6,11 @@ from __future__ import annotations
 # Template -> status an anonymous GET must get.
 PUBLIC = {
     "healthz": 200,
-    "metrics": 200,
+    # Closed without METRICS_TOKEN when DEBUG is off (as under test); the token's cases
+    # are in tests/controlplane/test_health.py.
+    "metrics": 403,
+    # The OpenAPI schema and its documentation are public on purpose (README, "The API"):
+    # they describe the routes, never any tenant's data.
     "api/schema/": 200,
     "api/docs/": 200,
     "login/": 200,

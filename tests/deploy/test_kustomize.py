@@ -340,7 +340,7 @@ def test_every_configured_variable_is_a_setting_the_app_reads(target: str) -> No
 def test_secrets_come_from_files_of_the_secret(target: str) -> None:
     docs = render(target)
     data = config(docs)
-    for secret in ("SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL"):
+    for secret in ("SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "METRICS_TOKEN"):
         assert secret not in data, f"{secret} must not be a ConfigMap value"
         assert data[f"{secret}_FILE"].startswith("/etc/gangway/secrets/")
     for owner, pod in pod_templates(docs):

@@ -28,6 +28,16 @@
     }
   });
 
+  // Bars with data-percent get their width here: the Content-Security-Policy refuses
+  // style="" attributes, not styles set from a script. Content htmx swaps in too.
+  function sizeBars(root) {
+    root.querySelectorAll("[data-percent]").forEach(function (bar) {
+      bar.style.width = bar.dataset.percent + "%";
+    });
+  }
+  sizeBars(document);
+  document.addEventListener("htmx:load", function (event) { sizeBars(event.target); });
+
   // Forms with data-confirm ask first (delete).
   document.addEventListener("submit", function (event) {
     var message = event.target.dataset && event.target.dataset.confirm;

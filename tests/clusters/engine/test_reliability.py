@@ -196,8 +196,10 @@ def test_throttled_requests_wait_at_least_retry_after(
     kubesim.set_faults(rate=1.0, codes=(429,), methods=["PATCH"], retry_after=2)
     cluster = _request(alice, acme, h100, "throttled")
     seen: list[tuple[float, int]] = []
-    deadline = time.monotonic() + 9
-    while time.monotonic() < deadline:
+    # Watch until three retries have happened. The window is generous because a loaded
+    # machine delays the worker; the assertion is on the spacing, never on how soon.
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and sum(1 for _, n in seen if n > 0) < 3:
         attempts = ClusterRequest.objects.unscoped().get(pk=cluster.pk).attempts
         if not seen or attempts != seen[-1][1]:
             seen.append((time.monotonic(), attempts))

@@ -216,7 +216,6 @@ def main() -> int:
         help="seconds kubesim takes to start a pod (realism for demos)",
     )
     args = parser.parse_args()
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
 
     external_kube = bool(os.environ.get("KUBECONFIG"))
     ports = {"PORT": args.port} | ({} if external_kube else {"KUBE_PORT": args.kube_port})
@@ -280,8 +279,10 @@ def main() -> int:
         Child("web", [*manage, "runserver", f"127.0.0.1:{args.port}", "--noreload"]),
     ]
 
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGHUP, _interrupt)
+    # SIGINT too: a shell that starts make run in the background has it ignored, and
+    # Python keeps an inherited "ignore" - Ctrl-C (or kill -INT) must always stop us.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
         for step in steps:
             subprocess.run([*manage, *step], check=True, env=env, cwd=VAR)

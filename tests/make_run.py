@@ -8,6 +8,7 @@ and stops it with Ctrl-C. The HTTP helpers talk to its API with a token.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -98,7 +99,8 @@ def tree_changes() -> set[str]:
 class MakeRun:
     """scripts/run.py running in ``tmp_path/var`` on free ports (kubesim's via KUBE_PORT)."""
 
-    def __init__(self, tmp_path: Path, **env: str) -> None:
+    def __init__(self, tmp_path: Path, *, background: bool = False, **env: str) -> None:
+        """``background``: started as a shell starts ``make run &``, with SIGINT ignored."""
         self.port, self.kube_port = free_port(), free_port()
         self.var = tmp_path / "var"
         self.url = f"http://127.0.0.1:{self.port}"
@@ -112,6 +114,9 @@ class MakeRun:
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if background
+            else None,
         )
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -155,10 +160,19 @@ class MakeRun:
         return body if status == 200 else None
 
     def stop(self) -> int:
-        """Ctrl-C, as a newcomer would; returns make run's exit code."""
+        """Ctrl-C, as a newcomer would; returns make run's exit code. If make run does
+        not stop, it and its children are killed (nothing outlives the test) and the
+        test fails."""
+        children = self.children()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(timeout=60)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            for pid in [self.proc.pid, *children.values()]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            raise
 
     def logs(self) -> dict[str, str]:
         return {log.stem: log.read_text(errors="replace") for log in self.var.glob("*.log")}

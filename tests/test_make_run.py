@@ -45,7 +45,8 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
     tmp_path: Path,
 ) -> None:
     changed_before = tree_changes()
-    stack = MakeRun(tmp_path)
+    # Started as `make run &` would be: SIGINT ignored, yet Ctrl-C must still stop it.
+    stack = MakeRun(tmp_path, background=True)
     try:
         stack.wait_serving()
         status, ready = http("GET", f"{stack.url}/readyz")

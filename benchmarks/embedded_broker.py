@@ -16,8 +16,10 @@ from ``BENCH_BROKER`` and ``BENCH_DIR``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -55,19 +57,23 @@ BROKERS: dict[str, tuple[str, dict[str, object]]] = {
 
 
 def _configure(app: Celery, name: str, scratch: str) -> None:
+    """The settings make run gives Celery, on broker ``name`` in folder ``scratch``."""
     url, options = BROKERS[name]
-    app.conf.broker_url = url.format(dir=scratch)
-    app.conf.broker_transport_options = {
-        key: value.format(dir=scratch) if isinstance(value, str) else value
-        for key, value in options.items()
-    }
-    if url.startswith("sqlite:"):
-        app.conf.broker_transport = "controlplane.embedded_broker:Transport"
-    app.conf.task_default_queue = QUEUE
-    app.conf.task_ignore_result = True
-    app.conf.task_acks_late = True
-    app.conf.worker_prefetch_multiplier = 1
-    app.conf.worker_enable_remote_control = False
+    app.conf.update(
+        broker_url=url.format(dir=scratch),
+        broker_transport_options={
+            key: value.format(dir=scratch) if isinstance(value, str) else value
+            for key, value in options.items()
+        },
+        broker_transport=(
+            "controlplane.embedded_broker:Transport" if url.startswith("sqlite:") else None
+        ),
+        task_default_queue=QUEUE,
+        task_ignore_result=True,
+        task_acks_late=True,
+        worker_prefetch_multiplier=1,
+        worker_enable_remote_control=False,
+    )
 
 
 app = Celery("bench")
@@ -142,16 +148,24 @@ def _measure(name: str) -> dict[str, float | str]:
         finally:
             worker.terminate()
             worker.wait(timeout=30)
-        if "Traceback" in (scratch / "worker.log").read_text():
-            outcome += " (worker traceback)"
+        errors = re.findall(
+            r"^(\w[\w.]*(?:Error|Exception)): ", (scratch / "worker.log").read_text(), re.M
+        )
+        if errors:
+            outcome += f" (worker error: {errors[-1]})"
+        elapsed = done - began if outcome == "ok" else math.nan
         return {
             "median": statistics.median(latencies) * 1000,
             "p95": latencies[int(len(latencies) * 0.95) - 1] * 1000,
             "max": latencies[-1] * 1000,
-            "publish": THROUGHPUT_TASKS / max(published - began, 1e-9),
-            "through": THROUGHPUT_TASKS / max(done - began, 1e-9),
+            "publish": THROUGHPUT_TASKS / (published - began) if published > began else math.nan,
+            "through": THROUGHPUT_TASKS / elapsed if elapsed > 0 else math.nan,
             "outcome": outcome,
         }
+
+
+def _rate(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:,.0f}/s"
 
 
 def run() -> str:
@@ -168,7 +182,7 @@ def run() -> str:
         m = json.loads(measured.stdout.strip().splitlines()[-1])
         rows.append(
             f"| {name} | {m['median']:.0f} ms | {m['p95']:.0f} ms | {m['max']:.0f} ms | "
-            f"{m['publish']:,.0f}/s | {m['through']:,.0f}/s | {m['outcome']} |"
+            f"{_rate(m['publish'])} | {_rate(m['through'])} | {m['outcome']} |"
         )
     load = os.getloadavg()[0]
     return "\n".join(

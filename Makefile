@@ -6,6 +6,7 @@ PY := $(BIN)/python
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 PORT ?= 8000
+KUBE_PORT ?= 6443
 PYTEST_ARGS ?= -n 2
 
 .PHONY: run test lint typecheck checks pytest bench install install-dev clean
@@ -27,7 +28,7 @@ install-dev: $(STAMP_DEV)
 
 ## run: the embedded default on a fresh machine (SQLite, no servers needed), demo data included
 run: $(STAMP_RUN)
-	$(PY) scripts/run.py --port $(PORT)
+	$(PY) scripts/run.py --port $(PORT) --kube-port $(KUBE_PORT)
 
 ## test: lint, types, Django checks and the whole suite against real PostgreSQL and Redis
 test: $(STAMP_DEV)

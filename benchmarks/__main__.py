@@ -13,7 +13,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-MODULES = ["benchmarks.admission", "benchmarks.admission_db"]
+MODULES = ["benchmarks.admission", "benchmarks.admission_db", "benchmarks.embedded_broker"]
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 

@@ -1,7 +1,7 @@
 """Django settings for the gangway control plane, read from the environment only.
 
 Development needs no configuration at all: with nothing set, the app runs with
-``DEBUG`` on, an SQLite database under ``var/`` and Kombu's filesystem broker, so
+``DEBUG`` on, an SQLite database under ``var/`` and an embedded SQLite broker, so
 ``make run`` works on a fresh machine. Production sets ``DEBUG=0``, a
 ``SECRET_KEY`` (or ``SECRET_KEY_FILE``), ``ALLOWED_HOSTS`` and real URLs; every
 hardening setting then defaults to on, so ``manage.py check --deploy`` is clean.
@@ -22,7 +22,7 @@ from controlplane.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GANGWAY_VAR_DIR", str(BASE_DIR / "var")))
-# The SQLite file, the filesystem broker and collected static files live here.
+# The SQLite files (database and embedded broker) and collected static files live here.
 (VAR_DIR / "static").mkdir(parents=True, exist_ok=True)
 
 PROJECT_NAME = "gangway"
@@ -296,7 +296,15 @@ SPECTACULAR_SETTINGS = {
 # sure a nudge is not lost when a worker dies mid-task (acks_late + reject on loss), that
 # a worker holds one message at a time, and that Redis does not hand a message to a second
 # worker while the first is still within its time limit (visibility timeout > time limit).
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+# The default is the embedded broker of `make run` (controlplane/embedded_broker.py): an
+# SQLite file under var/, written and read in transactions. Production sets redis://.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqlite:///{VAR_DIR / 'broker.sqlite3'}")
+if CELERY_BROKER_URL.startswith("filesystem:"):
+    raise ImproperlyConfigured(
+        "CELERY_BROKER_URL=filesystem:// is not supported: Kombu's filesystem transport can "
+        "hand a worker a half-written message. Leave CELERY_BROKER_URL unset for the embedded "
+        "SQLite broker, or use redis://."
+    )
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = max(CELERY_TASK_TIME_LIMIT - 30, 5)
 CELERY_TASK_ACKS_LATE = True
@@ -308,15 +316,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
     "visibility_timeout": CELERY_TASK_TIME_LIMIT * 4,
 }
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_dir = VAR_DIR / "broker"
-    (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir),
-        "data_folder_out": str(_broker_dir),
-        "processed_folder": str(_broker_dir / "processed"),
-        "store_processed": False,
-    }
+if CELERY_BROKER_URL.startswith("sqlite:"):
+    CELERY_BROKER_TRANSPORT = "controlplane.embedded_broker:Transport"
+    # An idle worker polls the file (a plain read) this often: the delay a nudge may wait.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.1}
+    # Broadcasts (remote control) need a transport with fanout across processes, which
+    # this one lacks; nothing in gangway uses them.
+    CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)

@@ -1,30 +1,214 @@
 #!/usr/bin/env python3
 """`make run`: the whole control plane on one machine, with no servers to install.
 
-Starts, in this order: the database migrations and demo data (SQLite under var/),
-kubesim with the demo fleet (writing var/kubeconfig), a Celery worker and Celery beat
-on Kombu's filesystem broker (var/broker), and the web server. Ctrl-C stops every
-process it started. Set KUBECONFIG to a real cluster's kubeconfig to skip kubesim.
+Prepares var/ (the SQLite database migrated and seeded with the demo data, static files
+collected, a secret key generated once), then starts and watches: kubesim with the demo
+fleet (writing var/kubeconfig), a Celery worker and Celery beat on the embedded SQLite
+broker (var/broker.sqlite3), and the web server. Each child runs in var/ and logs to
+var/<name>.log. A child that exits is restarted after a short, growing pause, with a line
+on the console; only a child that keeps dying within seconds of starting stops the whole.
+Ctrl-C stops every process it started.
+
+The web server runs with DEBUG off, as in production but over plain HTTP on loopback;
+DEBUG=1 turns Django's debug pages on. Set KUBECONFIG to a real cluster's kubeconfig to
+skip kubesim; PORT and KUBE_PORT (or --port, --kube-port) move the two ports.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR = Path(os.environ.get("GANGWAY_VAR_DIR", ROOT / "var")).resolve()
 
+# A child that ran this long before exiting was not crash-looping: its pause starts over.
+STABLE_SECONDS = 30.0
+# This many exits in a row, each within STABLE_SECONDS of starting, and make run gives up.
+MAX_QUICK_EXITS = 5
+MAX_PAUSE_SECONDS = 16
+STOP_TIMEOUT_SECONDS = 10
 
-def main() -> None:
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclass
+class Child:
+    """One supervised process: how to start it, and its restart bookkeeping."""
+
+    name: str
+    cmd: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    restarts: int = 0
+    quick_exits: int = 0
+    restart_at: float | None = None
+    log: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = VAR / f"{self.name}.log"
+
+    def start(self, env: dict[str, str]) -> None:
+        with self.log.open("ab") as out:
+            # A session of its own: Ctrl-C reaches make run alone, which then stops the
+            # children in order instead of racing their own reactions to the signal.
+            self.proc = subprocess.Popen(
+                self.cmd,
+                env=env,
+                cwd=VAR,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.started = time.monotonic()
+        self.restart_at = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+
+    def wait_stopped(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class GiveUp(Exception):
+    """A child keeps dying as soon as it starts: restarting it again would not help."""
+
+
+def _exit_description(code: int) -> str:
+    if code < 0:
+        try:
+            return f"code {code} ({signal.Signals(-code).name})"
+        except ValueError:
+            pass
+    return f"code {code}"
+
+
+def check_exit(child: Child, now: float) -> None:
+    """If ``child`` has exited, schedule its restart (or give up) and say so."""
+    if child.proc is None or child.restart_at is not None:
+        return
+    code = child.proc.poll()
+    if code is None:
+        return
+    if now - child.started >= STABLE_SECONDS:
+        child.quick_exits = 0
+    child.quick_exits += 1
+    if child.quick_exits >= MAX_QUICK_EXITS:
+        raise GiveUp(
+            f"{child.name} exited with {_exit_description(code)}, {child.quick_exits} times in "
+            f"a row within {STABLE_SECONDS:.0f}s of starting; giving up - see {child.log}"
+        )
+    pause = min(2 ** (child.quick_exits - 1), MAX_PAUSE_SECONDS)
+    child.restarts += 1
+    child.restart_at = now + pause
+    say(
+        f"{child.name} exited with {_exit_description(code)}; restarting in {pause}s "
+        f"(restart {child.restarts}) - see {child.log}"
+    )
+
+
+def supervise(children: list[Child], env: dict[str, str]) -> None:
+    """Restart children that exit, until Ctrl-C (or a child that cannot stay up)."""
+    while True:
+        now = time.monotonic()
+        for child in children:
+            check_exit(child, now)
+            if child.restart_at is not None and now >= child.restart_at:
+                child.start(env)
+        time.sleep(0.25)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _wait_for_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _port_free(port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _anchored(value: str) -> str:
+    """A relative path (or relative sqlite:/// URL) made absolute against the directory
+    make run started in: the children run in var/, where it would mean something else."""
+    prefix = "sqlite:///"
+    if value.startswith(prefix):
+        path = value[len(prefix) :]
+        if path and path != ":memory:" and not path.startswith("/"):
+            return prefix + str(Path(path).resolve())
+        return value
+    return str(Path(value).resolve()) if value and "://" not in value else value
+
+
+def debug_on(env: dict[str, str]) -> bool:
+    return env["DEBUG"].strip().lower() in {"1", "true", "yes", "on"}
+
+
+def child_environment() -> dict[str, str]:
+    """The environment every step and child runs with."""
+    env = dict(os.environ, GANGWAY_VAR_DIR=str(VAR))
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "KUBECONFIG"):
+        if env.get(name):
+            env[name] = _anchored(env[name])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    env.setdefault("RECONCILE_INTERVAL_SECONDS", "2")
+    env.setdefault("SWEEP_INTERVAL_SECONDS", "10")
+    env["KUBECONFIG"] = env.get("KUBECONFIG") or str(VAR / "kubeconfig")
+    env.setdefault("DEBUG", "0")
+    if not debug_on(env):
+        # Production's settings, minus what needs TLS: this is plain HTTP on loopback.
+        if "SECRET_KEY" not in env and "SECRET_KEY_FILE" not in env:
+            env["SECRET_KEY_FILE"] = str(_secret_key_file())
+        for name in (
+            "SECURE_SSL_REDIRECT",
+            "SESSION_COOKIE_SECURE",
+            "CSRF_COOKIE_SECURE",
+            "SECURE_HSTS_SECONDS",
+        ):
+            env.setdefault(name, "0")
+        # Plain copies: the compressed, hashed storage of production takes ~10 s a start.
+        env.setdefault(
+            "STATICFILES_STORAGE", "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    return env
+
+
+def _secret_key_file() -> Path:
+    """var/secret-key, made once: sessions and tokens survive a restart of make run."""
+    path = VAR / "secret-key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--kube-port", type=int, default=6443)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    parser.add_argument("--kube-port", type=int, default=int(os.environ.get("KUBE_PORT", "6443")))
     parser.add_argument(
         "--startup-delay",
         type=float,
@@ -33,108 +217,104 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    (VAR / "broker" / "processed").mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GANGWAY_VAR_DIR=str(VAR))
-    env.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    env.setdefault("RECONCILE_INTERVAL_SECONDS", "2")
-    env.setdefault("SWEEP_INTERVAL_SECONDS", "10")
-    external_kube = "KUBECONFIG" in os.environ
-    env.setdefault("KUBECONFIG", str(VAR / "kubeconfig"))
+    external_kube = bool(os.environ.get("KUBECONFIG"))
+    ports = {"PORT": args.port} | ({} if external_kube else {"KUBE_PORT": args.kube_port})
+    for name, port in ports.items():
+        if not _port_free(port):
+            say(f"port {port} is in use (another make run?); choose another: {name}=<port>")
+            return 1
+
+    VAR.mkdir(parents=True, exist_ok=True)
+    env = child_environment()
     python = sys.executable
     manage = [python, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--no-input", "-v", "0"], check=True, env=env, cwd=ROOT)
-    subprocess.run([*manage, "seed_demo"], check=True, env=env, cwd=ROOT)
+    steps = [["migrate", "--no-input", "-v", "0"], ["seed_demo"]]
+    if not debug_on(env):
+        # Without DEBUG the web server serves static files from var/static (WhiteNoise).
+        steps.append(["collectstatic", "--no-input", "-v", "0"])
 
-    procs: list[tuple[str, subprocess.Popen[bytes]]] = []
-
-    def start(name: str, cmd: list[str]) -> None:
-        log = (VAR / f"{name}.log").open("ab")
-        procs.append((name, subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=log)))
-
+    children: list[Child] = []
     if not external_kube:
-        start(
-            "kubesim",
-            [
-                python,
-                "-m",
+        children.append(
+            Child(
                 "kubesim",
-                "--port",
-                str(args.kube_port),
-                "--config",
-                str(ROOT / "kubesim" / "fleets" / "demo.yaml"),
-                "--kubeconfig-out",
-                env["KUBECONFIG"],
-                "--startup-delay",
-                str(args.startup_delay),
-                "--snapshot",
-                str(VAR / "kubesim-state.json"),
-            ],
+                [
+                    python,
+                    "-m",
+                    "kubesim",
+                    "--port",
+                    str(args.kube_port),
+                    "--config",
+                    str(ROOT / "kubesim" / "fleets" / "demo.yaml"),
+                    "--kubeconfig-out",
+                    env["KUBECONFIG"],
+                    "--startup-delay",
+                    str(args.startup_delay),
+                    "--snapshot",
+                    str(VAR / "kubesim-state.json"),
+                ],
+            )
         )
-        deadline = time.monotonic() + 15
-        while not Path(env["KUBECONFIG"]).exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-    start(
-        "worker",
-        [
-            python,
-            "-m",
-            "celery",
-            "-A",
-            "controlplane",
+    celery = [python, "-m", "celery", "-A", "controlplane"]
+    children += [
+        Child(
             "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-        ],
-    )
-    start(
-        "beat",
-        [
-            python,
-            "-m",
-            "celery",
-            "-A",
-            "controlplane",
+            [
+                *celery,
+                "worker",
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                # One worker: nothing to synchronise with or to announce itself to.
+                "--without-mingle",
+                "--without-gossip",
+                "--without-heartbeat",
+            ],
+        ),
+        Child(
             "beat",
-            "--loglevel",
-            "INFO",
-            "--schedule",
-            str(VAR / "celerybeat-schedule"),
-        ],
-    )
-    print(
-        f"\n  gangway:  http://127.0.0.1:{args.port}/   API docs: "
-        f"http://127.0.0.1:{args.port}/api/docs/"
-    )
-    if not external_kube:
-        print(
-            f"  kubesim:  http://127.0.0.1:{args.kube_port}  (kubectl --kubeconfig "
-            f"{env['KUBECONFIG']} get nodes)"
-        )
-    print("  logs:     var/*.log     Ctrl-C stops everything.\n")
-    web = subprocess.Popen(
-        [*manage, "runserver", f"127.0.0.1:{args.port}", "--noreload"], env=env, cwd=ROOT
-    )
-    procs.append(("web", web))
+            [*celery, "beat", "--loglevel", "INFO", "--schedule", str(VAR / "celerybeat-schedule")],
+        ),
+        Child("web", [*manage, "runserver", f"127.0.0.1:{args.port}", "--noreload"]),
+    ]
+
+    # SIGINT too: a shell that starts make run in the background has it ignored, and
+    # Python keeps an inherited "ignore" - Ctrl-C (or kill -INT) must always stop us.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
-        while all(p.poll() is None for _, p in procs):
-            time.sleep(0.5)
-        for name, proc in procs:
-            if proc.poll() is not None:
-                print(f"{name} exited with {proc.returncode}; see var/{name}.log", file=sys.stderr)
+        for step in steps:
+            subprocess.run([*manage, *step], check=True, env=env, cwd=VAR)
+        for child in children:
+            child.start(env)
+            if child.name == "kubesim":
+                _wait_for_port(args.kube_port, timeout=15)
+        say(
+            f"\n  gangway:  http://127.0.0.1:{args.port}/   API docs: "
+            f"http://127.0.0.1:{args.port}/api/docs/"
+        )
+        if not external_kube:
+            say(
+                f"  kubesim:  http://127.0.0.1:{args.kube_port}  (kubectl --kubeconfig "
+                f"{env['KUBECONFIG']} get nodes)"
+            )
+        say(f"  logs:     {VAR}/*.log     Ctrl-C stops everything.\n")
+        supervise(children, env)
     except KeyboardInterrupt:
-        pass
+        return 0
+    except GiveUp as exc:
+        say(str(exc))
+        return 1
     finally:
-        for _, proc in reversed(procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for _, proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        # Ignore further Ctrl-C while stopping: a second one must not orphan children.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for child in reversed(children):
+            child.stop()
+        for child in reversed(children):
+            child.wait_stopped()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,125 +1,175 @@
-"""`make run`'s orchestrator on a machine without servers: SQLite, the filesystem broker,
-kubesim, a worker, beat and the web server. A newcomer's request becomes a ready Ray
-cluster, and Ctrl-C stops every process it started."""
+"""`make run`'s orchestrator (scripts/run.py) on a machine without servers: SQLite, the
+embedded broker, kubesim, a worker, beat and the web server. A newcomer's request becomes
+a ready Ray cluster; a child that dies is restarted with a line on the console, and one
+that cannot stay up stops the whole; pages are served without DEBUG; nothing is written
+outside var/; Ctrl-C stops every process it started."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from scripts import run
+from tests.make_run import MakeRun, http, port_served, tree_changes, until
 
 
-def _call(method: str, url: str, body: dict[str, Any] | None = None, token: str = "") -> Any:
-    request = urllib.request.Request(
-        url,
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={
-            "Content-Type": "application/json",
-            **({"Authorization": f"Token {token}"} if token else {}),
-        },
+def _ready(stack: MakeRun, name: str, token: str) -> dict[str, Any]:
+    status, created = http(
+        "POST",
+        f"{stack.api}/tenants/vision/clusters/",
+        {"name": name, "kind": "dev", "flavor": "l4", "workers": 1},
+        token,
     )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
-
-
-def _until(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            result = predicate()
-        except OSError:
-            result = None
-        if result:
-            return result
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def test_make_run_serves_a_ready_cluster_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
-    port, kube_port = _free_port(), _free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "KUBECONFIG", "DJANGO_SETTINGS_MODULE"}
-    }
-    env["GANGWAY_VAR_DIR"] = str(tmp_path / "var")
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            "scripts/run.py",
-            "--port",
-            str(port),
-            "--kube-port",
-            str(kube_port),
-            "--startup-delay",
-            "0.5",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    assert status == 201, created
+    assert created["state"] == "queued"
+    return dict(
+        until(
+            lambda: (c := stack.cluster("vision", name, token)) and c["state"] == "ready" and c,
+            120,
+            f"{name} to be ready",
+        )
     )
-    api = f"http://127.0.0.1:{port}/api/v1"
+
+
+@pytest.mark.slow
+def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
+    tmp_path: Path,
+) -> None:
+    changed_before = tree_changes()
+    # Started as `make run &` would be: SIGINT ignored, yet Ctrl-C must still stop it.
+    stack = MakeRun(tmp_path, background=True)
     try:
-        _until(lambda: _call("GET", f"http://127.0.0.1:{port}/healthz"), 90, "the web server")
-        token = _call(
-            "POST", f"{api}/auth/token/", {"username": "eli", "password": "gangway-demo"}
-        )["token"]
-        created = _call(
-            "POST",
-            f"{api}/tenants/vision/clusters/",
-            {"name": "first", "kind": "dev", "flavor": "l4", "workers": 1},
-            token,
-        )
-        assert created["state"] == "queued"
-        started = time.monotonic()
-        ready = _until(
+        stack.wait_serving()
+        status, ready = http("GET", f"{stack.url}/readyz")
+        assert status == 200, ready  # the database, the embedded broker and kubesim answer
+        token = stack.login("eli")
+        first = _ready(stack, "first", token)
+        assert first["endpoints"]["client_address"] == "ray://first-head-svc.gw-vision.svc:10001"
+
+        children = stack.children()
+        assert sorted(children) == ["beat", "kubesim", "web", "worker"], children
+        # Each child runs in var/: whatever it writes by a relative path lands there.
+        for pid in children.values():
+            assert Path(f"/proc/{pid}/cwd").resolve() == stack.var.resolve()
+        # kubesim listens on KUBE_PORT, and the kubeconfig the worker uses says so.
+        kubeconfig = yaml.safe_load((stack.var / "kubeconfig").read_text())
+        assert kubeconfig["clusters"][0]["cluster"]["server"].endswith(f":{stack.kube_port}")
+
+        # The worker dies hard: make run says so, starts another, and work goes on.
+        os.kill(children["worker"], signal.SIGKILL)
+        until(
             lambda: (
-                (c := _call("GET", f"{api}/tenants/vision/clusters/first/", token=token))
-                and c["state"] == "ready"
-                and c
+                "worker exited with code -9 (SIGKILL); restarting in 1s (restart 1)" in stack.output
             ),
-            60,
-            "the cluster to be ready",
+            30,
+            "make run to report the dead worker",
         )
-        print(f"ready {time.monotonic() - started:.1f} s after the request")
-        assert ready["endpoints"]["client_address"] == "ray://first-head-svc.gw-vision.svc:10001"
-        children = subprocess.run(
-            ["pgrep", "-P", str(run.pid)], capture_output=True, text=True
-        ).stdout.split()
-        assert len(children) == 4, children  # kubesim, worker, beat, web
+        until(
+            lambda: stack.children().get("worker") not in (None, children["worker"]),
+            30,
+            "a new worker",
+        )
+        assert _ready(stack, "second", token)["state"] == "ready"
+
+        # DEBUG is off: an unknown address is a plain 404, not Django's technical page
+        # listing every URL pattern.
+        status, page = http("GET", f"{stack.url}/no-such-page/")
+        assert status == 404
+        assert "URLconf" not in page and "healthz" not in page and "api/v1/" not in page
+        # Static files are served without DEBUG too (the dashboard needs its CSS).
+        status, _ = http("GET", f"{stack.url}/static/frontend/css/gangway.css")
+        assert status == 200
+        assert "GET /no-such-page/" in stack.logs()["web"]
     finally:
-        run.send_signal(signal.SIGINT)
-        output = run.communicate(timeout=30)[0].decode()
-    assert run.returncode is not None
-    assert "gangway-demo" in output  # the logins were printed
-    for busy in (port, kube_port):
-        with socket.socket() as sock:
-            assert sock.connect_ex(("127.0.0.1", busy)) != 0, f"port {busy} still served"
-    alive = []
-    for pid in children:
-        try:
-            os.kill(int(pid), 0)
-            alive.append(pid)
-        except ProcessLookupError:
-            pass
+        code = stack.stop()
+    assert code == 0
+    assert "gangway-demo" in stack.output  # the logins were printed
+    assert f"gangway:  http://127.0.0.1:{stack.port}/" in stack.output
+    exits = [line for line in stack.output.splitlines() if " exited with " in line]
+    assert len(exits) == 1 and exits[0].startswith("worker exited with code -9"), exits
+    for busy in (stack.port, stack.kube_port):
+        assert not port_served(busy), f"port {busy} still served"
+    alive = [pid for pid in children.values() if Path(f"/proc/{pid}").exists()]
     assert alive == [], f"processes left running: {alive}"
+    assert stack.children() == {}
+    assert tree_changes() - changed_before == set(), "make run wrote outside var/"
+
+
+def test_make_run_refuses_a_port_in_use_and_names_the_variable(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "scripts/run.py", "--port", "0", "--kube-port", str(port)],
+            cwd=run.ROOT,
+            env={"PATH": os.environ["PATH"], "GANGWAY_VAR_DIR": str(tmp_path / "var")},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert f"port {port} is in use" in result.stdout and "KUBE_PORT=<port>" in result.stdout
+
+
+def _exited(code: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({code})"])
+    proc.wait()
+    return proc
+
+
+def test_an_exited_child_is_restarted_after_a_growing_pause(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    child = run.Child("worker", [])
+    now = time.monotonic()
+    for restart, pause in enumerate([1, 2, 4, 8], start=1):
+        child.proc, child.started, child.restart_at = _exited(3), now, None
+        run.check_exit(child, now + 1)
+        assert child.restart_at == now + 1 + pause
+        assert (
+            f"worker exited with code 3; restarting in {pause}s (restart {restart})"
+            in capsys.readouterr().out
+        )
+    # A child that stayed up a while before exiting starts over at a 1 s pause.
+    child.proc, child.started, child.restart_at = _exited(1), now - run.STABLE_SECONDS, None
+    run.check_exit(child, now)
+    assert child.restart_at == now + 1
+    assert "(restart 5)" in capsys.readouterr().out
+
+
+def test_a_child_that_keeps_dying_at_start_stops_make_run(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(run, "VAR", tmp_path)
+    monkeypatch.setattr(run, "MAX_PAUSE_SECONDS", 0)  # no need to sit through the pauses
+    child = run.Child("web", [sys.executable, "-c", "raise SystemExit(2)"])
+    env = dict(os.environ)
+    child.start(env)
+    with pytest.raises(run.GiveUp, match=r"web exited with code 2, 5 times in a row"):
+        run.supervise([child], env)
+    assert child.restarts == run.MAX_QUICK_EXITS - 1
+
+
+def test_make_run_turns_debug_off_unless_asked(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(run, "VAR", tmp_path)
+    for name in ("DEBUG", "SECRET_KEY", "SECRET_KEY_FILE", "SECURE_SSL_REDIRECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KUBECONFIG", "relative/kubeconfig")
+    env = run.child_environment()
+    assert env["DEBUG"] == "0" and env["SECURE_SSL_REDIRECT"] == "0"
+    key = Path(env["SECRET_KEY_FILE"])
+    assert key.parent == tmp_path and len(key.read_text()) >= 50
+    assert run.child_environment()["SECRET_KEY_FILE"] == str(key)  # made once, then kept
+    assert env["KUBECONFIG"] == str(Path("relative/kubeconfig").resolve())
+
+    monkeypatch.setenv("DEBUG", "1")
+    env = run.child_environment()
+    assert env["DEBUG"] == "1" and "SECRET_KEY_FILE" not in env

@@ -117,3 +117,24 @@ def test_metrics_token_file_is_read_and_a_short_token_refused(tmp_path: Path) ->
     result = manage("shell", "-c", show, METRICS_TOKEN="short")
     assert result.returncode != 0
     assert "METRICS_TOKEN must be at least 16 characters" in result.stderr
+
+
+def test_the_default_broker_is_the_embedded_sqlite_one_under_var(tmp_path: Path) -> None:
+    result = manage(
+        "shell",
+        "-c",
+        "from controlplane.celery import app; c = app.connection_for_write(); "
+        "print(type(c.transport).__module__, c.transport.client.hostname)",
+        GANGWAY_VAR_DIR=str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == [
+        "controlplane.embedded_broker",
+        f"sqlite:///{tmp_path / 'broker.sqlite3'}",
+    ]
+
+
+def test_the_filesystem_broker_is_refused_saying_why() -> None:
+    result = manage("check", CELERY_BROKER_URL="filesystem://")
+    assert result.returncode != 0
+    assert "half-written message" in result.stderr

@@ -40,5 +40,5 @@ def tenant_page(request: HttpRequest, slug: str) -> TenantPage:
     page never confirms that another tenant exists (STYLE 3)."""
     tenant = Tenant.objects.visible_to(request.user).filter(slug=slug).first()
     if tenant is None:
-        raise Http404("No such tenant.")
+        raise Http404(f"You are not a member of a tenant called {slug!r}.")
     return TenantPage(tenant=tenant, role=role_in_tenant(user=request.user, tenant=tenant))

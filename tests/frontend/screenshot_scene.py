@@ -40,7 +40,7 @@ pytestmark = [
 def _ready(cluster: ClusterRequest) -> None:
     cluster.refresh_from_db()
     transition(cluster, State.PROVISIONING, reason="applied", message="RayCluster applied")
-    transition(cluster, State.READY, reason="ready", message="head and 1 worker(s) ready")
+    transition(cluster, State.READY, reason="ready", message="head and 1 worker ready")
 
 
 def _scene() -> None:

@@ -155,6 +155,51 @@ def _queued() -> tuple[list[adm.Pending], list[QueuedRow]]:
     return pending, rows
 
 
+def tenant_q(tenant: Tenant) -> adm.TenantQ:
+    """A tenant's admission policy as the pure decision reads it."""
+    return adm.TenantQ(
+        slug=tenant.slug,
+        cohort=tenant.cohort,
+        weight=Decimal(tenant.weight),
+        cpu_quota=tenant.cpu_quota,
+        memory_quota_gib=tenant.memory_quota_gib,
+        max_dev_clusters_per_user=tenant.max_dev_clusters_per_user,
+        max_dev_gpus_per_user=tenant.max_dev_gpus_per_user,
+    )
+
+
+def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor) -> adm.Snapshot:
+    """What says whether a request of ``tenant`` on ``flavor`` could ever fit: the
+    tenants of its cohort, their quotas on the flavor and the flavor's fleet size.
+
+    Nothing running or queued is read (two small queries), so submission can ask
+    admission's "never fits" question on every request.
+    """
+    cohort = list(Tenant.objects.unscoped().filter(cohort=tenant.cohort))
+    quotas = Quota.objects.unscoped().filter(tenant__in=cohort, flavor=flavor)
+    slugs = {t.pk: t.slug for t in cohort}
+    return adm.Snapshot(
+        now=timezone.now(),
+        tenants=[tenant_q(t) for t in cohort],
+        flavors=[
+            adm.FlavorQ(
+                name=flavor.name,
+                gpus_per_node=flavor.gpus_per_node,
+                node_count=flavor.node_count,
+            )
+        ],
+        quotas=[
+            adm.QuotaQ(
+                tenant=slugs[q.tenant_id],
+                flavor=flavor.name,
+                gpus=q.gpus,
+                borrow_limit=q.borrow_limit,
+            )
+            for q in quotas
+        ],
+    )
+
+
 def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[QueuedRow]]:
     """The snapshot of the whole system, and the queued rows it was built from."""
     now = now or timezone.now()
@@ -184,18 +229,7 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     }
     snapshot = adm.Snapshot(
         now=now,
-        tenants=[
-            adm.TenantQ(
-                slug=t.slug,
-                cohort=t.cohort,
-                weight=Decimal(t.weight),
-                cpu_quota=t.cpu_quota,
-                memory_quota_gib=t.memory_quota_gib,
-                max_dev_clusters_per_user=t.max_dev_clusters_per_user,
-                max_dev_gpus_per_user=t.max_dev_gpus_per_user,
-            )
-            for t in tenants
-        ],
+        tenants=[tenant_q(t) for t in tenants],
         flavors=[
             adm.FlavorQ(
                 name=f.name,

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from clusters import capacity, kueue_mode, provisioning
+from clusters.admission import words
 from clusters.kube import labels
 from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest
@@ -86,10 +87,10 @@ def _waiting_reason(
             needs = "a CPU node" if role == "head" else f"a node with a free {cluster.flavor.name}"
             return f"waiting for {needs}: {event.get('message', '').strip()}"[:500]
     if pending:
-        return f"{len(pending)} pod(s) waiting to be scheduled"
+        return f"{words.count(len(pending), 'pod')} waiting to be scheduled"
     unready = [p for p in pods if not _pod_ready(p)]
     if unready:
-        return f"{len(unready)} pod(s) starting"
+        return f"{words.count(len(unready), 'pod')} starting"
     return "waiting for KubeRay to report the cluster ready"
 
 

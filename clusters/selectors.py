@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import F, Prefetch, QuerySet
 
 from clusters.models import ClusterEvent, ClusterRequest
 from tenants.models import Tenant
@@ -24,6 +25,37 @@ def cluster_detail_queryset(*, tenant: Tenant) -> QuerySet[ClusterRequest]:
     return cluster_list(tenant=tenant).prefetch_related(
         Prefetch("events", queryset=ClusterEvent.objects.order_by("at", "id"))
     )
+
+
+def cluster_for_page(*, tenant: Tenant, name: str, pk: int | None = None) -> ClusterRequest | None:
+    """The cluster a page about ``name`` shows, deleted ones included (their final record).
+
+    A name is unique among clusters that are not deleted, but several deleted ones may
+    have had it: without ``pk`` the live one wins, else the most recently deleted.
+    """
+    queryset = cluster_detail_queryset(tenant=tenant).filter(name=name)
+    if pk is not None:
+        return queryset.filter(pk=pk).first()
+    live = queryset.exclude(state="deleted").first()
+    return live or queryset.order_by(F("deleted_at").desc(nulls_last=True), "-id").first()
+
+
+def cluster_gpu_hours(cluster: ClusterRequest) -> Decimal:
+    """GPU-hours the cluster has used so far, over every admission (open spans to now)."""
+    from django.utils import timezone
+
+    from clusters.models import UsageSpan
+
+    now = timezone.now()
+    total = Decimal(0)
+    for span in (
+        UsageSpan.objects.for_tenant(cluster.tenant)
+        .filter(cluster=cluster)
+        .only("gpus", "started_at", "ended_at")
+    ):
+        seconds = Decimal(((span.ended_at or now) - span.started_at).total_seconds())
+        total += span.gpus * max(seconds, Decimal(0)) / Decimal(3600)
+    return round(total, 2)
 
 
 def cluster_endpoints(cluster: ClusterRequest) -> dict[str, Any] | None:

@@ -20,13 +20,14 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from clusters import shapes
+from clusters.admission import words
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.states import LIVE, State
 from clusters.transitions import note, transition
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import GpuFlavor, Role, Tenant
-from tenants.selectors import has_role
+from tenants.selectors import role_in_tenant
 
 
 def _nudge_admission(cluster_id: int | None = None) -> None:
@@ -58,22 +59,142 @@ def user_dev_usage(*, tenant: Tenant, owner: Any) -> tuple[int, Decimal]:
 
 
 def check_user_caps(*, tenant: Tenant, owner: Any, kind: str, gpus: Decimal) -> None:
-    """Refuse a dev request that would put the owner over the tenant's per-engineer caps."""
+    """Refuse a dev request that would put the owner over the tenant's per-engineer caps.
+
+    Counted over the owner's live dev clusters (queued and suspended ones included: each
+    may hold GPUs again without asking), the same count whoever asks.
+    """
     if kind != ClusterKind.DEV:
         return
     count, held = user_dev_usage(tenant=tenant, owner=owner)
     if count + 1 > tenant.max_dev_clusters_per_user:
         raise ServiceConflict(
-            f"You already have {count} dev cluster(s) in {tenant.slug}; the limit is "
-            f"{tenant.max_dev_clusters_per_user}. Delete one first.",
+            f"You already have {words.count(count, 'dev cluster')} in {tenant.slug}; the "
+            f"limit is {tenant.max_dev_clusters_per_user}. Delete one first.",
             code="user_cap",
         )
     if held + gpus > tenant.max_dev_gpus_per_user:
         raise ServiceConflict(
-            f"This request would give you {held + gpus:g} dev GPUs in {tenant.slug}; the "
-            f"limit is {tenant.max_dev_gpus_per_user}.",
+            f"This request would give you {words.count(held + gpus, 'dev GPU')} in "
+            f"{tenant.slug}; the limit is {tenant.max_dev_gpus_per_user}.",
             code="user_cap",
         )
+
+
+class NeverFits(ValidationError):
+    """A request that could not start even on an idle fleet, by the catalogue and the
+    tenant's quotas: refused with a 400 naming every reason.
+
+    ``reasons`` are admission's ``(code, message)`` pairs (the dry-run's ``never_fits``
+    reasons); ``cluster`` is the unsaved request they are about.
+    """
+
+    error_code = "never_fits"  # the API's error code (400)
+
+    def __init__(self, reasons: list[tuple[str, str]], cluster: ClusterRequest) -> None:
+        super().__init__([message for _, message in reasons])
+        self.reasons = reasons
+        self.cluster = cluster
+
+
+def requester_refusal(*, tenant: Tenant, role: str | None, kind: str = ClusterKind.DEV) -> str:
+    """Why ``role`` may not request a ``kind`` cluster in ``tenant``, in plain words."""
+    needed = "admin" if kind == ClusterKind.PROD else "engineer"
+    what = "a production cluster" if kind == ClusterKind.PROD else "a cluster"
+    held = f"you are {'an' if role in (Role.ADMIN, Role.ENGINEER) else 'a'} {role}"
+    if role is None:
+        held = "you are not a member"
+    return f"Requesting {what} needs the {needed} role in {tenant.name}; {held}."
+
+
+def may_request(*, role: str | None, kind: str) -> bool:
+    """Engineers request dev clusters; production clusters need a tenant admin."""
+    needed = Role.ADMIN if kind == ClusterKind.PROD else Role.ENGINEER
+    return role is not None and Role.rank(role) >= Role.rank(needed)
+
+
+def request_never_fits(cluster: ClusterRequest) -> list[tuple[str, str]]:
+    """Why an unsaved request could never be admitted, by the same rules the admission
+    pass applies (fleet size, the tenant's and its cohort's quotas, the per-engineer GPU
+    cap); empty when it could."""
+    from clusters.admission.ledger import Ledger
+    from clusters.queueing import pending_of, policy_snapshot
+
+    snapshot = policy_snapshot(tenant=cluster.tenant, flavor=cluster.flavor)
+    return Ledger(snapshot).never_fits(pending_of(cluster, pk=-1))
+
+
+def _name_taken(*, tenant: Tenant, name: str) -> bool:
+    return (
+        ClusterRequest.objects.unscoped()
+        .filter(tenant=tenant, name=name)
+        .exclude(state=State.DELETED)
+        .exists()
+    )
+
+
+def cluster_request_check(
+    *,
+    actor: Any,
+    tenant: Tenant,
+    kind: str,
+    flavor: GpuFlavor,
+    workers: int,
+    name: str | None = None,
+    min_workers: int | None = None,
+    max_workers: int | None = None,
+    gpu_fraction: Decimal | None = None,
+    ttl_hours: int | None = None,
+    priority: int = 0,
+) -> ClusterRequest:
+    """Every check a request must pass to be queued, in order; returns the unsaved row.
+
+    :func:`cluster_request_create` runs it under the tenant's lock and the dry-run
+    verdict (:mod:`clusters.verdicts`) runs it before asking admission, so the verdict
+    cannot promise what submission then refuses. In order:
+
+    1. role: a production cluster needs a tenant admin, any other an engineer
+       (``PermissionDenied``);
+    2. fields: the name (format, reserved words, not taken by a cluster that is not
+       deleted), the shape and the TTL, every offending field at once
+       (``ValidationError``);
+    3. catalogue and tenant policy: could it ever start on this fleet within the
+       tenant's quotas (:class:`NeverFits`, a ``ValidationError``);
+    4. the per-engineer caps (``ServiceConflict`` with code ``user_cap``).
+    """
+    role = role_in_tenant(user=actor, tenant=tenant)
+    if not may_request(role=role, kind=kind):
+        raise PermissionDenied(requester_refusal(tenant=tenant, role=role, kind=kind))
+    errors: dict[str, list[str]] = {}
+    try:
+        cluster = build_request(
+            tenant=tenant,
+            owner=actor,
+            name=name,
+            kind=kind,
+            flavor=flavor,
+            workers=workers,
+            min_workers=min_workers,
+            max_workers=max_workers,
+            gpu_fraction=gpu_fraction,
+            ttl_hours=ttl_hours,
+            priority=priority,
+        )
+    except ValidationError as exc:
+        errors = dict(exc.message_dict)
+    if name and "name" not in errors and _name_taken(tenant=tenant, name=name):
+        errors["name"] = [_taken_message(tenant=tenant, name=name)]
+    if errors:
+        raise ValidationError(errors)
+    never = request_never_fits(cluster)
+    if never:
+        raise NeverFits(never, cluster)
+    check_user_caps(tenant=tenant, owner=actor, kind=kind, gpus=cluster.gpus)
+    return cluster
+
+
+def _taken_message(*, tenant: Tenant, name: str) -> str:
+    return f"A cluster named {name!r} already exists in {tenant.slug}; choose another name."
 
 
 def build_request(
@@ -144,45 +265,33 @@ def cluster_request_create(
     ttl_hours: int | None = None,
     priority: int = 0,
 ) -> ClusterRequest:
-    """Validate a request against the catalogue and policy, and queue it.
+    """Check a request (:func:`cluster_request_check`) and queue it.
 
-    Engineers may request dev clusters; production clusters need a tenant admin. The
-    tenant row is locked while the per-engineer caps are checked, so two concurrent
-    requests by one engineer cannot both slip under a cap. On commit the admission
-    pass is nudged.
+    The tenant row is locked while the checks run, so two concurrent requests by one
+    engineer cannot both slip under a cap. On commit the admission pass is nudged.
     """
-    needed = Role.ADMIN if kind == ClusterKind.PROD else Role.ENGINEER
-    if not has_role(user=actor, tenant=tenant, at_least=needed):
-        raise PermissionDenied(
-            "Production clusters need a tenant admin."
-            if kind == ClusterKind.PROD
-            else "Requesting clusters needs the engineer role."
-        )
-    cluster = build_request(
-        tenant=tenant,
-        owner=actor,
-        name=name,
-        kind=kind,
-        flavor=flavor,
-        workers=workers,
-        min_workers=min_workers,
-        max_workers=max_workers,
-        gpu_fraction=gpu_fraction,
-        ttl_hours=ttl_hours,
-        priority=priority,
-    )
     with transaction.atomic():
         Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
-        check_user_caps(tenant=tenant, owner=actor, kind=kind, gpus=cluster.gpus)
-        taken = ClusterRequest.objects.filter(tenant=tenant, name=cluster.name)
-        if taken.exclude(state=State.DELETED).exists():
-            raise ValidationError({"name": f"A cluster named {cluster.name!r} already exists."})
+        cluster = cluster_request_check(
+            actor=actor,
+            tenant=tenant,
+            name=name,
+            kind=kind,
+            flavor=flavor,
+            workers=workers,
+            min_workers=min_workers,
+            max_workers=max_workers,
+            gpu_fraction=gpu_fraction,
+            ttl_hours=ttl_hours,
+            priority=priority,
+        )
         try:
             with transaction.atomic():
                 cluster.save()
         except IntegrityError:
+            # A generated name that collided (or a race the lock did not cover).
             raise ValidationError(
-                {"name": f"A cluster named {cluster.name!r} already exists."}
+                {"name": _taken_message(tenant=tenant, name=cluster.name)}
             ) from None
         note(cluster, reason="requested", message=f"{kind} cluster requested", actor=actor)
         audit_record(
@@ -206,11 +315,10 @@ def can_manage(*, actor: Any, cluster: ClusterRequest) -> bool:
 
     The services enforce it; the dashboard asks it only to decide which buttons to show.
     """
-    if has_role(user=actor, tenant=cluster.tenant, at_least=Role.ADMIN):
+    role = role_in_tenant(user=actor, tenant=cluster.tenant)
+    if role == Role.ADMIN:
         return True
-    return cluster.owner_id == getattr(actor, "pk", None) and has_role(
-        user=actor, tenant=cluster.tenant, at_least=Role.ENGINEER
-    )
+    return role == Role.ENGINEER and cluster.owner_id == getattr(actor, "pk", None)
 
 
 def _require_manage(*, actor: Any, cluster: ClusterRequest) -> None:
@@ -306,16 +414,30 @@ def cluster_resume(*, actor: Any, cluster: ClusterRequest) -> ClusterRequest:
     return cluster
 
 
+def can_extend(cluster: ClusterRequest) -> bool:
+    """Whether the cluster has a lifetime to extend: it is live and has a TTL."""
+    return cluster.state in LIVE and bool(cluster.ttl_hours)
+
+
 def cluster_extend(*, actor: Any, cluster: ClusterRequest, hours: int) -> ClusterRequest:
-    """Push the expiry back by ``hours``, never beyond the tenant's maximum TTL."""
+    """Push the expiry back by ``hours``, never beyond the tenant's maximum TTL.
+
+    A cluster without a TTL never expires: there is nothing to extend, and giving it
+    one here would shorten its life instead (409 ``no_ttl``).
+    """
     _require_manage(actor=actor, cluster=cluster)
-    if hours < 1:
-        raise ValidationError({"hours": "Extend by at least one hour."})
+    hours = shapes.validate_extend_hours(hours)
     with transaction.atomic():
         cluster = _locked(cluster)
         if cluster.state not in LIVE:
             raise ServiceConflict(
                 f"A {cluster.state} cluster cannot be extended.", code="invalid_state"
+            )
+        if not can_extend(cluster):
+            raise ServiceConflict(
+                f"{cluster.name} has no time to live: it runs until it is deleted, so there "
+                "is nothing to extend.",
+                code="no_ttl",
             )
         start = cluster.admitted_at or timezone.now()
         limit = start + timedelta(hours=cluster.tenant.max_ttl_hours)

@@ -35,6 +35,11 @@ DEV_MAX_WORKERS = 16  # a dev cluster is a workbench, not a training job
 CPU_STEP = "0.001"  # a millicore
 MEM_STEP = "0.001"  # a thousandth of a GiB (the model stores three decimals)
 MIN_MEMORY_GIB = Decimal("0.001")
+# The most hours any TTL or extension may name: a year. Both the API's serializers and the
+# dashboard's forms build their fields from these bounds, and the services check again.
+MIN_HOURS = 1
+MAX_HOURS = 24 * 365
+EXTEND_HOURS_MESSAGE = f"Extend by a whole number of hours from {MIN_HOURS} to {MAX_HOURS}."
 
 
 @dataclass(frozen=True)
@@ -284,6 +289,17 @@ def validate_worker_groups(groups: Sequence[WorkerGroup], *, flavor: Any) -> Non
             )
     if errors:
         raise ValidationError({"worker_groups": errors})
+
+
+def validate_extend_hours(hours: Any) -> int:
+    """The hours of an extension: a whole number from 1 to :data:`MAX_HOURS` (a year).
+
+    The one rule behind ``POST .../extend/`` and the dashboard's extend buttons; the
+    tenant's maximum lifetime is checked against the cluster by the service.
+    """
+    if isinstance(hours, bool) or not isinstance(hours, int) or not MIN_HOURS <= hours <= MAX_HOURS:
+        raise ValidationError({"hours": EXTEND_HOURS_MESSAGE})
+    return hours
 
 
 def resolve_ttl_hours(*, tenant: Any, kind: str, ttl_hours: int | None) -> int | None:

@@ -7,19 +7,20 @@ alternatives are computed in one place (STYLE 4). It writes nothing.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 
 from clusters import admission as adm
 from clusters import services
+from clusters.admission.dry_run import NEVER_FITS
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterKind
 from clusters.queueing import build_snapshot, pending_of
-from tenants.models import GpuFlavor, Role, Tenant
-from tenants.selectors import has_role
+from controlplane.exceptions import ServiceConflict
+from tenants.models import GpuFlavor, Tenant
 
 DRY_RUN_NAME = "dry-run-cluster"
 # The candidate is not a row: an id no saved request can have keeps it apart in the pass.
@@ -35,16 +36,15 @@ def dry_run_verdict(*, tenant: Tenant, owner: Any, attrs: dict[str, Any]) -> dic
     """Would this request start now, queue (where, until when) or never fit?
 
     ``attrs`` is a parsed create body (``kind``, ``flavor`` as a :class:`GpuFlavor`,
-    ``workers`` and the optional fields). The verdict comes from the same decision
-    function the admission pass runs, on the current snapshot with this request added;
-    alternatives are the same request on the other flavors of the catalogue. Raises
-    :class:`PermissionDenied` for a production shape asked by a non-admin and
-    :class:`ValidationError` for an invalid shape.
+    ``workers`` and the optional fields). First the very checks submission runs, in its
+    order (:func:`clusters.services.cluster_request_check`): what submission would refuse
+    is refused here with the same exception (``PermissionDenied``, ``ValidationError``
+    naming the fields, ``ServiceConflict`` ``user_cap``), except that a request that
+    could never fit is the ``never_fits`` verdict with admission's reasons. Then the
+    same decision function the admission pass runs, on the current snapshot with this
+    request added; alternatives are the same request on the other flavors of the
+    catalogue, where submission would accept it.
     """
-    if attrs["kind"] == ClusterKind.PROD and not has_role(
-        user=owner, tenant=tenant, at_least=Role.ADMIN
-    ):
-        raise PermissionDenied("Only tenant admins may request production clusters.")
     shape = {
         "kind": attrs["kind"],
         "workers": attrs["workers"],
@@ -53,13 +53,19 @@ def dry_run_verdict(*, tenant: Tenant, owner: Any, attrs: dict[str, Any]) -> dic
         "gpu_fraction": attrs.get("gpu_fraction"),
         "ttl_hours": attrs.get("ttl_hours"),
     }
-    cluster = services.build_request(
-        tenant=tenant,
-        owner=owner,
-        name=attrs.get("name") or DRY_RUN_NAME,
-        flavor=attrs["flavor"],
-        **shape,
-    )
+    never: list[tuple[str, str]] = []
+    try:
+        cluster = services.cluster_request_check(
+            actor=owner,
+            tenant=tenant,
+            name=attrs.get("name") or None,
+            flavor=attrs["flavor"],
+            **shape,
+        )
+    except services.NeverFits as exc:
+        never, cluster = exc.reasons, exc.cluster
+    if not attrs.get("name"):
+        cluster.name = DRY_RUN_NAME  # submission would generate one
     snapshot, _ = build_snapshot()
     # A dev alternative drops what only fits the asked flavor (fractions, autoscaling).
     other_shape = (
@@ -68,15 +74,26 @@ def dry_run_verdict(*, tenant: Tenant, owner: Any, attrs: dict[str, Any]) -> dic
         else shape
     )
     alternatives = []
-    for flavor in GpuFlavor.objects.exclude(pk=attrs["flavor"].pk):
+    for flavor in GpuFlavor.objects.exclude(pk=attrs["flavor"].pk).order_by("name"):
         try:
-            other = services.build_request(
-                tenant=tenant, owner=owner, name=DRY_RUN_NAME, flavor=flavor, **other_shape
+            other = services.cluster_request_check(
+                actor=owner, tenant=tenant, flavor=flavor, **other_shape
             )
-        except ValidationError:
-            continue  # this shape is not valid on that flavor
+        except (ValidationError, ServiceConflict):
+            continue  # submission would refuse it on that flavor
         alternatives.append(pending_of(other, pk=_CANDIDATE_ID))
     verdict = adm.dry_run(snapshot, pending_of(cluster, pk=_CANDIDATE_ID), alternatives)
+    if never:
+        # Submission's reasons, from the same ledger (the full snapshot agrees unless a
+        # quota changed in between; submission's word is the one that counts).
+        verdict = replace(
+            verdict,
+            verdict=NEVER_FITS,
+            reasons=[adm.VerdictReason(code, message) for code, message in never],
+            position=None,
+            flavor_position=None,
+            eta=None,
+        )
     return {
         "verdict": verdict.verdict,
         "reasons": [asdict(reason) for reason in verdict.reasons],

@@ -29,3 +29,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("frontend.urls")),
 ]
+
+# Styled pages that give the reason (JSON under /api/); see frontend/views/errors.py.
+handler403 = "frontend.views.errors.permission_denied"
+handler404 = "frontend.views.errors.page_not_found"

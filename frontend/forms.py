@@ -10,16 +10,65 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
+from clusters import shapes
 from clusters.models import ClusterKind
 from tenants.models import Role, Tenant
-from tenants.selectors import flavor_list
+from tenants.selectors import flavor_list, unknown_flavor_message
 
 FRACTION_NOTE = (
     "Fractional GPUs share one device under the KAI scheduler and are not memory-isolated: "
     "a neighbour can run yours out of GPU memory. For development only."
 )
+
+
+# Labels of the request's fields, for errors about fields the form does not show
+# (a service's rule may name any field of the request).
+FIELD_LABELS = {
+    "name": "Name",
+    "kind": "Kind",
+    "flavor": "Flavor",
+    "workers": "Workers",
+    "min_workers": "Min workers",
+    "max_workers": "Max workers",
+    "gpu_fraction": "GPU fraction",
+    "ttl_hours": "Time to live",
+    "image": "Image",
+    "worker_groups": "Worker groups",
+    "hours": "Hours",
+}
+
+
+class FlavorChoiceField(forms.ModelChoiceField):
+    """The flavor select; an unknown name is refused naming the flavors there are."""
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except ValidationError as exc:
+            raise ValidationError(
+                unknown_flavor_message(str(value)), code="invalid_choice"
+            ) from exc
+
+
+class ExtendForm(forms.Form):
+    """The extend buttons' ``hours``: the bounds of :func:`shapes.validate_extend_hours`,
+    which the service checks again."""
+
+    hours = forms.IntegerField(
+        min_value=shapes.MIN_HOURS,
+        max_value=shapes.MAX_HOURS,
+        error_messages={
+            "required": shapes.EXTEND_HOURS_MESSAGE,
+            "invalid": shapes.EXTEND_HOURS_MESSAGE,
+            "min_value": shapes.EXTEND_HOURS_MESSAGE,
+            "max_value": shapes.EXTEND_HOURS_MESSAGE,
+        },
+    )
+
+    def clean_hours(self) -> int:
+        return shapes.validate_extend_hours(self.cleaned_data["hours"])
 
 
 class ClusterForm(forms.Form):
@@ -31,13 +80,21 @@ class ClusterForm(forms.Form):
         help_text="Optional; lower-case letters, digits and dashes. Generated when empty.",
     )
     kind = forms.ChoiceField(choices=ClusterKind.choices, initial=ClusterKind.DEV)
-    flavor = forms.ModelChoiceField(queryset=flavor_list(), to_field_name="name", empty_label=None)
+    flavor = FlavorChoiceField(queryset=flavor_list(), to_field_name="name", empty_label=None)
     workers = forms.IntegerField(min_value=0, max_value=1024, initial=1)
     min_workers = forms.IntegerField(
-        required=False, min_value=0, max_value=1024, help_text="Production autoscaling only."
+        required=False,
+        min_value=0,
+        max_value=1024,
+        label=FIELD_LABELS["min_workers"],
+        help_text="Production autoscaling only.",
     )
     max_workers = forms.IntegerField(
-        required=False, min_value=0, max_value=1024, help_text="Production autoscaling only."
+        required=False,
+        min_value=0,
+        max_value=1024,
+        label=FIELD_LABELS["max_workers"],
+        help_text="Production autoscaling only.",
     )
     gpu_fraction = forms.DecimalField(
         required=False,
@@ -48,7 +105,12 @@ class ClusterForm(forms.Form):
         label="GPU fraction",
         help_text=FRACTION_NOTE,
     )
-    ttl_hours = forms.IntegerField(required=False, min_value=1, max_value=24 * 365, label="TTL")
+    ttl_hours = forms.IntegerField(
+        required=False,
+        min_value=shapes.MIN_HOURS,
+        max_value=shapes.MAX_HOURS,
+        label=FIELD_LABELS["ttl_hours"],
+    )
 
     def __init__(
         self, *args: Any, tenant: Tenant, role: str | None, kai_enabled: bool, **kwargs: Any
@@ -96,5 +158,15 @@ class ClusterForm(forms.Form):
         for field, messages in errors.items():
             target = field if field in self.fields else None
             for message in messages:
-                prefix = "" if target or field == "__all__" else f"{field}: "
+                label = FIELD_LABELS.get(field, field.replace("_", " ").capitalize())
+                prefix = "" if target or field in ("__all__", NON_FIELD_ERRORS) else f"{label}: "
                 self.add_error(target, f"{prefix}{message}")
+
+    def labelled_errors(self) -> list[tuple[str, str]]:
+        """Every error as ``(label, message)``, the label empty for form-wide ones: what
+        a person reads, never a field's code name."""
+        out: list[tuple[str, str]] = []
+        for field, messages in self.errors.items():
+            label = "" if field == NON_FIELD_ERRORS else str(self[field].label)
+            out.extend((label, str(message)) for message in messages)
+        return out

@@ -27,6 +27,11 @@ urlpatterns = [
     path(TENANT + "usage/", views.usage, name="tenant-usage-page"),
     path(CLUSTER, views.cluster_detail, name="cluster-detail"),
     path(
+        CLUSTER + "manifests.yaml",
+        views.cluster_manifests_download,
+        name="cluster-manifests-download",
+    ),
+    path(
         CLUSTER + "<str:action>/",
         views.cluster_action,
         name="cluster-action",

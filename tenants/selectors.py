@@ -70,6 +70,15 @@ def flavor_list() -> QuerySet[GpuFlavor]:
     return GpuFlavor.objects.order_by("name")
 
 
+def unknown_flavor_message(name: str) -> str:
+    """Why ``name`` is no GPU flavor, naming the ones there are (API and dashboard alike)."""
+    names = list(flavor_list().values_list("name", flat=True))
+    shown = name if len(name) <= 40 else f"{name[:40]}..."
+    if not names:
+        return f"Unknown GPU type {shown!r}; the catalogue has no GPU types yet."
+    return f"Unknown GPU type {shown!r}; choose one of: {', '.join(names)}."
+
+
 def tenant_list(*, user: Any) -> QuerySet[Tenant]:
     """Tenants the user may see: their own, or all for platform admins."""
     return Tenant.objects.visible_to(user).order_by("slug")

@@ -30,6 +30,7 @@ from tenants.selectors import (
     is_platform_admin,
     role_in_tenant,
     role_may_grant,
+    unknown_flavor_message,
 )
 
 if TYPE_CHECKING:
@@ -481,7 +482,7 @@ def quota_set(
     seen: set[str] = set()
     for index, line in enumerate(flavors):
         if line.flavor not in known:
-            errors[f"flavors.{index}.flavor"] = [f"No flavor named {line.flavor!r}."]
+            errors[f"flavors.{index}.flavor"] = [unknown_flavor_message(line.flavor)]
         elif line.flavor in seen:
             errors[f"flavors.{index}.flavor"] = [f"Flavor {line.flavor!r} is listed twice."]
         seen.add(line.flavor)

@@ -44,6 +44,7 @@ from clusters.admission.snapshot import (
     Running,
     Snapshot,
 )
+from clusters.admission.words import count, plural
 
 # A request that can never fit still sits in the queue (a quota may have shrunk after it
 # was accepted); it is shown with the nearest waiting reason.
@@ -52,6 +53,13 @@ _NEVER_TO_REASON = {
     NODE_SIZE: CAPACITY,
     USER_CAP: USER_CAP,
 }
+
+
+def _free(amount: Decimal | int, noun: str, what: str = "free") -> str:
+    """``no h100 GPUs are free``, ``1 h100 GPU is free``, ``2 h100 nodes are entirely free``."""
+    if amount <= 0:
+        return f"no {plural(noun, 0)} are {what}"
+    return f"{count(amount, noun)} {'is' if amount == 1 else 'are'} {what}"
 
 
 def _minutes(seconds: float) -> str:
@@ -100,15 +108,15 @@ class _Pass:
             if cap is not None and led.user_clusters[who] + 1 > cap:
                 return (
                     USER_CAP,
-                    f"Its owner already runs {led.user_clusters[who]} dev clusters in "
-                    f"{p.tenant}, the most one engineer may run at once.",
+                    f"Its owner already runs {count(led.user_clusters[who], 'dev cluster')} "
+                    f"in {p.tenant}, the most one engineer may run at once.",
                     ("u", p.tenant, str(p.owner)),
                 )
             gcap = tenant.max_dev_gpus_per_user
             if gcap is not None and led.user_gpus[who] + p.gpus > gcap:
                 return (
                     USER_CAP,
-                    f"Its owner already holds {fmt(led.user_gpus[who])} dev GPUs in "
+                    f"Its owner already holds {count(led.user_gpus[who], 'dev GPU')} in "
                     f"{p.tenant}; with {fmt(p.gpus)} more they would pass the limit of "
                     f"{gcap} per engineer.",
                     ("u", p.tenant, str(p.owner)),
@@ -142,8 +150,8 @@ class _Pass:
             verb = "is" if short == 1 else "are"
             return (
                 TENANT_QUOTA,
-                f"{p.tenant} is using {fmt(used)} of its {nominal} {p.flavor} GPUs{may}: "
-                f"{fmt(short)} more {verb} needed.",
+                f"{p.tenant} is using {fmt(used)} of its {count(nominal, p.flavor + ' GPU')}"
+                f"{may}: {fmt(short)} more {verb} needed.",
                 ("t", *key),
             )
         ckey = (tenant.cohort, p.flavor)
@@ -154,11 +162,29 @@ class _Pass:
                 if reclaim is not None:
                     return reclaim
             unused = max(cohort_total - led.cohort_usage[ckey], Decimal(0))
+            gpus = f"{p.flavor} GPU"
+            if unused:
+                left = (
+                    f"only {fmt(unused)} of the {tenant.cohort} cohort's "
+                    f"{count(cohort_total, gpus)} {'is' if unused == 1 else 'are'} unused"
+                )
+            elif cohort_total == 1:
+                left = f"the {tenant.cohort} cohort's only {gpus} is in use"
+            else:
+                left = (
+                    f"the {tenant.cohort} cohort has no unused {plural(gpus, 0)} "
+                    f"(all {cohort_total} are in use)"
+                )
+            lacking = used + p.gpus - nominal
+            asks = (
+                f"{p.tenant} would have to borrow {count(lacking, gpus)}"
+                if lacking > 0
+                # Within its own quota, but the borrowers' clusters cannot be reclaimed.
+                else f"{p.tenant} is within its nominal {p.flavor} quota"
+            )
             return (
                 COHORT_QUOTA,
-                f"{p.tenant} would have to borrow {fmt(used + p.gpus - nominal)} {p.flavor} "
-                f"GPUs, but only {fmt(unused)} of the {tenant.cohort} cohort's {cohort_total} "
-                "are unused.",
+                f"{asks}, but {left}.",
                 ("c", *ckey),
             )
         free = led.free.get(p.flavor)
@@ -166,8 +192,8 @@ class _Pass:
             if p.gpus > free:
                 return (
                     CAPACITY,
-                    f"No room on the fleet: {fmt(max(free, Decimal(0)))} {p.flavor} GPUs are "
-                    f"free and this cluster needs {fmt(p.gpus)}.",
+                    f"No room on the fleet: {_free(free, f'{p.flavor} GPU')} and this "
+                    f"cluster needs {fmt(p.gpus)}.",
                     ("f", p.flavor),
                 )
             nodes = led.whole_free_nodes(p.flavor)
@@ -175,7 +201,7 @@ class _Pass:
                 return (
                     CAPACITY,
                     f"No room on the fleet: a production worker takes a whole node and "
-                    f"{max(nodes, 0)} {p.flavor} nodes are entirely free; {p.workers} are "
+                    f"{_free(nodes, f'{p.flavor} node', 'entirely free')}; {p.workers} are "
                     "needed.",
                     ("f", p.flavor),
                 )

@@ -25,6 +25,7 @@ from clusters.admission.snapshot import (
     Snapshot,
     TenantQ,
 )
+from clusters.admission.words import count, number
 
 # A pool is what a request draws from and what an aged request may hold for itself:
 # ("t", tenant, flavor) tenant GPU quota, ("c", cohort, flavor) the cohort's nominal GPUs,
@@ -34,8 +35,7 @@ Pool = tuple[str, ...]
 
 def fmt(amount: Decimal | int) -> str:
     """A quantity for a message: ``8``, ``0.5``, never ``8.000`` or ``1E+1``."""
-    text = format(Decimal(amount).normalize(), "f")
-    return text
+    return number(amount)
 
 
 class Ledger:
@@ -135,16 +135,17 @@ class Ledger:
             reasons.append(
                 (
                     NODE_SIZE,
-                    f"One worker asks for {fmt(p.worker_gpus)} GPUs but a {flavor.name} node "
-                    f"has {flavor.gpus_per_node}.",
+                    f"One worker asks for {count(p.worker_gpus, 'GPU')} but a {flavor.name} "
+                    f"node has {flavor.gpus_per_node}.",
                 )
             )
         elif p.kind == PROD and p.workers > flavor.node_count:
             reasons.append(
                 (
                     NODE_SIZE,
-                    f"A production cluster takes one whole node per worker: {p.workers} "
-                    f"workers need {p.workers} {flavor.name} nodes and the fleet has "
+                    f"A production cluster takes one whole node per worker: "
+                    f"{count(p.workers, 'worker')} need "
+                    f"{count(p.workers, f'{flavor.name} node')} and the fleet has "
                     f"{flavor.node_count}.",
                 )
             )
@@ -152,8 +153,8 @@ class Ledger:
             reasons.append(
                 (
                     NODE_SIZE,
-                    f"It needs {fmt(p.gpus)} {flavor.name} GPUs and the whole fleet has "
-                    f"{flavor.total_gpus}.",
+                    f"It needs {count(p.gpus, f'{flavor.name} GPU')} and the whole fleet "
+                    f"has {flavor.total_gpus}.",
                 )
             )
         tenant = self.tenant(p.tenant)
@@ -166,15 +167,15 @@ class Ledger:
             reasons.append(
                 (
                     TENANT_TOTAL,
-                    f"It needs {fmt(p.gpus)} {p.flavor} GPUs; {p.tenant} may hold at most "
-                    f"{limit} ({nominal} nominal plus what it may borrow).",
+                    f"It needs {count(p.gpus, f'{p.flavor} GPU')}; {p.tenant} may hold at "
+                    f"most {limit} ({nominal} nominal plus what it may borrow).",
                 )
             )
         if tenant.cpu_quota and p.cpu > tenant.cpu_quota:
             reasons.append(
                 (
                     TENANT_TOTAL,
-                    f"It needs {fmt(p.cpu)} CPU cores; {p.tenant}'s CPU quota is "
+                    f"It needs {count(p.cpu, 'CPU core')}; {p.tenant}'s CPU quota is "
                     f"{tenant.cpu_quota}.",
                 )
             )
@@ -194,8 +195,8 @@ class Ledger:
                 reasons.append(
                     (
                         USER_CAP,
-                        f"It needs {fmt(p.gpus)} GPUs; an engineer of {p.tenant} may hold "
-                        f"at most {cap} dev GPUs.",
+                        f"It needs {count(p.gpus, 'GPU')}; an engineer of {p.tenant} may "
+                        f"hold at most {count(cap, 'dev GPU')}.",
                     )
                 )
         return reasons

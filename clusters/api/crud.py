@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters import selectors, services
+from clusters import selectors, services, shapes
 from clusters.api.output import ClusterOut
 from clusters.filters import ClusterFilter
 from controlplane.api.serializers import StrictSerializer
@@ -23,9 +24,23 @@ from tenants.models import Role
 
 
 class ExtendIn(StrictSerializer):
-    """Body of ``POST .../extend/``."""
+    """Body of ``POST .../extend/``: the bounds of :func:`shapes.validate_extend_hours`."""
 
-    hours = serializers.IntegerField(min_value=1, max_value=24 * 365)
+    hours = serializers.IntegerField(
+        min_value=shapes.MIN_HOURS,
+        max_value=shapes.MAX_HOURS,
+        # Every way of getting ``hours`` wrong reads as the one rule, in the dashboard too.
+        error_messages={
+            key: shapes.EXTEND_HOURS_MESSAGE
+            for key in ("invalid", "min_value", "max_value", "max_string_length")
+        },
+    )
+
+    def validate_hours(self, value: int) -> int:
+        try:
+            return shapes.validate_extend_hours(value)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict["hours"]) from exc
 
 
 class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):

@@ -2,30 +2,44 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import Any
+from typing import Any, NoReturn
 
-from django.conf import settings
-from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from clusters import shapes
 from clusters.models import ClusterKind
 from tenants.models import GpuFlavor
+from tenants.selectors import unknown_flavor_message
+
+
+class FlavorField(serializers.SlugRelatedField):
+    """A GPU flavor by name; an unknown name is refused naming the flavors there are."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(slug_field="name", queryset=GpuFlavor.objects.all(), **kwargs)
+
+    def fail(self, key: str, **kwargs: Any) -> NoReturn:
+        if key == "does_not_exist":
+            raise serializers.ValidationError(
+                unknown_flavor_message(str(kwargs.get("value", ""))), code=key
+            )
+        super().fail(key, **kwargs)
+        raise AssertionError("unreachable")  # fail() always raises
 
 
 class ClusterCreateInput(serializers.Serializer):
     """``{name?, kind, flavor, workers, min_workers, max_workers, gpu_fraction, ttl_hours}``.
 
     Unknown fields are refused (a typo like ``max_worker`` must not silently create a
-    fixed-size cluster). The shape rules live in :func:`shapes.validate_request`; this
-    serializer only parses, resolves the flavor by name and maps errors to fields. The
-    tenant comes from the URL, never from the body: pass it in ``context["tenant"]``.
+    fixed-size cluster). This serializer only parses and resolves the flavor by name:
+    every rule (shape, name, policy, caps) is checked once, by
+    :func:`clusters.services.cluster_request_check`, which create and dry-run both call,
+    so that the two report a request's faults alike and all at once.
     """
 
     name = serializers.CharField(required=False, allow_blank=False, max_length=253)
     kind = serializers.ChoiceField(choices=ClusterKind.choices, default=ClusterKind.DEV)
-    flavor = serializers.SlugRelatedField(slug_field="name", queryset=GpuFlavor.objects.all())
+    flavor = FlavorField()
     workers = serializers.IntegerField(default=1, min_value=0, max_value=1024)
     min_workers = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=0, max_value=1024
@@ -37,7 +51,11 @@ class ClusterCreateInput(serializers.Serializer):
         max_digits=4, decimal_places=3, required=False, allow_null=True, default=None
     )
     ttl_hours = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=1, max_value=24 * 365
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=shapes.MIN_HOURS,
+        max_value=shapes.MAX_HOURS,
     )
 
     def to_internal_value(self, data: Any) -> Any:
@@ -46,27 +64,6 @@ class ClusterCreateInput(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({field: ["Unknown field."] for field in unknown})
         return super().to_internal_value(data)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        tenant = self.context["tenant"]
-        fraction: Decimal | None = attrs.get("gpu_fraction")
-        try:
-            shapes.validate_request(
-                tenant=tenant,
-                flavor=attrs["flavor"],
-                kind=attrs["kind"],
-                workers=attrs["workers"],
-                min_workers=attrs.get("min_workers"),
-                max_workers=attrs.get("max_workers"),
-                gpu_fraction=fraction,
-                ttl_hours=attrs.get("ttl_hours"),
-                name=attrs.get("name"),
-                image=None,
-                kai_enabled=self.context.get("kai_enabled", settings.KAI_ENABLED),
-            )
-        except DjangoValidationError as exc:
-            raise serializers.ValidationError(exc.message_dict) from exc
-        return attrs
 
 
 class ManifestsOutput(serializers.Serializer):

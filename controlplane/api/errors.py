@@ -55,6 +55,8 @@ def error_body(code: str, message: str, fields: dict[str, list[str]] | None = No
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler producing the single error format."""
+    # A service's ValidationError may name a more precise code than "invalid".
+    invalid_code = getattr(exc, "error_code", "invalid")
     if isinstance(exc, RequestDataTooBig):
         exc = exceptions.ValidationError({"non_field_errors": ["The request body is too large."]})
         exc.status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
@@ -79,7 +81,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         else:
             first = next(iter(fields.items()), ("", ["Invalid input."]))
             where = "" if first[0] == "non_field_errors" else f"{first[0]}: "
-            response.data = error_body("invalid", f"{where}{first[1][0]}", fields)
+            response.data = error_body(invalid_code, f"{where}{first[1][0]}", fields)
         return response
     detail = getattr(exc, "detail", str(exc))
     code = "error"

@@ -11,7 +11,7 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 
-from clusters.admission import format_eta
+from clusters.admission import format_eta, words
 
 register = template.Library()
 
@@ -60,6 +60,12 @@ def gpus(amount: Any) -> str:
     if amount is None:
         return "0"
     return format(Decimal(amount).normalize(), "f")
+
+
+@register.filter
+def counted(amount: Any, noun: str) -> str:
+    """``1 GPU-hour``, ``2.5 GPU-hours``: the same wording as the services' messages."""
+    return words.count(amount if amount is not None else 0, noun)
 
 
 @register.simple_tag

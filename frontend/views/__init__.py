@@ -6,6 +6,7 @@ from frontend.views.clusters import (
     cluster_action,
     cluster_detail,
     cluster_dry_run,
+    cluster_manifests_download,
     cluster_new,
 )
 from frontend.views.pages import cluster_list, global_queue, home, queue, usage
@@ -15,6 +16,7 @@ __all__ = [
     "cluster_detail",
     "cluster_dry_run",
     "cluster_list",
+    "cluster_manifests_download",
     "cluster_new",
     "global_queue",
     "home",

@@ -1,6 +1,7 @@
-"""One cluster: the new-cluster form with its live verdict, the detail page and the
-buttons (suspend, resume, extend, delete). Each button is a POST into the service the
-API calls; the services decide who may do what, the page only hides what would fail."""
+"""One cluster: the new-cluster form with its live verdict, the detail page (a deleted
+cluster's final record included), its manifests and the buttons (suspend, resume,
+extend, delete). Each button is a POST into the service the API calls; the services
+decide who may do what, the page only hides what would fail."""
 
 from __future__ import annotations
 
@@ -12,16 +13,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
 from clusters import selectors, services
+from clusters.kube.manifests import cluster_manifests, to_yaml
 from clusters.models import ClusterRequest
 from clusters.states import LIVE, State
-from clusters.verdicts import dry_run_verdict
+from clusters.verdicts import dry_run_verdict, manifest_options
 from controlplane.exceptions import ServiceConflict
-from frontend.forms import ClusterForm
+from frontend.forms import ClusterForm, ExtendForm
 from frontend.views.common import HtmxHttpRequest, TenantPage, tenant_page
 
 EXTEND_CHOICES = (4, 24)
@@ -34,7 +35,7 @@ def _form(page: TenantPage, data: Any = None) -> ClusterForm:
 def _require_requester(page: TenantPage) -> None:
     # Viewers get no form at all; the service would refuse their submission anyway.
     if not page.may_request:
-        raise PermissionDenied("Requesting clusters needs the engineer role.")
+        raise PermissionDenied(services.requester_refusal(tenant=page.tenant, role=page.role))
 
 
 @login_required
@@ -71,56 +72,114 @@ def cluster_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 def cluster_dry_run(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """The verdict panel for the form as it stands (htmx posts here as the user types).
 
-    Same function as ``POST .../clusters/dry-run/``; nothing is written.
+    Same function as ``POST .../clusters/dry-run/``, which runs submission's checks
+    first: what submission would refuse, the panel shows as refused, for the same
+    reason. Nothing is written.
     """
     page = tenant_page(request, slug)
     _require_requester(page)
     form = _form(page, request.POST)
     verdict = None
+    refusal = None
     if form.is_valid():
         try:
             verdict = dry_run_verdict(tenant=page.tenant, owner=request.user, attrs=form.attrs())
         except ValidationError as exc:
             form.add_service_errors(exc)
+        except (ServiceConflict, PermissionDenied) as exc:
+            refusal = {
+                "code": getattr(exc, "code", "permission_denied"),
+                "message": getattr(exc, "message", str(exc)),
+            }
     return render(
-        request, "frontend/partials/verdict.html", page.context(form=form, verdict=verdict)
+        request,
+        "frontend/partials/verdict.html",
+        page.context(form=form, verdict=verdict, refusal=refusal),
     )
 
 
-def _cluster(page: TenantPage, name: str) -> ClusterRequest:
-    queryset = selectors.cluster_detail_queryset(tenant=page.tenant).exclude(state=State.DELETED)
-    return get_object_or_404(queryset, name=name)
+def _pk(request: HttpRequest) -> int | None:
+    raw = request.GET.get("id", "")
+    return int(raw) if raw.isdigit() and len(raw) < 19 else None
+
+
+def _cluster(page: TenantPage, name: str, *, pk: int | None = None) -> ClusterRequest:
+    """The cluster a page shows, deleted ones included; a 404 that says what is missing."""
+    cluster = selectors.cluster_for_page(tenant=page.tenant, name=name, pk=pk)
+    if cluster is None:
+        raise Http404(f"{page.tenant.name} has no cluster named {name!r}.")
+    return cluster
+
+
+def _live_cluster(page: TenantPage, name: str) -> ClusterRequest:
+    """A cluster that buttons may act on: never a deleted one."""
+    cluster = _cluster(page, name)
+    if cluster.state == State.DELETED:
+        raise Http404(f"{name} was deleted; nothing can be done to it any more.")
+    return cluster
+
+
+def _detail_context(request: HttpRequest, page: TenantPage, cluster: ClusterRequest) -> dict:
+    return page.context(
+        cluster=cluster,
+        endpoints=selectors.cluster_endpoints(cluster),
+        may_manage=services.can_manage(actor=request.user, cluster=cluster),
+        may_extend=services.can_extend(cluster),
+        is_live=cluster.state in LIVE,
+        is_final=cluster.state == State.DELETED,
+        extend_choices=EXTEND_CHOICES,
+        events=list(cluster.events.all())[::-1],
+        gpu_hours=selectors.cluster_gpu_hours(cluster),
+    )
+
+
+def _detail_page(
+    request: HttpRequest, page: TenantPage, cluster: ClusterRequest, status: int = 200
+) -> HttpResponse:
+    context = _detail_context(request, page, cluster)
+    if cluster.state != State.DELETED:
+        context["manifests_yaml"] = to_yaml(cluster_manifests(cluster, **manifest_options()))
+    return render(request, "frontend/cluster_detail.html", context, status=status)
 
 
 @login_required
 def cluster_detail(request: HtmxHttpRequest, slug: str, name: str) -> HttpResponse:
-    """State and why, queue place, connection details, expiry, buttons and history; the
-    live part is re-fetched by htmx every few seconds."""
+    """State and why, queue place, connection details, expiry, usage, buttons, history
+    and manifests; the live part is re-fetched by htmx every few seconds until the
+    cluster is deleted, when the page becomes its final, read-only record."""
     page = tenant_page(request, slug)
-    cluster = _cluster(page, name)
-    context = page.context(
-        cluster=cluster,
-        endpoints=selectors.cluster_endpoints(cluster),
-        may_manage=services.can_manage(actor=request.user, cluster=cluster),
-        is_live=cluster.state in LIVE,
-        extend_choices=EXTEND_CHOICES,
-        events=list(cluster.events.all())[::-1],
-        manifests_url=reverse(
-            "cluster-manifests", kwargs={"tenant_slug": page.tenant.slug, "name": cluster.name}
-        )
-        + "?format=yaml",
-    )
+    cluster = _cluster(page, name, pk=_pk(request))
     if request.htmx:
+        context = _detail_context(request, page, cluster)
+        # The flash messages above the fragment ("… is queued") were about the state the
+        # page was drawn in: once the state moves on, the poll's answer removes them.
+        seen = request.GET.get("seen")
+        context["clear_messages"] = bool(seen) and seen != cluster.state
         return render(request, "frontend/partials/cluster_live.html", context)
-    return render(request, "frontend/cluster_detail.html", context)
+    return _detail_page(request, page, cluster)
+
+
+@login_required
+@require_GET
+def cluster_manifests_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
+    """The cluster's Kubernetes objects as a YAML file (``kubectl apply -f`` ready)."""
+    page = tenant_page(request, slug)
+    cluster = _live_cluster(page, name)
+    response = HttpResponse(
+        to_yaml(cluster_manifests(cluster, **manifest_options())),
+        content_type="application/yaml; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="{cluster.name}.yaml"'
+    return response
 
 
 def _extend(request: HttpRequest, cluster: ClusterRequest) -> ClusterRequest:
-    try:
-        hours = int(request.POST.get("hours", ""))
-    except ValueError:
-        raise ValidationError({"hours": "Choose how many hours to add."}) from None
-    return services.cluster_extend(actor=request.user, cluster=cluster, hours=hours)
+    form = ExtendForm(request.POST)
+    if not form.is_valid():
+        raise ValidationError(list(form.errors["hours"]))
+    return services.cluster_extend(
+        actor=request.user, cluster=cluster, hours=form.cleaned_data["hours"]
+    )
 
 
 ACTIONS: dict[str, tuple[Callable[[HttpRequest, ClusterRequest], ClusterRequest], str]] = {
@@ -144,18 +203,20 @@ ACTIONS: dict[str, tuple[Callable[[HttpRequest, ClusterRequest], ClusterRequest]
 @require_POST
 def cluster_action(request: HtmxHttpRequest, slug: str, name: str, action: str) -> HttpResponse:
     """Run one button's service. A refusal by role is the service's 403; a refusal by
-    state (409) or value (400) comes back as a message on the detail page."""
+    state (409) or value (400) is the detail page with the reason, under that status;
+    success redirects to the detail page."""
     page = tenant_page(request, slug)
-    cluster = _cluster(page, name)
     if action not in ACTIONS:
-        raise Http404("No such action.")
+        raise Http404(f"There is no {action!r} action on a cluster.")
+    cluster = _live_cluster(page, name)
     run, done = ACTIONS[action]
     try:
         cluster = run(request, cluster)
     except ServiceConflict as exc:
         messages.error(request, exc.message)
+        return _detail_page(request, page, _cluster(page, name, pk=cluster.pk), status=409)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
-    else:
-        messages.success(request, done)
+        return _detail_page(request, page, _cluster(page, name, pk=cluster.pk), status=400)
+    messages.success(request, done)
     return redirect("cluster-detail", slug=page.tenant.slug, name=cluster.name)

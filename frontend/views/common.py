@@ -8,7 +8,9 @@ from typing import Any
 from django.http import Http404, HttpRequest
 from django_htmx.middleware import HtmxDetails
 
-from tenants.models import Role, Tenant
+from clusters import services
+from clusters.models import ClusterKind
+from tenants.models import Tenant
 from tenants.selectors import role_in_tenant
 
 
@@ -28,7 +30,7 @@ class TenantPage:
     @property
     def may_request(self) -> bool:
         """Engineers and admins request clusters; viewers only read."""
-        return self.role is not None and Role.rank(self.role) >= Role.rank(Role.ENGINEER)
+        return services.may_request(role=self.role, kind=ClusterKind.DEV)
 
     def context(self, **extra: Any) -> dict[str, Any]:
         """The template context every tenant page starts from."""
@@ -40,5 +42,5 @@ def tenant_page(request: HttpRequest, slug: str) -> TenantPage:
     page never confirms that another tenant exists (STYLE 3)."""
     tenant = Tenant.objects.visible_to(request.user).filter(slug=slug).first()
     if tenant is None:
-        raise Http404("No such tenant.")
+        raise Http404(f"You are not a member of a tenant called {slug!r}.")
     return TenantPage(tenant=tenant, role=role_in_tenant(user=request.user, tenant=tenant))

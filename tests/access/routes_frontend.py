@@ -43,6 +43,9 @@ ROUTES = {
     TENANT + "clusters/{name}/": Route(
         session=True, methods={"GET": Case(READ, kwargs=_acme_cluster)}
     ),
+    TENANT + "clusters/{name}/manifests.yaml": Route(
+        session=True, methods={"GET": Case(READ, kwargs=_acme_cluster)}
+    ),
     TENANT + "clusters/{name}/{action}/": Route(
         session=True,
         methods={

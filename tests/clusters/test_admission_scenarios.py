@@ -53,8 +53,9 @@ def test_cohort_quota_when_the_borrower_finds_nothing_unused() -> None:
     )
     status = decide(snap).waiting[10]
     assert status.reason == COHORT_QUOTA
-    assert "borrow 4 h100 GPUs, but only 0 of the default cohort's 32 are unused" in (
-        status.message
+    assert status.message == (
+        "globex would have to borrow 4 h100 GPUs, but the default cohort has no unused "
+        "h100 GPUs (all 32 are in use)."
     )
     assert status.eta is None  # the running clusters have no TTL: unknown
 
@@ -86,7 +87,7 @@ def test_capacity_for_a_prod_cluster_needs_whole_free_nodes() -> None:
     )
     status = decide(snap).waiting[10]
     assert status.reason == CAPACITY
-    assert "1 h100 nodes are entirely free; 2 are needed" in status.message
+    assert "1 h100 node is entirely free; 2 are needed" in status.message
 
 
 @pytest.mark.parametrize(

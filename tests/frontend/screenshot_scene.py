@@ -40,7 +40,7 @@ pytestmark = [
 def _ready(cluster: ClusterRequest) -> None:
     cluster.refresh_from_db()
     transition(cluster, State.PROVISIONING, reason="applied", message="RayCluster applied")
-    transition(cluster, State.READY, reason="ready", message="head and 1 worker(s) ready")
+    transition(cluster, State.READY, reason="ready", message="head and 1 worker ready")
 
 
 def _scene() -> None:
@@ -51,7 +51,7 @@ def _scene() -> None:
     tenant_update(
         actor=users["admin"],
         tenant=vision,
-        changes={"max_dev_clusters_per_user": 4, "max_dev_gpus_per_user": 4},
+        changes={"max_dev_clusters_per_user": 4, "max_dev_gpus_per_user": 8},
     )
     vision.refresh_from_db()
     h100, l4 = GpuFlavor.objects.get(name="h100"), GpuFlavor.objects.get(name="l4")
@@ -111,5 +111,7 @@ def test_screenshots(page: Any, live_server: Any, browser_env: None) -> None:
     page.goto(f"{base}/t/vision/clusters/new/")
     page.get_by_label("Workers").fill("2")
     page.get_by_label("Workers").press("Tab")
+    # Wait for the verdict on two workers, not the one the form loaded with.
+    expect(page.locator("#verdict")).to_contain_text("borrow 2 h100 GPUs")
     expect(page.locator("#verdict [data-verdict]")).to_have_attribute("data-verdict", "will_queue")
     page.screenshot(path=str(out / "new-cluster.png"), full_page=True)

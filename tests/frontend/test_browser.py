@@ -62,3 +62,89 @@ def test_request_a_cluster_and_watch_it_leave_the_queue(
     run_admission_pass()
     expect(state).to_have_attribute("data-state", "admitted", timeout=10_000)
     expect(page.locator("h1")).to_contain_text(re.compile("admitted"))
+
+
+def test_suspend_asks_first_and_a_deleted_cluster_keeps_its_page(
+    page: Any, live_server: Any, browser_env: None, bob: Any, ready_cluster: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    from clusters.states import State
+    from tests.frontend.test_pages import _finish_deletion
+
+    base = live_server.url
+    sign_in(page, base, "bob")
+    page.goto(f"{base}/t/acme/clusters/bob-ready/")
+    state = page.locator("#cluster-live [data-state]")
+    expect(state).to_have_attribute("data-state", "ready")
+    # Suspend asks first; saying no changes nothing.
+    questions: list[str] = []
+
+    def answer(dialog: Any, accept: bool) -> None:
+        questions.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda d: answer(d, False))
+    page.get_by_role("button", name="Suspend").click()
+    expect(state).to_have_attribute("data-state", "ready")
+    assert questions and questions[0].startswith("Suspend bob-ready?")
+    ready_cluster.refresh_from_db()
+    assert ready_cluster.state == State.READY
+    page.once("dialog", lambda d: answer(d, True))
+    page.get_by_role("button", name="Suspend").click()
+    expect(state).to_have_attribute("data-state", "suspended")
+    # Delete asks too; then the page follows the deletion to its end, without a 404.
+    page.once("dialog", lambda d: answer(d, True))
+    page.get_by_role("button", name="Delete").click()
+    expect(state).to_have_attribute("data-state", "deleting")
+    assert questions[-1].startswith("Delete bob-ready?")
+    _finish_deletion(ready_cluster)
+    expect(state).to_have_attribute("data-state", "deleted", timeout=10_000)
+    expect(page.get_by_text("This page is its final record")).to_be_visible()
+    expect(page.locator("#main button")).to_have_count(0)
+    # The flash message of the suspension belonged to a state long gone.
+    expect(page.locator("#messages")).to_have_count(0)
+    # The deleted filter of the list leads back to it.
+    page.goto(f"{base}/t/acme/?state=deleted")
+    page.get_by_role("link", name="bob-ready").click()
+    expect(page.locator("#cluster-live [data-state]")).to_have_attribute("data-state", "deleted")
+    expect(page.get_by_role("heading", name="History")).to_be_visible()
+
+
+def test_the_queued_banner_goes_once_admitted(
+    page: Any, live_server: Any, browser_env: None, bob: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    base = live_server.url
+    sign_in(page, base, "bob")
+    page.goto(f"{base}/t/acme/clusters/new/")
+    page.get_by_label("Name").fill("bob-banner")
+    page.get_by_role("button", name="Request cluster").click()
+    page.wait_for_url(f"{base}/t/acme/clusters/bob-banner/")
+    banner = page.get_by_text("bob-banner is queued.")
+    expect(banner).to_be_visible()
+    run_admission_pass()
+    expect(page.locator("#cluster-live [data-state]")).to_have_attribute(
+        "data-state", "admitted", timeout=10_000
+    )
+    expect(banner).to_have_count(0)
+
+
+def test_a_viewer_is_told_why_they_cannot_request(
+    page: Any, live_server: Any, browser_env: None, vera: Any, settings: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    settings.DEBUG = False
+    base = live_server.url
+    sign_in(page, base, "vera")
+    response = page.goto(f"{base}/t/acme/clusters/new/")
+    assert response is not None and response.status == 403
+    expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
+    expect(page.locator(".reason-text")).to_have_text(
+        "Requesting a cluster needs the engineer role in Acme Research; you are a viewer."
+    )
+    response = page.goto(f"{base}/t/acme/clusters/nope/")
+    assert response is not None and response.status == 404
+    expect(page.locator(".reason-text")).to_have_text("Acme Research has no cluster named 'nope'.")

@@ -290,7 +290,8 @@ def test_refusal_by_state_is_a_message(bob: Any, ready_cluster: Any) -> None:
     client = client_for(bob)
     response = client.post("/t/acme/clusters/bob-ready/resume/", follow=True)
     assert "Only a suspended cluster can be resumed" in response.content.decode()
-    response = client.post("/t/acme/clusters/bob-ready/extend/", {"hours": 100000}, follow=True)
+    response = client.post("/t/acme/clusters/bob-ready/extend/", {"hours": 1000}, follow=True)
+    assert response.status_code == 400
     assert "maximum lifetime" in response.content.decode()
 
 
@@ -343,3 +344,206 @@ def test_platform_admins_see_every_tenants_queue(
     client.force_login(bob)
     assert client.get("/queue/").status_code == 404
     assert b"All tenants" not in client.get("/").content
+
+
+# --- extend: one rule for the hours, nothing to extend without a TTL (issue 10, 9 and 18)
+
+
+@pytest.mark.parametrize("hours", ["2147483648", "0", "-1", "abc", "", "4.5"])
+def test_extend_refuses_bad_hours_and_changes_nothing(
+    bob: Any, ready_cluster: Any, hours: str
+) -> None:
+    from clusters import shapes
+
+    before = (ready_cluster.ttl_hours, ready_cluster.expires_at, AuditEvent.objects.count())
+    response = client_for(bob).post("/t/acme/clusters/bob-ready/extend/", {"hours": hours})
+    assert response.status_code == 400
+    assert shapes.EXTEND_HOURS_MESSAGE in response.content.decode()
+    ready_cluster.refresh_from_db()
+    assert (ready_cluster.ttl_hours, ready_cluster.expires_at, AuditEvent.objects.count()) == before
+
+
+def test_extend_is_hidden_and_refused_without_a_ttl(alice: Any, request_cluster: Any) -> None:
+    forever = make_ready(request_cluster(alice, name="train", kind="prod", workers=1))
+    assert forever.ttl_hours is None and forever.expires_at is None
+    client = client_for(alice)
+    page = client.get("/t/acme/clusters/train/").content.decode()
+    assert "Suspend" in page and "+4 h" not in page and "Extend" not in page
+    assert "never (no time to live)" in page
+    response = client.post("/t/acme/clusters/train/extend/", {"hours": 4})
+    assert response.status_code == 409
+    assert "nothing to extend" in response.content.decode()
+    forever.refresh_from_db()
+    assert (forever.ttl_hours, forever.expires_at) == (None, None)
+
+
+# --- a deleted cluster's final page; the poll follows a deletion to its end (issue 10, 19)
+
+
+def _finish_deletion(cluster: Any) -> None:
+    """What the provision task does once the pods are gone."""
+    from django.utils import timezone
+
+    from clusters.transitions import transition
+
+    cluster.refresh_from_db()
+    transition(
+        cluster,
+        State.DELETED,
+        reason="deleted",
+        message="its pods are gone; GPUs released",
+        deleted_at=timezone.now(),
+    )
+
+
+def test_a_deleted_cluster_has_a_final_read_only_page(bob: Any, ready_cluster: Any) -> None:
+    client = client_for(bob)
+    url = "/t/acme/clusters/bob-ready/"
+    assert client.post(url + "delete/").status_code == 302
+    deleting = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-state="deleting"' in deleting and 'hx-trigger="every 3s"' in deleting
+    _finish_deletion(ready_cluster)
+    # The page's poll (and the page) move on to the final record: no 404.
+    poll = client.get(url + f"?id={ready_cluster.pk}&seen=deleting", HTTP_HX_REQUEST="true")
+    assert poll.status_code == 200
+    final = poll.content.decode()
+    assert 'data-state="deleted"' in final and "hx-trigger" not in final
+    page = client.get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "final record" in html and "badge-deleted" in html
+    assert "deleting → deleted" in html and "ready → deleting" in html  # the timeline
+    assert "GPU-hour" in html and 'data-gpu-hours="' in html  # its usage
+    assert "<button" not in html.split("<main")[1]  # no actions: nothing but the record
+    assert "Download YAML" not in html
+    # Buttons cannot act on it either.
+    assert client.post(url + "suspend/").status_code == 404
+
+
+def test_the_deleted_filter_links_to_each_deleted_clusters_page(
+    bob: Any, ready_cluster: Any, request_cluster: Any
+) -> None:
+    from clusters import services
+
+    client = client_for(bob)
+    services.cluster_delete(actor=bob, cluster=ready_cluster)
+    _finish_deletion(ready_cluster)
+    again = request_cluster(bob, name="bob-ready")  # the name is free again
+    listing = client.get("/t/acme/?state=deleted").content.decode()
+    link = f"/t/acme/clusters/bob-ready/?id={ready_cluster.pk}"
+    assert f'href="{link}"' in listing
+    assert 'data-state="deleted"' in client.get(link).content.decode()
+    # Without the id, the name means the live cluster.
+    live = client.get("/t/acme/clusters/bob-ready/").content.decode()
+    assert 'data-state="queued"' in live and again.state == State.QUEUED
+
+
+def test_the_queued_banner_goes_when_the_state_moves_on(bob: Any) -> None:
+    from clusters.admission_pass import run_admission_pass
+
+    client = client_for(bob)
+    response = client.post(
+        "/t/acme/clusters/new/", {"name": "bob-new", "kind": "dev", "flavor": "h100", "workers": 1}
+    )
+    page = client.get(response["Location"]).content.decode()
+    assert "bob-new is queued." in page and 'id="messages"' in page
+    cluster = ClusterRequest.objects.get(name="bob-new")
+    poll_url = f"/t/acme/clusters/bob-new/?id={cluster.pk}&seen=queued"
+    assert f'hx-get="{escape(poll_url)}"' in page
+    # Same state: the banner stays.
+    same = client.get(poll_url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'hx-swap-oob="delete"' not in same
+    run_admission_pass()
+    moved = client.get(poll_url, HTTP_HX_REQUEST="true").content.decode()
+    assert '<ul id="messages" hx-swap-oob="delete"></ul>' in moved
+    assert 'data-state="admitted"' in moved and "seen=admitted" in moved
+
+
+def test_suspend_and_delete_ask_first_without_inline_script(bob: Any, ready_cluster: Any) -> None:
+    import re
+
+    page = client_for(bob).get("/t/acme/clusters/bob-ready/").content.decode()
+    suspend = re.search(r'<form[^>]*action="[^"]*/suspend/"[^>]*>', page)
+    delete = re.search(r'<form[^>]*action="[^"]*/delete/"[^>]*>', page)
+    assert suspend and 'data-confirm="Suspend bob-ready?' in suspend.group(0)
+    assert delete and 'data-confirm="Delete bob-ready?' in delete.group(0)
+    assert "onclick" not in page and "onsubmit" not in page
+    assert "<script>" not in page  # the confirmation lives in gangway.js
+
+
+def test_manifests_are_shown_as_yaml_and_downloadable(
+    bob: Any, vera: Any, ready_cluster: Any, as_user: Any
+) -> None:
+    import yaml
+
+    page = client_for(vera).get("/t/acme/clusters/bob-ready/").content.decode()
+    assert "<details>" in page and '<pre class="yaml"><code>---' in page
+    assert "kind: RayCluster" in page
+    download = client_for(vera).get("/t/acme/clusters/bob-ready/manifests.yaml")
+    assert download.status_code == 200
+    assert download["Content-Disposition"] == 'attachment; filename="bob-ready.yaml"'
+    assert download["Content-Type"].startswith("application/yaml")
+    api = as_user(vera).get("/api/v1/tenants/acme/clusters/bob-ready/manifests/").json()
+    assert list(yaml.safe_load_all(download.content)) == api["manifests"]
+    assert client_for(vera).get("/t/acme/clusters/nope/manifests.yaml").status_code == 404
+
+
+# --- styled 403 and 404 pages that say why (issue 10, 19)
+
+
+def test_403_and_404_pages_say_why(
+    bob: Any, vera: Any, ready_cluster: Any, settings: Any, as_user: Any
+) -> None:
+    settings.DEBUG = False
+    viewer = client_for(vera)
+    response = viewer.get("/t/acme/clusters/new/")
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert "Not allowed" in html and 'class="top"' in html  # the dashboard's own page
+    assert (
+        "Requesting a cluster needs the engineer role in Acme Research; you are a viewer." in html
+    )
+    response = viewer.post("/t/acme/clusters/bob-ready/suspend/")
+    assert response.status_code == 403
+    assert "Only the cluster&#x27;s owner or a tenant admin may change it." in (
+        response.content.decode()
+    )
+    missing = client_for(bob).get("/t/acme/clusters/nope/")
+    assert missing.status_code == 404
+    assert "Acme Research has no cluster named &#x27;nope&#x27;." in missing.content.decode()
+    other = client_for(bob).get("/t/globex/")
+    assert other.status_code == 404 and "Not found" in other.content.decode()
+    assert "not a member of a tenant called &#x27;globex&#x27;" in other.content.decode()
+    nowhere = client_for(bob).get("/no/such/page/")
+    assert nowhere.status_code == 404 and "There is nothing here" in nowhere.content.decode()
+    # The API keeps its JSON error format, matched route or not.
+    api = as_user(bob).get("/api/v1/no-such-thing/")
+    assert api.status_code == 404 and api.json()["error"]["code"] == "not_found"
+    api = as_user(vera).post("/api/v1/tenants/acme/clusters/", {"flavor": "h100"}, format="json")
+    assert api.status_code == 403 and api.json()["error"]["code"] == "permission_denied"
+
+
+# --- messages in plain words (issue 10, 19)
+
+
+def test_the_verdict_names_fields_by_their_labels(bob: Any) -> None:
+    html = (
+        client_for(bob)
+        .post(VERDICT, {"kind": "dev", "flavor": "h100", "workers": 1, "ttl_hours": 500})
+        .content.decode()
+    )
+    assert 'data-verdict="invalid"' in html
+    assert "<li>Time to live: Between 1 and 72 hours" in html
+    assert "ttl_hours" not in html.split('id="verdict"')[-1]
+
+
+def test_an_unknown_flavor_names_the_flavors_there_are(bob: Any, as_user: Any) -> None:
+    expected = "Unknown GPU type &#x27;a100&#x27;; choose one of: h100, l4."
+    body = {"kind": "dev", "flavor": "a100", "workers": 1}
+    html = client_for(bob).post(VERDICT, body).content.decode()
+    assert f"<li>Flavor: {expected}</li>" in html
+    page = client_for(bob).post("/t/acme/clusters/new/", body)
+    assert page.status_code == 400 and expected in page.content.decode()
+    for url in ("/api/v1/tenants/acme/clusters/", "/api/v1/tenants/acme/clusters/dry-run/"):
+        error = as_user(bob).post(url, body, format="json").json()["error"]
+        assert error["fields"]["flavor"] == ["Unknown GPU type 'a100'; choose one of: h100, l4."]

@@ -160,6 +160,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON only, with bounded nesting and numbers (controlplane/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.JSONParser"],
     "DEFAULT_PAGINATION_CLASS": "controlplane.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [

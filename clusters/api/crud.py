@@ -19,6 +19,7 @@ from clusters import selectors, services
 from clusters.api.output import ClusterOut
 from clusters.filters import ClusterFilter
 from controlplane.api.serializers import StrictSerializer
+from controlplane.api.viewsets import bodyless
 from tenants.models import Role
 
 
@@ -78,12 +79,14 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
+    @bodyless
     def suspend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         cluster = services.cluster_suspend(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
         return self._out(cluster)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
+    @bodyless
     def resume(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         cluster = services.cluster_resume(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
         return self._out(cluster)

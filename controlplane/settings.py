@@ -172,6 +172,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "controlplane.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
+    # An unknown ?format= is a 406 naming the formats offered (not DRF's bare 404).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "controlplane.api.negotiation.ContentNegotiation",
     "DEFAULT_THROTTLE_RATES": {
         "auth": env_str("THROTTLE_AUTH", "20/min"),
         "write": env_str("THROTTLE_WRITE", "600/min"),

@@ -22,3 +22,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("frontend.urls")),
 ]
+
+# An unknown /api/ URL is a 404 in the API's error format (see controlplane/api/errors.py).
+handler404 = "controlplane.api.errors.not_found"

@@ -11,8 +11,9 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
-from rest_framework import exceptions, status
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -25,6 +26,23 @@ class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state."
     default_code = "conflict"
+
+
+class ErrorDetailOut(serializers.Serializer):
+    """What went wrong: a stable code, a sentence, and per-field messages if any."""
+
+    code = serializers.CharField()
+    message = serializers.CharField()
+    # DRF takes declared fields off the class, so this does not shadow Serializer.fields.
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
+
+
+class ErrorOut(serializers.Serializer):
+    """The body of every error response (documented on each operation of the schema)."""
+
+    error = ErrorDetailOut()
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -89,3 +107,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     message = str(detail) if not isinstance(detail, dict | list) else str(exc)
     response.data = error_body(code, message)
     return response
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's 404 handler: a URL under ``/api/`` that matches no route (a cluster name
+    that is not a DNS label, say) answers in the API's error format, not an HTML page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("not_found", "Not found."), status=404)
+    return page_not_found(request, exception)  # type: ignore[arg-type]

@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 from django.contrib.auth import authenticate
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from knox.auth import TokenAuthentication
 from rest_framework import permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -24,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.throttles import AuthThrottle, WriteThrottle
 from controlplane.api.viewsets import TenantScopedViewSet
 from tenants import selectors, services

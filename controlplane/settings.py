@@ -193,6 +193,8 @@ PERMISSIONS_POLICY: dict[str, list[str]] = {
     "usb": [],
     "xr-spatial-tracking": [],
 }
+# Database sessions that ignore a malformed session cookie (controlplane/sessions.py).
+SESSION_ENGINE = "controlplane.sessions"
 if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # /healthz, /readyz and /metrics are probed over plain HTTP inside the cluster.
@@ -249,20 +251,24 @@ if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
 # --- REST framework -------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "controlplane.api.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON only, with bounded nesting and numbers (controlplane/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.JSONParser"],
     "DEFAULT_PAGINATION_CLASS": "controlplane.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "controlplane.api.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "controlplane.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
+    # An unknown ?format= is a 406 naming the formats offered (not DRF's bare 404).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "controlplane.api.negotiation.ContentNegotiation",
     "DEFAULT_THROTTLE_RATES": {
         "auth": env_str("THROTTLE_AUTH", "20/min"),
         "write": env_str("THROTTLE_WRITE", "600/min"),

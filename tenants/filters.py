@@ -5,6 +5,7 @@ from __future__ import annotations
 import django_filters
 from django.contrib.auth import get_user_model
 
+from controlplane.api.filters import StrictBooleanFilter, UtcDateTimeFilter
 from tenants.models import AuditEvent, GpuFlavor, Membership, Role, Tenant
 
 
@@ -12,7 +13,7 @@ class UserFilter(django_filters.FilterSet):
     """Users by (part of) their username and by platform-admin flag."""
 
     username = django_filters.CharFilter(lookup_expr="icontains")
-    is_staff = django_filters.BooleanFilter()
+    is_staff = StrictBooleanFilter()
 
     class Meta:
         model = get_user_model()
@@ -23,7 +24,7 @@ class FlavorFilter(django_filters.FilterSet):
     """Flavors by GPU product and by whether they allow fractional GPUs."""
 
     gpu_product = django_filters.CharFilter()
-    sharing = django_filters.BooleanFilter()
+    sharing = StrictBooleanFilter()
 
     class Meta:
         model = GpuFlavor
@@ -56,8 +57,8 @@ class AuditEventFilter(django_filters.FilterSet):
     tenant = django_filters.CharFilter(field_name="tenant_slug")
     action = django_filters.CharFilter()
     actor = django_filters.CharFilter(field_name="actor_name")
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AuditEvent

@@ -18,8 +18,10 @@ from rest_framework.response import Response
 
 from clusters import selectors, services, shapes
 from clusters.api.output import ClusterOut
+from clusters.api.serializers import ClusterCreateInput
 from clusters.filters import ClusterFilter
 from controlplane.api.serializers import StrictSerializer
+from controlplane.api.viewsets import bodyless
 from tenants.models import Role
 
 
@@ -65,10 +67,8 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         fresh = selectors.cluster_detail_queryset(tenant=self.tenant).get(pk=cluster.pk)  # type: ignore[attr-defined]
         return Response(ClusterOut(fresh).data, status=code)
 
-    @extend_schema(responses=ClusterOut)
+    @extend_schema(request=ClusterCreateInput, responses={201: ClusterOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        from clusters.api.serializers import ClusterCreateInput
-
         body = ClusterCreateInput(data=request.data, context={"tenant": self.tenant})  # type: ignore[attr-defined]
         body.is_valid(raise_exception=True)
         data = body.validated_data
@@ -86,19 +86,21 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         )
         return self._out(cluster, status.HTTP_201_CREATED)
 
-    @extend_schema(responses=ClusterOut)
+    @extend_schema(responses={202: ClusterOut})
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         cluster = services.cluster_delete(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
         return self._out(cluster, status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
+    @bodyless
     def suspend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         cluster = services.cluster_suspend(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
         return self._out(cluster)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
+    @bodyless
     def resume(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         cluster = services.cluster_resume(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
         return self._out(cluster)

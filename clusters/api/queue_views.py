@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import generics, mixins, permissions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -93,35 +93,37 @@ class UsageOut(serializers.Serializer):
 class UsagePeriodIn(serializers.Serializer):
     """Query parameters of the usage endpoint."""
 
-    since = serializers.DateTimeField(required=False)
-    until = serializers.DateTimeField(required=False)
+    since = serializers.DateTimeField(
+        required=False, help_text="ISO 8601; default: 30 days before until."
+    )
+    until = serializers.DateTimeField(required=False, help_text="ISO 8601; default: now.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         until = attrs.get("until") or timezone.now()
-        since = attrs.get("since") or until - timedelta(days=30)
+        try:
+            since = attrs.get("since") or until - timedelta(days=30)
+        except OverflowError:  # until in the first 30 days of year 1
+            raise serializers.ValidationError({"until": "Out of the supported range."}) from None
         if since >= until:
             raise serializers.ValidationError({"since": "Must be before until."})
         return {"since": since, "until": until}
 
 
 class TenantUsageViewSet(TenantScopedViewSet):
-    """GPU-hours per user and flavor for a tenant (chargeback)."""
+    """GPU-hours per user and flavor for a tenant (chargeback): one summary object, so it
+    is routed as ``retrieve`` (neither paginated nor filtered)."""
 
-    action_roles = {"list": Role.VIEWER}
+    action_roles = {"retrieve": Role.VIEWER}
     serializer_class = UsageOut
+    pagination_class = None
+    filter_backends: list[Any] = []
     queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
 
     def scoped_queryset(self, tenant: Any) -> Any:
         return ClusterRequest.objects.none()
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("since", str, description="ISO 8601; default: 30 days before until"),
-            OpenApiParameter("until", str, description="ISO 8601; default: now"),
-        ],
-        responses=UsageOut,
-    )
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    @extend_schema(parameters=[UsagePeriodIn], responses=UsageOut)
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         period = UsagePeriodIn(data=request.query_params)
         period.is_valid(raise_exception=True)
         summary = selectors.usage_summary(tenant=self.tenant, **period.validated_data)

@@ -2,16 +2,22 @@
 
 The body is one multi-document stream of the Kubernetes objects (the ``manifests`` of
 the response), so ``curl ... | kubectl apply -f -`` works. Anything that is not a
-manifests response (an error) is rendered as a single YAML document.
+manifests response (an error) is rendered as a single YAML document, through the JSON
+encoder first so that every type a response may hold (Decimal, datetime, UUID, lazy
+strings) reads exactly as it does in JSON.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework.renderers import BaseRenderer
+from rest_framework.settings import api_settings
+from rest_framework.utils.encoders import JSONEncoder
 
 from clusters.kube.manifests import to_yaml
 
@@ -33,4 +39,37 @@ class YAMLRenderer(BaseRenderer):
             return b""
         if isinstance(data, dict) and isinstance(data.get("manifests"), list):
             return to_yaml(data["manifests"]).encode()
-        return yaml.safe_dump(data, sort_keys=True, default_flow_style=False).encode()
+        plain = json.loads(json.dumps(data, cls=JSONEncoder))
+        return yaml.safe_dump(plain, sort_keys=True, default_flow_style=False).encode()
+
+
+# The renderers of the endpoints that return manifests (the manifests of a request, and
+# the dry-run's): the API's own plus YAML. Other endpoints offer no YAML (a 406).
+MANIFEST_RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, YAMLRenderer]
+
+
+# What each YAML document of the stream is. OpenAPI describes one document per body, so
+# this is the schema of every document (today the stream holds one: the RayCluster).
+KUBERNETES_OBJECT = {
+    "type": "object",
+    "description": "A Kubernetes object; the body holds one YAML document per object.",
+    "required": ["apiVersion", "kind", "metadata"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+    },
+}
+
+
+def manifest_responses(serializer: Any) -> dict[tuple[int, str], Any]:
+    """The schema of a manifests endpoint's 200: ``serializer`` as JSON; as YAML, the
+    manifests alone, one document each."""
+    return {
+        (200, "application/json"): OpenApiResponse(
+            serializer,
+            description="As JSON; with `?format=yaml` (or `Accept: application/yaml`) the "
+            "`manifests` alone, as one multi-document YAML stream for `kubectl apply -f -`.",
+        ),
+        (200, "application/yaml"): KUBERNETES_OBJECT,
+    }

@@ -18,7 +18,7 @@ urlpatterns = [
     ),
     path(
         "tenants/<slug:tenant_slug>/usage/",
-        TenantUsageViewSet.as_view({"get": "list"}),
+        TenantUsageViewSet.as_view({"get": "retrieve"}),
         name="tenant-usage",
     ),
     path("queue/", GlobalQueueView.as_view(), name="queue"),

@@ -14,12 +14,11 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters.api.crud import ClusterCrudMixin
-from clusters.api.renderers import YAMLRenderer
+from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import ClusterCreateInput, DryRunOutput, ManifestsOutput
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
@@ -36,7 +35,6 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet):
     queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
     lookup_field = "name"
     lookup_value_regex = DNS_LABEL_PATTERN
-    renderer_classes = [JSONRenderer, YAMLRenderer]
     action_roles = {
         **ClusterCrudMixin.crud_roles,
         "dry_run": Role.ENGINEER,
@@ -46,8 +44,8 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet):
     def scoped_queryset(self, tenant: Tenant) -> Any:
         return cluster_detail_queryset(tenant=tenant).exclude(state="deleted")
 
-    @extend_schema(request=ClusterCreateInput, responses=DryRunOutput)
-    @action(detail=False, methods=["post"], url_path="dry-run")
+    @extend_schema(request=ClusterCreateInput, responses=manifest_responses(DryRunOutput))
+    @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
     def dry_run(self, request: Request, tenant_slug: str) -> Response:
         """Would this request start now, queue (where, until when) or never fit? Writes nothing.
 
@@ -62,8 +60,8 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet):
         result = dry_run_verdict(tenant=self.tenant, owner=request.user, attrs=body.validated_data)
         return Response(result, status=status.HTTP_200_OK)
 
-    @extend_schema(request=None, responses=ManifestsOutput)
-    @action(detail=True, methods=["get"])
+    @extend_schema(request=None, responses=manifest_responses(ManifestsOutput))
+    @action(detail=True, methods=["get"], renderer_classes=MANIFEST_RENDERERS)
     def manifests(self, request: Request, tenant_slug: str, name: str) -> Response:
         """The Kubernetes objects of an existing request, as they are applied."""
         cluster = self.get_object()

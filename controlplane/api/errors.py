@@ -12,7 +12,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -25,6 +25,23 @@ class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state."
     default_code = "conflict"
+
+
+class ErrorDetailOut(serializers.Serializer):
+    """What went wrong: a stable code, a sentence, and per-field messages if any."""
+
+    code = serializers.CharField()
+    message = serializers.CharField()
+    # DRF takes declared fields off the class, so this does not shadow Serializer.fields.
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
+
+
+class ErrorOut(serializers.Serializer):
+    """The body of every error response (documented on each operation of the schema)."""
+
+    error = ErrorDetailOut()
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:

@@ -32,3 +32,11 @@ class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
 
 class StrictModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     """A model-backed input serializer that refuses unknown keys."""
+
+
+class EmptyBodyIn(StrictSerializer):
+    """The body of an action that takes none (suspend, resume): absent or ``{}``.
+
+    Any key is an unknown field, so ``{"hours": 4}`` sent to the wrong action is a 400
+    rather than a suspend that looks like it honoured the hours.
+    """

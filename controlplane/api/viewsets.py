@@ -9,16 +9,33 @@ existence. Subclasses implement :meth:`scoped_queryset` and may not override
 
 from __future__ import annotations
 
-from functools import cached_property
+from collections.abc import Callable
+from functools import cached_property, wraps
 from typing import Any, ClassVar
 
 from django.http import Http404
 from rest_framework import permissions, viewsets
 from rest_framework.request import Request
 
+from controlplane.api.serializers import EmptyBodyIn
 from controlplane.api.throttles import WriteThrottle
 from tenants.models import Role, Tenant
 from tenants.selectors import role_in_tenant
+
+
+def bodyless(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Marks a POST action that takes no body: any key in one is a 400 naming it.
+
+    Apply it under ``@action`` and document the action with ``extend_schema(request=None)``;
+    tests/access/test_bodies.py sends a key to every body-less route of the access tables.
+    """
+
+    @wraps(handler)
+    def checked(self: Any, request: Request, *args: Any, **kwargs: Any) -> Any:
+        EmptyBodyIn(data=request.data).is_valid(raise_exception=True)
+        return handler(self, request, *args, **kwargs)
+
+    return checked
 
 
 class HasTenantRole(permissions.BasePermission):

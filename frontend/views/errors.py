@@ -33,8 +33,10 @@ def _reason(exception: Exception | None, status: int) -> str:
 def _answer(request: HttpRequest, exception: Exception | None, status: int) -> HttpResponse:
     reason = _reason(exception, status)
     if request.path.startswith("/api/"):
-        code = "not_found" if status == 404 else "permission_denied"
-        return JsonResponse(error_body(code, reason), status=status)
+        # Only a path that matches no API route gets here: the API's own not-found body.
+        if status == 404:
+            return JsonResponse(error_body("not_found", "Not found."), status=404)
+        return JsonResponse(error_body("permission_denied", reason), status=403)
     return render(request, f"{status}.html", {"status": status, "reason": reason}, status=status)
 
 

@@ -2,12 +2,29 @@
 
 Routes are spelled out with ``path()`` rather than a router so that each URL, its
 converters and its methods read at a glance (and so that the route-matrix test sees
-exactly these patterns).
+exactly these patterns). Converters admit only what the identifier can be (a slug, a
+username), so that a URL naming anything else, a NUL byte say, is a 404 before it
+reaches a query.
 """
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from tenants.api import views
+
+
+class UsernameConverter:
+    """A username as Django's validator allows it: letters, digits and ``@.+-_``."""
+
+    regex = r"[\w.@+-]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(UsernameConverter, "username")
 
 urlpatterns = [
     path("auth/token/", views.TokenView.as_view(), name="auth-token"),
@@ -29,7 +46,7 @@ urlpatterns = [
         name="flavors",
     ),
     path(
-        "flavors/<str:name>/",
+        "flavors/<slug:name>/",
         views.FlavorViewSet.as_view(
             {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
         ),
@@ -41,22 +58,22 @@ urlpatterns = [
         name="tenants",
     ),
     path(
-        "tenants/<str:slug>/",
+        "tenants/<slug:slug>/",
         views.TenantViewSet.as_view({"get": "retrieve", "patch": "partial_update"}),
         name="tenant",
     ),
     path(
-        "tenants/<str:tenant_slug>/members/",
+        "tenants/<slug:tenant_slug>/members/",
         views.MemberViewSet.as_view({"get": "list", "post": "create"}),
         name="members",
     ),
     path(
-        "tenants/<str:tenant_slug>/members/<str:username>/",
+        "tenants/<slug:tenant_slug>/members/<username:username>/",
         views.MemberViewSet.as_view({"delete": "destroy"}),
         name="member",
     ),
     path(
-        "tenants/<str:tenant_slug>/quotas/",
+        "tenants/<slug:tenant_slug>/quotas/",
         views.QuotaViewSet.as_view({"get": "retrieve", "put": "update"}),
         name="quotas",
     ),

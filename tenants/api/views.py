@@ -21,7 +21,6 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from knox.auth import TokenAuthentication
 from knox.models import AuthToken
 from rest_framework import permissions, status, viewsets
 from rest_framework.decorators import action
@@ -30,6 +29,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.throttles import AuthThrottle, WriteThrottle
 from controlplane.api.viewsets import TenantScopedViewSet
 from tenants import lockout, selectors, services

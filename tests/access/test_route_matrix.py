@@ -205,7 +205,8 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
     response = client.generic(
         method,
         url,
-        data=None if body is None else json.dumps(body),
+        # No body is an empty one (``None`` would be sent as the four bytes "None").
+        data="" if body is None else json.dumps(body),
         content_type="application/json",
     )
     assert response.status_code == expected, (

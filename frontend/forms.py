@@ -37,7 +37,11 @@ class ClusterForm(forms.Form):
         required=False, min_value=0, max_value=1024, help_text="Production autoscaling only."
     )
     max_workers = forms.IntegerField(
-        required=False, min_value=0, max_value=1024, help_text="Production autoscaling only."
+        required=False,
+        min_value=0,
+        max_value=1024,
+        help_text="Production autoscaling only. The quota is charged for max workers, "
+        "so the cluster can always grow to it.",
     )
     gpu_fraction = forms.DecimalField(
         required=False,

@@ -312,9 +312,12 @@ def cluster_requeue_evicted(
             cluster,
             State.QUEUED,
             reason=reason,
-            message=f"{text}. Its GPUs were released; it waits to be admitted again.",
+            message=f"{text}. Its GPUs were released; it waits to be admitted again."[:500],
             admitted_at=None,
             ready_at=None,
+            # Its TTL starts again when Kueue admits it again (as after a resume).
+            expires_at=None,
+            expiry_warned_at=None,
             queue_position=None,
             queue_flavor_position=None,
             queue_reason=queue_reason,

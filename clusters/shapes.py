@@ -21,6 +21,9 @@ from django.core.exceptions import ValidationError
 # Ray head: no GPU, modest CPU and memory; runs on a CPU node.
 HEAD_CPU = Decimal("2")
 HEAD_MEMORY_GIB = Decimal("8")
+# The in-tree autoscaler, a sidecar KubeRay adds to an autoscaling cluster's head pod.
+AUTOSCALER_CPU = Decimal("0.5")
+AUTOSCALER_MEMORY_GIB = Decimal("0.5")
 # What a production worker leaves to the node's system daemons and the kubelet.
 NODE_RESERVE_CPU = Decimal("2")
 NODE_RESERVE_MEMORY_GIB = Decimal("8")
@@ -151,19 +154,24 @@ def demand(
     """The gang's total request at its largest size (admission charges this).
 
     Every place that counts a request against quotas, the cohort or the fleet (the row's
-    ``gpus``/``cpu``/``memory_gib``, the admission pass, the dry-run) reads it from here.
+    ``gpus``/``cpu``/``memory_gib``, the admission pass, the dry-run) reads it from here:
+    the head (with the autoscaler's sidecar when it autoscales) and every worker it may
+    ever run.
     """
-    size = charged_workers(
+    _, low, high = replica_bounds(
         kind=kind, workers=workers, min_workers=min_workers, max_workers=max_workers
     )
     worker = worker_resources(kind=kind, flavor=flavor, gpu_fraction=gpu_fraction)
-    gpus = Decimal(worker.gpus) * size
+    gpus = Decimal(worker.gpus) * high
     if worker.gpu_fraction is not None:
-        gpus = worker.gpu_fraction * size
+        gpus = worker.gpu_fraction * high
+    head_cpu, head_memory = HEAD_CPU, HEAD_MEMORY_GIB
+    if low != high:
+        head_cpu, head_memory = head_cpu + AUTOSCALER_CPU, head_memory + AUTOSCALER_MEMORY_GIB
     return Demand(
         gpus=gpus,
-        cpu=HEAD_CPU + worker.cpu * size,
-        memory_gib=HEAD_MEMORY_GIB + worker.memory_gib * size,
+        cpu=head_cpu + worker.cpu * high,
+        memory_gib=head_memory + worker.memory_gib * high,
     )
 
 

@@ -130,8 +130,9 @@ def test_an_autoscaling_cluster_is_charged_for_its_largest_size(
         gpu_fraction=None,
     )
     fixed = shapes.demand(kind="prod", flavor=H100, workers=charged, gpu_fraction=None)
-    assert need == fixed
-    assert need.gpus == 8 * charged
+    sidecar = (Decimal("0.5"), Decimal("0.5")) if (low, high) != (None, None) else (0, 0)
+    assert need.gpus == fixed.gpus == 8 * charged
+    assert (need.cpu, need.memory_gib) == (fixed.cpu + sidecar[0], fixed.memory_gib + sidecar[1])
 
 
 def test_kueue_admits_fixed_sizes_only() -> None:

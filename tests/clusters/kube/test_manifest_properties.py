@@ -195,6 +195,11 @@ def test_the_charge_is_the_most_the_raycluster_may_ever_run(cluster: Any) -> Non
             memory += _gib(container["resources"]["requests"]["memory"]) * count
         if fraction is not None:
             gpus += Decimal(fraction) * count
+    sidecar = obj["spec"].get("autoscalerOptions", {}).get("resources", {}).get("requests")
+    if sidecar:  # KubeRay adds it to the head pod
+        cpu += _cpu(sidecar["cpu"])
+        memory += _gib(sidecar["memory"])
+        pods += 1
     assert charged.gpus == gpus
     # Quantities are written in millicores and whole MiB, rounded down: the charge may
     # exceed the pods' requests by less than that, never fall short.

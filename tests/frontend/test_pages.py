@@ -335,3 +335,14 @@ def test_platform_admins_see_every_tenants_queue(
     client.force_login(bob)
     assert client.get("/queue/").status_code == 404
     assert b"All tenants" not in client.get("/").content
+
+
+def test_an_autoscaling_cluster_shows_its_range_and_its_whole_charge(alice: Any) -> None:
+    response = client_for(alice).post(
+        "/t/acme/clusters/new/",
+        {"name": "serve", "kind": "prod", "flavor": "h100", "workers": 1, "max_workers": 2},
+    )
+    assert response.status_code == 302, response.content
+    page = client_for(alice).get("/t/acme/clusters/serve/").content.decode()
+    assert "(autoscaling 1\N{EN DASH}2)" in page  # it never shrinks below its start
+    assert "<dd>16, charged for all it may grow to</dd>" in page

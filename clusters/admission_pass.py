@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from clusters import admission as adm
 from clusters.models import ClusterRequest
-from clusters.queueing import admit, apply_reclaim, apply_waiting, build_snapshot
+from clusters.queueing import admit, apply_earmarks, apply_reclaim, apply_waiting, build_snapshot
 from clusters.states import State
 from controlplane import metrics
 
@@ -72,6 +72,7 @@ def run_admission_pass() -> PassResult:
         for pk in result.admitted:
             metrics.ADMITTED.labels(chosen[pk].tenant.slug).inc()
         apply_waiting(queued, decision)
+        apply_earmarks(decision, now=now)
         result.waiting = len(decision.waiting)
         result.suspended = apply_reclaim(decision, now=now)
         metrics.ADMISSION_PASSES.inc()

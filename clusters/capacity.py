@@ -96,15 +96,18 @@ def free_for_admission(
 ) -> tuple[Decimal | None, int | None]:
     """Free GPUs and nodes the pass may hand out for a flavor.
 
-    Always bounded by the catalogue (its GPUs less what admitted clusters hold). When the
-    cluster was observed recently, also by what it reported free less what admitted
-    clusters will still take but whose pods are not bound yet (``unplaced``).
+    Always bounded by the catalogue (its GPUs less what admitted clusters hold, an
+    autoscaling cluster at its largest size). When the cluster was observed recently, also
+    by what it reported free less what admitted clusters will still take but whose pods
+    are not bound yet (``unplaced``). Whole free nodes never exceed what those GPUs fill:
+    a node an autoscaling cluster may still grow onto looks free, but is not.
     """
     if not flavor.node_count:
         return None, None
-    gpus = Decimal(flavor.total_gpus) - held
+    gpus = max(Decimal(flavor.total_gpus) - held, Decimal(0))
     nodes: int | None = None
     if fresh(flavor) and flavor.observed_free_gpus is not None:
-        gpus = min(gpus, Decimal(flavor.observed_free_gpus) - unplaced)
+        gpus = max(min(gpus, Decimal(flavor.observed_free_gpus) - unplaced), Decimal(0))
         nodes = max((flavor.observed_free_nodes or 0) - unplaced_nodes, 0)
-    return max(gpus, Decimal(0)), nodes
+        nodes = min(nodes, int(gpus // flavor.gpus_per_node))
+    return gpus, nodes

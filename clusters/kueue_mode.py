@@ -5,7 +5,8 @@ ClusterQueue per tenant, a LocalQueue per tenant namespace and the WorkloadPrior
 from its own tables, labels each RayCluster with its queue, and folds Kueue's verdicts
 into the rows: a queued request becomes ``admitted`` when its Workload is admitted; while
 it waits, its position comes from Kueue's visibility API and its reason from the
-Workload's ``QuotaReserved`` condition. Users see the same fields in either mode.
+Workload's ``QuotaReserved`` condition; a running one that Kueue evicts goes back to
+``queued`` with Kueue's reason. Users see the same fields in either mode.
 """
 
 from __future__ import annotations
@@ -84,8 +85,52 @@ def _condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def is_admitted(workload: dict[str, Any]) -> bool:
-    """Whether Kueue admitted the Workload (quota reserved and admission checks passed)."""
+    """Whether Kueue admitted the Workload (quota reserved and admission checks passed)
+    and is not evicting it (an evicted Workload keeps ``Admitted`` until its job stopped)."""
+    if _condition(workload, "Evicted").get("status") == "True":
+        return False
     return _condition(workload, "Admitted").get("status") == "True"
+
+
+def eviction(workload: dict[str, Any]) -> tuple[str, str] | None:
+    """Kueue's reason and message when it took a running cluster's quota back, else None.
+
+    Kueue marks an eviction with the ``Evicted`` condition (reason ``Preempted``,
+    ``PodsReadyTimeout``, ``InactiveWorkload``, ...). A Workload that lost its reservation
+    without one (Kueue replaced it, say) counts too, with ``QuotaReserved``'s reason.
+    """
+    evicted = _condition(workload, "Evicted")
+    if evicted.get("status") == "True":
+        return str(evicted.get("reason") or "Evicted"), str(evicted.get("message") or "")
+    if (workload.get("status") or {}).get("admission"):
+        return None
+    reserved = _condition(workload, "QuotaReserved")
+    return (
+        str(reserved.get("reason") or "Pending"),
+        str(reserved.get("message") or "its Workload no longer holds quota"),
+    )
+
+
+def fold_eviction(cluster: ClusterRequest, workload: dict[str, Any] | None) -> bool:
+    """Put a running cluster that Kueue evicted back in the queue; True when it did.
+
+    Kueue suspends the RayCluster and requeues its Workload: the row follows, gives its
+    GPUs back (its usage span closes) and waits, with Kueue's reason, until Kueue admits
+    it again (then it goes through ``admitted`` and ``provisioning`` with a new span).
+    """
+    from clusters.services import cluster_requeue_evicted
+
+    found = eviction(workload) if workload is not None else None
+    if found is None:
+        return False
+    reason, message = found
+    cluster_requeue_evicted(
+        cluster=cluster,
+        reason=reason,
+        message=message,
+        queue_reason=_reason(message),
+    )
+    return True
 
 
 def pending_positions(gw: Gateway, namespaces: set[str]) -> dict[tuple[str, str], dict[str, Any]]:

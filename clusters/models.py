@@ -92,6 +92,12 @@ class ClusterRequest(TenantOwned):
     queue_reason = models.CharField(max_length=32, blank=True)
     queue_message = models.CharField(max_length=500, blank=True)
     queue_eta = models.DateTimeField(null=True, blank=True)
+    earmarked_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set while borrowed quota is being (or was) reclaimed for this queued "
+        "request: what the reclaim frees is promised to it until it is admitted.",
+    )
     reclaim_after = models.DateTimeField(
         null=True,
         blank=True,

@@ -2,10 +2,11 @@
 
 :func:`build_snapshot` reads one query per table (tenants, flavors, quotas, clusters
 holding GPUs, queued clusters) into the pure dataclasses of :mod:`clusters.admission`;
-:func:`apply_decision` writes the outcome back: admitted rows move to ``admitted``,
-waiting rows get their position, reason, message and ETA, and reclaim victims are
-warned, then suspended once their grace period has passed. The same snapshot serves
-the dry-run, so a verdict is computed by the very code the next pass runs.
+:func:`admit` and the ``apply_*`` functions write the outcome back: admitted rows move to
+``admitted``, waiting rows get their position, reason, message and ETA (and the earmark
+of a request that reclaimed capacity is promised to), and reclaim victims are warned,
+then suspended once their grace period has passed. The same snapshot serves the
+dry-run, so a verdict is computed by the very code the next pass runs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters import admission as adm
-from clusters import capacity
+from clusters import capacity, shapes
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.states import State
 from clusters.transitions import note, transition
@@ -41,11 +42,14 @@ def _pending(
     memory_gib: Decimal,
     priority: int,
     workers: int,
+    min_workers: int | None,
+    max_workers: int | None,
     gpu_fraction: Decimal | None,
     ttl_hours: int | None,
+    earmarked: bool = False,
 ) -> adm.Pending:
     """The pure view of one request; a worker's GPUs are a whole node (prod), a fraction
-    or one GPU (dev)."""
+    or one GPU (dev). An autoscaling cluster counts at its largest size, like its ``gpus``."""
     if kind == ClusterKind.PROD:
         worker_gpus = Decimal(gpus_per_node)
     else:
@@ -61,9 +65,12 @@ def _pending(
         cpu=Decimal(cpu),
         memory_gib=Decimal(memory_gib),
         priority=priority,
-        workers=workers,
+        workers=shapes.charged_workers(
+            kind=kind, workers=workers, min_workers=min_workers, max_workers=max_workers
+        ),
         worker_gpus=worker_gpus,
         ttl=timedelta(hours=ttl_hours) if ttl_hours else None,
+        earmarked=earmarked,
     )
 
 
@@ -82,8 +89,23 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
         memory_gib=row.memory_gib,
         priority=row.priority,
         workers=row.workers,
+        min_workers=row.min_workers,
+        max_workers=row.max_workers,
         gpu_fraction=row.gpu_fraction,
         ttl_hours=row.ttl_hours,
+        earmarked=row.earmarked_at is not None,
+    )
+
+
+def _nodes(row: ClusterRequest) -> int:
+    """Whole nodes a cluster is charged for: a prod cluster's workers at its largest size."""
+    if row.kind != ClusterKind.PROD:
+        return 0
+    return shapes.charged_workers(
+        kind=row.kind,
+        workers=row.workers,
+        min_workers=row.min_workers,
+        max_workers=row.max_workers,
     )
 
 
@@ -112,8 +134,11 @@ _QUEUED_FIELDS = (
     "memory_gib",
     "priority",
     "workers",
+    "min_workers",
+    "max_workers",
     "gpu_fraction",
     "ttl_hours",
+    "earmarked_at",
 )
 _QUEUE_FIELDS = (
     "queue_position",
@@ -146,8 +171,11 @@ def _queued() -> tuple[list[adm.Pending], list[QueuedRow]]:
                 memory_gib=values["memory_gib"],
                 priority=values["priority"],
                 workers=values["workers"],
+                min_workers=values["min_workers"],
+                max_workers=values["max_workers"],
                 gpu_fraction=values["gpu_fraction"],
                 ttl_hours=values["ttl_hours"],
+                earmarked=values["earmarked_at"] is not None,
             )
         )
         queue = tuple(values[f] for f in _QUEUE_FIELDS)
@@ -219,8 +247,7 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
         held[row.flavor.name] += row.gpus
         if row.state in (State.ADMITTED, State.PROVISIONING):
             unplaced[row.flavor.name] += row.gpus
-            if row.kind == ClusterKind.PROD:
-                unplaced_nodes[row.flavor.name] += row.workers
+            unplaced_nodes[row.flavor.name] += _nodes(row)
     free = {
         f.name: capacity.free_for_admission(
             f, held=held[f.name], unplaced=unplaced[f.name], unplaced_nodes=unplaced_nodes[f.name]
@@ -264,7 +291,7 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
                 priority=r.priority,
                 admitted_at=r.admitted_at,
                 expires_at=r.expires_at,
-                nodes=r.workers if r.kind == ClusterKind.PROD else 0,
+                nodes=_nodes(r),
                 suspend_at=r.reclaim_after,
             )
             for r in holding
@@ -320,6 +347,19 @@ def apply_waiting(queued: list[QueuedRow], decision: adm.Decision) -> None:
             "WHERE id = %s AND state = %s",
             [(*r.queue, r.id, State.QUEUED.value) for r in changed],
         )
+
+
+def apply_earmarks(decision: adm.Decision, *, now: datetime) -> None:
+    """Keep the mark on the requests reclaimed capacity is promised to, drop it elsewhere.
+
+    The next pass reads it (``Pending.earmarked``), so the promise outlives this pass;
+    admission clears it (:func:`admit`).
+    """
+    queued = ClusterRequest.objects.unscoped().filter(state=State.QUEUED)
+    queued.filter(pk__in=decision.earmarked, earmarked_at__isnull=True).update(earmarked_at=now)
+    queued.filter(earmarked_at__isnull=False).exclude(pk__in=decision.earmarked).update(
+        earmarked_at=None
+    )
 
 
 def apply_reclaim(decision: adm.Decision, *, now: datetime) -> list[int]:
@@ -388,6 +428,7 @@ def admit(rows: list[ClusterRequest], *, now: datetime) -> list[int]:
             queue_reason="",
             queue_message="",
             queue_eta=None,
+            earmarked_at=None,
         ):
             done.append(row.pk)
     return done

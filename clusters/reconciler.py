@@ -12,6 +12,7 @@ namespaces — never a GET per cluster), records the free GPU capacity per flavo
 * warns owners once when a cluster is about to expire, and deletes clusters whose TTL
   ran out (reason ``expired``);
 * keeps each tenant's namespace bundle (ResourceQuota and all) in step with its quota;
+* in Kueue mode, puts a running cluster whose Workload Kueue evicted back in the queue;
 * deletes managed RayClusters that no live row wants (orphans).
 It returns what it did, so the task can run an admission pass when capacity freed.
 """
@@ -33,7 +34,7 @@ from clusters.kube import labels
 from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.services import cluster_delete
-from clusters.states import LIVE, State
+from clusters.states import HOLDS_QUOTA, LIVE, State
 from clusters.transitions import note, transition
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class Report:
     deleted: list[int] = field(default_factory=list)
     expired: list[int] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    evicted: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -166,6 +168,14 @@ def reconcile_once(gw: Gateway | None = None) -> Report:
         try:
             if kueue and cluster.state in (State.QUEUED, State.SUSPENDED):
                 _reconcile_kueue_row(cluster, rc_by_key.get(key), workloads, positions, gw)
+                continue
+            if (
+                kueue
+                and cluster.state in HOLDS_QUOTA
+                and rc_by_key.get(key) is not None
+                and kueue_mode.fold_eviction(cluster, workloads.get(key))
+            ):
+                report.evicted.append(cluster.pk)
                 continue
             _reconcile_row(
                 cluster, rc_by_key.get(key), pods_by_key.get(key, []), events, gw, report, now

@@ -1,4 +1,5 @@
-"""Writes on cluster requests: create, delete, suspend, resume, extend.
+"""Writes on cluster requests: create, delete, suspend, resume, extend, and Kueue's
+evictions.
 
 Each service is atomic, audits in the same transaction, moves state only through
 :func:`clusters.transitions.transition`, and nudges the Celery tasks after commit (the
@@ -225,9 +226,15 @@ def build_request(
         name=name,
         image=settings.RAY_IMAGE_DEFAULT,
         kai_enabled=settings.KAI_ENABLED,
+        kueue=settings.QUEUE_MODE == "kueue",
     )
     need = shapes.demand(
-        kind=kind, flavor=shapes.flavor_spec(flavor), workers=workers, gpu_fraction=gpu_fraction
+        kind=kind,
+        flavor=shapes.flavor_spec(flavor),
+        workers=workers,
+        min_workers=min_workers,
+        max_workers=max_workers,
+        gpu_fraction=gpu_fraction,
     )
     return ClusterRequest(
         tenant=tenant,
@@ -389,6 +396,50 @@ def cluster_suspend(
         audit_record(actor=actor, action="cluster.suspend", obj=cluster, tenant=cluster.tenant)
         _nudge_provision(cluster.pk)
         _nudge_admission()
+    return cluster
+
+
+def cluster_requeue_evicted(
+    *, cluster: ClusterRequest, reason: str, message: str, queue_reason: str
+) -> ClusterRequest:
+    """Kueue evicted a running cluster: back to ``queued`` with Kueue's reason.
+
+    Its GPUs are released and its usage span closed by the move; the RayCluster stays
+    (Kueue has suspended it and will admit it again). ``reason`` is Kueue's (e.g.
+    ``Preempted``), ``message`` the Workload's; ``queue_reason`` the queue code shown
+    until the next reconcile reads Kueue's verdict again.
+    """
+    with transaction.atomic():
+        cluster = _locked(cluster)
+        if cluster.state not in (State.ADMITTED, State.PROVISIONING, State.READY):
+            return cluster
+        text = (
+            f"Kueue evicted it ({reason}): {message}" if message else f"Kueue evicted it ({reason})"
+        )
+        if not transition(
+            cluster,
+            State.QUEUED,
+            reason=reason,
+            message=f"{text}. Its GPUs were released; it waits to be admitted again."[:500],
+            admitted_at=None,
+            ready_at=None,
+            # Its TTL starts again when Kueue admits it again (as after a resume).
+            expires_at=None,
+            expiry_warned_at=None,
+            queue_position=None,
+            queue_flavor_position=None,
+            queue_reason=queue_reason,
+            queue_message=f"Kueue: {message or reason}"[:500],
+            queue_eta=None,
+        ):
+            return cluster
+        audit_record(
+            actor=None,
+            action="cluster.evict",
+            obj=cluster,
+            tenant=cluster.tenant,
+            data={"reason": reason, "message": message[:500]},
+        )
     return cluster
 
 

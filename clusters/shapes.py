@@ -21,6 +21,9 @@ from django.core.exceptions import ValidationError
 # Ray head: no GPU, modest CPU and memory; runs on a CPU node.
 HEAD_CPU = Decimal("2")
 HEAD_MEMORY_GIB = Decimal("8")
+# The in-tree autoscaler, a sidecar KubeRay adds to an autoscaling cluster's head pod.
+AUTOSCALER_CPU = Decimal("0.5")
+AUTOSCALER_MEMORY_GIB = Decimal("0.5")
 # What a production worker leaves to the node's system daemons and the kubelet.
 NODE_RESERVE_CPU = Decimal("2")
 NODE_RESERVE_MEMORY_GIB = Decimal("8")
@@ -67,7 +70,8 @@ class WorkerResources:
 
 @dataclass(frozen=True)
 class Demand:
-    """What the whole gang (head and all workers at ``workers``) requests."""
+    """What the whole gang requests at its largest size (head and :func:`charged_workers`
+    workers): what admission charges against quotas, the cohort and the fleet."""
 
     gpus: Decimal
     cpu: Decimal
@@ -129,16 +133,50 @@ def worker_resources(
     return WorkerResources(gpus=1, gpu_fraction=None, cpu=per_gpu_cpu, memory_gib=per_gpu_mem)
 
 
-def demand(*, kind: str, flavor: FlavorSpec, workers: int, gpu_fraction: Decimal | None) -> Demand:
-    """The gang's total request with ``workers`` workers (admission charges this)."""
+def charged_workers(
+    *, kind: str, workers: int, min_workers: int | None = None, max_workers: int | None = None
+) -> int:
+    """How many workers a request is charged for: the most it may ever run.
+
+    A fixed-size cluster runs ``workers``; an autoscaling production cluster may grow to
+    ``max_workers`` without asking anyone, so it is charged that, and can never grow past
+    its tenant's quota, the cohort or the fleet.
+    """
+    return replica_bounds(
+        kind=kind, workers=workers, min_workers=min_workers, max_workers=max_workers
+    )[2]
+
+
+def demand(
+    *,
+    kind: str,
+    flavor: FlavorSpec,
+    workers: int,
+    gpu_fraction: Decimal | None,
+    min_workers: int | None = None,
+    max_workers: int | None = None,
+) -> Demand:
+    """The gang's total request at its largest size (admission charges this).
+
+    Every place that counts a request against quotas, the cohort or the fleet (the row's
+    ``gpus``/``cpu``/``memory_gib``, the admission pass, the dry-run) reads it from here:
+    the head (with the autoscaler's sidecar when it autoscales) and every worker it may
+    ever run.
+    """
+    _, low, high = replica_bounds(
+        kind=kind, workers=workers, min_workers=min_workers, max_workers=max_workers
+    )
     worker = worker_resources(kind=kind, flavor=flavor, gpu_fraction=gpu_fraction)
-    gpus = Decimal(worker.gpus) * workers
+    gpus = Decimal(worker.gpus) * high
     if worker.gpu_fraction is not None:
-        gpus = worker.gpu_fraction * workers
+        gpus = worker.gpu_fraction * high
+    head_cpu, head_memory = HEAD_CPU, HEAD_MEMORY_GIB
+    if low != high:
+        head_cpu, head_memory = head_cpu + AUTOSCALER_CPU, head_memory + AUTOSCALER_MEMORY_GIB
     return Demand(
         gpus=gpus,
-        cpu=HEAD_CPU + worker.cpu * workers,
-        memory_gib=HEAD_MEMORY_GIB + worker.memory_gib * workers,
+        cpu=head_cpu + worker.cpu * high,
+        memory_gib=head_memory + worker.memory_gib * high,
     )
 
 
@@ -327,6 +365,7 @@ def validate_request(
     image: str | None,
     kai_enabled: bool,
     image_allowlist: Sequence[str] | None = None,
+    kueue: bool = False,
 ) -> None:
     """Refuse a cluster request whose shape is wrong or can never fit, saying why.
 
@@ -334,7 +373,9 @@ def validate_request(
     row or :class:`FlavorSpec`) and raises ``ValidationError`` with one message per
     offending field. Per-user caps and quotas need queries and live with admission.
     ``image_allowlist`` defaults to ``settings.RAY_IMAGE_ALLOWLIST``; an empty ``image``
-    means the default image.
+    means the default image. ``kueue`` (Kueue admits clusters) refuses autoscaling: Kueue
+    admits a RayCluster at one fixed size and its webhook refuses the in-tree autoscaler
+    (unless the cluster is an elastic job, an alpha feature gangway does not use).
     """
     spec = _as_spec(flavor)
     errors: dict[str, str] = {}
@@ -349,6 +390,8 @@ def validate_request(
         _check_dev(errors, spec, workers, min_workers, max_workers)
     else:
         _check_prod(errors, spec, workers, min_workers, max_workers)
+        if kueue and "max_workers" not in errors and "min_workers" not in errors:
+            _check_kueue_fixed_size(errors, workers, min_workers, max_workers)
     if gpu_fraction is not None:
         _check_fraction(errors, spec, kind, gpu_fraction, kai_enabled)
     if ttl_hours is not None and not 1 <= ttl_hours <= tenant.max_ttl_hours:
@@ -407,6 +450,20 @@ def _check_prod(
         errors[field] = (
             f"{high} whole-node workers: the fleet has only {spec.node_count} {spec.name} "
             f"nodes ({spec.gpus_per_node} GPUs each), so this can never fit."
+        )
+
+
+def _check_kueue_fixed_size(
+    errors: dict[str, str], workers: int, min_workers: int | None, max_workers: int | None
+) -> None:
+    _, low, high = replica_bounds(
+        kind="prod", workers=workers, min_workers=min_workers, max_workers=max_workers
+    )
+    if low != high:
+        field = "max_workers" if max_workers is not None else "min_workers"
+        errors[field] = (
+            "Autoscaling is not available here: Kueue admits a Ray cluster at one fixed "
+            "size. Leave min_workers and max_workers out and set workers to the size you need."
         )
 
 

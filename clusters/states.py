@@ -36,11 +36,18 @@ LIVE = frozenset({State.QUEUED, State.ADMITTED, State.PROVISIONING, State.READY,
 WANTS_OBJECTS = frozenset({State.PROVISIONING, State.READY, State.SUSPENDED})
 TERMINAL = frozenset({State.DELETED})
 
+# ``provisioning``/``ready`` -> ``queued``: in Kueue mode, Kueue may evict a running
+# cluster (preemption, a PodsReady timeout, deactivation); the row then gives its GPUs
+# back and waits in the queue again, as the Workload does.
 TRANSITIONS: dict[State, frozenset[State]] = {
     State.QUEUED: frozenset({State.ADMITTED, State.DELETING, State.FAILED}),
     State.ADMITTED: frozenset({State.PROVISIONING, State.QUEUED, State.DELETING, State.FAILED}),
-    State.PROVISIONING: frozenset({State.READY, State.SUSPENDED, State.DELETING, State.FAILED}),
-    State.READY: frozenset({State.PROVISIONING, State.SUSPENDED, State.DELETING, State.FAILED}),
+    State.PROVISIONING: frozenset(
+        {State.READY, State.QUEUED, State.SUSPENDED, State.DELETING, State.FAILED}
+    ),
+    State.READY: frozenset(
+        {State.PROVISIONING, State.QUEUED, State.SUSPENDED, State.DELETING, State.FAILED}
+    ),
     State.SUSPENDED: frozenset({State.QUEUED, State.DELETING, State.FAILED}),
     State.DELETING: frozenset({State.DELETED, State.FAILED}),
     State.FAILED: frozenset({State.DELETING}),

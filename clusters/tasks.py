@@ -113,6 +113,7 @@ def reconcile() -> dict[str, int]:
         "deleted": len(report.deleted),
         "expired": len(report.expired),
         "orphans": len(report.orphans),
+        "evicted": len(report.evicted),
         "errors": len(report.errors),
     }
 

@@ -94,7 +94,8 @@ class ClusterForm(forms.Form):
         min_value=0,
         max_value=1024,
         label=FIELD_LABELS["max_workers"],
-        help_text="Production autoscaling only.",
+        help_text="Production autoscaling only. The quota is charged for max workers, "
+        "so the cluster can always grow to it.",
     )
     gpu_fraction = forms.DecimalField(
         required=False,

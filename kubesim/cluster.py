@@ -439,9 +439,11 @@ class Cluster:
         self.events_index[key] = (ns, name)
 
     def tick(self) -> None:
-        """Time-driven work (pod start-up after the delay), then settle."""
+        """Time-driven work (pod start-up after the delay, Kueue's requeue backoff), then
+        settle."""
         with self.lock:
-            if self.scheduler.start_due_pods(time.monotonic()):
+            started = self.scheduler.start_due_pods(time.monotonic())
+            if self.kueue.requeue_due() or started:
                 self.settle()
 
     # -- verbs -------------------------------------------------------------------------
@@ -488,6 +490,7 @@ class Cluster:
             meta["namespace"] = ns
         if rt.kind in ("Pod", "Node") and "status" in obj and rt.kind == "Pod":
             obj.pop("status")
+        self.kueue.validate(rt, obj)
         created = self.create_object(rt, obj, dry_run=bool(params.get("dryRun")))
         if not params.get("dryRun"):
             self.settle()
@@ -584,6 +587,8 @@ class Cluster:
                 meta["generation"] = int(ometa.get("generation", 1)) + 1
         if rt.kind == "Pod":
             self.scheduler.check_pod_update(old, new)
+        if subresource != "status":
+            self.kueue.validate(rt, new)
         if params.get("dryRun"):
             return self.out(rt, version, new)
         self.update_object(rt, new, old)

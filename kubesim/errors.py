@@ -92,6 +92,13 @@ def forbidden(plural: str, group: str, name: str, why: str) -> ApiError:
     )
 
 
+def webhook_denied(webhook: str, message: str) -> ApiError:
+    """403 from a validating webhook that denied the write, as the API server relays it."""
+    return ApiError(
+        403, "Forbidden", f'admission webhook "{webhook}" denied the request: {message}'
+    )
+
+
 def bad_request(message: str) -> ApiError:
     """400 BadRequest."""
     return ApiError(400, "BadRequest", message)

@@ -224,7 +224,8 @@ class KubeSim:
     # -- admin API -----------------------------------------------------------------------
 
     def admin(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        """``/_kubesim/...``: faults, reset, stats, snapshot (never faulted)."""
+        """``/_kubesim/...``: faults, reset, stats, snapshot, Kueue evictions (never
+        faulted)."""
         if path == "/_kubesim/faults" and method == "POST":
             b = body or {}
             self.set_faults(
@@ -255,6 +256,19 @@ class KubeSim:
         if path == "/_kubesim/stats" and method == "DELETE":
             self.faults.reset_stats()
             return {"status": "cleared"}
+        if path == "/_kubesim/kueue/evict" and method == "POST":
+            b = body or {}
+            if not self.cluster.kueue_enabled:
+                raise errors.bad_request("kubesim runs without --kueue")
+            with self.cluster.lock:
+                wl = self.cluster.kueue.evict(
+                    str(b.get("namespace", "")),
+                    str(b.get("name", "")),
+                    str(b.get("reason", "Preempted")),
+                    b.get("message"),
+                )
+                self.cluster.settle()
+                return {"status": "evicted", "workload": wl["metadata"]["name"]}
         if path == "/_kubesim/snapshot" and method == "POST":
             if not self.snapshot_path:
                 raise errors.bad_request("kubesim runs without --snapshot")

@@ -14,6 +14,12 @@ nothing created after an aged request is ordered before it within its priority, 
 starts at the latest once the requests ahead of it have started and the clusters then
 running in its pool have expired (``tests/clusters/test_admission_properties.py``).
 
+Reclaimed capacity goes to what asked for it (:mod:`clusters.admission.promises`): a
+request for which borrowers' clusters are suspended is promised what they free, until it
+is admitted, in this pass and later ones. Within its priority it goes first, like an aged
+request, and if it still cannot start once they are suspended (say no node is wholly
+free) it holds the pool that blocks it, as an aged request does.
+
 Gang: a request is charged its whole gang's GPUs, CPU and memory, or nothing.
 """
 
@@ -26,6 +32,7 @@ from decimal import Decimal
 
 from clusters.admission.eta import Wait, estimate
 from clusters.admission.ledger import Ledger, Pool, fmt
+from clusters.admission.promises import Promises
 from clusters.admission.snapshot import (
     CAPACITY,
     COHORT_QUOTA,
@@ -62,6 +69,10 @@ def _free(amount: Decimal | int, noun: str, what: str = "free") -> str:
     return f"{count(amount, noun)} {'is' if amount == 1 else 'are'} {what}"
 
 
+# A promised request that waits for one of these still waits for what the reclaim frees.
+_STILL_PROMISED = (RECLAIM_PENDING, COHORT_QUOTA, CAPACITY, HEAD_OF_LINE)
+
+
 def _minutes(seconds: float) -> str:
     minutes = round(seconds / 60)
     return f"{minutes} min" if minutes < 120 else f"{round(minutes / 60)} h"
@@ -72,12 +83,11 @@ class _Pass:
 
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
+        self.aged_before = snap.now - snap.aging
         self.led = Ledger(snap)
         self.blocks: dict[Pool, Pending] = {}
-        # Reclaim bookkeeping per (cohort, flavor): GPUs being freed by suspensions and
-        # GPUs promised to the requests that asked for them.
-        self.releasing: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-        self.reserved: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        # GPUs being freed by suspensions and promised to the requests that asked for them.
+        self.promises = Promises(self.led)
         self.reclaimed_from: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.victims: dict[tuple[str, str], list[Running]] = {}
         self.picked: set[int] = set()
@@ -154,13 +164,31 @@ class _Pass:
                 f"{may}: {fmt(short)} more {verb} needed.",
                 ("t", *key),
             )
+        promises = self.promises
+        promised = promises.tenant_for(p)
+        if promised and used + promised + p.gpus > nominal:
+            # Whoever is promised reclaimed GPUs must stay within its nominal quota.
+            return self._held_for_promise(p, ("t", *key))
         ckey = (tenant.cohort, p.flavor)
         cohort_total = led.cohort_nominal.get(ckey, 0)
-        if led.cohort_usage[ckey] + p.gpus > cohort_total:
+        fits_now = led.cohort_usage[ckey] + p.gpus <= cohort_total
+        # What is promised to others must still be there once the borrowers are suspended.
+        keeps_promises = (
+            led.cohort_usage[ckey] + promises.cohort_for(p) + p.gpus
+            <= cohort_total + promises.releasing_cohort[ckey]
+        )
+        if not (fits_now and keeps_promises):
             if used + p.gpus <= nominal:
+                # Borrowers are suspended only for a request that would then start: not
+                # for one a request ahead holds back anyway.
+                ahead = self.held(p)
+                if ahead is not None:
+                    return ahead
                 reclaim = self.reclaim(p, ckey)
                 if reclaim is not None:
                     return reclaim
+            if fits_now:
+                return self._held_for_promise(p, ("c", *ckey))
             unused = max(cohort_total - led.cohort_usage[ckey], Decimal(0))
             gpus = f"{p.flavor} GPU"
             if unused:
@@ -189,6 +217,10 @@ class _Pass:
             )
         free = led.free.get(p.flavor)
         if free is not None:
+            if p.gpus <= free and p.gpus + promises.fleet_for(p) > (
+                free + promises.releasing_fleet[p.flavor]
+            ):
+                return self._held_for_promise(p, ("f", p.flavor))
             if p.gpus > free:
                 return (
                     CAPACITY,
@@ -232,10 +264,10 @@ class _Pass:
         cohort_total = led.cohort_nominal.get(ckey, 0)
         deficit = (
             led.cohort_usage[ckey]
-            + self.reserved[ckey]
+            + self.promises.cohort_for(p)
             + p.gpus
             - cohort_total
-            - self.releasing[ckey]
+            - self.promises.releasing_cohort[ckey]
         )
         chosen: list[Running] = []
         freed = Decimal(0)
@@ -286,8 +318,8 @@ class _Pass:
                     ),
                 )
             )
-        self.releasing[ckey] += freed
-        self.reserved[ckey] += p.gpus
+        self.promises.freeing(ckey, freed)
+        self.promises.promise(p)
         self.reclaim_done[ckey] = done
         self.reclaim_etas[p.id] = done
         return (
@@ -297,6 +329,31 @@ class _Pass:
             f"be suspended within {grace}.",
             ("c", *ckey),
         )
+
+    def held(self, p: Pending) -> tuple[str, str, Pool] | None:
+        """``HEAD_OF_LINE`` when a request ahead holds one of the pools ``p`` draws from."""
+        for pool in self.draws_from(p):
+            holder = self.blocks.get(pool)
+            if holder is None:
+                continue
+            if holder.id in self.promises.holders and holder.created_at > self.aged_before:
+                return (HEAD_OF_LINE, _promised_message(f"request {holder.id}", p.flavor), pool)
+            waited = _minutes((self.snap.now - holder.created_at).total_seconds())
+            return (
+                HEAD_OF_LINE,
+                f"Held behind request {holder.id}, which has waited {waited} and now "
+                "goes first for the same GPUs, so that smaller requests cannot keep "
+                "passing it.",
+                pool,
+            )
+        return None
+
+    def _held_for_promise(self, p: Pending, pool: Pool) -> tuple[str, str, Pool]:
+        """``p`` would fit, but only by taking GPUs promised to a request that borrowed
+        quota is being reclaimed for."""
+        holder = self.promises.holder(p, pool)
+        who = f"request {holder.id}" if holder is not None else "another request"
+        return (HEAD_OF_LINE, _promised_message(who, p.flavor), pool)
 
     def _victims(self, ckey: tuple[str, str]) -> list[Running]:
         found = self.victims.get(ckey)
@@ -330,7 +387,15 @@ class _Pass:
         heap: list[tuple[int, int, int, float, float, int, str]] = []
         cursor: dict[str, int] = {}
         for slug, queue in queues.items():
-            queue.sort(key=lambda p: (p.kind != PROD, -p.priority, p.created_at, p.id))
+            queue.sort(
+                key=lambda p: (
+                    p.kind != PROD,
+                    -p.priority,
+                    0 if p.earmarked or p.created_at <= aged_before else 1,
+                    p.created_at,
+                    p.id,
+                )
+            )
             cursor[slug] = 0
             heapq.heappush(heap, self._head_key(queue[0], aged_before))
         waits: list[Wait] = []
@@ -345,27 +410,19 @@ class _Pass:
             cursor[slug] += 1
             outcome = self.blocked(p)
             if outcome is None:
-                holder = next(
-                    (h for pool in self.draws_from(p) if (h := self.blocks.get(pool))), None
-                )
-                if holder is None:
+                outcome = self.held(p)
+                if outcome is None:
                     self.led.charge(p)
                     self.led.take_capacity(p)
                     admitted.append(p)
-                else:
-                    pool = next(pool for pool in self.draws_from(p) if pool in self.blocks)
-                    waited = _minutes((now - holder.created_at).total_seconds())
-                    outcome = (
-                        HEAD_OF_LINE,
-                        f"Held behind request {holder.id}, which has waited {waited} and now "
-                        "goes first for the same GPUs, so that smaller requests cannot keep "
-                        "passing it.",
-                        pool,
-                    )
             if outcome is not None:
                 reason, message, pool = outcome
+                if p.earmarked and reason in _STILL_PROMISED:
+                    self.promises.promise(p)  # still waiting for what was reclaimed for it
+                promised = p.id in self.promises.holders
                 if reason == RECLAIM_PENDING or (
-                    p.created_at <= aged_before and reason in (TENANT_QUOTA, COHORT_QUOTA, CAPACITY)
+                    (p.created_at <= aged_before or promised)
+                    and reason in (TENANT_QUOTA, COHORT_QUOTA, CAPACITY)
                 ):
                     self.blocks.setdefault(pool, p)
                 position[p.tenant] += 1
@@ -380,6 +437,7 @@ class _Pass:
         for p, pos, fpos, reason, message in statuses:
             decision.waiting[p.id] = QueueStatus(pos, fpos, reason, message, etas.get(p.id))
         decision.ledger = {key: gpus for key, gpus in self.led.usage.items() if gpus}
+        decision.earmarked = list(self.promises.holders)
         return decision
 
     def _head_key(
@@ -387,11 +445,19 @@ class _Pass:
     ) -> tuple[int, int, int, float, float, int, str]:
         created = p.created_at.timestamp()
         klass = -1 if p.kind == PROD else 0
-        if p.created_at <= aged_before:
+        if p.created_at <= aged_before or p.earmarked:
             # Aged requests go first within their priority, oldest first, whatever their
-            # tenant's share: this is what bounds their wait.
+            # tenant's share: this is what bounds their wait. So do requests promised what
+            # a reclaim frees: it is theirs.
             return (klass, -p.priority, 0, 0.0, created, p.id, p.tenant)
         return (klass, -p.priority, 1, self.led.share[p.tenant], created, p.id, p.tenant)
+
+
+def _promised_message(who: str, flavor: str) -> str:
+    return (
+        f"Held behind {who}, for which {flavor} GPUs are being taken back from borrowing "
+        "teams: what they free is promised to it, so it goes first."
+    )
 
 
 def decide(snapshot: Snapshot) -> Decision:

@@ -114,8 +114,10 @@ class Running:
 @dataclass(frozen=True)
 class Pending:
     """A queued request. ``worker_gpus`` is the largest single pod's GPUs (the node-size
-    check); ``workers`` the gang's worker count; ``ttl`` how long it will live once
-    admitted (``None``: no TTL), which the ETA uses for requests further back."""
+    check); ``workers`` the gang's worker count at its largest size; ``ttl`` how long it
+    will live once admitted (``None``: no TTL), which the ETA uses for requests further
+    back. ``earmarked``: an earlier pass reclaimed borrowed quota for it, so what that
+    frees is promised to it (see :class:`Decision`)."""
 
     id: int
     tenant: str
@@ -130,6 +132,7 @@ class Pending:
     workers: int = 1
     worker_gpus: Decimal = Decimal(1)
     ttl: timedelta | None = None
+    earmarked: bool = False
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -189,10 +192,14 @@ class Decision:
     """The outcome of one pass.
 
     ``admitted`` is in admission order; ``waiting`` is in queue order; ``ledger`` is the
-    GPUs held per (tenant, flavor) once the admitted requests are counted.
+    GPUs held per (tenant, flavor) once the admitted requests are counted. ``earmarked``
+    are the waiting requests that capacity is promised to, because borrowed quota is being
+    (or was) reclaimed for them: the integrator keeps the mark (``Pending.earmarked``)
+    until they are admitted, so later passes keep the promise too.
     """
 
     admitted: list[int] = field(default_factory=list)
     waiting: dict[int, QueueStatus] = field(default_factory=dict)
     reclaim: list[Reclaim] = field(default_factory=list)
     ledger: dict[tuple[str, str], Decimal] = field(default_factory=dict)
+    earmarked: list[int] = field(default_factory=list)

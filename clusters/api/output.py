@@ -44,7 +44,13 @@ class ClusterOut(serializers.ModelSerializer):
     flavor = serializers.CharField(source="flavor.name")
     tenant = serializers.CharField(source="tenant.slug")
     namespace = serializers.CharField(source="tenant.namespace")
-    gpus = serializers.DecimalField(max_digits=10, decimal_places=3, coerce_to_string=False)
+    gpus = serializers.DecimalField(
+        max_digits=10,
+        decimal_places=3,
+        coerce_to_string=False,
+        help_text="GPUs charged against the quota: the whole gang at its largest size "
+        "(max_workers workers for an autoscaling cluster).",
+    )
     queue = serializers.SerializerMethodField()
     endpoints = serializers.SerializerMethodField()
     events = serializers.SerializerMethodField()

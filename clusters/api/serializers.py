@@ -45,7 +45,13 @@ class ClusterCreateInput(serializers.Serializer):
         required=False, allow_null=True, default=None, min_value=0, max_value=1024
     )
     max_workers = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=0, max_value=1024
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=1024,
+        help_text="Production only: autoscale up to this many workers. The cluster is "
+        "charged against the quota for all of them, so it can never grow past it.",
     )
     gpu_fraction = serializers.DecimalField(
         max_digits=4, decimal_places=3, required=False, allow_null=True, default=None

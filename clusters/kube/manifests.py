@@ -397,7 +397,7 @@ def autoscaler_options() -> Manifest:
         "idleTimeoutSeconds": AUTOSCALER_IDLE_TIMEOUT_SECONDS,
         "upscalingMode": "Default",
         "env": [dict(VOID_ENV)],
-        "resources": _resources(Decimal("0.5"), Decimal("0.5")),
+        "resources": _resources(shapes.AUTOSCALER_CPU, shapes.AUTOSCALER_MEMORY_GIB),
         "securityContext": container_security_context(),
     }
 

@@ -1,20 +1,35 @@
 """A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters.
 
 With ``kueue=True``: a RayCluster created with the ``kueue.x-k8s.io/queue-name`` label is
-suspended (Kueue's webhook), gets a Workload owned by it with one pod set per group, and
-waits in its ClusterQueue. Admission runs in priority then FIFO order per ClusterQueue
-(BestEffortFIFO, or StrictFIFO when the queue says so): each pod set gets the first flavor
-whose ResourceFlavor ``nodeLabels`` agree with its nodeSelector and whose quota (nominal,
-plus what the cohort's other queues leave unused, within ``borrowingLimit``) fits. An
+suspended (Kueue's webhook; a queued one with the in-tree autoscaler is refused, 403, as
+Kueue's validating webhook does), gets a Workload owned by it with one pod set per group
+(once the WorkloadPriorityClass it names exists), and waits in its ClusterQueue.
+Admission runs in priority then FIFO order per ClusterQueue (BestEffortFIFO, or
+StrictFIFO when the queue says so): each pod set gets the first flavor whose
+ResourceFlavor ``nodeLabels`` agree with its nodeSelector and whose quota (nominal, plus
+what the cohort's other queues leave unused, within ``borrowingLimit``) fits. An
 admitted Workload gets ``status.admission`` and the ``QuotaReserved``/``Admitted``
 conditions, and its RayCluster is unsuspended with the flavor's node labels injected. The
-reservation is released when the RayCluster is deleted or suspended by its user. Not
-emulated: preemption, fair sharing, admission checks, topology, partial admission.
+reservation is released when the RayCluster is deleted or suspended by its user.
+
+Preemption, as the ClusterQueue's ``spec.preemption`` allows: a pending Workload that does
+not fit may evict lower-priority Workloads of its own queue (``withinClusterQueue``) and
+Workloads of queues of its cohort that borrow (``reclaimWithinCohort``), others' first,
+then lowest priority, then newest, only as many as it needs and only if it then fits its
+own nominal quota. An eviction (also :meth:`Kueue.evict`, the admin knob for
+``PodsReadyTimeout`` and ``InactiveWorkload``) does what Kueue does: conditions
+``Evicted`` (and ``Preempted``) True with Kueue's reasons and messages, the RayCluster
+suspended, the quota released (``QuotaReserved`` False ``Pending``, ``Admitted`` False),
+``Requeued``; a preempted Workload queues again at once, a timed-out one after a backoff
+(``status.requeueState``), a deactivated one when ``spec.active`` is set back to true.
+Re-admission turns ``Evicted``/``Preempted`` False ("Previously: ..."). Not emulated: fair
+sharing, admission checks, topology, partial admission, ``borrowWithinCohort``.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime
 import hashlib
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -24,7 +39,7 @@ from kubesim.admission import pod_totals
 from kubesim.resources import ResourceType
 from kubesim.scheduler import _tolerates
 from kubesim.store import Obj
-from kubesim.util import get_path, now, owner_ref
+from kubesim.util import get_path, now, owner_ref, parse_time
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -44,6 +59,25 @@ VIS = "visibility.kueue.x-k8s.io"
 def workload_name(rc_name: str, uid: str) -> str:
     """``raycluster-<name>-<hash>`` as Kueue names a job's Workload."""
     return f"raycluster-{rc_name}"[:57] + "-" + hashlib.sha1(uid.encode()).hexdigest()[:5]
+
+
+# Why Kueue preempts, as its Preempted condition's reason and in its eviction message.
+PREEMPTION_REASONS = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+}
+# Evicted reasons the admin knob can produce, and Kueue's message for each.
+EVICTIONS = {
+    "Preempted": "Preempted to accommodate a workload (UID: UNKNOWN, JobUID: UNKNOWN) due to "
+    + PREEMPTION_REASONS["InClusterQueue"],
+    "PodsReadyTimeout": "Exceeded the PodsReady timeout {ns}/{name}",
+    "InactiveWorkload": "The workload is deactivated",
+}
+# Kueue's default waitForPodsReady.requeuingStrategy.backoffBaseSeconds.
+REQUEUE_BACKOFF_SECONDS = 60
+# Conditions the admission itself owns; the others (Evicted, Preempted, Requeued, ...)
+# are carried over when admission changes.
+_ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted")
 
 
 def _cond(
@@ -72,12 +106,31 @@ class Kueue:
     def reset(self) -> None:
         """Forget pending work."""
         self.dirty: set[tuple[str, str]] = set()
+        # RayClusters naming a WorkloadPriorityClass that does not exist yet: Kueue cannot
+        # build their Workload (it would not know its priority) and retries.
+        self.waiting_for_class: set[tuple[str, str]] = set()
         self.need_admit = False
 
     @property
     def enabled(self) -> bool:
         """Kueue emulation is on."""
         return self.cluster.kueue_enabled
+
+    def validate(self, rt: ResourceType, obj: Obj) -> None:
+        """Kueue's RayCluster webhook (create and update): a queued RayCluster may not use
+        the in-tree autoscaler, since Kueue admits it at one fixed size (elastic jobs, the
+        exception, need an alpha feature gate that is off by default and not emulated)."""
+        if not self.enabled or rt.key != RC:
+            return
+        if QUEUE_LABEL not in (obj.get("metadata", {}).get("labels") or {}):
+            return
+        if (obj.get("spec") or {}).get("enableInTreeAutoscaling") is True:
+            raise errors.webhook_denied(
+                "vraycluster.kb.io",
+                "spec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job can "
+                "use autoscaling only when the ElasticJobsViaWorkloadSlices feature gate is "
+                "on and the job is an elastic job",
+            )
 
     def mutate(self, rt: ResourceType, obj: Obj) -> None:
         """Kueue's webhook: a queued RayCluster starts suspended."""
@@ -97,6 +150,9 @@ class Kueue:
                 self.need_admit = True
         elif rt.key in WATCHED and old is not new:
             self.need_admit = True
+            if rt.key == WPC and new is not None:
+                self.dirty |= self.waiting_for_class
+                self.waiting_for_class.clear()
 
     # -- reconcile -----------------------------------------------------------------------
 
@@ -150,6 +206,9 @@ class Kueue:
             prio, prio_ref = 0, None
             pc = labels.get(PRIORITY_LABEL)
             wpc = self.cluster.store.get(WPC, "", pc) if pc else None
+            if pc and wpc is None:
+                self.waiting_for_class.add((rc["metadata"]["namespace"], rc["metadata"]["name"]))
+                return False
             if wpc is not None:
                 prio = int(wpc.get("value", 0))
                 prio_ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": pc}
@@ -199,11 +258,15 @@ class Kueue:
 
     def _set_pending(self, wl: Obj, reason: str, message: str, active: bool = True) -> bool:
         old = get_path(wl, "status", "conditions", default=[])
-        status = {"conditions": [_cond("QuotaReserved", False, reason, message, old)]}
+        conditions = [_cond("QuotaReserved", False, reason, message, old)]
         if any(c.get("type") == "Admitted" for c in old):
-            status["conditions"].append(
+            conditions.append(
                 _cond("Admitted", False, "NoReservation", "The workload has no reservation", old)
             )
+        conditions += [c for c in old if c.get("type") not in _ADMISSION_CONDITIONS]
+        status: dict[str, Any] = {"conditions": conditions}
+        if get_path(wl, "status", "requeueState"):
+            status["requeueState"] = wl["status"]["requeueState"]
         changed = wl.get("status") != status or wl["spec"].get("active", True) != active
         if changed:
             wl["status"] = status
@@ -241,7 +304,11 @@ class Kueue:
         return out
 
     def _available(
-        self, cq: Obj, key: tuple[str, str], use: dict[str, Counter[tuple[str, str]]]
+        self,
+        cq: Obj,
+        key: tuple[str, str],
+        use: dict[str, Counter[tuple[str, str]]],
+        nominal_only: bool = False,
     ) -> int:
         quota = self._quota(cq)
         nominal, borrow_limit = quota.get(key, (0, 0))
@@ -258,12 +325,18 @@ class Kueue:
             total += self._quota(member).get(key, (0, 0))[0]
             used += use.get(member["metadata"]["name"], Counter())[key]
         free = total - used
+        if nominal_only:
+            return min(free, nominal - own_used)
         if borrow_limit is not None:
             free = min(free, nominal + borrow_limit - own_used)
         return free
 
     def _assign(
-        self, wl: Obj, cq: Obj, use: dict[str, Counter[tuple[str, str]]]
+        self,
+        wl: Obj,
+        cq: Obj,
+        use: dict[str, Counter[tuple[str, str]]],
+        nominal_only: bool = False,
     ) -> tuple[list[dict[str, Any]] | None, str]:
         """Flavors for every pod set, or None and the reason none fit."""
         taken: Counter[tuple[str, str]] = Counter()
@@ -300,7 +373,7 @@ class Kueue:
                         ):
                             continue
                         key = (fl["name"], res)
-                        free = self._available(cq, key, use) - taken[key]
+                        free = self._available(cq, key, use, nominal_only) - taken[key]
                         if free >= need:
                             chosen[res] = fl["name"]
                             taken[key] += need
@@ -340,6 +413,8 @@ class Kueue:
         for wl in self.cluster.store.iter(WL):
             if get_path(wl, "status", "admission") or not wl["spec"].get("active", True):
                 continue
+            if get_path(wl, "status", "requeueState", "requeueAt"):
+                continue  # backing off after a PodsReady timeout
             lq = self.cluster.store.get(
                 LQ, wl["metadata"]["namespace"], wl["spec"].get("queueName", "")
             )
@@ -377,6 +452,9 @@ class Kueue:
                     if blocked
                     else self._assign(wl, cq, use)
                 )
+                if assignment is None and not blocked and self._preempt_for(wl, cq, use):
+                    use = self._usage()
+                    assignment, why = self._assign(wl, cq, use)
                 if assignment is None:
                     blocked = blocked or strict
                     busy = self._set_pending(wl, "Pending", why) or busy
@@ -388,18 +466,28 @@ class Kueue:
 
     def _admit(self, wl: Obj, cq_name: str, assignment: list[dict[str, Any]]) -> None:
         old = get_path(wl, "status", "conditions", default=[])
+        conditions = [
+            _cond(
+                "QuotaReserved",
+                True,
+                "QuotaReserved",
+                f"Quota reserved in ClusterQueue {cq_name}",
+                old,
+            ),
+            _cond("Admitted", True, "Admitted", "The workload is admitted", old),
+        ]
+        for c in old:
+            if c.get("type") in _ADMISSION_CONDITIONS:
+                continue
+            if c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True":
+                # As Kueue does on a new reservation: the eviction is history now.
+                c = _cond(
+                    c["type"], False, "QuotaReserved", f"Previously: {c.get('message', '')}", old
+                )
+            conditions.append(c)
         wl["status"] = {
             "admission": {"clusterQueue": cq_name, "podSetAssignments": assignment},
-            "conditions": [
-                _cond(
-                    "QuotaReserved",
-                    True,
-                    "QuotaReserved",
-                    f"Quota reserved in ClusterQueue {cq_name}",
-                    old,
-                ),
-                _cond("Admitted", True, "Admitted", "The workload is admitted", old),
-            ],
+            "conditions": conditions,
         }
         self.cluster.update_object(self.cluster.rt(WL), wl)
         owner = next(
@@ -436,6 +524,185 @@ class Kueue:
         self.cluster.record_event(
             wl, "Normal", "Admitted", f"Admitted by ClusterQueue {cq_name}", "kueue-admission"
         )
+
+    # -- preemption and eviction ---------------------------------------------------------
+
+    @staticmethod
+    def _usage_of(wl: Obj) -> Counter[tuple[str, str]]:
+        used: Counter[tuple[str, str]] = Counter()
+        for psa in get_path(wl, "status", "admission", "podSetAssignments", default=[]):
+            for res, flavor in (psa.get("flavors") or {}).items():
+                amount = (psa.get("resourceUsage") or {}).get(res, "0")
+                used[(flavor, res)] += quantity.amount(res, amount)
+        return used
+
+    def _preempt_for(self, wl: Obj, cq: Obj, use: dict[str, Counter[tuple[str, str]]]) -> bool:
+        """Evict what ``wl`` needs gone, as ``cq``'s preemption policy allows; False if
+        no allowed set of evictions would make it fit its own nominal quota."""
+        policy = get_path(cq, "spec", "preemption", default={}) or {}
+        within = policy.get("withinClusterQueue", "Never")
+        reclaim = policy.get("reclaimWithinCohort", "Never")
+        if within == "Never" and reclaim == "Never":
+            return False
+        cq_name = cq["metadata"]["name"]
+        cohort = get_path(cq, "spec", "cohortName")
+        priority = int(wl["spec"].get("priority") or 0)
+        quotas = {c["metadata"]["name"]: c for c in self.cluster.store.iter(CQ)}
+        candidates: list[tuple[tuple[int, int, int], Obj, str, str]] = []
+        for other in self.cluster.store.iter(WL):
+            adm = get_path(other, "status", "admission")
+            if not adm or other is wl:
+                continue
+            other_cq = adm["clusterQueue"]
+            other_priority = int(other["spec"].get("priority") or 0)
+            admitted_at = next(
+                (
+                    c.get("lastTransitionTime", "")
+                    for c in get_path(other, "status", "conditions", default=[])
+                    if c.get("type") == "QuotaReserved"
+                ),
+                "",
+            )
+            if other_cq == cq_name:
+                if within == "LowerPriority" and other_priority < priority:
+                    order = (1, other_priority, _newest_first(admitted_at))
+                    candidates.append((order, other, other_cq, "InClusterQueue"))
+            elif cohort and get_path(quotas.get(other_cq), "spec", "cohortName") == cohort:
+                if reclaim == "Never" or (
+                    reclaim == "LowerPriority" and other_priority >= priority
+                ):
+                    continue
+                order = (0, other_priority, _newest_first(admitted_at))
+                candidates.append((order, other, other_cq, "InCohortReclamation"))
+        candidates.sort(key=lambda c: c[0])
+        trial = {name: Counter(counter) for name, counter in use.items()}
+        chosen: list[tuple[Obj, str, str]] = []
+        for _, other, other_cq, why in candidates:
+            used = self._usage_of(other)
+            if why == "InCohortReclamation":
+                quota = self._quota(quotas[other_cq])
+                borrowing = any(
+                    trial.get(other_cq, Counter())[key] > quota.get(key, (0, 0))[0] for key in used
+                )
+                if not borrowing:
+                    continue  # reclaim takes back only what a queue borrows
+            trial.setdefault(other_cq, Counter()).subtract(used)
+            chosen.append((other, other_cq, why))
+            if self._fits(wl, cq, trial):
+                break
+        else:
+            return False
+        # Keep only what is needed: put back, newest choice last, what is not.
+        for other, other_cq, why in list(reversed(chosen[:-1])):
+            trial[other_cq].update(self._usage_of(other))
+            if self._fits(wl, cq, trial):
+                chosen.remove((other, other_cq, why))
+            else:
+                trial[other_cq].subtract(self._usage_of(other))
+        uid = wl["metadata"].get("uid", "UNKNOWN")
+        job = (wl["metadata"].get("labels") or {}).get("kueue.x-k8s.io/job-uid", "UNKNOWN")
+        for other, _, why in chosen:
+            message = (
+                f"Preempted to accommodate a workload (UID: {uid}, JobUID: {job}) due to "
+                f"{PREEMPTION_REASONS[why]}"
+            )
+            self._evict(other, "Preempted", message, preempted=why)
+        return True
+
+    def _fits(self, wl: Obj, cq: Obj, use: dict[str, Counter[tuple[str, str]]]) -> bool:
+        trial = {name: Counter(counter) for name, counter in use.items()}
+        return self._assign(wl, cq, trial, nominal_only=True)[0] is not None
+
+    def evict(self, namespace: str, name: str, reason: str, message: str | None = None) -> Obj:
+        """Evict the Workload of RayCluster ``namespace/name`` as Kueue would for ``reason``
+        (``Preempted``, ``PodsReadyTimeout`` or ``InactiveWorkload``); see the module
+        docstring. Returns the Workload."""
+        if reason not in EVICTIONS:
+            raise errors.bad_request(
+                f"unknown eviction reason {reason!r}; use one of {', '.join(sorted(EVICTIONS))}"
+            )
+        rc = self.cluster.store.get(RC, namespace, name)
+        wl = self._workload_for(rc) if rc is not None else None
+        if wl is None or not get_path(wl, "status", "admission"):
+            raise errors.bad_request(f"RayCluster {namespace}/{name} has no admitted Workload")
+        text = message or EVICTIONS[reason].format(ns=namespace, name=wl["metadata"]["name"])
+        self._evict(wl, reason, text, preempted="InClusterQueue" if reason == "Preempted" else "")
+        return wl
+
+    def _evict(self, wl: Obj, reason: str, message: str, preempted: str = "") -> None:
+        old = get_path(wl, "status", "conditions", default=[])
+        keep = ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Requeued")
+        conditions = [
+            _cond("QuotaReserved", False, "Pending", message, old),
+            _cond("Admitted", False, "NoReservation", "The workload has no reservation", old),
+            _cond("Evicted", True, reason, message, old),
+        ]
+        if preempted:
+            conditions.append(_cond("Preempted", True, preempted, message, old))
+        # Kueue requeues a preempted Workload at once; a timed-out one after a backoff.
+        conditions.append(_cond("Requeued", reason == "Preempted", reason, message, old))
+        conditions += [c for c in old if c.get("type") not in keep]
+        status: dict[str, Any] = {"conditions": conditions}
+        if reason == "PodsReadyTimeout":
+            count = int(get_path(wl, "status", "requeueState", "count", default=0) or 0) + 1
+            due = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
+                seconds=REQUEUE_BACKOFF_SECONDS * 2 ** (count - 1)
+            )
+            status["requeueState"] = {
+                "count": count,
+                "requeueAt": due.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        wl["status"] = status
+        if reason == "InactiveWorkload":
+            wl["spec"]["active"] = False
+        self.cluster.update_object(self.cluster.rt(WL), wl)
+        self.need_admit = True  # it queues again (or its message changes)
+        self.cluster.record_event(
+            wl,
+            "Normal",
+            "Preempted" if reason == "Preempted" else f"EvictedDueTo{reason}",
+            message,
+            "kueue-admission",
+        )
+        owner = next(
+            (
+                o
+                for o in wl["metadata"].get("ownerReferences") or []
+                if o.get("kind") == "RayCluster"
+            ),
+            None,
+        )
+        rc = (
+            self.cluster.store.get(RC, wl["metadata"]["namespace"], owner["name"])
+            if owner
+            else None
+        )
+        if rc is not None:
+            # Kueue stops the job: KubeRay then deletes its pods.
+            rc["spec"]["suspend"] = True
+            self.cluster.update_object(self.cluster.rt(RC), rc)
+            self.cluster.kuberay.dirty.add((rc["metadata"]["namespace"], rc["metadata"]["name"]))
+
+    def requeue_due(self) -> bool:
+        """Put back in the queue the Workloads whose PodsReady-timeout backoff is over."""
+        if not self.enabled:
+            return False
+        current = datetime.datetime.now(datetime.UTC)
+        due = False
+        for wl in list(self.cluster.store.iter(WL)):
+            at = get_path(wl, "status", "requeueState", "requeueAt")
+            if not at or parse_time(at) > current:
+                continue
+            old = get_path(wl, "status", "conditions", default=[])
+            wl["status"]["requeueState"] = {"count": wl["status"]["requeueState"].get("count", 1)}
+            wl["status"]["conditions"] = [c for c in old if c.get("type") != "Requeued"] + [
+                _cond("Requeued", True, "BackoffFinished", "The workload backoff was finished", old)
+            ]
+            self.cluster.update_object(self.cluster.rt(WL), wl)
+            due = True
+        if due:
+            self.need_admit = True
+        return due
 
     def _write_queue_status(self, use: dict[str, Counter[tuple[str, str]]]) -> None:
         pending = self._pending_by_cq()
@@ -557,6 +824,13 @@ class Kueue:
             )
             per_lq[lq_key] += 1
         return items
+
+
+def _newest_first(timestamp: str) -> int:
+    """Sort key putting the most recently admitted Workload first."""
+    if not timestamp:
+        return 0
+    return -int(parse_time(timestamp).timestamp())
 
 
 def _status_conds(obj: Obj) -> list[dict[str, Any]]:

@@ -49,8 +49,9 @@ def shapes_by_name(make_cluster: Any, alice: Any, l4: Any) -> dict[str, tuple[An
             {"kai_enabled": True},
         ),
         "dev-kueue": (make_cluster(), {"queue_mode": "kueue"}),
-        "prod-autoscaling-kueue": (
-            make_cluster(owner=alice, name="serve", kind="prod", workers=2, max_workers=3),
+        # Kueue admits fixed sizes only (its webhook refuses the in-tree autoscaler).
+        "prod-kueue": (
+            make_cluster(owner=alice, name="train", kind="prod", workers=2),
             {"queue_mode": "kueue"},
         ),
     }

@@ -171,3 +171,109 @@ def test_usage_reports_gpu_hours_per_user_and_flavor(
     assert usage["by_user"] == [{"user": "bob", "gpu_hours": pytest.approx(4.0, abs=0.01)}]
     assert usage["by_flavor"][0]["flavor"] == "h100"
     assert Decimal(str(usage["by_user_and_flavor"][0]["gpu_hours"])) > 3
+
+
+def test_an_autoscaling_cluster_is_charged_for_its_largest_size(
+    as_user: Any, alice: Any, bob: Any, acme: Any, h100: Any
+) -> None:
+    """Issue 10, item 14: workers=1, max_workers=4 on 8-GPU nodes may grow to 32 GPUs
+    without asking, so the quota, the ledger and the dry-run all count 32."""
+    _roomy(acme)
+    _quota(acme, h100, gpus=24)
+    api = as_user(alice)
+    body = {"kind": "prod", "flavor": "h100", "workers": 1, "max_workers": 4}
+    verdict = api.post(CLUSTERS.format("acme") + "dry-run/", body, format="json").json()
+    assert verdict["verdict"] == "never_fits"
+    assert verdict["reasons"][0]["code"] == "tenant_total"
+    assert "32" in verdict["reasons"][0]["message"]
+
+    _quota(acme, h100, gpus=32)
+    verdict = api.post(CLUSTERS.format("acme") + "dry-run/", body, format="json").json()
+    assert verdict["verdict"] == "fits_now"
+    created = api.post(CLUSTERS.format("acme"), {**body, "name": "serve"}, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["gpus"] == 32
+    serve = ClusterRequest.objects.get(name="serve")
+    assert run_admission_pass().admitted == [serve.pk]
+    serve.refresh_from_db()
+    # The RayCluster still starts at one worker and may grow to four.
+    group = as_user(alice).get(CLUSTERS.format("acme") + "serve/manifests/").json()
+    spec = group["manifests"][0]["spec"]["workerGroupSpecs"][0]
+    assert (spec["replicas"], spec["maxReplicas"]) == (1, 4)
+    assert serve.gpus == Decimal(32) and serve.holds_gpus
+    assert UsageSpan.objects.get(cluster=serve).gpus == Decimal(32)
+
+    # acme's 32 H100s are all charged: one more GPU must wait.
+    services.cluster_request_create(
+        actor=bob, tenant=acme, name="one-more", kind="dev", flavor=h100, workers=1
+    )
+    assert run_admission_pass().admitted == []
+    waiting = ClusterRequest.objects.get(name="one-more")
+    assert waiting.queue_reason == "tenant_quota"
+    assert "32" in waiting.queue_message
+
+
+def test_a_kueue_deployment_refuses_autoscaling(as_user: Any, alice: Any, settings: Any) -> None:
+    """Kueue admits a RayCluster at one fixed size (its webhook refuses the in-tree
+    autoscaler), so in Kueue mode an autoscaling request is a 400, not a failed cluster."""
+    settings.QUEUE_MODE = "kueue"
+    body = {"kind": "prod", "flavor": "h100", "workers": 1, "max_workers": 2, "name": "grow"}
+    for url in (CLUSTERS.format("acme") + "dry-run/", CLUSTERS.format("acme")):
+        response = as_user(alice).post(url, body, format="json")
+        assert response.status_code == 400, response.content
+        assert "Kueue" in response.json()["error"]["fields"]["max_workers"][0]
+    assert ClusterRequest.objects.count() == 0
+    fixed = as_user(alice).post(
+        CLUSTERS.format("acme"), {**body, "max_workers": None, "workers": 2}, format="json"
+    )
+    assert fixed.status_code == 201, fixed.content
+
+
+def test_the_earmark_is_kept_between_passes_and_cleared_on_admission(
+    settings: Any, alice: Any, bob: Any, charlie: Any, acme: Any, globex: Any, h100: Any
+) -> None:
+    """Issue 10, item 16, on the database: the request a reclaim is for is marked, its
+    tenant's dev request behind it is held, and once the borrower is suspended the prod
+    request is admitted and the mark goes."""
+    settings.RECLAIM_GRACE_SECONDS = 3600
+    _roomy(acme, globex)
+    _quota(acme, h100, gpus=16, borrow=0)
+    _quota(globex, h100, gpus=16, borrow=16)
+    own = services.cluster_request_create(
+        actor=alice, tenant=acme, name="own", kind="prod", flavor=h100, workers=1
+    )
+    borrowed = [
+        services.cluster_request_create(
+            actor=charlie, tenant=globex, name=f"g{i}", kind="dev", flavor=h100, workers=w
+        )
+        for i, w in enumerate((8, 8, 4))
+    ]
+    assert len(run_admission_pass().admitted) == 4
+    for row in ClusterRequest.objects.filter(state="admitted"):
+        _ready(row)
+
+    prod = services.cluster_request_create(
+        actor=alice, tenant=acme, name="need", kind="prod", flavor=h100, workers=1
+    )
+    dev = services.cluster_request_create(
+        actor=bob, tenant=acme, name="bob-dev", kind="dev", flavor=h100, workers=1
+    )
+    result = run_admission_pass()
+    assert result.admitted == []
+    prod.refresh_from_db()
+    dev.refresh_from_db()
+    assert prod.queue_reason == "reclaim_pending" and prod.earmarked_at is not None
+    assert dev.queue_reason == "head_of_line" and dev.earmarked_at is None
+    victim = ClusterRequest.objects.get(pk=borrowed[2].pk)
+    assert victim.reclaim_after is not None
+
+    ClusterRequest.objects.filter(pk=victim.pk).update(
+        reclaim_after=timezone.now() - timedelta(seconds=1)
+    )
+    assert run_admission_pass().suspended == [victim.pk]
+    assert run_admission_pass().admitted == [prod.pk]
+    prod.refresh_from_db()
+    assert prod.earmarked_at is None and prod.holds_gpus
+    assert ClusterRequest.objects.get(pk=own.pk).state == "ready"
+    dev.refresh_from_db()
+    assert dev.state == "queued"

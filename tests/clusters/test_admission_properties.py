@@ -10,12 +10,13 @@ priorities get; the dry-run agrees with the pass; and an aged request is not sta
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from clusters.admission import (
@@ -111,6 +112,7 @@ def snapshots(draw: st.DrawFn, max_pending: int = 25) -> Snapshot:
                 workers=int(fields["gpus"] / per_worker),
                 worker_gpus=Decimal(per_worker),
                 ttl=draw(st.one_of(st.none(), st.integers(10, 240).map(minutes))),
+                earmarked=draw(st.integers(0, 4)) == 0,  # an earlier pass reclaimed for it
                 **fields,
             )
         )
@@ -381,3 +383,133 @@ def test_without_aging_the_large_request_is_starved() -> None:
     assert never is None
     started, _, _ = _simulate_stream(aging=minutes(30), tenants=2, arrivals=arrivals, tick=5)
     assert started is not None and started <= 5 + 30 + 2 * 30 + 5
+
+
+@st.composite
+def reclaim_snapshots(draw: st.DrawFn) -> Snapshot:
+    """One cohort on H100 where borrowers hold others' nominal quota and requests within
+    their tenant's quota wait: the situations that start reclaims. No CPU, memory or
+    per-user limits (a reclaim gives none of those back)."""
+    slugs = TENANTS[: draw(st.integers(2, 4))]
+    quotas = [QuotaQ(s, "h100", draw(st.integers(0, 16)), draw(st.integers(0, 16))) for s in slugs]
+    limit = {q.tenant: q.gpus + q.borrow_limit for q in quotas}
+    total = sum(q.gpus for q in quotas)
+    nodes = draw(st.integers(max(1, -(-total // 8)), 8))
+    ids = iter(range(1, 10_000))
+
+    def shape() -> dict:
+        kind = draw(st.sampled_from(["dev", "dev", "prod"]))
+        workers = draw(st.integers(1, 3))
+        gpus = workers * (8 if kind == "prod" else 1)
+        return dict(
+            tenant=draw(st.sampled_from(slugs)),
+            owner=draw(st.integers(1, 3)),
+            flavor="h100",
+            kind=kind,
+            gpus=Decimal(gpus),
+            priority=draw(st.integers(0, 2)),
+        )
+
+    running: list[Running] = []
+    held: dict = defaultdict(Decimal)
+    for _ in range(draw(st.integers(4, 16))):
+        fields = shape()
+        gpus = fields["gpus"]
+        if held[fields["tenant"]] + gpus > limit[fields["tenant"]]:
+            continue
+        if sum(held.values()) + gpus > total:
+            continue
+        held[fields["tenant"]] += gpus
+        running.append(
+            Running(
+                id=next(ids),
+                admitted_at=NOW - minutes(draw(st.integers(0, 300))),
+                nodes=int(gpus // 8) if fields["kind"] == "prod" else 0,
+                **fields,
+            )
+        )
+    pending = []
+    for _ in range(draw(st.integers(1, 10))):
+        fields = shape()
+        per_worker = Decimal(8) if fields["kind"] == "prod" else Decimal(1)
+        pending.append(
+            Pending(
+                id=next(ids),
+                created_at=NOW - minutes(draw(st.integers(0, 240))),
+                workers=int(fields["gpus"] / per_worker),
+                worker_gpus=per_worker,
+                **fields,
+            )
+        )
+    free = draw(st.booleans())
+    used = sum(held.values(), Decimal(0))
+    return Snapshot(
+        now=NOW,
+        tenants=[TenantQ(s, cohort="a") for s in slugs],
+        flavors=[FlavorQ("h100", 8, nodes, Decimal(8 * nodes) - used if free else None)],
+        quotas=quotas,
+        running=running,
+        pending=pending,
+        aging=minutes(draw(st.sampled_from([30, 600]))),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reclaim_snapshots())
+def test_what_a_reclaim_frees_goes_to_the_request_that_triggered_it(snap: Snapshot) -> None:
+    """Issue 10, item 16. After a pass that reclaims borrowed quota, suspend the victims
+    and run the next pass on the same queue, the earmarks kept: every request the first
+    pass promised the reclaimed GPUs to starts, unless a request at least as urgent (a
+    higher priority, or an aged one) went first or holds it back, or the fleet itself has
+    no room for it. Nothing of a lower priority, or of the same priority that is neither
+    aged nor promised earlier, ever takes it."""
+    first = decide(snap)
+    by_id = {p.id: p for p in snap.pending}
+    event(f"reclaims started: {bool(first.reclaim)}")
+    for rid in first.earmarked:
+        assert first.waiting[rid].reason == "reclaim_pending"
+
+    victims = {r.id for r in first.reclaim}
+    started = [
+        Running(p.id, p.tenant, p.owner, p.flavor, p.kind, p.gpus, priority=p.priority)
+        for p in (by_id[i] for i in first.admitted)
+    ]
+    live = [r for r in snap.running if r.id not in victims] + started
+    (flavor,) = snap.flavors
+    free = None
+    if flavor.free_gpus is not None:
+        free = (
+            flavor.free_gpus
+            + sum((r.gpus for r in snap.running if r.id in victims), Decimal(0))
+            - sum((r.gpus for r in started), Decimal(0))
+        )
+    waiting = [
+        replace(p, earmarked=p.id in first.earmarked)
+        for p in snap.pending
+        if p.id not in first.admitted
+    ]
+    second = decide(
+        replace(snap, running=live, pending=waiting, flavors=[replace(flavor, free_gpus=free)])
+    )
+    for rid in first.earmarked:
+        if rid in second.admitted:
+            continue
+        promised = by_id[rid]
+        status = second.waiting[rid]
+        if free is not None and promised.gpus > free:
+            continue  # the fleet is smaller than the quotas: no reclaim makes room
+        # Something ordered before it in the second pass took what it needed: a request of
+        # a higher priority, or at its own priority an aged one or one promised earlier.
+        ahead = [by_id[i] for i in second.admitted]
+        if status.reason == "head_of_line":
+            holder = re.search(r"request (\d+)", status.message)
+            assert holder is not None, status.message
+            ahead.append(by_id[int(holder.group(1))])
+        assert any(
+            p.rank > promised.rank
+            or (
+                p.rank == promised.rank
+                and (p.created_at <= snap.now - snap.aging or p.id in first.earmarked)
+            )
+            for p in ahead
+        ), (rid, status, ahead)

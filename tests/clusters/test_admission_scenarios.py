@@ -7,6 +7,7 @@ H100 (no borrowing) and 2 L4; globex has 16 H100 and may borrow 8; both in one c
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
@@ -18,15 +19,17 @@ from clusters.admission import (
     RECLAIM_PENDING,
     TENANT_QUOTA,
     USER_CAP,
+    Decision,
     FlavorQ,
     QuotaQ,
+    Snapshot,
     TenantQ,
     decide,
     dry_run,
     format_eta,
 )
 from clusters.admission.eta import _simulate
-from tests.clusters.admission_helpers import NOW, minutes, pending, running, snapshot
+from tests.clusters.admission_helpers import L4, NOW, minutes, pending, running, snapshot
 
 
 def test_tenant_quota_says_how_much_is_used_and_when_it_frees() -> None:
@@ -205,12 +208,211 @@ def test_a_second_request_reuses_the_reclaim_already_under_way() -> None:
         pending=[pending(10, "acme", 4), pending(11, "acme", 4), pending(12, "acme", 4)],
     )
     decision = decide(snap)
-    # 10 triggers reclaiming cluster 3 (8 GPUs); 11 fits in what that frees; 12 needs
-    # more, but globex would then no longer be borrowing: it waits on the cohort.
+    # 10 triggers reclaiming cluster 3 (8 GPUs); 11 fits in what that frees; 12 would
+    # take acme past its 16 once 10 and 11 (promised what the reclaim frees) start: it
+    # waits behind them.
     assert [r.id for r in decision.reclaim] == [3]
     assert decision.waiting[10].reason == RECLAIM_PENDING
     assert decision.waiting[11].reason == RECLAIM_PENDING
-    assert decision.waiting[12].reason == COHORT_QUOTA
+    assert decision.waiting[12].reason == HEAD_OF_LINE
+    assert decision.waiting[12].message.startswith("Held behind request 10")
+    assert sorted(decision.earmarked) == [10, 11]
+
+
+def _next_pass(
+    snap: Snapshot, decision: Decision, *, now: datetime, live: list, flavors: list
+) -> Snapshot:
+    """The next pass as the integrator builds it: admitted requests run, the others keep
+    waiting with the earmarks the pass reported."""
+    by_id = {p.id: p for p in snap.pending}
+    started = [
+        running(i, by_id[i].tenant, int(by_id[i].gpus), kind=by_id[i].kind)
+        for i in decision.admitted
+    ]
+    waiting = [
+        replace(p, earmarked=p.id in decision.earmarked)
+        for p in snap.pending
+        if p.id not in decision.admitted
+    ]
+    return replace(snap, now=now, running=[*live, *started], pending=waiting, flavors=flavors)
+
+
+def test_reclaimed_quota_goes_to_the_request_that_triggered_the_reclaim() -> None:
+    """Issue 10, item 16: globex borrows acme's H100s; acme's prod request reclaims them
+    and acme's dev request, behind it, must not take them, in that pass or the next."""
+    borrowers = [
+        running(1, "acme", 8, kind="prod", nodes=1),
+        running(2, "globex", 8, admitted_at=NOW - minutes(300)),
+        running(3, "globex", 8, admitted_at=NOW - minutes(200)),
+        running(4, "globex", 4, admitted_at=NOW - minutes(30)),  # borrows 4 of acme's
+    ]
+    prod = pending(10, "acme", 8, kind="prod", workers=1, worker_gpus=Decimal(8))
+    dev = pending(11, "acme", 1, created_at=NOW - minutes(0.5))
+    fleet = [FlavorQ("h100", 8, 4, free_gpus=Decimal(4), free_nodes=0), L4]
+    snap = snapshot(flavors=fleet, running=borrowers, pending=[prod, dev])
+
+    first = decide(snap)
+    # The cohort (32) has 4 unused: prod needs 4 more, so globex's newest cluster is
+    # reclaimed. The dev request fits the 4 unused, but taking one of them would leave
+    # prod short once cluster 4 is suspended: it waits behind prod.
+    assert [(r.id, r.for_request) for r in first.reclaim] == [(4, 10)]
+    assert first.admitted == []
+    assert first.waiting[10].reason == RECLAIM_PENDING
+    assert first.waiting[11].reason == HEAD_OF_LINE
+    assert first.waiting[11].message.startswith("Held behind request 10, for which h100 GPUs")
+    assert first.earmarked == [10]
+
+    # After the grace period cluster 4 is suspended. The reconciler has not seen its
+    # node empty yet: 8 GPUs are free but no node is wholly free, so prod cannot start.
+    # What the reclaim freed stays promised to it: dev does not take it meanwhile.
+    gone = [r for r in borrowers if r.id != 4]
+    fragmented = [FlavorQ("h100", 8, 4, free_gpus=Decimal(8), free_nodes=0), L4]
+    second_snap = _next_pass(snap, first, now=NOW + minutes(15), live=gone, flavors=fragmented)
+    second = decide(second_snap)
+    assert second.admitted == []
+    assert second.waiting[10].reason == CAPACITY
+    assert second.waiting[11].reason == HEAD_OF_LINE
+    assert second.earmarked == [10]
+
+    # Once the node is seen free, prod starts, not dev.
+    whole = [FlavorQ("h100", 8, 4, free_gpus=Decimal(8), free_nodes=1), L4]
+    third_snap = _next_pass(second_snap, second, now=NOW + minutes(16), live=gone, flavors=whole)
+    third = decide(third_snap)
+    assert third.admitted == [10]
+    assert third.earmarked == []
+    assert third.ledger[("acme", "h100")] == Decimal(16)
+
+
+THREE = [TenantQ("acme"), TenantQ("globex"), TenantQ("initech")]
+THREE_QUOTAS = [
+    QuotaQ("acme", "h100", 16),
+    QuotaQ("globex", "h100", 8, 8),
+    QuotaQ("initech", "h100", 8),
+]
+
+
+def test_another_team_does_not_take_what_is_reclaimed_for_a_request() -> None:
+    """initech's request fits the cohort's 2 unused GPUs, but taking them would leave
+    acme's request short once globex's cluster is suspended: it gets its own reclaim."""
+    snap = snapshot(
+        tenants=THREE,
+        quotas=THREE_QUOTAS,
+        running=[
+            running(1, "acme", 8),
+            running(2, "globex", 8, admitted_at=NOW - minutes(300)),
+            running(3, "globex", 4, admitted_at=NOW - minutes(200)),
+            running(4, "globex", 4, admitted_at=NOW - minutes(30)),
+            running(5, "initech", 4),
+        ],
+        pending=[
+            pending(10, "acme", 8, kind="prod", workers=1, worker_gpus=Decimal(8)),
+            pending(11, "initech", 2, created_at=NOW - minutes(1)),
+        ],
+    )
+    first = decide(snap)
+    assert first.admitted == []
+    assert [(r.id, r.for_request) for r in first.reclaim] == [(4, 10), (3, 11)]
+    assert sorted(first.earmarked) == [10, 11]
+    after = replace(
+        snap,
+        now=NOW + minutes(15),
+        running=[r for r in snap.running if r.id not in (3, 4)],
+        pending=[replace(p, earmarked=True) for p in snap.pending],
+    )
+    assert decide(after).admitted == [10, 11]
+
+
+def test_another_cohort_does_not_take_the_fleet_capacity_a_reclaim_frees() -> None:
+    """initech (another cohort, same flavor) could use 2 of the fleet's 4 free GPUs, but
+    acme needs all 4 plus the 4 globex's cluster gives back."""
+    tenants = [TenantQ("acme"), TenantQ("globex"), TenantQ("initech", cohort="other")]
+    snap = snapshot(
+        tenants=tenants,
+        flavors=[FlavorQ("h100", 8, 5, free_gpus=Decimal(4)), L4],
+        quotas=[QuotaQ("acme", "h100", 16), QuotaQ("globex", "h100", 16, 8), *THREE_QUOTAS[2:]],
+        running=[
+            running(1, "acme", 8),
+            running(2, "globex", 16, admitted_at=NOW - minutes(300)),
+            running(3, "globex", 4, admitted_at=NOW - minutes(30)),
+            running(4, "initech", 4),
+        ],
+        pending=[
+            pending(10, "acme", 8, kind="prod", workers=1, worker_gpus=Decimal(8)),
+            pending(11, "initech", 2, created_at=NOW - minutes(1)),
+        ],
+    )
+    first = decide(snap)
+    assert [(r.id, r.for_request) for r in first.reclaim] == [(3, 10)]
+    assert first.admitted == []
+    assert first.waiting[11].reason == HEAD_OF_LINE
+    assert first.waiting[11].message.startswith("Held behind request 10")
+
+
+def test_the_same_team_does_not_spend_the_quota_a_reclaim_is_for() -> None:
+    """globex's newest cluster (12 GPUs) frees more than acme's prod request lacks (4):
+    the cohort could then hold acme's dev request too, but acme's own quota (16) could
+    not, and the prod request would be left waiting."""
+    snap = snapshot(
+        quotas=[QuotaQ("acme", "h100", 16), QuotaQ("globex", "h100", 16, 16)],
+        running=[
+            running(1, "acme", 8),
+            running(2, "globex", 8, admitted_at=NOW - minutes(300)),
+            running(3, "globex", 12, admitted_at=NOW - minutes(30)),
+        ],
+        pending=[
+            pending(10, "acme", 8, kind="prod", workers=1, worker_gpus=Decimal(8)),
+            pending(11, "acme", 4, created_at=NOW - minutes(0.5)),
+        ],
+    )
+    first = decide(snap)
+    assert [(r.id, r.for_request) for r in first.reclaim] == [(3, 10)]
+    assert first.admitted == []
+    assert first.waiting[11].reason == HEAD_OF_LINE
+    after = replace(
+        snap,
+        running=snap.running[:2],
+        pending=[replace(p, earmarked=p.id in first.earmarked) for p in snap.pending],
+    )
+    assert decide(after).admitted == [10]
+
+
+def test_no_reclaim_for_a_request_an_aged_one_holds_back() -> None:
+    """acme's aged 16-GPU request waits for acme's own quota and holds it: the small one
+    behind it would not start even with the cohort's GPUs back, so nobody is suspended."""
+    snap = snapshot(
+        aging=minutes(60),
+        running=[running(1, "acme", 8), running(2, "globex", 24)],
+        pending=[
+            pending(10, "acme", 16, created_at=NOW - minutes(120)),
+            pending(11, "acme", 4, created_at=NOW - minutes(1)),
+        ],
+    )
+    decision = decide(snap)
+    assert decision.reclaim == []
+    assert decision.waiting[10].reason == TENANT_QUOTA
+    assert decision.waiting[11].reason == HEAD_OF_LINE
+    assert decision.waiting[11].message.startswith("Held behind request 10,")
+
+
+def test_an_earmarked_request_goes_first_within_its_priority() -> None:
+    """Once globex's borrowed cluster is gone, initech's request (older, and of the team
+    with the lower share) would be next by fair share: acme's earmarked one goes first."""
+    snap = snapshot(
+        tenants=THREE,
+        quotas=[
+            QuotaQ("acme", "h100", 16),
+            QuotaQ("globex", "h100", 8),
+            QuotaQ("initech", "h100", 8, 8),
+        ],
+        running=[running(1, "acme", 8), running(2, "globex", 8), running(3, "initech", 8)],
+        pending=[
+            pending(10, "acme", 8, created_at=NOW - minutes(1), earmarked=True),
+            pending(11, "initech", 8, created_at=NOW - minutes(5)),
+        ],
+    )
+    decision = decide(snap)
+    assert decision.admitted == [10]
+    assert decision.waiting[11].reason == COHORT_QUOTA
 
 
 def test_no_reclaim_when_nobody_borrows() -> None:

@@ -111,6 +111,39 @@ def test_worker_resources_and_demand() -> None:
     assert total == shapes.Demand(gpus=Decimal(16), cpu=Decimal(382), memory_gib=Decimal(3592))
 
 
+@pytest.mark.parametrize(
+    ("workers", "low", "high", "charged"),
+    [(1, None, 4, 4), (1, 0, 4, 4), (3, 1, None, 3), (2, None, None, 2)],
+)
+def test_an_autoscaling_cluster_is_charged_for_its_largest_size(
+    workers: int, low: int | None, high: int | None, charged: int
+) -> None:
+    """It may grow to max_workers without asking: that is what quotas must hold."""
+    size = shapes.charged_workers(kind="prod", workers=workers, min_workers=low, max_workers=high)
+    assert size == charged
+    need = shapes.demand(
+        kind="prod",
+        flavor=H100,
+        workers=workers,
+        min_workers=low,
+        max_workers=high,
+        gpu_fraction=None,
+    )
+    fixed = shapes.demand(kind="prod", flavor=H100, workers=charged, gpu_fraction=None)
+    sidecar = (Decimal("0.5"), Decimal("0.5")) if (low, high) != (None, None) else (0, 0)
+    assert need.gpus == fixed.gpus == 8 * charged
+    assert (need.cpu, need.memory_gib) == (fixed.cpu + sidecar[0], fixed.memory_gib + sidecar[1])
+
+
+def test_kueue_admits_fixed_sizes_only() -> None:
+    message = refused(kind="prod", workers=1, max_workers=4, kueue=True)["max_workers"][0]
+    assert "Kueue" in message
+    assert "Kueue" in refused(kind="prod", workers=2, min_workers=1, kueue=True)["min_workers"][0]
+    check(kind="prod", workers=2, kueue=True)
+    check(kind="prod", workers=2, min_workers=2, max_workers=2, kueue=True)
+    check(kind="prod", workers=1, max_workers=4)
+
+
 def test_worker_group_rules() -> None:
     (group,) = shapes.worker_groups(kind="prod", flavor=H100, workers=2, max_workers=3)
     assert (group.name, group.replicas, group.min_replicas, group.max_replicas) == (

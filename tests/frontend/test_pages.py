@@ -547,3 +547,14 @@ def test_an_unknown_flavor_names_the_flavors_there_are(bob: Any, as_user: Any) -
     for url in ("/api/v1/tenants/acme/clusters/", "/api/v1/tenants/acme/clusters/dry-run/"):
         error = as_user(bob).post(url, body, format="json").json()["error"]
         assert error["fields"]["flavor"] == ["Unknown GPU type 'a100'; choose one of: h100, l4."]
+
+
+def test_an_autoscaling_cluster_shows_its_range_and_its_whole_charge(alice: Any) -> None:
+    response = client_for(alice).post(
+        "/t/acme/clusters/new/",
+        {"name": "serve", "kind": "prod", "flavor": "h100", "workers": 1, "max_workers": 2},
+    )
+    assert response.status_code == 302, response.content
+    page = client_for(alice).get("/t/acme/clusters/serve/").content.decode()
+    assert "(autoscaling 1\N{EN DASH}2)" in page  # it never shrinks below its start
+    assert "<dd>16, charged for all it may grow to</dd>" in page

@@ -4,6 +4,8 @@ borrowing in a cohort, unsuspend on admission, release, and pending positions.""
 from __future__ import annotations
 
 import json
+import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
@@ -38,6 +40,7 @@ def setup_queues(
     core: client.CoreV1Api,
     h100_quota: int = 8,
     cohort: str | None = None,
+    preemption: dict | None = None,
 ) -> None:
     for name, product in (("h100", H100), ("l4", L4)):
         custom.create_cluster_custom_object(
@@ -98,6 +101,8 @@ def setup_queues(
         }
         if cohort:
             cq["spec"]["cohortName"] = cohort
+        if preemption:
+            cq["spec"]["preemption"] = preemption
         custom.create_cluster_custom_object(*KQ, "clusterqueues", cq)
         core.create_namespace({"metadata": {"name": f"t-{tenant}"}})
         custom.create_namespaced_custom_object(
@@ -113,10 +118,11 @@ def setup_queues(
         )
 
 
-def queued(name: str, ns: str, workers: int, gpus: int = 1) -> dict:
-    return raycluster(
-        name, ns, workers=workers, gpus=gpus, labels={"kueue.x-k8s.io/queue-name": "lq"}
-    )
+def queued(name: str, ns: str, workers: int, gpus: int = 1, priority: str = "") -> dict:
+    labels = {"kueue.x-k8s.io/queue-name": "lq"}
+    if priority:
+        labels["kueue.x-k8s.io/priority-class"] = priority
+    return raycluster(name, ns, workers=workers, gpus=gpus, labels=labels)
 
 
 def workload(custom: client.CustomObjectsApi, ns: str, rc: str) -> dict:
@@ -214,3 +220,186 @@ def test_without_kueue_the_label_is_ignored(sim: KubeSim, custom: client.CustomO
     apply(custom, queued("plain", "default", workers=1))
     rc = custom.get_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", "plain")
     assert not rc["spec"].get("suspend") and rc["status"]["state"] == "ready"
+
+
+PREEMPTION = {
+    "withinClusterQueue": "LowerPriority",
+    "reclaimWithinCohort": "Any",
+    "borrowWithinCohort": {"policy": "Never"},
+}
+
+
+def priority_classes(custom: client.CustomObjectsApi) -> None:
+    for name, value in (("dev", 100), ("prod", 1000)):
+        custom.create_cluster_custom_object(
+            *KQ,
+            "workloadpriorityclasses",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            },
+        )
+
+
+def conditions(wl: dict) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in wl["status"]["conditions"]}
+
+
+def rc_of(custom: client.CustomObjectsApi, ns: str, name: str) -> dict:
+    return custom.get_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", name)
+
+
+def test_a_higher_priority_workload_preempts_within_its_queue(
+    ksim: KubeSim, kapi: client.ApiClient
+) -> None:
+    custom, core = client.CustomObjectsApi(kapi), client.CoreV1Api(kapi)
+    setup_queues(custom, core, preemption=PREEMPTION)
+    priority_classes(custom)
+    apply(custom, queued("low-old", "t-a", workers=2, priority="dev"))
+    apply(custom, queued("low-new", "t-a", workers=4, priority="dev"))
+    assert rc_of(custom, "t-a", "low-new")["status"]["state"] == "ready"
+
+    # 8 GPUs, 6 held by dev work: a 5-GPU prod cluster needs the newest dev one gone only.
+    apply(custom, queued("high", "t-a", workers=5, priority="prod"))
+    evicted = workload(custom, "t-a", "low-new")
+    assert "admission" not in evicted["status"]
+    conds = conditions(evicted)
+    high_uid = workload(custom, "t-a", "high")["metadata"]["uid"]
+    message = (
+        f"Preempted to accommodate a workload (UID: {high_uid}, JobUID: "
+        f"{rc_of(custom, 't-a', 'high')['metadata']['uid']}) due to prioritization in the "
+        "ClusterQueue"
+    )
+    assert conds["Evicted"] == ("True", "Preempted", message)
+    assert conds["Preempted"] == ("True", "InClusterQueue", message)
+    # Released with the eviction's message, then tried again at once: it does not fit.
+    assert conds["QuotaReserved"][:2] == ("False", "Pending")
+    assert conds["QuotaReserved"][2].startswith("couldn't assign flavors to pod set gpu")
+    assert conds["Admitted"][:2] == ("False", "NoReservation")
+    assert conds["Requeued"][:2] == ("True", "Preempted")
+    assert rc_of(custom, "t-a", "low-new")["spec"]["suspend"] is True
+    assert not core.list_namespaced_pod("t-a", label_selector="ray.io/cluster=low-new").items
+    assert "admission" in workload(custom, "t-a", "low-old")["status"]
+    assert rc_of(custom, "t-a", "high")["spec"]["suspend"] is False
+    events = core.list_namespaced_event("t-a").items
+    assert any(e.reason == "Preempted" and e.message == message for e in events)
+
+    # Once the prod cluster is gone, the evicted one is admitted again.
+    custom.delete_namespaced_custom_object("ray.io", "v1", "t-a", "rayclusters", "high")
+    again = conditions(workload(custom, "t-a", "low-new"))
+    assert again["Evicted"] == ("False", "QuotaReserved", f"Previously: {message}")
+    assert again["Preempted"] == ("False", "QuotaReserved", f"Previously: {message}")
+    assert again["Admitted"][0] == "True"
+    assert rc_of(custom, "t-a", "low-new")["status"]["state"] == "ready"
+
+
+def test_a_queue_reclaims_its_nominal_quota_from_a_borrower(
+    ksim: KubeSim, kapi: client.ApiClient
+) -> None:
+    custom, core = client.CustomObjectsApi(kapi), client.CoreV1Api(kapi)
+    setup_queues(custom, core, h100_quota=4, cohort="gpus", preemption=PREEMPTION)
+    apply(custom, queued("own", "t-a", workers=4))
+    apply(custom, queued("borrowed", "t-a", workers=6))  # 6 of b's 8
+    assert rc_of(custom, "t-a", "borrowed")["status"]["state"] == "ready"
+    apply(custom, queued("mine", "t-b", workers=7))
+    conds = conditions(workload(custom, "t-a", "borrowed"))
+    assert conds["Evicted"][:2] == ("True", "Preempted")
+    assert conds["Preempted"][:2] == ("True", "InCohortReclamation")
+    assert conds["Evicted"][2].endswith("due to reclamation within the cohort")
+    assert "admission" in workload(custom, "t-a", "own")["status"]  # within a's nominal
+    assert rc_of(custom, "t-b", "mine")["spec"]["suspend"] is False
+
+
+def test_no_preemption_without_a_policy(ksim: KubeSim, kapi: client.ApiClient) -> None:
+    custom, core = client.CustomObjectsApi(kapi), client.CoreV1Api(kapi)
+    setup_queues(custom, core)
+    priority_classes(custom)
+    apply(custom, queued("low", "t-a", workers=6, priority="dev"))
+    apply(custom, queued("high", "t-a", workers=4, priority="prod"))
+    assert "admission" in workload(custom, "t-a", "low")["status"]
+    assert "admission" not in workload(custom, "t-a", "high")["status"]
+
+
+def _evict(ksim: KubeSim, body: dict) -> dict:
+    request = urllib.request.Request(
+        ksim.url + "/_kubesim/kueue/evict",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request) as resp:
+        return json.load(resp)
+
+
+def test_the_admin_knob_evicts_as_kueue_does(
+    ksim: KubeSim, kapi: client.ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubesim.operators import kueue
+
+    custom, core = client.CustomObjectsApi(kapi), client.CoreV1Api(kapi)
+    setup_queues(custom, core)
+    apply(custom, queued("slow", "t-a", workers=2))
+    apply(custom, queued("idle", "t-a", workers=2))
+
+    # PodsReadyTimeout: requeued only after the backoff (1 s here, 60 s by default).
+    monkeypatch.setattr(kueue, "REQUEUE_BACKOFF_SECONDS", 1)
+    answer = _evict(ksim, {"namespace": "t-a", "name": "slow", "reason": "PodsReadyTimeout"})
+    wl = workload(custom, "t-a", "slow")
+    assert answer == {"status": "evicted", "workload": wl["metadata"]["name"]}
+    conds = conditions(wl)
+    assert conds["Evicted"] == (
+        "True",
+        "PodsReadyTimeout",
+        f"Exceeded the PodsReady timeout t-a/{wl['metadata']['name']}",
+    )
+    assert "Preempted" not in conds
+    assert conds["Requeued"][:2] == ("False", "PodsReadyTimeout")
+    assert wl["status"]["requeueState"]["count"] == 1
+    assert rc_of(custom, "t-a", "slow")["spec"]["suspend"] is True
+    deadline = time.monotonic() + 10
+    while "admission" not in workload(custom, "t-a", "slow")["status"]:
+        assert time.monotonic() < deadline, "never requeued"
+        time.sleep(0.1)
+    assert conditions(workload(custom, "t-a", "slow"))["Requeued"][:2] == (
+        "True",
+        "BackoffFinished",
+    )
+
+    # InactiveWorkload: stays out of the queue until the Workload is active again.
+    _evict(ksim, {"namespace": "t-a", "name": "idle", "reason": "InactiveWorkload"})
+    wl = workload(custom, "t-a", "idle")
+    assert wl["spec"]["active"] is False
+    assert conditions(wl)["Evicted"] == ("True", "InactiveWorkload", "The workload is deactivated")
+    assert "admission" not in wl["status"]
+    custom.patch_namespaced_custom_object(
+        *KQ, "t-a", "workloads", wl["metadata"]["name"], {"spec": {"active": True}}
+    )
+    assert "admission" in workload(custom, "t-a", "idle")["status"]
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _evict(ksim, {"namespace": "t-a", "name": "idle", "reason": "Bored"})
+    assert refused.value.code == 400
+
+
+def test_kueue_refuses_an_autoscaling_raycluster(ksim: KubeSim, kapi: client.ApiClient) -> None:
+    custom, core = client.CustomObjectsApi(kapi), client.CoreV1Api(kapi)
+    setup_queues(custom, core)
+    body = queued("grow", "t-a", workers=1)
+    body["spec"]["enableInTreeAutoscaling"] = True
+    with pytest.raises(client.ApiException) as refused:
+        apply(custom, body)
+    assert refused.value.status == 403
+    assert json.loads(refused.value.body)["message"] == (
+        'admission webhook "vraycluster.kb.io" denied the request: '
+        "spec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job can use "
+        "autoscaling only when the ElasticJobsViaWorkloadSlices feature gate is on and the "
+        "job is an elastic job"
+    )
+    body["spec"]["enableInTreeAutoscaling"] = False
+    apply(custom, body)
+    body["metadata"]["labels"] = {}
+    body["metadata"]["name"] = "unqueued"
+    body["spec"]["enableInTreeAutoscaling"] = True
+    apply(custom, body)  # not Kueue's: no webhook

@@ -7,16 +7,21 @@ reason from Kueue's Workloads and visibility API.
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db.models import F
 
 from clusters import services
 from clusters.kube.gateway import get_gateway
-from clusters.models import ClusterRequest
+from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 from kubesim import KubeSim
+from tenants.models import AuditEvent, Quota
 from tests.clusters.engine.conftest import wait_for
 
 
@@ -41,7 +46,7 @@ def test_kueue_admits_queues_and_releases(
 ) -> None:
     gw = get_gateway()
     small = services.cluster_request_create(
-        actor=bob, tenant=acme, name="kq-small", kind="dev", flavor=h100, workers=1
+        actor=alice, tenant=acme, name="kq-small", kind="prod", flavor=h100, workers=1
     )
     wait_for(lambda: _row(small.pk).state == "ready", what="admitted by Kueue and ready")
     assert gw.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "gangway", "gw-acme") is not None
@@ -50,7 +55,7 @@ def test_kueue_admits_queues_and_releases(
     assert _row(small.pk).holds_gpus
 
     # acme has 16 H100 and nobody in its cohort to borrow from: a 2-node prod cluster
-    # (16 GPUs) must wait while the small one holds one.
+    # (16 GPUs) must wait while the small one holds 8 (same priority: no preemption).
     big = services.cluster_request_create(
         actor=alice, tenant=acme, name="kq-big", kind="prod", flavor=h100, workers=2
     )
@@ -66,7 +71,7 @@ def test_kueue_admits_queues_and_releases(
     assert waiting.queue_position == 1
     assert waiting.queue_reason in {"tenant_quota", "cohort_quota", "capacity"}
 
-    services.cluster_delete(actor=bob, cluster=_row(small.pk))
+    services.cluster_delete(actor=alice, cluster=_row(small.pk))
     wait_for(lambda: _row(big.pk).state == "ready", timeout=90, what="big admitted once freed")
 
     services.cluster_suspend(actor=alice, cluster=_row(big.pk))
@@ -76,3 +81,84 @@ def test_kueue_admits_queues_and_releases(
     )
     services.cluster_resume(actor=alice, cluster=_row(big.pk))
     wait_for(lambda: _row(big.pk).state == "ready", timeout=90, what="ready after resume")
+
+
+def _spans(pk: int) -> list[tuple[Decimal, bool]]:
+    return [(s.gpus, s.ended_at is None) for s in UsageSpan.objects.filter(cluster_id=pk)]
+
+
+def test_an_eviction_by_kueue_puts_the_cluster_back_in_the_queue(
+    worker: Any, alice: Any, bob: Any, acme: Any, h100: Any
+) -> None:
+    """Issue 10, item 15: Kueue preempts a running dev cluster for a prod one (prod
+    outranks dev in the tenant's ClusterQueue). The dev row goes back to ``queued`` with
+    Kueue's reason, its GPUs released and its usage span closed; once the prod cluster is
+    gone Kueue admits it again and it is ready with a new span."""
+    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=16, borrow_limit=0)
+    acme.max_dev_gpus_per_user = 16
+    acme.save()
+    dev = services.cluster_request_create(
+        actor=bob, tenant=acme, name="kq-dev", kind="dev", flavor=h100, workers=12
+    )
+    wait_for(lambda: _row(dev.pk).state == "ready", timeout=90, what="dev ready")
+    assert _spans(dev.pk) == [(Decimal(12), True)]
+
+    prod = services.cluster_request_create(
+        actor=alice, tenant=acme, name="kq-prod", kind="prod", flavor=h100, workers=2
+    )
+    wait_for(lambda: _row(dev.pk).state == "queued", timeout=90, what="dev evicted")
+    evicted = _row(dev.pk)
+    assert not evicted.holds_gpus and evicted.ready_at is None
+    assert evicted.state_reason.startswith("Kueue evicted it (Preempted): Preempted to accommodate")
+    assert _spans(dev.pk) == [(Decimal(12), False)]
+    event = ClusterEvent.objects.filter(cluster_id=dev.pk, to_state="queued").last()
+    assert event is not None and (event.from_state, event.reason) == ("ready", "Preempted")
+    assert AuditEvent.objects.filter(action="cluster.evict", object_id=str(dev.pk)).exists()
+    wait_for(lambda: _row(prod.pk).state == "ready", timeout=90, what="prod ready")
+    # Only prod holds acme's GPUs now, and the dev row waits with Kueue's verdict.
+    assert [c.name for c in ClusterRequest.objects.filter(holds_gpus=True)] == ["kq-prod"]
+    waiting = wait_for(
+        lambda: (
+            ClusterRequest.objects.filter(pk=dev.pk, queue_message__contains="couldn't")
+            .exclude(queue_position=None)
+            .first()
+        ),
+        what="Kueue's pending reason on the evicted row",
+    )
+    assert waiting.queue_reason == "tenant_quota"
+
+    services.cluster_delete(actor=alice, cluster=_row(prod.pk))
+    wait_for(lambda: _row(dev.pk).state == "ready", timeout=90, what="dev admitted again")
+    assert _spans(dev.pk) == [(Decimal(12), False), (Decimal(12), True)]
+    moves = list(
+        ClusterEvent.objects.filter(cluster_id=dev.pk)
+        .exclude(from_state=F("to_state"))
+        .values_list("to_state", flat=True)
+    )
+    assert moves[-4:] == ["queued", "admitted", "provisioning", "ready"]
+
+
+def test_a_pods_ready_timeout_requeues_after_kueues_backoff(
+    worker: Any, bob: Any, acme: Any, h100: Any, kubesim: KubeSim, monkeypatch: Any
+) -> None:
+    """The same for an eviction Kueue makes on its own (here through kubesim's admin
+    knob): reason ``PodsReadyTimeout``, and Kueue queues it again after its backoff."""
+    from kubesim.operators import kueue
+
+    monkeypatch.setattr(kueue, "REQUEUE_BACKOFF_SECONDS", 3)
+    dev = services.cluster_request_create(
+        actor=bob, tenant=acme, name="kq-slow", kind="dev", flavor=h100, workers=1
+    )
+    wait_for(lambda: _row(dev.pk).state == "ready", timeout=90, what="ready")
+    body = json.dumps({"namespace": "gw-acme", "name": "kq-slow", "reason": "PodsReadyTimeout"})
+    request = urllib.request.Request(
+        kubesim.url + "/_kubesim/kueue/evict", data=body.encode(), method="POST"
+    )
+    with urllib.request.urlopen(request) as answer:
+        assert json.load(answer)["status"] == "evicted"
+    wait_for(lambda: _row(dev.pk).state == "queued", what="requeued")
+    event = ClusterEvent.objects.filter(cluster_id=dev.pk, to_state="queued").last()
+    assert event is not None and event.reason == "PodsReadyTimeout"
+    assert "Exceeded the PodsReady timeout" in event.message
+    wait_for(lambda: _row(dev.pk).state == "ready", timeout=90, what="ready after the backoff")
+    assert [open_ for _, open_ in _spans(dev.pk)] == [False, True]

@@ -165,3 +165,43 @@ def test_dev_workers_of_a_node_fit_on_it(cluster: Any) -> None:
     assert limits["nvidia.com/gpu"] == "1"
     assert _cpu(limits["cpu"]) * flavor.gpus_per_node <= flavor.cpu_per_node
     assert _gib(limits["memory"]) * flavor.gpus_per_node <= flavor.memory_per_node_gib
+
+
+@settings(max_examples=150, deadline=None)
+@given(requests())
+def test_the_charge_is_the_most_the_raycluster_may_ever_run(cluster: Any) -> None:
+    """Issue 10, item 14: what admission charges (``shapes.demand``) is exactly what the
+    RayCluster asks for at its largest size, ``maxReplicas`` of every group, so that an
+    autoscaling cluster can never grow past what its tenant was charged."""
+    obj = raycluster(cluster, kai_enabled=True)
+    charged = shapes.demand(
+        kind=cluster.kind,
+        flavor=shapes.flavor_spec(cluster.flavor),
+        workers=cluster.workers,
+        min_workers=cluster.min_workers,
+        max_workers=cluster.max_workers,
+        gpu_fraction=cluster.gpu_fraction,
+    )
+    gpus = cpu = memory = Decimal(0)
+    pods = 0
+    for group, template in _pods(obj):
+        count = group.get("maxReplicas", 1)
+        pods += count
+        fraction = template["metadata"].get("annotations", {}).get("gpu-fraction")
+        for container in template["spec"]["containers"]:
+            limits = container["resources"]["limits"]
+            gpus += Decimal(limits.get("nvidia.com/gpu", 0)) * count
+            cpu += _cpu(container["resources"]["requests"]["cpu"]) * count
+            memory += _gib(container["resources"]["requests"]["memory"]) * count
+        if fraction is not None:
+            gpus += Decimal(fraction) * count
+    sidecar = obj["spec"].get("autoscalerOptions", {}).get("resources", {}).get("requests")
+    if sidecar:  # KubeRay adds it to the head pod
+        cpu += _cpu(sidecar["cpu"])
+        memory += _gib(sidecar["memory"])
+        pods += 1
+    assert charged.gpus == gpus
+    # Quantities are written in millicores and whole MiB, rounded down: the charge may
+    # exceed the pods' requests by less than that, never fall short.
+    assert Decimal(0) <= charged.cpu - cpu < Decimal(pods) / 1000
+    assert Decimal(0) <= charged.memory_gib - memory < Decimal(pods) / 1024

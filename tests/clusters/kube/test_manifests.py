@@ -30,7 +30,7 @@ SHAPES = [
     "prod-autoscaling",
     "fractional",
     "dev-kueue",
-    "prod-autoscaling-kueue",
+    "prod-kueue",
 ]
 
 

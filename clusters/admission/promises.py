@@ -1,0 +1,81 @@
+"""What one admission pass has promised to the requests that quota is reclaimed for.
+
+When a request within its tenant's nominal quota finds its cohort full of borrowers, the
+pass suspends borrowers' clusters for it (``decide``'s reclaim). What they free is
+*promised* to that request until it is admitted: its GPUs are reserved in the cohort, on
+the fleet and in its tenant's nominal quota, and no request the pass reaches after it
+may take them, unless enough is left for every promise once the borrowers are suspended
+(``releasing``). The mark outlives the pass (``Pending.earmarked``): a later pass reaches
+an earmarked request first within its priority and promises it again if it still waits,
+so what was reclaimed for it is never handed to a request of the same or a lower
+priority. Pure; every check is O(1), naming the request one is held behind scans the
+(few) promises.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+
+from clusters.admission.ledger import Ledger, Pool
+from clusters.admission.snapshot import Pending
+
+ZERO = Decimal(0)
+
+
+class Promises:
+    """GPUs promised per cohort, fleet flavor and tenant, and what reclaims will free."""
+
+    def __init__(self, led: Ledger) -> None:
+        self.led = led
+        self.cohort: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        self.fleet: dict[str, Decimal] = defaultdict(Decimal)
+        self.tenant: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        self.releasing_cohort: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        self.releasing_fleet: dict[str, Decimal] = defaultdict(Decimal)
+        self.holders: dict[int, Pending] = {}  # in promise order
+
+    def _ckey(self, p: Pending) -> tuple[str, str]:
+        return (self.led.tenant(p.tenant).cohort, p.flavor)
+
+    def promise(self, p: Pending) -> None:
+        """Reserve ``p``'s GPUs in its cohort, on the fleet and in its tenant's quota."""
+        if p.id in self.holders:
+            return
+        self.holders[p.id] = p
+        self.cohort[self._ckey(p)] += p.gpus
+        self.fleet[p.flavor] += p.gpus
+        self.tenant[p.tenant, p.flavor] += p.gpus
+
+    def freeing(self, ckey: tuple[str, str], gpus: Decimal) -> None:
+        """Borrowers' clusters holding ``gpus`` of ``ckey`` are being suspended."""
+        self.releasing_cohort[ckey] += gpus
+        self.releasing_fleet[ckey[1]] += gpus
+
+    def _own(self, p: Pending) -> Decimal:
+        return p.gpus if p.id in self.holders else ZERO
+
+    def cohort_for(self, p: Pending) -> Decimal:
+        """GPUs of ``p``'s cohort promised to others, which ``p`` may not take."""
+        return self.cohort[self._ckey(p)] - self._own(p)
+
+    def fleet_for(self, p: Pending) -> Decimal:
+        """GPUs of ``p``'s flavor on the fleet promised to others."""
+        return self.fleet[p.flavor] - self._own(p)
+
+    def tenant_for(self, p: Pending) -> Decimal:
+        """GPUs of ``p``'s tenant quota promised to its other requests."""
+        return self.tenant[p.tenant, p.flavor] - self._own(p)
+
+    def holder(self, p: Pending, pool: Pool) -> Pending | None:
+        """The first request promised GPUs of ``pool`` that ``p`` would take."""
+        for h in self.holders.values():
+            if h.id == p.id or h.flavor != p.flavor:
+                continue
+            if pool[0] == "f":
+                return h
+            if pool[0] == "t" and h.tenant == p.tenant:
+                return h
+            if pool[0] == "c" and self._ckey(h) == self._ckey(p):
+                return h
+        return None

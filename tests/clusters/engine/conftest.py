@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,13 @@ def wait_for(predicate: Callable[[], Any], *, timeout: float = 60.0, what: str =
     raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: {last!r}")
 
 
-@pytest.fixture
-def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
-    sim = KubeSim(fleet=None, port=0, startup_delay=0.0).start()
+@contextmanager
+def running_kubesim(tmp_path: Path, settings: Any, *, kueue: bool = False) -> Iterator[KubeSim]:
+    """An empty kubesim over HTTP (with Kueue's emulation and ``QUEUE_MODE=kueue`` when
+    ``kueue``), the test's settings pointed at it through a kubeconfig; stopped after."""
+    if kueue:
+        settings.QUEUE_MODE = "kueue"
+    sim = KubeSim(fleet=None, port=0, startup_delay=0.0, kueue=kueue).start()
     kubeconfig = tmp_path / "kubeconfig"
     sim.write_kubeconfig(str(kubeconfig))
     settings.KUBECONFIG = str(kubeconfig)
@@ -47,6 +52,12 @@ def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
         yield sim
     finally:
         sim.stop()
+
+
+@pytest.fixture
+def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
+    with running_kubesim(tmp_path, settings) as sim:
+        yield sim
 
 
 class Worker:

@@ -22,19 +22,13 @@ from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 from kubesim import KubeSim
 from tenants.models import AuditEvent, Quota
-from tests.clusters.engine.conftest import wait_for
+from tests.clusters.engine.conftest import running_kubesim, wait_for
 
 
 @pytest.fixture
 def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
-    settings.QUEUE_MODE = "kueue"
-    sim = KubeSim(fleet=None, port=0, startup_delay=0.0, kueue=True).start()
-    sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
-    settings.KUBECONFIG = str(tmp_path / "kubeconfig")
-    try:
+    with running_kubesim(tmp_path, settings, kueue=True) as sim:
         yield sim
-    finally:
-        sim.stop()
 
 
 def _row(pk: int) -> ClusterRequest:

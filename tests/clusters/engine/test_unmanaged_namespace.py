@@ -20,7 +20,7 @@ from clusters.kube.gateway import Gateway, get_gateway
 from clusters.models import ClusterEvent, ClusterRequest
 from kubesim import KubeSim
 from tenants.models import GpuFlavor
-from tests.clusters.engine.conftest import wait_for
+from tests.clusters.engine.conftest import running_kubesim, wait_for
 
 REFUSAL = "namespace gw-acme exists and is not managed by gangway; refusing to adopt it"
 # What a tenant bundle or a cluster would put into the namespace.
@@ -123,14 +123,8 @@ def test_an_absent_namespace_is_created_and_its_bundle_kept_in_step(
 
 @pytest.fixture
 def kueue_sim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
-    settings.QUEUE_MODE = "kueue"
-    sim = KubeSim(fleet=None, port=0, startup_delay=0.0, kueue=True).start()
-    sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
-    settings.KUBECONFIG = str(tmp_path / "kubeconfig")
-    try:
+    with running_kubesim(tmp_path, settings, kueue=True) as sim:
         yield sim
-    finally:
-        sim.stop()
 
 
 @pytest.mark.django_db

@@ -83,3 +83,17 @@ def platform_only(code: int, *, others: int = 403) -> dict[str, int]:
 def members(*, viewer: int, engineer: int, admin: int, platform: int) -> dict[str, int]:
     """A route of one tenant (acme): another tenant's member always gets a 404."""
     return statuses(outsider=404, viewer=viewer, engineer=engineer, admin=admin, platform=platform)
+
+
+def url_kwargs(world: Any, route: Route, case: Case) -> dict[str, str]:
+    """The route's URL kwargs with the case's overrides (building them, and so creating
+    their target, when the case gives a builder)."""
+    kwargs = dict(route.kwargs)
+    if case.kwargs is not None:
+        kwargs.update(case.kwargs(world) if callable(case.kwargs) else case.kwargs)
+    return kwargs
+
+
+def case_url(world: Any, template: str, route: Route, case: Case) -> str:
+    """The path a case is sent to: the template filled with :func:`url_kwargs`."""
+    return "/" + template.format(**url_kwargs(world, route, case))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.apps import apps
 
-from tests.access.matrix import ACTORS, Case, Route
+from tests.access.matrix import ACTORS, Case, Route, case_url
 from tests.access.test_route_matrix import ROUTES, _client, world  # noqa: F401 (fixture)
 
 WRITES = ("POST", "PUT", "PATCH")
@@ -51,11 +51,9 @@ def _snapshot() -> dict[str, list[dict[str, Any]]]:
 
 def _prepare(w: Any, template: str, route: Route, case: Case) -> tuple[str, Any]:
     """The URL (its target created) and a client of an actor the table says succeeds."""
-    kwargs = dict(route.kwargs)
-    if case.kwargs is not None:
-        kwargs.update(case.kwargs(w) if callable(case.kwargs) else case.kwargs)
+    url = case_url(w, template, route, case)
     actor = next(a for a in ACTORS if case.expect[a] < 300)
-    return "/" + template.format(**kwargs), _client(w.actors[actor])
+    return url, _client(w.actors[actor])
 
 
 def _send(client: Any, method: str, url: str, body: str) -> Any:

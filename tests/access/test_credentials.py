@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 import pytest
 from django.test import Client
 
-from tests.access.matrix import Case, Route
+from tests.access.matrix import Case, Route, case_url
 from tests.access.test_route_matrix import ROUTES, world  # noqa: F401 (fixture)
 
 TOKENS = ["Token abc\x00def", "Token " + "\x00" * 64, "Token caf\xe9", "Token " + "f" * 5000]
@@ -32,11 +32,8 @@ def _cases() -> list[Any]:
 
 
 def _request(w: Any, template: str, method: str, route: Route, case: Case, **extra: Any) -> Any:
-    kwargs = dict(route.kwargs)
-    if case.kwargs is not None:
-        kwargs.update(case.kwargs(w) if callable(case.kwargs) else case.kwargs)
+    url = case_url(w, template, route, case)
     body = case.body(w) if case.body else None
-    url = "/" + template.format(**kwargs)
     client = Client()
     if "cookie" in extra:
         client.cookies["sessionid"] = extra.pop("cookie")

@@ -24,7 +24,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from tests.access.matrix import ACTORS, Case, Route
+from tests.access.matrix import ACTORS, Case, Route, url_kwargs
 from tests.factories import GpuFlavorFactory, UserFactory
 
 _HERE = Path(__file__).parent
@@ -177,9 +177,7 @@ _CASES = [
 def test_route_access(world: SimpleNamespace, template: str, method: str, actor: str) -> None:
     route = ROUTES[template]
     case: Case = route.methods[method]
-    kwargs = dict(route.kwargs)
-    if case.kwargs is not None:
-        kwargs.update(case.kwargs(world) if callable(case.kwargs) else case.kwargs)
+    kwargs = url_kwargs(world, route, case)
     url = "/" + template.format(**kwargs)
     body = case.body(world) if case.body else None
     expected = case.expect[actor]

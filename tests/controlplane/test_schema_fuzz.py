@@ -42,7 +42,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.access.matrix import ACTORS, Case, Route
+from tests.access.matrix import ACTORS, Case, Route, url_kwargs
 from tests.access.routes_clusters import _bobs
 from tests.access.test_route_matrix import ROUTES, world  # noqa: F401 (fixture)
 
@@ -234,9 +234,7 @@ def test_every_success_of_the_access_tables_conforms_to_the_schema(
 ) -> None:
     # Generated requests seldom get past validation to a 2xx; the access tables hold a
     # valid request for every route, so every success response is checked for certain.
-    kwargs = dict(route.kwargs)
-    if case.kwargs is not None:
-        kwargs.update(case.kwargs(world) if callable(case.kwargs) else case.kwargs)
+    kwargs = url_kwargs(world, route, case)
     actor = next(actor for actor in ACTORS if case.expect[actor] < 300)
     auth = {}
     if world.actors[actor] is not None:

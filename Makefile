@@ -54,6 +54,7 @@ checks: lint typecheck
 lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 typecheck:
 	$(BIN)/mypy

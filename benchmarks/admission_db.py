@@ -133,7 +133,7 @@ def _fill(waiting: int) -> None:
 def _timed_pass() -> tuple[float, Any]:
     from django.db import connection
 
-    from clusters.admission_pass import run_admission_pass
+    from clusters.queue.admission_pass import run_admission_pass
 
     started = time.perf_counter()
     result = run_admission_pass()
@@ -162,8 +162,8 @@ def _observe_large_fleet() -> Any:
 def run() -> str:
     """Time the integrated pass at 1,500 and 15,000 waiting requests."""
     _setup_django()
+    from clusters.engine.reconciler import reconcile_once
     from clusters.models import ClusterRequest
-    from clusters.reconciler import reconcile_once
     from tenants.models import GpuFlavor
 
     sim = _observe_large_fleet()

@@ -27,7 +27,8 @@ class ClusterKind(models.TextChoices):
 
 
 class ClusterRequestQuerySet(TenantOwnedQuerySet):
-    """Cluster requests; ``live()`` drops deleted ones."""
+    """Cluster requests: ``live()`` keeps those that still exist for their owner,
+    ``not_deleted()`` drops only deleted ones (a failed request is still shown)."""
 
     def live(self) -> ClusterRequestQuerySet:
         return self.filter(state__in=LIVE)

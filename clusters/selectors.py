@@ -5,13 +5,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import F, Prefetch
 
-from clusters.models import ClusterEvent, ClusterRequest
-from tenants.models import Tenant
+from clusters.models import ClusterEvent, ClusterRequest, ClusterRequestQuerySet, UsageSpan
+from clusters.states import State
+from tenants.models import Quota, Tenant
 
 
-def cluster_list(*, tenant: Tenant) -> QuerySet[ClusterRequest]:
+def cluster_list(*, tenant: Tenant) -> ClusterRequestQuerySet:
     """A tenant's cluster requests with what their representation needs, in one query."""
     return (
         ClusterRequest.objects.for_tenant(tenant)
@@ -20,7 +21,7 @@ def cluster_list(*, tenant: Tenant) -> QuerySet[ClusterRequest]:
     )
 
 
-def cluster_detail_queryset(*, tenant: Tenant) -> QuerySet[ClusterRequest]:
+def cluster_detail_queryset(*, tenant: Tenant) -> ClusterRequestQuerySet:
     """Like :func:`cluster_list`, with the event history prefetched."""
     return cluster_list(tenant=tenant).prefetch_related(
         Prefetch("events", queryset=ClusterEvent.objects.order_by("at", "id"))
@@ -36,15 +37,13 @@ def cluster_for_page(*, tenant: Tenant, name: str, pk: int | None = None) -> Clu
     queryset = cluster_detail_queryset(tenant=tenant).filter(name=name)
     if pk is not None:
         return queryset.filter(pk=pk).first()
-    live = queryset.exclude(state="deleted").first()
+    live = queryset.not_deleted().first()
     return live or queryset.order_by(F("deleted_at").desc(nulls_last=True), "-id").first()
 
 
 def cluster_gpu_hours(cluster: ClusterRequest) -> Decimal:
     """GPU-hours the cluster has used so far, over every admission (open spans to now)."""
     from django.utils import timezone
-
-    from clusters.models import UsageSpan
 
     now = timezone.now()
     total = Decimal(0)
@@ -64,7 +63,7 @@ def cluster_endpoints(cluster: ClusterRequest) -> dict[str, Any] | None:
     Addresses are in-cluster service names: the tenant's NetworkPolicies admit the
     control plane's namespace and the tenant's own pods to these ports, no one else.
     """
-    if cluster.state != "ready":
+    if cluster.state != State.READY:
         return None
     host = f"{cluster.name}-head-svc.{cluster.namespace}.svc"
     client_address = f"ray://{host}:10001"
@@ -75,13 +74,13 @@ def cluster_endpoints(cluster: ClusterRequest) -> dict[str, Any] | None:
     }
 
 
-def queue_list(*, tenant: Tenant | None = None) -> QuerySet[ClusterRequest]:
+def queue_list(*, tenant: Tenant | None = None) -> ClusterRequestQuerySet:
     """Waiting requests in queue order (a tenant's, or every tenant's when ``None``)."""
     from django.db.models import F
 
     qs = ClusterRequest.objects.unscoped() if tenant is None else cluster_list(tenant=tenant)
     return (
-        qs.filter(state="queued")
+        qs.filter(state=State.QUEUED)
         .select_related("tenant", "flavor", "owner")
         .order_by(
             F("queue_position").asc(nulls_last=True)
@@ -104,8 +103,6 @@ def usage_summary(*, tenant: Tenant, since: Any, until: Any) -> dict[str, Any]:
 
     from django.db.models import Q
     from django.utils import timezone
-
-    from clusters.models import UsageSpan
 
     now = timezone.now()
     end = min(until, now)
@@ -164,8 +161,6 @@ def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
 
     from django.db.models import Count, Sum
 
-    from tenants.models import Quota
-
     ids = [tenant.pk for tenant in tenants]
     held: dict[tuple[int, int], Any] = {}
     cpu: dict[int, Decimal] = dict.fromkeys(ids, Decimal(0))
@@ -216,7 +211,7 @@ def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
     for row in (
         ClusterRequest.objects.unscoped()
         .filter(tenant_id__in=ids)
-        .exclude(state="deleted")
+        .not_deleted()
         .values("tenant_id", "state")
         .annotate(n=Count("id"))
     ):
@@ -224,12 +219,12 @@ def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
     return out
 
 
-def clusters_of_owner(*, user: Any) -> QuerySet[ClusterRequest]:
+def clusters_of_owner(*, user: Any) -> ClusterRequestQuerySet:
     """The user's own live clusters in every tenant they can see (the home page)."""
     return (
         ClusterRequest.objects.visible_to(user)
         .filter(owner=user)
-        .exclude(state="deleted")
+        .not_deleted()
         .select_related("tenant", "flavor", "owner")
         .order_by("-created_at", "-id")
     )

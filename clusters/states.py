@@ -32,9 +32,11 @@ RELEASES = frozenset({State.QUEUED, State.SUSPENDED, State.DELETED, State.FAILED
 HOLDS_QUOTA = frozenset({State.ADMITTED, State.PROVISIONING, State.READY})
 # States in which the request still exists for its owner (counts against per-user caps).
 LIVE = frozenset({State.QUEUED, State.ADMITTED, State.PROVISIONING, State.READY, State.SUSPENDED})
-# States in which Kubernetes objects should exist for the request.
-WANTS_OBJECTS = frozenset({State.PROVISIONING, State.READY, State.SUSPENDED})
-TERMINAL = frozenset({State.DELETED})
+# States whose RayCluster should exist (the queue backend may add ``queued`` and drop
+# ``suspended``: :mod:`clusters.queue.interface`); other RayClusters are orphans.
+WANTS_RAYCLUSTER = frozenset(
+    {State.ADMITTED, State.PROVISIONING, State.READY, State.SUSPENDED, State.DELETING}
+)
 
 # ``provisioning``/``ready`` -> ``queued``: in Kueue mode, Kueue may evict a running
 # cluster (preemption, a PodsReady timeout, deactivation); the row then gives its GPUs

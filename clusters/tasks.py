@@ -19,11 +19,12 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
-from clusters import provisioning
-from clusters.admission_pass import run_admission_pass
+from clusters import enqueue
+from clusters.engine import provisioning
+from clusters.engine.reconciler import reconcile_once
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError
 from clusters.models import ClusterRequest
-from clusters.reconciler import reconcile_once
+from clusters.queue.backends import queue_backend
 from clusters.states import State
 from clusters.transitions import transition
 from controlplane import metrics
@@ -50,7 +51,7 @@ def _fail(cluster: ClusterRequest, error: str) -> None:
     transition(cluster, State.FAILED, reason="error", message=error[:500], last_error=error)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None)
+@shared_task(name=enqueue.PROVISION, bind=True, acks_late=True, max_retries=None)
 def provision_cluster(self, cluster_id: int) -> None:  # type: ignore[no-untyped-def]
     """Converge one cluster request's Kubernetes objects with its row."""
     cluster = (
@@ -59,9 +60,7 @@ def provision_cluster(self, cluster_id: int) -> None:  # type: ignore[no-untyped
         .filter(pk=cluster_id)
         .first()
     )
-    if cluster is None or cluster.state in (State.DELETED, State.FAILED):
-        return
-    if cluster.state == State.QUEUED and settings.QUEUE_MODE != "kueue":
+    if cluster is None or not provisioning.wants_provisioning(cluster):
         return
     try:
         provisioning.converge(cluster)
@@ -91,13 +90,13 @@ def provision_cluster(self, cluster_id: int) -> None:  # type: ignore[no-untyped
         reconcile.delay()
 
 
-@shared_task(acks_late=True)
+@shared_task(name=enqueue.ADMISSION_PASS, acks_late=True)
 def admission_pass() -> list[int]:
-    """Run one admission pass (the pass itself takes the lock)."""
-    return run_admission_pass().admitted
+    """Run one admission pass (the pass itself takes the lock; a no-op under Kueue)."""
+    return queue_backend().admission_pass().admitted
 
 
-@shared_task(acks_late=True)
+@shared_task(name=enqueue.RECONCILE, acks_late=True)
 def reconcile() -> dict[str, int]:
     """One reconcile pass; runs an admission pass when it freed capacity."""
     try:
@@ -106,7 +105,7 @@ def reconcile() -> dict[str, int]:
         log.warning("reconcile skipped: %s", exc.message)
         return {"errors": 1}
     if report.freed_capacity:
-        run_admission_pass()
+        queue_backend().admission_pass()
     return {
         "ready": len(report.ready),
         "recreated": len(report.recreated),
@@ -118,7 +117,7 @@ def reconcile() -> dict[str, int]:
     }
 
 
-@shared_task(acks_late=True)
+@shared_task(name="clusters.tasks.sweep", acks_late=True)
 def sweep() -> int:
     """Re-nudge rows whose provisioning step made no progress (the row is the outbox)."""
     cutoff = timezone.now() - timedelta(seconds=settings.SWEEP_STALE_SECONDS)

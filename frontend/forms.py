@@ -1,7 +1,7 @@
 """The dashboard's create form: the API's create body as a Django form.
 
 It only parses and offers choices; every rule (shape limits, policy, caps, who may ask
-for production) is checked by :mod:`clusters.services`, whose ``ValidationError`` the
+for production) is checked by :mod:`clusters.requests.services`, whose ``ValidationError`` the
 views attach back to these fields with :meth:`ClusterForm.add_service_errors`.
 """
 
@@ -14,6 +14,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
 from clusters import shapes
 from clusters.models import ClusterKind
+from clusters.spec import ClusterSpec
 from tenants.models import Role, Tenant
 from tenants.selectors import flavor_list, unknown_flavor_message
 
@@ -137,19 +138,9 @@ class ClusterForm(forms.Form):
             f"Hours; dev default {tenant.dev_ttl_hours} h, at most {tenant.max_ttl_hours} h."
         )
 
-    def attrs(self) -> dict[str, Any]:
-        """The cleaned body with absent optional fields as ``None`` (the service's shape)."""
-        data = self.cleaned_data
-        return {
-            "name": data.get("name") or None,
-            "kind": data["kind"],
-            "flavor": data["flavor"],
-            "workers": data["workers"],
-            "min_workers": data.get("min_workers"),
-            "max_workers": data.get("max_workers"),
-            "gpu_fraction": data.get("gpu_fraction"),
-            "ttl_hours": data.get("ttl_hours"),
-        }
+    def spec(self) -> ClusterSpec:
+        """The cleaned form as the request the services take."""
+        return ClusterSpec.from_data(self.cleaned_data)
 
     def add_service_errors(self, exc: ValidationError) -> None:
         """Attach a service's ``ValidationError`` to the fields it names (others: form-wide)."""

@@ -9,7 +9,7 @@ Code that must see every tenant (Celery tasks, the admission pass) says so with
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -192,17 +192,17 @@ class Tenant(models.Model):
 class TenantOwnedQuerySet(models.QuerySet[Any]):
     """The queryset of every tenant-owned model; ``visible_to`` is the safe default path."""
 
-    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> TenantOwnedQuerySet:
+    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> Self:
         if _is_platform_admin(user):
             return self.all()
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(tenant__memberships__user=user.pk)
 
-    def for_tenant(self, tenant: Tenant) -> TenantOwnedQuerySet:
+    def for_tenant(self, tenant: Tenant) -> Self:
         return self.filter(tenant=tenant)
 
-    def unscoped(self) -> TenantOwnedQuerySet:
+    def unscoped(self) -> Self:
         """Every tenant's rows, for code that acts for the system (tasks, admission)."""
         return self.all()
 

@@ -30,13 +30,13 @@ from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
+from clusters.admission.caps import CapBreach
 from clusters.admission.eta import Wait, estimate
 from clusters.admission.ledger import Ledger, Pool, fmt
 from clusters.admission.promises import Promises
 from clusters.admission.snapshot import (
     CAPACITY,
     COHORT_QUOTA,
-    DEV,
     FLAVOR_UNKNOWN,
     HEAD_OF_LINE,
     NODE_SIZE,
@@ -112,25 +112,9 @@ class _Pass:
             code, message = never[0]
             reason = _NEVER_TO_REASON.get(code, TENANT_QUOTA)
             return reason, f"This request can never start as it is: {message}", ("never",)
-        if p.kind == DEV:
-            who = (p.tenant, p.owner)
-            cap = tenant.max_dev_clusters_per_user
-            if cap is not None and led.user_clusters[who] + 1 > cap:
-                return (
-                    USER_CAP,
-                    f"Its owner already runs {count(led.user_clusters[who], 'dev cluster')} "
-                    f"in {p.tenant}, the most one engineer may run at once.",
-                    ("u", p.tenant, str(p.owner)),
-                )
-            gcap = tenant.max_dev_gpus_per_user
-            if gcap is not None and led.user_gpus[who] + p.gpus > gcap:
-                return (
-                    USER_CAP,
-                    f"Its owner already holds {count(led.user_gpus[who], 'dev GPU')} in "
-                    f"{p.tenant}; with {fmt(p.gpus)} more they would pass the limit of "
-                    f"{gcap} per engineer.",
-                    ("u", p.tenant, str(p.owner)),
-                )
+        breach = led.cap_breach(p)
+        if breach is not None:
+            return USER_CAP, _cap_message(p, breach), ("u", p.tenant, str(p.owner))
         # CPU and memory bind like GPUs do: say what is needed against what is unused.
         if tenant.cpu_quota and led.cpu[p.tenant] + p.cpu > tenant.cpu_quota:
             unused = max(tenant.cpu_quota - led.cpu[p.tenant], Decimal(0))
@@ -463,3 +447,16 @@ def _promised_message(who: str, flavor: str) -> str:
 def decide(snapshot: Snapshot) -> Decision:
     """Decide one admission pass over ``snapshot`` (pure: the snapshot is not changed)."""
     return _Pass(snapshot).run()
+
+
+def _cap_message(p: Pending, breach: CapBreach) -> str:
+    """Why a waiting request is over its owner's cap, as the queue shows it."""
+    if breach.limit == "clusters":
+        return (
+            f"Its owner already runs {count(breach.clusters, 'dev cluster')} in {p.tenant}, "
+            "the most one engineer may run at once."
+        )
+    return (
+        f"Its owner already holds {count(breach.gpus, 'dev GPU')} in {p.tenant}; with "
+        f"{fmt(p.gpus)} more they would pass the limit of {breach.cap} per engineer."
+    )

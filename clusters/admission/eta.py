@@ -115,9 +115,9 @@ def _simulate(
 def _user_eta(p: Pending, led: Ledger, mine: list[tuple[datetime, Decimal]]) -> datetime | None:
     """When enough of the owner's own dev clusters expire to clear the per-user caps."""
     tenant = led.tenant(p.tenant)
-    who = (p.tenant, p.owner)
-    clusters = led.user_clusters[who] + 1 - (tenant.max_dev_clusters_per_user or 10**9)
-    gpus = led.user_gpus[who] + p.gpus - (tenant.max_dev_gpus_per_user or 10**9)
+    has_clusters, has_gpus = led.owner_has(p)
+    clusters = has_clusters + 1 - (tenant.max_dev_clusters_per_user or 10**9)
+    gpus = has_gpus + p.gpus - (tenant.max_dev_gpus_per_user or 10**9)
     when = led.snap.now
     for ends, freed in sorted(mine):
         if clusters <= 0 and gpus <= 0:

@@ -9,8 +9,10 @@ pass and the dry-run so that the two cannot disagree.
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 from decimal import Decimal
 
+from clusters.admission.caps import CapBreach, user_cap_breach
 from clusters.admission.snapshot import (
     DEV,
     FLAVOR_UNKNOWN,
@@ -38,6 +40,12 @@ def fmt(amount: Decimal | int) -> str:
     return number(amount)
 
 
+def _queue_order(p: Pending) -> tuple[int, int, datetime, int]:
+    """A request's place in its owner's queue: higher priority first, then oldest."""
+    kind_rank, priority = p.rank
+    return (-kind_rank, -priority, p.created_at, p.id)
+
+
 class Ledger:
     """Quota, usage and capacity counters for one pass (mutable, private to it)."""
 
@@ -56,8 +64,20 @@ class Ledger:
         self.cohort_usage: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.cpu: dict[str, Decimal] = defaultdict(Decimal)
         self.memory: dict[str, Decimal] = defaultdict(Decimal)
+        # Per (tenant, owner): dev clusters holding GPUs (running or admitted this pass).
         self.user_clusters: dict[tuple[str, int], int] = defaultdict(int)
         self.user_gpus: dict[tuple[str, int], Decimal] = defaultdict(Decimal)
+        # ... suspended ones, and queued ones in queue order (higher priority first, then
+        # oldest): they count against the caps of the requests behind them.
+        self.user_parked: dict[tuple[str, int], tuple[int, Decimal]] = {}
+        for parked in snap.parked:
+            n, g = self.user_parked.get((parked.tenant, parked.owner), (0, Decimal(0)))
+            self.user_parked[parked.tenant, parked.owner] = (n + 1, g + parked.gpus)
+        self.user_queue: dict[tuple[str, int], list[Pending]] = defaultdict(list)
+        for pending in sorted(snap.pending, key=_queue_order):
+            if pending.kind == DEV:
+                self.user_queue[pending.tenant, pending.owner].append(pending)
+        self.charged: set[int] = set()
         self.free: dict[str, Decimal | None] = {f.name: f.free_gpus for f in snap.flavors}
         self.free_nodes: dict[str, int | None] = {f.name: f.free_nodes for f in snap.flavors}
         # Fair share uses each flavor's fleet size as the denominator, so that a GPU of a
@@ -86,9 +106,38 @@ class Ledger:
         if item.kind == DEV:
             self.user_clusters[item.tenant, item.owner] += 1
             self.user_gpus[item.tenant, item.owner] += item.gpus
+        if isinstance(item, Pending):
+            self.charged.add(item.id)
         share = float(self.usage[key]) * self.scale.get(item.flavor, 1.0) / float(tenant.weight)
         if share > self.share[item.tenant]:
             self.share[item.tenant] = share
+
+    def owner_has(self, p: Pending) -> tuple[int, Decimal]:
+        """The owner's dev clusters and GPUs that count against the caps before ``p``
+        (:mod:`clusters.admission.caps`): holding GPUs, suspended, or queued ahead of it."""
+        who = (p.tenant, p.owner)
+        parked_n, parked_g = self.user_parked.get(who, (0, Decimal(0)))
+        clusters, gpus = self.user_clusters[who] + parked_n, self.user_gpus[who] + parked_g
+        for q in self.user_queue.get(who, ()):
+            if _queue_order(q) >= _queue_order(p):
+                break
+            if q.id not in self.charged:
+                clusters, gpus = clusters + 1, gpus + q.gpus
+        return clusters, gpus
+
+    def cap_breach(self, p: Pending) -> CapBreach | None:
+        """The per-engineer cap ``p`` would pass now, or ``None`` (non-dev: never)."""
+        if p.kind != DEV:
+            return None
+        tenant = self.tenant(p.tenant)
+        clusters, gpus = self.owner_has(p)
+        return user_cap_breach(
+            max_clusters=tenant.max_dev_clusters_per_user,
+            max_gpus=tenant.max_dev_gpus_per_user,
+            clusters=clusters,
+            gpus=gpus,
+            more_gpus=p.gpus,
+        )
 
     def take_capacity(self, p: Pending) -> None:
         """Subtract an admitted request from the known free capacity of its flavor."""

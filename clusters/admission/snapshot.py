@@ -112,6 +112,16 @@ class Running:
 
 
 @dataclass(frozen=True)
+class Parked:
+    """A suspended dev cluster: it holds no GPUs but counts against its owner's caps
+    (:mod:`clusters.admission.caps`), since resuming it takes them back."""
+
+    tenant: str
+    owner: int
+    gpus: Decimal
+
+
+@dataclass(frozen=True)
 class Pending:
     """A queued request. ``worker_gpus`` is the largest single pod's GPUs (the node-size
     check); ``workers`` the gang's worker count at its largest size; ``ttl`` how long it
@@ -156,6 +166,7 @@ class Snapshot:
     quotas: Sequence[QuotaQ]
     running: Sequence[Running] = ()
     pending: Sequence[Pending] = ()
+    parked: Sequence[Parked] = ()
     aging: timedelta = timedelta(hours=1)
     reclaim_grace: timedelta = timedelta(minutes=15)
 

@@ -16,10 +16,12 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters import selectors, services, shapes
+from clusters import selectors, shapes
 from clusters.api.output import ClusterOut
 from clusters.api.serializers import ClusterCreateInput
 from clusters.filters import ClusterFilter
+from clusters.requests import services
+from clusters.spec import ClusterSpec
 from controlplane.api.serializers import StrictSerializer
 from controlplane.api.viewsets import bodyless
 from tenants.models import Role
@@ -71,18 +73,10 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         body = ClusterCreateInput(data=request.data, context={"tenant": self.tenant})  # type: ignore[attr-defined]
         body.is_valid(raise_exception=True)
-        data = body.validated_data
         cluster = services.cluster_request_create(
             actor=request.user,
             tenant=self.tenant,  # type: ignore[attr-defined]
-            name=data.get("name") or None,
-            kind=data["kind"],
-            flavor=data["flavor"],
-            workers=data["workers"],
-            min_workers=data.get("min_workers"),
-            max_workers=data.get("max_workers"),
-            gpu_fraction=data.get("gpu_fraction"),
-            ttl_hours=data.get("ttl_hours"),
+            spec=ClusterSpec.from_data(body.validated_data),
         )
         return self._out(cluster, status.HTTP_201_CREATED)
 

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.selectors import cluster_endpoints
+from clusters.states import State
 
 
 class ClusterEventOut(serializers.ModelSerializer):
@@ -88,7 +89,7 @@ class ClusterOut(serializers.ModelSerializer):
 
     @extend_schema_field(QueueOut(allow_null=True))
     def get_queue(self, obj: ClusterRequest) -> dict[str, Any] | None:
-        if obj.state != "queued":
+        if obj.state != State.QUEUED:
             return None
         return {
             "position": obj.queue_position,

@@ -22,9 +22,11 @@ from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import ClusterCreateInput, DryRunOutput, ManifestsOutput
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
+from clusters.queue.backends import manifest_options
+from clusters.requests.verdicts import dry_run_verdict
 from clusters.selectors import cluster_detail_queryset
 from clusters.shapes import DNS_LABEL_PATTERN
-from clusters.verdicts import dry_run_verdict, manifest_options
+from clusters.spec import ClusterSpec
 from controlplane.api.viewsets import TenantScopedViewSet
 from tenants.models import Role, Tenant
 
@@ -42,14 +44,14 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet):
     }
 
     def scoped_queryset(self, tenant: Tenant) -> Any:
-        return cluster_detail_queryset(tenant=tenant).exclude(state="deleted")
+        return cluster_detail_queryset(tenant=tenant).not_deleted()
 
     @extend_schema(request=ClusterCreateInput, responses=manifest_responses(DryRunOutput))
     @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
     def dry_run(self, request: Request, tenant_slug: str) -> Response:
         """Would this request start now, queue (where, until when) or never fit? Writes nothing.
 
-        The verdict is :func:`clusters.verdicts.dry_run_verdict`, which the dashboard's
+        The verdict is :func:`clusters.requests.verdicts.dry_run_verdict`, which the dashboard's
         verdict panel calls too.
         """
         body = ClusterCreateInput(
@@ -57,7 +59,11 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet):
             context={"tenant": self.tenant, "kai_enabled": settings.KAI_ENABLED},
         )
         body.is_valid(raise_exception=True)
-        result = dry_run_verdict(tenant=self.tenant, owner=request.user, attrs=body.validated_data)
+        result = dry_run_verdict(
+            tenant=self.tenant,
+            owner=request.user,
+            spec=ClusterSpec.from_data(body.validated_data),
+        )
         return Response(result, status=status.HTTP_200_OK)
 
     @extend_schema(request=None, responses=manifest_responses(ManifestsOutput))

@@ -16,11 +16,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from clusters import selectors, services
+from clusters import rules, selectors
 from clusters.kube.manifests import cluster_manifests, to_yaml
 from clusters.models import ClusterRequest
+from clusters.queue.backends import manifest_options
+from clusters.requests import services
+from clusters.requests.verdicts import dry_run_verdict
 from clusters.states import LIVE, State
-from clusters.verdicts import dry_run_verdict, manifest_options
 from controlplane.exceptions import ServiceConflict
 from frontend.forms import ClusterForm, ExtendForm
 from frontend.views.common import HtmxHttpRequest, TenantPage, tenant_page
@@ -35,7 +37,7 @@ def _form(page: TenantPage, data: Any = None) -> ClusterForm:
 def _require_requester(page: TenantPage) -> None:
     # Viewers get no form at all; the service would refuse their submission anyway.
     if not page.may_request:
-        raise PermissionDenied(services.requester_refusal(tenant=page.tenant, role=page.role))
+        raise PermissionDenied(rules.requester_refusal(tenant=page.tenant, role=page.role))
 
 
 @login_required
@@ -49,7 +51,7 @@ def cluster_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             cluster = services.cluster_request_create(
-                actor=request.user, tenant=page.tenant, **form.attrs()
+                actor=request.user, tenant=page.tenant, spec=form.spec()
             )
         except ValidationError as exc:
             form.add_service_errors(exc)
@@ -83,7 +85,7 @@ def cluster_dry_run(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     refusal = None
     if form.is_valid():
         try:
-            verdict = dry_run_verdict(tenant=page.tenant, owner=request.user, attrs=form.attrs())
+            verdict = dry_run_verdict(tenant=page.tenant, owner=request.user, spec=form.spec())
         except ValidationError as exc:
             form.add_service_errors(exc)
         except (ServiceConflict, PermissionDenied) as exc:
@@ -123,7 +125,7 @@ def _detail_context(request: HttpRequest, page: TenantPage, cluster: ClusterRequ
     return page.context(
         cluster=cluster,
         endpoints=selectors.cluster_endpoints(cluster),
-        may_manage=services.can_manage(actor=request.user, cluster=cluster),
+        may_manage=rules.can_manage(actor=request.user, cluster=cluster),
         may_extend=services.can_extend(cluster),
         is_live=cluster.state in LIVE,
         is_final=cluster.state == State.DELETED,

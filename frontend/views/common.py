@@ -8,7 +8,7 @@ from typing import Any
 from django.http import Http404, HttpRequest
 from django_htmx.middleware import HtmxDetails
 
-from clusters import services
+from clusters import rules
 from clusters.models import ClusterKind
 from tenants.models import Tenant
 from tenants.selectors import role_in_tenant
@@ -30,7 +30,7 @@ class TenantPage:
     @property
     def may_request(self) -> bool:
         """Engineers and admins request clusters; viewers only read."""
-        return services.may_request(role=self.role, kind=ClusterKind.DEV)
+        return rules.may_request(role=self.role, kind=ClusterKind.DEV)
 
     def context(self, **extra: Any) -> dict[str, Any]:
         """The template context every tenant page starts from."""

@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from clusters import selectors
 from clusters.filters import ClusterFilter
-from clusters.states import State
 from frontend.views.common import HtmxHttpRequest, tenant_page
 from tenants.selectors import is_platform_admin, tenant_list
 
@@ -39,7 +38,7 @@ def cluster_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     page = tenant_page(request, slug)
     queryset = selectors.cluster_list(tenant=page.tenant)
     if not request.GET.getlist("state"):
-        queryset = queryset.exclude(state=State.DELETED)  # deleted rows only when asked for
+        queryset = queryset.not_deleted()  # deleted rows only when asked for
     filterset = ClusterFilter(request.GET or None, queryset=queryset)
     # Same filter as the API; on a page, states read better as checkboxes than a list box.
     filterset.form.fields["state"].widget = forms.CheckboxSelectMultiple(

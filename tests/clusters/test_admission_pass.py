@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from clusters import services
-from clusters.admission_pass import run_admission_pass
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
+from clusters.queue.admission_pass import run_admission_pass
+from clusters.requests import services
+from clusters.spec import ClusterSpec
 from clusters.states import State
 from clusters.transitions import transition
 from tenants.models import Quota
@@ -96,7 +97,7 @@ def test_queue_endpoints_list_waiting_requests_in_order(
     _quota(acme, h100, gpus=1)
     for name in ("q-a", "q-b", "q-c"):
         services.cluster_request_create(
-            actor=bob, tenant=acme, name=name, kind="dev", flavor=h100, workers=1
+            actor=bob, tenant=acme, spec=ClusterSpec(name=name, kind="dev", flavor=h100, workers=1)
         )
     run_admission_pass()
     rows = as_user(bob).get("/api/v1/tenants/acme/queue/").json()["results"]
@@ -120,17 +121,21 @@ def test_reclaim_warns_then_suspends_the_borrower_never_deletes(
     h100.node_count = 2  # 16 GPUs in the fleet: acme borrowing 8 fills it
     h100.save()
     old = services.cluster_request_create(
-        actor=alice, tenant=acme, name="own", kind="prod", flavor=h100, workers=1
+        actor=alice, tenant=acme, spec=ClusterSpec(name="own", kind="prod", flavor=h100, workers=1)
     )
     borrowed = services.cluster_request_create(
-        actor=alice, tenant=acme, name="borrowed", kind="prod", flavor=h100, workers=1
+        actor=alice,
+        tenant=acme,
+        spec=ClusterSpec(name="borrowed", kind="prod", flavor=h100, workers=1),
     )
     assert sorted(run_admission_pass().admitted) == sorted([old.pk, borrowed.pk])
     for row in ClusterRequest.objects.filter(pk__in=[old.pk, borrowed.pk]):
         _ready(row)
 
     need = services.cluster_request_create(
-        actor=charlie, tenant=globex, name="mine", kind="dev", flavor=h100, workers=8
+        actor=charlie,
+        tenant=globex,
+        spec=ClusterSpec(name="mine", kind="dev", flavor=h100, workers=8),
     )
     result = run_admission_pass()
     assert result.admitted == [] and result.suspended == []
@@ -157,7 +162,7 @@ def test_usage_reports_gpu_hours_per_user_and_flavor(
 ) -> None:
     _roomy(acme)
     cluster = services.cluster_request_create(
-        actor=bob, tenant=acme, name="u", kind="dev", flavor=h100, workers=2
+        actor=bob, tenant=acme, spec=ClusterSpec(name="u", kind="dev", flavor=h100, workers=2)
     )
     run_admission_pass()
     two_hours_ago = timezone.now() - timedelta(hours=2)
@@ -205,7 +210,9 @@ def test_an_autoscaling_cluster_is_charged_for_its_largest_size(
 
     # acme's 32 H100s are all charged: one more GPU must wait.
     services.cluster_request_create(
-        actor=bob, tenant=acme, name="one-more", kind="dev", flavor=h100, workers=1
+        actor=bob,
+        tenant=acme,
+        spec=ClusterSpec(name="one-more", kind="dev", flavor=h100, workers=1),
     )
     assert run_admission_pass().admitted == []
     waiting = ClusterRequest.objects.get(name="one-more")
@@ -240,11 +247,13 @@ def test_the_earmark_is_kept_between_passes_and_cleared_on_admission(
     _quota(acme, h100, gpus=16, borrow=0)
     _quota(globex, h100, gpus=16, borrow=16)
     own = services.cluster_request_create(
-        actor=alice, tenant=acme, name="own", kind="prod", flavor=h100, workers=1
+        actor=alice, tenant=acme, spec=ClusterSpec(name="own", kind="prod", flavor=h100, workers=1)
     )
     borrowed = [
         services.cluster_request_create(
-            actor=charlie, tenant=globex, name=f"g{i}", kind="dev", flavor=h100, workers=w
+            actor=charlie,
+            tenant=globex,
+            spec=ClusterSpec(name=f"g{i}", kind="dev", flavor=h100, workers=w),
         )
         for i, w in enumerate((8, 8, 4))
     ]
@@ -253,10 +262,10 @@ def test_the_earmark_is_kept_between_passes_and_cleared_on_admission(
         _ready(row)
 
     prod = services.cluster_request_create(
-        actor=alice, tenant=acme, name="need", kind="prod", flavor=h100, workers=1
+        actor=alice, tenant=acme, spec=ClusterSpec(name="need", kind="prod", flavor=h100, workers=1)
     )
     dev = services.cluster_request_create(
-        actor=bob, tenant=acme, name="bob-dev", kind="dev", flavor=h100, workers=1
+        actor=bob, tenant=acme, spec=ClusterSpec(name="bob-dev", kind="dev", flavor=h100, workers=1)
     )
     result = run_admission_pass()
     assert result.admitted == []

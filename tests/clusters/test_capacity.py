@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.capacity import Free, free_by_product
+from clusters.queue.capacity import Free, free_by_product
 
 
 def _node(name: str, product: str | None, gpus: int, *, ready: bool = True) -> dict[str, Any]:

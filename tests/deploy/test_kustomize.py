@@ -26,9 +26,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from clusters import kueue_mode, provisioning
-from clusters.kube import gateway, manifests
+from clusters.kube import bundles, gateway, manifests
 from clusters.models import ClusterRequest
+from clusters.queue import kueue
 from tenants.models import GpuFlavor, Quota, Tenant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -472,7 +472,7 @@ def deleted_kinds() -> set[tuple[str, str]]:
 def applied_kinds(acme: Any, bob: Any, h100: Any, l4: Any, settings: Any) -> set[tuple[str, str]]:
     """(apiGroup, plural) of every object the control plane applies, from the real code."""
     settings.KAI_ENABLED = True
-    objects = provisioning.tenant_bundle_objects(acme)
+    objects = bundles.tenant_bundle_objects(acme)
     dev = ClusterRequest(tenant=acme, owner=bob, flavor=h100, name="bob-dev", kind="dev")
     frac = ClusterRequest(
         tenant=acme, owner=bob, flavor=l4, name="bob-frac", kind="dev", gpu_fraction="0.5"
@@ -512,7 +512,7 @@ def test_writes_are_exactly_what_the_code_applies_and_deletes(
 
 
 def test_kueue_mode_may_ask_for_queue_positions() -> None:
-    group = kueue_mode.VISIBILITY.removeprefix("/apis/").rpartition("/")[0]
+    group = kueue.VISIBILITY.removeprefix("/apis/").rpartition("/")[0]
     assert group == "visibility.kueue.x-k8s.io"
     assert grants(render("overlays/kueue"))[(group, "localqueues/pendingworkloads")] == {"get"}
     assert (group, "localqueues/pendingworkloads") not in grants(render("overlays/production"))

@@ -43,10 +43,9 @@ def launch_args() -> dict[str, Any]:
 def quiet_nudges(monkeypatch: Any) -> None:
     """No worker runs in the browser tests: services' after-commit nudges are dropped,
     and the tests run the admission pass themselves when they want a state change."""
-    from clusters import tasks
+    from clusters import enqueue
 
-    monkeypatch.setattr(tasks.admission_pass, "delay", lambda *a, **k: None)
-    monkeypatch.setattr(tasks.provision_cluster, "delay", lambda *a, **k: None)
+    monkeypatch.setattr(enqueue, "send", lambda *a, **k: None)
 
 
 def plain_static(settings: Any) -> None:

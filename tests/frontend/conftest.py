@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from clusters import services
-from clusters.admission_pass import run_admission_pass
 from clusters.models import ClusterRequest
+from clusters.queue.admission_pass import run_admission_pass
+from clusters.requests import services
+from clusters.spec import ClusterSpec
 from clusters.states import State
 from clusters.transitions import transition
 
@@ -34,7 +35,7 @@ def request_cluster(acme: Any, h100: Any) -> Any:
     def create(actor: Any, **shape: Any) -> ClusterRequest:
         values: dict[str, Any] = {"kind": "dev", "flavor": h100, "workers": 1}
         values.update(shape)
-        return services.cluster_request_create(actor=actor, tenant=acme, **values)
+        return services.cluster_request_create(actor=actor, tenant=acme, spec=ClusterSpec(**values))
 
     return create
 

@@ -20,9 +20,10 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
-from clusters import services
-from clusters.admission_pass import run_admission_pass
 from clusters.models import ClusterRequest, UsageSpan
+from clusters.queue.admission_pass import run_admission_pass
+from clusters.requests import services
+from clusters.spec import ClusterSpec
 from clusters.states import State
 from clusters.transitions import transition
 from tenants.demo import DEMO_PASSWORD, demo_seed
@@ -59,7 +60,7 @@ def _scene() -> None:
     def ask(actor: str, tenant: Tenant, name: str, **shape: Any) -> ClusterRequest:
         values: dict[str, Any] = {"kind": "dev", "flavor": h100, "workers": 1, **shape}
         return services.cluster_request_create(
-            actor=users[actor], tenant=tenant, name=name, **values
+            actor=users[actor], tenant=tenant, spec=ClusterSpec(name=name, **values)
         )
 
     first = [

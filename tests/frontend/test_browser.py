@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
-from clusters.admission_pass import run_admission_pass
 from clusters.models import ClusterRequest
+from clusters.queue.admission_pass import run_admission_pass
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

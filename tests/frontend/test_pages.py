@@ -79,7 +79,7 @@ def test_list_shows_queue_position_reason_and_eta_and_ready_details(
     # acme may hold 16 H100s (no cohort to borrow from) and bob holds 1: alice's two
     # whole-node prod workers (16 GPUs) wait until bob's cluster expires.
     request_cluster(alice, name="big-train", kind="prod", workers=2)
-    from clusters.admission_pass import run_admission_pass
+    from clusters.queue.admission_pass import run_admission_pass
 
     run_admission_pass()
     page = client_for(bob).get("/t/acme/").content.decode()
@@ -307,7 +307,7 @@ def test_queue_and_usage_pages(bob: Any, alice: Any, request_cluster: Any) -> No
     for name in ("fill-a", "fill-b"):
         make_ready(request_cluster(alice, name=name, kind="prod", workers=1, ttl_hours=2))
     waiting = request_cluster(bob, name="bob-waits")
-    from clusters.admission_pass import run_admission_pass
+    from clusters.queue.admission_pass import run_admission_pass
 
     run_admission_pass()
     waiting.refresh_from_db()
@@ -423,7 +423,7 @@ def test_a_deleted_cluster_has_a_final_read_only_page(bob: Any, ready_cluster: A
 def test_the_deleted_filter_links_to_each_deleted_clusters_page(
     bob: Any, ready_cluster: Any, request_cluster: Any
 ) -> None:
-    from clusters import services
+    from clusters.requests import services
 
     client = client_for(bob)
     services.cluster_delete(actor=bob, cluster=ready_cluster)
@@ -439,7 +439,7 @@ def test_the_deleted_filter_links_to_each_deleted_clusters_page(
 
 
 def test_the_queued_banner_goes_when_the_state_moves_on(bob: Any) -> None:
-    from clusters.admission_pass import run_admission_pass
+    from clusters.queue.admission_pass import run_admission_pass
 
     client = client_for(bob)
     response = client.post(

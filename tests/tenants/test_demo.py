@@ -9,11 +9,12 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
 
-from clusters.admission_pass import run_admission_pass
 from clusters.models import ClusterRequest
-from clusters.services import cluster_request_create
+from clusters.queue.admission_pass import run_admission_pass
+from clusters.requests.services import cluster_request_create
+from clusters.requests.verdicts import dry_run_verdict
 from clusters.shapes import DEV_MAX_WORKERS
-from clusters.verdicts import dry_run_verdict
+from clusters.spec import ClusterSpec
 from kubesim.fleet import load_fleet
 from tenants.demo import FLAVORS, TENANTS, demo_seed
 from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
@@ -83,7 +84,7 @@ def test_the_largest_cluster_a_demo_tenant_may_borrow_for_fits_now(db: Any, slug
             verdict = dry_run_verdict(
                 tenant=tenant,
                 owner=admin,
-                attrs={"kind": kind, "flavor": quota.flavor, "workers": workers},
+                spec=ClusterSpec(kind=kind, flavor=quota.flavor, workers=workers),
             )
             assert verdict["verdict"] == "fits_now", (kind, workers, quota.flavor.name, verdict)
 
@@ -101,10 +102,9 @@ def test_a_demo_tenant_may_hold_its_whole_gpu_quota_at_once(db: Any, slug: str) 
         cluster = cluster_request_create(
             actor=admin,
             tenant=tenant,
-            name=f"all-{quota.flavor.name}",
-            kind="prod",
-            flavor=quota.flavor,
-            workers=workers,
+            spec=ClusterSpec(
+                name=f"all-{quota.flavor.name}", kind="prod", flavor=quota.flavor, workers=workers
+            ),
         )
         pks.append(cluster.pk)
     run_admission_pass()

@@ -95,7 +95,7 @@ def test_a_cluster_without_a_ttl_has_nothing_to_extend(
 def test_the_service_checks_the_hours_itself(bob: Any, ready: ClusterRequest) -> None:
     from django.core.exceptions import ValidationError
 
-    from clusters import services
+    from clusters.requests import services
 
     for hours in (2_147_483_648, 0, -5):
         with pytest.raises(ValidationError) as caught:

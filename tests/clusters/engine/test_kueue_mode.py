@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from django.db.models import F
 
-from clusters import services
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
+from clusters.requests import services
+from clusters.spec import ClusterSpec
 from kubesim import KubeSim
 from tenants.models import AuditEvent, Quota
 from tests.clusters.engine.conftest import running_kubesim, wait_for
@@ -40,7 +41,9 @@ def test_kueue_admits_queues_and_releases(
 ) -> None:
     gw = get_gateway()
     small = services.cluster_request_create(
-        actor=alice, tenant=acme, name="kq-small", kind="prod", flavor=h100, workers=1
+        actor=alice,
+        tenant=acme,
+        spec=ClusterSpec(name="kq-small", kind="prod", flavor=h100, workers=1),
     )
     wait_for(lambda: _row(small.pk).state == "ready", what="admitted by Kueue and ready")
     assert gw.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "gangway", "gw-acme") is not None
@@ -51,7 +54,9 @@ def test_kueue_admits_queues_and_releases(
     # acme has 16 H100 and nobody in its cohort to borrow from: a 2-node prod cluster
     # (16 GPUs) must wait while the small one holds 8 (same priority: no preemption).
     big = services.cluster_request_create(
-        actor=alice, tenant=acme, name="kq-big", kind="prod", flavor=h100, workers=2
+        actor=alice,
+        tenant=acme,
+        spec=ClusterSpec(name="kq-big", kind="prod", flavor=h100, workers=2),
     )
     waiting = wait_for(
         lambda: (
@@ -92,13 +97,15 @@ def test_an_eviction_by_kueue_puts_the_cluster_back_in_the_queue(
     acme.max_dev_gpus_per_user = 16
     acme.save()
     dev = services.cluster_request_create(
-        actor=bob, tenant=acme, name="kq-dev", kind="dev", flavor=h100, workers=12
+        actor=bob, tenant=acme, spec=ClusterSpec(name="kq-dev", kind="dev", flavor=h100, workers=12)
     )
     wait_for(lambda: _row(dev.pk).state == "ready", timeout=90, what="dev ready")
     assert _spans(dev.pk) == [(Decimal(12), True)]
 
     prod = services.cluster_request_create(
-        actor=alice, tenant=acme, name="kq-prod", kind="prod", flavor=h100, workers=2
+        actor=alice,
+        tenant=acme,
+        spec=ClusterSpec(name="kq-prod", kind="prod", flavor=h100, workers=2),
     )
     wait_for(lambda: _row(dev.pk).state == "queued", timeout=90, what="dev evicted")
     evicted = _row(dev.pk)
@@ -141,7 +148,7 @@ def test_a_pods_ready_timeout_requeues_after_kueues_backoff(
 
     monkeypatch.setattr(kueue, "REQUEUE_BACKOFF_SECONDS", 3)
     dev = services.cluster_request_create(
-        actor=bob, tenant=acme, name="kq-slow", kind="dev", flavor=h100, workers=1
+        actor=bob, tenant=acme, spec=ClusterSpec(name="kq-slow", kind="dev", flavor=h100, workers=1)
     )
     wait_for(lambda: _row(dev.pk).state == "ready", timeout=90, what="ready")
     body = json.dumps({"namespace": "gw-acme", "name": "kq-slow", "reason": "PodsReadyTimeout"})

@@ -8,9 +8,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from clusters import services
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterEvent, ClusterRequest
+from clusters.requests import services
+from clusters.spec import ClusterSpec
 from tenants.models import GpuFlavor, Quota
 from tests.clusters.engine.conftest import wait_for
 
@@ -35,7 +36,7 @@ def test_a_cluster_waiting_for_nodes_says_why(worker: Any, alice: Any, acme: Any
         taints = [*node["spec"].get("taints", []), {"key": "maintenance", "effect": "NoSchedule"}]
         gw.merge_patch("v1", "Node", name, {"spec": {"taints": taints}}, namespace="")
     cluster = services.cluster_request_create(
-        actor=alice, tenant=acme, name="blocked", kind="dev", flavor=l4, workers=2
+        actor=alice, tenant=acme, spec=ClusterSpec(name="blocked", kind="dev", flavor=l4, workers=2)
     )
     row = wait_for(
         lambda: ClusterRequest.objects.filter(
@@ -62,7 +63,7 @@ def test_admission_does_not_admit_what_the_cluster_cannot_place(
         what="the reconciler to observe 4 free L4 GPUs",
     )
     cluster = services.cluster_request_create(
-        actor=alice, tenant=acme, name="too-big", kind="dev", flavor=l4, workers=6
+        actor=alice, tenant=acme, spec=ClusterSpec(name="too-big", kind="dev", flavor=l4, workers=6)
     )
     row = wait_for(
         lambda: ClusterRequest.objects.filter(pk=cluster.pk, queue_reason="capacity").first(),
@@ -70,7 +71,7 @@ def test_admission_does_not_admit_what_the_cluster_cannot_place(
     )
     assert row.state == "queued" and not row.holds_gpus
     small = services.cluster_request_create(
-        actor=alice, tenant=acme, name="fits", kind="dev", flavor=l4, workers=4
+        actor=alice, tenant=acme, spec=ClusterSpec(name="fits", kind="dev", flavor=l4, workers=4)
     )
     wait_for(lambda: ClusterRequest.objects.get(pk=small.pk).state == "ready", what="4 fit")
     assert ClusterRequest.objects.get(pk=cluster.pk).state == "queued"
@@ -79,7 +80,7 @@ def test_admission_does_not_admit_what_the_cluster_cannot_place(
 def test_tenant_bundle_follows_quota_changes(worker: Any, alice: Any, acme: Any, h100: Any) -> None:
     _roomy(acme)
     services.cluster_request_create(
-        actor=alice, tenant=acme, name="q", kind="dev", flavor=h100, workers=1
+        actor=alice, tenant=acme, spec=ClusterSpec(name="q", kind="dev", flavor=h100, workers=1)
     )
     gw = get_gateway()
 
@@ -97,7 +98,7 @@ def test_orphans_are_deleted_and_expired_clusters_go(
 ) -> None:
     _roomy(acme)
     cluster = services.cluster_request_create(
-        actor=alice, tenant=acme, name="short", kind="dev", flavor=h100, workers=1
+        actor=alice, tenant=acme, spec=ClusterSpec(name="short", kind="dev", flavor=h100, workers=1)
     )
     wait_for(lambda: ClusterRequest.objects.get(pk=cluster.pk).state == "ready", what="ready")
     gw = get_gateway()

@@ -18,10 +18,11 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from clusters import services
-from clusters.admission_pass import run_admission_pass
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, UsageSpan
+from clusters.queue.admission_pass import run_admission_pass
+from clusters.requests import services
+from clusters.spec import ClusterSpec
 from tenants.models import Quota
 from tests.clusters.engine.conftest import wait_for
 from tests.factories import MembershipFactory, UserFactory
@@ -51,7 +52,7 @@ def _roomy(tenant: Any, h100: Any, gpus: int) -> None:
 
 def _request(alice: Any, acme: Any, h100: Any, name: str) -> ClusterRequest:
     return services.cluster_request_create(
-        actor=alice, tenant=acme, name=name, kind="dev", flavor=h100, workers=1
+        actor=alice, tenant=acme, spec=ClusterSpec(name=name, kind="dev", flavor=h100, workers=1)
     )
 
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from clusters import kueue_mode, provisioning
-from clusters.kube import labels
+from clusters.kube import bundles, labels
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.models import ClusterEvent, ClusterRequest
+from clusters.queue import kueue
 from kubesim import KubeSim
 from tenants.models import GpuFlavor
 from tests.clusters.engine.conftest import running_kubesim, wait_for
@@ -98,9 +98,9 @@ def test_a_namespace_gangway_made_for_another_tenant_is_refused(
     theirs = _their_namespace(
         gw, "gw-acme", {labels.MANAGED_BY: labels.MANAGER, labels.TENANT: "globex"}
     )
-    provisioning.forget_bundle(acme.pk)
-    with pytest.raises(provisioning.UnmanagedNamespace) as caught:
-        provisioning.ensure_bundle(acme, gw)
+    bundles.forget_bundle(acme.pk)
+    with pytest.raises(bundles.UnmanagedNamespace) as caught:
+        bundles.ensure_bundle(acme, gw)
     assert caught.value.message == (
         "namespace gw-acme is managed by gangway for tenant globex, not acme; refusing to adopt it"
     )
@@ -112,13 +112,13 @@ def test_an_absent_namespace_is_created_and_its_bundle_kept_in_step(
     kubesim: KubeSim, acme: Any
 ) -> None:
     gw = get_gateway()
-    provisioning.forget_bundle(acme.pk)
-    assert provisioning.ensure_bundle(acme, gw)
+    bundles.forget_bundle(acme.pk)
+    assert bundles.ensure_bundle(acme, gw)
     ns = gw.get("v1", "Namespace", "gw-acme")
     assert ns["metadata"]["labels"][labels.TENANT] == "acme"
     assert gw.list("v1", "ResourceQuota", namespace="gw-acme")
     # Its own namespace, found again (a restarted worker has no memory of it): re-applied.
-    assert provisioning.ensure_bundle(acme, gw, force=True)
+    assert bundles.ensure_bundle(acme, gw, force=True)
 
 
 @pytest.fixture
@@ -134,9 +134,9 @@ def test_kueue_mode_writes_no_local_queue_into_an_unmanaged_namespace(
     gw = get_gateway()
     team_labels = _their_namespace(gw, "gw-acme", {"team": "payments"})
     for tenant in (acme, globex):
-        provisioning.forget_bundle(tenant.pk)
-    kueue_mode.forget_queues()
-    kueue_mode.ensure_queues(gw)  # does not raise: one tenant's namespace stops no other
+        bundles.forget_bundle(tenant.pk)
+    kueue.forget_queues()
+    kueue.ensure_queues(gw)  # does not raise: one tenant's namespace stops no other
     assert gw.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "gangway", "gw-globex") is not None
     assert gw.list("kueue.x-k8s.io/v1beta2", "LocalQueue", namespace="gw-acme") == []
     _untouched(gw, "gw-acme", team_labels)

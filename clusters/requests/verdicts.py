@@ -10,15 +10,15 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from clusters import admission as adm
-from clusters import services
 from clusters.admission.dry_run import NEVER_FITS
 from clusters.kube.manifests import cluster_manifests
-from clusters.models import ClusterKind
-from clusters.queueing import build_snapshot, pending_of
+from clusters.queue.backends import manifest_options
+from clusters.queue.snapshot import build_snapshot, pending_of
+from clusters.requests import services
+from clusters.spec import ClusterSpec
 from controlplane.exceptions import ServiceConflict
 from tenants.models import GpuFlavor, Tenant
 
@@ -27,57 +27,32 @@ DRY_RUN_NAME = "dry-run-cluster"
 _CANDIDATE_ID = -1
 
 
-def manifest_options() -> dict[str, Any]:
-    """How manifests are rendered in this deployment (queueing mode, KAI)."""
-    return {"queue_mode": settings.QUEUE_MODE, "kai_enabled": settings.KAI_ENABLED}
-
-
-def dry_run_verdict(*, tenant: Tenant, owner: Any, attrs: dict[str, Any]) -> dict[str, Any]:
+def dry_run_verdict(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> dict[str, Any]:
     """Would this request start now, queue (where, until when) or never fit?
 
-    ``attrs`` is a parsed create body (``kind``, ``flavor`` as a :class:`GpuFlavor`,
-    ``workers`` and the optional fields). First the very checks submission runs, in its
-    order (:func:`clusters.services.cluster_request_check`): what submission would refuse
-    is refused here with the same exception (``PermissionDenied``, ``ValidationError``
-    naming the fields, ``ServiceConflict`` ``user_cap``), except that a request that
+    ``spec`` is the request as a create would send it. First the very checks
+    submission runs, in its order (:func:`.services.cluster_request_check`): what
+    submission would refuse is refused here with the same exception
+    (``PermissionDenied``, ``ValidationError`` naming the fields, ``ServiceConflict``
+    ``user_cap``), except that a request that
     could never fit is the ``never_fits`` verdict with admission's reasons. Then the
     same decision function the admission pass runs, on the current snapshot with this
     request added; alternatives are the same request on the other flavors of the
-    catalogue, where submission would accept it.
+    catalogue (:meth:`ClusterSpec.on_flavor`), where submission would accept it.
     """
-    shape = {
-        "kind": attrs["kind"],
-        "workers": attrs["workers"],
-        "min_workers": attrs.get("min_workers"),
-        "max_workers": attrs.get("max_workers"),
-        "gpu_fraction": attrs.get("gpu_fraction"),
-        "ttl_hours": attrs.get("ttl_hours"),
-    }
     never: list[tuple[str, str]] = []
     try:
-        cluster = services.cluster_request_check(
-            actor=owner,
-            tenant=tenant,
-            name=attrs.get("name") or None,
-            flavor=attrs["flavor"],
-            **shape,
-        )
+        cluster = services.cluster_request_check(actor=owner, tenant=tenant, spec=spec)
     except services.NeverFits as exc:
         never, cluster = exc.reasons, exc.cluster
-    if not attrs.get("name"):
+    if not spec.name:
         cluster.name = DRY_RUN_NAME  # submission would generate one
     snapshot, _ = build_snapshot()
-    # A dev alternative drops what only fits the asked flavor (fractions, autoscaling).
-    other_shape = (
-        {**shape, "gpu_fraction": None, "min_workers": None, "max_workers": None}
-        if attrs["kind"] == ClusterKind.DEV
-        else shape
-    )
     alternatives = []
-    for flavor in GpuFlavor.objects.exclude(pk=attrs["flavor"].pk).order_by("name"):
+    for flavor in GpuFlavor.objects.exclude(pk=spec.flavor.pk).order_by("name"):
         try:
             other = services.cluster_request_check(
-                actor=owner, tenant=tenant, flavor=flavor, **other_shape
+                actor=owner, tenant=tenant, spec=spec.on_flavor(flavor)
             )
         except (ValidationError, ServiceConflict):
             continue  # submission would refuse it on that flavor

@@ -11,18 +11,20 @@ Workload's ``QuotaReserved`` condition; a running one that Kueue evicts goes bac
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from typing import Any
 
 from django.utils import timezone
 
+from clusters import enqueue, lifecycle
 from clusters.kube import manifests
+from clusters.kube.applied import AppliedCache
+from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
 from clusters.kube.gateway import Gateway
 from clusters.kube.queues import LOCAL_QUEUE_NAME
 from clusters.models import ClusterRequest
-from clusters.queueing import admit
+from clusters.queue.interface import PassResult, QueueBackend, QueueView
+from clusters.queue.writeback import admit
 from clusters.states import State
 from clusters.transitions import transition
 from tenants.models import GpuFlavor, Quota, Tenant
@@ -30,7 +32,7 @@ from tenants.models import GpuFlavor, Quota, Tenant
 log = logging.getLogger(__name__)
 
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
-_last_applied: dict[str, str] = {}
+_applied = AppliedCache()
 
 
 def ensure_queues(gw: Gateway) -> bool:
@@ -39,8 +41,6 @@ def ensure_queues(gw: Gateway) -> bool:
     A tenant whose namespace gangway does not own is left out (its LocalQueue would be
     written into that namespace); its requests fail with the reason when provisioned.
     """
-    from clusters.provisioning import UnmanagedNamespace, ensure_bundle
-
     tenants = []
     for tenant in Tenant.objects.unscoped():
         try:
@@ -52,18 +52,17 @@ def ensure_queues(gw: Gateway) -> bool:
     objects = manifests.kueue_objects(
         tenants, GpuFlavor.objects.all(), Quota.objects.unscoped().all()
     )
-    digest = hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()
-    if _last_applied.get("kueue") == digest:
-        return False
-    for obj in objects:
-        gw.apply(obj)
-    _last_applied["kueue"] = digest
-    return True
+
+    def write(objects: list[dict[str, Any]]) -> None:
+        for obj in objects:
+            gw.apply(obj)
+
+    return _applied.apply("kueue", objects, write)
 
 
 def forget_queues() -> None:
     """Make the next :func:`ensure_queues` re-apply (the cluster may have lost them)."""
-    _last_applied.pop("kueue", None)
+    _applied.forget("kueue")
 
 
 def workloads_by_cluster(gw: Gateway) -> dict[tuple[str, str], dict[str, Any]]:
@@ -118,14 +117,12 @@ def fold_eviction(cluster: ClusterRequest, workload: dict[str, Any] | None) -> b
     GPUs back (its usage span closes) and waits, with Kueue's reason, until Kueue admits
     it again (then it goes through ``admitted`` and ``provisioning`` with a new span).
     """
-    from clusters.services import cluster_requeue_evicted
-
     found = eviction(workload) if workload is not None else None
     if found is None:
         return False
     reason, message = found
-    cluster_requeue_evicted(
-        cluster=cluster,
+    lifecycle.requeue_evicted(
+        cluster,
         reason=reason,
         message=message,
         queue_reason=_reason(message),
@@ -196,3 +193,45 @@ def fold_queued(
         queue_eta=None,
     )
     return False
+
+
+class KueueView(QueueView):
+    """Kueue's Workloads and pending positions, read once per reconcile pass."""
+
+    def __init__(
+        self,
+        workloads: dict[tuple[str, str], dict[str, Any]],
+        positions: dict[tuple[str, str], dict[str, Any]],
+    ) -> None:
+        self.workloads = workloads
+        self.positions = positions
+
+    def fold_waiting(self, cluster: ClusterRequest) -> None:
+        fold_queued(cluster, self.workloads.get((cluster.namespace, cluster.name)), self.positions)
+
+    def fold_eviction(self, cluster: ClusterRequest) -> bool:
+        return fold_eviction(cluster, self.workloads.get((cluster.namespace, cluster.name)))
+
+
+class KueueQueue(QueueBackend):
+    """Kueue decides admission; the reconciler folds its verdicts into the rows."""
+
+    name = "kueue"
+    provisions_queued = True
+    suspend_deletes = True
+    fixed_size_only = True
+
+    def request_queued(self, cluster_id: int) -> None:
+        # Kueue queues the RayCluster itself: write it (suspended until admitted).
+        enqueue.provision(cluster_id)
+
+    def admission_pass(self) -> PassResult:
+        return PassResult(skipped=True)  # Kueue decides
+
+    def observe(self, gw: Gateway, rows: list[ClusterRequest]) -> QueueView:
+        ensure_queues(gw)
+        waiting = {c.namespace for c in rows if c.state == State.QUEUED}
+        return KueueView(workloads_by_cluster(gw), pending_positions(gw, waiting))
+
+    def forget_applied(self) -> None:
+        forget_queues()

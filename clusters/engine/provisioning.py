@@ -1,0 +1,71 @@
+"""Provisioning steps: make Kubernetes match one cluster request's row.
+
+:func:`converge` looks at the row's state and does the one idempotent thing that state
+asks for — apply the tenant bundle and the RayCluster, suspend it, or delete it and
+finish the deletion once its pods are gone. It is safe to run twice, in parallel, or
+after a crash at any point: applies are server-side applies of deterministic objects,
+deletes of absent objects succeed, and state moves are conditional UPDATEs. What differs
+between queueing modes is asked of the queue backend (:mod:`clusters.queue.interface`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.engine.deletion import converge_deletion, delete_raycluster
+from clusters.kube.bundles import ensure_bundle
+from clusters.kube.gateway import Gateway, get_gateway
+from clusters.kube.manifests import cluster_manifests
+from clusters.models import ClusterRequest
+from clusters.queue.backends import manifest_options, queue_backend
+from clusters.states import State
+from clusters.transitions import transition
+
+
+def cluster_objects(cluster: ClusterRequest) -> list[dict[str, Any]]:
+    """The objects applied for one cluster, with ``spec.suspend`` following the row
+    (unless the queue backend suspends RayClusters itself)."""
+    objects = cluster_manifests(cluster, **manifest_options())
+    if not queue_backend().provisions_queued:
+        for obj in objects:
+            if obj.get("kind") == "RayCluster":
+                obj["spec"]["suspend"] = cluster.state == State.SUSPENDED
+    return objects
+
+
+def apply_cluster(cluster: ClusterRequest, gw: Gateway) -> None:
+    """Apply the tenant bundle and the cluster's objects (idempotent)."""
+    ensure_bundle(cluster.tenant, gw)
+    for obj in cluster_objects(cluster):
+        gw.apply(obj)
+
+
+def wants_provisioning(cluster: ClusterRequest) -> bool:
+    """Whether the row's state asks anything of Kubernetes now."""
+    if cluster.state in (State.DELETED, State.FAILED):
+        return False
+    return cluster.state != State.QUEUED or queue_backend().provisions_queued
+
+
+def converge(cluster: ClusterRequest, gw: Gateway | None = None) -> None:
+    """Do what the row's state asks of Kubernetes; see the module docstring."""
+    gw = gw or get_gateway()
+    backend = queue_backend()
+    state = cluster.state
+    if state == State.QUEUED:
+        if backend.provisions_queued:
+            apply_cluster(cluster, gw)  # the backend holds it suspended until admitted
+    elif state == State.ADMITTED:
+        apply_cluster(cluster, gw)
+        transition(
+            cluster,
+            State.PROVISIONING,
+            reason="applied",
+            message="RayCluster applied; waiting for its pods",
+        )
+    elif state == State.SUSPENDED and backend.suspend_deletes:
+        delete_raycluster(gw, cluster.namespace, cluster.name)
+    elif state in (State.PROVISIONING, State.READY, State.SUSPENDED):
+        apply_cluster(cluster, gw)
+    elif state == State.DELETING:
+        converge_deletion(cluster, gw)

@@ -1,0 +1,276 @@
+"""The reconciler: one pass folds the cluster's truth into the rows and repairs drift.
+
+A pass reads with one LIST per kind (RayClusters, pods, nodes, scheduling events,
+namespaces — never a GET per cluster), records the free GPU capacity per flavor
+(:mod:`clusters.queue.capacity`), then for every row that is not deleted:
+
+* folds RayCluster status and pod state into the row: ``ready`` only when the head and
+  every desired worker are running and ready; otherwise ``state_reason`` says in plain
+  words what the pods wait for, from their conditions and FailedScheduling events;
+* recreates objects that vanished (and the namespace bundle with them);
+* finishes deletions once the RayCluster and its pods are gone;
+* warns owners once when a cluster is about to expire, and deletes clusters whose TTL
+  ran out (reason ``expired``);
+* keeps each tenant's namespace bundle (ResourceQuota and all) in step with its quota;
+* lets the queue backend fold its view in (in Kueue mode: Kueue's verdicts on queued
+  requests, and running clusters Kueue evicted, which go back to the queue);
+* deletes managed RayClusters that no live row wants (orphans).
+It returns what it did, so the task can run an admission pass when capacity freed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from clusters import lifecycle
+from clusters.engine import provisioning
+from clusters.engine.deletion import delete_raycluster, finish_deletion
+from clusters.engine.readiness import is_ready, waiting_reason
+from clusters.kube import labels
+from clusters.kube.bundles import ensure_bundle, forget_bundle
+from clusters.kube.gateway import Gateway, KubeError, get_gateway
+from clusters.models import ClusterRequest
+from clusters.queue import capacity
+from clusters.queue.backends import queue_backend
+from clusters.queue.interface import QueueBackend, QueueView
+from clusters.states import HOLDS_QUOTA, LIVE, WANTS_RAYCLUSTER, State
+from clusters.transitions import note, transition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Report:
+    """What one reconcile pass did (for logs, tests and the admission nudge)."""
+
+    ready: list[int] = field(default_factory=list)
+    recreated: list[int] = field(default_factory=list)
+    deleted: list[int] = field(default_factory=list)
+    expired: list[int] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    evicted: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def freed_capacity(self) -> bool:
+        return bool(self.deleted or self.expired)
+
+
+def reconcile_once(gw: Gateway | None = None) -> Report:
+    """One reconcile pass; see the module docstring."""
+    gw = gw or get_gateway()
+    backend = queue_backend()
+    report = Report()
+    seen = _observe(gw)
+    rows = list(
+        ClusterRequest.objects.unscoped().not_deleted().select_related("tenant", "flavor", "owner")
+    )
+    view = backend.observe(gw, rows)
+    wanted: set[tuple[str, str]] = set()
+    now = timezone.now()
+    for cluster in rows:
+        key = (cluster.namespace, cluster.name)
+        if _wants_raycluster(cluster, backend):
+            wanted.add(key)
+        if cluster.tenant.namespace not in seen.namespaces:
+            forget_bundle(cluster.tenant_id)
+            backend.forget_applied()
+        try:
+            _reconcile_row(cluster, seen, key, gw, backend, view, report, now)
+        except KubeError as exc:
+            report.errors.append(f"{cluster}: {exc.message}")
+            log.warning("reconcile %s: %s", cluster, exc.message)
+    _keep_bundles(rows, gw, report)
+    _delete_orphans(seen.rayclusters, wanted, gw, report)
+    return report
+
+
+@dataclass
+class _Seen:
+    """What one pass read from the cluster, keyed by (namespace, RayCluster name)."""
+
+    rayclusters: dict[tuple[str, str], dict[str, Any]]
+    pods: dict[tuple[str, str], list[dict[str, Any]]]
+    namespaces: set[str]
+    events: dict[str, dict[str, Any]]
+
+
+def _observe(gw: Gateway) -> _Seen:
+    """One LIST per kind; records the free GPU capacity per flavor on the way."""
+    selector = labels.managed_selector()
+    rayclusters = gw.list("ray.io/v1", "RayCluster", label_selector=selector)
+    # Every pod (not only ours): the free capacity per GPU flavor counts them all.
+    all_pods = gw.list("v1", "Pod")
+    capacity.record(capacity.free_by_product(gw.list("v1", "Node"), all_pods))
+    managed_key, managed_value = selector.split("=", 1)
+    pods: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for pod in all_pods:
+        meta = pod["metadata"]
+        pod_labels = meta.get("labels") or {}
+        if pod_labels.get(managed_key) == managed_value:
+            pods[(meta["namespace"], pod_labels.get("ray.io/cluster", ""))].append(pod)
+    namespaces = {
+        ns["metadata"]["name"] for ns in gw.list("v1", "Namespace", label_selector=selector)
+    }
+    events: dict[str, dict[str, Any]] = {}
+    for event in gw.list("v1", "Event", field_selector="involvedObject.kind=Pod"):
+        if event.get("reason") == "FailedScheduling":
+            events[(event.get("involvedObject") or {}).get("uid", "")] = event
+    return _Seen(
+        rayclusters={
+            (rc["metadata"]["namespace"], rc["metadata"]["name"]): rc for rc in rayclusters
+        },
+        pods=pods,
+        namespaces=namespaces,
+        events=events,
+    )
+
+
+def _wants_raycluster(cluster: ClusterRequest, backend: QueueBackend) -> bool:
+    """Whether the row wants its RayCluster to exist (others' RayClusters are orphans)."""
+    if cluster.state == State.QUEUED:
+        return backend.provisions_queued
+    if cluster.state == State.SUSPENDED:
+        return not backend.suspend_deletes
+    return cluster.state in WANTS_RAYCLUSTER
+
+
+def _keep_bundles(rows: list[ClusterRequest], gw: Gateway, report: Report) -> None:
+    """Keep every namespace bundle in step with its tenant's quota (a no-op unless the
+    quota changed or the namespace vanished: ensure_bundle remembers what it applied)."""
+    for tenant in {c.tenant_id: c.tenant for c in rows if c.state in WANTS_RAYCLUSTER}.values():
+        try:
+            ensure_bundle(tenant, gw)
+        except KubeError as exc:
+            report.errors.append(f"bundle of {tenant.slug}: {exc.message}")
+
+
+def _delete_orphans(
+    rayclusters: dict[tuple[str, str], dict[str, Any]],
+    wanted: set[tuple[str, str]],
+    gw: Gateway,
+    report: Report,
+) -> None:
+    """Delete managed RayClusters that no live row wants."""
+    for key, rc in rayclusters.items():
+        if key not in wanted and not rc["metadata"].get("deletionTimestamp"):
+            try:
+                delete_raycluster(gw, *key)
+                report.orphans.append(f"{key[0]}/{key[1]}")
+            except KubeError as exc:
+                report.errors.append(f"orphan {key}: {exc.message}")
+
+
+def _reconcile_row(
+    cluster: ClusterRequest,
+    seen: _Seen,
+    key: tuple[str, str],
+    gw: Gateway,
+    backend: QueueBackend,
+    view: QueueView,
+    report: Report,
+    now: Any,
+) -> None:
+    """Fold one row's objects into it, or repair them; see the module docstring."""
+    rc = seen.rayclusters.get(key)
+    state = cluster.state
+    if state == State.QUEUED and backend.provisions_queued:
+        # The backend queues the RayCluster itself (held suspended until admitted).
+        if rc is None:
+            provisioning.apply_cluster(cluster, gw)
+        else:
+            view.fold_waiting(cluster)
+        return
+    if state == State.SUSPENDED and backend.suspend_deletes:
+        if rc is not None and not rc["metadata"].get("deletionTimestamp"):
+            delete_raycluster(gw, cluster.namespace, cluster.name)
+        return
+    if state in HOLDS_QUOTA and rc is not None and view.fold_eviction(cluster):
+        report.evicted.append(cluster.pk)
+        return
+    if state in LIVE and cluster.expires_at and cluster.expires_at <= now:
+        lifecycle.request_deletion(cluster, reason="expired")
+        report.expired.append(cluster.pk)
+        return
+    pods = seen.pods.get(key, [])
+    if state == State.DELETING:
+        if rc is not None and not rc["metadata"].get("deletionTimestamp"):
+            delete_raycluster(gw, cluster.namespace, cluster.name)
+        elif rc is None and not pods and finish_deletion(cluster):
+            report.deleted.append(cluster.pk)
+        return
+    if state in (State.PROVISIONING, State.READY, State.SUSPENDED):
+        _warn_of_expiry(cluster, now)
+        _fold_running(cluster, rc, pods, seen.events, gw, report, now)
+
+
+def _fold_running(
+    cluster: ClusterRequest,
+    rc: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    events: dict[str, dict[str, Any]],
+    gw: Gateway,
+    report: Report,
+    now: Any,
+) -> None:
+    """A provisioning, ready or suspended row: recreate what vanished, fold readiness."""
+    state = cluster.state
+    if rc is None:
+        provisioning.apply_cluster(cluster, gw)
+        report.recreated.append(cluster.pk)
+        if state == State.READY:
+            transition(
+                cluster,
+                State.PROVISIONING,
+                reason="recreated",
+                message="its RayCluster vanished and was recreated",
+                ready_at=None,
+            )
+        return
+    if state == State.SUSPENDED:
+        if not (rc.get("spec") or {}).get("suspend"):
+            provisioning.apply_cluster(cluster, gw)
+        return
+    ready = is_ready(cluster, rc, pods)
+    if ready and state == State.PROVISIONING:
+        transition(
+            cluster,
+            State.READY,
+            reason="ready",
+            message="head and workers are ready",
+            ready_at=now,
+        )
+        report.ready.append(cluster.pk)
+    elif not ready:
+        reason = waiting_reason(cluster, pods, events)
+        if state == State.READY:
+            transition(
+                cluster, State.PROVISIONING, reason="degraded", message=reason, ready_at=None
+            )
+        elif reason != cluster.state_reason:
+            ClusterRequest.objects.filter(pk=cluster.pk, state=state).update(state_reason=reason)
+
+
+def _warn_of_expiry(cluster: ClusterRequest, now: Any) -> None:
+    """Tell the owner, once, that the cluster expires soon and can be extended (USERS 1)."""
+    warning = timedelta(minutes=settings.EXPIRY_WARNING_MINUTES)
+    if not cluster.expires_at or cluster.expiry_warned_at or cluster.expires_at - now > warning:
+        return
+    claimed = ClusterRequest.objects.filter(pk=cluster.pk, expiry_warned_at__isnull=True).update(
+        expiry_warned_at=now
+    )
+    if claimed:
+        minutes = max(int((cluster.expires_at - now).total_seconds() // 60), 0)
+        note(
+            cluster,
+            reason="expiry_warning",
+            message=f"expires at {cluster.expires_at:%H:%M} UTC (in {minutes} min) and its GPUs "
+            "will be released; extend it to keep it",
+        )

@@ -1,0 +1,58 @@
+"""Remembering what this process last applied, so that unchanged objects are not re-sent.
+
+The reconciler keeps every tenant's namespace bundle and, in Kueue mode, the Kueue
+queues in step with the tables on every pass. Re-applying identical objects each pass
+would be pure load on the API server, so each writer keeps an :class:`AppliedCache`:
+a digest of the objects last applied under a key. The cache is per process and is lost
+on restart, which costs one idempotent re-apply; it is forgotten for a key whenever the
+objects may be gone from the cluster (say a namespace vanished). One lock guards it,
+since Celery's threads and the web app's may write at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+
+def digest(objects: list[dict[str, Any]]) -> str:
+    """A stable digest of a list of Kubernetes objects."""
+    return hashlib.sha256(json.dumps(objects, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class AppliedCache:
+    """Digests of the objects last applied per key, behind one lock."""
+
+    def __init__(self) -> None:
+        self._digests: dict[Hashable, str] = {}
+        self._lock = threading.Lock()
+
+    def apply(
+        self,
+        key: Hashable,
+        objects: list[dict[str, Any]],
+        write: Callable[[list[dict[str, Any]]], None],
+        *,
+        force: bool = False,
+    ) -> bool:
+        """Call ``write(objects)`` unless the same objects were last written under ``key``.
+
+        Returns whether it wrote. The digest is recorded only after ``write`` returned, so
+        a write that raised is tried again next time.
+        """
+        new = digest(objects)
+        with self._lock:
+            if not force and self._digests.get(key) == new:
+                return False
+        write(objects)
+        with self._lock:
+            self._digests[key] = new
+        return True
+
+    def forget(self, key: Hashable) -> None:
+        """Make the next :meth:`apply` under ``key`` write whatever it is given."""
+        with self._lock:
+            self._digests.pop(key, None)

@@ -1,0 +1,86 @@
+"""A tenant's namespace bundle: claiming the namespace and keeping its objects applied.
+
+Every tenant gets one namespace with a ResourceQuota, LimitRange and network policies
+(and a KAI queue when KAI is on), rendered by :func:`clusters.kube.manifests.tenant_bundle`
+from the tenant's quota rows. :func:`ensure_bundle` claims the namespace first — gangway
+never writes into a namespace it did not create for this tenant — and re-applies the
+bundle only when it changed since this process last applied it (:mod:`clusters.kube.applied`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from clusters.kube import labels, manifests
+from clusters.kube.applied import AppliedCache
+from clusters.kube.gateway import Gateway, PermanentKubeError
+from tenants.models import Quota, Tenant
+
+_applied = AppliedCache()
+
+
+class UnmanagedNamespace(PermanentKubeError):
+    """The tenant's namespace exists but gangway did not create it for this tenant.
+
+    Permanent: a request that needs it fails with this message, and nothing is written
+    into the namespace, until an operator removes it or the tenant is given another.
+    """
+
+
+def tenant_bundle_objects(tenant: Tenant) -> list[dict[str, Any]]:
+    """The namespace bundle for a tenant, from its current quota rows."""
+    quotas = list(Quota.objects.unscoped().filter(tenant=tenant).select_related("flavor"))
+    objects = manifests.tenant_bundle(
+        tenant, quotas, control_plane_namespace=settings.CONTROL_PLANE_NAMESPACE
+    )
+    if settings.KAI_ENABLED:
+        objects.append(manifests.kai_queue(tenant, quotas))
+    return objects
+
+
+def claim_namespace(tenant: Tenant, namespace: dict[str, Any], gw: Gateway) -> None:
+    """Make sure the tenant's namespace is gangway's own before anything is applied to it.
+
+    An absent namespace is created (a create, not an apply, so one made by somebody else
+    in the meantime is a conflict and never taken over); an existing one must carry the
+    labels gangway gave it for this tenant. Anything else — ``kube-system``, a team's
+    namespace that happens to have the derived name — is refused: never relabelled, and
+    no quota, limits or network policies are put into it.
+    """
+    name = str(tenant.namespace)
+    existing = gw.get("v1", "Namespace", name)
+    if existing is None:
+        gw.create(namespace)
+        return
+    found = (existing.get("metadata") or {}).get("labels") or {}
+    if found.get(labels.MANAGED_BY) != labels.MANAGER:
+        raise UnmanagedNamespace(
+            f"namespace {name} exists and is not managed by gangway; refusing to adopt it"
+        )
+    if found.get(labels.TENANT) != tenant.slug:
+        raise UnmanagedNamespace(
+            f"namespace {name} is managed by gangway for tenant "
+            f"{found.get(labels.TENANT) or '(none)'}, not {tenant.slug}; refusing to adopt it"
+        )
+
+
+def ensure_bundle(tenant: Tenant, gw: Gateway, *, force: bool = False) -> bool:
+    """Apply the tenant's bundle unless this process already applied the same one.
+
+    The namespace is claimed first (:func:`claim_namespace`), so a bundle is never
+    applied into a namespace gangway does not own. Returns whether it applied.
+    """
+
+    def write(objects: list[dict[str, Any]]) -> None:
+        claim_namespace(tenant, next(o for o in objects if o["kind"] == "Namespace"), gw)
+        for obj in objects:
+            gw.apply(obj)
+
+    return _applied.apply(tenant.pk, tenant_bundle_objects(tenant), write, force=force)
+
+
+def forget_bundle(tenant_id: int) -> None:
+    """Make the next :func:`ensure_bundle` re-apply (the namespace may be gone)."""
+    _applied.forget(tenant_id)

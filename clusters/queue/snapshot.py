@@ -1,0 +1,270 @@
+"""The admission pass's reads: the database as the pure decision sees it.
+
+:func:`build_snapshot` reads one query per table (tenants, flavors, quotas, clusters
+holding GPUs, queued clusters) into the pure dataclasses of :mod:`clusters.admission`;
+:func:`policy_snapshot` reads only what says whether a request could ever fit. The same
+snapshot serves the dry-run, so a verdict is computed by the very code the next pass
+runs; :mod:`clusters.queue.writeback` writes a decision back.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.utils import timezone
+
+from clusters import admission as adm
+from clusters.models import ClusterKind, ClusterRequest
+from clusters.queue import capacity
+from clusters.spec import SPEC_COLUMNS, ClusterSpec
+from clusters.states import State
+from tenants.models import GpuFlavor, Quota, Tenant
+
+
+def _pending(
+    *,
+    pk: int,
+    tenant: str,
+    owner: int,
+    spec: ClusterSpec,
+    gpus: Decimal,
+    cpu: Decimal,
+    memory_gib: Decimal,
+    created_at: datetime,
+    earmarked: bool = False,
+) -> adm.Pending:
+    """The pure view of one request: its demand as charged (an autoscaling cluster at its
+    largest size, like its ``gpus``) and its shape from its spec."""
+    return adm.Pending(
+        id=pk,
+        tenant=tenant,
+        owner=owner,
+        flavor=spec.flavor.name,
+        kind=spec.kind,
+        gpus=Decimal(gpus),
+        created_at=created_at,
+        cpu=Decimal(cpu),
+        memory_gib=Decimal(memory_gib),
+        priority=spec.priority,
+        workers=spec.charged_workers(),
+        worker_gpus=spec.worker_gpus(),
+        ttl=timedelta(hours=spec.ttl_hours) if spec.ttl_hours else None,
+        earmarked=earmarked,
+    )
+
+
+def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
+    """The pure view of a queued (or candidate, unsaved) request."""
+    return _pending(
+        pk=pk if pk is not None else row.pk,
+        tenant=row.tenant.slug,
+        owner=row.owner_id or 0,
+        spec=ClusterSpec.of(row),
+        gpus=row.gpus,
+        cpu=row.cpu,
+        memory_gib=row.memory_gib,
+        created_at=row.created_at or timezone.now(),
+        earmarked=row.earmarked_at is not None,
+    )
+
+
+def _nodes(row: ClusterRequest) -> int:
+    """Whole nodes a cluster is charged for: a prod cluster's workers at its largest size."""
+    return ClusterSpec.of(row).charged_workers() if row.kind == ClusterKind.PROD else 0
+
+
+@dataclass
+class QueuedRow:
+    """A queued request as the pass reads it: its id and its current queue fields.
+
+    Read as plain values (not model instances): at 15,000 waiting requests, building
+    model objects and parsing their every column is most of a pass's cost.
+    """
+
+    id: int
+    queue: tuple[int | None, int | None, str, str, datetime | None]
+
+
+_QUEUED_FIELDS = (
+    "id",
+    "tenant__slug",
+    "owner_id",
+    *SPEC_COLUMNS,
+    "gpus",
+    "cpu",
+    "memory_gib",
+    "created_at",
+    "earmarked_at",
+)
+_QUEUE_FIELDS = (
+    "queue_position",
+    "queue_flavor_position",
+    "queue_reason",
+    "queue_message",
+    "queue_eta",
+)
+
+
+def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[QueuedRow]]:
+    pending: list[adm.Pending] = []
+    rows: list[QueuedRow] = []
+    spec_columns = [c for c in SPEC_COLUMNS if c != "flavor_id"]
+    for values in (
+        ClusterRequest.objects.unscoped()
+        .filter(state=State.QUEUED)
+        .values(*_QUEUED_FIELDS, *_QUEUE_FIELDS)
+    ):
+        spec = ClusterSpec(
+            flavor=flavors[values["flavor_id"]], **{c: values[c] for c in spec_columns}
+        )
+        pending.append(
+            _pending(
+                pk=values["id"],
+                tenant=values["tenant__slug"],
+                owner=values["owner_id"],
+                spec=spec,
+                gpus=values["gpus"],
+                cpu=values["cpu"],
+                memory_gib=values["memory_gib"],
+                created_at=values["created_at"],
+                earmarked=values["earmarked_at"] is not None,
+            )
+        )
+        queue = tuple(values[f] for f in _QUEUE_FIELDS)
+        rows.append(QueuedRow(values["id"], queue))  # type: ignore[arg-type]
+    return pending, rows
+
+
+def _parked() -> list[adm.Parked]:
+    """Suspended dev clusters, which count against their owners' caps."""
+    return [
+        adm.Parked(tenant=v["tenant__slug"], owner=v["owner_id"], gpus=Decimal(v["gpus"]))
+        for v in ClusterRequest.objects.unscoped()
+        .filter(state=State.SUSPENDED, kind=ClusterKind.DEV)
+        .values("tenant__slug", "owner_id", "gpus")
+    ]
+
+
+def tenant_q(tenant: Tenant) -> adm.TenantQ:
+    """A tenant's admission policy as the pure decision reads it."""
+    return adm.TenantQ(
+        slug=tenant.slug,
+        cohort=tenant.cohort,
+        weight=Decimal(tenant.weight),
+        cpu_quota=tenant.cpu_quota,
+        memory_quota_gib=tenant.memory_quota_gib,
+        max_dev_clusters_per_user=tenant.max_dev_clusters_per_user,
+        max_dev_gpus_per_user=tenant.max_dev_gpus_per_user,
+    )
+
+
+def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor) -> adm.Snapshot:
+    """What says whether a request of ``tenant`` on ``flavor`` could ever fit: the
+    tenants of its cohort, their quotas on the flavor and the flavor's fleet size.
+
+    Nothing running or queued is read (two small queries), so submission can ask
+    admission's "never fits" question on every request.
+    """
+    cohort = list(Tenant.objects.unscoped().filter(cohort=tenant.cohort))
+    quotas = Quota.objects.unscoped().filter(tenant__in=cohort, flavor=flavor)
+    slugs = {t.pk: t.slug for t in cohort}
+    return adm.Snapshot(
+        now=timezone.now(),
+        tenants=[tenant_q(t) for t in cohort],
+        flavors=[
+            adm.FlavorQ(
+                name=flavor.name,
+                gpus_per_node=flavor.gpus_per_node,
+                node_count=flavor.node_count,
+            )
+        ],
+        quotas=[
+            adm.QuotaQ(
+                tenant=slugs[q.tenant_id],
+                flavor=flavor.name,
+                gpus=q.gpus,
+                borrow_limit=q.borrow_limit,
+            )
+            for q in quotas
+        ],
+    )
+
+
+def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[QueuedRow]]:
+    """The snapshot of the whole system, and the queued rows it was built from."""
+    now = now or timezone.now()
+    tenants = list(Tenant.objects.unscoped())
+    flavors = list(GpuFlavor.objects.all())
+    quotas = list(Quota.objects.unscoped().select_related("tenant", "flavor"))
+    holding = list(
+        ClusterRequest.objects.unscoped().filter(holds_gpus=True).select_related("tenant", "flavor")
+    )
+    pending, queued = _queued({f.pk: f for f in flavors})
+    held: dict[str, Decimal] = defaultdict(Decimal)
+    # Admitted clusters whose pods may not be bound yet: the cluster's free figures do
+    # not include them, so the pass must not hand their GPUs out a second time.
+    unplaced: dict[str, Decimal] = defaultdict(Decimal)
+    unplaced_nodes: dict[str, int] = defaultdict(int)
+    for row in holding:
+        held[row.flavor.name] += row.gpus
+        if row.state in (State.ADMITTED, State.PROVISIONING):
+            unplaced[row.flavor.name] += row.gpus
+            unplaced_nodes[row.flavor.name] += _nodes(row)
+    free = {
+        f.name: capacity.free_for_admission(
+            f, held=held[f.name], unplaced=unplaced[f.name], unplaced_nodes=unplaced_nodes[f.name]
+        )
+        for f in flavors
+    }
+    snapshot = adm.Snapshot(
+        now=now,
+        tenants=[tenant_q(t) for t in tenants],
+        flavors=[
+            adm.FlavorQ(
+                name=f.name,
+                gpus_per_node=f.gpus_per_node,
+                node_count=f.node_count,
+                # The catalogue's GPUs less what admitted clusters hold, and, when the
+                # reconciler saw the cluster recently, what is really free there.
+                free_gpus=free[f.name][0],
+                free_nodes=free[f.name][1],
+            )
+            for f in flavors
+        ],
+        quotas=[
+            adm.QuotaQ(
+                tenant=q.tenant.slug,
+                flavor=q.flavor.name,
+                gpus=q.gpus,
+                borrow_limit=q.borrow_limit,
+            )
+            for q in quotas
+        ],
+        running=[
+            adm.Running(
+                id=r.pk,
+                tenant=r.tenant.slug,
+                owner=r.owner_id,
+                flavor=r.flavor.name,
+                kind=r.kind,
+                gpus=Decimal(r.gpus),
+                cpu=Decimal(r.cpu),
+                memory_gib=Decimal(r.memory_gib),
+                priority=r.priority,
+                admitted_at=r.admitted_at,
+                expires_at=r.expires_at,
+                nodes=_nodes(r),
+                suspend_at=r.reclaim_after,
+            )
+            for r in holding
+        ],
+        pending=pending,
+        parked=_parked(),
+        aging=timedelta(seconds=settings.ADMISSION_AGING_SECONDS),
+        reclaim_grace=timedelta(seconds=settings.RECLAIM_GRACE_SECONDS),
+    )
+    return snapshot, queued

@@ -1,0 +1,150 @@
+"""The admission pass's writes: admitted rows, waiting rows' standing, earmarks, reclaim.
+
+:func:`admit` moves admitted rows to ``admitted``; :func:`apply_waiting` writes each
+waiting row's position, reason, message and ETA; :func:`apply_earmarks` keeps the mark
+on requests that reclaimed capacity is promised to; :func:`apply_reclaim` warns reclaim
+victims and suspends them once their grace has passed. Every write is conditional on
+the row's state, so a request deleted while a pass ran is never resurrected.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+
+from clusters import admission as adm
+from clusters import lifecycle
+from clusters.models import ClusterRequest
+from clusters.queue.snapshot import QueuedRow
+from clusters.states import State
+from clusters.transitions import note, transition
+
+
+def apply_waiting(queued: list[QueuedRow], decision: adm.Decision) -> None:
+    """Write position, reason, message and ETA on every request left waiting (if changed).
+
+    On PostgreSQL one UPDATE joins the new values as arrays (``unnest``), so 15,000
+    rows cost one statement; elsewhere a pipelined statement per row. Either way only
+    rows still ``queued`` are touched.
+    """
+    changed = []
+    for row in queued:
+        status = decision.waiting.get(row.id)
+        if status is None:
+            continue
+        values = (
+            status.position,
+            status.flavor_position,
+            status.reason,
+            status.message[:500],
+            status.eta,
+        )
+        if values != row.queue:
+            row.queue = values
+            changed.append(row)
+    if not changed:
+        return
+    table = ClusterRequest._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            columns = list(zip(*[(r.id, *r.queue) for r in changed], strict=True))
+            cursor.execute(
+                f"UPDATE {table} AS t SET queue_position = v.pos, "
+                "queue_flavor_position = v.fpos, queue_reason = v.reason, "
+                "queue_message = v.message, queue_eta = v.eta "
+                "FROM unnest(%s::bigint[], %s::integer[], %s::integer[], %s::text[], "
+                "%s::text[], %s::timestamptz[]) AS v(id, pos, fpos, reason, message, eta) "
+                "WHERE t.id = v.id AND t.state = %s",
+                [*(list(c) for c in columns), State.QUEUED.value],
+            )
+            return
+        cursor.executemany(
+            f"UPDATE {table} SET queue_position = %s, queue_flavor_position = %s, "
+            "queue_reason = %s, queue_message = %s, queue_eta = %s "
+            "WHERE id = %s AND state = %s",
+            [(*r.queue, r.id, State.QUEUED.value) for r in changed],
+        )
+
+
+def apply_earmarks(decision: adm.Decision, *, now: datetime) -> None:
+    """Keep the mark on the requests reclaimed capacity is promised to, drop it elsewhere.
+
+    The next pass reads it (``Pending.earmarked``), so the promise outlives this pass;
+    admission clears it (:func:`admit`).
+    """
+    queued = ClusterRequest.objects.unscoped().filter(state=State.QUEUED)
+    queued.filter(pk__in=decision.earmarked, earmarked_at__isnull=True).update(earmarked_at=now)
+    queued.filter(earmarked_at__isnull=False).exclude(pk__in=decision.earmarked).update(
+        earmarked_at=None
+    )
+
+
+def apply_reclaim(decision: adm.Decision, *, now: datetime) -> list[int]:
+    """Warn newly chosen victims, suspend those whose grace ran out, clear the reprieved.
+
+    Returns the ids suspended by this pass. Suspension, never deletion (USERS 9).
+    """
+    grace = timedelta(seconds=settings.RECLAIM_GRACE_SECONDS)
+    chosen = {r.id: r for r in decision.reclaim}
+    warned = ClusterRequest.objects.unscoped().filter(reclaim_after__isnull=False)
+    ClusterRequest.objects.unscoped().filter(reclaim_after__isnull=False).exclude(
+        pk__in=list(chosen)
+    ).update(reclaim_after=None)
+    already = {row.pk: row for row in warned.filter(pk__in=list(chosen))}
+    suspended: list[int] = []
+    for victim_id, reclaim in chosen.items():
+        row = already.get(victim_id)
+        if row is None:
+            row = ClusterRequest.objects.unscoped().filter(pk=victim_id).first()
+            if row is None:
+                continue
+            row.reclaim_after = now + grace
+            ClusterRequest.objects.filter(pk=row.pk).update(reclaim_after=row.reclaim_after)
+            note(
+                row,
+                reason="reclaim_warning",
+                message=f"{reclaim.message} It will be suspended (not deleted) at "
+                f"{row.reclaim_after:%H:%M} UTC unless capacity frees up first.",
+            )
+        elif (
+            row.reclaim_after
+            and row.reclaim_after <= now
+            and row.state
+            in (
+                State.PROVISIONING,
+                State.READY,
+            )
+        ):
+            lifecycle.suspend(
+                row,
+                reason="reclaimed",
+                message=f"suspended to give {reclaim.for_tenant} its quota back",
+            )
+            ClusterRequest.objects.filter(pk=row.pk).update(reclaim_after=None)
+            suspended.append(row.pk)
+    return suspended
+
+
+def admit(rows: list[ClusterRequest], *, now: datetime) -> list[int]:
+    """Move the admitted rows to ``admitted`` (conditional: a row deleted meanwhile stays)."""
+    done = []
+    for row in rows:
+        expires = now + timedelta(hours=row.ttl_hours) if row.ttl_hours else None
+        if transition(
+            row,
+            State.ADMITTED,
+            reason="admitted",
+            message="admitted; applying its RayCluster",
+            admitted_at=now,
+            expires_at=expires,
+            queue_position=None,
+            queue_flavor_position=None,
+            queue_reason="",
+            queue_message="",
+            queue_eta=None,
+            earmarked_at=None,
+        ):
+            done.append(row.pk)
+    return done

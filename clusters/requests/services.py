@@ -1,0 +1,275 @@
+"""Engineers' writes on cluster requests: create, delete, suspend, resume, extend.
+
+Each service checks that the actor may act (:mod:`clusters.rules`), is atomic, audits
+in the same transaction, moves state only through :func:`clusters.transitions.transition`
+(the moves the system makes too live in :mod:`clusters.lifecycle`), and asks for work
+after commit (the row is the desired state; a lost nudge only delays work, the sweeper
+picks it up). A request arrives as a :class:`clusters.spec.ClusterSpec` and is checked
+once, by :func:`cluster_request_check`, which the dry-run shares.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from clusters import lifecycle, rules, shapes
+from clusters.admission.ledger import Ledger
+from clusters.models import ClusterRequest
+from clusters.queue.backends import queue_backend
+from clusters.queue.snapshot import pending_of, policy_snapshot
+from clusters.spec import ClusterSpec
+from clusters.states import LIVE, State
+from clusters.transitions import note, transition
+from controlplane.exceptions import ServiceConflict
+from tenants.audit import audit_record
+from tenants.models import Tenant
+from tenants.selectors import role_in_tenant
+
+
+class NeverFits(ValidationError):
+    """A request that could not start even on an idle fleet, by the catalogue and the
+    tenant's quotas: refused with a 400 naming every reason.
+
+    ``reasons`` are admission's ``(code, message)`` pairs (the dry-run's ``never_fits``
+    reasons); ``cluster`` is the unsaved request they are about.
+    """
+
+    error_code = "never_fits"  # the API's error code (400)
+
+    def __init__(self, reasons: list[tuple[str, str]], cluster: ClusterRequest) -> None:
+        super().__init__([message for _, message in reasons])
+        self.reasons = reasons
+        self.cluster = cluster
+
+
+def request_never_fits(cluster: ClusterRequest) -> list[tuple[str, str]]:
+    """Why an unsaved request could never be admitted, by the same rules the admission
+    pass applies (fleet size, the tenant's and its cohort's quotas, the per-engineer GPU
+    cap); empty when it could."""
+    snapshot = policy_snapshot(tenant=cluster.tenant, flavor=cluster.flavor)
+    return Ledger(snapshot).never_fits(pending_of(cluster, pk=-1))
+
+
+def _name_taken(*, tenant: Tenant, name: str) -> bool:
+    return (
+        ClusterRequest.objects.unscoped()
+        .filter(tenant=tenant, name=name)
+        .exclude(state=State.DELETED)
+        .exists()
+    )
+
+
+def cluster_request_check(*, actor: Any, tenant: Tenant, spec: ClusterSpec) -> ClusterRequest:
+    """Every check a request must pass to be queued, in order; returns the unsaved row.
+
+    :func:`cluster_request_create` runs it under the tenant's lock and the dry-run
+    verdict (:mod:`clusters.requests.verdicts`) runs it before asking admission, so the
+    verdict cannot promise what submission then refuses. In order:
+
+    1. role: a production cluster needs a tenant admin, any other an engineer
+       (``PermissionDenied``);
+    2. fields: the name (format, reserved words, not taken by a cluster that is not
+       deleted), the shape and the TTL, every offending field at once
+       (``ValidationError``);
+    3. catalogue and tenant policy: could it ever start on this fleet within the
+       tenant's quotas (:class:`NeverFits`, a ``ValidationError``);
+    4. the per-engineer caps (``ServiceConflict`` with code ``user_cap``).
+    """
+    role = role_in_tenant(user=actor, tenant=tenant)
+    if not rules.may_request(role=role, kind=spec.kind):
+        raise PermissionDenied(rules.requester_refusal(tenant=tenant, role=role, kind=spec.kind))
+    errors: dict[str, list[str]] = {}
+    try:
+        cluster = build_request(tenant=tenant, owner=actor, spec=spec)
+    except ValidationError as exc:
+        errors = dict(exc.message_dict)
+    name = spec.name
+    if name and "name" not in errors and _name_taken(tenant=tenant, name=name):
+        errors["name"] = [_taken_message(tenant=tenant, name=name)]
+    if errors:
+        raise ValidationError(errors)
+    never = request_never_fits(cluster)
+    if never:
+        raise NeverFits(never, cluster)
+    rules.check_user_caps(tenant=tenant, owner=actor, kind=spec.kind, gpus=cluster.gpus)
+    return cluster
+
+
+def _taken_message(*, tenant: Tenant, name: str) -> str:
+    return f"A cluster named {name!r} already exists in {tenant.slug}; choose another name."
+
+
+def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRequest:
+    """An unsaved, validated request with its demand computed (shared with the dry-run)."""
+    ttl_hours = shapes.resolve_ttl_hours(tenant=tenant, kind=spec.kind, ttl_hours=spec.ttl_hours)
+    shapes.validate_request(
+        tenant=tenant,
+        flavor=spec.flavor,
+        **spec.shape(),
+        ttl_hours=ttl_hours,
+        name=spec.name,
+        image=settings.RAY_IMAGE_DEFAULT,
+        kai_enabled=settings.KAI_ENABLED,
+        kueue=queue_backend().fixed_size_only,
+    )
+    need = shapes.demand(flavor=shapes.flavor_spec(spec.flavor), **spec.shape())
+    name = spec.name or shapes.default_name(
+        owner_username=owner.get_username(), kind=spec.kind, suffix=secrets.token_hex(3)
+    )
+    return ClusterRequest(
+        tenant=tenant,
+        owner=owner,
+        **{**spec.as_fields(), "name": name, "ttl_hours": ttl_hours},
+        image=settings.RAY_IMAGE_DEFAULT,
+        gpus=need.gpus,
+        cpu=need.cpu,
+        memory_gib=need.memory_gib,
+    )
+
+
+def cluster_request_create(*, actor: Any, tenant: Tenant, spec: ClusterSpec) -> ClusterRequest:
+    """Check a request (:func:`cluster_request_check`) and queue it.
+
+    The tenant row is locked while the checks run, so two concurrent requests by one
+    engineer cannot both slip under a cap. On commit the queue backend is asked to
+    admit it.
+    """
+    with transaction.atomic():
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+        cluster = cluster_request_check(actor=actor, tenant=tenant, spec=spec)
+        try:
+            with transaction.atomic():
+                cluster.save()
+        except IntegrityError:
+            # A generated name that collided (or a race the lock did not cover).
+            raise ValidationError(
+                {"name": _taken_message(tenant=tenant, name=cluster.name)}
+            ) from None
+        note(cluster, reason="requested", message=f"{spec.kind} cluster requested", actor=actor)
+        audit_record(
+            actor=actor,
+            action="cluster.create",
+            obj=cluster,
+            tenant=tenant,
+            data={
+                "kind": spec.kind,
+                "flavor": spec.flavor.name,
+                "workers": spec.workers,
+                "gpus": str(cluster.gpus),
+            },
+        )
+        queue_backend().request_queued(cluster.pk)
+    return cluster
+
+
+def _require_manage(*, actor: Any, cluster: ClusterRequest) -> None:
+    if not rules.can_manage(actor=actor, cluster=cluster):
+        raise PermissionDenied("Only the cluster's owner or a tenant admin may change it.")
+
+
+def cluster_delete(
+    *, actor: Any, cluster: ClusterRequest, reason: str = "deleted"
+) -> ClusterRequest:
+    """Ask for the cluster's deletion (:func:`clusters.lifecycle.request_deletion`);
+    its GPUs are released once its pods are gone. ``actor`` ``None`` means the system."""
+    if actor is not None:
+        _require_manage(actor=actor, cluster=cluster)
+    return lifecycle.request_deletion(cluster, actor=actor, reason=reason)
+
+
+def cluster_suspend(
+    *, actor: Any, cluster: ClusterRequest, reason: str = "suspended", message: str = ""
+) -> ClusterRequest:
+    """Suspend a running cluster (:func:`clusters.lifecycle.suspend`): its pods go, its
+    GPUs return to the pool, the row stays."""
+    if actor is not None:
+        _require_manage(actor=actor, cluster=cluster)
+    return lifecycle.suspend(cluster, actor=actor, reason=reason, message=message)
+
+
+def cluster_resume(*, actor: Any, cluster: ClusterRequest) -> ClusterRequest:
+    """Resume a suspended cluster: it goes back through the queue like a new request."""
+    _require_manage(actor=actor, cluster=cluster)
+    with transaction.atomic():
+        cluster = lifecycle.locked(cluster)
+        if cluster.state != State.SUSPENDED:
+            raise ServiceConflict(
+                f"Only a suspended cluster can be resumed; this one is {cluster.state}.",
+                code="invalid_state",
+            )
+        rules.check_user_caps(
+            tenant=cluster.tenant,
+            owner=cluster.owner,
+            kind=cluster.kind,
+            gpus=cluster.gpus,
+            excluding=cluster.pk,  # a suspended cluster already counts against the caps
+        )
+        transition(
+            cluster, State.QUEUED, reason="resumed", actor=actor, message="back in the queue"
+        )
+        audit_record(actor=actor, action="cluster.resume", obj=cluster, tenant=cluster.tenant)
+        queue_backend().request_queued(cluster.pk)
+    return cluster
+
+
+def can_extend(cluster: ClusterRequest) -> bool:
+    """Whether the cluster has a lifetime to extend: it is live and has a TTL."""
+    return cluster.state in LIVE and bool(cluster.ttl_hours)
+
+
+def cluster_extend(*, actor: Any, cluster: ClusterRequest, hours: int) -> ClusterRequest:
+    """Push the expiry back by ``hours``, never beyond the tenant's maximum TTL.
+
+    A cluster without a TTL never expires: there is nothing to extend, and giving it
+    one here would shorten its life instead (409 ``no_ttl``).
+    """
+    _require_manage(actor=actor, cluster=cluster)
+    hours = shapes.validate_extend_hours(hours)
+    with transaction.atomic():
+        cluster = lifecycle.locked(cluster)
+        if cluster.state not in LIVE:
+            raise ServiceConflict(
+                f"A {cluster.state} cluster cannot be extended.", code="invalid_state"
+            )
+        if not can_extend(cluster):
+            raise ServiceConflict(
+                f"{cluster.name} has no time to live: it runs until it is deleted, so there "
+                "is nothing to extend.",
+                code="no_ttl",
+            )
+        start = cluster.admitted_at or timezone.now()
+        limit = start + timedelta(hours=cluster.tenant.max_ttl_hours)
+        base = cluster.expires_at or timezone.now()
+        new_expiry = base + timedelta(hours=hours)
+        if new_expiry > limit:
+            raise ValidationError(
+                {
+                    "hours": f"That would pass the tenant's maximum lifetime of "
+                    f"{cluster.tenant.max_ttl_hours} h (until {limit:%Y-%m-%d %H:%M} UTC)."
+                }
+            )
+        ttl = (cluster.ttl_hours or 0) + hours
+        ClusterRequest.objects.filter(pk=cluster.pk).update(
+            ttl_hours=ttl,
+            expires_at=new_expiry if cluster.expires_at else None,
+            expiry_warned_at=None,  # warn again before the new expiry
+        )
+        cluster.ttl_hours = ttl
+        if cluster.expires_at:
+            cluster.expires_at = new_expiry
+        note(cluster, reason="extended", message=f"extended by {hours} h", actor=actor)
+        audit_record(
+            actor=actor,
+            action="cluster.extend",
+            obj=cluster,
+            tenant=cluster.tenant,
+            data={"hours": hours},
+        )
+    return cluster

@@ -1,0 +1,94 @@
+"""Who may do what with clusters, and the per-engineer caps, each written once.
+
+The API, the dashboard, the dry-run and the admission pass all ask these; the words of
+a refusal differ by audience (a requester hears "you", a queue hears "its owner"), the
+rule never does.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Sum
+
+from clusters.admission.caps import CapBreach, user_cap_breach
+from clusters.admission.words import count as count_of
+from clusters.models import ClusterKind, ClusterRequest
+from clusters.states import LIVE
+from controlplane.exceptions import ServiceConflict
+from tenants.models import Role, Tenant
+from tenants.selectors import role_in_tenant
+
+
+def may_request(*, role: str | None, kind: str) -> bool:
+    """Engineers request dev clusters; production clusters need a tenant admin."""
+    needed = Role.ADMIN if kind == ClusterKind.PROD else Role.ENGINEER
+    return role is not None and Role.rank(role) >= Role.rank(needed)
+
+
+def requester_refusal(*, tenant: Tenant, role: str | None, kind: str = ClusterKind.DEV) -> str:
+    """Why ``role`` may not request a ``kind`` cluster in ``tenant``, in plain words."""
+    needed = "admin" if kind == ClusterKind.PROD else "engineer"
+    what = "a production cluster" if kind == ClusterKind.PROD else "a cluster"
+    held = f"you are {'an' if role in (Role.ADMIN, Role.ENGINEER) else 'a'} {role}"
+    if role is None:
+        held = "you are not a member"
+    return f"Requesting {what} needs the {needed} role in {tenant.name}; {held}."
+
+
+def can_manage(*, actor: Any, cluster: ClusterRequest) -> bool:
+    """Engineers manage their own clusters; tenant admins manage every cluster.
+
+    The services enforce it; the dashboard asks it only to decide which buttons to show.
+    """
+    role = role_in_tenant(user=actor, tenant=cluster.tenant)
+    if role == Role.ADMIN:
+        return True
+    return role == Role.ENGINEER and cluster.owner_id == getattr(actor, "pk", None)
+
+
+def owner_dev_usage(
+    *, tenant: Tenant, owner: Any, excluding: int | None = None
+) -> tuple[int, Decimal]:
+    """The owner's live dev clusters in the tenant (queued, running and suspended ones
+    alike) and the GPUs they ask for; ``excluding`` leaves one request out."""
+    rows = ClusterRequest.objects.unscoped().filter(
+        tenant=tenant, owner=owner, kind=ClusterKind.DEV, state__in=LIVE
+    )
+    if excluding is not None:
+        rows = rows.exclude(pk=excluding)
+    found = rows.aggregate(n=Count("id"), g=Sum("gpus"))
+    return int(found["n"] or 0), Decimal(found["g"] or 0)
+
+
+def check_user_caps(
+    *, tenant: Tenant, owner: Any, kind: str, gpus: Decimal, excluding: int | None = None
+) -> None:
+    """Refuse a dev request that would put its owner over the tenant's per-engineer caps
+    (``ServiceConflict`` ``user_cap``), counted as admission counts them
+    (:mod:`clusters.admission.caps`): every live dev request of the owner comes first."""
+    if kind != ClusterKind.DEV:
+        return
+    clusters, held = owner_dev_usage(tenant=tenant, owner=owner, excluding=excluding)
+    breach = user_cap_breach(
+        max_clusters=tenant.max_dev_clusters_per_user,
+        max_gpus=tenant.max_dev_gpus_per_user,
+        clusters=clusters,
+        gpus=held,
+        more_gpus=gpus,
+    )
+    if breach is not None:
+        raise ServiceConflict(_cap_refusal(tenant, breach, gpus), code="user_cap")
+
+
+def _cap_refusal(tenant: Tenant, breach: CapBreach, gpus: Decimal) -> str:
+    if breach.limit == "clusters":
+        return (
+            f"You already have {count_of(breach.clusters, 'dev cluster')} in {tenant.slug}; "
+            f"the limit is {breach.cap}. Delete one first."
+        )
+    return (
+        f"This request would give you {count_of(breach.gpus + gpus, 'dev GPU')} in "
+        f"{tenant.slug}; the limit is {breach.cap}."
+    )

@@ -16,10 +16,14 @@ import uuid
 from typing import Any, Protocol
 
 from kubesim import errors
+from kubesim.admission import Quota
 from kubesim.errors import ApiError
 from kubesim.fleet import build_nodes, load_fleet, node_conditions
+from kubesim.operators.kuberay import KubeRay
+from kubesim.operators.kueue import Kueue
 from kubesim.patch import apply_merge, json_patch, merge_patch, strategic_merge_patch
 from kubesim.resources import Registry, ResourceType
+from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, SelectorError, Store
 from kubesim.util import ip_from_index, now, now_micro, suffix
 from kubesim.validation import Validator, drop_nulls, validate_builtin, validate_metadata
@@ -48,11 +52,6 @@ class Cluster:
         kueue: bool = False,
         kai: bool = False,
     ) -> None:
-        from kubesim.admission import Quota
-        from kubesim.operators.kuberay import KubeRay
-        from kubesim.operators.kueue import Kueue
-        from kubesim.scheduler import Scheduler
-
         self.lock = threading.RLock()
         self.registry = Registry.shared()
         self.validator = Validator()

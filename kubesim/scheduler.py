@@ -23,6 +23,7 @@ from kubesim import errors, quantity
 from kubesim.admission import pod_totals
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
+from kubesim.taints import taint_text, tolerates
 from kubesim.util import get_path, now
 
 if TYPE_CHECKING:
@@ -76,22 +77,6 @@ class PodReq:
         return min(1.0, self.gpu_memory / info.gpu_memory) if info.gpu_memory else 1.0
 
 
-def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
-    for tol in tolerations:
-        if tol.get("effect") and tol["effect"] != taint.get("effect"):
-            continue
-        op = tol.get("operator", "Equal")
-        if not tol.get("key"):
-            if op == "Exists":
-                return True
-            continue
-        if tol["key"] != taint.get("key"):
-            continue
-        if op == "Exists" or tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
 def _expr_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
     if op == "In":
@@ -135,10 +120,6 @@ def _affinity_matches(pod_spec: dict[str, Any], node: NodeInfo) -> bool:
         ):
             return True
     return False
-
-
-def _taint_text(t: dict[str, Any]) -> str:
-    return "{" + f"{t.get('key', '')}: {t.get('value', '')}" + "}"
 
 
 def fraction_of(pod: Obj, node_gpu_memory: int = 0) -> float:
@@ -381,9 +362,9 @@ class Scheduler:
             if info.unschedulable:
                 reasons["node(s) were unschedulable"] += 1
                 continue
-            bad = next((t for t in info.taints if not _tolerates(tolerations, t)), None)
+            bad = next((t for t in info.taints if not tolerates(tolerations, t)), None)
             if bad is not None:
-                reasons[f"node(s) had untolerated taint {_taint_text(bad)}"] += 1
+                reasons[f"node(s) had untolerated taint {taint_text(bad)}"] += 1
                 continue
             if not _affinity_matches(spec, info):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1

@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import errors, quantity
 from kubesim.admission import pod_totals
+from kubesim.operators.kuberay import desired_workers
 from kubesim.resources import ResourceType
-from kubesim.scheduler import _tolerates
 from kubesim.store import Obj
+from kubesim.taints import tolerates
 from kubesim.util import get_path, now, owner_ref, parse_time
 
 if TYPE_CHECKING:
@@ -187,8 +188,6 @@ class Kueue:
             }
         ]
         for g in spec.get("workerGroupSpecs") or []:
-            from kubesim.operators.kuberay import desired_workers
-
             sets.append(
                 {
                     "name": g.get("groupName", "workers"),
@@ -368,7 +367,7 @@ class Kueue:
                         ]
                         taints = get_path(rf, "spec", "nodeTaints", default=[])
                         if not all(
-                            t.get("effect") == "PreferNoSchedule" or _tolerates(tolerations, t)
+                            t.get("effect") == "PreferNoSchedule" or tolerates(tolerations, t)
                             for t in taints
                         ):
                             continue

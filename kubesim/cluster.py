@@ -17,8 +17,10 @@ from typing import Any, Protocol
 
 from kubesim import errors
 from kubesim.admission import Quota
+from kubesim.defaults import default_namespace, default_pod, default_service
 from kubesim.errors import ApiError
 from kubesim.fleet import build_nodes, load_fleet, node_conditions
+from kubesim.kubelet import Kubelet
 from kubesim.operators.kuberay import KubeRay
 from kubesim.operators.kueue import Kueue
 from kubesim.patch import apply_merge, json_patch, merge_patch, strategic_merge_patch
@@ -26,7 +28,13 @@ from kubesim.resources import Registry, ResourceType
 from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, SelectorError, Store
 from kubesim.util import ip_from_index, now, now_micro, suffix
-from kubesim.validation import Validator, drop_nulls, validate_builtin, validate_metadata
+from kubesim.validation import (
+    Validator,
+    drop_nulls,
+    validate_builtin,
+    validate_metadata,
+    validate_pod_update,
+)
 
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -65,10 +73,18 @@ class Cluster:
         self.events_index: dict[tuple[str, str], tuple[str, str]] = {}
         self.warnings: list[str] = []
         self.quota = Quota(self)
+        self.kubelet = Kubelet(self)
         self.scheduler = Scheduler(self)
         self.kuberay = KubeRay(self)
         self.kueue = Kueue(self)
-        self.controllers: list[Controller] = [self.kueue, self.kuberay, self.scheduler, self.quota]
+        # The kubelet follows the scheduler: pods bound in a pass start in the same pass.
+        self.controllers: list[Controller] = [
+            self.kueue,
+            self.kuberay,
+            self.scheduler,
+            self.kubelet,
+            self.quota,
+        ]
         self.foreground: set[tuple[str, str, str]] = set()
         self.bootstrap()
 
@@ -134,6 +150,7 @@ class Cluster:
             self.events_index.clear()
             self.foreground.clear()
             self.scheduler.reset()
+            self.kubelet.reset()
             self.quota.reset()
             self.kuberay.reset()
             self.kueue.reset()
@@ -149,7 +166,7 @@ class Cluster:
             self.svc_counter = int(counters.get("svc", 0))
             self.events_index.clear()
             self.foreground.clear()
-            for c in (self.scheduler, self.quota, self.kuberay, self.kueue):
+            for c in (self.scheduler, self.kubelet, self.quota, self.kuberay, self.kueue):
                 c.reset()
             for ev in self.store.iter("events"):
                 inv = ev.get("involvedObject") or {}
@@ -238,15 +255,13 @@ class Cluster:
         meta["creationTimestamp"] = now()
         meta["generation"] = 1
         if rt.kind == "Pod":
-            self.scheduler.default_pod(obj)
+            default_pod(obj)
             if admit:
                 self.quota.apply_limit_ranges(obj)
         elif rt.kind == "Service":
-            self._default_service(obj)
+            default_service(obj, self)
         elif rt.kind == "Namespace":
-            obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
-            obj["status"] = {"phase": "Active"}
-            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+            default_namespace(obj)
         if rt.is_custom:
             self.kueue.mutate(rt, obj)
         if admit and rt.kind not in ("Event",):
@@ -372,20 +387,6 @@ class Cluster:
         self.remove_object(self.rt("namespaces"), nso)
         return True
 
-    def _default_service(self, svc: Obj) -> None:
-        spec = svc.setdefault("spec", {})
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        if spec.get("clusterIP") != "None":
-            spec["clusterIP"] = spec.get("clusterIP") or self.next_service_ip()
-            spec["clusterIPs"] = [spec["clusterIP"]]
-        for i, port in enumerate(spec.get("ports") or []):
-            port.setdefault("protocol", "TCP")
-            port.setdefault("targetPort", port.get("port"))
-            if spec["type"] in ("NodePort", "LoadBalancer") and "nodePort" not in port:
-                port["nodePort"] = 30000 + (self.svc_counter * 7 + i) % 2768
-        svc.setdefault("status", {"loadBalancer": {}})
-
     def record_event(
         self, involved: Obj, etype: str, reason: str, message: str, component: str, host: str = ""
     ) -> None:
@@ -441,7 +442,7 @@ class Cluster:
         """Time-driven work (pod start-up after the delay, Kueue's requeue backoff), then
         settle."""
         with self.lock:
-            started = self.scheduler.start_due_pods(time.monotonic())
+            started = self.kubelet.start_due_pods(time.monotonic())
             if self.kueue.requeue_due() or started:
                 self.settle()
 
@@ -585,7 +586,7 @@ class Cluster:
             if changed:
                 meta["generation"] = int(ometa.get("generation", 1)) + 1
         if rt.kind == "Pod":
-            self.scheduler.check_pod_update(old, new)
+            validate_pod_update(old, new)
         if subresource != "status":
             self.kueue.validate(rt, new)
         if params.get("dryRun"):

@@ -1,4 +1,4 @@
-"""The scheduler and the kubelet of the simulated cluster.
+"""The scheduler of the simulated cluster (the kubelet, which starts bound pods, is kubelet.py).
 
 Pending pods are bound to nodes whose free allocatable fits their requests, whose labels
 match their nodeSelector and required node affinity, and whose NoSchedule/NoExecute taints
@@ -14,15 +14,16 @@ signature that does not fit, so retries cost O(signatures x nodes), not O(pods x
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, quantity
+from kubesim import quantity
 from kubesim.admission import pod_totals
+from kubesim.defaults import DEFAULT_SCHEDULER
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
+from kubesim.taints import taint_text, tolerates
 from kubesim.util import get_path, now
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 GPU = "nvidia.com/gpu"
 KAI = "kai-scheduler"
-DEFAULT = "default-scheduler"
+DEFAULT = DEFAULT_SCHEDULER
 PodKey = tuple[str, str]
 
 
@@ -74,22 +75,6 @@ class PodReq:
         if self.fraction or not self.gpu_memory:
             return self.fraction
         return min(1.0, self.gpu_memory / info.gpu_memory) if info.gpu_memory else 1.0
-
-
-def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
-    for tol in tolerations:
-        if tol.get("effect") and tol["effect"] != taint.get("effect"):
-            continue
-        op = tol.get("operator", "Equal")
-        if not tol.get("key"):
-            if op == "Exists":
-                return True
-            continue
-        if tol["key"] != taint.get("key"):
-            continue
-        if op == "Exists" or tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
 
 
 def _expr_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -137,10 +122,6 @@ def _affinity_matches(pod_spec: dict[str, Any], node: NodeInfo) -> bool:
     return False
 
 
-def _taint_text(t: dict[str, Any]) -> str:
-    return "{" + f"{t.get('key', '')}: {t.get('value', '')}" + "}"
-
-
 def fraction_of(pod: Obj, node_gpu_memory: int = 0) -> float:
     """GPU fraction a KAI pod asks for (``gpu-fraction``, or ``gpu-memory`` in MiB)."""
     ann = pod["metadata"].get("annotations") or {}
@@ -155,7 +136,7 @@ def fraction_of(pod: Obj, node_gpu_memory: int = 0) -> float:
 
 
 class Scheduler:
-    """Binds pending pods and starts bound ones (the kubelet's part)."""
+    """Binds pending pods to nodes and hands them to the kubelet."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -168,46 +149,10 @@ class Scheduler:
         self.pending: dict[str, dict[PodKey, PodReq]] = {}
         self.new: dict[PodKey, PodReq] = {}
         self.static: dict[str, tuple[list[str], Counter[str]]] = {}
-        self.starting: dict[PodKey, float] = {}
-        self.to_start: set[PodKey] = set()
         self.retry_all = False
         self.seq = 0
 
     # -- bookkeeping -------------------------------------------------------------------
-
-    def default_pod(self, pod: Obj) -> None:
-        """Fill the pod spec defaults and the initial status of a new pod."""
-        spec = pod.setdefault("spec", {})
-        spec.setdefault("schedulerName", DEFAULT)
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("dnsPolicy", "ClusterFirst")
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("priority", 0)
-        spec.setdefault("enableServiceLinks", True)
-        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-        for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-            res = c.get("resources") or {}
-            if res.get("limits"):
-                # As the API server defaults it: a limit without a request is the request.
-                requests = res.setdefault("requests", {})
-                for k, v in res["limits"].items():
-                    requests.setdefault(k, v)
-            c.setdefault("imagePullPolicy", "IfNotPresent")
-            c.setdefault("terminationMessagePath", "/dev/termination-log")
-            c.setdefault("terminationMessagePolicy", "File")
-        req, lim = pod_totals(pod)
-        guaranteed = (
-            bool(lim)
-            and all(lim.get(k) == req.get(k) for k in ("cpu", "memory"))
-            and "cpu" in lim
-            and "memory" in lim
-        )
-        pod["status"] = {
-            "phase": "Pending",
-            "qosClass": "Guaranteed"
-            if guaranteed
-            else ("Burstable" if req or lim else "BestEffort"),
-        }
 
     def _node_info(self, node: Obj) -> NodeInfo:
         alloc = {
@@ -257,7 +202,7 @@ class Scheduler:
             # Pre-bound pods skip the scheduler, as with a real API server.
             req, _ = pod_totals(pod)
             self._take(key, spec["nodeName"], req, 0.0)
-            self.to_start.add(key)
+            self.cluster.kubelet.pod_bound(key)
             return
         req, _ = pod_totals(pod)
         frac, mem = 0.0, 0
@@ -285,8 +230,6 @@ class Scheduler:
 
     def _forget(self, key: PodKey) -> None:
         self.new.pop(key, None)
-        self.starting.pop(key, None)
-        self.to_start.discard(key)
         for group in self.pending.values():
             group.pop(key, None)
         placement = self.placed.pop(key, None)
@@ -325,48 +268,6 @@ class Scheduler:
                 placement.share = (share, frac)
         self.placed[key] = placement
 
-    def check_pod_update(self, old: Obj, new: Obj) -> None:
-        """Pod specs are immutable but for images, tolerations added and deadlines."""
-
-        def scrub(spec: dict[str, Any]) -> dict[str, Any]:
-            s = json.loads(json.dumps(spec))
-            for c in s.get("containers") or []:
-                c.pop("image", None)
-            for k in ("tolerations", "activeDeadlineSeconds", "nodeName"):
-                s.pop(k, None)
-            return s
-
-        if scrub(old.get("spec") or {}) != scrub(new.get("spec") or {}):
-            raise errors.invalid(
-                "Pod",
-                "",
-                old["metadata"]["name"],
-                [
-                    errors.Cause(
-                        "spec",
-                        "FieldValueForbidden",
-                        "Forbidden: pod updates may not change fields other than "
-                        "`spec.containers[*].image`,`spec.initContainers[*].image`,"
-                        "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions "
-                        "to existing tolerations),`spec.terminationGracePeriodSeconds` "
-                        "(allow it to be set to 1 if it was previously negative)",
-                    )
-                ],
-            )
-        if (old.get("spec") or {}).get("nodeName") and (new.get("spec") or {}).get(
-            "nodeName"
-        ) != old["spec"]["nodeName"]:
-            raise errors.invalid(
-                "Pod",
-                "",
-                old["metadata"]["name"],
-                [
-                    errors.Cause(
-                        "spec.nodeName", "FieldValueForbidden", "Forbidden: field is immutable"
-                    )
-                ],
-            )
-
     # -- filtering -----------------------------------------------------------------------
 
     def _static_filter(self, pod: Obj, sig: str) -> tuple[list[str], Counter[str]]:
@@ -381,9 +282,9 @@ class Scheduler:
             if info.unschedulable:
                 reasons["node(s) were unschedulable"] += 1
                 continue
-            bad = next((t for t in info.taints if not _tolerates(tolerations, t)), None)
+            bad = next((t for t in info.taints if not tolerates(tolerations, t)), None)
             if bad is not None:
-                reasons[f"node(s) had untolerated taint {_taint_text(bad)}"] += 1
+                reasons[f"node(s) had untolerated taint {taint_text(bad)}"] += 1
                 continue
             if not _affinity_matches(spec, info):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
@@ -455,7 +356,7 @@ class Scheduler:
         cpu = info.alloc.get("cpu", 1) or 1
         return (-float(gpus), 1 - info.used["cpu"] / cpu)
 
-    # -- binding and start-up ------------------------------------------------------------
+    # -- binding -----------------------------------------------------------------------
 
     def _bind(self, req: PodReq, pod: Obj, node: str, share: int | None, frac: float) -> None:
         self._take(req.key, node, req.amounts, frac, share)
@@ -483,7 +384,7 @@ class Scheduler:
             f"Successfully assigned {req.key[0]}/{req.key[1]} to {node}",
             component,
         )
-        self.to_start.add(req.key)
+        self.cluster.kubelet.pod_bound(req.key)
 
     def _unschedulable(self, pod: Obj, message: str, component: str = DEFAULT) -> None:
         cond = {
@@ -500,93 +401,10 @@ class Scheduler:
             self.cluster.update_object(self.cluster.rt("pods"), pod)
         self.cluster.record_event(pod, "Warning", "FailedScheduling", message, component)
 
-    def _start(self, key: PodKey) -> bool:
-        pod = self.cluster.store.get("pods", *key)
-        if pod is None or key not in self.placed:
-            return False
-        if (pod.get("status") or {}).get("phase") == "Running":
-            return False  # restored from a snapshot: already started
-        if self.cluster.startup_delay > 0 and key not in self.starting:
-            self.starting[key] = time.monotonic() + self.cluster.startup_delay
-            pod["status"]["containerStatuses"] = [
-                {
-                    "name": c["name"],
-                    "image": c.get("image", ""),
-                    "imageID": "",
-                    "ready": False,
-                    "started": False,
-                    "restartCount": 0,
-                    "state": {"waiting": {"reason": "ContainerCreating"}},
-                }
-                for c in pod["spec"].get("containers") or []
-            ]
-            pod["status"]["hostIP"] = self._host_ip(pod["spec"]["nodeName"])
-            self.cluster.update_object(self.cluster.rt("pods"), pod)
-            return True
-        self.starting.pop(key, None)
-        self.set_running(pod)
-        return True
-
-    def _host_ip(self, node: str) -> str:
-        obj = self.cluster.store.get("nodes", "", node)
-        for a in get_path(obj, "status", "addresses", default=[]):
-            if a.get("type") == "InternalIP":
-                return str(a["address"])
-        return ""
-
-    def set_running(self, pod: Obj) -> None:
-        """The kubelet's part: containers started and ready, a pod IP assigned."""
-        stamp = now()
-        ip = pod["status"].get("podIP") or self.cluster.next_pod_ip()
-        conds = [
-            {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp}
-            for t in (
-                "PodReadyToStartContainers",
-                "Initialized",
-                "Ready",
-                "ContainersReady",
-                "PodScheduled",
-            )
-        ]
-        pod["status"].update(
-            {
-                "phase": "Running",
-                "conditions": conds,
-                "hostIP": self._host_ip(pod["spec"]["nodeName"]),
-                "podIP": ip,
-                "podIPs": [{"ip": ip}],
-                "startTime": stamp,
-                "containerStatuses": [
-                    {
-                        "name": c["name"],
-                        "image": c.get("image", ""),
-                        "imageID": c.get("image", ""),
-                        "containerID": f"containerd://{pod['metadata']['uid'][:8]}{i}",
-                        "ready": True,
-                        "started": True,
-                        "restartCount": 0,
-                        "state": {"running": {"startedAt": stamp}},
-                    }
-                    for i, c in enumerate(pod["spec"].get("containers") or [])
-                ],
-            }
-        )
-        self.cluster.update_object(self.cluster.rt("pods"), pod)
-
-    def start_due_pods(self, at: float) -> bool:
-        """Start pods whose start-up delay has passed (called by the ticker)."""
-        due = [k for k, t in self.starting.items() if t <= at]
-        for key in due:
-            self.starting.pop(key, None)
-            pod = self.cluster.store.get("pods", *key)
-            if pod is not None and key in self.placed:
-                self.set_running(pod)
-        return bool(due)
-
     # -- the loop ------------------------------------------------------------------------
 
     def reconcile(self) -> bool:
-        """Schedule new pods, retry pending ones when capacity may have freed, start bound."""
+        """Schedule new pods, retry pending ones when capacity may have freed."""
         busy = False
         failed: dict[str, str] = {}
         if self.retry_all:
@@ -638,6 +456,4 @@ class Scheduler:
             self.pending.setdefault(req.sig, {})[key] = req
             self._unschedulable(pod, msg, KAI if sched == KAI else DEFAULT)
             busy = True
-        while self.to_start:
-            busy = self._start(self.to_start.pop()) or busy
         return busy

@@ -1,5 +1,6 @@
-"""HTTP front end: routes Kubernetes REST paths to the cluster, answers Status bodies,
-injects faults, and serves the admin API under ``/_kubesim``.
+"""HTTP front end: parses requests (paths, query, bodies by media type), routes Kubernetes
+REST paths to the API verbs (``verbs.py``), answers Status bodies, injects faults, and
+serves discovery, OpenAPI and the admin API under ``/_kubesim``.
 
 Watch is not implemented: ``?watch=true`` is answered 405 MethodNotAllowed (the control
 plane polls with list calls).
@@ -16,7 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import yaml
 
-from kubesim import errors, openapi, protobuf, tables
+from kubesim import errors, openapi, protobuf, verbs
 from kubesim.errors import ApiError
 
 if TYPE_CHECKING:
@@ -262,49 +263,19 @@ class Handler(BaseHTTPRequestHandler):
         want_table = "as=Table" in (self.headers.get("Accept") or "")
         with cluster.lock:
             cluster.warnings = []
-            code, result = 200, None
-            nsv = ns or ""
-            if method == "GET" and name:
-                result = cluster.api_get(rt, version, nsv, name)
-                if want_table:
-                    result = tables.table(cluster, rt, version, [result], {})
-            elif method == "GET":
-                result = cluster.api_list(rt, version, ns, params)
-                if want_table:
-                    result = tables.table(cluster, rt, version, result["items"], result["metadata"])
-            elif method == "POST" and not name:
-                result = cluster.api_create(rt, version, nsv, body, params)
-                code = 201
-            elif method == "PUT" and name:
-                result = cluster.api_replace(rt, version, nsv, name, body, sub, params)
-            elif method == "PATCH" and name:
-                existed = cluster.store.get(rt.key, nsv if rt.namespaced else "", name)
-                result = cluster.api_patch(rt, version, nsv, name, body, ctype, sub, params)
-                code = 201 if existed is None else 200
-            elif method == "DELETE" and name:
-                obj, still = cluster.api_delete(rt, version, nsv, name, body, params)
-                if still or rt.kind in ("Pod", "Namespace"):
-                    result = obj
-                else:
-                    meta = obj["metadata"]
-                    details: dict[str, Any] = {
-                        "name": meta["name"],
-                        "kind": rt.plural,
-                        "uid": meta["uid"],
-                    }
-                    if rt.group:
-                        details["group"] = rt.group
-                    result = {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "metadata": {},
-                        "status": "Success",
-                        "details": details,
-                    }
-            elif method == "DELETE":
-                result = cluster.api_delete_collection(rt, version, ns, params)
-            else:
-                raise errors.method_not_allowed()
+            code, result = verbs.handle(
+                cluster,
+                method=method,
+                rt=rt,
+                version=version,
+                ns=ns,
+                name=name,
+                subresource=sub,
+                body=body,
+                ctype=ctype,
+                params=params,
+                want_table=want_table,
+            )
             data = json.dumps(result).encode()
             headers = {"Warning": f'299 - "{cluster.warnings[0]}"'} if cluster.warnings else {}
         self._send(code, data, headers)

@@ -3,7 +3,8 @@
 Custom objects are checked against the ``openAPIV3Schema`` of their CRD, as the API server
 does: nulls are dropped, schema defaults are filled in, unknown fields are pruned (or refused
 with ``fieldValidation=Strict``), then the object is validated; every violation becomes a
-``StatusCause`` naming the field. Built-in kinds get light checks (names, required fields).
+``StatusCause`` naming the field. Built-in kinds get light checks (names, required fields;
+a pod's spec may change only where Kubernetes allows it).
 CEL rules (``x-kubernetes-validations``) are not evaluated.
 """
 
@@ -321,6 +322,45 @@ def validate_builtin(rt: ResourceType, obj: dict[str, Any]) -> None:
         causes.append(Cause("roleRef", "FieldValueRequired", "Required value"))
     if causes:
         raise invalid(rt.kind, rt.group, obj.get("metadata", {}).get("name", ""), causes)
+
+
+def validate_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Pod specs are immutable but for images, tolerations added and deadlines."""
+
+    def scrub(spec: dict[str, Any]) -> dict[str, Any]:
+        s = json.loads(json.dumps(spec))
+        for c in s.get("containers") or []:
+            c.pop("image", None)
+        for k in ("tolerations", "activeDeadlineSeconds", "nodeName"):
+            s.pop(k, None)
+        return s
+
+    if scrub(old.get("spec") or {}) != scrub(new.get("spec") or {}):
+        raise invalid(
+            "Pod",
+            "",
+            old["metadata"]["name"],
+            [
+                Cause(
+                    "spec",
+                    "FieldValueForbidden",
+                    "Forbidden: pod updates may not change fields other than "
+                    "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+                    "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions "
+                    "to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                    "(allow it to be set to 1 if it was previously negative)",
+                )
+            ],
+        )
+    if (old.get("spec") or {}).get("nodeName") and (new.get("spec") or {}).get("nodeName") != old[
+        "spec"
+    ]["nodeName"]:
+        raise invalid(
+            "Pod",
+            "",
+            old["metadata"]["name"],
+            [Cause("spec.nodeName", "FieldValueForbidden", "Forbidden: field is immutable")],
+        )
 
 
 def validate_metadata(rt: ResourceType, obj: dict[str, Any]) -> None:

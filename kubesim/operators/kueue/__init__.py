@@ -1,0 +1,237 @@
+"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters.
+
+With ``kueue=True``: a RayCluster created with the ``kueue.x-k8s.io/queue-name`` label is
+suspended (Kueue's webhook; a queued one with the in-tree autoscaler is refused, 403, as
+Kueue's validating webhook does), gets a Workload owned by it with one pod set per group
+(once the WorkloadPriorityClass it names exists), and waits in its ClusterQueue.
+Admission runs in priority then FIFO order per ClusterQueue (BestEffortFIFO, or
+StrictFIFO when the queue says so): each pod set gets the first flavor whose
+ResourceFlavor ``nodeLabels`` agree with its nodeSelector and whose quota (nominal, plus
+what the cohort's other queues leave unused, within ``borrowingLimit``) fits. An
+admitted Workload gets ``status.admission`` and the ``QuotaReserved``/``Admitted``
+conditions, and its RayCluster is unsuspended with the flavor's node labels injected. The
+reservation is released when the RayCluster is deleted or suspended by its user.
+
+Preemption, as the ClusterQueue's ``spec.preemption`` allows: a pending Workload that does
+not fit may evict lower-priority Workloads of its own queue (``withinClusterQueue``) and
+Workloads of queues of its cohort that borrow (``reclaimWithinCohort``), others' first,
+then lowest priority, then newest, only as many as it needs and only if it then fits its
+own nominal quota. An eviction (also :meth:`Kueue.evict`, the admin knob for
+``PodsReadyTimeout`` and ``InactiveWorkload``) does what Kueue does: conditions
+``Evicted`` (and ``Preempted``) True with Kueue's reasons and messages, the RayCluster
+suspended, the quota released (``QuotaReserved`` False ``Pending``, ``Admitted`` False),
+``Requeued``; a preempted Workload queues again at once, a timed-out one after a backoff
+(``status.requeueState``), a deactivated one when ``spec.active`` is set back to true.
+Re-admission turns ``Evicted``/``Preempted`` False ("Previously: ..."). Not emulated: fair
+sharing, admission checks, topology, partial admission, ``borrowWithinCohort``.
+
+Layout: this module holds :class:`Kueue`, the controller the cluster drives (webhooks,
+change tracking, the reconcile loop) and the evictions; ``workloads.py`` the Workload of
+each queued RayCluster; ``admission.py`` the queues and admission; ``quota.py`` quota
+arithmetic and flavor assignment; ``preemption.py``; ``visibility.py`` the visibility API;
+``common.py`` names and helpers they share.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from kubesim import errors
+from kubesim.operators.kueue.admission import admit_all
+from kubesim.operators.kueue.common import (
+    EVICTIONS,
+    QUEUE_LABEL,
+    RC,
+    WATCHED,
+    WL,
+    WPC,
+    condition,
+    owning_raycluster,
+)
+from kubesim.operators.kueue.visibility import pending_workloads
+from kubesim.operators.kueue.workloads import sync_job, workload_for
+from kubesim.resources import ResourceType
+from kubesim.store import Obj
+from kubesim.util import get_path, parse_time
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+# Kueue's default waitForPodsReady.requeuingStrategy.backoffBaseSeconds. Read when an
+# eviction is written, from this module, so that tests can shorten it (monkeypatch).
+REQUEUE_BACKOFF_SECONDS = 60
+
+
+class Kueue:
+    """Workloads for queued RayClusters, quota reservation, admission, visibility."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget pending work."""
+        self.dirty: set[tuple[str, str]] = set()
+        # RayClusters naming a WorkloadPriorityClass that does not exist yet: Kueue cannot
+        # build their Workload (it would not know its priority) and retries.
+        self.waiting_for_class: set[tuple[str, str]] = set()
+        self.need_admit = False
+
+    @property
+    def enabled(self) -> bool:
+        """Kueue emulation is on."""
+        return self.cluster.kueue_enabled
+
+    def validate(self, rt: ResourceType, obj: Obj) -> None:
+        """Kueue's RayCluster webhook (create and update): a queued RayCluster may not use
+        the in-tree autoscaler, since Kueue admits it at one fixed size (elastic jobs, the
+        exception, need an alpha feature gate that is off by default and not emulated)."""
+        if not self.enabled or rt.key != RC:
+            return
+        if QUEUE_LABEL not in (obj.get("metadata", {}).get("labels") or {}):
+            return
+        if (obj.get("spec") or {}).get("enableInTreeAutoscaling") is True:
+            raise errors.webhook_denied(
+                "vraycluster.kb.io",
+                "spec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job can "
+                "use autoscaling only when the ElasticJobsViaWorkloadSlices feature gate is "
+                "on and the job is an elastic job",
+            )
+
+    def mutate(self, rt: ResourceType, obj: Obj) -> None:
+        """Kueue's webhook: a queued RayCluster starts suspended."""
+        if self.enabled and rt.key == RC and QUEUE_LABEL in (obj["metadata"].get("labels") or {}):
+            obj.setdefault("spec", {})["suspend"] = True
+
+    def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
+        """Queued RayClusters and Kueue objects trigger reconciliation."""
+        if not self.enabled:
+            return
+        ref = new if new is not None else old
+        assert ref is not None
+        if rt.key == RC and QUEUE_LABEL in (ref["metadata"].get("labels") or {}):
+            if new is not None and old is not new:
+                self.dirty.add((ref["metadata"]["namespace"], ref["metadata"]["name"]))
+            if new is None:
+                self.need_admit = True
+        elif rt.key in WATCHED and old is not new:
+            self.need_admit = True
+            if rt.key == WPC and new is not None:
+                self.dirty |= self.waiting_for_class
+                self.waiting_for_class.clear()
+
+    # -- reconcile -----------------------------------------------------------------------
+
+    def reconcile(self) -> bool:
+        """Create/refresh Workloads, then run an admission pass if anything changed."""
+        if not self.enabled:
+            return False
+        busy = False
+        while self.dirty:
+            ns, name = self.dirty.pop()
+            rc = self.cluster.store.get(RC, ns, name)
+            if rc is not None and not rc["metadata"].get("deletionTimestamp"):
+                busy = sync_job(self, rc) or busy
+        if self.need_admit:
+            self.need_admit = False
+            busy = admit_all(self) or busy
+        return busy
+
+    # -- eviction ------------------------------------------------------------------------
+
+    def evict(self, namespace: str, name: str, reason: str, message: str | None = None) -> Obj:
+        """Evict the Workload of RayCluster ``namespace/name`` as Kueue would for ``reason``
+        (``Preempted``, ``PodsReadyTimeout`` or ``InactiveWorkload``); see the module
+        docstring. Returns the Workload."""
+        if reason not in EVICTIONS:
+            raise errors.bad_request(
+                f"unknown eviction reason {reason!r}; use one of {', '.join(sorted(EVICTIONS))}"
+            )
+        rc = self.cluster.store.get(RC, namespace, name)
+        wl = workload_for(self.cluster, rc) if rc is not None else None
+        if wl is None or not get_path(wl, "status", "admission"):
+            raise errors.bad_request(f"RayCluster {namespace}/{name} has no admitted Workload")
+        text = message or EVICTIONS[reason].format(ns=namespace, name=wl["metadata"]["name"])
+        self.evict_workload(
+            wl, reason, text, preempted="InClusterQueue" if reason == "Preempted" else ""
+        )
+        return wl
+
+    def evict_workload(self, wl: Obj, reason: str, message: str, preempted: str = "") -> None:
+        """Evict admitted Workload ``wl`` for ``reason`` with ``message`` (``preempted``: the
+        ``Preempted`` reason, for a preemption): its conditions as Kueue writes them, its
+        quota released, its RayCluster suspended, a backoff for ``PodsReadyTimeout``."""
+        old = get_path(wl, "status", "conditions", default=[])
+        keep = ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Requeued")
+        conditions = [
+            condition("QuotaReserved", False, "Pending", message, old),
+            condition("Admitted", False, "NoReservation", "The workload has no reservation", old),
+            condition("Evicted", True, reason, message, old),
+        ]
+        if preempted:
+            conditions.append(condition("Preempted", True, preempted, message, old))
+        # Kueue requeues a preempted Workload at once; a timed-out one after a backoff.
+        conditions.append(condition("Requeued", reason == "Preempted", reason, message, old))
+        conditions += [c for c in old if c.get("type") not in keep]
+        status: dict[str, Any] = {"conditions": conditions}
+        if reason == "PodsReadyTimeout":
+            count = int(get_path(wl, "status", "requeueState", "count", default=0) or 0) + 1
+            due = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
+                seconds=REQUEUE_BACKOFF_SECONDS * 2 ** (count - 1)
+            )
+            status["requeueState"] = {
+                "count": count,
+                "requeueAt": due.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        wl["status"] = status
+        if reason == "InactiveWorkload":
+            wl["spec"]["active"] = False
+        self.cluster.update_object(self.cluster.rt(WL), wl)
+        self.need_admit = True  # it queues again (or its message changes)
+        self.cluster.record_event(
+            wl,
+            "Normal",
+            "Preempted" if reason == "Preempted" else f"EvictedDueTo{reason}",
+            message,
+            "kueue-admission",
+        )
+        rc = owning_raycluster(self.cluster, wl)
+        if rc is not None:
+            # Kueue stops the job: KubeRay then deletes its pods.
+            rc["spec"]["suspend"] = True
+            self.cluster.update_object(self.cluster.rt(RC), rc)
+            self.cluster.kuberay.dirty.add((rc["metadata"]["namespace"], rc["metadata"]["name"]))
+
+    def requeue_due(self) -> bool:
+        """Put back in the queue the Workloads whose PodsReady-timeout backoff is over."""
+        if not self.enabled:
+            return False
+        current = datetime.datetime.now(datetime.UTC)
+        due = False
+        for wl in list(self.cluster.store.iter(WL)):
+            at = get_path(wl, "status", "requeueState", "requeueAt")
+            if not at or parse_time(at) > current:
+                continue
+            old = get_path(wl, "status", "conditions", default=[])
+            wl["status"]["requeueState"] = {"count": wl["status"]["requeueState"].get("count", 1)}
+            wl["status"]["conditions"] = [c for c in old if c.get("type") != "Requeued"] + [
+                condition(
+                    "Requeued", True, "BackoffFinished", "The workload backoff was finished", old
+                )
+            ]
+            self.cluster.update_object(self.cluster.rt(WL), wl)
+            due = True
+        if due:
+            self.need_admit = True
+        return due
+
+    # -- visibility API ------------------------------------------------------------------
+
+    def visibility(self, method: str, path: str) -> dict[str, Any]:
+        """``.../localqueues/{lq}/pendingworkloads`` and ``.../clusterqueues/{cq}/...``
+        (see ``visibility.py``)."""
+        return pending_workloads(self.cluster, method, path)
+
+
+__all__ = ["REQUEUE_BACKOFF_SECONDS", "Kueue"]

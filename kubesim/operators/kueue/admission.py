@@ -1,0 +1,209 @@
+"""Kueue's admission: the queues' order, quota reservation, and the queues' status.
+
+Pending Workloads (active, not backing off) wait in their LocalQueue's ClusterQueue, in
+priority then creation order. One pass admits, per ClusterQueue, each that fits (after
+preemption where the queue allows it); BestEffortFIFO lets a later Workload past one that
+does not fit, StrictFIFO blocks the rest of the queue behind it. An admitted Workload gets
+``status.admission`` and ``QuotaReserved``/``Admitted`` (a past eviction turns
+``Previously: ...``), and its RayCluster is unsuspended with the flavors' node labels in
+its pod templates; one that does not fit gets ``QuotaReserved`` False with the reason.
+ClusterQueue and LocalQueue status (counts, flavor usage) are rewritten after each pass.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from kubesim import quantity
+from kubesim.operators.kueue.common import (
+    ADMISSION_CONDITIONS,
+    CQ,
+    LQ,
+    RC,
+    RF,
+    WL,
+    condition,
+    owning_raycluster,
+)
+from kubesim.operators.kueue.preemption import preempt_for
+from kubesim.operators.kueue.quota import Usage, assign, flavor_quotas, reserved
+from kubesim.operators.kueue.workloads import set_pending
+from kubesim.store import Obj
+from kubesim.util import get_path
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+    from kubesim.operators.kueue import Kueue
+
+
+def pending_by_cq(cluster: Cluster) -> dict[str, list[Obj]]:
+    """The Workloads waiting in each ClusterQueue (by name; "" when their LocalQueue does
+    not exist), in the order Kueue admits them: priority, then age."""
+    out: dict[str, list[Obj]] = {}
+    for wl in cluster.store.iter(WL):
+        if get_path(wl, "status", "admission") or not wl["spec"].get("active", True):
+            continue
+        if get_path(wl, "status", "requeueState", "requeueAt"):
+            continue  # backing off after a PodsReady timeout
+        lq = cluster.store.get(LQ, wl["metadata"]["namespace"], wl["spec"].get("queueName", ""))
+        cq_name = get_path(lq, "spec", "clusterQueue", default="") if lq else ""
+        out.setdefault(cq_name, []).append(wl)
+    for items in out.values():
+        items.sort(
+            key=lambda w: (
+                -int(w["spec"].get("priority") or 0),
+                w["metadata"]["creationTimestamp"],
+                int(w["metadata"]["resourceVersion"]),
+            )
+        )
+    return out
+
+
+def admit_all(kueue: Kueue) -> bool:
+    """One admission pass over every ClusterQueue, preempting where its policy allows,
+    then the queues' status. True when anything was written."""
+    cluster = kueue.cluster
+    busy = False
+    use = reserved(cluster)
+    for cq_name, pending in pending_by_cq(cluster).items():
+        cq = cluster.store.get(CQ, "", cq_name) if cq_name else None
+        strict = get_path(cq, "spec", "queueingStrategy") == "StrictFIFO"
+        blocked = False
+        for wl in pending:
+            if cq is None:
+                lq = wl["spec"].get("queueName", "")
+                msg = (
+                    f"ClusterQueue {cq_name} doesn't exist"
+                    if cq_name
+                    else f"LocalQueue {lq} doesn't exist"
+                )
+                busy = set_pending(cluster, wl, "Inadmissible", msg) or busy
+                continue
+            assignment, why = (
+                (None, ("Workload is waiting behind an older one in a StrictFIFO queue"))
+                if blocked
+                else assign(cluster, wl, cq, use)
+            )
+            if assignment is None and not blocked and preempt_for(kueue, wl, cq, use):
+                use = reserved(cluster)
+                assignment, why = assign(cluster, wl, cq, use)
+            if assignment is None:
+                blocked = blocked or strict
+                busy = set_pending(cluster, wl, "Pending", why) or busy
+                continue
+            _admit(cluster, wl, cq_name, assignment)
+            busy = True
+    _write_queue_status(cluster, use)
+    return busy
+
+
+def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, Any]]) -> None:
+    """Admit ``wl`` in ClusterQueue ``cq_name`` with ``assignment``: its conditions, then
+    its RayCluster unsuspended with the flavors' node labels in its pod templates."""
+    old = get_path(wl, "status", "conditions", default=[])
+    conditions = [
+        condition(
+            "QuotaReserved",
+            True,
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {cq_name}",
+            old,
+        ),
+        condition("Admitted", True, "Admitted", "The workload is admitted", old),
+    ]
+    for c in old:
+        if c.get("type") in ADMISSION_CONDITIONS:
+            continue
+        if c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True":
+            # As Kueue does on a new reservation: the eviction is history now.
+            c = condition(
+                c["type"], False, "QuotaReserved", f"Previously: {c.get('message', '')}", old
+            )
+        conditions.append(c)
+    wl["status"] = {
+        "admission": {"clusterQueue": cq_name, "podSetAssignments": assignment},
+        "conditions": conditions,
+    }
+    cluster.update_object(cluster.rt(WL), wl)
+    rc = owning_raycluster(cluster, wl)
+    if rc is None:
+        return
+    flavors = {psa["name"]: set(psa["flavors"].values()) for psa in assignment}
+    templates = [("head", get_path(rc, "spec", "headGroupSpec", "template"))] + [
+        (g.get("groupName"), g.get("template"))
+        for g in get_path(rc, "spec", "workerGroupSpecs", default=[])
+    ]
+    for name, template in templates:
+        for fl in flavors.get(name, set()):
+            labels = get_path(cluster.store.get(RF, "", fl), "spec", "nodeLabels", default={})
+            if labels and isinstance(template, dict):
+                sel = template.setdefault("spec", {}).setdefault("nodeSelector", {})
+                sel.update(labels)
+    rc["spec"]["suspend"] = False
+    cluster.update_object(cluster.rt(RC), rc)
+    cluster.kuberay.dirty.add((rc["metadata"]["namespace"], rc["metadata"]["name"]))
+    cluster.record_event(
+        wl, "Normal", "Admitted", f"Admitted by ClusterQueue {cq_name}", "kueue-admission"
+    )
+
+
+def _write_queue_status(cluster: Cluster, use: Usage) -> None:
+    """ClusterQueue and LocalQueue status: pending, reserving and admitted counts, flavor
+    usage."""
+    pending = pending_by_cq(cluster)
+    admitted: Counter[str] = Counter()
+    lq_admitted: Counter[tuple[str, str]] = Counter()
+    for wl in cluster.store.iter(WL):
+        adm = get_path(wl, "status", "admission")
+        if adm:
+            admitted[adm["clusterQueue"]] += 1
+            lq_admitted[(wl["metadata"]["namespace"], wl["spec"].get("queueName", ""))] += 1
+    for cq in list(cluster.store.iter(CQ)):
+        name = cq["metadata"]["name"]
+        quota = flavor_quotas(cq)
+        flavors: dict[str, list[dict[str, str]]] = {}
+        for (fl, res), (nominal, _) in quota.items():
+            used = use.get(name, Counter())[(fl, res)]
+            flavors.setdefault(fl, []).append(
+                {
+                    "name": res,
+                    "total": quantity.format_resource(res, used),
+                    "borrowed": quantity.format_resource(res, max(0, used - nominal)),
+                }
+            )
+        usage = [{"name": fl, "resources": rs} for fl, rs in flavors.items()]
+        status = {
+            "pendingWorkloads": len(pending.get(name, [])),
+            "reservingWorkloads": admitted[name],
+            "admittedWorkloads": admitted[name],
+            "flavorsReservation": usage,
+            "flavorsUsage": usage,
+            "conditions": _status_conds(cq),
+        }
+        if cq.get("status") != status:
+            cq["status"] = status
+            cluster.update_object(cluster.rt(CQ), cq)
+    for lq in list(cluster.store.iter(LQ)):
+        key = (lq["metadata"]["namespace"], lq["metadata"]["name"])
+        cq_name = get_path(lq, "spec", "clusterQueue", default="")
+        n_pending = sum(
+            1
+            for w in pending.get(cq_name, [])
+            if (w["metadata"]["namespace"], w["spec"].get("queueName")) == key
+        )
+        status = {
+            "pendingWorkloads": n_pending,
+            "reservingWorkloads": lq_admitted[key],
+            "admittedWorkloads": lq_admitted[key],
+            "conditions": _status_conds(lq),
+        }
+        if lq.get("status") != status:
+            lq["status"] = status
+            cluster.update_object(cluster.rt(LQ), lq)
+
+
+def _status_conds(obj: Obj) -> list[dict[str, Any]]:
+    """A queue's conditions: always ``Active``."""
+    old = get_path(obj, "status", "conditions", default=[])
+    return [condition("Active", True, "Ready", "Can admit new workloads", old)]

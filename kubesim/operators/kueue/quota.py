@@ -1,0 +1,183 @@
+"""ClusterQueue quota arithmetic: what is reserved, what is left, and flavor assignment.
+
+Each pod set of a Workload gets, per resource, the first flavor of the ClusterQueue's
+resource group whose ResourceFlavor ``nodeLabels`` agree with the pod set's nodeSelector,
+whose ``nodeTaints`` it tolerates, and whose quota fits: nominal quota, plus what the
+cohort's other queues leave unused within ``borrowingLimit``. Quantities are integers in
+each resource's base unit (see ``quantity.py``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from kubesim import quantity
+from kubesim.admission import pod_totals
+from kubesim.operators.kueue.common import CQ, RF, WL
+from kubesim.store import Obj
+from kubesim.taints import tolerates
+from kubesim.util import get_path
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+# Reserved quota per ClusterQueue name: (flavor, resource) -> amount.
+Usage = dict[str, Counter[tuple[str, str]]]
+
+
+def reserved(cluster: Cluster) -> Usage:
+    """Reserved quota per ClusterQueue as (flavor, resource) -> amount."""
+    use: Usage = {}
+    for wl in cluster.store.iter(WL):
+        adm = get_path(wl, "status", "admission")
+        if not adm:
+            continue
+        counter = use.setdefault(adm["clusterQueue"], Counter())
+        for psa in adm.get("podSetAssignments") or []:
+            for res, flavor in (psa.get("flavors") or {}).items():
+                amount = (psa.get("resourceUsage") or {}).get(res, "0")
+                counter[(flavor, res)] += quantity.amount(res, amount)
+    return use
+
+
+def workload_usage(wl: Obj) -> Counter[tuple[str, str]]:
+    """What admitted Workload ``wl`` reserves, as (flavor, resource) -> amount."""
+    used: Counter[tuple[str, str]] = Counter()
+    for psa in get_path(wl, "status", "admission", "podSetAssignments", default=[]):
+        for res, flavor in (psa.get("flavors") or {}).items():
+            amount = (psa.get("resourceUsage") or {}).get(res, "0")
+            used[(flavor, res)] += quantity.amount(res, amount)
+    return used
+
+
+def flavor_quotas(cq: Obj) -> dict[tuple[str, str], tuple[int, int | None]]:
+    """ClusterQueue ``cq``'s quotas: (flavor, resource) -> (nominal, borrowing limit or
+    None for no limit)."""
+    out: dict[tuple[str, str], tuple[int, int | None]] = {}
+    for rg in get_path(cq, "spec", "resourceGroups", default=[]):
+        for fl in rg.get("flavors") or []:
+            for r in fl.get("resources") or []:
+                bl = r.get("borrowingLimit")
+                out[(fl["name"], r["name"])] = (
+                    quantity.amount(r["name"], r.get("nominalQuota", 0)),
+                    quantity.amount(r["name"], bl) if bl is not None else None,
+                )
+    return out
+
+
+def available(
+    cluster: Cluster,
+    cq: Obj,
+    key: tuple[str, str],
+    use: Usage,
+    nominal_only: bool = False,
+) -> int:
+    """How much of (flavor, resource) ``key`` ClusterQueue ``cq`` can still reserve:
+    within its nominal quota, or what its cohort leaves unused within its borrowing
+    limit (``nominal_only``: never beyond its own nominal quota)."""
+    quota = flavor_quotas(cq)
+    nominal, borrow_limit = quota.get(key, (0, 0))
+    own_used = use.get(cq["metadata"]["name"], Counter())[key]
+    cohort = get_path(cq, "spec", "cohortName")
+    if not cohort:
+        return nominal - own_used
+    # What the cohort has left in total (others may be borrowing our quota: without
+    # preemption we cannot take it back), capped by our own borrowing limit.
+    total, used = 0, 0
+    for member in cluster.store.iter(CQ):
+        if get_path(member, "spec", "cohortName") != cohort:
+            continue
+        total += flavor_quotas(member).get(key, (0, 0))[0]
+        used += use.get(member["metadata"]["name"], Counter())[key]
+    free = total - used
+    if nominal_only:
+        return min(free, nominal - own_used)
+    if borrow_limit is not None:
+        free = min(free, nominal + borrow_limit - own_used)
+    return free
+
+
+def assign(
+    cluster: Cluster,
+    wl: Obj,
+    cq: Obj,
+    use: Usage,
+    nominal_only: bool = False,
+) -> tuple[list[dict[str, Any]] | None, str]:
+    """Flavors for every pod set of ``wl`` in ``cq``, or None and the reason none fit.
+    When all fit, what it assigns is added to ``use``."""
+    taken: Counter[tuple[str, str]] = Counter()
+    assignments = []
+    cq_name = cq["metadata"]["name"]
+    for ps in wl["spec"].get("podSets") or []:
+        req, _ = pod_totals(ps.get("template") or {})
+        count = int(ps.get("count", 1))
+        selector = get_path(ps, "template", "spec", "nodeSelector", default={})
+        chosen: dict[str, str] = {}
+        why = ""
+        for res, per_pod in sorted(req.items()):
+            if not per_pod:
+                continue
+            need = per_pod * count
+            for rg in get_path(cq, "spec", "resourceGroups", default=[]):
+                if res not in (rg.get("coveredResources") or []):
+                    continue
+                for fl in rg.get("flavors") or []:
+                    rf = cluster.store.get(RF, "", fl["name"])
+                    labels = get_path(rf, "spec", "nodeLabels", default={})
+                    if any(k in selector and selector[k] != v for k, v in labels.items()):
+                        continue
+                    # Kueue skips a flavor whose nodeTaints the pod set does not
+                    # tolerate (the flavor's own tolerations count as added).
+                    tolerations = [
+                        *get_path(ps, "template", "spec", "tolerations", default=[]),
+                        *get_path(rf, "spec", "tolerations", default=[]),
+                    ]
+                    taints = get_path(rf, "spec", "nodeTaints", default=[])
+                    if not all(
+                        t.get("effect") == "PreferNoSchedule" or tolerates(tolerations, t)
+                        for t in taints
+                    ):
+                        continue
+                    key = (fl["name"], res)
+                    free = available(cluster, cq, key, use, nominal_only) - taken[key]
+                    if free >= need:
+                        chosen[res] = fl["name"]
+                        taken[key] += need
+                        break
+                    short = quantity.format_resource(res, need - max(free, 0))
+                    why = (
+                        f"couldn't assign flavors to pod set {ps['name']}: insufficient "
+                        f"unused quota for {res} in flavor {fl['name']}, {short} more "
+                        "needed"
+                    )
+                break
+            if res not in chosen:
+                if not why:
+                    why = (
+                        f"couldn't assign flavors to pod set {ps['name']}: resource "
+                        f"{res} unavailable in ClusterQueue"
+                    )
+                return None, why
+        assignments.append(
+            {
+                "name": ps["name"],
+                "count": count,
+                "flavors": chosen,
+                "resourceUsage": {
+                    r: quantity.format_resource(r, v * count)
+                    for r, v in sorted(req.items())
+                    if r in chosen
+                },
+            }
+        )
+    for key, v in taken.items():
+        use.setdefault(cq_name, Counter())[key] += v
+    return assignments, ""
+
+
+def fits(cluster: Cluster, wl: Obj, cq: Obj, use: Usage) -> bool:
+    """``wl`` would fit ``cq``'s own nominal quota given ``use`` (left untouched)."""
+    trial = {name: Counter(counter) for name, counter in use.items()}
+    return assign(cluster, wl, cq, trial, nominal_only=True)[0] is not None

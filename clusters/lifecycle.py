@@ -26,7 +26,8 @@ from tenants.audit import audit_record
 
 def locked(cluster: ClusterRequest) -> ClusterRequest:
     """The row re-read under a row lock (inside the caller's transaction)."""
-    return ClusterRequest.objects.unscoped().select_for_update().get(pk=cluster.pk)
+    row: ClusterRequest = ClusterRequest.objects.unscoped().select_for_update().get(pk=cluster.pk)
+    return row
 
 
 def request_deletion(

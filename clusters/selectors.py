@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, Prefetch
+from django.db.models import Count, F, Prefetch, Q, Sum
+from django.utils import timezone
 
 from clusters.models import ClusterEvent, ClusterRequest, ClusterRequestQuerySet, UsageSpan
 from clusters.states import State
@@ -43,7 +45,6 @@ def cluster_for_page(*, tenant: Tenant, name: str, pk: int | None = None) -> Clu
 
 def cluster_gpu_hours(cluster: ClusterRequest) -> Decimal:
     """GPU-hours the cluster has used so far, over every admission (open spans to now)."""
-    from django.utils import timezone
 
     now = timezone.now()
     total = Decimal(0)
@@ -76,7 +77,6 @@ def cluster_endpoints(cluster: ClusterRequest) -> dict[str, Any] | None:
 
 def queue_list(*, tenant: Tenant | None = None) -> ClusterRequestQuerySet:
     """Waiting requests in queue order (a tenant's, or every tenant's when ``None``)."""
-    from django.db.models import F
 
     qs = ClusterRequest.objects.unscoped() if tenant is None else cluster_list(tenant=tenant)
     return (
@@ -98,11 +98,6 @@ def usage_summary(*, tenant: Tenant, since: Any, until: Any) -> dict[str, Any]:
     Each usage span counts for the part of it inside the period; open spans run to
     ``until`` (or now, if earlier).
     """
-    from collections import defaultdict
-    from decimal import Decimal
-
-    from django.db.models import Q
-    from django.utils import timezone
 
     now = timezone.now()
     end = min(until, now)
@@ -157,9 +152,6 @@ def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
     ``resources`` one ``{"label", "held", "quota", "unit", "percent"}`` each for CPU and
     memory when the tenant has that quota, since admission refuses what would pass it.
     """
-    from decimal import Decimal
-
-    from django.db.models import Count, Sum
 
     ids = [tenant.pk for tenant in tenants]
     held: dict[tuple[int, int], Any] = {}

@@ -337,7 +337,7 @@ def validate_extend_hours(hours: Any) -> int:
     """
     if isinstance(hours, bool) or not isinstance(hours, int) or not MIN_HOURS <= hours <= MAX_HOURS:
         raise ValidationError({"hours": EXTEND_HOURS_MESSAGE})
-    return hours
+    return int(hours)
 
 
 def resolve_ttl_hours(*, tenant: Any, kind: str, ttl_hours: int | None) -> int | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import random
 from datetime import timedelta
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
@@ -52,7 +53,7 @@ def _fail(cluster: ClusterRequest, error: str) -> None:
 
 
 @shared_task(name=enqueue.PROVISION, bind=True, acks_late=True, max_retries=None)
-def provision_cluster(self, cluster_id: int) -> None:  # type: ignore[no-untyped-def]
+def provision_cluster(self: Any, cluster_id: int) -> None:
     """Converge one cluster request's Kubernetes objects with its row."""
     cluster = (
         ClusterRequest.objects.unscoped()

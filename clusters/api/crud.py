@@ -7,7 +7,7 @@ Views only translate HTTP to service calls: rules live in :mod:`clusters.service
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
@@ -20,11 +20,12 @@ from clusters import selectors, shapes
 from clusters.api.output import ClusterOut
 from clusters.api.serializers import ClusterCreateInput
 from clusters.filters import ClusterFilter
+from clusters.models import ClusterRequest
 from clusters.requests import services
 from clusters.spec import ClusterSpec
 from controlplane.api.serializers import StrictSerializer
 from controlplane.api.viewsets import bodyless
-from tenants.models import Role
+from tenants.models import Role, Tenant
 
 
 class ExtendIn(StrictSerializer):
@@ -52,6 +53,11 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
 
     filterset_class = ClusterFilter
     ordering_fields = ["created_at", "state", "name"]
+    if TYPE_CHECKING:  # provided by TenantScopedViewSet, which views.py mixes this into
+        tenant: Tenant
+
+        def get_object(self) -> ClusterRequest: ...
+
     crud_roles = {
         "list": Role.VIEWER,
         "retrieve": Role.VIEWER,
@@ -66,37 +72,37 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         return ClusterOut
 
     def _out(self, cluster: Any, code: int = status.HTTP_200_OK) -> Response:
-        fresh = selectors.cluster_detail_queryset(tenant=self.tenant).get(pk=cluster.pk)  # type: ignore[attr-defined]
+        fresh = selectors.cluster_detail_queryset(tenant=self.tenant).get(pk=cluster.pk)
         return Response(ClusterOut(fresh).data, status=code)
 
     @extend_schema(request=ClusterCreateInput, responses={201: ClusterOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        body = ClusterCreateInput(data=request.data, context={"tenant": self.tenant})  # type: ignore[attr-defined]
+        body = ClusterCreateInput(data=request.data, context={"tenant": self.tenant})
         body.is_valid(raise_exception=True)
         cluster = services.cluster_request_create(
             actor=request.user,
-            tenant=self.tenant,  # type: ignore[attr-defined]
+            tenant=self.tenant,
             spec=ClusterSpec.from_data(body.validated_data),
         )
         return self._out(cluster, status.HTTP_201_CREATED)
 
     @extend_schema(responses={202: ClusterOut})
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        cluster = services.cluster_delete(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
+        cluster = services.cluster_delete(actor=request.user, cluster=self.get_object())
         return self._out(cluster, status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     @bodyless
     def suspend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        cluster = services.cluster_suspend(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
+        cluster = services.cluster_suspend(actor=request.user, cluster=self.get_object())
         return self._out(cluster)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     @bodyless
     def resume(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        cluster = services.cluster_resume(actor=request.user, cluster=self.get_object())  # type: ignore[attr-defined]
+        cluster = services.cluster_resume(actor=request.user, cluster=self.get_object())
         return self._out(cluster)
 
     @extend_schema(request=ExtendIn, responses=ClusterOut)
@@ -106,7 +112,7 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         body.is_valid(raise_exception=True)
         cluster = services.cluster_extend(
             actor=request.user,
-            cluster=self.get_object(),  # type: ignore[attr-defined]
+            cluster=self.get_object(),
             hours=body.validated_data["hours"],
         )
         return self._out(cluster)

@@ -10,9 +10,10 @@ from rest_framework import serializers
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.selectors import cluster_endpoints
 from clusters.states import State
+from controlplane.api import generics as drf
 
 
-class ClusterEventOut(serializers.ModelSerializer):
+class ClusterEventOut(drf.ModelSerializer):
     """One entry of a cluster's history."""
 
     class Meta:
@@ -20,7 +21,7 @@ class ClusterEventOut(serializers.ModelSerializer):
         fields = ["at", "actor_name", "from_state", "to_state", "reason", "message"]
 
 
-class QueueOut(serializers.Serializer):
+class QueueOut(drf.Serializer):
     """Where a waiting request stands."""
 
     position = serializers.IntegerField(allow_null=True)
@@ -30,7 +31,7 @@ class QueueOut(serializers.Serializer):
     eta = serializers.DateTimeField(allow_null=True)
 
 
-class EndpointsOut(serializers.Serializer):
+class EndpointsOut(drf.Serializer):
     """How to connect to a ready cluster."""
 
     dashboard_url = serializers.CharField()
@@ -38,7 +39,7 @@ class EndpointsOut(serializers.Serializer):
     snippet = serializers.CharField()
 
 
-class ClusterOut(serializers.ModelSerializer):
+class ClusterOut(drf.ModelSerializer):
     """A cluster request as the API returns it (no queries: the selector prefetches)."""
 
     owner = serializers.CharField(source="owner.username")

@@ -12,17 +12,18 @@ from typing import Any
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, mixins, permissions, serializers
+from rest_framework import mixins, permissions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters import selectors
 from clusters.models import ClusterRequest
+from controlplane.api import generics as drf
 from controlplane.api.viewsets import TenantScopedViewSet
 from tenants.models import Role
 
 
-class QueueEntryOut(serializers.ModelSerializer):
+class QueueEntryOut(drf.ModelSerializer):
     """One waiting request with its place, reason and ETA."""
 
     tenant = serializers.CharField(source="tenant.slug")
@@ -67,7 +68,7 @@ class TenantQueueViewSet(mixins.ListModelMixin, TenantScopedViewSet):
         return selectors.queue_list(tenant=tenant)
 
 
-class GlobalQueueView(generics.ListAPIView):
+class GlobalQueueView(drf.ListAPIView):
     """Every tenant's waiting requests (platform admins), in flavor-queue order."""
 
     serializer_class = QueueEntryOut
@@ -78,7 +79,7 @@ class GlobalQueueView(generics.ListAPIView):
         return selectors.queue_list()
 
 
-class UsageOut(serializers.Serializer):
+class UsageOut(drf.Serializer):
     """GPU-hours over a period."""
 
     tenant = serializers.CharField()
@@ -90,7 +91,7 @@ class UsageOut(serializers.Serializer):
     by_user_and_flavor = serializers.ListField(child=serializers.DictField())
 
 
-class UsagePeriodIn(serializers.Serializer):
+class UsagePeriodIn(drf.Serializer):
     """Query parameters of the usage endpoint."""
 
     since = serializers.DateTimeField(

@@ -8,11 +8,12 @@ from rest_framework import serializers
 
 from clusters import shapes
 from clusters.models import ClusterKind
+from controlplane.api import generics as drf
 from tenants.models import GpuFlavor
 from tenants.selectors import unknown_flavor_message
 
 
-class FlavorField(serializers.SlugRelatedField):
+class FlavorField(drf.SlugRelatedField):
     """A GPU flavor by name; an unknown name is refused naming the flavors there are."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -27,7 +28,7 @@ class FlavorField(serializers.SlugRelatedField):
         raise AssertionError("unreachable")  # fail() always raises
 
 
-class ClusterCreateInput(serializers.Serializer):
+class ClusterCreateInput(drf.Serializer):
     """``{name?, kind, flavor, workers, min_workers, max_workers, gpu_fraction, ttl_hours}``.
 
     Unknown fields are refused (a typo like ``max_worker`` must not silently create a
@@ -72,7 +73,7 @@ class ClusterCreateInput(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-class ManifestsOutput(serializers.Serializer):
+class ManifestsOutput(drf.Serializer):
     """``{"manifests": [...]}``: Kubernetes objects as plain JSON (or YAML, see renderers)."""
 
     manifests = serializers.ListField(child=serializers.DictField())

@@ -44,8 +44,8 @@ __all__ = [
 
 Manifest = dict[str, Any]
 
-GPU = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU = q.GPU
+GPU_PRODUCT_LABEL = q.GPU_PRODUCT_LABEL
 SERVICE_ACCOUNT = "gangway-ray"
 RAY_UID = 1000  # the ``ray`` user of the rayproject/ray images
 RAY_GID = 100

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from decimal import ROUND_FLOOR, Decimal
 
+# The extended resource NVIDIA's device plugin advertises, and the node label naming the
+# GPU model (GPU feature discovery); what manifests request and capacity reads.
+GPU = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
 
 def cpu(value: Decimal | int) -> str:
     """Whole cores as ``"12"``, anything finer in millicores (``"12500m"``)."""

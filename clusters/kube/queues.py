@@ -26,7 +26,7 @@ from clusters.kube import quantities as q
 
 Manifest = dict[str, Any]
 
-GPU = "nvidia.com/gpu"
+GPU = q.GPU
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KAI_API = "scheduling.run.ai/v2"
 KAI_SCHEDULER = "kai-scheduler"
@@ -78,7 +78,7 @@ def resource_flavor(flavor: Any) -> Manifest:
         "kind": "ResourceFlavor",
         "metadata": {"name": spec.name, "labels": _labels()},
         "spec": {
-            "nodeLabels": {"nvidia.com/gpu.product": spec.gpu_product},
+            "nodeLabels": {q.GPU_PRODUCT_LABEL: spec.gpu_product},
             "nodeTaints": [{"key": GPU, "effect": "NoSchedule"}],
         },
     }

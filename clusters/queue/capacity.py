@@ -18,10 +18,10 @@ from typing import Any
 
 from django.utils import timezone
 
+from clusters.kube.quantities import GPU, GPU_PRODUCT_LABEL
 from tenants.models import GpuFlavor
 
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-GPU = "nvidia.com/gpu"
+PRODUCT_LABEL = GPU_PRODUCT_LABEL
 # Figures older than this are ignored (the reconciler may be down).
 FRESH_FOR = timedelta(minutes=2)
 

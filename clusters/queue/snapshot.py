@@ -135,7 +135,7 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
             )
         )
         queue = tuple(values[f] for f in _QUEUE_FIELDS)
-        rows.append(QueuedRow(values["id"], queue))  # type: ignore[arg-type]
+        rows.append(QueuedRow(values["id"], queue))
     return pending, rows
 
 

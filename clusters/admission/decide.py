@@ -12,7 +12,7 @@ pass. Bounded wait: once a skipped request has aged, it *holds* the pool that bl
 every later request that would draw from that pool waits with ``head_of_line``. Since
 nothing created after an aged request is ordered before it within its priority, it
 starts at the latest once the requests ahead of it have started and the clusters then
-running in its pool have expired (``tests/clusters/test_admission_properties.py``).
+running in its pool have expired (``tests/clusters/admission/test_properties.py``).
 
 Reclaimed capacity goes to what asked for it (:mod:`clusters.admission.promises`): a
 request for which borrowers' clusters are suspended is promised what they free, until it

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from clusters.admission import Pending, Snapshot, decide, dry_run
 from clusters.admission.words import count, number, plural
-from tests.clusters.test_admission_properties import PER_NODE, snapshots
+from tests.clusters.admission.test_properties import PER_NODE, snapshots
 
 # A count of exactly one followed (perhaps after a flavor name) by a plural noun.
 ONE_WITH_PLURAL = re.compile(

@@ -1,6 +1,6 @@
 """Scenario tests for the admission pass: one per reason code, reclaim, ETA and dry-run.
 
-Fleet and quotas (``admission_helpers``): 4 nodes x 8 H100 and 4 x 1 L4; acme has 16
+Fleet and quotas (``helpers``): 4 nodes x 8 H100 and 4 x 1 L4; acme has 16
 H100 (no borrowing) and 2 L4; globex has 16 H100 and may borrow 8; both in one cohort.
 """
 
@@ -29,7 +29,7 @@ from clusters.admission import (
     format_eta,
 )
 from clusters.admission.eta import _simulate
-from tests.clusters.admission_helpers import L4, NOW, minutes, pending, running, snapshot
+from tests.clusters.admission.helpers import L4, NOW, minutes, pending, running, snapshot
 
 
 def test_tenant_quota_says_how_much_is_used_and_when_it_frees() -> None:

@@ -31,7 +31,7 @@ from clusters.admission import (
     decide,
     dry_run,
 )
-from tests.clusters.admission_helpers import NOW, minutes
+from tests.clusters.admission.helpers import NOW, minutes
 
 TENANTS = ["acme", "globex", "initech", "umbrella"]
 PER_NODE = {"h100": 8, "l4": 1}

@@ -1,0 +1,61 @@
+"""Unit tests of the state machine and the one helper that moves rows
+(clusters.states, clusters.transitions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
+from clusters.states import TRANSITIONS, InvalidTransition, State, can_transition
+from clusters.transitions import note, transition
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_state_is_in_the_map_and_deleted_is_final() -> None:
+    assert set(TRANSITIONS) == set(State)
+    assert not TRANSITIONS[State.DELETED]
+    assert not can_transition(State.DELETED, State.READY)
+
+
+def test_an_impossible_move_raises_and_changes_nothing(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    cluster.save()
+    with pytest.raises(InvalidTransition):
+        transition(cluster, State.READY, reason="skip")
+    assert ClusterRequest.objects.get(pk=cluster.pk).state == State.QUEUED
+    assert not ClusterEvent.objects.filter(cluster=cluster).exists()
+
+
+def test_a_stale_read_loses_the_race_and_writes_nothing(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    cluster.save()
+    stale = ClusterRequest.objects.get(pk=cluster.pk)
+    assert transition(cluster, State.ADMITTED, reason="admitted")
+    assert not transition(stale, State.DELETING, reason="deleted")
+    assert ClusterRequest.objects.get(pk=cluster.pk).state == State.ADMITTED
+    assert ClusterEvent.objects.filter(cluster=cluster).count() == 1
+
+
+def test_gpus_are_held_from_admission_to_release_with_one_usage_span(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    cluster.save()
+    transition(cluster, State.ADMITTED, reason="admitted")
+    transition(cluster, State.PROVISIONING, reason="applied")
+    assert cluster.holds_gpus
+    transition(cluster, State.DELETING, reason="deleted")
+    assert cluster.holds_gpus  # until its pods are gone
+    transition(cluster, State.DELETED, reason="deleted")
+    assert not ClusterRequest.objects.get(pk=cluster.pk).holds_gpus
+    spans = list(UsageSpan.objects.filter(cluster_id=cluster.pk))
+    assert len(spans) == 1 and spans[0].ended_at is not None
+
+
+def test_a_note_records_an_event_without_moving(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    cluster.save()
+    note(cluster, reason="extended", message="extended by 1 h")
+    event = ClusterEvent.objects.get(cluster=cluster)
+    assert (event.from_state, event.to_state, event.actor_name) == ("queued", "queued", "system")

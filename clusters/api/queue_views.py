@@ -18,7 +18,7 @@ from rest_framework.response import Response
 
 from clusters import selectors
 from clusters.models import ClusterRequest
-from controlplane.api.viewsets import TenantScopedViewSet
+from tenants.api.viewsets import TenantScopedViewSet
 from tenants.models import Role
 
 

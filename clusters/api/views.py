@@ -25,7 +25,7 @@ from clusters.models import ClusterRequest
 from clusters.selectors import cluster_detail_queryset
 from clusters.shapes import DNS_LABEL_PATTERN
 from clusters.verdicts import dry_run_verdict, manifest_options
-from controlplane.api.viewsets import TenantScopedViewSet
+from tenants.api.viewsets import TenantScopedViewSet
 from tenants.models import Role, Tenant
 
 

@@ -31,9 +31,9 @@ from rest_framework.views import APIView
 
 from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.throttles import AuthThrottle, WriteThrottle
-from controlplane.api.viewsets import TenantScopedViewSet
 from tenants import lockout, selectors, services
 from tenants.api import serializers as s
+from tenants.api.viewsets import TenantScopedViewSet
 from tenants.filters import (
     AuditEventFilter,
     FlavorFilter,

@@ -35,6 +35,8 @@ from tenants.selectors import (
 )
 
 if TYPE_CHECKING:
+    # For annotations only: tenants.lockout imports this module (it audits failed sign-ins
+    # through sign_in_failure_record), so a runtime import here would be a cycle.
     from tenants.lockout import Lockout
 
 POLICY_FIELDS = (

@@ -13,8 +13,9 @@ models and selectors and the shared kit may not import the apps built on it.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+from django.db.models import Model
 from django.http import Http404
 from rest_framework import permissions, viewsets
 from rest_framework.request import Request
@@ -37,8 +38,12 @@ class HasTenantRole(permissions.BasePermission):
         return role is not None and Role.rank(role) >= Role.rank(needed)
 
 
-class TenantScopedViewSet(viewsets.GenericViewSet):
-    """Base of every viewset under ``/api/v1/tenants/{tenant_slug}/``."""
+_MT = TypeVar("_MT", bound=Model)
+
+
+class TenantScopedViewSet(viewsets.GenericViewSet[_MT]):
+    """Base of every viewset under ``/api/v1/tenants/{tenant_slug}/``, generic in the
+    model it lists (``TenantScopedViewSet[Membership]``)."""
 
     permission_classes = [permissions.IsAuthenticated, HasTenantRole]
     throttle_classes = [WriteThrottle]

@@ -2,12 +2,12 @@
 
 from django.apps import AppConfig
 
+# Imported for its side effect: it registers the system checks (static manifest, shared
+# cache in production) with Django's check framework.
+from controlplane import checks  # noqa: F401
+
 
 class ControlplaneConfig(AppConfig):
     """Project-level views: health, readiness and Prometheus metrics."""
 
     name = "controlplane"
-
-    def ready(self) -> None:
-        # Registers the system checks (static manifest, shared cache in production).
-        from controlplane import checks  # noqa: F401

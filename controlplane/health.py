@@ -20,6 +20,20 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controlplane import metrics
 from controlplane.api.errors import error_body
+from controlplane.celery import app as celery_app
+
+CHECKS: dict[str, Callable[[], None]] = {}
+
+
+def register_check(name: str, check: Callable[[], None]) -> None:
+    """Add a readiness check: ``check`` raises when the dependency does not answer.
+
+    /readyz runs the checks in registration order and reports each under ``name``. The
+    shared kit registers the database and the broker here; an app registers what only it
+    needs (clusters: the Kubernetes API) in ``AppConfig.ready()``, so that this module
+    never imports the apps built on it. Registering a name again replaces its check.
+    """
+    CHECKS[name] = check
 
 
 def _check_database() -> None:
@@ -28,29 +42,14 @@ def _check_database() -> None:
 
 
 def _check_broker() -> None:
-    from controlplane.celery import app
-
     # The URL is read from settings at each check (not cached by the app), so that the
     # check reflects the configuration the process runs with.
-    with app.connection_for_write(settings.CELERY_BROKER_URL) as conn:
+    with celery_app.connection_for_write(settings.CELERY_BROKER_URL) as conn:
         conn.ensure_connection(max_retries=1, timeout=2)
 
 
-def _check_kubernetes() -> None:
-    # Imported lazily: the gateway arrives with the provisioning engine and must stay the
-    # only importer of the kubernetes client.
-    try:
-        from clusters.kube import gateway
-    except ImportError:
-        return
-    gateway.ping()
-
-
-CHECKS: dict[str, Callable[[], None]] = {
-    "database": _check_database,
-    "broker": _check_broker,
-    "kubernetes": _check_kubernetes,
-}
+register_check("database", _check_database)
+register_check("broker", _check_broker)
 
 
 @require_GET
@@ -120,4 +119,4 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(metrics.REGISTRY), content_type=CONTENT_TYPE_LATEST)
 
 
-__all__ = ["healthz", "metrics_view", "readyz"]
+__all__ = ["healthz", "metrics_view", "readyz", "register_check"]

@@ -2,10 +2,13 @@
 
 Gauges that describe the database (clusters per state, GPUs held) are computed when
 ``/metrics`` is scraped, with one grouped query each, so they are always true and cost
-nothing between scrapes. Counters are incremented where the event happens.
+nothing between scrapes; the app owning the tables registers the function that computes
+them (:func:`on_scrape`). Counters are incremented where the event happens.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -32,28 +35,22 @@ ADMITTED = Counter(
 )
 
 
+_ON_SCRAPE: list[Callable[[], None]] = []
+
+
+def on_scrape(refresh: Callable[[], None]) -> Callable[[], None]:
+    """Register ``refresh`` to recompute some database-derived gauges at each scrape.
+
+    The apps that own the tables register their refreshers in ``AppConfig.ready()``, so
+    that this shared module never imports them. Registering the same function twice is
+    harmless. Returns ``refresh``, so it may be used as a decorator.
+    """
+    if refresh not in _ON_SCRAPE:
+        _ON_SCRAPE.append(refresh)
+    return refresh
+
+
 def refresh_gauges() -> None:
-    """Recompute the database-derived gauges (called on scrape)."""
-    from django.db.models import Count, Sum
-
-    from clusters.models import ClusterRequest
-    from tenants.models import Tenant
-
-    TENANTS.set(Tenant.objects.unscoped().count())
-    CLUSTERS.clear()
-    for row in (
-        ClusterRequest.objects.unscoped()
-        .values("tenant__slug", "state")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        CLUSTERS.labels(row["tenant__slug"], row["state"]).set(row["n"])
-    GPUS_HELD.clear()
-    for row in (
-        ClusterRequest.objects.unscoped()
-        .filter(holds_gpus=True)
-        .values("tenant__slug", "flavor__name")
-        .annotate(g=Sum("gpus"))
-        .order_by()
-    ):
-        GPUS_HELD.labels(row["tenant__slug"], row["flavor__name"]).set(float(row["g"] or 0))
+    """Recompute the database-derived gauges (called on scrape), in registration order."""
+    for refresh in _ON_SCRAPE:
+        refresh()

@@ -205,7 +205,7 @@ def _secret_key_file() -> Path:
     return path
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     parser.add_argument("--kube-port", type=int, default=int(os.environ.get("KUBE_PORT", "6443")))
@@ -215,48 +215,55 @@ def main() -> int:
         default=2.0,
         help="seconds kubesim takes to start a pod (realism for demos)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    external_kube = bool(os.environ.get("KUBECONFIG"))
+
+def _port_in_use(args: argparse.Namespace, external_kube: bool) -> str | None:
+    """Why make run cannot start, naming the variable that moves the busy port; None if
+    every port it needs is free."""
     ports = {"PORT": args.port} | ({} if external_kube else {"KUBE_PORT": args.kube_port})
     for name, port in ports.items():
         if not _port_free(port):
-            say(f"port {port} is in use (another make run?); choose another: {name}=<port>")
-            return 1
+            return f"port {port} is in use (another make run?); choose another: {name}=<port>"
+    return None
 
-    VAR.mkdir(parents=True, exist_ok=True)
-    env = child_environment()
-    python = sys.executable
-    manage = [python, str(ROOT / "manage.py")]
+
+def _setup_steps(env: dict[str, str]) -> list[list[str]]:
+    """The manage.py commands that prepare var/ before any child starts."""
     steps = [["migrate", "--no-input", "-v", "0"], ["seed_demo"]]
     if not debug_on(env):
         # Without DEBUG the web server serves static files from var/static (WhiteNoise).
         steps.append(["collectstatic", "--no-input", "-v", "0"])
+    return steps
 
-    children: list[Child] = []
-    if not external_kube:
-        children.append(
-            Child(
-                "kubesim",
-                [
-                    python,
-                    "-m",
-                    "kubesim",
-                    "--port",
-                    str(args.kube_port),
-                    "--config",
-                    str(ROOT / "kubesim" / "fleets" / "demo.yaml"),
-                    "--kubeconfig-out",
-                    env["KUBECONFIG"],
-                    "--startup-delay",
-                    str(args.startup_delay),
-                    "--snapshot",
-                    str(VAR / "kubesim-state.json"),
-                ],
-            )
-        )
-    celery = [python, "-m", "celery", "-A", "controlplane"]
-    children += [
+
+def _kubesim(args: argparse.Namespace, env: dict[str, str]) -> Child:
+    return Child(
+        "kubesim",
+        [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "--port",
+            str(args.kube_port),
+            "--config",
+            str(ROOT / "kubesim" / "fleets" / "demo.yaml"),
+            "--kubeconfig-out",
+            env["KUBECONFIG"],
+            "--startup-delay",
+            str(args.startup_delay),
+            "--snapshot",
+            str(VAR / "kubesim-state.json"),
+        ],
+    )
+
+
+def _children(args: argparse.Namespace, env: dict[str, str], external_kube: bool) -> list[Child]:
+    """The supervised processes, in start order (kubesim first, unless KUBECONFIG is set)."""
+    celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    return [
+        *([] if external_kube else [_kubesim(args, env)]),
         Child(
             "worker",
             [
@@ -279,27 +286,49 @@ def main() -> int:
         Child("web", [*manage, "runserver", f"127.0.0.1:{args.port}", "--noreload"]),
     ]
 
+
+def _start(
+    args: argparse.Namespace, env: dict[str, str], steps: list[list[str]], children: list[Child]
+) -> None:
+    """Run the set-up steps, start every child and say where everything is."""
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    for step in steps:
+        subprocess.run([*manage, *step], check=True, env=env, cwd=VAR)
+    for child in children:
+        child.start(env)
+        if child.name == "kubesim":
+            _wait_for_port(args.kube_port, timeout=15)
+    say(
+        f"\n  gangway:  http://127.0.0.1:{args.port}/   API docs: "
+        f"http://127.0.0.1:{args.port}/api/docs/"
+    )
+    if any(child.name == "kubesim" for child in children):
+        say(
+            f"  kubesim:  http://127.0.0.1:{args.kube_port}  (kubectl --kubeconfig "
+            f"{env['KUBECONFIG']} get nodes)"
+        )
+    say(f"  logs:     {VAR}/*.log     Ctrl-C stops everything.\n")
+
+
+def main() -> int:
+    args = _arguments()
+    external_kube = bool(os.environ.get("KUBECONFIG"))
+    busy = _port_in_use(args, external_kube)
+    if busy is not None:
+        say(busy)
+        return 1
+
+    VAR.mkdir(parents=True, exist_ok=True)
+    env = child_environment()
+    steps = _setup_steps(env)
+    children = _children(args, env, external_kube)
+
     # SIGINT too: a shell that starts make run in the background has it ignored, and
     # Python keeps an inherited "ignore" - Ctrl-C (or kill -INT) must always stop us.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     try:
-        for step in steps:
-            subprocess.run([*manage, *step], check=True, env=env, cwd=VAR)
-        for child in children:
-            child.start(env)
-            if child.name == "kubesim":
-                _wait_for_port(args.kube_port, timeout=15)
-        say(
-            f"\n  gangway:  http://127.0.0.1:{args.port}/   API docs: "
-            f"http://127.0.0.1:{args.port}/api/docs/"
-        )
-        if not external_kube:
-            say(
-                f"  kubesim:  http://127.0.0.1:{args.kube_port}  (kubectl --kubeconfig "
-                f"{env['KUBECONFIG']} get nodes)"
-            )
-        say(f"  logs:     {VAR}/*.log     Ctrl-C stops everything.\n")
+        _start(args, env, steps, children)
         supervise(children, env)
     except KeyboardInterrupt:
         return 0

@@ -1,6 +1,9 @@
 """App configuration for tenants."""
 
 from django.apps import AppConfig
+from django.contrib.auth.signals import user_login_failed
+
+from controlplane import metrics
 
 
 class TenantsConfig(AppConfig):
@@ -10,9 +13,10 @@ class TenantsConfig(AppConfig):
     name = "tenants"
 
     def ready(self) -> None:
-        from django.contrib.auth.signals import user_login_failed
-
+        # Imported here: these modules read models, which exist only once apps are loaded.
         from tenants.lockout import on_login_failed
+        from tenants.metrics import refresh_tenant_gauges
 
         # Every failed password check, whichever view asked, is counted and audited.
         user_login_failed.connect(on_login_failed, dispatch_uid="tenants.lockout")
+        metrics.on_scrape(refresh_tenant_gauges)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from tenants.audit import audit_record
@@ -84,33 +85,32 @@ class DemoResult:
     created: int
 
 
-@transaction.atomic
-def demo_seed() -> DemoResult:
-    """Create the demo catalogue, tenants, users, memberships and quotas if absent."""
-    user_model = get_user_model()
+def _user(username: str, *, staff: bool = False) -> tuple[AbstractBaseUser, int]:
+    """The demo user, created with the demo password if absent; and 1 if it was created."""
+    user, new = get_user_model().objects.get_or_create(
+        username=username,
+        defaults={"email": f"{username}@example.com", "is_staff": staff, "is_superuser": staff},
+    )
+    if new:
+        user.set_password(DEMO_PASSWORD)
+        user.save(update_fields=["password"])
+    return user, int(new)
+
+
+def _flavors() -> tuple[dict[str, GpuFlavor], int]:
+    """The demo catalogue by name, and how many flavors were created."""
+    flavors: dict[str, GpuFlavor] = {}
     created = 0
-
-    def user(username: str, *, staff: bool = False) -> object:
-        nonlocal created
-        obj, new = user_model.objects.get_or_create(
-            username=username,
-            defaults={
-                "email": f"{username}@example.com",
-                "is_staff": staff,
-                "is_superuser": staff,
-            },
-        )
-        if new:
-            obj.set_password(DEMO_PASSWORD)
-            obj.save(update_fields=["password"])
-            created += 1
-        return obj
-
-    flavors = {}
     for name, spec in FLAVORS.items():
         flavors[name], new = GpuFlavor.objects.get_or_create(name=name, defaults=spec)
         created += new
-    tenants = {}
+    return flavors, created
+
+
+def _tenants() -> tuple[dict[str, Tenant], int]:
+    """The demo tenants by slug, and how many were created."""
+    tenants: dict[str, Tenant] = {}
+    created = 0
     for slug, spec in TENANTS.items():
         tenant = Tenant.objects.filter(slug=slug).first()
         if tenant is None:
@@ -125,6 +125,12 @@ def demo_seed() -> DemoResult:
             tenant.save()
             created += 1
         tenants[slug] = tenant
+    return tenants, created
+
+
+def _quotas(tenants: dict[str, Tenant], flavors: dict[str, GpuFlavor]) -> int:
+    """Give the demo tenants their quotas; how many quota lines were created."""
+    created = 0
     for (slug, flavor), (gpus, borrow) in QUOTAS.items():
         _, new = Quota.objects.get_or_create(
             tenant=tenants[slug],
@@ -132,14 +138,32 @@ def demo_seed() -> DemoResult:
             defaults={"gpus": gpus, "borrow_limit": borrow},
         )
         created += new
+    return created
+
+
+def _logins(tenants: dict[str, Tenant]) -> tuple[list[DemoLogin], int]:
+    """The platform admin and the members with their roles; how many users and
+    memberships were created."""
     logins = [DemoLogin(PLATFORM_ADMIN, "*", "platform admin")]
-    user(PLATFORM_ADMIN, staff=True)
+    _, created = _user(PLATFORM_ADMIN, staff=True)
     for username, slug, role in MEMBERS:
+        user, new_user = _user(username)
         _, new = Membership.objects.get_or_create(
-            tenant=tenants[slug], user=user(username), defaults={"role": role}
+            tenant=tenants[slug], user=user, defaults={"role": role}
         )
-        created += new
+        created += new_user + new
         logins.append(DemoLogin(username, slug, str(role)))
+    return logins, created
+
+
+@transaction.atomic
+def demo_seed() -> DemoResult:
+    """Create the demo catalogue, tenants, users, memberships and quotas if absent."""
+    flavors, new_flavors = _flavors()
+    tenants, new_tenants = _tenants()
+    new_quotas = _quotas(tenants, flavors)
+    logins, new_logins = _logins(tenants)
+    created = new_flavors + new_tenants + new_quotas + new_logins
     if created:
         audit_record(
             actor=None,

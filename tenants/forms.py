@@ -16,15 +16,16 @@ from django.core.exceptions import ValidationError
 from tenants import lockout
 
 
-class LockoutMessage:
-    """Replaces the invalid-login error by the lockout's message while one is in force."""
+class LockoutMessage(AuthenticationForm):
+    """Replaces the invalid-login error by the lockout's message while one is in force.
 
-    request: Any
-    cleaned_data: dict[str, Any]
+    Put it before the sign-in form it words: ``AuthenticationForm`` itself, or Django
+    admin's subclass of it.
+    """
 
     def clean(self) -> dict[str, Any]:
         try:
-            return super().clean()  # type: ignore[misc]
+            return super().clean()
         except ValidationError as error:
             username = str(self.cleaned_data.get("username") or "")
             locked = lockout.lockout_for(self.request, username)

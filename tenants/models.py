@@ -9,9 +9,10 @@ Code that must see every tenant (Celery tasks, the admission pass) says so with
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.core.validators import (
     MaxValueValidator,
@@ -20,9 +21,6 @@ from django.core.validators import (
 )
 from django.db import models
 from django.db.models import Q
-
-if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 # A DNS label (RFC 1123) of at most 40 characters, so that prefixed namespace names and
 # derived object names stay within Kubernetes' 63-character limit.

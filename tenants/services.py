@@ -5,7 +5,8 @@ event inside it, so a change and its audit row commit or roll back together. Ser
 enforce the access rules themselves (not only the API views), because the dashboard
 and tasks call them directly. Invalid input raises Django's ``ValidationError`` with a
 field dict, a forbidden action ``PermissionDenied`` and a clash with current state
-``Conflict``; the API's error handler turns each into the single error format.
+:class:`~controlplane.exceptions.ServiceConflict` (code ``conflict``, as the API has
+always answered these); the API's error handler turns each into the single error format.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 from knox.models import AuthToken
 
-from controlplane.api.errors import Conflict
+from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant, tenant_namespace
 from tenants.selectors import (
@@ -34,6 +35,8 @@ from tenants.selectors import (
 )
 
 if TYPE_CHECKING:
+    # For annotations only: tenants.lockout imports this module (it audits failed sign-ins
+    # through sign_in_failure_record), so a runtime import here would be a cycle.
     from tenants.lockout import Lockout
 
 POLICY_FIELDS = (
@@ -266,7 +269,7 @@ def flavor_delete(*, actor: Any, flavor: GpuFlavor) -> None:
     flavor = GpuFlavor.objects.select_for_update().get(pk=flavor.pk)
     quotas, clusters = flavor_references(flavor=flavor)
     if quotas or clusters:
-        raise Conflict(
+        raise ServiceConflict(
             f"Flavor {flavor.name} is still used by {quotas} quota(s) and {clusters} "
             "cluster request(s); remove those first."
         )
@@ -274,7 +277,7 @@ def flavor_delete(*, actor: Any, flavor: GpuFlavor) -> None:
     try:
         flavor.delete()
     except ProtectedError as exc:  # a reference created since the check above
-        raise Conflict(f"Flavor {flavor.name} is still in use.") from exc
+        raise ServiceConflict(f"Flavor {flavor.name} is still in use.") from exc
 
 
 # --- Tenants ------------------------------------------------------------------------
@@ -437,7 +440,7 @@ def membership_remove(*, actor: Any, membership: Membership) -> None:
     if membership.role == Role.ADMIN:
         admins = Membership.objects.filter(tenant=tenant, role=Role.ADMIN).count()
         if admins <= 1:
-            raise Conflict(
+            raise ServiceConflict(
                 f"{membership.user.get_username()} is the last admin of {tenant.slug}; "
                 "add another admin first."
             )

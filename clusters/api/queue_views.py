@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from clusters import selectors
 from clusters.models import ClusterRequest
 from controlplane.api import generics as drf
-from controlplane.api.viewsets import TenantScopedViewSet
+from tenants.api.viewsets import TenantScopedViewSet
 from tenants.models import Role
 
 
@@ -56,7 +56,7 @@ class QueueEntryOut(drf.ModelSerializer):
         read_only_fields = fields
 
 
-class TenantQueueViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+class TenantQueueViewSet(mixins.ListModelMixin, TenantScopedViewSet[ClusterRequest]):
     """A tenant's waiting requests, in its queue order."""
 
     serializer_class = QueueEntryOut
@@ -110,7 +110,7 @@ class UsagePeriodIn(drf.Serializer):
         return {"since": since, "until": until}
 
 
-class TenantUsageViewSet(TenantScopedViewSet):
+class TenantUsageViewSet(TenantScopedViewSet[ClusterRequest]):
     """GPU-hours per user and flavor for a tenant (chargeback): one summary object, so it
     is routed as ``retrieve`` (neither paginated nor filtered)."""
 

@@ -27,11 +27,11 @@ from clusters.requests.verdicts import dry_run_verdict
 from clusters.selectors import cluster_detail_queryset
 from clusters.shapes import DNS_LABEL_PATTERN
 from clusters.spec import ClusterSpec
-from controlplane.api.viewsets import TenantScopedViewSet
+from tenants.api.viewsets import TenantScopedViewSet
 from tenants.models import Role, Tenant
 
 
-class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet):
+class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
     """Ray cluster requests of one tenant, looked up by their Kubernetes name."""
 
     queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only

@@ -70,41 +70,61 @@ def error_body(code: str, message: str, fields: dict[str, list[str]] | None = No
     return {"error": error}
 
 
+def _as_api_exception(exc: Exception) -> Exception:
+    """The DRF exception that stands for ``exc``: Django's and the services' exceptions
+    become the REST framework's, so that DRF's handler gives them their status codes."""
+    if isinstance(exc, RequestDataTooBig):
+        too_big = exceptions.ValidationError(
+            {"non_field_errors": ["The request body is too large."]}
+        )
+        too_big.status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+        return too_big
+    if isinstance(exc, DjangoValidationError):
+        return exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        )
+    if isinstance(exc, Http404):
+        return exceptions.NotFound()
+    if isinstance(exc, ServiceConflict):
+        return Conflict(exc.message, code=exc.code)
+    if isinstance(exc, PermissionDenied):
+        # Services raise Django's PermissionDenied (they know no HTTP); keep their reason.
+        return exceptions.PermissionDenied(str(exc) or None)
+    return exc
+
+
+def _validation_body(
+    exc: exceptions.ValidationError, status_code: int, invalid_code: str
+) -> dict[str, Any]:
+    """The body of a 400 (the first field's first message, and every field's) or a 413."""
+    if status_code == status.HTTP_413_REQUEST_ENTITY_TOO_LARGE:
+        return error_body("too_large", "The request body is too large.")
+    fields = _flatten(exc.detail)
+    first = next(iter(fields.items()), ("", ["Invalid input."]))
+    where = "" if first[0] == "non_field_errors" else f"{first[0]}: "
+    return error_body(invalid_code, f"{where}{first[1][0]}", fields)
+
+
+def _error_code(exc: Exception) -> str:
+    """The stable code of a non-validation error: DRF's code for it, else ``error``."""
+    if not isinstance(exc, exceptions.APIException):
+        return "error"
+    codes = exc.get_codes()
+    return codes if isinstance(codes, str) else getattr(exc, "default_code", "error")
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler producing the single error format."""
     # A service's ValidationError may name a more precise code than "invalid".
     invalid_code = getattr(exc, "error_code", "invalid")
-    if isinstance(exc, RequestDataTooBig):
-        exc = exceptions.ValidationError({"non_field_errors": ["The request body is too large."]})
-        exc.status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    elif isinstance(exc, DjangoValidationError):
-        exc = exceptions.ValidationError(
-            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
-        )
-    elif isinstance(exc, Http404):
-        exc = exceptions.NotFound()
-    elif isinstance(exc, ServiceConflict):
-        exc = Conflict(exc.message, code=exc.code)
-    elif isinstance(exc, PermissionDenied):
-        # Services raise Django's PermissionDenied (they know no HTTP); keep their reason.
-        exc = exceptions.PermissionDenied(str(exc) or None)
+    exc = _as_api_exception(exc)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        fields = _flatten(exc.detail)
-        if response.status_code == status.HTTP_413_REQUEST_ENTITY_TOO_LARGE:
-            response.data = error_body("too_large", "The request body is too large.")
-        else:
-            first = next(iter(fields.items()), ("", ["Invalid input."]))
-            where = "" if first[0] == "non_field_errors" else f"{first[0]}: "
-            response.data = error_body(invalid_code, f"{where}{first[1][0]}", fields)
+        response.data = _validation_body(exc, response.status_code, invalid_code)
         return response
     detail = getattr(exc, "detail", str(exc))
-    code = "error"
-    if isinstance(exc, exceptions.APIException):
-        codes = exc.get_codes()
-        code = codes if isinstance(codes, str) else getattr(exc, "default_code", "error")
     message = str(detail) if not isinstance(detail, dict | list) else str(exc)
-    response.data = error_body(code, message)
+    response.data = error_body(_error_code(exc), message)
     return response

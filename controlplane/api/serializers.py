@@ -13,17 +13,17 @@ from typing import Any
 from rest_framework import serializers
 
 
-class StrictFieldsMixin:
-    """Refuses input keys that are not writable fields of the serializer."""
+class StrictFieldsMixin(serializers.Serializer):
+    """Refuses input keys that are not writable fields of the serializer; put it before
+    the serializer class it applies to."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
-            fields = self.fields  # type: ignore[attr-defined]
-            writable = {name for name, field in fields.items() if not field.read_only}
+            writable = {name for name, field in self.fields.items() if not field.read_only}
             unknown = sorted(str(key) for key in data if key not in writable)
             if unknown:
                 raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
-        return super().to_internal_value(data)  # type: ignore[misc]
+        return super().to_internal_value(data)
 
 
 class StrictSerializer(StrictFieldsMixin, serializers.Serializer):

@@ -1,26 +1,19 @@
-"""The scoped base for every tenant-owned API endpoint (STYLE 2 and 3).
+"""Helpers shared by the API's viewsets, independent of any app.
 
-The tenant is resolved once from the URL (``tenant_slug``) through
-``Tenant.objects.visible_to(user)``: a tenant the user cannot see is a 404, exactly
-like a tenant that does not exist, so the API never confirms another tenant's
-existence. Subclasses implement :meth:`scoped_queryset` and may not override
-``get_queryset``; each action declares the least role it needs in ``action_roles``.
+The tenant-scoped base every tenant-owned endpoint inherits is
+:class:`tenants.api.viewsets.TenantScopedViewSet`: it needs the tenants app, which
+this shared kit may not import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cached_property, wraps
-from typing import Any, ClassVar
+from functools import wraps
+from typing import Any
 
-from django.http import Http404
-from rest_framework import permissions, viewsets
 from rest_framework.request import Request
 
 from controlplane.api.serializers import EmptyBodyIn
-from controlplane.api.throttles import WriteThrottle
-from tenants.models import Role, Tenant
-from tenants.selectors import role_in_tenant
 
 
 def bodyless(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -36,56 +29,3 @@ def bodyless(handler: Callable[..., Any]) -> Callable[..., Any]:
         return handler(self, request, *args, **kwargs)
 
     return checked
-
-
-class HasTenantRole(permissions.BasePermission):
-    """Grants an action when the user's role in the URL's tenant is at least the action's."""
-
-    message = "Your role in this tenant does not allow this."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        if not request.user or not request.user.is_authenticated:
-            return False
-        needed = view.action_roles.get(view.action or "", Role.ADMIN)
-        role = view.tenant_role
-        return role is not None and Role.rank(role) >= Role.rank(needed)
-
-
-class TenantScopedViewSet(viewsets.GenericViewSet):
-    """Base of every viewset under ``/api/v1/tenants/{tenant_slug}/``."""
-
-    permission_classes = [permissions.IsAuthenticated, HasTenantRole]
-    throttle_classes = [WriteThrottle]
-    action_roles: ClassVar[dict[str, str]] = {}
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "get_queryset" in cls.__dict__:
-            raise TypeError(f"{cls.__name__} must implement scoped_queryset, not get_queryset")
-
-    @cached_property
-    def tenant(self) -> Tenant:
-        slug = self.kwargs.get("tenant_slug", "")
-        tenant = Tenant.objects.visible_to(self.request.user).filter(slug=slug).first()
-        if tenant is None:
-            raise Http404("No such tenant.")
-        return tenant
-
-    @cached_property
-    def tenant_role(self) -> str | None:
-        return role_in_tenant(user=self.request.user, tenant=self.tenant)
-
-    def check_permissions(self, request: Request) -> None:
-        # Resolve the tenant first: an unknown or invisible tenant is a 404 even for an
-        # action the user's role would not allow, so that a 403 never confirms existence.
-        if request.user and request.user.is_authenticated:
-            _ = self.tenant
-        super().check_permissions(request)
-
-    def scoped_queryset(self, tenant: Tenant) -> Any:
-        raise NotImplementedError
-
-    def get_queryset(self) -> Any:
-        if getattr(self, "swagger_fake_view", False):
-            return self.queryset if self.queryset is not None else []
-        return self.scoped_queryset(self.tenant)

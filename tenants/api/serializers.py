@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser
 from rest_framework import serializers
 
 from controlplane.api.serializers import StrictModelSerializer, StrictSerializer
@@ -24,13 +25,14 @@ class TokenInSerializer(StrictSerializer):
     password = serializers.CharField(max_length=4096, trim_whitespace=False)
 
 
-class TokenOutSerializer(serializers.Serializer):
+class TokenOutSerializer(serializers.Serializer[dict[str, Any]]):
     token = serializers.CharField(help_text="Send as `Authorization: Token <token>`.")
     expiry = serializers.DateTimeField(allow_null=True)
     username = serializers.CharField()
 
 
-class TokenItemSerializer(serializers.Serializer):
+# Serializer[Any]: it is only used with many=True, whose list the stubs do not accept.
+class TokenItemSerializer(serializers.Serializer[Any]):
     """One of the caller's tokens, as listed: never the key itself."""
 
     id = serializers.CharField(help_text="Names the token in `DELETE /auth/tokens/{token_id}/`.")
@@ -40,7 +42,7 @@ class TokenItemSerializer(serializers.Serializer):
     current = serializers.BooleanField(help_text="Whether this token authenticated the request.")
 
 
-class TokensRevokedSerializer(serializers.Serializer):
+class TokensRevokedSerializer(serializers.Serializer[dict[str, Any]]):
     revoked = serializers.IntegerField(help_text="How many tokens were revoked.")
 
 
@@ -53,14 +55,14 @@ class UserInSerializer(StrictSerializer):
     is_staff = serializers.BooleanField(default=False)
 
 
-class UserOutSerializer(serializers.ModelSerializer):
+class UserOutSerializer(serializers.ModelSerializer[AbstractUser]):
     class Meta:
         model = get_user_model()
         fields = ["id", "username", "email", "is_staff", "date_joined"]
         read_only_fields = fields
 
 
-class MyMembershipSerializer(serializers.ModelSerializer):
+class MyMembershipSerializer(serializers.ModelSerializer[Membership]):
     tenant = serializers.CharField(source="tenant.slug")
     tenant_name = serializers.CharField(source="tenant.name")
 
@@ -91,7 +93,7 @@ FLAVOR_FIELDS = [
 ]
 
 
-class FlavorOutSerializer(serializers.ModelSerializer):
+class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):
     total_gpus = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -128,7 +130,7 @@ class PolicySerializer(StrictSerializer):
     max_ttl_hours = serializers.IntegerField(min_value=1, max_value=24 * 365, required=False)
 
 
-class PolicyOutSerializer(serializers.Serializer):
+class PolicyOutSerializer(serializers.Serializer[Tenant]):
     max_dev_clusters_per_user = serializers.IntegerField()
     max_dev_gpus_per_user = serializers.IntegerField()
     dev_ttl_hours = serializers.IntegerField()
@@ -148,7 +150,7 @@ TENANT_FIELDS = [
 ]
 
 
-class TenantOutSerializer(serializers.ModelSerializer):
+class TenantOutSerializer(serializers.ModelSerializer[Tenant]):
     weight = serializers.DecimalField(max_digits=6, decimal_places=2, coerce_to_string=False)
     policy = PolicyOutSerializer(source="*", read_only=True)
 
@@ -199,7 +201,7 @@ class MemberInSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=Role.choices)
 
 
-class MemberOutSerializer(serializers.ModelSerializer):
+class MemberOutSerializer(serializers.ModelSerializer[Membership]):
     username = serializers.CharField(source="user.username")
     email = serializers.CharField(source="user.email")
 
@@ -229,7 +231,7 @@ class QuotaSetSerializer(StrictSerializer):
 # --- Audit --------------------------------------------------------------------------
 
 
-class AuditEventSerializer(serializers.ModelSerializer):
+class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
     actor = serializers.CharField(source="actor_name")
     tenant = serializers.CharField(source="tenant_slug")
 

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from django.contrib.auth import authenticate
+from django.contrib.auth.models import AbstractUser
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -31,9 +32,9 @@ from rest_framework.views import APIView
 
 from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.throttles import AuthThrottle, WriteThrottle
-from controlplane.api.viewsets import TenantScopedViewSet
 from tenants import lockout, selectors, services
 from tenants.api import serializers as s
+from tenants.api.viewsets import TenantScopedViewSet
 from tenants.filters import (
     AuditEventFilter,
     FlavorFilter,
@@ -41,7 +42,7 @@ from tenants.filters import (
     TenantFilter,
     UserFilter,
 )
-from tenants.models import AuditEvent, Membership, Quota, Role, Tenant
+from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
 
 
 class PlatformAdminWrites(permissions.BasePermission):
@@ -79,12 +80,13 @@ class PlatformAdminActions(permissions.BasePermission):
 # --- Auth ---------------------------------------------------------------------------
 
 
-class NoStore:
+class NoStore(APIView):
     """Responses that carry or describe credentials: no cache, browser or proxy, may
-    keep them (errors included, since they answer a credential too)."""
+    keep them (errors included, since they answer a credential too). Put it before the
+    view class it applies to."""
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
-        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        response = super().finalize_response(request, response, *args, **kwargs)
         response["Cache-Control"] = "no-store"
         response["Pragma"] = "no-cache"  # HTTP/1.0 caches
         return response
@@ -150,14 +152,14 @@ class TokenView(NoStore, APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class TokenViewSet(NoStore, viewsets.GenericViewSet):
+class TokenViewSet(NoStore, viewsets.GenericViewSet[AuthToken]):
     """The caller's own API tokens: list them (never the key), revoke one by its id or
     all of them. Another user's token is a 404."""
 
     permission_classes = [permissions.IsAuthenticated]
     throttle_classes = [WriteThrottle]
     serializer_class = s.TokenItemSerializer
-    filter_backends = []  # type: ignore[var-annotated]
+    filter_backends = []
     queryset = AuthToken.objects.none()  # for the schema; requests use get_queryset
 
     def get_queryset(self) -> Any:
@@ -211,7 +213,7 @@ class TokenViewSet(NoStore, viewsets.GenericViewSet):
 # --- Users --------------------------------------------------------------------------
 
 
-class UserViewSet(viewsets.GenericViewSet):
+class UserViewSet(viewsets.GenericViewSet[AbstractUser]):
     """User accounts: platform admins list and create them; anyone reads ``me``."""
 
     permission_classes = [permissions.IsAuthenticated, PlatformAdminActions]
@@ -245,7 +247,7 @@ class UserViewSet(viewsets.GenericViewSet):
 # --- Flavors ------------------------------------------------------------------------
 
 
-class FlavorViewSet(viewsets.GenericViewSet):
+class FlavorViewSet(viewsets.GenericViewSet[GpuFlavor]):
     """The GPU catalogue: everybody reads it, platform admins change it."""
 
     permission_classes = [permissions.IsAuthenticated, PlatformAdminWrites]
@@ -308,7 +310,7 @@ def _policy_errors() -> Iterator[None]:
         ) from exc
 
 
-class TenantViewSet(viewsets.GenericViewSet):
+class TenantViewSet(viewsets.GenericViewSet[Tenant]):
     """Tenants: members read their own, platform admins read all, create and change."""
 
     permission_classes = [permissions.IsAuthenticated, PlatformAdminWrites]
@@ -357,7 +359,7 @@ class TenantViewSet(viewsets.GenericViewSet):
 # --- Members ------------------------------------------------------------------------
 
 
-class MemberViewSet(TenantScopedViewSet):
+class MemberViewSet(TenantScopedViewSet[Membership]):
     """A tenant's members: every member lists them, tenant admins add and remove."""
 
     action_roles: ClassVar[dict[str, str]] = {
@@ -397,7 +399,7 @@ class MemberViewSet(TenantScopedViewSet):
 # --- Quotas -------------------------------------------------------------------------
 
 
-class QuotaViewSet(TenantScopedViewSet):
+class QuotaViewSet(TenantScopedViewSet[Quota]):
     """A tenant's quota as one document: members read it, platform admins replace it."""
 
     action_roles: ClassVar[dict[str, str]] = {"retrieve": Role.VIEWER, "update": Role.ADMIN}
@@ -405,7 +407,7 @@ class QuotaViewSet(TenantScopedViewSet):
     platform_admin_actions = frozenset({"update"})
     serializer_class = s.QuotaSetSerializer
     pagination_class = None
-    filter_backends = []  # type: ignore[var-annotated]
+    filter_backends = []
     queryset = Quota.objects.none()  # for the schema; requests use scoped_queryset
 
     def scoped_queryset(self, tenant: Tenant) -> Any:
@@ -446,7 +448,7 @@ class QuotaViewSet(TenantScopedViewSet):
         "events; engineers and viewers get an empty list."
     )
 )
-class AuditEventViewSet(viewsets.GenericViewSet):
+class AuditEventViewSet(viewsets.GenericViewSet[AuditEvent]):
     """The audit trail, read-only, filtered by what the caller may see."""
 
     permission_classes = [permissions.IsAuthenticated]

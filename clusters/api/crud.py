@@ -1,7 +1,7 @@
 """The cluster request endpoints of the public contract: create, list, detail, delete,
 suspend, resume and extend. Mixed into ``ClusterViewSet`` (clusters/api/views.py).
 
-Views only translate HTTP to service calls: rules live in :mod:`clusters.services` and
+Views only translate HTTP to service calls: rules live in :mod:`clusters.requests.services` and
 :mod:`clusters.shapes`, so the dashboard enforces exactly the same ones.
 """
 

@@ -34,7 +34,7 @@ class ClusterCreateInput(drf.Serializer):
     Unknown fields are refused (a typo like ``max_worker`` must not silently create a
     fixed-size cluster). This serializer only parses and resolves the flavor by name:
     every rule (shape, name, policy, caps) is checked once, by
-    :func:`clusters.services.cluster_request_check`, which create and dry-run both call,
+    :func:`clusters.requests.services.cluster_request_check`, which create and dry-run both call,
     so that the two report a request's faults alike and all at once.
     """
 

@@ -15,7 +15,6 @@ from django.db.models import Count, Sum
 from clusters.admission.caps import CapBreach, user_cap_breach
 from clusters.admission.words import count as count_of
 from clusters.models import ClusterKind, ClusterRequest
-from clusters.states import LIVE
 from controlplane.exceptions import ServiceConflict
 from tenants.models import Role, Tenant
 from tenants.selectors import role_in_tenant
@@ -53,8 +52,10 @@ def owner_dev_usage(
 ) -> tuple[int, Decimal]:
     """The owner's live dev clusters in the tenant (queued, running and suspended ones
     alike) and the GPUs they ask for; ``excluding`` leaves one request out."""
-    rows = ClusterRequest.objects.unscoped().filter(
-        tenant=tenant, owner=owner, kind=ClusterKind.DEV, state__in=LIVE
+    rows = (
+        ClusterRequest.objects.unscoped()
+        .live()
+        .filter(tenant=tenant, owner=owner, kind=ClusterKind.DEV)
     )
     if excluding is not None:
         rows = rows.exclude(pk=excluding)

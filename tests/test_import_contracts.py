@@ -48,7 +48,7 @@ def tree(tmp_path: Path) -> Path:
 def test_the_product_keeps_every_contract() -> None:
     result = _lint(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "broken" not in result.stdout.lower().split("contracts:")[-1].split(",")[-1]
+    assert ", 0 broken." in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize(

@@ -5,24 +5,38 @@ importing :mod:`clusters.tasks`, so that nothing below the tasks imports them (t
 layer contracts in ``.importlinter`` hold it). A message carries only a primary key:
 the row is the desired state, and a message that never arrives only delays work, since
 the sweeper re-sends it (:func:`clusters.tasks.sweep`).
+
+Whole-fleet passes (admission, reconcile) are *coalesced*: however many nudges arrive,
+at most one message per pass is pending (:class:`clusters.models.PendingPass`), and the
+pass that runs sees everything committed before it started. A burst of 1,000 creates
+thus costs a handful of admission passes, not 1,000.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from celery import current_app
 from django.db import transaction
+from django.utils import timezone
+
+from clusters.models import PendingPass
 
 PROVISION = "clusters.tasks.provision_cluster"
 ADMISSION_PASS = "clusters.tasks.admission_pass"
 RECONCILE = "clusters.tasks.reconcile"
 
+# The PendingPass row of each coalesced pass.
+PASSES = {ADMISSION_PASS: "admission", RECONCILE: "reconcile"}
 
-def send(name: str, *args: object) -> None:
-    """Send task ``name`` now (eagerly when Celery is configured to run tasks inline)."""
+
+def send(name: str, *args: object, countdown: float = 0) -> None:
+    """Send task ``name`` now (eagerly when Celery is configured to run tasks inline),
+    to start no sooner than ``countdown`` seconds from now."""
     if current_app.conf.task_always_eager:
         current_app.tasks[name].apply(args=args)
         return
-    current_app.send_task(name, args=args)
+    current_app.send_task(name, args=args, countdown=countdown or None)
 
 
 def after_commit(name: str, *args: object) -> None:
@@ -36,10 +50,61 @@ def provision(cluster_id: int) -> None:
 
 
 def admission_pass() -> None:
-    """Run an admission pass after commit (a no-op task when Kueue decides admission)."""
-    after_commit(ADMISSION_PASS)
+    """Ask for an admission pass after commit (coalesced; a no-op task under Kueue)."""
+    transaction.on_commit(lambda: request_pass(ADMISSION_PASS))
 
 
 def reconcile() -> None:
-    """Run a reconcile pass after commit."""
-    after_commit(RECONCILE)
+    """Ask for a reconcile pass after commit (coalesced)."""
+    transaction.on_commit(lambda: request_pass(RECONCILE))
+
+
+def request_pass(name: str, *, countdown: float = 0) -> bool:
+    """Send the pass ``name`` unless one is already pending; returns whether it sent.
+
+    ``countdown`` delays the pass, so that the nudges of the next moments coalesce into it
+    too (see ``settings.RECONCILE_NUDGE_DELAY_SECONDS``). The claim is its own short
+    statement, made after the caller's transaction committed, so it never holds a lock
+    across a request. If the process dies between the claim and the send, the claim
+    stays and :func:`resend_stale` sends it later.
+    """
+    if current_app.conf.task_always_eager:
+        send(name)
+        return True
+    pending = PASSES[name]
+    now = timezone.now()
+    claimed = PendingPass.objects.filter(name=pending, requested_at__isnull=True).update(
+        requested_at=now
+    )
+    if not claimed:
+        _, claimed = PendingPass.objects.get_or_create(name=pending, defaults={"requested_at": now})
+    if claimed:
+        send(name, countdown=countdown)
+    return bool(claimed)
+
+
+def pass_started(name: str) -> None:
+    """Called by the pass ``name`` before it reads anything: nudges from now on ask for
+    the next pass (this one may not see what they changed)."""
+    PendingPass.objects.filter(name=PASSES[name]).update(requested_at=None)
+
+
+def resend_stale(older_than: datetime) -> list[str]:
+    """Re-send every pass claimed before ``older_than`` whose message has not started it
+    (a lost message, or a process that died between claim and send).
+
+    The claim is renewed, so a message that is merely late behind a backlog is re-sent
+    at most once per stale interval.
+    """
+    by_pending = {pending: task for task, pending in PASSES.items()}
+    resent = []
+    for pending in PendingPass.objects.filter(requested_at__lt=older_than).values_list(
+        "name", flat=True
+    ):
+        renewed = PendingPass.objects.filter(name=pending, requested_at__lt=older_than).update(
+            requested_at=timezone.now()
+        )
+        if renewed and pending in by_pending:
+            send(by_pending[pending])
+            resent.append(pending)
+    return resent

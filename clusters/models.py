@@ -195,3 +195,21 @@ class UsageSpan(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.cluster}: {self.gpus} GPUs from {self.started_at}"
+
+
+class PendingPass(models.Model):
+    """A whole-fleet pass (admission or reconcile) somebody asked for that has not started.
+
+    One row per pass. A nudge sets ``requested_at`` only when it is empty, and only the
+    nudge that set it sends a Celery message; the task empties it as it starts, before it
+    reads anything. So a burst of nudges costs one message and one pass, yet every nudge
+    is followed by a pass that starts after it — what the burst changed is never missed.
+    A message lost after the claim leaves ``requested_at`` set, and the sweeper re-sends
+    it once it is stale: the row is the outbox.
+    """
+
+    name = models.CharField(max_length=32, primary_key=True)
+    requested_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} pass (requested {self.requested_at or 'never'})"

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from clusters import enqueue
 from clusters.engine import provisioning
-from clusters.engine.reconciler import reconcile_once
+from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 8
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 60.0
+# A pass that found another one running asks again this much later.
+BUSY_RETRY_SECONDS = 0.5
 # Rows in these states are waiting on a provisioning step; the sweeper re-nudges them.
 _STEP_STATES = (State.ADMITTED, State.DELETING)
 
@@ -87,26 +89,41 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
         return
     if cluster.state in (State.DELETED, State.PROVISIONING):
         # A deletion finished (capacity freed) or a cluster was applied: let the
-        # reconciler and the queue see it soon rather than at the next beat.
-        reconcile.delay()
+        # reconciler and the queue see it soon rather than at the next beat. The nudge
+        # is coalesced and slightly delayed, so a burst of provisions shares one pass.
+        enqueue.request_pass(enqueue.RECONCILE, countdown=settings.RECONCILE_NUDGE_DELAY_SECONDS)
 
 
 @shared_task(name=enqueue.ADMISSION_PASS, acks_late=True)
 def admission_pass() -> list[int]:
-    """Run one admission pass (the pass itself takes the lock; a no-op under Kueue)."""
-    return queue_backend().admission_pass().admitted
+    """Run one admission pass (the pass itself takes the lock; a no-op under Kueue).
+
+    If another pass holds the lock, this one asks for a pass again rather than waiting
+    in a worker process: the running pass may have read its snapshot before the change
+    that nudged this one.
+    """
+    enqueue.pass_started(enqueue.ADMISSION_PASS)
+    result = queue_backend().admission_pass()
+    if result.busy:
+        enqueue.request_pass(enqueue.ADMISSION_PASS, countdown=BUSY_RETRY_SECONDS)
+    return result.admitted
 
 
 @shared_task(name=enqueue.RECONCILE, acks_late=True)
 def reconcile() -> dict[str, int]:
-    """One reconcile pass; runs an admission pass when it freed capacity."""
+    """One reconcile pass (one at a time); asks for an admission pass when it freed
+    capacity."""
+    enqueue.pass_started(enqueue.RECONCILE)
     try:
-        report = reconcile_once()
+        report = reconcile_exclusive()
     except TransientKubeError as exc:
         log.warning("reconcile skipped: %s", exc.message)
         return {"errors": 1}
+    if report is None:
+        enqueue.request_pass(enqueue.RECONCILE, countdown=BUSY_RETRY_SECONDS)
+        return {"busy": 1}
     if report.freed_capacity:
-        queue_backend().admission_pass()
+        enqueue.request_pass(enqueue.ADMISSION_PASS)
     return {
         "ready": len(report.ready),
         "recreated": len(report.recreated),
@@ -120,7 +137,8 @@ def reconcile() -> dict[str, int]:
 
 @shared_task(name="clusters.tasks.sweep", acks_late=True)
 def sweep() -> int:
-    """Re-nudge rows whose provisioning step made no progress (the row is the outbox)."""
+    """Re-nudge rows whose provisioning step made no progress and passes whose message
+    was lost (the row is the outbox)."""
     cutoff = timezone.now() - timedelta(seconds=settings.SWEEP_STALE_SECONDS)
     stale = list(
         ClusterRequest.objects.unscoped()
@@ -129,6 +147,7 @@ def sweep() -> int:
     )
     for pk in stale:
         provision_cluster.delay(pk)
+    enqueue.resend_stale(cutoff)
     if ClusterRequest.objects.unscoped().filter(state=State.QUEUED).exists():
-        admission_pass.delay()
+        enqueue.request_pass(enqueue.ADMISSION_PASS)
     return len(stale)

@@ -332,6 +332,9 @@ if CELERY_BROKER_URL.startswith("sqlite:"):
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
+# A provisioned cluster asks for a reconcile pass this much later, so that the clusters
+# provisioned meanwhile share that pass (passes are coalesced: one pending at a time).
+RECONCILE_NUDGE_DELAY_SECONDS = env_float("RECONCILE_NUDGE_DELAY_SECONDS", 0.5)
 # A request passed over by smaller ones for this long starts holding its pool (bounded
 # wait); a borrower's cluster chosen for reclaim is warned this long before suspension.
 ADMISSION_AGING_SECONDS = env_float("ADMISSION_AGING_SECONDS", 3600.0)

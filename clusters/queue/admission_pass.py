@@ -1,11 +1,12 @@
 """The built-in admission pass: read a snapshot, let the pure decision choose, apply it.
 
 Only one pass runs at a time: on PostgreSQL a transaction-scoped advisory lock (a pass
-started meanwhile returns at once — the running one sees its requests, and every
-create nudges another pass after commit); on SQLite the write transaction serialises
-passes. Admitting is a conditional UPDATE from ``queued``, so a request deleted while the
-pass ran is not resurrected. The quota ledger is not stored apart from the rows: it is
-the sum of ``gpus`` over rows that hold GPUs, so it cannot drift from the clusters.
+started meanwhile returns at once with ``busy``, and the task asks for a pass again, so that
+what changed after the running pass read its snapshot is seen); on SQLite the write
+transaction serialises passes. Admitting is a conditional UPDATE from ``queued``, so a
+request deleted while the pass ran is not resurrected. The quota ledger is not stored apart
+from the rows: it is the sum of ``gpus`` over rows that hold GPUs, so it cannot drift from
+the clusters.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def run_admission_pass() -> PassResult:
     result = PassResult()
     with transaction.atomic():
         if not _try_lock():
-            result.skipped = True
+            result.skipped = result.busy = True
             return result
         now = timezone.now()
         snapshot, queued = build_snapshot(now=now)

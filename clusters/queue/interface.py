@@ -20,12 +20,14 @@ from clusters.models import ClusterRequest
 class PassResult:
     """What an admission pass admitted, how many requests it left waiting and what it
     reclaimed; ``skipped`` when it did not run (another pass held the lock, or Kueue
-    decides)."""
+    decides), and ``busy`` when that was because another pass held the lock (so this
+    one must be asked for again)."""
 
     admitted: list[int] = field(default_factory=list)
     waiting: int = 0
     suspended: list[int] = field(default_factory=list)
     skipped: bool = False
+    busy: bool = False
 
 
 class QueueView:

@@ -24,9 +24,18 @@ def _migrate(target: tuple[str, str]) -> Any:
     return executor.loader.project_state(target).apps
 
 
+@pytest.fixture
+def back_to_latest() -> Any:
+    """Leave the schema at the newest migrations, whatever the test stopped at: a later
+    test in the same database needs every table (the next migrations create some)."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 @pytest.mark.django_db(transaction=True)
 def test_running_autoscaling_clusters_are_recharged_at_their_largest_size(
-    alice: Any, acme: Any, h100: Any
+    alice: Any, acme: Any, h100: Any, back_to_latest: None
 ) -> None:
     """Rows written while autoscaling clusters were charged for ``workers`` only get the
     charge ``shapes.demand`` gives them now; a running one's usage span is split."""

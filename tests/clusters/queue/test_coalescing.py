@@ -1,0 +1,146 @@
+"""Whole-fleet passes are coalesced: a burst of nudges sends a bounded number of passes.
+
+These tests publish to the real Redis broker, on a queue of their own that no worker
+reads, and count the messages there — what a worker would have to run.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from clusters import enqueue, tasks
+from clusters.models import PendingPass
+from clusters.queue.admission_pass import _LOCK_KEY
+
+CREATE = "/api/v1/tenants/acme/clusters/"
+
+
+class Broker:
+    """The messages waiting on one queue of the real Redis broker."""
+
+    def __init__(self, queue: str) -> None:
+        from controlplane.celery import app
+
+        self.queue = queue
+        self._app = app
+
+    def messages(self) -> list[dict[str, Any]]:
+        with self._app.connection_for_write() as conn:
+            client = conn.default_channel.client
+            raw = client.lrange(self.queue, 0, -1)
+        return [json.loads(m) for m in raw]
+
+    def tasks(self, name: str) -> list[dict[str, Any]]:
+        return [m for m in self.messages() if m["headers"]["task"] == name]
+
+    def drain(self) -> None:
+        with self._app.connection_for_write() as conn:
+            conn.default_channel.client.delete(self.queue)
+
+
+@pytest.fixture
+def broker(transactional_db: Any) -> Iterator[Broker]:
+    """Tasks go to a fresh queue nobody consumes (``transactional_db``: commits happen,
+    so the on-commit nudges run as they do in production)."""
+    from controlplane.celery import app
+
+    queue = f"test-coalesce-{uuid.uuid4().hex[:8]}"
+    app.conf.task_default_queue = queue
+    handle = Broker(queue)
+    try:
+        yield handle
+    finally:
+        handle.drain()
+        app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+@pytest.fixture
+def roomy_acme(acme: Any) -> Any:
+    """acme with caps high enough for a burst of 200 dev clusters by one engineer."""
+    acme.max_dev_clusters_per_user = 1000
+    acme.max_dev_gpus_per_user = 1000
+    acme.save()
+    return acme
+
+
+def test_a_burst_of_creates_sends_one_admission_pass(
+    broker: Broker, roomy_acme: Any, bob: Any, as_user: Any
+) -> None:
+    client = as_user(bob)
+    for i in range(200):
+        response = client.post(CREATE, {"flavor": "h100", "name": f"burst-{i}"}, format="json")
+        assert response.status_code == 201, response.content
+    # 200 requests queued; one admission pass is pending, not 200.
+    assert len(broker.tasks(enqueue.ADMISSION_PASS)) == 1
+    assert PendingPass.objects.get(name="admission").requested_at is not None
+
+    # The pass starts (and admits what fits): nudges from now on ask for the next pass.
+    admitted = tasks.admission_pass()
+    assert admitted, "acme's own quota admits some of the burst"
+    assert PendingPass.objects.get(name="admission").requested_at is None
+    response = client.post(CREATE, {"flavor": "h100", "name": "after-the-pass"}, format="json")
+    assert response.status_code == 201, response.content
+    assert len(broker.tasks(enqueue.ADMISSION_PASS)) == 2
+
+
+def test_a_burst_of_reconcile_nudges_sends_one_delayed_pass(broker: Broker) -> None:
+    sent = [enqueue.request_pass(enqueue.RECONCILE, countdown=0.5) for _ in range(100)]
+    assert sent.count(True) == 1
+    (message,) = broker.tasks(enqueue.RECONCILE)
+    assert message["headers"]["eta"], "the pass waits so that later nudges share it"
+
+
+def test_a_lost_pass_message_is_resent_by_the_sweeper(broker: Broker) -> None:
+    assert enqueue.request_pass(enqueue.ADMISSION_PASS)
+    broker.drain()  # the message is lost (a broker that forgot it, a crash after claim)
+    assert not enqueue.request_pass(enqueue.ADMISSION_PASS), "still claimed: not re-sent"
+    stale = timezone.now() - timedelta(seconds=settings.SWEEP_STALE_SECONDS + 1)
+    PendingPass.objects.filter(name="admission").update(requested_at=stale)
+
+    tasks.sweep()
+
+    assert len(broker.tasks(enqueue.ADMISSION_PASS)) == 1
+    # The claim was renewed: the next sweep does not send it again at once.
+    tasks.sweep()
+    assert len(broker.tasks(enqueue.ADMISSION_PASS)) == 1
+
+
+def test_a_pass_that_finds_another_running_asks_again(broker: Broker) -> None:
+    db = settings.DATABASES["default"]
+    other = psycopg.connect(
+        host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"]
+    )
+    try:
+        other.execute("SELECT pg_advisory_lock(%s)", [_LOCK_KEY])  # "another pass"
+        assert tasks.admission_pass() == []
+        (message,) = broker.tasks(enqueue.ADMISSION_PASS)
+        assert message["headers"]["eta"], "asked again, a little later"
+        assert PendingPass.objects.get(name="admission").requested_at is not None
+    finally:
+        other.close()
+    connection.close()
+
+
+def test_a_reconcile_that_finds_another_running_asks_again(broker: Broker) -> None:
+    from clusters.engine.reconciler import _LOCK_KEY as RECONCILE_LOCK
+
+    db = settings.DATABASES["default"]
+    other = psycopg.connect(
+        host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"]
+    )
+    try:
+        other.execute("SELECT pg_advisory_lock(%s)", [RECONCILE_LOCK])
+        assert tasks.reconcile() == {"busy": 1}
+        assert len(broker.tasks(enqueue.RECONCILE)) == 1
+    finally:
+        other.close()

@@ -1,0 +1,118 @@
+"""A reconcile pass costs the same number of Kubernetes LISTs and database queries
+whatever the number of clusters: one LIST per kind and bulk row writes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from clusters.engine import provisioning
+from clusters.engine.reconciler import reconcile_once
+from clusters.kube.gateway import Gateway, get_gateway
+from clusters.models import ClusterEvent, ClusterRequest
+from clusters.states import State
+
+
+@contextmanager
+def kube_requests() -> Iterator[Counter[str]]:
+    """Count the gateway's HTTP requests by method (they still go to kubesim)."""
+    seen: Counter[str] = Counter()
+    original = Gateway._call
+
+    def counting(self: Gateway, method: str, path: str, **kwargs: Any) -> Any:
+        seen[method] += 1
+        return original(self, method, path, **kwargs)
+
+    Gateway._call = counting  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        Gateway._call = original  # type: ignore[method-assign]
+
+
+def _provisioning_clusters(count: int, tenant: Any, owner: Any, flavor: Any) -> None:
+    """``count`` dev clusters in ``provisioning``, their RayClusters applied to kubesim."""
+    ClusterRequest.objects.bulk_create(
+        ClusterRequest(
+            tenant=tenant,
+            owner=owner,
+            name=f"cost-{i}",
+            kind="dev",
+            flavor=flavor,
+            workers=1,
+            gpus=Decimal(1),
+            cpu=Decimal(26),
+            memory_gib=Decimal(233),
+            state=State.PROVISIONING,
+            holds_gpus=True,
+            admitted_at=timezone.now(),
+        )
+        for i in range(count)
+    )
+    gw = get_gateway()
+    for row in ClusterRequest.objects.select_related("tenant", "flavor", "owner"):
+        provisioning.apply_cluster(row, gw)
+
+
+def _pass() -> tuple[Counter[str], int, Any]:
+    with kube_requests() as calls, CaptureQueriesContext(connection) as queries:
+        report = reconcile_once()
+    return calls, len(queries), report
+
+
+def _cost(count: int, tenant: Any, owner: Any, flavor: Any) -> dict[str, Any]:
+    ClusterRequest.objects.all().delete()
+    _provisioning_clusters(count, tenant, owner, flavor)
+    first_calls, first_queries, first = _pass()
+    steady_calls, steady_queries, steady = _pass()
+    assert len(first.ready) == count, first
+    assert not steady.ready and not steady.recreated and not steady.errors
+    return {
+        "first": (dict(first_calls), first_queries),
+        "steady": (dict(steady_calls), steady_queries),
+    }
+
+
+def test_a_pass_costs_the_same_for_2_and_20_clusters(
+    kubesim: Any, acme: Any, bob: Any, h100: Any
+) -> None:
+    small = _cost(2, acme, bob, h100)
+    large = _cost(20, acme, bob, h100)
+
+    assert small == large
+    # One LIST per kind (RayClusters, pods, nodes, namespaces, scheduling events) and
+    # nothing else: no GET per cluster, no write when nothing changed.
+    assert large["steady"][0] == {"GET": 5}
+    # The 20 rows that became ready were moved together, each with its event.
+    assert ClusterRequest.objects.filter(state=State.READY).count() == 20
+    assert ClusterEvent.objects.filter(reason="ready").count() == 20
+
+
+def test_the_pass_asks_the_api_server_for_scheduling_failures_only(
+    kubesim: Any, acme: Any, bob: Any, h100: Any
+) -> None:
+    _provisioning_clusters(3, acme, bob, h100)
+    gw = get_gateway()
+    # Every bound pod has a Scheduled event; none failed to schedule.
+    assert gw.list("v1", "Event", field_selector="reason=Scheduled")
+    paths: list[tuple[str, str]] = []
+    original = Gateway._call
+
+    def recording(self: Gateway, method: str, path: str, **kwargs: Any) -> Any:
+        paths.append((path, str(kwargs.get("query"))))
+        return original(self, method, path, **kwargs)
+
+    Gateway._call = recording  # type: ignore[method-assign]
+    try:
+        reconcile_once()
+    finally:
+        Gateway._call = original  # type: ignore[method-assign]
+    (events_query,) = [q for path, q in paths if path.endswith("/events")]
+    assert "reason=FailedScheduling" in events_query

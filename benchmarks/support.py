@@ -1,0 +1,295 @@
+"""What several benchmarks share: a dedicated database, an in-process kubesim, counters.
+
+Benchmarks never run against the test database: :func:`setup_django` creates (once) and
+migrates ``<name>_<suffix>`` beside the configured one and points Django at it.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def setup_django(suffix: str = "bench") -> str:
+    """Point Django at the database ``<name>_<suffix>`` (created and migrated if needed)."""
+    import dj_database_url
+    import psycopg
+
+    url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gangway")
+    parsed = dj_database_url.parse(url)
+    name = f"{parsed['NAME']}_{suffix}"
+    admin = psycopg.connect(
+        host=parsed["HOST"],
+        port=parsed["PORT"] or 5432,
+        user=parsed["USER"],
+        dbname="postgres",
+        autocommit=True,
+    )
+    with admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    base = url.rsplit("/", 1)[0]
+    os.environ["DATABASE_URL"] = f"{base}/{name}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "0"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return os.environ["DATABASE_URL"]
+
+
+def truncate_product_tables() -> None:
+    """Empty every table the benchmarks fill (identities restart)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "TRUNCATE clusters_usagespan, clusters_clusterevent, clusters_clusterrequest, "
+            "tenants_quota, tenants_membership, tenants_auditevent, tenants_tenant, "
+            "tenants_gpuflavor RESTART IDENTITY CASCADE"
+        )
+
+
+def gpu_fleet(*, h100_nodes: int, cpu_nodes: int, name: str = "bench") -> dict[str, Any]:
+    """A kubesim fleet of 8 x H100 nodes and CPU-only nodes (for Ray heads) of the given
+    sizes, shaped like ``kubesim/fleets/large.yaml``."""
+    return {
+        "name": name,
+        "pools": [
+            {
+                "name": "h100",
+                "count": h100_nodes,
+                "instanceType": "p5.48xlarge",
+                "labels": {
+                    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                    "nvidia.com/gpu.count": "8",
+                    "nvidia.com/gpu.memory": "81559",
+                },
+                "allocatable": {
+                    "cpu": "192",
+                    "memory": "1800Gi",
+                    "nvidia.com/gpu": "8",
+                    "pods": "110",
+                },
+                "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+            },
+            {
+                "name": "cpu",
+                "count": cpu_nodes,
+                "instanceType": "m6i.32xlarge",
+                "labels": {},
+                "allocatable": {"cpu": "128", "memory": "512Gi", "pods": "110"},
+                "taints": [],
+            },
+        ],
+    }
+
+
+@dataclass
+class KubeSimProcess:
+    """A kubesim running in its own process (so that its CPU is not the benchmark's)."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    kubeconfig: str
+
+
+@contextmanager
+def kubesim_process(fleet: dict[str, Any], *, kueue: bool = False) -> Iterator[KubeSimProcess]:
+    """Start ``python -m kubesim`` with ``fleet`` and no start-up delay; stop it after.
+
+    The simulator gets a process of its own, as the API server of a real cluster would:
+    in-process, its serialisation would share the benchmark's interpreter lock and be
+    counted as the control plane's time.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="gangway-bench-"))
+    fleet_file = workdir / "fleet.yaml"
+    fleet_file.write_text(yaml.safe_dump(fleet))
+    kubeconfig = workdir / "kubeconfig"
+    command = [sys.executable, "-m", "kubesim", "--port", "0", "--config", str(fleet_file)]
+    command += ["--kubeconfig-out", str(kubeconfig), "--startup-delay", "0"]
+    if kueue:
+        command.append("--kueue")
+    proc = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    if "listening on" not in line:
+        proc.kill()
+        raise RuntimeError(f"kubesim did not start: {line}")
+    url = line.split("listening on ", 1)[1].split()[0]
+    try:
+        yield KubeSimProcess(proc=proc, url=url, kubeconfig=str(kubeconfig))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextmanager
+def kubesim_for_django(fleet: dict[str, Any]) -> Iterator[KubeSimProcess]:
+    """:func:`kubesim_process` with Django's ``KUBECONFIG`` pointed at it."""
+    from django.conf import settings
+
+    previous = settings.KUBECONFIG
+    with kubesim_process(fleet) as sim:
+        settings.KUBECONFIG = sim.kubeconfig
+        try:
+            yield sim
+        finally:
+            settings.KUBECONFIG = previous
+
+
+@dataclass
+class KubeCalls:
+    """Kubernetes API calls made through the product's gateway, by HTTP method."""
+
+    by_method: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_method.values())
+
+
+@contextmanager
+def count_kube_calls() -> Iterator[KubeCalls]:
+    """Count the gateway's HTTP calls (wraps ``Gateway._call``; the calls still happen)."""
+    from clusters.kube.gateway import Gateway
+
+    calls = KubeCalls(by_method={})
+    original = Gateway._call
+
+    def counting(self: Any, method: str, path: str, **kwargs: Any) -> Any:
+        calls.by_method[method] = calls.by_method.get(method, 0) + 1
+        return original(self, method, path, **kwargs)
+
+    Gateway._call = counting  # type: ignore[method-assign]
+    try:
+        yield calls
+    finally:
+        Gateway._call = original  # type: ignore[method-assign]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def load_line() -> str:
+    """The load average sentence every section ends with."""
+    one, five, _ = os.getloadavg()
+    return f"Load average: {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} CPUs."
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_url(db: int) -> str:
+    """``REDIS_URL`` (from ``make bench``'s services) with database number ``db``."""
+    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0").rsplit("/", 1)[0]
+    return f"{base}/{db}"
+
+
+def production_env(**overrides: str) -> dict[str, str]:
+    """The environment of a production-like process (``DEBUG=0``) on loopback: the
+    benchmark database, plain static storage (nothing collected), no TLS redirect."""
+    env = dict(os.environ)
+    env.update(
+        DEBUG="0",
+        SECRET_KEY="benchmark-secret-key-that-is-long-and-random-0123456789abcdefgh",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        STATICFILES_STORAGE="django.contrib.staticfiles.storage.StaticFilesStorage",
+        SECURE_SSL_REDIRECT="0",
+        LOG_LEVEL="WARNING",
+    )
+    env.update(overrides)
+    return env
+
+
+class Processes:
+    """Child processes (gunicorn, Celery) started for one benchmark, stopped together."""
+
+    def __init__(self, logdir: Path) -> None:
+        self.logdir = logdir
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = (self.logdir / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.procs.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        import signal
+
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def gunicorn_command(port: int, workers: int = 2) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "controlplane.wsgi:application",
+        f"--bind=127.0.0.1:{port}",
+        f"--workers={workers}",
+        "--access-logfile=-" if os.environ.get("BENCH_ACCESS_LOG") else "--error-logfile=-",
+    ]
+
+
+def wait_http(url: str, timeout: float = 60.0) -> None:
+    """Wait until ``url`` answers 200."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """The ``pct`` percentile (nearest rank) of ``values``."""
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]

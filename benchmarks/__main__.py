@@ -13,12 +13,22 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-MODULES = ["benchmarks.admission", "benchmarks.admission_db", "benchmarks.embedded_broker"]
+MODULES = [
+    "benchmarks.admission",
+    "benchmarks.admission_db",
+    "benchmarks.embedded_broker",
+    "benchmarks.reconcile",
+    "benchmarks.end_to_end",
+]
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
 def main(argv: list[str]) -> int:
     wanted = [m for m in MODULES if not argv or m.rsplit(".", 1)[-1] in argv]
+    unknown = set(argv) - {m.rsplit(".", 1)[-1] for m in MODULES}
+    if unknown:
+        print(f"no such benchmark: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
     sections = []
     for name in wanted:
         print(f"running {name} ...", flush=True)

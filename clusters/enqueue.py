@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from celery import current_app
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters.models import PendingPass
@@ -71,16 +71,25 @@ def request_pass(name: str, *, countdown: float = 0) -> bool:
     if current_app.conf.task_always_eager:
         send(name)
         return True
-    pending = PASSES[name]
-    now = timezone.now()
-    claimed = PendingPass.objects.filter(name=pending, requested_at__isnull=True).update(
-        requested_at=now
-    )
-    if not claimed:
-        _, claimed = PendingPass.objects.get_or_create(name=pending, defaults={"requested_at": now})
-    if claimed:
+    if _claim(PASSES[name]):
         send(name, countdown=countdown)
-    return bool(claimed)
+        return True
+    return False
+
+
+def _claim(pending: str) -> bool:
+    """Mark the pass ``pending`` as requested unless it already is, in one statement:
+    true only for the caller that moved it from unrequested (or created its row; a
+    test database flushed between tests loses the rows the migration made)."""
+    table = PendingPass._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (name, requested_at) VALUES (%s, %s) "
+            f"ON CONFLICT (name) DO UPDATE SET requested_at = EXCLUDED.requested_at "
+            f"WHERE {table}.requested_at IS NULL RETURNING name",
+            [pending, timezone.now()],
+        )
+        return cursor.fetchone() is not None
 
 
 def pass_started(name: str) -> None:

@@ -1,0 +1,367 @@
+"""1,000 dev clusters through the whole product, against kubesim with no start-up delay.
+
+The product runs as in production, each part in its own process: gunicorn (2 workers)
+serving the API, a Celery worker (prefork) and Celery beat on Redis, PostgreSQL, and
+kubesim as the Kubernetes API server. Eight client threads create 1,000 dev clusters
+(one single-GPU worker each) through the REST API, spread over 100 engineers in 20
+tenants; then the benchmark waits until every cluster is ``ready``, and until the
+Celery queue is empty. Then it deletes them all through the API and waits until every
+row is ``deleted``. Kubernetes requests are counted by kubesim itself. The anchor is
+applying the same RayClusters straight to kubesim (no control plane) with the same
+eight threads.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import support
+
+CLUSTERS = int(os.environ.get("BENCH_E2E_CLUSTERS", "1000"))
+CLIENTS = 8
+TENANTS = 20
+ENGINEERS_PER_TENANT = 5
+WORKER_CONCURRENCY = int(os.environ.get("BENCH_E2E_CONCURRENCY", "2"))
+BROKER_DB = 14
+QUEUE = "bench-e2e"
+DEADLINE_SECONDS = 900.0
+
+
+@dataclass
+class Stage:
+    """One timed stage: its wall time and what the clients saw."""
+
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def _fill(h100_nodes: int) -> list[tuple[str, str]]:
+    """Tenants, engineers and their API tokens; returns (tenant slug, token) per engineer."""
+    from decimal import Decimal
+
+    from django.contrib.auth import get_user_model
+    from knox.models import AuthToken
+
+    from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant
+
+    support.truncate_product_tables()
+    h100 = GpuFlavor.objects.create(
+        name="h100",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        gpus_per_node=8,
+        cpu_per_node=192,
+        memory_per_node_gib=1800,
+        node_count=h100_nodes,
+    )
+    share = math.ceil(CLUSTERS / TENANTS)
+    engineers = []
+    users = get_user_model()
+    for i in range(TENANTS):
+        tenant = Tenant.objects.create(
+            slug=f"e2e{i:02d}",
+            name=f"End to end {i}",
+            namespace=f"gw-e2e{i:02d}",
+            max_dev_clusters_per_user=share,
+            max_dev_gpus_per_user=share,
+        )
+        Quota.objects.create(tenant=tenant, flavor=h100, gpus=Decimal(share), borrow_limit=0)
+        for j in range(ENGINEERS_PER_TENANT):
+            user, _ = users.objects.get_or_create(username=f"e2e-{i:02d}-{j}")
+            Membership.objects.create(tenant=tenant, user=user, role=Role.ENGINEER)
+            _, token = AuthToken.objects.create(user=user)
+            engineers.append((tenant.slug, token))
+    return engineers
+
+
+def _in_threads(jobs: list[Any], work: Any) -> Stage:
+    """Run ``work(session, job)`` for every job on CLIENTS threads; time the whole."""
+    import requests
+
+    stage = Stage()
+    lock = threading.Lock()
+    pending = list(reversed(jobs))
+
+    def client() -> None:
+        session = requests.Session()
+        while True:
+            with lock:
+                if not pending:
+                    return
+                job = pending.pop()
+            started = time.perf_counter()
+            problem = work(session, job)
+            elapsed = time.perf_counter() - started
+            with lock:
+                stage.latencies.append(elapsed)
+                if problem:
+                    stage.failures.append(problem)
+
+    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stage.seconds = time.perf_counter() - started
+    return stage
+
+
+def _wait_until(predicate: Any, what: str) -> float:
+    """Seconds until ``predicate()`` holds (polled every 0.1 s)."""
+    started = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - started > DEADLINE_SECONDS:
+            raise RuntimeError(f"gave up waiting for {what}")
+        time.sleep(0.1)
+    return time.perf_counter() - started
+
+
+def _count(state: str) -> int:
+    from clusters.models import ClusterRequest
+
+    return ClusterRequest.objects.filter(state=state).count()
+
+
+def _queue_empty(broker: Any) -> bool:
+    from clusters.models import PendingPass
+
+    return broker.llen(QUEUE) == 0 and not PendingPass.objects.exclude(requested_at=None).exists()
+
+
+def _kube_requests(sim_url: str, reset: bool = False) -> int:
+    import requests
+
+    if reset:
+        requests.delete(f"{sim_url}/_kubesim/stats", timeout=10)
+        return 0
+    stats = requests.get(f"{sim_url}/_kubesim/stats", timeout=10).json()
+    return int(stats["requests"].get("total", 0))
+
+
+def _through_gangway(base: str, engineers: list[tuple[str, str]], sim_url: str) -> dict[str, Any]:
+    import redis
+
+    broker = redis.Redis.from_url(support.redis_url(BROKER_DB))
+    jobs = [(engineers[i % len(engineers)], f"bench-{i}") for i in range(CLUSTERS)]
+
+    def create(session: Any, job: Any) -> str:
+        (slug, token), name = job
+        response = session.post(
+            f"{base}/api/v1/tenants/{slug}/clusters/",
+            json={"flavor": "h100", "kind": "dev", "workers": 1, "name": name},
+            headers={"Authorization": f"Token {token}"},
+            timeout=60,
+        )
+        return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
+
+    def delete(session: Any, job: Any) -> str:
+        (slug, token), name = job
+        response = session.delete(
+            f"{base}/api/v1/tenants/{slug}/clusters/{name}/",
+            headers={"Authorization": f"Token {token}"},
+            timeout=60,
+        )
+        return "" if response.status_code in (200, 202, 204) else f"{response.status_code}"
+
+    _kube_requests(sim_url, reset=True)
+    started = time.perf_counter()
+    created = _in_threads(jobs, create)
+    ready = _wait_until(lambda: _count("ready") >= CLUSTERS, "every cluster ready")
+    ready += created.seconds
+    drained = _wait_until(lambda: _queue_empty(broker), "an empty Celery queue")
+    drained = time.perf_counter() - started
+    create_calls = _kube_requests(sim_url)
+
+    _kube_requests(sim_url, reset=True)
+    deleted = _in_threads(jobs, delete)
+    gone = deleted.seconds + _wait_until(
+        lambda: _count("deleted") >= CLUSTERS, "every cluster deleted"
+    )
+    delete_calls = _kube_requests(sim_url)
+    return {
+        "created": created,
+        "ready": ready,
+        "drained": drained,
+        "create_calls": create_calls,
+        "deleted": deleted,
+        "gone": gone,
+        "delete_calls": delete_calls,
+    }
+
+
+def _straight_to_kubesim(sim_url: str, kubeconfig: str) -> dict[str, Any]:
+    """The anchor: the same RayClusters applied with no control plane, same threads."""
+    import requests
+
+    from clusters.kube.manifests import cluster_manifests
+    from clusters.models import ClusterRequest
+    from clusters.requests.services import build_request
+    from clusters.spec import ClusterSpec
+    from tenants.models import GpuFlavor, Tenant
+
+    flavor = GpuFlavor.objects.get(name="h100")
+    tenants = list(Tenant.objects.all())
+    owner = tenants[0].memberships.first().user
+    manifests = []
+    for i in range(CLUSTERS):
+        row: ClusterRequest = build_request(
+            tenant=tenants[i % len(tenants)],
+            owner=owner,
+            spec=ClusterSpec(flavor=flavor, kind="dev", workers=1, name=f"anchor-{i}"),
+        )
+        (rc,) = [o for o in cluster_manifests(row) if o["kind"] == "RayCluster"]
+        manifests.append(rc)
+
+    session = requests.Session()
+    for tenant in tenants:  # the namespaces exist before anything is applied, as in gangway
+        session.post(
+            f"{sim_url}/api/v1/namespaces",
+            json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant.namespace}},
+            timeout=60,
+        )
+
+    def apply(session: Any, rc: Any) -> str:
+        meta = rc["metadata"]
+        response = session.post(
+            f"{sim_url}/apis/ray.io/v1/namespaces/{meta['namespace']}/rayclusters",
+            json=rc,
+            timeout=60,
+        )
+        return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
+
+    def all_ready() -> bool:
+        items = requests.get(f"{sim_url}/apis/ray.io/v1/rayclusters", timeout=60).json()["items"]
+        ready = [rc for rc in items if (rc.get("status") or {}).get("state") == "ready"]
+        return len(ready) >= CLUSTERS
+
+    applied = _in_threads(manifests, apply)
+    ready = applied.seconds + _wait_until(all_ready, "every anchor RayCluster ready")
+    return {"applied": applied, "ready": ready}
+
+
+def _start_product(workdir: Path, kubeconfig: str, port: int) -> support.Processes:
+    env = support.production_env(
+        DATABASE_URL=os.environ["DATABASE_URL"],
+        CACHE_URL=support.redis_url(BROKER_DB),
+        CELERY_BROKER_URL=support.redis_url(BROKER_DB),
+        CELERY_QUEUE=QUEUE,
+        KUBECONFIG=kubeconfig,
+        GANGWAY_VAR_DIR=str(workdir),
+        # One client address drives 100 engineers here; the per-address write throttle
+        # (600/min by default) is not what this benchmark measures.
+        THROTTLE_WRITE="1000000/min",
+    )
+    procs = support.Processes(workdir)
+    procs.start("gunicorn", support.gunicorn_command(port, workers=2), env)
+    celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
+    procs.start(
+        "worker",
+        [
+            *celery,
+            "worker",
+            "--pool=prefork",
+            f"--concurrency={WORKER_CONCURRENCY}",
+            f"--queues={QUEUE}",
+            "--loglevel=WARNING",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        env,
+    )
+    procs.start(
+        "beat",
+        [*celery, "beat", "--loglevel=WARNING", f"--schedule={workdir / 'beat-schedule'}"],
+        env,
+    )
+    return procs
+
+
+def measure() -> dict[str, Any]:
+    """Run both the product and the anchor; returns the raw figures."""
+    import redis
+
+    support.setup_django("bench_e2e")
+    from tenants.models import GpuFlavor
+
+    redis.Redis.from_url(support.redis_url(BROKER_DB)).flushdb()
+    h100_nodes = math.ceil(CLUSTERS / 8) + 2
+    fleet = support.gpu_fleet(h100_nodes=h100_nodes, cpu_nodes=math.ceil(CLUSTERS / 50) + 1)
+    engineers = _fill(h100_nodes)
+    workdir = Path(tempfile.mkdtemp(prefix="gangway-e2e-"))
+    port = support.free_port()
+    base = f"http://127.0.0.1:{port}"
+    with support.kubesim_process(fleet) as sim:
+        procs = _start_product(workdir, sim.kubeconfig, port)
+        try:
+            support.wait_http(f"{base}/healthz")
+            # The first reconcile pass records the free capacity admission relies on.
+            _wait_until(
+                lambda: GpuFlavor.objects.filter(observed_free_gpus__isnull=False).exists(),
+                "the first reconcile pass",
+            )
+            product = _through_gangway(base, engineers, sim.url)
+        finally:
+            procs.stop()
+    with support.kubesim_process(fleet) as sim:
+        anchor = _straight_to_kubesim(sim.url, sim.kubeconfig)
+    return {"product": product, "anchor": anchor, "logs": str(workdir)}
+
+
+def run() -> str:
+    """The end-to-end figures as a markdown section."""
+    figures = measure()
+    p, a = figures["product"], figures["anchor"]
+    created, deleted = p["created"], p["deleted"]
+    lat = created.latencies
+    rows = [
+        "| stage | through gangway | straight to kubesim |",
+        "|---|---:|---:|",
+        f"| {CLUSTERS:,} creates, {CLIENTS} clients | {created.seconds:.1f} s "
+        f"({CLUSTERS / created.seconds:,.0f}/s; p50 {statistics.median(lat) * 1000:,.0f} ms, "
+        f"p99 {support.percentile(lat, 99) * 1000:,.0f} ms) | {a['applied'].seconds:.1f} s "
+        f"({CLUSTERS / a['applied'].seconds:,.0f}/s) |",
+        f"| until all are ready | {p['ready']:.1f} s (**{CLUSTERS / p['ready']:,.0f} clusters/s**)"
+        f" | {a['ready']:.1f} s ({CLUSTERS / a['ready']:,.0f}/s) |",
+        f"| until the Celery queue is empty | {p['drained']:.1f} s | - |",
+        f"| Kubernetes requests per cluster (create to ready) | "
+        f"{p['create_calls'] / CLUSTERS:.1f} | 1 (+ polling) |",
+        f"| {CLUSTERS:,} deletes, {CLIENTS} clients | {deleted.seconds:.1f} s "
+        f"({CLUSTERS / deleted.seconds:,.0f}/s; p50 "
+        f"{statistics.median(deleted.latencies) * 1000:,.0f} ms, p99 "
+        f"{support.percentile(deleted.latencies, 99) * 1000:,.0f} ms) | - |",
+        f"| until all are deleted | {p['gone']:.1f} s ({CLUSTERS / p['gone']:,.0f}/s) | - |",
+        f"| Kubernetes requests per cluster (delete) | {p['delete_calls'] / CLUSTERS:.1f} | - |",
+    ]
+    failures = created.failures + deleted.failures + a["applied"].failures
+    return "\n".join(
+        [
+            f"## End to end: {CLUSTERS:,} dev clusters through the API",
+            "",
+            f"gunicorn (2 workers), a Celery worker (prefork, concurrency "
+            f"{WORKER_CONCURRENCY}) and Celery beat on Redis, PostgreSQL, and kubesim (its own "
+            "process, no start-up delay) as the Kubernetes API server, all on this machine. "
+            f"{CLIENTS} client threads create {CLUSTERS:,} dev clusters (one single-GPU worker "
+            f"each) for 100 engineers in {TENANTS} tenants, every tenant with quota for its "
+            "share. *Ready*: every row `ready` (head and worker pods running and ready, "
+            "folded in by the reconciler). The anchor applies the same RayClusters straight "
+            "to kubesim with the same threads and polls until KubeRay's emulation reports them "
+            "all ready.",
+            "",
+            *rows,
+            "",
+            f"Failed requests: {len(failures)}"
+            + (f" (first: {failures[0][:200]})" if failures else "")
+            + f". {support.load_line()}",
+        ]
+    )

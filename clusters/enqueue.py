@@ -23,6 +23,7 @@ from django.utils import timezone
 from clusters.models import PendingPass
 
 PROVISION = "clusters.tasks.provision_cluster"
+PROVISION_MANY = "clusters.tasks.provision_clusters"
 ADMISSION_PASS = "clusters.tasks.admission_pass"
 RECONCILE = "clusters.tasks.reconcile"
 
@@ -47,6 +48,18 @@ def after_commit(name: str, *args: object) -> None:
 def provision(cluster_id: int) -> None:
     """Converge one cluster's Kubernetes objects with its row, after commit."""
     after_commit(PROVISION, cluster_id)
+
+
+def provision_many(cluster_ids: list[int], *, batch: int = 25) -> None:
+    """Converge many clusters' objects after commit, ``batch`` rows per message.
+
+    An admission pass that admits hundreds of requests sends a few messages rather than
+    one per row: each batch loads its rows in one query and ensures each tenant's bundle
+    once. Batches stay small so that every worker process gets a share; a row a batch
+    cannot finish falls back to :data:`PROVISION` (its own retries and backoff).
+    """
+    for start in range(0, len(cluster_ids), batch):
+        after_commit(PROVISION_MANY, cluster_ids[start : start + batch])
 
 
 def admission_pass() -> None:

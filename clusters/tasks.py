@@ -23,7 +23,8 @@ from django.utils import timezone
 from clusters import enqueue
 from clusters.engine import provisioning
 from clusters.engine.reconciler import reconcile_exclusive
-from clusters.kube.gateway import PermanentKubeError, TransientKubeError
+from clusters.kube.bundles import ensure_bundle
+from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
 from clusters.states import State
@@ -88,10 +89,49 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
         _fail(cluster, exc.message)
         return
     if cluster.state in (State.DELETED, State.PROVISIONING):
-        # A deletion finished (capacity freed) or a cluster was applied: let the
-        # reconciler and the queue see it soon rather than at the next beat. The nudge
-        # is coalesced and slightly delayed, so a burst of provisions shares one pass.
-        enqueue.request_pass(enqueue.RECONCILE, countdown=settings.RECONCILE_NUDGE_DELAY_SECONDS)
+        _nudge_reconcile()
+
+
+def _nudge_reconcile() -> None:
+    """A deletion finished (capacity freed) or a cluster was applied: let the reconciler
+    and the queue see it soon rather than at the next beat. The nudge is coalesced and
+    slightly delayed, so a burst of provisions shares one pass."""
+    enqueue.request_pass(enqueue.RECONCILE, countdown=settings.RECONCILE_NUDGE_DELAY_SECONDS)
+
+
+@shared_task(name=enqueue.PROVISION_MANY, acks_late=True)
+def provision_clusters(cluster_ids: list[int]) -> None:
+    """Converge a batch of cluster requests (what one admission pass admitted).
+
+    The rows are read in one query and each tenant's bundle is ensured once, which is
+    most of what a cluster costs besides its own apply. A row that meets an error goes
+    to :func:`provision_cluster`, which owns retries, backoff and failing the request:
+    the batch never retries as a whole, so one bad row does not hold up the others.
+    """
+    rows = list(
+        ClusterRequest.objects.unscoped()
+        .select_related("tenant", "flavor", "owner")
+        .filter(pk__in=cluster_ids)
+        .order_by("pk")
+    )
+    gw = get_gateway()
+    ensured: set[int] = set()
+    moved = False
+    for cluster in rows:
+        if not provisioning.wants_provisioning(cluster):
+            continue
+        try:
+            if cluster.tenant_id not in ensured:
+                ensure_bundle(cluster.tenant, gw)
+                ensured.add(cluster.tenant_id)
+            provisioning.converge(cluster, gw, bundle=False)
+        except (TransientKubeError, PermanentKubeError) as exc:
+            log.info("cluster %s left the batch for its own task: %s", cluster, exc.message)
+            enqueue.send(enqueue.PROVISION, cluster.pk)
+            continue
+        moved = moved or cluster.state in (State.DELETED, State.PROVISIONING)
+    if moved:
+        _nudge_reconcile()
 
 
 @shared_task(name=enqueue.ADMISSION_PASS, acks_late=True)

@@ -33,9 +33,11 @@ def cluster_objects(cluster: ClusterRequest) -> list[dict[str, Any]]:
     return objects
 
 
-def apply_cluster(cluster: ClusterRequest, gw: Gateway) -> None:
-    """Apply the tenant bundle and the cluster's objects (idempotent)."""
-    ensure_bundle(cluster.tenant, gw)
+def apply_cluster(cluster: ClusterRequest, gw: Gateway, *, bundle: bool = True) -> None:
+    """Apply the tenant bundle (unless the caller just ensured it: ``bundle=False``) and
+    the cluster's objects (idempotent)."""
+    if bundle:
+        ensure_bundle(cluster.tenant, gw)
     for obj in cluster_objects(cluster):
         gw.apply(obj)
 
@@ -47,16 +49,18 @@ def wants_provisioning(cluster: ClusterRequest) -> bool:
     return cluster.state != State.QUEUED or queue_backend().provisions_queued
 
 
-def converge(cluster: ClusterRequest, gw: Gateway | None = None) -> None:
-    """Do what the row's state asks of Kubernetes; see the module docstring."""
+def converge(cluster: ClusterRequest, gw: Gateway | None = None, *, bundle: bool = True) -> None:
+    """Do what the row's state asks of Kubernetes; see the module docstring. ``bundle``
+    as for :func:`apply_cluster`."""
     gw = gw or get_gateway()
     backend = queue_backend()
     state = cluster.state
     if state == State.QUEUED:
         if backend.provisions_queued:
-            apply_cluster(cluster, gw)  # the backend holds it suspended until admitted
+            # The backend holds it suspended until admitted.
+            apply_cluster(cluster, gw, bundle=bundle)
     elif state == State.ADMITTED:
-        apply_cluster(cluster, gw)
+        apply_cluster(cluster, gw, bundle=bundle)
         transition(
             cluster,
             State.PROVISIONING,
@@ -66,6 +70,6 @@ def converge(cluster: ClusterRequest, gw: Gateway | None = None) -> None:
     elif state == State.SUSPENDED and backend.suspend_deletes:
         delete_raycluster(gw, cluster.namespace, cluster.name)
     elif state in (State.PROVISIONING, State.READY, State.SUSPENDED):
-        apply_cluster(cluster, gw)
+        apply_cluster(cluster, gw, bundle=bundle)
     elif state == State.DELETING:
         converge_deletion(cluster, gw)

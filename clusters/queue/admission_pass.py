@@ -57,7 +57,7 @@ def run_admission_pass() -> PassResult:
         result.admitted = admit([chosen[pk] for pk in decision.admitted if pk in chosen], now=now)
         for pk in result.admitted:
             metrics.ADMITTED.labels(chosen[pk].tenant.slug).inc()
-            enqueue.provision(pk)
+        enqueue.provision_many(result.admitted)
         apply_waiting(queued, decision)
         apply_earmarks(decision, now=now)
         result.waiting = len(decision.waiting)

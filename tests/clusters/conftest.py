@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.conf import settings
 
 from clusters.models import ClusterRequest
 
@@ -55,3 +59,42 @@ def shapes_by_name(make_cluster: Any, alice: Any, l4: Any) -> dict[str, tuple[An
             {"queue_mode": "kueue"},
         ),
     }
+
+
+class Broker:
+    """The messages waiting on one queue of the real Redis broker."""
+
+    def __init__(self, queue: str) -> None:
+        from controlplane.celery import app
+
+        self.queue = queue
+        self._app = app
+
+    def messages(self) -> list[dict[str, Any]]:
+        with self._app.connection_for_write() as conn:
+            client = conn.default_channel.client
+            raw = client.lrange(self.queue, 0, -1)
+        return [json.loads(m) for m in raw]
+
+    def tasks(self, name: str) -> list[dict[str, Any]]:
+        return [m for m in self.messages() if m["headers"]["task"] == name]
+
+    def drain(self) -> None:
+        with self._app.connection_for_write() as conn:
+            conn.default_channel.client.delete(self.queue)
+
+
+@pytest.fixture
+def broker(transactional_db: Any) -> Iterator[Broker]:
+    """Tasks go to a fresh queue nobody consumes (``transactional_db``: commits happen,
+    so the on-commit nudges run as they do in production)."""
+    from controlplane.celery import app
+
+    queue = f"test-coalesce-{uuid.uuid4().hex[:8]}"
+    app.conf.task_default_queue = queue
+    handle = Broker(queue)
+    try:
+        yield handle
+    finally:
+        handle.drain()
+        app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE

@@ -1,0 +1,102 @@
+"""What one admission pass admits is provisioned in batches, not one message per row.
+
+A batch reads its rows once and ensures each tenant's bundle once; a row it cannot
+finish goes to the single-row task, which owns retries and backoff.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters import enqueue, tasks
+from clusters.kube.gateway import get_gateway
+from clusters.models import ClusterRequest
+from clusters.queue.admission_pass import run_admission_pass
+from clusters.states import State
+from tests.clusters.conftest import Broker
+
+CREATE = "/api/v1/tenants/{slug}/clusters/"
+
+
+def _roomy(*tenants: Any) -> None:
+    for tenant in tenants:
+        tenant.max_dev_clusters_per_user = 100
+        tenant.max_dev_gpus_per_user = 100
+        tenant.save()
+
+
+def _queue(client: Any, slug: str, count: int, prefix: str) -> None:
+    for i in range(count):
+        response = client.post(
+            CREATE.format(slug=slug), {"flavor": "l4", "name": f"{prefix}-{i}"}, format="json"
+        )
+        assert response.status_code == 201, response.content
+
+
+def test_an_admission_pass_sends_provisioning_in_batches(
+    broker: Broker, acme: Any, bob: Any, as_user: Any, l4: Any
+) -> None:
+    from tenants.models import Quota
+
+    _roomy(acme)
+    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=60, borrow_limit=0)
+    l4.node_count = 100
+    l4.save()
+    _queue(as_user(bob), "acme", 60, "batch")
+
+    admitted = tasks.admission_pass()
+
+    assert len(admitted) == 60
+    batches = broker.tasks(enqueue.PROVISION_MANY)
+    assert len(batches) == 3, "60 rows in batches of 25: three messages"
+    assert sorted(pk for m in batches for pk in m_args(m)[0]) == sorted(admitted)
+    assert not broker.tasks(enqueue.PROVISION), "no message per row"
+
+
+def m_args(message: dict[str, Any]) -> list[Any]:
+    """The positional arguments of a Celery protocol-2 message (body: [args, kwargs, ...])."""
+    import base64
+    import json
+
+    body = json.loads(base64.b64decode(message["body"]))
+    return list(body[0])
+
+
+def test_a_batch_applies_every_row_and_each_bundle_once(
+    broker: Broker, kubesim: Any, acme: Any, globex: Any, bob: Any, charlie: Any, as_user: Any
+) -> None:
+    _roomy(acme, globex)
+    _queue(as_user(bob), "acme", 2, "a")  # acme holds at most 2 L4s
+    _queue(as_user(charlie), "globex", 2, "g")
+    admitted = run_admission_pass().admitted
+    assert len(admitted) == 4
+    kubesim.faults.reset_stats()
+
+    tasks.provision_clusters(admitted)
+
+    # One namespace check per tenant (the claim before its bundle), not one per cluster.
+    assert kubesim.faults.stats()["requests"].get("GET", 0) == 2
+    rows = ClusterRequest.objects.unscoped().filter(pk__in=admitted)
+    assert {r.state for r in rows} == {State.PROVISIONING}
+    gw = get_gateway()
+    for row in rows:
+        assert gw.get("ray.io/v1", "RayCluster", row.name, row.namespace) is not None
+    assert not broker.tasks(enqueue.PROVISION)
+
+
+def test_a_row_the_batch_cannot_apply_goes_to_its_own_task(
+    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any
+) -> None:
+    _roomy(acme)
+    _queue(as_user(bob), "acme", 2, "f")
+    admitted = run_admission_pass().admitted
+    kubesim.set_faults(rate=1.0, codes=(503,), methods=("PATCH", "POST"))
+    try:
+        tasks.provision_clusters(admitted)
+    finally:
+        kubesim.clear_faults()
+
+    rows = ClusterRequest.objects.unscoped().filter(pk__in=admitted)
+    assert {r.state for r in rows} == {State.ADMITTED}, "nothing half-done is recorded"
+    resent = sorted(m_args(m)[0] for m in broker.tasks(enqueue.PROVISION))
+    assert resent == sorted(admitted), "each row now retries on its own, with backoff"

@@ -104,9 +104,10 @@ def provision_clusters(cluster_ids: list[int]) -> None:
     """Converge a batch of cluster requests (what one admission pass admitted).
 
     The rows are read in one query and each tenant's bundle is ensured once, which is
-    most of what a cluster costs besides its own apply. A row that meets an error goes
-    to :func:`provision_cluster`, which owns retries, backoff and failing the request:
-    the batch never retries as a whole, so one bad row does not hold up the others.
+    most of what a cluster costs besides its own apply. A row that meets a transient error
+    goes to :func:`provision_cluster`, which owns retries and backoff; a refusal fails
+    that request at once, as there. The batch never retries as a whole, so one bad row
+    does not hold up the others.
     """
     rows = list(
         ClusterRequest.objects.unscoped()
@@ -125,9 +126,16 @@ def provision_clusters(cluster_ids: list[int]) -> None:
                 ensure_bundle(cluster.tenant, gw)
                 ensured.add(cluster.tenant_id)
             provisioning.converge(cluster, gw, bundle=False)
-        except (TransientKubeError, PermanentKubeError) as exc:
+        except TransientKubeError as exc:
+            metrics.API_ERRORS.labels("transient").inc()
             log.info("cluster %s left the batch for its own task: %s", cluster, exc.message)
             enqueue.send(enqueue.PROVISION, cluster.pk)
+            continue
+        except PermanentKubeError as exc:
+            # As the single-row task does: a refusal is not retried.
+            metrics.API_ERRORS.labels("permanent").inc()
+            log.warning("cluster %s failed: %s", cluster, exc.message)
+            _fail(cluster, exc.message)
             continue
         moved = moved or cluster.state in (State.DELETED, State.PROVISIONING)
     if moved:

@@ -100,3 +100,23 @@ def test_a_row_the_batch_cannot_apply_goes_to_its_own_task(
     assert {r.state for r in rows} == {State.ADMITTED}, "nothing half-done is recorded"
     resent = sorted(m_args(m)[0] for m in broker.tasks(enqueue.PROVISION))
     assert resent == sorted(admitted), "each row now retries on its own, with backoff"
+
+
+def test_a_row_refused_by_the_api_fails_at_once(
+    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any
+) -> None:
+    _roomy(acme)
+    _queue(as_user(bob), "acme", 1, "refused")
+    admitted = run_admission_pass().admitted
+    tasks.provision_clusters(admitted)  # the tenant's bundle is applied and remembered
+    ClusterRequest.objects.unscoped().filter(pk__in=admitted).update(state=State.ADMITTED)
+    kubesim.set_faults(rate=1.0, codes=(422,), methods=("PATCH",))
+    try:
+        tasks.provision_clusters(admitted)
+    finally:
+        kubesim.clear_faults()
+
+    (row,) = ClusterRequest.objects.unscoped().filter(pk__in=admitted)
+    assert row.state == State.FAILED and "422" in row.last_error
+    assert kubesim.faults.stats()["faults"].get("422") == 1, "tried once, not retried"
+    assert not broker.tasks(enqueue.PROVISION)

@@ -38,6 +38,8 @@ CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # kube-apiserver's --event-ttl default: events live an hour after their last write.
 DEFAULT_EVENT_TTL = 3600.0
+# kube-scheduler's podMaxInUnschedulablePodsDuration: waiting pods are retried this often.
+UNSCHEDULABLE_FLUSH_SECONDS = 300.0
 
 
 class Controller(Protocol):
@@ -72,6 +74,7 @@ class Cluster:
         # orders deadlines; an entry superseded by a later write is skipped when popped.
         self._event_deadline: dict[tuple[str, str], float] = {}
         self._event_heap: list[tuple[float, str, str]] = []
+        self._next_flush = self.clock.time() + UNSCHEDULABLE_FLUSH_SECONDS
         self.registry = Registry.shared()
         self.validator = Validator()
         self.store = Store()
@@ -404,9 +407,13 @@ class Cluster:
 
     def tick(self) -> None:
         """Time-driven work (pod start-up after the delay, Kueue's requeue backoff, event
-        expiry), then settle."""
+        expiry, the scheduler's periodic retry of waiting pods), then settle."""
         self.expire_events()
         with self.lock:
+            if self.clock.time() >= self._next_flush:
+                self._next_flush = self.clock.time() + UNSCHEDULABLE_FLUSH_SECONDS
+                self.scheduler.flush_unschedulable()
+                self.settle()
             started = self.kubelet.start_due_pods(time.monotonic())
             if self.kueue.requeue_due() or started:
                 self.settle()

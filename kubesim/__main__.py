@@ -8,8 +8,20 @@ import sys
 import threading
 from types import FrameType
 
+from kubesim.cluster import DEFAULT_EVENT_TTL
 from kubesim.fleet import DEMO_FLEET
 from kubesim.sim import KubeSim
+
+
+def _positive_seconds(text: str) -> float:
+    """A TTL in seconds; refused unless positive."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,6 +49,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=10.0,
         help="seconds between periodic snapshot saves",
     )
+    p.add_argument(
+        "--event-ttl",
+        type=_positive_seconds,
+        default=DEFAULT_EVENT_TTL,
+        help="seconds an event is kept after its last write, like kube-apiserver's "
+        "--event-ttl (default: 3600, one hour)",
+    )
     return p.parse_args(argv)
 
 
@@ -52,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         snapshot_path=args.snapshot,
         host=args.host,
         snapshot_interval=args.snapshot_interval,
+        event_ttl=args.event_ttl,
     ).start()
     if args.kubeconfig_out:
         sim.write_kubeconfig(args.kubeconfig_out)

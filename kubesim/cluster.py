@@ -12,6 +12,7 @@ a settled cluster as soon as its write returns.
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 import uuid
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from kubesim import errors
 from kubesim.admission import Quota
+from kubesim.clock import Clock
 from kubesim.defaults import default_namespace, default_pod, default_service
 from kubesim.deletion import Deletion
 from kubesim.errors import ApiError
@@ -29,11 +31,15 @@ from kubesim.operators.kueue import Kueue
 from kubesim.resources import Registry, ResourceType
 from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, Store
-from kubesim.util import ip_from_index, now, now_micro, suffix
+from kubesim.util import ip_from_index, now, now_micro, parse_time, suffix
 from kubesim.validation import Validator, validate_metadata
 
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# kube-apiserver's --event-ttl default: events live an hour after their last write.
+DEFAULT_EVENT_TTL = 3600.0
+# kube-scheduler's podMaxInUnschedulablePodsDuration: waiting pods are retried this often.
+UNSCHEDULABLE_FLUSH_SECONDS = 300.0
 
 
 class Controller(Protocol):
@@ -55,8 +61,20 @@ class Cluster:
         startup_delay: float = 0.0,
         kueue: bool = False,
         kai: bool = False,
+        event_ttl: float = DEFAULT_EVENT_TTL,
+        clock: Clock | None = None,
     ) -> None:
+        if event_ttl <= 0:
+            raise ValueError("event_ttl must be positive (seconds)")
         self.lock = threading.RLock()
+        self.clock = clock or Clock()
+        self.event_ttl = float(event_ttl)
+        # Event expiry, as etcd leases do it for kube-apiserver: each write of an event
+        # (create, or a repeat bumping its count) sets its deadline to now + TTL. The heap
+        # orders deadlines; an entry superseded by a later write is skipped when popped.
+        self._event_deadline: dict[tuple[str, str], float] = {}
+        self._event_heap: list[tuple[float, str, str]] = []
+        self._next_flush = self.clock.time() + UNSCHEDULABLE_FLUSH_SECONDS
         self.registry = Registry.shared()
         self.validator = Validator()
         self.store = Store()
@@ -144,6 +162,8 @@ class Cluster:
         with self.lock:
             self.store.__init__()  # type: ignore[misc]
             self.events_index.clear()
+            self._event_deadline.clear()
+            self._event_heap.clear()
             self.deletion.reset()
             self.scheduler.reset()
             self.kubelet.reset()
@@ -161,6 +181,8 @@ class Cluster:
             self.ip_counter = int(counters.get("ip", 0))
             self.svc_counter = int(counters.get("svc", 0))
             self.events_index.clear()
+            self._event_deadline.clear()
+            self._event_heap.clear()
             self.deletion.reset()
             for c in (self.scheduler, self.kubelet, self.quota, self.kuberay, self.kueue):
                 c.reset()
@@ -170,6 +192,11 @@ class Cluster:
                     ev["metadata"]["namespace"],
                     ev["metadata"]["name"],
                 )
+                # A snapshot keeps no leases: the TTL runs from the event's last time stamp.
+                stamp = ev.get("lastTimestamp") or ev["metadata"].get("creationTimestamp")
+                written = parse_time(stamp).timestamp() if stamp else self.clock.time()
+                self._set_event_deadline(ev, written)
+            self.expire_events()
             # Replay every object as a create so controllers rebuild their indexes
             # (nodes before pods: the registry lists them first).
             for rt in self.registry.types:
@@ -261,6 +288,8 @@ class Cluster:
             return obj
         meta["resourceVersion"] = self.store.next_rv()
         self.store.put(rt.key, obj)
+        if rt.kind == "Event":
+            self._set_event_deadline(obj, self.clock.time())
         self._notify(rt, None, obj)
         return obj
 
@@ -273,6 +302,8 @@ class Cluster:
             self.remove_object(rt, obj)
             return obj
         self.store.put(rt.key, obj)
+        if rt.kind == "Event":
+            self._set_event_deadline(obj, self.clock.time())
         self._notify(rt, old if old is not None else obj, obj)
         return obj
 
@@ -280,6 +311,8 @@ class Cluster:
         """Drop an object from the store (no cascade, no finalizers)."""
         meta = obj["metadata"]
         gone = self.store.remove(rt.key, meta.get("namespace", ""), meta["name"])
+        if rt.kind == "Event":
+            self._event_deadline.pop((meta.get("namespace", ""), meta["name"]), None)
         if gone is not None:
             self._notify(rt, gone, None)
 
@@ -338,10 +371,49 @@ class Cluster:
         self.create_object(rt, ev, admit=False)
         self.events_index[key] = (ns, name)
 
-    def tick(self) -> None:
-        """Time-driven work (pod start-up after the delay, Kueue's requeue backoff), then
-        settle."""
+    # -- event TTL (kube-apiserver --event-ttl) -----------------------------------------
+
+    def _set_event_deadline(self, ev: Obj, written: float) -> None:
+        key = (ev["metadata"].get("namespace", ""), ev["metadata"]["name"])
+        deadline = written + self.event_ttl
+        self._event_deadline[key] = deadline
+        heapq.heappush(self._event_heap, (deadline, *key))
+        if len(self._event_heap) > 2 * len(self._event_deadline) + 1024:
+            # Repeats leave superseded entries behind; rebuild rather than let them pile up.
+            self._event_heap = [(d, ns, n) for (ns, n), d in self._event_deadline.items()]
+            heapq.heapify(self._event_heap)
+
+    def expire_events(self) -> int:
+        """Remove every event whose TTL has run out since its last write; how many. Costs
+        one comparison when none is due, so every request and tick may call it."""
+        heap = self._event_heap
+        if not heap or heap[0][0] > self.clock.time():
+            return 0
+        removed = 0
         with self.lock:
+            rt = self.rt("events")
+            current = self.clock.time()
+            while heap and heap[0][0] <= current:
+                deadline, ns, name = heapq.heappop(heap)
+                if self._event_deadline.get((ns, name)) != deadline:
+                    continue  # written again since: a later entry holds its deadline
+                ev = self.store.get("events", ns, name)
+                if ev is None:
+                    self._event_deadline.pop((ns, name), None)
+                    continue
+                self.remove_object(rt, ev)
+                removed += 1
+        return removed
+
+    def tick(self) -> None:
+        """Time-driven work (pod start-up after the delay, Kueue's requeue backoff, event
+        expiry, the scheduler's periodic retry of waiting pods), then settle."""
+        self.expire_events()
+        with self.lock:
+            if self.clock.time() >= self._next_flush:
+                self._next_flush = self.clock.time() + UNSCHEDULABLE_FLUSH_SECONDS
+                self.scheduler.flush_unschedulable()
+                self.settle()
             started = self.kubelet.start_due_pods(time.monotonic())
             if self.kueue.requeue_due() or started:
                 self.settle()

@@ -150,7 +150,20 @@ class Scheduler:
         self.new: dict[PodKey, PodReq] = {}
         self.static: dict[str, tuple[list[str], Counter[str]]] = {}
         self.retry_all = False
+        # Set by :meth:`flush_unschedulable`: the next retry pass records FailedScheduling
+        # for every pod still waiting, not only for the first of each group.
+        self.flush = False
         self.seq = 0
+
+    def flush_unschedulable(self) -> None:
+        """Retry every waiting pod, as kube-scheduler does with pods left unschedulable for
+        podMaxInUnschedulablePodsDuration (5 minutes) even when nothing changed. Each pod
+        that still does not fit gets its FailedScheduling event again (``count`` bumped), so
+        that the event of a pod waiting for hours outlives the event TTL, as on a real
+        cluster."""
+        if self.pending:
+            self.retry_all = True
+            self.flush = True
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -401,6 +414,41 @@ class Scheduler:
             self.cluster.update_object(self.cluster.rt("pods"), pod)
         self.cluster.record_event(pod, "Warning", "FailedScheduling", message, component)
 
+    def _retry_pending(self, failed: dict[str, str]) -> bool:
+        """Retry the waiting pods, group by group (``failed`` collects each group's reason);
+        True when any was bound."""
+        busy = False
+        self.retry_all = False
+        flush, self.flush = self.flush, False
+        # Groups and their members are insertion-ordered, i.e. already in seq order:
+        # no sorting of (possibly tens of thousands of) pending pods per pass.
+        groups = sorted(
+            ((next(iter(g.values())).seq, sig, g) for sig, g in self.pending.items() if g)
+        )
+        for _, sig, group in groups:
+            for key, req in list(group.items()):
+                pod = self.cluster.store.get("pods", *key)
+                if pod is None:
+                    group.pop(key, None)
+                    continue
+                msg = self._try(req, pod)
+                if msg is None:
+                    group.pop(key, None)
+                    busy = True
+                    continue
+                failed[sig] = msg
+                self._unschedulable(pod, msg)
+                if flush:
+                    # The rest of this group has the same requirements and fails alike;
+                    # a periodic flush still retries (and reports) each of them.
+                    for other in [k for k in group if k != key]:
+                        waiting = self.cluster.store.get("pods", *other)
+                        if waiting is not None:
+                            self._unschedulable(waiting, msg)
+                break  # the rest of this group has the same requirements
+        self.pending = {s: g for s, g in self.pending.items() if g}
+        return busy
+
     # -- the loop ------------------------------------------------------------------------
 
     def reconcile(self) -> bool:
@@ -408,27 +456,7 @@ class Scheduler:
         busy = False
         failed: dict[str, str] = {}
         if self.retry_all:
-            self.retry_all = False
-            # Groups and their members are insertion-ordered, i.e. already in seq order:
-            # no sorting of (possibly tens of thousands of) pending pods per pass.
-            groups = sorted(
-                ((next(iter(g.values())).seq, sig, g) for sig, g in self.pending.items() if g)
-            )
-            for _, sig, group in groups:
-                for key, req in list(group.items()):
-                    pod = self.cluster.store.get("pods", *key)
-                    if pod is None:
-                        group.pop(key, None)
-                        continue
-                    msg = self._try(req, pod)
-                    if msg is None:
-                        group.pop(key, None)
-                        busy = True
-                        continue
-                    failed[sig] = msg
-                    self._unschedulable(pod, msg)
-                    break  # the rest of this group has the same requirements
-            self.pending = {s: g for s, g in self.pending.items() if g}
+            busy = self._retry_pending(failed)
         while self.new:
             key, req = next(iter(self.new.items()))
             del self.new[key]

@@ -278,6 +278,6 @@ class Handler(BaseHTTPRequestHandler):
                 params=params,
                 want_table=want_table,
             )
-            data = json.dumps(result).encode()
+            data = result if isinstance(result, bytes) else json.dumps(result).encode()
             headers = {"Warning": f'299 - "{cluster.warnings[0]}"'} if cluster.warnings else {}
         self._send(code, data, headers)

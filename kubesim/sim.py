@@ -13,7 +13,8 @@ from typing import Any, Self
 import yaml
 
 from kubesim import errors
-from kubesim.cluster import Cluster
+from kubesim.clock import Clock
+from kubesim.cluster import DEFAULT_EVENT_TTL, Cluster
 from kubesim.faults import Faults
 from kubesim.server import Server
 from kubesim.store import Obj, Store
@@ -25,7 +26,9 @@ class KubeSim:
     ``fleet`` is a fleet YAML path, a dict, or None for the demo fleet. ``startup_delay`` is
     how long bound pods take to become Running (0: immediately, as tests want). ``kueue`` and
     ``kai`` turn on the Kueue and KAI emulations. ``snapshot_path``: state is loaded from it
-    at start when it exists and saved to it on stop and periodically.
+    at start when it exists and saved to it on stop and periodically. ``event_ttl``: seconds
+    an event lives after its last write (kube-apiserver's ``--event-ttl``, 1 h by default).
+    ``clock``: where expiry reads the time (a :class:`kubesim.clock.ManualClock` in tests).
     """
 
     def __init__(
@@ -38,12 +41,21 @@ class KubeSim:
         snapshot_path: str | None = None,
         host: str = "127.0.0.1",
         snapshot_interval: float = 10.0,
+        event_ttl: float = DEFAULT_EVENT_TTL,
+        clock: Clock | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.snapshot_path = snapshot_path
         self.snapshot_interval = snapshot_interval
-        self.cluster = Cluster(fleet=fleet, startup_delay=startup_delay, kueue=kueue, kai=kai)
+        self.cluster = Cluster(
+            fleet=fleet,
+            startup_delay=startup_delay,
+            kueue=kueue,
+            kai=kai,
+            event_ttl=event_ttl,
+            clock=clock,
+        )
         self.faults = Faults()
         self._server: Server | None = None
         self._threads: list[threading.Thread] = []

@@ -114,7 +114,14 @@ def parse_field_selector(text: str | None) -> list[tuple[str, str, str]]:
 
 
 def field_value(obj: Obj, path: str) -> str:
-    """Value of a dotted field path, as a string ('' when absent)."""
+    """Value of a dotted field path, as a string ('' when absent). ``a|b`` reads ``b`` when
+    ``a`` is empty (an Event's ``source`` falls back to its ``reportingComponent``)."""
+    if "|" in path:
+        for alternative in path.split("|"):
+            value = field_value(obj, alternative)
+            if value:
+                return value
+        return ""
     cur: Any = obj
     for piece in path.split("."):
         if not isinstance(cur, dict):
@@ -160,6 +167,12 @@ class Store:
         self.data: dict[str, dict[str, dict[str, Obj]]] = {}
         self.by_owner: dict[str, set[tuple[str, str, str]]] = {}
         self.by_uid: dict[str, tuple[str, str, str]] = {}
+        # Serialised JSON of stored objects, so that a list of 20,000 pods joins bytes
+        # instead of encoding every object again: (key, namespace, name) -> (the object's
+        # id, its resourceVersion, bytes). Dropped on put and remove; the id and
+        # resourceVersion are checked again on use, so a replaced object is never served
+        # from a stale entry.
+        self._encoded: dict[tuple[str, str, str], tuple[int, str, bytes]] = {}
 
     def next_rv(self) -> str:
         """Take the next resourceVersion."""
@@ -177,6 +190,7 @@ class Store:
         old = self.get(key, ns, name)
         if old is not None:
             self._unindex(key, old)
+            self._encoded.pop((key, ns, name), None)
         self.data.setdefault(key, {}).setdefault(ns, {})[name] = obj
         self._index(key, obj)
         return obj
@@ -187,10 +201,29 @@ class Store:
         if not bucket or name not in bucket:
             return None
         obj = bucket.pop(name)
+        self._encoded.pop((key, namespace, name), None)
         if not bucket:
             del self.data[key][namespace]
         self._unindex(key, obj)
         return obj
+
+    def encoded(self, key: str, obj: Obj) -> bytes:
+        """The compact JSON of a stored object (the store's own, never a copy), from the
+        cache when it is current.
+
+        Writers replace objects through :meth:`put` with a new resourceVersion; an object
+        changed in place without one would be served as it was when first encoded, so the
+        write pipeline must keep bumping resourceVersions (it always has: clients rely on
+        them too)."""
+        meta = obj["metadata"]
+        ref = (key, meta.get("namespace", ""), meta["name"])
+        rv = meta.get("resourceVersion", "")
+        hit = self._encoded.get(ref)
+        if hit is not None and hit[0] == id(obj) and hit[1] == rv:
+            return hit[2]
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        self._encoded[ref] = (id(obj), rv, data)
+        return data
 
     def _index(self, key: str, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -239,16 +272,22 @@ class Store:
         key: str,
         namespace: str | None,
         label_selector: str | None = None,
-        field_selector: str | None = None,
+        field_selector: str | list[tuple[str, str, str]] | None = None,
         limit: int = 0,
         continue_token: str | None = None,
     ) -> tuple[list[Obj], str]:
         """A list call: objects ordered by (namespace, name), filtered, paginated.
 
-        Returns the page and the continue token ('' on the last page).
+        ``field_selector`` is the selector's text or clauses already parsed (and converted
+        to paths, see ``fieldlabels.py``). Returns the page and the continue token ('' on
+        the last page).
         """
         labels = parse_label_selector(label_selector)
-        fields = parse_field_selector(field_selector)
+        fields = (
+            field_selector
+            if isinstance(field_selector, list)
+            else parse_field_selector(field_selector)
+        )
         # metadata.name / metadata.namespace selectors are answered from the index directly,
         # which keeps kubectl's "wait for deletion" and describe lookups cheap.
         names = [v for p, op, v in fields if p == "metadata.name" and op == "="]

@@ -160,10 +160,31 @@ def _json_path(obj: Obj, path: str) -> Any:
     return cur
 
 
+def _row_object(o: Obj, include: str) -> Obj | None:
+    """What a row carries by ``includeObject``: the API server's default is the object's
+    metadata only (``PartialObjectMetadata``), which is all ``kubectl get`` reads unless it
+    sorts (then it asks for ``Object``)."""
+    if include == "None":
+        return None
+    if include == "Object":
+        return o
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": o["metadata"],
+    }
+
+
 def table(
-    cluster: Cluster, rt: ResourceType, version: str, items: list[Obj], meta: dict[str, Any]
+    cluster: Cluster,
+    rt: ResourceType,
+    version: str,
+    items: list[Obj],
+    meta: dict[str, Any],
+    include: str = "Metadata",
 ) -> dict[str, Any]:
-    """A Table of ``items`` with the kind's columns; each row carries its object."""
+    """A Table of ``items`` with the kind's columns; each row carries its object as
+    ``include`` (``includeObject``: ``None``, ``Metadata`` or ``Object``) asks."""
     if rt.kind in _BUILTIN:
         cols, fn = _BUILTIN[rt.kind]
         rows = [{"cells": fn(o), "object": o} for o in items]
@@ -190,6 +211,12 @@ def table(
             }
             for o in items
         ]
+    for row in rows:
+        carried = _row_object(row["object"], include)
+        if carried is None:
+            del row["object"]
+        else:
+            row["object"] = carried
     for c in cols:
         if c["name"] == "Age":
             c["type"] = "string"

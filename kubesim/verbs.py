@@ -13,12 +13,13 @@ Tables or a ``Status``, shaped as the API server shapes them.
 from __future__ import annotations
 
 import copy
+import json
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, tables
+from kubesim import errors, fieldlabels, tables
 from kubesim.patch import apply_merge, json_patch, merge_patch, strategic_merge_patch
 from kubesim.resources import ResourceType
-from kubesim.store import Obj, SelectorError
+from kubesim.store import Obj, SelectorError, parse_field_selector
 from kubesim.validation import drop_nulls, validate_builtin, validate_metadata, validate_pod_update
 
 if TYPE_CHECKING:
@@ -41,18 +42,24 @@ def handle(
 ) -> tuple[int, Any]:
     """Run the verb of one request on ``rt`` (the lock held); the status code and the
     answer. ``ns`` is None for a request across namespaces, ``name`` empty for one on the
-    collection; ``want_table`` asks for server-side Table printing of a GET."""
+    collection; ``want_table`` asks for server-side Table printing of a GET. Reads answer
+    JSON bytes already encoded (see :func:`encode_list`), other answers objects."""
     nsv = ns or ""
+    # Events past their TTL go before anything can read them (cheap when none is due).
+    cluster.expire_events()
+    include = params.get("includeObject") or "Metadata"
     if method == "GET" and name:
         result = get(cluster, rt, version, nsv, name)
         if want_table:
-            return 200, tables.table(cluster, rt, version, [result], {})
-        return 200, result
-    if method == "GET":
+            return 200, tables.table(cluster, rt, version, [result], {}, include)
+        return 200, _encode(cluster, rt, version, result)
+    if method == "GET" and want_table:
         result = list_collection(cluster, rt, version, ns, params)
-        if want_table:
-            return 200, tables.table(cluster, rt, version, result["items"], result["metadata"])
-        return 200, result
+        return 200, tables.table(cluster, rt, version, result["items"], result["metadata"], include)
+    if method == "GET":
+        items, meta = _select(cluster, rt, ns, params)
+        return 200, encode_list(cluster, rt, version, items, meta)
+
     if method == "POST" and not name:
         return 201, create(cluster, rt, version, nsv, body, params)
     if method == "PUT" and name:
@@ -99,6 +106,38 @@ def out(rt: ResourceType, version: str, obj: Obj) -> Obj:
     if obj.get("apiVersion") == api_version:
         return obj
     return {**obj, "apiVersion": api_version}
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _encode(cluster: Cluster, rt: ResourceType, version: str, obj: Obj) -> bytes:
+    """JSON of one object as served at ``version``: the stored object's from the store's
+    cache, a copy served at another version (only apiVersion differs) encoded afresh."""
+    meta = obj["metadata"]
+    if cluster.store.get(rt.key, meta.get("namespace", ""), meta["name"]) is obj:
+        return cluster.store.encoded(rt.key, obj)
+    return _dumps(obj)
+
+
+def encode_list(
+    cluster: Cluster, rt: ResourceType, version: str, stored: list[Obj], meta: dict[str, Any]
+) -> bytes:
+    """A list answer as JSON: its envelope encoded, its items' cached bytes joined.
+
+    ``stored`` are the store's own objects (as :meth:`Store.select` returns them).
+    Encoding dominated the cost of large lists (0.6 s of 0.7 s for 20,000 pods); objects
+    change far less often than they are listed, so each is encoded once per
+    resourceVersion."""
+    api_version = rt.api_version(version)
+    encoded = cluster.store.encoded
+    items = b",".join(
+        encoded(rt.key, o) if o.get("apiVersion") == api_version else _dumps(out(rt, version, o))
+        for o in stored
+    )
+    head = _dumps({"kind": rt.list_kind, "apiVersion": api_version, "metadata": meta})
+    return head[:-1] + b',"items":[' + items + b"]}"
 
 
 def _find(cluster: Cluster, rt: ResourceType, ns: str, name: str) -> Obj:
@@ -165,13 +204,28 @@ def list_collection(
     cluster: Cluster, rt: ResourceType, version: str, ns: str | None, params: dict[str, str]
 ) -> Obj:
     """GET a collection with selectors and pagination."""
+    items, meta = _select(cluster, rt, ns, params)
+    return {
+        "kind": rt.list_kind,
+        "apiVersion": rt.api_version(version),
+        "metadata": meta,
+        "items": [out(rt, version, o) for o in items],
+    }
+
+
+def _select(
+    cluster: Cluster, rt: ResourceType, ns: str | None, params: dict[str, str]
+) -> tuple[list[Obj], dict[str, Any]]:
+    """The stored objects a list call selects, and the list's metadata."""
     try:
         limit = int(params.get("limit") or 0)
+        # Only the field labels the kind supports, as the API server allows (400 otherwise).
+        fields = fieldlabels.convert(rt, parse_field_selector(params.get("fieldSelector")))
         items, token = cluster.store.select(
             rt.key,
             ns if rt.namespaced else None,
             params.get("labelSelector"),
-            params.get("fieldSelector"),
+            fields,
             limit,
             params.get("continue") or None,
         )
@@ -186,12 +240,7 @@ def list_collection(
     meta: dict[str, Any] = {"resourceVersion": str(cluster.store.rv)}
     if token:
         meta["continue"] = token
-    return {
-        "kind": rt.list_kind,
-        "apiVersion": rt.api_version(version),
-        "metadata": meta,
-        "items": [out(rt, version, o) for o in items],
-    }
+    return items, meta
 
 
 # Named exception to ruff's C901 (max-complexity 12): update semantics in the API server's order

@@ -39,8 +39,12 @@ class EndpointsOut(drf.Serializer):
     snippet = serializers.CharField()
 
 
-class ClusterOut(drf.ModelSerializer):
-    """A cluster request as the API returns it (no queries: the selector prefetches)."""
+class ClusterListItemOut(drf.ModelSerializer):
+    """A cluster request as the API's list returns it: what a list shows (state, queue,
+    endpoints) and only the newest event; the history is on the detail (:class:`ClusterOut`).
+
+    No queries: the selector (:func:`clusters.selectors.cluster_list_items`) prefetches.
+    """
 
     owner = serializers.CharField(source="owner.username")
     flavor = serializers.CharField(source="flavor.name")
@@ -55,7 +59,7 @@ class ClusterOut(drf.ModelSerializer):
     )
     queue = serializers.SerializerMethodField()
     endpoints = serializers.SerializerMethodField()
-    events = serializers.SerializerMethodField()
+    last_event = serializers.SerializerMethodField()
 
     class Meta:
         model = ClusterRequest
@@ -84,7 +88,7 @@ class ClusterOut(drf.ModelSerializer):
             "suspended_at",
             "expires_at",
             "deleted_at",
-            "events",
+            "last_event",
         ]
         read_only_fields = fields
 
@@ -104,10 +108,28 @@ class ClusterOut(drf.ModelSerializer):
     def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
         return cluster_endpoints(obj)
 
+    @extend_schema_field(ClusterEventOut(allow_null=True))
+    def get_last_event(self, obj: ClusterRequest) -> dict[str, Any] | None:
+        newest = getattr(obj, "latest_events", None)
+        if newest is None:
+            # Not from the list selector: a representation must not query per row.
+            newest = getattr(obj, "recent_events", [])[:1]
+        return ClusterEventOut(newest[0]).data if newest else None
+
+
+class ClusterOut(ClusterListItemOut):
+    """A cluster request as its detail and the write actions return it: the list item's
+    fields plus ``events``, its newest :data:`~clusters.selectors.EVENTS_SHOWN` events,
+    oldest first (the selector :func:`clusters.selectors.cluster_detail_queryset`
+    prefetches them; the whole history is the dashboard's)."""
+
+    events = serializers.SerializerMethodField()
+
+    class Meta(ClusterListItemOut.Meta):
+        fields = [*ClusterListItemOut.Meta.fields, "events"]
+        read_only_fields = fields
+
     @extend_schema_field(ClusterEventOut(many=True))
     def get_events(self, obj: ClusterRequest) -> list[dict[str, Any]]:
-        # Lists show the latest few; the selector prefetched them all.
-        cache = getattr(obj, "_prefetched_objects_cache", {})
-        if "events" not in cache:
-            return []
-        return ClusterEventOut(list(obj.events.all())[-20:], many=True).data  # type: ignore[return-value]
+        newest_first = getattr(obj, "recent_events", [])
+        return ClusterEventOut(newest_first[::-1], many=True).data  # type: ignore[return-value]

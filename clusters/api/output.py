@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -108,13 +109,19 @@ class ClusterListItemOut(drf.ModelSerializer):
     def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
         return cluster_endpoints(obj)
 
+    @cached_property
+    def _event_out(self) -> ClusterEventOut:
+        # One event serializer for every row: a ModelSerializer builds its fields on
+        # first use, and building them again per row was a third of a list's time.
+        return ClusterEventOut()
+
     @extend_schema_field(ClusterEventOut(allow_null=True))
     def get_last_event(self, obj: ClusterRequest) -> dict[str, Any] | None:
         newest = getattr(obj, "latest_events", None)
         if newest is None:
             # Not from the list selector: a representation must not query per row.
             newest = getattr(obj, "recent_events", [])[:1]
-        return ClusterEventOut(newest[0]).data if newest else None
+        return self._event_out.to_representation(newest[0]) if newest else None
 
 
 class ClusterOut(ClusterListItemOut):
@@ -132,4 +139,4 @@ class ClusterOut(ClusterListItemOut):
     @extend_schema_field(ClusterEventOut(many=True))
     def get_events(self, obj: ClusterRequest) -> list[dict[str, Any]]:
         newest_first = getattr(obj, "recent_events", [])
-        return ClusterEventOut(newest_first[::-1], many=True).data  # type: ignore[return-value]
+        return [self._event_out.to_representation(event) for event in newest_first[::-1]]

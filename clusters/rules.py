@@ -36,12 +36,13 @@ def requester_refusal(*, tenant: Tenant, role: str | None, kind: str = ClusterKi
     return f"Requesting {what} needs the {needed} role in {tenant.name}; {held}."
 
 
-def can_manage(*, actor: Any, cluster: ClusterRequest) -> bool:
+def can_manage(*, actor: Any, cluster: ClusterRequest, role: str | None = None) -> bool:
     """Engineers manage their own clusters; tenant admins manage every cluster.
 
     The services enforce it; the dashboard asks it only to decide which buttons to show.
+    ``role`` is the actor's role in the cluster's tenant if the caller already knows it.
     """
-    role = role_in_tenant(user=actor, tenant=cluster.tenant)
+    role = role or role_in_tenant(user=actor, tenant=cluster.tenant)
     if role == Role.ADMIN:
         return True
     return role == Role.ENGINEER and cluster.owner_id == getattr(actor, "pk", None)

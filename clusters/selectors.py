@@ -23,20 +23,44 @@ def cluster_list(*, tenant: Tenant) -> ClusterRequestQuerySet:
     )
 
 
+# How much history a cluster's API representation carries: the newest events only. The
+# whole history grows without bound (every reconcile reason is an event); the dashboard's
+# page shows all of it.
+EVENTS_SHOWN = 20
+
+
+def _newest_events(count: int, to_attr: str) -> Prefetch[Any]:
+    # A sliced prefetch: Django numbers each cluster's events newest first with a window
+    # function and keeps the first ``count`` of every cluster, all in one query.
+    return Prefetch(
+        "events", queryset=ClusterEvent.objects.order_by("-at", "-id")[:count], to_attr=to_attr
+    )
+
+
+def cluster_list_items(*, tenant: Tenant) -> ClusterRequestQuerySet:
+    """:func:`cluster_list` for the API's list: each row also carries its newest event
+    (``latest_events``, a list of at most one, newest first) in one query for the page,
+    never its history."""
+    return cluster_list(tenant=tenant).prefetch_related(_newest_events(1, "latest_events"))
+
+
 def cluster_detail_queryset(*, tenant: Tenant) -> ClusterRequestQuerySet:
-    """Like :func:`cluster_list`, with the event history prefetched."""
+    """:func:`cluster_list` for one cluster's API representation: its newest
+    :data:`EVENTS_SHOWN` events prefetched as ``recent_events``, newest first."""
     return cluster_list(tenant=tenant).prefetch_related(
-        Prefetch("events", queryset=ClusterEvent.objects.order_by("at", "id"))
+        _newest_events(EVENTS_SHOWN, "recent_events")
     )
 
 
 def cluster_for_page(*, tenant: Tenant, name: str, pk: int | None = None) -> ClusterRequest | None:
-    """The cluster a page about ``name`` shows, deleted ones included (their final record).
+    """The cluster a page about ``name`` shows, deleted ones included (their final record),
+    with its whole event history prefetched (``events``).
 
     A name is unique among clusters that are not deleted, but several deleted ones may
     have had it: without ``pk`` the live one wins, else the most recently deleted.
     """
-    queryset = cluster_detail_queryset(tenant=tenant).filter(name=name)
+    history = Prefetch("events", queryset=ClusterEvent.objects.order_by("at", "id"))
+    queryset = cluster_list(tenant=tenant).prefetch_related(history).filter(name=name)
     if pk is not None:
         return queryset.filter(pk=pk).first()
     live = queryset.not_deleted().first()

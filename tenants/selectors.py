@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery, Value
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -33,6 +33,25 @@ def role_in_tenant(*, user: Any, tenant: Tenant) -> str | None:
         Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
     )
     return role
+
+
+def tenant_with_role(*, user: Any, slug: str) -> tuple[Tenant, str | None] | None:
+    """The tenant ``slug`` as ``user`` sees it and the user's role in it, in one query;
+    ``None`` when the tenant does not exist or the user may not see it (a 404 alike).
+
+    Every scoped API request needs both, so the role rides along as an annotation instead
+    of costing a second round trip; it reads exactly as :func:`role_in_tenant` would.
+    """
+    tenants = Tenant.objects.visible_to(user).filter(slug=slug)
+    if is_platform_admin(user):
+        tenants = tenants.annotate(caller_role=Value(Role.ADMIN))
+    else:
+        membership = Membership.objects.filter(tenant=OuterRef("pk"), user=user.pk)
+        tenants = tenants.annotate(caller_role=Subquery(membership.values("role")[:1]))
+    tenant = tenants.first()
+    if tenant is None:
+        return None
+    return tenant, tenant.caller_role  # type: ignore[attr-defined]
 
 
 def has_role(*, user: Any, tenant: Tenant, at_least: str) -> bool:

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters import selectors, shapes
-from clusters.api.output import ClusterOut
+from clusters.api.output import ClusterListItemOut, ClusterOut
 from clusters.api.serializers import ClusterCreateInput
 from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
@@ -55,6 +55,7 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     ordering_fields = ["created_at", "state", "name"]
     if TYPE_CHECKING:  # provided by TenantScopedViewSet, which views.py mixes this into
         tenant: Tenant
+        tenant_role: str | None
 
         def get_object(self) -> ClusterRequest: ...
 
@@ -69,7 +70,8 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     }
 
     def get_serializer_class(self) -> Any:
-        return ClusterOut
+        # List items carry the newest event, the detail the recent history.
+        return ClusterListItemOut if getattr(self, "action", None) == "list" else ClusterOut
 
     def _out(self, cluster: Any, code: int = status.HTTP_200_OK) -> Response:
         fresh = selectors.cluster_detail_queryset(tenant=self.tenant).get(pk=cluster.pk)
@@ -83,26 +85,33 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
             actor=request.user,
             tenant=self.tenant,
             spec=ClusterSpec.from_data(body.validated_data),
+            role=self.tenant_role,
         )
         return self._out(cluster, status.HTTP_201_CREATED)
 
     @extend_schema(responses={202: ClusterOut})
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        cluster = services.cluster_delete(actor=request.user, cluster=self.get_object())
+        cluster = services.cluster_delete(
+            actor=request.user, cluster=self.get_object(), role=self.tenant_role
+        )
         return self._out(cluster, status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     @bodyless
     def suspend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        cluster = services.cluster_suspend(actor=request.user, cluster=self.get_object())
+        cluster = services.cluster_suspend(
+            actor=request.user, cluster=self.get_object(), role=self.tenant_role
+        )
         return self._out(cluster)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     @bodyless
     def resume(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        cluster = services.cluster_resume(actor=request.user, cluster=self.get_object())
+        cluster = services.cluster_resume(
+            actor=request.user, cluster=self.get_object(), role=self.tenant_role
+        )
         return self._out(cluster)
 
     @extend_schema(request=ExtendIn, responses=ClusterOut)
@@ -114,5 +123,6 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
             actor=request.user,
             cluster=self.get_object(),
             hours=body.validated_data["hours"],
+            role=self.tenant_role,
         )
         return self._out(cluster)

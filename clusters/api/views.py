@@ -24,7 +24,7 @@ from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options
 from clusters.requests.verdicts import dry_run_verdict
-from clusters.selectors import cluster_detail_queryset
+from clusters.selectors import cluster_detail_queryset, cluster_list, cluster_list_items
 from clusters.shapes import DNS_LABEL_PATTERN
 from clusters.spec import ClusterSpec
 from tenants.api.viewsets import TenantScopedViewSet
@@ -44,7 +44,16 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
     }
 
     def scoped_queryset(self, tenant: Tenant) -> Any:
-        return cluster_detail_queryset(tenant=tenant).not_deleted()
+        # Each action prefetches only what its response shows: the newest event per row
+        # for the list, the recent history for the detail, nothing for the writes and
+        # manifests (writes answer with a fresh read of their own, see ``_out``).
+        if self.action == "list":
+            queryset = cluster_list_items(tenant=tenant)
+        elif self.action == "retrieve":
+            queryset = cluster_detail_queryset(tenant=tenant)
+        else:
+            queryset = cluster_list(tenant=tenant)
+        return queryset.not_deleted()
 
     @extend_schema(request=ClusterCreateInput, responses=manifest_responses(DryRunOutput))
     @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
@@ -63,6 +72,7 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
             tenant=self.tenant,
             owner=request.user,
             spec=ClusterSpec.from_data(body.validated_data),
+            role=self.tenant_role,
         )
         return Response(result, status=status.HTTP_200_OK)
 

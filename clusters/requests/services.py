@@ -66,7 +66,9 @@ def _name_taken(*, tenant: Tenant, name: str) -> bool:
     )
 
 
-def cluster_request_check(*, actor: Any, tenant: Tenant, spec: ClusterSpec) -> ClusterRequest:
+def cluster_request_check(
+    *, actor: Any, tenant: Tenant, spec: ClusterSpec, role: str | None = None
+) -> ClusterRequest:
     """Every check a request must pass to be queued, in order; returns the unsaved row.
 
     :func:`cluster_request_create` runs it under the tenant's lock and the dry-run
@@ -81,8 +83,11 @@ def cluster_request_check(*, actor: Any, tenant: Tenant, spec: ClusterSpec) -> C
     3. catalogue and tenant policy: could it ever start on this fleet within the
        tenant's quotas (:class:`NeverFits`, a ``ValidationError``);
     4. the per-engineer caps (``ServiceConflict`` with code ``user_cap``).
+
+    ``role`` is the actor's role in the tenant when the caller already holds it (the
+    API resolves it with the tenant); it is read here when omitted.
     """
-    role = role_in_tenant(user=actor, tenant=tenant)
+    role = role or role_in_tenant(user=actor, tenant=tenant)
     if not rules.may_request(role=role, kind=spec.kind):
         raise PermissionDenied(rules.requester_refusal(tenant=tenant, role=role, kind=spec.kind))
     errors: dict[str, list[str]] = {}
@@ -134,19 +139,22 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
     )
 
 
-def cluster_request_create(*, actor: Any, tenant: Tenant, spec: ClusterSpec) -> ClusterRequest:
-    """Check a request (:func:`cluster_request_check`) and queue it.
+def cluster_request_create(
+    *, actor: Any, tenant: Tenant, spec: ClusterSpec, role: str | None = None
+) -> ClusterRequest:
+    """Check a request (:func:`cluster_request_check`, ``role`` as there) and queue it.
 
     The tenant row is locked while the checks run, so two concurrent requests by one
     engineer cannot both slip under a cap. On commit the queue backend is asked to
     admit it.
     """
     with transaction.atomic():
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
-        cluster = cluster_request_check(actor=actor, tenant=tenant, spec=spec)
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk").first()
+        cluster = cluster_request_check(actor=actor, tenant=tenant, spec=spec, role=role)
         try:
-            with transaction.atomic():
-                cluster.save()
+            # No savepoint of its own: a failed insert only ever leaves this transaction
+            # by the ValidationError below, which rolls the whole of it back.
+            cluster.save()
         except IntegrityError:
             # A generated name that collided (or a race the lock did not cover).
             raise ValidationError(
@@ -169,34 +177,43 @@ def cluster_request_create(*, actor: Any, tenant: Tenant, spec: ClusterSpec) -> 
     return cluster
 
 
-def _require_manage(*, actor: Any, cluster: ClusterRequest) -> None:
-    if not rules.can_manage(actor=actor, cluster=cluster):
+def _require_manage(*, actor: Any, cluster: ClusterRequest, role: str | None = None) -> None:
+    if not rules.can_manage(actor=actor, cluster=cluster, role=role):
         raise PermissionDenied("Only the cluster's owner or a tenant admin may change it.")
 
 
 def cluster_delete(
-    *, actor: Any, cluster: ClusterRequest, reason: str = "deleted"
+    *, actor: Any, cluster: ClusterRequest, reason: str = "deleted", role: str | None = None
 ) -> ClusterRequest:
     """Ask for the cluster's deletion (:func:`clusters.lifecycle.request_deletion`);
-    its GPUs are released once its pods are gone. ``actor`` ``None`` means the system."""
+    its GPUs are released once its pods are gone. ``actor`` ``None`` means the system;
+    ``role`` is the actor's role when the caller already holds it (read when omitted)."""
     if actor is not None:
-        _require_manage(actor=actor, cluster=cluster)
+        _require_manage(actor=actor, cluster=cluster, role=role)
     return lifecycle.request_deletion(cluster, actor=actor, reason=reason)
 
 
 def cluster_suspend(
-    *, actor: Any, cluster: ClusterRequest, reason: str = "suspended", message: str = ""
+    *,
+    actor: Any,
+    cluster: ClusterRequest,
+    reason: str = "suspended",
+    message: str = "",
+    role: str | None = None,
 ) -> ClusterRequest:
     """Suspend a running cluster (:func:`clusters.lifecycle.suspend`): its pods go, its
-    GPUs return to the pool, the row stays."""
+    GPUs return to the pool, the row stays. ``role`` as for :func:`cluster_delete`."""
     if actor is not None:
-        _require_manage(actor=actor, cluster=cluster)
+        _require_manage(actor=actor, cluster=cluster, role=role)
     return lifecycle.suspend(cluster, actor=actor, reason=reason, message=message)
 
 
-def cluster_resume(*, actor: Any, cluster: ClusterRequest) -> ClusterRequest:
-    """Resume a suspended cluster: it goes back through the queue like a new request."""
-    _require_manage(actor=actor, cluster=cluster)
+def cluster_resume(
+    *, actor: Any, cluster: ClusterRequest, role: str | None = None
+) -> ClusterRequest:
+    """Resume a suspended cluster: it goes back through the queue like a new request.
+    ``role`` as for :func:`cluster_delete`."""
+    _require_manage(actor=actor, cluster=cluster, role=role)
     with transaction.atomic():
         cluster = lifecycle.locked(cluster)
         if cluster.state != State.SUSPENDED:
@@ -224,13 +241,16 @@ def can_extend(cluster: ClusterRequest) -> bool:
     return cluster.state in LIVE and bool(cluster.ttl_hours)
 
 
-def cluster_extend(*, actor: Any, cluster: ClusterRequest, hours: int) -> ClusterRequest:
+def cluster_extend(
+    *, actor: Any, cluster: ClusterRequest, hours: int, role: str | None = None
+) -> ClusterRequest:
     """Push the expiry back by ``hours``, never beyond the tenant's maximum TTL.
 
     A cluster without a TTL never expires: there is nothing to extend, and giving it
-    one here would shorten its life instead (409 ``no_ttl``).
+    one here would shorten its life instead (409 ``no_ttl``). ``role`` as for
+    :func:`cluster_delete`.
     """
-    _require_manage(actor=actor, cluster=cluster)
+    _require_manage(actor=actor, cluster=cluster, role=role)
     hours = shapes.validate_extend_hours(hours)
     with transaction.atomic():
         cluster = lifecycle.locked(cluster)

@@ -21,13 +21,16 @@ from clusters.requests import services
 from clusters.spec import ClusterSpec
 from controlplane.exceptions import ServiceConflict
 from tenants.models import GpuFlavor, Tenant
+from tenants.selectors import role_in_tenant
 
 DRY_RUN_NAME = "dry-run-cluster"
 # The candidate is not a row: an id no saved request can have keeps it apart in the pass.
 _CANDIDATE_ID = -1
 
 
-def dry_run_verdict(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> dict[str, Any]:
+def dry_run_verdict(
+    *, tenant: Tenant, owner: Any, spec: ClusterSpec, role: str | None = None
+) -> dict[str, Any]:
     """Would this request start now, queue (where, until when) or never fit?
 
     ``spec`` is the request as a create would send it. First the very checks
@@ -39,10 +42,13 @@ def dry_run_verdict(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> dict[st
     same decision function the admission pass runs, on the current snapshot with this
     request added; alternatives are the same request on the other flavors of the
     catalogue (:meth:`ClusterSpec.on_flavor`), where submission would accept it.
+    ``role`` is the owner's role in the tenant when the caller holds it (read once here
+    otherwise, not once per flavor).
     """
+    role = role or role_in_tenant(user=owner, tenant=tenant)
     never: list[tuple[str, str]] = []
     try:
-        cluster = services.cluster_request_check(actor=owner, tenant=tenant, spec=spec)
+        cluster = services.cluster_request_check(actor=owner, tenant=tenant, spec=spec, role=role)
     except services.NeverFits as exc:
         never, cluster = exc.reasons, exc.cluster
     if not spec.name:
@@ -52,7 +58,7 @@ def dry_run_verdict(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> dict[st
     for flavor in GpuFlavor.objects.exclude(pk=spec.flavor.pk).order_by("name"):
         try:
             other = services.cluster_request_check(
-                actor=owner, tenant=tenant, spec=spec.on_flavor(flavor)
+                actor=owner, tenant=tenant, spec=spec.on_flavor(flavor), role=role
             )
         except (ValidationError, ServiceConflict):
             continue  # submission would refuse it on that flavor

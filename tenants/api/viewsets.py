@@ -22,7 +22,7 @@ from rest_framework.request import Request
 
 from controlplane.api.throttles import WriteThrottle
 from tenants.models import Role, Tenant
-from tenants.selectors import role_in_tenant
+from tenants.selectors import tenant_with_role
 
 
 class HasTenantRole(permissions.BasePermission):
@@ -55,16 +55,22 @@ class TenantScopedViewSet(viewsets.GenericViewSet[_MT]):
             raise TypeError(f"{cls.__name__} must implement scoped_queryset, not get_queryset")
 
     @cached_property
-    def tenant(self) -> Tenant:
-        slug = self.kwargs.get("tenant_slug", "")
-        tenant = Tenant.objects.visible_to(self.request.user).filter(slug=slug).first()
-        if tenant is None:
+    def _tenant_and_role(self) -> tuple[Tenant, str | None]:
+        # One query for both: every scoped request needs the tenant and the caller's role.
+        found = tenant_with_role(user=self.request.user, slug=self.kwargs.get("tenant_slug", ""))
+        if found is None:
             raise Http404("No such tenant.")
-        return tenant
+        return found
 
-    @cached_property
+    @property
+    def tenant(self) -> Tenant:
+        return self._tenant_and_role[0]
+
+    @property
     def tenant_role(self) -> str | None:
-        return role_in_tenant(user=self.request.user, tenant=self.tenant)
+        """The caller's role in the tenant, resolved with it; services take it as ``role``
+        instead of reading it again."""
+        return self._tenant_and_role[1]
 
     def check_permissions(self, request: Request) -> None:
         # Resolve the tenant first: an unknown or invisible tenant is a 404 even for an

@@ -1,0 +1,319 @@
+"""The API under gunicorn: latency and throughput of the cluster endpoints, 8 clients.
+
+A tenant holds 1,000 clusters (800 ready, 200 queued), each with a short history and
+one with a long one. gunicorn serves the project with production-like settings (2
+workers, ``DEBUG=0``); 8 client threads, each with its own keep-alive session and a knox
+token, call one endpoint at a time for a fixed time. ``/healthz`` (no database, no
+authentication) is the floor: what the framework, gunicorn and the clients cost on this
+machine, so each endpoint is also given as a multiple of it. Queries per request are
+counted in this process (Django's test client, the same token), since the server's
+processes cannot be looked into.
+
+With 8 clients always waiting on 2 sync workers, a request's latency is about
+8 / throughput (Little's law): a list p99 under 50 ms needs well over 160 lists a
+second, i.e. a few ms of CPU each, while rendering 50 clusters through DRF costs tens
+of ms on a small machine. Read the table for the ratios and the trend, and the
+one-client line for the latency of a single request.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from benchmarks import support
+
+CLUSTERS = 1_000
+QUEUED = 200
+EVENTS_EACH = 6
+LONG_HISTORY = 60  # events of the cluster whose detail is read
+CLIENTS = 8
+SECONDS = 8.0  # per endpoint, after a short warm-up
+WARMUP_SECONDS = 1.0
+SEQUENTIAL_REQUESTS = 200  # the list with one client, for comparison with older figures
+TENANT = "bench"
+WATCHED = "c0000"  # the cluster whose detail is read
+BROKER_DB = 12  # nothing consumes the nudges the creates send; the broker only holds them
+
+
+def _fill() -> dict[str, str]:
+    """The tenant, its users and 1,000 clusters; returns the knox tokens by user."""
+    from django.contrib.auth import get_user_model
+    from knox.models import AuthToken
+
+    from clusters.models import ClusterEvent, ClusterRequest
+    from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant
+
+    support.truncate_product_tables()
+    users = get_user_model().objects
+    users.filter(username__in=["bench-admin", "bench-root", "bench-owner"]).delete()
+    admin = users.create_user("bench-admin", password="x")
+    root = users.create_user("bench-root", password="x", is_staff=True)
+    owner = users.create_user("bench-owner", password="x")
+    flavor = GpuFlavor.objects.create(
+        name="h100",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        gpus_per_node=8,
+        cpu_per_node=192,
+        memory_per_node_gib=1800,
+        node_count=512,
+    )
+    tenant = Tenant.objects.create(
+        slug=TENANT,
+        name="Bench",
+        namespace=f"gw-{TENANT}",
+        cpu_quota=1_000_000,
+        memory_quota_gib=10_000_000,
+    )
+    Quota.objects.create(tenant=tenant, flavor=flavor, gpus=4096)
+    Membership.objects.create(tenant=tenant, user=admin, role=Role.ADMIN)
+    Membership.objects.create(tenant=tenant, user=owner, role=Role.ENGINEER)
+    rows = ClusterRequest.objects.bulk_create(
+        ClusterRequest(
+            tenant=tenant,
+            owner=owner,
+            name=f"c{i:04d}",
+            kind="dev",
+            flavor=flavor,
+            workers=1,
+            gpus=Decimal(1),
+            cpu=Decimal(8),
+            memory_gib=Decimal(64),
+            state="queued" if i % (CLUSTERS // QUEUED) == 1 else "ready",
+            queue_position=i // (CLUSTERS // QUEUED) + 1 if i % (CLUSTERS // QUEUED) == 1 else None,
+            queue_flavor_position=i // (CLUSTERS // QUEUED) + 1
+            if i % (CLUSTERS // QUEUED) == 1
+            else None,
+            queue_reason="tenant_quota",
+            queue_message="waiting for the tenant's quota",
+        )
+        for i in range(CLUSTERS)
+    )
+    ClusterEvent.objects.bulk_create(
+        ClusterEvent(
+            cluster=row,
+            actor_name="system",
+            from_state="provisioning",
+            to_state=row.state,
+            reason=f"step{n}",
+            message="a step of the cluster's life",
+        )
+        for row in rows
+        for n in range(LONG_HISTORY if row.name == WATCHED else EVENTS_EACH)
+    )
+    # Fresh statistics, as autovacuum would have them: right after a bulk insert the
+    # planner believes the tenant has one cluster and joins all 1,000 before sorting.
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return {
+        name: AuthToken.objects.create(user)[1] for name, user in (("admin", admin), ("root", root))
+    }
+
+
+Call = Callable[[Any, str], Any]  # (session, base url) -> response
+
+
+def _endpoints() -> list[tuple[str, str, Call]]:
+    """(label, whose token, call) for each measured endpoint, the floor first."""
+    base = f"/api/v1/tenants/{TENANT}"
+    create_body = {"kind": "prod", "flavor": "h100", "workers": 1}
+
+    def create_then_delete(session: Any, url: str) -> Any:
+        response = session.post(f"{url}{base}/clusters/", json=create_body)
+        # The delete keeps the tenant's live clusters bounded; it is not timed.
+        name = response.json().get("name") if response.status_code == 201 else None
+        if name:
+            session.delete(f"{url}{base}/clusters/{name}/")
+        return response
+
+    return [
+        ("`GET /healthz` (floor)", "admin", lambda s, u: s.get(f"{u}/healthz")),
+        ("list, page of 50", "admin", lambda s, u: s.get(f"{u}{base}/clusters/?page_size=50")),
+        ("detail", "admin", lambda s, u: s.get(f"{u}{base}/clusters/{WATCHED}/")),
+        ("create (then delete, untimed)", "admin", create_then_delete),
+        ("dry-run", "admin", lambda s, u: s.post(f"{u}{base}/clusters/dry-run/", json=create_body)),
+        ("tenant queue", "admin", lambda s, u: s.get(f"{u}{base}/queue/")),
+        ("all-tenants queue", "root", lambda s, u: s.get(f"{u}/api/v1/queue/")),
+    ]
+
+
+def _session(token: str) -> Any:
+    import requests
+
+    session = requests.Session()
+    session.headers["Authorization"] = f"Token {token}"
+    return session
+
+
+def _timed(call: Call, session: Any, url: str) -> float:
+    """Seconds for one call. The create's call also deletes what it made, so a create is
+    timed by its response's ``elapsed`` (to the response headers) instead."""
+    start = time.perf_counter()
+    response = call(session, url)
+    took = time.perf_counter() - start
+    if response.status_code >= 300:
+        raise RuntimeError(f"{response.request.method} {response.url}: {response.status_code}")
+    if response.request.method == "POST" and "dry-run" not in response.url:
+        return float(response.elapsed.total_seconds())
+    return took
+
+
+def _load(call: Call, token: str, url: str) -> tuple[list[float], float]:
+    """``CLIENTS`` threads calling for ``SECONDS`` after a warm-up; (latencies, wall)."""
+    latencies: list[list[float]] = [[] for _ in range(CLIENTS)]
+    errors: list[Exception] = []
+    barrier = threading.Barrier(CLIENTS + 1)
+    phase = {"measure": False, "stop": False}
+
+    def client(index: int) -> None:
+        session = _session(token)
+        try:
+            barrier.wait()
+            while not phase["stop"]:
+                took = _timed(call, session, url)
+                if phase["measure"]:
+                    latencies[index].append(took)
+        except Exception as exc:  # noqa: BLE001 - re-raised by the main thread
+            errors.append(exc)
+        finally:
+            session.close()
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    time.sleep(WARMUP_SECONDS)
+    phase["measure"] = True
+    start = time.perf_counter()
+    time.sleep(SECONDS)
+    phase["stop"] = True
+    wall = time.perf_counter() - start
+    for thread in threads:
+        thread.join(timeout=30)
+    if errors:
+        raise errors[0]
+    return [value for values in latencies for value in values], wall
+
+
+def _queries(tokens: dict[str, str]) -> dict[str, int]:
+    """Queries of one request to each endpoint, in this process, by label."""
+    from django.db import connection
+    from django.test import override_settings
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.test import APIClient
+
+    counts = {}
+    with override_settings(ALLOWED_HOSTS=["*"], SECURE_SSL_REDIRECT=False):
+        for label, who, call in _endpoints():
+            client = APIClient()
+            client.credentials(HTTP_AUTHORIZATION=f"Token {tokens[who]}")
+            adapter = _ClientAdapter(client)
+            with CaptureQueriesContext(connection) as captured:
+                response = call(adapter, "")
+            assert response.status_code < 300, (label, response.status_code)
+            counts[label] = len(captured) - adapter.untimed_queries
+    return counts
+
+
+class _ClientAdapter:
+    """Django's test client with the few ``requests.Session`` methods the calls use; the
+    create's untimed delete is not counted either."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.untimed_queries = 0
+
+    def get(self, path: str) -> Any:
+        return self.client.get(path)
+
+    def post(self, path: str, json: Any) -> Any:
+        return self.client.post(path, json, format="json")
+
+    def delete(self, path: str) -> Any:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as captured:
+            response = self.client.delete(path)
+        self.untimed_queries += len(captured)
+        return response
+
+
+def _sequential_list(token: str, url: str) -> list[float]:
+    session = _session(token)
+    call = _endpoints()[1][2]
+    try:
+        for _ in range(20):
+            _timed(call, session, url)
+        return [_timed(call, session, url) for _ in range(SEQUENTIAL_REQUESTS)]
+    finally:
+        session.close()
+
+
+def run() -> str:
+    """Fill the database, start gunicorn, load each endpoint; returns the markdown section."""
+    # The in-process requests (query counts) nudge Celery on commit too: one broker for both.
+    os.environ["CELERY_BROKER_URL"] = support.redis_url(BROKER_DB)
+    db_url = support.setup_django("bench_api")
+    tokens = _fill()
+    queries = _queries(tokens)
+    port = support.free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = support.production_env(
+        DATABASE_URL=db_url,
+        CELERY_BROKER_URL=os.environ["CELERY_BROKER_URL"],
+        THROTTLE_WRITE="1000000/min",  # the benchmark is one client, as fast as it can
+        DATABASE_CONN_MAX_AGE="600",
+    )
+    procs = support.Processes(Path(tempfile.mkdtemp(prefix="gangway-bench-api-")))
+    results = []
+    try:
+        procs.start("gunicorn", support.gunicorn_command(port, workers=2), env)
+        support.wait_http(f"{url}/healthz")
+        sequential = _sequential_list(tokens["admin"], url)
+        for label, who, call in _endpoints():
+            latencies, wall = _load(call, tokens[who], url)
+            results.append((label, latencies, wall))
+    finally:
+        procs.stop()
+    floor = support.median(results[0][1])
+    rows = []
+    for label, latencies, wall in results:
+        p50 = support.median(latencies)
+        p99 = support.percentile(latencies, 99)
+        rows.append(
+            f"| {label} | {len(latencies):,} | {p50 * 1000:.1f} | {p99 * 1000:.1f} | "
+            f"{len(latencies) / wall:,.0f} | {p50 / floor:.1f}x | {queries[label]} |"
+        )
+    list_p99 = support.percentile(results[1][1], 99) * 1000
+    return "\n".join(
+        [
+            "## API under gunicorn (8 clients)",
+            "",
+            f"One tenant with {CLUSTERS:,} clusters ({QUEUED} queued), {EVENTS_EACH} events "
+            f"each ({LONG_HISTORY} for the one whose detail is read); gunicorn with 2 sync "
+            f"workers and `DEBUG=0`; {CLIENTS} client threads with keep-alive sessions and knox "
+            f"tokens, {SECONDS:.0f} s per endpoint after a {WARMUP_SECONDS:.0f} s warm-up. "
+            "Latency is per request at the client; *x floor* is the p50 over the p50 of "
+            "`/healthz`, which touches neither the database nor authentication. The create "
+            "is timed to its response headers; each is then deleted (not timed) so the "
+            "tenant's size stays put. Queries are one request's, counted in-process.",
+            "",
+            "| endpoint | requests | p50 ms | p99 ms | req/s | x floor | queries |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+            f"List with one client ({SEQUENTIAL_REQUESTS} requests): p50 "
+            f"{support.median(sequential) * 1000:.1f} ms, p99 "
+            f"{support.percentile(sequential, 99) * 1000:.1f} ms. List p99 with {CLIENTS} "
+            f"clients: {list_p99:.1f} ms (goal: under 50 ms). {support.load_line()}",
+        ]
+    )

@@ -8,6 +8,7 @@ pass and the dry-run so that the two cannot disagree.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
@@ -77,6 +78,21 @@ class Ledger:
         for pending in sorted(snap.pending, key=_queue_order):
             if pending.kind == DEV:
                 self.user_queue[pending.tenant, pending.owner].append(pending)
+        # The owner's queue as sort keys and prefix sums, and what of it this pass has
+        # charged, so that "queued ahead and not yet charged" is a bisection and two
+        # tree lookups, not a scan of the owner's queue per check (quadratic per owner).
+        self._queue_keys: dict[tuple[str, int], list[tuple[int, int, datetime, int]]] = {}
+        self._queue_gpus: dict[tuple[str, int], list[Decimal]] = {}
+        self._queue_index: dict[int, int] = {}
+        self._charged_ahead: dict[tuple[str, int], _Counts] = {}
+        for who, queue in self.user_queue.items():
+            self._queue_keys[who] = [_queue_order(q) for q in queue]
+            sums = [Decimal(0)]
+            for i, item in enumerate(queue):
+                sums.append(sums[-1] + item.gpus)
+                self._queue_index[item.id] = i
+            self._queue_gpus[who] = sums
+            self._charged_ahead[who] = _Counts(len(queue))
         self.charged: set[int] = set()
         self.free: dict[str, Decimal | None] = {f.name: f.free_gpus for f in snap.flavors}
         self.free_nodes: dict[str, int | None] = {f.name: f.free_nodes for f in snap.flavors}
@@ -106,8 +122,12 @@ class Ledger:
         if item.kind == DEV:
             self.user_clusters[item.tenant, item.owner] += 1
             self.user_gpus[item.tenant, item.owner] += item.gpus
-        if isinstance(item, Pending):
+        if isinstance(item, Pending) and item.id not in self.charged:
             self.charged.add(item.id)
+            index = self._queue_index.get(item.id)
+            counts = self._charged_ahead.get((item.tenant, item.owner))
+            if item.kind == DEV and index is not None and counts is not None:
+                counts.add(index, item.gpus)
         share = float(self.usage[key]) * self.scale.get(item.flavor, 1.0) / float(tenant.weight)
         if share > self.share[item.tenant]:
             self.share[item.tenant] = share
@@ -118,11 +138,16 @@ class Ledger:
         who = (p.tenant, p.owner)
         parked_n, parked_g = self.user_parked.get(who, (0, Decimal(0)))
         clusters, gpus = self.user_clusters[who] + parked_n, self.user_gpus[who] + parked_g
-        for q in self.user_queue.get(who, ()):
-            if _queue_order(q) >= _queue_order(p):
-                break
-            if q.id not in self.charged:
-                clusters, gpus = clusters + 1, gpus + q.gpus
+        keys = self._queue_keys.get(who)
+        if keys:
+            # Those strictly ahead of ``p`` in queue order (``p`` itself may be absent:
+            # the dry-run's candidate), less those already counted as charged.
+            ahead = self._queue_index.get(p.id, -1)
+            if ahead < 0 or keys[ahead][3] != p.id:
+                ahead = bisect_left(keys, _queue_order(p))
+            charged_n, charged_g = self._charged_ahead[who].prefix(ahead)
+            clusters += ahead - charged_n
+            gpus += self._queue_gpus[who][ahead] - charged_g
         return clusters, gpus
 
     def cap_breach(self, p: Pending) -> CapBreach | None:
@@ -266,3 +291,28 @@ class Ledger:
         if kind == "tcpu":
             return tenant.cpu_quota - self.cpu[pool[1]]
         return tenant.memory_quota_gib - self.memory[pool[1]]
+
+
+class _Counts:
+    """How many of an owner's queued requests, and how many GPUs, have been charged among
+    the first ``i`` in queue order (a Fenwick tree: O(log n) per update and query)."""
+
+    def __init__(self, size: int) -> None:
+        self.n = [0] * (size + 1)
+        self.g = [Decimal(0)] * (size + 1)
+
+    def add(self, index: int, gpus: Decimal) -> None:
+        i = index + 1
+        while i < len(self.n):
+            self.n[i] += 1
+            self.g[i] += gpus
+            i += i & -i
+
+    def prefix(self, count: int) -> tuple[int, Decimal]:
+        n, g = 0, Decimal(0)
+        i = count
+        while i > 0:
+            n += self.n[i]
+            g += self.g[i]
+            i -= i & -i
+        return n, g

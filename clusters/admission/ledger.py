@@ -8,6 +8,7 @@ pass and the dry-run so that the two cannot disagree.
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_left
 from collections import defaultdict
 from datetime import datetime
@@ -93,6 +94,8 @@ class Ledger:
                 self._queue_index[item.id] = i
             self._queue_gpus[who] = sums
             self._charged_ahead[who] = _Counts(len(queue))
+        # Owners whose tree is this ledger's alone (see :meth:`fork`).
+        self._own_counts: set[tuple[str, int]] = set(self._charged_ahead)
         self.charged: set[int] = set()
         self.free: dict[str, Decimal | None] = {f.name: f.free_gpus for f in snap.flavors}
         self.free_nodes: dict[str, int | None] = {f.name: f.free_nodes for f in snap.flavors}
@@ -103,6 +106,27 @@ class Ledger:
         self._never: dict[tuple[object, ...], list[tuple[str, str]]] = {}
         for r in snap.running:
             self.charge(r)
+
+    def fork(self) -> Ledger:
+        """A copy whose counters change apart from this one's (the dry-run's checkpoints);
+        what the pass only reads (quotas, the owners' queues, memos) is shared."""
+        other = copy.copy(self)
+        other.tenants = dict(self.tenants)
+        other.usage = defaultdict(Decimal, self.usage)
+        other.cohort_usage = defaultdict(Decimal, self.cohort_usage)
+        other.cpu = defaultdict(Decimal, self.cpu)
+        other.memory = defaultdict(Decimal, self.memory)
+        other.user_clusters = defaultdict(int, self.user_clusters)
+        other.user_gpus = defaultdict(Decimal, self.user_gpus)
+        other.charged = set(self.charged)
+        other.free = dict(self.free)
+        other.free_nodes = dict(self.free_nodes)
+        other.share = defaultdict(float, self.share)
+        # Copy on write: both now share every owner's tree until they change it.
+        other._charged_ahead = dict(self._charged_ahead)
+        other._own_counts = set()
+        self._own_counts = set()
+        return other
 
     def tenant(self, slug: str) -> TenantQ:
         """The tenant's policy (defaults for a tenant missing from the snapshot)."""
@@ -124,9 +148,13 @@ class Ledger:
             self.user_gpus[item.tenant, item.owner] += item.gpus
         if isinstance(item, Pending) and item.id not in self.charged:
             self.charged.add(item.id)
+            who = (item.tenant, item.owner)
             index = self._queue_index.get(item.id)
-            counts = self._charged_ahead.get((item.tenant, item.owner))
+            counts = self._charged_ahead.get(who)
             if item.kind == DEV and index is not None and counts is not None:
+                if who not in self._own_counts:
+                    counts = self._charged_ahead[who] = counts.copy()
+                    self._own_counts.add(who)
                 counts.add(index, item.gpus)
         share = float(self.usage[key]) * self.scale.get(item.flavor, 1.0) / float(tenant.weight)
         if share > self.share[item.tenant]:
@@ -149,6 +177,14 @@ class Ledger:
             clusters += ahead - charged_n
             gpus += self._queue_gpus[who][ahead] - charged_g
         return clusters, gpus
+
+    def queued_behind(self, p: Pending) -> int:
+        """How many of the owner's queued dev requests come after ``p`` in queue order
+        (they count ``p`` against their caps)."""
+        keys = self._queue_keys.get((p.tenant, p.owner))
+        if not keys:
+            return 0
+        return len(keys) - bisect_left(keys, _queue_order(p))
 
     def cap_breach(self, p: Pending) -> CapBreach | None:
         """The per-engineer cap ``p`` would pass now, or ``None`` (non-dev: never)."""
@@ -300,6 +336,12 @@ class _Counts:
     def __init__(self, size: int) -> None:
         self.n = [0] * (size + 1)
         self.g = [Decimal(0)] * (size + 1)
+
+    def copy(self) -> _Counts:
+        """An independent copy."""
+        other = _Counts(0)
+        other.n, other.g = list(self.n), list(self.g)
+        return other
 
     def add(self, index: int, gpus: Decimal) -> None:
         i = index + 1

@@ -101,6 +101,9 @@ class _Pass:
         # the cohort usage it was computed at: a larger deficit at the same usage fails
         # too, which keeps a queue full of reclaim candidates from rescanning victims.
         self.reclaim_failed: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
+        # How often each (cohort, flavor) was asked to reclaim (the dry-run's recorder
+        # reads it to know which steps could have read ``reclaim_failed``).
+        self.reclaim_asked: dict[tuple[str, str], int] = defaultdict(int)
         self.decision = Decision()
 
     # -- checks -------------------------------------------------------------------
@@ -249,6 +252,7 @@ class _Pass:
         their nominal quota on the flavor; ``None`` when borrowers do not hold enough.
         """
         led = self.led
+        self.reclaim_asked[ckey] += 1
         cohort_total = led.cohort_nominal.get(ckey, 0)
         deficit = (
             led.cohort_usage[ckey]
@@ -453,6 +457,7 @@ class _Pass:
         other.reclaim_done = dict(self.reclaim_done)
         other.reclaim_etas = dict(self.reclaim_etas)
         other.reclaim_failed = dict(self.reclaim_failed)
+        other.reclaim_asked = defaultdict(int, self.reclaim_asked)
         other.decision = Decision(reclaim=list(self.decision.reclaim))
         return other
 

@@ -178,13 +178,14 @@ class Ledger:
             gpus += self._queue_gpus[who][ahead] - charged_g
         return clusters, gpus
 
-    def queued_behind(self, p: Pending) -> int:
-        """How many of the owner's queued dev requests come after ``p`` in queue order
-        (they count ``p`` against their caps)."""
-        keys = self._queue_keys.get((p.tenant, p.owner))
+    def queued_behind(self, p: Pending) -> list[Pending]:
+        """The owner's queued dev requests that come after ``p`` in queue order (they
+        count ``p`` against their caps)."""
+        who = (p.tenant, p.owner)
+        keys = self._queue_keys.get(who)
         if not keys:
-            return 0
-        return len(keys) - bisect_left(keys, _queue_order(p))
+            return []
+        return self.user_queue[who][bisect_left(keys, _queue_order(p)) :]
 
     def cap_breach(self, p: Pending) -> CapBreach | None:
         """The per-engineer cap ``p`` would pass now, or ``None`` (non-dev: never)."""

@@ -13,8 +13,9 @@ When the candidate waits, the rest of the pass is the recorded one (a waiting re
 takes nothing), so its ETA is the pass's own estimate over its pool's requests ahead of
 it. Where that does not hold, :meth:`RecordedPass.judge` returns ``None`` and the caller
 runs the whole pass: the candidate would count against the caps of its owner's requests
-behind it, would be aged or earmarked (it would hold a pool), or changed the reclaim
-memo. So a verdict is always the one the whole pass gives
+behind it and one of those did not already wait over its cap, it would be aged or
+earmarked (it would hold a pool), or it changed the reclaim memo of a (cohort, flavor)
+that a later step asks to reclaim. So a verdict is always the one the whole pass gives
 (``tests/clusters/admission/test_recorded.py`` checks it on random queues).
 """
 
@@ -52,6 +53,11 @@ class RecordedPass:
         self.wait_steps_by_tenant: dict[str, list[int]] = defaultdict(list)
         self.wait_steps_by_flavor: dict[str, list[int]] = defaultdict(list)
         self.waits_by_pool: dict[Pool, list[tuple[int, Wait]]] = defaultdict(list)
+        # The pool each request waited on (absent: admitted), and the last step that
+        # asked each (cohort, flavor) for a reclaim.
+        self.pool_of: dict[int, Pool] = {}
+        self.last_reclaim: dict[tuple[str, str], int] = {}
+        self._asked: dict[tuple[str, str], int] = {}
         state = _Pass(snapshot)
         self.aged_before = state.aged_before
         self.initial_share = dict(state.led.share)
@@ -86,11 +92,16 @@ class RecordedPass:
         self.items.append(p)
         self.step_of[p.id] = step
         self.share_after.append(state.led.share[p.tenant])
+        for ckey, asked in state.reclaim_asked.items():
+            if self._asked.get(ckey) != asked:
+                self._asked[ckey] = asked
+                self.last_reclaim[ckey] = step
         if outcome is not None:
             reason, _, pool = outcome
             self.wait_steps_by_tenant[p.tenant].append(step)
             self.wait_steps_by_flavor[p.flavor].append(step)
             self.waits_by_pool[pool].append((step, Wait(p, reason, pool)))
+            self.pool_of[p.id] = pool
 
     def finished(self, state: _Pass, admitted: list[Pending], waits: list[Wait]) -> None:
         """Keep the final state: the ETA of a waiting candidate is estimated against it."""
@@ -139,8 +150,14 @@ class RecordedPass:
         capped = (
             tenant.max_dev_clusters_per_user is not None or tenant.max_dev_gpus_per_user is not None
         )
-        if candidate.kind == DEV and capped and final.led.queued_behind(candidate):
-            return None
+        if candidate.kind == DEV and capped:
+            # The owner's requests behind it count it against their caps. That changes
+            # nothing only if each of them waited, over its cap or never fitting, anyway
+            # (counting one more keeps it over its cap, in the same pool).
+            for later in final.led.queued_behind(candidate):
+                pool = self.pool_of.get(later.id)
+                if pool is None or pool[0] not in ("u", "never"):
+                    return None
         step = self.entry_step(candidate)
         base = min(step // self.every, len(self.checkpoints) - 1) if self.checkpoints else -1
         if base < 0:
@@ -162,7 +179,13 @@ class RecordedPass:
         if reason == RECLAIM_PENDING:
             # Its ETA is when what is reclaimed for it is freed, fixed at its own step.
             eta = state.reclaim_etas.get(candidate.id, self.snap.now + self.snap.reclaim_grace)
-        elif state.reclaim_failed != failed_before or candidate.id in state.promises.holders:
+        elif candidate.id in state.promises.holders or any(
+            # A reclaim that failed for it is remembered; only a later request asking the
+            # same (cohort, flavor) to reclaim reads that memo.
+            self.last_reclaim.get(ckey, -1) >= step
+            for ckey, failed in state.reclaim_failed.items()
+            if failed_before.get(ckey) != failed
+        ):
             return None  # it changed what later steps decide
         elif pool[0] == "never":
             eta = None

@@ -10,10 +10,11 @@ states, changes the digest, and the next verdict reads afresh.
 
 The snapshot also depends on the time: requests age, observed free capacity goes stale,
 and ETAs and messages count from ``now``. An entry is therefore kept at most
-:data:`KEEP_FOR`, and never past the moment a queued request ages or a flavor's observed
-capacity stops being fresh; within that window a verdict is the one a whole pass at the
-entry's ``now`` gives. The digest is read before the snapshot, so a change committed in
-between can only cause one more rebuild, never a stale entry. Other databases (SQLite)
+:data:`KEEP_FOR` after it was read, and never past the moment a queued request ages or a
+flavor's observed capacity stops being fresh; within that window a verdict is the one a
+whole pass at the entry's ``now`` gives (its ``now`` is older by the time reading took).
+The digest is read before the snapshot, so a change committed in between can only cause
+one more rebuild, never a stale entry. Other databases (SQLite)
 have no such aggregate: every verdict reads afresh.
 """
 
@@ -84,9 +85,9 @@ def state_digest() -> str | None:
     return f"{row[0]}/{tail}" if row else None
 
 
-def _valid_until(snapshot: adm.Snapshot) -> datetime:
+def _valid_until(snapshot: adm.Snapshot, read_at: datetime) -> datetime:
     """When the snapshot would read differently with nothing written: the entry's end."""
-    until = snapshot.now + KEEP_FOR
+    until = read_at + KEEP_FOR
     for p in snapshot.pending:
         ages_at = p.created_at + snapshot.aging
         if snapshot.now < ages_at < until:
@@ -118,7 +119,8 @@ def recorded_snapshot() -> tuple[adm.Snapshot, RecordedPass]:
         snapshot, _ = build_snapshot(now=now)
         recorded = RecordedPass(snapshot)
         if digest is not None:
-            _entry = _Entry(digest, _valid_until(snapshot), snapshot, recorded)
+            # Kept from when it is ready (reading a large queue takes seconds itself).
+            _entry = _Entry(digest, _valid_until(snapshot, timezone.now()), snapshot, recorded)
         return snapshot, recorded
 
 

@@ -256,8 +256,9 @@ def run() -> str:
             "Before: `dry_run` ran a whole pass with the candidate added, per verdict and per "
             "alternative flavor. Now a `RecordedPass` records the pass once (checkpoints every "
             "sqrt(n) steps) and a verdict forks it where the candidate enters; when only a "
-            "whole pass can tell (the candidate would count against a later request's "
-            f"per-engineer cap) it falls back to one. {CANDIDATES} seeded candidates per size "
+            "whole pass can tell (mostly: the candidate would count against the per-engineer "
+            "cap of a later request of its owner that the pass admits or that waits for "
+            f"another reason) it falls back to one. {CANDIDATES} seeded candidates per size "
             "(median, and the slowest, which includes any fallback); verdicts checked equal.",
             "",
             "| waiting requests | whole pass per verdict (before) | record once (cold) | "

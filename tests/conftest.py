@@ -134,8 +134,12 @@ def _fast_password_hashing(settings: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Any:
-    """Throttle counters live in the cache: each test starts with none."""
+    """Throttle counters live in the cache, and the dry-run keeps its recorded pass per
+    process: each test starts with neither."""
     from django.core.cache import cache
 
+    from clusters.queue import recorded
+
     cache.clear()
+    recorded.forget()
     yield

@@ -25,10 +25,12 @@ Gang: a request is charged its whole gang's GPUs, CPU and memory, or nothing.
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
+from typing import Protocol
 
 from clusters.admission.caps import CapBreach
 from clusters.admission.eta import Wait, estimate
@@ -99,6 +101,9 @@ class _Pass:
         # the cohort usage it was computed at: a larger deficit at the same usage fails
         # too, which keeps a queue full of reclaim candidates from rescanning victims.
         self.reclaim_failed: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
+        # How often each (cohort, flavor) was asked to reclaim (the dry-run's recorder
+        # reads it to know which steps could have read ``reclaim_failed``).
+        self.reclaim_asked: dict[tuple[str, str], int] = defaultdict(int)
         self.decision = Decision()
 
     # -- checks -------------------------------------------------------------------
@@ -247,6 +252,7 @@ class _Pass:
         their nominal quota on the flavor; ``None`` when borrowers do not hold enough.
         """
         led = self.led
+        self.reclaim_asked[ckey] += 1
         cohort_total = led.cohort_nominal.get(ckey, 0)
         deficit = (
             led.cohort_usage[ckey]
@@ -363,60 +369,70 @@ class _Pass:
 
     # -- the pass -----------------------------------------------------------------
 
-    def run(self) -> Decision:
-        snap = self.snap
-        now = snap.now
-        aged_before = now - snap.aging
+    def order(self) -> tuple[dict[str, list[Pending]], list[_HeadKey]]:
+        """Each tenant's queue, sorted, and the heap of their heads."""
+        aged_before = self.aged_before
         queues: dict[str, list[Pending]] = defaultdict(list)
-        for p in snap.pending:
+        for p in self.snap.pending:
             queues[p.tenant].append(p)
-        heap: list[tuple[int, int, int, float, float, int, str]] = []
-        cursor: dict[str, int] = {}
-        for slug, queue in queues.items():
-            queue.sort(
-                key=lambda p: (
-                    p.kind != PROD,
-                    -p.priority,
-                    0 if p.earmarked or p.created_at <= aged_before else 1,
-                    p.created_at,
-                    p.id,
-                )
-            )
-            cursor[slug] = 0
-            heapq.heappush(heap, self._head_key(queue[0], aged_before))
+        heap: list[_HeadKey] = []
+        for queue in queues.values():
+            queue.sort(key=lambda p: tenant_order(p, aged_before))
+            heapq.heappush(heap, self.head_key(queue[0]))
+        return queues, heap
+
+    def step(self, p: Pending) -> tuple[str, str, Pool] | None:
+        """Admit ``p`` if it may start now, else return why it waits (reason, message,
+        pool), updating what it holds or is promised."""
+        outcome = self.blocked(p)
+        if outcome is None:
+            outcome = self.held(p)
+            if outcome is None:
+                self.led.charge(p)
+                self.led.take_capacity(p)
+                return None
+        reason, _, pool = outcome
+        if p.earmarked and reason in _STILL_PROMISED:
+            self.promises.promise(p)  # still waiting for what was reclaimed for it
+        promised = p.id in self.promises.holders
+        if reason == RECLAIM_PENDING or (
+            (p.created_at <= self.aged_before or promised)
+            and reason in (TENANT_QUOTA, COHORT_QUOTA, CAPACITY)
+        ):
+            self.blocks.setdefault(pool, p)
+        return outcome
+
+    def run(self, watch: PassWatcher | None = None) -> Decision:
+        """The whole pass; ``watch`` (the dry-run's recorder) sees every step."""
+        snap = self.snap
+        queues, heap = self.order()
+        cursor: dict[str, int] = dict.fromkeys(queues, 0)
         waits: list[Wait] = []
         position: dict[str, int] = defaultdict(int)
         flavor_position: dict[str, int] = defaultdict(int)
         statuses: list[tuple[Pending, int, int, str, str]] = []
         admitted: list[Pending] = []
         while heap:
-            slug = heapq.heappop(heap)[-1]
+            if watch is not None:
+                watch.before_step(self)
+            key = heapq.heappop(heap)
+            slug = key[-1]
             queue = queues[slug]
             p = queue[cursor[slug]]
             cursor[slug] += 1
-            outcome = self.blocked(p)
+            outcome = self.step(p)
             if outcome is None:
-                outcome = self.held(p)
-                if outcome is None:
-                    self.led.charge(p)
-                    self.led.take_capacity(p)
-                    admitted.append(p)
-            if outcome is not None:
+                admitted.append(p)
+            else:
                 reason, message, pool = outcome
-                if p.earmarked and reason in _STILL_PROMISED:
-                    self.promises.promise(p)  # still waiting for what was reclaimed for it
-                promised = p.id in self.promises.holders
-                if reason == RECLAIM_PENDING or (
-                    (p.created_at <= aged_before or promised)
-                    and reason in (TENANT_QUOTA, COHORT_QUOTA, CAPACITY)
-                ):
-                    self.blocks.setdefault(pool, p)
                 position[p.tenant] += 1
                 flavor_position[p.flavor] += 1
                 statuses.append((p, position[p.tenant], flavor_position[p.flavor], reason, message))
                 waits.append(Wait(p, reason, pool))
+            if watch is not None:
+                watch.after_step(self, key, p, outcome)
             if cursor[slug] < len(queue):
-                heapq.heappush(heap, self._head_key(queue[cursor[slug]], aged_before))
+                heapq.heappush(heap, self.head_key(queue[cursor[slug]]))
         etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
         decision = self.decision
         decision.admitted = [p.id for p in admitted]
@@ -424,19 +440,76 @@ class _Pass:
             decision.waiting[p.id] = QueueStatus(pos, fpos, reason, message, etas.get(p.id))
         decision.ledger = {key: gpus for key, gpus in self.led.usage.items() if gpus}
         decision.earmarked = list(self.promises.holders)
+        if watch is not None:
+            watch.finished(self, admitted, waits)
         return decision
 
-    def _head_key(
-        self, p: Pending, aged_before: datetime
-    ) -> tuple[int, int, int, float, float, int, str]:
-        created = p.created_at.timestamp()
-        klass = -1 if p.kind == PROD else 0
-        if p.created_at <= aged_before or p.earmarked:
-            # Aged requests go first within their priority, oldest first, whatever their
-            # tenant's share: this is what bounds their wait. So do requests promised what
-            # a reclaim frees: it is theirs.
-            return (klass, -p.priority, 0, 0.0, created, p.id, p.tenant)
-        return (klass, -p.priority, 1, self.led.share[p.tenant], created, p.id, p.tenant)
+    def fork(self) -> _Pass:
+        """A copy of the pass's state that can go on without changing this one (the
+        dry-run's checkpoints). What only grows as a pure memo is shared."""
+        other = copy.copy(self)
+        other.led = self.led.fork()
+        other.blocks = dict(self.blocks)
+        other.promises = self.promises.fork(other.led)
+        other.reclaimed_from = defaultdict(Decimal, self.reclaimed_from)
+        other.victims = dict(self.victims)
+        other.picked = set(self.picked)
+        other.reclaim_done = dict(self.reclaim_done)
+        other.reclaim_etas = dict(self.reclaim_etas)
+        other.reclaim_failed = dict(self.reclaim_failed)
+        other.reclaim_asked = defaultdict(int, self.reclaim_asked)
+        other.decision = Decision(reclaim=list(self.decision.reclaim))
+        return other
+
+    def head_key(self, p: Pending) -> _HeadKey:
+        """``p``'s place in the heap of tenant heads, given its tenant's share now."""
+        return head_key(p, self.aged_before, self.led.share[p.tenant])
+
+
+# (class, -priority, aged?, share, created, id, tenant): the heap of tenant heads.
+_HeadKey = tuple[int, int, int, float, float, int, str]
+
+
+def head_key(p: Pending, aged_before: datetime, share: float) -> _HeadKey:
+    """Where ``p`` goes among the tenants' heads when its tenant's share is ``share``."""
+    created = p.created_at.timestamp()
+    klass = -1 if p.kind == PROD else 0
+    if p.created_at <= aged_before or p.earmarked:
+        # Aged requests go first within their priority, oldest first, whatever their
+        # tenant's share: this is what bounds their wait. So do requests promised what
+        # a reclaim frees: it is theirs.
+        return (klass, -p.priority, 0, 0.0, created, p.id, p.tenant)
+    return (klass, -p.priority, 1, share, created, p.id, p.tenant)
+
+
+def tenant_order(p: Pending, aged_before: datetime) -> tuple[bool, int, int, datetime, int]:
+    """``p``'s place in its tenant's own queue."""
+    return (
+        p.kind != PROD,
+        -p.priority,
+        0 if p.earmarked or p.created_at <= aged_before else 1,
+        p.created_at,
+        p.id,
+    )
+
+
+class PassWatcher(Protocol):
+    """What sees every step of a pass (the dry-run's recorder)."""
+
+    def before_step(self, state: _Pass) -> None:
+        """Called before each step, with the state it starts from."""
+
+    def after_step(
+        self,
+        state: _Pass,
+        key: _HeadKey,
+        p: Pending,
+        outcome: tuple[str, str, Pool] | None,
+    ) -> None:
+        """Called after each step: the heap key popped, the request, its outcome."""
+
+    def finished(self, state: _Pass, admitted: list[Pending], waits: list[Wait]) -> None:
+        """Called once the pass has decided everything."""
 
 
 def _promised_message(who: str, flavor: str) -> str:

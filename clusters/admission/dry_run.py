@@ -2,7 +2,9 @@
 
 It runs the very same :func:`decide` on the snapshot with the candidate added, so that
 its verdict cannot disagree with the next real pass on the same snapshot; only the
-"never fits" checks come first, from the same :class:`Ledger` the pass uses.
+"never fits" checks come first, from the same :class:`Ledger` the pass uses. Given a
+:class:`~clusters.admission.recorded.RecordedPass` of the snapshot, it forks the recorded
+pass where the candidate would enter instead of running a whole pass per verdict.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from clusters.admission.decide import decide
 from clusters.admission.eta import format_eta
 from clusters.admission.ledger import Ledger
 from clusters.admission.snapshot import Pending, Snapshot
+
+if TYPE_CHECKING:
+    from clusters.admission.recorded import RecordedPass
 
 FITS_NOW = "fits_now"
 WILL_QUEUE = "will_queue"
@@ -66,7 +72,11 @@ def _label(p: Pending) -> str:
     return f"{p.workers}\N{MULTIPLICATION SIGN}{p.flavor.upper()}"
 
 
-def _judge(snapshot: Snapshot, candidate: Pending) -> Verdict:
+def _judge(snapshot: Snapshot, candidate: Pending, recorded: RecordedPass | None) -> Verdict:
+    if recorded is not None:
+        fast = recorded.judge(candidate)
+        if fast is not None:
+            return fast
     never = Ledger(snapshot).never_fits(candidate)
     if never:
         return Verdict(NEVER_FITS, [VerdictReason(code, message) for code, message in never])
@@ -84,15 +94,20 @@ def _judge(snapshot: Snapshot, candidate: Pending) -> Verdict:
 
 
 def dry_run(
-    snapshot: Snapshot, candidate: Pending, alternatives: Sequence[Pending] = ()
+    snapshot: Snapshot,
+    candidate: Pending,
+    alternatives: Sequence[Pending] = (),
+    recorded: RecordedPass | None = None,
 ) -> Verdict:
     """Judge ``candidate`` against ``snapshot`` without changing anything.
 
     ``alternatives`` are the same request shaped for other flavors (the caller shapes
     them, since the shape rules live in ``clusters.shapes``); those that would not
-    "never fit" are returned, soonest first, and named in the summary.
+    "never fit" are returned, soonest first, and named in the summary. ``recorded``, a
+    :class:`~clusters.admission.recorded.RecordedPass` of ``snapshot``, answers without
+    a whole pass per verdict where it can (with the same verdicts).
     """
-    main = _judge(snapshot, candidate)
+    main = _judge(snapshot, candidate, recorded)
     now = snapshot.now
     never = datetime.max.replace(tzinfo=now.tzinfo)
     found: list[Alternative] = []
@@ -102,7 +117,7 @@ def dry_run(
         start = now if main.verdict == FITS_NOW else (main.eta or never)
         options.append((start, 0, f"{_label(candidate)} {_when(main.verdict, main.eta, now)}"))
     for alt in alternatives:
-        judged = _judge(snapshot, alt)
+        judged = _judge(snapshot, alt, recorded)
         if judged.verdict == NEVER_FITS:
             continue
         message = f"{_label(alt)} {_when(judged.verdict, judged.eta, now)}"

@@ -119,7 +119,7 @@ def _user_eta(p: Pending, led: Ledger, mine: list[tuple[datetime, Decimal]]) -> 
     clusters = has_clusters + 1 - (tenant.max_dev_clusters_per_user or 10**9)
     gpus = has_gpus + p.gpus - (tenant.max_dev_gpus_per_user or 10**9)
     when = led.snap.now
-    for ends, freed in sorted(mine):
+    for ends, freed in mine:  # sorted by the caller, once per owner
         if clusters <= 0 and gpus <= 0:
             break
         clusters -= 1
@@ -170,9 +170,9 @@ def estimate(  # noqa: C901
         kind = pool[0]
         rels: list[_Release]
         if kind == "u":
-            owner_releases = [
+            owner_releases = sorted(
                 (rel[0], rel[1]) for rel in by_tenant[pool[1]] if rel[7] and str(rel[6]) == pool[2]
-            ]
+            )
             for w in group:
                 out[w.pending.id] = _user_eta(w.pending, led, owner_releases)
             continue

@@ -8,6 +8,8 @@ pass and the dry-run so that the two cannot disagree.
 
 from __future__ import annotations
 
+import copy
+from bisect import bisect_left
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
@@ -77,6 +79,23 @@ class Ledger:
         for pending in sorted(snap.pending, key=_queue_order):
             if pending.kind == DEV:
                 self.user_queue[pending.tenant, pending.owner].append(pending)
+        # The owner's queue as sort keys and prefix sums, and what of it this pass has
+        # charged, so that "queued ahead and not yet charged" is a bisection and two
+        # tree lookups, not a scan of the owner's queue per check (quadratic per owner).
+        self._queue_keys: dict[tuple[str, int], list[tuple[int, int, datetime, int]]] = {}
+        self._queue_gpus: dict[tuple[str, int], list[Decimal]] = {}
+        self._queue_index: dict[int, int] = {}
+        self._charged_ahead: dict[tuple[str, int], _Counts] = {}
+        for who, queue in self.user_queue.items():
+            self._queue_keys[who] = [_queue_order(q) for q in queue]
+            sums = [Decimal(0)]
+            for i, item in enumerate(queue):
+                sums.append(sums[-1] + item.gpus)
+                self._queue_index[item.id] = i
+            self._queue_gpus[who] = sums
+            self._charged_ahead[who] = _Counts(len(queue))
+        # Owners whose tree is this ledger's alone (see :meth:`fork`).
+        self._own_counts: set[tuple[str, int]] = set(self._charged_ahead)
         self.charged: set[int] = set()
         self.free: dict[str, Decimal | None] = {f.name: f.free_gpus for f in snap.flavors}
         self.free_nodes: dict[str, int | None] = {f.name: f.free_nodes for f in snap.flavors}
@@ -87,6 +106,27 @@ class Ledger:
         self._never: dict[tuple[object, ...], list[tuple[str, str]]] = {}
         for r in snap.running:
             self.charge(r)
+
+    def fork(self) -> Ledger:
+        """A copy whose counters change apart from this one's (the dry-run's checkpoints);
+        what the pass only reads (quotas, the owners' queues, memos) is shared."""
+        other = copy.copy(self)
+        other.tenants = dict(self.tenants)
+        other.usage = defaultdict(Decimal, self.usage)
+        other.cohort_usage = defaultdict(Decimal, self.cohort_usage)
+        other.cpu = defaultdict(Decimal, self.cpu)
+        other.memory = defaultdict(Decimal, self.memory)
+        other.user_clusters = defaultdict(int, self.user_clusters)
+        other.user_gpus = defaultdict(Decimal, self.user_gpus)
+        other.charged = set(self.charged)
+        other.free = dict(self.free)
+        other.free_nodes = dict(self.free_nodes)
+        other.share = defaultdict(float, self.share)
+        # Copy on write: both now share every owner's tree until they change it.
+        other._charged_ahead = dict(self._charged_ahead)
+        other._own_counts = set()
+        self._own_counts = set()
+        return other
 
     def tenant(self, slug: str) -> TenantQ:
         """The tenant's policy (defaults for a tenant missing from the snapshot)."""
@@ -106,8 +146,16 @@ class Ledger:
         if item.kind == DEV:
             self.user_clusters[item.tenant, item.owner] += 1
             self.user_gpus[item.tenant, item.owner] += item.gpus
-        if isinstance(item, Pending):
+        if isinstance(item, Pending) and item.id not in self.charged:
             self.charged.add(item.id)
+            who = (item.tenant, item.owner)
+            index = self._queue_index.get(item.id)
+            counts = self._charged_ahead.get(who)
+            if item.kind == DEV and index is not None and counts is not None:
+                if who not in self._own_counts:
+                    counts = self._charged_ahead[who] = counts.copy()
+                    self._own_counts.add(who)
+                counts.add(index, item.gpus)
         share = float(self.usage[key]) * self.scale.get(item.flavor, 1.0) / float(tenant.weight)
         if share > self.share[item.tenant]:
             self.share[item.tenant] = share
@@ -118,12 +166,26 @@ class Ledger:
         who = (p.tenant, p.owner)
         parked_n, parked_g = self.user_parked.get(who, (0, Decimal(0)))
         clusters, gpus = self.user_clusters[who] + parked_n, self.user_gpus[who] + parked_g
-        for q in self.user_queue.get(who, ()):
-            if _queue_order(q) >= _queue_order(p):
-                break
-            if q.id not in self.charged:
-                clusters, gpus = clusters + 1, gpus + q.gpus
+        keys = self._queue_keys.get(who)
+        if keys:
+            # Those strictly ahead of ``p`` in queue order (``p`` itself may be absent:
+            # the dry-run's candidate), less those already counted as charged.
+            ahead = self._queue_index.get(p.id, -1)
+            if ahead < 0 or keys[ahead][3] != p.id:
+                ahead = bisect_left(keys, _queue_order(p))
+            charged_n, charged_g = self._charged_ahead[who].prefix(ahead)
+            clusters += ahead - charged_n
+            gpus += self._queue_gpus[who][ahead] - charged_g
         return clusters, gpus
+
+    def queued_behind(self, p: Pending) -> list[Pending]:
+        """The owner's queued dev requests that come after ``p`` in queue order (they
+        count ``p`` against their caps)."""
+        who = (p.tenant, p.owner)
+        keys = self._queue_keys.get(who)
+        if not keys:
+            return []
+        return self.user_queue[who][bisect_left(keys, _queue_order(p)) :]
 
     def cap_breach(self, p: Pending) -> CapBreach | None:
         """The per-engineer cap ``p`` would pass now, or ``None`` (non-dev: never)."""
@@ -266,3 +328,34 @@ class Ledger:
         if kind == "tcpu":
             return tenant.cpu_quota - self.cpu[pool[1]]
         return tenant.memory_quota_gib - self.memory[pool[1]]
+
+
+class _Counts:
+    """How many of an owner's queued requests, and how many GPUs, have been charged among
+    the first ``i`` in queue order (a Fenwick tree: O(log n) per update and query)."""
+
+    def __init__(self, size: int) -> None:
+        self.n = [0] * (size + 1)
+        self.g = [Decimal(0)] * (size + 1)
+
+    def copy(self) -> _Counts:
+        """An independent copy."""
+        other = _Counts(0)
+        other.n, other.g = list(self.n), list(self.g)
+        return other
+
+    def add(self, index: int, gpus: Decimal) -> None:
+        i = index + 1
+        while i < len(self.n):
+            self.n[i] += 1
+            self.g[i] += gpus
+            i += i & -i
+
+    def prefix(self, count: int) -> tuple[int, Decimal]:
+        n, g = 0, Decimal(0)
+        i = count
+        while i > 0:
+            n += self.n[i]
+            g += self.g[i]
+            i -= i & -i
+        return n, g

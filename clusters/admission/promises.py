@@ -35,6 +35,17 @@ class Promises:
         self.releasing_fleet: dict[str, Decimal] = defaultdict(Decimal)
         self.holders: dict[int, Pending] = {}  # in promise order
 
+    def fork(self, led: Ledger) -> Promises:
+        """A copy over ``led`` (a fork of this one's ledger) that changes apart."""
+        other = Promises(led)
+        other.cohort.update(self.cohort)
+        other.fleet.update(self.fleet)
+        other.tenant.update(self.tenant)
+        other.releasing_cohort.update(self.releasing_cohort)
+        other.releasing_fleet.update(self.releasing_fleet)
+        other.holders = dict(self.holders)
+        return other
+
     def _ckey(self, p: Pending) -> tuple[str, str]:
         return (self.led.tenant(p.tenant).cohort, p.flavor)
 

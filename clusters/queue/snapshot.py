@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -109,28 +110,63 @@ _QUEUE_FIELDS = (
 )
 
 
+# The spec columns that shape a request as admission sees it (its name does not).
+_SHAPE_COLUMNS = tuple(c for c in SPEC_COLUMNS if c != "name")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a queued request's spec contributes to its pure view, computed once per
+    distinct shape: a long queue holds thousands of rows of a few dozen shapes."""
+
+    flavor: str
+    kind: str
+    priority: int
+    workers: int
+    worker_gpus: Decimal
+    ttl: timedelta | None
+
+
+def _shape(flavor: GpuFlavor, values: dict[str, Any]) -> _Shape:
+    spec = ClusterSpec(flavor=flavor, **{c: values[c] for c in _SHAPE_COLUMNS if c != "flavor_id"})
+    return _Shape(
+        flavor=flavor.name,
+        kind=spec.kind,
+        priority=spec.priority,
+        workers=spec.charged_workers(),
+        worker_gpus=spec.worker_gpus(),
+        ttl=timedelta(hours=spec.ttl_hours) if spec.ttl_hours else None,
+    )
+
+
 def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[QueuedRow]]:
     pending: list[adm.Pending] = []
     rows: list[QueuedRow] = []
-    spec_columns = [c for c in SPEC_COLUMNS if c != "flavor_id"]
+    shapes: dict[tuple[object, ...], _Shape] = {}
+    fields = tuple(f for f in _QUEUED_FIELDS if f != "name")
     for values in (
-        ClusterRequest.objects.unscoped()
-        .filter(state=State.QUEUED)
-        .values(*_QUEUED_FIELDS, *_QUEUE_FIELDS)
+        ClusterRequest.objects.unscoped().filter(state=State.QUEUED).values(*fields, *_QUEUE_FIELDS)
     ):
-        spec = ClusterSpec(
-            flavor=flavors[values["flavor_id"]], **{c: values[c] for c in spec_columns}
-        )
+        key = tuple(values[c] for c in _SHAPE_COLUMNS)
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = _shape(flavors[values["flavor_id"]], values)
+        # The same fields as :func:`_pending`, without a spec per row.
         pending.append(
-            _pending(
-                pk=values["id"],
+            adm.Pending(
+                id=values["id"],
                 tenant=values["tenant__slug"],
                 owner=values["owner_id"],
-                spec=spec,
-                gpus=values["gpus"],
-                cpu=values["cpu"],
-                memory_gib=values["memory_gib"],
+                flavor=shape.flavor,
+                kind=shape.kind,
+                gpus=Decimal(values["gpus"]),
                 created_at=values["created_at"],
+                cpu=Decimal(values["cpu"]),
+                memory_gib=Decimal(values["memory_gib"]),
+                priority=shape.priority,
+                workers=shape.workers,
+                worker_gpus=shape.worker_gpus,
+                ttl=shape.ttl,
                 earmarked=values["earmarked_at"] is not None,
             )
         )

@@ -16,7 +16,8 @@ from clusters import admission as adm
 from clusters.admission.dry_run import NEVER_FITS
 from clusters.kube.manifests import cluster_manifests
 from clusters.queue.backends import manifest_options
-from clusters.queue.snapshot import build_snapshot, pending_of
+from clusters.queue.recorded import recorded_snapshot
+from clusters.queue.snapshot import pending_of
 from clusters.requests import services
 from clusters.spec import ClusterSpec
 from controlplane.exceptions import ServiceConflict
@@ -53,7 +54,9 @@ def dry_run_verdict(
         never, cluster = exc.reasons, exc.cluster
     if not spec.name:
         cluster.name = DRY_RUN_NAME  # submission would generate one
-    snapshot, _ = build_snapshot()
+    # The snapshot and its recorded pass, kept while nothing they read has changed
+    # (clusters.queue.recorded), so a verdict forks the pass instead of re-running it.
+    snapshot, recorded = recorded_snapshot()
     alternatives = []
     for flavor in GpuFlavor.objects.exclude(pk=spec.flavor.pk).order_by("name"):
         try:
@@ -63,7 +66,9 @@ def dry_run_verdict(
         except (ValidationError, ServiceConflict):
             continue  # submission would refuse it on that flavor
         alternatives.append(pending_of(other, pk=_CANDIDATE_ID))
-    verdict = adm.dry_run(snapshot, pending_of(cluster, pk=_CANDIDATE_ID), alternatives)
+    verdict = adm.dry_run(
+        snapshot, pending_of(cluster, pk=_CANDIDATE_ID), alternatives, recorded=recorded
+    )
     if never:
         # Submission's reasons, from the same ledger (the full snapshot agrees unless a
         # quota changed in between; submission's word is the one that counts).

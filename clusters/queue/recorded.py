@@ -1,0 +1,131 @@
+"""The dry-run's snapshot and recorded pass, kept per process while the database is unchanged.
+
+A verdict needs the snapshot and the pass over it (:class:`clusters.admission.recorded.
+RecordedPass`); reading and recording them costs about as much as an admission pass. They
+are kept, per process, under a digest of every row the snapshot reads: on PostgreSQL one
+statement XORs ``hash_record_extended`` of each row (all of its columns) of the requests
+that are queued, suspended or hold GPUs, and of every tenant, quota and flavor, with their
+counts. Any insert, update or delete of such a row, or a row entering or leaving those
+states, changes the digest, and the next verdict reads afresh.
+
+The snapshot also depends on the time: requests age, observed free capacity goes stale,
+and ETAs and messages count from ``now``. An entry is therefore kept at most
+:data:`KEEP_FOR` after it was read, and never past the moment a queued request ages or a
+flavor's observed capacity stops being fresh; within that window a verdict is the one a
+whole pass at the entry's ``now`` gives (its ``now`` is older by the time reading took).
+The digest is read before the snapshot, so a change committed in between can only cause
+one more rebuild, never a stale entry. Other databases (SQLite)
+have no such aggregate: every verdict reads afresh.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from clusters import admission as adm
+from clusters.admission.recorded import RecordedPass
+from clusters.models import ClusterKind, ClusterRequest
+from clusters.queue.capacity import FRESH_FOR
+from clusters.queue.snapshot import build_snapshot
+from clusters.states import State
+from tenants.models import GpuFlavor, Quota, Tenant
+
+#: How long a recorded pass answers verdicts at most (its ``now`` is that old at worst).
+KEEP_FOR = timedelta(seconds=5)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    digest: str
+    until: datetime
+    snapshot: adm.Snapshot
+    recorded: RecordedPass
+
+
+_lock = threading.Lock()
+_entry: _Entry | None = None
+
+
+def _table_digest(alias: str, table: str, where: str = "") -> str:
+    return (
+        f"(SELECT count(*)::text || ':' || coalesce(bit_xor(hash_record_extended({alias}, 0)), 0)"
+        f"::text FROM {table} {alias} {where})"
+    )
+
+
+def state_digest() -> str | None:
+    """A digest of every row the admission snapshot reads (``None``: not PostgreSQL)."""
+    if connection.vendor != "postgresql":
+        return None
+    requests = ClusterRequest._meta.db_table
+    parts = [
+        _table_digest(
+            "r",
+            requests,
+            "WHERE r.state = %s OR (r.state = %s AND r.kind = %s) OR r.holds_gpus",
+        ),
+        _table_digest("t", Tenant._meta.db_table),
+        _table_digest("q", Quota._meta.db_table),
+        _table_digest("f", GpuFlavor._meta.db_table),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT " + " || '/' || ".join(parts),
+            [State.QUEUED, State.SUSPENDED, ClusterKind.DEV],
+        )
+        row = cursor.fetchone()
+    # The settings the snapshot reads belong to the key too (tests override them).
+    tail = f"{settings.ADMISSION_AGING_SECONDS}/{settings.RECLAIM_GRACE_SECONDS}"
+    return f"{row[0]}/{tail}" if row else None
+
+
+def _valid_until(snapshot: adm.Snapshot, read_at: datetime) -> datetime:
+    """When the snapshot would read differently with nothing written: the entry's end."""
+    until = read_at + KEEP_FOR
+    for p in snapshot.pending:
+        ages_at = p.created_at + snapshot.aging
+        if snapshot.now < ages_at < until:
+            until = ages_at
+    for flavor in GpuFlavor.objects.exclude(observed_at=None).only("observed_at"):
+        if flavor.observed_at is None:
+            continue
+        stale_at = flavor.observed_at + FRESH_FOR
+        if snapshot.now < stale_at < until:
+            until = stale_at
+    return until
+
+
+def recorded_snapshot() -> tuple[adm.Snapshot, RecordedPass]:
+    """The current snapshot and its recorded pass, from the cache while still valid."""
+    global _entry
+    digest = state_digest()
+    now = timezone.now()
+    with _lock:
+        entry = _entry
+        if (
+            digest is not None
+            and entry is not None
+            and entry.digest == digest
+            # Never answer from the future (a clock set back, as tests do).
+            and entry.snapshot.now <= now < entry.until
+        ):
+            return entry.snapshot, entry.recorded
+        snapshot, _ = build_snapshot(now=now)
+        recorded = RecordedPass(snapshot)
+        if digest is not None:
+            # Kept from when it is ready (reading a large queue takes seconds itself).
+            _entry = _Entry(digest, _valid_until(snapshot, timezone.now()), snapshot, recorded)
+        return snapshot, recorded
+
+
+def forget() -> None:
+    """Drop the cached entry (tests, and anything that wants the next verdict fresh)."""
+    global _entry
+    with _lock:
+        _entry = None

@@ -19,6 +19,8 @@ MODULES = [
     "benchmarks.embedded_broker",
     "benchmarks.reconcile",
     "benchmarks.end_to_end",
+    "benchmarks.api",
+    "benchmarks.kubesim",
 ]
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 

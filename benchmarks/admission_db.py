@@ -23,7 +23,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from benchmarks.support import load_line, setup_django
+from benchmarks.support import h100_flavor, load_line, setup_django
 
 TENANTS = 30
 
@@ -43,14 +43,7 @@ def _fill(waiting: int) -> None:
         )
     users = get_user_model()
     owners = [users.objects.get_or_create(username=f"bench{i}")[0] for i in range(TENANTS * 5)]
-    h100 = GpuFlavor.objects.create(
-        name="h100",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        gpus_per_node=8,
-        cpu_per_node=192,
-        memory_per_node_gib=1800,
-        node_count=64,
-    )
+    h100 = h100_flavor(64)
     l4 = GpuFlavor.objects.create(
         name="l4",
         gpu_product="NVIDIA-L4",

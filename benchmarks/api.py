@@ -48,7 +48,7 @@ def _fill() -> dict[str, str]:
     from knox.models import AuthToken
 
     from clusters.models import ClusterEvent, ClusterRequest
-    from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant
+    from tenants.models import Membership, Quota, Role, Tenant
 
     support.truncate_product_tables()
     users = get_user_model().objects
@@ -56,14 +56,7 @@ def _fill() -> dict[str, str]:
     admin = users.create_user("bench-admin", password="x")
     root = users.create_user("bench-root", password="x", is_staff=True)
     owner = users.create_user("bench-owner", password="x")
-    flavor = GpuFlavor.objects.create(
-        name="h100",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        gpus_per_node=8,
-        cpu_per_node=192,
-        memory_per_node_gib=1800,
-        node_count=512,
-    )
+    flavor = support.h100_flavor(512)
     tenant = Tenant.objects.create(
         slug=TENANT,
         name="Bench",

@@ -52,17 +52,10 @@ def _fill(h100_nodes: int) -> list[tuple[str, str]]:
     from django.contrib.auth import get_user_model
     from knox.models import AuthToken
 
-    from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant
+    from tenants.models import Membership, Quota, Role, Tenant
 
     support.truncate_product_tables()
-    h100 = GpuFlavor.objects.create(
-        name="h100",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        gpus_per_node=8,
-        cpu_per_node=192,
-        memory_per_node_gib=1800,
-        node_count=h100_nodes,
-    )
+    h100 = support.h100_flavor(h100_nodes)
     share = math.ceil(CLUSTERS / TENANTS)
     engineers = []
     users = get_user_model()

@@ -29,19 +29,12 @@ def _fill(size: int) -> None:
 
     from clusters.models import ClusterRequest
     from clusters.states import State
-    from tenants.models import GpuFlavor, Quota, Tenant
+    from tenants.models import Quota, Tenant
 
     support.truncate_product_tables()
     users = get_user_model()
     owners = [users.objects.get_or_create(username=f"rec{i}")[0] for i in range(TENANTS)]
-    h100 = GpuFlavor.objects.create(
-        name="h100",
-        gpu_product="NVIDIA-H100-80GB-HBM3",
-        gpus_per_node=8,
-        cpu_per_node=192,
-        memory_per_node_gib=1800,
-        node_count=math.ceil(size / 8) + 1,
-    )
+    h100 = support.h100_flavor(math.ceil(size / 8) + 1)
     tenants = Tenant.objects.bulk_create(
         Tenant(
             slug=f"rec{i:02d}",

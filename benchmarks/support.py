@@ -66,6 +66,20 @@ def truncate_product_tables() -> None:
         )
 
 
+def h100_flavor(node_count: int) -> Any:
+    """The catalogue row of the 8 x H100 nodes :func:`gpu_fleet` builds."""
+    from tenants.models import GpuFlavor
+
+    return GpuFlavor.objects.create(
+        name="h100",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        gpus_per_node=8,
+        cpu_per_node=192,
+        memory_per_node_gib=1800,
+        node_count=node_count,
+    )
+
+
 def gpu_fleet(*, h100_nodes: int, cpu_nodes: int, name: str = "bench") -> dict[str, Any]:
     """A kubesim fleet of 8 x H100 nodes and CPU-only nodes (for Ray heads) of the given
     sizes, shaped like ``kubesim/fleets/large.yaml``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import platform
 import sys
+import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,9 +33,15 @@ def main(argv: list[str]) -> int:
         print(f"no such benchmark: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     sections = []
+    failed: list[str] = []
     for name in wanted:
         print(f"running {name} ...", flush=True)
-        section = importlib.import_module(name).run()
+        try:
+            section = importlib.import_module(name).run()
+        except Exception:  # noqa: BLE001 - one broken benchmark must not lose the others
+            traceback.print_exc()
+            failed.append(name)
+            section = f"## {name}\n\nFailed on this run; see the output of `make bench`."
         print(section, flush=True)
         sections.append(section.strip())
     header = (
@@ -46,7 +53,9 @@ def main(argv: list[str]) -> int:
     OUTPUT.parent.mkdir(parents=True, exist_ok=True)
     OUTPUT.write_text(header + "\n" + "\n\n".join(sections) + "\n")
     print(f"wrote {OUTPUT}")
-    return 0
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -114,6 +114,10 @@ WORKER_FLAGS += ["--without-gossip", "--without-heartbeat"]
 def _measure(name: str) -> dict[str, float | str]:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
+        # Celery prefers CELERY_BROKER_URL from the environment over its configuration,
+        # and make bench exports one (Redis, for the other benchmarks); the worker
+        # inherits this environment.
+        os.environ.pop("CELERY_BROKER_URL", None)
         os.environ.update(BENCH_BROKER=name, BENCH_DIR=tmp)
         _configure(app, name, tmp)
         with (scratch / "worker.log").open("wb") as log:

@@ -22,12 +22,26 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_BASE_DATABASE_URL: str | None = None
+
+
 def setup_django(suffix: str = "bench") -> str:
-    """Point Django at the database ``<name>_<suffix>`` (created and migrated if needed)."""
+    """Point Django at the database ``<name>_<suffix>`` (created and migrated if needed).
+
+    ``make bench`` runs every benchmark in one process: the first call sets Django up,
+    later ones switch the default connection to their own database (always named after
+    the ``DATABASE_URL`` the process started with). Child processes (gunicorn, Celery)
+    find it in ``DATABASE_URL``.
+    """
     import dj_database_url
     import psycopg
 
-    url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gangway")
+    global _BASE_DATABASE_URL
+    if _BASE_DATABASE_URL is None:
+        _BASE_DATABASE_URL = os.environ.get(
+            "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gangway"
+        )
+    url = _BASE_DATABASE_URL
     parsed = dj_database_url.parse(url)
     name = f"{parsed['NAME']}_{suffix}"
     admin = psycopg.connect(
@@ -46,8 +60,17 @@ def setup_django(suffix: str = "bench") -> str:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "0"
     import django
+    from django.apps import apps
 
-    django.setup()
+    if apps.ready:
+        from django.conf import settings
+        from django.db import connections
+
+        # The connection reads this dict when it next connects.
+        connections.close_all()
+        settings.DATABASES["default"]["NAME"] = name
+    else:
+        django.setup()
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)

@@ -23,7 +23,6 @@ from django.utils import timezone
 from clusters import enqueue
 from clusters.engine import provisioning
 from clusters.engine.reconciler import reconcile_exclusive
-from clusters.kube.bundles import ensure_bundle
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
@@ -103,8 +102,9 @@ def _nudge_reconcile() -> None:
 def provision_clusters(cluster_ids: list[int]) -> None:
     """Converge a batch of cluster requests (what one admission pass admitted).
 
-    The rows are read in one query and each tenant's bundle is ensured once, which is
-    most of what a cluster costs besides its own apply. A row that meets a transient error
+    The rows are read in one query and each tenant's bundle is ensured once (only for
+    rows that apply objects, as :func:`provisioning.converge` decides), which is most of
+    what a cluster costs besides its own apply. A row that meets a transient error
     goes to :func:`provision_cluster`, which owns retries and backoff; a refusal fails
     that request at once, as there. The batch never retries as a whole, so one bad row
     does not hold up the others.
@@ -122,10 +122,7 @@ def provision_clusters(cluster_ids: list[int]) -> None:
         if not provisioning.wants_provisioning(cluster):
             continue
         try:
-            if cluster.tenant_id not in ensured:
-                ensure_bundle(cluster.tenant, gw)
-                ensured.add(cluster.tenant_id)
-            provisioning.converge(cluster, gw, bundle=False)
+            provisioning.converge(cluster, gw, ensured=ensured)
         except TransientKubeError as exc:
             metrics.API_ERRORS.labels("transient").inc()
             log.info("cluster %s left the batch for its own task: %s", cluster, exc.message)

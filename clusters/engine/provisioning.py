@@ -33,11 +33,15 @@ def cluster_objects(cluster: ClusterRequest) -> list[dict[str, Any]]:
     return objects
 
 
-def apply_cluster(cluster: ClusterRequest, gw: Gateway, *, bundle: bool = True) -> None:
-    """Apply the tenant bundle (unless the caller just ensured it: ``bundle=False``) and
-    the cluster's objects (idempotent)."""
-    if bundle:
+def apply_cluster(cluster: ClusterRequest, gw: Gateway, *, ensured: set[int] | None = None) -> None:
+    """Apply the tenant bundle and the cluster's objects (idempotent).
+
+    ``ensured``: tenants whose bundle the caller already ensured (a batch passes the same
+    set for all its rows, so each tenant's bundle is rendered and checked once)."""
+    if ensured is None or cluster.tenant_id not in ensured:
         ensure_bundle(cluster.tenant, gw)
+        if ensured is not None:
+            ensured.add(cluster.tenant_id)
     for obj in cluster_objects(cluster):
         gw.apply(obj)
 
@@ -49,8 +53,10 @@ def wants_provisioning(cluster: ClusterRequest) -> bool:
     return cluster.state != State.QUEUED or queue_backend().provisions_queued
 
 
-def converge(cluster: ClusterRequest, gw: Gateway | None = None, *, bundle: bool = True) -> None:
-    """Do what the row's state asks of Kubernetes; see the module docstring. ``bundle``
+def converge(
+    cluster: ClusterRequest, gw: Gateway | None = None, *, ensured: set[int] | None = None
+) -> None:
+    """Do what the row's state asks of Kubernetes; see the module docstring. ``ensured``
     as for :func:`apply_cluster`."""
     gw = gw or get_gateway()
     backend = queue_backend()
@@ -58,9 +64,9 @@ def converge(cluster: ClusterRequest, gw: Gateway | None = None, *, bundle: bool
     if state == State.QUEUED:
         if backend.provisions_queued:
             # The backend holds it suspended until admitted.
-            apply_cluster(cluster, gw, bundle=bundle)
+            apply_cluster(cluster, gw, ensured=ensured)
     elif state == State.ADMITTED:
-        apply_cluster(cluster, gw, bundle=bundle)
+        apply_cluster(cluster, gw, ensured=ensured)
         transition(
             cluster,
             State.PROVISIONING,
@@ -70,6 +76,6 @@ def converge(cluster: ClusterRequest, gw: Gateway | None = None, *, bundle: bool
     elif state == State.SUSPENDED and backend.suspend_deletes:
         delete_raycluster(gw, cluster.namespace, cluster.name)
     elif state in (State.PROVISIONING, State.READY, State.SUSPENDED):
-        apply_cluster(cluster, gw, bundle=bundle)
+        apply_cluster(cluster, gw, ensured=ensured)
     elif state == State.DELETING:
         converge_deletion(cluster, gw)

@@ -52,7 +52,7 @@ def request_deletion(
         )
         audit_record(
             actor=actor,
-            action="cluster.delete",
+            action=f"{cluster.workload}.delete",
             obj=cluster,
             tenant=cluster.tenant,
             data={"reason": reason},

@@ -26,6 +26,14 @@ class ClusterKind(models.TextChoices):
     PROD = "prod", "Production"
 
 
+class Workload(models.TextChoices):
+    """What a request runs: an interactive Ray cluster, or a batch job (a RayJob) whose
+    Ray cluster lives only as long as its driver runs."""
+
+    CLUSTER = "cluster", "Cluster"
+    JOB = "job", "Job"
+
+
 class ClusterRequestQuerySet(TenantOwnedQuerySet):
     """Cluster requests: ``live()`` keeps those that still exist for their owner,
     ``not_deleted()`` drops only deleted ones (a failed request is still shown)."""
@@ -36,9 +44,19 @@ class ClusterRequestQuerySet(TenantOwnedQuerySet):
     def not_deleted(self) -> ClusterRequestQuerySet:
         return self.exclude(state=State.DELETED)
 
+    def clusters(self) -> ClusterRequestQuerySet:
+        return self.filter(workload=Workload.CLUSTER)
+
+    def jobs(self) -> ClusterRequestQuerySet:
+        return self.filter(workload=Workload.JOB)
+
 
 class ClusterRequest(TenantOwned):
     """One engineer's request for a Ray cluster, from the queue to its deletion.
+
+    A batch job is a request too (``workload`` ``job``, its entrypoint and run in
+    :class:`Job`): it waits in the same queue, is charged and admitted the same way, and
+    its Ray cluster has the same shape; only what runs on it, and its states, differ.
 
     ``name`` is the Kubernetes name of the RayCluster (DNS-1035, at most 53 characters),
     unique per tenant among requests that are not deleted, and the tenant's namespace
@@ -52,6 +70,9 @@ class ClusterRequest(TenantOwned):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="clusters"
     )
     name = models.CharField(max_length=53)
+    workload = models.CharField(
+        max_length=8, choices=Workload.choices, default=Workload.CLUSTER, db_index=True
+    )
     kind = models.CharField(max_length=8, choices=ClusterKind.choices, default=ClusterKind.DEV)
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="clusters")
     workers = models.PositiveIntegerField(
@@ -117,6 +138,11 @@ class ClusterRequest(TenantOwned):
         null=True, blank=True, help_text="When the owner was warned of the coming expiry."
     )
     deleted_at = models.DateTimeField(null=True, blank=True)
+    gpus_released_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the request last gave its GPUs back (its pods were gone).",
+    )
 
     objects = ClusterRequestQuerySet.as_manager()  # type: ignore[misc]
 
@@ -138,6 +164,53 @@ class ClusterRequest(TenantOwned):
     def namespace(self) -> str:
         """The Kubernetes namespace the cluster lives in (its tenant's)."""
         return self.tenant.namespace
+
+    @property
+    def is_job(self) -> bool:
+        """Whether this request is a batch job (a RayJob) rather than a cluster."""
+        return self.workload == Workload.JOB
+
+
+class Job(models.Model):
+    """The batch part of a job request: what it runs, and how its run went.
+
+    One row per :class:`ClusterRequest` whose ``workload`` is ``job`` (same primary key).
+    The request carries the shape, the queue and the state; this carries the entrypoint
+    and ``runtime_env`` the RayJob is built from, the limits the user set, and what
+    KubeRay reported of the run (Ray's job id and status, the RayCluster it made, the
+    driver's message, start and end). ``host`` is set when the job runs on one of its
+    owner's ready dev clusters instead of a Ray cluster of its own (then it takes no GPUs).
+    ``log_tail`` keeps the end of the driver's output once the job finished, so its logs
+    can be read after its pods are gone.
+    """
+
+    request = models.OneToOneField(
+        ClusterRequest, on_delete=models.CASCADE, primary_key=True, related_name="job"
+    )
+    entrypoint = models.TextField()
+    runtime_env = models.JSONField(default=dict, blank=True)
+    active_deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
+    ttl_seconds_after_finished = models.PositiveIntegerField(default=0)
+    host = models.ForeignKey(
+        ClusterRequest,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="hosted_jobs",
+        help_text="The dev cluster the job runs on, when it runs on an existing one.",
+    )
+    ray_job_id = models.CharField(max_length=128, blank=True)
+    ray_cluster_name = models.CharField(max_length=128, blank=True)
+    job_status = models.CharField(
+        max_length=16, blank=True, help_text="Ray's status of the job (PENDING, RUNNING, ...)."
+    )
+    message = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    log_tail = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"job {self.request_id}: {self.entrypoint[:40]}"
 
 
 class ClusterEvent(models.Model):

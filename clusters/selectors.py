@@ -9,18 +9,41 @@ from typing import Any
 from django.db.models import Count, F, Prefetch, Q, Sum
 from django.utils import timezone
 
-from clusters.models import ClusterEvent, ClusterRequest, ClusterRequestQuerySet, UsageSpan
+from clusters.models import (
+    ClusterEvent,
+    ClusterRequest,
+    ClusterRequestQuerySet,
+    UsageSpan,
+    Workload,
+)
 from clusters.states import State
 from tenants.models import Quota, Tenant
 
 
-def cluster_list(*, tenant: Tenant) -> ClusterRequestQuerySet:
-    """A tenant's cluster requests with what their representation needs, in one query."""
-    return (
-        ClusterRequest.objects.for_tenant(tenant)
-        .select_related("tenant", "flavor", "owner")
-        .order_by("-created_at", "-id")
-    )
+def cluster_list(
+    *, tenant: Tenant, workload: str | None = Workload.CLUSTER
+) -> ClusterRequestQuerySet:
+    """A tenant's cluster requests (or jobs: ``workload``; both: ``None``) with what their
+    representation needs, in one query."""
+    queryset = ClusterRequest.objects.for_tenant(tenant)
+    if workload is not None:
+        queryset = queryset.filter(workload=workload)
+    related = ["tenant", "flavor", "owner"]
+    if workload == Workload.JOB:
+        related += ["job", "job__host"]
+        queryset = queryset.prefetch_related("usage_spans")
+    return queryset.select_related(*related).order_by("-created_at", "-id")
+
+
+def gpu_hours_of(request: ClusterRequest) -> Decimal:
+    """GPU-hours a request has used so far: the sum of its usage spans (an open span up
+    to now). Reads the prefetched ``usage_spans`` when the selector prefetched them."""
+    now = timezone.now()
+    total = Decimal(0)
+    for span in request.usage_spans.all():
+        seconds = Decimal(((span.ended_at or now) - span.started_at).total_seconds())
+        total += span.gpus * seconds / Decimal(3600)
+    return total
 
 
 # How much history a cluster's API representation carries: the newest events only. The
@@ -37,22 +60,30 @@ def _newest_events(count: int, to_attr: str) -> Prefetch[Any]:
     )
 
 
-def cluster_list_items(*, tenant: Tenant) -> ClusterRequestQuerySet:
+def cluster_list_items(
+    *, tenant: Tenant, workload: str = Workload.CLUSTER
+) -> ClusterRequestQuerySet:
     """:func:`cluster_list` for the API's list: each row also carries its newest event
     (``latest_events``, a list of at most one, newest first) in one query for the page,
     never its history."""
-    return cluster_list(tenant=tenant).prefetch_related(_newest_events(1, "latest_events"))
+    return cluster_list(tenant=tenant, workload=workload).prefetch_related(
+        _newest_events(1, "latest_events")
+    )
 
 
-def cluster_detail_queryset(*, tenant: Tenant) -> ClusterRequestQuerySet:
+def cluster_detail_queryset(
+    *, tenant: Tenant, workload: str = Workload.CLUSTER
+) -> ClusterRequestQuerySet:
     """:func:`cluster_list` for one cluster's API representation: its newest
     :data:`EVENTS_SHOWN` events prefetched as ``recent_events``, newest first."""
-    return cluster_list(tenant=tenant).prefetch_related(
+    return cluster_list(tenant=tenant, workload=workload).prefetch_related(
         _newest_events(EVENTS_SHOWN, "recent_events")
     )
 
 
-def cluster_for_page(*, tenant: Tenant, name: str, pk: int | None = None) -> ClusterRequest | None:
+def cluster_for_page(
+    *, tenant: Tenant, name: str, pk: int | None = None, workload: str = Workload.CLUSTER
+) -> ClusterRequest | None:
     """The cluster a page about ``name`` shows, deleted ones included (their final record),
     with its whole event history prefetched (``events``).
 
@@ -60,7 +91,9 @@ def cluster_for_page(*, tenant: Tenant, name: str, pk: int | None = None) -> Clu
     have had it: without ``pk`` the live one wins, else the most recently deleted.
     """
     history = Prefetch("events", queryset=ClusterEvent.objects.order_by("at", "id"))
-    queryset = cluster_list(tenant=tenant).prefetch_related(history).filter(name=name)
+    queryset = (
+        cluster_list(tenant=tenant, workload=workload).prefetch_related(history).filter(name=name)
+    )
     if pk is not None:
         return queryset.filter(pk=pk).first()
     live = queryset.not_deleted().first()
@@ -102,7 +135,11 @@ def cluster_endpoints(cluster: ClusterRequest) -> dict[str, Any] | None:
 def queue_list(*, tenant: Tenant | None = None) -> ClusterRequestQuerySet:
     """Waiting requests in queue order (a tenant's, or every tenant's when ``None``)."""
 
-    qs = ClusterRequest.objects.unscoped() if tenant is None else cluster_list(tenant=tenant)
+    qs = (
+        ClusterRequest.objects.unscoped()
+        if tenant is None
+        else cluster_list(tenant=tenant, workload=None)
+    )
     return (
         qs.filter(state=State.QUEUED)
         .select_related("tenant", "flavor", "owner")

@@ -59,7 +59,7 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
     """Converge one cluster request's Kubernetes objects with its row."""
     cluster = (
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner")
+        .select_related("tenant", "flavor", "owner", "job")
         .filter(pk=cluster_id)
         .first()
     )
@@ -111,7 +111,7 @@ def provision_clusters(cluster_ids: list[int]) -> None:
     """
     rows = list(
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner")
+        .select_related("tenant", "flavor", "owner", "job")
         .filter(pk__in=cluster_ids)
         .order_by("pk")
     )

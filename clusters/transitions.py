@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
-from clusters.states import ACQUIRES, RELEASES, check_transition
+from clusters.states import ACQUIRES, JOB_RELEASES, RELEASES, check_transition
 
 
 def transition(
@@ -33,12 +33,15 @@ def transition(
     updated too. ``attempts`` is reset, since a new state is progress.
     """
     current = cluster.state
-    check_transition(current, to)
+    check_transition(current, to, job=cluster.is_job)
     now = timezone.now()
     values = {"state": to, "progress_at": now, "updated_at": now, "attempts": 0, **fields}
     held_before = cluster.holds_gpus
-    held_after = True if to in ACQUIRES else False if to in RELEASES else held_before
+    releases = JOB_RELEASES if cluster.is_job else RELEASES
+    held_after = True if to in ACQUIRES else False if to in releases else held_before
     values["holds_gpus"] = held_after
+    if held_before and not held_after:
+        values["gpus_released_at"] = now
     if "state_reason" not in values:
         values["state_reason"] = message
     with transaction.atomic():
@@ -73,7 +76,7 @@ def transition_many(
         raise ValueError(f"transition_many does not keep the usage ledger: not for {to}")
     by_state: dict[str, list[ClusterRequest]] = {}
     for cluster in clusters:
-        check_transition(cluster.state, to)
+        check_transition(cluster.state, to, job=cluster.is_job)
         by_state.setdefault(cluster.state, []).append(cluster)
     now = timezone.now()
     moved: list[ClusterRequest] = []
@@ -107,6 +110,28 @@ def transition_many(
                     setattr(cluster, key, value)
             moved.extend(rows)
     return moved
+
+
+def release_gpus(cluster: ClusterRequest, *, message: str) -> bool:
+    """Give a finished job's GPUs back once its pods are gone, without a state change.
+
+    A job's terminal states keep its GPUs (:data:`clusters.states.JOB_FINISHED`): they
+    count until the pods that hold them are gone, as for a deleted cluster. The claim is
+    conditional (``WHERE holds_gpus``), so two reconcile passes release once; the usage
+    span is closed and the moment recorded in ``gpus_released_at``.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        claimed = ClusterRequest.objects.filter(
+            pk=cluster.pk, holds_gpus=True, state=cluster.state
+        ).update(holds_gpus=False, gpus_released_at=now, updated_at=now)
+        if not claimed:
+            return False
+        _event(cluster, None, cluster.state, cluster.state, "gpus_released", message)
+        _ledger(cluster, True, False, now)
+    cluster.holds_gpus = False
+    cluster.gpus_released_at = now
+    return True
 
 
 def note(cluster: ClusterRequest, *, reason: str, message: str, actor: Any = None) -> None:

@@ -354,7 +354,9 @@ class _Pass:
             found = [
                 r
                 for r in self.snap.running
-                if r.flavor == flavor and self.led.tenant(r.tenant).cohort == cohort
+                if r.flavor == flavor
+                and r.reclaimable
+                and self.led.tenant(r.tenant).cohort == cohort
             ]
             # Lowest priority first, then newest first.
             found.sort(

@@ -109,6 +109,9 @@ class Running:
     expires_at: datetime | None = None
     nodes: int = 0
     suspend_at: datetime | None = None
+    # A batch job is never suspended to give borrowed quota back: its GPUs come back
+    # when it ends (``expires_at`` is then its deadline, when it has one).
+    reclaimable: bool = True
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,13 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
+from clusters.api.jobs import JobViewSet
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
 from clusters.api.views import ClusterViewSet
 
 router = SimpleRouter()
 router.register("clusters", ClusterViewSet, basename="cluster")
+router.register("jobs", JobViewSet, basename="job")
 
 urlpatterns = [
     path("tenants/<slug:tenant_slug>/", include(router.urls)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clusters.engine import jobs
 from clusters.engine.deletion import converge_deletion, delete_raycluster
 from clusters.kube.bundles import ensure_bundle
 from clusters.kube.gateway import Gateway, get_gateway
@@ -38,6 +39,9 @@ def apply_cluster(cluster: ClusterRequest, gw: Gateway, *, ensured: set[int] | N
 
     ``ensured``: tenants whose bundle the caller already ensured (a batch passes the same
     set for all its rows, so each tenant's bundle is rendered and checked once)."""
+    if cluster.is_job:
+        jobs.apply_job(cluster, gw, ensured=ensured)
+        return
     if ensured is None or cluster.tenant_id not in ensured:
         ensure_bundle(cluster.tenant, gw)
         if ensured is not None:
@@ -48,6 +52,10 @@ def apply_cluster(cluster: ClusterRequest, gw: Gateway, *, ensured: set[int] | N
 
 def wants_provisioning(cluster: ClusterRequest) -> bool:
     """Whether the row's state asks anything of Kubernetes now."""
+    if cluster.is_job:
+        # A job's RayJob is written while it waits; a finished one may still have pods
+        # to see off.
+        return cluster.state != State.DELETED
     if cluster.state in (State.DELETED, State.FAILED):
         return False
     return cluster.state != State.QUEUED or queue_backend().provisions_queued
@@ -59,6 +67,9 @@ def converge(
     """Do what the row's state asks of Kubernetes; see the module docstring. ``ensured``
     as for :func:`apply_cluster`."""
     gw = gw or get_gateway()
+    if cluster.is_job:
+        jobs.converge_job(cluster, gw, ensured=ensured)
+        return
     backend = queue_backend()
     state = cluster.state
     if state == State.QUEUED:

@@ -15,7 +15,9 @@ every row that is not deleted:
 * keeps each tenant's namespace bundle (ResourceQuota and all) in step with its quota;
 * lets the queue backend fold its view in (in Kueue mode: Kueue's verdicts on queued
   requests, and running clusters Kueue evicted, which go back to the queue);
-* deletes managed RayClusters that no live row wants (orphans).
+* folds each job's RayJob (KubeRay's job status) into its row and releases a finished
+  job's GPUs once its pods are gone (:mod:`clusters.engine.jobs`);
+* deletes managed RayClusters and RayJobs that no live row wants (orphans).
 It returns what it did, so the task can run an admission pass when capacity freed.
 """
 
@@ -36,7 +38,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters import lifecycle
-from clusters.engine import provisioning
+from clusters.engine import jobs, provisioning
 from clusters.engine.deletion import delete_raycluster, finish_deletion
 from clusters.engine.readiness import is_ready, waiting_reason
 from clusters.kube import labels
@@ -70,13 +72,14 @@ class Report:
     deleted: list[int] = field(default_factory=list)
     expired: list[int] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    released: list[int] = field(default_factory=list)
     evicted: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     batch: _Batch = field(default_factory=_Batch, repr=False)
 
     @property
     def freed_capacity(self) -> bool:
-        return bool(self.deleted or self.expired)
+        return bool(self.deleted or self.expired or self.released)
 
 
 # The session-level advisory lock that keeps reconcile passes one at a time.
@@ -138,19 +141,28 @@ def _reconcile(gw: Gateway | None) -> Report:
         # rows are read once each instead of once per row.
         ClusterRequest.objects.unscoped()
         .not_deleted()
-        .prefetch_related("tenant", "flavor", "owner")
+        .prefetch_related("tenant", "flavor", "owner", "job")
     )
     view = backend.observe(gw, rows)
     wanted: set[tuple[str, str]] = set()
+    wanted_jobs: set[tuple[str, str]] = set()
     now = timezone.now()
     for cluster in rows:
         key = (cluster.namespace, cluster.name)
-        if _wants_raycluster(cluster, backend):
+        if cluster.is_job:
+            wanted_jobs.add(key)
+        elif _wants_raycluster(cluster, backend):
             wanted.add(key)
         if cluster.tenant.namespace not in seen.namespaces:
             forget_bundle(cluster.tenant_id)
             backend.forget_applied()
         try:
+            if cluster.is_job:
+                if jobs.fold_job(
+                    cluster, seen.rayjobs.get(key), seen.pods_by_id.get(cluster.pk, []), gw
+                ):
+                    report.released.append(cluster.pk)
+                continue
             _reconcile_row(cluster, seen, key, gw, backend, view, report, now)
         except KubeError as exc:
             report.errors.append(f"{cluster}: {exc.message}")
@@ -158,6 +170,7 @@ def _reconcile(gw: Gateway | None) -> Report:
     _write_batch(report, now)
     _keep_bundles(rows, gw, report)
     _delete_orphans(seen.rayclusters, wanted, gw, report)
+    _delete_orphan_jobs(seen.rayjobs, wanted_jobs, gw, report)
     return report
 
 
@@ -180,7 +193,11 @@ class _Seen:
     """What one pass read from the cluster, keyed by (namespace, RayCluster name)."""
 
     rayclusters: dict[tuple[str, str], dict[str, Any]]
+    rayjobs: dict[tuple[str, str], dict[str, Any]]
     pods: dict[tuple[str, str], list[dict[str, Any]]]
+    # Managed pods by the request id they are labelled with (a job's pods: its Ray
+    # cluster's, named by KubeRay, and its submitter's).
+    pods_by_id: dict[int, list[dict[str, Any]]]
     namespaces: set[str]
     events: dict[str, dict[str, Any]]
 
@@ -202,11 +219,15 @@ def _observe(gw: Gateway) -> _Seen:
     capacity.record(capacity.free_by_product(results["nodes"], all_pods))
     managed_key, managed_value = labels.managed_selector().split("=", 1)
     pods: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    pods_by_id: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for pod in all_pods:
         meta = pod["metadata"]
         pod_labels = meta.get("labels") or {}
         if pod_labels.get(managed_key) == managed_value:
             pods[(meta["namespace"], pod_labels.get("ray.io/cluster", ""))].append(pod)
+            request_id = pod_labels.get(labels.CLUSTER_ID, "")
+            if request_id.isdigit():
+                pods_by_id[int(request_id)].append(pod)
     events = {
         (event.get("involvedObject") or {}).get("uid", ""): event for event in results["events"]
     }
@@ -215,7 +236,11 @@ def _observe(gw: Gateway) -> _Seen:
             (rc["metadata"]["namespace"], rc["metadata"]["name"]): rc
             for rc in results["rayclusters"]
         },
+        rayjobs={
+            (rj["metadata"]["namespace"], rj["metadata"]["name"]): rj for rj in results["rayjobs"]
+        },
         pods=pods,
+        pods_by_id=pods_by_id,
         namespaces={ns["metadata"]["name"] for ns in results["namespaces"]},
         events=events,
     )
@@ -226,6 +251,7 @@ def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:
     managed = {"label_selector": labels.managed_selector()}
     return {
         "rayclusters": ("ray.io/v1", "RayCluster", managed),
+        "rayjobs": ("ray.io/v1", "RayJob", managed),
         # Every pod, not only ours: the free capacity per GPU flavor counts them all.
         "pods": ("v1", "Pod", {}),
         "nodes": ("v1", "Node", {}),
@@ -252,7 +278,12 @@ def _wants_raycluster(cluster: ClusterRequest, backend: QueueBackend) -> bool:
 def _keep_bundles(rows: list[ClusterRequest], gw: Gateway, report: Report) -> None:
     """Keep every namespace bundle in step with its tenant's quota (a no-op unless the
     quota changed or the namespace vanished: ensure_bundle remembers what it applied)."""
-    for tenant in {c.tenant_id: c.tenant for c in rows if c.state in WANTS_RAYCLUSTER}.values():
+    tenants = {
+        c.tenant_id: c.tenant
+        for c in rows
+        if c.state in WANTS_RAYCLUSTER or (c.is_job and c.state in LIVE)
+    }
+    for tenant in tenants.values():
         try:
             ensure_bundle(tenant, gw)
         except KubeError as exc:
@@ -265,14 +296,34 @@ def _delete_orphans(
     gw: Gateway,
     report: Report,
 ) -> None:
-    """Delete managed RayClusters that no live row wants."""
+    """Delete managed RayClusters that no live row wants (a job's RayCluster is its
+    RayJob's: KubeRay made it and copies the job's labels onto it, and it goes with it)."""
     for key, rc in rayclusters.items():
+        owners = rc["metadata"].get("ownerReferences") or []
+        if any(ref.get("kind") == "RayJob" for ref in owners):
+            continue
         if key not in wanted and not rc["metadata"].get("deletionTimestamp"):
             try:
                 delete_raycluster(gw, *key)
                 report.orphans.append(f"{key[0]}/{key[1]}")
             except KubeError as exc:
                 report.errors.append(f"orphan {key}: {exc.message}")
+
+
+def _delete_orphan_jobs(
+    rayjobs: dict[tuple[str, str], dict[str, Any]],
+    wanted: set[tuple[str, str]],
+    gw: Gateway,
+    report: Report,
+) -> None:
+    """Delete managed RayJobs that no row wants (their row is deleted, or never was)."""
+    for key, rj in rayjobs.items():
+        if key not in wanted and not rj["metadata"].get("deletionTimestamp"):
+            try:
+                jobs.delete_rayjob(gw, *key)
+                report.orphans.append(f"{key[0]}/{key[1]}")
+            except KubeError as exc:
+                report.errors.append(f"orphan job {key}: {exc.message}")
 
 
 def _reconcile_row(

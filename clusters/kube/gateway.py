@@ -57,6 +57,7 @@ _KINDS = [
     Kind("v1", "Node", "nodes", namespaced=False),
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
     Kind("ray.io/v1", "RayCluster", "rayclusters"),
+    Kind("ray.io/v1", "RayJob", "rayjobs"),
     Kind("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", namespaced=False),
     Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", namespaced=False),
     Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues"),
@@ -264,6 +265,46 @@ class Gateway:
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
                 return items
+
+    def pod_log(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str = "",
+        tail_lines: int | None = None,
+        limit_bytes: int | None = None,
+    ) -> str | None:
+        """A pod's log (``pods/log``), as text; ``None`` when the pod does not exist.
+
+        A pod whose container has not started yet is a :class:`PermanentKubeError` with
+        the API server's words (400), which callers show as they are.
+        """
+        query: list[tuple[str, str]] = []
+        if container:
+            query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        if limit_bytes is not None:
+            query.append(("limitBytes", str(limit_bytes)))
+        path = kind_of("v1", "Pod").path(namespace, name) + "/log"
+        try:
+            response = self._api.call_api(
+                path,
+                "GET",
+                query_params=query,
+                header_params={"Accept": "text/plain, */*"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+        except Exception as exc:  # classified right here
+            error = classify(exc, what=f"log of pod {namespace}/{name}")
+            if isinstance(error, PermanentKubeError) and error.status == 404:
+                return None
+            raise error from exc
+        data = response.data if hasattr(response, "data") else response[0].data
+        return bytes(data or b"").decode("utf-8", errors="replace")
 
     def merge_patch(
         self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: str

@@ -73,6 +73,15 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
     )
 
 
+def _job_deadline(row: ClusterRequest) -> datetime | None:
+    """When a running job ends at the latest: its ``active_deadline_seconds`` after it
+    was admitted (the queue's ETA for what waits behind it); ``None`` without one."""
+    if not row.is_job or not row.admitted_at:
+        return None
+    deadline = row.job.active_deadline_seconds
+    return row.admitted_at + timedelta(seconds=deadline) if deadline else None
+
+
 def _nodes(row: ClusterRequest) -> int:
     """Whole nodes a cluster is charged for: a prod cluster's workers at its largest size."""
     return ClusterSpec.of(row).charged_workers() if row.kind == ClusterKind.PROD else 0
@@ -237,7 +246,9 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     flavors = list(GpuFlavor.objects.all())
     quotas = list(Quota.objects.unscoped().select_related("tenant", "flavor"))
     holding = list(
-        ClusterRequest.objects.unscoped().filter(holds_gpus=True).select_related("tenant", "flavor")
+        ClusterRequest.objects.unscoped()
+        .filter(holds_gpus=True)
+        .select_related("tenant", "flavor", "job")
     )
     pending, queued = _queued({f.pk: f for f in flavors})
     held: dict[str, Decimal] = defaultdict(Decimal)
@@ -292,9 +303,10 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
                 memory_gib=Decimal(r.memory_gib),
                 priority=r.priority,
                 admitted_at=r.admitted_at,
-                expires_at=r.expires_at,
+                expires_at=r.expires_at or _job_deadline(r),
                 nodes=_nodes(r),
                 suspend_at=r.reclaim_after,
+                reclaimable=not r.is_job,
             )
             for r in holding
         ],

@@ -136,7 +136,9 @@ def admit(rows: list[ClusterRequest], *, now: datetime) -> list[int]:
             row,
             State.ADMITTED,
             reason="admitted",
-            message="admitted; applying its RayCluster",
+            message="admitted; starting its RayJob"
+            if row.is_job
+            else "admitted; applying its RayCluster",
             admitted_at=now,
             expires_at=expires,
             queue_position=None,

@@ -57,7 +57,7 @@ def request_never_fits(cluster: ClusterRequest) -> list[tuple[str, str]]:
     return Ledger(snapshot).never_fits(pending_of(cluster, pk=-1))
 
 
-def _name_taken(*, tenant: Tenant, name: str) -> bool:
+def name_taken(*, tenant: Tenant, name: str) -> bool:
     return (
         ClusterRequest.objects.unscoped()
         .filter(tenant=tenant, name=name)
@@ -67,7 +67,12 @@ def _name_taken(*, tenant: Tenant, name: str) -> bool:
 
 
 def cluster_request_check(
-    *, actor: Any, tenant: Tenant, spec: ClusterSpec, role: str | None = None
+    *,
+    actor: Any,
+    tenant: Tenant,
+    spec: ClusterSpec,
+    role: str | None = None,
+    check_name: bool = True,
 ) -> ClusterRequest:
     """Every check a request must pass to be queued, in order; returns the unsaved row.
 
@@ -85,7 +90,8 @@ def cluster_request_check(
     4. the per-engineer caps (``ServiceConflict`` with code ``user_cap``).
 
     ``role`` is the actor's role in the tenant when the caller already holds it (the
-    API resolves it with the tenant); it is read here when omitted.
+    API resolves it with the tenant); it is read here when omitted. ``check_name``
+    ``False`` leaves whether the name is taken to the caller (jobs check it their way).
     """
     role = role or role_in_tenant(user=actor, tenant=tenant)
     if not rules.may_request(role=role, kind=spec.kind):
@@ -96,7 +102,7 @@ def cluster_request_check(
     except ValidationError as exc:
         errors = dict(exc.message_dict)
     name = spec.name
-    if name and "name" not in errors and _name_taken(tenant=tenant, name=name):
+    if check_name and name and "name" not in errors and name_taken(tenant=tenant, name=name):
         errors["name"] = [_taken_message(tenant=tenant, name=name)]
     if errors:
         raise ValidationError(errors)

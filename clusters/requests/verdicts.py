@@ -13,24 +13,32 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from clusters import admission as adm
-from clusters.admission.dry_run import NEVER_FITS
+from clusters.admission.dry_run import FITS_NOW, NEVER_FITS
+from clusters.jobs.spec import JobSpec
 from clusters.kube.manifests import cluster_manifests
+from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options
 from clusters.queue.recorded import recorded_snapshot
 from clusters.queue.snapshot import pending_of
-from clusters.requests import services
+from clusters.requests import jobs, services
 from clusters.spec import ClusterSpec
 from controlplane.exceptions import ServiceConflict
 from tenants.models import GpuFlavor, Tenant
 from tenants.selectors import role_in_tenant
 
 DRY_RUN_NAME = "dry-run-cluster"
+DRY_RUN_JOB_NAME = "dry-run-job"
 # The candidate is not a row: an id no saved request can have keeps it apart in the pass.
 _CANDIDATE_ID = -1
 
 
 def dry_run_verdict(
-    *, tenant: Tenant, owner: Any, spec: ClusterSpec, role: str | None = None
+    *,
+    tenant: Tenant,
+    owner: Any,
+    spec: ClusterSpec | None,
+    role: str | None = None,
+    job: JobSpec | None = None,
 ) -> dict[str, Any]:
     """Would this request start now, queue (where, until when) or never fit?
 
@@ -47,22 +55,32 @@ def dry_run_verdict(
     otherwise, not once per flavor).
     """
     role = role or role_in_tenant(user=owner, tenant=tenant)
+
+    def check(candidate: ClusterSpec | None) -> ClusterRequest:
+        if job is None:
+            assert candidate is not None
+            return services.cluster_request_check(
+                actor=owner, tenant=tenant, spec=candidate, role=role
+            )
+        return jobs.job_check(actor=owner, tenant=tenant, spec=candidate, job=job, role=role)[0]
+
     never: list[tuple[str, str]] = []
     try:
-        cluster = services.cluster_request_check(actor=owner, tenant=tenant, spec=spec, role=role)
+        cluster = check(spec)
     except services.NeverFits as exc:
         never, cluster = exc.reasons, exc.cluster
-    if not spec.name:
-        cluster.name = DRY_RUN_NAME  # submission would generate one
+    if job is not None and job.host:
+        return _hosted_verdict(cluster, job.host)
+    assert spec is not None
+    if not (spec.name or (job and job.name)):
+        cluster.name = DRY_RUN_JOB_NAME if job else DRY_RUN_NAME  # submission generates one
     # The snapshot and its recorded pass, kept while nothing they read has changed
     # (clusters.queue.recorded), so a verdict forks the pass instead of re-running it.
     snapshot, recorded = recorded_snapshot()
     alternatives = []
     for flavor in GpuFlavor.objects.exclude(pk=spec.flavor.pk).order_by("name"):
         try:
-            other = services.cluster_request_check(
-                actor=owner, tenant=tenant, spec=spec.on_flavor(flavor), role=role
-            )
+            other = check(spec.on_flavor(flavor))
         except (ValidationError, ServiceConflict):
             continue  # submission would refuse it on that flavor
         alternatives.append(pending_of(other, pk=_CANDIDATE_ID))
@@ -92,4 +110,23 @@ def dry_run_verdict(
         else "",
         "alternatives": [asdict(alt) for alt in verdict.alternatives],
         "manifests": cluster_manifests(cluster, **manifest_options()),
+    }
+
+
+def _hosted_verdict(job: ClusterRequest, host: str) -> dict[str, Any]:
+    """A job on one of its owner's ready clusters waits for nothing: it takes no GPUs."""
+    if not job.name:
+        job.name = DRY_RUN_JOB_NAME
+    return {
+        "verdict": FITS_NOW,
+        "reasons": [
+            {"code": "hosted", "message": f"It runs on {host}, whose GPUs you already hold."}
+        ],
+        "summary": f"Starts now on {host}; it takes no new GPUs.",
+        "position": None,
+        "flavor_position": None,
+        "eta": None,
+        "eta_text": "",
+        "alternatives": [],
+        "manifests": cluster_manifests(job, **manifest_options()),
     }

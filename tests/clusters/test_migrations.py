@@ -12,7 +12,6 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from clusters import shapes
-from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 
 BEFORE = ("clusters", "0001_initial")
 AFTER = ("clusters", "0002_earmark_and_charge_autoscaling_at_max")
@@ -76,7 +75,12 @@ def test_running_autoscaling_clusters_are_recharged_at_their_largest_size(
     shrinks = row("shrinks", "ready", True, workers=2, min_workers=1)
     fixed = row("fixed", "ready", True, workers=2)
 
-    _migrate(AFTER)
+    # Read through the models as they were at AFTER: today's have columns that later
+    # migrations add.
+    new_apps = _migrate(AFTER)
+    ClusterRequest = new_apps.get_model("clusters", "ClusterRequest")
+    UsageSpan = new_apps.get_model("clusters", "UsageSpan")
+    ClusterEvent = new_apps.get_model("clusters", "ClusterEvent")
 
     for pk, size in ((serve.pk, 4), (waiting.pk, 3), (shrinks.pk, 2), (fixed.pk, 2)):
         now = ClusterRequest.objects.get(pk=pk)

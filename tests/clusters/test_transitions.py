@@ -8,16 +8,28 @@ from typing import Any
 import pytest
 
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
-from clusters.states import TRANSITIONS, InvalidTransition, State, can_transition
+from clusters.states import (
+    JOB_TRANSITIONS,
+    TRANSITIONS,
+    InvalidTransition,
+    State,
+    can_transition,
+)
 from clusters.transitions import note, transition
 
 pytestmark = pytest.mark.django_db
 
 
 def test_every_state_is_in_the_map_and_deleted_is_final() -> None:
-    assert set(TRANSITIONS) == set(State)
+    assert set(TRANSITIONS) | set(JOB_TRANSITIONS) == set(State)
     assert not TRANSITIONS[State.DELETED]
+    assert not JOB_TRANSITIONS[State.DELETED]
     assert not can_transition(State.DELETED, State.READY)
+    # Each map moves only to its own states: a cluster never runs, a job is never ready.
+    for moves, own in ((TRANSITIONS, set(TRANSITIONS)), (JOB_TRANSITIONS, set(JOB_TRANSITIONS))):
+        assert set().union(*moves.values()) <= own
+    assert not can_transition(State.READY, State.RUNNING)
+    assert not can_transition(State.STARTING, State.READY, job=True)
 
 
 def test_an_impossible_move_raises_and_changes_nothing(make_cluster: Any) -> None:

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from clusters.kube import bundles, gateway, manifests
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, Job
 from clusters.queue import kueue
 from tenants.models import GpuFlavor, Quota, Tenant
 
@@ -431,7 +431,10 @@ def test_rbac_grants_nothing_broad_or_sensitive(target: str) -> None:
         assert resource not in {"secrets", "configmaps"}, resource
         assert group != "rbac.authorization.k8s.io", resource
         if group == "" and resource.startswith("pods"):
-            assert resource == "pods" and verbs == {"get", "list"}, (resource, verbs)
+            # Pods are read, and a job's driver output with them (pods/log, get only);
+            # never exec, attach, port-forward or eviction.
+            allowed = {"pods": {"get", "list"}, "pods/log": {"get"}}
+            assert verbs == allowed.get(resource), (resource, verbs)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -477,8 +480,13 @@ def applied_kinds(acme: Any, bob: Any, h100: Any, l4: Any, settings: Any) -> set
     frac = ClusterRequest(
         tenant=acme, owner=bob, flavor=l4, name="bob-frac", kind="dev", gpu_fraction="0.5"
     )
+    job = ClusterRequest(
+        tenant=acme, owner=bob, flavor=h100, name="bob-job", kind="dev", workload="job"
+    )
+    job._job_details = Job(entrypoint="python train.py")  # type: ignore[attr-defined]
     objects += manifests.cluster_manifests(dev, queue_mode="kueue")
     objects += manifests.cluster_manifests(frac, kai_enabled=True)
+    objects += manifests.cluster_manifests(job)
     objects += manifests.kueue_objects(
         Tenant.objects.unscoped(), GpuFlavor.objects.all(), Quota.objects.unscoped().all()
     )

@@ -87,9 +87,9 @@ def test_a_pass_costs_the_same_for_2_and_20_clusters(
     large = _cost(20, acme, bob, h100)
 
     assert small == large
-    # One LIST per kind (RayClusters, pods, nodes, namespaces, scheduling events) and
-    # nothing else: no GET per cluster, no write when nothing changed.
-    assert large["steady"][0] == {"GET": 5}
+    # One LIST per kind (RayClusters, RayJobs, pods, nodes, namespaces, scheduling
+    # events) and nothing else: no GET per cluster, no write when nothing changed.
+    assert large["steady"][0] == {"GET": 6}
     # The 20 rows that became ready were moved together, each with its event.
     assert ClusterRequest.objects.filter(state=State.READY).count() == 20
     assert ClusterEvent.objects.filter(reason="ready").count() == 20

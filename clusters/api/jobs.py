@@ -1,0 +1,264 @@
+"""Job endpoints under ``/api/v1/tenants/{slug}/jobs/`` (DESIGN's public contract).
+
+Create, list, detail, delete, stop, the driver's logs and a dry-run. A job's body is a
+cluster request's shape plus its own fields; the checks are the services' (one set of
+rules for the API and the dashboard), and the dry-run is the clusters' verdict with
+the job's RayJob as its manifest. Views translate HTTP to selectors and services only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from clusters import selectors
+from clusters.api.output import ClusterOut, EndpointsOut
+from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
+from clusters.api.serializers import ClusterCreateInput, DryRunOutput, FlavorField
+from clusters.filters import ClusterFilter
+from clusters.jobs import logs as job_logs
+from clusters.jobs.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
+from clusters.models import ClusterRequest, Workload
+from clusters.requests import jobs as services
+from clusters.requests.verdicts import dry_run_verdict
+from clusters.shapes import DNS_LABEL_PATTERN
+from clusters.spec import ClusterSpec
+from controlplane.api import generics as drf
+from controlplane.api.viewsets import bodyless
+from tenants.api.viewsets import TenantScopedViewSet
+from tenants.models import Role, Tenant
+
+
+class JobCreateInput(ClusterCreateInput):
+    """A cluster request's body (``kind``, ``flavor``, ``workers``, ...) without
+    ``ttl_hours`` (a job ends by itself), plus ``entrypoint``, ``runtime_env``,
+    ``active_deadline_seconds``, ``ttl_seconds_after_finished`` and ``cluster``."""
+
+    ttl_hours = None  # type: ignore[assignment]
+    flavor = FlavorField(required=False, allow_null=True, default=None)
+    entrypoint = serializers.CharField(
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text='The shell command that starts the driver, e.g. "python train.py".',
+    )
+    runtime_env = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text="What Ray sets up before the driver runs: working_dir (a remote URI), "
+        "py_modules, pip, env_vars (no NVIDIA_* or CUDA_VISIBLE_DEVICES).",
+    )
+    active_deadline_seconds = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=MAX_DEADLINE_SECONDS,
+        help_text="Stop the job this long after it started; also its expected run time "
+        "in the queue's ETAs.",
+    )
+    ttl_seconds_after_finished = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=0,
+        max_value=MAX_TTL_AFTER_FINISHED,
+        help_text="Keep the finished job's Ray cluster this long for inspection (its GPUs "
+        "count until its pods are gone).",
+    )
+    cluster = serializers.CharField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Run on this one of your ready dev clusters instead: the job takes no new GPUs.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("cluster"):
+            given = sorted(set(SHAPE_KEYS) & set(self.initial_data or {}))
+            if given:
+                raise serializers.ValidationError(
+                    {
+                        key: [
+                            "A job on one of your clusters runs on that cluster's GPUs; "
+                            "leave the shape out."
+                        ]
+                        for key in given
+                    }
+                )
+        elif not attrs.get("flavor"):
+            raise serializers.ValidationError(
+                {"flavor": ["Name a GPU flavor, or a ready dev cluster of yours as cluster."]}
+            )
+        return attrs
+
+
+SHAPE_KEYS = ("flavor", "kind", "workers", "min_workers", "max_workers", "gpu_fraction")
+
+
+def _specs(data: dict[str, Any]) -> tuple[ClusterSpec | None, JobSpec]:
+    """The parsed body as the services take it: the shape (none for a job on a host)
+    and the job's own fields."""
+    job = JobSpec.from_data(data)
+    if job.host:
+        return None, job
+    shape = {k: v for k, v in data.items() if k in (*SHAPE_KEYS, "name")}
+    return ClusterSpec.from_data(shape), job
+
+
+class JobRunOut(drf.Serializer):
+    """What a job runs and how its run went."""
+
+    entrypoint = serializers.CharField()
+    runtime_env = serializers.JSONField()
+    active_deadline_seconds = serializers.IntegerField(allow_null=True)
+    ttl_seconds_after_finished = serializers.IntegerField()
+    cluster = serializers.CharField(
+        source="host.name", allow_null=True, default=None, help_text="The host dev cluster."
+    )
+    ray_job_id = serializers.CharField()
+    ray_cluster_name = serializers.CharField()
+    job_status = serializers.CharField(help_text="Ray's status of the job.")
+    message = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+
+
+class JobOut(ClusterOut):
+    """A job as the API returns it: the request's fields (state, queue, GPUs, history)
+    and the run's (``job``), with ``gpu_hours`` and when its GPUs were released."""
+
+    job = JobRunOut()
+    gpu_hours = serializers.SerializerMethodField()
+
+    class Meta(ClusterOut.Meta):
+        fields = [
+            *[f for f in ClusterOut.Meta.fields if f not in ("ttl_hours", "suspended_at")],
+            "gpus_released_at",
+            "job",
+            "gpu_hours",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(EndpointsOut(allow_null=True))
+    def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
+        return None  # a job's Ray cluster is its own; reach it through its logs
+
+    @extend_schema_field(serializers.FloatField())
+    def get_gpu_hours(self, obj: ClusterRequest) -> float:
+        return round(float(selectors.gpu_hours_of(obj)), 4)
+
+
+class JobLogsOut(drf.Serializer):
+    """The driver's output: the last ``tail`` lines (at most ``limit_bytes``)."""
+
+    origin = serializers.ChoiceField(
+        choices=["pod", "saved", "none"],
+        help_text="pod: read now from the submitter pod; saved: kept when the job ended "
+        "(its pods are gone); none: nothing yet.",
+    )
+    pod = serializers.CharField(allow_blank=True)
+    text = serializers.CharField(allow_blank=True)
+    truncated = serializers.BooleanField()
+    message = serializers.CharField(allow_blank=True)
+
+
+class JobViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet[ClusterRequest]
+):
+    """Batch jobs of one tenant, looked up by name."""
+
+    queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
+    lookup_field = "name"
+    lookup_value_regex = DNS_LABEL_PATTERN
+    filterset_class = ClusterFilter
+    ordering_fields = ["created_at", "state", "name"]
+    serializer_class = JobOut
+    action_roles = {
+        "list": Role.VIEWER,
+        "retrieve": Role.VIEWER,
+        "logs": Role.VIEWER,
+        "create": Role.ENGINEER,
+        "destroy": Role.ENGINEER,
+        "stop": Role.ENGINEER,
+        "dry_run": Role.ENGINEER,
+    }
+
+    def scoped_queryset(self, tenant: Tenant) -> Any:
+        if self.action in ("retrieve", "create"):
+            queryset = selectors.cluster_detail_queryset(tenant=tenant, workload=Workload.JOB)
+        else:
+            queryset = selectors.cluster_list_items(tenant=tenant, workload=Workload.JOB)
+        return queryset.not_deleted()
+
+    def _out(self, job: ClusterRequest, code: int = status.HTTP_200_OK) -> Response:
+        fresh = selectors.cluster_detail_queryset(tenant=self.tenant, workload=Workload.JOB).get(
+            pk=job.pk
+        )
+        return Response(JobOut(fresh).data, status=code)
+
+    @extend_schema(request=JobCreateInput, responses={201: JobOut})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        body = JobCreateInput(data=request.data, context={"tenant": self.tenant})
+        body.is_valid(raise_exception=True)
+        spec, job = _specs(dict(body.validated_data))
+        created = services.job_create(
+            actor=request.user, tenant=self.tenant, spec=spec, job=job, role=self.tenant_role
+        )
+        return self._out(created, status.HTTP_201_CREATED)
+
+    @extend_schema(responses={202: JobOut})
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        job = services.job_delete(
+            actor=request.user, request=self.get_object(), role=self.tenant_role
+        )
+        return self._out(job, status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses=JobOut)
+    @action(detail=True, methods=["post"])
+    @bodyless
+    def stop(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        job = services.job_stop(
+            actor=request.user, request=self.get_object(), role=self.tenant_role
+        )
+        return self._out(job)
+
+    @extend_schema(
+        request=None,
+        responses=JobLogsOut,
+        parameters=[
+            OpenApiParameter("tail", int, description="Last lines (default 200, at most 5000)."),
+            OpenApiParameter(
+                "limit_bytes", int, description="At most this many bytes (default 256 KiB)."
+            ),
+            OpenApiParameter("format", str, description="json (default) or text."),
+        ],
+    )
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The driver's output, from the submitter pod through ``pods/log`` while it
+        exists, else the tail kept when the job ended."""
+        bounds = job_logs.LogBounds.parse(request.query_params)
+        found = job_logs.driver_log(self.get_object(), bounds)
+        if request.query_params.get("format") == "text":
+            return Response(found.text, content_type="text/plain; charset=utf-8")
+        return Response(JobLogsOut(found).data)
+
+    @extend_schema(request=JobCreateInput, responses=manifest_responses(DryRunOutput))
+    @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
+    def dry_run(self, request: Request, tenant_slug: str) -> Response:
+        """Would this job start now, queue (where, until when) or never fit? Writes nothing."""
+        body = JobCreateInput(
+            data=request.data,
+            context={"tenant": self.tenant, "kai_enabled": settings.KAI_ENABLED},
+        )
+        body.is_valid(raise_exception=True)
+        spec, job = _specs(dict(body.validated_data))
+        result = dry_run_verdict(
+            tenant=self.tenant, owner=request.user, spec=spec, job=job, role=self.tenant_role
+        )
+        return Response(result, status=status.HTTP_200_OK)

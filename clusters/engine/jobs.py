@@ -1,0 +1,281 @@
+"""The engine's side of jobs: apply each job's RayJob as its row asks, and fold what
+KubeRay reports of the run back into the row.
+
+A job's row moves ``queued -> admitted -> starting -> running -> succeeded | failed |
+stopped`` (DESIGN "States"). The RayJob exists from the moment the job is queued,
+suspended while it waits; admission unsuspends it, and KubeRay brings its Ray cluster
+up, submits the driver and tears the cluster down when the driver ends
+(``shutdownAfterJobFinishes``). The row follows KubeRay's ``status.jobStatus`` and
+``jobDeploymentStatus``; a job keeps its GPUs until the pods that hold them are gone
+(:func:`clusters.transitions.release_gpus`), and the end of the driver's output is kept
+on the row when the job ends, so logs outlive the pods.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from clusters.engine.deletion import finish_deletion
+from clusters.kube import labels
+from clusters.kube.bundles import ensure_bundle
+from clusters.kube.gateway import Gateway, KubeError
+from clusters.kube.manifests import rayjob
+from clusters.models import ClusterRequest, Job
+from clusters.queue.backends import manifest_options, queue_backend
+from clusters.states import JOB_FINISHED, State
+from clusters.transitions import release_gpus, transition
+
+log = logging.getLogger(__name__)
+
+RAYJOB = ("ray.io/v1", "RayJob")
+SUBMITTER_CONTAINER = "ray-job-submitter"
+LOG_TAIL_LINES = 500
+LOG_TAIL_BYTES = 64 * 1024
+# Ray's job statuses (status.jobStatus) and where each leaves the row.
+RAY_ENDS = {"SUCCEEDED": State.SUCCEEDED, "FAILED": State.FAILED, "STOPPED": State.STOPPED}
+
+
+def job_of(cluster: ClusterRequest) -> Job:
+    """The job details of a job request (read once per row object)."""
+    return cluster.job
+
+
+def job_manifest(cluster: ClusterRequest) -> dict[str, Any]:
+    """The RayJob as applied now: suspended while it waits in the built-in queue (Kueue
+    suspends and unsuspends the RayJobs it queues itself)."""
+    options = manifest_options()
+    suspend: bool | None = cluster.state == State.QUEUED
+    if queue_backend().provisions_queued and job_of(cluster).host_id is None:
+        suspend = None
+    return rayjob(cluster, job_of(cluster), suspend=suspend, **options)
+
+
+def apply_job(cluster: ClusterRequest, gw: Gateway, *, ensured: set[int] | None = None) -> None:
+    """Apply the tenant bundle and the job's RayJob (idempotent)."""
+    if ensured is None or cluster.tenant_id not in ensured:
+        ensure_bundle(cluster.tenant, gw)
+        if ensured is not None:
+            ensured.add(cluster.tenant_id)
+    gw.apply(job_manifest(cluster))
+
+
+def delete_rayjob(gw: Gateway, namespace: str, name: str) -> None:
+    """Ask Kubernetes to delete a RayJob (its RayCluster, submitter and pods follow)."""
+    gw.delete("ray.io/v1", "RayJob", name, namespace)
+
+
+def pods_of(gw: Gateway, cluster: ClusterRequest) -> list[dict[str, Any]]:
+    """Every pod of the job (its Ray pods and its submitter), by the request's id label."""
+    return gw.list(
+        "v1",
+        "Pod",
+        namespace=cluster.namespace,
+        label_selector=f"{labels.CLUSTER_ID}={cluster.pk},{labels.managed_selector()}",
+    )
+
+
+def holding_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods that still hold resources: not finished (a completed submitter holds none)."""
+    return [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+
+def converge_job(cluster: ClusterRequest, gw: Gateway, *, ensured: set[int] | None = None) -> None:
+    """Do what the job row's state asks of Kubernetes (idempotent, like ``converge``)."""
+    state = cluster.state
+    if state in (State.QUEUED, State.STARTING, State.RUNNING):
+        apply_job(cluster, gw, ensured=ensured)
+    elif state == State.ADMITTED:
+        apply_job(cluster, gw, ensured=ensured)
+        transition(
+            cluster,
+            State.STARTING,
+            reason="applied",
+            message="RayJob unsuspended; its Ray cluster is starting",
+        )
+    elif state == State.STOPPED:
+        keep_log_tail(cluster, gw)
+        delete_rayjob(gw, cluster.namespace, cluster.name)
+        release_if_gone(cluster, gw)
+    elif state in JOB_FINISHED:
+        release_if_gone(cluster, gw)
+    elif state == State.DELETING:
+        keep_log_tail(cluster, gw)
+        delete_rayjob(gw, cluster.namespace, cluster.name)
+        if gw.get(*RAYJOB, cluster.name, cluster.namespace) is None and not pods_of(gw, cluster):
+            finish_deletion(cluster)
+
+
+def release_if_gone(cluster: ClusterRequest, gw: Gateway) -> None:
+    """Release a finished job's GPUs once none of its pods holds any."""
+    if cluster.holds_gpus and not holding_pods(pods_of(gw, cluster)):
+        release_gpus(cluster, message="its pods are gone; GPUs released")
+
+
+def keep_log_tail(cluster: ClusterRequest, gw: Gateway) -> None:
+    """Keep the end of the driver's output on the row (once), before its pods go."""
+    job = job_of(cluster)
+    if job.log_tail:
+        return
+    try:
+        text = read_driver_log(cluster, gw, tail_lines=LOG_TAIL_LINES, limit_bytes=LOG_TAIL_BYTES)
+    except KubeError as exc:
+        log.info("log tail of %s: %s", cluster, exc.message)
+        return
+    if text:
+        Job.objects.filter(pk=cluster.pk, log_tail="").update(log_tail=text)
+        job.log_tail = text
+
+
+def submitter_pod(cluster: ClusterRequest, gw: Gateway) -> dict[str, Any] | None:
+    """The pod that submitted the driver and follows its output (newest if several)."""
+    pods = [
+        p
+        for p in pods_of(gw, cluster)
+        if SUBMITTER_CONTAINER
+        in {c.get("name") for c in (p.get("spec") or {}).get("containers", [])}
+    ]
+    pods.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+    return pods[-1] if pods else None
+
+
+def read_driver_log(
+    cluster: ClusterRequest,
+    gw: Gateway,
+    *,
+    tail_lines: int | None = None,
+    limit_bytes: int | None = None,
+) -> str | None:
+    """The driver's output through ``pods/log`` of the submitter; ``None`` without one."""
+    pod = submitter_pod(cluster, gw)
+    if pod is None:
+        return None
+    return gw.pod_log(
+        cluster.namespace,
+        pod["metadata"]["name"],
+        container=SUBMITTER_CONTAINER,
+        tail_lines=tail_lines,
+        limit_bytes=limit_bytes,
+    )
+
+
+def _time(value: Any) -> datetime | None:
+    return parse_datetime(value) if isinstance(value, str) and value else None
+
+
+def fold_job(
+    cluster: ClusterRequest,
+    rj: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    gw: Gateway,
+) -> bool:
+    """Fold one job's RayJob and pods into its row, or repair them; True when the job's
+    GPUs were released (capacity freed)."""
+    state = cluster.state
+    if state == State.DELETING or state in JOB_FINISHED:
+        return _fold_ended(cluster, rj, pods, gw)
+    if rj is None:
+        if state == State.RUNNING:
+            _end(cluster, State.FAILED, "vanished", "its RayJob vanished while the driver ran")
+            return False
+        apply_job(cluster, gw)  # queued, admitted or starting: (re)create it
+        return False
+    if state in (State.QUEUED, State.ADMITTED):
+        return False  # the queue decides; the provision task unsuspends
+    _record_status(cluster, rj)
+    status = rj.get("status") or {}
+    ray_status = str(status.get("jobStatus") or "")
+    deployment = str(status.get("jobDeploymentStatus") or "")
+    message = str(status.get("message") or "")
+    if ray_status in RAY_ENDS or deployment in ("Complete", "Failed"):
+        end = RAY_ENDS.get(ray_status, State.FAILED if deployment == "Failed" else State.SUCCEEDED)
+        reason = str(status.get("reason") or "") or end.value
+        if deployment == "Failed" and end == State.SUCCEEDED:
+            end = State.FAILED
+        _end(cluster, end, reason, message or _default_message(end), gw=gw, status=status)
+        return False
+    if ray_status == "RUNNING" and state == State.STARTING:
+        transition(
+            cluster,
+            State.RUNNING,
+            reason="running",
+            message="the driver is running",
+        )
+        Job.objects.filter(pk=cluster.pk, started_at__isnull=True).update(
+            started_at=_time(status.get("startTime")) or timezone.now()
+        )
+    return False
+
+
+def _fold_ended(
+    cluster: ClusterRequest,
+    rj: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    gw: Gateway,
+) -> bool:
+    """A deleting, stopped or finished job: see its RayJob (and pods) off, then finish
+    the deletion or release the GPUs."""
+    state = cluster.state
+    gone = rj is None or bool(rj["metadata"].get("deletionTimestamp"))
+    if state in (State.DELETING, State.STOPPED) and not gone:
+        keep_log_tail(cluster, gw)
+        delete_rayjob(gw, cluster.namespace, cluster.name)
+        return False
+    if state == State.DELETING:
+        if rj is None and not pods:
+            return finish_deletion(cluster)
+        return False
+    if cluster.holds_gpus and not holding_pods(pods):
+        return release_gpus(cluster, message="its pods are gone; GPUs released")
+    return False
+
+
+def _default_message(end: State) -> str:
+    return {
+        State.SUCCEEDED: "the driver exited successfully",
+        State.FAILED: "the job failed",
+        State.STOPPED: "the job was stopped",
+    }.get(end, "")
+
+
+def _record_status(cluster: ClusterRequest, rj: dict[str, Any]) -> None:
+    """Copy what KubeRay reports (job id, its RayCluster, Ray's status) when it changed."""
+    status = rj.get("status") or {}
+    job = job_of(cluster)
+    fields = {
+        "ray_job_id": str(status.get("jobId") or ""),
+        "ray_cluster_name": str(status.get("rayClusterName") or ""),
+        "job_status": str(status.get("jobStatus") or ""),
+    }
+    changed = {k: v for k, v in fields.items() if v and getattr(job, k) != v}
+    if changed:
+        Job.objects.filter(pk=cluster.pk).update(**changed)
+        for key, value in changed.items():
+            setattr(job, key, value)
+
+
+def _end(
+    cluster: ClusterRequest,
+    end: State,
+    reason: str,
+    message: str,
+    *,
+    gw: Gateway | None = None,
+    status: dict[str, Any] | None = None,
+) -> None:
+    """Move a job to where it ended, recording Ray's message and the times."""
+    status = status or {}
+    now = timezone.now()
+    if not transition(cluster, end, reason=reason[:64], message=message[:500]):
+        return
+    Job.objects.filter(pk=cluster.pk).update(
+        message=message,
+        started_at=_time(status.get("startTime")) or job_of(cluster).started_at or None,
+        ended_at=_time(status.get("endTime")) or now,
+    )
+    if gw is not None:
+        keep_log_tail(cluster, gw)

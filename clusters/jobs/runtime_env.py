@@ -1,0 +1,146 @@
+"""Checking a job's ``runtime_env``: what Ray will install and set before the driver runs.
+
+Ray accepts many keys; a job submitted through the control plane may use the ones a
+shared GPU platform can support safely — code from a URI (``working_dir``,
+``py_modules``), ``pip`` packages and ``env_vars`` — and never overrides what decides
+which GPUs a process sees (``NVIDIA_*``, ``CUDA_VISIBLE_DEVICES``): those are the
+device plugin's and Ray's to set, and a job that set them could reach GPUs it was not
+given. Every fault is reported at once, under the key it concerns.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+MAX_BYTES = 16 * 1024  # the whole runtime_env as JSON; it is written into the RayJob
+MAX_PIP = 100
+MAX_ENV = 100
+MAX_VALUE = 4096
+ALLOWED_KEYS = ("working_dir", "py_modules", "pip", "env_vars")
+# Remote URIs Ray can fetch a working_dir or module from on the cluster (the submitter
+# runs in the cluster: a path on the engineer's laptop means nothing there).
+URI_SCHEMES = ("https", "http", "s3", "gs", "az", "abfss", "gcs")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A requirement specifier, not a pip option: "--index-url" and friends would let a job
+# point pip at another package index, which is the platform's choice, not the job's.
+PIP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~;:@/+ ']*$")
+GPU_ENV_MESSAGE = (
+    "{name} decides which GPUs the job sees; the platform sets it from the GPUs the job "
+    "was given, so a job may not override it."
+)
+
+
+def gpu_env_override(name: str) -> bool:
+    """Whether an environment variable decides GPU visibility (and so may not be set)."""
+    upper = name.upper()
+    return upper.startswith("NVIDIA_") or upper == "CUDA_VISIBLE_DEVICES"
+
+
+def validate_runtime_env(value: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The runtime_env as it will be written, and the faults by key (``runtime_env`` for
+    the whole, ``runtime_env.<key>`` for one part); no faults means it may be used."""
+    if value in (None, ""):
+        return {}, {}
+    if not isinstance(value, dict):
+        return {}, {"runtime_env": ['Give an object, e.g. {"pip": ["torch==2.4.0"]}.']}
+    errors: dict[str, list[str]] = {}
+    size = len(json.dumps(value, separators=(",", ":")).encode())
+    if size > MAX_BYTES:
+        errors["runtime_env"] = [
+            f"It is {size:,} bytes as JSON; at most {MAX_BYTES:,} are accepted. Put large "
+            "requirement lists in a requirements file inside working_dir."
+        ]
+        return {}, errors
+    unknown = sorted(set(value) - set(ALLOWED_KEYS))
+    if unknown:
+        errors["runtime_env"] = [
+            f"Unknown key{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}. "
+            f"Accepted: {', '.join(ALLOWED_KEYS)}."
+        ]
+    clean: dict[str, Any] = {}
+    for key, check in _CHECKS.items():
+        if key in value:
+            checked, faults = check(value[key])
+            if faults:
+                errors[f"runtime_env.{key}"] = faults
+            else:
+                clean[key] = checked
+    return clean, errors
+
+
+def _working_dir(value: Any) -> tuple[Any, list[str]]:
+    fault = _uri_fault(value)
+    return value, [fault] if fault else []
+
+
+def _py_modules(value: Any) -> tuple[Any, list[str]]:
+    if not isinstance(value, list) or not value:
+        return None, ["Give a list of URIs."]
+    return list(value), [f"{m!r}: {f}" for m in value if (f := _uri_fault(m))]
+
+
+def _pip_check(value: Any) -> tuple[Any, list[str]]:
+    packages, fault = _pip(value)
+    return packages, [fault] if fault else []
+
+
+def _uri_fault(uri: Any) -> str:
+    if not isinstance(uri, str) or not uri.strip():
+        return "Give a URI, e.g. s3://bucket/code.zip or https://host/code.zip."
+    if len(uri) > MAX_VALUE:
+        return f"At most {MAX_VALUE} characters."
+    parsed = urlparse(uri)
+    if parsed.scheme not in URI_SCHEMES or not parsed.netloc:
+        return (
+            f"{uri!r} is not a remote URI the Ray cluster can fetch; use one of "
+            f"{', '.join(s + '://' for s in URI_SCHEMES)} (a local path exists only on "
+            "your machine)."
+        )
+    if parsed.scheme in ("https", "http") and not parsed.path.endswith(".zip"):
+        return "An http(s) URI must point to a .zip archive, as Ray requires."
+    return ""
+
+
+def _pip(value: Any) -> tuple[list[str], str]:
+    packages = value.get("packages") if isinstance(value, dict) else value
+    if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
+        return [], 'Give a list of requirement strings, e.g. ["torch==2.4.0", "datasets"].'
+    if len(packages) > MAX_PIP:
+        return [], f"At most {MAX_PIP} packages; put more in a requirements file."
+    bad = [p for p in packages if not PIP_RE.match(p.strip()) or len(p) > 200]
+    if bad:
+        return [], (
+            f"Not a requirement specifier: {', '.join(repr(p) for p in bad[:5])}. pip options "
+            "(such as --index-url) are not accepted: the platform chooses the package index."
+        )
+    return [p.strip() for p in packages], ""
+
+
+def _env_vars(value: Any) -> tuple[Any, list[str]]:
+    if not isinstance(value, dict):
+        return {}, ['Give an object of names to string values, e.g. {"WANDB_MODE": "offline"}.']
+    if len(value) > MAX_ENV:
+        return {}, [f"At most {MAX_ENV} variables."]
+    faults = []
+    for name, val in value.items():
+        if not ENV_NAME_RE.match(str(name)):
+            faults.append(f"{name!r} is not a valid variable name (letters, digits, _).")
+        elif gpu_env_override(str(name)):
+            faults.append(GPU_ENV_MESSAGE.format(name=name))
+        elif not isinstance(val, str):
+            faults.append(f"{name}: the value must be a string (quote numbers).")
+        elif len(val) > MAX_VALUE:
+            faults.append(f"{name}: at most {MAX_VALUE} characters.")
+    return ({str(k): str(v) for k, v in value.items()} if not faults else {}), faults
+
+
+_CHECKS: dict[str, Callable[[Any], tuple[Any, list[str]]]] = {
+    "working_dir": _working_dir,
+    "py_modules": _py_modules,
+    "pip": _pip_check,
+    "env_vars": _env_vars,
+}

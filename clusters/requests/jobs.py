@@ -1,0 +1,281 @@
+"""Engineers' writes on jobs: submit, stop, delete.
+
+A job is checked with the same code as a cluster request — role, shape, name, "can it
+ever fit", per-engineer caps (:func:`clusters.requests.services.cluster_request_check`)
+— plus its own fields (entrypoint, ``runtime_env``, limits, the host cluster), every
+fault at once. It is written in state ``queued`` and waits in the one queue; a job on
+one of its owner's ready dev clusters takes no GPUs and skips the queue (``starting``
+at once). Every move goes through :func:`clusters.transitions.transition`, audited in
+the same transaction, with the work asked for after commit.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from clusters import enqueue, lifecycle, rules, shapes
+from clusters.jobs.runtime_env import validate_runtime_env
+from clusters.jobs.spec import (
+    MAX_DEADLINE_SECONDS,
+    MAX_ENTRYPOINT,
+    MAX_JOB_NAME,
+    MAX_TTL_AFTER_FINISHED,
+    JobSpec,
+)
+from clusters.models import ClusterKind, ClusterRequest, Job, Workload
+from clusters.queue.backends import queue_backend
+from clusters.requests import services as requests
+from clusters.spec import ClusterSpec
+from clusters.states import JOB_FINISHED, State
+from clusters.transitions import note, transition
+from controlplane.exceptions import ServiceConflict
+from tenants.audit import audit_record
+from tenants.models import Tenant
+from tenants.selectors import role_in_tenant
+
+STOPPABLE = frozenset({State.QUEUED, State.ADMITTED, State.STARTING, State.RUNNING})
+
+
+def _job_field_errors(job: JobSpec) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The checks of the job's own fields; returns the cleaned runtime_env and faults."""
+    errors: dict[str, list[str]] = {}
+    entrypoint = job.entrypoint.strip()
+    if not entrypoint:
+        errors["entrypoint"] = ['Give the command that starts the driver, e.g. "python train.py".']
+    elif len(entrypoint) > MAX_ENTRYPOINT:
+        errors["entrypoint"] = [f"At most {MAX_ENTRYPOINT} characters."]
+    elif "\x00" in entrypoint:
+        errors["entrypoint"] = ["The command may not contain NUL characters."]
+    runtime_env, env_errors = validate_runtime_env(job.runtime_env)
+    errors.update(env_errors)
+    deadline = job.active_deadline_seconds
+    if deadline is not None and not (1 <= deadline <= MAX_DEADLINE_SECONDS):
+        errors["active_deadline_seconds"] = [
+            f"Between 1 and {MAX_DEADLINE_SECONDS} seconds (7 days), or leave it out."
+        ]
+    if not (0 <= job.ttl_seconds_after_finished <= MAX_TTL_AFTER_FINISHED):
+        errors["ttl_seconds_after_finished"] = [
+            f"Between 0 and {MAX_TTL_AFTER_FINISHED} seconds (7 days)."
+        ]
+    return runtime_env, errors
+
+
+def _name_errors(*, tenant: Tenant, name: str | None) -> list[str]:
+    if not name:
+        return []
+    if len(name) > MAX_JOB_NAME:
+        return [f"At most {MAX_JOB_NAME} characters (KubeRay names the job's cluster after it)."]
+    try:
+        shapes.validate_name(name)
+    except ValidationError as exc:
+        return list(exc.message_dict["name"])
+    if requests.name_taken(tenant=tenant, name=name):
+        return [
+            f"A cluster or job named {name!r} already exists in {tenant.slug}; choose another name."
+        ]
+    return []
+
+
+def _host(*, actor: Any, tenant: Tenant, name: str) -> tuple[ClusterRequest | None, str]:
+    """The dev cluster a job would run on, or why it cannot."""
+    host = (
+        ClusterRequest.objects.unscoped()
+        .filter(tenant=tenant, name=name, workload=Workload.CLUSTER)
+        .exclude(state=State.DELETED)
+        .select_related("flavor")
+        .first()
+    )
+    if host is None:
+        return None, f"You have no cluster named {name!r} in {tenant.slug}."
+    if host.owner_id != getattr(actor, "pk", None):
+        return None, f"{name} is not yours: a job can run only on one of your own dev clusters."
+    if host.kind != ClusterKind.DEV:
+        return None, f"{name} is a production cluster; a job can run only on a dev cluster."
+    if host.state != State.READY:
+        return None, f"{name} is {host.state}; a job can run only on a ready cluster."
+    return host, ""
+
+
+def job_check(
+    *,
+    actor: Any,
+    tenant: Tenant,
+    spec: ClusterSpec | None,
+    job: JobSpec,
+    role: str | None = None,
+) -> tuple[ClusterRequest, Job]:
+    """Every check a job must pass to be queued; returns the unsaved request and job.
+
+    The job's own faults and the shape's are reported together. A job with a ``host``
+    is checked against that cluster (yours, dev, ready) instead of the catalogue: it
+    asks for no GPUs of its own, and ``spec`` is ``None`` (the host's shape is used).
+    A job that could never fit raises :class:`~clusters.requests.services.NeverFits`
+    about an unsaved job request (its ``cluster`` carries the job's details, for the
+    dry-run's manifest).
+    """
+    kind = spec.kind if spec is not None else ClusterKind.DEV
+    role = role or role_in_tenant(user=actor, tenant=tenant)
+    if not rules.may_request(role=role, kind=kind):
+        raise PermissionDenied(rules.requester_refusal(tenant=tenant, role=role, kind=kind))
+    runtime_env, errors = _job_field_errors(job)
+    name = job.name or (spec.name if spec is not None else None)
+    name_faults = _name_errors(tenant=tenant, name=name)
+    if name_faults:
+        errors["name"] = name_faults
+    host: ClusterRequest | None = None
+    if job.host:
+        host, fault = _host(actor=actor, tenant=tenant, name=job.host)
+        if fault:
+            errors["cluster"] = [fault]
+    details = Job(
+        entrypoint=job.entrypoint.strip(),
+        runtime_env=runtime_env,
+        active_deadline_seconds=job.active_deadline_seconds,
+        ttl_seconds_after_finished=job.ttl_seconds_after_finished,
+        host=host,
+    )
+    if job.host or spec is None:
+        if spec is None and not job.host:
+            errors["flavor"] = ["Name a GPU flavor, or a ready dev cluster of yours as cluster."]
+        if errors:
+            raise ValidationError(errors)
+        assert host is not None
+        request = ClusterRequest(
+            tenant=tenant,
+            owner=actor,
+            workload=Workload.JOB,
+            name=name or _default_name(actor),
+            kind=ClusterKind.DEV,
+            flavor=host.flavor,
+            workers=0,
+            image=host.image,
+            gpus=Decimal(0),
+            cpu=Decimal(0),
+            memory_gib=Decimal(0),
+        )
+        request._job_details = details  # type: ignore[attr-defined]
+        return request, details
+    checked = replace(spec, name=name or _default_name(actor))
+    try:
+        request = requests.cluster_request_check(
+            actor=actor, tenant=tenant, spec=checked, role=role, check_name=False
+        )
+    except requests.NeverFits as exc:
+        if errors:
+            raise ValidationError(errors) from None
+        exc.cluster.workload = Workload.JOB
+        exc.cluster.ttl_hours = None
+        exc.cluster._job_details = details  # type: ignore[attr-defined]
+        raise
+    except ValidationError as exc:
+        raise ValidationError({**exc.message_dict, **errors}) from None
+    if errors:
+        raise ValidationError(errors)
+    request.workload = Workload.JOB
+    # A job ends by itself (or at its deadline): it has no time to live of its own.
+    request.ttl_hours = None
+    request._job_details = details  # type: ignore[attr-defined]
+    return request, details
+
+
+def _default_name(actor: Any) -> str:
+    name = shapes.default_name(
+        owner_username=actor.get_username(), kind="job", suffix=secrets.token_hex(3)
+    )
+    if len(name) <= MAX_JOB_NAME:
+        return name
+    return f"{name[: MAX_JOB_NAME - 11].rstrip('-')}-{name[-10:]}"
+
+
+def job_create(
+    *,
+    actor: Any,
+    tenant: Tenant,
+    spec: ClusterSpec | None,
+    job: JobSpec,
+    role: str | None = None,
+) -> ClusterRequest:
+    """Check a job (:func:`job_check`) and queue it; see the module docstring."""
+    with transaction.atomic():
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk").first()
+        request, details = job_check(actor=actor, tenant=tenant, spec=spec, job=job, role=role)
+        try:
+            request.save()
+        except IntegrityError:
+            raise ValidationError(
+                {"name": f"A cluster or job named {request.name!r} already exists."}
+            ) from None
+        details.request = request
+        details.save()
+        where = f"on {details.host.name}" if details.host else f"on {request.flavor.name}"
+        note(request, reason="requested", message=f"job submitted ({where})", actor=actor)
+        audit_record(
+            actor=actor,
+            action="job.create",
+            obj=request,
+            tenant=tenant,
+            data={
+                "kind": request.kind,
+                "flavor": request.flavor.name,
+                "workers": request.workers,
+                "gpus": str(request.gpus),
+                "host": details.host.name if details.host else None,
+            },
+        )
+        if details.host:
+            # Nothing to admit: it runs on GPUs its owner already holds.
+            transition(
+                request,
+                State.STARTING,
+                reason="hosted",
+                message=f"submitting to {details.host.name}",
+                admitted_at=timezone.now(),
+            )
+        else:
+            queue_backend().request_queued(request.pk)
+        # Its RayJob is written at once, suspended while it waits (DESIGN "States").
+        enqueue.provision(request.pk)
+    return request
+
+
+def job_stop(*, actor: Any, request: ClusterRequest, role: str | None = None) -> ClusterRequest:
+    """Stop a job that has not ended: ``stopped`` at once; its RayJob is deleted and its
+    GPUs are released once its pods are gone. Stopping a finished job is refused
+    (``ServiceConflict`` ``invalid_state``)."""
+    if not rules.can_manage(actor=actor, cluster=request, role=role):
+        raise PermissionDenied("Only the job's owner or a tenant admin may stop it.")
+    with transaction.atomic():
+        request = lifecycle.locked(request)
+        if request.state == State.STOPPED:
+            return request
+        if request.state not in STOPPABLE:
+            ended = "has ended" if request.state in JOB_FINISHED else "is being deleted"
+            raise ServiceConflict(
+                f"{request.name} {ended} ({request.state}); there is nothing to stop.",
+                code="invalid_state",
+            )
+        now = timezone.now()
+        transition(
+            request,
+            State.STOPPED,
+            reason="stopped",
+            actor=actor,
+            message="stopped by request; its GPUs are released once its pods are gone",
+        )
+        Job.objects.filter(pk=request.pk, ended_at__isnull=True).update(ended_at=now)
+        audit_record(actor=actor, action="job.stop", obj=request, tenant=request.tenant)
+        enqueue.provision(request.pk)
+        enqueue.admission_pass()
+    return request
+
+
+def job_delete(*, actor: Any, request: ClusterRequest, role: str | None = None) -> ClusterRequest:
+    """Delete a job (stopping it if it runs); its GPUs are released once its pods are gone."""
+    return requests.cluster_delete(actor=actor, cluster=request, role=role)

@@ -166,9 +166,9 @@ def test_a_job_on_your_ready_cluster_takes_no_gpus_and_skips_the_queue(
     _cluster(bob, "workbench")
     acme.max_dev_clusters_per_user = 1  # the workbench is bob's one dev cluster
     acme.save()
-    verdict = as_user(bob).post(
-        DRY_RUN, {"entrypoint": "python eval.py", "cluster": "workbench"}
-    ).json()
+    verdict = (
+        as_user(bob).post(DRY_RUN, {"entrypoint": "python eval.py", "cluster": "workbench"}).json()
+    )
     assert verdict["verdict"] == "fits_now" and verdict["reasons"][0]["code"] == "hosted"
     (manifest,) = verdict["manifests"]
     assert manifest["spec"]["clusterSelector"] == {"ray.io/cluster": "workbench"}

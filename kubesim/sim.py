@@ -162,6 +162,27 @@ class KubeSim:
         """Stop injecting faults."""
         self.faults.clear()
 
+    # -- simulated Ray drivers ----------------------------------------------------------
+
+    def set_rayjob_defaults(
+        self,
+        run_seconds: float | None = None,
+        outcome: str | None = None,
+        message: str | None = None,
+        pending_seconds: float | None = None,
+    ) -> None:
+        """How simulated Ray drivers behave when their RayJob's ``kubesim.io/job-*``
+        annotations do not say: PENDING for ``pending_seconds`` after submission, RUNNING
+        for ``run_seconds``, then ``outcome`` (``succeeded`` or ``failed``) with
+        ``message``. None keeps a value. Read when a job is submitted."""
+        with self.cluster.lock:
+            self.cluster.rayjob_defaults.update(
+                run_seconds=run_seconds,
+                outcome=outcome,
+                message=message,
+                pending_seconds=pending_seconds,
+            )
+
     # -- kubeconfig --------------------------------------------------------------------
 
     def kubeconfig(self) -> dict[str, Any]:

@@ -72,6 +72,11 @@ class KubeSim:
         return f"http://{self.host}:{self.port}"
 
     @property
+    def stopping(self) -> threading.Event:
+        """Set while the simulator stops (ends ``follow`` log streams)."""
+        return self._stop
+
+    @property
     def store(self) -> Store:
         """The object store (read it under ``sim.cluster.lock`` if the server is busy)."""
         return self.cluster.store

@@ -147,6 +147,20 @@ class DriverRun:
         return self.end if at >= self.end else None
 
 
+@dataclass
+class SubmitterTrace:
+    """What one submitter pod did, kept for its logs after the head is gone."""
+
+    address: str
+    job_id: str
+    waiting_since: float
+    run: DriverRun | None = None
+    submitted_here: bool = False
+    attached: float | None = None
+    lost: float | None = None
+    waited: bool = False
+
+
 def _float(value: Any, default: float) -> float:
     try:
         out = float(value)
@@ -171,6 +185,8 @@ class RayRuntime:
         self.following: dict[PodKey, tuple[HeadKey, str]] = {}
         # Submitter pods waiting for their head to answer (the GCS health loop).
         self.waiters: dict[PodKey, HeadKey] = {}
+        # Per submitter pod, for ``podlogs.py``: until the pod is deleted.
+        self.traces: dict[PodKey, SubmitterTrace] = {}
         self.timers: list[tuple[float, str, str]] = []
 
     # -- the job table (the dashboard's job API) ----------------------------------------
@@ -251,6 +267,7 @@ class RayRuntime:
                 self.dirty.discard(key)
                 self.following.pop(key, None)
                 self.waiters.pop(key, None)
+                self.traces.pop(key, None)
             else:
                 self.dirty.add(key)
 
@@ -319,20 +336,28 @@ class RayRuntime:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         key = (ns, name)
         now = self.cluster.clock.time()
+        trace = self.traces.setdefault(key, SubmitterTrace(addr, job_id, now))
         prev = self.following.get(key)
         cluster = prev[0][1] if prev else self.head_of(ns, addr)
         if prev is not None and self.job(ns, prev[0][1], job_id) is None:
             # Following a job whose head went away: `ray job logs --follow` breaks.
+            trace.lost = now
             self._exit(pod, 1)
             return True
         if cluster is None or not self.head_ready(ns, cluster):
+            trace.waited = True
             self.waiters[key] = (ns, cluster or "")
             return False
         self.waiters.pop(key, None)
         rayjob = self.cluster.store.get(
             RJ, ns, (pod["metadata"].get("labels") or {}).get("ray.io/originated-from-cr-name", "")
         )
-        run = self.job(ns, cluster, job_id) or self.submit(ns, cluster, job_id, rayjob)
+        run = self.job(ns, cluster, job_id)
+        if run is None:
+            run = self.submit(ns, cluster, job_id, rayjob)
+            trace.submitted_here = True
+        if trace.run is None:
+            trace.run, trace.attached = run, now
         run.followers.add(key)
         self.following[key] = ((ns, cluster), job_id)
         ended = run.end_time(now)

@@ -379,7 +379,9 @@ def _generic_lines(pod: Obj, container: str, w: Window, until: float) -> list[Li
 
 def lines(cluster: Cluster, pod: Obj, container: str, w: Window, until: float) -> list[Line]:
     """Every line the container wrote by ``until`` (and, if it ended, its end), sorted."""
-    horizon = until if w.end is None else min(until, w.end)
+    # finishedAt has second precision (floored): a line written in the container's last
+    # second must not be cut off.
+    horizon = until if w.end is None else min(until, w.end + 1.0)
     labels = pod["metadata"].get("labels") or {}
     key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
     trace = cluster.rayruntime.traces.get(key)

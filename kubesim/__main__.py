@@ -56,6 +56,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds an event is kept after its last write, like kube-apiserver's "
         "--event-ttl (default: 3600, one hour)",
     )
+    p.add_argument(
+        "--rayjob-run-seconds",
+        type=float,
+        default=None,
+        help="simulated Ray drivers run this long (default: the fleet's rayjobs.runSeconds, "
+        "else 5); a RayJob's kubesim.io/job-run-seconds annotation overrides it",
+    )
+    p.add_argument(
+        "--rayjob-outcome",
+        choices=("succeeded", "failed"),
+        default=None,
+        help="how simulated Ray drivers end (default: the fleet's rayjobs.outcome, else "
+        "succeeded); a RayJob's kubesim.io/job-outcome annotation overrides it",
+    )
     return p.parse_args(argv)
 
 
@@ -72,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         snapshot_interval=args.snapshot_interval,
         event_ttl=args.event_ttl,
-    ).start()
+    )
+    sim.set_rayjob_defaults(run_seconds=args.rayjob_run_seconds, outcome=args.rayjob_outcome)
+    sim.start()
     if args.kubeconfig_out:
         sim.write_kubeconfig(args.kubeconfig_out)
     nodes = sim.cluster.store.count("nodes")

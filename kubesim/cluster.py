@@ -26,8 +26,11 @@ from kubesim.deletion import Deletion
 from kubesim.errors import ApiError
 from kubesim.fleet import build_nodes, load_fleet, node_conditions
 from kubesim.kubelet import Kubelet
+from kubesim.operators.batchjob import JobController, default_job
 from kubesim.operators.kuberay import KubeRay
 from kubesim.operators.kueue import Kueue
+from kubesim.operators.rayjob import RayJobController
+from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime
 from kubesim.resources import Registry, ResourceType
 from kubesim.scheduler import Scheduler
 from kubesim.store import Obj, Store
@@ -91,12 +94,20 @@ class Cluster:
         self.scheduler = Scheduler(self)
         self.kuberay = KubeRay(self)
         self.kueue = Kueue(self)
+        self.rayjob = RayJobController(self)
+        self.jobs = JobController(self)
+        # The simulated driver's defaults: the fleet file's ``rayjobs:``, then the setter.
+        self.rayjob_defaults = RayJobDefaults.from_fleet(self.fleet)
+        self.rayruntime = RayRuntime(self, self.rayjob_defaults)
         # The kubelet follows the scheduler: pods bound in a pass start in the same pass.
         self.controllers: list[Controller] = [
             self.kueue,
             self.kuberay,
+            self.rayjob,
+            self.jobs,
             self.scheduler,
             self.kubelet,
+            self.rayruntime,
             self.quota,
         ]
         self.deletion = Deletion(self)
@@ -170,6 +181,9 @@ class Cluster:
             self.quota.reset()
             self.kuberay.reset()
             self.kueue.reset()
+            self.rayjob.reset()
+            self.jobs.reset()
+            self.rayruntime.reset()
             self.bootstrap()
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -186,6 +200,9 @@ class Cluster:
             self.deletion.reset()
             for c in (self.scheduler, self.kubelet, self.quota, self.kuberay, self.kueue):
                 c.reset()
+            self.rayjob.reset()
+            self.jobs.reset()
+            self.rayruntime.reset()
             for ev in self.store.iter("events"):
                 inv = ev.get("involvedObject") or {}
                 self.events_index[(inv.get("uid", ""), ev.get("reason", ""))] = (
@@ -280,6 +297,8 @@ class Cluster:
             default_service(obj, self)
         elif rt.kind == "Namespace":
             default_namespace(obj)
+        elif rt.key == "jobs.batch":
+            default_job(obj)
         if rt.is_custom:
             self.kueue.mutate(rt, obj)
         if admit and rt.kind not in ("Event",):
@@ -407,7 +426,8 @@ class Cluster:
 
     def tick(self) -> None:
         """Time-driven work (pod start-up after the delay, Kueue's requeue backoff, event
-        expiry, the scheduler's periodic retry of waiting pods), then settle."""
+        expiry, the scheduler's periodic retry of waiting pods, RayJob deadlines and TTLs,
+        simulated Ray drivers ending, Job pod-failure backoff), then settle."""
         self.expire_events()
         with self.lock:
             if self.clock.time() >= self._next_flush:
@@ -415,7 +435,14 @@ class Cluster:
                 self.scheduler.flush_unschedulable()
                 self.settle()
             started = self.kubelet.start_due_pods(time.monotonic())
-            if self.kueue.requeue_due() or started:
+            at = self.clock.time()
+            # Each is called (no short-circuit): every due timer marks its object dirty.
+            woke = [
+                self.rayjob.wake_due(at),
+                self.jobs.wake_due(at),
+                self.rayruntime.wake_due(at),
+            ]
+            if self.kueue.requeue_due() or started or any(woke):
                 self.settle()
 
     def node_time(self) -> str:

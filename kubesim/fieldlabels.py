@@ -44,6 +44,8 @@ _BUILTIN: dict[str, dict[str, str]] = {
     "Node": {"metadata.name": "metadata.name", "spec.unschedulable": "spec.unschedulable"},
     "Namespace": {"metadata.name": "metadata.name", "status.phase": "status.phase"},
     "Secret": {**{m: m for m in _META}, "type": "type"},
+    # batch/v1 Job's conversion (pkg/apis/batch/v1): the count of succeeded pods.
+    "Job": {**{m: m for m in _META}, "status.successful": "status.succeeded"},
     "Service": {
         **{m: m for m in _META},
         "spec.clusterIP": "spec.clusterIP",

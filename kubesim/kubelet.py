@@ -4,18 +4,23 @@ The scheduler hands each pod it binds (and each pod created already bound to a n
 the kubelet. With ``startup_delay`` 0 the pod starts in the same settle pass: containers
 started and ready, a pod IP from 10.244.0.0/16, the Ready conditions. With a delay the pod
 first shows ``ContainerCreating`` and its host IP, and the ticker thread starts it once the
-delay is over (:meth:`Kubelet.start_due_pods`). Containers never run, exit or restart.
+delay is over (:meth:`Kubelet.start_due_pods`). Containers do not run; a simulated
+process (the RayJob submitter of ``operators/rayruntime.py``) ends one through
+:meth:`Kubelet.terminate`, which writes the exit as the kubelet does. Nothing restarts.
+Time stamps come from the cluster's clock, so that a test's ``ManualClock`` and the
+synthetic logs (``podlogs.py``) agree with them.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import TYPE_CHECKING
 
 from kubesim.resources import ResourceType
 from kubesim.scheduler import PodKey
 from kubesim.store import Obj
-from kubesim.util import get_path, now
+from kubesim.util import get_path, stamp
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -92,10 +97,10 @@ class Kubelet:
 
     def set_running(self, pod: Obj) -> None:
         """Containers started and ready, a pod IP assigned, the pod Running and Ready."""
-        stamp = now()
+        when = stamp(self.cluster.clock.time())
         ip = pod["status"].get("podIP") or self.cluster.next_pod_ip()
         conds = [
-            {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp}
+            {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": when}
             for t in (
                 "PodReadyToStartContainers",
                 "Initialized",
@@ -111,7 +116,7 @@ class Kubelet:
                 "hostIP": self._host_ip(pod["spec"]["nodeName"]),
                 "podIP": ip,
                 "podIPs": [{"ip": ip}],
-                "startTime": stamp,
+                "startTime": when,
                 "containerStatuses": [
                     {
                         "name": c["name"],
@@ -121,7 +126,7 @@ class Kubelet:
                         "ready": True,
                         "started": True,
                         "restartCount": 0,
-                        "state": {"running": {"startedAt": stamp}},
+                        "state": {"running": {"startedAt": when}},
                     }
                     for i, c in enumerate(pod["spec"].get("containers") or [])
                 ],
@@ -138,3 +143,36 @@ class Kubelet:
             if pod is not None and key in self.cluster.scheduler.placed:
                 self.set_running(pod)
         return bool(due)
+
+    def terminate(self, pod: Obj, exit_code: int, message: str = "") -> None:
+        """Every container of a running pod exited with ``exit_code``: the pod ends
+        ``Succeeded`` (0) or ``Failed``, containers ``terminated`` with reason ``Completed``
+        or ``Error``, Ready conditions False with ``PodCompleted``/``PodFailed`` as the
+        kubelet writes them (restartPolicy Never/OnFailure pods only: nothing restarts).
+        The scheduler and quota then stop counting the pod."""
+        when = stamp(self.cluster.clock.time())
+        ok = exit_code == 0
+        # The quota counts a terminal pod no more: it needs the write's old and new state.
+        old = copy.deepcopy(pod)
+        status = pod.setdefault("status", {})
+        for cs in status.get("containerStatuses") or []:
+            started = get_path(cs, "state", "running", "startedAt", default=when)
+            term: dict[str, object] = {
+                "exitCode": exit_code,
+                "reason": "Completed" if ok else "Error",
+                "startedAt": started,
+                "finishedAt": when,
+                "containerID": cs.get("containerID", ""),
+            }
+            if message:
+                term["message"] = message
+            cs.update({"ready": False, "started": False, "state": {"terminated": term}})
+        reason = "PodCompleted" if ok else "PodFailed"
+        for cond in status.get("conditions") or []:
+            if cond.get("type") in ("Ready", "ContainersReady", "PodReadyToStartContainers"):
+                cond["status"] = "False"
+                cond["lastTransitionTime"] = when
+                if cond["type"] != "PodReadyToStartContainers":
+                    cond["reason"] = reason
+        status["phase"] = "Succeeded" if ok else "Failed"
+        self.cluster.update_object(self.cluster.rt("pods"), pod, old=old)

@@ -86,7 +86,7 @@ def _builtin(
         short_names=short or [],
         status_subresource=status,
         verbs=verbs or list(_ALL_VERBS),
-        categories=["all"] if plural in ("pods", "services") else [],
+        categories=["all"] if plural in ("pods", "services", "jobs") else [],
     )
 
 
@@ -111,6 +111,7 @@ BUILTINS: list[ResourceType] = [
     _builtin("", "v1", "configmaps", "ConfigMap", True, ["cm"]),
     _builtin("", "v1", "secrets", "Secret", True),
     _builtin("", "v1", "endpoints", "Endpoints", True, ["ep"]),
+    _builtin("batch", "v1", "jobs", "Job", True, status=True),
     _builtin("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, ["netpol"]),
     _builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
     _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
@@ -310,6 +311,17 @@ class Registry:
                         "namespaced": rt.namespaced,
                         "kind": rt.kind,
                         "verbs": ["get", "patch", "update"],
+                    }
+                )
+            if rt.key == "pods":
+                # Served by ``podlogs.py``: the API server lists it with the one verb.
+                resources.append(
+                    {
+                        "name": "pods/log",
+                        "singularName": "",
+                        "namespaced": True,
+                        "kind": "Pod",
+                        "verbs": ["get"],
                     }
                 )
         gv = f"{group}/{version}" if group else version

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubesim import quantity
-from kubesim.admission import pod_totals
+from kubesim.admission import pod_is_terminal, pod_totals
 from kubesim.defaults import DEFAULT_SCHEDULER
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
@@ -205,6 +205,11 @@ class Scheduler:
             if new is None:
                 self._forget(key)
                 self.retry_all = True
+            elif pod_is_terminal(new):
+                # A Succeeded or Failed pod no longer holds its node's resources.
+                if key in self.placed or key in self.new:
+                    self._forget(key)
+                    self.retry_all = True
             elif old is None:
                 self._admit_new(key, new)
 

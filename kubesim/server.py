@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import yaml
 
-from kubesim import errors, openapi, protobuf, verbs
+from kubesim import errors, openapi, podlogs, protobuf, verbs
 from kubesim.errors import ApiError
 
 if TYPE_CHECKING:
@@ -159,6 +159,54 @@ class Handler(BaseHTTPRequestHandler):
             return _yaml(raw), ctype
         raise errors.unsupported_media(ctype)
 
+    def _pod_log(self, ns: str, name: str, params: dict[str, str]) -> None:
+        """``pods/log``: one text/plain answer, or with ``follow`` a chunked stream that
+        polls for new lines (the lock is held only for each read, so other requests go on)
+        until the container terminates, the pod goes, the client leaves or kubesim stops."""
+        cluster = self.server.sim.cluster
+        opts = podlogs.LogOptions.parse(name, params)
+        with cluster.lock:
+            first = podlogs.read(cluster, ns, name, opts)
+        budget = opts.limit_bytes
+        body = first.body if budget is None else first.body[:budget]
+        if not opts.follow:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-cache, private")
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        self.close_connection = True
+        seen, done = first.seen, first.done
+        if budget is not None:
+            budget -= len(body)
+        self._chunk(body)
+        stop = self.server.sim.stopping
+        while not done and (budget is None or budget > 0) and not stop.wait(0.1):
+            try:
+                with cluster.lock:
+                    more = podlogs.read(cluster, ns, name, opts, seen)
+            except ApiError:
+                break  # the pod is gone
+            seen, done = more.seen, more.done
+            data = more.body if budget is None else more.body[:budget]
+            if budget is not None:
+                budget -= len(data)
+            self._chunk(data)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
     def _handle(self, method: str) -> None:
         self._body_read = False
         split = urlsplit(self.path)
@@ -237,6 +285,15 @@ class Handler(BaseHTTPRequestHandler):
                     404, "NotFound", "the server could not find the requested resource"
                 )
             return self._send(200, doc)
+        if (
+            group == ""
+            and len(rest) == 5
+            and rest[0] == "namespaces"
+            and rest[2:5:2] == ["pods", "log"]
+        ):
+            if method != "GET":
+                raise errors.method_not_allowed()
+            return self._pod_log(rest[1], rest[3], params)
         ns: str | None = None
         if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
             ns, rest = rest[1], rest[2:]

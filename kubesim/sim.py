@@ -72,6 +72,11 @@ class KubeSim:
         return f"http://{self.host}:{self.port}"
 
     @property
+    def stopping(self) -> threading.Event:
+        """Set while the simulator stops (ends ``follow`` log streams)."""
+        return self._stop
+
+    @property
     def store(self) -> Store:
         """The object store (read it under ``sim.cluster.lock`` if the server is busy)."""
         return self.cluster.store
@@ -161,6 +166,27 @@ class KubeSim:
     def clear_faults(self) -> None:
         """Stop injecting faults."""
         self.faults.clear()
+
+    # -- simulated Ray drivers ----------------------------------------------------------
+
+    def set_rayjob_defaults(
+        self,
+        run_seconds: float | None = None,
+        outcome: str | None = None,
+        message: str | None = None,
+        pending_seconds: float | None = None,
+    ) -> None:
+        """How simulated Ray drivers behave when their RayJob's ``kubesim.io/job-*``
+        annotations do not say: PENDING for ``pending_seconds`` after submission, RUNNING
+        for ``run_seconds``, then ``outcome`` (``succeeded`` or ``failed``) with
+        ``message``. None keeps a value. Read when a job is submitted."""
+        with self.cluster.lock:
+            self.cluster.rayjob_defaults.update(
+                run_seconds=run_seconds,
+                outcome=outcome,
+                message=message,
+                pending_seconds=pending_seconds,
+            )
 
     # -- kubeconfig --------------------------------------------------------------------
 

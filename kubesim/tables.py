@@ -102,7 +102,57 @@ def _event_row(o: Obj) -> list[Any]:
     ]
 
 
+def _duration(seconds: int) -> str:
+    """kubectl's short duration (``duration.HumanDuration`` for small values)."""
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60}s" if seconds < 600 else f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def _job_row(o: Obj) -> list[Any]:
+    st = o.get("status") or {}
+    spec = o.get("spec") or {}
+    conds = {c.get("type"): c.get("status") for c in st.get("conditions") or []}
+    if conds.get("Complete") == "True":
+        status = "Complete"
+    elif conds.get("Failed") == "True":
+        status = "Failed"
+    elif conds.get("FailureTarget") == "True":
+        status = "FailureTarget"
+    elif conds.get("SuccessCriteriaMet") == "True":
+        status = "SuccessCriteriaMet"
+    elif spec.get("suspend"):
+        status = "Suspended"
+    else:
+        status = "Running"
+    start, end = st.get("startTime"), st.get("completionTime")
+    if start:
+        until = parse_time(end) if end else datetime.datetime.now(datetime.UTC)
+        duration = _duration(max(0, int((until - parse_time(start)).total_seconds())))
+    else:
+        duration = ""
+    return [
+        o["metadata"]["name"],
+        status,
+        f"{int(st.get('succeeded') or 0)}/{int(spec.get('completions') or 1)}",
+        duration,
+        age(o["metadata"].get("creationTimestamp")),
+    ]
+
+
 _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
+    "Job": (
+        [
+            _col("Name", fmt="name"),
+            _col("Status"),
+            _col("Completions"),
+            _col("Duration"),
+            _col("Age"),
+        ],
+        _job_row,
+    ),
     "Pod": (
         [
             _col("Name", fmt="name"),

@@ -18,6 +18,19 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def stamp(seconds: float) -> str:
+    """``seconds`` since the epoch as RFC 3339 in UTC, second precision: for time stamps
+    that must agree with the simulator's clock (a ``ManualClock`` in tests)."""
+    when = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stamp_nano(seconds: float) -> str:
+    """``seconds`` as RFC 3339 with nanoseconds, as the kubelet prefixes log lines."""
+    when = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%f") + f"{int(seconds * 1e9) % 1000:03d}Z"
+
+
 def now_micro() -> str:
     """Current time with microseconds (metav1.MicroTime, used by eventTime)."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

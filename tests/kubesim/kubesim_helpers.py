@@ -119,3 +119,29 @@ def get_rc(
         "ray.io", "v1", namespace, "rayclusters", name
     )
     return result
+
+
+def rayjob(
+    name: str,
+    namespace: str = "default",
+    workers: int = 1,
+    gpus: int = 1,
+    entrypoint: str = "python train.py",
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A RayJob whose cluster is :func:`raycluster`'s shape; ``spec`` adds RayJob fields
+    (``suspend``, ``shutdownAfterJobFinishes``, ``activeDeadlineSeconds``, ...)."""
+    rc_spec = raycluster("x", workers=workers, gpus=gpus)["spec"]
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": dict(annotations or {}),
+            "labels": dict(labels or {}),
+        },
+        "spec": {"entrypoint": entrypoint, "rayClusterSpec": rc_spec, **spec},
+    }

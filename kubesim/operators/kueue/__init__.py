@@ -63,6 +63,17 @@ if TYPE_CHECKING:
 REQUEUE_BACKOFF_SECONDS = 60
 
 
+def queued_raycluster(obj: Obj) -> bool:
+    """A RayCluster Kueue manages: labelled with a queue, and not the RayCluster of a
+    RayJob (Kueue manages the RayJob; it skips children whose owner it manages)."""
+    meta = obj.get("metadata") or {}
+    if QUEUE_LABEL not in (meta.get("labels") or {}):
+        return False
+    return not any(
+        o.get("kind") == "RayJob" and o.get("controller") for o in meta.get("ownerReferences") or []
+    )
+
+
 class Kueue:
     """Workloads for queued RayClusters, quota reservation, admission, visibility."""
 
@@ -87,9 +98,7 @@ class Kueue:
         """Kueue's RayCluster webhook (create and update): a queued RayCluster may not use
         the in-tree autoscaler, since Kueue admits it at one fixed size (elastic jobs, the
         exception, need an alpha feature gate that is off by default and not emulated)."""
-        if not self.enabled or rt.key != RC:
-            return
-        if QUEUE_LABEL not in (obj.get("metadata", {}).get("labels") or {}):
+        if not self.enabled or rt.key != RC or not queued_raycluster(obj):
             return
         if (obj.get("spec") or {}).get("enableInTreeAutoscaling") is True:
             raise errors.webhook_denied(
@@ -101,7 +110,7 @@ class Kueue:
 
     def mutate(self, rt: ResourceType, obj: Obj) -> None:
         """Kueue's webhook: a queued RayCluster starts suspended."""
-        if self.enabled and rt.key == RC and QUEUE_LABEL in (obj["metadata"].get("labels") or {}):
+        if self.enabled and rt.key == RC and queued_raycluster(obj):
             obj.setdefault("spec", {})["suspend"] = True
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
@@ -110,7 +119,7 @@ class Kueue:
             return
         ref = new if new is not None else old
         assert ref is not None
-        if rt.key == RC and QUEUE_LABEL in (ref["metadata"].get("labels") or {}):
+        if rt.key == RC and queued_raycluster(ref):
             if new is not None and old is not new:
                 self.dirty.add((ref["metadata"]["namespace"], ref["metadata"]["name"]))
             if new is None:

@@ -1,0 +1,373 @@
+"""What runs inside Ray pods, which kubesim does not run: each Ray head's job table (what
+the Ray dashboard's job API answers KubeRay) and the RayJob submitter's
+``ray job submit --no-wait`` + ``ray job logs --follow``.
+
+A submitter pod (a pod of a RayJob's submitter Job: label
+``ray.io/originated-from-crd=RayJob``, env ``RAY_DASHBOARD_ADDRESS`` and
+``RAY_JOB_SUBMISSION_ID`` on its first container, as KubeRay sets them) that is Running
+waits for its head (``<cluster>-head-svc`` in the address) to be Running and Ready, submits
+the job unless the head already has it (KubeRay's ``ray job status || ray job submit``),
+then follows it: when the driver ends the submitter's container exits 0 (SUCCEEDED) or 1
+(FAILED or STOPPED), and it exits 1 at once if the head goes away under it (the log stream
+breaks).
+
+The driver itself is simulated: PENDING for ``pendingSeconds`` after submission, RUNNING
+for ``runSeconds``, then SUCCEEDED or FAILED with a message. These are simulator knobs,
+never anything a control plane would set: per-RayJob annotations
+(``kubesim.io/job-run-seconds``, ``kubesim.io/job-pending-seconds``,
+``kubesim.io/job-outcome: succeeded|failed``, ``kubesim.io/job-message``), read when the job
+is submitted, else the defaults (fleet file ``rayjobs:``, ``KubeSim.set_rayjob_defaults``,
+CLI flags). Times are on the cluster's clock.
+
+Simplified: the job table lives as long as the head pod (no GCS fault tolerance); a job
+submitted to a head by anything but a submitter pod (HTTPMode) goes through
+:meth:`RayRuntime.submit` directly.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kubesim.resources import ResourceType
+from kubesim.store import Obj
+from kubesim.util import get_path
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+RC = "rayclusters.ray.io"
+RJ = "rayjobs.ray.io"
+ANN_RUN = "kubesim.io/job-run-seconds"
+ANN_PENDING = "kubesim.io/job-pending-seconds"
+ANN_OUTCOME = "kubesim.io/job-outcome"
+ANN_MESSAGE = "kubesim.io/job-message"
+OUTCOMES = ("succeeded", "failed")
+# Ray's job messages (JobInfo.message), as the dashboard reports them.
+MSG_PENDING = (
+    "Job has not started yet. It may be waiting for resources (CPUs, GPUs, memory, custom "
+    "resources) to become available. It may be waiting for the runtime environment to be set up."
+)
+MSG_RUNNING = "Job is currently running."
+MSG_SUCCEEDED = "Job finished successfully."
+MSG_FAILED = "Job entrypoint command failed with exit code 1"
+MSG_STOPPED = "Job was intentionally stopped."
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+PodKey = tuple[str, str]
+HeadKey = tuple[str, str]
+
+
+@dataclass
+class RayJobDefaults:
+    """How a simulated driver behaves when its RayJob's annotations do not say."""
+
+    run_seconds: float = 5.0
+    outcome: str = "succeeded"
+    message: str = ""
+    pending_seconds: float = 1.0
+
+    @classmethod
+    def from_fleet(cls, fleet: dict[str, Any]) -> RayJobDefaults:
+        """The fleet file's optional ``rayjobs: {runSeconds, pendingSeconds, outcome,
+        message}``."""
+        spec = fleet.get("rayjobs") or {}
+        out = cls()
+        out.update(
+            run_seconds=spec.get("runSeconds"),
+            outcome=spec.get("outcome"),
+            message=spec.get("message"),
+            pending_seconds=spec.get("pendingSeconds"),
+        )
+        return out
+
+    def update(
+        self,
+        run_seconds: float | None = None,
+        outcome: str | None = None,
+        message: str | None = None,
+        pending_seconds: float | None = None,
+    ) -> None:
+        """Change the given defaults (None keeps one); refuses nonsense with ValueError."""
+        if run_seconds is not None:
+            if float(run_seconds) < 0:
+                raise ValueError("run_seconds must not be negative")
+            self.run_seconds = float(run_seconds)
+        if pending_seconds is not None:
+            if float(pending_seconds) < 0:
+                raise ValueError("pending_seconds must not be negative")
+            self.pending_seconds = float(pending_seconds)
+        if outcome is not None:
+            if outcome not in OUTCOMES:
+                raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+            self.outcome = outcome
+        if message is not None:
+            self.message = str(message)
+
+
+@dataclass
+class DriverRun:
+    """One Ray job in a head's job table; times on the cluster clock."""
+
+    job_id: str
+    entrypoint: str
+    submitted: float
+    start: float
+    end: float
+    outcome: str  # SUCCEEDED or FAILED, once ``end`` is reached
+    message: str
+    stopped: float | None = None
+    followers: set[PodKey] = field(default_factory=set)
+
+    def status(self, at: float) -> str:
+        """Ray's JobStatus at ``at``."""
+        if self.stopped is not None and self.stopped <= at:
+            return "STOPPED"
+        if at < self.start:
+            return "PENDING"
+        if at < self.end:
+            return "RUNNING"
+        return self.outcome
+
+    def message_at(self, at: float) -> str:
+        """Ray's JobInfo.message at ``at``."""
+        st = self.status(at)
+        if st == "PENDING":
+            return MSG_PENDING
+        if st == "RUNNING":
+            return MSG_RUNNING
+        if st == "STOPPED":
+            return MSG_STOPPED
+        return self.message
+
+    def end_time(self, at: float) -> float | None:
+        """When the job ended, if it has by ``at``."""
+        if self.stopped is not None and self.stopped <= at:
+            return self.stopped
+        return self.end if at >= self.end else None
+
+
+@dataclass
+class SubmitterTrace:
+    """What one submitter pod did, kept for its logs after the head is gone."""
+
+    address: str
+    job_id: str
+    waiting_since: float
+    run: DriverRun | None = None
+    submitted_here: bool = False
+    attached: float | None = None
+    lost: float | None = None
+    waited: bool = False
+
+
+def _float(value: Any, default: float) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return default
+    return out if out >= 0 else default
+
+
+class RayRuntime:
+    """Job tables of the Ray heads and the submitter pods' behaviour."""
+
+    def __init__(self, cluster: Cluster, defaults: RayJobDefaults) -> None:
+        self.cluster = cluster
+        self.defaults = defaults
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every job table (the store was wiped; a restore loses running drivers
+        as a head restart without GCS fault tolerance would)."""
+        self.heads: dict[HeadKey, dict[str, DriverRun]] = {}
+        self.dirty: set[PodKey] = set()
+        self.following: dict[PodKey, tuple[HeadKey, str]] = {}
+        # Submitter pods waiting for their head to answer (the GCS health loop).
+        self.waiters: dict[PodKey, HeadKey] = {}
+        # Per submitter pod, for ``podlogs.py``: until the pod is deleted.
+        self.traces: dict[PodKey, SubmitterTrace] = {}
+        self.timers: list[tuple[float, str, str]] = []
+
+    # -- the job table (the dashboard's job API) ----------------------------------------
+
+    def job(self, ns: str, cluster: str, job_id: str) -> DriverRun | None:
+        """``GET /api/jobs/<id>`` on the head of RayCluster ``ns/cluster``."""
+        return self.heads.get((ns, cluster), {}).get(job_id)
+
+    def submit(self, ns: str, cluster: str, job_id: str, rayjob: Obj | None) -> DriverRun:
+        """Submit a job to a head; the driver's timing and outcome come from the RayJob's
+        annotations, else the defaults."""
+        table = self.heads.setdefault((ns, cluster), {})
+        if job_id in table:
+            return table[job_id]
+        ann = get_path(rayjob, "metadata", "annotations", default={}) or {}
+        d = self.defaults
+        now = self.cluster.clock.time()
+        pending = _float(ann.get(ANN_PENDING), d.pending_seconds)
+        run = _float(ann.get(ANN_RUN), d.run_seconds)
+        outcome = str(ann.get(ANN_OUTCOME) or d.outcome).lower()
+        failed = outcome == "failed"
+        message = str(ann.get(ANN_MESSAGE) or d.message)
+        if not message:
+            message = MSG_FAILED if failed else MSG_SUCCEEDED
+        elif failed and not message.startswith(MSG_FAILED):
+            message = f"{MSG_FAILED}, last available logs (truncated to 20,000 chars):\n{message}"
+        run_obj = DriverRun(
+            job_id=job_id,
+            entrypoint=str(get_path(rayjob, "spec", "entrypoint", default="") or ""),
+            submitted=now,
+            start=now + pending,
+            end=now + pending + run,
+            outcome="FAILED" if failed else "SUCCEEDED",
+            message=message,
+        )
+        table[job_id] = run_obj
+        self._wake_rayjob(rayjob, run_obj.start)
+        self._wake_rayjob(rayjob, run_obj.end)
+        return run_obj
+
+    def stop(self, ns: str, cluster: str, job_id: str) -> None:
+        """``ray job stop``: a job not yet ended is STOPPED now."""
+        run = self.job(ns, cluster, job_id)
+        now = self.cluster.clock.time()
+        if run is not None and run.end_time(now) is None:
+            run.stopped = now
+            self.dirty |= run.followers
+
+    def _wake_rayjob(self, rayjob: Obj | None, at: float) -> None:
+        if rayjob is not None:
+            self.cluster.rayjob.wake_at(
+                at, rayjob["metadata"]["namespace"], rayjob["metadata"]["name"]
+            )
+
+    # -- controller protocol --------------------------------------------------------------
+
+    def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
+        """Submitter pods and the pods of Ray heads."""
+        if rt.kind != "Pod":
+            return
+        ref = new if new is not None else old
+        assert ref is not None
+        meta = ref["metadata"]
+        key = (meta["namespace"], meta["name"])
+        labels = meta.get("labels") or {}
+        if labels.get("ray.io/node-type") == "head":
+            cluster = labels.get("ray.io/cluster", "")
+            head = (meta["namespace"], cluster)
+            if new is None or (new.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                # The head is gone and its job table with it (no GCS fault tolerance).
+                table = self.heads.pop(head, {})
+                for run in table.values():
+                    self.dirty |= run.followers
+            # A head that starts may be what a waiting submitter waits for.
+            self.dirty |= {k for k, h in self.waiters.items() if h == head}
+        if labels.get("ray.io/originated-from-crd") == "RayJob":
+            if new is None:
+                self.dirty.discard(key)
+                self.following.pop(key, None)
+                self.waiters.pop(key, None)
+                self.traces.pop(key, None)
+            else:
+                self.dirty.add(key)
+
+    def wake_due(self, at: float) -> bool:
+        """Mark submitter pods whose driver has ended dirty (ticker)."""
+        woke = False
+        while self.timers and self.timers[0][0] <= at:
+            _, ns, name = heapq.heappop(self.timers)
+            self.dirty.add((ns, name))
+            woke = True
+        return woke
+
+    def reconcile(self) -> bool:
+        """Advance every dirty submitter pod."""
+        busy = False
+        while self.dirty:
+            key = self.dirty.pop()
+            pod = self.cluster.store.get("pods", *key)
+            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+                busy = self._submitter(pod) or busy
+        return busy
+
+    # -- the submitter ----------------------------------------------------------------
+
+    @staticmethod
+    def submitter_env(pod: Obj) -> tuple[str, str] | None:
+        """(dashboard address, submission id) of a submitter pod, else None."""
+        containers = get_path(pod, "spec", "containers", default=[])
+        if not containers:
+            return None
+        env = {e.get("name"): e.get("value") for e in containers[0].get("env") or []}
+        addr, job_id = env.get("RAY_DASHBOARD_ADDRESS"), env.get("RAY_JOB_SUBMISSION_ID")
+        if not addr or not job_id:
+            return None
+        return str(addr), str(job_id)
+
+    def head_of(self, ns: str, address: str) -> str | None:
+        """The RayCluster behind a dashboard address ``<svc>.<ns>.svc...:8265``."""
+        host = address.split("://")[-1].split(":")[0].split(".")[0]
+        svc = self.cluster.store.get("services", ns, host)
+        if svc is None:
+            return None
+        return str(get_path(svc, "metadata", "labels", "ray.io/cluster", default="")) or None
+
+    def head_ready(self, ns: str, cluster: str) -> bool:
+        """The head pod of ``ns/cluster`` is Running and Ready (its dashboard answers)."""
+        for pod in self.cluster.store.iter("pods", ns):
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get("ray.io/cluster") == cluster and labels.get("ray.io/node-type") == "head":
+                st = pod.get("status") or {}
+                if st.get("phase") == "Running" and any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in st.get("conditions") or []
+                ):
+                    return True
+        return False
+
+    def _submitter(self, pod: Obj) -> bool:
+        st = pod.get("status") or {}
+        if st.get("phase") != "Running":
+            return False
+        found = self.submitter_env(pod)
+        if found is None:
+            return False
+        addr, job_id = found
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        key = (ns, name)
+        now = self.cluster.clock.time()
+        trace = self.traces.setdefault(key, SubmitterTrace(addr, job_id, now))
+        prev = self.following.get(key)
+        cluster = prev[0][1] if prev else self.head_of(ns, addr)
+        if prev is not None and self.job(ns, prev[0][1], job_id) is None:
+            # Following a job whose head went away: `ray job logs --follow` breaks.
+            trace.lost = now
+            self._exit(pod, 1)
+            return True
+        if cluster is None or not self.head_ready(ns, cluster):
+            trace.waited = True
+            self.waiters[key] = (ns, cluster or "")
+            return False
+        self.waiters.pop(key, None)
+        rayjob = self.cluster.store.get(
+            RJ, ns, (pod["metadata"].get("labels") or {}).get("ray.io/originated-from-cr-name", "")
+        )
+        run = self.job(ns, cluster, job_id)
+        if run is None:
+            run = self.submit(ns, cluster, job_id, rayjob)
+            trace.submitted_here = True
+        if trace.run is None:
+            trace.run, trace.attached = run, now
+        run.followers.add(key)
+        self.following[key] = ((ns, cluster), job_id)
+        ended = run.end_time(now)
+        if ended is None:
+            heapq.heappush(self.timers, (run.end, ns, name))
+            return False
+        self._exit(pod, 0 if run.status(now) == "SUCCEEDED" else 1)
+        return True
+
+    def _exit(self, pod: Obj, code: int) -> None:
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        self.following.pop(key, None)
+        self.cluster.kubelet.terminate(pod, code)

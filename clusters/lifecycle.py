@@ -95,7 +95,7 @@ def suspend(
 def requeue_evicted(
     cluster: ClusterRequest, *, reason: str, message: str, queue_reason: str
 ) -> ClusterRequest:
-    """Kueue evicted a running cluster: back to ``queued`` with Kueue's reason.
+    """Kueue evicted a running cluster (or job): back to ``queued`` with Kueue's reason.
 
     Its GPUs are released and its usage span closed by the move; the RayCluster stays
     (Kueue has suspended it and will admit it again). ``reason`` is Kueue's (e.g.
@@ -104,7 +104,13 @@ def requeue_evicted(
     """
     with transaction.atomic():
         cluster = locked(cluster)
-        if cluster.state not in (State.ADMITTED, State.PROVISIONING, State.READY):
+        if cluster.state not in (
+            State.ADMITTED,
+            State.PROVISIONING,
+            State.READY,
+            State.STARTING,
+            State.RUNNING,
+        ):
             return cluster
         text = (
             f"Kueue evicted it ({reason}): {message}" if message else f"Kueue evicted it ({reason})"
@@ -128,7 +134,7 @@ def requeue_evicted(
             return cluster
         audit_record(
             actor=None,
-            action="cluster.evict",
+            action=f"{cluster.workload}.evict",
             obj=cluster,
             tenant=cluster.tenant,
             data={"reason": reason, "message": message[:500]},

@@ -27,6 +27,7 @@ from clusters.kube.gateway import Gateway, KubeError
 from clusters.kube.manifests import rayjob
 from clusters.models import ClusterRequest, Job
 from clusters.queue.backends import manifest_options, queue_backend
+from clusters.queue.interface import QueueView
 from clusters.states import JOB_FINISHED, State
 from clusters.transitions import release_gpus, transition
 
@@ -172,9 +173,11 @@ def fold_job(
     rj: dict[str, Any] | None,
     pods: list[dict[str, Any]],
     gw: Gateway,
+    view: QueueView | None = None,
 ) -> bool:
     """Fold one job's RayJob and pods into its row, or repair them; True when the job's
-    GPUs were released (capacity freed)."""
+    GPUs were released (capacity freed). ``view`` is the queue backend's (Kueue's
+    verdicts on waiting and running jobs)."""
     state = cluster.state
     if state == State.DELETING or state in JOB_FINISHED:
         return _fold_ended(cluster, rj, pods, gw)
@@ -184,8 +187,15 @@ def fold_job(
             return False
         apply_job(cluster, gw)  # queued, admitted or starting: (re)create it
         return False
-    if state in (State.QUEUED, State.ADMITTED):
-        return False  # the queue decides; the provision task unsuspends
+    kueue = queue_backend().provisions_queued and job_of(cluster).host_id is None
+    if state == State.QUEUED:
+        if kueue and view is not None:
+            view.fold_waiting(cluster)  # Kueue's position and reason, or its admission
+        return False  # else the built-in queue decides; the provision task unsuspends
+    if state == State.ADMITTED:
+        return False
+    if kueue and view is not None and view.fold_eviction(cluster):
+        return True  # Kueue took its quota back: it waits again, its GPUs released
     _record_status(cluster, rj)
     status = rj.get("status") or {}
     ray_status = str(status.get("jobStatus") or "")

@@ -159,7 +159,7 @@ def _reconcile(gw: Gateway | None) -> Report:
         try:
             if cluster.is_job:
                 if jobs.fold_job(
-                    cluster, seen.rayjobs.get(key), seen.pods_by_id.get(cluster.pk, []), gw
+                    cluster, seen.rayjobs.get(key), seen.pods_by_id.get(cluster.pk, []), gw, view
                 ):
                     report.released.append(cluster.pk)
                 continue

@@ -66,12 +66,13 @@ def forget_queues() -> None:
 
 
 def workloads_by_cluster(gw: Gateway) -> dict[tuple[str, str], dict[str, Any]]:
-    """Kueue Workloads keyed by (namespace, RayCluster name), from one LIST."""
+    """Kueue Workloads keyed by (namespace, name of the RayCluster or RayJob they queue),
+    from one LIST (a request's RayCluster or RayJob is named after it)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for workload in gw.list("kueue.x-k8s.io/v1beta2", "Workload"):
         meta = workload.get("metadata") or {}
         for owner in meta.get("ownerReferences") or []:
-            if owner.get("kind") == "RayCluster":
+            if owner.get("kind") in ("RayCluster", "RayJob"):
                 found[(meta.get("namespace", ""), owner.get("name", ""))] = workload
     return found
 
@@ -173,9 +174,10 @@ def fold_queued(
         if admit([cluster], now=now):
             transition(
                 cluster,
-                State.PROVISIONING,
+                State.STARTING if cluster.is_job else State.PROVISIONING,
                 reason="applied",
-                message="admitted by Kueue; waiting for its pods",
+                message="admitted by Kueue; "
+                + ("its Ray cluster is starting" if cluster.is_job else "waiting for its pods"),
             )
             return True
         return False

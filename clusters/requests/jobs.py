@@ -240,8 +240,10 @@ def job_create(
             )
         else:
             queue_backend().request_queued(request.pk)
-        # Its RayJob is written at once, suspended while it waits (DESIGN "States").
-        enqueue.provision(request.pk)
+        if details.host or not queue_backend().provisions_queued:
+            # Its RayJob is written at once, suspended while it waits (DESIGN "States");
+            # a backend that queues in the cluster asked for that already.
+            enqueue.provision(request.pk)
     return request
 
 

@@ -1,4 +1,6 @@
-"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters.
+"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters and
+RayJobs (the RayJob integration: see ``workloads.py``; a RayJob's Workload finishes when the
+RayJob does, and Kueue's RayJob webhook refusals are in :meth:`Kueue._validate_rayjob`).
 
 With ``kueue=True``: a RayCluster created with the ``kueue.x-k8s.io/queue-name`` label is
 suspended (Kueue's webhook; a queued one with the in-tree autoscaler is refused, 403, as

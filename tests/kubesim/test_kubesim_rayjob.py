@@ -508,3 +508,11 @@ def test_discovery_and_kubectl(
     assert doc["status"]["succeeded"] == 1
     out = kubectl("get", "jobs", "--field-selector", "status.successful=1", "-o", "name").stdout
     assert out.strip() == "job.batch/cli"
+    # A finished pod prints its container's terminated reason, as kubectl's printer does.
+    out = kubectl("get", "pods", "-l", "job-name=cli").stdout
+    assert re.search(r"^cli-\w{5}\s+0/1\s+Completed\s+0\s", out, re.M), out
+    # kubectl create job sends protobuf; the pod then runs until deleted.
+    kubectl("create", "job", "hello", "--image=busybox")
+    out = kubectl("get", "jobs", "hello").stdout
+    assert re.search(r"^hello\s+Running\s+0/1\s", out, re.M), out
+    assert "kubesim: container hello started" in kubectl("logs", "job/hello").stdout

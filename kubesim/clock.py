@@ -2,8 +2,12 @@
 
 :class:`Clock` reads the real wall clock; :class:`ManualClock` stands still until a test
 calls :meth:`ManualClock.advance`, so that an expiry of an hour is tested without sleeping
-an hour. Only behaviour that depends on elapsed time reads the clock (today: event TTL);
-time stamps written into objects still come from the real clock (``util.now``).
+an hour. Behaviour that depends on elapsed time reads the clock: event TTL, the
+scheduler's periodic retry, RayJob deadlines and TTLs, simulated Ray drivers, the Job
+controller's backoff, pod logs. The time stamps those write (pod and container start and
+finish, RayJob and Job times) come from it too (``util.stamp``); other time stamps still
+come from the real clock (``util.now``). ``advance`` does not run anything by itself: the
+ticker thread does within 50 ms, or a test calls ``sim.cluster.tick()``.
 """
 
 from __future__ import annotations

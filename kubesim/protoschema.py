@@ -1,7 +1,7 @@
 """Field tables of the Kubernetes protobuf messages kubesim decodes (see ``protobuf.py``).
 
 The numbers, names and types are facts of the published API: the ``generated.proto`` files of
-k8s.io/api (core/v1, networking/v1, rbac/v1) and k8s.io/apimachinery (meta/v1, resource,
+k8s.io/api (core/v1, batch/v1, networking/v1, rbac/v1) and k8s.io/apimachinery (meta/v1, resource,
 intstr), joined with the JSON tags of the Go types they describe, as of their main branches
 in July 2026 (a superset of what kubectl 1.37 sends: field numbers are never reused). They
 cover every message reachable from the built-in kinds kubesim serves, plus ``DeleteOptions``.
@@ -43,6 +43,7 @@ KINDS: dict[str, frozenset[str]] = {
             "ServiceAccount",
         }
     ),
+    "batch/v1": frozenset({"Job"}),
     "networking.k8s.io/v1": frozenset({"NetworkPolicy"}),
     "rbac.authorization.k8s.io/v1": frozenset(
         {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
@@ -399,6 +400,30 @@ NetworkPolicyPeer: podSelector=1:LabelSelector namespaceSelector=2:LabelSelector
 NetworkPolicyPort: protocol=1! port=2:IntOrString! endPort=3:int!
 NetworkPolicySpec: podSelector=1:LabelSelector ingress=2:[NetworkPolicyIngressRule]
     egress=3:[NetworkPolicyEgressRule] policyTypes=4:[string]
+
+# batch/v1 (CronJob and its JobTemplateSpec are not served; JobSpec.scheduling, alpha, is not
+# described: a body using it is refused)
+Job: metadata=1:ObjectMeta spec=2:JobSpec status=3:JobStatus
+JobCondition: type=1! status=2! lastProbeTime=3:Time lastTransitionTime=4:Time reason=5
+    message=6
+JobSpec: parallelism=1:int! completions=2:int! activeDeadlineSeconds=3:int!
+    selector=4:LabelSelector manualSelector=5:bool! template=6:PodTemplateSpec
+    backoffLimit=7:int! ttlSecondsAfterFinished=8:int! completionMode=9! suspend=10:bool!
+    podFailurePolicy=11:PodFailurePolicy backoffLimitPerIndex=12:int! maxFailedIndexes=13:int!
+    podReplacementPolicy=14! managedBy=15! successPolicy=16:SuccessPolicy
+JobStatus: conditions=1:[JobCondition] startTime=2:Time completionTime=3:Time active=4:int
+    succeeded=5:int failed=6:int completedIndexes=7
+    uncountedTerminatedPods=8:UncountedTerminatedPods ready=9:int! failedIndexes=10!
+    terminating=11:int!
+PodFailurePolicy: rules=1:[PodFailurePolicyRule]
+PodFailurePolicyOnExitCodesRequirement: containerName=1! operator=2! values=3:[int]
+PodFailurePolicyOnPodConditionsPattern: type=1! status=2!
+PodFailurePolicyRule: action=1! onExitCodes=2:PodFailurePolicyOnExitCodesRequirement
+    onPodConditions=3:[PodFailurePolicyOnPodConditionsPattern]
+PodTemplateSpec: metadata=1:ObjectMeta spec=2:PodSpec
+SuccessPolicy: rules=1:[SuccessPolicyRule]
+SuccessPolicyRule: succeededIndexes=1! succeededCount=2:int!
+UncountedTerminatedPods: succeeded=1:[string] failed=2:[string]
 
 # rbac.authorization.k8s.io/v1
 AggregationRule: clusterRoleSelectors=1:[LabelSelector]

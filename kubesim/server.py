@@ -9,6 +9,7 @@ plane polls with list calls).
 from __future__ import annotations
 
 import json
+import select
 import socket
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -189,6 +190,8 @@ class Handler(BaseHTTPRequestHandler):
         self._chunk(body)
         stop = self.server.sim.stopping
         while not done and (budget is None or budget > 0) and not stop.wait(0.1):
+            if self._client_gone():
+                return
             try:
                 with cluster.lock:
                     more = podlogs.read(cluster, ns, name, opts, seen)
@@ -201,6 +204,14 @@ class Handler(BaseHTTPRequestHandler):
             self._chunk(data)
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def _client_gone(self) -> bool:
+        """The client closed its end (a quiet follow writes nothing that would notice)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return True
 
     def _chunk(self, data: bytes) -> None:
         if data:

@@ -29,6 +29,8 @@ class KubeSim:
     at start when it exists and saved to it on stop and periodically. ``event_ttl``: seconds
     an event lives after its last write (kube-apiserver's ``--event-ttl``, 1 h by default).
     ``clock``: where expiry reads the time (a :class:`kubesim.clock.ManualClock` in tests).
+    Simulated Ray drivers (RayJobs) take their defaults from the fleet's ``rayjobs:`` and
+    :meth:`set_rayjob_defaults`.
     """
 
     def __init__(

@@ -43,10 +43,17 @@ def _pod_row(o: Obj) -> list[Any]:
     total = len((o.get("spec") or {}).get("containers") or [])
     ready = sum(1 for c in cs if c.get("ready"))
     status = st.get("phase", "Pending")
+    # As kubectl's printPod: a container's waiting or terminated reason shows instead of the
+    # phase (a finished Job pod is "Completed" or "Error", exit code when no reason).
+    for c in reversed(cs):
+        state = c.get("state") or {}
+        if get_path(state, "waiting", "reason"):
+            status = state["waiting"]["reason"]
+        elif "terminated" in state:
+            term = state["terminated"]
+            status = term.get("reason") or f"ExitCode:{term.get('exitCode', 0)}"
     if o["metadata"].get("deletionTimestamp"):
         status = "Terminating"
-    elif status == "Pending" and cs and get_path(cs[0], "state", "waiting", "reason"):
-        status = cs[0]["state"]["waiting"]["reason"]
     return [
         o["metadata"]["name"],
         f"{ready}/{total}",

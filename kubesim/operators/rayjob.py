@@ -651,8 +651,8 @@ class RayJobController:
 
         moved = (
             force
-            or old.get("jobStatus") != st.get("jobStatus")
-            or old.get("jobDeploymentStatus") != st.get("jobDeploymentStatus")
+            or (old.get("jobStatus") or "") != (st.get("jobStatus") or "")
+            or (old.get("jobDeploymentStatus") or "") != (st.get("jobDeploymentStatus") or "")
             or cluster_view(old) != cluster_view(st)
         )
         if not moved:
@@ -662,6 +662,7 @@ class RayJobController:
         ) != st.get("jobDeploymentStatus"):
             st["endTime"] = stamp(self.cluster.clock.time())
         st["observedGeneration"] = rj["metadata"].get("generation", 1)
-        rj["status"] = st
+        # KubeRay's status strings are omitempty: "" (JobStatusNew, no message) is absent.
+        rj["status"] = {k: v for k, v in st.items() if v != "" and v is not None}
         self.cluster.update_object(self.cluster.rt(KEY), rj)
         return True

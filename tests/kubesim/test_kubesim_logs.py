@@ -3,6 +3,7 @@ submitters, over HTTP with the official client and ``kubectl logs``."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -294,3 +295,23 @@ def test_kubectl_logs_on_the_module_sim(
     assert proc.returncode != 0 and 'pods "missing" not found' in proc.stderr
     proc = kubectl("logs", head, "--limit-bytes", "5")
     assert len(proc.stdout) == 5
+
+
+def test_a_follow_ends_when_its_client_goes(sim: KubeSim, core: client.CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod_manifest("forever"))
+
+    def streaming() -> int:
+        return sum(1 for t in threading.enumerate() if "process_request" in (t.name or ""))
+
+    before = streaming()
+    conn = http.client.HTTPConnection(sim.host, sim.port, timeout=5)
+    conn.request("GET", "/api/v1/namespaces/default/pods/forever/log?follow=true")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("Transfer-Encoding") == "chunked"
+    assert b"kubesim: container main started" in resp.read1(4096)
+    assert streaming() == before + 1
+    conn.close()
+    deadline = time.monotonic() + 5
+    while streaming() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert streaming() == before

@@ -69,7 +69,7 @@ def _drop_nulls(value: Any) -> Any:
 # -- the decoder ------------------------------------------------------------------------------
 
 
-SERVED_FIXTURES = sorted(p.stem for p in FIXTURES.glob("*.pb") if p.stem != "job")
+SERVED_FIXTURES = sorted(p.stem for p in FIXTURES.glob("*.pb"))
 
 
 @pytest.mark.parametrize("name", SERVED_FIXTURES)
@@ -87,11 +87,10 @@ def _field(buf: bytes, number: int) -> bytes:
 
 
 def test_pod_spec_tables_read_the_pod_template_kubectl_sends_in_a_job() -> None:
-    # kubesim serves no Jobs, but kubectl's Job body carries a real PodSpec with every zero
-    # field Go writes: envelope raw=2 -> JobSpec spec=2 -> PodTemplateSpec template=6 -> spec=2.
+    # kubectl's Job body carries a real PodSpec with every zero field Go writes:
+    # envelope raw=2 -> JobSpec spec=2 -> PodTemplateSpec template=6 -> spec=2.
     body = (FIXTURES / "job.pb").read_bytes()
-    with pytest.raises(protobuf.Unsupported, match="batch/v1, Kind=Job"):
-        protobuf.decode(body)
+    assert protobuf.decode(body)["kind"] == "Job"  # served since batch/v1 Jobs are
     pod_spec = _field(_field(_field(_field(body[4:], 2), 2), 6), 2)
     expected = json.loads((FIXTURES / "job.json").read_text())["spec"]["template"]["spec"]
     assert protobuf.decode_message(pod_spec, "PodSpec") == expected

@@ -290,7 +290,8 @@ def test_created_suspended_then_resumed_then_suspended(
     create(custom, rayjob("held", suspend=True, shutdownAfterJobFinishes=True))
     st = status(custom, "held")
     assert st["jobDeploymentStatus"] == "Suspended"
-    assert st["jobStatus"] == ""
+    # jobStatus "" (KubeRay's JobStatusNew) is omitted, as its omitempty JSON tag does.
+    assert "jobStatus" not in st
     assert "jobId" not in st and "rayClusterName" not in st
     assert rayclusters(custom) == []
     assert core.list_namespaced_pod(NS).items == []
@@ -311,7 +312,7 @@ def test_created_suspended_then_resumed_then_suspended(
     )
     st = status(custom, "held")
     assert st["jobDeploymentStatus"] == "Suspended"
-    assert st["jobStatus"] == ""
+    assert "jobStatus" not in st
     for gone in ("jobId", "rayClusterName", "dashboardURL", "message", "rayClusterStatus"):
         assert gone not in st
     assert rayclusters(custom) == []
@@ -508,3 +509,11 @@ def test_discovery_and_kubectl(
     assert doc["status"]["succeeded"] == 1
     out = kubectl("get", "jobs", "--field-selector", "status.successful=1", "-o", "name").stdout
     assert out.strip() == "job.batch/cli"
+    # A finished pod prints its container's terminated reason, as kubectl's printer does.
+    out = kubectl("get", "pods", "-l", "job-name=cli").stdout
+    assert re.search(r"^cli-\w{5}\s+0/1\s+Completed\s+0\s", out, re.M), out
+    # kubectl create job sends protobuf; the pod then runs until deleted.
+    kubectl("create", "job", "hello", "--image=busybox")
+    out = kubectl("get", "jobs", "hello").stdout
+    assert re.search(r"^hello\s+Running\s+0/1\s", out, re.M), out
+    assert "kubesim: container hello started" in kubectl("logs", "job/hello").stdout

@@ -1,4 +1,6 @@
-"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters.
+"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters and
+RayJobs (the RayJob integration: see ``workloads.py``; a RayJob's Workload finishes when the
+RayJob does, and Kueue's RayJob webhook refusals are in :meth:`Kueue._validate_rayjob`).
 
 With ``kueue=True``: a RayCluster created with the ``kueue.x-k8s.io/queue-name`` label is
 suspended (Kueue's webhook; a queued one with the in-tree autoscaler is refused, 403, as
@@ -35,6 +37,7 @@ arithmetic and flavor assignment; ``preemption.py``; ``visibility.py`` the visib
 from __future__ import annotations
 
 import datetime
+import json
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
@@ -43,11 +46,14 @@ from kubesim.operators.kueue.common import (
     EVICTIONS,
     QUEUE_LABEL,
     RC,
+    RJ,
     WATCHED,
     WL,
     WPC,
     condition,
-    owning_raycluster,
+    is_finished,
+    owning_job,
+    touch_job,
 )
 from kubesim.operators.kueue.visibility import pending_workloads
 from kubesim.operators.kueue.workloads import sync_job, workload_for
@@ -74,6 +80,23 @@ def queued_raycluster(obj: Obj) -> bool:
     )
 
 
+def queued_job(key: str, obj: Obj) -> bool:
+    """A job Kueue manages: a queued RayCluster (see above), or a RayJob labelled with a
+    queue that brings its own cluster (one using ``clusterSelector`` alone is not managed)."""
+    if key == RC:
+        return queued_raycluster(obj)
+    if key != RJ or QUEUE_LABEL not in ((obj.get("metadata") or {}).get("labels") or {}):
+        return False
+    spec = obj.get("spec") or {}
+    return not (spec.get("clusterSelector") and not spec.get("rayClusterSpec"))
+
+
+AUTOSCALING_REFUSAL = (
+    "a kueue managed job can use autoscaling only when the ElasticJobsViaWorkloadSlices "
+    "feature gate is on and the job is an elastic job"
+)
+
+
 class Kueue:
     """Workloads for queued RayClusters, quota reservation, admission, visibility."""
 
@@ -83,10 +106,11 @@ class Kueue:
 
     def reset(self) -> None:
         """Forget pending work."""
-        self.dirty: set[tuple[str, str]] = set()
-        # RayClusters naming a WorkloadPriorityClass that does not exist yet: Kueue cannot
-        # build their Workload (it would not know its priority) and retries.
-        self.waiting_for_class: set[tuple[str, str]] = set()
+        # (storage key, namespace, name) of jobs to sync.
+        self.dirty: set[tuple[str, str, str]] = set()
+        # Jobs naming a WorkloadPriorityClass that does not exist yet: Kueue cannot build
+        # their Workload (it would not know its priority) and retries.
+        self.waiting_for_class: set[tuple[str, str, str]] = set()
         self.need_admit = False
 
     @property
@@ -98,19 +122,56 @@ class Kueue:
         """Kueue's RayCluster webhook (create and update): a queued RayCluster may not use
         the in-tree autoscaler, since Kueue admits it at one fixed size (elastic jobs, the
         exception, need an alpha feature gate that is off by default and not emulated)."""
-        if not self.enabled or rt.key != RC or not queued_raycluster(obj):
+        if not self.enabled:
+            return
+        if rt.key == RJ and QUEUE_LABEL in ((obj.get("metadata") or {}).get("labels") or {}):
+            self._validate_rayjob(obj)
+            return
+        if rt.key != RC or not queued_raycluster(obj):
             return
         if (obj.get("spec") or {}).get("enableInTreeAutoscaling") is True:
             raise errors.webhook_denied(
                 "vraycluster.kb.io",
-                "spec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job can "
-                "use autoscaling only when the ElasticJobsViaWorkloadSlices feature gate is "
-                "on and the job is an elastic job",
+                f"spec.enableInTreeAutoscaling: Invalid value: true: {AUTOSCALING_REFUSAL}",
             )
 
+    @staticmethod
+    def _validate_rayjob(obj: Obj) -> None:
+        """Kueue's RayJob webhook (``vrayjob.kb.io``) for a queued RayJob."""
+        spec = obj.get("spec") or {}
+        selector, cluster_spec = spec.get("clusterSelector"), spec.get("rayClusterSpec")
+        if selector and cluster_spec:
+            raise errors.webhook_denied(
+                "vrayjob.kb.io",
+                f"spec.clusterSelector: Invalid value: {json.dumps(selector)}: a kueue managed "
+                "job should not use an existing cluster",
+            )
+        if selector:
+            return  # a RayJob on an existing cluster is not managed by Kueue
+        if not cluster_spec:
+            raise errors.webhook_denied(
+                "vrayjob.kb.io",
+                "spec.rayClusterSpec: Required value: rayClusterSpec is required for "
+                "Kueue-managed jobs that don't use clusterSelector",
+            )
+        causes = []
+        if not spec.get("shutdownAfterJobFinishes"):
+            causes.append(
+                "spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job "
+                "should delete the cluster after finishing"
+            )
+        if cluster_spec.get("enableInTreeAutoscaling") is True:
+            causes.append(
+                "spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: "
+                + AUTOSCALING_REFUSAL
+            )
+        if causes:
+            text = causes[0] if len(causes) == 1 else "[" + ", ".join(causes) + "]"
+            raise errors.webhook_denied("vrayjob.kb.io", text)
+
     def mutate(self, rt: ResourceType, obj: Obj) -> None:
-        """Kueue's webhook: a queued RayCluster starts suspended."""
-        if self.enabled and rt.key == RC and queued_raycluster(obj):
+        """Kueue's webhook: a queued job starts suspended."""
+        if self.enabled and queued_job(rt.key, obj):
             obj.setdefault("spec", {})["suspend"] = True
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
@@ -119,9 +180,11 @@ class Kueue:
             return
         ref = new if new is not None else old
         assert ref is not None
-        if rt.key == RC and queued_raycluster(ref):
-            if new is not None and old is not new:
-                self.dirty.add((ref["metadata"]["namespace"], ref["metadata"]["name"]))
+        if queued_job(rt.key, ref):
+            # A RayJob's status is written in place by its controller, and Kueue must see
+            # it finish: every write of a RayJob counts (sync_job is idempotent).
+            if new is not None and (old is not new or rt.key == RJ):
+                self.dirty.add((rt.key, ref["metadata"]["namespace"], ref["metadata"]["name"]))
             if new is None:
                 self.need_admit = True
         elif rt.key in WATCHED and old is not new:
@@ -138,10 +201,10 @@ class Kueue:
             return False
         busy = False
         while self.dirty:
-            ns, name = self.dirty.pop()
-            rc = self.cluster.store.get(RC, ns, name)
-            if rc is not None and not rc["metadata"].get("deletionTimestamp"):
-                busy = sync_job(self, rc) or busy
+            key, ns, name = self.dirty.pop()
+            job = self.cluster.store.get(key, ns, name)
+            if job is not None and not job["metadata"].get("deletionTimestamp"):
+                busy = sync_job(self, job, key) or busy
         if self.need_admit:
             self.need_admit = False
             busy = admit_all(self) or busy
@@ -150,16 +213,18 @@ class Kueue:
     # -- eviction ------------------------------------------------------------------------
 
     def evict(self, namespace: str, name: str, reason: str, message: str | None = None) -> Obj:
-        """Evict the Workload of RayCluster ``namespace/name`` as Kueue would for ``reason``
-        (``Preempted``, ``PodsReadyTimeout`` or ``InactiveWorkload``); see the module
-        docstring. Returns the Workload."""
+        """Evict the Workload of RayCluster (else RayJob) ``namespace/name`` as Kueue would
+        for ``reason`` (``Preempted``, ``PodsReadyTimeout`` or ``InactiveWorkload``); see the
+        module docstring. Returns the Workload."""
         if reason not in EVICTIONS:
             raise errors.bad_request(
                 f"unknown eviction reason {reason!r}; use one of {', '.join(sorted(EVICTIONS))}"
             )
         rc = self.cluster.store.get(RC, namespace, name)
+        if rc is None or not queued_raycluster(rc):
+            rc = self.cluster.store.get(RJ, namespace, name) or rc
         wl = workload_for(self.cluster, rc) if rc is not None else None
-        if wl is None or not get_path(wl, "status", "admission"):
+        if wl is None or not get_path(wl, "status", "admission") or is_finished(wl):
             raise errors.bad_request(f"RayCluster {namespace}/{name} has no admitted Workload")
         text = message or EVICTIONS[reason].format(ns=namespace, name=wl["metadata"]["name"])
         self.evict_workload(
@@ -205,12 +270,11 @@ class Kueue:
             message,
             "kueue-admission",
         )
-        rc = owning_raycluster(self.cluster, wl)
-        if rc is not None:
-            # Kueue stops the job: KubeRay then deletes its pods.
-            rc["spec"]["suspend"] = True
-            self.cluster.update_object(self.cluster.rt(RC), rc)
-            self.cluster.kuberay.dirty.add((rc["metadata"]["namespace"], rc["metadata"]["name"]))
+        found = owning_job(self.cluster, wl)
+        if found is not None:
+            # Kueue stops the job: KubeRay then deletes its pods (and a RayJob's cluster).
+            found[1]["spec"]["suspend"] = True
+            touch_job(self.cluster, *found)
 
     def requeue_due(self) -> bool:
         """Put back in the queue the Workloads whose PodsReady-timeout backoff is over."""

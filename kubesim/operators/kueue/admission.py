@@ -20,15 +20,16 @@ from kubesim.operators.kueue.common import (
     ADMISSION_CONDITIONS,
     CQ,
     LQ,
-    RC,
     RF,
     WL,
     condition,
-    owning_raycluster,
+    is_finished,
+    owning_job,
+    touch_job,
 )
 from kubesim.operators.kueue.preemption import preempt_for
 from kubesim.operators.kueue.quota import Usage, assign, flavor_quotas, reserved
-from kubesim.operators.kueue.workloads import set_pending
+from kubesim.operators.kueue.workloads import job_templates, set_pending
 from kubesim.store import Obj
 from kubesim.util import get_path
 
@@ -126,23 +127,19 @@ def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, A
         "conditions": conditions,
     }
     cluster.update_object(cluster.rt(WL), wl)
-    rc = owning_raycluster(cluster, wl)
-    if rc is None:
+    found = owning_job(cluster, wl)
+    if found is None:
         return
+    key, job = found
     flavors = {psa["name"]: set(psa["flavors"].values()) for psa in assignment}
-    templates = [("head", get_path(rc, "spec", "headGroupSpec", "template"))] + [
-        (g.get("groupName"), g.get("template"))
-        for g in get_path(rc, "spec", "workerGroupSpecs", default=[])
-    ]
-    for name, template in templates:
+    for name, template in job_templates(key, job):
         for fl in flavors.get(name, set()):
             labels = get_path(cluster.store.get(RF, "", fl), "spec", "nodeLabels", default={})
             if labels and isinstance(template, dict):
                 sel = template.setdefault("spec", {}).setdefault("nodeSelector", {})
                 sel.update(labels)
-    rc["spec"]["suspend"] = False
-    cluster.update_object(cluster.rt(RC), rc)
-    cluster.kuberay.dirty.add((rc["metadata"]["namespace"], rc["metadata"]["name"]))
+    job["spec"]["suspend"] = False
+    touch_job(cluster, key, job)
     cluster.record_event(
         wl, "Normal", "Admitted", f"Admitted by ClusterQueue {cq_name}", "kueue-admission"
     )
@@ -156,7 +153,7 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
     lq_admitted: Counter[tuple[str, str]] = Counter()
     for wl in cluster.store.iter(WL):
         adm = get_path(wl, "status", "admission")
-        if adm:
+        if adm and not is_finished(wl):
             admitted[adm["clusterQueue"]] += 1
             lq_admitted[(wl["metadata"]["namespace"], wl["spec"].get("queueName", ""))] += 1
     for cq in list(cluster.store.iter(CQ)):

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 RC = "rayclusters.ray.io"
+RJ = "rayjobs.ray.io"
+# The job kinds Kueue integrates here: storage key -> the kind's lower-case name, which
+# prefixes the Workload's name.
+JOB_KINDS = {RC: "raycluster", RJ: "rayjob"}
 WL = "workloads.kueue.x-k8s.io"
 CQ = "clusterqueues.kueue.x-k8s.io"
 LQ = "localqueues.kueue.x-k8s.io"
@@ -41,9 +45,17 @@ EVICTIONS = {
 ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted")
 
 
-def workload_name(rc_name: str, uid: str) -> str:
-    """``raycluster-<name>-<hash>`` as Kueue names a job's Workload."""
-    return f"raycluster-{rc_name}"[:57] + "-" + hashlib.sha1(uid.encode()).hexdigest()[:5]
+def workload_name(job_name: str, uid: str, kind: str = "raycluster") -> str:
+    """``<kind>-<name>-<hash>`` as Kueue names a job's Workload."""
+    return f"{kind}-{job_name}"[:57] + "-" + hashlib.sha1(uid.encode()).hexdigest()[:5]
+
+
+def is_finished(wl: Obj) -> bool:
+    """The Workload has the ``Finished`` condition: it no longer holds quota."""
+    return any(
+        c.get("type") == "Finished" and c.get("status") == "True"
+        for c in (wl.get("status") or {}).get("conditions") or []
+    )
 
 
 def condition(
@@ -64,10 +76,26 @@ def condition(
     }
 
 
+def owning_job(cluster: Cluster, wl: Obj) -> tuple[str, Obj] | None:
+    """The job (RayCluster or RayJob: its storage key and object) that owns Workload
+    ``wl``, if it still exists."""
+    for o in wl["metadata"].get("ownerReferences") or []:
+        key = {"RayCluster": RC, "RayJob": RJ}.get(o.get("kind", ""))
+        if key is not None:
+            obj = cluster.store.get(key, wl["metadata"]["namespace"], o["name"])
+            return (key, obj) if obj is not None else None
+    return None
+
+
 def owning_raycluster(cluster: Cluster, wl: Obj) -> Obj | None:
     """The RayCluster that owns Workload ``wl``, if it still exists."""
-    owner = next(
-        (o for o in wl["metadata"].get("ownerReferences") or [] if o.get("kind") == "RayCluster"),
-        None,
-    )
-    return cluster.store.get(RC, wl["metadata"]["namespace"], owner["name"]) if owner else None
+    found = owning_job(cluster, wl)
+    return found[1] if found is not None and found[0] == RC else None
+
+
+def touch_job(cluster: Cluster, key: str, job: Obj) -> None:
+    """Write the job Kueue changed (suspend, node selectors) and have its operator look."""
+    cluster.update_object(cluster.rt(key), job)
+    ref = (job["metadata"]["namespace"], job["metadata"]["name"])
+    # The operators ignore in-place writes (their own status writes): tell them.
+    (cluster.kuberay if key == RC else cluster.rayjob).dirty.add(ref)

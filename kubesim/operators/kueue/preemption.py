@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from kubesim.operators.kueue.common import CQ, PREEMPTION_REASONS, WL
+from kubesim.operators.kueue.common import CQ, PREEMPTION_REASONS, WL, is_finished
 from kubesim.operators.kueue.quota import Usage, fits, flavor_quotas, workload_usage
 from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
@@ -39,7 +39,7 @@ def preempt_for(kueue: Kueue, wl: Obj, cq: Obj, use: Usage) -> bool:  # noqa: C9
     candidates: list[tuple[tuple[int, int, int], Obj, str, str]] = []
     for other in cluster.store.iter(WL):
         adm = get_path(other, "status", "admission")
-        if not adm or other is wl:
+        if not adm or other is wl or is_finished(other):
             continue
         other_cq = adm["clusterQueue"]
         other_priority = int(other["spec"].get("priority") or 0)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import quantity
 from kubesim.admission import pod_totals
-from kubesim.operators.kueue.common import CQ, RF, WL
+from kubesim.operators.kueue.common import CQ, RF, WL, is_finished
 from kubesim.store import Obj
 from kubesim.taints import tolerates
 from kubesim.util import get_path
@@ -31,7 +31,7 @@ def reserved(cluster: Cluster) -> Usage:
     use: Usage = {}
     for wl in cluster.store.iter(WL):
         adm = get_path(wl, "status", "admission")
-        if not adm:
+        if not adm or is_finished(wl):
             continue
         counter = use.setdefault(adm["clusterQueue"], Counter())
         for psa in adm.get("podSetAssignments") or []:

@@ -1,0 +1,92 @@
+"""Jobs in Kueue mode: Kueue (emulated by kubesim, with its RayJob integration) queues
+each RayJob, the rows follow its verdicts — waiting with Kueue's position and reason,
+admitted, run, ended, GPUs released — and an eviction puts a running job back in line."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters.kube.gateway import get_gateway
+from clusters.models import ClusterRequest, UsageSpan
+from kubesim import KubeSim
+from tests.clusters.engine.conftest import running_kubesim, wait_for
+
+JOBS = "/api/v1/tenants/acme/jobs/"
+CLUSTERS = "/api/v1/tenants/acme/clusters/"
+
+
+@pytest.fixture
+def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
+    with running_kubesim(tmp_path, settings, kueue=True) as sim:
+        yield sim
+
+
+def _row(name: str) -> ClusterRequest:
+    return ClusterRequest.objects.unscoped().select_related("job").get(name=name)
+
+
+def test_kueue_queues_admits_and_finishes_a_job(
+    worker: Any, kubesim: Any, as_user: Any, alice: Any, bob: Any
+) -> None:
+    kubesim.set_rayjob_defaults(run_seconds=2, pending_seconds=0)
+    gw = get_gateway()
+    # alice's production cluster takes both of acme's 8-GPU H100 nodes' worth of quota.
+    big = {"name": "hog", "kind": "prod", "flavor": "h100", "workers": 2}
+    assert as_user(alice).post(CLUSTERS, big, format="json").status_code == 201
+    wait_for(lambda: _row("hog").state == "ready", what="the prod cluster ready", timeout=90)
+
+    body = {"name": "kjob", "entrypoint": "python train.py", "flavor": "h100", "workers": 1}
+    assert as_user(bob).post(JOBS, body, format="json").status_code == 201
+    rayjob = wait_for(lambda: gw.get("ray.io/v1", "RayJob", "kjob", "gw-acme"), what="RayJob")
+    assert rayjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gangway"
+    waiting = wait_for(
+        lambda: (
+            ClusterRequest.objects.filter(name="kjob", queue_message__startswith="Kueue:")
+            .exclude(queue_position=None)
+            .first()
+        ),
+        what="Kueue's position and reason on the job",
+    )
+    assert waiting.state == "queued" and not waiting.holds_gpus
+    assert gw.get("ray.io/v1", "RayJob", "kjob", "gw-acme")["spec"]["suspend"] is True
+
+    assert as_user(alice).delete(CLUSTERS + "hog/").status_code == 202
+    wait_for(lambda: _row("kjob").state in ("running", "succeeded"), what="admitted and running")
+    done = wait_for(
+        lambda: (row := _row("kjob")).state == "succeeded" and not row.holds_gpus and row,
+        what="succeeded and released",
+        timeout=90,
+    )
+    assert done.job.job_status == "SUCCEEDED"
+    assert UsageSpan.objects.filter(cluster=done, ended_at__isnull=True).count() == 0
+
+
+def test_an_evicted_job_goes_back_in_line(
+    worker: Any, kubesim: Any, as_user: Any, bob: Any
+) -> None:
+    kubesim.set_rayjob_defaults(run_seconds=600, pending_seconds=0)
+    body = {"name": "evictee", "entrypoint": "python long.py", "flavor": "l4"}
+    assert as_user(bob).post(JOBS, body, format="json").status_code == 201
+    wait_for(lambda: _row("evictee").state == "running", what="running", timeout=90)
+    request = urllib.request.Request(
+        f"{kubesim.url}/_kubesim/kueue/evict",
+        data=json.dumps(
+            {"namespace": "gw-acme", "name": "evictee", "reason": "InactiveWorkload"}
+        ).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    urllib.request.urlopen(request, timeout=5).read()
+    row = wait_for(
+        lambda: (r := _row("evictee")).events.filter(reason="InactiveWorkload").exists() and r,
+        what="the eviction folded into the row",
+    )
+    assert row.events.filter(to_state="queued", from_state="running").exists()
+    (span,) = UsageSpan.objects.filter(cluster=row)[:1]
+    assert span.ended_at is not None

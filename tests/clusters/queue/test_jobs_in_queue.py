@@ -1,0 +1,95 @@
+"""Jobs in the built-in queue: the same pass as clusters, with a job's two differences —
+a running job is never suspended to reclaim borrowed quota, and its deadline is when the
+queue expects its GPUs back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from clusters.jobs.spec import JobSpec
+from clusters.models import ClusterRequest
+from clusters.queue.admission_pass import run_admission_pass
+from clusters.requests import jobs, services
+from clusters.spec import ClusterSpec
+from clusters.states import State
+from clusters.transitions import transition
+from tenants.models import Quota
+
+pytestmark = pytest.mark.django_db
+
+
+def _running(job: ClusterRequest) -> None:
+    transition(job, State.STARTING, reason="applied")
+    transition(job, State.RUNNING, reason="running")
+
+
+def test_a_borrowing_job_is_never_reclaimed(
+    settings: Any, alice: Any, charlie: Any, acme: Any, globex: Any, h100: Any
+) -> None:
+    settings.RECLAIM_GRACE_SECONDS = 3600
+    for tenant in (acme, globex):
+        tenant.max_dev_clusters_per_user = tenant.max_dev_gpus_per_user = 50
+        tenant.save()
+    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=8, borrow_limit=8)
+    Quota.objects.filter(tenant=globex, flavor=h100).update(gpus=8, borrow_limit=0)
+    h100.node_count = 2
+    h100.save()
+    own = services.cluster_request_create(
+        actor=alice, tenant=acme, spec=ClusterSpec(name="own", kind="prod", flavor=h100)
+    )
+    borrowing = jobs.job_create(
+        actor=alice,
+        tenant=acme,
+        spec=ClusterSpec(name="batch", kind="prod", flavor=h100),
+        job=JobSpec(entrypoint="python train.py"),
+    )
+    assert sorted(run_admission_pass().admitted) == sorted([own.pk, borrowing.pk])
+    _running(ClusterRequest.objects.get(pk=borrowing.pk))
+
+    need = services.cluster_request_create(
+        actor=charlie, tenant=globex, spec=ClusterSpec(name="mine", flavor=h100, workers=8)
+    )
+    result = run_admission_pass()
+    assert result.admitted == [] and result.suspended == []
+    # acme is 8 GPUs over its quota: the reclaim falls on its cluster, although the job
+    # is the newer (the usual first victim), because a batch run is never suspended.
+    assert ClusterRequest.objects.get(pk=own.pk).reclaim_after is not None
+    need.refresh_from_db()
+    assert need.queue_reason == "reclaim_pending"
+    job = ClusterRequest.objects.get(pk=borrowing.pk)
+    assert job.reclaim_after is None and job.state == State.RUNNING
+    assert not job.events.filter(reason="reclaim_warning").exists()
+
+
+def test_a_waiting_request_expects_the_gpus_at_the_jobs_deadline(
+    bob: Any, alice: Any, acme: Any, l4: Any
+) -> None:
+    # acme may hold 2 L4s: bob's job takes both for at most an hour.
+    job = jobs.job_create(
+        actor=bob,
+        tenant=acme,
+        spec=ClusterSpec(name="hour", flavor=l4, workers=2),
+        job=JobSpec(entrypoint="python train.py", active_deadline_seconds=3600),
+    )
+    assert run_admission_pass().admitted == [job.pk]
+    _running(ClusterRequest.objects.get(pk=job.pk))
+    admitted_at = ClusterRequest.objects.get(pk=job.pk).admitted_at
+    waiting = services.cluster_request_create(
+        actor=alice, tenant=acme, spec=ClusterSpec(name="next", flavor=l4, workers=1)
+    )
+    run_admission_pass()
+    waiting.refresh_from_db()
+    assert waiting.queue_eta is not None
+    expected = admitted_at + timedelta(seconds=3600)
+    assert abs((waiting.queue_eta - expected).total_seconds()) < 120, (waiting.queue_eta, expected)
+    # Without a deadline, nothing says when the GPUs come back.
+    ClusterRequest.objects.filter(pk=job.pk).update(admitted_at=timezone.now())
+    job.job.active_deadline_seconds = None
+    job.job.save()
+    run_admission_pass()
+    waiting.refresh_from_db()
+    assert waiting.queue_eta is None or waiting.queue_eta > expected + timedelta(days=1)

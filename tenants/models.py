@@ -242,7 +242,9 @@ class GpuFlavor(models.Model):
     ``gpu_product`` is the value of the ``nvidia.com/gpu.product`` node label that pods
     select on; the per-node figures are allocatable resources, so that a production
     worker can take a whole node; ``sharing`` says whether fractional (KAI) dev GPUs are
-    allowed on it.
+    allowed on it. ``max_node_count`` above ``node_count`` says that the node group can
+    grow (a cluster autoscaler adds nodes up to it when asked through a
+    ProvisioningRequest).
     """
 
     name = models.CharField(max_length=40, unique=True, validators=[dns_label_validator])
@@ -257,6 +259,13 @@ class GpuFlavor(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(65536)]
     )
     node_count = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(100_000)])
+    max_node_count = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(100_000)],
+        help_text="The most nodes the node group can grow to (a cluster autoscaler's "
+        "maximum); empty or equal to node_count: it cannot grow.",
+    )
     sharing = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     # What the reconciler last saw on the cluster: GPUs of this product not requested by
@@ -276,6 +285,28 @@ class GpuFlavor(models.Model):
     def total_gpus(self) -> int:
         """GPUs of this flavor in the whole fleet."""
         return self.gpus_per_node * self.node_count
+
+    @property
+    def can_grow(self) -> bool:
+        """Whether the node group can grow beyond ``node_count``."""
+        return (self.max_node_count or 0) > self.node_count
+
+    @property
+    def max_gpus(self) -> int:
+        """GPUs of this flavor once its node group has grown to its maximum."""
+        return self.gpus_per_node * max(self.node_count, self.max_node_count or 0)
+
+    def clean(self) -> None:
+        super().clean()
+        if self.max_node_count is not None and self.max_node_count < self.node_count:
+            raise ValidationError(
+                {
+                    "max_node_count": (
+                        f"At least node_count ({self.node_count}): the node group cannot "
+                        "shrink below the nodes it has."
+                    )
+                }
+            )
 
 
 class Quota(TenantOwned):

@@ -50,7 +50,15 @@ TENANT_EDITABLE = frozenset(
 )
 TENANT_IMMUTABLE = ("slug", "namespace")
 FLAVOR_EDITABLE = frozenset(
-    {"gpu_product", "gpus_per_node", "cpu_per_node", "memory_per_node_gib", "node_count", "sharing"}
+    {
+        "gpu_product",
+        "gpus_per_node",
+        "cpu_per_node",
+        "memory_per_node_gib",
+        "node_count",
+        "max_node_count",
+        "sharing",
+    }
 )
 # The least role that may add and remove members of a tenant.
 MANAGE_MEMBERS_ROLE = Role.ADMIN
@@ -208,6 +216,7 @@ def flavor_create(
     cpu_per_node: int,
     memory_per_node_gib: int,
     node_count: int = 0,
+    max_node_count: int | None = None,
     sharing: bool = False,
 ) -> GpuFlavor:
     """Add a GPU flavor to the catalogue (platform admins only)."""
@@ -219,6 +228,7 @@ def flavor_create(
         cpu_per_node=cpu_per_node,
         memory_per_node_gib=memory_per_node_gib,
         node_count=node_count,
+        max_node_count=max_node_count,
         sharing=sharing,
     )
     flavor.full_clean()

@@ -89,6 +89,7 @@ FLAVOR_FIELDS = [
     "cpu_per_node",
     "memory_per_node_gib",
     "node_count",
+    "max_node_count",
     "sharing",
 ]
 

@@ -11,7 +11,7 @@ from django.db import connection
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from tenants.models import AuditEvent, Membership, Quota, Role
+from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role
 from tenants.selectors import role_may_grant
 from tests.factories import MembershipFactory, UserFactory
 
@@ -319,3 +319,30 @@ def test_me_lists_memberships(alice: Any, as_user: Any) -> None:
 def test_tenant_list_shows_only_own_tenants(alice: Any, charlie: Any, as_user: Any) -> None:
     slugs = [t["slug"] for t in as_user(alice).get("/api/v1/tenants/").json()["results"]]
     assert slugs == ["acme"]
+
+
+def test_a_flavor_may_say_its_node_group_can_grow(root: Any, as_user: Any, h100: Any) -> None:
+    client = as_user(root)
+    body = {
+        "name": "a100",
+        "gpu_product": "NVIDIA-A100-SXM4-80GB",
+        "gpus_per_node": 8,
+        "cpu_per_node": 96,
+        "memory_per_node_gib": 1000,
+        "node_count": 2,
+        "max_node_count": 6,
+    }
+    created = client.post("/api/v1/flavors/", body, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["max_node_count"] == 6
+    flavor = GpuFlavor.objects.get(name="a100")
+    assert flavor.can_grow and flavor.max_gpus == 48 and flavor.total_gpus == 16
+    # Never below the nodes it has: refused, naming the field, and nothing changes.
+    shrink = client.patch("/api/v1/flavors/a100/", {"max_node_count": 1}, format="json")
+    assert shrink.status_code == 400
+    assert "max_node_count" in shrink.json()["error"]["fields"]
+    grow = client.patch("/api/v1/flavors/a100/", {"node_count": 7}, format="json")
+    assert grow.status_code == 400 and "max_node_count" in grow.json()["error"]["fields"]
+    assert GpuFlavor.objects.get(name="a100").node_count == 2
+    unset = client.patch("/api/v1/flavors/a100/", {"max_node_count": None}, format="json")
+    assert unset.status_code == 200 and not GpuFlavor.objects.get(name="a100").can_grow

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import re
 from typing import TYPE_CHECKING, Any
 
 from kubesim.errors import ApiError
@@ -73,9 +74,29 @@ def rayjob_labels(name: str) -> dict[str, str]:
     }
 
 
+# KubeRay's MaxRayJobNameLength: the RayCluster limit (53) minus the "-xxxxx" it appends.
+MAX_NAME = 47
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_ERROR = (
+    "[a lowercase RFC 1035 label must consist of lower case alphanumeric characters or '-', "
+    "start with an alphabetic character, and end with an alphanumeric character (e.g. "
+    "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')]"
+)
+
+
 def validate(rj: Obj) -> str | None:
-    """KubeRay's ``ValidateRayJobSpec``, for the rules kubesim emulates; the message."""
-    spec = rj.get("spec") or {}
+    """KubeRay's ``ValidateRayJobMetadata`` and ``ValidateRayJobSpec``, for the rules
+    kubesim emulates; the message."""
+    name = rj["metadata"]["name"]
+    meta_bad = "The RayJob metadata is invalid: RayJob name should "
+    if len(name) > MAX_NAME:
+        return meta_bad + f"be no more than {MAX_NAME} characters"
+    if not DNS1035.match(name):
+        return meta_bad + f"be a valid DNS1035 label: {DNS1035_ERROR}"
+    return _validate_spec(rj.get("spec") or {})
+
+
+def _validate_spec(spec: dict[str, Any]) -> str | None:
     bad = "The RayJob spec is invalid: "
     selector = spec.get("clusterSelector") or {}
     mode = spec.get("submissionMode") or "K8sJobMode"
@@ -216,7 +237,8 @@ class RayJobController:
 
         problem = validate(rj)
         if problem is not None and state not in TERMINAL_DEPLOY:
-            self._event(rj, "Warning", "InvalidRayJobSpec", problem)
+            reason = "InvalidRayJobMetadata" if "metadata" in problem[:24] else "InvalidRayJobSpec"
+            self._event(rj, "Warning", reason, problem)
             st.update(
                 jobDeploymentStatus="ValidationFailed", reason="ValidationFailed", message=problem
             )

@@ -517,3 +517,16 @@ def test_discovery_and_kubectl(
     out = kubectl("get", "jobs", "hello").stdout
     assert re.search(r"^hello\s+Running\s+0/1\s", out, re.M), out
     assert "kubesim: container hello started" in kubectl("logs", "job/hello").stdout
+
+
+def test_a_name_too_long_for_its_raycluster_is_a_validation_failure(
+    sim: KubeSim, custom: client.CustomObjectsApi
+) -> None:
+    name = "a" * 48
+    create(custom, rayjob(name))
+    st = status(custom, name)
+    assert st["jobDeploymentStatus"] == "ValidationFailed"
+    assert st["message"] == (
+        "The RayJob metadata is invalid: RayJob name should be no more than 47 characters"
+    )
+    assert rayclusters(custom) == []

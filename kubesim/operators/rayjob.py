@@ -531,7 +531,7 @@ class RayJobController:
     def _running(self, rj: Obj, spec: dict[str, Any], st: dict[str, Any], now: float) -> None:
         ns = rj["metadata"]["namespace"]
         rc = self._get_or_create_cluster(rj, st)
-        if rc is None:
+        if rc is None or not self._reconcile_service(rj, rc):
             return
         mode = spec.get("submissionMode") or "K8sJobMode"
         finished: str | None = None
@@ -577,6 +577,60 @@ class RayJobController:
         if ended is not None:
             info["endTime"] = stamp(ended)
         st["rayJobInfo"] = info
+
+    def _reconcile_service(self, rj: Obj, rc: Obj) -> bool:
+        """KubeRay's ``reconcileServices``: a head service ``<rayjob>-head-svc`` owned by the
+        RayJob with the RayCluster head service's ports and selector, re-pointed when the
+        RayCluster changes (not with ``clusterSelector``). False when it could not be made."""
+        if (rj.get("spec") or {}).get("clusterSelector"):
+            return True
+        ns, name = rj["metadata"]["namespace"], rj["metadata"]["name"]
+        head = self.cluster.store.get("services", ns, f"{rc['metadata']['name']}-head-svc")
+        if head is None:
+            return True  # KubeRay builds it from the RayCluster; ours appears with the head
+        rt = self.cluster.rt("services")
+        svc_name = f"{name}-head-svc"
+        spec = {
+            k: copy.deepcopy(v)
+            for k, v in head["spec"].items()
+            if k in ("ports", "selector", "type")
+        }
+        old = self.cluster.store.get("services", ns, svc_name)
+        if old is not None:
+            if (old["spec"].get("selector") or {}) == spec.get("selector"):
+                return True
+            old["spec"].update(spec)
+            self.cluster.update_object(rt, old)
+            self._event(rj, "Normal", "UpdatedService", f"Updated the service {ns}/{svc_name}")
+            return True
+        svc = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": svc_name,
+                "namespace": ns,
+                "labels": {
+                    "ray.io/originated-from-cr-name": name,
+                    "ray.io/originated-from-crd": "RayJob",
+                    "ray.io/node-type": "head",
+                    "ray.io/identifier": f"{name}-head",
+                },
+                "ownerReferences": [owner_ref(rj)],
+            },
+            "spec": spec,
+        }
+        try:
+            self.cluster.create_object(rt, svc)
+        except ApiError as exc:
+            self._event(
+                rj,
+                "Warning",
+                "FailedToCreateService",
+                f"Failed to create the service {ns}/{svc_name}, {exc.message}",
+            )
+            return False
+        self._event(rj, "Normal", "CreatedService", f"Created the service {ns}/{svc_name}")
+        return True
 
     def _check_submitter(self, rj: Obj, st: dict[str, Any]) -> tuple[bool, str | None]:
         """KubeRay's ``checkSubmitterAndUpdateStatusIfNeeded`` for K8sJobMode: (stop here,

@@ -166,7 +166,12 @@ def test_rayjob_runs_to_completion(
         NS, field_selector="involvedObject.kind=RayJob,involvedObject.name=train"
     )
     reasons = {e.reason for e in events.items}
-    assert {"CreatedRayCluster", "CreatedRayJobSubmitter"} <= reasons
+    assert {"CreatedRayCluster", "CreatedRayJobSubmitter", "CreatedService"} <= reasons
+    # KubeRay's RayJob-level head service points at the current RayCluster's head.
+    svc = core.read_namespaced_service("train-head-svc", NS)
+    assert svc.metadata.owner_references[0].kind == "RayJob"
+    assert svc.spec.selector["ray.io/cluster"] == cname
+    assert {p.name for p in svc.spec.ports} >= {"dashboard", "client", "gcs-server"}
 
 
 def test_failed_outcome_with_message_after_submitter_retries(

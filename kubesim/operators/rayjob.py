@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import re
 from typing import TYPE_CHECKING, Any
 
 from kubesim.errors import ApiError
@@ -73,9 +74,29 @@ def rayjob_labels(name: str) -> dict[str, str]:
     }
 
 
+# KubeRay's MaxRayJobNameLength: the RayCluster limit (53) minus the "-xxxxx" it appends.
+MAX_NAME = 47
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_ERROR = (
+    "[a lowercase RFC 1035 label must consist of lower case alphanumeric characters or '-', "
+    "start with an alphabetic character, and end with an alphanumeric character (e.g. "
+    "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')]"
+)
+
+
 def validate(rj: Obj) -> str | None:
-    """KubeRay's ``ValidateRayJobSpec``, for the rules kubesim emulates; the message."""
-    spec = rj.get("spec") or {}
+    """KubeRay's ``ValidateRayJobMetadata`` and ``ValidateRayJobSpec``, for the rules
+    kubesim emulates; the message."""
+    name = rj["metadata"]["name"]
+    meta_bad = "The RayJob metadata is invalid: RayJob name should "
+    if len(name) > MAX_NAME:
+        return meta_bad + f"be no more than {MAX_NAME} characters"
+    if not DNS1035.match(name):
+        return meta_bad + f"be a valid DNS1035 label: {DNS1035_ERROR}"
+    return _validate_spec(rj.get("spec") or {})
+
+
+def _validate_spec(spec: dict[str, Any]) -> str | None:
     bad = "The RayJob spec is invalid: "
     selector = spec.get("clusterSelector") or {}
     mode = spec.get("submissionMode") or "K8sJobMode"
@@ -216,7 +237,8 @@ class RayJobController:
 
         problem = validate(rj)
         if problem is not None and state not in TERMINAL_DEPLOY:
-            self._event(rj, "Warning", "InvalidRayJobSpec", problem)
+            reason = "InvalidRayJobMetadata" if "metadata" in problem[:24] else "InvalidRayJobSpec"
+            self._event(rj, "Warning", reason, problem)
             st.update(
                 jobDeploymentStatus="ValidationFailed", reason="ValidationFailed", message=problem
             )
@@ -509,7 +531,7 @@ class RayJobController:
     def _running(self, rj: Obj, spec: dict[str, Any], st: dict[str, Any], now: float) -> None:
         ns = rj["metadata"]["namespace"]
         rc = self._get_or_create_cluster(rj, st)
-        if rc is None:
+        if rc is None or not self._reconcile_service(rj, rc):
             return
         mode = spec.get("submissionMode") or "K8sJobMode"
         finished: str | None = None
@@ -555,6 +577,60 @@ class RayJobController:
         if ended is not None:
             info["endTime"] = stamp(ended)
         st["rayJobInfo"] = info
+
+    def _reconcile_service(self, rj: Obj, rc: Obj) -> bool:
+        """KubeRay's ``reconcileServices``: a head service ``<rayjob>-head-svc`` owned by the
+        RayJob with the RayCluster head service's ports and selector, re-pointed when the
+        RayCluster changes (not with ``clusterSelector``). False when it could not be made."""
+        if (rj.get("spec") or {}).get("clusterSelector"):
+            return True
+        ns, name = rj["metadata"]["namespace"], rj["metadata"]["name"]
+        head = self.cluster.store.get("services", ns, f"{rc['metadata']['name']}-head-svc")
+        if head is None:
+            return True  # KubeRay builds it from the RayCluster; ours appears with the head
+        rt = self.cluster.rt("services")
+        svc_name = f"{name}-head-svc"
+        spec = {
+            k: copy.deepcopy(v)
+            for k, v in head["spec"].items()
+            if k in ("ports", "selector", "type")
+        }
+        old = self.cluster.store.get("services", ns, svc_name)
+        if old is not None:
+            if (old["spec"].get("selector") or {}) == spec.get("selector"):
+                return True
+            old["spec"].update(spec)
+            self.cluster.update_object(rt, old)
+            self._event(rj, "Normal", "UpdatedService", f"Updated the service {ns}/{svc_name}")
+            return True
+        svc = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": svc_name,
+                "namespace": ns,
+                "labels": {
+                    "ray.io/originated-from-cr-name": name,
+                    "ray.io/originated-from-crd": "RayJob",
+                    "ray.io/node-type": "head",
+                    "ray.io/identifier": f"{name}-head",
+                },
+                "ownerReferences": [owner_ref(rj)],
+            },
+            "spec": spec,
+        }
+        try:
+            self.cluster.create_object(rt, svc)
+        except ApiError as exc:
+            self._event(
+                rj,
+                "Warning",
+                "FailedToCreateService",
+                f"Failed to create the service {ns}/{svc_name}, {exc.message}",
+            )
+            return False
+        self._event(rj, "Normal", "CreatedService", f"Created the service {ns}/{svc_name}")
+        return True
 
     def _check_submitter(self, rj: Obj, st: dict[str, Any]) -> tuple[bool, str | None]:
         """KubeRay's ``checkSubmitterAndUpdateStatusIfNeeded`` for K8sJobMode: (stop here,

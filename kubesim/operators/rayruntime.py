@@ -313,17 +313,19 @@ class RayRuntime:
         return str(get_path(svc, "metadata", "labels", "ray.io/cluster", default="")) or None
 
     def head_ready(self, ns: str, cluster: str) -> bool:
-        """The head pod of ``ns/cluster`` is Running and Ready (its dashboard answers)."""
-        for pod in self.cluster.store.iter("pods", ns):
-            labels = pod["metadata"].get("labels") or {}
-            if labels.get("ray.io/cluster") == cluster and labels.get("ray.io/node-type") == "head":
-                st = pod.get("status") or {}
-                if st.get("phase") == "Running" and any(
-                    c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in st.get("conditions") or []
-                ):
-                    return True
-        return False
+        """The head pod of ``ns/cluster`` is Running and Ready (its dashboard answers).
+        Found through the RayCluster's ``status.head.podName`` rather than a scan of the
+        namespace's pods, which would cost O(pods) per submitter."""
+        rc = self.cluster.store.get(RC, ns, cluster)
+        name = get_path(rc, "status", "head", "podName")
+        pod = self.cluster.store.get("pods", ns, name) if name else None
+        if pod is None or (pod["metadata"].get("labels") or {}).get("ray.io/cluster") != cluster:
+            return False
+        st = pod.get("status") or {}
+        return st.get("phase") == "Running" and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in st.get("conditions") or []
+        )
 
     def _submitter(self, pod: Obj) -> bool:
         st = pod.get("status") or {}

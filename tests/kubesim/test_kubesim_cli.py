@@ -59,3 +59,12 @@ def test_cli_serves_and_saves_snapshot(tmp_path: Path) -> None:
         proc.wait(timeout=20)
     assert proc.returncode == 0
     assert "from-cli" in snap.read_text()
+
+
+def test_cli_rayjob_flags_set_the_driver_defaults() -> None:
+    from kubesim.__main__ import parse_args
+
+    args = parse_args(["--rayjob-run-seconds", "2.5", "--rayjob-outcome", "failed"])
+    assert (args.rayjob_run_seconds, args.rayjob_outcome) == (2.5, "failed")
+    defaults = parse_args([])
+    assert (defaults.rayjob_run_seconds, defaults.rayjob_outcome) == (None, None)

@@ -162,6 +162,12 @@ def test_a_second_rayjob_waits_for_quota_then_runs(
     assert second["status"]["jobDeploymentStatus"] == "Suspended"
     assert conds(workload_of(custom, "big2"))["QuotaReserved"] == ("False", "Pending")
     assert len(core.list_namespaced_pod(NS).items) == 3  # big1's head, worker, submitter
+    vis = "apis/visibility.kueue.x-k8s.io/v1beta2"
+    url = f"{ksim.url}/{vis}/namespaces/{NS}/localqueues/lq/pendingworkloads"
+    with urllib.request.urlopen(url) as resp:
+        (item,) = json.load(resp)["items"]
+    assert item["metadata"]["ownerReferences"][0]["name"] == "big2"
+    assert item["positionInLocalQueue"] == 0
 
     advance(ksim, clock, 5)
     assert get_rj(custom, "big1")["status"]["jobDeploymentStatus"] == "Complete"

@@ -166,7 +166,12 @@ def test_rayjob_runs_to_completion(
         NS, field_selector="involvedObject.kind=RayJob,involvedObject.name=train"
     )
     reasons = {e.reason for e in events.items}
-    assert {"CreatedRayCluster", "CreatedRayJobSubmitter"} <= reasons
+    assert {"CreatedRayCluster", "CreatedRayJobSubmitter", "CreatedService"} <= reasons
+    # KubeRay's RayJob-level head service points at the current RayCluster's head.
+    svc = core.read_namespaced_service("train-head-svc", NS)
+    assert svc.metadata.owner_references[0].kind == "RayJob"
+    assert svc.spec.selector["ray.io/cluster"] == cname
+    assert {p.name for p in svc.spec.ports} >= {"dashboard", "client", "gcs-server"}
 
 
 def test_failed_outcome_with_message_after_submitter_retries(
@@ -517,3 +522,62 @@ def test_discovery_and_kubectl(
     out = kubectl("get", "jobs", "hello").stdout
     assert re.search(r"^hello\s+Running\s+0/1\s", out, re.M), out
     assert "kubesim: container hello started" in kubectl("logs", "job/hello").stdout
+
+
+def test_a_name_too_long_for_its_raycluster_is_a_validation_failure(
+    sim: KubeSim, custom: client.CustomObjectsApi
+) -> None:
+    name = "a" * 48
+    create(custom, rayjob(name))
+    st = status(custom, name)
+    assert st["jobDeploymentStatus"] == "ValidationFailed"
+    assert st["message"] == (
+        "The RayJob metadata is invalid: RayJob name should be no more than 47 characters"
+    )
+    assert rayclusters(custom) == []
+
+
+def test_http_mode_submits_without_a_submitter(
+    sim: KubeSim, clock: ManualClock, custom: client.CustomObjectsApi, batch: client.BatchV1Api
+) -> None:
+    create(custom, rayjob("http", submissionMode="HTTPMode"))
+    st = status(custom, "http")
+    assert (st["jobDeploymentStatus"], st["jobStatus"]) == ("Running", "PENDING")
+    assert batch.list_namespaced_job(NS).items == []
+    advance(sim, clock, 7)
+    st = status(custom, "http")
+    assert (st["jobDeploymentStatus"], st["jobStatus"]) == ("Complete", "SUCCEEDED")
+
+
+def test_interactive_mode_waits_for_a_job_id(
+    sim: KubeSim, custom: client.CustomObjectsApi, batch: client.BatchV1Api
+) -> None:
+    create(custom, rayjob("chat", submissionMode="InteractiveMode"))
+    st = status(custom, "chat")
+    assert st["jobDeploymentStatus"] == "Waiting"
+    assert "jobId" not in st and st["dashboardURL"]
+    assert batch.list_namespaced_job(NS).items == []
+    custom.patch_namespaced_custom_object(
+        "ray.io", "v1", NS, "rayjobs", "chat", {"spec": {"jobId": "by-hand"}}
+    )
+    st = status(custom, "chat")
+    assert (st["jobDeploymentStatus"], st["jobId"]) == ("Running", "by-hand")
+
+
+def test_losing_the_raycluster_fails_the_following_submitter(
+    sim: KubeSim,
+    clock: ManualClock,
+    custom: client.CustomObjectsApi,
+    core: client.CoreV1Api,
+) -> None:
+    create(custom, rayjob("lost", annotations={"kubesim.io/job-run-seconds": "100"}))
+    advance(sim, clock, 2)
+    cname = status(custom, "lost")["rayClusterName"]
+    custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", cname)
+    (pod,) = submitter_pods(core, "lost")
+    term = pod.status.container_statuses[0].state.terminated
+    assert (pod.status.phase, term.exit_code) == ("Failed", 1)
+    text = core.read_namespaced_pod_log(pod.metadata.name, NS, _preload_content=False).data
+    assert b"the connection was lost" in text
+    # As KubeRay does, the RayCluster is created again under the same name.
+    assert [rc["metadata"]["name"] for rc in rayclusters(custom)] == [cname]

@@ -56,6 +56,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds an event is kept after its last write, like kube-apiserver's "
         "--event-ttl (default: 3600, one hour)",
     )
+    # The cluster autoscaler's timings; unset: the fleet's ``autoscaler`` keys or defaults.
+    p.add_argument(
+        "--scale-up-delay",
+        type=float,
+        default=None,
+        help="seconds until a node the autoscaler adds is Ready (default: 30)",
+    )
+    p.add_argument(
+        "--scale-down-unneeded-time",
+        type=float,
+        default=None,
+        help="seconds an added node stays empty before it is removed, like "
+        "cluster-autoscaler's --scale-down-unneeded-time (default: 600)",
+    )
+    p.add_argument(
+        "--provisioning-request-booking-time",
+        type=float,
+        default=None,
+        help="seconds a provisioned ProvisioningRequest's capacity stays booked (default: 600)",
+    )
     return p.parse_args(argv)
 
 
@@ -72,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         snapshot_interval=args.snapshot_interval,
         event_ttl=args.event_ttl,
+        scale_up_delay=args.scale_up_delay,
+        scale_down_unneeded_time=args.scale_down_unneeded_time,
+        booking_time=args.provisioning_request_booking_time,
     ).start()
     if args.kubeconfig_out:
         sim.write_kubeconfig(args.kubeconfig_out)

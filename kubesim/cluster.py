@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from kubesim import errors
 from kubesim.admission import Quota
+from kubesim.autoscaler import Autoscaler
 from kubesim.clock import Clock
 from kubesim.defaults import default_namespace, default_pod, default_service
 from kubesim.deletion import Deletion
@@ -63,6 +64,9 @@ class Cluster:
         kai: bool = False,
         event_ttl: float = DEFAULT_EVENT_TTL,
         clock: Clock | None = None,
+        scale_up_delay: float | None = None,
+        scale_down_unneeded_time: float | None = None,
+        booking_time: float | None = None,
     ) -> None:
         if event_ttl <= 0:
             raise ValueError("event_ttl must be positive (seconds)")
@@ -91,12 +95,17 @@ class Cluster:
         self.scheduler = Scheduler(self)
         self.kuberay = KubeRay(self)
         self.kueue = Kueue(self)
+        # The cluster autoscaler (node groups, ProvisioningRequests); None: the fleet's
+        # ``autoscaler`` timings or the defaults.
+        self.autoscaler = Autoscaler(self, scale_up_delay, scale_down_unneeded_time, booking_time)
         # The kubelet follows the scheduler: pods bound in a pass start in the same pass.
+        # The autoscaler looks after both, at the capacity the pass left.
         self.controllers: list[Controller] = [
             self.kueue,
             self.kuberay,
             self.scheduler,
             self.kubelet,
+            self.autoscaler,
             self.quota,
         ]
         self.deletion = Deletion(self)
@@ -170,6 +179,7 @@ class Cluster:
             self.quota.reset()
             self.kuberay.reset()
             self.kueue.reset()
+            self.autoscaler.reset()
             self.bootstrap()
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -184,7 +194,14 @@ class Cluster:
             self._event_deadline.clear()
             self._event_heap.clear()
             self.deletion.reset()
-            for c in (self.scheduler, self.kubelet, self.quota, self.kuberay, self.kueue):
+            for c in (
+                self.scheduler,
+                self.kubelet,
+                self.quota,
+                self.kuberay,
+                self.kueue,
+                self.autoscaler,
+            ):
                 c.reset()
             for ev in self.store.iter("events"):
                 inv = ev.get("involvedObject") or {}
@@ -407,7 +424,8 @@ class Cluster:
 
     def tick(self) -> None:
         """Time-driven work (pod start-up after the delay, Kueue's requeue backoff, event
-        expiry, the scheduler's periodic retry of waiting pods), then settle."""
+        expiry, the scheduler's periodic retry of waiting pods, the cluster autoscaler's
+        node boots, bookings and scale-down), then settle."""
         self.expire_events()
         with self.lock:
             if self.clock.time() >= self._next_flush:
@@ -415,7 +433,8 @@ class Cluster:
                 self.scheduler.flush_unschedulable()
                 self.settle()
             started = self.kubelet.start_due_pods(time.monotonic())
-            if self.kueue.requeue_due() or started:
+            scaled = self.autoscaler.tick()
+            if self.kueue.requeue_due() or started or scaled:
                 self.settle()
 
     def node_time(self) -> str:

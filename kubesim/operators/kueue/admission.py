@@ -27,6 +27,7 @@ from kubesim.operators.kueue.common import (
     owning_raycluster,
 )
 from kubesim.operators.kueue.preemption import preempt_for
+from kubesim.operators.kueue.provisioning import UNSATISFIED, checks_for, initial_states
 from kubesim.operators.kueue.quota import Usage, assign, flavor_quotas, reserved
 from kubesim.operators.kueue.workloads import set_pending
 from kubesim.store import Obj
@@ -99,8 +100,10 @@ def admit_all(kueue: Kueue) -> bool:
 
 
 def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, Any]]) -> None:
-    """Admit ``wl`` in ClusterQueue ``cq_name`` with ``assignment``: its conditions, then
-    its RayCluster unsuspended with the flavors' node labels in its pod templates."""
+    """Reserve quota for ``wl`` in ClusterQueue ``cq_name`` with ``assignment``. Without
+    admission checks it is admitted at once and its job started; with some it waits,
+    ``Admitted`` False, until they are Ready (``provisioning.py``)."""
+    checks = checks_for(cluster.store.get(CQ, "", cq_name), assignment)
     old = get_path(wl, "status", "conditions", default=[])
     conditions = [
         condition(
@@ -110,7 +113,9 @@ def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, A
             f"Quota reserved in ClusterQueue {cq_name}",
             old,
         ),
-        condition("Admitted", True, "Admitted", "The workload is admitted", old),
+        condition("Admitted", False, *UNSATISFIED, old)
+        if checks
+        else condition("Admitted", True, "Admitted", "The workload is admitted", old),
     ]
     for c in old:
         if c.get("type") in ADMISSION_CONDITIONS:
@@ -121,11 +126,34 @@ def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, A
                 c["type"], False, "QuotaReserved", f"Previously: {c.get('message', '')}", old
             )
         conditions.append(c)
-    wl["status"] = {
+    status: dict[str, Any] = {
         "admission": {"clusterQueue": cq_name, "podSetAssignments": assignment},
         "conditions": conditions,
     }
+    if checks:
+        status["admissionChecks"] = initial_states(wl, checks, conditions[0]["lastTransitionTime"])
+    wl["status"] = status
     cluster.update_object(cluster.rt(WL), wl)
+    if checks:
+        cluster.kueue.need_checks = True
+        cluster.record_event(
+            wl,
+            "Normal",
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {cq_name}",
+            "kueue-admission",
+        )
+        return
+    start_job(cluster, wl, cq_name)
+
+
+def start_job(
+    cluster: Cluster, wl: Obj, cq_name: str, updates: list[dict[str, Any]] | None = None
+) -> None:
+    """Admitted ``wl``'s RayCluster runs: unsuspended with the flavors' node labels and the
+    admission checks' ``podSetUpdates`` (labels, annotations, nodeSelector, tolerations)
+    in its pod templates."""
+    assignment = wl["status"]["admission"]["podSetAssignments"]
     rc = owning_raycluster(cluster, wl)
     if rc is None:
         return
@@ -135,11 +163,28 @@ def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, A
         for g in get_path(rc, "spec", "workerGroupSpecs", default=[])
     ]
     for name, template in templates:
+        if not isinstance(template, dict):
+            continue
         for fl in flavors.get(name, set()):
             labels = get_path(cluster.store.get(RF, "", fl), "spec", "nodeLabels", default={})
-            if labels and isinstance(template, dict):
+            if labels:
                 sel = template.setdefault("spec", {}).setdefault("nodeSelector", {})
                 sel.update(labels)
+        for update in updates or []:
+            if update.get("name") != name:
+                continue
+            meta = template.setdefault("metadata", {})
+            for key in ("labels", "annotations"):
+                if update.get(key):
+                    meta.setdefault(key, {}).update(update[key])
+            if update.get("nodeSelector"):
+                template.setdefault("spec", {}).setdefault("nodeSelector", {}).update(
+                    update["nodeSelector"]
+                )
+            if update.get("tolerations"):
+                template.setdefault("spec", {}).setdefault("tolerations", []).extend(
+                    update["tolerations"]
+                )
     rc["spec"]["suspend"] = False
     cluster.update_object(cluster.rt(RC), rc)
     cluster.kuberay.dirty.add((rc["metadata"]["namespace"], rc["metadata"]["name"]))
@@ -152,13 +197,23 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
     """ClusterQueue and LocalQueue status: pending, reserving and admitted counts, flavor
     usage."""
     pending = pending_by_cq(cluster)
+    reserving: Counter[str] = Counter()
+    lq_reserving: Counter[tuple[str, str]] = Counter()
+    # Admitted: reserved and past every admission check (the same without checks).
     admitted: Counter[str] = Counter()
     lq_admitted: Counter[tuple[str, str]] = Counter()
     for wl in cluster.store.iter(WL):
         adm = get_path(wl, "status", "admission")
         if adm:
-            admitted[adm["clusterQueue"]] += 1
-            lq_admitted[(wl["metadata"]["namespace"], wl["spec"].get("queueName", ""))] += 1
+            lq_key = (wl["metadata"]["namespace"], wl["spec"].get("queueName", ""))
+            reserving[adm["clusterQueue"]] += 1
+            lq_reserving[lq_key] += 1
+            if any(
+                c.get("type") == "Admitted" and c.get("status") == "True"
+                for c in get_path(wl, "status", "conditions", default=[])
+            ):
+                admitted[adm["clusterQueue"]] += 1
+                lq_admitted[lq_key] += 1
     for cq in list(cluster.store.iter(CQ)):
         name = cq["metadata"]["name"]
         quota = flavor_quotas(cq)
@@ -175,7 +230,7 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
         usage = [{"name": fl, "resources": rs} for fl, rs in flavors.items()]
         status = {
             "pendingWorkloads": len(pending.get(name, [])),
-            "reservingWorkloads": admitted[name],
+            "reservingWorkloads": reserving[name],
             "admittedWorkloads": admitted[name],
             "flavorsReservation": usage,
             "flavorsUsage": usage,
@@ -194,7 +249,7 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
         )
         status = {
             "pendingWorkloads": n_pending,
-            "reservingWorkloads": lq_admitted[key],
+            "reservingWorkloads": lq_reserving[key],
             "admittedWorkloads": lq_admitted[key],
             "conditions": _status_conds(lq),
         }

@@ -52,10 +52,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
+from kubesim.defaults import DEFAULT_SCHEDULER
 from kubesim.errors import Cause
 from kubesim.fleet import node_conditions, pool_node
 from kubesim.resources import ResourceType
-from kubesim.scheduler import NodeInfo
+from kubesim.scheduler import NodeInfo, PodKey
 from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
 
@@ -118,6 +119,14 @@ class Upcoming:
     name: str
     ready_at: float
     booked_for: str  # "ns/name" of the request it was added for ("" for none)
+
+
+def _unschedulable(pod: Obj | None) -> bool:
+    """Whether the scheduler marked ``pod`` unschedulable."""
+    conds = get_path(pod, "status", "conditions", default=[]) if pod else []
+    return any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conds
+    )
 
 
 def cond_true(obj: Obj, ctype: str) -> bool:
@@ -187,6 +196,8 @@ class Autoscaler:
         self.dirty = True
         self.next_scan = self.cluster.clock.time() + SCAN_INTERVAL
         self.added_ip = 0
+        # The scale-up event last written on each waiting pod (not repeated unchanged).
+        self.noted: dict[PodKey, str] = {}
 
     # -- the API server side: validation of the immutable spec ------------------------
 
@@ -210,6 +221,8 @@ class Autoscaler:
         make waiting requests worth another look."""
         if rt.key in (PR, PT, "nodes") or (rt.kind == "Pod" and new is None):
             self.dirty = True
+        elif rt.kind == "Pod" and self.groups and _unschedulable(new):
+            self.dirty = True  # a pod the scheduler could not place: scale-up may help
 
     # -- time-driven work ----------------------------------------------------------------
 
@@ -269,6 +282,8 @@ class Autoscaler:
             ):
                 continue
             busy = self._provision(pr) or busy
+        if self.groups:
+            busy = self._scale_up_pods() or busy
         return busy
 
     def _set(self, pr: Obj, ctype: str, status: bool, reason: str, message: str) -> bool:
@@ -335,7 +350,7 @@ class Autoscaler:
             and not cond_true(pr, "BookingExpired")
         )
 
-    def _snapshot(self, skip: Obj) -> list[NodeInfo]:
+    def _snapshot(self, skip: Obj | None) -> list[NodeInfo]:
         """The nodes as CA sees them: registered and upcoming ones, with the pods of every
         other booked request placed (the consumed ones excepted: those pods are real)."""
         infos = self.cluster.scheduler.node_snapshot()
@@ -406,6 +421,114 @@ class Autoscaler:
         if self.scale_up_delay == 0:
             self.tick()
         return True
+
+    # -- scale-up for unschedulable pods -------------------------------------------------
+
+    def _scale_up_pods(self) -> bool:
+        """CA's main loop: pods kube-scheduler could not place (and that no registered,
+        upcoming or booked capacity holds) grow the node group that helps most of them,
+        fewest nodes first on a tie, within its max; not all-or-nothing. Pods that consume
+        a ProvisioningRequest are left to it, as CA does. ``TriggeredScaleUp`` /
+        ``NotTriggerScaleUp`` events on the pods."""
+        pending = self._waiting_pods()
+        self.noted = {k: v for k, v in self.noted.items() if k in dict(pending)}
+        if not pending:
+            return False
+        infos = self._snapshot(None)
+        left = [(k, p) for k, p in pending if self.cluster.scheduler.place(p, infos) is None]
+        busy = False
+        while left:
+            option, reasons = self._best_option([p for _, p in left], infos)
+            if option is None:
+                text = f"pod didn't trigger scale-up: {reasons}"
+                for key, pod in left:
+                    if self.noted.get(key) != text:
+                        self.noted[key] = text
+                        self.cluster.record_event(
+                            pod, "Normal", "NotTriggerScaleUp", text, COMPONENT
+                        )
+                        busy = True
+                break
+            group, names, helped = option
+            before = self._size(group)
+            ready_at = self.cluster.clock.time() + self.scale_up_delay
+            for name in names:
+                self.upcoming.append(Upcoming(group.name, name, ready_at, ""))
+                infos.append(self._template_info(group, name))
+            text = (
+                f"pod triggered scale-up: [{{{group.name} {before}->{before + len(names)} "
+                f"(max: {group.max_size})}}]"
+            )
+            for i in helped:
+                key, pod = left[i]
+                self.noted[key] = text
+                self.cluster.record_event(pod, "Normal", "TriggeredScaleUp", text, COMPONENT)
+            left = [(k, p) for k, p in left if self.cluster.scheduler.place(p, infos) is None]
+            busy = True
+        if busy and self.scale_up_delay == 0:
+            self.tick()
+        return busy
+
+    def _waiting_pods(self) -> list[tuple[PodKey, Obj]]:
+        """Pods waiting in the scheduler that CA would scale up for: default-scheduler
+        pods not consuming a ProvisioningRequest (those wait for their request)."""
+        pending: list[tuple[PodKey, Obj]] = []
+        for group in self.cluster.scheduler.pending.values():
+            for key in group:
+                pod = self.cluster.store.get("pods", *key)
+                spec = (pod or {}).get("spec") or {}
+                if pod is None or spec.get("nodeName"):
+                    continue
+                if spec.get("schedulerName", DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
+                    continue
+                ann = pod["metadata"].get("annotations") or {}
+                if CONSUME not in ann and CONSUME_DEPRECATED not in ann:
+                    pending.append((key, pod))
+        return pending
+
+    def _best_option(
+        self, pods: list[Obj], infos: list[NodeInfo]
+    ) -> tuple[tuple[NodeGroup, list[str], list[int]] | None, str]:
+        """The node group whose new nodes (within its max) hold the most of ``pods``
+        (fewest nodes on a tie): group, new node names, indexes of the pods helped; or
+        None and why no group helps, in CA's words."""
+        reasons: dict[str, int] = {}
+        best: tuple[NodeGroup, list[str], list[int]] | None = None
+        for group in self.groups.values():
+            room = group.max_size - self._size(group)
+            template = self._template_info(group, "template")
+            fitting = [
+                i for i, p in enumerate(pods) if not self.cluster.scheduler.why_not(p, template)
+            ]
+            if not fitting:
+                why = self.cluster.scheduler.why_not(pods[0], template)
+                for text in why:
+                    reasons[text] = reasons.get(text, 0) + 1
+                continue
+            if room <= 0:
+                reasons["max node group size reached"] = (
+                    reasons.get("max node group size reached", 0) + 1
+                )
+                continue
+            names = self._new_names(group, room)
+            added: list[NodeInfo] = []
+            helped: list[int] = []
+            for i in fitting:
+                if added and self.cluster.scheduler.place(pods[i], added) is not None:
+                    helped.append(i)
+                    continue
+                if len(added) >= len(names):
+                    continue
+                added.append(self._template_info(group, names[len(added)]))
+                if self.cluster.scheduler.place(pods[i], added[-1:]) is not None:
+                    helped.append(i)
+            if not helped:
+                continue
+            if best is None or (len(helped), -len(added)) > (len(best[2]), -len(best[1])):
+                best = (group, names[: len(added)], helped)
+        if best is not None:
+            return best, ""
+        return None, ", ".join(f"{c} {r}" for r, c in sorted(reasons.items()))
 
     def _size(self, group: NodeGroup) -> int:
         """A group's target size: registered nodes plus those on their way."""

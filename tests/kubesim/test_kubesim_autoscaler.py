@@ -433,3 +433,45 @@ def test_pools_without_max_do_not_grow(v1: client.CoreV1Api, co: client.CustomOb
     c = cond(get_pr(co, "cpus"), "Provisioned")
     assert c and c["status"] == "False"
     assert node_names(v1) == ["t-cpu-0", "t-h100-0"]
+
+
+def test_unschedulable_pods_grow_a_group_and_empty_nodes_go(
+    v1: client.CoreV1Api, clock: ManualClock
+) -> None:
+    v1.create_namespaced_pod("default", pod_manifest("first", gpu=8, tolerate=True))
+    v1.create_namespaced_pod("default", pod_manifest("second", gpu=8, tolerate=True))
+    assert not v1.read_namespaced_pod("second", "default").spec.node_name
+    msgs = [e.message for e in events(v1, "second") if e.reason == "TriggeredScaleUp"]
+    assert msgs == ["pod triggered scale-up: [{h100 1->2 (max: 3)}]"]
+    clock.advance(30)
+    wait_for(lambda: v1.read_namespaced_pod("second", "default").spec.node_name == "t-h100-1")
+    # A pod no group can ever hold says why.
+    v1.create_namespaced_pod("default", pod_manifest("huge", gpu=16, tolerate=True))
+    msgs = [e.message for e in events(v1, "huge") if e.reason == "NotTriggerScaleUp"]
+    assert msgs == ["pod didn't trigger scale-up: 1 Insufficient nvidia.com/gpu"]
+    v1.delete_namespaced_pod("second", "default")
+    time.sleep(0.2)
+    clock.advance(61)
+    wait_for(lambda: "t-h100-1" not in node_names(v1))
+    assert v1.read_namespaced_pod("first", "default").spec.node_name == "t-h100-0"
+
+
+def test_scale_up_stops_at_the_max(v1: client.CoreV1Api, clock: ManualClock) -> None:
+    for i in range(4):
+        v1.create_namespaced_pod("default", pod_manifest(f"p{i}", gpu=8, tolerate=True))
+    triggered = [
+        e.message for i in range(4) for e in events(v1, f"p{i}") if e.reason == "TriggeredScaleUp"
+    ]
+    # Each pod arrives in its own request, so each grows the group by one.
+    assert triggered == [
+        "pod triggered scale-up: [{h100 1->2 (max: 3)}]",
+        "pod triggered scale-up: [{h100 2->3 (max: 3)}]",
+    ]
+    not_triggered = [
+        e.message for i in range(4) for e in events(v1, f"p{i}") if e.reason == "NotTriggerScaleUp"
+    ]
+    assert not_triggered == ["pod didn't trigger scale-up: 1 max node group size reached"]
+    clock.advance(30)
+    wait_for(lambda: len(node_names(v1)) == 4)
+    bound = [v1.read_namespaced_pod(f"p{i}", "default").spec.node_name for i in range(4)]
+    assert sum(1 for b in bound if b) == 3

@@ -2,8 +2,10 @@
 
 :class:`Clock` reads the real wall clock; :class:`ManualClock` stands still until a test
 calls :meth:`ManualClock.advance`, so that an expiry of an hour is tested without sleeping
-an hour. Only behaviour that depends on elapsed time reads the clock (today: event TTL);
-time stamps written into objects still come from the real clock (``util.now``).
+an hour. Only behaviour that depends on elapsed time reads the clock (event TTL, the
+scheduler's periodic retry, Kueue's requeue backoffs, the cluster autoscaler's node boots,
+bookings and scale-down; the autoscaler and Kueue's admission checks also write their
+condition time stamps from it); other time stamps come from the real clock (``util.now``).
 """
 
 from __future__ import annotations

@@ -85,8 +85,10 @@ def setup(
     cls: str = ATOMIC,
     params: dict[str, str] | None = None,
     retry: dict[str, int] | None = None,
+    more_checks: tuple[str, ...] = (),
 ) -> None:
-    """Flavors, a provisioning check on a ClusterQueue with 24 GPUs, a LocalQueue."""
+    """Flavors, a provisioning check (and ``more_checks`` of a controller kubesim does not
+    run) on a ClusterQueue with 24 GPUs, a LocalQueue."""
     for name, labels in (("h100", {"nvidia.com/gpu.product": H100}), ("cpu", {})):
         co.create_cluster_custom_object(
             *KQ,
@@ -122,6 +124,16 @@ def setup(
             },
         },
     )
+    for name in more_checks:
+        co.create_cluster_custom_object(
+            *KQ,
+            "admissionchecks",
+            {
+                "kind": "AdmissionCheck",
+                "metadata": {"name": name},
+                "spec": {"controllerName": "example.com/manual-approval"},
+            },
+        )
     co.create_cluster_custom_object(
         *KQ,
         "clusterqueues",
@@ -130,7 +142,9 @@ def setup(
             "metadata": {"name": "cq"},
             "spec": {
                 "namespaceSelector": {},
-                "admissionChecksStrategy": {"admissionChecks": [{"name": "capacity"}]},
+                "admissionChecksStrategy": {
+                    "admissionChecks": [{"name": n} for n in ("capacity", *more_checks)]
+                },
                 "resourceGroups": [
                     {
                         "coveredResources": ["cpu", "memory"],
@@ -359,3 +373,39 @@ def test_deleting_the_job_deletes_its_request(
     co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "job")
     assert requests(co) == []
     assert v1.list_namespaced_pod_template(NS).items == []
+
+
+def test_booking_expired_before_admission_is_retried(
+    co: client.CustomObjectsApi, v1: client.CoreV1Api, clock: ManualClock
+) -> None:
+    # A second check that nothing decides keeps the Workload from being admitted.
+    setup(co, v1, more_checks=("approval",))
+    submit(co, "job", workers=1)
+    wl = workload(co)
+    name = wl["metadata"]["name"]
+    states = {s["name"]: s["state"] for s in wl["status"]["admissionChecks"]}
+    assert states == {"capacity": "Ready", "approval": "Pending"}
+    assert wl_cond(wl, "Admitted")["status"] == "False"  # type: ignore[index]
+    clock.advance(600)  # CA's booking time: BookingExpired before admission
+    wl = wait_for(lambda: (w := workload(co)) and wl_cond(w, "Evicted") and w)
+    assert wl_cond(wl, "Evicted")["reason"] == "AdmissionCheck"  # type: ignore[index]
+    events = v1.list_namespaced_event(
+        NS, field_selector=f"involvedObject.name={name},reason=AdmissionCheckUpdated"
+    ).items
+    assert any(
+        "Retrying after booking expired: Capacity reservation time is expired" in e.message
+        for e in events
+    )
+    clock.advance(60)  # the first retry's backoff
+    wait_for(lambda: [p["metadata"]["name"] for p in requests(co)] == [f"{name}-capacity-2"])
+    state = wait_for(
+        lambda: next(
+            (
+                s
+                for s in workload(co)["status"].get("admissionChecks", [])
+                if s["name"] == "capacity"
+            ),
+            None,
+        )
+    )
+    assert state["state"] == "Ready"

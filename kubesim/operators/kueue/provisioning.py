@@ -238,12 +238,14 @@ def _sync_workload(kueue: Kueue, wl: Obj) -> bool:  # noqa: C901
             ]
             if not needed:
                 state, message, updates = "Ready", NOT_NEEDED, None
-            elif st["state"] == "Ready":
-                continue
             else:
                 prs = _owned_requests(cluster, wl, st["name"])
                 last = max(prs) if prs else 0
                 pr = prs.get(last)
+                if pr is None and st["state"] == "Ready":
+                    continue  # Kueue makes no new request for a Ready check
+                # A Ready check is still re-read: its booking may expire before admission
+                # (another check not Ready yet), which sends it to Retry.
                 create = pr is None
                 if pr is not None:
                     failed = cond_true(pr, "Failed")

@@ -206,9 +206,11 @@ class Autoscaler:
         ``podSets`` and ``parameters`` are immutable (``Value is immutable``)."""
         if rt.key != PR or old is None:
             return
+        # The API server names the field's type in a CEL rule's refusal.
+        kinds = {"provisioningClassName": "string", "podSets": "array", "parameters": "object"}
         causes = [
-            Cause(f"spec.{f}", "FieldValueInvalid", 'Invalid value: "object": Value is immutable')
-            for f in ("provisioningClassName", "podSets", "parameters")
+            Cause(f"spec.{f}", "FieldValueInvalid", f'Invalid value: "{t}": Value is immutable')
+            for f, t in kinds.items()
             if get_path(new, "spec", f) != get_path(old, "spec", f)
         ]
         if causes:

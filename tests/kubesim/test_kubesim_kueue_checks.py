@@ -86,6 +86,7 @@ def setup(
     params: dict[str, str] | None = None,
     retry: dict[str, int] | None = None,
     more_checks: tuple[str, ...] = (),
+    on_flavors: list[str] | None = None,
 ) -> None:
     """Flavors, a provisioning check (and ``more_checks`` of a controller kubesim does not
     run) on a ClusterQueue with 24 GPUs, a LocalQueue."""
@@ -143,7 +144,10 @@ def setup(
             "spec": {
                 "namespaceSelector": {},
                 "admissionChecksStrategy": {
-                    "admissionChecks": [{"name": n} for n in ("capacity", *more_checks)]
+                    "admissionChecks": [
+                        {"name": n, **({"onFlavors": on_flavors} if on_flavors else {})}
+                        for n in ("capacity", *more_checks)
+                    ]
                 },
                 "resourceGroups": [
                     {
@@ -409,3 +413,15 @@ def test_booking_expired_before_admission_is_retried(
         )
     )
     assert state["state"] == "Ready"
+
+
+def test_checks_apply_only_on_their_flavors(
+    co: client.CustomObjectsApi, v1: client.CoreV1Api
+) -> None:
+    setup(co, v1, on_flavors=["l4"])  # the Workload gets h100 and cpu: no check for it
+    submit(co, "job", workers=1)
+    wl = workload(co)
+    assert "admissionChecks" not in wl["status"]
+    assert wl_cond(wl, "Admitted")["status"] == "True"  # type: ignore[index]
+    assert requests(co) == []
+    assert not suspended(co, "job")

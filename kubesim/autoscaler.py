@@ -101,6 +101,10 @@ FAILED_TO_CREATE_PODS = "FailedToCreatePods"
 _NAME_INDEX = re.compile(r"-(\d+)$")
 
 
+# A pod waiting for capacity: its key, the pod, the scheduler's signature of it.
+Waiting = tuple[PodKey, Obj, str]
+
+
 @dataclass
 class NodeGroup:
     """A pool that may grow: its fleet entry, minimum (the pool's ``count``) and max."""
@@ -198,6 +202,14 @@ class Autoscaler:
         self.added_ip = 0
         # The scale-up event last written on each waiting pod (not repeated unchanged).
         self.noted: dict[PodKey, str] = {}
+        # Pods marked unschedulable since the last pass; whether capacity (nodes, pods
+        # gone, requests) changed since; and the scheduler signatures no group could help
+        # at the last full pass, with the event text. With capacity unchanged, a new pod
+        # of such a signature cannot be helped either: no full pass for it (a pass costs
+        # O(waiting pods), so one per new pod would be quadratic).
+        self.new_waiting: set[PodKey] = set()
+        self.capacity_changed = True
+        self.hopeless: dict[str, str] = {}
 
     # -- the API server side: validation of the immutable spec ------------------------
 
@@ -223,8 +235,11 @@ class Autoscaler:
         make waiting requests worth another look."""
         if rt.key in (PR, PT, "nodes") or (rt.kind == "Pod" and new is None):
             self.dirty = True
-        elif rt.kind == "Pod" and self.groups and _unschedulable(new):
-            self.dirty = True  # a pod the scheduler could not place: scale-up may help
+            self.capacity_changed = True
+        elif rt.kind == "Pod" and self.groups and new is not None and _unschedulable(new):
+            # A pod the scheduler could not place: scale-up may help.
+            self.dirty = True
+            self.new_waiting.add((new["metadata"]["namespace"], new["metadata"]["name"]))
 
     # -- time-driven work ----------------------------------------------------------------
 
@@ -245,6 +260,7 @@ class Autoscaler:
         if now >= self.next_scan:
             self.next_scan = now + SCAN_INTERVAL
             self.dirty = True
+            self.capacity_changed = True
         return busy or self.dirty
 
     def _stamp(self) -> str:
@@ -432,18 +448,25 @@ class Autoscaler:
         fewest nodes first on a tie, within its max; not all-or-nothing. Pods that consume
         a ProvisioningRequest are left to it, as CA does. ``TriggeredScaleUp`` /
         ``NotTriggerScaleUp`` events on the pods."""
+        if self._only_hopeless():
+            return self._note_hopeless()
+        self.capacity_changed = False
+        self.new_waiting.clear()
+        self.hopeless = {}
         pending = self._waiting_pods()
-        self.noted = {k: v for k, v in self.noted.items() if k in dict(pending)}
+        keys = {item[0] for item in pending}
+        self.noted = {k: v for k, v in self.noted.items() if k in keys}
         if not pending:
             return False
         infos = self._snapshot(None)
-        left = [(k, p) for k, p in pending if self.cluster.scheduler.place(p, infos) is None]
+        left = self._unplaced(pending, infos)
         busy = False
         while left:
-            option, reasons = self._best_option([p for _, p in left], infos)
+            option, reasons = self._best_option(left)
             if option is None:
                 text = f"pod didn't trigger scale-up: {reasons}"
-                for key, pod in left:
+                self.hopeless = {sig: text for _, _, sig in left}
+                for key, pod, _ in left:
                     if self.noted.get(key) != text:
                         self.noted[key] = text
                         self.cluster.record_event(
@@ -462,20 +485,49 @@ class Autoscaler:
                 f"(max: {group.max_size})}}]"
             )
             for i in helped:
-                key, pod = left[i]
+                key, pod, _ = left[i]
                 self.noted[key] = text
                 self.cluster.record_event(pod, "Normal", "TriggeredScaleUp", text, COMPONENT)
-            left = [(k, p) for k, p in left if self.cluster.scheduler.place(p, infos) is None]
+            left = self._unplaced(left, infos)
             busy = True
         if busy and self.scale_up_delay == 0:
             self.tick()
         return busy
 
-    def _waiting_pods(self) -> list[tuple[PodKey, Obj]]:
+    def _new_sigs(self) -> dict[PodKey, str]:
+        """The scheduler signature of each pod in ``new_waiting`` still waiting."""
+        out: dict[PodKey, str] = {}
+        for sig, group in self.cluster.scheduler.pending.items():
+            for key in self.new_waiting:
+                if key in group:
+                    out[key] = sig
+        return out
+
+    def _only_hopeless(self) -> bool:
+        """Nothing changed but new waiting pods, all like pods no group could help."""
+        if self.capacity_changed or not self.hopeless:
+            return False
+        return all(sig in self.hopeless for sig in self._new_sigs().values())
+
+    def _note_hopeless(self) -> bool:
+        """``NotTriggerScaleUp`` on the new waiting pods, with their like pods' text."""
+        busy = False
+        for key, sig in self._new_sigs().items():
+            pod = self.cluster.store.get("pods", *key)
+            text = self.hopeless[sig]
+            if pod is not None and self.noted.get(key) != text:
+                self.noted[key] = text
+                self.cluster.record_event(pod, "Normal", "NotTriggerScaleUp", text, COMPONENT)
+                busy = True
+        self.new_waiting.clear()
+        return busy
+
+    def _waiting_pods(self) -> list[Waiting]:
         """Pods waiting in the scheduler that CA would scale up for: default-scheduler
-        pods not consuming a ProvisioningRequest (those wait for their request)."""
-        pending: list[tuple[PodKey, Obj]] = []
-        for group in self.cluster.scheduler.pending.values():
+        pods not consuming a ProvisioningRequest (those wait for their request), with the
+        scheduler's signature (pods alike in every scheduling requirement share one)."""
+        pending: list[Waiting] = []
+        for sig, group in self.cluster.scheduler.pending.items():
             for key in group:
                 pod = self.cluster.store.get("pods", *key)
                 spec = (pod or {}).get("spec") or {}
@@ -485,11 +537,47 @@ class Autoscaler:
                     continue
                 ann = pod["metadata"].get("annotations") or {}
                 if CONSUME not in ann and CONSUME_DEPRECATED not in ann:
-                    pending.append((key, pod))
+                    pending.append((key, pod, sig))
         return pending
 
+    def _unplaced(self, pods: list[Waiting], infos: list[NodeInfo]) -> list[Waiting]:
+        """Place ``pods`` on ``infos`` (charging them); those that fit nowhere. Once a pod
+        of a signature does not fit, neither do the later ones of it: O(signatures x
+        nodes) rather than O(pods x nodes), as in the scheduler's retries."""
+        left: list[Waiting] = []
+        failed: set[str] = set()
+        for item in pods:
+            if item[2] in failed or self.cluster.scheduler.place(item[1], infos) is None:
+                failed.add(item[2])
+                left.append(item)
+        return left
+
+    def _fill(
+        self, group: NodeGroup, names: list[str], pods: list[Waiting], fitting: list[int]
+    ) -> tuple[int, list[int]]:
+        """Put ``pods[i]`` for ``i`` in ``fitting`` on new nodes of ``group`` (at most
+        ``names``), opening one when the open ones are full: how many nodes it took and
+        which pods it helped."""
+        added: list[NodeInfo] = []
+        helped: list[int] = []
+        full: set[str] = set()  # signatures that no longer fit, the group at its max
+        for i in fitting:
+            pod, sig = pods[i][1], pods[i][2]
+            if sig in full:
+                continue
+            if added and self.cluster.scheduler.place(pod, added) is not None:
+                helped.append(i)
+                continue
+            if len(added) >= len(names):
+                full.add(sig)
+                continue
+            added.append(self._template_info(group, names[len(added)]))
+            if self.cluster.scheduler.place(pod, added[-1:]) is not None:
+                helped.append(i)
+        return len(added), helped
+
     def _best_option(
-        self, pods: list[Obj], infos: list[NodeInfo]
+        self, pods: list[Waiting]
     ) -> tuple[tuple[NodeGroup, list[str], list[int]] | None, str]:
         """The node group whose new nodes (within its max) hold the most of ``pods``
         (fewest nodes on a tie): group, new node names, indexes of the pods helped; or
@@ -499,12 +587,13 @@ class Autoscaler:
         for group in self.groups.values():
             room = group.max_size - self._size(group)
             template = self._template_info(group, "template")
-            fitting = [
-                i for i, p in enumerate(pods) if not self.cluster.scheduler.why_not(p, template)
-            ]
+            why_by_sig: dict[str, list[str]] = {}
+            for _, pod, sig in pods:
+                if sig not in why_by_sig:
+                    why_by_sig[sig] = self.cluster.scheduler.why_not(pod, template)
+            fitting = [i for i, (_, _, sig) in enumerate(pods) if not why_by_sig[sig]]
             if not fitting:
-                why = self.cluster.scheduler.why_not(pods[0], template)
-                for text in why:
+                for text in why_by_sig[pods[0][2]]:
                     reasons[text] = reasons.get(text, 0) + 1
                 continue
             if room <= 0:
@@ -513,21 +602,11 @@ class Autoscaler:
                 )
                 continue
             names = self._new_names(group, room)
-            added: list[NodeInfo] = []
-            helped: list[int] = []
-            for i in fitting:
-                if added and self.cluster.scheduler.place(pods[i], added) is not None:
-                    helped.append(i)
-                    continue
-                if len(added) >= len(names):
-                    continue
-                added.append(self._template_info(group, names[len(added)]))
-                if self.cluster.scheduler.place(pods[i], added[-1:]) is not None:
-                    helped.append(i)
+            used, helped = self._fill(group, names, pods, fitting)
             if not helped:
                 continue
-            if best is None or (len(helped), -len(added)) > (len(best[2]), -len(best[1])):
-                best = (group, names[: len(added)], helped)
+            if best is None or (len(helped), -used) > (len(best[2]), -len(best[1])):
+                best = (group, names[:used], helped)
         if best is not None:
             return best, ""
         return None, ", ".join(f"{c} {r}" for r, c in sorted(reasons.items()))

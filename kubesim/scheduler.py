@@ -396,7 +396,10 @@ class Scheduler:
         """Why ``pod`` (a pod, or a pod template's ``{metadata, spec}``) cannot go on
         ``info``, in kube-scheduler's words; [] when it fits. The same filters as a bind:
         unschedulable, taints, nodeSelector and required node affinity, free resources."""
-        spec = pod.get("spec") or {}
+        req, _ = pod_totals(pod)
+        return self._why_not(pod.get("spec") or {}, PodReq(("", ""), 0, "", req), info)
+
+    def _why_not(self, spec: dict[str, Any], req: PodReq, info: NodeInfo) -> list[str]:
         if info.unschedulable:
             return ["node(s) were unschedulable"]
         tolerations = spec.get("tolerations") or []
@@ -405,8 +408,7 @@ class Scheduler:
             return [f"node(s) had untolerated taint {taint_text(bad)}"]
         if not _affinity_matches(spec, info):
             return ["node(s) didn't match Pod's node affinity/selector"]
-        req, _ = pod_totals(pod)
-        why, _, _ = self._fits(PodReq(key=("", ""), seq=0, sig="", amounts=req), info)
+        why, _, _ = self._fits(req, info)
         return why
 
     def place(self, pod: Obj, infos: list[NodeInfo]) -> NodeInfo | None:
@@ -415,9 +417,10 @@ class Scheduler:
         or None when it fits on none."""
         req, _ = pod_totals(pod)
         preq = PodReq(key=("", ""), seq=0, sig="", amounts=req)
+        spec = pod.get("spec") or {}
         best: tuple[tuple[float, ...], NodeInfo] | None = None
         for info in infos:
-            if self.why_not(pod, info):
+            if self._why_not(spec, preq, info):
                 continue
             score = self._score(preq, info, 0.0)
             if best is None or score > best[0]:

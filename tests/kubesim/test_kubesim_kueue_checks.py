@@ -135,6 +135,25 @@ def setup(
                 "spec": {"controllerName": "example.com/manual-approval"},
             },
         )
+        # What that check's own controller would do: mark it Active.
+        co.patch_cluster_custom_object_status(
+            *KQ,
+            "admissionchecks",
+            name,
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "Active",
+                            "status": "True",
+                            "reason": "Active",
+                            "message": "The admission check is active",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }
+                    ]
+                }
+            },
+        )
     co.create_cluster_custom_object(
         *KQ,
         "clusterqueues",
@@ -425,3 +444,58 @@ def test_checks_apply_only_on_their_flavors(
     assert wl_cond(wl, "Admitted")["status"] == "True"  # type: ignore[index]
     assert requests(co) == []
     assert not suspended(co, "job")
+
+
+def test_a_queue_with_a_missing_or_inactive_check_admits_nothing(
+    co: client.CustomObjectsApi, v1: client.CoreV1Api
+) -> None:
+    setup(co, v1)
+    cq = co.get_cluster_custom_object(*KQ, "clusterqueues", "cq")
+    co.patch_cluster_custom_object(
+        *KQ,
+        "clusterqueues",
+        "cq",
+        {
+            "spec": {
+                "admissionChecksStrategy": {
+                    "admissionChecks": [{"name": "capacity"}, {"name": "later"}]
+                }
+            }
+        },
+    )
+    submit(co, "job", workers=1)
+    cq = co.get_cluster_custom_object(*KQ, "clusterqueues", "cq")
+    active = cq["status"]["conditions"][0]
+    assert (active["status"], active["reason"]) == ("False", "AdmissionCheckNotFound")
+    assert active["message"] == (
+        "Can't admit new workloads: references missing AdmissionCheck(s): later."
+    )
+    qr = wl_cond(workload(co), "QuotaReserved")
+    assert qr and (qr["status"], qr["reason"]) == ("False", "Inadmissible")
+    assert qr["message"] == "ClusterQueue cq is inactive"
+    # The check appears, but no controller of its kind runs: inactive.
+    co.create_cluster_custom_object(
+        *KQ,
+        "admissionchecks",
+        {
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "later"},
+            "spec": {"controllerName": "example.com/nobody"},
+        },
+    )
+    cq = co.get_cluster_custom_object(*KQ, "clusterqueues", "cq")
+    assert cq["status"]["conditions"][0]["reason"] == "AdmissionCheckInactive"
+    # Back to the provisioning check alone: the queue is active and the Workload reserves.
+    co.patch_cluster_custom_object(
+        *KQ,
+        "clusterqueues",
+        "cq",
+        {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": "capacity"}]}}},
+    )
+    assert (
+        co.get_cluster_custom_object(*KQ, "clusterqueues", "cq")["status"]["conditions"][0][
+            "status"
+        ]
+        == "True"
+    )
+    assert check_state(co)["state"] == "Ready"

@@ -121,6 +121,8 @@ class Kueue:
         if rt.key in CHECK_WATCHED:
             # Also in-place writes (the autoscaler's status updates of a request).
             self.need_checks = True
+            if rt.key == AC:
+                self.need_admit = True  # a ClusterQueue's checks turn (in)active
         if rt.key == RC and QUEUE_LABEL in (ref["metadata"].get("labels") or {}):
             if new is not None and old is not new:
                 self.dirty.add((ref["metadata"]["namespace"], ref["metadata"]["name"]))

@@ -27,7 +27,12 @@ from kubesim.operators.kueue.common import (
     owning_raycluster,
 )
 from kubesim.operators.kueue.preemption import preempt_for
-from kubesim.operators.kueue.provisioning import UNSATISFIED, checks_for, initial_states
+from kubesim.operators.kueue.provisioning import (
+    UNSATISFIED,
+    checks_for,
+    inactive_checks,
+    initial_states,
+)
 from kubesim.operators.kueue.quota import Usage, assign, flavor_quotas, reserved
 from kubesim.operators.kueue.workloads import set_pending
 from kubesim.store import Obj
@@ -71,7 +76,12 @@ def admit_all(kueue: Kueue) -> bool:
         cq = cluster.store.get(CQ, "", cq_name) if cq_name else None
         strict = get_path(cq, "spec", "queueingStrategy") == "StrictFIFO"
         blocked = False
+        inactive = inactive_checks(cluster, cq) if cq is not None else None
         for wl in pending:
+            if inactive is not None:
+                msg = f"ClusterQueue {cq_name} is inactive"
+                busy = set_pending(cluster, wl, "Inadmissible", msg) or busy
+                continue
             if cq is None:
                 lq = wl["spec"].get("queueName", "")
                 msg = (
@@ -234,7 +244,7 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
             "admittedWorkloads": admitted[name],
             "flavorsReservation": usage,
             "flavorsUsage": usage,
-            "conditions": _status_conds(cq),
+            "conditions": _status_conds(cq, inactive_checks(cluster, cq)),
         }
         if cq.get("status") != status:
             cq["status"] = status
@@ -258,7 +268,10 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
             cluster.update_object(cluster.rt(LQ), lq)
 
 
-def _status_conds(obj: Obj) -> list[dict[str, Any]]:
-    """A queue's conditions: always ``Active``."""
+def _status_conds(obj: Obj, inactive: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+    """A queue's conditions: ``Active``, unless a ClusterQueue's admission checks are
+    missing or inactive (``inactive``: reason and message)."""
     old = get_path(obj, "status", "conditions", default=[])
+    if inactive is not None:
+        return [condition("Active", False, *inactive, old)]
     return [condition("Active", True, "Ready", "Can admit new workloads", old)]

@@ -31,7 +31,8 @@ after ``backoffBaseSeconds * 2^(attempt-1)`` capped at ``backoffMaxSeconds``
 (``status.requeueState``); once it reserves quota again the next attempt's request is
 made. ``Rejected`` evicts and deactivates it (``DeactivatedDueToAdmissionCheck``,
 ``spec.active=false``). Either way the checks are reset to ``Pending``. Checks of other
-controllers are never decided (no such controller runs here): they stay ``Pending``.
+controllers are never decided (no such controller runs here): they stay ``Pending``. A
+ClusterQueue naming a missing or inactive check admits nothing (:func:`inactive_checks`).
 """
 
 from __future__ import annotations
@@ -94,6 +95,39 @@ def checks_for(cq: Obj | None, assignment: list[dict[str, Any]]) -> list[str]:
         if (not on or flavors & set(on)) and rule["name"] not in names:
             names.append(rule["name"])
     return names
+
+
+def inactive_checks(cluster: Cluster, cq: Obj) -> tuple[str, str] | None:
+    """Why ClusterQueue ``cq`` cannot admit because of its admission checks (Kueue's
+    ``Active`` False reason and message), or None: a check it names is missing, or not
+    ``Active`` (set by the check's controller; kubesim runs only the provisioning one, so
+    a check of another controller is active only when a test or tool marks it so)."""
+    spec = cq.get("spec") or {}
+    names = [str(n) for n in spec.get("admissionChecks") or []] + [
+        r["name"] for r in get_path(spec, "admissionChecksStrategy", "admissionChecks", default=[])
+    ]
+    if not names:
+        return None
+    missing, inactive = [], []
+    for name in names:
+        ac = cluster.store.get(AC, "", name)
+        if ac is None:
+            missing.append(name)
+        elif not any(
+            c.get("type") == "Active" and c.get("status") == "True"
+            for c in get_path(ac, "status", "conditions", default=[])
+        ):
+            inactive.append(name)
+    reasons, messages = [], []
+    if missing:
+        reasons.append("AdmissionCheckNotFound")
+        messages.append(f"references missing AdmissionCheck(s): {','.join(missing)}")
+    if inactive:
+        reasons.append("AdmissionCheckInactive")
+        messages.append(f"references inactive AdmissionCheck(s): {','.join(inactive)}")
+    if not reasons:
+        return None
+    return reasons[0], f"Can't admit new workloads: {', '.join(messages)}."
 
 
 def initial_states(wl: Obj, names: list[str], stamp: str) -> list[dict[str, Any]]:

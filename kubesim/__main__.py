@@ -70,6 +70,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="how simulated Ray drivers end (default: the fleet's rayjobs.outcome, else "
         "succeeded); a RayJob's kubesim.io/job-outcome annotation overrides it",
     )
+    # The cluster autoscaler's timings; unset: the fleet's ``autoscaler`` keys or defaults.
+    p.add_argument(
+        "--scale-up-delay",
+        type=float,
+        default=None,
+        help="seconds until a node the autoscaler adds is Ready (default: 30)",
+    )
+    p.add_argument(
+        "--scale-down-unneeded-time",
+        type=float,
+        default=None,
+        help="seconds an added node stays empty before it is removed, like "
+        "cluster-autoscaler's --scale-down-unneeded-time (default: 600)",
+    )
+    p.add_argument(
+        "--provisioning-request-booking-time",
+        type=float,
+        default=None,
+        help="seconds a provisioned ProvisioningRequest's capacity stays booked (default: 600)",
+    )
     return p.parse_args(argv)
 
 
@@ -86,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         snapshot_interval=args.snapshot_interval,
         event_ttl=args.event_ttl,
+        scale_up_delay=args.scale_up_delay,
+        scale_down_unneeded_time=args.scale_down_unneeded_time,
+        booking_time=args.provisioning_request_booking_time,
     )
     sim.set_rayjob_defaults(run_seconds=args.rayjob_run_seconds, outcome=args.rayjob_outcome)
     sim.start()

@@ -4,10 +4,12 @@
 calls :meth:`ManualClock.advance`, so that an expiry of an hour is tested without sleeping
 an hour. Behaviour that depends on elapsed time reads the clock: event TTL, the
 scheduler's periodic retry, RayJob deadlines and TTLs, simulated Ray drivers, the Job
-controller's backoff, pod logs. The time stamps those write (pod and container start and
-finish, RayJob and Job times) come from it too (``util.stamp``); other time stamps still
-come from the real clock (``util.now``). ``advance`` does not run anything by itself: the
-ticker thread does within 50 ms, or a test calls ``sim.cluster.tick()``.
+controller's backoff, pod logs, Kueue's requeue backoffs, the cluster autoscaler's node
+boots, bookings and scale-down. The time stamps those write (pod and container start and
+finish, RayJob and Job times, the autoscaler's and Kueue's admission checks' conditions)
+come from it too (``util.stamp``); other time stamps still come from the real clock
+(``util.now``). ``advance`` does not run anything by itself: the ticker thread does within
+50 ms, or a test calls ``sim.cluster.tick()``.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from kubesim import errors
 from kubesim.admission import Quota
+from kubesim.autoscaler import Autoscaler
 from kubesim.clock import Clock
 from kubesim.defaults import default_namespace, default_pod, default_service
 from kubesim.deletion import Deletion
@@ -66,6 +67,9 @@ class Cluster:
         kai: bool = False,
         event_ttl: float = DEFAULT_EVENT_TTL,
         clock: Clock | None = None,
+        scale_up_delay: float | None = None,
+        scale_down_unneeded_time: float | None = None,
+        booking_time: float | None = None,
     ) -> None:
         if event_ttl <= 0:
             raise ValueError("event_ttl must be positive (seconds)")
@@ -99,7 +103,11 @@ class Cluster:
         # The simulated driver's defaults: the fleet file's ``rayjobs:``, then the setter.
         self.rayjob_defaults = RayJobDefaults.from_fleet(self.fleet)
         self.rayruntime = RayRuntime(self, self.rayjob_defaults)
+        # The cluster autoscaler (node groups, ProvisioningRequests); None: the fleet's
+        # ``autoscaler`` timings or the defaults.
+        self.autoscaler = Autoscaler(self, scale_up_delay, scale_down_unneeded_time, booking_time)
         # The kubelet follows the scheduler: pods bound in a pass start in the same pass.
+        # The autoscaler looks after both, at the capacity the pass left.
         self.controllers: list[Controller] = [
             self.kueue,
             self.kuberay,
@@ -108,6 +116,7 @@ class Cluster:
             self.scheduler,
             self.kubelet,
             self.rayruntime,
+            self.autoscaler,
             self.quota,
         ]
         self.deletion = Deletion(self)
@@ -184,6 +193,7 @@ class Cluster:
             self.rayjob.reset()
             self.jobs.reset()
             self.rayruntime.reset()
+            self.autoscaler.reset()
             self.bootstrap()
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -198,7 +208,14 @@ class Cluster:
             self._event_deadline.clear()
             self._event_heap.clear()
             self.deletion.reset()
-            for c in (self.scheduler, self.kubelet, self.quota, self.kuberay, self.kueue):
+            for c in (
+                self.scheduler,
+                self.kubelet,
+                self.quota,
+                self.kuberay,
+                self.kueue,
+                self.autoscaler,
+            ):
                 c.reset()
             self.rayjob.reset()
             self.jobs.reset()
@@ -427,7 +444,8 @@ class Cluster:
     def tick(self) -> None:
         """Time-driven work (pod start-up after the delay, Kueue's requeue backoff, event
         expiry, the scheduler's periodic retry of waiting pods, RayJob deadlines and TTLs,
-        simulated Ray drivers ending, Job pod-failure backoff), then settle."""
+        simulated Ray drivers ending, Job pod-failure backoff, the cluster autoscaler's node
+        boots, bookings and scale-down), then settle."""
         self.expire_events()
         with self.lock:
             if self.clock.time() >= self._next_flush:
@@ -442,7 +460,8 @@ class Cluster:
                 self.jobs.wake_due(at),
                 self.rayruntime.wake_due(at),
             ]
-            if self.kueue.requeue_due() or started or any(woke):
+            scaled = self.autoscaler.tick()
+            if self.kueue.requeue_due() or started or any(woke) or scaled:
                 self.settle()
 
     def node_time(self) -> str:

@@ -2,7 +2,9 @@
 
 A fleet is YAML (or a dict) with a ``name`` and ``pools``; each pool has a ``count``, node
 ``labels``, ``allocatable`` resources, optional ``capacity`` (defaults to allocatable),
-``taints`` and an ``instanceType``. Nodes are named ``<fleet>-<pool>-<index>``.
+``taints`` and an ``instanceType``. Nodes are named ``<fleet>-<pool>-<index>``. A pool
+with a ``maxCount`` is a node group the emulated cluster autoscaler may grow up to it
+(``autoscaler.py``; the fleet's optional ``autoscaler`` map holds its timings).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ def load_fleet(fleet: str | dict[str, Any] | None) -> dict[str, Any]:
         for key in ("name", "count", "allocatable"):
             if key not in pool:
                 raise ValueError(f"fleet pool {pool.get('name', '?')!r} lacks {key!r}")
+        # maxCount: the pool is a cluster-autoscaler node group that may grow (autoscaler.py).
+        if "maxCount" in pool and int(pool["maxCount"]) < int(pool["count"]):
+            raise ValueError(f"fleet pool {pool['name']!r}: maxCount is below count")
     return data
 
 
@@ -42,66 +47,70 @@ def build_nodes(fleet: dict[str, Any]) -> list[dict[str, Any]]:
     nodes: list[dict[str, Any]] = []
     ip = 0
     for pool in fleet["pools"]:
-        alloc = {str(k): str(v) for k, v in (pool.get("allocatable") or {}).items()}
-        capacity = {str(k): str(v) for k, v in (pool.get("capacity") or alloc).items()}
-        instance = str(pool.get("instanceType") or pool["name"])
         for i in range(int(pool["count"])):
-            name = f"{fleet_name}-{pool['name']}-{i}"
             ip += 1
-            labels = {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": instance,
-                "kubesim.io/pool": str(pool["name"]),
-                "type": "kwok",
-            }
-            labels.update({str(k): str(v) for k, v in (pool.get("labels") or {}).items()})
-            taints = [
-                {
-                    "key": t["key"],
-                    "effect": t.get("effect", "NoSchedule"),
-                    **({"value": t["value"]} if t.get("value") else {}),
-                }
-                for t in pool.get("taints") or []
-            ]
-            nodes.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {
-                        "name": name,
-                        "labels": labels,
-                        "annotations": {
-                            "node.alpha.kubernetes.io/ttl": "0",
-                            "kwok.x-k8s.io/node": "fake",
-                        },
-                    },
-                    "spec": {"taints": taints} if taints else {},
-                    "status": {
-                        "capacity": dict(capacity),
-                        "allocatable": dict(alloc),
-                        "addresses": [
-                            {"type": "InternalIP", "address": f"10.0.{ip // 250}.{ip % 250 + 1}"},
-                            {"type": "Hostname", "address": name},
-                        ],
-                        "nodeInfo": {
-                            "kubeletVersion": "v1.33.0-kubesim",
-                            "architecture": "amd64",
-                            "operatingSystem": "linux",
-                            "osImage": "kubesim",
-                            "containerRuntimeVersion": "kubesim://1.0",
-                            "kernelVersion": "6.8.0",
-                            "kubeProxyVersion": "",
-                            "machineID": "",
-                            "systemUUID": "",
-                            "bootID": "",
-                        },
-                        "phase": "Running",
-                    },
-                }
-            )
+            nodes.append(pool_node(fleet_name, pool, i, f"10.0.{ip // 250}.{ip % 250 + 1}"))
     return nodes
+
+
+def pool_node(fleet_name: str, pool: dict[str, Any], index: int, ip: str) -> dict[str, Any]:
+    """Node ``index`` of ``pool``: named ``<fleet>-<pool>-<index>``, with the pool's labels,
+    taints and resources (also what the cluster autoscaler adds to a growing pool)."""
+    alloc = {str(k): str(v) for k, v in (pool.get("allocatable") or {}).items()}
+    capacity = {str(k): str(v) for k, v in (pool.get("capacity") or alloc).items()}
+    instance = str(pool.get("instanceType") or pool["name"])
+    name = f"{fleet_name}-{pool['name']}-{index}"
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": instance,
+        "kubesim.io/pool": str(pool["name"]),
+        "type": "kwok",
+    }
+    labels.update({str(k): str(v) for k, v in (pool.get("labels") or {}).items()})
+    taints = [
+        {
+            "key": t["key"],
+            "effect": t.get("effect", "NoSchedule"),
+            **({"value": t["value"]} if t.get("value") else {}),
+        }
+        for t in pool.get("taints") or []
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "kwok.x-k8s.io/node": "fake",
+            },
+        },
+        "spec": {"taints": taints} if taints else {},
+        "status": {
+            "capacity": dict(capacity),
+            "allocatable": dict(alloc),
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.33.0-kubesim",
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "osImage": "kubesim",
+                "containerRuntimeVersion": "kubesim://1.0",
+                "kernelVersion": "6.8.0",
+                "kubeProxyVersion": "",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
+            "phase": "Running",
+        },
+    }
 
 
 def node_conditions(now: str) -> list[dict[str, Any]]:
@@ -139,4 +148,4 @@ def node_conditions(now: str) -> list[dict[str, Any]]:
     ]
 
 
-__all__ = ["DEMO_FLEET", "ApiError", "build_nodes", "load_fleet", "node_conditions"]
+__all__ = ["DEMO_FLEET", "ApiError", "build_nodes", "load_fleet", "node_conditions", "pool_node"]

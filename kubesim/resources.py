@@ -112,6 +112,8 @@ BUILTINS: list[ResourceType] = [
     _builtin("", "v1", "secrets", "Secret", True),
     _builtin("", "v1", "endpoints", "Endpoints", True, ["ep"]),
     _builtin("batch", "v1", "jobs", "Job", True, status=True),
+    # PodTemplates: what a ProvisioningRequest's podSets reference (see autoscaler.py).
+    _builtin("", "v1", "podtemplates", "PodTemplate", True),
     _builtin("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, ["netpol"]),
     _builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
     _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),

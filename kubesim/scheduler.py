@@ -374,6 +374,68 @@ class Scheduler:
         cpu = info.alloc.get("cpu", 1) or 1
         return (-float(gpus), 1 - info.used["cpu"] / cpu)
 
+    # -- what-if placement (the cluster autoscaler's simulations, autoscaler.py) ---------
+
+    def node_info(self, node: Obj) -> NodeInfo:
+        """A node's bookkeeping as the scheduler would build it (nothing placed on it)."""
+        return self._node_info(node)
+
+    def node_snapshot(self) -> list[NodeInfo]:
+        """Copies of every node's bookkeeping: what-if placements charge the copies."""
+        return [
+            NodeInfo(
+                name=i.name,
+                labels=i.labels,
+                taints=i.taints,
+                unschedulable=i.unschedulable,
+                alloc=i.alloc,
+                used=Counter(i.used),
+                pods=i.pods,
+                shares=list(i.shares),
+                gpu_memory=i.gpu_memory,
+            )
+            for i in self.nodes.values()
+        ]
+
+    def why_not(self, pod: Obj, info: NodeInfo) -> list[str]:
+        """Why ``pod`` (a pod, or a pod template's ``{metadata, spec}``) cannot go on
+        ``info``, in kube-scheduler's words; [] when it fits. The same filters as a bind:
+        unschedulable, taints, nodeSelector and required node affinity, free resources."""
+        req, _ = pod_totals(pod)
+        return self._why_not(pod.get("spec") or {}, PodReq(("", ""), 0, "", req), info)
+
+    def _why_not(self, spec: dict[str, Any], req: PodReq, info: NodeInfo) -> list[str]:
+        if info.unschedulable:
+            return ["node(s) were unschedulable"]
+        tolerations = spec.get("tolerations") or []
+        bad = next((t for t in info.taints if not tolerates(tolerations, t)), None)
+        if bad is not None:
+            return [f"node(s) had untolerated taint {taint_text(bad)}"]
+        if not _affinity_matches(spec, info):
+            return ["node(s) didn't match Pod's node affinity/selector"]
+        why, _, _ = self._fits(req, info)
+        return why
+
+    def place(self, pod: Obj, infos: list[NodeInfo]) -> NodeInfo | None:
+        """Charge ``pod`` to the node of ``infos`` kube-scheduler would bind it to (same
+        filters and scoring as a real bind; KAI GPU fractions are not simulated); the node,
+        or None when it fits on none."""
+        req, _ = pod_totals(pod)
+        preq = PodReq(key=("", ""), seq=0, sig="", amounts=req)
+        spec = pod.get("spec") or {}
+        best: tuple[tuple[float, ...], NodeInfo] | None = None
+        for info in infos:
+            if self._why_not(spec, preq, info):
+                continue
+            score = self._score(preq, info, 0.0)
+            if best is None or score > best[0]:
+                best = (score, info)
+        if best is None:
+            return None
+        best[1].used.update(req)
+        best[1].pods += 1
+        return best[1]
+
     # -- binding -----------------------------------------------------------------------
 
     def _bind(self, req: PodReq, pod: Obj, node: str, share: int | None, frac: float) -> None:

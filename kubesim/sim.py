@@ -31,6 +31,9 @@ class KubeSim:
     ``clock``: where expiry reads the time (a :class:`kubesim.clock.ManualClock` in tests).
     Simulated Ray drivers (RayJobs) take their defaults from the fleet's ``rayjobs:`` and
     :meth:`set_rayjob_defaults`.
+    ``scale_up_delay``, ``scale_down_unneeded_time``, ``booking_time`` (seconds): the
+    cluster autoscaler's timings (see ``autoscaler.py``); None takes the fleet's
+    ``autoscaler`` keys, else the defaults (30 s, 600 s, 600 s).
     """
 
     def __init__(
@@ -45,6 +48,9 @@ class KubeSim:
         snapshot_interval: float = 10.0,
         event_ttl: float = DEFAULT_EVENT_TTL,
         clock: Clock | None = None,
+        scale_up_delay: float | None = None,
+        scale_down_unneeded_time: float | None = None,
+        booking_time: float | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -57,6 +63,9 @@ class KubeSim:
             kai=kai,
             event_ttl=event_ttl,
             clock=clock,
+            scale_up_delay=scale_up_delay,
+            scale_down_unneeded_time=scale_down_unneeded_time,
+            booking_time=booking_time,
         )
         self.faults = Faults()
         self._server: Server | None = None

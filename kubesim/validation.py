@@ -50,6 +50,10 @@ def _to_jsonschema(schema: Any) -> Any:
             continue
         if key == "properties":
             out[key] = {k: _to_jsonschema(v) for k, v in value.items()}
+        elif key == "pattern" and isinstance(value, str) and value.startswith("^(?i)"):
+            # Go's RE2 takes flags anywhere (Kueue's AdmissionCheck kind pattern);
+            # Python's re only at the start.
+            out[key] = "(?i)^" + value[len("^(?i)") :]
         else:
             out[key] = _to_jsonschema(value)
     if schema.get("nullable") and "type" in out:

@@ -302,6 +302,7 @@ def _write_update(  # noqa: C901
         validate_pod_update(old, new)
     if subresource != "status":
         cluster.kueue.validate(rt, new)
+        cluster.autoscaler.validate(rt, new, old)
     if params.get("dryRun"):
         return out(rt, version, new)
     cluster.update_object(rt, new, old)

@@ -24,8 +24,9 @@ own nominal quota. An eviction (also :meth:`Kueue.evict`, the admin knob for
 suspended, the quota released (``QuotaReserved`` False ``Pending``, ``Admitted`` False),
 ``Requeued``; a preempted Workload queues again at once, a timed-out one after a backoff
 (``status.requeueState``), a deactivated one when ``spec.active`` is set back to true.
-Re-admission turns ``Evicted``/``Preempted`` False ("Previously: ..."). Not emulated: fair
-sharing, admission checks, topology, partial admission, ``borrowWithinCohort``.
+Re-admission turns ``Evicted``/``Preempted`` False ("Previously: ..."). Admission checks
+and the ProvisioningRequest check controller: ``provisioning.py``. Not emulated: fair
+sharing, topology, partial admission, ``borrowWithinCohort``.
 
 Layout: this module holds :class:`Kueue`, the controller the cluster drives (webhooks,
 change tracking, the reconcile loop) and the evictions; ``workloads.py`` the Workload of
@@ -41,6 +42,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
+from kubesim.autoscaler import PR
 from kubesim.operators.kueue.admission import admit_all
 from kubesim.operators.kueue.common import (
     EVICTIONS,
@@ -55,6 +57,7 @@ from kubesim.operators.kueue.common import (
     owning_job,
     touch_job,
 )
+from kubesim.operators.kueue.provisioning import AC, PRC, sync_checks
 from kubesim.operators.kueue.visibility import pending_workloads
 from kubesim.operators.kueue.workloads import sync_job, workload_for
 from kubesim.resources import ResourceType
@@ -63,6 +66,8 @@ from kubesim.util import get_path, parse_time
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
+
+CHECK_WATCHED = {WL, PR, AC, PRC}
 
 # Kueue's default waitForPodsReady.requeuingStrategy.backoffBaseSeconds. Read when an
 # eviction is written, from this module, so that tests can shorten it (monkeypatch).
@@ -112,6 +117,9 @@ class Kueue:
         # their Workload (it would not know its priority) and retries.
         self.waiting_for_class: set[tuple[str, str, str]] = set()
         self.need_admit = False
+        # Admission checks to look at (provisioning.py): Workloads, ProvisioningRequests,
+        # AdmissionChecks or their configs changed.
+        self.need_checks = True
 
     @property
     def enabled(self) -> bool:
@@ -180,6 +188,11 @@ class Kueue:
             return
         ref = new if new is not None else old
         assert ref is not None
+        if rt.key in CHECK_WATCHED:
+            # Also in-place writes (the autoscaler's status updates of a request).
+            self.need_checks = True
+            if rt.key == AC:
+                self.need_admit = True  # a ClusterQueue's checks turn (in)active
         if queued_job(rt.key, ref):
             # A RayJob's status is written in place by its controller, and Kueue must see
             # it finish: every write of a RayJob counts (sync_job is idempotent).
@@ -208,6 +221,9 @@ class Kueue:
         if self.need_admit:
             self.need_admit = False
             busy = admit_all(self) or busy
+        if self.need_checks:
+            self.need_checks = False
+            busy = sync_checks(self) or busy
         return busy
 
     # -- eviction ------------------------------------------------------------------------
@@ -251,7 +267,7 @@ class Kueue:
         status: dict[str, Any] = {"conditions": conditions}
         if reason == "PodsReadyTimeout":
             count = int(get_path(wl, "status", "requeueState", "count", default=0) or 0) + 1
-            due = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
+            due = self._now() + datetime.timedelta(
                 seconds=REQUEUE_BACKOFF_SECONDS * 2 ** (count - 1)
             )
             status["requeueState"] = {
@@ -276,11 +292,15 @@ class Kueue:
             found[1]["spec"]["suspend"] = True
             touch_job(self.cluster, *found)
 
+    def _now(self) -> datetime.datetime:
+        """The cluster clock's time (a test's ManualClock moves backoffs on)."""
+        return datetime.datetime.fromtimestamp(self.cluster.clock.time(), datetime.UTC)
+
     def requeue_due(self) -> bool:
         """Put back in the queue the Workloads whose PodsReady-timeout backoff is over."""
         if not self.enabled:
             return False
-        current = datetime.datetime.now(datetime.UTC)
+        current = self._now()
         due = False
         for wl in list(self.cluster.store.iter(WL)):
             at = get_path(wl, "status", "requeueState", "requeueAt")

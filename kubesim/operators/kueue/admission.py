@@ -28,6 +28,12 @@ from kubesim.operators.kueue.common import (
     touch_job,
 )
 from kubesim.operators.kueue.preemption import preempt_for
+from kubesim.operators.kueue.provisioning import (
+    UNSATISFIED,
+    checks_for,
+    inactive_checks,
+    initial_states,
+)
 from kubesim.operators.kueue.quota import Usage, assign, flavor_quotas, reserved
 from kubesim.operators.kueue.workloads import job_templates, set_pending
 from kubesim.store import Obj
@@ -71,7 +77,12 @@ def admit_all(kueue: Kueue) -> bool:
         cq = cluster.store.get(CQ, "", cq_name) if cq_name else None
         strict = get_path(cq, "spec", "queueingStrategy") == "StrictFIFO"
         blocked = False
+        inactive = inactive_checks(cluster, cq) if cq is not None else None
         for wl in pending:
+            if inactive is not None:
+                msg = f"ClusterQueue {cq_name} is inactive"
+                busy = set_pending(cluster, wl, "Inadmissible", msg) or busy
+                continue
             if cq is None:
                 lq = wl["spec"].get("queueName", "")
                 msg = (
@@ -100,8 +111,10 @@ def admit_all(kueue: Kueue) -> bool:
 
 
 def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, Any]]) -> None:
-    """Admit ``wl`` in ClusterQueue ``cq_name`` with ``assignment``: its conditions, then
-    its RayCluster unsuspended with the flavors' node labels in its pod templates."""
+    """Reserve quota for ``wl`` in ClusterQueue ``cq_name`` with ``assignment``. Without
+    admission checks it is admitted at once and its job started; with some it waits,
+    ``Admitted`` False, until they are Ready (``provisioning.py``)."""
+    checks = checks_for(cluster.store.get(CQ, "", cq_name), assignment)
     old = get_path(wl, "status", "conditions", default=[])
     conditions = [
         condition(
@@ -111,7 +124,9 @@ def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, A
             f"Quota reserved in ClusterQueue {cq_name}",
             old,
         ),
-        condition("Admitted", True, "Admitted", "The workload is admitted", old),
+        condition("Admitted", False, *UNSATISFIED, old)
+        if checks
+        else condition("Admitted", True, "Admitted", "The workload is admitted", old),
     ]
     for c in old:
         if c.get("type") in ADMISSION_CONDITIONS:
@@ -122,22 +137,62 @@ def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, A
                 c["type"], False, "QuotaReserved", f"Previously: {c.get('message', '')}", old
             )
         conditions.append(c)
-    wl["status"] = {
+    status: dict[str, Any] = {
         "admission": {"clusterQueue": cq_name, "podSetAssignments": assignment},
         "conditions": conditions,
     }
+    if checks:
+        status["admissionChecks"] = initial_states(wl, checks, conditions[0]["lastTransitionTime"])
+    wl["status"] = status
     cluster.update_object(cluster.rt(WL), wl)
+    if checks:
+        cluster.kueue.need_checks = True
+        cluster.record_event(
+            wl,
+            "Normal",
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {cq_name}",
+            "kueue-admission",
+        )
+        return
+    start_job(cluster, wl, cq_name)
+
+
+def start_job(
+    cluster: Cluster, wl: Obj, cq_name: str, updates: list[dict[str, Any]] | None = None
+) -> None:
+    """Admitted ``wl``'s job (a RayCluster or a RayJob) runs: unsuspended with the flavors'
+    node labels and the admission checks' ``podSetUpdates`` (labels, annotations,
+    nodeSelector, tolerations) in its pod templates."""
+    assignment = wl["status"]["admission"]["podSetAssignments"]
     found = owning_job(cluster, wl)
     if found is None:
         return
     key, job = found
     flavors = {psa["name"]: set(psa["flavors"].values()) for psa in assignment}
     for name, template in job_templates(key, job):
+        if not isinstance(template, dict):
+            continue
         for fl in flavors.get(name, set()):
             labels = get_path(cluster.store.get(RF, "", fl), "spec", "nodeLabels", default={})
-            if labels and isinstance(template, dict):
+            if labels:
                 sel = template.setdefault("spec", {}).setdefault("nodeSelector", {})
                 sel.update(labels)
+        for update in updates or []:
+            if update.get("name") != name:
+                continue
+            meta = template.setdefault("metadata", {})
+            for part in ("labels", "annotations"):
+                if update.get(part):
+                    meta.setdefault(part, {}).update(update[part])
+            if update.get("nodeSelector"):
+                template.setdefault("spec", {}).setdefault("nodeSelector", {}).update(
+                    update["nodeSelector"]
+                )
+            if update.get("tolerations"):
+                template.setdefault("spec", {}).setdefault("tolerations", []).extend(
+                    update["tolerations"]
+                )
     job["spec"]["suspend"] = False
     touch_job(cluster, key, job)
     cluster.record_event(
@@ -149,13 +204,23 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
     """ClusterQueue and LocalQueue status: pending, reserving and admitted counts, flavor
     usage."""
     pending = pending_by_cq(cluster)
+    reserving: Counter[str] = Counter()
+    lq_reserving: Counter[tuple[str, str]] = Counter()
+    # Admitted: reserved and past every admission check (the same without checks).
     admitted: Counter[str] = Counter()
     lq_admitted: Counter[tuple[str, str]] = Counter()
     for wl in cluster.store.iter(WL):
         adm = get_path(wl, "status", "admission")
         if adm and not is_finished(wl):
-            admitted[adm["clusterQueue"]] += 1
-            lq_admitted[(wl["metadata"]["namespace"], wl["spec"].get("queueName", ""))] += 1
+            lq_key = (wl["metadata"]["namespace"], wl["spec"].get("queueName", ""))
+            reserving[adm["clusterQueue"]] += 1
+            lq_reserving[lq_key] += 1
+            if any(
+                c.get("type") == "Admitted" and c.get("status") == "True"
+                for c in get_path(wl, "status", "conditions", default=[])
+            ):
+                admitted[adm["clusterQueue"]] += 1
+                lq_admitted[lq_key] += 1
     for cq in list(cluster.store.iter(CQ)):
         name = cq["metadata"]["name"]
         quota = flavor_quotas(cq)
@@ -172,11 +237,11 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
         usage = [{"name": fl, "resources": rs} for fl, rs in flavors.items()]
         status = {
             "pendingWorkloads": len(pending.get(name, [])),
-            "reservingWorkloads": admitted[name],
+            "reservingWorkloads": reserving[name],
             "admittedWorkloads": admitted[name],
             "flavorsReservation": usage,
             "flavorsUsage": usage,
-            "conditions": _status_conds(cq),
+            "conditions": _status_conds(cq, inactive_checks(cluster, cq)),
         }
         if cq.get("status") != status:
             cq["status"] = status
@@ -191,7 +256,7 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
         )
         status = {
             "pendingWorkloads": n_pending,
-            "reservingWorkloads": lq_admitted[key],
+            "reservingWorkloads": lq_reserving[key],
             "admittedWorkloads": lq_admitted[key],
             "conditions": _status_conds(lq),
         }
@@ -200,7 +265,10 @@ def _write_queue_status(cluster: Cluster, use: Usage) -> None:
             cluster.update_object(cluster.rt(LQ), lq)
 
 
-def _status_conds(obj: Obj) -> list[dict[str, Any]]:
-    """A queue's conditions: always ``Active``."""
+def _status_conds(obj: Obj, inactive: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+    """A queue's conditions: ``Active``, unless a ClusterQueue's admission checks are
+    missing or inactive (``inactive``: reason and message)."""
     old = get_path(obj, "status", "conditions", default=[])
+    if inactive is not None:
+        return [condition("Active", False, *inactive, old)]
     return [condition("Active", True, "Ready", "Can admit new workloads", old)]

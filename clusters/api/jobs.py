@@ -19,7 +19,7 @@ from rest_framework.response import Response
 
 from clusters import selectors
 from clusters.api.output import ClusterOut, EndpointsOut
-from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
+from clusters.api.renderers import LOG_RENDERERS, MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import ClusterCreateInput, DryRunOutput, FlavorField
 from clusters.filters import ClusterFilter
 from clusters.jobs import logs as job_logs
@@ -235,17 +235,15 @@ class JobViewSet(
             OpenApiParameter(
                 "limit_bytes", int, description="At most this many bytes (default 256 KiB)."
             ),
-            OpenApiParameter("format", str, description="json (default) or text."),
         ],
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], renderer_classes=LOG_RENDERERS)
     def logs(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The driver's output, from the submitter pod through ``pods/log`` while it
-        exists, else the tail kept when the job ended."""
+        exists, else the tail kept when the job ended. ``?format=text`` (or ``Accept:
+        text/plain``) answers the text alone."""
         bounds = job_logs.LogBounds.parse(request.query_params)
         found = job_logs.driver_log(self.get_object(), bounds)
-        if request.query_params.get("format") == "text":
-            return Response(found.text, content_type="text/plain; charset=utf-8")
         return Response(JobLogsOut(found).data)
 
     @extend_schema(request=JobCreateInput, responses=manifest_responses(DryRunOutput))

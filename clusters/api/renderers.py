@@ -43,6 +43,33 @@ class YAMLRenderer(BaseRenderer):
         return yaml.safe_dump(plain, sort_keys=True, default_flow_style=False).encode()
 
 
+class LogTextRenderer(BaseRenderer):
+    """Renders a log response's ``text`` as plain text (``?format=text`` or
+    ``Accept: text/plain``), for ``curl ... | less``; an error reads as one line,
+    ``<code>: <message>``."""
+
+    media_type = "text/plain"
+    format = "text"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        if isinstance(data, dict) and isinstance(data.get("text"), str):
+            return data["text"].encode()
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, dict):
+            return f"{error.get('code')}: {error.get('message')}\n".encode()
+        return json.dumps(data, cls=JSONEncoder).encode()
+
+
+# The renderers of a log endpoint: the API's own plus plain text.
+LOG_RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, LogTextRenderer]
+
+
 # The renderers of the endpoints that return manifests (the manifests of a request, and
 # the dry-run's): the API's own plus YAML. Other endpoints offer no YAML (a 406).
 MANIFEST_RENDERERS = [*api_settings.DEFAULT_RENDERER_CLASSES, YAMLRenderer]

@@ -227,6 +227,18 @@ def test_logs_of_a_waiting_job_say_why_there_are_none(as_user: Any, bob: Any) ->
     assert "not started" in body["message"]
     bad = client.get(JOBS + name + "/logs/?tail=0")
     assert bad.status_code == 400 and "tail" in bad.json()["error"]["fields"]
+    assert client.get(JOBS + name + "/logs/?format=text").content == b""
+    # Once it ended, the tail kept on the row, as JSON or as plain text.
+    ClusterRequest.objects.filter(name=name).update(state=State.SUCCEEDED)
+    Job.objects.filter(request__name=name).update(log_tail="step 1\nstep 2\ndone\n")
+    saved = client.get(JOBS + name + "/logs/?tail=2").json()
+    assert saved["origin"] == "saved" and saved["text"] == "step 2\ndone\n"
+    assert saved["truncated"] is True
+    text = client.get(JOBS + name + "/logs/?format=text")
+    assert text.status_code == 200 and text["Content-Type"].startswith("text/plain")
+    assert text.content == b"step 1\nstep 2\ndone\n"
+    refused = client.get(JOBS + name + "/logs/?tail=x&format=text")
+    assert refused.status_code == 400 and refused.content.startswith(b"invalid: ")
 
 
 def test_the_dry_run_shows_the_rayjob_it_would_apply(as_user: Any, bob: Any) -> None:

@@ -274,6 +274,11 @@ class JobForm(LabelledErrorsForm):
             choices=[("", "No: a Ray cluster of its own"), *((h, h) for h in hosts)],
             attrs={"data-hides-shape": "true"},
         )
+        if not hosts:
+            self.fields["cluster"].help_text = (
+                f"You have no ready dev cluster in {tenant.slug}: the job gets a Ray cluster "
+                "of its own."
+            )
 
     def clean_env_vars(self) -> dict[str, str]:
         variables: dict[str, str] = {}

@@ -201,6 +201,11 @@ def test_prod_is_offered_to_admins_only(bob: Any, alice: Any) -> None:
     assert response.status_code == 400 and not ClusterRequest.objects.exists()
 
 
+def test_without_a_ready_dev_cluster_the_form_says_so(bob: Any) -> None:
+    form = client_for(bob).get(NEW).content.decode()
+    assert "You have no ready dev cluster in acme" in form
+
+
 def test_a_job_on_my_ready_dev_cluster(bob: Any, alice: Any, ready_cluster: Any) -> None:
     form = client_for(bob).get(NEW).content.decode()
     assert '<option value="bob-ready">bob-ready</option>' in form
@@ -247,6 +252,37 @@ def test_log_panel_shows_the_saved_tail_and_stops_polling(bob: Any, queued_job: 
     assert "epoch 1 loss 0.5" in page and "raysubmit_abc123" in page and "SUCCEEDED" in page
     assert "badge-succeeded" in page and ">Stop</button>" not in page  # nothing to stop
     assert ">Delete</button>" in page
+
+
+class FakeGateway:
+    """The submitter pod's ``pods/log``, as much as a chatty driver printed."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.asked: dict[str, Any] = {}
+
+    def pod_log(self, namespace: str, name: str, **bounds: Any) -> str:
+        self.asked = {"namespace": namespace, "name": name, **bounds}
+        return self.text
+
+
+def test_log_panel_reads_a_running_driver_live_and_bounded(
+    bob: Any, queued_job: Any, monkeypatch: Any
+) -> None:
+    from clusters.jobs import logs
+
+    ClusterRequest.objects.filter(pk=queued_job.pk).update(state=State.RUNNING)
+    lines = "".join(f"step {n}\n" for n in range(1000))
+    gateway = FakeGateway(lines)
+    monkeypatch.setattr(logs, "get_gateway", lambda: gateway)
+    monkeypatch.setattr(
+        logs.engine, "submitter_pod", lambda job, gw: {"metadata": {"name": "bob-train-abc"}}
+    )
+    html = client_for(bob).get(f"{JOBS}bob-train/log/?id={queued_job.pk}").content.decode()
+    assert 'data-origin="pod"' in html and "Live from <code>bob-train-abc</code>" in html
+    assert 'hx-trigger="every 3s"' in html  # it runs: the panel keeps asking
+    assert "step 999" in html and "step 799\n" not in html and "the last lines only" in html
+    assert gateway.asked["tail_lines"] == 201 and gateway.asked["limit_bytes"] == 64 * 1024 + 1
 
 
 def test_stop_and_delete_buttons_call_the_services(bob: Any, queued_job: Any) -> None:

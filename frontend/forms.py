@@ -280,7 +280,18 @@ class JobForm(LabelledErrorsForm):
                 "of its own."
             )
 
+    def clean(self) -> dict[str, Any]:
+        """A job on one of the user's clusters takes that cluster's shape: faults of the
+        shape inputs (hidden then) would block it for nothing the user can see."""
+        cleaned = super().clean() or {}
+        if cleaned.get("cluster"):
+            for name in JOB_SHAPE_FIELDS:
+                self.errors.pop(name, None)
+        return cleaned
+
     def clean_env_vars(self) -> dict[str, str]:
+        """``KEY=VALUE`` lines as a dict (the value may hold ``=``); blank lines skipped.
+        Names and values are the service's to judge."""
         variables: dict[str, str] = {}
         faults = []
         for number, line in enumerate(self.cleaned_data["env_vars"].splitlines(), start=1):

@@ -212,9 +212,9 @@ def test_a_job_on_my_ready_dev_cluster(bob: Any, alice: Any, ready_cluster: Any)
     assert "data-hides-shape" in form and "data-shape-field" in form
     # Not offered to anybody else: a job runs only on its owner's cluster.
     assert "bob-ready" not in client_for(alice).get(NEW).content.decode()
-    # The shape inputs are sent (hidden, not removed) and ignored.
+    # The shape inputs are sent (hidden, not removed) and ignored, faults and all.
     client = client_for(bob)
-    response = client.post(NEW, {**FORM, "workers": 4, "cluster": "bob-ready"})
+    response = client.post(NEW, {**FORM, "workers": 5000, "cluster": "bob-ready"})
     assert response.status_code == 302, response.content
     job = ClusterRequest.objects.get(workload="job")
     assert (job.state, job.gpus, job.workers, job.job.host) == ("starting", 0, 0, ready_cluster)

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from clusters.models import (
     ClusterEvent,
+    ClusterKind,
     ClusterRequest,
     ClusterRequestQuerySet,
     UsageSpan,
@@ -33,6 +34,17 @@ def cluster_list(
         related += ["job", "job__host"]
         queryset = queryset.prefetch_related("usage_spans")
     return queryset.select_related(*related).order_by("-created_at", "-id")
+
+
+def job_hosts_of(*, tenant: Tenant, owner: Any) -> list[str]:
+    """Names of the owner's ready dev clusters in the tenant: where a job of theirs may run
+    instead of on a Ray cluster of its own (the service checks it again on submission)."""
+    return list(
+        cluster_list(tenant=tenant)
+        .filter(owner=owner, kind=ClusterKind.DEV, state=State.READY)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
 
 
 def gpu_hours_of(request: ClusterRequest) -> Decimal:

@@ -1,4 +1,4 @@
-"""The dashboard's create form: the API's create body as a Django form.
+"""The dashboard's create forms: the API's create bodies (clusters, jobs) as Django forms.
 
 It only parses and offers choices; every rule (shape limits, policy, caps, who may ask
 for production) is checked by :mod:`clusters.requests.services`, whose ``ValidationError`` the
@@ -13,6 +13,12 @@ from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
 from clusters import shapes
+from clusters.jobs.spec import (
+    MAX_DEADLINE_SECONDS,
+    MAX_JOB_NAME,
+    MAX_TTL_AFTER_FINISHED,
+    JobSpec,
+)
 from clusters.models import ClusterKind
 from clusters.spec import ClusterSpec
 from tenants.models import Role, Tenant
@@ -72,7 +78,20 @@ class ExtendForm(forms.Form):
         return shapes.validate_extend_hours(self.cleaned_data["hours"])
 
 
-class ClusterForm(forms.Form):
+class LabelledErrorsForm(forms.Form):
+    """A form whose errors the verdict panel lists by label."""
+
+    def labelled_errors(self) -> list[tuple[str, str]]:
+        """Every error as ``(label, message)``, the label empty for form-wide ones: what
+        a person reads, never a field's code name."""
+        out: list[tuple[str, str]] = []
+        for field, messages in self.errors.items():
+            label = "" if field == NON_FIELD_ERRORS else str(self[field].label)
+            out.extend((label, str(message)) for message in messages)
+        return out
+
+
+class ClusterForm(LabelledErrorsForm):
     """``name?, kind, flavor, workers, min_workers, max_workers, gpu_fraction, ttl_hours``."""
 
     name = forms.CharField(
@@ -154,11 +173,179 @@ class ClusterForm(forms.Form):
                 prefix = "" if target or field in ("__all__", NON_FIELD_ERRORS) else f"{label}: "
                 self.add_error(target, f"{prefix}{message}")
 
-    def labelled_errors(self) -> list[tuple[str, str]]:
-        """Every error as ``(label, message)``, the label empty for form-wide ones: what
-        a person reads, never a field's code name."""
-        out: list[tuple[str, str]] = []
-        for field, messages in self.errors.items():
-            label = "" if field == NON_FIELD_ERRORS else str(self[field].label)
-            out.extend((label, str(message)) for message in messages)
-        return out
+
+# Where the services' runtime_env faults go: each part of runtime_env has its own input.
+RUNTIME_ENV_FIELDS = {
+    "runtime_env.working_dir": "working_dir",
+    "runtime_env.pip": "pip",
+    "runtime_env.env_vars": "env_vars",
+}
+JOB_FIELD_LABELS = {
+    **FIELD_LABELS,
+    "entrypoint": "Entrypoint",
+    "cluster": "Run on my dev cluster",
+    "runtime_env": "Runtime environment",
+    "runtime_env.py_modules": "Python modules",
+    "active_deadline_seconds": "Active deadline",
+    "ttl_seconds_after_finished": "Keep after finishing",
+}
+# The inputs that shape a job's own Ray cluster: ignored (and hidden by gangway.js) when
+# the job runs on one of its owner's dev clusters instead.
+JOB_SHAPE_FIELDS = ("kind", "flavor", "workers")
+
+
+class JobForm(LabelledErrorsForm):
+    """The new-job form: the jobs API's create body as inputs (``runtime_env`` split into
+    working_dir, pip packages one per line and ``KEY=VALUE`` environment lines).
+
+    Like :class:`ClusterForm`, it parses and offers choices only; the checks are
+    :func:`clusters.requests.jobs.job_check`'s, whose ``ValidationError`` comes back on
+    these fields through :meth:`add_service_errors`. Entrypoint and host are free text
+    here on purpose, so that their faults read in the service's words.
+    """
+
+    entrypoint = forms.CharField(
+        required=False,
+        strip=False,  # the service strips it, and words its limits
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text='The shell command that starts the driver, e.g. "python train.py".',
+    )
+    name = forms.CharField(
+        required=False,
+        help_text="Optional; lower-case letters, digits and dashes, at most "
+        f"{MAX_JOB_NAME}. Generated when empty.",
+    )
+    cluster = forms.CharField(
+        required=False,
+        label=JOB_FIELD_LABELS["cluster"],
+        help_text="Runs on GPUs you already hold and skips the queue; the shape below is "
+        "then ignored.",
+    )
+    kind = forms.ChoiceField(required=False, choices=ClusterKind.choices, initial=ClusterKind.DEV)
+    flavor = FlavorChoiceField(queryset=flavor_list(), to_field_name="name", empty_label=None)
+    workers = forms.IntegerField(required=False, min_value=0, max_value=1024, initial=1)
+    working_dir = forms.CharField(
+        required=False,
+        label="Working directory",
+        help_text="A remote URI the Ray cluster can fetch, e.g. s3://bucket/code.zip.",
+    )
+    pip = forms.CharField(
+        required=False,
+        label="pip packages",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One requirement per line, e.g. torch==2.4.0.",
+    )
+    env_vars = forms.CharField(
+        required=False,
+        label="Environment variables",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="KEY=VALUE, one per line.",
+    )
+    active_deadline_seconds = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_DEADLINE_SECONDS,
+        label="Active deadline (seconds)",
+        help_text="Stop the job this long after it started; empty for no deadline.",
+    )
+    ttl_seconds_after_finished = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_TTL_AFTER_FINISHED,
+        initial=0,
+        label="Keep after finishing (seconds)",
+        help_text="Keep the finished job's Ray cluster this long for inspection; its GPUs "
+        "count until its pods are gone.",
+    )
+
+    shape_fields = JOB_SHAPE_FIELDS
+
+    def __init__(
+        self, *args: Any, tenant: Tenant, role: str | None, hosts: list[str], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.tenant = tenant
+        if role != Role.ADMIN:
+            # Offer only what the role may ask for; the service refuses prod anyway.
+            self.fields["kind"].choices = [(ClusterKind.DEV, ClusterKind.DEV.label)]  # type: ignore[attr-defined]
+        # A select of the user's ready dev clusters; the value stays free text so that a
+        # cluster that stopped being ready is refused in the service's words.
+        self.fields["cluster"].widget = forms.Select(
+            choices=[("", "No: a Ray cluster of its own"), *((h, h) for h in hosts)],
+            attrs={"data-hides-shape": "true"},
+        )
+        if not hosts:
+            self.fields["cluster"].help_text = (
+                f"You have no ready dev cluster in {tenant.slug}: the job gets a Ray cluster "
+                "of its own."
+            )
+
+    def clean(self) -> dict[str, Any]:
+        """A job on one of the user's clusters takes that cluster's shape: faults of the
+        shape inputs (hidden then) would block it for nothing the user can see."""
+        cleaned = super().clean() or {}
+        if cleaned.get("cluster"):
+            for name in JOB_SHAPE_FIELDS:
+                self.errors.pop(name, None)
+        return cleaned
+
+    def clean_env_vars(self) -> dict[str, str]:
+        """``KEY=VALUE`` lines as a dict (the value may hold ``=``); blank lines skipped.
+        Names and values are the service's to judge."""
+        variables: dict[str, str] = {}
+        faults = []
+        for number, line in enumerate(self.cleaned_data["env_vars"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip():
+                faults.append(f"Line {number}: write KEY=VALUE.")
+                continue
+            variables[key.strip()] = value
+        if faults:
+            raise ValidationError(faults)
+        return variables
+
+    def runtime_env(self) -> dict[str, Any]:
+        """The inputs as the ``runtime_env`` the service checks (only the parts given)."""
+        data = self.cleaned_data
+        env: dict[str, Any] = {}
+        if data["working_dir"].strip():
+            env["working_dir"] = data["working_dir"].strip()
+        packages = [line.strip() for line in data["pip"].splitlines() if line.strip()]
+        if packages:
+            env["pip"] = packages
+        if data["env_vars"]:
+            env["env_vars"] = data["env_vars"]
+        return env
+
+    def specs(self) -> tuple[ClusterSpec | None, JobSpec]:
+        """The cleaned form as the services take it: the shape (``None`` for a job on one
+        of the user's clusters, whose shape is the host's) and the job's own fields."""
+        data = self.cleaned_data
+        job = JobSpec(
+            entrypoint=data["entrypoint"],
+            runtime_env=self.runtime_env(),
+            active_deadline_seconds=data["active_deadline_seconds"],
+            ttl_seconds_after_finished=data["ttl_seconds_after_finished"] or 0,
+            host=data["cluster"] or None,
+            name=data["name"] or None,
+        )
+        if job.host:
+            return None, job
+        shape = {k: data[k] for k in (*JOB_SHAPE_FIELDS, "name")}
+        return ClusterSpec.from_data(shape), job
+
+    def add_service_errors(self, exc: ValidationError) -> None:
+        """Attach a service's ``ValidationError`` to the inputs it names: ``runtime_env.*``
+        to the runtime_env inputs, the rest as :meth:`ClusterForm.add_service_errors`."""
+        errors: dict[str, list[str]] = (
+            exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
+        )
+        for key, messages in errors.items():
+            field = RUNTIME_ENV_FIELDS.get(key, key)
+            target = field if field in self.fields else None
+            label = JOB_FIELD_LABELS.get(key, key.replace("_", " ").capitalize())
+            prefix = "" if target or key in ("__all__", NON_FIELD_ERRORS) else f"{label}: "
+            for message in messages:
+                self.add_error(target, f"{prefix}{message}")

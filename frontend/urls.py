@@ -8,6 +8,7 @@ from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
 CLUSTER = TENANT + "clusters/<slug:name>/"
+JOB = TENANT + "jobs/<slug:name>/"
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -23,6 +24,12 @@ urlpatterns = [
     path(TENANT, views.cluster_list, name="cluster-list"),
     path(TENANT + "clusters/new/", views.cluster_new, name="cluster-new"),
     path(TENANT + "clusters/new/verdict/", views.cluster_dry_run, name="cluster-verdict"),
+    path(TENANT + "jobs/", views.job_list, name="job-list"),
+    path(TENANT + "jobs/new/", views.job_new, name="job-new"),
+    path(TENANT + "jobs/new/verdict/", views.job_dry_run, name="job-verdict"),
+    path(JOB, views.job_detail, name="job-detail"),
+    path(JOB + "log/", views.job_log, name="job-log"),
+    path(JOB + "<str:action>/", views.job_action, name="job-action"),
     path(TENANT + "queue/", views.queue, name="tenant-queue-page"),
     path(TENANT + "usage/", views.usage, name="tenant-usage-page"),
     path(CLUSTER, views.cluster_detail, name="cluster-detail"),

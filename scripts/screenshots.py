@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Take the dashboard screenshots in docs/screenshots/ (home, cluster list, new-cluster
-form with its verdict, cluster details, queue, usage).
+form with its verdict, cluster details, queue, usage, job list, a job's page, new-job form).
 
 Runs ``tests/frontend/screenshot_scene.py`` — demo data, clusters moved through their
 states by the services and the admission pass, Debian's chromium — with

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import template
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -93,3 +94,27 @@ def queue_line(cluster: Any) -> str:
         parts.append(cluster.queue_message.rstrip("."))
     parts.append(eta_words(cluster.queue_eta))
     return " — ".join(parts)
+
+
+@register.filter
+def seconds(amount: int | None) -> str:
+    """A number of seconds as a person reads it: ``3600`` is ``1 h``."""
+    if amount is None:
+        return "—"
+    return _span(amount) if amount >= 60 else f"{amount} s"
+
+
+@register.simple_tag
+def run_duration(run: Any) -> str:
+    """How long a job's driver ran: started to ended, or to now while it runs."""
+    if run is None or run.started_at is None:
+        return "—"
+    end = run.ended_at or timezone.now()
+    return _span(max((end - run.started_at).total_seconds(), 0))
+
+
+@register.simple_tag
+def request_url(request: Any) -> str:
+    """The page of a request in a list that mixes clusters and jobs (home, the queues)."""
+    view = "job-detail" if request.workload == "job" else "cluster-detail"
+    return reverse(view, args=[request.tenant.slug, request.name])

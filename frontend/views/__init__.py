@@ -1,6 +1,6 @@
 """Dashboard views: thin translations from HTTP to the selectors and services that the
 REST API calls too (STYLE 4). Pages live in :mod:`.pages`, a cluster's form, detail and
-actions in :mod:`.clusters`."""
+actions in :mod:`.clusters`, a job's in :mod:`.jobs`."""
 
 from frontend.views.clusters import (
     cluster_action,
@@ -9,6 +9,7 @@ from frontend.views.clusters import (
     cluster_manifests_download,
     cluster_new,
 )
+from frontend.views.jobs import job_action, job_detail, job_dry_run, job_list, job_log, job_new
 from frontend.views.pages import cluster_list, global_queue, home, queue, usage
 
 __all__ = [
@@ -20,6 +21,12 @@ __all__ = [
     "cluster_new",
     "global_queue",
     "home",
+    "job_action",
+    "job_detail",
+    "job_dry_run",
+    "job_list",
+    "job_log",
+    "job_new",
     "queue",
     "usage",
 ]

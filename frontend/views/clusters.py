@@ -25,7 +25,7 @@ from clusters.requests.verdicts import dry_run_verdict
 from clusters.states import LIVE, State
 from controlplane.exceptions import ServiceConflict
 from frontend.forms import ClusterForm, ExtendForm
-from frontend.views.common import HtmxHttpRequest, TenantPage, tenant_page
+from frontend.views.common import HtmxHttpRequest, TenantPage, require_requester, tenant_page
 
 EXTEND_CHOICES = (4, 24)
 
@@ -34,18 +34,12 @@ def _form(page: TenantPage, data: Any = None) -> ClusterForm:
     return ClusterForm(data, tenant=page.tenant, role=page.role, kai_enabled=settings.KAI_ENABLED)
 
 
-def _require_requester(page: TenantPage) -> None:
-    # Viewers get no form at all; the service would refuse their submission anyway.
-    if not page.may_request:
-        raise PermissionDenied(rules.requester_refusal(tenant=page.tenant, role=page.role))
-
-
 @login_required
 def cluster_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """The create form. A valid submission goes through ``cluster_request_create``;
     field errors come back next to their fields, a per-engineer cap (409) as a banner."""
     page = tenant_page(request, slug)
-    _require_requester(page)
+    require_requester(page)
     form = _form(page, request.POST if request.method == "POST" else None)
     banner = ""
     if request.method == "POST" and form.is_valid():
@@ -79,7 +73,7 @@ def cluster_dry_run(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     reason. Nothing is written.
     """
     page = tenant_page(request, slug)
-    _require_requester(page)
+    require_requester(page)
     form = _form(page, request.POST)
     verdict = None
     refusal = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django_htmx.middleware import HtmxDetails
 
@@ -44,3 +45,9 @@ def tenant_page(request: HttpRequest, slug: str) -> TenantPage:
     if tenant is None:
         raise Http404(f"You are not a member of a tenant called {slug!r}.")
     return TenantPage(tenant=tenant, role=role_in_tenant(user=request.user, tenant=tenant))
+
+
+def require_requester(page: TenantPage) -> None:
+    """Viewers get no create form at all; the service would refuse their submission anyway."""
+    if not page.may_request:
+        raise PermissionDenied(rules.requester_refusal(tenant=page.tenant, role=page.role))

@@ -1,17 +1,38 @@
 """Access table of the dashboard pages (session sign-in; see ``tests/access/matrix.py``).
 
 Anonymous visitors are sent to the login page; another tenant's member gets a 404;
-viewers read but cannot request or change clusters.
+viewers read but cannot request or change clusters or jobs.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from clusters.models import ClusterRequest, Job
+from tenants.models import GpuFlavor
 from tests.access.matrix import Case, Route, members, statuses
 from tests.access.routes_clusters import _bobs
 
 TENANT = "t/{slug}/"
 READ = statuses(anonymous=302, outsider=404, viewer=200, engineer=200, admin=200, platform=200)
 SHAPE = {"kind": "dev", "flavor": "l4", "workers": 1}
+
+
+def _bobs_job(w: Any) -> dict[str, str]:
+    """bob's queued job in acme (a row as the service writes it, with its Job)."""
+    request, _ = ClusterRequest.objects.get_or_create(
+        tenant=w.acme,
+        name="bob-job",
+        defaults={
+            "owner": w.actors["engineer"],
+            "workload": "job",
+            "flavor": GpuFlavor.objects.get(name="l4"),
+            "workers": 1,
+            "gpus": 1,
+        },
+    )
+    Job.objects.get_or_create(request=request, defaults={"entrypoint": "python x.py"})
+    return {"slug": "acme", "name": request.name}
 
 
 def _acme_cluster(w: object) -> dict[str, str]:
@@ -57,6 +78,39 @@ ROUTES = {
         },
     ),
 }
+
+ACT = {**members(viewer=403, engineer=302, admin=302, platform=302), "anonymous": 302}
+ROUTES.update(
+    {
+        TENANT + "jobs/": Route(session=True, kwargs={"slug": "acme"}, methods={"GET": Case(READ)}),
+        TENANT + "jobs/new/": Route(
+            session=True,
+            kwargs={"slug": "acme"},
+            methods={
+                "GET": Case({**READ, "viewer": 403}),
+                # A valid form redirects to the new job's page.
+                "POST": Case(ACT, body=lambda w: {**SHAPE, "entrypoint": "python x.py"}),
+            },
+        ),
+        TENANT + "jobs/new/verdict/": Route(
+            session=True,
+            kwargs={"slug": "acme"},
+            methods={
+                "POST": Case(
+                    {**READ, "viewer": 403}, body=lambda w: {**SHAPE, "entrypoint": "python x.py"}
+                )
+            },
+        ),
+        TENANT + "jobs/{name}/": Route(session=True, methods={"GET": Case(READ, kwargs=_bobs_job)}),
+        TENANT + "jobs/{name}/log/": Route(
+            session=True, methods={"GET": Case(READ, kwargs=_bobs_job)}
+        ),
+        TENANT + "jobs/{name}/{action}/": Route(
+            session=True,
+            methods={"POST": Case(ACT, kwargs=lambda w: {**_bobs_job(w), "action": "stop"})},
+        ),
+    }
+)
 
 ROUTES["queue/"] = Route(
     session=True,

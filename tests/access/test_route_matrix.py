@@ -196,8 +196,9 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
         )
         if actor == "anonymous":
             assert response["Location"].startswith("/login/")
-        elif expected == 302:  # a form that worked goes to the cluster's page
-            assert response["Location"].startswith(f"/t/{kwargs['slug']}/clusters/")
+        elif expected == 302:  # a form that worked goes to the cluster's (or job's) page
+            kind = "jobs" if template.startswith("t/{slug}/jobs/") else "clusters"
+            assert response["Location"].startswith(f"/t/{kwargs['slug']}/{kind}/")
         return
     client = _client(world.actors[actor])
     response = client.generic(

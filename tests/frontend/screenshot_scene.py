@@ -5,7 +5,8 @@ and ``python scripts/screenshots.py`` runs it explicitly with ``GANGWAY_SCREENSH
 set (default ``docs/screenshots``). Clusters are put into their states by the services and the real
 admission pass; ``provisioning``/``ready`` use the transition helper as the reconciler
 would, since no Kubernetes runs here. Usage spans are moved three days back so that
-the usage page has something to show.
+the usage page has something to show. Jobs are submitted by their service; one is run
+to its end with the transition helper and ``release_gpus``, as the engine would.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
-from clusters.models import ClusterRequest, UsageSpan
+from clusters.jobs.spec import JobSpec
+from clusters.models import ClusterRequest, Job, UsageSpan
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
+from clusters.requests.jobs import job_create
 from clusters.spec import ClusterSpec
 from clusters.states import State
-from clusters.transitions import transition
+from clusters.transitions import release_gpus, transition
 from tenants.demo import DEMO_PASSWORD, demo_seed
 from tenants.models import GpuFlavor, Tenant
 from tenants.services import tenant_update
@@ -77,11 +80,61 @@ def _scene() -> None:
     # The H100 fleet is now full (vision 16, speech 16): these wait.
     ask("eli", vision, "eli-sweep", workers=2)
     ask("ada", vision, "train-70b", kind="prod", workers=2, ttl_hours=12)
+    # Jobs: ada's evaluation takes vision's free L4 and runs to its end; eli's waits for
+    # an H100.
+    evaluation = job_create(
+        actor=users["ada"],
+        tenant=vision,
+        spec=ClusterSpec(kind="dev", flavor=l4, workers=1),
+        job=JobSpec(
+            name="ada-eval",
+            entrypoint="python eval.py --checkpoint s3://vision/ckpt/step-4000",
+            runtime_env={
+                "pip": ["torch==2.4.0", "datasets>=2"],
+                "env_vars": {"HF_HUB_OFFLINE": "1"},
+            },
+            active_deadline_seconds=7200,
+        ),
+    )
+    job_create(
+        actor=users["eli"],
+        tenant=vision,
+        spec=ClusterSpec(kind="dev", flavor=h100, workers=1),
+        job=JobSpec(name="eli-finetune", entrypoint="python finetune.py --epochs 3"),
+    )
     run_admission_pass()
+    _run_to_the_end(evaluation)
     UsageSpan.objects.unscoped().update(started_at=timezone.now() - timedelta(days=3))
     UsageSpan.objects.unscoped().filter(cluster__name="ada-l4-debug").update(
         ended_at=timezone.now() - timedelta(days=1)
     )
+    UsageSpan.objects.unscoped().filter(cluster__name="ada-eval").update(
+        started_at=timezone.now() - timedelta(minutes=52)
+    )
+
+
+def _run_to_the_end(job: ClusterRequest) -> None:
+    """What the engine records of a job whose driver exits 0 and whose pods then go."""
+    job.refresh_from_db()
+    now = timezone.now()
+    started, ended = now - timedelta(minutes=50), now - timedelta(minutes=3)
+    transition(job, State.STARTING, reason="applied", message="RayJob applied")
+    transition(job, State.RUNNING, reason="running", message="the driver runs")
+    transition(job, State.SUCCEEDED, reason="succeeded", message="the driver exited 0")
+    steps = "".join(
+        f"step {n:>5}  eval/accuracy {0.61 + n / 40000:.4f}  loss {1.9 - n / 3000:.3f}\n"
+        for n in range(0, 4001, 250)
+    )
+    Job.objects.filter(pk=job.pk).update(
+        ray_job_id="raysubmit_hB3xqZ9kT1",
+        ray_cluster_name="ada-eval-x7k2p",
+        job_status="SUCCEEDED",
+        message="Job finished successfully.",
+        started_at=started,
+        ended_at=ended,
+        log_tail=f"loading s3://vision/ckpt/step-4000\n{steps}done: accuracy 0.7100\n",
+    )
+    release_gpus(job, message="its pods are gone; GPUs released")
 
 
 def test_screenshots(page: Any, live_server: Any, browser_env: None) -> None:
@@ -109,6 +162,8 @@ def test_screenshots(page: Any, live_server: Any, browser_env: None) -> None:
     shot("/t/vision/clusters/eli-notebook/", "cluster-detail-ready")
     shot("/t/vision/queue/", "queue")
     shot("/t/vision/usage/?days=7", "usage")
+    shot("/t/vision/jobs/", "job-list")
+    shot("/t/vision/jobs/ada-eval/", "job-detail")
     page.goto(f"{base}/t/vision/clusters/new/")
     page.get_by_label("Workers").fill("2")
     page.get_by_label("Workers").press("Tab")
@@ -116,3 +171,10 @@ def test_screenshots(page: Any, live_server: Any, browser_env: None) -> None:
     expect(page.locator("#verdict")).to_contain_text("borrow 2 h100 GPUs")
     expect(page.locator("#verdict [data-verdict]")).to_have_attribute("data-verdict", "will_queue")
     page.screenshot(path=str(out / "new-cluster.png"), full_page=True)
+    page.goto(f"{base}/t/vision/jobs/new/")
+    page.get_by_label("Entrypoint").fill("python sweep.py --trials 8")
+    page.get_by_label("pip packages").fill("optuna==4.0.0")
+    page.get_by_label("Workers").fill("2")
+    page.get_by_label("Workers").press("Tab")
+    expect(page.locator("#verdict [data-verdict]")).to_have_attribute("data-verdict", "will_queue")
+    page.screenshot(path=str(out / "new-job.png"), full_page=True)

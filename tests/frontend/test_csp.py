@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
+from clusters.jobs.spec import JobSpec
 from clusters.models import ClusterRequest
+from clusters.requests.jobs import job_create
+from clusters.spec import ClusterSpec
 from tests.access.routes_frontend import ROUTES
 from tests.frontend.conftest import make_ready
 from tests.frontend.test_browser import sign_in
@@ -86,18 +89,30 @@ def assert_policy_headers(url: str, headers: dict[str, str]) -> None:
 
 @pytest.fixture
 def scene(acme: Any, bob: Any, root: Any, request_cluster: Any) -> Iterator[dict[str, str]]:
-    """A ready cluster (usage bars, connection details), a queued one, and the catalogue."""
+    """A ready cluster (usage bars, connection details), a queued one, a queued job (its
+    page with the log panel), and the catalogue."""
     ready = make_ready(request_cluster(bob, name="bob-ready"))
     request_cluster(bob, name="bob-waits")  # no admission pass runs: it stays queued
     assert ClusterRequest.objects.get(name="bob-waits").state == "queued"
-    yield {"slug": acme.slug, "name": ready.name}
+    acme.max_dev_clusters_per_user = acme.max_dev_gpus_per_user = 3  # the job is his third
+    acme.save()
+    job = job_create(
+        actor=bob,
+        tenant=acme,
+        spec=ClusterSpec(kind="dev", flavor=ready.flavor, workers=1),
+        job=JobSpec(entrypoint="python train.py", runtime_env={"pip": ["numpy"]}, name="bob-job"),
+    )
+    yield {"slug": acme.slug, "name": ready.name, "job": job.name}
 
 
 def dashboard_pages(kwargs: dict[str, str]) -> list[str]:
     pages = ["/"]
     for template, route in sorted(ROUTES.items()):
+        if template.endswith("/log/"):
+            continue  # a fragment htmx fetches into the job's page, checked there
         if "GET" in route.methods:
-            pages.append("/" + template.format(**kwargs))
+            name = kwargs["job"] if "/jobs/" in template else kwargs["name"]
+            pages.append("/" + template.format(**{**kwargs, "name": name}))
     pages.append(f"/t/{kwargs['slug']}/clusters/bob-waits/")
     return pages
 

@@ -38,6 +38,28 @@
   sizeBars(document);
   document.addEventListener("htmx:load", function (event) { sizeBars(event.target); });
 
+  // The job form: a job on one of the user's dev clusters takes that cluster's shape,
+  // so the shape inputs are hidden while one is chosen (the server ignores them then).
+  function toggleShape(select) {
+    var hosted = select.value !== "";
+    select.form.querySelectorAll("[data-shape-field]").forEach(function (field) {
+      field.hidden = hosted;
+    });
+  }
+  document.querySelectorAll("select[data-hides-shape]").forEach(toggleShape);
+  document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("select[data-hides-shape]")) {
+      toggleShape(event.target);
+    }
+  });
+
+  // A driver's log panel shows its newest lines: scrolled to the bottom when swapped in.
+  function scrollLogs(root) {
+    root.querySelectorAll("pre.log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
+  }
+  scrollLogs(document);
+  document.addEventListener("htmx:load", function (event) { scrollLogs(event.target); });
+
   // Forms with data-confirm ask first (delete).
   document.addEventListener("submit", function (event) {
     var message = event.target.dataset && event.target.dataset.confirm;

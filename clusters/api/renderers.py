@@ -58,12 +58,13 @@ class LogTextRenderer(BaseRenderer):
         accepted_media_type: str | None = None,
         renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
-        if isinstance(data, dict) and isinstance(data.get("text"), str):
-            return data["text"].encode()
+        text = data.get("text") if isinstance(data, dict) else None
+        if isinstance(text, str):
+            return text.encode()
         error = data.get("error") if isinstance(data, dict) else None
         if isinstance(error, dict):
             return f"{error.get('code')}: {error.get('message')}\n".encode()
-        return json.dumps(data, cls=JSONEncoder).encode()
+        return str(json.dumps(data, cls=JSONEncoder)).encode()
 
 
 # The renderers of a log endpoint: the API's own plus plain text.

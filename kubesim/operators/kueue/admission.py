@@ -20,12 +20,9 @@ from kubesim.operators.kueue.common import (
     ADMISSION_CONDITIONS,
     CQ,
     LQ,
-    RF,
     WL,
     condition,
     is_finished,
-    owning_job,
-    touch_job,
 )
 from kubesim.operators.kueue.preemption import preempt_for
 from kubesim.operators.kueue.provisioning import (
@@ -35,7 +32,8 @@ from kubesim.operators.kueue.provisioning import (
     initial_states,
 )
 from kubesim.operators.kueue.quota import Usage, assign, flavor_quotas, reserved
-from kubesim.operators.kueue.workloads import job_templates, set_pending
+from kubesim.operators.kueue.start import start_job
+from kubesim.operators.kueue.workloads import set_pending
 from kubesim.store import Obj
 from kubesim.util import get_path
 
@@ -156,48 +154,6 @@ def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, A
         )
         return
     start_job(cluster, wl, cq_name)
-
-
-def start_job(
-    cluster: Cluster, wl: Obj, cq_name: str, updates: list[dict[str, Any]] | None = None
-) -> None:
-    """Admitted ``wl``'s job (a RayCluster or a RayJob) runs: unsuspended with the flavors'
-    node labels and the admission checks' ``podSetUpdates`` (labels, annotations,
-    nodeSelector, tolerations) in its pod templates."""
-    assignment = wl["status"]["admission"]["podSetAssignments"]
-    found = owning_job(cluster, wl)
-    if found is None:
-        return
-    key, job = found
-    flavors = {psa["name"]: set(psa["flavors"].values()) for psa in assignment}
-    for name, template in job_templates(key, job):
-        if not isinstance(template, dict):
-            continue
-        for fl in flavors.get(name, set()):
-            labels = get_path(cluster.store.get(RF, "", fl), "spec", "nodeLabels", default={})
-            if labels:
-                sel = template.setdefault("spec", {}).setdefault("nodeSelector", {})
-                sel.update(labels)
-        for update in updates or []:
-            if update.get("name") != name:
-                continue
-            meta = template.setdefault("metadata", {})
-            for part in ("labels", "annotations"):
-                if update.get(part):
-                    meta.setdefault(part, {}).update(update[part])
-            if update.get("nodeSelector"):
-                template.setdefault("spec", {}).setdefault("nodeSelector", {}).update(
-                    update["nodeSelector"]
-                )
-            if update.get("tolerations"):
-                template.setdefault("spec", {}).setdefault("tolerations", []).extend(
-                    update["tolerations"]
-                )
-    job["spec"]["suspend"] = False
-    touch_job(cluster, key, job)
-    cluster.record_event(
-        wl, "Normal", "Admitted", f"Admitted by ClusterQueue {cq_name}", "kueue-admission"
-    )
 
 
 def _write_queue_status(cluster: Cluster, use: Usage) -> None:

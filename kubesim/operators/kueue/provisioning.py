@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim.autoscaler import CONSUME, PR, PT, cond_true, find_cond
 from kubesim.operators.kueue.common import RF, WL, condition, owning_job, touch_job
+from kubesim.operators.kueue.start import start_job
 from kubesim.store import Obj
 from kubesim.util import get_path, owner_ref, parse_time
 
@@ -465,7 +466,6 @@ def _create_request(
 def _admit_checked(cluster: Cluster, wl: Obj) -> None:
     """Every check is Ready: the Workload is admitted and its job started with the
     checks' podSetUpdates."""
-    from kubesim.operators.kueue.admission import start_job
 
     old = get_path(wl, "status", "conditions", default=[])
     wl["status"]["conditions"] = [

@@ -29,8 +29,8 @@ from clusters.states import LIVE, State
 from clusters.transitions import note, transition
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
-from tenants.models import Tenant
-from tenants.selectors import role_in_tenant
+from tenants.models import GpuFlavor, Tenant
+from tenants.selectors import role_in_tenant, unknown_flavor_message
 
 
 class NeverFits(ValidationError):
@@ -47,6 +47,33 @@ class NeverFits(ValidationError):
         super().__init__([message for _, message in reasons])
         self.reasons = reasons
         self.cluster = cluster
+
+
+# How many flavors one request may accept: enough for a preference and its fallbacks,
+# few enough that a waiting request's standing on each stays readable.
+MAX_FLAVORS = 4
+
+
+def resolve_flavors(names: list[str]) -> list[GpuFlavor]:
+    """The catalogue rows of ``flavors`` (names in order of preference), or a
+    ``ValidationError`` on ``flavors``: none, more than :data:`MAX_FLAVORS`, one named
+    twice, or names the catalogue lacks (saying which it has)."""
+    if not names:
+        raise ValidationError({"flavors": ["Name at least one GPU flavor."]})
+    if len(names) > MAX_FLAVORS:
+        raise ValidationError(
+            {"flavors": [f"A request may accept at most {MAX_FLAVORS} GPU flavors."]}
+        )
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValidationError(
+            {"flavors": [f"Each flavor may be named once; {', '.join(twice)} appears twice."]}
+        )
+    found = GpuFlavor.objects.in_bulk(names, field_name="name")
+    unknown = [name for name in names if name not in found]
+    if unknown:
+        raise ValidationError({"flavors": [unknown_flavor_message(name) for name in unknown]})
+    return [found[name] for name in names]
 
 
 def request_never_fits(cluster: ClusterRequest) -> list[tuple[str, str]]:
@@ -96,21 +123,48 @@ def cluster_request_check(
     role = role or role_in_tenant(user=actor, tenant=tenant)
     if not rules.may_request(role=role, kind=spec.kind):
         raise PermissionDenied(rules.requester_refusal(tenant=tenant, role=role, kind=spec.kind))
+    others = _fallback_flavors(spec)
     errors: dict[str, list[str]] = {}
     try:
         cluster = build_request(tenant=tenant, owner=actor, spec=spec)
     except ValidationError as exc:
         errors = dict(exc.message_dict)
+    # A request that accepts several flavors is checked on each (shape, never-fits) and
+    # refused if any could never take it: a fallback that can never start would only
+    # mislead. Faults that are the same on every flavor are reported once.
+    on_others: list[tuple[GpuFlavor, ClusterRequest]] = []
+    for flavor in others:
+        try:
+            on_others.append(
+                (flavor, build_request(tenant=tenant, owner=actor, spec=spec.only_on(flavor)))
+            )
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                known = errors.setdefault(field, [])
+                known.extend(f"On {flavor.name}: {m}" for m in messages if m not in known)
     name = spec.name
     if check_name and name and "name" not in errors and name_taken(tenant=tenant, name=name):
         errors["name"] = [_taken_message(tenant=tenant, name=name)]
     if errors:
         raise ValidationError(errors)
     never = request_never_fits(cluster)
+    if on_others:
+        never = [(code, f"On {spec.flavor.name}: {m}") for code, m in never]
+        for flavor, row in on_others:
+            never += [(code, f"On {flavor.name}: {m}") for code, m in request_never_fits(row)]
     if never:
         raise NeverFits(never, cluster)
     rules.check_user_caps(tenant=tenant, owner=actor, kind=spec.kind, gpus=cluster.gpus)
     return cluster
+
+
+def _fallback_flavors(spec: ClusterSpec) -> list[GpuFlavor]:
+    """The flavors ``spec`` accepts after its first, checked as :func:`resolve_flavors`
+    checks them (the API has already; the dashboard and other callers may not)."""
+    names = list(spec.flavor_names())
+    if names[0] != spec.flavor.name:
+        raise ValidationError({"flavors": ["The first accepted flavor must be the flavor."]})
+    return resolve_flavors(names)[1:] if len(names) > 1 else []
 
 
 def _taken_message(*, tenant: Tenant, name: str) -> str:
@@ -137,7 +191,12 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
     return ClusterRequest(
         tenant=tenant,
         owner=owner,
-        **{**spec.as_fields(), "name": name, "ttl_hours": ttl_hours},
+        **{
+            **spec.as_fields(),
+            "name": name,
+            "ttl_hours": ttl_hours,
+            "accepted_flavors": list(spec.flavor_names()),
+        },
         image=settings.RAY_IMAGE_DEFAULT,
         gpus=need.gpus,
         cpu=need.cpu,
@@ -175,6 +234,7 @@ def cluster_request_create(
             data={
                 "kind": spec.kind,
                 "flavor": spec.flavor.name,
+                "flavors": list(spec.flavor_names()),
                 "workers": spec.workers,
                 "gpus": str(cluster.gpus),
             },

@@ -97,9 +97,7 @@ class JobCreateInput(ClusterCreateInput):
                     }
                 )
         elif not attrs.get("flavor"):
-            raise serializers.ValidationError(
-                {"flavor": ["Name a GPU flavor, or a ready dev cluster of yours as cluster."]}
-            )
+            raise serializers.ValidationError({"flavor": [services.NO_FLAVOR]})
         return attrs
 
 

@@ -170,6 +170,16 @@ class ClusterRequest(TenantOwned):
         ]
         indexes = [models.Index(fields=["state", "progress_at"])]
 
+    def accepted_flavor_rows(self) -> list[GpuFlavor]:
+        """The catalogue rows of the flavors it accepts, most preferred first: one query,
+        only for a request that accepts several (a flavor gone from the catalogue is
+        left out)."""
+        names = list(self.accepted_flavors or [])
+        if len(names) < 2:
+            return [self.flavor]
+        found = GpuFlavor.objects.in_bulk(names, field_name="name")
+        return [found[name] for name in names if name in found]
+
     def __str__(self) -> str:
         return f"{self.tenant.slug}/{self.name}"
 

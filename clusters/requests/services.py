@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from clusters import lifecycle, rules, shapes
 from clusters.admission.ledger import Ledger
-from clusters.models import ClusterRequest
+from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue.backends import queue_backend
 from clusters.queue.snapshot import pending_of, policy_snapshot
 from clusters.spec import ClusterSpec
@@ -129,19 +129,9 @@ def cluster_request_check(
         cluster = build_request(tenant=tenant, owner=actor, spec=spec)
     except ValidationError as exc:
         errors = dict(exc.message_dict)
-    # A request that accepts several flavors is checked on each (shape, never-fits) and
-    # refused if any could never take it: a fallback that can never start would only
-    # mislead. Faults that are the same on every flavor are reported once.
-    on_others: list[tuple[GpuFlavor, ClusterRequest]] = []
-    for flavor in others:
-        try:
-            on_others.append(
-                (flavor, build_request(tenant=tenant, owner=actor, spec=spec.only_on(flavor)))
-            )
-        except ValidationError as exc:
-            for field, messages in exc.message_dict.items():
-                known = errors.setdefault(field, [])
-                known.extend(f"On {flavor.name}: {m}" for m in messages if m not in known)
+    on_others = _check_other_flavors(
+        actor=actor, tenant=tenant, spec=spec, others=others, errors=errors
+    )
     name = spec.name
     if check_name and name and "name" not in errors and name_taken(tenant=tenant, name=name):
         errors["name"] = [_taken_message(tenant=tenant, name=name)]
@@ -156,6 +146,42 @@ def cluster_request_check(
         raise NeverFits(never, cluster)
     rules.check_user_caps(tenant=tenant, owner=actor, kind=spec.kind, gpus=cluster.gpus)
     return cluster
+
+
+def _check_other_flavors(
+    *,
+    actor: Any,
+    tenant: Tenant,
+    spec: ClusterSpec,
+    others: list[GpuFlavor],
+    errors: dict[str, list[str]],
+) -> list[tuple[GpuFlavor, ClusterRequest]]:
+    """The request on each flavor it accepts after its first, as unsaved rows; their
+    faults are added to ``errors``, prefixed with the flavor.
+
+    A request that accepts several flavors is checked on each (shape, never-fits) and
+    refused if any could never take it: a fallback that can never start would only
+    mislead. Faults that are the same on every flavor are reported once."""
+    on_others: list[tuple[GpuFlavor, ClusterRequest]] = []
+    for flavor in others:
+        try:
+            on_others.append(
+                (flavor, build_request(tenant=tenant, owner=actor, spec=spec.only_on(flavor)))
+            )
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                known = errors.setdefault(field, [])
+                known.extend(f"On {flavor.name}: {m}" for m in messages if m not in known)
+    if others and spec.kind == ClusterKind.PROD and queue_backend().fixed_size_only:
+        sizes = {spec.flavor.gpus_per_node, *(f.gpus_per_node for f in others)}
+        if len(sizes) > 1:
+            # Under Kueue one pod template must fit whichever flavor it picks, and a
+            # production worker's GPU limit is its node's GPUs.
+            errors.setdefault("flavors", []).append(
+                "Under Kueue a production cluster may accept several flavors only if "
+                "their nodes have as many GPUs each."
+            )
+    return on_others
 
 
 def _fallback_flavors(spec: ClusterSpec) -> list[GpuFlavor]:

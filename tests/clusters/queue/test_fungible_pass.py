@@ -109,3 +109,20 @@ def test_waits_on_both_and_shows_its_standing_on_each(
     assert waiting.flavor.name == "l4" and waiting.queue_flavors == []
     assert _held_by(waiting) == {"l4": Decimal(1)}
     assert UsageSpan.objects.filter(cluster_id=waiting.pk).count() == 1
+
+
+def test_kueue_mode_records_the_flavor_kueue_admitted_on() -> None:
+    from clusters.queue.kueue import admitted_flavor
+
+    workload = {
+        "status": {
+            "admission": {
+                "podSetAssignments": [
+                    {"name": "head", "flavors": {"cpu": "ray-heads", "memory": "ray-heads"}},
+                    {"name": "workers", "flavors": {"cpu": "l4", "nvidia.com/gpu": "l4"}},
+                ]
+            }
+        }
+    }
+    assert admitted_flavor(workload) == "l4"
+    assert admitted_flavor({"status": {}}) is None

@@ -411,19 +411,15 @@ def gpu_product_affinity(products: Sequence[str]) -> Manifest:
 
 
 def _fungible_groups(
-    cluster: Any, groups: Sequence[shapes.WorkerGroup], flavor: shapes.FlavorSpec
-) -> tuple[Sequence[shapes.WorkerGroup], list[str]]:
+    cluster: Any, groups: Sequence[shapes.WorkerGroup], accepted: Sequence[shapes.FlavorSpec]
+) -> Sequence[shapes.WorkerGroup]:
     """Where Kueue chooses among several accepted flavors: every worker asks for the
-    smallest CPU and memory slice of them (one pod template must fit a node of each), and
-    the products they may land on. Unchanged, with no products, for one flavor."""
-    others = [shapes.flavor_spec(f) for f in cluster.accepted_flavor_rows()]
-    others = [f for f in others if f.name != flavor.name]
-    if not others:
-        return groups, []
+    smallest CPU and memory slice of them, since one pod template must fit a node of
+    each. ``groups`` are shaped for the first of ``accepted``."""
     fitted = []
     for group in groups:
         res = group.resources
-        for other in others:
+        for other in accepted[1:]:
             there = shapes.worker_resources(
                 kind=cluster.kind, flavor=other, gpu_fraction=res.gpu_fraction
             )
@@ -431,7 +427,7 @@ def _fungible_groups(
                 res, cpu=min(res.cpu, there.cpu), memory_gib=min(res.memory_gib, there.memory_gib)
             )
         fitted.append(replace(group, resources=res))
-    return fitted, [flavor.gpu_product, *(f.gpu_product for f in others)]
+    return fitted
 
 
 def autoscaler_options() -> Manifest:
@@ -461,6 +457,13 @@ def raycluster(
     a fractional dev cluster (KAI) carries the tenant's KAI queue.
     """
     flavor = shapes.flavor_spec(cluster.flavor)
+    accepted: list[shapes.FlavorSpec] = []
+    if queue_mode == "kueue" and len(cluster.accepted_flavors or []) > 1:
+        # Kueue writes the RayCluster before admission and chooses the flavor itself: the
+        # object is shaped for the accepted flavors in their order, whatever flavor the
+        # row was admitted on, so that it stays the same once admitted.
+        accepted = [shapes.flavor_spec(f) for f in cluster.accepted_flavor_rows()]
+        flavor = accepted[0] if accepted else flavor
     fraction = Decimal(cluster.gpu_fraction) if cluster.gpu_fraction is not None else None
     if fraction is not None and not kai_enabled:
         raise ValueError("A fractional GPU cluster needs KAI (kai_enabled=True).")
@@ -478,10 +481,10 @@ def raycluster(
     chosen = resolve_image(cluster, image)
     labels = lbl.cluster_labels(cluster)
     object_labels = dict(labels)
-    products: list[str] = []
+    products = [f.gpu_product for f in accepted]
+    if len(accepted) > 1:
+        groups = _fungible_groups(cluster, groups, accepted)
     if queue_mode == "kueue":
-        # Kueue writes the RayCluster before admission and chooses the flavor itself.
-        groups, products = _fungible_groups(cluster, groups, flavor)
         object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
         object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
     kai_label = kai_queue_name(cluster.tenant) if fraction is not None else None

@@ -54,6 +54,11 @@ def test_kueue_mode_leaves_the_choice_to_kueue(make_cluster: Any, h100: Any, l4:
     limits = worker["containers"][0]["resources"]["limits"]
     assert limits == _worker(alone)["containers"][0]["resources"]["limits"]
     assert limits[q.GPU] == "1"
+    # Admitted on l4, the object stays the same (Kueue must not see its template change).
+    (admitted,) = cluster_manifests(
+        make_cluster(flavor=l4, accepted_flavors=["h100", "l4"]), queue_mode="kueue"
+    )
+    assert admitted == obj
     # One flavor in Kueue mode: the nodeSelector as always.
     (single,) = cluster_manifests(make_cluster(accepted_flavors=["h100"]), queue_mode="kueue")
     assert _worker(single)["nodeSelector"] == {q.GPU_PRODUCT_LABEL: h100.gpu_product}

@@ -24,6 +24,7 @@ from clusters.admission.ledger import Ledger
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue.backends import queue_backend
 from clusters.queue.snapshot import pending_of, policy_snapshot
+from clusters.queue.writeback import place_on
 from clusters.spec import ClusterSpec
 from clusters.states import LIVE, State
 from clusters.transitions import note, transition
@@ -320,8 +321,16 @@ def cluster_resume(
             gpus=cluster.gpus,
             excluding=cluster.pk,  # a suspended cluster already counts against the caps
         )
+        # Back in the queue on its first preference (it may have run on another).
+        accepted = list(cluster.accepted_flavors or [])
+        placed = place_on(cluster, accepted[0]) if len(accepted) > 1 else {}
         transition(
-            cluster, State.QUEUED, reason="resumed", actor=actor, message="back in the queue"
+            cluster,
+            State.QUEUED,
+            reason="resumed",
+            actor=actor,
+            message="back in the queue",
+            **placed,
         )
         audit_record(actor=actor, action="cluster.resume", obj=cluster, tenant=cluster.tenant)
         queue_backend().request_queued(cluster.pk)

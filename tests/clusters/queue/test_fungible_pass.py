@@ -126,3 +126,52 @@ def test_kueue_mode_records_the_flavor_kueue_admitted_on() -> None:
     }
     assert admitted_flavor(workload) == "l4"
     assert admitted_flavor({"status": {}}) is None
+
+
+def test_resumed_it_waits_on_its_first_preference_again(
+    as_user: Any, bob: Any, roomy: Any, l4: Any
+) -> None:
+    from clusters.requests import services
+    from clusters.states import State
+    from clusters.transitions import transition
+
+    api = as_user(bob)
+    _create(api, "hog", flavor="h100")
+    row = _create(api, "either", flavors=["h100", "l4"])
+    run_admission_pass()
+    row.refresh_from_db()
+    assert row.flavor.name == "l4"
+    transition(row, State.PROVISIONING, reason="applied")
+    transition(row, State.READY, reason="ready")
+    services.cluster_suspend(actor=None, cluster=row)
+    services.cluster_resume(actor=bob, cluster=row)
+    row.refresh_from_db()
+    assert row.state == "queued" and row.flavor.name == "h100"
+    ClusterRequest.objects.filter(name="hog").update(holds_gpus=False, state="deleted")
+    assert run_admission_pass().admitted == [row.pk]
+    row.refresh_from_db()
+    assert row.flavor.name == "h100"
+    assert list(
+        UsageSpan.objects.filter(cluster_id=row.pk).values_list("flavor_name", flat=True)
+    ) == [
+        "l4",
+        "h100",
+    ]
+
+
+def test_the_dashboard_queue_shows_the_standing_on_each_flavor(
+    client: Any, as_user: Any, bob: Any, roomy: Any, l4: Any
+) -> None:
+    from django.urls import reverse
+
+    Quota.objects.filter(tenant=roomy, flavor=l4).update(gpus=1, borrow_limit=0)
+    api = as_user(bob)
+    _create(api, "on-h100", flavor="h100")
+    _create(api, "on-l4", flavor="l4")
+    run_admission_pass()
+    _create(api, "either", flavors=["h100", "l4"])
+    run_admission_pass()
+    client.force_login(bob)
+    page = client.get(reverse("tenant-queue-page", args=["acme"])).content.decode()
+    assert "h100 or l4" in page
+    assert "h100: #1 (tenant_quota)" in page and "l4: #1 (tenant_quota)" in page

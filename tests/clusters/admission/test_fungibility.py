@@ -26,10 +26,13 @@ from clusters.admission import (
     dry_run,
 )
 from clusters.admission.decide import _HeadKey, _Pass
+from clusters.admission.dry_run import _judge
 from clusters.admission.eta import Wait
 from clusters.admission.ledger import Pool
+from clusters.admission.recorded import RecordedPass
 from tests.clusters.admission.helpers import H100, L4, NOW, minutes, pending, running, snapshot
 from tests.clusters.admission.test_properties import PER_NODE, snapshots
+from tests.clusters.admission.test_recorded import _candidate
 
 L4_OPTION = FlavorOption("l4", Decimal(1), Decimal(4), Decimal(16))
 
@@ -266,3 +269,24 @@ def test_without_fallbacks_a_request_is_decided_as_before() -> None:
     plain = decide(snap)
     assert plain.placed == {1: "h100", 2: "l4"}
     assert all(status.flavors == () for status in plain.waiting.values())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fungible_snapshots(max_pending=30), st.data())
+def test_recorded_verdicts_equal_the_whole_pass_with_fungible_requests_queued(
+    snap: Snapshot, data: st.DataObject
+) -> None:
+    recorded = RecordedPass(snap, every=data.draw(st.integers(1, 5)))
+    assert recorded.decision == decide(snap)
+    for _ in range(3):
+        candidate = _candidate(snap, data)
+        if data.draw(st.booleans()) and candidate.flavor in PER_NODE:
+            option = FlavorOption(_other(candidate.flavor), candidate.gpus, worker_gpus=Decimal(1))
+            if candidate.kind == "dev":
+                candidate = replace(candidate, fallbacks=(option,))
+        fast = recorded.judge(candidate)
+        if fast is not None:
+            # Several flavors: only "never fits" (on its first) is answered without a pass.
+            assert not candidate.fallbacks or fast.verdict == "never_fits"
+            assert fast == _judge(snap, candidate, None)
+    assert recorded.decision == decide(snap)

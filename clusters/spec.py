@@ -73,6 +73,10 @@ class ClusterSpec:
         """The geometry fields, as keyword arguments of :mod:`clusters.shapes`."""
         return {name: getattr(self, name) for name in SHAPE_FIELDS}
 
+    def demand(self) -> shapes.Demand:
+        """What the whole gang asks for on ``flavor``: what admission charges."""
+        return shapes.demand(flavor=shapes.flavor_spec(self.flavor), **self.shape())
+
     def charged_workers(self) -> int:
         """The workers admission charges: an autoscaling cluster at its largest size."""
         return shapes.charged_workers(

@@ -19,7 +19,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from clusters import admission as adm
-from clusters import shapes
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue import capacity
 from clusters.spec import SPEC_COLUMNS, ClusterSpec
@@ -90,7 +89,7 @@ def flavor_options(spec: ClusterSpec, by_name: dict[str, GpuFlavor]) -> list[adm
         if flavor is None:
             continue
         on = spec.only_on(flavor)
-        need = shapes.demand(flavor=shapes.flavor_spec(flavor), **on.shape())
+        need = on.demand()
         options.append(
             adm.FlavorOption(name, need.gpus, need.cpu, need.memory_gib, on.worker_gpus())
         )

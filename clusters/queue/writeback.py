@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection
 
 from clusters import admission as adm
-from clusters import lifecycle, shapes
+from clusters import lifecycle
 from clusters.models import ClusterRequest
 from clusters.queue.snapshot import QueuedRow
 from clusters.spec import ClusterSpec
@@ -160,8 +160,7 @@ def place_on(row: ClusterRequest, flavor_name: str | None) -> dict[str, Any]:
     if not flavor_name or flavor_name == row.flavor.name:
         return {}
     flavor = GpuFlavor.objects.get(name=flavor_name)
-    spec = ClusterSpec.of(row).only_on(flavor)
-    need = shapes.demand(flavor=shapes.flavor_spec(flavor), **spec.shape())
+    need = ClusterSpec.of(row).only_on(flavor).demand()
     fields = {"flavor": flavor, "gpus": need.gpus, "cpu": need.cpu, "memory_gib": need.memory_gib}
     # In memory first: the usage span opened by the transition reads the row.
     for key, value in fields.items():

@@ -211,7 +211,7 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
         kai_enabled=settings.KAI_ENABLED,
         kueue=queue_backend().fixed_size_only,
     )
-    need = shapes.demand(flavor=shapes.flavor_spec(spec.flavor), **spec.shape())
+    need = spec.demand()
     name = spec.name or shapes.default_name(
         owner_username=owner.get_username(), kind=spec.kind, suffix=secrets.token_hex(3)
     )

@@ -75,6 +75,13 @@ class ClusterRequest(TenantOwned):
     )
     kind = models.CharField(max_length=8, choices=ClusterKind.choices, default=ClusterKind.DEV)
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="clusters")
+    accepted_flavors = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The GPU flavors the request accepts, by name, in order of preference "
+        "(empty: only flavor). flavor is the first of them while it waits and the one it "
+        "was admitted on once admitted.",
+    )
     workers = models.PositiveIntegerField(
         default=1, validators=[MinValueValidator(0), MaxValueValidator(1024)]
     )
@@ -114,6 +121,12 @@ class ClusterRequest(TenantOwned):
     queue_reason = models.CharField(max_length=32, blank=True)
     queue_message = models.CharField(max_length=500, blank=True)
     queue_eta = models.DateTimeField(null=True, blank=True)
+    queue_flavors = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="While a request that accepts several flavors waits: its standing on "
+        "each, [{flavor, position, reason, message, eta}] in its order of preference.",
+    )
     earmarked_at = models.DateTimeField(
         null=True,
         blank=True,
@@ -156,6 +169,16 @@ class ClusterRequest(TenantOwned):
             ),
         ]
         indexes = [models.Index(fields=["state", "progress_at"])]
+
+    def accepted_flavor_rows(self) -> list[GpuFlavor]:
+        """The catalogue rows of the flavors it accepts, most preferred first: one query,
+        only for a request that accepts several (a flavor gone from the catalogue is
+        left out)."""
+        names = list(self.accepted_flavors or [])
+        if len(names) < 2:
+            return [self.flavor]
+        found = GpuFlavor.objects.in_bulk(names, field_name="name")
+        return [found[name] for name in names if name in found]
 
     def __str__(self) -> str:
         return f"{self.tenant.slug}/{self.name}"

@@ -37,6 +37,17 @@ class ClusterSpec:
     gpu_fraction: Decimal | None = None
     ttl_hours: int | None = None
     priority: int = 0
+    # Every flavor it accepts, by name, in order of preference, ``flavor`` first (empty:
+    # only ``flavor``). See :meth:`flavor_names`.
+    accepted_flavors: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A row gives its JSON list back; a spec keeps a tuple (hashable, immutable).
+        object.__setattr__(self, "accepted_flavors", tuple(self.accepted_flavors or ()))
+
+    def flavor_names(self) -> tuple[str, ...]:
+        """The flavors it accepts, most preferred first (just ``flavor`` if one)."""
+        return self.accepted_flavors or (self.flavor.name,)
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> ClusterSpec:
@@ -62,6 +73,10 @@ class ClusterSpec:
         """The geometry fields, as keyword arguments of :mod:`clusters.shapes`."""
         return {name: getattr(self, name) for name in SHAPE_FIELDS}
 
+    def demand(self) -> shapes.Demand:
+        """What the whole gang asks for on ``flavor``: what admission charges."""
+        return shapes.demand(flavor=shapes.flavor_spec(self.flavor), **self.shape())
+
     def charged_workers(self) -> int:
         """The workers admission charges: an autoscaling cluster at its largest size."""
         return shapes.charged_workers(
@@ -77,10 +92,14 @@ class ClusterSpec:
             return Decimal(self.flavor.gpus_per_node)
         return Decimal(self.gpu_fraction) if self.gpu_fraction is not None else Decimal(1)
 
+    def only_on(self, flavor: GpuFlavor) -> ClusterSpec:
+        """The same request accepting ``flavor`` alone (one of its accepted flavors)."""
+        return replace(self, flavor=flavor, accepted_flavors=())
+
     def on_flavor(self, flavor: GpuFlavor) -> ClusterSpec:
         """The same request on another flavor, unnamed, as the dry-run offers it: a dev
         request drops what only fits the flavor asked for (fractions, autoscaling)."""
-        other = replace(self, flavor=flavor, name=None)
+        other = replace(self, flavor=flavor, name=None, accepted_flavors=())
         if self.kind == ClusterKind.DEV:
             other = replace(other, gpu_fraction=None, min_workers=None, max_workers=None)
         return other

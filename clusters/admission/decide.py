@@ -33,7 +33,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from clusters.admission.caps import CapBreach
-from clusters.admission.eta import Wait, estimate
+from clusters.admission.eta import Wait, WaitKey, estimate
 from clusters.admission.ledger import Ledger, Pool, fmt
 from clusters.admission.promises import Promises
 from clusters.admission.snapshot import (
@@ -47,6 +47,7 @@ from clusters.admission.snapshot import (
     TENANT_QUOTA,
     USER_CAP,
     Decision,
+    FlavorStanding,
     Pending,
     QueueStatus,
     Reclaim,
@@ -93,6 +94,10 @@ class _Pass:
         self.reclaimed_from: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.victims: dict[tuple[str, str], list[Running]] = {}
         self.picked: set[int] = set()
+        # The option each admitted request was admitted on, and, for every request that
+        # accepts several flavors and waits, each flavor with why it waits there.
+        self.placed: dict[int, Pending] = {}
+        self.fungible: dict[int, list[tuple[Pending, tuple[str, str, Pool]]]] = {}
         # When each (cohort, flavor)'s reclaim under way will have freed its GPUs, and so
         # when each request waiting on it should start.
         self.reclaim_done: dict[tuple[str, str], datetime] = {}
@@ -110,8 +115,13 @@ class _Pass:
 
     # Named exception to ruff's C901 (max-complexity 12): one guard per limit in the order admission
     # applies them; split, the order would no longer read top to bottom.
-    def blocked(self, p: Pending) -> tuple[str, str, Pool] | None:  # noqa: C901
-        """The first of ``p``'s own limits that stops it, as (reason, message, pool)."""
+    def blocked(  # noqa: C901
+        self, p: Pending, *, may_reclaim: bool = True
+    ) -> tuple[str, str, Pool] | None:
+        """The first of ``p``'s own limits that stops it, as (reason, message, pool).
+
+        ``may_reclaim`` ``False`` asks without suspending borrowers for ``p`` (a request
+        that accepts several flavors first looks for one that fits as things are)."""
         led = self.led
         tenant = led.tenant(p.tenant)
         never = led.never_fits(p)
@@ -169,7 +179,7 @@ class _Pass:
             <= cohort_total + promises.releasing_cohort[ckey]
         )
         if not (fits_now and keeps_promises):
-            if used + p.gpus <= nominal:
+            if may_reclaim and used + p.gpus <= nominal:
                 # Borrowers are suspended only for a request that would then start: not
                 # for one a request ahead holds back anyway.
                 ahead = self.held(p)
@@ -386,23 +396,58 @@ class _Pass:
     def step(self, p: Pending) -> tuple[str, str, Pool] | None:
         """Admit ``p`` if it may start now, else return why it waits (reason, message,
         pool), updating what it holds or is promised."""
+        if p.fallbacks:
+            return self._step_fungible(p)
         outcome = self.blocked(p)
         if outcome is None:
             outcome = self.held(p)
             if outcome is None:
-                self.led.charge(p)
-                self.led.take_capacity(p)
+                self._admit(p)
                 return None
+        self._waits(p, outcome)
+        return outcome
+
+    def _admit(self, p: Pending) -> None:
+        self.led.charge(p)
+        self.led.take_capacity(p)
+        self.placed[p.id] = p
+
+    def _waits(self, p: Pending, outcome: tuple[str, str, Pool]) -> None:
+        """``p`` waits for ``outcome``: keep what it is promised, and what it holds."""
         reason, _, pool = outcome
         if p.earmarked and reason in _STILL_PROMISED:
             self.promises.promise(p)  # still waiting for what was reclaimed for it
-        promised = p.id in self.promises.holders
+        promised = self.promises.holders.get(p.id) == p
         if reason == RECLAIM_PENDING or (
             (p.created_at <= self.aged_before or promised)
             and reason in (TENANT_QUOTA, COHORT_QUOTA, CAPACITY)
         ):
             self.blocks.setdefault(pool, p)
-        return outcome
+
+    def _step_fungible(self, p: Pending) -> tuple[str, str, Pool] | None:
+        """:meth:`step` for a request that accepts several flavors (Kueue's flavor
+        fungibility): it is admitted on the first flavor, in its order, that fits now
+        (quota with borrowing, capacity, caps), never on two. Only if none does may it
+        ask for borrowed quota back, on the first flavor where that would make room
+        (Kueue's ``whenCanPreempt: TryNextFlavor``). It then waits on every flavor; the
+        outcome returned is its first preference's, and :attr:`fungible` keeps each."""
+        options = p.options()
+        outcomes: list[tuple[str, str, Pool]] = []
+        for option in options:
+            outcome = self.blocked(option, may_reclaim=False) or self.held(option)
+            if outcome is None:
+                self._admit(option)
+                return None
+            outcomes.append(outcome)
+        for i, option in enumerate(options):
+            outcome = self.blocked(option)
+            if outcome is not None and outcome[0] == RECLAIM_PENDING:
+                outcomes[i] = outcome
+                break
+        for option, outcome in zip(options, outcomes, strict=True):
+            self._waits(option, outcome)
+        self.fungible[p.id] = list(zip(options, outcomes, strict=True))
+        return outcomes[0]
 
     def run(self, watch: PassWatcher | None = None) -> Decision:
         """The whole pass; ``watch`` (the dry-run's recorder) sees every step."""
@@ -412,7 +457,8 @@ class _Pass:
         waits: list[Wait] = []
         position: dict[str, int] = defaultdict(int)
         flavor_position: dict[str, int] = defaultdict(int)
-        statuses: list[tuple[Pending, int, int, str, str]] = []
+        # (request, tenant position, [(option, flavor position, reason, message)])
+        statuses: list[tuple[Pending, int, list[tuple[Pending, int, str, str]]]] = []
         admitted: list[Pending] = []
         while heap:
             if watch is not None:
@@ -424,13 +470,15 @@ class _Pass:
             cursor[slug] += 1
             outcome = self.step(p)
             if outcome is None:
-                admitted.append(p)
+                admitted.append(self.placed[p.id])
             else:
-                reason, message, pool = outcome
                 position[p.tenant] += 1
-                flavor_position[p.flavor] += 1
-                statuses.append((p, position[p.tenant], flavor_position[p.flavor], reason, message))
-                waits.append(Wait(p, reason, pool))
+                standing = []
+                for option, (reason, message, pool) in self.fungible.get(p.id, [(p, outcome)]):
+                    flavor_position[option.flavor] += 1
+                    standing.append((option, flavor_position[option.flavor], reason, message))
+                    waits.append(Wait(option, reason, pool))
+                statuses.append((p, position[p.tenant], standing))
             if watch is not None:
                 watch.after_step(self, key, p, outcome)
             if cursor[slug] < len(queue):
@@ -438,8 +486,9 @@ class _Pass:
         etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
         decision = self.decision
         decision.admitted = [p.id for p in admitted]
-        for p, pos, fpos, reason, message in statuses:
-            decision.waiting[p.id] = QueueStatus(pos, fpos, reason, message, etas.get(p.id))
+        decision.placed = {p.id: p.flavor for p in admitted}
+        for p, pos, standing in statuses:
+            decision.waiting[p.id] = queue_status(pos, standing, etas)
         decision.ledger = {key: gpus for key, gpus in self.led.usage.items() if gpus}
         decision.earmarked = list(self.promises.holders)
         if watch is not None:
@@ -456,6 +505,8 @@ class _Pass:
         other.reclaimed_from = defaultdict(Decimal, self.reclaimed_from)
         other.victims = dict(self.victims)
         other.picked = set(self.picked)
+        other.placed = dict(self.placed)
+        other.fungible = dict(self.fungible)
         other.reclaim_done = dict(self.reclaim_done)
         other.reclaim_etas = dict(self.reclaim_etas)
         other.reclaim_failed = dict(self.reclaim_failed)
@@ -512,6 +563,37 @@ class PassWatcher(Protocol):
 
     def finished(self, state: _Pass, admitted: list[Pending], waits: list[Wait]) -> None:
         """Called once the pass has decided everything."""
+
+
+def queue_status(
+    position: int,
+    standing: list[tuple[Pending, int, str, str]],
+    etas: dict[WaitKey, datetime | None],
+) -> QueueStatus:
+    """A waiting request's status from its standing on each flavor it waits on
+    ((option, flavor position, reason, message), most preferred first)."""
+    first, flavor_position, reason, message = standing[0]
+    if len(standing) == 1:
+        return QueueStatus(position, flavor_position, reason, message, etas.get(_key(first)))
+    flavors = tuple(
+        FlavorStanding(o.flavor, fpos, why, text, etas.get(_key(o)))
+        for o, fpos, why, text in standing
+    )
+    known = [f.eta for f in flavors if f.eta is not None]
+    names = ", ".join(f.flavor for f in flavors)
+    each = " ".join(f"On {f.flavor}: {f.message}" for f in flavors)
+    return QueueStatus(
+        position,
+        flavor_position,
+        reason,
+        f"It can start on any of {names} and waits for the first with room. {each}",
+        min(known) if known else None,
+        flavors,
+    )
+
+
+def _key(p: Pending) -> WaitKey:
+    return (p.id, p.flavor)
 
 
 def _promised_message(who: str, flavor: str) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from clusters.admission.decide import decide
 from clusters.admission.eta import format_eta
 from clusters.admission.ledger import Ledger
-from clusters.admission.snapshot import Pending, Snapshot
+from clusters.admission.snapshot import FlavorStanding, Pending, Snapshot
 
 if TYPE_CHECKING:
     from clusters.admission.recorded import RecordedPass
@@ -58,6 +58,11 @@ class Verdict:
     eta: datetime | None = None
     alternatives: list[Alternative] = field(default_factory=list)
     summary: str = ""
+    # The flavor it would start on (``fits_now``); for a request that accepts several,
+    # the first of them that fits now.
+    flavor: str | None = None
+    # ``will_queue`` for a request that accepts several flavors: its standing on each.
+    flavors: tuple[FlavorStanding, ...] = ()
 
 
 def _when(verdict: str, eta: datetime | None, now: datetime) -> str:
@@ -83,13 +88,14 @@ def _judge(snapshot: Snapshot, candidate: Pending, recorded: RecordedPass | None
     decision = decide(replace(snapshot, pending=[*snapshot.pending, candidate]))
     status = decision.waiting.get(candidate.id)
     if status is None:
-        return Verdict(FITS_NOW)
+        return Verdict(FITS_NOW, flavor=decision.placed.get(candidate.id, candidate.flavor))
     return Verdict(
         WILL_QUEUE,
         [VerdictReason(status.reason, status.message)],
         position=status.position,
         flavor_position=status.flavor_position,
         eta=status.eta,
+        flavors=status.flavors,
     )
 
 
@@ -115,7 +121,10 @@ def dry_run(
     options: list[tuple[datetime, int, str]] = []
     if main.verdict != NEVER_FITS:
         start = now if main.verdict == FITS_NOW else (main.eta or never)
-        options.append((start, 0, f"{_label(candidate)} {_when(main.verdict, main.eta, now)}"))
+        label = _label(replace(candidate, flavor=main.flavor or candidate.flavor))
+        if main.verdict != FITS_NOW and candidate.fallbacks:
+            label = " or ".join(_label(o) for o in candidate.options())
+        options.append((start, 0, f"{label} {_when(main.verdict, main.eta, now)}"))
     for alt in alternatives:
         judged = _judge(snapshot, alt, recorded)
         if judged.verdict == NEVER_FITS:

@@ -35,11 +35,21 @@ from clusters.admission.snapshot import (
 
 @dataclass(frozen=True)
 class Wait:
-    """A request left waiting, with its reason and the pool that blocks it."""
+    """A request left waiting, with its reason and the pool that blocks it (a request
+    that accepts several flavors waits once per flavor, each with its own pool)."""
 
     pending: Pending
     reason: str
     pool: Pool
+
+    @property
+    def key(self) -> WaitKey:
+        """What its ETA is keyed by: the request and the flavor it waits on."""
+        return (self.pending.id, self.pending.flavor)
+
+
+# (request id, flavor): a request waiting on several flavors has an ETA on each.
+WaitKey = tuple[int, str]
 
 
 # (when it frees, gpus, cpu, memory, tenant, flavor, owner, is_dev)
@@ -90,13 +100,13 @@ def _simulate(
     start: datetime,
     available: Decimal,
     releases: Iterable[tuple[datetime, Decimal]],
-    queue: Sequence[tuple[int, Decimal, timedelta | None]],
-) -> dict[int, datetime | None]:
-    """Walk ``queue`` (id, need, ttl) in order against the release heap of one pool."""
+    queue: Sequence[tuple[WaitKey, Decimal, timedelta | None]],
+) -> dict[WaitKey, datetime | None]:
+    """Walk ``queue`` (key, need, ttl) in order against the release heap of one pool."""
     heap = list(releases)
     heapq.heapify(heap)
     clock = start
-    out: dict[int, datetime | None] = {}
+    out: dict[WaitKey, datetime | None] = {}
     for rid, need, ttl in queue:
         while available < need and heap:
             when, amount = heapq.heappop(heap)
@@ -137,18 +147,17 @@ def estimate(  # noqa: C901
     waits: Sequence[Wait],
     reclaimed: set[int] | None = None,
     reclaim_etas: dict[int, datetime] | None = None,
-) -> dict[int, datetime | None]:
-    """The ETA of every waiting request, given the ledger after the pass."""
+) -> dict[WaitKey, datetime | None]:
+    """The ETA of every waiting request on every flavor it waits on, given the ledger
+    after the pass."""
     releases = _releases(snap, admitted, reclaimed or set())
     by_pool: dict[Pool, list[Wait]] = defaultdict(list)
-    out: dict[int, datetime | None] = {}
+    out: dict[WaitKey, datetime | None] = {}
     for w in waits:
         if w.reason == RECLAIM_PENDING:
-            out[w.pending.id] = (reclaim_etas or {}).get(
-                w.pending.id, snap.now + snap.reclaim_grace
-            )
+            out[w.key] = (reclaim_etas or {}).get(w.pending.id, snap.now + snap.reclaim_grace)
         elif w.pool[0] == "never":
-            out[w.pending.id] = None
+            out[w.key] = None
         else:
             by_pool[w.pool].append(w)
     if not by_pool:
@@ -174,7 +183,7 @@ def estimate(  # noqa: C901
                 (rel[0], rel[1]) for rel in by_tenant[pool[1]] if rel[7] and str(rel[6]) == pool[2]
             )
             for w in group:
-                out[w.pending.id] = _user_eta(w.pending, led, owner_releases)
+                out[w.key] = _user_eta(w.pending, led, owner_releases)
             continue
         if kind == "t":
             rels = by_tenant_flavor[pool[1], pool[2]]
@@ -190,7 +199,7 @@ def estimate(  # noqa: C901
             rels = by_tenant[pool[1]]
         queue = [
             (
-                w.pending.id,
+                w.key,
                 _amount(pool, w.pending.gpus, w.pending.cpu, w.pending.memory_gib),
                 w.pending.ttl,
             )

@@ -64,7 +64,9 @@ class Promises:
         self.releasing_fleet[ckey[1]] += gpus
 
     def _own(self, p: Pending) -> Decimal:
-        return p.gpus if p.id in self.holders else ZERO
+        # A request that accepts several flavors is promised GPUs of one of them only.
+        held = self.holders.get(p.id)
+        return held.gpus if held is not None and held.flavor == p.flavor else ZERO
 
     def cohort_for(self, p: Pending) -> Decimal:
         """GPUs of ``p``'s cohort promised to others, which ``p`` may not take."""

@@ -97,11 +97,12 @@ class RecordedPass:
                 self._asked[ckey] = asked
                 self.last_reclaim[ckey] = step
         if outcome is not None:
-            reason, _, pool = outcome
             self.wait_steps_by_tenant[p.tenant].append(step)
-            self.wait_steps_by_flavor[p.flavor].append(step)
-            self.waits_by_pool[pool].append((step, Wait(p, reason, pool)))
-            self.pool_of[p.id] = pool
+            self.pool_of[p.id] = outcome[2]
+            # A request that accepts several flavors waits on each of them.
+            for option, (reason, _, pool) in state.fungible.get(p.id, [(p, outcome)]):
+                self.wait_steps_by_flavor[option.flavor].append(step)
+                self.waits_by_pool[pool].append((step, Wait(option, reason, pool)))
 
     def finished(self, state: _Pass, admitted: list[Pending], waits: list[Wait]) -> None:
         """Keep the final state: the ETA of a waiting candidate is estimated against it."""
@@ -142,6 +143,7 @@ class RecordedPass:
             return Verdict(NEVER_FITS, [VerdictReason(code, message) for code, message in never])
         if (
             candidate.id in self.step_of
+            or candidate.fallbacks  # several flavors: the whole pass says which
             or candidate.earmarked
             or candidate.created_at <= self.aged_before
         ):
@@ -171,7 +173,7 @@ class RecordedPass:
         failed_before = dict(state.reclaim_failed)
         outcome = state.step(candidate)
         if outcome is None:
-            return Verdict(FITS_NOW)
+            return Verdict(FITS_NOW, flavor=candidate.flavor)
         reason, message, pool = outcome
         position = bisect_left(self.wait_steps_by_tenant.get(candidate.tenant, []), step) + 1
         flavor_position = bisect_left(self.wait_steps_by_flavor.get(candidate.flavor, []), step)
@@ -199,7 +201,7 @@ class RecordedPass:
                 final.picked,
                 final.reclaim_etas,
             )
-            eta = etas.get(candidate.id)
+            eta = etas.get((candidate.id, candidate.flavor))
         return Verdict(
             WILL_QUEUE,
             [VerdictReason(reason, message)],

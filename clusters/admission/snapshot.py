@@ -12,7 +12,7 @@ as fractions; quotas are whole GPUs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -125,12 +125,27 @@ class Parked:
 
 
 @dataclass(frozen=True)
+class FlavorOption:
+    """A less preferred flavor a request accepts, with its demand there: a dev worker is
+    one GPU on any flavor, but its CPU and memory slice, and a prod worker's whole node,
+    differ from flavor to flavor."""
+
+    flavor: str
+    gpus: Decimal
+    cpu: Decimal = ZERO
+    memory_gib: Decimal = ZERO
+    worker_gpus: Decimal = Decimal(1)
+
+
+@dataclass(frozen=True)
 class Pending:
     """A queued request. ``worker_gpus`` is the largest single pod's GPUs (the node-size
     check); ``workers`` the gang's worker count at its largest size; ``ttl`` how long it
     will live once admitted (``None``: no TTL), which the ETA uses for requests further
     back. ``earmarked``: an earlier pass reclaimed borrowed quota for it, so what that
-    frees is promised to it (see :class:`Decision`)."""
+    frees is promised to it (see :class:`Decision`). ``fallbacks`` are the flavors it
+    also accepts, in order of preference after ``flavor`` (flavor fungibility): the pass
+    admits it on the first of them that fits now, never on two."""
 
     id: int
     tenant: str
@@ -146,6 +161,27 @@ class Pending:
     worker_gpus: Decimal = Decimal(1)
     ttl: timedelta | None = None
     earmarked: bool = False
+    fallbacks: tuple[FlavorOption, ...] = ()
+
+    def options(self) -> tuple[Pending, ...]:
+        """The request on each flavor it accepts, most preferred first (itself first)."""
+        if not self.fallbacks:
+            return (self,)
+        return (
+            self,
+            *(
+                replace(
+                    self,
+                    flavor=o.flavor,
+                    gpus=o.gpus,
+                    cpu=o.cpu,
+                    memory_gib=o.memory_gib,
+                    worker_gpus=o.worker_gpus,
+                    fallbacks=(),
+                )
+                for o in self.fallbacks
+            ),
+        )
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -175,16 +211,31 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
+class FlavorStanding:
+    """Where a request that accepts several flavors stands on one of them: its 1-based
+    position in that flavor's queue, why it waits there and when it should start there."""
+
+    flavor: str
+    position: int
+    reason: str
+    message: str
+    eta: datetime | None
+
+
+@dataclass(frozen=True)
 class QueueStatus:
     """Where a waiting request stands: 1-based positions in its tenant's and its
     flavor's queues, a reason code, a plain-language message and an ETA (``None``:
-    unknown)."""
+    unknown). ``flavors`` is set for a request that accepts several flavors: its
+    standing on each, in its order of preference; the headline is then its first
+    preference's position and reason, a message naming every flavor, and the best ETA."""
 
     position: int
     flavor_position: int
     reason: str
     message: str
     eta: datetime | None
+    flavors: tuple[FlavorStanding, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -205,14 +256,17 @@ class Reclaim:
 class Decision:
     """The outcome of one pass.
 
-    ``admitted`` is in admission order; ``waiting`` is in queue order; ``ledger`` is the
-    GPUs held per (tenant, flavor) once the admitted requests are counted. ``earmarked``
-    are the waiting requests that capacity is promised to, because borrowed quota is being
-    (or was) reclaimed for them: the integrator keeps the mark (``Pending.earmarked``)
-    until they are admitted, so later passes keep the promise too.
+    ``admitted`` is in admission order, and ``placed`` the flavor each was admitted on
+    (for a request that accepts several, the first that fits); ``waiting`` is in queue
+    order; ``ledger`` is the GPUs held per (tenant, flavor) once the admitted requests
+    are counted. ``earmarked`` are the waiting requests that capacity is promised to,
+    because borrowed quota is being (or was) reclaimed for them: the integrator keeps
+    the mark (``Pending.earmarked``) until they are admitted, so later passes keep the
+    promise too.
     """
 
     admitted: list[int] = field(default_factory=list)
+    placed: dict[int, str] = field(default_factory=dict)
     waiting: dict[int, QueueStatus] = field(default_factory=dict)
     reclaim: list[Reclaim] = field(default_factory=list)
     ledger: dict[tuple[str, str], Decimal] = field(default_factory=dict)

@@ -20,7 +20,12 @@ from rest_framework.response import Response
 from clusters import selectors
 from clusters.api.output import ClusterOut, EndpointsOut
 from clusters.api.renderers import LOG_RENDERERS, MANIFEST_RENDERERS, manifest_responses
-from clusters.api.serializers import ClusterCreateInput, DryRunOutput, FlavorField
+from clusters.api.serializers import (
+    ClusterCreateInput,
+    DryRunOutput,
+    FlavorField,
+    accept_flavors,
+)
 from clusters.filters import ClusterFilter
 from clusters.jobs import logs as job_logs
 from clusters.jobs.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
@@ -78,6 +83,7 @@ class JobCreateInput(ClusterCreateInput):
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = accept_flavors(attrs, required=False)
         if attrs.get("cluster"):
             given = sorted(set(SHAPE_KEYS) & set(self.initial_data or {}))
             if given:
@@ -91,13 +97,19 @@ class JobCreateInput(ClusterCreateInput):
                     }
                 )
         elif not attrs.get("flavor"):
-            raise serializers.ValidationError(
-                {"flavor": ["Name a GPU flavor, or a ready dev cluster of yours as cluster."]}
-            )
+            raise serializers.ValidationError({"flavor": [services.NO_FLAVOR]})
         return attrs
 
 
-SHAPE_KEYS = ("flavor", "kind", "workers", "min_workers", "max_workers", "gpu_fraction")
+SHAPE_KEYS = (
+    "flavor",
+    "flavors",
+    "kind",
+    "workers",
+    "min_workers",
+    "max_workers",
+    "gpu_fraction",
+)
 
 
 def _specs(data: dict[str, Any]) -> tuple[ClusterSpec | None, JobSpec]:
@@ -106,7 +118,7 @@ def _specs(data: dict[str, Any]) -> tuple[ClusterSpec | None, JobSpec]:
     job = JobSpec.from_data(data)
     if job.host:
         return None, job
-    shape = {k: v for k, v in data.items() if k in (*SHAPE_KEYS, "name")}
+    shape = {k: v for k, v in data.items() if k in (*SHAPE_KEYS, "accepted_flavors", "name")}
     return ClusterSpec.from_data(shape), job
 
 

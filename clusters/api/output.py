@@ -22,14 +22,32 @@ class ClusterEventOut(drf.ModelSerializer):
         fields = ["at", "actor_name", "from_state", "to_state", "reason", "message"]
 
 
+class QueueFlavorOut(drf.Serializer):
+    """Where a request that accepts several flavors stands on one of them."""
+
+    flavor = serializers.CharField()
+    position = serializers.IntegerField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    eta = serializers.DateTimeField(allow_null=True)
+
+
 class QueueOut(drf.Serializer):
-    """Where a waiting request stands."""
+    """Where a waiting request stands. For a request that accepts several flavors,
+    ``flavors`` is its standing on each, in its order of preference; ``eta`` is then
+    the best of them (empty for a request of one flavor)."""
 
     position = serializers.IntegerField(allow_null=True)
     flavor_position = serializers.IntegerField(allow_null=True)
     reason = serializers.CharField()
     message = serializers.CharField()
     eta = serializers.DateTimeField(allow_null=True)
+    flavors = QueueFlavorOut(many=True)
+
+
+def accepted_flavors(obj: ClusterRequest) -> list[str]:
+    """The flavors a request accepts, most preferred first (older rows: its flavor)."""
+    return list(obj.accepted_flavors) or [obj.flavor.name]
 
 
 class EndpointsOut(drf.Serializer):
@@ -58,6 +76,10 @@ class ClusterListItemOut(drf.ModelSerializer):
         help_text="GPUs charged against the quota: the whole gang at its largest size "
         "(max_workers workers for an autoscaling cluster).",
     )
+    flavors = serializers.SerializerMethodField(
+        help_text="The GPU flavors it accepts, in order of preference; flavor is the "
+        "first while it waits and the one it was admitted on once admitted."
+    )
     queue = serializers.SerializerMethodField()
     endpoints = serializers.SerializerMethodField()
     last_event = serializers.SerializerMethodField()
@@ -70,6 +92,7 @@ class ClusterListItemOut(drf.ModelSerializer):
             "namespace",
             "kind",
             "flavor",
+            "flavors",
             "workers",
             "min_workers",
             "max_workers",
@@ -103,7 +126,12 @@ class ClusterListItemOut(drf.ModelSerializer):
             "reason": obj.queue_reason or "pending",
             "message": obj.queue_message or "waiting for the next admission pass",
             "eta": obj.queue_eta,
+            "flavors": obj.queue_flavors or [],
         }
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_flavors(self, obj: ClusterRequest) -> list[str]:
+        return accepted_flavors(obj)
 
     @extend_schema_field(EndpointsOut(allow_null=True))
     def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:

@@ -11,12 +11,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, permissions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters import selectors
+from clusters.api.output import QueueFlavorOut, accepted_flavors
 from clusters.models import ClusterRequest
 from controlplane.api import generics as drf
 from tenants.api.viewsets import TenantScopedViewSet
@@ -35,6 +36,8 @@ class QueueEntryOut(drf.ModelSerializer):
     reason = serializers.CharField(source="queue_reason")
     message = serializers.CharField(source="queue_message")
     eta = serializers.DateTimeField(source="queue_eta", allow_null=True)
+    flavors = serializers.SerializerMethodField()
+    flavor_standing = QueueFlavorOut(source="queue_flavors", many=True)
 
     class Meta:
         model = ClusterRequest
@@ -44,6 +47,7 @@ class QueueEntryOut(drf.ModelSerializer):
             "owner",
             "kind",
             "flavor",
+            "flavors",
             "gpus",
             "priority",
             "position",
@@ -51,9 +55,14 @@ class QueueEntryOut(drf.ModelSerializer):
             "reason",
             "message",
             "eta",
+            "flavor_standing",
             "created_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_flavors(self, obj: ClusterRequest) -> list[str]:
+        return accepted_flavors(obj)
 
 
 class TenantQueueViewSet(mixins.ListModelMixin, TenantScopedViewSet[ClusterRequest]):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from clusters import shapes
 from clusters.models import ClusterKind
+from clusters.requests import services
+from clusters.requests.services import MAX_FLAVORS
 from controlplane.api import generics as drf
 from tenants.models import GpuFlavor
 from tenants.selectors import unknown_flavor_message
@@ -29,7 +32,8 @@ class FlavorField(drf.SlugRelatedField):
 
 
 class ClusterCreateInput(drf.Serializer):
-    """``{name?, kind, flavor, workers, min_workers, max_workers, gpu_fraction, ttl_hours}``.
+    """``{name?, kind, flavor | flavors, workers, min_workers, max_workers, gpu_fraction,
+    ttl_hours}``.
 
     Unknown fields are refused (a typo like ``max_worker`` must not silently create a
     fixed-size cluster). This serializer only parses and resolves the flavor by name:
@@ -40,7 +44,17 @@ class ClusterCreateInput(drf.Serializer):
 
     name = serializers.CharField(required=False, allow_blank=False, max_length=253)
     kind = serializers.ChoiceField(choices=ClusterKind.choices, default=ClusterKind.DEV)
-    flavor = FlavorField()
+    flavor = FlavorField(
+        required=False,
+        help_text="The GPU flavor; or give flavors instead (exactly one of the two).",
+    )
+    flavors = serializers.ListField(
+        child=serializers.CharField(max_length=40),
+        required=False,
+        help_text="The GPU flavors the request accepts, in order of preference (at most "
+        f"{MAX_FLAVORS}): it is admitted on the first of them that fits now. "
+        '"flavor": "x" is the same as "flavors": ["x"].',
+    )
     workers = serializers.IntegerField(default=1, min_value=0, max_value=1024)
     min_workers = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=0, max_value=1024
@@ -72,6 +86,33 @@ class ClusterCreateInput(drf.Serializer):
                 raise serializers.ValidationError({field: ["Unknown field."] for field in unknown})
         return super().to_internal_value(data)
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """``flavors`` or ``flavor``, not both: as the spec's ``flavor`` (the first
+        preference) and ``accepted_flavors`` (every name, in order)."""
+        return accept_flavors(attrs, required=True)
+
+
+def accept_flavors(attrs: dict[str, Any], *, required: bool) -> dict[str, Any]:
+    """Resolve ``flavors`` into ``flavor`` and ``accepted_flavors`` (the list's rules are
+    the services': :func:`clusters.requests.services.resolve_flavors`)."""
+    names = attrs.pop("flavors", None)
+    if names is not None:
+        if attrs.get("flavor") is not None:
+            raise serializers.ValidationError(
+                {"flavors": ["Give flavor or flavors, not both."]}, code="invalid"
+            )
+        try:
+            flavors = services.resolve_flavors(names)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        attrs["flavor"] = flavors[0]
+        attrs["accepted_flavors"] = tuple(names)
+    elif required and attrs.get("flavor") is None:
+        raise serializers.ValidationError(
+            {"flavor": ["Name a GPU flavor (flavor), or several in order of preference (flavors)."]}
+        )
+    return attrs
+
 
 class ManifestsOutput(drf.Serializer):
     """``{"manifests": [...]}``: Kubernetes objects as plain JSON (or YAML, see renderers)."""
@@ -90,3 +131,13 @@ class DryRunOutput(ManifestsOutput):
     eta = serializers.DateTimeField(allow_null=True)
     eta_text = serializers.CharField()
     alternatives = serializers.ListField(child=serializers.DictField())
+    flavor = serializers.CharField(
+        allow_null=True,
+        help_text="fits_now: the flavor it would start on (of several accepted, the first "
+        "that fits now).",
+    )
+    flavors = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="will_queue, for a request that accepts several flavors: its standing "
+        "on each (flavor, position, reason, message, eta, eta_text).",
+    )

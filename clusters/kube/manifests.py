@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -351,6 +352,7 @@ def _worker_group(
     image: str,
     pod_labels: dict[str, str],
     kai_queue_label: str | None,
+    products: Sequence[str] = (),
 ) -> Manifest:
     res = group.resources
     fractional = res.gpu_fraction is not None
@@ -367,7 +369,12 @@ def _worker_group(
     # and hide the GPU. It is the one container without a GPU limit that must not carry
     # "void" (see tests/clusters/kube/test_manifest_properties.py).
     spec = _pod_spec([container], res.memory_gib)
-    spec["nodeSelector"] = {GPU_PRODUCT_LABEL: flavor.gpu_product}
+    if len(products) > 1:
+        # The scheduler picks among the accepted flavors (Kueue, by flavor fungibility):
+        # any node of theirs, and no other.
+        spec["affinity"] = gpu_product_affinity(products)
+    else:
+        spec["nodeSelector"] = {GPU_PRODUCT_LABEL: flavor.gpu_product}
     spec["tolerations"] = [dict(GPU_TOLERATION)]
     metadata: Manifest = {"labels": dict(sorted(pod_labels.items()))}
     # KubeRay derives num-gpus from the GPU limit only when it is absent, and a fractional
@@ -389,6 +396,38 @@ def _worker_group(
         "rayStartParams": {"num-gpus": num_gpus},
         "template": {"metadata": metadata, "spec": spec},
     }
+
+
+def gpu_product_affinity(products: Sequence[str]) -> Manifest:
+    """A required node affinity: a node whose GPU product is one of ``products``."""
+    term = {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": list(products)}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [term]}]
+            }
+        }
+    }
+
+
+def _fungible_groups(
+    cluster: Any, groups: Sequence[shapes.WorkerGroup], accepted: Sequence[shapes.FlavorSpec]
+) -> Sequence[shapes.WorkerGroup]:
+    """Where Kueue chooses among several accepted flavors: every worker asks for the
+    smallest CPU and memory slice of them, since one pod template must fit a node of
+    each. ``groups`` are shaped for the first of ``accepted``."""
+    fitted = []
+    for group in groups:
+        res = group.resources
+        for other in accepted[1:]:
+            there = shapes.worker_resources(
+                kind=cluster.kind, flavor=other, gpu_fraction=res.gpu_fraction
+            )
+            res = replace(
+                res, cpu=min(res.cpu, there.cpu), memory_gib=min(res.memory_gib, there.memory_gib)
+            )
+        fitted.append(replace(group, resources=res))
+    return fitted
 
 
 def autoscaler_options() -> Manifest:
@@ -418,6 +457,13 @@ def raycluster(
     a fractional dev cluster (KAI) carries the tenant's KAI queue.
     """
     flavor = shapes.flavor_spec(cluster.flavor)
+    accepted: list[shapes.FlavorSpec] = []
+    if queue_mode == "kueue" and len(cluster.accepted_flavors or []) > 1:
+        # Kueue writes the RayCluster before admission and chooses the flavor itself: the
+        # object is shaped for the accepted flavors in their order, whatever flavor the
+        # row was admitted on, so that it stays the same once admitted.
+        accepted = [shapes.flavor_spec(f) for f in cluster.accepted_flavor_rows()]
+        flavor = accepted[0] if accepted else flavor
     fraction = Decimal(cluster.gpu_fraction) if cluster.gpu_fraction is not None else None
     if fraction is not None and not kai_enabled:
         raise ValueError("A fractional GPU cluster needs KAI (kai_enabled=True).")
@@ -435,6 +481,9 @@ def raycluster(
     chosen = resolve_image(cluster, image)
     labels = lbl.cluster_labels(cluster)
     object_labels = dict(labels)
+    products = [f.gpu_product for f in accepted]
+    if len(accepted) > 1:
+        groups = _fungible_groups(cluster, groups, accepted)
     if queue_mode == "kueue":
         object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
         object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
@@ -451,7 +500,14 @@ def raycluster(
         spec["autoscalerOptions"] = autoscaler_options()
     spec["headGroupSpec"] = _head_group(cluster, chosen, labels)
     spec["workerGroupSpecs"] = [
-        _worker_group(g, flavor=flavor, image=chosen, pod_labels=labels, kai_queue_label=kai_label)
+        _worker_group(
+            g,
+            flavor=flavor,
+            image=chosen,
+            pod_labels=labels,
+            kai_queue_label=kai_label,
+            products=products,
+        )
         for g in groups
     ]
     return {

@@ -164,6 +164,13 @@ def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) ->
             },
             "queueingStrategy": "BestEffortFIFO",
             "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": entries}],
+            # A request that accepts several flavors (its workers' node affinity) takes
+            # the first that fits, borrowing included, and only if none fits does it
+            # preempt (reclaim) on one: the built-in pass's rule (decide's fungibility).
+            "flavorFungibility": {
+                "whenCanBorrow": "MayStopSearch",
+                "whenCanPreempt": "TryNextFlavor",
+            },
             "preemption": {
                 "reclaimWithinCohort": "Any",
                 "borrowWithinCohort": {"policy": "Never"},

@@ -54,7 +54,11 @@ def run_admission_pass() -> PassResult:
             .filter(pk__in=decision.admitted, state=State.QUEUED)
             .select_related("tenant", "flavor", "owner")
         }
-        result.admitted = admit([chosen[pk] for pk in decision.admitted if pk in chosen], now=now)
+        result.admitted = admit(
+            [chosen[pk] for pk in decision.admitted if pk in chosen],
+            now=now,
+            placed=decision.placed,
+        )
         for pk in result.admitted:
             metrics.ADMITTED.labels(chosen[pk].tenant.slug).inc()
         enqueue.provision_many(result.admitted)

@@ -21,7 +21,7 @@ from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
 from clusters.kube.gateway import Gateway
-from clusters.kube.queues import LOCAL_QUEUE_NAME
+from clusters.kube.queues import GPU, LOCAL_QUEUE_NAME
 from clusters.models import ClusterRequest
 from clusters.queue.interface import PassResult, QueueBackend, QueueView
 from clusters.queue.writeback import admit
@@ -156,6 +156,17 @@ def _reason(message: str) -> str:
     return "pending"
 
 
+def admitted_flavor(workload: dict[str, Any]) -> str | None:
+    """The GPU flavor Kueue admitted the Workload on (its ResourceFlavors are named as
+    the catalogue's), or ``None`` when it names none."""
+    admission = (workload.get("status") or {}).get("admission") or {}
+    for assignment in admission.get("podSetAssignments") or []:
+        flavor = (assignment.get("flavors") or {}).get(GPU)
+        if flavor:
+            return str(flavor)
+    return None
+
+
 def fold_queued(
     cluster: ClusterRequest,
     workload: dict[str, Any] | None,
@@ -171,7 +182,7 @@ def fold_queued(
         return False
     if is_admitted(workload):
         now = timezone.now()
-        if admit([cluster], now=now):
+        if admit([cluster], now=now, placed={cluster.pk: admitted_flavor(workload) or ""}):
             transition(
                 cluster,
                 State.STARTING if cluster.is_job else State.PROVISIONING,

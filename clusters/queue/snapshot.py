@@ -10,7 +10,7 @@ runs; :mod:`clusters.queue.writeback` writes a decision back.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -60,16 +60,56 @@ def _pending(
 
 def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
     """The pure view of a queued (or candidate, unsaved) request."""
-    return _pending(
+    spec = ClusterSpec.of(row)
+    pending = _pending(
         pk=pk if pk is not None else row.pk,
         tenant=row.tenant.slug,
         owner=row.owner_id or 0,
-        spec=ClusterSpec.of(row),
+        spec=spec,
         gpus=row.gpus,
         cpu=row.cpu,
         memory_gib=row.memory_gib,
         created_at=row.created_at or timezone.now(),
         earmarked=row.earmarked_at is not None,
+    )
+    names = spec.flavor_names()
+    if len(names) < 2:
+        return pending
+    options = flavor_options(spec, GpuFlavor.objects.in_bulk(list(names), field_name="name"))
+    return with_options(pending, options)
+
+
+def flavor_options(spec: ClusterSpec, by_name: dict[str, GpuFlavor]) -> list[adm.FlavorOption]:
+    """What ``spec`` asks of each flavor it accepts, most preferred first: a dev worker
+    is one GPU on any of them, but its CPU and memory slice (and a prod worker's whole
+    node) differ. A flavor gone from the catalogue is skipped."""
+    options = []
+    for name in spec.flavor_names():
+        flavor = by_name.get(name)
+        if flavor is None:
+            continue
+        on = spec.only_on(flavor)
+        need = on.demand()
+        options.append(
+            adm.FlavorOption(name, need.gpus, need.cpu, need.memory_gib, on.worker_gpus())
+        )
+    return options
+
+
+def with_options(pending: adm.Pending, options: list[adm.FlavorOption]) -> adm.Pending:
+    """``pending`` accepting ``options`` in order: the first is its own flavor and demand
+    (while it waits, the first preference, whatever flavor it last ran on)."""
+    if not options:
+        return pending
+    first = options[0]
+    return replace(
+        pending,
+        flavor=first.flavor,
+        gpus=first.gpus,
+        cpu=first.cpu,
+        memory_gib=first.memory_gib,
+        worker_gpus=first.worker_gpus,
+        fallbacks=tuple(options[1:]),
     )
 
 
@@ -96,7 +136,7 @@ class QueuedRow:
     """
 
     id: int
-    queue: tuple[int | None, int | None, str, str, datetime | None]
+    queue: tuple[int | None, int | None, str, str, datetime | None, list[dict[str, Any]]]
 
 
 _QUEUED_FIELDS = (
@@ -116,6 +156,7 @@ _QUEUE_FIELDS = (
     "queue_reason",
     "queue_message",
     "queue_eta",
+    "queue_flavors",
 )
 
 
@@ -134,10 +175,13 @@ class _Shape:
     workers: int
     worker_gpus: Decimal
     ttl: timedelta | None
+    # Every flavor it accepts with its demand there, when it accepts more than one.
+    options: list[adm.FlavorOption]
 
 
-def _shape(flavor: GpuFlavor, values: dict[str, Any]) -> _Shape:
+def _shape(flavor: GpuFlavor, values: dict[str, Any], by_name: dict[str, GpuFlavor]) -> _Shape:
     spec = ClusterSpec(flavor=flavor, **{c: values[c] for c in _SHAPE_COLUMNS if c != "flavor_id"})
+    many = len(spec.flavor_names()) > 1
     return _Shape(
         flavor=flavor.name,
         kind=spec.kind,
@@ -145,40 +189,47 @@ def _shape(flavor: GpuFlavor, values: dict[str, Any]) -> _Shape:
         workers=spec.charged_workers(),
         worker_gpus=spec.worker_gpus(),
         ttl=timedelta(hours=spec.ttl_hours) if spec.ttl_hours else None,
+        options=flavor_options(spec, by_name) if many else [],
+    )
+
+
+def _shape_key(values: dict[str, Any]) -> tuple[object, ...]:
+    return tuple(
+        tuple(values[c] or ()) if c == "accepted_flavors" else values[c] for c in _SHAPE_COLUMNS
     )
 
 
 def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[QueuedRow]]:
     pending: list[adm.Pending] = []
     rows: list[QueuedRow] = []
-    shapes: dict[tuple[object, ...], _Shape] = {}
+    memo: dict[tuple[object, ...], _Shape] = {}
+    by_name = {f.name: f for f in flavors.values()}
     fields = tuple(f for f in _QUEUED_FIELDS if f != "name")
     for values in (
         ClusterRequest.objects.unscoped().filter(state=State.QUEUED).values(*fields, *_QUEUE_FIELDS)
     ):
-        key = tuple(values[c] for c in _SHAPE_COLUMNS)
-        shape = shapes.get(key)
+        key = _shape_key(values)
+        shape = memo.get(key)
         if shape is None:
-            shape = shapes[key] = _shape(flavors[values["flavor_id"]], values)
+            shape = memo[key] = _shape(flavors[values["flavor_id"]], values, by_name)
         # The same fields as :func:`_pending`, without a spec per row.
-        pending.append(
-            adm.Pending(
-                id=values["id"],
-                tenant=values["tenant__slug"],
-                owner=values["owner_id"],
-                flavor=shape.flavor,
-                kind=shape.kind,
-                gpus=Decimal(values["gpus"]),
-                created_at=values["created_at"],
-                cpu=Decimal(values["cpu"]),
-                memory_gib=Decimal(values["memory_gib"]),
-                priority=shape.priority,
-                workers=shape.workers,
-                worker_gpus=shape.worker_gpus,
-                ttl=shape.ttl,
-                earmarked=values["earmarked_at"] is not None,
-            )
+        request = adm.Pending(
+            id=values["id"],
+            tenant=values["tenant__slug"],
+            owner=values["owner_id"],
+            flavor=shape.flavor,
+            kind=shape.kind,
+            gpus=Decimal(values["gpus"]),
+            created_at=values["created_at"],
+            cpu=Decimal(values["cpu"]),
+            memory_gib=Decimal(values["memory_gib"]),
+            priority=shape.priority,
+            workers=shape.workers,
+            worker_gpus=shape.worker_gpus,
+            ttl=shape.ttl,
+            earmarked=values["earmarked_at"] is not None,
         )
+        pending.append(with_options(request, shape.options))
         queue = tuple(values[f] for f in _QUEUE_FIELDS)
         rows.append(QueuedRow(values["id"], queue))
     return pending, rows

@@ -9,7 +9,9 @@ the row's state, so a request deleted while a pass ran is never resurrected.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -18,8 +20,10 @@ from clusters import admission as adm
 from clusters import lifecycle
 from clusters.models import ClusterRequest
 from clusters.queue.snapshot import QueuedRow
+from clusters.spec import ClusterSpec
 from clusters.states import State
 from clusters.transitions import note, transition
+from tenants.models import GpuFlavor
 
 
 def apply_waiting(queued: list[QueuedRow], decision: adm.Decision) -> None:
@@ -40,6 +44,7 @@ def apply_waiting(queued: list[QueuedRow], decision: adm.Decision) -> None:
             status.reason,
             status.message[:500],
             status.eta,
+            flavor_standing(status),
         )
         if values != row.queue:
             row.queue = values
@@ -49,23 +54,45 @@ def apply_waiting(queued: list[QueuedRow], decision: adm.Decision) -> None:
     table = ClusterRequest._meta.db_table
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            columns = list(zip(*[(r.id, *r.queue) for r in changed], strict=True))
+            columns = list(zip(*[(r.id, *_params(r.queue)) for r in changed], strict=True))
             cursor.execute(
                 f"UPDATE {table} AS t SET queue_position = v.pos, "
                 "queue_flavor_position = v.fpos, queue_reason = v.reason, "
-                "queue_message = v.message, queue_eta = v.eta "
+                "queue_message = v.message, queue_eta = v.eta, "
+                "queue_flavors = v.flavors::jsonb "
                 "FROM unnest(%s::bigint[], %s::integer[], %s::integer[], %s::text[], "
-                "%s::text[], %s::timestamptz[]) AS v(id, pos, fpos, reason, message, eta) "
+                "%s::text[], %s::timestamptz[], %s::text[]) "
+                "AS v(id, pos, fpos, reason, message, eta, flavors) "
                 "WHERE t.id = v.id AND t.state = %s",
                 [*(list(c) for c in columns), State.QUEUED.value],
             )
             return
         cursor.executemany(
             f"UPDATE {table} SET queue_position = %s, queue_flavor_position = %s, "
-            "queue_reason = %s, queue_message = %s, queue_eta = %s "
+            "queue_reason = %s, queue_message = %s, queue_eta = %s, queue_flavors = %s "
             "WHERE id = %s AND state = %s",
-            [(*r.queue, r.id, State.QUEUED.value) for r in changed],
+            [(*_params(r.queue), r.id, State.QUEUED.value) for r in changed],
         )
+
+
+def flavor_standing(status: adm.QueueStatus) -> list[dict[str, Any]]:
+    """A waiting request's standing on each flavor it accepts, as ``queue_flavors``
+    stores it (empty for a request of one flavor)."""
+    return [
+        {
+            "flavor": f.flavor,
+            "position": f.position,
+            "reason": f.reason,
+            "message": f.message[:500],
+            "eta": f.eta.isoformat() if f.eta else None,
+        }
+        for f in status.flavors
+    ]
+
+
+def _params(queue: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The queue fields as SQL parameters (the standing as JSON text)."""
+    return (*queue[:-1], json.dumps(queue[-1]))
 
 
 def apply_earmarks(decision: adm.Decision, *, now: datetime) -> None:
@@ -127,8 +154,26 @@ def apply_reclaim(decision: adm.Decision, *, now: datetime) -> list[int]:
     return suspended
 
 
-def admit(rows: list[ClusterRequest], *, now: datetime) -> list[int]:
-    """Move the admitted rows to ``admitted`` (conditional: a row deleted meanwhile stays)."""
+def place_on(row: ClusterRequest, flavor_name: str | None) -> dict[str, Any]:
+    """Put ``row`` on the flavor it was admitted on, with its demand there (a request
+    that accepts several flavors); the fields to write, empty when nothing changes."""
+    if not flavor_name or flavor_name == row.flavor.name:
+        return {}
+    flavor = GpuFlavor.objects.get(name=flavor_name)
+    need = ClusterSpec.of(row).only_on(flavor).demand()
+    fields = {"flavor": flavor, "gpus": need.gpus, "cpu": need.cpu, "memory_gib": need.memory_gib}
+    # In memory first: the usage span opened by the transition reads the row.
+    for key, value in fields.items():
+        setattr(row, key, value)
+    return fields
+
+
+def admit(
+    rows: list[ClusterRequest], *, now: datetime, placed: dict[int, str] | None = None
+) -> list[int]:
+    """Move the admitted rows to ``admitted`` (conditional: a row deleted meanwhile stays)
+    on the flavor the pass chose for each (``placed``: a request that accepts several
+    flavors is recorded on the one it was admitted on, with its demand there)."""
     done = []
     for row in rows:
         expires = now + timedelta(hours=row.ttl_hours) if row.ttl_hours else None
@@ -146,7 +191,9 @@ def admit(rows: list[ClusterRequest], *, now: datetime) -> list[int]:
             queue_reason="",
             queue_message="",
             queue_eta=None,
+            queue_flavors=[],
             earmarked_at=None,
+            **place_on(row, (placed or {}).get(row.pk)),
         ):
             done.append(row.pk)
     return done

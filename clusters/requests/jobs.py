@@ -43,6 +43,13 @@ from tenants.selectors import role_in_tenant
 STOPPABLE = frozenset({State.QUEUED, State.ADMITTED, State.STARTING, State.RUNNING})
 
 
+# Why a job without a shape or a host is refused.
+NO_FLAVOR = (
+    "Name a GPU flavor (flavor, or several in order of preference as flavors), or a ready "
+    "dev cluster of yours as cluster."
+)
+
+
 def _job_field_errors(job: JobSpec) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The checks of the job's own fields; returns the cleaned runtime_env and faults."""
     errors: dict[str, list[str]] = {}
@@ -143,7 +150,7 @@ def job_check(
     )
     if job.host or spec is None:
         if spec is None and not job.host:
-            errors["flavor"] = ["Name a GPU flavor, or a ready dev cluster of yours as cluster."]
+            errors["flavor"] = [NO_FLAVOR]
         if errors:
             raise ValidationError(errors)
         assert host is not None

@@ -21,16 +21,17 @@ from django.utils import timezone
 
 from clusters import lifecycle, rules, shapes
 from clusters.admission.ledger import Ledger
-from clusters.models import ClusterRequest
+from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue.backends import queue_backend
 from clusters.queue.snapshot import pending_of, policy_snapshot
+from clusters.queue.writeback import place_on
 from clusters.spec import ClusterSpec
 from clusters.states import LIVE, State
 from clusters.transitions import note, transition
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
-from tenants.models import Tenant
-from tenants.selectors import role_in_tenant
+from tenants.models import GpuFlavor, Tenant
+from tenants.selectors import role_in_tenant, unknown_flavor_message
 
 
 class NeverFits(ValidationError):
@@ -47,6 +48,33 @@ class NeverFits(ValidationError):
         super().__init__([message for _, message in reasons])
         self.reasons = reasons
         self.cluster = cluster
+
+
+# How many flavors one request may accept: enough for a preference and its fallbacks,
+# few enough that a waiting request's standing on each stays readable.
+MAX_FLAVORS = 4
+
+
+def resolve_flavors(names: list[str]) -> list[GpuFlavor]:
+    """The catalogue rows of ``flavors`` (names in order of preference), or a
+    ``ValidationError`` on ``flavors``: none, more than :data:`MAX_FLAVORS`, one named
+    twice, or names the catalogue lacks (saying which it has)."""
+    if not names:
+        raise ValidationError({"flavors": ["Name at least one GPU flavor."]})
+    if len(names) > MAX_FLAVORS:
+        raise ValidationError(
+            {"flavors": [f"A request may accept at most {MAX_FLAVORS} GPU flavors."]}
+        )
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValidationError(
+            {"flavors": [f"Each flavor may be named once; {', '.join(twice)} appears twice."]}
+        )
+    found = GpuFlavor.objects.in_bulk(names, field_name="name")
+    unknown = [name for name in names if name not in found]
+    if unknown:
+        raise ValidationError({"flavors": [unknown_flavor_message(name) for name in unknown]})
+    return [found[name] for name in names]
 
 
 def request_never_fits(cluster: ClusterRequest) -> list[tuple[str, str]]:
@@ -96,21 +124,74 @@ def cluster_request_check(
     role = role or role_in_tenant(user=actor, tenant=tenant)
     if not rules.may_request(role=role, kind=spec.kind):
         raise PermissionDenied(rules.requester_refusal(tenant=tenant, role=role, kind=spec.kind))
+    others = _fallback_flavors(spec)
     errors: dict[str, list[str]] = {}
     try:
         cluster = build_request(tenant=tenant, owner=actor, spec=spec)
     except ValidationError as exc:
         errors = dict(exc.message_dict)
+    on_others = _check_other_flavors(
+        actor=actor, tenant=tenant, spec=spec, others=others, errors=errors
+    )
     name = spec.name
     if check_name and name and "name" not in errors and name_taken(tenant=tenant, name=name):
         errors["name"] = [_taken_message(tenant=tenant, name=name)]
     if errors:
         raise ValidationError(errors)
     never = request_never_fits(cluster)
+    if on_others:
+        never = [(code, f"On {spec.flavor.name}: {m}") for code, m in never]
+        for flavor, row in on_others:
+            never += [(code, f"On {flavor.name}: {m}") for code, m in request_never_fits(row)]
     if never:
         raise NeverFits(never, cluster)
     rules.check_user_caps(tenant=tenant, owner=actor, kind=spec.kind, gpus=cluster.gpus)
     return cluster
+
+
+def _check_other_flavors(
+    *,
+    actor: Any,
+    tenant: Tenant,
+    spec: ClusterSpec,
+    others: list[GpuFlavor],
+    errors: dict[str, list[str]],
+) -> list[tuple[GpuFlavor, ClusterRequest]]:
+    """The request on each flavor it accepts after its first, as unsaved rows; their
+    faults are added to ``errors``, prefixed with the flavor.
+
+    A request that accepts several flavors is checked on each (shape, never-fits) and
+    refused if any could never take it: a fallback that can never start would only
+    mislead. Faults that are the same on every flavor are reported once."""
+    on_others: list[tuple[GpuFlavor, ClusterRequest]] = []
+    for flavor in others:
+        try:
+            on_others.append(
+                (flavor, build_request(tenant=tenant, owner=actor, spec=spec.only_on(flavor)))
+            )
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                known = errors.setdefault(field, [])
+                known.extend(f"On {flavor.name}: {m}" for m in messages if m not in known)
+    if others and spec.kind == ClusterKind.PROD and queue_backend().fixed_size_only:
+        sizes = {spec.flavor.gpus_per_node, *(f.gpus_per_node for f in others)}
+        if len(sizes) > 1:
+            # Under Kueue one pod template must fit whichever flavor it picks, and a
+            # production worker's GPU limit is its node's GPUs.
+            errors.setdefault("flavors", []).append(
+                "Under Kueue a production cluster may accept several flavors only if "
+                "their nodes have as many GPUs each."
+            )
+    return on_others
+
+
+def _fallback_flavors(spec: ClusterSpec) -> list[GpuFlavor]:
+    """The flavors ``spec`` accepts after its first, checked as :func:`resolve_flavors`
+    checks them (the API has already; the dashboard and other callers may not)."""
+    names = list(spec.flavor_names())
+    if names[0] != spec.flavor.name:
+        raise ValidationError({"flavors": ["The first accepted flavor must be the flavor."]})
+    return resolve_flavors(names)[1:] if len(names) > 1 else []
 
 
 def _taken_message(*, tenant: Tenant, name: str) -> str:
@@ -130,14 +211,19 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
         kai_enabled=settings.KAI_ENABLED,
         kueue=queue_backend().fixed_size_only,
     )
-    need = shapes.demand(flavor=shapes.flavor_spec(spec.flavor), **spec.shape())
+    need = spec.demand()
     name = spec.name or shapes.default_name(
         owner_username=owner.get_username(), kind=spec.kind, suffix=secrets.token_hex(3)
     )
     return ClusterRequest(
         tenant=tenant,
         owner=owner,
-        **{**spec.as_fields(), "name": name, "ttl_hours": ttl_hours},
+        **{
+            **spec.as_fields(),
+            "name": name,
+            "ttl_hours": ttl_hours,
+            "accepted_flavors": list(spec.flavor_names()),
+        },
         image=settings.RAY_IMAGE_DEFAULT,
         gpus=need.gpus,
         cpu=need.cpu,
@@ -175,6 +261,7 @@ def cluster_request_create(
             data={
                 "kind": spec.kind,
                 "flavor": spec.flavor.name,
+                "flavors": list(spec.flavor_names()),
                 "workers": spec.workers,
                 "gpus": str(cluster.gpus),
             },
@@ -234,8 +321,16 @@ def cluster_resume(
             gpus=cluster.gpus,
             excluding=cluster.pk,  # a suspended cluster already counts against the caps
         )
+        # Back in the queue on its first preference (it may have run on another).
+        accepted = list(cluster.accepted_flavors or [])
+        placed = place_on(cluster, accepted[0]) if len(accepted) > 1 else {}
         transition(
-            cluster, State.QUEUED, reason="resumed", actor=actor, message="back in the queue"
+            cluster,
+            State.QUEUED,
+            reason="resumed",
+            actor=actor,
+            message="back in the queue",
+            **placed,
         )
         audit_record(actor=actor, action="cluster.resume", obj=cluster, tenant=cluster.tenant)
         queue_backend().request_queued(cluster.pk)

@@ -20,6 +20,7 @@ from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options
 from clusters.queue.recorded import recorded_snapshot
 from clusters.queue.snapshot import pending_of
+from clusters.queue.writeback import place_on
 from clusters.requests import jobs, services
 from clusters.spec import ClusterSpec
 from controlplane.exceptions import ServiceConflict
@@ -78,7 +79,8 @@ def dry_run_verdict(
     # (clusters.queue.recorded), so a verdict forks the pass instead of re-running it.
     snapshot, recorded = recorded_snapshot()
     alternatives = []
-    for flavor in GpuFlavor.objects.exclude(pk=spec.flavor.pk).order_by("name"):
+    accepted = spec.flavor_names()
+    for flavor in GpuFlavor.objects.exclude(name__in=accepted).order_by("name"):
         try:
             other = check(spec.on_flavor(flavor))
         except (ValidationError, ServiceConflict):
@@ -98,6 +100,8 @@ def dry_run_verdict(
             flavor_position=None,
             eta=None,
         )
+    if verdict.verdict == FITS_NOW and verdict.flavor:
+        place_on(cluster, verdict.flavor)  # its manifests as it would start
     return {
         "verdict": verdict.verdict,
         "reasons": [asdict(reason) for reason in verdict.reasons],
@@ -109,6 +113,12 @@ def dry_run_verdict(
         if verdict.verdict == "will_queue"
         else "",
         "alternatives": [asdict(alt) for alt in verdict.alternatives],
+        # The flavor it would start on now (the first of its accepted flavors that fits),
+        # and while it would wait, its standing on each of them.
+        "flavor": verdict.flavor if verdict.verdict == FITS_NOW else None,
+        "flavors": [
+            {**asdict(f), "eta_text": adm.format_eta(f.eta, snapshot.now)} for f in verdict.flavors
+        ],
         "manifests": cluster_manifests(cluster, **manifest_options()),
     }
 
@@ -128,5 +138,7 @@ def _hosted_verdict(job: ClusterRequest, host: str) -> dict[str, Any]:
         "eta": None,
         "eta_text": "",
         "alternatives": [],
+        "flavor": None,
+        "flavors": [],
         "manifests": cluster_manifests(job, **manifest_options()),
     }

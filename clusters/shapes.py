@@ -211,7 +211,10 @@ def flavor_spec(flavor: Any) -> FlavorSpec:
         cpu_per_node=int(flavor.cpu_per_node),
         memory_per_node_gib=int(flavor.memory_per_node_gib),
         sharing=bool(flavor.sharing),
-        node_count=int(getattr(flavor, "node_count", 0) or 0),
+        # What can ever fit is judged against the node group at its largest.
+        node_count=int(
+            getattr(flavor, "most_nodes", None) or getattr(flavor, "node_count", 0) or 0
+        ),
     )
 
 

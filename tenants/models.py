@@ -292,9 +292,15 @@ class GpuFlavor(models.Model):
         return (self.max_node_count or 0) > self.node_count
 
     @property
+    def most_nodes(self) -> int:
+        """The most nodes the flavor can ever have: what "can this ever fit" is judged
+        against (its node group at its maximum)."""
+        return max(self.node_count, self.max_node_count or 0)
+
+    @property
     def max_gpus(self) -> int:
         """GPUs of this flavor once its node group has grown to its maximum."""
-        return self.gpus_per_node * max(self.node_count, self.max_node_count or 0)
+        return self.gpus_per_node * self.most_nodes
 
     def clean(self) -> None:
         super().clean()

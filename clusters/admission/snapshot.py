@@ -26,7 +26,17 @@ CAPACITY = "capacity"
 USER_CAP = "user_cap"
 HEAD_OF_LINE = "head_of_line"
 RECLAIM_PENDING = "reclaim_pending"
-REASONS = (TENANT_QUOTA, COHORT_QUOTA, CAPACITY, USER_CAP, HEAD_OF_LINE, RECLAIM_PENDING)
+# Quota is there, and the cluster autoscaler is adding the nodes the gang needs.
+WAITING_FOR_NODES = "waiting_for_nodes"
+REASONS = (
+    TENANT_QUOTA,
+    COHORT_QUOTA,
+    CAPACITY,
+    USER_CAP,
+    HEAD_OF_LINE,
+    RECLAIM_PENDING,
+    WAITING_FOR_NODES,
+)
 
 # Why a request can never fit (dry-run ``reasons[].code``).
 NODE_SIZE = "node_size"

@@ -62,6 +62,13 @@ _KINDS = [
     Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", namespaced=False),
     Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues"),
     Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads"),
+    Kind("kueue.x-k8s.io/v1beta2", "AdmissionCheck", "admissionchecks", namespaced=False),
+    Kind(
+        "kueue.x-k8s.io/v1beta2",
+        "ProvisioningRequestConfig",
+        "provisioningrequestconfigs",
+        namespaced=False,
+    ),
     Kind(
         "kueue.x-k8s.io/v1beta2",
         "WorkloadPriorityClass",

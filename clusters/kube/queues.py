@@ -34,6 +34,11 @@ LOCAL_QUEUE_NAME = "gangway"
 HEAD_FLAVOR = "ray-heads"
 # Production outranks dev: a prod gang may preempt dev clusters, never the reverse.
 PRIORITIES = {"dev": 100, "prod": 1000}
+# Capacity on demand in Kueue mode: one AdmissionCheck (with its ProvisioningRequest
+# config) that the ClusterQueues run for the flavors whose node group can grow.
+CAPACITY_CHECK = "gangway-capacity"
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 KAI_UNLIMITED = -1
 
 
@@ -124,6 +129,39 @@ def _round(value: Decimal) -> Decimal:
     return shapes.floor_to(value, "0.001")
 
 
+def growable(flavors: Iterable[Any]) -> list[str]:
+    """Names of the flavors whose node group can grow (``max_node_count`` above its
+    nodes), sorted."""
+    return sorted(str(f.name) for f in flavors if getattr(f, "can_grow", False))
+
+
+def capacity_check_objects() -> list[Manifest]:
+    """The ProvisioningRequestConfig and the AdmissionCheck that make Kueue ask the
+    cluster autoscaler for nodes before it admits a gang on a flavor that can grow
+    (the seeds' Kueue guide): an atomic scale-up of the nodes for GPU pods, so that a
+    gang is admitted only once its nodes are on their way, never partly."""
+    config = {
+        "apiVersion": KUEUE_API,
+        "kind": "ProvisioningRequestConfig",
+        "metadata": {"name": CAPACITY_CHECK, "labels": _labels()},
+        "spec": {"provisioningClassName": ATOMIC_SCALE_UP, "managedResources": [GPU]},
+    }
+    check = {
+        "apiVersion": KUEUE_API,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": CAPACITY_CHECK, "labels": _labels()},
+        "spec": {
+            "controllerName": PROVISIONING_CONTROLLER,
+            "parameters": {
+                "apiGroup": "kueue.x-k8s.io",
+                "kind": "ProvisioningRequestConfig",
+                "name": CAPACITY_CHECK,
+            },
+        },
+    }
+    return [config, check]
+
+
 def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) -> Manifest:
     """A tenant's ClusterQueue: one resource group over CPU, memory and GPUs.
 
@@ -136,6 +174,7 @@ def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) ->
     by_key = _quota_map(quotas)
     entries = []
     total_gpus = 0
+    flavors = list(flavors)
     for flavor in sorted(flavors, key=lambda f: str(f.name)):
         quota = by_key.get((int(tenant.pk), int(flavor.pk)))
         gpus = int(quota.gpus) if quota else 0
@@ -177,7 +216,21 @@ def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) ->
                 "withinClusterQueue": "LowerPriority",
             },
             "fairSharing": {"weight": q.number(tenant.weight)},
+            **_capacity_strategy(flavors),
         },
+    }
+
+
+def _capacity_strategy(flavors: Iterable[Any]) -> Manifest:
+    """The ClusterQueue's admission-check strategy: the capacity check, on the flavors
+    that can grow only (none can: no strategy)."""
+    names = growable(flavors)
+    if not names:
+        return {}
+    return {
+        "admissionChecksStrategy": {
+            "admissionChecks": [{"name": CAPACITY_CHECK, "onFlavors": names}]
+        }
     }
 
 
@@ -209,6 +262,8 @@ def kueue_objects(
     objects: list[Manifest] = [*priority_classes()]
     objects += [resource_flavor(flavor) for flavor in flavor_list]
     objects.append(head_flavor())
+    if growable(flavor_list):
+        objects += capacity_check_objects()
     objects += [cluster_queue(tenant, flavor_list, quota_list) for tenant in tenant_list]
     objects += [local_queue(tenant) for tenant in tenant_list]
     return objects

@@ -104,7 +104,9 @@ def free_for_admission(
     """
     if not flavor.node_count:
         return None, None
-    gpus = max(Decimal(flavor.total_gpus) - held, Decimal(0))
+    # A node group that can grow is bounded by its maximum here: the nodes it has now
+    # bound it through what the cluster reports free.
+    gpus = max(Decimal(flavor.max_gpus) - held, Decimal(0))
     nodes: int | None = None
     if fresh(flavor) and flavor.observed_free_gpus is not None:
         gpus = max(min(gpus, Decimal(flavor.observed_free_gpus) - unplaced), Decimal(0))

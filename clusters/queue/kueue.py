@@ -15,8 +15,10 @@ import logging
 from typing import Any
 
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from clusters import enqueue, lifecycle
+from clusters.admission.snapshot import WAITING_FOR_NODES
 from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
@@ -192,6 +194,16 @@ def fold_queued(
             )
             return True
         return False
+    waiting = _waiting_for_checks(workload)
+    if waiting is not None:
+        ClusterRequest.objects.filter(pk=cluster.pk, state=State.QUEUED).update(
+            queue_position=None,
+            queue_flavor_position=None,
+            queue_reason=WAITING_FOR_NODES,
+            queue_message=waiting[:500],
+            queue_eta=None,
+        )
+        return False
     meta = workload.get("metadata") or {}
     item = positions.get((meta.get("namespace", ""), meta.get("name", ""))) or {}
     cond = _condition(workload, "QuotaReserved")
@@ -206,6 +218,31 @@ def fold_queued(
         queue_eta=None,
     )
     return False
+
+
+def _waiting_for_checks(workload: dict[str, Any]) -> str | None:
+    """What a Workload waits for once Kueue reserved its quota but an admission check
+    (the capacity check: the cluster autoscaler adding nodes) is not ready yet; ``None``
+    when it is not in that position. Says since when, so the wait can be read."""
+    if _condition(workload, "QuotaReserved").get("status") != "True":
+        return None
+    checks = (workload.get("status") or {}).get("admissionChecks") or []
+    pending = [c for c in checks if c.get("state") != "Ready"]
+    if not pending:
+        return None
+    since = (
+        min(
+            (parse_datetime(str(c.get("lastTransitionTime") or "")) for c in pending),
+            key=lambda t: t or timezone.now(),
+        )
+        or timezone.now()
+    )
+    minutes = max(int((timezone.now() - since).total_seconds() // 60), 0)
+    said = "; ".join(str(c.get("message") or c.get("state") or "") for c in pending)
+    return (
+        f"Quota reserved; waiting for nodes from the cluster autoscaler since "
+        f"{since:%H:%M} UTC ({minutes} min): {said}"
+    )
 
 
 class KueueView(QueueView):

@@ -275,7 +275,7 @@ def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor) -> adm.Snapshot:
             adm.FlavorQ(
                 name=flavor.name,
                 gpus_per_node=flavor.gpus_per_node,
-                node_count=flavor.node_count,
+                node_count=flavor.most_nodes,
             )
         ],
         quotas=[
@@ -325,7 +325,7 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
             adm.FlavorQ(
                 name=f.name,
                 gpus_per_node=f.gpus_per_node,
-                node_count=f.node_count,
+                node_count=f.most_nodes,
                 # The catalogue's GPUs less what admitted clusters hold, and, when the
                 # reconciler saw the cluster recently, what is really free there.
                 free_gpus=free[f.name][0],

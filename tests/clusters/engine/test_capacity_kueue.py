@@ -1,0 +1,105 @@
+"""Capacity on demand in Kueue mode: for a flavor whose node group can grow, the
+control plane writes an AdmissionCheck with a ProvisioningRequestConfig and attaches it
+to the ClusterQueues; Kueue (emulated by kubesim) then asks the cluster autoscaler
+(emulated too) for a gang's nodes before admitting it, and the row says it waits for
+nodes, since when, while the autoscaler cannot find room."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusters.kube.gateway import get_gateway
+from clusters.models import ClusterRequest
+from kubesim import KubeSim
+from tenants.models import Quota
+from tests.clusters.engine.conftest import wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+CLUSTERS = "/api/v1/tenants/acme/clusters/"
+
+
+def _fleet() -> dict[str, Any]:
+    """kubesim's growing fleet with one H100 node that may grow to two."""
+    fleet = yaml.safe_load((ROOT / "kubesim/fleets/autoscaling.yaml").read_text())
+    fleet["autoscaler"]["scaleUpDelay"] = 1
+    for pool in fleet["pools"]:
+        if pool["name"] == "h100":
+            pool["count"], pool["maxCount"] = 1, 2
+    return fleet
+
+
+@pytest.fixture
+def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
+    settings.QUEUE_MODE = "kueue"
+    sim = KubeSim(fleet=_fleet(), port=0, startup_delay=0.0, kueue=True).start()
+    sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    settings.KUBECONFIG = str(tmp_path / "kubeconfig")
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def growing(h100: Any, acme: Any) -> Any:
+    h100.node_count, h100.max_node_count = 1, 2
+    h100.save()
+    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=24, borrow_limit=0)
+    return h100
+
+
+def _row(name: str) -> ClusterRequest:
+    return ClusterRequest.objects.unscoped().get(name=name)
+
+
+def _h100_nodes() -> int:
+    nodes = get_gateway().list("v1", "Node")
+    return sum(
+        1
+        for n in nodes
+        if n["metadata"]["labels"].get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3"
+    )
+
+
+def test_a_gang_waits_for_nodes_and_is_admitted_when_they_come(
+    worker: Any, kubesim: Any, growing: Any, as_user: Any, alice: Any
+) -> None:
+    gw = get_gateway()
+    api = as_user(alice)
+    one = {"name": "one", "kind": "prod", "flavor": "h100", "workers": 1}
+    assert api.post(CLUSTERS, one, format="json").status_code == 201
+    wait_for(lambda: _row("one").state == "ready", what="a 1-node cluster ready", timeout=90)
+    check = gw.get("kueue.x-k8s.io/v1beta2", "AdmissionCheck", "gangway-capacity")
+    assert check is not None and check["spec"]["controllerName"].endswith("provisioning-request")
+    queue = gw.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "gw-acme")
+    (rule,) = queue["spec"]["admissionChecksStrategy"]["admissionChecks"]
+    assert rule == {"name": "gangway-capacity", "onFlavors": ["h100"]}
+
+    # Two more whole nodes: the quota has room (24), the node group only one more node.
+    two = {"name": "two", "kind": "prod", "flavor": "h100", "workers": 2}
+    assert api.post(CLUSTERS, two, format="json").status_code == 201
+    waiting = wait_for(
+        lambda: ClusterRequest.objects.filter(name="two", queue_reason="waiting_for_nodes").first(),
+        what="the row waiting for nodes",
+        timeout=60,
+    )
+    assert waiting.state == "queued" and not waiting.holds_gpus
+    assert "waiting for nodes from the cluster autoscaler since" in waiting.queue_message
+    detail = api.get(CLUSTERS + "two/").json()
+    assert detail["queue"]["reason"] == "waiting_for_nodes"
+
+    # The first cluster goes: its node and one new one hold the gang.
+    assert api.delete(CLUSTERS + "one/").status_code == 202
+    wait_for(lambda: _row("two").state == "ready", what="admitted and ready", timeout=120)
+    assert _h100_nodes() == 2
+    requests = kubesim.list("provisioningrequests.autoscaling.x-k8s.io", "gw-acme")
+    assert any(
+        c["type"] == "Provisioned" and c["status"] == "True"
+        for r in requests
+        for c in r["status"].get("conditions", [])
+    )

@@ -26,6 +26,7 @@ PROVISION = "clusters.tasks.provision_cluster"
 PROVISION_MANY = "clusters.tasks.provision_clusters"
 ADMISSION_PASS = "clusters.tasks.admission_pass"
 RECONCILE = "clusters.tasks.reconcile"
+REQUEST_CAPACITY = "clusters.tasks.request_capacity"
 
 # The PendingPass row of each coalesced pass.
 PASSES = {ADMISSION_PASS: "admission", RECONCILE: "reconcile"}

@@ -156,6 +156,21 @@ class ClusterRequest(TenantOwned):
         blank=True,
         help_text="When the request last gave its GPUs back (its pods were gone).",
     )
+    # Capacity on demand (built-in queue): the ProvisioningRequest asked of the cluster
+    # autoscaler for this request's nodes, and what became of it.
+    capacity_request = models.CharField(max_length=253, blank=True)
+    capacity_state = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[
+            ("requested", "Requested"),
+            ("provisioned", "Provisioned"),
+            ("failed", "Failed"),
+        ],
+    )
+    capacity_requested_at = models.DateTimeField(null=True, blank=True)
+    capacity_message = models.CharField(max_length=500, blank=True)
+    capacity_attempts = models.PositiveIntegerField(default=0)
 
     objects = ClusterRequestQuerySet.as_manager()  # type: ignore[misc]
 

@@ -21,7 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from clusters import enqueue
-from clusters.engine import provisioning
+from clusters.engine import capacity, provisioning
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
 from clusters.models import ClusterRequest
@@ -178,6 +178,29 @@ def reconcile() -> dict[str, int]:
         "evicted": len(report.evicted),
         "errors": len(report.errors),
     }
+
+
+@shared_task(name=enqueue.REQUEST_CAPACITY, bind=True, acks_late=True, max_retries=8)
+def request_capacity(self: Any, cluster_id: int) -> None:
+    """Write the ProvisioningRequest a waiting request asks the cluster autoscaler for
+    its nodes with (:mod:`clusters.engine.capacity`). A lost or failed message is not
+    lost work: every reconcile pass writes it again while it is missing."""
+    cluster = (
+        ClusterRequest.objects.unscoped()
+        .select_related("tenant", "flavor", "owner", "job")
+        .filter(pk=cluster_id)
+        .first()
+    )
+    if cluster is None:
+        return
+    try:
+        capacity.request_capacity(cluster, get_gateway())
+    except TransientKubeError as exc:
+        raise self.retry(
+            countdown=backoff_seconds(self.request.retries + 1, exc.retry_after), exc=exc
+        ) from exc
+    except PermanentKubeError as exc:
+        log.warning("capacity request of %s refused: %s", cluster, exc.message)
 
 
 @shared_task(name="clusters.tasks.sweep", acks_late=True)

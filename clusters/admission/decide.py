@@ -217,7 +217,7 @@ class _Pass:
                 ("c", *ckey),
             )
         free = led.free.get(p.flavor)
-        if free is not None:
+        if free is not None and p.booked != p.flavor:
             if p.gpus <= free and p.gpus + promises.fleet_for(p) > (
                 free + promises.releasing_fleet[p.flavor]
             ):

@@ -202,11 +202,15 @@ class Ledger:
         )
 
     def take_capacity(self, p: Pending) -> None:
-        """Subtract an admitted request from the known free capacity of its flavor."""
+        """Subtract an admitted request from the known free capacity of its flavor (a gang
+        the autoscaler is adding nodes for takes what is free now first, the rest from
+        its new nodes: never below nothing)."""
         free = self.free.get(p.flavor)
         if free is None:
             return
         free -= p.gpus
+        if p.booked == p.flavor:
+            free = max(free, type(free)(0))
         self.free[p.flavor] = free
         nodes = self.free_nodes.get(p.flavor)
         if nodes is not None:
@@ -215,7 +219,7 @@ class Ledger:
             # A dev worker may land on a whole free node: never claim more whole free
             # nodes than the free GPUs could fill.
             per_node = self.flavors[p.flavor].gpus_per_node
-            self.free_nodes[p.flavor] = min(nodes, int(free // per_node))
+            self.free_nodes[p.flavor] = max(min(nodes, int(free // per_node)), 0)
 
     def whole_free_nodes(self, flavor: str) -> int | None:
         """Nodes of ``flavor`` with every GPU free (estimated from free GPUs if unknown)."""

@@ -155,7 +155,7 @@ class Pending:
     back. ``earmarked``: an earlier pass reclaimed borrowed quota for it, so what that
     frees is promised to it (see :class:`Decision`). ``fallbacks`` are the flavors it
     also accepts, in order of preference after ``flavor`` (flavor fungibility): the pass
-    admits it on the first of them that fits now, never on two."""
+    admits it on the first of them that fits now, never on two. ``booked``: see below."""
 
     id: int
     tenant: str
@@ -172,6 +172,10 @@ class Pending:
     ttl: timedelta | None = None
     earmarked: bool = False
     fallbacks: tuple[FlavorOption, ...] = ()
+    # The flavor on which the cluster autoscaler provisioned nodes for this gang (a
+    # ProvisioningRequest reported ``Provisioned``): there, what the fleet has free now
+    # does not bind it, since its nodes are being added for it; the quota still does.
+    booked: str = ""
 
     def options(self) -> tuple[Pending, ...]:
         """The request on each flavor it accepts, most preferred first (itself first)."""

@@ -17,6 +17,8 @@ every row that is not deleted:
   requests, and running clusters Kueue evicted, which go back to the queue);
 * folds each job's RayJob (KubeRay's job status) into its row and releases a finished
   job's GPUs once its pods are gone (:mod:`clusters.engine.jobs`);
+* folds the cluster autoscaler's answers to the requests that asked it for nodes
+  (:mod:`clusters.engine.capacity`), and deletes the ProvisioningRequests nobody waits on;
 * deletes managed RayClusters and RayJobs that no live row wants (orphans).
 It returns what it did, so the task can run an admission pass when capacity freed.
 """
@@ -38,6 +40,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters import lifecycle
+from clusters.engine import capacity as capacity_requests
 from clusters.engine import jobs, provisioning
 from clusters.engine.deletion import delete_raycluster, finish_deletion
 from clusters.engine.readiness import is_ready, waiting_reason
@@ -73,13 +76,15 @@ class Report:
     expired: list[int] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     released: list[int] = field(default_factory=list)
+    # Waiting requests whose nodes the cluster autoscaler provisioned: admissible now.
+    provisioned: list[int] = field(default_factory=list)
     evicted: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     batch: _Batch = field(default_factory=_Batch, repr=False)
 
     @property
     def freed_capacity(self) -> bool:
-        return bool(self.deleted or self.expired or self.released)
+        return bool(self.deleted or self.expired or self.released or self.provisioned)
 
 
 # The session-level advisory lock that keeps reconcile passes one at a time.
@@ -168,6 +173,10 @@ def _reconcile(gw: Gateway | None) -> Report:
             report.errors.append(f"{cluster}: {exc.message}")
             log.warning("reconcile %s: %s", cluster, exc.message)
     _write_batch(report, now)
+    try:
+        report.provisioned = capacity_requests.fold_capacity(rows, gw)
+    except KubeError as exc:
+        report.errors.append(f"capacity requests: {exc.message}")
     _keep_bundles(rows, gw, report)
     _delete_orphans(seen.rayclusters, wanted, gw, report)
     _delete_orphan_jobs(seen.rayjobs, wanted_jobs, gw, report)

@@ -55,6 +55,8 @@ _KINDS = [
     Kind("v1", "Service", "services"),
     Kind("v1", "Event", "events"),
     Kind("v1", "Node", "nodes", namespaced=False),
+    Kind("v1", "PodTemplate", "podtemplates"),
+    Kind("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "provisioningrequests"),
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
     Kind("ray.io/v1", "RayCluster", "rayclusters"),
     Kind("ray.io/v1", "RayJob", "rayjobs"),

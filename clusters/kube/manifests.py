@@ -26,6 +26,7 @@ from django.conf import settings
 from clusters import shapes
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
+from clusters.kube.capacity import consume_annotations
 from clusters.kube.queues import (
     KAI_SCHEDULER,
     LOCAL_QUEUE_NAME,
@@ -430,6 +431,16 @@ def _fungible_groups(
     return fitted
 
 
+def _booked_capacity(cluster: Any) -> str:
+    """The ProvisioningRequest whose booking the workers consume: while the request is
+    being started on capacity provisioned for it, else ``""``."""
+    if getattr(cluster, "capacity_state", "") != "provisioned":
+        return ""
+    if str(getattr(cluster, "state", "")) not in ("queued", "admitted", "provisioning", "starting"):
+        return ""
+    return str(getattr(cluster, "capacity_request", "") or "")
+
+
 def autoscaler_options() -> Manifest:
     """The in-tree autoscaler sidecar: small, hardened, and blind to GPUs like the head."""
     return {
@@ -510,6 +521,13 @@ def raycluster(
         )
         for g in groups
     ]
+    booked = _booked_capacity(cluster)
+    if booked:
+        # The autoscaler added nodes for this gang (capacity on demand): its workers
+        # consume that booking, so the new nodes are theirs.
+        for group in spec["workerGroupSpecs"]:
+            meta = group["template"]["metadata"]
+            meta["annotations"] = {**meta.get("annotations", {}), **consume_annotations(booked)}
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",

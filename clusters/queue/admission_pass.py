@@ -21,7 +21,14 @@ from clusters import enqueue
 from clusters.models import ClusterRequest
 from clusters.queue.interface import PassResult
 from clusters.queue.snapshot import build_snapshot
-from clusters.queue.writeback import admit, apply_earmarks, apply_reclaim, apply_waiting
+from clusters.queue.writeback import (
+    admit,
+    apply_capacity_words,
+    apply_earmarks,
+    apply_reclaim,
+    apply_waiting,
+    ask_for_capacity,
+)
 from clusters.states import State
 from controlplane import metrics
 
@@ -63,6 +70,9 @@ def run_admission_pass() -> PassResult:
             metrics.ADMITTED.labels(chosen[pk].tenant.slug).inc()
         enqueue.provision_many(result.admitted)
         apply_waiting(queued, decision)
+        for pk in ask_for_capacity(decision, now=now):
+            enqueue.after_commit(enqueue.REQUEST_CAPACITY, pk)
+        apply_capacity_words(now=now)
         apply_earmarks(decision, now=now)
         result.waiting = len(decision.waiting)
         result.suspended = apply_reclaim(decision, now=now)

@@ -149,6 +149,7 @@ _QUEUED_FIELDS = (
     "memory_gib",
     "created_at",
     "earmarked_at",
+    "capacity_state",
 )
 _QUEUE_FIELDS = (
     "queue_position",
@@ -228,6 +229,8 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
             worker_gpus=shape.worker_gpus,
             ttl=shape.ttl,
             earmarked=values["earmarked_at"] is not None,
+            # Nodes the cluster autoscaler provisioned for it (capacity on demand).
+            booked=shape.flavor if values["capacity_state"] == "provisioned" else "",
         )
         pending.append(with_options(request, shape.options))
         queue = tuple(values[f] for f in _QUEUE_FIELDS)

@@ -197,3 +197,82 @@ def admit(
         ):
             done.append(row.pk)
     return done
+
+
+# Capacity on demand: how long after a failed ProvisioningRequest the pass asks again.
+CAPACITY_RETRY_AFTER = timedelta(minutes=5)
+
+
+def ask_for_capacity(decision: adm.Decision, *, now: datetime) -> list[int]:
+    """Mark the requests the quota admits but the current nodes cannot hold, on a flavor
+    whose node group can grow, as asking the cluster autoscaler for their nodes (a
+    failed ask is repeated after :data:`CAPACITY_RETRY_AFTER`); returns their ids, for
+    the task that writes each ProvisioningRequest (:mod:`clusters.engine.capacity`)."""
+    growable = [f.pk for f in GpuFlavor.objects.all() if f.can_grow]
+    blocked = [pk for pk, status in decision.waiting.items() if status.reason == adm.CAPACITY]
+    if not growable or not blocked:
+        return []
+    asked = []
+    rows = (
+        ClusterRequest.objects.unscoped()
+        .filter(pk__in=blocked, state=State.QUEUED, flavor_id__in=growable)
+        .exclude(capacity_state__in=("requested", "provisioned"))
+        .select_related("flavor")
+    )
+    for row in rows:
+        if (
+            row.capacity_state == "failed"
+            and row.capacity_requested_at
+            and (now - row.capacity_requested_at < CAPACITY_RETRY_AFTER)
+        ):
+            continue
+        attempt = row.capacity_attempts + 1
+        name = f"{row.name}-nodes-{attempt}"
+        claimed = ClusterRequest.objects.filter(
+            pk=row.pk, state=State.QUEUED, capacity_state=row.capacity_state
+        ).update(
+            capacity_state="requested",
+            capacity_request=name,
+            capacity_requested_at=now,
+            capacity_message="",
+            capacity_attempts=attempt,
+        )
+        if claimed:
+            note(
+                row,
+                reason="nodes_requested",
+                message=f"asked the cluster autoscaler for new {row.flavor.name} nodes ({name})",
+            )
+            asked.append(row.pk)
+    return asked
+
+
+def apply_capacity_words(*, now: datetime) -> None:
+    """The queue reason and message of the requests that ask for nodes, or failed to get
+    them: what they wait for, since when, and the autoscaler's own words."""
+    rows = (
+        ClusterRequest.objects.unscoped()
+        .filter(state=State.QUEUED, capacity_state__in=("requested", "failed"))
+        .select_related("flavor")
+    )
+    for row in rows:
+        asked = row.capacity_requested_at or now
+        if row.capacity_state == "requested":
+            minutes = max(int((now - asked).total_seconds() // 60), 0)
+            reason = adm.WAITING_FOR_NODES
+            message = (
+                f"Waiting for nodes: asked the cluster autoscaler for new {row.flavor.name} "
+                f"nodes at {asked:%H:%M} UTC ({minutes} min ago): "
+                f"{row.capacity_message or 'waiting for its answer'}"
+            )
+        else:
+            reason = adm.CAPACITY
+            message = (
+                f"The cluster autoscaler could not add {row.flavor.name} nodes: "
+                f"{row.capacity_message}. It is asked again after "
+                f"{asked + CAPACITY_RETRY_AFTER:%H:%M} UTC."
+            )
+        if (reason, message[:500]) != (row.queue_reason, row.queue_message):
+            ClusterRequest.objects.filter(pk=row.pk, state=State.QUEUED).update(
+                queue_reason=reason, queue_message=message[:500]
+            )

@@ -26,7 +26,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from clusters.kube import bundles, gateway, manifests
+from clusters.kube import bundles, capacity, gateway, manifests
 from clusters.models import ClusterRequest, Job
 from clusters.queue import kueue
 from tenants.models import GpuFlavor, Quota, Tenant
@@ -49,6 +49,7 @@ GROUP_GATES: dict[str, str] = {
     "": ALWAYS,
     "networking.k8s.io": ALWAYS,
     "ray.io": ALWAYS,
+    "autoscaling.x-k8s.io": ALWAYS,
     "kueue.x-k8s.io": "QUEUE_MODE=kueue",
     "scheduling.run.ai": "KAI_ENABLED=1",
 }
@@ -489,6 +490,8 @@ def applied_kinds(acme: Any, bob: Any, h100: Any, l4: Any, settings: Any) -> set
     objects += manifests.cluster_manifests(dev, queue_mode="kueue")
     objects += manifests.cluster_manifests(frac, kai_enabled=True)
     objects += manifests.cluster_manifests(job)
+    spec = manifests.cluster_manifests(dev)[0]["spec"]
+    objects += capacity.capacity_objects(dev, spec, name="bob-dev-nodes-1")
     objects += manifests.kueue_objects(
         Tenant.objects.unscoped(), GpuFlavor.objects.all(), Quota.objects.unscoped().all()
     )

@@ -1,0 +1,150 @@
+"""Capacity on demand (built-in queue): ask the cluster autoscaler for a gang's nodes
+and follow its answer.
+
+The admission pass marks a request the quota admits but the current nodes cannot hold,
+on a flavor whose node group can grow (``capacity_state`` ``requested``, with the name
+of its ProvisioningRequest); :func:`request_capacity` (a task) writes the request and
+its PodTemplates (:mod:`clusters.kube.capacity`). Each reconcile pass folds the
+autoscaler's conditions into the rows (:func:`fold_capacity`): ``Provisioned`` makes the
+gang admissible on that flavor whatever is free now (the nodes are on their way, booked
+for it); ``Failed``, or a booking that lapsed before the gang was admitted, puts it back
+in line with the autoscaler's words and a time to ask again. Requests whose gang no
+longer waits for them are deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from clusters.kube import capacity as manifests
+from clusters.kube.gateway import Gateway, KubeError
+from clusters.kube.manifests import cluster_manifests
+from clusters.models import ClusterRequest
+from clusters.queue.backends import manifest_options
+from clusters.states import State
+from clusters.transitions import note
+
+log = logging.getLogger(__name__)
+
+PROVREQ = ("autoscaling.x-k8s.io/v1", "ProvisioningRequest")
+# While a request is one of these, its ProvisioningRequest may still be needed.
+NEEDS_REQUEST = frozenset({State.QUEUED, State.ADMITTED, State.PROVISIONING, State.STARTING})
+
+
+def _ray_cluster_spec(cluster: ClusterRequest) -> dict[str, Any]:
+    (obj,) = cluster_manifests(cluster, **manifest_options())
+    return dict(obj["spec"]["rayClusterSpec"] if obj["kind"] == "RayJob" else obj["spec"])
+
+
+def request_capacity(cluster: ClusterRequest, gw: Gateway) -> None:
+    """Write the PodTemplates and then the ProvisioningRequest of the row's current
+    attempt (idempotent: server-side applies of deterministic objects)."""
+    if cluster.capacity_state != "requested" or not cluster.capacity_request:
+        return
+    for obj in manifests.capacity_objects(
+        cluster, _ray_cluster_spec(cluster), name=cluster.capacity_request
+    ):
+        gw.apply(obj)
+
+
+def delete_capacity(gw: Gateway, namespace: str, request: dict[str, Any] | None, name: str) -> None:
+    """Delete a ProvisioningRequest and the PodTemplates it names (absent is fine)."""
+    templates = [
+        str((ps.get("podTemplateRef") or {}).get("name") or "")
+        for ps in ((request or {}).get("spec") or {}).get("podSets") or []
+    ]
+    gw.delete("autoscaling.x-k8s.io/v1", "ProvisioningRequest", name, namespace)
+    for template in filter(None, templates):
+        gw.delete("v1", "PodTemplate", template, namespace)
+
+
+def _condition(request: dict[str, Any], kind: str) -> dict[str, Any]:
+    for cond in (request.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+def _true(request: dict[str, Any], kind: str) -> bool:
+    return _condition(request, kind).get("status") == "True"
+
+
+def fold_capacity(rows: list[ClusterRequest], gw: Gateway) -> list[int]:
+    """Fold the autoscaler's answers into the rows that asked; returns the rows whose
+    nodes were provisioned (the caller asks for an admission pass). Reads the requests
+    with one LIST, and only when some row asked for nodes."""
+    asking = [r for r in rows if r.capacity_request]
+    if not asking:
+        return []
+    found = {
+        (r["metadata"]["namespace"], r["metadata"]["name"]): r
+        for r in gw.list(*PROVREQ, label_selector="app.kubernetes.io/managed-by=gangway")
+    }
+    provisioned: list[int] = []
+    wanted: set[tuple[str, str]] = set()
+    for row in asking:
+        key = (row.namespace, row.capacity_request)
+        request = found.get(key)
+        if row.state in NEEDS_REQUEST and row.capacity_state in ("requested", "provisioned"):
+            wanted.add(key)
+        try:
+            if _fold_one(row, request, gw):
+                provisioned.append(row.pk)
+        except KubeError as exc:
+            log.warning("capacity of %s: %s", row, exc.message)
+    for key, request in found.items():
+        if key not in wanted and not request["metadata"].get("deletionTimestamp"):
+            try:
+                delete_capacity(gw, key[0], request, key[1])
+            except KubeError as exc:
+                log.warning("capacity request %s: %s", key, exc.message)
+    return provisioned
+
+
+def _fold_one(row: ClusterRequest, request: dict[str, Any] | None, gw: Gateway) -> bool:
+    """One waiting row's request: provisioned, failed, lapsed, or still being looked at."""
+    if row.state != State.QUEUED or row.capacity_state not in ("requested", "provisioned"):
+        return False
+    if request is None:
+        if row.capacity_state == "requested":
+            request_capacity(row, gw)  # it vanished (or was never written): again
+        else:
+            _failed(row, "its ProvisioningRequest vanished before the gang was admitted")
+        return False
+    failed = _condition(request, "Failed")
+    lapsed = _condition(request, "BookingExpired")
+    if failed.get("status") == "True" or lapsed.get("status") == "True":
+        cond = failed if failed.get("status") == "True" else lapsed
+        _failed(row, str(cond.get("message") or cond.get("reason") or "failed"))
+        return False
+    provisioned = _condition(request, "Provisioned")
+    message = str(provisioned.get("message") or "")[:500]
+    if provisioned.get("status") == "True" and row.capacity_state == "requested":
+        claimed = ClusterRequest.objects.filter(
+            pk=row.pk, state=State.QUEUED, capacity_state="requested"
+        ).update(capacity_state="provisioned", capacity_message=message)
+        if claimed:
+            row.capacity_state = "provisioned"
+            note(
+                row,
+                reason="nodes_provisioned",
+                message=f"the cluster autoscaler provisioned its nodes: {message}"[:500],
+            )
+            return True
+    elif message and message != row.capacity_message:
+        ClusterRequest.objects.filter(pk=row.pk).update(capacity_message=message)
+    return False
+
+
+def _failed(row: ClusterRequest, message: str) -> None:
+    claimed = ClusterRequest.objects.filter(
+        pk=row.pk, state=State.QUEUED, capacity_state=row.capacity_state
+    ).update(capacity_state="failed", capacity_message=message[:500])
+    if claimed:
+        row.capacity_state = "failed"
+        note(
+            row,
+            reason="capacity_failed",
+            message=f"the cluster autoscaler could not add its nodes: {message}"[:500],
+        )

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from django.test import Client
 
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
@@ -89,6 +90,11 @@ def test_a_gang_asks_for_nodes_waits_and_starts_on_them(
     assert waiting.state == "queued" and not waiting.holds_gpus
     assert waiting.capacity_request == "two-nodes-1"
     assert "asked the cluster autoscaler for new h100 nodes" in waiting.queue_message
+    # The queue page says so, with since when.
+    page = Client()
+    page.force_login(alice)
+    html = page.get("/t/acme/queue/").content.decode()
+    assert "waiting_for_nodes" in html and "min ago" in html
     (request,) = kubesim.list(PROVREQS, "gw-acme")
     assert request["spec"]["provisioningClassName"].startswith("best-effort-atomic-scale-up")
     assert request["spec"]["podSets"][0]["count"] == 2

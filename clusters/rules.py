@@ -57,6 +57,8 @@ def owner_dev_usage(
         ClusterRequest.objects.unscoped()
         .live()
         .filter(tenant=tenant, owner=owner, kind=ClusterKind.DEV)
+        # A job on one of the owner's clusters is neither a cluster nor more GPUs.
+        .exclude(job__host__isnull=False)
     )
     if excluding is not None:
         rows = rows.exclude(pk=excluding)

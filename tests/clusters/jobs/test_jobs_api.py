@@ -180,6 +180,13 @@ def test_a_job_on_your_ready_cluster_takes_no_gpus_and_skips_the_queue(
     assert out["job"]["cluster"] == "workbench"
     row = ClusterRequest.objects.get(name=out["name"])
     assert not row.holds_gpus and not UsageSpan.objects.filter(cluster=row).exists()
+    # It is not one more dev cluster of bob's: a second job on the workbench is fine,
+    # and so is a dev cluster in place of the workbench once it is gone.
+    again = {"entrypoint": "python eval.py --split test", "cluster": "workbench"}
+    assert as_user(bob).post(JOBS, again, format="json").status_code == 201
+    ClusterRequest.objects.filter(name="workbench").update(state="deleted", holds_gpus=False)
+    cluster = as_user(bob).post("/api/v1/tenants/acme/clusters/", {"flavor": "l4"})
+    assert cluster.status_code == 201, cluster.content
 
 
 def test_roles_and_tenants(as_user: Any, bob: Any, vera: Any, charlie: Any) -> None:

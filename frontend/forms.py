@@ -20,6 +20,7 @@ from clusters.jobs.spec import (
     JobSpec,
 )
 from clusters.models import ClusterKind
+from clusters.requests.services import resolve_flavors
 from clusters.spec import ClusterSpec
 from tenants.models import Role, Tenant
 from tenants.selectors import flavor_list, unknown_flavor_message
@@ -176,6 +177,7 @@ class ClusterForm(LabelledErrorsForm):
 
 # Where the services' runtime_env faults go: each part of runtime_env has its own input.
 RUNTIME_ENV_FIELDS = {
+    "flavors": "also_flavors",
     "runtime_env.working_dir": "working_dir",
     "runtime_env.pip": "pip",
     "runtime_env.env_vars": "env_vars",
@@ -191,7 +193,7 @@ JOB_FIELD_LABELS = {
 }
 # The inputs that shape a job's own Ray cluster: ignored (and hidden by gangway.js) when
 # the job runs on one of its owner's dev clusters instead.
-JOB_SHAPE_FIELDS = ("kind", "flavor", "workers")
+JOB_SHAPE_FIELDS = ("kind", "flavor", "also_flavors", "workers")
 
 
 class JobForm(LabelledErrorsForm):
@@ -223,6 +225,12 @@ class JobForm(LabelledErrorsForm):
     )
     kind = forms.ChoiceField(required=False, choices=ClusterKind.choices, initial=ClusterKind.DEV)
     flavor = FlavorChoiceField(queryset=flavor_list(), to_field_name="name", empty_label=None)
+    also_flavors = forms.CharField(
+        required=False,
+        label="Or else, in order",
+        help_text="Other GPU flavors the job may run on, most preferred first, e.g. l4 "
+        "(comma-separated). It starts on the first that fits now, never on two.",
+    )
     workers = forms.IntegerField(required=False, min_value=0, max_value=1024, initial=1)
     working_dir = forms.CharField(
         required=False,
@@ -287,7 +295,27 @@ class JobForm(LabelledErrorsForm):
         if cleaned.get("cluster"):
             for name in JOB_SHAPE_FIELDS:
                 self.errors.pop(name, None)
+        elif self.accepted_flavors():
+            try:
+                resolve_flavors(list(self.accepted_flavors()))
+            except ValidationError as exc:
+                for message in exc.message_dict["flavors"]:
+                    self.add_error("also_flavors", message)
         return cleaned
+
+    def clean_also_flavors(self) -> list[str]:
+        """The fallback flavors' names, in order (the list's rules are the services':
+        unknown, repeated or too many names are refused in their words)."""
+        raw = self.cleaned_data.get("also_flavors") or ""
+        return [name.strip() for name in raw.replace(",", " ").split() if name.strip()]
+
+    def accepted_flavors(self) -> tuple[str, ...]:
+        """The flavor first, then the fallbacks; empty when there are none."""
+        also = self.cleaned_data.get("also_flavors") or []
+        flavor = self.cleaned_data.get("flavor")
+        if not also or flavor is None:
+            return ()
+        return (flavor.name, *also)
 
     def clean_env_vars(self) -> dict[str, str]:
         """``KEY=VALUE`` lines as a dict (the value may hold ``=``); blank lines skipped.
@@ -333,7 +361,10 @@ class JobForm(LabelledErrorsForm):
         )
         if job.host:
             return None, job
-        shape = {k: data[k] for k in (*JOB_SHAPE_FIELDS, "name")}
+        shape = {k: data[k] for k in ("kind", "flavor", "workers", "name")}
+        names = self.accepted_flavors()
+        if names:
+            shape["accepted_flavors"] = names  # checked by clean()
         return ClusterSpec.from_data(shape), job
 
     def add_service_errors(self, exc: ValidationError) -> None:

@@ -173,6 +173,8 @@ def test_form_submits_through_the_service(bob: Any) -> None:
         ({"flavor": "a100"}, {"flavor"}),
         ({"workers": 33}, {"workers"}),
         ({"cluster": "nope"}, {"cluster"}),
+        ({"also_flavors": "a100"}, {"also_flavors"}),
+        ({"flavor": "l4", "also_flavors": "l4"}, {"also_flavors"}),
     ],
 )
 def test_bad_input_shows_field_errors_and_writes_nothing(
@@ -186,6 +188,17 @@ def test_bad_input_shows_field_errors_and_writes_nothing(
         assert f'id="id_{field}_errors"' in html, field
     assert not ClusterRequest.objects.exists() and not Job.objects.exists()
     assert not AuditEvent.objects.exists()
+
+
+def test_a_job_may_accept_other_flavors_in_order(bob: Any) -> None:
+    body = {**FORM, "name": "either", "flavor": "h100", "also_flavors": "l4"}
+    verdict = client_for(bob).post(f"{JOBS}new/verdict/", body)
+    assert verdict.status_code == 200
+    response = client_for(bob).post(NEW, body)
+    assert response.status_code == 302, response.content
+    row = ClusterRequest.objects.get(name="either")
+    assert list(row.accepted_flavors) == ["h100", "l4"]
+    assert 'name="also_flavors"' in client_for(bob).get(NEW).content.decode()
 
 
 def test_the_forbidden_gpu_variable_is_named_next_to_its_input(bob: Any) -> None:

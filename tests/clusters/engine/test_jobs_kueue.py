@@ -90,3 +90,39 @@ def test_an_evicted_job_goes_back_in_line(
     assert row.events.filter(to_state="queued", from_state="running").exists()
     (span,) = UsageSpan.objects.filter(cluster=row)[:1]
     assert span.ended_at is not None
+
+
+def test_failure_stop_and_a_hosted_job_in_kueue_mode(
+    worker: Any, kubesim: Any, as_user: Any, bob: Any
+) -> None:
+    kubesim.set_rayjob_defaults(run_seconds=600, pending_seconds=0)
+    api = as_user(bob)
+    body = {"name": "kstop", "entrypoint": "python loop.py", "flavor": "l4"}
+    assert api.post(JOBS, body, format="json").status_code == 201
+    wait_for(lambda: _row("kstop").state == "running", what="running", timeout=90)
+    assert api.post(JOBS + "kstop/stop/").json()["state"] == "stopped"
+    wait_for(lambda: not _row("kstop").holds_gpus, what="the stopped job's GPUs released")
+    assert get_gateway().get("ray.io/v1", "RayJob", "kstop", "gw-acme") is None
+
+    kubesim.set_rayjob_defaults(
+        run_seconds=1, pending_seconds=0, outcome="failed", message="loss is NaN"
+    )
+    failing = {"name": "kfail", "entrypoint": "python big.py", "flavor": "l4"}
+    assert api.post(JOBS, failing, format="json").status_code == 201
+    row = wait_for(lambda: (r := _row("kfail")).state == "failed" and r, what="failed", timeout=90)
+    assert "loss is NaN" in row.job.message
+    wait_for(lambda: not _row("kfail").holds_gpus, what="released", timeout=90)
+
+    # A job on a ready dev cluster joins no Kueue queue and takes no quota.
+    kubesim.set_rayjob_defaults(run_seconds=1, pending_seconds=0, outcome="succeeded")
+    bench = {"name": "kbench", "flavor": "l4", "workers": 1}
+    assert api.post(CLUSTERS, bench, format="json").status_code == 201
+    wait_for(lambda: _row("kbench").state == "ready", what="dev cluster ready", timeout=90)
+    hosted = {"name": "khosted", "entrypoint": "python probe.py", "cluster": "kbench"}
+    assert api.post(JOBS, hosted, format="json").status_code == 201
+    rayjob = wait_for(
+        lambda: get_gateway().get("ray.io/v1", "RayJob", "khosted", "gw-acme"), what="RayJob"
+    )
+    assert "kueue.x-k8s.io/queue-name" not in rayjob["metadata"]["labels"]
+    done = wait_for(lambda: (r := _row("khosted")).state == "succeeded" and r, what="succeeded")
+    assert not done.holds_gpus and not UsageSpan.objects.filter(cluster=done).exists()

@@ -11,32 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
 from kubesim import KubeSim
-from tenants.models import Quota
 from tests.clusters.engine.conftest import wait_for
+from tests.clusters.engine.growing_fleet import growing_fleet, h100_nodes, make_h100_growable
 
-ROOT = Path(__file__).resolve().parents[3]
 CLUSTERS = "/api/v1/tenants/acme/clusters/"
-
-
-def _fleet() -> dict[str, Any]:
-    """kubesim's growing fleet with one H100 node that may grow to two."""
-    fleet = yaml.safe_load((ROOT / "kubesim/fleets/autoscaling.yaml").read_text())
-    fleet["autoscaler"]["scaleUpDelay"] = 1
-    for pool in fleet["pools"]:
-        if pool["name"] == "h100":
-            pool["count"], pool["maxCount"] = 1, 2
-    return fleet
 
 
 @pytest.fixture
 def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
     settings.QUEUE_MODE = "kueue"
-    sim = KubeSim(fleet=_fleet(), port=0, startup_delay=0.0, kueue=True).start()
+    sim = KubeSim(fleet=growing_fleet(), port=0, startup_delay=0.0, kueue=True).start()
     sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
     settings.KUBECONFIG = str(tmp_path / "kubeconfig")
     try:
@@ -47,23 +35,11 @@ def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
 
 @pytest.fixture
 def growing(h100: Any, acme: Any) -> Any:
-    h100.node_count, h100.max_node_count = 1, 2
-    h100.save()
-    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=24, borrow_limit=0)
-    return h100
+    return make_h100_growable(h100, acme)
 
 
 def _row(name: str) -> ClusterRequest:
     return ClusterRequest.objects.unscoped().get(name=name)
-
-
-def _h100_nodes() -> int:
-    nodes = get_gateway().list("v1", "Node")
-    return sum(
-        1
-        for n in nodes
-        if n["metadata"]["labels"].get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3"
-    )
 
 
 def test_a_gang_waits_for_nodes_and_is_admitted_when_they_come(
@@ -96,7 +72,7 @@ def test_a_gang_waits_for_nodes_and_is_admitted_when_they_come(
     # The first cluster goes: its node and one new one hold the gang.
     assert api.delete(CLUSTERS + "one/").status_code == 202
     wait_for(lambda: _row("two").state == "ready", what="admitted and ready", timeout=120)
-    assert _h100_nodes() == 2
+    assert h100_nodes() == 2
     requests = kubesim.list("provisioningrequests.autoscaling.x-k8s.io", "gw-acme")
     assert any(
         c["type"] == "Provisioned" and c["status"] == "True"

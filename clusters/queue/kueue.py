@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from clusters import enqueue, lifecycle
-from clusters.admission.snapshot import WAITING_FOR_NODES
+from clusters.admission.snapshot import CAPACITY, WAITING_FOR_NODES
 from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
@@ -196,10 +196,11 @@ def fold_queued(
         return False
     waiting = _waiting_for_checks(workload)
     if waiting is not None:
+        failed = waiting.startswith("The cluster autoscaler could not")
         ClusterRequest.objects.filter(pk=cluster.pk, state=State.QUEUED).update(
             queue_position=None,
             queue_flavor_position=None,
-            queue_reason=WAITING_FOR_NODES,
+            queue_reason=CAPACITY if failed else WAITING_FOR_NODES,
             queue_message=waiting[:500],
             queue_eta=None,
         )
@@ -220,13 +221,29 @@ def fold_queued(
     return False
 
 
+def _retrying(workload: dict[str, Any], checks: list[dict[str, Any]]) -> str | None:
+    """Kueue's words when a check failed (the autoscaler could not provide the nodes) and
+    Kueue put the Workload back in line to retry later; ``None`` otherwise."""
+    evicted = _condition(workload, "Evicted")
+    if evicted.get("status") != "True" or evicted.get("reason") != "AdmissionCheck":
+        return None
+    said = "; ".join(str(c.get("message") or "") for c in checks if c.get("message"))
+    again = (workload.get("status") or {}).get("requeueState", {}).get("requeueAt")
+    when = f" Kueue tries again at {again}." if again else ""
+    reason = said or str(evicted.get("message") or "")
+    return f"The cluster autoscaler could not provide the nodes: {reason}.{when}"
+
+
 def _waiting_for_checks(workload: dict[str, Any]) -> str | None:
     """What a Workload waits for once Kueue reserved its quota but an admission check
     (the capacity check: the cluster autoscaler adding nodes) is not ready yet; ``None``
     when it is not in that position. Says since when, so the wait can be read."""
+    checks = (workload.get("status") or {}).get("admissionChecks") or []
+    retrying = _retrying(workload, checks)
+    if retrying is not None:
+        return retrying
     if _condition(workload, "QuotaReserved").get("status") != "True":
         return None
-    checks = (workload.get("status") or {}).get("admissionChecks") or []
     pending = [c for c in checks if c.get("state") != "Ready"]
     if not pending:
         return None

@@ -79,3 +79,39 @@ def test_a_gang_waits_for_nodes_and_is_admitted_when_they_come(
         for r in requests
         for c in r["status"].get("conditions", [])
     )
+
+
+def test_when_the_autoscaler_fails_kueue_puts_the_gang_back_in_line(
+    worker: Any, kubesim: Any, growing: Any, as_user: Any, alice: Any
+) -> None:
+    api = as_user(alice)
+    one = {"name": "one", "kind": "prod", "flavor": "h100", "workers": 1}
+    assert api.post(CLUSTERS, one, format="json").status_code == 201
+    wait_for(lambda: _row("one").state == "ready", what="a 1-node cluster ready", timeout=90)
+    two = {"name": "two", "kind": "prod", "flavor": "h100", "workers": 2}
+    assert api.post(CLUSTERS, two, format="json").status_code == 201
+    # Kueue names its request after the Workload of two's RayCluster.
+    (request,) = wait_for(
+        lambda: [
+            r
+            for r in kubesim.list("provisioningrequests.autoscaling.x-k8s.io", "gw-acme")
+            if r["metadata"]["name"].startswith("raycluster-two-")
+        ],
+        what="Kueue's ProvisioningRequest for two",
+    )
+    # Its pod templates vanish: the autoscaler fails the request (FailedToCreatePods), as
+    # cluster-autoscaler does, and Kueue's check goes to Retry.
+    gw = get_gateway()
+    for template in request["spec"]["podSets"]:
+        gw.delete("v1", "PodTemplate", template["podTemplateRef"]["name"], "gw-acme")
+    row = wait_for(
+        lambda: (
+            ClusterRequest.objects.filter(name="two", queue_reason="capacity")
+            .exclude(queue_message="")
+            .first()
+        ),
+        what="back in line with the autoscaler's words",
+    )
+    assert row.state == "queued" and not row.holds_gpus
+    assert "could not provide the nodes" in row.queue_message
+    assert "Kueue tries again at" in row.queue_message

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
 from clusters.jobs.spec import JobSpec
-from clusters.models import ClusterRequest, Job, UsageSpan
+from clusters.models import ClusterEvent, ClusterRequest, Job, UsageSpan
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
 from clusters.requests.jobs import job_create
@@ -108,8 +108,9 @@ def _scene() -> None:
     UsageSpan.objects.unscoped().filter(cluster__name="ada-l4-debug").update(
         ended_at=timezone.now() - timedelta(days=1)
     )
-    UsageSpan.objects.unscoped().filter(cluster__name="ada-eval").update(
-        started_at=timezone.now() - timedelta(minutes=52)
+    ran = ClusterRequest.objects.unscoped().get(name="ada-eval")
+    UsageSpan.objects.unscoped().filter(cluster=ran).update(
+        started_at=ran.admitted_at, ended_at=ran.gpus_released_at
     )
 
 
@@ -135,6 +136,25 @@ def _run_to_the_end(job: ClusterRequest) -> None:
         log_tail=f"loading s3://vision/ckpt/step-4000\n{steps}done: accuracy 0.7100\n",
     )
     release_gpus(job, message="its pods are gone; GPUs released")
+    # A timeline as the engine would have written it over the run, not all at once.
+    requested = started - timedelta(minutes=2)
+    released = ended + timedelta(seconds=20)
+    ClusterRequest.objects.filter(pk=job.pk).update(
+        created_at=requested,
+        admitted_at=requested + timedelta(seconds=5),
+        gpus_released_at=released,
+    )
+    at = {
+        "requested": requested,
+        "admitted": requested + timedelta(seconds=5),
+        "applied": requested + timedelta(seconds=6),
+        "running": started,
+        "succeeded": ended,
+        "gpus_released": released,
+    }
+    for event in ClusterEvent.objects.filter(cluster_id=job.pk):
+        if event.reason in at:
+            ClusterEvent.objects.filter(pk=event.pk).update(at=at[event.reason])
 
 
 def test_screenshots(page: Any, live_server: Any, browser_env: None) -> None:

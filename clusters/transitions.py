@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
-from clusters.states import ACQUIRES, JOB_RELEASES, RELEASES, check_transition
+from clusters.states import ACQUIRES, JOB_RELEASES, RELEASES, State, check_transition
 
 
 def transition(
@@ -36,6 +36,10 @@ def transition(
     check_transition(current, to, job=cluster.is_job)
     now = timezone.now()
     values = {"state": to, "progress_at": now, "updated_at": now, "attempts": 0, **fields}
+    if to == State.QUEUED:
+        # Back in line (resumed, evicted): nodes asked for an earlier admission are not
+        # this one's; it asks again if it needs to.
+        values.update(capacity_state="", capacity_request="", capacity_message="")
     held_before = cluster.holds_gpus
     releases = JOB_RELEASES if cluster.is_job else RELEASES
     held_after = True if to in ACQUIRES else False if to in releases else held_before

@@ -71,3 +71,18 @@ def test_a_note_records_an_event_without_moving(make_cluster: Any) -> None:
     note(cluster, reason="extended", message="extended by 1 h")
     event = ClusterEvent.objects.get(cluster=cluster)
     assert (event.from_state, event.to_state, event.actor_name) == ("queued", "queued", "system")
+
+
+def test_back_in_line_forgets_the_nodes_asked_for_an_earlier_admission(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    cluster.save()
+    transition(cluster, State.ADMITTED, reason="admitted")
+    transition(cluster, State.PROVISIONING, reason="applied")
+    ClusterRequest.objects.filter(pk=cluster.pk).update(
+        capacity_state="provisioned", capacity_request="x-nodes-1", capacity_message="ok"
+    )
+    cluster.refresh_from_db()
+    transition(cluster, State.SUSPENDED, reason="suspended")
+    transition(cluster, State.QUEUED, reason="resumed")
+    row = ClusterRequest.objects.get(pk=cluster.pk)
+    assert (row.capacity_state, row.capacity_request, row.capacity_message) == ("", "", "")

@@ -613,8 +613,11 @@ def rayjob(
             object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
         spec["shutdownAfterJobFinishes"] = True
         spec["ttlSecondsAfterFinished"] = int(job.ttl_seconds_after_finished or 0)
+        # Shaped as the queue mode shapes a RayCluster (under Kueue, a request of several
+        # flavors leaves the choice to Kueue); the RayCluster's own queue labels are not
+        # part of its spec, and the RayJob carries them instead.
         spec["rayClusterSpec"] = raycluster(
-            cluster, image=chosen, queue_mode="builtin", kai_enabled=kai_enabled
+            cluster, image=chosen, queue_mode=queue_mode, kai_enabled=kai_enabled
         )["spec"]
     spec["submitterPodTemplate"] = _submitter_template(cluster, chosen, labels)
     if suspend is not None:

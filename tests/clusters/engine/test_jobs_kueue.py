@@ -126,3 +126,29 @@ def test_failure_stop_and_a_hosted_job_in_kueue_mode(
     assert "kueue.x-k8s.io/queue-name" not in rayjob["metadata"]["labels"]
     done = wait_for(lambda: (r := _row("khosted")).state == "succeeded" and r, what="succeeded")
     assert not done.holds_gpus and not UsageSpan.objects.filter(cluster=done).exists()
+
+
+def test_kueue_gives_a_job_of_several_flavors_the_first_that_fits(
+    worker: Any, kubesim: Any, as_user: Any, alice: Any, bob: Any, acme: Any, h100: Any
+) -> None:
+    from tenants.models import Quota
+
+    kubesim.set_rayjob_defaults(run_seconds=600, pending_seconds=0)
+    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=8, borrow_limit=0)
+    hog = {"name": "khog", "kind": "prod", "flavor": "h100", "workers": 1}
+    assert as_user(alice).post(CLUSTERS, hog, format="json").status_code == 201
+    wait_for(lambda: _row("khog").state == "ready", what="h100 quota taken", timeout=90)
+
+    either = {"name": "keither", "entrypoint": "python eval.py", "flavors": ["h100", "l4"]}
+    assert as_user(bob).post(JOBS, either, format="json").status_code == 201
+    rayjob = wait_for(
+        lambda: get_gateway().get("ray.io/v1", "RayJob", "keither", "gw-acme"), what="RayJob"
+    )
+    worker_spec = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    # Kueue chooses among the accepted products (and, once it admits, adds its flavor's
+    # node labels as Kueue does).
+    assert "affinity" in worker_spec
+    row = wait_for(lambda: (r := _row("keither")).state == "running" and r, what="running")
+    assert row.flavor.name == "l4"
+    (span,) = UsageSpan.objects.filter(cluster=row)
+    assert span.flavor_name == "l4"

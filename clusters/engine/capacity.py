@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from clusters.kube import capacity as manifests
+from clusters.kube.conditions import condition
 from clusters.kube.gateway import Gateway, KubeError
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
@@ -57,17 +58,6 @@ def delete_capacity(gw: Gateway, namespace: str, request: dict[str, Any] | None,
     gw.delete("autoscaling.x-k8s.io/v1", "ProvisioningRequest", name, namespace)
     for template in filter(None, templates):
         gw.delete("v1", "PodTemplate", template, namespace)
-
-
-def _condition(request: dict[str, Any], kind: str) -> dict[str, Any]:
-    for cond in (request.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return {}
-
-
-def _true(request: dict[str, Any], kind: str) -> bool:
-    return _condition(request, kind).get("status") == "True"
 
 
 def fold_capacity(rows: list[ClusterRequest], gw: Gateway) -> list[int]:
@@ -112,13 +102,13 @@ def _fold_one(row: ClusterRequest, request: dict[str, Any] | None, gw: Gateway) 
         else:
             _failed(row, "its ProvisioningRequest vanished before the gang was admitted")
         return False
-    failed = _condition(request, "Failed")
-    lapsed = _condition(request, "BookingExpired")
+    failed = condition(request, "Failed")
+    lapsed = condition(request, "BookingExpired")
     if failed.get("status") == "True" or lapsed.get("status") == "True":
         cond = failed if failed.get("status") == "True" else lapsed
         _failed(row, str(cond.get("message") or cond.get("reason") or "failed"))
         return False
-    provisioned = _condition(request, "Provisioned")
+    provisioned = condition(request, "Provisioned")
     message = str(provisioned.get("message") or "")[:500]
     if provisioned.get("status") == "True" and row.capacity_state == "requested":
         claimed = ClusterRequest.objects.filter(

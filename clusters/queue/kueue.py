@@ -22,6 +22,7 @@ from clusters.admission.snapshot import CAPACITY, WAITING_FOR_NODES
 from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
+from clusters.kube.conditions import condition
 from clusters.kube.gateway import Gateway
 from clusters.kube.queues import GPU, LOCAL_QUEUE_NAME
 from clusters.models import ClusterRequest
@@ -79,19 +80,12 @@ def workloads_by_cluster(gw: Gateway) -> dict[tuple[str, str], dict[str, Any]]:
     return found
 
 
-def _condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
-    for cond in (workload.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return {}
-
-
 def is_admitted(workload: dict[str, Any]) -> bool:
     """Whether Kueue admitted the Workload (quota reserved and admission checks passed)
     and is not evicting it (an evicted Workload keeps ``Admitted`` until its job stopped)."""
-    if _condition(workload, "Evicted").get("status") == "True":
+    if condition(workload, "Evicted").get("status") == "True":
         return False
-    return _condition(workload, "Admitted").get("status") == "True"
+    return condition(workload, "Admitted").get("status") == "True"
 
 
 def eviction(workload: dict[str, Any]) -> tuple[str, str] | None:
@@ -101,12 +95,12 @@ def eviction(workload: dict[str, Any]) -> tuple[str, str] | None:
     ``PodsReadyTimeout``, ``InactiveWorkload``, ...). A Workload that lost its reservation
     without one (Kueue replaced it, say) counts too, with ``QuotaReserved``'s reason.
     """
-    evicted = _condition(workload, "Evicted")
+    evicted = condition(workload, "Evicted")
     if evicted.get("status") == "True":
         return str(evicted.get("reason") or "Evicted"), str(evicted.get("message") or "")
     if (workload.get("status") or {}).get("admission"):
         return None
-    reserved = _condition(workload, "QuotaReserved")
+    reserved = condition(workload, "QuotaReserved")
     return (
         str(reserved.get("reason") or "Pending"),
         str(reserved.get("message") or "its Workload no longer holds quota"),
@@ -207,7 +201,7 @@ def fold_queued(
         return False
     meta = workload.get("metadata") or {}
     item = positions.get((meta.get("namespace", ""), meta.get("name", ""))) or {}
-    cond = _condition(workload, "QuotaReserved")
+    cond = condition(workload, "QuotaReserved")
     message = str(cond.get("message") or "waiting in Kueue's queue")[:500]
     position = item.get("positionInLocalQueue")
     flavor_position = item.get("positionInClusterQueue")
@@ -224,7 +218,7 @@ def fold_queued(
 def _retrying(workload: dict[str, Any], checks: list[dict[str, Any]]) -> str | None:
     """Kueue's words when a check failed (the autoscaler could not provide the nodes) and
     Kueue put the Workload back in line to retry later; ``None`` otherwise."""
-    evicted = _condition(workload, "Evicted")
+    evicted = condition(workload, "Evicted")
     if evicted.get("status") != "True" or evicted.get("reason") != "AdmissionCheck":
         return None
     said = "; ".join(str(c.get("message") or "") for c in checks if c.get("message"))
@@ -242,7 +236,7 @@ def _waiting_for_checks(workload: dict[str, Any]) -> str | None:
     retrying = _retrying(workload, checks)
     if retrying is not None:
         return retrying
-    if _condition(workload, "QuotaReserved").get("status") != "True":
+    if condition(workload, "QuotaReserved").get("status") != "True":
         return None
     pending = [c for c in checks if c.get("state") != "Ready"]
     if not pending:

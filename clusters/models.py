@@ -150,6 +150,20 @@ class ClusterRequest(TenantOwned):
     expiry_warned_at = models.DateTimeField(
         null=True, blank=True, help_text="When the owner was warned of the coming expiry."
     )
+    # Idle reclaim (clusters/engine/idle.py): the last moment Ray (or a person on the
+    # dashboard proxy) showed the cluster in use, when it was last read, and the warning.
+    last_active_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the cluster was last seen in use."
+    )
+    activity_checked_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the cluster's activity was last read from Ray."
+    )
+    activity_note = models.CharField(
+        max_length=300, blank=True, help_text="What the last activity read found, in words."
+    )
+    idle_warned_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the owner was warned the idle cluster is suspended."
+    )
     deleted_at = models.DateTimeField(null=True, blank=True)
     gpus_released_at = models.DateTimeField(
         null=True,
@@ -306,6 +320,35 @@ class UsageSpan(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.cluster}: {self.gpus} GPUs from {self.started_at}"
+
+
+class IdleSpan(TenantOwned):
+    """One stretch of time during which a cluster held GPUs and Ray showed it unused.
+
+    Opened when the activity check first finds the cluster idle, back-dated to its last
+    activity (never before its GPUs were taken); closed when it is in use again or gives
+    its GPUs back. Usage reports subtract these from the usage spans to split GPU-hours
+    into active and idle, so that a team lead sees what idleness costs.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="idle_spans")
+    cluster = models.ForeignKey(ClusterRequest, on_delete=models.CASCADE, related_name="idle_spans")
+    username = models.CharField(max_length=150)
+    flavor_name = models.CharField(max_length=40)
+    gpus = models.DecimalField(max_digits=10, decimal_places=3)
+    started_at = models.DateTimeField(db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster"], condition=Q(ended_at__isnull=True), name="one_open_idle_span"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: idle with {self.gpus} GPUs from {self.started_at}"
 
 
 class PendingPass(models.Model):

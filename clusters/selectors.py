@@ -9,11 +9,13 @@ from typing import Any
 from django.db.models import Count, F, Prefetch, Q, Sum
 from django.utils import timezone
 
+from clusters.engine import idle
 from clusters.models import (
     ClusterEvent,
     ClusterKind,
     ClusterRequest,
     ClusterRequestQuerySet,
+    IdleSpan,
     UsageSpan,
     Workload,
 )
@@ -127,20 +129,70 @@ def cluster_gpu_hours(cluster: ClusterRequest) -> Decimal:
     return round(total, 2)
 
 
-def cluster_endpoints(cluster: ClusterRequest) -> dict[str, Any] | None:
-    """How to reach a ready cluster: dashboard URL, Ray client address and a snippet.
+def cluster_endpoints(cluster: ClusterRequest, *, base_url: str = "") -> dict[str, Any] | None:
+    """How to reach a ready cluster, from a laptop and from inside the cluster.
 
-    Addresses are in-cluster service names: the tenant's NetworkPolicies admit the
-    control plane's namespace and the tenant's own pods to these ports, no one else.
+    From anywhere the control plane is: the Ray dashboard through the product's proxy
+    (``dashboard_proxy_url`` for the browser, ``api_proxy_url`` for a token, e.g. Ray's
+    Jobs SDK, with ``jobs_snippet``). With kubectl access to the namespace:
+    ``port_forward``. From pods inside the cluster: the in-cluster service names (the
+    tenant's NetworkPolicies admit the control plane's namespace and the tenant's own
+    pods to these ports, no one else). ``base_url`` (scheme and host, no slash at the
+    end) makes the proxy URLs absolute.
     """
     if cluster.state != State.READY:
         return None
-    host = f"{cluster.name}-head-svc.{cluster.namespace}.svc"
+    service = f"{cluster.name}-head-svc"
+    host = f"{service}.{cluster.namespace}.svc"
     client_address = f"ray://{host}:10001"
+    slug = cluster.tenant.slug
+    api_proxy = f"{base_url}/api/v1/tenants/{slug}/clusters/{cluster.name}/ray/"
     return {
         "dashboard_url": f"http://{host}:8265",
         "client_address": client_address,
         "snippet": f'import ray\nray.init("{client_address}")',
+        "dashboard_proxy_url": f"{base_url}/t/{slug}/clusters/{cluster.name}/ray/",
+        "api_proxy_url": api_proxy,
+        "port_forward": (
+            f"kubectl port-forward -n {cluster.namespace} service/{service} 8265:8265 10001:10001"
+        ),
+        "jobs_snippet": (
+            "import os\n"
+            "from ray.job_submission import JobSubmissionClient\n\n"
+            "client = JobSubmissionClient(\n"
+            f'    "{api_proxy}",\n'
+            '    headers={"Authorization": f"Token {os.environ[\'GANGWAY_TOKEN\']}"},\n'
+            ")\n"
+            "job = client.submit_job(entrypoint=\"python -c 'import ray; ray.init(); "
+            "print(ray.cluster_resources())'\")\n"
+            "print(client.get_job_status(job))"
+        ),
+        "port_forward_snippet": 'import ray\nray.init("ray://localhost:10001")',
+    }
+
+
+def cluster_activity(cluster: ClusterRequest, *, now: Any = None) -> dict[str, Any] | None:
+    """A ready cluster's use as last read from Ray: when it was last active, for how long
+    it has been idle, and the idle policy's next step (warning, suspension). ``None`` for
+    a cluster that is not ready (nothing runs to be idle)."""
+    if cluster.state != State.READY or cluster.workload != Workload.CLUSTER:
+        return None
+    now = now or timezone.now()
+    last = cluster.last_active_at or cluster.ready_at
+    # In use at the last reading: the check recorded "now" as the last activity.
+    active = cluster.activity_checked_at is not None and last == cluster.activity_checked_at
+    idle_minutes = int((now - last).total_seconds() // 60) if last and not active else 0
+    return {
+        "active": active,
+        "last_active_at": last,
+        "idle_minutes": max(idle_minutes, 0),
+        "checked_at": cluster.activity_checked_at,
+        "note": cluster.activity_note,
+        "idle_suspend_minutes": (
+            cluster.tenant.idle_suspend_minutes if idle.policy_applies(cluster) else None
+        ),
+        "warned_at": cluster.idle_warned_at,
+        "suspend_at": idle.idle_deadline(cluster),
     }
 
 
@@ -165,48 +217,73 @@ def queue_list(*, tenant: Tenant | None = None) -> ClusterRequestQuerySet:
     )
 
 
-def usage_summary(*, tenant: Tenant, since: Any, until: Any) -> dict[str, Any]:
-    """GPU-hours of a tenant between ``since`` and ``until``, by user, flavor and both.
-
-    Each usage span counts for the part of it inside the period; open spans run to
-    ``until`` (or now, if earlier).
-    """
-
-    now = timezone.now()
-    end = min(until, now)
-    spans = UsageSpan.objects.for_tenant(tenant).filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=end
-    )
+def _hours_by_user(
+    spans: Any, since: Any, end: Any
+) -> tuple[Decimal, dict[str, Decimal], dict[str, Decimal], dict[tuple[str, str], Decimal]]:
+    """GPU-hours of ``spans`` (usage or idle spans) inside ``[since, end)``: in total, by
+    user, by flavor and by both; an open span runs to ``end``."""
     by_user: dict[str, Decimal] = defaultdict(Decimal)
     by_flavor: dict[str, Decimal] = defaultdict(Decimal)
     by_pair: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     total = Decimal(0)
+    spans = spans.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=end)
     for span in spans.only("username", "flavor_name", "gpus", "started_at", "ended_at"):
         start = max(span.started_at, since)
         stop = min(span.ended_at or end, end)
         if stop <= start:
             continue
-        hours = Decimal((stop - start).total_seconds()) / Decimal(3600)
-        gpu_hours = span.gpus * hours
+        gpu_hours = span.gpus * Decimal((stop - start).total_seconds()) / Decimal(3600)
         total += gpu_hours
         by_user[span.username] += gpu_hours
         by_flavor[span.flavor_name] += gpu_hours
         by_pair[(span.username, span.flavor_name)] += gpu_hours
+    return total, by_user, by_flavor, by_pair
+
+
+def usage_summary(*, tenant: Tenant, since: Any, until: Any) -> dict[str, Any]:
+    """GPU-hours of a tenant between ``since`` and ``until``, by user, flavor and both,
+    each split into active and idle (held while Ray showed no use: the idle spans).
+
+    Each span counts for the part of it inside the period; open spans run to ``until``
+    (or now, if earlier).
+    """
+
+    now = timezone.now()
+    end = min(until, now)
+    total, by_user, by_flavor, by_pair = _hours_by_user(
+        UsageSpan.objects.for_tenant(tenant), since, end
+    )
+    idle_total, idle_user, idle_flavor, idle_pair = _hours_by_user(
+        IdleSpan.objects.for_tenant(tenant), since, end
+    )
 
     def rounded(value: Decimal) -> float:
         return float(round(value, 3))
+
+    def split(used: Decimal, idle: Decimal) -> dict[str, float]:
+        idle = min(idle, used)  # an idle span never outlasts the GPUs it was idle with
+        return {
+            "gpu_hours": rounded(used),
+            "active_gpu_hours": rounded(used - idle),
+            "idle_gpu_hours": rounded(idle),
+        }
 
     return {
         "tenant": tenant.slug,
         "since": since,
         "until": until,
         "total_gpu_hours": rounded(total),
-        "by_user": [{"user": user, "gpu_hours": rounded(v)} for user, v in sorted(by_user.items())],
+        "active_gpu_hours": split(total, idle_total)["active_gpu_hours"],
+        "idle_gpu_hours": split(total, idle_total)["idle_gpu_hours"],
+        "by_user": [
+            {"user": user, **split(v, idle_user[user])} for user, v in sorted(by_user.items())
+        ],
         "by_flavor": [
-            {"flavor": flavor, "gpu_hours": rounded(v)} for flavor, v in sorted(by_flavor.items())
+            {"flavor": flavor, **split(v, idle_flavor[flavor])}
+            for flavor, v in sorted(by_flavor.items())
         ],
         "by_user_and_flavor": [
-            {"user": user, "flavor": flavor, "gpu_hours": rounded(v)}
+            {"user": user, "flavor": flavor, **split(v, idle_pair[(user, flavor)])}
             for (user, flavor), v in sorted(by_pair.items())
         ],
     }

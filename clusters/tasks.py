@@ -21,7 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from clusters import enqueue
-from clusters.engine import capacity, provisioning
+from clusters.engine import capacity, idle, provisioning
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
 from clusters.models import ClusterRequest
@@ -177,6 +177,21 @@ def reconcile() -> dict[str, int]:
         "orphans": len(report.orphans),
         "evicted": len(report.evicted),
         "errors": len(report.errors),
+    }
+
+
+@shared_task(name="clusters.tasks.check_activity", acks_late=True)
+def check_activity() -> dict[str, int]:
+    """One idle-reclaim pass (:func:`clusters.engine.idle.check_activity`): read every
+    ready cluster's activity from Ray, warn the idle, suspend the idle and warned."""
+    report = idle.check_activity()
+    if report.suspended:
+        enqueue.request_pass(enqueue.ADMISSION_PASS)
+    return {
+        "checked": report.checked,
+        "unreachable": report.unreachable,
+        "warned": len(report.warned),
+        "suspended": len(report.suspended),
     }
 
 

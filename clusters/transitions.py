@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
+from clusters.models import ClusterEvent, ClusterRequest, IdleSpan, UsageSpan
 from clusters.states import ACQUIRES, JOB_RELEASES, RELEASES, State, check_transition
 
 
@@ -172,3 +172,5 @@ def _ledger(cluster: ClusterRequest, held_before: bool, held_after: bool, now: A
         )
     elif held_before and not held_after:
         UsageSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)
+        # Idle time ends with the GPUs (clusters/engine/idle.py keeps the idle ledger).
+        IdleSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)

@@ -343,6 +343,11 @@ RECLAIM_GRACE_SECONDS = env_float("RECLAIM_GRACE_SECONDS", 900.0)
 EXPIRY_WARNING_MINUTES = env_int("EXPIRY_WARNING_MINUTES", 30, minimum=0)
 # A row waiting on a provisioning step with no progress for this long is re-nudged.
 SWEEP_STALE_SECONDS = env_float("SWEEP_STALE_SECONDS", 30.0)
+# Idle reclaim (docs/idle.md): how often each ready cluster's activity is read from Ray,
+# and how long after the idle warning an idle cluster is suspended. The idle threshold
+# itself is the tenant's policy (``Tenant.idle_suspend_minutes``).
+ACTIVITY_CHECK_SECONDS = env_float("ACTIVITY_CHECK_SECONDS", 60.0)
+IDLE_GRACE_MINUTES = env_float("IDLE_GRACE_MINUTES", 15.0)
 
 # --- Kubernetes -----------------------------------------------------------------------
 # KUBECONFIG set but empty means in-cluster credentials (the service account of the pod);
@@ -362,6 +367,13 @@ if not re.fullmatch(r"[a-z][-a-z0-9]{0,22}", TENANT_NAMESPACE_PREFIX) or (
         f"TENANT_NAMESPACE_PREFIX={TENANT_NAMESPACE_PREFIX!r} must be 1-23 lowercase letters, "
         "digits and hyphens starting with a letter, and not start with 'kube-'"
     )
+# The Ray dashboard proxy (docs/access.md): the largest body it forwards (a working
+# directory uploaded by Ray's Jobs SDK, say) and how long it waits for the dashboard.
+RAY_PROXY_MAX_BODY_MB = env_int("RAY_PROXY_MAX_BODY_MB", 100, minimum=1)
+RAY_PROXY_READ_TIMEOUT_SECONDS = env_float("RAY_PROXY_READ_TIMEOUT_SECONDS", 120.0)
+# Where the API server's service-proxy traffic comes from, for clusters that enforce
+# NetworkPolicy: the tenants' policies admit these CIDRs to the Ray dashboard port.
+APISERVER_SOURCE_CIDRS = env_list("APISERVER_SOURCE_CIDRS", [])
 RAY_IMAGE_DEFAULT = env_str("RAY_IMAGE_DEFAULT", "rayproject/ray:2.49.2-py311-gpu")
 RAY_IMAGE_ALLOWLIST = env_list("RAY_IMAGE_ALLOWLIST", [RAY_IMAGE_DEFAULT])
 QUEUE_MODE = env_str("QUEUE_MODE", "builtin")  # "builtin" or "kueue"
@@ -387,4 +399,5 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile": {"task": "clusters.tasks.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
     "sweep": {"task": "clusters.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
     "admission": {"task": "clusters.tasks.admission_pass", "schedule": 15.0},
+    "activity": {"task": "clusters.tasks.check_activity", "schedule": ACTIVITY_CHECK_SECONDS},
 }

@@ -1,7 +1,7 @@
 """Dashboard routes: session login and logout, home, and the pages of one tenant."""
 
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, re_path
 
 from frontend import views
 from tenants.forms import SignInForm
@@ -37,6 +37,12 @@ urlpatterns = [
         CLUSTER + "manifests.yaml",
         views.cluster_manifests_download,
         name="cluster-manifests-download",
+    ),
+    path(CLUSTER + "log/", views.cluster_log, name="cluster-log"),
+    re_path(
+        r"^t/(?P<slug>[-a-zA-Z0-9_]+)/clusters/(?P<name>[-a-z0-9]+)/ray/(?P<path>.*)$",
+        views.ray_dashboard,
+        name="cluster-ray",
     ),
     path(
         CLUSTER + "<str:action>/",

@@ -152,6 +152,15 @@ class Tenant(models.Model):
         validators=[MaxValueValidator(100_000_000)],
         help_text="Memory in GiB the tenant may request in total (0: no memory quota).",
     )
+    idle_suspend_minutes = models.PositiveIntegerField(
+        default=60,
+        validators=[MaxValueValidator(24 * 60 * 30)],
+        help_text="A dev cluster idle this long is warned, then suspended (0: never).",
+    )
+    idle_suspend_prod = models.BooleanField(
+        default=False,
+        help_text="Apply the idle policy to production clusters too (off: dev clusters only).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TenantQuerySet.as_manager()

@@ -59,6 +59,8 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
 
         def get_object(self) -> ClusterRequest: ...
 
+        def get_serializer_context(self) -> dict[str, Any]: ...
+
     crud_roles = {
         "list": Role.VIEWER,
         "retrieve": Role.VIEWER,
@@ -67,6 +69,7 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         "suspend": Role.ENGINEER,
         "resume": Role.ENGINEER,
         "extend": Role.ENGINEER,
+        "keepalive": Role.ENGINEER,
     }
 
     def get_serializer_class(self) -> Any:
@@ -75,7 +78,8 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
 
     def _out(self, cluster: Any, code: int = status.HTTP_200_OK) -> Response:
         fresh = selectors.cluster_detail_queryset(tenant=self.tenant).get(pk=cluster.pk)
-        return Response(ClusterOut(fresh).data, status=code)
+        out = ClusterOut(fresh, context=self.get_serializer_context())
+        return Response(out.data, status=code)
 
     @extend_schema(request=ClusterCreateInput, responses={201: ClusterOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -110,6 +114,17 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     @bodyless
     def resume(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         cluster = services.cluster_resume(
+            actor=request.user, cluster=self.get_object(), role=self.tenant_role
+        )
+        return self._out(cluster)
+
+    @extend_schema(request=None, responses=ClusterOut)
+    @action(detail=True, methods=["post"])
+    @bodyless
+    def keepalive(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Count now as use of a ready cluster: its idle clock starts again and a pending
+        idle warning is withdrawn (docs/idle.md)."""
+        cluster = services.cluster_keepalive(
             actor=request.user, cluster=self.get_object(), role=self.tenant_role
         )
         return self._out(cluster)

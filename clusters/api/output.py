@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.models import ClusterEvent, ClusterRequest
-from clusters.selectors import cluster_endpoints
+from clusters.selectors import cluster_activity, cluster_endpoints
 from clusters.states import State
 from controlplane.api import generics as drf
 
@@ -51,11 +51,39 @@ def accepted_flavors(obj: ClusterRequest) -> list[str]:
 
 
 class EndpointsOut(drf.Serializer):
-    """How to connect to a ready cluster."""
+    """How to connect to a ready cluster (docs/access.md): through the control plane's
+    proxy from anywhere, by ``kubectl port-forward``, or by in-cluster service names."""
 
-    dashboard_url = serializers.CharField()
-    client_address = serializers.CharField()
-    snippet = serializers.CharField()
+    dashboard_url = serializers.CharField(help_text="In-cluster URL of the Ray dashboard.")
+    client_address = serializers.CharField(help_text="In-cluster Ray client address.")
+    snippet = serializers.CharField(help_text="ray.init from a pod inside the cluster.")
+    dashboard_proxy_url = serializers.CharField(
+        help_text="The Ray dashboard through the control plane, for a signed-in browser."
+    )
+    api_proxy_url = serializers.CharField(
+        help_text="The Ray dashboard's API through the control plane, for an API token "
+        "(Ray's Jobs SDK: JobSubmissionClient(api_proxy_url, headers=...))."
+    )
+    port_forward = serializers.CharField(help_text="kubectl command forwarding 8265 and 10001.")
+    jobs_snippet = serializers.CharField(help_text="Ray's Jobs SDK through the proxy.")
+    port_forward_snippet = serializers.CharField(help_text="ray.init over the port-forward.")
+
+
+class ActivityOut(drf.Serializer):
+    """A ready cluster's use, as last read from Ray (docs/idle.md)."""
+
+    active = serializers.BooleanField(help_text="In use at the last reading.")
+    last_active_at = serializers.DateTimeField(allow_null=True)
+    idle_minutes = serializers.IntegerField(help_text="Minutes since it was last in use.")
+    checked_at = serializers.DateTimeField(allow_null=True)
+    note = serializers.CharField()
+    idle_suspend_minutes = serializers.IntegerField(
+        allow_null=True, help_text="The idle policy that applies to it (null: none)."
+    )
+    warned_at = serializers.DateTimeField(allow_null=True)
+    suspend_at = serializers.DateTimeField(
+        allow_null=True, help_text="When it will be suspended unless used or kept alive."
+    )
 
 
 class ClusterListItemOut(drf.ModelSerializer):
@@ -82,6 +110,7 @@ class ClusterListItemOut(drf.ModelSerializer):
     )
     queue = serializers.SerializerMethodField()
     endpoints = serializers.SerializerMethodField()
+    activity = serializers.SerializerMethodField()
     last_event = serializers.SerializerMethodField()
 
     class Meta:
@@ -112,6 +141,7 @@ class ClusterListItemOut(drf.ModelSerializer):
             "suspended_at",
             "expires_at",
             "deleted_at",
+            "activity",
             "last_event",
         ]
         read_only_fields = fields
@@ -135,7 +165,13 @@ class ClusterListItemOut(drf.ModelSerializer):
 
     @extend_schema_field(EndpointsOut(allow_null=True))
     def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
-        return cluster_endpoints(obj)
+        request = self.context.get("request")
+        base = request.build_absolute_uri("/").rstrip("/") if request is not None else ""
+        return cluster_endpoints(obj, base_url=base)
+
+    @extend_schema_field(ActivityOut(allow_null=True))
+    def get_activity(self, obj: ClusterRequest) -> dict[str, Any] | None:
+        return cluster_activity(obj)
 
     @cached_property
     def _event_out(self) -> ClusterEventOut:

@@ -95,6 +95,10 @@ class UsageOut(drf.Serializer):
     since = serializers.DateTimeField()
     until = serializers.DateTimeField()
     total_gpu_hours = serializers.FloatField()
+    active_gpu_hours = serializers.FloatField(help_text="GPU-hours while Ray showed use.")
+    idle_gpu_hours = serializers.FloatField(
+        help_text="GPU-hours held while Ray showed no driver or job (docs/idle.md)."
+    )
     by_user = serializers.ListField(child=serializers.DictField())
     by_flavor = serializers.ListField(child=serializers.DictField())
     by_user_and_flavor = serializers.ListField(child=serializers.DictField())

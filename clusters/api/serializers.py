@@ -141,3 +141,25 @@ class DryRunOutput(ManifestsOutput):
         help_text="will_queue, for a request that accepts several flavors: its standing "
         "on each (flavor, position, reason, message, eta, eta_text).",
     )
+
+
+class PodOut(drf.Serializer):
+    """One pod of a cluster, for choosing whose log to read."""
+
+    name = serializers.CharField()
+    role = serializers.CharField(help_text="head or worker")
+    group = serializers.CharField(help_text="The worker group (empty for the head).")
+    phase = serializers.CharField()
+    containers = serializers.ListField(child=serializers.CharField())
+
+
+class ClusterLogsOut(drf.Serializer):
+    """A pod's log: the last ``tail`` lines (at most ``limit_bytes``), and the pods there
+    are; ``message`` says why there is no text when there is none."""
+
+    pod = serializers.CharField(allow_blank=True)
+    container = serializers.CharField(allow_blank=True)
+    text = serializers.CharField(allow_blank=True)
+    truncated = serializers.BooleanField()
+    message = serializers.CharField(allow_blank=True)
+    pods = PodOut(many=True)

@@ -1,10 +1,11 @@
 """Routes of the clusters API (cluster requests, dry-run, manifests, queue, usage)."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
 from clusters.api.jobs import JobViewSet
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
+from clusters.api.rayproxy import ray_proxy
 from clusters.api.views import ClusterViewSet
 
 router = SimpleRouter()
@@ -12,6 +13,12 @@ router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("jobs", JobViewSet, basename="job")
 
 urlpatterns = [
+    # Before the router: ``{name}/ray/`` would otherwise be taken for an action's path.
+    re_path(
+        r"^tenants/(?P<tenant_slug>[-a-zA-Z0-9_]+)/clusters/(?P<name>[-a-z0-9]+)/ray/(?P<path>.*)$",
+        ray_proxy,
+        name="cluster-ray-proxy",
+    ),
     path("tenants/<slug:tenant_slug>/", include(router.urls)),
     path(
         "tenants/<slug:tenant_slug>/queue/",

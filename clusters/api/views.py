@@ -11,15 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from clusters.access import logs as cluster_logs
 from clusters.api.crud import ClusterCrudMixin
-from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
-from clusters.api.serializers import ClusterCreateInput, DryRunOutput, ManifestsOutput
+from clusters.api.renderers import LOG_RENDERERS, MANIFEST_RENDERERS, manifest_responses
+from clusters.api.serializers import (
+    ClusterCreateInput,
+    ClusterLogsOut,
+    DryRunOutput,
+    ManifestsOutput,
+)
+from clusters.jobs.logs import LogBounds
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options
@@ -41,6 +48,7 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
         **ClusterCrudMixin.crud_roles,
         "dry_run": Role.ENGINEER,
         "manifests": Role.VIEWER,
+        "logs": Role.VIEWER,
     }
 
     def scoped_queryset(self, tenant: Tenant) -> Any:
@@ -82,3 +90,26 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
         """The Kubernetes objects of an existing request, as they are applied."""
         cluster = self.get_object()
         return Response({"manifests": cluster_manifests(cluster, **manifest_options())})
+
+    @extend_schema(
+        request=None,
+        responses=ClusterLogsOut,
+        parameters=[
+            OpenApiParameter("pod", str, description="A pod of the cluster (default: the head)."),
+            OpenApiParameter("container", str, description="Its container (default: the first)."),
+            OpenApiParameter("tail", int, description="Last lines (default 200, at most 5000)."),
+            OpenApiParameter(
+                "limit_bytes", int, description="At most this many bytes (default 256 KiB)."
+            ),
+        ],
+    )
+    @action(detail=True, methods=["get"], renderer_classes=LOG_RENDERERS)
+    def logs(self, request: Request, tenant_slug: str, name: str) -> Response:
+        """A pod's log through ``pods/log``: the head's by default, or ``?pod=`` one of
+        ``pods`` (the cluster's pods, listed in the answer). ``?format=text`` (or
+        ``Accept: text/plain``) answers the text alone."""
+        cluster = self.get_object()
+        bounds = LogBounds.parse(request.query_params)
+        pod, container = cluster_logs.parse_choice(request.query_params)
+        found = cluster_logs.pod_log(cluster, pod=pod, container=container, bounds=bounds)
+        return Response(ClusterLogsOut(found).data)

@@ -69,7 +69,7 @@ class DriverLog:
     message: str
 
 
-def _bounded(text: str, bounds: LogBounds) -> tuple[str, bool]:
+def bounded(text: str, bounds: LogBounds) -> tuple[str, bool]:
     lines = text.splitlines(keepends=True)
     truncated = len(lines) > bounds.tail
     kept = "".join(lines[-bounds.tail :])
@@ -98,7 +98,7 @@ def driver_log(request: ClusterRequest, bounds: LogBounds) -> DriverLog:
                 limit_bytes=bounds.limit_bytes + 1,
             )
             if text is not None:
-                kept, truncated = _bounded(text, bounds)
+                kept, truncated = bounded(text, bounds)
                 return DriverLog("pod", name, kept, truncated, "")
     except PermanentKubeError as exc:
         if not saved:
@@ -113,7 +113,7 @@ def driver_log(request: ClusterRequest, bounds: LogBounds) -> DriverLog:
                 f"The Kubernetes API did not answer ({exc.message}); try again shortly.",
             )
     if saved:
-        kept, truncated = _bounded(saved, bounds)
+        kept, truncated = bounded(saved, bounds)
         return DriverLog(
             "saved", "", kept, truncated, "Kept when the job ended; its pods are gone."
         )

@@ -146,6 +146,40 @@ def classify(exc: Exception, *, what: str) -> KubeError:
     return PermanentKubeError(f"{what}: {type(exc).__name__}: {exc}")
 
 
+class ProxiedResponse:
+    """A backend's answer through the service proxy: status, headers and a body read in
+    chunks (:meth:`chunks`), so a large or endless answer is relayed, never buffered."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+        self.status = int(response.status)
+        self.headers: dict[str, str] = {k.lower(): v for k, v in response.headers.items()}
+
+    def chunks(self, size: int = 64 * 1024) -> Any:
+        """The body, chunk by chunk; the connection goes back to the pool at the end."""
+        finished = False
+        try:
+            yield from self._response.stream(size, decode_content=False)
+            finished = True
+        finally:
+            self.close(finished=finished)
+
+    def read(self, limit: int) -> bytes:
+        """At most ``limit`` bytes of the body (for answers the control plane reads itself)."""
+        try:
+            data = bytes(self._response.read(limit, decode_content=True) or b"")
+        finally:
+            self.close(finished=False)
+        return data
+
+    def close(self, *, finished: bool = False) -> None:
+        """Give the connection back to the pool when the body was read to its end; drop it
+        otherwise, since unread bytes would be taken for the next answer on it."""
+        if not finished:
+            self._response.close()
+        self._response.release_conn()
+
+
 class Gateway:
     """A thin, typed wrapper over the client's REST transport for the kinds gangway writes."""
 
@@ -314,6 +348,50 @@ class Gateway:
             raise error from exc
         data = response.data if hasattr(response, "data") else response[0].data
         return bytes(data or b"").decode("utf-8", errors="replace")
+
+    def service_proxy(
+        self,
+        method: str,
+        namespace: str,
+        service: str,
+        port: str,
+        path: str,
+        *,
+        query: str = "",
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        timeout: float | None = None,
+    ) -> ProxiedResponse:
+        """Send one HTTP request to a service through the API server's service proxy
+        (``/api/v1/namespaces/{ns}/services/{svc}:{port}/proxy/{path}``), streaming.
+
+        ``path`` and ``query`` are passed as they are (already URL-encoded), so a trailing
+        slash or an encoded character reaches the backend as the caller sent it. Unlike
+        the other calls, any HTTP status is an answer, not an error: the caller relays it.
+        Only a failure to get an answer at all raises :class:`TransientKubeError`.
+        """
+        url = (
+            f"{self._api.configuration.host}/api/v1/namespaces/{namespace}"
+            f"/services/{service}:{port}/proxy/{path.lstrip('/')}"
+        )
+        if query:
+            url += f"?{query}"
+        sent = dict(headers or {})
+        self._api.update_params_for_auth(sent, [], ["BearerToken"])
+        try:
+            response = self._api.rest_client.pool_manager.request(
+                method,
+                url,
+                body=body,
+                headers=sent,
+                preload_content=False,
+                redirect=False,
+                retries=False,
+                timeout=urllib3.Timeout(connect=self._timeout, read=timeout or self._timeout),
+            )
+        except Exception as exc:  # classified right here
+            raise classify(exc, what=f"proxy to service {namespace}/{service}:{port}") from exc
+        return ProxiedResponse(response)
 
     def merge_patch(
         self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: str

@@ -219,12 +219,14 @@ def limit_range(tenant: Any) -> Manifest:
 
 def network_policies(tenant: Any, *, control_plane_namespace: str) -> list[Manifest]:
     """Ingress: deny by default, allow the namespace itself and the control plane (Ray
-    dashboard and client ports only: they have no authentication, CVE-2023-48022). Egress:
+    dashboard and client ports only: they have no authentication, CVE-2023-48022; and the
+    API server's ``APISERVER_SOURCE_CIDRS`` to the dashboard port, for the proxy). Egress:
     DNS, the namespace itself and addresses outside the private ranges (object stores,
     package indexes), so a tenant's pods cannot reach another tenant's pods or services.
     """
     ns = str(tenant.namespace)
     labels = lbl.tenant_labels(tenant)
+    apiserver = list(settings.APISERVER_SOURCE_CIDRS)
 
     def policy(name: str, spec: Manifest) -> Manifest:
         return {
@@ -265,7 +267,19 @@ def network_policies(tenant: Any, *, control_plane_namespace: str) -> list[Manif
                             {"protocol": "TCP", "port": DASHBOARD_PORT},
                             {"protocol": "TCP", "port": CLIENT_PORT},
                         ],
-                    }
+                    },
+                    # The dashboard proxy goes through the API server's service proxy,
+                    # whose traffic comes from the API server's own addresses.
+                    *(
+                        [
+                            {
+                                "from": [{"ipBlock": {"cidr": cidr}} for cidr in apiserver],
+                                "ports": [{"protocol": "TCP", "port": DASHBOARD_PORT}],
+                            }
+                        ]
+                        if apiserver
+                        else []
+                    ),
                 ],
             },
         ),

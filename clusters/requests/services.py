@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from clusters import lifecycle, rules, shapes
 from clusters.admission.ledger import Ledger
+from clusters.engine import idle
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue.backends import queue_backend
 from clusters.queue.snapshot import pending_of, policy_snapshot
@@ -393,4 +394,33 @@ def cluster_extend(
             tenant=cluster.tenant,
             data={"hours": hours},
         )
+    return cluster
+
+
+def cluster_keepalive(
+    *, actor: Any, cluster: ClusterRequest, role: str | None = None
+) -> ClusterRequest:
+    """ "Keep alive": count now as use of a ready cluster, so its idle clock starts again
+    and a pending idle warning is withdrawn (the cluster is warned again only after a
+    whole new idle period). ``role`` as for :func:`cluster_delete`."""
+    _require_manage(actor=actor, cluster=cluster, role=role)
+    now = timezone.now()
+    with transaction.atomic():
+        cluster = lifecycle.locked(cluster)
+        if cluster.state != State.READY:
+            raise ServiceConflict(
+                f"Only a ready cluster can be kept alive; this one is {cluster.state}.",
+                code="invalid_state",
+            )
+        ClusterRequest.objects.filter(pk=cluster.pk).update(last_active_at=now, idle_warned_at=None)
+        idle.close_idle_span(cluster.pk, now)
+        cluster.last_active_at = now
+        cluster.idle_warned_at = None
+        note(
+            cluster,
+            reason="kept_alive",
+            message="kept alive: the idle clock starts again",
+            actor=actor,
+        )
+        audit_record(actor=actor, action="cluster.keepalive", obj=cluster, tenant=cluster.tenant)
     return cluster

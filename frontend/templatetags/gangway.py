@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from clusters import selectors
 from clusters.admission import format_eta, words
 
 register = template.Library()
@@ -94,6 +95,21 @@ def queue_line(cluster: Any) -> str:
         parts.append(cluster.queue_message.rstrip("."))
     parts.append(eta_words(cluster.queue_eta))
     return " — ".join(parts)
+
+
+@register.simple_tag
+def idle_line(cluster: Any) -> str:
+    """ "in use" / "idle for 42 min" / "idle for 70 min · suspended at 14:05 UTC unless
+    used" for a ready cluster (empty otherwise), from :func:`selectors.cluster_activity`."""
+    activity = selectors.cluster_activity(cluster)
+    if activity is None or activity["checked_at"] is None:
+        return ""
+    if activity["active"]:
+        return "in use"
+    line = f"idle for {_span(activity['idle_minutes'] * 60)}"
+    if activity["suspend_at"] is not None:
+        line += f" · suspended at {activity['suspend_at']:%H:%M} UTC unless used"
+    return line
 
 
 @register.filter

@@ -2,10 +2,12 @@
 REST API calls too (STYLE 4). Pages live in :mod:`.pages`, a cluster's form, detail and
 actions in :mod:`.clusters`, a job's in :mod:`.jobs`."""
 
+from frontend.views.access import ray_dashboard
 from frontend.views.clusters import (
     cluster_action,
     cluster_detail,
     cluster_dry_run,
+    cluster_log,
     cluster_manifests_download,
     cluster_new,
 )
@@ -17,6 +19,7 @@ __all__ = [
     "cluster_detail",
     "cluster_dry_run",
     "cluster_list",
+    "cluster_log",
     "cluster_manifests_download",
     "cluster_new",
     "global_queue",
@@ -28,5 +31,6 @@ __all__ = [
     "job_log",
     "job_new",
     "queue",
+    "ray_dashboard",
     "usage",
 ]

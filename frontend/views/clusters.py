@@ -17,6 +17,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from clusters import rules, selectors
+from clusters.access import logs as cluster_logs
+from clusters.jobs.logs import LogBounds
 from clusters.kube.manifests import cluster_manifests, to_yaml
 from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options
@@ -28,6 +30,7 @@ from frontend.forms import ClusterForm, ExtendForm
 from frontend.views.common import HtmxHttpRequest, TenantPage, require_requester, tenant_page
 
 EXTEND_CHOICES = (4, 24)
+LOG_TAILS = (100, 200, 1000, 5000)
 
 
 def _form(page: TenantPage, data: Any = None) -> ClusterForm:
@@ -118,7 +121,9 @@ def _live_cluster(page: TenantPage, name: str) -> ClusterRequest:
 def _detail_context(request: HttpRequest, page: TenantPage, cluster: ClusterRequest) -> dict:
     return page.context(
         cluster=cluster,
-        endpoints=selectors.cluster_endpoints(cluster),
+        endpoints=selectors.cluster_endpoints(
+            cluster, base_url=request.build_absolute_uri("/").rstrip("/")
+        ),
         may_manage=rules.can_manage(actor=request.user, cluster=cluster),
         may_extend=services.can_extend(cluster),
         is_live=cluster.state in LIVE,
@@ -126,6 +131,7 @@ def _detail_context(request: HttpRequest, page: TenantPage, cluster: ClusterRequ
         extend_choices=EXTEND_CHOICES,
         events=list(cluster.events.all())[::-1],
         gpu_hours=selectors.cluster_gpu_hours(cluster),
+        activity=selectors.cluster_activity(cluster),
     )
 
 
@@ -192,6 +198,10 @@ ACTIONS: dict[str, tuple[Callable[[HttpRequest, ClusterRequest], ClusterRequest]
         "Deletion requested; its GPUs are released once its pods are gone.",
     ),
     "extend": (_extend, "Extended."),
+    "keepalive": (
+        lambda r, c: services.cluster_keepalive(actor=r.user, cluster=c),
+        "Kept alive: its idle clock starts again.",
+    ),
 }
 
 
@@ -216,3 +226,27 @@ def cluster_action(request: HtmxHttpRequest, slug: str, name: str, action: str) 
         return _detail_page(request, page, _cluster(page, name, pk=cluster.pk), status=400)
     messages.success(request, done)
     return redirect("cluster-detail", slug=page.tenant.slug, name=cluster.name)
+
+
+@login_required
+@require_GET
+def cluster_log(request: HtmxHttpRequest, slug: str, name: str) -> HttpResponse:
+    """The log panel of the cluster page: one pod's tail (the head's unless ``?pod=``),
+    re-fetched by htmx every few seconds while "follow" is on."""
+    page = tenant_page(request, slug)
+    cluster = _live_cluster(page, name)
+    try:
+        bounds = LogBounds.parse(request.GET)
+        pod, container = cluster_logs.parse_choice(request.GET)
+    except ValidationError as exc:
+        raise Http404(" ".join(exc.messages)) from exc
+    found = cluster_logs.pod_log(cluster, pod=pod, container=container, bounds=bounds)
+    # The first load follows; after that the form says (an unticked box is not sent).
+    follow = "pod" not in request.GET or request.GET.get("follow") == "1"
+    return render(
+        request,
+        "frontend/partials/cluster_log.html",
+        page.context(
+            cluster=cluster, log=found, follow=follow, tail=bounds.tail, tail_choices=LOG_TAILS
+        ),
+    )

@@ -42,12 +42,16 @@ class Route:
 
     ``session`` routes are dashboard pages: the actor signs in with a session (not a
     token), bodies are form-encoded, and anonymous users are redirected to the login
-    page (302) rather than refused.
+    page (302) rather than refused. ``passthrough`` routes (the Ray dashboard proxy)
+    forward what they get, so the API's body and format checks do not apply to them.
     """
 
     methods: dict[str, Case]
     kwargs: dict[str, str] = field(default_factory=dict)
     session: bool = False
+    # The Ray dashboard proxy forwards bodies, query strings and formats as they come:
+    # the API's own rules for them (JSON only, no unknown keys) are not its to apply.
+    passthrough: bool = False
 
 
 def statuses(

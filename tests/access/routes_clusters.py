@@ -99,6 +99,31 @@ ROUTES = {
             )
         }
     ),
+    ONE + "keepalive/": Route(
+        methods={
+            "POST": Case(
+                members(viewer=403, engineer=200, admin=200, platform=200), kwargs=_bobs("ready")
+            )
+        }
+    ),
+    # Without a Kubernetes API the answer says so, in the log's message (200).
+    ONE + "logs/": Route(methods={"GET": Case(READERS, kwargs=_bobs("ready"))}),
+    # The proxy to a suspended cluster's Ray dashboard: every member is told it is not
+    # ready (409) and forwarded nothing; the proxy's forwarding is in tests/clusters/access.
+    ONE + "ray/{path}": Route(
+        passthrough=True,
+        methods={
+            "GET": Case(
+                members(viewer=409, engineer=409, admin=409, platform=409),
+                kwargs=lambda w: {**_bobs("suspended", "bob-paused")(w), "path": "api/version"},
+            ),
+            "POST": Case(
+                members(viewer=403, engineer=409, admin=409, platform=409),
+                kwargs=lambda w: {**_bobs("suspended", "bob-paused")(w), "path": "api/jobs/"},
+                body=lambda w: {"entrypoint": "echo hi"},
+            ),
+        },
+    ),
     "api/v1/tenants/{tenant_slug}/queue/": Route(
         kwargs={"tenant_slug": "acme"}, methods={"GET": Case(READERS)}
     ),

@@ -35,6 +35,11 @@ def _bobs_job(w: Any) -> dict[str, str]:
     return {"slug": "acme", "name": request.name}
 
 
+def _paused(w: object) -> dict[str, str]:
+    _bobs("suspended", "bob-paused")(w)
+    return {}
+
+
 def _acme_cluster(w: object) -> dict[str, str]:
     kwargs = _bobs("ready")(w)
     return {"slug": kwargs["tenant_slug"], "name": kwargs["name"]}
@@ -66,6 +71,20 @@ ROUTES = {
     ),
     TENANT + "clusters/{name}/manifests.yaml": Route(
         session=True, methods={"GET": Case(READ, kwargs=_acme_cluster)}
+    ),
+    TENANT + "clusters/{name}/log/": Route(
+        session=True, methods={"GET": Case(READ, kwargs=_acme_cluster)}
+    ),
+    TENANT + "clusters/{name}/ray/{path}": Route(
+        session=True,
+        methods={
+            "GET": Case(
+                {**READ, "viewer": 409, "engineer": 409, "admin": 409, "platform": 409},
+                kwargs=lambda w: (
+                    {"slug": "acme", "name": "bob-paused", "path": "api/version"} | _paused(w)
+                ),
+            )
+        },
     ),
     TENANT + "clusters/{name}/{action}/": Route(
         session=True,

@@ -34,7 +34,7 @@ def _api_writes() -> list[tuple[str, str, Route, Case]]:
     return [
         (template, method, route, case)
         for template, route in sorted(ROUTES.items())
-        if not route.session
+        if not route.session and not route.passthrough
         for method, case in sorted(route.methods.items())
         if method in WRITES
     ]

@@ -32,7 +32,7 @@ def _api(methods: tuple[str, ...]) -> list[Any]:
     return [
         pytest.param(template, method, route, case, id=f"{method} {template}")
         for template, route in sorted(ROUTES.items())
-        if not route.session
+        if not route.session and not route.passthrough
         for method, case in sorted(route.methods.items())
         if method in methods
     ]

@@ -36,9 +36,11 @@ def test_a_path_parameter_naming_nothing_is_a_json_404(
 ) -> None:
     client = _client(world.actors["platform"])
     names = re.findall(r"{(\w+)}", template)
-    valid = {"tenant_slug": "acme", "slug": "acme", "name": "h100", "username": "bob"}
+    # ``path`` is the Ray dashboard proxy's: what follows the cluster's name is the
+    # dashboard's to resolve, so only the parameters before it must name something.
+    valid = {"tenant_slug": "acme", "slug": "acme", "name": "h100", "username": "bob", "path": ""}
     for method in route.methods:
-        for name in names:
+        for name in (n for n in names if n != "path"):
             for value in HOSTILE:
                 url = "/" + template.format(**{**valid, name: value})
                 response = client.generic(method, url, "{}", content_type="application/json")

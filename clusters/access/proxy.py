@@ -1,0 +1,241 @@
+"""The authenticated reverse proxy to a cluster's Ray dashboard.
+
+``/t/{slug}/clusters/{name}/ray/...`` (the browser, signed in) and
+``/api/v1/tenants/{slug}/clusters/{name}/ray/...`` (a token, e.g. Ray's Jobs SDK) both end
+here, after their view has decided who the user is and that they may see the cluster
+(another tenant's cluster is a 404 before anything is forwarded). :func:`relay` then:
+
+- refuses what must not be forwarded: a path that climbs out of the proxy (``..``: the
+  service proxy is a path on the Kubernetes API, and the control plane's credentials must
+  never reach anything but the dashboard), a body over ``RAY_PROXY_MAX_BODY_MB``, a write
+  by someone who may not manage the cluster;
+- forwards only an allow-list of request headers, so the product's session cookie, its
+  CSRF token and the caller's ``Authorization`` never reach the cluster;
+- relays the answer as a stream (a log tail or a large download is never buffered), with
+  an allow-list of response headers (no ``Set-Cookie`` from the cluster lands on the
+  product's origin) and a path-absolute ``Location`` rewritten under the proxy;
+- records an audit event once per session and cluster, not per request, and counts the
+  visit as activity on the cluster (at most once a minute), so a person looking at the
+  dashboard keeps an idle cluster from being suspended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote, unquote
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.utils import timezone
+
+from clusters import rules
+from clusters.kube.gateway import KubeError, get_gateway
+from clusters.kube.raydash import DASHBOARD_PORT_NAME, head_service
+from clusters.models import ClusterRequest
+from clusters.selectors import cluster_list
+from clusters.states import State
+from controlplane.api.errors import error_body
+from tenants.audit import audit_record
+from tenants.selectors import tenant_with_role
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+METHODS = SAFE_METHODS | {"POST", "PUT", "PATCH", "DELETE"}
+# What a browser or Ray's SDK needs the dashboard to see; nothing that identifies the
+# caller to the product (Cookie, Authorization, X-CSRFToken) is on the list.
+_FORWARDED_REQUEST_HEADERS = (
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "cache-control",
+    "content-type",
+    "if-modified-since",
+    "if-none-match",
+    "range",
+    "user-agent",
+    "x-requested-with",
+)
+_RELAYED_RESPONSE_HEADERS = (
+    "accept-ranges",
+    "cache-control",
+    "content-disposition",
+    "content-encoding",
+    "content-length",
+    "content-range",
+    "etag",
+    "expires",
+    "last-modified",
+    "retry-after",
+)
+AUDIT_ACTION = "cluster.dashboard_opened"
+_AUDIT_PERIOD = timedelta(hours=12)
+_ACTIVITY_PERIOD = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is proxying: the user, their role in the cluster's tenant, and the session
+    (``via`` ``browser`` or ``api``; ``session`` a key naming the sign-in or token)."""
+
+    user: Any
+    role: str | None
+    via: str
+    session: str
+
+
+def _refusal(status: int, code: str, message: str) -> HttpResponse:
+    return JsonResponse(error_body(code, message), status=status)
+
+
+def visible_cluster(*, user: Any, slug: str, name: str) -> tuple[ClusterRequest, str | None]:
+    """The live cluster ``name`` of tenant ``slug`` as ``user`` sees it, and their role.
+
+    Another tenant's cluster, an unknown one and a deleted one are the same 404, so the
+    proxy never confirms that anything exists beyond what the user may see (STYLE 3).
+    """
+    found = tenant_with_role(user=user, slug=slug)
+    if found is None:
+        raise Http404(f"You are not a member of a tenant called {slug!r}.")
+    tenant, role = found
+    cluster = cluster_list(tenant=tenant).not_deleted().filter(name=name).first()
+    if cluster is None:
+        raise Http404(f"{tenant.name} has no cluster named {name!r}.")
+    return cluster, role
+
+
+def upstream_path(path: str) -> str | None:
+    """The dashboard path to forward, URL-encoded; ``None`` when it climbs out of the proxy.
+
+    Django hands views the decoded path, so ``%2e%2e`` arrives as ``..`` and is refused
+    with the literal form. A backslash is refused too: some servers read it as a slash.
+    """
+    decoded = unquote(path)
+    if "\\" in decoded or "\x00" in decoded:
+        return None
+    if any(part in (".", "..") for part in decoded.split("/")):
+        return None
+    return quote(decoded, safe="/:@!$&'()*+,;=-._~")
+
+
+def _forwarded_headers(request: HttpRequest, base: str) -> dict[str, str]:
+    headers = {
+        name: value for name in _FORWARDED_REQUEST_HEADERS if (value := request.headers.get(name))
+    }
+    # Where the dashboard is mounted, for an app that builds links (the convention of
+    # proxies that serve an app under a prefix).
+    headers["X-Forwarded-Prefix"] = base.rstrip("/")
+    return headers
+
+
+def _read_body(request: HttpRequest) -> bytes | HttpResponse | None:
+    limit = settings.RAY_PROXY_MAX_BODY_MB * 1024 * 1024
+    declared = request.headers.get("Content-Length") or "0"
+    too_big = _refusal(
+        413,
+        "body_too_large",
+        f"The proxy forwards bodies of at most {settings.RAY_PROXY_MAX_BODY_MB} MiB "
+        "(RAY_PROXY_MAX_BODY_MB).",
+    )
+    if declared.isdigit() and int(declared) > limit:
+        return too_big
+    # Read from the stream, not ``request.body``: Django caps that at
+    # DATA_UPLOAD_MAX_MEMORY_SIZE, which is for forms, not for uploads to Ray.
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        return too_big
+    return body or None
+
+
+def _relayed(answer: Any, base: str) -> HttpResponseBase:
+    response = StreamingHttpResponse(answer.chunks(), status=answer.status)
+    response["Content-Type"] = answer.headers.get("content-type", "application/octet-stream")
+    for name in _RELAYED_RESPONSE_HEADERS:
+        if name in answer.headers:
+            response[name] = answer.headers[name]
+    location = answer.headers.get("location")
+    if location:
+        response["Location"] = base + location[1:] if location.startswith("/") else location
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _record_session(caller: Caller, cluster: ClusterRequest, path: str) -> None:
+    """One audit event per sign-in (or token) and cluster every twelve hours, and a
+    touch of the cluster's activity at most once a minute."""
+    digest = hashlib.sha256(caller.session.encode()).hexdigest()[:16]
+    key = f"rayproxy:audit:{cluster.pk}:{caller.user.pk}:{digest}"
+    if cache.add(key, 1, timeout=int(_AUDIT_PERIOD.total_seconds())):
+        with transaction.atomic():
+            audit_record(
+                actor=caller.user,
+                action=AUDIT_ACTION,
+                obj=cluster,
+                tenant=cluster.tenant,
+                data={"via": caller.via, "path": "/" + path[:200]},
+            )
+    if cache.add(f"rayproxy:active:{cluster.pk}", 1, timeout=int(_ACTIVITY_PERIOD.total_seconds())):
+        now = timezone.now()
+        ClusterRequest.objects.filter(pk=cluster.pk, state=State.READY).update(
+            last_active_at=now, idle_warned_at=None
+        )
+
+
+def relay(
+    request: HttpRequest, *, cluster: ClusterRequest, caller: Caller, path: str, base: str
+) -> HttpResponseBase:
+    """Forward ``request`` to the cluster's Ray dashboard at ``path`` and relay the answer.
+
+    ``base`` is the proxy's own URL prefix (ending in ``/``), for rewritten redirects.
+    Refusals are JSON ``{"error": {"code", "message"}}`` like the rest of the API.
+    """
+    method = request.method or "GET"
+    if method not in METHODS:
+        return _refusal(405, "method_not_allowed", f"The proxy does not forward {method}.")
+    if method not in SAFE_METHODS and not rules.can_manage(
+        actor=caller.user, cluster=cluster, role=caller.role
+    ):
+        return _refusal(
+            403,
+            "permission_denied",
+            f"Only {cluster.owner.get_username()} and the tenant's admins may change what "
+            f"runs on {cluster.name}; you may look at its dashboard.",
+        )
+    if cluster.state != State.READY:
+        return _refusal(
+            409,
+            "not_ready",
+            f"{cluster.name} is {cluster.get_state_display().lower()}; its Ray dashboard can "
+            "be reached once it is ready.",
+        )
+    target = upstream_path(path)
+    if target is None:
+        return _refusal(400, "bad_path", "The path may not contain '.' or '..' segments.")
+    body = _read_body(request)
+    if isinstance(body, HttpResponse):
+        return body
+    _record_session(caller, cluster, target)
+    try:
+        answer = get_gateway().service_proxy(
+            method,
+            cluster.namespace,
+            head_service(cluster.name),
+            DASHBOARD_PORT_NAME,
+            target,
+            query=request.META.get("QUERY_STRING", ""),
+            headers=_forwarded_headers(request, base),
+            body=body,
+            timeout=settings.RAY_PROXY_READ_TIMEOUT_SECONDS,
+        )
+    except KubeError as exc:
+        return _refusal(
+            502,
+            "dashboard_unreachable",
+            f"The Ray dashboard of {cluster.name} could not be reached through the "
+            f"Kubernetes API: {exc.message}",
+        )
+    return _relayed(answer, base)

@@ -1,0 +1,54 @@
+"""``/api/v1/tenants/{slug}/clusters/{name}/ray/...``: the Ray dashboard for API tokens.
+
+For programs, Ray's Jobs SDK first of all::
+
+    JobSubmissionClient(api_proxy_url, headers={"Authorization": "Token <token>"})
+
+A plain Django view, not a DRF one: the answer is the dashboard's, streamed as it comes
+(``clusters/access/proxy.py``), not a serialized representation. Authentication is the
+API's token (knox) only, so no CSRF token is needed and none of the browser's cookies
+matter; without a valid token the answer is the API's 401.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+
+from clusters.access.proxy import Caller, relay, visible_cluster
+from controlplane.api.authentication import TokenAuthentication
+from controlplane.api.errors import error_body
+
+
+def _unauthenticated(message: str, code: str = "not_authenticated") -> HttpResponse:
+    response = JsonResponse(error_body(code, message), status=401)
+    response["WWW-Authenticate"] = "Token"
+    return response
+
+
+@csrf_exempt
+def ray_proxy(
+    request: HttpRequest, tenant_slug: str, name: str, path: str = ""
+) -> HttpResponseBase:
+    """Forward to the cluster's Ray dashboard for the token's user (see the module)."""
+    authenticator = TokenAuthentication()
+    try:
+        found = authenticator.authenticate(Request(request))
+    except AuthenticationFailed as exc:
+        return _unauthenticated(str(exc.detail), "authentication_failed")
+    if found is None:
+        return _unauthenticated(
+            "Send an API token: 'Authorization: Token <token>' (POST /api/v1/auth/token/)."
+        )
+    user, token = found
+    try:
+        cluster, role = visible_cluster(user=user, slug=tenant_slug, name=name)
+    except Http404:
+        # The API's one 404 body: it never says which part of the path named nothing.
+        return JsonResponse(error_body("not_found", "Not found."), status=404)
+    caller = Caller(user=user, role=role, via="api", session=str(token.token_key))
+    base = f"/api/v1/tenants/{tenant_slug}/clusters/{name}/ray/"
+    return relay(request, cluster=cluster, caller=caller, path=path, base=base)

@@ -1,0 +1,217 @@
+"""Idle GPUs go back: read each ready cluster's activity from Ray, warn, then suspend.
+
+A pass (the ``clusters.tasks.check_activity`` beat task, every ``ACTIVITY_CHECK_SECONDS``)
+reads every ready cluster's activity through its dashboard
+(:func:`clusters.kube.raydash.read_activity`, a few at a time) and, for each:
+
+1. records ``last_active_at`` (now while a driver or job runs, else the latest moment Ray
+   reports, never earlier than the cluster became ready) and what was found;
+2. keeps the idle ledger (:class:`clusters.models.IdleSpan`): a span opens when the cluster
+   is found idle, back-dated to its last activity, and closes when it is used again;
+3. applies the tenant's policy (``idle_suspend_minutes``, 0 = off; dev clusters only
+   unless ``idle_suspend_prod``): idle that long, the owner is warned once (an
+   ``idle_warning`` event, which notifications deliver); still idle ``IDLE_GRACE_MINUTES``
+   after the warning, the cluster is suspended (reason ``idle``): its GPUs go back, its
+   spec stays, and resuming it goes back through the queue. Any use after the warning
+   (a job, a driver, a visit through the dashboard proxy, "keep alive") cancels it.
+
+A dashboard that cannot be read is never taken for idleness: the cluster's clock stops
+until the next successful read. Each write is conditional on the row still being ready
+and as read, so two overlapping passes (or a pass racing a person) act once.
+"""
+
+from __future__ import annotations
+
+import datetime
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from clusters import lifecycle
+from clusters.kube.gateway import Gateway, get_gateway
+from clusters.kube.raydash import Activity, DashboardUnreachable, read_activity
+from clusters.models import ClusterKind, ClusterRequest, IdleSpan, Workload
+from clusters.states import State
+from clusters.transitions import note
+from controlplane.exceptions import ServiceConflict
+
+# Dashboards read at once: each read is two small HTTP calls through the API server.
+_READERS = 8
+
+
+@dataclass
+class IdleReport:
+    """What one pass did, for logs and tests."""
+
+    checked: int = 0
+    unreachable: int = 0
+    warned: list[str] = field(default_factory=list)
+    suspended: list[str] = field(default_factory=list)
+
+
+def policy_applies(cluster: ClusterRequest) -> bool:
+    """Whether the tenant's idle policy covers this cluster (its kind, and not off)."""
+    tenant = cluster.tenant
+    if not tenant.idle_suspend_minutes:
+        return False
+    return cluster.kind == ClusterKind.DEV or tenant.idle_suspend_prod
+
+
+def idle_deadline(cluster: ClusterRequest) -> datetime.datetime | None:
+    """When an idle, warned cluster will be suspended (``None`` if it is not warned)."""
+    if cluster.idle_warned_at is None:
+        return None
+    return cluster.idle_warned_at + timedelta(minutes=settings.IDLE_GRACE_MINUTES)
+
+
+def _read(gw: Gateway, cluster: ClusterRequest) -> Activity | DashboardUnreachable:
+    try:
+        return read_activity(gw, cluster.namespace, cluster.name)
+    except DashboardUnreachable as exc:
+        return exc
+
+
+def check_activity(*, now: datetime.datetime | None = None) -> IdleReport:
+    """One pass over every ready cluster (see the module docstring)."""
+    now = now or timezone.now()
+    report = IdleReport()
+    clusters = list(
+        ClusterRequest.objects.unscoped()
+        .filter(state=State.READY, workload=Workload.CLUSTER)
+        .select_related("tenant", "owner", "flavor")
+        .order_by("pk")
+    )
+    if not clusters:
+        return report
+    gw = get_gateway()
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:
+        found = list(pool.map(lambda c: _read(gw, c), clusters))
+    for cluster, activity in zip(clusters, found, strict=True):
+        report.checked += 1
+        if isinstance(activity, DashboardUnreachable):
+            report.unreachable += 1
+            ClusterRequest.objects.filter(pk=cluster.pk, state=State.READY).update(
+                activity_checked_at=now,
+                activity_note=f"activity unknown: {activity.message}"[:300],
+            )
+            continue
+        apply_activity(cluster, activity, now=now, report=report)
+    return report
+
+
+def _last_active(
+    cluster: ClusterRequest, activity: Activity, now: datetime.datetime
+) -> datetime.datetime:
+    if activity.active:
+        return now
+    moments = [m for m in (cluster.last_active_at, activity.last_active_at, cluster.ready_at) if m]
+    return min(max(moments), now) if moments else now
+
+
+def apply_activity(
+    cluster: ClusterRequest,
+    activity: Activity,
+    *,
+    now: datetime.datetime,
+    report: IdleReport | None = None,
+) -> None:
+    """Record one reading of a ready cluster's activity and act on the tenant's policy."""
+    report = report or IdleReport()
+    last = _last_active(cluster, activity, now)
+    warned = cluster.idle_warned_at
+    still_warned = warned if warned is not None and last <= warned else None
+    with transaction.atomic():
+        updated = ClusterRequest.objects.filter(
+            pk=cluster.pk, state=State.READY, idle_warned_at=warned
+        ).update(
+            last_active_at=last,
+            activity_checked_at=now,
+            activity_note=activity.reason[:300],
+            idle_warned_at=still_warned,
+        )
+        if not updated:
+            return  # moved meanwhile (suspended, deleted, kept alive): next pass
+        cluster.last_active_at = last
+        cluster.idle_warned_at = still_warned
+        _keep_idle_ledger(cluster, idle=not activity.active, last=last, now=now)
+    if not policy_applies(cluster) or activity.active:
+        return
+    idle_for = now - last
+    threshold = timedelta(minutes=cluster.tenant.idle_suspend_minutes)
+    if still_warned is None and idle_for >= threshold:
+        _warn(cluster, idle_for, now, report)
+    elif still_warned is not None and now >= (idle_deadline(cluster) or now):
+        _suspend(cluster, idle_for, report)
+
+
+def _keep_idle_ledger(
+    cluster: ClusterRequest, *, idle: bool, last: datetime.datetime, now: datetime.datetime
+) -> None:
+    """Close the open idle span where use was seen; open one when the cluster is idle."""
+    open_span = IdleSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).first()
+    if open_span is not None and (not idle or last > open_span.started_at):
+        # Used since the span opened (now, or between two readings): idle until then.
+        open_span.ended_at = now if not idle else last
+        open_span.save(update_fields=["ended_at"])
+        open_span = None
+    if idle and open_span is None:
+        start = max(last, cluster.admitted_at or last)
+        IdleSpan.objects.create(
+            tenant_id=cluster.tenant_id,
+            cluster_id=cluster.pk,
+            username=cluster.owner.get_username(),
+            flavor_name=cluster.flavor.name,
+            gpus=cluster.gpus,
+            started_at=start,
+        )
+
+
+def close_idle_span(cluster_id: int, at: datetime.datetime) -> None:
+    """End a cluster's open idle span (its GPUs went back, or someone kept it alive)."""
+    IdleSpan.objects.filter(cluster_id=cluster_id, ended_at__isnull=True).update(ended_at=at)
+
+
+def _minutes(delta: timedelta) -> int:
+    return max(int(delta.total_seconds() // 60), 0)
+
+
+def _warn(
+    cluster: ClusterRequest, idle_for: timedelta, now: datetime.datetime, report: IdleReport
+) -> None:
+    with transaction.atomic():
+        claimed = ClusterRequest.objects.filter(
+            pk=cluster.pk, state=State.READY, idle_warned_at__isnull=True
+        ).update(idle_warned_at=now)
+        if not claimed:
+            return
+        cluster.idle_warned_at = now
+        deadline = idle_deadline(cluster)
+        note(
+            cluster,
+            reason="idle_warning",
+            message=f"idle for {_minutes(idle_for)} min (no Ray driver or job); it will be "
+            f"suspended at {deadline:%H:%M} UTC and its GPUs released unless it is used or "
+            "kept alive",
+        )
+    report.warned.append(cluster.name)
+
+
+def _suspend(cluster: ClusterRequest, idle_for: timedelta, report: IdleReport) -> None:
+    with transaction.atomic():
+        current = lifecycle.locked(cluster)
+        if current.state != State.READY or current.idle_warned_at != cluster.idle_warned_at:
+            return  # used, kept alive, suspended or deleted since it was read
+        try:
+            lifecycle.suspend(
+                current,
+                reason="idle",
+                message=f"idle for {_minutes(idle_for)} min: suspended and its GPUs released; "
+                "resume it to get back in line",
+            )
+        except ServiceConflict:
+            return
+    report.suspended.append(cluster.name)

@@ -44,6 +44,8 @@ POLICY_FIELDS = (
     "max_dev_gpus_per_user",
     "dev_ttl_hours",
     "max_ttl_hours",
+    "idle_suspend_minutes",
+    "idle_suspend_prod",
 )
 TENANT_EDITABLE = frozenset(
     {"name", "cohort", "weight", "cpu_quota", "memory_quota_gib", *POLICY_FIELDS}

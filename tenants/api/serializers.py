@@ -129,6 +129,15 @@ class PolicySerializer(StrictSerializer):
     max_dev_gpus_per_user = serializers.IntegerField(min_value=0, max_value=1024, required=False)
     dev_ttl_hours = serializers.IntegerField(min_value=1, max_value=24 * 90, required=False)
     max_ttl_hours = serializers.IntegerField(min_value=1, max_value=24 * 365, required=False)
+    idle_suspend_minutes = serializers.IntegerField(
+        min_value=0,
+        max_value=24 * 60 * 30,
+        required=False,
+        help_text="A dev cluster idle this long is warned, then suspended (0: never).",
+    )
+    idle_suspend_prod = serializers.BooleanField(
+        required=False, help_text="Apply the idle policy to production clusters too."
+    )
 
 
 class PolicyOutSerializer(serializers.Serializer[Tenant]):
@@ -136,6 +145,8 @@ class PolicyOutSerializer(serializers.Serializer[Tenant]):
     max_dev_gpus_per_user = serializers.IntegerField()
     dev_ttl_hours = serializers.IntegerField()
     max_ttl_hours = serializers.IntegerField()
+    idle_suspend_minutes = serializers.IntegerField()
+    idle_suspend_prod = serializers.BooleanField()
 
 
 # What a tenant reads and writes as (the output adds created_at).

@@ -291,6 +291,8 @@ def test_tenant_policy_patch_changes_one_field(root: Any, acme: Any, as_user: An
         "max_dev_gpus_per_user": 2,
         "dev_ttl_hours": 12,
         "max_ttl_hours": 72,
+        "idle_suspend_minutes": 60,
+        "idle_suspend_prod": False,
     }
 
 

@@ -152,8 +152,9 @@ class Dashboard:
     # -- reads --------------------------------------------------------------------------
 
     def table(self) -> dict[str, DriverRun]:
-        """The head's job table."""
-        return self.runtime.heads.get((self.ns, self.name), {})
+        """The head's job table as the job API sees it (deleted jobs left out)."""
+        table = self.runtime.heads.get((self.ns, self.name), {})
+        return {k: run for k, run in table.items() if not run.deleted}
 
     def find(self, ident: str) -> DriverRun | None:
         """Ray's ``find_job_by_ids``: an interactive driver's job id, a submission's

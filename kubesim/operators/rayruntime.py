@@ -147,6 +147,7 @@ class DriverRun:
     metadata: dict[str, str] | None = None
     runtime_env: dict[str, Any] | None = None
     pending_message: str = MSG_PENDING
+    deleted: bool = False  # deleted through the job API (the driver's record stays)
 
     def status(self, at: float) -> str:
         """Ray's JobStatus at ``at``."""
@@ -277,8 +278,14 @@ class RayRuntime:
         return run
 
     def delete(self, ns: str, cluster: str, job_id: str) -> None:
-        """``DELETE /api/jobs/<id>``: forget a (terminal) job."""
-        self.heads.get((ns, cluster), {}).pop(job_id, None)
+        """``DELETE /api/jobs/<id>``: the job API forgets a (terminal) job and its id may be
+        used again, but its driver stays in the GCS job table (and in the head's activity),
+        so the run is kept under another key, marked deleted."""
+        table = self.heads.get((ns, cluster), {})
+        run = table.pop(job_id, None)
+        if run is not None:
+            run.deleted = True
+            table[f"deleted:{run.driver_id}:{job_id}"] = run
 
     def _new_run(
         self,

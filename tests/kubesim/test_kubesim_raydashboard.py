@@ -236,6 +236,10 @@ def test_knobs_in_metadata_and_failure(ray: Ray, sim: KubeSim, clock: ManualCloc
         .endswith("ZeroDivisionError: division by zero\n")
     )
     assert ray.delete("api/jobs/bad").json() == {"deleted": True}
+    # The job API forgets it (its id may be used again), the GCS keeps its driver's end.
+    assert ray.get("api/jobs/bad").status_code == 404
+    assert ray.activity()["last_activity_at"] == pytest.approx(job["end_time"] / 1000)
+    assert ray.post("api/jobs/", {"entrypoint": "x", "submission_id": "bad"}).ok
 
 
 def test_component_activities_follow_the_drivers(
@@ -297,6 +301,16 @@ def test_interactive_driver_knob(
     # Active again: a new driver; suspending the cluster loses the head and its history.
     sim.set_ray_driver(NS, "rc", "active")
     assert ray.activity()["reason"] == "Number of active drivers: 1"
+    for suspend in (True, False):
+        custom.patch_namespaced_custom_object(
+            "ray.io", "v1", NS, "rayclusters", "rc", {"spec": {"suspend": suspend}}
+        )
+        if suspend:
+            assert ray.get("api/component_activities").status_code == 503
+    # A new head: a new GCS without the old driver's history, and the knob still says active.
+    driver = ray.activity()
+    assert (driver["is_active"], driver["last_activity_at"]) == ("ACTIVE", None)
+    assert [j["type"] for j in ray.get("api/jobs/").json()] == ["DRIVER"]
     with pytest.raises(ValueError):
         sim.set_ray_driver(NS, "rc", "busy")
 

@@ -270,12 +270,13 @@ class Dashboard:
     def submit(self, body: bytes) -> Reply:
         """``POST /api/jobs/``."""
         try:
-            req = json.loads(body or b"null")
+            req = json.loads(body)
         except ValueError:
-            # aiohttp's answer to the handler's uncaught JSONDecodeError.
-            return _text("500 Internal Server Error\n\nServer got itself in trouble", 500)
+            req = None
         if not isinstance(req, dict):
-            req = {}
+            # aiohttp's answer to the handler's uncaught error (an empty or non-JSON body
+            # fails ``req.json()``, a JSON non-object Ray's stripping of None values).
+            return _text("500 Internal Server Error\n\nServer got itself in trouble", 500)
         req = {k: v for k, v in req.items() if v is not None}
         problem = _check_submit(req)
         if problem is not None:
@@ -421,7 +422,7 @@ head {esc(self.ip)}.</p>
         if path == "/api/version":
             return _json(self.version())
         if path == "/api/gcs_healthz":
-            return Reply(200, "application/text", b"success")
+            return Reply(200, "application/text; charset=utf-8", b"success")
         if path == "/api/component_activities":
             return _json(self.activities())
         if path == "/api/jobs/":

@@ -205,6 +205,12 @@ def test_submit_refusals(ray: Ray) -> None:
     r = ray.post("api/jobs/", {"entrypoint": "x", "key": "baaaad request"})
     assert r.status_code == 400
     assert "TypeError: JobSubmitRequest.__init__() got an unexpected keyword argument" in r.text
+    for bad in (b"", b"{", b"[]"):
+        r = requests.post(f"{ray.base}/api/jobs/", data=bad, timeout=5)
+        assert (r.status_code, r.text) == (
+            500,
+            "500 Internal Server Error\n\nServer got itself in trouble",
+        )
     r = ray.post("api/jobs/", {"entrypoint": 3})
     assert r.status_code == 400 and "entrypoint must be a string" in r.text
     # job_id is the deprecated name of submission_id.

@@ -5,7 +5,8 @@ record of what a client forwarded, faults, and the official client's proxy call.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -247,3 +248,15 @@ def test_official_client_proxy_call(
         core.connect_get_namespaced_service_proxy_with_path("nope:8265", NS, "api/version")
     assert exc.value.status == 404
     assert json.loads(exc.value.body)["message"] == 'services "nope" not found'
+
+
+def test_kubectl_get_raw_through_the_proxy(
+    sim: KubeSim,
+    custom: client.CustomObjectsApi,
+    kubectl: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    create_rc(custom)
+    out = kubectl("get", "--raw", f"{SVC}/rc-head-svc:dashboard/proxy/api/version").stdout
+    assert json.loads(out)["ray_version"] == "2.40.0"
+    proc = kubectl("get", "--raw", f"{SVC}/nope:8265/proxy/", check=False)
+    assert proc.returncode != 0 and "not found" in proc.stderr

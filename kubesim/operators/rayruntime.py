@@ -336,7 +336,9 @@ class RayRuntime:
                 active += 1
                 continue
             ended = run.end_time(at)
-            if ended is not None and ended > run.start:
+            # A job stopped before its driver started never had a driver.
+            had_driver = run.kind == "DRIVER" or run.stopped is None or run.stopped > run.start
+            if ended is not None and had_driver:
                 last = ended if last is None else max(last, ended)
         return active, last
 

@@ -258,6 +258,12 @@ def test_component_activities_follow_the_drivers(
         "timestamp": clock.time(),
         "last_activity_at": None,
     }
+    # A job stopped while PENDING never had a driver: no activity.
+    ray.post("api/jobs/", {"entrypoint": "python a.py", "submission_id": "early"})
+    assert ray.post("api/jobs/early/stop").json() == {"stopped": True}
+    advance(sim, clock, 5)
+    assert ray.get("api/jobs/early").json()["status"] == "STOPPED"
+    assert ray.activity()["last_activity_at"] is None
     ray.post(
         "api/jobs/",
         {"entrypoint": "python a.py", "metadata": {"kubesim.io/job-run-seconds": "600"}},
@@ -296,6 +302,11 @@ def test_interactive_driver_knob(
     assert ray.get(f"api/jobs/{driver_id}").json()["type"] == "DRIVER"
     r = ray.post(f"api/jobs/{driver_id}/stop")
     assert (r.status_code, r.text) == (400, "Can only stop submission type jobs")
+    # Connected and gone at once still counts as activity.
+    custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", raycluster("blip"))
+    sim.set_ray_driver(NS, "blip", "active")
+    sim.set_ray_driver(NS, "blip", "idle")
+    assert Ray(sim, "blip").activity()["last_activity_at"] == clock.time()
     idle_at = clock.time()
     sim.set_ray_driver(NS, "rc", "idle")
     advance(sim, clock, 900)

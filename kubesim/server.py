@@ -16,7 +16,7 @@ import socket
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import yaml
 
@@ -272,7 +272,7 @@ class Handler(BaseHTTPRequestHandler):
             if entry is not None:
                 entry["status"] = self._status
 
-    def _proxy(self, method: str, proxied: serviceproxy.ProxyPath, split: Any) -> None:
+    def _proxy(self, method: str, proxied: serviceproxy.ProxyPath, split: SplitResult) -> None:
         """A service proxy request: 301 to ``.../proxy/`` for the bare path, else the
         backend's answer as it gave it."""
         raw, _ = self._read()

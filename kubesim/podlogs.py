@@ -213,6 +213,8 @@ def _head_lines(cluster: Cluster, pod: Obj, w: Window) -> list[Line]:
         (pod["metadata"]["namespace"], labels.get("ray.io/cluster", "")), {}
     )
     for run in table.values():
+        if run.kind != "SUBMISSION":
+            continue  # an interactive driver is no job of the job manager
         out.append(
             (
                 run.submitted,
@@ -259,8 +261,10 @@ def _worker_lines(pod: Obj, w: Window) -> list[Line]:
     ]
 
 
-def _driver_lines(run: DriverRun, address: str, clamp: float, until: float) -> list[Line]:
-    """What ``ray job logs --follow`` prints: the driver's output, then the end."""
+def driver_output(run: DriverRun, address: str, clamp: float, until: float) -> list[Line]:
+    """What the driver itself prints by ``until`` (its job log, ``GET /api/jobs/<id>/logs``):
+    the connection to the cluster, then a line a second while it runs. ``clamp``: no line
+    before it (a reader that attached later sees the earlier lines then)."""
     out: list[Line] = []
     start = run.start
     end = run.end_time(until)
@@ -296,6 +300,13 @@ def _driver_lines(run: DriverRun, address: str, clamp: float, until: float) -> l
                 )
             )
             step += 1
+    return out
+
+
+def _driver_lines(run: DriverRun, address: str, clamp: float, until: float) -> list[Line]:
+    """What ``ray job logs --follow`` prints: the driver's output, then the end."""
+    out = driver_output(run, address, clamp, until)
+    end = run.end_time(until)
     if end is not None and end <= until:
         t = max(end, clamp)
         status = run.status(until)
@@ -443,4 +454,4 @@ def read(
     return LogRead(render(chosen, opts.timestamps), len(everything), w.end is not None)
 
 
-__all__ = ["ApiError", "LogOptions", "LogRead", "read"]
+__all__ = ["ApiError", "LogOptions", "LogRead", "driver_output", "read"]

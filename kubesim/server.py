@@ -1,6 +1,8 @@
 """HTTP front end: parses requests (paths, query, bodies by media type), routes Kubernetes
 REST paths to the API verbs (``verbs.py``), answers Status bodies, injects faults, and
-serves discovery, OpenAPI and the admin API under ``/_kubesim``.
+serves discovery, OpenAPI and the admin API under ``/_kubesim``. Service proxy paths
+(``serviceproxy.py``) are matched on the raw path, before the normalisation the other
+routes get, so that the proxied path and query reach the backend as sent.
 
 Watch is not implemented: ``?watch=true`` is answered 405 MethodNotAllowed (the control
 plane polls with list calls).
@@ -14,11 +16,11 @@ import socket
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import yaml
 
-from kubesim import errors, openapi, podlogs, protobuf, verbs
+from kubesim import errors, openapi, podlogs, protobuf, serviceproxy, verbs
 from kubesim.errors import ApiError
 
 if TYPE_CHECKING:
@@ -104,6 +106,11 @@ class Handler(BaseHTTPRequestHandler):
         self._handle("DELETE")
 
     # -- plumbing ----------------------------------------------------------------------
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """Note the status (the proxy log records it), then send it."""
+        self._status = code
+        super().send_response(code, message)
 
     def _send(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
         if not self._body_read:
@@ -220,10 +227,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         self._body_read = False
+        self._status = 0
         split = urlsplit(self.path)
         path = unquote(split.path).rstrip("/") or "/"
         params = dict(parse_qsl(split.query, keep_blank_values=True))
         sim = self.server.sim
+        proxied = None if path.startswith("/_kubesim") else serviceproxy.match(split.path)
+        entry = None
+        if proxied is not None:
+            entry = sim.proxy_log.record(
+                method,
+                proxied,
+                split.query,
+                list(self.headers.items()),
+                self.client_address[0],
+                sim.cluster.clock.time(),
+            )
         try:
             if path.startswith("/_kubesim"):
                 body, _ = self._body(admin=True)
@@ -238,7 +257,10 @@ class Handler(BaseHTTPRequestHandler):
                 name = parts[-1] if len(parts) > 4 else ""
                 plural = parts[-2] if len(parts) > 4 else (parts[-1] if parts else "")
                 raise sim.faults.error(code, plural, name)
-            self._route(method, path, params)
+            if proxied is not None:
+                self._proxy(method, proxied, split)
+            else:
+                self._route(method, path, params)
         except ApiError as exc:
             self._send(exc.code, exc.status(), exc.headers)
         except (ConnectionError, BrokenPipeError):
@@ -246,6 +268,32 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # noqa: BLE001 - a server answers 500, it does not die
             err = ApiError(500, "InternalError", f"Internal error occurred: {exc!r}")
             self._send(500, err.status())
+        finally:
+            if entry is not None:
+                entry["status"] = self._status
+
+    def _proxy(self, method: str, proxied: serviceproxy.ProxyPath, split: SplitResult) -> None:
+        """A service proxy request: 301 to ``.../proxy/`` for the bare path, else the
+        backend's answer as it gave it."""
+        raw, _ = self._read()
+        if proxied.path is None:
+            query = f"?{split.query}" if split.query else ""
+            self.send_response(301)
+            self.send_header("Location", f"{split.path}/{query}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        cluster = self.server.sim.cluster
+        with cluster.lock:
+            target = serviceproxy.resolve(cluster, proxied.namespace, proxied.service_id)
+            reply = serviceproxy.forward(cluster, target, method, proxied.path, raw)
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
+        for k, v in reply.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(reply.body)
 
     # Named exception to ruff's C901 (max-complexity 12): the URL grammar of the Kubernetes API, one
     # branch per path shape kubectl sends.

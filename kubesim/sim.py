@@ -16,8 +16,12 @@ from kubesim import errors
 from kubesim.clock import Clock
 from kubesim.cluster import DEFAULT_EVENT_TTL, Cluster
 from kubesim.faults import Faults
+from kubesim.operators.raydashboard import Dashboard
+from kubesim.operators.rayruntime import ANN_DRIVER, DRIVER_STATES, RC
 from kubesim.server import Server
+from kubesim.serviceproxy import ProxyLog
 from kubesim.store import Obj, Store
+from kubesim.util import get_path
 
 
 class KubeSim:
@@ -68,6 +72,8 @@ class KubeSim:
             booking_time=booking_time,
         )
         self.faults = Faults()
+        # The last requests received on service proxy paths (``GET /_kubesim/proxy-requests``).
+        self.proxy_log = ProxyLog()
         self._server: Server | None = None
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -199,6 +205,38 @@ class KubeSim:
                 pending_seconds=pending_seconds,
             )
 
+    # -- the Ray dashboard behind the service proxy ---------------------------------------
+
+    def ray_jobs(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
+        """The jobs the dashboard of RayCluster ``namespace/cluster`` lists (``GET
+        /api/jobs/``: Ray's JobDetails); empty without a head."""
+        with self.cluster.lock:
+            rc = self.cluster.store.get(RC, namespace, cluster)
+            name = get_path(rc, "status", "head", "podName")
+            pod = self.cluster.store.get("pods", namespace, name) if name else None
+            if pod is None:
+                return []
+            return Dashboard(self.cluster, rc, pod).jobs()
+
+    def set_ray_driver(self, namespace: str, cluster: str, state: str) -> None:
+        """Connect (``active``) or disconnect (``idle``) an interactive ``ray.init``
+        driver on RayCluster ``namespace/cluster``: sets its ``kubesim.io/ray-driver``
+        annotation (simulator-only) as a client would patch it."""
+        if state not in DRIVER_STATES:
+            raise ValueError(f"state must be one of {DRIVER_STATES}, not {state!r}")
+        with self.cluster.lock:
+            rc = self.cluster.store.get(RC, namespace, cluster)
+            if rc is None:
+                raise errors.not_found("rayclusters", "ray.io", cluster)
+            rc = json.loads(json.dumps(rc))
+            rc["metadata"].setdefault("annotations", {})[ANN_DRIVER] = state
+            self.cluster.update_object(self.cluster.rt(RC), rc)
+            self.cluster.settle()
+
+    def proxy_requests(self) -> list[dict[str, Any]]:
+        """The last requests received on service proxy paths, oldest first."""
+        return self.proxy_log.items()
+
     # -- kubeconfig --------------------------------------------------------------------
 
     def kubeconfig(self) -> dict[str, Any]:
@@ -270,6 +308,13 @@ class KubeSim:
             data = json.load(fh)
         self.cluster.restore(data)
 
+    def _admin_proxy_requests(self, method: str) -> dict[str, Any]:
+        """``GET`` (the recorded proxy requests) or ``DELETE`` (forget them)."""
+        if method == "DELETE":
+            self.proxy_log.clear()
+            return {"status": "cleared"}
+        return {"items": self.proxy_log.items()}
+
     # -- admin API -----------------------------------------------------------------------
 
     def admin(self, method: str, path: str, body: Any) -> dict[str, Any]:
@@ -318,6 +363,8 @@ class KubeSim:
                 )
                 self.cluster.settle()
                 return {"status": "evicted", "workload": wl["metadata"]["name"]}
+        if path == "/_kubesim/proxy-requests" and method in ("GET", "DELETE"):
+            return self._admin_proxy_requests(method)
         if path == "/_kubesim/snapshot" and method == "POST":
             if not self.snapshot_path:
                 raise errors.bad_request("kubesim runs without --snapshot")

@@ -19,6 +19,16 @@ never anything a control plane would set: per-RayJob annotations
 is submitted, else the defaults (fleet file ``rayjobs:``, ``KubeSim.set_rayjob_defaults``,
 CLI flags). Times are on the cluster's clock.
 
+The same table is what the Ray dashboard emulation (``raydashboard.py``) serves behind the
+API server's service proxy: jobs submitted with ``POST /api/jobs/`` join it through
+:meth:`RayRuntime.submit_request` (their simulator knobs ride in the request's
+``metadata``, under the annotation names above), and an interactive driver (a long-lived
+``ray.init()`` connected to the head, which Ray lists as a ``DRIVER`` job) is simulated
+from the RayCluster annotation ``kubesim.io/ray-driver: active|idle`` (simulator-only):
+while it says ``active`` and the head is Running and Ready a driver is connected; when it
+turns ``idle`` (or goes) the driver disconnects then, which is the head's last driver
+activity.
+
 Simplified: the job table lives as long as the head pod (no GCS fault tolerance); a job
 submitted to a head by anything but a submitter pod (HTTPMode) goes through
 :meth:`RayRuntime.submit` directly.
@@ -27,8 +37,11 @@ submitted to a head by anything but a submitter pod (HTTPMode) goes through
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
@@ -43,6 +56,10 @@ ANN_RUN = "kubesim.io/job-run-seconds"
 ANN_PENDING = "kubesim.io/job-pending-seconds"
 ANN_OUTCOME = "kubesim.io/job-outcome"
 ANN_MESSAGE = "kubesim.io/job-message"
+ANN_DRIVER = "kubesim.io/ray-driver"
+DRIVER_STATES = ("active", "idle")
+# What an interactive driver's JobDetails shows as its entrypoint (the driver's command line).
+INTERACTIVE_ENTRYPOINT = "python -c 'import ray; ray.init()'  # kubesim interactive driver"
 OUTCOMES = ("succeeded", "failed")
 # Ray's job messages (JobInfo.message), as the dashboard reports them.
 MSG_PENDING = (
@@ -53,6 +70,11 @@ MSG_RUNNING = "Job is currently running."
 MSG_SUCCEEDED = "Job finished successfully."
 MSG_FAILED = "Job entrypoint command failed with exit code 1"
 MSG_STOPPED = "Job was intentionally stopped."
+MSG_NOT_STARTED = "Job has not started yet."
+MSG_WAIT_RESOURCES = (
+    " It may be waiting for resources (CPUs, GPUs, memory, custom resources) to become available."
+)
+MSG_WAIT_RUNTIME_ENV = " It may be waiting for the runtime environment to be set up."
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 PodKey = tuple[str, str]
 HeadKey = tuple[str, str]
@@ -118,6 +140,14 @@ class DriverRun:
     message: str
     stopped: float | None = None
     followers: set[PodKey] = field(default_factory=set)
+    # SUBMISSION (a job of the job API) or DRIVER (an interactive ``ray.init`` driver).
+    kind: str = "SUBMISSION"
+    # Ray's JobID of the job's driver (hex, e.g. ``02000000``), once the driver runs.
+    driver_id: str = ""
+    metadata: dict[str, str] | None = None
+    runtime_env: dict[str, Any] | None = None
+    pending_message: str = MSG_PENDING
+    deleted: bool = False  # deleted through the job API (the driver's record stays)
 
     def status(self, at: float) -> str:
         """Ray's JobStatus at ``at``."""
@@ -133,7 +163,7 @@ class DriverRun:
         """Ray's JobInfo.message at ``at``."""
         st = self.status(at)
         if st == "PENDING":
-            return MSG_PENDING
+            return self.pending_message
         if st == "RUNNING":
             return MSG_RUNNING
         if st == "STOPPED":
@@ -181,6 +211,9 @@ class RayRuntime:
         """Forget every job table (the store was wiped; a restore loses running drivers
         as a head restart without GCS fault tolerance would)."""
         self.heads: dict[HeadKey, dict[str, DriverRun]] = {}
+        self.driver_counters: dict[HeadKey, int] = {}
+        # Heads whose interactive driver may have to connect or disconnect.
+        self.drivers_dirty: set[HeadKey] = set()
         self.dirty: set[PodKey] = set()
         self.following: dict[PodKey, tuple[HeadKey, str]] = {}
         # Submitter pods waiting for their head to answer (the GCS health loop).
@@ -196,36 +229,147 @@ class RayRuntime:
         return self.heads.get((ns, cluster), {}).get(job_id)
 
     def submit(self, ns: str, cluster: str, job_id: str, rayjob: Obj | None) -> DriverRun:
-        """Submit a job to a head; the driver's timing and outcome come from the RayJob's
-        annotations, else the defaults."""
+        """Submit a RayJob's job to a head; the driver's timing and outcome come from the
+        RayJob's annotations, else the defaults."""
         table = self.heads.setdefault((ns, cluster), {})
         if job_id in table:
             return table[job_id]
         ann = get_path(rayjob, "metadata", "annotations", default={}) or {}
+        spec = (rayjob or {}).get("spec") or {}
+        run_obj = self._new_run(
+            ns, cluster, job_id, str(spec.get("entrypoint") or ""), ann, MSG_PENDING
+        )
+        # ``ray job submit`` sends the RayJob's metadata and runtime env ({} when unset).
+        run_obj.metadata = dict(spec.get("metadata") or {})
+        try:
+            env = yaml.safe_load(spec.get("runtimeEnvYAML") or "") or {}
+        except yaml.YAMLError:
+            env = {}
+        run_obj.runtime_env = env if isinstance(env, dict) else {}
+        table[job_id] = run_obj
+        self._wake_rayjob(rayjob, run_obj.start)
+        self._wake_rayjob(rayjob, run_obj.end)
+        return run_obj
+
+    def submit_request(
+        self,
+        ns: str,
+        cluster: str,
+        job_id: str,
+        entrypoint: str,
+        metadata: dict[str, str] | None,
+        runtime_env: dict[str, Any] | None,
+        resources: bool,
+    ) -> DriverRun | None:
+        """``POST /api/jobs/`` on the head of ``ns/cluster``: a new job, or None when the
+        submission id is taken. Simulator knobs come from ``metadata``; the PENDING
+        message is Ray's for what was asked (entrypoint resources, a runtime env)."""
+        table = self.heads.setdefault((ns, cluster), {})
+        if job_id in table:
+            return None
+        pending = MSG_NOT_STARTED
+        if resources:
+            pending += MSG_WAIT_RESOURCES
+        if runtime_env:
+            pending += MSG_WAIT_RUNTIME_ENV
+        run = self._new_run(ns, cluster, job_id, entrypoint, metadata or {}, pending)
+        run.metadata, run.runtime_env = metadata, runtime_env
+        table[job_id] = run
+        return run
+
+    def delete(self, ns: str, cluster: str, job_id: str) -> None:
+        """``DELETE /api/jobs/<id>``: the job API forgets a (terminal) job and its id may be
+        used again, but its driver stays in the GCS job table (and in the head's activity),
+        so the run is kept under another key, marked deleted."""
+        table = self.heads.get((ns, cluster), {})
+        run = table.pop(job_id, None)
+        if run is not None:
+            run.deleted = True
+            table[f"deleted:{run.driver_id}:{job_id}"] = run
+
+    def _new_run(
+        self,
+        ns: str,
+        cluster: str,
+        job_id: str,
+        entrypoint: str,
+        knobs: dict[str, Any],
+        pending_message: str,
+    ) -> DriverRun:
         d = self.defaults
         now = self.cluster.clock.time()
-        pending = _float(ann.get(ANN_PENDING), d.pending_seconds)
-        run = _float(ann.get(ANN_RUN), d.run_seconds)
-        outcome = str(ann.get(ANN_OUTCOME) or d.outcome).lower()
+        pending = _float(knobs.get(ANN_PENDING), d.pending_seconds)
+        run = _float(knobs.get(ANN_RUN), d.run_seconds)
+        outcome = str(knobs.get(ANN_OUTCOME) or d.outcome).lower()
         failed = outcome == "failed"
-        message = str(ann.get(ANN_MESSAGE) or d.message)
+        message = str(knobs.get(ANN_MESSAGE) or d.message)
         if not message:
             message = MSG_FAILED if failed else MSG_SUCCEEDED
         elif failed and not message.startswith(MSG_FAILED):
             message = f"{MSG_FAILED}, last available logs (truncated to 20,000 chars):\n{message}"
-        run_obj = DriverRun(
+        return DriverRun(
             job_id=job_id,
-            entrypoint=str(get_path(rayjob, "spec", "entrypoint", default="") or ""),
+            entrypoint=entrypoint,
             submitted=now,
             start=now + pending,
             end=now + pending + run,
             outcome="FAILED" if failed else "SUCCEEDED",
             message=message,
+            pending_message=pending_message,
+            driver_id=self._next_driver_id((ns, cluster)),
         )
-        table[job_id] = run_obj
-        self._wake_rayjob(rayjob, run_obj.start)
-        self._wake_rayjob(rayjob, run_obj.end)
-        return run_obj
+
+    def _next_driver_id(self, head: HeadKey) -> str:
+        """Ray's JobIDs count up from 1 per GCS, printed as 4 little-endian bytes."""
+        n = self.driver_counters.get(head, 0) + 1
+        self.driver_counters[head] = n
+        return n.to_bytes(4, "little").hex()
+
+    # -- driver activity (the dashboard's component_activities) ---------------------------
+
+    def activity(self, ns: str, cluster: str, at: float) -> tuple[int, float | None]:
+        """(drivers connected at ``at``, when the last driver that ended ended) on the head
+        of ``ns/cluster``: a submitted job has a driver from RUNNING to its end."""
+        active, last = 0, None
+        for run in self.heads.get((ns, cluster), {}).values():
+            if run.status(at) == "RUNNING":
+                active += 1
+                continue
+            ended = run.end_time(at)
+            # A job stopped before its driver started never had a driver.
+            had_driver = run.kind == "DRIVER" or run.stopped is None or run.stopped > run.start
+            if ended is not None and had_driver:
+                last = ended if last is None else max(last, ended)
+        return active, last
+
+    def _sync_driver(self, head: HeadKey) -> None:
+        """Connect or disconnect the interactive driver of a head as its RayCluster's
+        ``kubesim.io/ray-driver`` annotation and the head's readiness say."""
+        rc = self.cluster.store.get(RC, *head)
+        ann = get_path(rc, "metadata", "annotations", ANN_DRIVER, default="")
+        want = ann == "active" and self.head_ready(*head)
+        live = [
+            r for r in self.heads.get(head, {}).values() if r.kind == "DRIVER" and r.end == math.inf
+        ]
+        now = self.cluster.clock.time()
+        if want and not live:
+            driver_id = self._next_driver_id(head)
+            self.heads.setdefault(head, {})[driver_id] = DriverRun(
+                job_id=driver_id,
+                entrypoint=INTERACTIVE_ENTRYPOINT,
+                submitted=now,
+                start=now,
+                end=math.inf,
+                outcome="SUCCEEDED",
+                message="",
+                kind="DRIVER",
+                driver_id=driver_id,
+                metadata={},
+                runtime_env={},
+            )
+        elif not want:
+            for run in live:
+                run.end = now
 
     def stop(self, ns: str, cluster: str, job_id: str) -> None:
         """``ray job stop``: a job not yet ended is STOPPED now."""
@@ -244,12 +388,15 @@ class RayRuntime:
     # -- controller protocol --------------------------------------------------------------
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
-        """Submitter pods and the pods of Ray heads."""
-        if rt.kind != "Pod":
-            return
+        """Submitter pods, the pods of Ray heads and RayClusters (the driver knob)."""
         ref = new if new is not None else old
         assert ref is not None
         meta = ref["metadata"]
+        if rt.key == RC:
+            self.drivers_dirty.add((meta["namespace"], meta["name"]))
+            return
+        if rt.kind != "Pod":
+            return
         key = (meta["namespace"], meta["name"])
         labels = meta.get("labels") or {}
         if labels.get("ray.io/node-type") == "head":
@@ -258,8 +405,10 @@ class RayRuntime:
             if new is None or (new.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 # The head is gone and its job table with it (no GCS fault tolerance).
                 table = self.heads.pop(head, {})
+                self.driver_counters.pop(head, None)
                 for run in table.values():
                     self.dirty |= run.followers
+            self.drivers_dirty.add(head)
             # A head that starts may be what a waiting submitter waits for.
             self.dirty |= {k for k, h in self.waiters.items() if h == head}
         if labels.get("ray.io/originated-from-crd") == "RayJob":
@@ -281,7 +430,9 @@ class RayRuntime:
         return woke
 
     def reconcile(self) -> bool:
-        """Advance every dirty submitter pod."""
+        """Advance every dirty submitter pod and interactive driver."""
+        while self.drivers_dirty:
+            self._sync_driver(self.drivers_dirty.pop())
         busy = False
         while self.dirty:
             key = self.dirty.pop()

@@ -16,10 +16,11 @@ from django.utils import timezone
 
 from clusters.engine.idle import check_activity
 from clusters.kube.gateway import get_gateway
-from clusters.models import ClusterEvent, ClusterRequest, Quota
+from clusters.models import ClusterEvent, ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
 from clusters.states import State
+from tenants.models import Quota
 
 
 def _row(cluster: ClusterRequest) -> ClusterRequest:

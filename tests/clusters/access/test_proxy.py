@@ -182,7 +182,9 @@ def test_one_audit_event_per_session_and_the_visit_counts_as_use(
         assert client.get(API + "api/version").status_code == 200
     other, _ = _token_client(bob)
     assert other.get(API + "api/jobs/").status_code == 200
-    events = AuditEvent.objects.filter(action=AUDIT_ACTION, object_id=str(live_cluster.pk))
+    events = AuditEvent.objects.filter(
+        action=AUDIT_ACTION, object_id=str(live_cluster.pk)
+    ).order_by("at", "id")
     assert [e.data["via"] for e in events] == ["api", "api"]
     assert events[0].data["path"] == "/api/version"
     live_cluster.refresh_from_db()

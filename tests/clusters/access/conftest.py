@@ -16,9 +16,14 @@ from clusters.engine import provisioning
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
 from tests.clusters.engine.conftest import kubesim, wait_for
-from tests.frontend.conftest import make_ready, request_cluster
+from tests.frontend.conftest import (
+    browser_env,
+    browser_type_launch_args,
+    make_ready,
+    request_cluster,
+)
 
-__all__ = ["kubesim", "live_cluster", "request_cluster"]
+__all__ = ["browser_env", "browser_type_launch_args", "kubesim", "live_cluster", "request_cluster"]
 
 
 def head_ready(cluster: ClusterRequest) -> bool:

@@ -6,7 +6,9 @@ set (default ``docs/screenshots``). Clusters are put into their states by the se
 admission pass; ``provisioning``/``ready`` use the transition helper as the reconciler
 would, since no Kubernetes runs here. Usage spans are moved three days back so that
 the usage page has something to show. Jobs are submitted by their service; one is run
-to its end with the transition helper and ``release_gpus``, as the engine would.
+to its end with the transition helper and ``release_gpus``, as the engine would. The ready
+``eli-notebook`` also runs in kubesim (its page shows real pod logs), in use, then idle
+for an hour and warned by the activity pass (``cluster-idle.png``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
+from clusters.engine import provisioning
+from clusters.engine.idle import apply_activity, check_activity
 from clusters.jobs.spec import JobSpec
+from clusters.kube.gateway import get_gateway
+from clusters.kube.raydash import Activity
 from clusters.models import ClusterEvent, ClusterRequest, Job, UsageSpan
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
@@ -32,6 +38,8 @@ from clusters.transitions import release_gpus, transition
 from tenants.demo import DEMO_PASSWORD, demo_seed
 from tenants.models import GpuFlavor, Tenant
 from tenants.services import tenant_update
+from tests.clusters.access.conftest import head_ready
+from tests.clusters.engine.conftest import running_kubesim, wait_for
 
 OUT = os.environ.get("GANGWAY_SCREENSHOTS_DIR", "docs/screenshots")
 
@@ -157,13 +165,44 @@ def _run_to_the_end(job: ClusterRequest) -> None:
             ClusterEvent.objects.filter(pk=event.pk).update(at=at[event.reason])
 
 
-def test_screenshots(page: Any, live_server: Any, browser_env: None) -> None:
+def _run_in_kubesim(name: str, sim: Any) -> ClusterRequest:
+    """Apply a ready cluster's RayCluster to kubesim, as provisioning does, and wait for
+    its head: its page then shows real logs and its dashboard answers through the proxy."""
+    cluster = ClusterRequest.objects.unscoped().select_related("tenant", "flavor", "owner")
+    row = cluster.get(name=name)
+    provisioning.apply_cluster(row, get_gateway())
+    wait_for(lambda: head_ready(row), timeout=30, what=f"{name}'s head")
+    sim.set_ray_driver(row.namespace, row.name, "active")  # a notebook is connected
+    return row
+
+
+def _idle_for(row: ClusterRequest, sim: Any, minutes: int) -> None:
+    """The notebook disconnects; Ray saw the last use ``minutes`` ago; the pass warns."""
+    sim.set_ray_driver(row.namespace, row.name, "idle")
+    now = timezone.now()
+    ClusterRequest.objects.unscoped().filter(pk=row.pk).update(
+        ready_at=now - timedelta(hours=3), last_active_at=now - timedelta(minutes=minutes)
+    )
+    fresh = ClusterRequest.objects.unscoped().select_related("tenant", "flavor", "owner")
+    quiet = Activity(False, now - timedelta(minutes=minutes), "no Ray driver or job is running")
+    apply_activity(fresh.get(pk=row.pk), quiet, now=now)
+
+
+def test_screenshots(
+    page: Any, live_server: Any, browser_env: None, tmp_path: Path, settings: Any
+) -> None:
     from playwright.sync_api import expect
 
     _scene()
+    with running_kubesim(tmp_path, settings) as sim:
+        _take(page, live_server.url, sim, expect)
+
+
+def _take(page: Any, base: str, sim: Any, expect: Any) -> None:
+    notebook = _run_in_kubesim("eli-notebook", sim)
+    check_activity()
     out = Path(OUT)
     out.mkdir(parents=True, exist_ok=True)
-    base = live_server.url
     page.set_viewport_size({"width": 1280, "height": 860})
     page.goto(f"{base}/login/")
     page.get_by_label("Username").fill("eli")
@@ -179,7 +218,13 @@ def test_screenshots(page: Any, live_server: Any, browser_env: None) -> None:
     shot("/", "home")
     shot("/t/vision/", "cluster-list")
     shot("/t/vision/clusters/eli-sweep/", "cluster-detail-queued")
+    page.goto(base + "/t/vision/clusters/eli-notebook/")
+    expect(page.locator("#cluster-log pre.log")).to_contain_text("Ray runtime started.")
     shot("/t/vision/clusters/eli-notebook/", "cluster-detail-ready")
+    _idle_for(notebook, sim, 64)
+    page.goto(base + "/t/vision/clusters/eli-notebook/")
+    expect(page.locator("[data-idle-warning]")).to_be_visible()
+    page.screenshot(path=str(out / "cluster-idle.png"), full_page=False)
     shot("/t/vision/queue/", "queue")
     shot("/t/vision/usage/?days=7", "usage")
     shot("/t/vision/jobs/", "job-list")

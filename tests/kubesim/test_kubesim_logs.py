@@ -11,7 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +23,14 @@ from kubesim_helpers import container, pod_manifest, raycluster, rayjob
 
 from kubesim import KubeSim
 from kubesim.clock import ManualClock
+from tests.kubesim import manual_clock
+
+# The simulator on a clock moved by hand (overrides conftest's real-clock ``sim``).
+clock = manual_clock.clock
+sim = manual_clock.sim
+advance = manual_clock.advance
 
 NS = "default"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    """The simulator's clock, moved by hand."""
-    return ManualClock()
-
-
-@pytest.fixture
-def sim(clock: ManualClock) -> Iterator[KubeSim]:
-    """A simulator on the manual clock (overrides conftest's)."""
-    s = KubeSim(startup_delay=0.0, clock=clock).start()
-    try:
-        yield s
-    finally:
-        s.stop()
-
-
-def advance(sim: KubeSim, clock: ManualClock, seconds: float) -> None:
-    clock.advance(seconds)
-    sim.cluster.tick()
 
 
 def log(core: client.CoreV1Api, name: str, **kw: Any) -> str:

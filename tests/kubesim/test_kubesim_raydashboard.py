@@ -6,7 +6,6 @@ driver knob, the HTML page, and the head's log."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +15,12 @@ from kubesim_helpers import raycluster, rayjob
 
 from kubesim import KubeSim
 from kubesim.clock import ManualClock
+from tests.kubesim import manual_clock
+
+# The simulator on a clock moved by hand (overrides conftest's real-clock ``sim``).
+clock = manual_clock.clock
+sim = manual_clock.sim
+advance = manual_clock.advance
 
 NS = "default"
 JOB_DETAILS_KEYS = [
@@ -35,27 +40,6 @@ JOB_DETAILS_KEYS = [
     "driver_node_id",
     "driver_exit_code",
 ]
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    """The simulator's clock, moved by hand."""
-    return ManualClock()
-
-
-@pytest.fixture
-def sim(clock: ManualClock) -> Iterator[KubeSim]:
-    """A simulator on the manual clock (overrides conftest's)."""
-    s = KubeSim(startup_delay=0.0, clock=clock).start()
-    try:
-        yield s
-    finally:
-        s.stop()
-
-
-def advance(sim: KubeSim, clock: ManualClock, seconds: float) -> None:
-    clock.advance(seconds)
-    sim.cluster.tick()
 
 
 class Ray:

@@ -8,7 +8,7 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,36 +18,20 @@ from kubesim_helpers import rayjob
 
 from kubesim import KubeSim
 from kubesim.clock import ManualClock
+from tests.kubesim import manual_clock
+
+# The simulator on a clock moved by hand (overrides conftest's real-clock ``sim``).
+clock = manual_clock.clock
+sim = manual_clock.sim
+advance = manual_clock.advance
 
 NS = "default"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    """The simulator's clock, moved by hand."""
-    return ManualClock()
-
-
-@pytest.fixture
-def sim(clock: ManualClock) -> Iterator[KubeSim]:
-    """A simulator on the manual clock (overrides conftest's)."""
-    s = KubeSim(startup_delay=0.0, clock=clock).start()
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture
 def batch(kube_api: client.ApiClient) -> client.BatchV1Api:
     """BatchV1Api on the simulator."""
     return client.BatchV1Api(kube_api)
-
-
-def advance(sim: KubeSim, clock: ManualClock, seconds: float) -> None:
-    """Move simulated time and run what became due (as the ticker would)."""
-    clock.advance(seconds)
-    sim.cluster.tick()
 
 
 def create(custom: client.CustomObjectsApi, body: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,26 +16,15 @@ from kubernetes.client.rest import ApiException
 from kubesim_helpers import pod_manifest, raycluster
 
 from kubesim import KubeSim
-from kubesim.clock import ManualClock
+from tests.kubesim import manual_clock
+
+# The simulator on a clock moved by hand (overrides conftest's real-clock ``sim``).
+clock = manual_clock.clock
+sim = manual_clock.sim
+advance = manual_clock.advance
 
 NS = "default"
 SVC = f"/api/v1/namespaces/{NS}/services"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    """The simulator's clock, moved by hand."""
-    return ManualClock()
-
-
-@pytest.fixture
-def sim(clock: ManualClock) -> Iterator[KubeSim]:
-    """A simulator on the manual clock (overrides conftest's)."""
-    s = KubeSim(startup_delay=0.0, clock=clock).start()
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def create_rc(custom: client.CustomObjectsApi, name: str = "rc", **kw: Any) -> None:

@@ -218,7 +218,8 @@ def _successes() -> list[Any]:
     return [
         pytest.param(template, method, route, case, id=f"{method} {template}")
         for template, route in sorted(ROUTES.items())
-        if template.startswith("api/v1/")
+        # The Ray dashboard proxy answers what the dashboard answers: not in the schema.
+        if template.startswith("api/v1/") and not route.passthrough
         for method, case in sorted(route.methods.items())
     ]
 

@@ -110,6 +110,8 @@ def dashboard_pages(kwargs: dict[str, str]) -> list[str]:
     for template, route in sorted(ROUTES.items()):
         if template.endswith("/log/"):
             continue  # a fragment htmx fetches into the job's page, checked there
+        if "/ray/" in template:
+            continue  # the Ray dashboard's own pages (tests/clusters/access)
         if "GET" in route.methods:
             name = kwargs["job"] if "/jobs/" in template else kwargs["name"]
             pages.append("/" + template.format(**{**kwargs, "name": name}))

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from clusters import tasks
 from clusters.engine.idle import check_activity
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterEvent, ClusterRequest
@@ -63,6 +64,9 @@ def test_an_idle_cluster_is_warned_then_suspended_and_its_gpus_admit_the_next_re
 
 def test_a_busy_cluster_is_not_warned(live_cluster: ClusterRequest, kubesim: Any) -> None:
     kubesim.set_ray_driver(live_cluster.namespace, live_cluster.name, "active")
+    # The beat task is the same pass (it runs every ACTIVITY_CHECK_SECONDS).
+    assert tasks.check_activity() == {"checked": 1, "unreachable": 0, "warned": 0, "suspended": 0}
+    assert _row(live_cluster).activity_note == "Number of active drivers: 1"
     later = timezone.now() + timedelta(hours=3)
     report = check_activity(now=later)
     assert report.checked == 1 and not report.warned and not report.suspended

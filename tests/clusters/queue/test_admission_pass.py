@@ -173,7 +173,15 @@ def test_usage_reports_gpu_hours_per_user_and_flavor(
     assert UsageSpan.objects.get(cluster=cluster).ended_at is None
     usage = as_user(bob).get("/api/v1/tenants/acme/usage/").json()
     assert usage["total_gpu_hours"] == pytest.approx(4.0, abs=0.01)
-    assert usage["by_user"] == [{"user": "bob", "gpu_hours": pytest.approx(4.0, abs=0.01)}]
+    # No idle time was seen (no activity reading): all of it counts as active.
+    assert usage["by_user"] == [
+        {
+            "user": "bob",
+            "gpu_hours": pytest.approx(4.0, abs=0.01),
+            "active_gpu_hours": pytest.approx(4.0, abs=0.01),
+            "idle_gpu_hours": 0.0,
+        }
+    ]
     assert usage["by_flavor"][0]["flavor"] == "h100"
     assert Decimal(str(usage["by_user_and_flavor"][0]["gpu_hours"])) > 3
 

@@ -1,8 +1,9 @@
-"""Routes of the clusters API (cluster requests, dry-run, manifests, queue, usage)."""
+"""Routes of the clusters API (cluster requests, dry-run, manifests, queue, usage, images)."""
 
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
+from clusters.api.images import ImageListView
 from clusters.api.jobs import JobViewSet
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
 from clusters.api.views import ClusterViewSet
@@ -24,4 +25,5 @@ urlpatterns = [
         name="tenant-usage",
     ),
     path("queue/", GlobalQueueView.as_view(), name="queue"),
+    path("images/", ImageListView.as_view(), name="images"),
 ]

@@ -107,26 +107,10 @@ def validate_env(value: Any) -> tuple[dict[str, str], list[str]]:
         faults.append(f"{len(value)} variables: at most {MAX_VARIABLES}.")
     total = 0
     for name, val in value.items():
-        name = str(name)
-        if not NAME_RE.match(name) or len(name) > MAX_NAME:
-            faults.append(
-                f"{name!r} is not a valid variable name: letters, digits and _, not starting "
-                f"with a digit, at most {MAX_NAME} characters."
-            )
-            continue
-        why = refusal(name)
-        if why:
-            faults.append(why)
-            continue
-        if not isinstance(val, str):
-            faults.append(f"{name}: the value must be a string (quote numbers).")
-            continue
-        size = len(val.encode())
-        total += len(name) + size
-        if "\x00" in val:
-            faults.append(f"{name}: the value may not contain NUL characters.")
-        elif size > MAX_VALUE_BYTES:
-            faults.append(f"{name}: the value is {size:,} bytes; at most {MAX_VALUE_BYTES:,}.")
+        fault, size = _variable_fault(str(name), val)
+        total += size
+        if fault:
+            faults.append(fault)
     if total > MAX_TOTAL_BYTES:
         faults.append(
             f"The variables are {total:,} bytes in all; at most {MAX_TOTAL_BYTES:,}. Put "
@@ -135,3 +119,27 @@ def validate_env(value: Any) -> tuple[dict[str, str], list[str]]:
     if faults:
         return {}, faults
     return {str(k): value[k] for k in sorted(value, key=str)}, []
+
+
+def _variable_fault(name: str, val: Any) -> tuple[str, int]:
+    """What is wrong with one variable (``""``: nothing) and its size in bytes."""
+    if not NAME_RE.match(name) or len(name) > MAX_NAME:
+        return (
+            f"{name!r} is not a valid variable name: letters, digits and _, not starting "
+            f"with a digit, at most {MAX_NAME} characters.",
+            0,
+        )
+    why = refusal(name)
+    if why:
+        return why, 0
+    if not isinstance(val, str):
+        return f"{name}: the value must be a string (quote numbers).", 0
+    try:
+        size = len(val.encode())
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800") from a JSON body
+        return f"{name}: the value is not valid Unicode text.", 0
+    if "\x00" in val:
+        return f"{name}: the value may not contain NUL characters.", size
+    if size > MAX_VALUE_BYTES:
+        return f"{name}: the value is {size:,} bytes; at most {MAX_VALUE_BYTES:,}.", size
+    return "", len(name) + size

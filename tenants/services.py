@@ -46,7 +46,7 @@ POLICY_FIELDS = (
     "max_ttl_hours",
 )
 TENANT_EDITABLE = frozenset(
-    {"name", "cohort", "weight", "cpu_quota", "memory_quota_gib", *POLICY_FIELDS}
+    {"name", "cohort", "weight", "cpu_quota", "memory_quota_gib", "pod_security", *POLICY_FIELDS}
 )
 TENANT_IMMUTABLE = ("slug", "namespace")
 FLAVOR_EDITABLE = frozenset(

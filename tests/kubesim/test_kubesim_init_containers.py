@@ -1,0 +1,43 @@
+"""Init containers in the scheduler's and the quota's accounting: as Kubernetes counts
+them, a pod's effective request of each resource is the larger of its largest init
+container's and the sum of its app containers' (they never run at the same time). The
+CDI init container of a GPU worker (clusters/kube/cdi.py) asks for the worker's GPUs
+again, and must not double them."""
+
+from __future__ import annotations
+
+from kubernetes import client
+from kubesim_helpers import H100, container, pod_manifest
+
+from kubesim.admission import pod_totals
+
+
+def test_effective_request_is_the_larger_of_init_and_app_per_resource() -> None:
+    pod = {
+        "spec": {
+            "initContainers": [
+                container("a", cpu="100m", memory="128Mi", gpu=8),
+                container("b", cpu="6", memory="1Gi"),
+            ],
+            "containers": [
+                container("x", cpu="2", memory="4Gi", gpu=8),
+                container("y", cpu="1", memory="1Gi"),
+            ],
+        }
+    }
+    requests, limits = pod_totals(pod)
+    # GPUs: max(8, 8) not 16; CPU: the init container "b" (6) beats the apps' 3;
+    # memory: the apps' 5Gi beat any single init container.
+    assert requests["nvidia.com/gpu"] == 8 and limits["nvidia.com/gpu"] == 8
+    assert requests["cpu"] == pod_totals({"spec": {"containers": [container(cpu="6")]}})[0]["cpu"]
+    assert requests["memory"] == 5 * 1024**3
+
+
+def test_a_worker_with_a_gpu_init_container_fits_a_whole_node(core: client.CoreV1Api) -> None:
+    body = pod_manifest("w", gpu=8, cpu="100", memory="1Ti", product=H100, tolerate=True)
+    body["spec"]["initContainers"] = [container("cdi", cpu="100m", memory="128Mi", gpu=8)]
+    core.create_namespaced_pod("default", body)
+    pod = core.read_namespaced_pod("w", "default")
+    # Summed, it would ask for 16 GPUs of an 8-GPU node and never be scheduled.
+    assert pod.spec.node_name and pod.spec.node_name.startswith("demo-h100-")
+    assert pod.status.phase == "Running"

@@ -7,7 +7,7 @@ again, and must not double them."""
 from __future__ import annotations
 
 from kubernetes import client
-from kubesim_helpers import H100, container, pod_manifest
+from kubesim_helpers import H100, apply, container, get_rc, pod_manifest, raycluster
 
 from kubesim.admission import pod_totals
 
@@ -41,3 +41,24 @@ def test_a_worker_with_a_gpu_init_container_fits_a_whole_node(core: client.CoreV
     # Summed, it would ask for 16 GPUs of an 8-GPU node and never be scheduled.
     assert pod.spec.node_name and pod.spec.node_name.startswith("demo-h100-")
     assert pod.status.phase == "Running"
+
+
+def test_a_raycluster_with_gpu_init_containers_runs_whole_node_workers(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    body = raycluster("nested", workers=2, gpus=8)
+    group = body["spec"]["workerGroupSpecs"][0]
+    group["template"]["spec"]["containers"][0]["resources"] = container(
+        cpu="100", memory="1Ti", gpu=8
+    )["resources"]
+    group["template"]["spec"]["initContainers"] = [
+        container("gpu-cdi-spec", cpu="100m", memory="128Mi", gpu=8)
+    ]
+    apply(custom, body)
+    status = get_rc(custom, "nested")["status"]
+    assert status["state"] == "ready" and status["desiredGPU"] == "16"
+    workers = core.list_pod_for_all_namespaces(
+        label_selector="ray.io/cluster=nested,ray.io/node-type=worker"
+    ).items
+    assert len(workers) == 2 and all(w.status.phase == "Running" for w in workers)
+    assert len({w.spec.node_name for w in workers}) == 2

@@ -2,11 +2,17 @@
 them, a pod's effective request of each resource is the larger of its largest init
 container's and the sum of its app containers' (they never run at the same time). The
 CDI init container of a GPU worker (clusters/kube/cdi.py) asks for the worker's GPUs
-again, and must not double them."""
+again, and must not double them. And Pod Security admission of such a worker: baseline
+admits it, restricted refuses it."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from kubesim_helpers import H100, apply, container, get_rc, pod_manifest, raycluster
 
 from kubesim.admission import pod_totals
@@ -62,3 +68,62 @@ def test_a_raycluster_with_gpu_init_containers_runs_whole_node_workers(
     ).items
     assert len(workers) == 2 and all(w.status.phase == "Running" for w in workers)
     assert len({w.spec.node_name for w in workers}) == 2
+
+
+def _namespace(core: client.CoreV1Api, name: str, level: str) -> None:
+    labels = {"pod-security.kubernetes.io/enforce": level}
+    core.create_namespace({"metadata": {"name": name, "labels": labels}})
+
+
+def _nested_worker(name: str, namespace: str) -> dict[str, Any]:
+    """A worker pod shaped as gangway's container_gpus workers are (clusters/kube/cdi.py):
+    a hardened CDI init container, and a Ray container that runs rootless podman."""
+    hardened = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    podman = {
+        **hardened,
+        "allowPrivilegeEscalation": True,
+        "capabilities": {"add": ["SETGID", "SETUID"], "drop": ["ALL"]},
+        "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/podman.json"},
+    }
+    body = pod_manifest(name, namespace, gpu=1, product=H100, tolerate=True)
+    body["spec"]["containers"][0]["securityContext"] = podman
+    body["spec"]["initContainers"] = [{**container("cdi", gpu=1), "securityContext": hardened}]
+    body["spec"]["volumes"] = [{"name": "cdi", "emptyDir": {}}]
+    return body
+
+
+def test_pod_security_admits_nested_podman_under_baseline_only(core: client.CoreV1Api) -> None:
+    _namespace(core, "base", "baseline")
+    _namespace(core, "strict", "restricted")
+    core.create_namespaced_pod("base", _nested_worker("w", "base"))
+    assert core.read_namespaced_pod("w", "base").spec.node_name
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod("strict", _nested_worker("w", "strict"))
+    assert refused.value.status == 403
+    message = json.loads(refused.value.body)["message"]
+    assert message.startswith('pods "w" is forbidden: violates PodSecurity "restricted:latest": ')
+    assert 'allowPrivilegeEscalation != false (container "main" must set' in message
+    assert 'must not include "SETGID", "SETUID" in securityContext.capabilities.add' in message
+    assert '"cdi"' not in message  # the init container is as hardened as restricted asks
+
+
+def test_baseline_refuses_privileged_and_host_paths(core: client.CoreV1Api) -> None:
+    _namespace(core, "base", "baseline")
+    body = pod_manifest("p", "base")
+    body["spec"]["containers"][0]["securityContext"] = {
+        "privileged": True,
+        "capabilities": {"add": ["SYS_ADMIN"]},
+    }
+    body["spec"]["volumes"] = [{"name": "root", "hostPath": {"path": "/"}}]
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod("base", body)
+    message = json.loads(refused.value.body)["message"]
+    assert 'privileged (container "main" must not set securityContext.privileged=true)' in message
+    assert (
+        'must not include "SYS_ADMIN"' in message and 'hostPath volumes (volume "root")' in message
+    )

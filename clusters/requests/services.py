@@ -271,6 +271,10 @@ def cluster_request_create(
                 "flavors": list(spec.flavor_names()),
                 "workers": spec.workers,
                 "gpus": str(cluster.gpus),
+                "image": cluster.image,
+                # Names only: values may be what a member would rather not see copied.
+                "env": sorted(cluster.env),
+                "container_gpus": cluster.container_gpus,
             },
         )
         queue_backend().request_queued(cluster.pk)

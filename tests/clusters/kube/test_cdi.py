@@ -10,11 +10,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import kubernetes_validate
 import pytest
+from hypothesis import assume, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
+from clusters.environment import validate_env
 from clusters.kube import cdi
 from clusters.kube.manifests import cluster_manifests, raycluster, tenant_bundle
 from tests.clusters.kube.schemas import K8S_VERSION, validate_object
@@ -235,3 +240,56 @@ def test_the_script_refuses_what_is_not_the_pods_own_list(tmp_path: Path, visibl
     _fake_node(tmp_path, {"GPU-aaa": "0"})
     done = _run_script(tmp_path, visible)
     assert done.returncode != 0 and not (tmp_path / "out" / cdi.CDI_SPEC_FILE).exists()
+
+
+@given(
+    env=st.dictionaries(
+        st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True),
+        st.text(max_size=20),
+        max_size=8,
+    ),
+    kind=st.sampled_from(["dev", "prod"]),
+    nested=st.booleans(),
+)
+@hypothesis_settings(max_examples=60, deadline=None)
+def test_user_env_never_shadows_gangways_own(env: dict[str, str], kind: str, nested: bool) -> None:
+    """Whatever env the rules let through, every container's variable names are unique,
+    the head stays blind to GPUs and podman stays pointed at the pod's own spec."""
+    assume(not validate_env(env)[1])
+    cluster = SimpleNamespace(
+        pk=7,
+        name="c1",
+        tenant=SimpleNamespace(slug="acme", namespace="gw-acme", pk=1),
+        owner=SimpleNamespace(username="bob"),
+        flavor=SimpleNamespace(
+            name="h100",
+            gpu_product="NVIDIA-H100-80GB-HBM3",
+            gpus_per_node=8,
+            cpu_per_node=128,
+            memory_per_node_gib=1024,
+            node_count=4,
+            sharing=False,
+        ),
+        kind=kind,
+        workers=1,
+        min_workers=None,
+        max_workers=None,
+        gpu_fraction=None,
+        image="",
+        env=env,
+        container_gpus=nested,
+        accepted_flavors=[],
+    )
+    spec = raycluster(cluster, container_profile=PROFILE)["spec"]
+    pods = [spec["headGroupSpec"]["template"]["spec"]] + [
+        g["template"]["spec"] for g in spec["workerGroupSpecs"]
+    ]
+    for pod in pods:
+        for c in _containers(pod):
+            names = [e["name"] for e in c.get("env", [])]
+            assert len(names) == len(set(names)), names
+    head_env = spec["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]
+    assert head_env[0] == {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+    worker = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    if nested:
+        assert worker["env"][0]["name"] == "CONTAINERS_CONF_OVERRIDE"

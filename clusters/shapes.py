@@ -411,7 +411,6 @@ def validate_request(
         )
     faults = _payload_faults(
         tenant=tenant,
-        kind=kind,
         gpu_fraction=gpu_fraction,
         image=image,
         image_allowlist=image_allowlist,
@@ -426,7 +425,6 @@ def validate_request(
 def _payload_faults(
     *,
     tenant: Any,
-    kind: str,
     gpu_fraction: Decimal | None,
     image: str | None,
     image_allowlist: Sequence[str] | None,
@@ -450,7 +448,6 @@ def _payload_faults(
             else container_profile
         )
         why = container_gpus_refusal(
-            kind=kind,
             gpu_fraction=gpu_fraction,
             pod_security=str(getattr(tenant, "pod_security", "baseline")),
             seccomp_profile=profile,
@@ -469,7 +466,7 @@ def image_refusal(image: str, allowed: Sequence[str]) -> str:
 
 
 def container_gpus_refusal(
-    *, kind: str, gpu_fraction: Decimal | None, pod_security: str, seccomp_profile: str
+    *, gpu_fraction: Decimal | None, pod_security: str, seccomp_profile: str
 ) -> str:
     """Why a request may not opt in to containers that see the pod's GPUs, or ``""``.
 

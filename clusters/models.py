@@ -96,7 +96,23 @@ class ClusterRequest(TenantOwned):
     )
     priority = models.IntegerField(default=0)
     ttl_hours = models.PositiveIntegerField(null=True, blank=True)
-    image = models.CharField(max_length=255, blank=True)
+    image = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="The Ray image of its head and workers, from RAY_IMAGE_ALLOWLIST (empty on "
+        "older rows: the default image).",
+    )
+    env = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Environment variables set on its Ray containers, {name: value}, checked "
+        "by clusters.environment.validate_env.",
+    )
+    container_gpus = models.BooleanField(
+        default=False,
+        help_text="Ray runtime environments that run containers see exactly the pod's GPUs: "
+        "each GPU worker writes a CDI spec of its own GPUs (docs/containers.md).",
+    )
 
     gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal("0"))
     cpu = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))

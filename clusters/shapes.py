@@ -18,6 +18,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from clusters.environment import validate_env
+
 # Ray head: no GPU, modest CPU and memory; runs on a CPU node.
 HEAD_CPU = Decimal("2")
 HEAD_MEMORY_GIB = Decimal("8")
@@ -369,6 +371,9 @@ def validate_request(
     kai_enabled: bool,
     image_allowlist: Sequence[str] | None = None,
     kueue: bool = False,
+    env: Any = None,
+    container_gpus: bool = False,
+    container_profile: str | None = None,
 ) -> None:
     """Refuse a cluster request whose shape is wrong or can never fit, saying why.
 
@@ -379,6 +384,9 @@ def validate_request(
     means the default image. ``kueue`` (Kueue admits clusters) refuses autoscaling: Kueue
     admits a RayCluster at one fixed size and its webhook refuses the in-tree autoscaler
     (unless the cluster is an elastic job, an alpha feature gangway does not use).
+    ``env`` is checked by :func:`clusters.environment.validate_env` (every fault under
+    ``env``); ``container_gpus`` by :func:`check_container_gpus`, with
+    ``container_profile`` defaulting to ``settings.CONTAINER_GPUS_SECCOMP_PROFILE``.
     """
     spec = _as_spec(flavor)
     errors: dict[str, str] = {}
@@ -401,12 +409,93 @@ def validate_request(
         errors["ttl_hours"] = (
             f"Between 1 and {tenant.max_ttl_hours} hours (the tenant's maximum TTL)."
         )
+    faults = _payload_faults(
+        tenant=tenant,
+        gpu_fraction=gpu_fraction,
+        image=image,
+        image_allowlist=image_allowlist,
+        env=env,
+        container_gpus=container_gpus,
+        container_profile=container_profile,
+    )
+    if errors or faults:
+        raise ValidationError({**{k: [v] for k, v in errors.items()}, **faults})
+
+
+def _payload_faults(
+    *,
+    tenant: Any,
+    gpu_fraction: Decimal | None,
+    image: str | None,
+    image_allowlist: Sequence[str] | None,
+    env: Any,
+    container_gpus: bool,
+    container_profile: str | None,
+) -> dict[str, list[str]]:
+    """The faults of what the pods run: the image, ``env`` and ``container_gpus``."""
+    faults: dict[str, list[str]] = {}
     if image:
         allowed = list(settings.RAY_IMAGE_ALLOWLIST if image_allowlist is None else image_allowlist)
         if image not in allowed:
-            errors["image"] = f"Image {image!r} is not allowed; use one of: {', '.join(allowed)}."
-    if errors:
-        raise ValidationError(errors)
+            faults["image"] = [image_refusal(image, allowed)]
+    _, env_faults = validate_env(env)
+    if env_faults:
+        faults["env"] = env_faults
+    if container_gpus:
+        profile = (
+            settings.CONTAINER_GPUS_SECCOMP_PROFILE
+            if container_profile is None
+            else container_profile
+        )
+        why = container_gpus_refusal(
+            gpu_fraction=gpu_fraction,
+            pod_security=str(getattr(tenant, "pod_security", "baseline")),
+            seccomp_profile=profile,
+        )
+        if why:
+            faults["container_gpus"] = [why]
+    return faults
+
+
+def image_refusal(image: str, allowed: Sequence[str]) -> str:
+    """Why ``image`` may not be used: it is not on the allow-list (which is named)."""
+    return (
+        f"Image {image!r} is not allowed: it is not on the allow-list (RAY_IMAGE_ALLOWLIST); "
+        f"use one of: {', '.join(allowed)}."
+    )
+
+
+def container_gpus_refusal(
+    *, gpu_fraction: Decimal | None, pod_security: str, seccomp_profile: str
+) -> str:
+    """Why a request may not opt in to containers that see the pod's GPUs, or ``""``.
+
+    The opt-in gives each GPU worker an init container that writes a CDI spec of the
+    pod's own GPUs, and lets the Ray container run rootless podman: that needs the
+    SETUID and SETGID capabilities, privilege escalation (newuidmap is setuid) and a
+    seccomp profile that allows user namespaces and mounts, installed on the nodes by
+    the platform (docs/containers.md). Pod Security ``restricted`` forbids the first
+    two; a fractional worker has no GPU of its own to describe.
+    """
+    if gpu_fraction is not None:
+        return (
+            "Containers with GPUs need whole GPUs: a fractional worker shares a device "
+            "that no CDI spec of its own can describe."
+        )
+    if not seccomp_profile:
+        return (
+            "Containers in Ray pods are not enabled on this platform: it needs a seccomp "
+            "profile that allows rootless podman on the GPU nodes "
+            "(CONTAINER_GPUS_SECCOMP_PROFILE; see docs/containers.md)."
+        )
+    if pod_security == "restricted":
+        return (
+            "This tenant's namespace enforces Pod Security 'restricted', which forbids "
+            "what rootless podman needs (the SETUID and SETGID capabilities and privilege "
+            "escalation for newuidmap); ask a platform admin for 'baseline', or leave "
+            "container_gpus off."
+        )
+    return ""
 
 
 def _check_dev(

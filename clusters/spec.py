@@ -10,7 +10,7 @@ Adding a field to a request means adding it here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from typing import Any
 
@@ -40,6 +40,11 @@ class ClusterSpec:
     # Every flavor it accepts, by name, in order of preference, ``flavor`` first (empty:
     # only ``flavor``). See :meth:`flavor_names`.
     accepted_flavors: tuple[str, ...] = ()
+    # What the pods run, not what they ask for (admission never reads these): the image
+    # ("" means the default), environment variables and the nested-container opt-in.
+    image: str = ""
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    container_gpus: bool = False
 
     def __post_init__(self) -> None:
         # A row gives its JSON list back; a spec keeps a tuple (hashable, immutable).
@@ -105,5 +110,11 @@ class ClusterSpec:
         return other
 
 
-# The row's columns a spec is read back from (the flavor by its key).
-SPEC_COLUMNS = (*(f.name for f in fields(ClusterSpec) if f.name != "flavor"), "flavor_id")
+# The fields of what the pods run: no part of a request's shape or demand, so the
+# admission snapshot does not read them (``env`` would also be unhashable there).
+PAYLOAD_FIELDS = ("image", "env", "container_gpus")
+# The row's columns a spec is read back from for admission (the flavor by its key).
+SPEC_COLUMNS = (
+    *(f.name for f in fields(ClusterSpec) if f.name not in ("flavor", *PAYLOAD_FIELDS)),
+    "flavor_id",
+)

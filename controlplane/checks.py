@@ -1,7 +1,9 @@
 """Start-up checks of what a production process needs beyond its settings.
 
 Two deploy checks live here: the collected static files, and a cache shared by every
-web process (sign-in lockouts and API throttles count in it).
+web process (sign-in lockouts and API throttles count in it). One check runs with every
+command: the Ray image allow-list (``RAY_IMAGE_ALLOWLIST``, ``RAY_IMAGE_DEFAULT``) must
+name image references and include the default, or no request could be served.
 
 In production the static files are served from the hashed manifest that
 ``collectstatic`` writes (``CompressedManifestStaticFilesStorage``). Without it, or with
@@ -15,6 +17,7 @@ use for static files and must not need them.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -108,5 +111,52 @@ def shared_cache(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
             "are counted per gunicorn worker.",
             hint="Set CACHE_URL to a Redis that every web process shares.",
             id="gangway.W001",
+        )
+    ]
+
+
+# An image reference: [registry[:port]/]path[:tag][@sha256:digest], path components in
+# lower case as the OCI distribution spec has them, a tag of at most 128 characters.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REGISTRY = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9-]+)*(?::[0-9]+)?/)?"
+IMAGE_REFERENCE_RE = re.compile(
+    rf"^{_REGISTRY}{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+
+
+def allowlist_faults(allowlist: list[str], default: str) -> list[str]:
+    """What is wrong with an image allow-list and its default (empty: nothing): it names
+    at least one image, every entry is an image reference, none twice, and the default
+    is one of them."""
+    faults = [
+        f"{ref!r} is not an image reference."
+        for ref in allowlist
+        if not IMAGE_REFERENCE_RE.match(ref)
+    ]
+    twice = sorted({ref for ref in allowlist if allowlist.count(ref) > 1})
+    if twice:
+        faults.append(f"Named more than once: {', '.join(twice)}.")
+    if not allowlist:
+        faults.append("It is empty: no request could name an image.")
+    elif default not in allowlist:
+        faults.append(f"The default image {default!r} (RAY_IMAGE_DEFAULT) is not in it.")
+    return faults
+
+
+@checks.register()
+def image_allowlist(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Every command: ``RAY_IMAGE_ALLOWLIST`` is a list of image references holding
+    ``RAY_IMAGE_DEFAULT``, so that every request (which gets the default when it names
+    no image) can be served."""
+    return [
+        checks.Error(
+            f"RAY_IMAGE_ALLOWLIST: {fault}",
+            hint="Set RAY_IMAGE_ALLOWLIST to comma-separated image references that include "
+            "RAY_IMAGE_DEFAULT.",
+            id="gangway.E004",
+        )
+        for fault in allowlist_faults(
+            list(settings.RAY_IMAGE_ALLOWLIST), str(settings.RAY_IMAGE_DEFAULT)
         )
     ]

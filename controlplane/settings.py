@@ -376,6 +376,10 @@ RAY_PROXY_READ_TIMEOUT_SECONDS = env_float("RAY_PROXY_READ_TIMEOUT_SECONDS", 120
 APISERVER_SOURCE_CIDRS = env_list("APISERVER_SOURCE_CIDRS", [])
 RAY_IMAGE_DEFAULT = env_str("RAY_IMAGE_DEFAULT", "rayproject/ray:2.49.2-py311-gpu")
 RAY_IMAGE_ALLOWLIST = env_list("RAY_IMAGE_ALLOWLIST", [RAY_IMAGE_DEFAULT])
+# The Localhost seccomp profile (relative to the kubelet's seccomp directory) that lets
+# rootless podman run in a GPU worker: empty turns the container_gpus opt-in off
+# (docs/containers.md says what the profile must allow).
+CONTAINER_GPUS_SECCOMP_PROFILE = env_str("CONTAINER_GPUS_SECCOMP_PROFILE", "", allow_empty=True)
 QUEUE_MODE = env_str("QUEUE_MODE", "builtin")  # "builtin" or "kueue"
 if QUEUE_MODE not in {"builtin", "kueue"}:
     raise ImproperlyConfigured(f"QUEUE_MODE={QUEUE_MODE!r} must be 'builtin' or 'kueue'")

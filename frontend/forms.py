@@ -10,9 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
 from clusters import shapes
+from clusters.environment import validate_env
+from clusters.images import allowed_images
 from clusters.jobs.spec import (
     MAX_DEADLINE_SECONDS,
     MAX_JOB_NAME,
@@ -43,6 +46,8 @@ FIELD_LABELS = {
     "gpu_fraction": "GPU fraction",
     "ttl_hours": "Time to live",
     "image": "Image",
+    "env": "Environment variables",
+    "container_gpus": "Containers see the pod's GPUs",
     "worker_groups": "Worker groups",
     "hours": "Hours",
 }
@@ -58,6 +63,66 @@ class FlavorChoiceField(forms.ModelChoiceField):
             raise ValidationError(
                 unknown_flavor_message(str(value)), code="invalid_choice"
             ) from exc
+
+
+def image_field() -> forms.ChoiceField:
+    """The image select: the allow-list, each with its Ray version, the default first
+    chosen. The services refuse any other image."""
+    choices = []
+    for image in allowed_images():
+        version = f"Ray {image.ray_version}" if image.ray_version else "Ray version not in tag"
+        note = f"{version}, default" if image.default else version
+        choices.append((image.image, f"{image.image} ({note})"))
+    return forms.ChoiceField(
+        required=False,  # left out: the default image
+        choices=choices,
+        initial=settings.RAY_IMAGE_DEFAULT,
+        label=FIELD_LABELS["image"],
+        error_messages={
+            "invalid_choice": "Image %(value)s is not allowed: choose one of the allow-list."
+        },
+        help_text="The Ray image of the head and every worker (the platform's allow-list).",
+    )
+
+
+def container_gpus_field() -> forms.BooleanField:
+    return forms.BooleanField(
+        required=False,
+        label=FIELD_LABELS["container_gpus"],
+        help_text="For runtime environments that run containers (image_uri): each GPU "
+        "worker writes a CDI spec of its own GPUs, so a container sees those and no "
+        "others. Whole GPUs only; the tenant's Pod Security level must be baseline.",
+    )
+
+
+def parse_env_lines(text: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines (blank lines skipped, the value may hold ``=``) as a dict,
+    or a ``ValidationError`` with one message per faulty line, in the words of
+    :func:`clusters.environment.validate_env` (the one set of rules) with its line."""
+    variables: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    faults: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            faults.append(f"Line {number}: write KEY=VALUE.")
+            continue
+        if key in lines:
+            faults.append(f"Line {number}: {key} is already set on line {lines[key]}.")
+            continue
+        _, line_faults = validate_env({key: value})
+        faults.extend(f"Line {number}: {fault}" for fault in line_faults)
+        lines[key] = number
+        variables[key] = value
+    if not faults:
+        # What only the whole can break: how many there are, and their total size.
+        _, faults = validate_env(variables)
+    if faults:
+        raise ValidationError(faults)
+    return variables
 
 
 class ExtendForm(forms.Form):
@@ -133,11 +198,22 @@ class ClusterForm(LabelledErrorsForm):
         max_value=shapes.MAX_HOURS,
         label=FIELD_LABELS["ttl_hours"],
     )
+    env = forms.CharField(
+        required=False,
+        label=FIELD_LABELS["env"],
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="KEY=VALUE, one per line, set in the head and every worker. Names that "
+        "decide which GPUs a process sees or that Ray, KubeRay or Kubernetes set "
+        "(NVIDIA_*, CUDA_*, RAY_*, LD_*, ...) are refused.",
+    )
 
     def __init__(
         self, *args: Any, tenant: Tenant, role: str | None, kai_enabled: bool, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["image"] = image_field()
+        if settings.CONTAINER_GPUS_SECCOMP_PROFILE:
+            self.fields["container_gpus"] = container_gpus_field()
         self.tenant = tenant
         self.is_admin = role == Role.ADMIN
         if not self.is_admin:
@@ -157,6 +233,9 @@ class ClusterForm(LabelledErrorsForm):
         ].help_text = (
             f"Hours; dev default {tenant.dev_ttl_hours} h, at most {tenant.max_ttl_hours} h."
         )
+
+    def clean_env(self) -> dict[str, str]:
+        return parse_env_lines(self.cleaned_data["env"])
 
     def spec(self) -> ClusterSpec:
         """The cleaned form as the request the services take."""
@@ -193,7 +272,7 @@ JOB_FIELD_LABELS = {
 }
 # The inputs that shape a job's own Ray cluster: ignored (and hidden by gangway.js) when
 # the job runs on one of its owner's dev clusters instead.
-JOB_SHAPE_FIELDS = ("kind", "flavor", "also_flavors", "workers")
+JOB_SHAPE_FIELDS = ("kind", "flavor", "also_flavors", "workers", "image", "container_gpus")
 
 
 class JobForm(LabelledErrorsForm):
@@ -276,6 +355,10 @@ class JobForm(LabelledErrorsForm):
         if role != Role.ADMIN:
             # Offer only what the role may ask for; the service refuses prod anyway.
             self.fields["kind"].choices = [(ClusterKind.DEV, ClusterKind.DEV.label)]  # type: ignore[attr-defined]
+        # Shape inputs: a job on one of the user's clusters runs in that cluster's image.
+        self.fields["image"] = image_field()
+        if settings.CONTAINER_GPUS_SECCOMP_PROFILE:
+            self.fields["container_gpus"] = container_gpus_field()
         # A select of the user's ready dev clusters; the value stays free text so that a
         # cluster that stopped being ready is refused in the service's words.
         self.fields["cluster"].widget = forms.Select(
@@ -361,7 +444,8 @@ class JobForm(LabelledErrorsForm):
         )
         if job.host:
             return None, job
-        shape = {k: data[k] for k in ("kind", "flavor", "workers", "name")}
+        shape = {k: data.get(k) for k in ("kind", "flavor", "workers", "name", "image")}
+        shape["container_gpus"] = bool(data.get("container_gpus"))
         names = self.accepted_flavors()
         if names:
             shape["accepted_flavors"] = names  # checked by clean()

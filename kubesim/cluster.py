@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any, Protocol
 
-from kubesim import errors
+from kubesim import errors, podsecurity
 from kubesim.admission import Quota
 from kubesim.autoscaler import Autoscaler
 from kubesim.clock import Clock
@@ -309,6 +309,9 @@ class Cluster:
         if rt.kind == "Pod":
             default_pod(obj)
             if admit:
+                why = podsecurity.refusal(self.store.get("namespaces", "", ns), obj)
+                if why:
+                    raise errors.forbidden(rt.plural, rt.group, name, why)
                 self.quota.apply_limit_ranges(obj)
         elif rt.kind == "Service":
             default_service(obj, self)

@@ -106,6 +106,15 @@ class TenantQuerySet(models.QuerySet["Tenant"]):
         return self.all()
 
 
+class PodSecurity(models.TextChoices):
+    """The Pod Security Standard a tenant's namespace enforces. ``baseline`` is the
+    default; ``restricted`` is for tenants that want no pod to add a capability or
+    escalate privileges (it refuses the nested-container opt-in, docs/containers.md)."""
+
+    BASELINE = "baseline", "Baseline"
+    RESTRICTED = "restricted", "Restricted"
+
+
 class Tenant(models.Model):
     """A team sharing the GPU clusters: its namespace, cohort, fair-share weight and policy.
 
@@ -141,6 +150,13 @@ class Tenant(models.Model):
     )
     max_ttl_hours = models.PositiveIntegerField(
         default=72, validators=[MinValueValidator(1), MaxValueValidator(24 * 365)]
+    )
+    pod_security = models.CharField(
+        max_length=16,
+        choices=PodSecurity.choices,
+        default=PodSecurity.BASELINE,
+        help_text="The Pod Security Standard its namespace enforces (warn and audit are "
+        "always restricted).",
     )
     cpu_quota = models.PositiveIntegerField(
         default=0,

@@ -48,7 +48,7 @@ POLICY_FIELDS = (
     "idle_suspend_prod",
 )
 TENANT_EDITABLE = frozenset(
-    {"name", "cohort", "weight", "cpu_quota", "memory_quota_gib", *POLICY_FIELDS}
+    {"name", "cohort", "weight", "cpu_quota", "memory_quota_gib", "pod_security", *POLICY_FIELDS}
 )
 TENANT_IMMUTABLE = ("slug", "namespace")
 FLAVOR_EDITABLE = frozenset(

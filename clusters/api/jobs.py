@@ -33,7 +33,7 @@ from clusters.models import ClusterRequest, Workload
 from clusters.requests import jobs as services
 from clusters.requests.verdicts import dry_run_verdict
 from clusters.shapes import DNS_LABEL_PATTERN
-from clusters.spec import ClusterSpec
+from clusters.spec import PAYLOAD_FIELDS, ClusterSpec
 from controlplane.api import generics as drf
 from controlplane.api.viewsets import bodyless
 from tenants.api.viewsets import TenantScopedViewSet
@@ -118,7 +118,8 @@ def _specs(data: dict[str, Any]) -> tuple[ClusterSpec | None, JobSpec]:
     job = JobSpec.from_data(data)
     if job.host:
         return None, job
-    shape = {k: v for k, v in data.items() if k in (*SHAPE_KEYS, "accepted_flavors", "name")}
+    keys = (*SHAPE_KEYS, *PAYLOAD_FIELDS, "accepted_flavors", "name")
+    shape = {k: v for k, v in data.items() if k in keys}
     return ClusterSpec.from_data(shape), job
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from clusters.images import ray_version, resolve_image
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.selectors import cluster_activity, cluster_endpoints
 from clusters.states import State
@@ -108,6 +109,13 @@ class ClusterListItemOut(drf.ModelSerializer):
         help_text="The GPU flavors it accepts, in order of preference; flavor is the "
         "first while it waits and the one it was admitted on once admitted."
     )
+    image = serializers.SerializerMethodField(help_text="The Ray image of its pods.")
+    ray_version = serializers.SerializerMethodField(
+        help_text="The Ray version of the image, from its tag (null if the tag names none)."
+    )
+    env = serializers.DictField(
+        child=serializers.CharField(), help_text="Environment variables of its Ray containers."
+    )
     queue = serializers.SerializerMethodField()
     endpoints = serializers.SerializerMethodField()
     activity = serializers.SerializerMethodField()
@@ -128,6 +136,10 @@ class ClusterListItemOut(drf.ModelSerializer):
             "gpu_fraction",
             "ttl_hours",
             "priority",
+            "image",
+            "ray_version",
+            "env",
+            "container_gpus",
             "gpus",
             "owner",
             "state",
@@ -158,6 +170,14 @@ class ClusterListItemOut(drf.ModelSerializer):
             "eta": obj.queue_eta,
             "flavors": obj.queue_flavors or [],
         }
+
+    @extend_schema_field(serializers.CharField())
+    def get_image(self, obj: ClusterRequest) -> str:
+        return resolve_image(obj)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_ray_version(self, obj: ClusterRequest) -> str | None:
+        return ray_version(resolve_image(obj))
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_flavors(self, obj: ClusterRequest) -> list[str]:

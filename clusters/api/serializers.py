@@ -33,7 +33,7 @@ class FlavorField(drf.SlugRelatedField):
 
 class ClusterCreateInput(drf.Serializer):
     """``{name?, kind, flavor | flavors, workers, min_workers, max_workers, gpu_fraction,
-    ttl_hours}``.
+    ttl_hours, image, env, container_gpus}``.
 
     Unknown fields are refused (a typo like ``max_worker`` must not silently create a
     fixed-size cluster). This serializer only parses and resolves the flavor by name:
@@ -77,6 +77,29 @@ class ClusterCreateInput(drf.Serializer):
         default=None,
         min_value=shapes.MIN_HOURS,
         max_value=shapes.MAX_HOURS,
+    )
+    image = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=255,
+        help_text="The Ray image of the head and workers, one of GET /api/v1/images/ "
+        "(default: the platform's default image).",
+    )
+    env = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text="Environment variables of the Ray containers, {name: value} (strings). "
+        "At most 64, 4 KiB each, 32 KiB in all; names that decide GPU visibility or are "
+        "Ray's, KubeRay's or Kubernetes' own (NVIDIA_*, CUDA_*, RAY_*, LD_*, ...) are "
+        "refused: see docs/containers.md.",
+    )
+    container_gpus = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Let Ray runtime environments that run containers (image_uri) see "
+        "exactly each GPU worker's own GPUs, through a CDI spec written per pod. Needs "
+        "whole GPUs, the platform's seccomp profile and a tenant whose Pod Security "
+        "level is baseline (docs/containers.md).",
     )
 
     def to_internal_value(self, data: Any) -> Any:

@@ -1,8 +1,9 @@
-"""Routes of the clusters API (cluster requests, dry-run, manifests, queue, usage)."""
+"""Routes of the clusters API (cluster requests, dry-run, manifests, queue, usage, images)."""
 
 from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
+from clusters.api.images import ImageListView
 from clusters.api.jobs import JobViewSet
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
 from clusters.api.rayproxy import ray_proxy
@@ -31,4 +32,5 @@ urlpatterns = [
         name="tenant-usage",
     ),
     path("queue/", GlobalQueueView.as_view(), name="queue"),
+    path("images/", ImageListView.as_view(), name="images"),
 ]

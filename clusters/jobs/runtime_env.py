@@ -2,10 +2,11 @@
 
 Ray accepts many keys; a job submitted through the control plane may use the ones a
 shared GPU platform can support safely — code from a URI (``working_dir``,
-``py_modules``), ``pip`` packages and ``env_vars`` — and never overrides what decides
-which GPUs a process sees (``NVIDIA_*``, ``CUDA_VISIBLE_DEVICES``): those are the
-device plugin's and Ray's to set, and a job that set them could reach GPUs it was not
-given. Every fault is reported at once, under the key it concerns.
+``py_modules``), ``pip`` packages and ``env_vars`` — and never sets a variable that
+:mod:`clusters.environment` refuses (what decides which GPUs a process sees, such as
+``NVIDIA_*`` and ``CUDA_VISIBLE_DEVICES``, and Ray's own settings): the same names a
+request's ``env`` may not set, listed once there. Every fault is reported at once,
+under the key it concerns.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
+from clusters.environment import NAME_RE as ENV_NAME_RE
+from clusters.environment import refusal
+
 MAX_BYTES = 16 * 1024  # the whole runtime_env as JSON; it is written into the RayJob
 MAX_PIP = 100
 MAX_ENV = 100
@@ -24,20 +28,9 @@ ALLOWED_KEYS = ("working_dir", "py_modules", "pip", "env_vars")
 # Remote URIs Ray can fetch a working_dir or module from on the cluster (the submitter
 # runs in the cluster: a path on the engineer's laptop means nothing there).
 URI_SCHEMES = ("https", "http", "s3", "gs", "az", "abfss", "gcs")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A requirement specifier, not a pip option: "--index-url" and friends would let a job
 # point pip at another package index, which is the platform's choice, not the job's.
 PIP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~;:@/+ ']*$")
-GPU_ENV_MESSAGE = (
-    "{name} decides which GPUs the job sees; the platform sets it from the GPUs the job "
-    "was given, so a job may not override it."
-)
-
-
-def gpu_env_override(name: str) -> bool:
-    """Whether an environment variable decides GPU visibility (and so may not be set)."""
-    upper = name.upper()
-    return upper.startswith("NVIDIA_") or upper == "CUDA_VISIBLE_DEVICES"
 
 
 def validate_runtime_env(value: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
@@ -129,8 +122,8 @@ def _env_vars(value: Any) -> tuple[Any, list[str]]:
     for name, val in value.items():
         if not ENV_NAME_RE.match(str(name)):
             faults.append(f"{name!r} is not a valid variable name (letters, digits, _).")
-        elif gpu_env_override(str(name)):
-            faults.append(GPU_ENV_MESSAGE.format(name=name))
+        elif why := refusal(str(name)):
+            faults.append(why)
         elif not isinstance(val, str):
             faults.append(f"{name}: the value must be a string (quote numbers).")
         elif len(val) > MAX_VALUE:

@@ -26,6 +26,12 @@ class JobSpec:
     ttl_seconds_after_finished: int = 0
     host: str | None = None
     name: str | None = None
+    # What a job with a ``host`` asked of the pods (a job of its own carries these in its
+    # ClusterSpec): a host's pods already run, so only the host's own image is accepted,
+    # and no env or container_gpus.
+    image: str = ""
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    container_gpus: bool = False
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> JobSpec:
@@ -37,4 +43,7 @@ class JobSpec:
             ttl_seconds_after_finished=int(data.get("ttl_seconds_after_finished") or 0),
             host=data.get("cluster") or None,
             name=data.get("name") or None,
+            image=str(data.get("image") or ""),
+            env=data.get("env") or {},
+            container_gpus=bool(data.get("container_gpus")),
         )

@@ -14,7 +14,6 @@ node; production workers take a whole node; fractional dev workers are scheduled
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from decimal import Decimal
@@ -24,6 +23,8 @@ import yaml
 from django.conf import settings
 
 from clusters import shapes
+from clusters.images import ray_version, resolve_image
+from clusters.kube import cdi
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
 from clusters.kube.capacity import consume_annotations
@@ -111,17 +112,6 @@ def _shm_volume(memory_gib: Decimal) -> Manifest:
     return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": q.memory_gib(size)}}
 
 
-def resolve_image(cluster: Any, image: str | None = None) -> str:
-    """The image: the explicit one, the request's, or the default setting."""
-    return image or str(getattr(cluster, "image", "") or "") or settings.RAY_IMAGE_DEFAULT
-
-
-def ray_version(image: str) -> str | None:
-    """The Ray version in an image tag (``rayproject/ray:2.49.2-py311-gpu`` -> ``2.49.2``)."""
-    match = re.search(r":(\d+\.\d+\.\d+)", image)
-    return match.group(1) if match else None
-
-
 # --- the tenant bundle ------------------------------------------------------------------
 
 
@@ -135,7 +125,8 @@ def tenant_bundle(
 ) -> list[Manifest]:
     """Everything a tenant's namespace holds before any cluster: see DESIGN "Tenant isolation".
 
-    Namespace (Pod Security ``enforce: baseline``, ``warn: restricted``), ServiceAccount
+    Namespace (Pod Security ``enforce``: the tenant's level, ``baseline`` by default;
+    ``warn`` and ``audit``: ``restricted``), ServiceAccount
     without a token, ResourceQuota, LimitRange and NetworkPolicies. Applied in this order
     (the namespace first).
     """
@@ -143,7 +134,7 @@ def tenant_bundle(
     labels = lbl.tenant_labels(tenant)
     ns_labels = {
         **labels,
-        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/enforce": pod_security_level(tenant),
         "pod-security.kubernetes.io/warn": "restricted",
         "pod-security.kubernetes.io/audit": "restricted",
     }
@@ -159,6 +150,12 @@ def tenant_bundle(
         limit_range(tenant),
         *network_policies(tenant, control_plane_namespace=control_plane_namespace),
     ]
+
+
+def pod_security_level(tenant: Any) -> str:
+    """The Pod Security Standard the tenant's namespace enforces: its ``pod_security``
+    (``baseline`` unless a platform admin chose ``restricted``)."""
+    return str(getattr(tenant, "pod_security", "") or "baseline")
 
 
 def resource_quota(
@@ -320,6 +317,14 @@ def network_policies(tenant: Any, *, control_plane_namespace: str) -> list[Manif
 # --- the RayCluster ---------------------------------------------------------------------
 
 
+def user_env(cluster: Any) -> list[Manifest]:
+    """The request's own environment variables, sorted by name. They follow gangway's
+    and never repeat one of its names: :mod:`clusters.environment` refuses every name
+    gangway, KubeRay or the NVIDIA runtime sets."""
+    env = getattr(cluster, "env", None) or {}
+    return [{"name": str(name), "value": str(env[name])} for name in sorted(env)]
+
+
 def _head_group(cluster: Any, image: str, pod_labels: dict[str, str]) -> Manifest:
     container = {
         "name": "ray-head",
@@ -327,7 +332,7 @@ def _head_group(cluster: Any, image: str, pod_labels: dict[str, str]) -> Manifes
         "imagePullPolicy": "IfNotPresent",
         # The head requests no GPU: without this the NVIDIA runtime would expose every GPU
         # of the node if it ever landed on an untainted GPU node (ray#29753).
-        "env": [dict(VOID_ENV)],
+        "env": [dict(VOID_ENV), *user_env(cluster)],
         "ports": [
             {"name": "gcs-server", "containerPort": GCS_PORT, "protocol": "TCP"},
             {"name": "dashboard", "containerPort": DASHBOARD_PORT, "protocol": "TCP"},
@@ -368,6 +373,8 @@ def _worker_group(
     pod_labels: dict[str, str],
     kai_queue_label: str | None,
     products: Sequence[str] = (),
+    env: Sequence[Manifest] = (),
+    container_profile: str = "",
 ) -> Manifest:
     res = group.resources
     fractional = res.gpu_fraction is not None
@@ -379,11 +386,31 @@ def _worker_group(
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
+    containers_see_gpus = bool(container_profile) and res.gpus > 0
+    own_env = cdi.ray_container_env() if containers_see_gpus else []
+    if own_env or env:
+        container["env"] = [*own_env, *env]
     # A fractional worker has no GPU limit but is given a (shared) device by KAI, which
     # sets the container's visible device itself; an explicit "void" would override it
     # and hide the GPU. It is the one container without a GPU limit that must not carry
     # "void" (see tests/clusters/kube/test_manifest_properties.py).
     spec = _pod_spec([container], res.memory_gib)
+    if containers_see_gpus:
+        # Each GPU worker writes a CDI spec of its own GPUs for the containers Ray runs
+        # with podman (clusters/kube/cdi.py, docs/containers.md).
+        container["securityContext"] = cdi.podman_security_context(
+            container["securityContext"], seccomp_profile=container_profile
+        )
+        container["volumeMounts"].append(cdi.ray_container_mount())
+        spec["initContainers"] = [
+            cdi.init_container(
+                image=image,
+                gpu_resource=GPU,
+                gpus=q.count(res.gpus),
+                security_context=container_security_context(),
+            )
+        ]
+        spec["volumes"].append(cdi.volume())
     if len(products) > 1:
         # The scheduler picks among the accepted flavors (Kueue, by flavor fungibility):
         # any node of theirs, and no other.
@@ -466,6 +493,17 @@ def autoscaler_options() -> Manifest:
     }
 
 
+def _container_profile(cluster: Any, given: str | None) -> str:
+    """The seccomp profile GPU workers run podman under: ``""`` unless the request
+    opted in to ``container_gpus`` (which the services refuse without a profile)."""
+    if not getattr(cluster, "container_gpus", False):
+        return ""
+    profile = settings.CONTAINER_GPUS_SECCOMP_PROFILE if given is None else given
+    if not profile:
+        raise ValueError("container_gpus needs a seccomp profile (container_profile).")
+    return str(profile)
+
+
 def raycluster(
     cluster: Any,
     *,
@@ -473,13 +511,18 @@ def raycluster(
     queue_mode: str = "builtin",
     kai_enabled: bool = False,
     groups: Sequence[shapes.WorkerGroup] | None = None,
+    container_profile: str | None = None,
 ) -> Manifest:
     """The ``ray.io/v1`` RayCluster of one request (saved or not).
 
     ``groups`` overrides the shape's worker groups (tests use it to check the group rules);
     they are validated with :func:`shapes.validate_worker_groups` before anything is built.
     In Kueue mode the object joins the tenant's LocalQueue with its kind's priority class;
-    a fractional dev cluster (KAI) carries the tenant's KAI queue.
+    a fractional dev cluster (KAI) carries the tenant's KAI queue. The request's
+    ``env`` goes into the head and worker containers after gangway's own; with
+    ``container_gpus`` each GPU worker writes a CDI spec of its own GPUs
+    (:mod:`clusters.kube.cdi`), run under ``container_profile`` (default: the
+    ``CONTAINER_GPUS_SECCOMP_PROFILE`` setting).
     """
     flavor = shapes.flavor_spec(cluster.flavor)
     accepted: list[shapes.FlavorSpec] = []
@@ -524,6 +567,7 @@ def raycluster(
     if autoscaling:
         spec["autoscalerOptions"] = autoscaler_options()
     spec["headGroupSpec"] = _head_group(cluster, chosen, labels)
+    profile = _container_profile(cluster, container_profile)
     spec["workerGroupSpecs"] = [
         _worker_group(
             g,
@@ -532,6 +576,8 @@ def raycluster(
             pod_labels=labels,
             kai_queue_label=kai_label,
             products=products,
+            env=user_env(cluster),
+            container_profile=profile,
         )
         for g in groups
     ]

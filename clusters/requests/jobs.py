@@ -16,6 +16,7 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -110,6 +111,29 @@ def _host(*, actor: Any, tenant: Tenant, name: str) -> tuple[ClusterRequest | No
     return host, ""
 
 
+def _hosted_pod_faults(*, job: JobSpec, host: ClusterRequest) -> dict[str, list[str]]:
+    """A job on a host runs in the host's pods, which already run: it may name the
+    host's image (or none), and set no pod environment or container opt-in of its own."""
+    faults: dict[str, list[str]] = {}
+    image = host.image or settings.RAY_IMAGE_DEFAULT
+    if job.image and job.image != image:
+        faults["image"] = [
+            f"A job on {host.name} runs in that cluster's image, {image}; leave image out "
+            "or name that one."
+        ]
+    if job.env:
+        faults["env"] = [
+            f"A job on {host.name} runs in that cluster's pods, whose environment is set; "
+            "give the job's own variables as runtime_env.env_vars."
+        ]
+    if job.container_gpus and not host.container_gpus:
+        faults["container_gpus"] = [
+            f"{host.name} was not created with container_gpus; a job cannot add it to a "
+            "running cluster."
+        ]
+    return faults
+
+
 def job_check(
     *,
     actor: Any,
@@ -141,6 +165,9 @@ def job_check(
         host, fault = _host(actor=actor, tenant=tenant, name=job.host)
         if fault:
             errors["cluster"] = [fault]
+        else:
+            assert host is not None
+            errors.update(_hosted_pod_faults(job=job, host=host))
     details = Job(
         entrypoint=job.entrypoint.strip(),
         runtime_env=runtime_env,
@@ -163,6 +190,8 @@ def job_check(
             flavor=host.flavor,
             workers=0,
             image=host.image,
+            env=dict(host.env or {}),
+            container_gpus=host.container_gpus,
             gpus=Decimal(0),
             cpu=Decimal(0),
             memory_gib=Decimal(0),

@@ -200,7 +200,11 @@ def _taken_message(*, tenant: Tenant, name: str) -> str:
 
 
 def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRequest:
-    """An unsaved, validated request with its demand computed (shared with the dry-run)."""
+    """An unsaved, validated request with its demand computed (shared with the dry-run).
+
+    The image is the one asked for, else the default (stored, so that a later change
+    of the default does not change a running cluster's image); ``env`` is stored sorted.
+    """
     ttl_hours = shapes.resolve_ttl_hours(tenant=tenant, kind=spec.kind, ttl_hours=spec.ttl_hours)
     shapes.validate_request(
         tenant=tenant,
@@ -208,9 +212,11 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
         **spec.shape(),
         ttl_hours=ttl_hours,
         name=spec.name,
-        image=settings.RAY_IMAGE_DEFAULT,
+        image=spec.image or None,
         kai_enabled=settings.KAI_ENABLED,
         kueue=queue_backend().fixed_size_only,
+        env=spec.env,
+        container_gpus=spec.container_gpus,
     )
     need = spec.demand()
     name = spec.name or shapes.default_name(
@@ -224,8 +230,9 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
             "name": name,
             "ttl_hours": ttl_hours,
             "accepted_flavors": list(spec.flavor_names()),
+            "image": spec.image or settings.RAY_IMAGE_DEFAULT,
+            "env": dict(sorted(spec.env.items())),
         },
-        image=settings.RAY_IMAGE_DEFAULT,
         gpus=need.gpus,
         cpu=need.cpu,
         memory_gib=need.memory_gib,
@@ -265,6 +272,10 @@ def cluster_request_create(
                 "flavors": list(spec.flavor_names()),
                 "workers": spec.workers,
                 "gpus": str(cluster.gpus),
+                "image": cluster.image,
+                # Names only: values may be what a member would rather not see copied.
+                "env": sorted(cluster.env),
+                "container_gpus": cluster.container_gpus,
             },
         )
         queue_backend().request_queued(cluster.pk)

@@ -14,6 +14,7 @@ from django.utils.html import format_html
 
 from clusters import selectors
 from clusters.admission import format_eta, words
+from clusters.images import ray_version, resolve_image
 
 register = template.Library()
 
@@ -48,6 +49,14 @@ def reltime(when: datetime | None) -> str:
         utc.strftime("%Y-%m-%d %H:%M:%S"),
         relative(when),
     )
+
+
+@register.filter
+def ray_image(cluster: Any) -> str:
+    """The request's image with the Ray version its tag names: ``image (Ray 2.49.2)``."""
+    image = resolve_image(cluster)
+    version = ray_version(image)
+    return f"{image} (Ray {version})" if version else image
 
 
 @register.filter

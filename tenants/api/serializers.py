@@ -158,6 +158,7 @@ TENANT_FIELDS = [
     "weight",
     "cpu_quota",
     "memory_quota_gib",
+    "pod_security",
     "policy",
 ]
 

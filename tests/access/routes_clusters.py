@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from clusters.models import ClusterRequest
 from tenants.models import GpuFlavor
-from tests.access.matrix import Case, Route, members, platform_only
+from tests.access.matrix import Case, Route, everyone, members, platform_only
 
 CLUSTERS = "api/v1/tenants/{tenant_slug}/clusters/"
 ONE = CLUSTERS + "{name}/"
@@ -131,4 +131,6 @@ ROUTES = {
         kwargs={"tenant_slug": "acme"}, methods={"GET": Case(READERS)}
     ),
     "api/v1/queue/": Route(methods={"GET": Case(platform_only(200))}),
+    # The image allow-list, like the GPU catalogue: every signed-in user reads it.
+    "api/v1/images/": Route(methods={"GET": Case(everyone(200))}),
 }

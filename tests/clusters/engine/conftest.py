@@ -134,6 +134,8 @@ def worker(transactional_db: Any, kubesim: KubeSim, tmp_path: Path) -> Iterator[
         KUBE_REQUEST_TIMEOUT_SECONDS="5",
         QUEUE_MODE=settings.QUEUE_MODE,
         KAI_ENABLED="1" if settings.KAI_ENABLED else "0",
+        RAY_IMAGE_ALLOWLIST=",".join(settings.RAY_IMAGE_ALLOWLIST),
+        CONTAINER_GPUS_SECCOMP_PROFILE=settings.CONTAINER_GPUS_SECCOMP_PROFILE,
         DEBUG="1",
     )
     handle = Worker(env, tmp_path / "worker.log")

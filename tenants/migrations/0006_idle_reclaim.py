@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0004_flavor_max_node_count'),
+        ('tenants', '0005_tenant_pod_security'),
     ]
 
     operations = [

@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('clusters', '0006_capacity_requests'),
-        ('tenants', '0005_idle_reclaim'),
+        ('clusters', '0007_image_env'),
+        ('tenants', '0006_idle_reclaim'),
     ]
 
     operations = [

@@ -296,6 +296,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # The notification kinds are one choice set wherever they appear.
+    "ENUM_NAME_OVERRIDES": {
+        "NotificationKindEnum": "notifications.kinds.EventKind",
+        "ClusterKindEnum": "clusters.models.ClusterKind",
+    },
 }
 
 # --- Celery ---------------------------------------------------------------------------

@@ -36,7 +36,13 @@ def test_a_path_parameter_naming_nothing_is_a_json_404(
 ) -> None:
     client = _client(world.actors["platform"])
     names = re.findall(r"{(\w+)}", template)
-    valid = {"tenant_slug": "acme", "slug": "acme", "name": "h100", "username": "bob"}
+    valid = {
+        "tenant_slug": "acme",
+        "slug": "acme",
+        "name": "h100",
+        "username": "bob",
+        "webhook_id": "1",
+    }
     for method in route.methods:
         for name in names:
             for value in HOSTILE:

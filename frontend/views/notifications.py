@@ -24,7 +24,8 @@ PAGE_SIZE = 50
 
 
 def _add_errors(form: Any, exc: ValidationError) -> None:
-    for field, errors in getattr(exc, "error_dict", {"__all__": exc.error_list}).items():
+    by_field = exc.error_dict if hasattr(exc, "error_dict") else {None: exc.error_list}
+    for field, errors in by_field.items():
         target = field if field in form.fields else None
         for error in errors:
             form.add_error(target, error)

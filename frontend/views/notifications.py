@@ -24,7 +24,9 @@ PAGE_SIZE = 50
 
 
 def _add_errors(form: Any, exc: ValidationError) -> None:
-    by_field = exc.error_dict if hasattr(exc, "error_dict") else {None: exc.error_list}
+    by_field: dict[str, Any] = (
+        exc.error_dict if hasattr(exc, "error_dict") else {"__all__": exc.error_list}
+    )
     for field, errors in by_field.items():
         target = field if field in form.fields else None
         for error in errors:

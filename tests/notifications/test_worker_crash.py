@@ -50,9 +50,7 @@ def test_a_worker_killed_mid_delivery(
 ) -> None:
     bob.email = ""  # only the tenant webhook is told
     bob.save()
-    services.tenant_webhook_create(
-        actor=alice, tenant=acme, url=receiver.url, kinds=["failed"]
-    )
+    services.tenant_webhook_create(actor=alice, tenant=acme, url=receiver.url, kinds=["failed"])
     receiver.stall = threading.Event()
     proc = request.getfixturevalue("worker")
 

@@ -20,24 +20,30 @@ class PreferenceLineSerializer(StrictSerializer):
     webhook = serializers.BooleanField()
 
 
-class PreferencesSerializer(StrictSerializer):
-    """``{webhook_url?, preferences: [{kind, email, webhook}]}``; reads back with the
-    user's ``email``, and ``webhook_secret`` only in the response that set a new URL."""
+class PreferencesInSerializer(StrictSerializer):
+    """``{webhook_url?, preferences: [{kind, email, webhook}]}``."""
 
-    email = serializers.EmailField(read_only=True)
     webhook_url = serializers.CharField(required=False, allow_blank=True, max_length=URL_MAX_LENGTH)
     preferences = PreferenceLineSerializer(many=True)
-    webhook_secret = serializers.CharField(
-        read_only=True,
-        required=False,
-        help_text="The new webhook's signing secret, shown in this response only.",
-    )
 
     def validate_preferences(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         kinds = [line["kind"] for line in value]
         if len(kinds) != len(set(kinds)):
             raise serializers.ValidationError("Name each kind once.")
         return value
+
+
+class PreferencesOutSerializer(drf.Serializer):
+    """The user's choices for every kind, their ``email`` and ``webhook_url``, and
+    ``webhook_secret`` only in the response that set a new URL."""
+
+    email = serializers.CharField()
+    webhook_url = serializers.CharField()
+    preferences = PreferenceLineSerializer(many=True)
+    webhook_secret = serializers.CharField(
+        required=False,
+        help_text="The new webhook's signing secret, shown in this response only.",
+    )
 
 
 class DeliverySerializer(drf.Serializer):

@@ -34,25 +34,27 @@ class PreferencesViewSet(NoStore, viewsets.GenericViewSet[Any]):
 
     permission_classes = [permissions.IsAuthenticated]
     throttle_classes = [WriteThrottle]
-    serializer_class = s.PreferencesSerializer
+    serializer_class = s.PreferencesOutSerializer
     pagination_class = None
     filter_backends = []
 
     @extend_schema(
-        summary="Your notification preferences", responses={200: s.PreferencesSerializer}
+        summary="Your notification preferences", responses={200: s.PreferencesOutSerializer}
     )
     def retrieve(self, request: Request) -> Response:
-        return Response(s.PreferencesSerializer(selectors.preferences_of(user=request.user)).data)
+        return Response(
+            s.PreferencesOutSerializer(selectors.preferences_of(user=request.user)).data
+        )
 
     @extend_schema(
         summary="Replace your notification preferences",
         description='Kinds not named keep their choice. `webhook_url` "" removes your '
         "webhook; a new URL gets a new signing secret, returned in this response only.",
-        request=s.PreferencesSerializer,
-        responses={200: s.PreferencesSerializer},
+        request=s.PreferencesInSerializer,
+        responses={200: s.PreferencesOutSerializer},
     )
     def update(self, request: Request) -> Response:
-        body = s.PreferencesSerializer(data=request.data)
+        body = s.PreferencesInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         secret = services.preferences_set(
@@ -68,7 +70,7 @@ class PreferencesViewSet(NoStore, viewsets.GenericViewSet[Any]):
         out = selectors.preferences_of(user=request.user)
         if secret:
             out["webhook_secret"] = secret
-        return Response(s.PreferencesSerializer(out).data)
+        return Response(s.PreferencesOutSerializer(out).data)
 
 
 class MyDeliveriesViewSet(viewsets.GenericViewSet[Delivery]):

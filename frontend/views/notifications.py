@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from frontend.forms import NotificationPreferencesForm, WebhookForm
-from frontend.views.common import TenantPage, tenant_page
+from frontend.views.common import HtmxHttpRequest, TenantPage, tenant_page
 from notifications import selectors, services
 from notifications.models import TenantWebhook
 from tenants.models import Role
@@ -34,8 +34,10 @@ def _add_errors(form: Any, exc: ValidationError) -> None:
 
 
 @login_required
-def notifications_page(request: HttpRequest) -> HttpResponse:
-    """The user's choices per kind and their delivery log."""
+def notifications_page(request: HtmxHttpRequest) -> HttpResponse:
+    """The user's choices per kind and their delivery log (htmx polls the log)."""
+    if request.htmx and request.method == "GET":
+        return _rows(request, selectors.deliveries_of_user(user=request.user)[:PAGE_SIZE])
     current = selectors.preferences_of(user=request.user)
     initial: dict[str, Any] = {"webhook_url": current["webhook_url"]}
     for line in current["preferences"]:
@@ -65,11 +67,25 @@ def notifications_page(request: HttpRequest) -> HttpResponse:
     response = render(
         request,
         "frontend/notifications.html",
-        {"form": form, "email": current["email"], "log": log, "secret": secret},
+        {
+            "form": form,
+            "email": current["email"],
+            "log": log,
+            "secret": secret,
+            "poll_url": request.path,
+        },
         status=status,
     )
     response["Cache-Control"] = "no-store"
     return response
+
+
+def _rows(request: HttpRequest, deliveries: Any) -> HttpResponse:
+    return render(
+        request,
+        "frontend/partials/delivery_rows.html",
+        {"deliveries": deliveries, "poll_url": request.path},
+    )
 
 
 def _admin_page(request: HttpRequest, slug: str) -> TenantPage:
@@ -80,9 +96,12 @@ def _admin_page(request: HttpRequest, slug: str) -> TenantPage:
 
 
 @login_required
-def webhooks_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """The tenant's webhooks, the add form, and the recent deliveries to them."""
+def webhooks_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """The tenant's webhooks, the add form, and the recent deliveries to them (htmx
+    polls the deliveries)."""
     page = _admin_page(request, slug)
+    if request.htmx and request.method == "GET":
+        return _rows(request, selectors.tenant_deliveries(tenant=page.tenant)[:PAGE_SIZE])
     form = WebhookForm(request.POST if request.method == "POST" else None)
     created = None
     secret = None
@@ -109,6 +128,7 @@ def webhooks_page(request: HttpRequest, slug: str) -> HttpResponse:
         deliveries=selectors.tenant_deliveries(tenant=page.tenant)[:PAGE_SIZE],
         created=created,
         secret=secret,
+        poll_url=request.path,
     )
     response = render(request, "frontend/webhooks.html", context, status=status)
     response["Cache-Control"] = "no-store"

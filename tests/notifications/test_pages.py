@@ -47,6 +47,9 @@ def test_the_notifications_page_saves_choices(bob: Any) -> None:
     assert b"whsec_" not in client.get("/notifications/").content
     bad = client.post("/notifications/", {"csrfmiddlewaretoken": token, "webhook_url": "ftp://x"})
     assert bad.status_code == 400
+    # htmx polls the log: the rows only.
+    rows = client.get("/notifications/", HTTP_HX_REQUEST="true")
+    assert rows.status_code == 200 and rows.content.startswith(b'<div id="delivery-rows"')
 
 
 def test_the_webhooks_page_for_admins(alice: Any, bob: Any, charlie: Any) -> None:

@@ -148,3 +148,25 @@ def test_the_delivery_log_is_the_callers_own(as_user: Any, alice: Any, bob: Any)
     assert as_user(bob).get("/api/v1/notifications/deliveries/").json()["results"] == []
     rows = as_user(alice).get(f"{HOOKS}deliveries/").json()["results"]
     assert [r["kind"] for r in rows] == ["test"]
+
+
+def test_the_logs_cost_a_fixed_number_of_queries(
+    as_user: Any, alice: Any, django_assert_max_num_queries: Any
+) -> None:
+    from notifications import services
+
+    tenant = alice.memberships.get().tenant
+    hook, _ = services.tenant_webhook_create(
+        actor=alice, tenant=tenant, url="https://h.example.com/", kinds=["failed"]
+    )
+    api = as_user(alice)
+    services.tenant_webhook_test(actor=alice, webhook=hook)
+    with django_assert_max_num_queries(8) as few:
+        assert len(api.get(f"{HOOKS}deliveries/").json()["results"]) == 1
+    for _ in range(20):
+        services.tenant_webhook_test(actor=alice, webhook=hook)
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert len(api.get(f"{HOOKS}deliveries/").json()["results"]) == 21
+    with django_assert_max_num_queries(8):
+        api.get("/api/v1/notifications/deliveries/")
+        api.get(HOOKS)

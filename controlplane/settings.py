@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "controlplane",
     "tenants",
     "clusters",
+    "notifications",
     "frontend",
 ]
 
@@ -295,6 +296,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # The notification kinds are one choice set wherever they appear.
+    "ENUM_NAME_OVERRIDES": {
+        "NotificationKindEnum": "notifications.kinds.EventKind",
+        "ClusterKindEnum": "clusters.models.ClusterKind",
+    },
 }
 
 # --- Celery ---------------------------------------------------------------------------
@@ -385,6 +391,51 @@ if QUEUE_MODE not in {"builtin", "kueue"}:
     raise ImproperlyConfigured(f"QUEUE_MODE={QUEUE_MODE!r} must be 'builtin' or 'kueue'")
 KAI_ENABLED = env_bool("KAI_ENABLED", False)
 
+# --- Notifications and email --------------------------------------------------------
+# Links in notices point here (the dashboard's address as users reach it).
+PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL", "http://localhost:8000").rstrip("/")
+# The dispatcher turns new ClusterEvents into deliveries this often (and when a notable
+# event commits); the sweeper re-sends deliveries whose message was lost this often.
+NOTIFY_DISPATCH_INTERVAL_SECONDS = env_float("NOTIFY_DISPATCH_INTERVAL_SECONDS", 5.0)
+NOTIFY_SWEEP_INTERVAL_SECONDS = env_float("NOTIFY_SWEEP_INTERVAL_SECONDS", 30.0)
+# A delivery due this long ago and not claimed by a worker is sent again by the sweeper.
+NOTIFY_STALE_SECONDS = env_float("NOTIFY_STALE_SECONDS", 60.0)
+# Attempts per delivery, and the exponential backoff between them (full jitter).
+NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
+NOTIFY_BACKOFF_BASE_SECONDS = env_float("NOTIFY_BACKOFF_BASE_SECONDS", 10.0)
+NOTIFY_BACKOFF_CAP_SECONDS = env_float("NOTIFY_BACKOFF_CAP_SECONDS", 3600.0)
+NOTIFY_WEBHOOK_TIMEOUT_SECONDS = env_float("NOTIFY_WEBHOOK_TIMEOUT_SECONDS", 10.0)
+# The cursor over ClusterEvents moves only past events this old: a transaction still
+# open after it could otherwise commit an event behind the cursor. Longer than any task.
+NOTIFY_OUTBOX_HORIZON_SECONDS = env_float(
+    "NOTIFY_OUTBOX_HORIZON_SECONDS", max(900.0, CELERY_TASK_TIME_LIMIT * 2.0)
+)
+# Events older than this when first read are not told (a dispatcher down for a day, or
+# the first pass over an existing database, does not send yesterday's news).
+NOTIFY_MAX_EVENT_AGE_SECONDS = env_float("NOTIFY_MAX_EVENT_AGE_SECONDS", 86400.0)
+# Webhooks to loopback, private or link-local addresses are refused unless this is on
+# (on by default in development, where receivers run on loopback).
+NOTIFY_ALLOW_PRIVATE_WEBHOOKS = env_bool("NOTIFY_ALLOW_PRIVATE_WEBHOOKS", DEBUG)
+
+# Email goes through Django's backend: the console in development (make run prints the
+# mails), SMTP in production. EMAIL_HOST_PASSWORD may come from EMAIL_HOST_PASSWORD_FILE.
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "", allow_empty=True)
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "", allow_empty=True)
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive; set one")
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gangway <gangway@localhost>")
+
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
@@ -394,7 +445,12 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # urllib3 logs each request's path at DEBUG; a webhook URL's path may hold its
+        # token (Slack-style URLs), so it never logs below INFO, whatever LOG_LEVEL says.
+        "urllib3": {"level": "INFO"},
+    },
 }
 
 # Periodic work: the reconciler, the outbox sweeper and a safety-net admission pass
@@ -404,4 +460,12 @@ CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "clusters.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
     "admission": {"task": "clusters.tasks.admission_pass", "schedule": 15.0},
     "activity": {"task": "clusters.tasks.check_activity", "schedule": ACTIVITY_CHECK_SECONDS},
+    "notify-dispatch": {
+        "task": "notifications.tasks.dispatch",
+        "schedule": NOTIFY_DISPATCH_INTERVAL_SECONDS,
+    },
+    "notify-sweep": {
+        "task": "notifications.tasks.sweep",
+        "schedule": NOTIFY_SWEEP_INTERVAL_SECONDS,
+    },
 }

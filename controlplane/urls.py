@@ -26,6 +26,7 @@ urlpatterns = [
     ),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("clusters.api.urls")),
+    path("api/v1/", include("notifications.api.urls")),
     path("admin/", admin.site.urls),
     path("", include("frontend.urls")),
 ]

@@ -25,6 +25,8 @@ from clusters.jobs.spec import (
 from clusters.models import ClusterKind
 from clusters.requests.services import resolve_flavors
 from clusters.spec import ClusterSpec
+from notifications.kinds import EventKind
+from notifications.services import PreferenceLine
 from tenants.models import Role, Tenant
 from tenants.selectors import flavor_list, unknown_flavor_message
 
@@ -464,3 +466,54 @@ class JobForm(LabelledErrorsForm):
             prefix = "" if target or key in ("__all__", NON_FIELD_ERRORS) else f"{label}: "
             for message in messages:
                 self.add_error(target, f"{prefix}{message}")
+
+
+class NotificationPreferencesForm(forms.Form):
+    """The user's notification choices: a webhook URL and, per kind, email and webhook
+    checkboxes (an unticked box is "off"). Rules are the service's."""
+
+    webhook_url = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Your webhook URL",
+        help_text="Optional. Slack-compatible JSON, signed; a new URL gets a new secret, "
+        "shown once.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for kind in EventKind:
+            self.fields[f"{kind.value}-email"] = forms.BooleanField(required=False, label="Email")
+            self.fields[f"{kind.value}-webhook"] = forms.BooleanField(
+                required=False, label="Webhook"
+            )
+
+    def lines(self) -> list[PreferenceLine]:
+        data = self.cleaned_data
+        return [
+            PreferenceLine(
+                kind=k.value, email=data[f"{k.value}-email"], webhook=data[f"{k.value}-webhook"]
+            )
+            for k in EventKind
+        ]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Per kind: its label and its two checkboxes, for the template."""
+        return [
+            {
+                "kind": k,
+                "email": self[f"{k.value}-email"],
+                "webhook": self[f"{k.value}-webhook"],
+            }
+            for k in EventKind
+        ]
+
+
+class WebhookForm(forms.Form):
+    """A new tenant webhook (checked again by ``tenant_webhook_create``)."""
+
+    name = forms.CharField(required=False, max_length=80)
+    url = forms.CharField(max_length=500, label="URL")
+    kinds = forms.MultipleChoiceField(
+        choices=EventKind.choices, widget=forms.CheckboxSelectMultiple, label="Events"
+    )

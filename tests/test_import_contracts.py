@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("clusters", "tenants", "controlplane", "frontend", "kubesim")
+PACKAGES = ("clusters", "notifications", "tenants", "controlplane", "frontend", "kubesim")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -58,6 +58,10 @@ def test_the_product_keeps_every_contract() -> None:
         ("clusters/kube/gateway.py", "import clusters.api.views", "clusters/ follows the flow"),
         # The engine reaching up into the services.
         ("clusters/engine/deletion.py", "import clusters.requests.services", "follows the flow"),
+        # Sending a notice reaching up into the tasks that call it.
+        ("notifications/sending.py", "import notifications.tasks", "notifications/ follows"),
+        # clusters reaching up into notifications (it must need no call of them).
+        ("clusters/transitions.py", "import notifications.outbox", "Product packages are"),
         # The pure decision importing Django.
         ("clusters/admission/words.py", "import django.db", "clusters/admission is pure"),
         # tenants reaching up into clusters.

@@ -12,6 +12,12 @@ from frontend.views.clusters import (
     cluster_new,
 )
 from frontend.views.jobs import job_action, job_detail, job_dry_run, job_list, job_log, job_new
+from frontend.views.notifications import (
+    notifications_page,
+    webhook_delete,
+    webhook_test,
+    webhooks_page,
+)
 from frontend.views.pages import cluster_list, global_queue, home, queue, usage
 
 __all__ = [
@@ -30,7 +36,11 @@ __all__ = [
     "job_list",
     "job_log",
     "job_new",
+    "notifications_page",
     "queue",
     "ray_dashboard",
     "usage",
+    "webhook_delete",
+    "webhook_test",
+    "webhooks_page",
 ]

@@ -38,7 +38,14 @@ def test_a_path_parameter_naming_nothing_is_a_json_404(
     names = re.findall(r"{(\w+)}", template)
     # ``path`` is the Ray dashboard proxy's: what follows the cluster's name is the
     # dashboard's to resolve, so only the parameters before it must name something.
-    valid = {"tenant_slug": "acme", "slug": "acme", "name": "h100", "username": "bob", "path": ""}
+    valid = {
+        "tenant_slug": "acme",
+        "slug": "acme",
+        "name": "h100",
+        "username": "bob",
+        "webhook_id": "1",
+        "path": "",
+    }
     for method in route.methods:
         for name in (n for n in names if n != "path"):
             for value in HOSTILE:

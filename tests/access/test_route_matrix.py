@@ -196,9 +196,14 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
         )
         if actor == "anonymous":
             assert response["Location"].startswith("/login/")
-        elif expected == 302:  # a form that worked goes to the cluster's (or job's) page
-            kind = "jobs" if template.startswith("t/{slug}/jobs/") else "clusters"
-            assert response["Location"].startswith(f"/t/{kwargs['slug']}/{kind}/")
+        elif expected == 302:  # a form that worked goes to the page of what it changed
+            if template.startswith("notifications/"):
+                assert response["Location"] == "/notifications/"
+            elif template.startswith("t/{slug}/webhooks/"):
+                assert response["Location"] == f"/t/{kwargs['slug']}/webhooks/"
+            else:  # the cluster's (or job's) page
+                kind = "jobs" if template.startswith("t/{slug}/jobs/") else "clusters"
+                assert response["Location"].startswith(f"/t/{kwargs['slug']}/{kind}/")
         return
     client = _client(world.actors[actor])
     response = client.generic(

@@ -1,0 +1,87 @@
+"""Which cluster events users hear about: the notification kinds and the one rule that
+derives a kind from a :class:`clusters.models.ClusterEvent`.
+
+The rule reads only the event's states and reason (and whether the request is a job),
+so the engine writes nothing new for notifications: the events it already records are
+the outbox. Pure functions, no database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import models
+
+from clusters.states import JOB_FINISHED, State
+
+
+class EventKind(models.TextChoices):
+    """What a notification is about (the ``event`` field of a webhook body)."""
+
+    CLUSTER_READY = "cluster_ready", "Cluster ready"
+    EXPIRING_SOON = "expiring_soon", "Expiring soon"
+    IDLE_WARNING = "idle_warning", "Idle warning"
+    SUSPENDED = "suspended", "Suspended, reclaimed or expired"
+    FAILED = "failed", "Cluster failed"
+    JOB_FINISHED = "job_finished", "Job finished"
+
+
+# A delivery's kind: one of the above, or a test sent from the webhooks page or API.
+TEST = "test"
+DELIVERY_KINDS = [*EventKind.choices, (TEST, "Test")]
+
+# The ``reason`` a ``suspended`` notice carries, and how it reads.
+SUSPENSION_CAUSES = {
+    "idle": "was suspended because it was idle; its GPUs were released",
+    "reclaimed": "was suspended (reclaimed) to give another tenant its quota back; "
+    "its GPUs were released",
+    "expired": "expired: its time to live ran out and it is being deleted",
+    "suspended": "was suspended; its GPUs were released",
+}
+
+
+@dataclass(frozen=True)
+class Derived:
+    """An event's kind and the reason its notice carries."""
+
+    kind: EventKind
+    reason: str
+
+
+def derive(*, from_state: str, to_state: str, reason: str, is_job: bool) -> Derived | None:
+    """The notification kind of one ClusterEvent, or ``None`` if nobody is told of it.
+
+    - ``job_finished``: a job entering ``succeeded``, ``failed`` or ``stopped`` (a job's
+      failure is told as a finished job, not also as ``failed``);
+    - ``failed``: a cluster entering ``failed``;
+    - ``cluster_ready``: ``provisioning`` -> ``ready``;
+    - ``expiring_soon``: the note ``expiry_warning``; ``idle_warning``: the note
+      ``idle_warning``;
+    - ``suspended``: entering ``suspended`` (reason ``idle``, ``reclaimed``, or a
+      person's ``suspended``), or entering ``deleting`` with reason ``expired``.
+    """
+    moved = from_state != to_state
+    if is_job and moved and to_state in JOB_FINISHED:
+        return Derived(EventKind.JOB_FINISHED, reason)
+    if not is_job and moved and to_state == State.FAILED:
+        return Derived(EventKind.FAILED, reason)
+    if moved and to_state == State.READY and from_state == State.PROVISIONING:
+        return Derived(EventKind.CLUSTER_READY, reason)
+    if not moved and reason == "expiry_warning":
+        return Derived(EventKind.EXPIRING_SOON, reason)
+    if not moved and reason == "idle_warning":
+        return Derived(EventKind.IDLE_WARNING, reason)
+    if moved and to_state == State.SUSPENDED:
+        return Derived(EventKind.SUSPENDED, reason if reason in SUSPENSION_CAUSES else "suspended")
+    if moved and to_state == State.DELETING and reason == "expired":
+        return Derived(EventKind.SUSPENDED, "expired")
+    return None
+
+
+def maybe_notable(*, from_state: str, to_state: str, reason: str) -> bool:
+    """Whether an event could be notable for a cluster or a job: cheap, no query (the
+    dispatcher decides exactly)."""
+    return any(
+        derive(from_state=from_state, to_state=to_state, reason=reason, is_job=job) is not None
+        for job in (False, True)
+    )

@@ -1,0 +1,220 @@
+"""The dispatcher: new ClusterEvents in, deliveries out (crash-safe, at least once).
+
+One pass at a time (the cursor row is locked with ``SKIP LOCKED``; a second pass
+returns at once). In one transaction a pass reads the events past the cursor not yet
+handled, in id order; writes a :class:`Delivery` per recipient channel with
+``get_or_create`` on the unique (event, target) key; marks the events handled; and moves
+the cursor past the events older than the horizon (see :class:`HandledEvent` for why).
+A crash before commit leaves everything as it was; the next pass does it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from clusters.models import ClusterEvent, ClusterRequest
+from notifications import kinds
+from notifications.models import (
+    DEFAULT_EMAIL,
+    DEFAULT_WEBHOOK,
+    Channel,
+    Delivery,
+    DispatchCursor,
+    HandledEvent,
+    NotificationPreference,
+    NotificationProfile,
+    TenantWebhook,
+)
+from notifications.sending import redact
+from tenants.models import Membership, Tenant
+
+BATCH = 500
+
+
+@dataclass
+class PassReport:
+    """What one dispatch pass did."""
+
+    busy: bool = False
+    events: int = 0
+    created: list[int] = field(default_factory=list)
+    cursor: int = 0
+
+
+def payload_of(event: ClusterEvent, derived: kinds.Derived) -> dict[str, Any]:
+    """What a notice of ``event`` says (the body's fields, without its delivery id)."""
+    cluster: ClusterRequest = event.cluster
+    tenant: Tenant = cluster.tenant
+    noun = "Job" if cluster.is_job else "Cluster"
+    what = f"{noun} {cluster.name} in {tenant.slug}"
+    kind = derived.kind
+    if kind == kinds.EventKind.CLUSTER_READY:
+        text = f"{what} is ready."
+    elif kind == kinds.EventKind.EXPIRING_SOON:
+        text = f"{what} expires soon: {event.message}"
+    elif kind == kinds.EventKind.IDLE_WARNING:
+        text = f"{what} is idle and will be suspended: {event.message}"
+    elif kind == kinds.EventKind.SUSPENDED:
+        text = f"{what} {kinds.SUSPENSION_CAUSES[derived.reason]}."
+    elif kind == kinds.EventKind.FAILED:
+        text = f"{what} failed: {event.message}"
+    else:
+        text = f"{what} finished: {event.to_state}."
+    section = "jobs" if cluster.is_job else "clusters"
+    return {
+        "text": text,
+        "subject": f"{what}: {kind.label.lower()}",
+        "event": kind.value,
+        "tenant": tenant.slug,
+        "cluster": cluster.name,
+        "workload": cluster.workload,
+        "owner": cluster.owner.get_username(),
+        "state": event.to_state,
+        "reason": derived.reason,
+        "message": event.message,
+        "url": f"{settings.PUBLIC_BASE_URL}/t/{tenant.slug}/{section}/{cluster.name}/",
+        "at": event.at.isoformat(),
+    }
+
+
+class _Recipients:
+    """Who hears of what, read once per pass and per user or tenant."""
+
+    def __init__(self) -> None:
+        self._prefs: dict[int, dict[str, NotificationPreference]] = {}
+        self._profiles: dict[int, NotificationProfile | None] = {}
+        self._webhooks: dict[int, list[TenantWebhook]] = {}
+        self._members: dict[tuple[int, int], bool] = {}
+
+    def owner_channels(self, cluster: ClusterRequest, kind: str) -> list[tuple[str, str]]:
+        """``(channel, target shown)`` of the owner's channels for ``kind``."""
+        owner = cluster.owner
+        key = (cluster.tenant_id, owner.pk)
+        if key not in self._members:
+            self._members[key] = Membership.objects.filter(
+                tenant_id=cluster.tenant_id, user_id=owner.pk
+            ).exists()
+        if not self._members[key] or not owner.is_active:
+            return []  # no longer of the tenant: told of nothing in it
+        if owner.pk not in self._prefs:
+            self._prefs[owner.pk] = {
+                p.kind: p for p in NotificationPreference.objects.filter(user_id=owner.pk)
+            }
+            self._profiles[owner.pk] = NotificationProfile.objects.filter(user_id=owner.pk).first()
+        pref = self._prefs[owner.pk].get(kind)
+        profile = self._profiles[owner.pk]
+        out: list[tuple[str, str]] = []
+        if (pref.email if pref else DEFAULT_EMAIL) and owner.email:
+            out.append((Channel.EMAIL, f"email to {owner.email}"))
+        if (pref.webhook if pref else DEFAULT_WEBHOOK) and profile and profile.webhook_url:
+            out.append((Channel.WEBHOOK, f"webhook {redact(profile.webhook_url)}"))
+        return out
+
+    def webhooks(self, tenant_id: int, kind: str) -> list[TenantWebhook]:
+        if tenant_id not in self._webhooks:
+            self._webhooks[tenant_id] = list(
+                TenantWebhook.objects.filter(tenant_id=tenant_id, active=True)
+            )
+        return [w for w in self._webhooks[tenant_id] if kind in w.kinds]
+
+
+def _deliveries(
+    event: ClusterEvent, recipients: _Recipients, now: datetime, created: list[int]
+) -> None:
+    cluster = event.cluster
+    derived = kinds.derive(
+        from_state=event.from_state,
+        to_state=event.to_state,
+        reason=event.reason,
+        is_job=cluster.is_job,
+    )
+    if derived is None:
+        return
+    if event.at < now - timedelta(seconds=settings.NOTIFY_MAX_EVENT_AGE_SECONDS):
+        return  # old news
+    payload = payload_of(event, derived)
+    targets: list[tuple[str, dict[str, Any]]] = []
+    for channel, shown in recipients.owner_channels(cluster, derived.kind):
+        targets.append(
+            (
+                f"user:{cluster.owner_id}:{channel}",
+                {"channel": channel, "user_id": cluster.owner_id, "target": shown},
+            )
+        )
+    for hook in recipients.webhooks(cluster.tenant_id, derived.kind):
+        targets.append(
+            (
+                f"webhook:{hook.pk}",
+                {"channel": Channel.WEBHOOK, "webhook": hook, "target": f"tenant {hook}"},
+            )
+        )
+    for key, values in targets:
+        row, made = Delivery.objects.get_or_create(
+            event=event,
+            target_key=key,
+            defaults={
+                **values,
+                "tenant_id": cluster.tenant_id,
+                "kind": derived.kind,
+                "payload": payload,
+                "due_at": now,
+            },
+        )
+        if made:
+            created.append(row.pk)
+
+
+def _advance(cursor: int, horizon: datetime) -> int:
+    """The new cursor: the highest id below the first event that is unhandled or newer
+    than ``horizon`` (every event up to it is handled and old enough)."""
+    handled = HandledEvent.objects.filter(event_id__gt=cursor).values("event_id")
+    after = ClusterEvent.objects.filter(id__gt=cursor)
+    blocker = (
+        after.filter(Q(at__gt=horizon) | ~Q(id__in=handled))
+        .order_by("id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    below = after.filter(id__lt=blocker) if blocker is not None else after
+    top = below.aggregate(top=Max("id"))["top"]
+    return int(top) if top is not None else cursor
+
+
+def dispatch_pass(*, now: datetime | None = None, batch: int = BATCH) -> PassReport:
+    """One pass of the dispatcher (see the module docstring); the ids of the deliveries
+    it wrote are in the report, for the caller to send after commit."""
+    now = now or timezone.now()
+    DispatchCursor.objects.get_or_create(pk=1)
+    report = PassReport()
+    with transaction.atomic():
+        cursor = DispatchCursor.objects.select_for_update(skip_locked=True).filter(pk=1).first()
+        if cursor is None:
+            report.busy = True
+            return report
+        handled = HandledEvent.objects.filter(event_id__gt=cursor.last_event_id)
+        events = list(
+            ClusterEvent.objects.filter(id__gt=cursor.last_event_id)
+            .exclude(id__in=handled.values("event_id"))
+            .select_related("cluster__tenant", "cluster__owner")
+            .order_by("id")[:batch]
+        )
+        recipients = _Recipients()
+        for event in events:
+            _deliveries(event, recipients, now, report.created)
+        HandledEvent.objects.bulk_create(
+            [HandledEvent(event_id=e.pk) for e in events], ignore_conflicts=True
+        )
+        horizon = now - timedelta(seconds=settings.NOTIFY_OUTBOX_HORIZON_SECONDS)
+        cursor.last_event_id = _advance(cursor.last_event_id, horizon)
+        cursor.save(update_fields=["last_event_id", "updated_at"])
+        HandledEvent.objects.filter(event_id__lte=cursor.last_event_id).delete()
+        report.events = len(events)
+        report.cursor = cursor.last_event_id
+    return report

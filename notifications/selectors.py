@@ -1,0 +1,64 @@
+"""Reads of the notifications app, for the API, the dashboard and the tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from notifications.kinds import EventKind
+from notifications.models import (
+    DEFAULT_EMAIL,
+    DEFAULT_WEBHOOK,
+    Delivery,
+    NotificationPreference,
+    NotificationProfile,
+    TenantWebhook,
+)
+from tenants.models import Tenant
+
+
+def preferences_of(*, user: Any) -> dict[str, Any]:
+    """The user's choices for every kind (defaults filled in), their webhook URL and
+    whether they have an email address. The webhook's secret is never read here."""
+    rows = {p.kind: p for p in NotificationPreference.objects.filter(user=user)}
+    profile = NotificationProfile.objects.filter(user=user).only("webhook_url").first()
+    lines = []
+    for kind in EventKind:
+        row = rows.get(kind.value)
+        lines.append(
+            {
+                "kind": kind.value,
+                "title": kind.label,
+                "email": row.email if row else DEFAULT_EMAIL,
+                "webhook": row.webhook if row else DEFAULT_WEBHOOK,
+            }
+        )
+    return {
+        "email": user.email,
+        "webhook_url": profile.webhook_url if profile else "",
+        "preferences": lines,
+    }
+
+
+def deliveries_of_user(*, user: Any) -> QuerySet[Delivery]:
+    """The deliveries to the user's own email and webhook, newest first."""
+    return (
+        Delivery.objects.filter(user=user, target_key__startswith="user:")
+        .select_related("tenant")
+        .order_by("-created_at", "-id")
+    )
+
+
+def tenant_webhooks(*, tenant: Tenant) -> QuerySet[TenantWebhook]:
+    """The tenant's webhooks (their secrets are never shown; serializers omit them)."""
+    return TenantWebhook.objects.filter(tenant=tenant).order_by("created_at", "id")
+
+
+def tenant_deliveries(*, tenant: Tenant) -> QuerySet[Delivery]:
+    """Deliveries to the tenant's webhooks (deleted webhooks' included), newest first."""
+    return (
+        Delivery.objects.filter(tenant=tenant, target_key__startswith="webhook:")
+        .select_related("tenant")
+        .order_by("-created_at", "-id")
+    )

@@ -1,0 +1,161 @@
+"""Sending one notice: the webhook body and its signature, the email, and the split of
+errors into transient (retried) and permanent (given up) at this boundary (STYLE 7).
+
+Nothing here writes the database; :mod:`notifications.tasks` records the outcome. No
+message raised or logged here holds a secret: neither a signing secret, nor a URL's
+path or query (Slack-style webhook URLs carry their token in the path), nor the
+exception text of the HTTP client (which quotes the URL).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import smtplib
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from django.conf import settings
+from django.core.mail import EmailMessage, get_connection
+
+from notifications import signing
+
+USER_AGENT = "gangway-notifications/1"
+
+
+class SendError(Exception):
+    """A send that did not succeed; ``permanent`` ones are not retried."""
+
+    def __init__(self, message: str, *, permanent: bool, retry_after: float | None = None):
+        super().__init__(message)
+        self.message = message[:500]
+        self.permanent = permanent
+        self.retry_after = retry_after
+
+
+def redact(url: str) -> str:
+    """A URL as it may be shown and logged: scheme, host and port, never path or query."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}/…"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """What one delivery says: the payload fields plus its delivery id."""
+
+    delivery_id: str
+    payload: dict[str, Any]
+
+    def body(self) -> bytes:
+        """The webhook body: Slack-compatible (``text``) plus the structured fields."""
+        data = {**self.payload, "delivery_id": self.delivery_id}
+        return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _check_address(host: str) -> None:
+    """Refuse webhooks to loopback, private and link-local addresses (the metadata
+    service, the control plane's own neighbours) unless settings allow them."""
+    if settings.NOTIFY_ALLOW_PRIVATE_WEBHOOKS:
+        return
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError as exc:
+        raise SendError(f"cannot resolve {host}", permanent=False) from exc
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            raise SendError(
+                f"{host} resolves to a non-public address; webhooks may not target it",
+                permanent=True,
+            )
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    raw = response.headers.get("Retry-After", "")
+    try:
+        return min(float(raw), settings.NOTIFY_BACKOFF_CAP_SECONDS) if raw else None
+    except ValueError:
+        return None
+
+
+def post_webhook(*, url: str, secret: str, notice: Notice) -> int:
+    """POST the notice to ``url``, signed with ``secret``; returns the status code.
+
+    Redirects are not followed (the signed body goes where it was configured to, only).
+    Connection errors, timeouts, 5xx and 429 are transient; any other non-2xx is
+    permanent.
+    """
+    shown = redact(url)
+    host = urlsplit(url).hostname or ""
+    _check_address(host)
+    body = notice.body()
+    timestamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Gangway-Delivery": notice.delivery_id,
+        "X-Gangway-Event": str(notice.payload.get("event", "")),
+        "X-Gangway-Timestamp": timestamp,
+        "X-Gangway-Signature": signing.signature(secret, timestamp, body),
+    }
+    try:
+        response = requests.post(
+            url,
+            data=body,
+            headers=headers,
+            timeout=settings.NOTIFY_WEBHOOK_TIMEOUT_SECONDS,
+            allow_redirects=False,
+        )
+    except requests.Timeout as exc:
+        raise SendError(f"timed out waiting for {shown}", permanent=False) from exc
+    except requests.RequestException as exc:
+        # The exception's text quotes the whole URL: only its class is kept.
+        raise SendError(f"{type(exc).__name__} reaching {shown}", permanent=False) from exc
+    code = response.status_code
+    response.close()
+    if 200 <= code < 300:
+        return code
+    if code == 429 or code >= 500:
+        raise SendError(
+            f"HTTP {code} from {shown}", permanent=False, retry_after=_retry_after(response)
+        )
+    raise SendError(f"HTTP {code} from {shown}; not retried", permanent=True)
+
+
+def send_email(*, to: str, notice: Notice) -> None:
+    """Send the notice by email through Django's backend (``EMAIL_*`` settings)."""
+    payload = notice.payload
+    lines = [str(payload.get("text", ""))]
+    if payload.get("message"):
+        lines += ["", str(payload["message"])]
+    if payload.get("url"):
+        lines += ["", str(payload["url"])]
+    lines += [
+        "",
+        f"Delivery {notice.delivery_id}",
+        f"Change what you are told of: {settings.PUBLIC_BASE_URL}/notifications/",
+    ]
+    message = EmailMessage(
+        subject=f"[gangway] {payload.get('subject') or payload.get('text', '')}"[:200],
+        body="\n".join(lines),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=[to],
+        headers={"X-Gangway-Delivery": notice.delivery_id},
+        connection=get_connection(timeout=settings.EMAIL_TIMEOUT),
+    )
+    try:
+        message.send()
+    except smtplib.SMTPRecipientsRefused as exc:
+        raise SendError("the mail server refused the recipient", permanent=True) from exc
+    except smtplib.SMTPResponseException as exc:
+        permanent = 500 <= exc.smtp_code < 600
+        raise SendError(f"SMTP error {exc.smtp_code}", permanent=permanent) from exc
+    except (smtplib.SMTPException, OSError) as exc:
+        error = f"{type(exc).__name__} talking to the mail server"
+        raise SendError(error, permanent=False) from exc

@@ -1,0 +1,66 @@
+"""The dispatcher's cursor: nothing lost when events commit out of id order, nothing
+derived twice, old news not told, and the kick after a notable event's commit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from clusters.models import ClusterEvent
+from clusters.transitions import note, transition
+from notifications import outbox, tasks
+from notifications.models import Delivery, DispatchCursor, HandledEvent
+from tests.notifications.conftest import make_cluster
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_event_that_commits_late_behind_handled_ones_is_still_told(
+    fast_notify: Any, acme: Any, bob: Any
+) -> None:
+    a = make_cluster(acme, bob, name="a")
+    b = make_cluster(acme, bob, name="b")
+    c = make_cluster(acme, bob, name="c")
+    for row in (a, b, c):
+        transition(row, "ready", reason="ready")
+    late = ClusterEvent.objects.get(cluster=b, to_state="ready")
+    saved = {f.attname: getattr(late, f.attname) for f in ClusterEvent._meta.concrete_fields}
+    late.delete()  # not visible yet: its transaction has not committed
+    first = outbox.dispatch_pass()
+    assert len(first.created) == 2
+    assert first.cursor == 0  # the events are recent: the cursor waits at the horizon
+    ClusterEvent.objects.create(**saved)  # it commits now, with its lower id
+    second = outbox.dispatch_pass()
+    assert [Delivery.objects.get(pk=pk).payload["cluster"] for pk in second.created] == ["b"]
+    assert Delivery.objects.count() == 3
+    # Later, once past the horizon, the cursor moves over all of them and forgets marks.
+    later = outbox.dispatch_pass(now=timezone.now() + timedelta(hours=1))
+    assert later.created == []
+    assert DispatchCursor.objects.get().last_event_id == ClusterEvent.objects.latest("id").pk
+    assert not HandledEvent.objects.exists()
+
+
+def test_old_news_is_not_told(fast_notify: Any, acme: Any, bob: Any) -> None:
+    transition(make_cluster(acme, bob), "ready", reason="ready")
+    report = outbox.dispatch_pass(now=timezone.now() + timedelta(days=2))
+    assert report.created == [] and report.events >= 1
+    assert not Delivery.objects.exists()
+
+
+def test_a_notable_event_kicks_the_dispatcher_after_commit(
+    fast_notify: Any, acme: Any, bob: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    cluster = make_cluster(acme, bob, state="ready")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        note(cluster, reason="extended", message="routine")
+    assert callbacks == []  # routine events do not kick
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        note(cluster, reason="expiry_warning", message="expires at 12:00 UTC")
+    assert len(callbacks) == 1
+    # The kick ran the pass inline (eager Celery): the email went.
+    assert tasks.dispatch.name == "notifications.tasks.dispatch"
+    row = Delivery.objects.get()
+    assert (row.kind, row.status) == ("expiring_soon", "sent")

@@ -35,6 +35,7 @@ from django.http.response import HttpResponseBase
 from django.utils import timezone
 
 from clusters import rules
+from clusters.engine import idle
 from clusters.kube.gateway import KubeError, get_gateway
 from clusters.kube.raydash import DASHBOARD_PORT_NAME, head_service
 from clusters.models import ClusterRequest
@@ -179,10 +180,7 @@ def _record_session(caller: Caller, cluster: ClusterRequest, path: str) -> None:
                 data={"via": caller.via, "path": "/" + path[:200]},
             )
     if cache.add(f"rayproxy:active:{cluster.pk}", 1, timeout=int(_ACTIVITY_PERIOD.total_seconds())):
-        now = timezone.now()
-        ClusterRequest.objects.filter(pk=cluster.pk, state=State.READY).update(
-            last_active_at=now, idle_warned_at=None
-        )
+        idle.mark_used(cluster.pk, timezone.now())
 
 
 def relay(

@@ -170,9 +170,19 @@ def _keep_idle_ledger(
         )
 
 
-def close_idle_span(cluster_id: int, at: datetime.datetime) -> None:
-    """End a cluster's open idle span (its GPUs went back, or someone kept it alive)."""
-    IdleSpan.objects.filter(cluster_id=cluster_id, ended_at__isnull=True).update(ended_at=at)
+def mark_used(cluster_id: int, at: datetime.datetime) -> bool:
+    """Count ``at`` as use of a ready cluster seen outside Ray (a visit through the
+    dashboard proxy, "keep alive"): its idle clock starts again, a pending idle warning
+    is withdrawn and its open idle span ends. ``False`` when it is not ready."""
+    with transaction.atomic():
+        updated = ClusterRequest.objects.filter(pk=cluster_id, state=State.READY).update(
+            last_active_at=at, idle_warned_at=None
+        )
+        if updated:
+            IdleSpan.objects.filter(cluster_id=cluster_id, ended_at__isnull=True).update(
+                ended_at=at
+            )
+    return bool(updated)
 
 
 def _minutes(delta: timedelta) -> int:

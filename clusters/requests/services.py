@@ -423,8 +423,7 @@ def cluster_keepalive(
                 f"Only a ready cluster can be kept alive; this one is {cluster.state}.",
                 code="invalid_state",
             )
-        ClusterRequest.objects.filter(pk=cluster.pk).update(last_active_at=now, idle_warned_at=None)
-        idle.close_idle_span(cluster.pk, now)
+        idle.mark_used(cluster.pk, now)
         cluster.last_active_at = now
         cluster.idle_warned_at = None
         note(

@@ -180,6 +180,13 @@ class ClusterRequest(TenantOwned):
     idle_warned_at = models.DateTimeField(
         null=True, blank=True, help_text="When the owner was warned the idle cluster is suspended."
     )
+    held_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When an admin put the queued request on hold: the queue passes over it "
+        "until it is released (the reason is in its timeline and hold_reason).",
+    )
+    hold_reason = models.CharField(max_length=500, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
     gpus_released_at = models.DateTimeField(
         null=True,

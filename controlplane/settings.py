@@ -354,6 +354,17 @@ SWEEP_STALE_SECONDS = env_float("SWEEP_STALE_SECONDS", 30.0)
 # itself is the tenant's policy (``Tenant.idle_suspend_minutes``).
 ACTIVITY_CHECK_SECONDS = env_float("ACTIVITY_CHECK_SECONDS", 60.0)
 IDLE_GRACE_MINUTES = env_float("IDLE_GRACE_MINUTES", 15.0)
+# Monthly GPU-hour budgets (Tenant.monthly_gpu_hour_budget): at 100% of its budget a
+# tenant's pages say so, and with "deprioritise" its new dev requests also queue at the
+# lowest priority (CLUSTER_PRIORITY_MIN) until the month turns; "warn" only warns.
+BUDGET_POLICY = env_str("BUDGET_POLICY", "warn")
+if BUDGET_POLICY not in ("warn", "deprioritise"):
+    raise ImproperlyConfigured(
+        f"BUDGET_POLICY must be 'warn' or 'deprioritise', not {BUDGET_POLICY!r}."
+    )
+# The range of a request's priority, which tenant admins set (higher goes first).
+CLUSTER_PRIORITY_MIN = -100
+CLUSTER_PRIORITY_MAX = 100
 
 # --- Kubernetes -----------------------------------------------------------------------
 # KUBECONFIG set but empty means in-cluster credentials (the service account of the pod);

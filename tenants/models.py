@@ -177,6 +177,19 @@ class Tenant(models.Model):
         default=False,
         help_text="Apply the idle policy to production clusters too (off: dev clusters only).",
     )
+    monthly_gpu_hour_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(100_000_000)],
+        help_text="GPU-hours the tenant may use per calendar month (empty: no budget). At 80% "
+        "its pages show a banner; at 100% the platform's BUDGET_POLICY applies.",
+    )
+    archived_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a platform admin archived the tenant (it held nothing then); an "
+        "archived tenant takes no new requests.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TenantQuerySet.as_manager()
@@ -341,21 +354,37 @@ class GpuFlavor(models.Model):
 
 
 class Quota(TenantOwned):
-    """A tenant's GPU quota on one flavor: nominal GPUs plus how much it may borrow.
+    """A tenant's GPU quota on one flavor: nominal GPUs, how much it may borrow, and how
+    much of its unused nominal it lends.
 
     Borrowing takes from the unused nominal quota of other tenants in the same cohort,
-    up to ``borrow_limit`` GPUs beyond ``gpus``.
+    up to ``borrow_limit`` GPUs beyond ``gpus``. ``lend_limit`` caps what others may
+    borrow of this tenant's unused nominal (Kueue's ``lendingLimit``): the rest,
+    ``gpus - lend_limit``, stays reserved for the tenant even while it is idle. ``None``
+    lends all of it.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quotas")
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="quotas")
     gpus = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(1_000_000)])
     borrow_limit = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(1_000_000)])
+    lend_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(1_000_000)],
+        help_text="GPUs of the unused nominal quota others in the cohort may borrow "
+        "(empty: all of it).",
+    )
 
     class Meta:
         ordering = ["tenant__slug", "flavor__name"]
         constraints = [
             models.UniqueConstraint(fields=["tenant", "flavor"], name="quota_unique"),
+            models.CheckConstraint(
+                condition=Q(lend_limit__isnull=True) | Q(lend_limit__lte=models.F("gpus")),
+                name="quota_lends_at_most_nominal",
+                violation_error_message="A tenant cannot lend more than its nominal quota.",
+            ),
         ]
 
     def __str__(self) -> str:

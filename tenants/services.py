@@ -68,11 +68,13 @@ MANAGE_MEMBERS_ROLE = Role.ADMIN
 
 @dataclass(frozen=True)
 class QuotaLine:
-    """One flavor's line in a tenant's quota: nominal GPUs and how many it may borrow."""
+    """One flavor's line in a tenant's quota: nominal GPUs, how many it may borrow, and
+    how many of its unused nominal GPUs it lends (``None``: all)."""
 
     flavor: str
     gpus: int
     borrow_limit: int = 0
+    lend_limit: int | None = None
 
 
 def _require_platform_admin(actor: Any) -> None:
@@ -473,7 +475,13 @@ def _quota_state(tenant: Tenant) -> dict[str, Any]:
     lines = Quota.objects.for_tenant(tenant).select_related("flavor").order_by("flavor__name")
     return {
         "flavors": [
-            {"flavor": q.flavor.name, "gpus": q.gpus, "borrow_limit": q.borrow_limit} for q in lines
+            {
+                "flavor": q.flavor.name,
+                "gpus": q.gpus,
+                "borrow_limit": q.borrow_limit,
+                "lend_limit": q.lend_limit,
+            }
+            for q in lines
         ],
         "cpu": tenant.cpu_quota,
         "memory_gib": tenant.memory_quota_gib,
@@ -501,6 +509,11 @@ def quota_set(
         elif line.flavor in seen:
             errors[f"flavors.{index}.flavor"] = [f"Flavor {line.flavor!r} is listed twice."]
         seen.add(line.flavor)
+        if line.lend_limit is not None and line.lend_limit > line.gpus:
+            errors[f"flavors.{index}.lend_limit"] = [
+                f"A tenant can lend at most its nominal quota: {line.lend_limit} is more "
+                f"than the {line.gpus} nominal GPUs on {line.flavor}."
+            ]
     if errors:
         raise ValidationError(errors)
     before = _quota_state(tenant)
@@ -510,6 +523,7 @@ def quota_set(
         flavor = known[line.flavor]
         quota = existing.get(flavor.pk) or Quota(tenant=tenant, flavor=flavor)
         quota.gpus, quota.borrow_limit = line.gpus, line.borrow_limit
+        quota.lend_limit = line.lend_limit
         quota.full_clean(validate_unique=False, validate_constraints=False)
         quota.save()
     tenant.cpu_quota, tenant.memory_quota_gib = cpu, memory_gib

@@ -172,10 +172,12 @@ class _Pass:
             return self._held_for_promise(p, ("t", *key))
         ckey = (tenant.cohort, p.flavor)
         cohort_total = led.cohort_nominal.get(ckey, 0)
-        fits_now = led.cohort_usage[ckey] + p.gpus <= cohort_total
+        # What it takes from the cohort's pool: beyond what the tenant keeps for itself.
+        draw = led.pool_draw(p.tenant, p.flavor, p.gpus)
+        fits_now = led.cohort_usage[ckey] + draw <= cohort_total
         # What is promised to others must still be there once the borrowers are suspended.
         keeps_promises = (
-            led.cohort_usage[ckey] + promises.cohort_for(p) + p.gpus
+            led.cohort_usage[ckey] + promises.cohort_for(p) + draw
             <= cohort_total + promises.releasing_cohort[ckey]
         )
         if not (fits_now and keeps_promises):
@@ -267,7 +269,7 @@ class _Pass:
         deficit = (
             led.cohort_usage[ckey]
             + self.promises.cohort_for(p)
-            + p.gpus
+            + led.pool_draw(p.tenant, p.flavor, p.gpus)
             - cohort_total
             - self.promises.releasing_cohort[ckey]
         )

@@ -57,11 +57,21 @@ class Ledger:
         self.flavors: dict[str, FlavorQ] = {f.name: f for f in snap.flavors}
         self.nominal: dict[tuple[str, str], int] = {}
         self.borrow: dict[tuple[str, str], int] = {}
+        # Lending limits (Kueue's lendingLimit): a tenant keeps ``guaranteed`` of its
+        # nominal GPUs for itself; the rest is the cohort's shared pool. The cohort
+        # counters are of that pool: ``cohort_nominal`` what every tenant lends and
+        # ``cohort_usage`` what tenants use beyond what they keep. Without lending
+        # limits nothing is kept, and the pool is every nominal GPU and all usage.
+        self.guaranteed: dict[tuple[str, str], int] = {}
         self.cohort_nominal: dict[tuple[str, str], int] = defaultdict(int)
         for q in snap.quotas:
             self.nominal[q.tenant, q.flavor] = q.gpus
             self.borrow[q.tenant, q.flavor] = q.borrow_limit
-            self.cohort_nominal[self.tenant(q.tenant).cohort, q.flavor] += q.gpus
+            if q.guaranteed:
+                self.guaranteed[q.tenant, q.flavor] = q.guaranteed
+            self.cohort_nominal[self.tenant(q.tenant).cohort, q.flavor] += (
+                q.gpus - q.guaranteed
+            )
         self.usage: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.cohort_usage: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.cpu: dict[str, Decimal] = defaultdict(Decimal)
@@ -139,8 +149,10 @@ class Ledger:
         """Count a running or newly admitted cluster against every counter."""
         tenant = self.tenant(item.tenant)
         key = (item.tenant, item.flavor)
+        self.cohort_usage[tenant.cohort, item.flavor] += self.pool_draw(
+            item.tenant, item.flavor, item.gpus
+        )
         self.usage[key] += item.gpus
-        self.cohort_usage[tenant.cohort, item.flavor] += item.gpus
         self.cpu[item.tenant] += item.cpu
         self.memory[item.tenant] += item.memory_gib
         if item.kind == DEV:
@@ -159,6 +171,16 @@ class Ledger:
         share = float(self.usage[key]) * self.scale.get(item.flavor, 1.0) / float(tenant.weight)
         if share > self.share[item.tenant]:
             self.share[item.tenant] = share
+
+    def pool_draw(self, tenant: str, flavor: str, gpus: Decimal) -> Decimal:
+        """How much of the cohort's shared pool ``gpus`` more of ``tenant`` on ``flavor``
+        would take: what goes beyond the GPUs the tenant keeps for itself (all of it
+        when it keeps none)."""
+        kept = self.guaranteed.get((tenant, flavor), 0)
+        if not kept:
+            return gpus
+        used = self.usage[tenant, flavor]
+        return max(used + gpus - kept, ZERO) - max(used - kept, ZERO)
 
     def owner_has(self, p: Pending) -> tuple[int, Decimal]:
         """The owner's dev clusters and GPUs that count against the caps before ``p``
@@ -275,7 +297,8 @@ class Ledger:
         tenant = self.tenant(p.tenant)
         nominal = self.nominal.get((p.tenant, p.flavor), 0)
         limit = nominal + self.borrow.get((p.tenant, p.flavor), 0)
-        limit = min(limit, self.cohort_nominal.get((tenant.cohort, p.flavor), 0))
+        kept = self.guaranteed.get((p.tenant, p.flavor), 0)
+        limit = min(limit, kept + self.cohort_nominal.get((tenant.cohort, p.flavor), 0))
         if limit == 0:
             reasons.append((TENANT_TOTAL, f"{p.tenant} has no quota on {p.flavor}."))
         elif p.gpus > limit:

@@ -87,12 +87,19 @@ class FlavorQ:
 
 @dataclass(frozen=True)
 class QuotaQ:
-    """A tenant's nominal GPUs on one flavor and how many more it may borrow."""
+    """A tenant's nominal GPUs on one flavor, how many more it may borrow, and how many
+    of its unused nominal GPUs it lends to the cohort (``None``: all of them)."""
 
     tenant: str
     flavor: str
     gpus: int
     borrow_limit: int = 0
+    lend_limit: int | None = None
+
+    @property
+    def guaranteed(self) -> int:
+        """The nominal GPUs kept for the tenant alone: never lent, even while unused."""
+        return 0 if self.lend_limit is None else max(self.gpus - self.lend_limit, 0)
 
 
 @dataclass(frozen=True)

@@ -103,24 +103,32 @@ def _quota_map(quotas: Iterable[Any]) -> dict[tuple[int, int], Any]:
     return {(int(quota.tenant_id), int(quota.flavor_id)): quota for quota in quotas}
 
 
-def _flavor_entry(spec: shapes.FlavorSpec, gpus: int, borrow: int) -> Manifest:
+def _flavor_entry(
+    spec: shapes.FlavorSpec, gpus: int, borrow: int, lend: int | None = None
+) -> Manifest:
     # CPU and memory come with the GPUs: the share of a node that each GPU brings.
     cpu_per_gpu = Decimal(spec.cpu_per_node) / spec.gpus_per_node
     mem_per_gpu = Decimal(spec.memory_per_node_gib) / spec.gpus_per_node
 
-    def entry(name: str, nominal: str, borrowing: str) -> Manifest:
-        return {"name": name, "nominalQuota": nominal, "borrowingLimit": borrowing}
+    def entry(name: str, nominal: str, borrowing: str, lending: str | None) -> Manifest:
+        out = {"name": name, "nominalQuota": nominal, "borrowingLimit": borrowing}
+        if lending is not None:  # absent: the whole nominal quota may be lent
+            out["lendingLimit"] = lending
+        return out
 
+    def cpu(n: int) -> str:
+        return q.cpu(_round(cpu_per_gpu * n))
+
+    def memory(n: int) -> str:
+        return q.memory_gib(_round(mem_per_gpu * n))
+
+    lent = lend is not None
     return {
         "name": spec.name,
         "resources": [
-            entry("cpu", q.cpu(_round(cpu_per_gpu * gpus)), q.cpu(_round(cpu_per_gpu * borrow))),
-            entry(
-                "memory",
-                q.memory_gib(_round(mem_per_gpu * gpus)),
-                q.memory_gib(_round(mem_per_gpu * borrow)),
-            ),
-            entry(GPU, q.count(gpus), q.count(borrow)),
+            entry("cpu", cpu(gpus), cpu(borrow), cpu(lend) if lent else None),
+            entry("memory", memory(gpus), memory(borrow), memory(lend) if lent else None),
+            entry(GPU, q.count(gpus), q.count(borrow), q.count(lend) if lent else None),
         ],
     }
 
@@ -179,8 +187,9 @@ def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) ->
         quota = by_key.get((int(tenant.pk), int(flavor.pk)))
         gpus = int(quota.gpus) if quota else 0
         borrow = int(quota.borrow_limit) if quota else 0
+        lend = quota.lend_limit if quota else None
         total_gpus += gpus + borrow
-        entries.append(_flavor_entry(shapes.flavor_spec(flavor), gpus, borrow))
+        entries.append(_flavor_entry(shapes.flavor_spec(flavor), gpus, borrow, lend))
     heads = default_max_clusters(total_gpus)
     entries.append(
         {

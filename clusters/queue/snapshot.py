@@ -287,6 +287,7 @@ def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor) -> adm.Snapshot:
                 flavor=flavor.name,
                 gpus=q.gpus,
                 borrow_limit=q.borrow_limit,
+                lend_limit=q.lend_limit,
             )
             for q in quotas
         ],
@@ -342,6 +343,7 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
                 flavor=q.flavor.name,
                 gpus=q.gpus,
                 borrow_limit=q.borrow_limit,
+                lend_limit=q.lend_limit,
             )
             for q in quotas
         ],

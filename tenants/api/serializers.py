@@ -231,6 +231,14 @@ class QuotaLineSerializer(StrictSerializer):
     flavor = serializers.CharField(max_length=40)
     gpus = serializers.IntegerField(min_value=0, max_value=1_000_000)
     borrow_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
+    lend_limit = serializers.IntegerField(
+        min_value=0,
+        max_value=1_000_000,
+        default=None,
+        allow_null=True,
+        help_text="GPUs of its unused nominal quota the tenant lends to its cohort (at most "
+        "gpus; null: all of it). The rest stays reserved for the tenant.",
+    )
 
 
 class QuotaSetSerializer(StrictSerializer):

@@ -415,7 +415,12 @@ class QuotaViewSet(TenantScopedViewSet[Quota]):
 
     def _document(self, tenant: Tenant) -> dict[str, Any]:
         lines = [
-            {"flavor": q.flavor.name, "gpus": q.gpus, "borrow_limit": q.borrow_limit}
+            {
+                "flavor": q.flavor.name,
+                "gpus": q.gpus,
+                "borrow_limit": q.borrow_limit,
+                "lend_limit": q.lend_limit,
+            }
             for q in self.scoped_queryset(tenant)
         ]
         return {"flavors": lines, "cpu": tenant.cpu_quota, "memory_gib": tenant.memory_quota_gib}

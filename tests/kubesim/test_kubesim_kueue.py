@@ -41,6 +41,7 @@ def setup_queues(
     h100_quota: int = 8,
     cohort: str | None = None,
     preemption: dict | None = None,
+    b_lends: int | None = None,
 ) -> None:
     for name, product in (("h100", H100), ("l4", L4)):
         custom.create_cluster_custom_object(
@@ -99,6 +100,9 @@ def setup_queues(
                 ],
             },
         }
+        if tenant == "b" and b_lends is not None:
+            h100 = cq["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]
+            h100["lendingLimit"] = b_lends
         if cohort:
             cq["spec"]["cohortName"] = cohort
         if preemption:
@@ -214,6 +218,22 @@ def test_borrowing_within_cohort(ksim: KubeSim, kapi: client.ApiClient) -> None:
     apply(custom, queued("b1", "t-b", workers=3))
     wl_b = workload(custom, "t-b", "b1")
     assert "admission" not in wl_b["status"]  # only 2 left in b's quota
+
+
+def test_a_lending_limit_keeps_the_rest_of_the_quota_for_its_queue(
+    ksim: KubeSim, kapi: client.ApiClient
+) -> None:
+    """b lends only 3 of its 8 H100s: a may borrow 3, not 6, and b keeps 5 for itself."""
+    custom, core = client.CustomObjectsApi(kapi), client.CoreV1Api(kapi)
+    setup_queues(custom, core, h100_quota=4, cohort="gpus", b_lends=3)
+    apply(custom, queued("big", "t-a", workers=10))
+    assert "admission" not in workload(custom, "t-a", "big")["status"]  # 4 own + 3 lent < 10
+    apply(custom, queued("fits", "t-a", workers=7))
+    assert workload(custom, "t-a", "fits")["status"]["admission"]["clusterQueue"] == "cq-a"
+    apply(custom, queued("b-own", "t-b", workers=5))  # what b keeps is still there
+    assert workload(custom, "t-b", "b-own")["status"]["admission"]["clusterQueue"] == "cq-b"
+    apply(custom, queued("b-more", "t-b", workers=1))  # b's lent 3 are a's now
+    assert "admission" not in workload(custom, "t-b", "b-more")["status"]
 
 
 def test_without_kueue_the_label_is_ignored(sim: KubeSim, custom: client.CustomObjectsApi) -> None:

@@ -185,15 +185,22 @@ def test_flavor_delete_is_audited(root: Any, as_user: Any, h100: Any) -> None:
 def test_quota_set_replaces_the_set_and_records_before_and_after(
     root: Any, acme: Any, as_user: Any
 ) -> None:
-    body = {"flavors": [{"flavor": "l4", "gpus": 3, "borrow_limit": 1}], "cpu": 5, "memory_gib": 6}
+    line = {"flavor": "l4", "gpus": 3, "borrow_limit": 1, "lend_limit": 2}
+    body = {"flavors": [line], "cpu": 5, "memory_gib": 6}
     response = as_user(root).put("/api/v1/tenants/acme/quotas/", body)
     assert response.status_code == 200
     assert response.json() == {**body}
+    assert Quota.objects.get(tenant=acme).lend_limit == 2
     assert list(Quota.objects.filter(tenant=acme).values_list("flavor__name", "gpus")) == [
         ("l4", 3)
     ]
     event = AuditEvent.objects.get(action="quota.set")
-    assert event.data["before"]["flavors"][0] == {"flavor": "h100", "gpus": 16, "borrow_limit": 8}
+    assert event.data["before"]["flavors"][0] == {
+        "flavor": "h100",
+        "gpus": 16,
+        "borrow_limit": 8,
+        "lend_limit": None,
+    }
     assert event.data["after"] == body
 
 

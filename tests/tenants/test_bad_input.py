@@ -110,6 +110,13 @@ CASES = [
         "root",
         "PUT",
         Q,
+        quota(flavors=[{"flavor": "h100", "gpus": 4, "lend_limit": 5}]),
+        "flavors.0.lend_limit",
+    ),
+    (
+        "root",
+        "PUT",
+        Q,
         quota(flavors=[{"flavor": "l4", "gpus": 1}, {"flavor": "l4", "gpus": 2}]),
         "flavors.1.flavor",
     ),

@@ -66,6 +66,20 @@ def flavor_quotas(cq: Obj) -> dict[tuple[str, str], tuple[int, int | None]]:
     return out
 
 
+def kept_quotas(cq: Obj) -> dict[tuple[str, str], int]:
+    """What ``cq`` keeps for itself per (flavor, resource): ``nominalQuota -
+    lendingLimit`` where a lending limit is set (Kueue never lends that part)."""
+    out: dict[tuple[str, str], int] = {}
+    for rg in get_path(cq, "spec", "resourceGroups", default=[]):
+        for fl in rg.get("flavors") or []:
+            for r in fl.get("resources") or []:
+                ll = r.get("lendingLimit")
+                if ll is not None:
+                    nominal = quantity.amount(r["name"], r.get("nominalQuota", 0))
+                    out[(fl["name"], r["name"])] = max(nominal - quantity.amount(r["name"], ll), 0)
+    return out
+
+
 def available(
     cluster: Cluster,
     cq: Obj,
@@ -83,14 +97,18 @@ def available(
     if not cohort:
         return nominal - own_used
     # What the cohort has left in total (others may be borrowing our quota: without
-    # preemption we cannot take it back), capped by our own borrowing limit.
+    # preemption we cannot take it back), capped by our own borrowing limit. With
+    # lending limits, each queue keeps ``nominal - lendingLimit`` for itself: the
+    # cohort's pool is what the queues lend, drawn on by usage beyond what each keeps.
     total, used = 0, 0
     for member in cluster.store.iter(CQ):
         if get_path(member, "spec", "cohortName") != cohort:
             continue
-        total += flavor_quotas(member).get(key, (0, 0))[0]
-        used += use.get(member["metadata"]["name"], Counter())[key]
-    free = total - used
+        kept = kept_quotas(member).get(key, 0)
+        total += flavor_quotas(member).get(key, (0, 0))[0] - kept
+        used += max(use.get(member["metadata"]["name"], Counter())[key] - kept, 0)
+    own_kept = kept_quotas(cq).get(key, 0)
+    free = max(own_kept - own_used, 0) + total - used
     if nominal_only:
         return min(free, nominal - own_used)
     if borrow_limit is not None:

@@ -226,6 +226,22 @@ def test_cluster_queue_quota_per_flavor(acme: Any, h100: Any, l4: Any) -> None:
     assert names["dev"] < names["prod"]
 
 
+def test_cluster_queue_carries_a_lending_limit_where_one_is_set(
+    acme: Any, h100: Any, l4: Any
+) -> None:
+    Quota.objects.filter(tenant=acme, flavor=h100).update(lend_limit=4)
+    (queue,) = [
+        o
+        for o in kueue_objects([acme], [h100, l4], Quota.objects.all())
+        if o["kind"] == "ClusterQueue"
+    ]
+    flavors = {f["name"]: f["resources"] for f in queue["spec"]["resourceGroups"][0]["flavors"]}
+    h100_res = {r["name"]: r for r in flavors["h100"]}
+    assert h100_res["nvidia.com/gpu"]["lendingLimit"] == "4"
+    assert h100_res["cpu"]["lendingLimit"] == "96"  # the CPU that 4 GPUs bring
+    assert all("lendingLimit" not in r for r in flavors["l4"])  # none set: lends all
+
+
 def test_gpu_resource_flavors_keep_heads_off_gpu_nodes(h100: Any) -> None:
     (flavor,) = [o for o in kueue_objects([], [h100], []) if o["metadata"]["name"] == "h100"]
     assert flavor["spec"]["nodeLabels"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}

@@ -69,9 +69,7 @@ class Ledger:
             self.borrow[q.tenant, q.flavor] = q.borrow_limit
             if q.guaranteed:
                 self.guaranteed[q.tenant, q.flavor] = q.guaranteed
-            self.cohort_nominal[self.tenant(q.tenant).cohort, q.flavor] += (
-                q.gpus - q.guaranteed
-            )
+            self.cohort_nominal[self.tenant(q.tenant).cohort, q.flavor] += q.gpus - q.guaranteed
         self.usage: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.cohort_usage: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.cpu: dict[str, Decimal] = defaultdict(Decimal)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
@@ -21,7 +22,7 @@ from clusters.api.output import ClusterListItemOut, ClusterOut
 from clusters.api.serializers import ClusterCreateInput
 from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
-from clusters.requests import services
+from clusters.requests import controls, services
 from clusters.spec import ClusterSpec
 from controlplane.api.serializers import StrictSerializer
 from controlplane.api.viewsets import bodyless
@@ -48,6 +49,24 @@ class ExtendIn(StrictSerializer):
             raise serializers.ValidationError(exc.message_dict["hours"]) from exc
 
 
+class ReasonIn(StrictSerializer):
+    """Body of ``POST .../suspend/``, ``.../hold/`` and ``.../release/``: why, in words the
+    owner reads in the request's timeline (optional for suspend and release)."""
+
+    reason = serializers.CharField(
+        required=False, allow_blank=True, max_length=controls.REASON_MAX, default=""
+    )
+
+
+class PriorityIn(StrictSerializer):
+    """Body of ``POST .../priority/``: the new priority and why."""
+
+    priority = serializers.IntegerField(
+        min_value=settings.CLUSTER_PRIORITY_MIN, max_value=settings.CLUSTER_PRIORITY_MAX
+    )
+    reason = serializers.CharField(max_length=controls.REASON_MAX)
+
+
 class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     """List/detail reads plus the write actions, each a thin call into a service."""
 
@@ -70,6 +89,9 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         "resume": Role.ENGINEER,
         "extend": Role.ENGINEER,
         "keepalive": Role.ENGINEER,
+        "priority": Role.ADMIN,
+        "hold": Role.ADMIN,
+        "release": Role.ADMIN,
     }
 
     def get_serializer_class(self) -> Any:
@@ -100,12 +122,61 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         )
         return self._out(cluster, status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=None, responses=ClusterOut)
+    @extend_schema(request=ReasonIn, responses=ClusterOut)
     @action(detail=True, methods=["post"])
-    @bodyless
     def suspend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Suspend a running cluster; an optional ``reason`` goes into its timeline."""
+        body = ReasonIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        reason = " ".join(body.validated_data["reason"].split())
         cluster = services.cluster_suspend(
-            actor=request.user, cluster=self.get_object(), role=self.tenant_role
+            actor=request.user,
+            cluster=self.get_object(),
+            role=self.tenant_role,
+            message=f"suspended by {request.user.get_username()}: {reason}" if reason else "",
+        )
+        return self._out(cluster)
+
+    @extend_schema(request=PriorityIn, responses=ClusterOut)
+    @action(detail=True, methods=["post"])
+    def priority(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Set a request's priority (tenant admins; higher goes first)."""
+        body = PriorityIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        cluster = controls.cluster_set_priority(
+            actor=request.user,
+            cluster=self.get_object(),
+            priority=body.validated_data["priority"],
+            reason=body.validated_data["reason"],
+            role=self.tenant_role,
+        )
+        return self._out(cluster)
+
+    @extend_schema(request=ReasonIn, responses=ClusterOut)
+    @action(detail=True, methods=["post"])
+    def hold(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Hold a queued request back until it is released (tenant admins)."""
+        body = ReasonIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        cluster = controls.cluster_hold(
+            actor=request.user,
+            cluster=self.get_object(),
+            reason=body.validated_data["reason"],
+            role=self.tenant_role,
+        )
+        return self._out(cluster)
+
+    @extend_schema(request=ReasonIn, responses=ClusterOut)
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Release a held request back into the queue (tenant admins)."""
+        body = ReasonIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        cluster = controls.cluster_release(
+            actor=request.user,
+            cluster=self.get_object(),
+            reason=body.validated_data["reason"],
+            role=self.tenant_role,
         )
         return self._out(cluster)
 

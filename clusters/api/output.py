@@ -136,6 +136,8 @@ class ClusterListItemOut(drf.ModelSerializer):
             "gpu_fraction",
             "ttl_hours",
             "priority",
+            "held_at",
+            "hold_reason",
             "image",
             "ray_version",
             "env",

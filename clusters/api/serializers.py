@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
@@ -77,6 +78,15 @@ class ClusterCreateInput(drf.Serializer):
         default=None,
         min_value=shapes.MIN_HOURS,
         max_value=shapes.MAX_HOURS,
+    )
+    priority = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=settings.CLUSTER_PRIORITY_MIN,
+        max_value=settings.CLUSTER_PRIORITY_MAX,
+        help_text="Tenant admins only: higher goes first among the tenant's requests of "
+        f"the same kind ({settings.CLUSTER_PRIORITY_MIN} to {settings.CLUSTER_PRIORITY_MAX}, "
+        "default 0).",
     )
     image = serializers.CharField(
         required=False,

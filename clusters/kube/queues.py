@@ -122,13 +122,12 @@ def _flavor_entry(
     def memory(n: int) -> str:
         return q.memory_gib(_round(mem_per_gpu * n))
 
-    lent = lend is not None
     return {
         "name": spec.name,
         "resources": [
-            entry("cpu", cpu(gpus), cpu(borrow), cpu(lend) if lent else None),
-            entry("memory", memory(gpus), memory(borrow), memory(lend) if lent else None),
-            entry(GPU, q.count(gpus), q.count(borrow), q.count(lend) if lent else None),
+            entry("cpu", cpu(gpus), cpu(borrow), None if lend is None else cpu(lend)),
+            entry("memory", memory(gpus), memory(borrow), None if lend is None else memory(lend)),
+            entry(GPU, q.count(gpus), q.count(borrow), None if lend is None else q.count(lend)),
         ],
     }
 

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from clusters import admission as adm
@@ -207,7 +208,9 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
     by_name = {f.name: f for f in flavors.values()}
     fields = tuple(f for f in _QUEUED_FIELDS if f != "name")
     for values in (
-        ClusterRequest.objects.unscoped().filter(state=State.QUEUED).values(*fields, *_QUEUE_FIELDS)
+        ClusterRequest.objects.unscoped()
+        .filter(state=State.QUEUED, held_at__isnull=True)  # a held request waits aside
+        .values(*fields, *_QUEUE_FIELDS)
     ):
         key = _shape_key(values)
         shape = memo.get(key)
@@ -239,11 +242,13 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
 
 
 def _parked() -> list[adm.Parked]:
-    """Suspended dev clusters, which count against their owners' caps."""
+    """Suspended dev clusters and held dev requests, which count against their owners'
+    caps (a hold must not let an engineer queue more than the caps allow)."""
+    parked = Q(state=State.SUSPENDED) | Q(state=State.QUEUED, held_at__isnull=False)
     return [
         adm.Parked(tenant=v["tenant__slug"], owner=v["owner_id"], gpus=Decimal(v["gpus"]))
         for v in ClusterRequest.objects.unscoped()
-        .filter(state=State.SUSPENDED, kind=ClusterKind.DEV)
+        .filter(parked, kind=ClusterKind.DEV)
         .values("tenant__slug", "owner_id", "gpus")
     ]
 

@@ -31,7 +31,7 @@ from clusters.states import LIVE, State
 from clusters.transitions import note, transition
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
-from tenants.models import GpuFlavor, Tenant
+from tenants.models import GpuFlavor, Role, Tenant
 from tenants.selectors import role_in_tenant, unknown_flavor_message
 
 
@@ -125,6 +125,10 @@ def cluster_request_check(
     role = role or role_in_tenant(user=actor, tenant=tenant)
     if not rules.may_request(role=role, kind=spec.kind):
         raise PermissionDenied(rules.requester_refusal(tenant=tenant, role=role, kind=spec.kind))
+    if spec.priority and role != Role.ADMIN:
+        raise PermissionDenied(
+            "Only the tenant's admins set a request's priority; leave it out (0)."
+        )
     others = _fallback_flavors(spec)
     errors: dict[str, list[str]] = {}
     try:

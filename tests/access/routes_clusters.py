@@ -20,7 +20,7 @@ CLUSTERS = "api/v1/tenants/{tenant_slug}/clusters/"
 ONE = CLUSTERS + "{name}/"
 
 
-def _bobs(state: str, name: str = "bob-dev") -> Any:
+def _bobs(state: str, name: str = "bob-dev", **extra: Any) -> Any:
     def build(w: Any) -> dict[str, str]:
         now = timezone.now()
         ClusterRequest.objects.get_or_create(
@@ -37,6 +37,7 @@ def _bobs(state: str, name: str = "bob-dev") -> Any:
                 "ttl_hours": 8,
                 "admitted_at": now,
                 "expires_at": now + timedelta(hours=8) if state == "ready" else None,
+                **extra,
             },
         )
         return {"tenant_slug": "acme", "name": name}
@@ -103,6 +104,34 @@ ROUTES = {
         methods={
             "POST": Case(
                 members(viewer=403, engineer=200, admin=200, platform=200), kwargs=_bobs("ready")
+            )
+        }
+    ),
+    # Queue controls are the tenant admins' (and platform admins').
+    ONE + "priority/": Route(
+        methods={
+            "POST": Case(
+                members(viewer=403, engineer=403, admin=200, platform=200),
+                kwargs=_bobs("queued", "bob-waits"),
+                body=lambda w: {"priority": 5, "reason": "demo on Friday"},
+            )
+        }
+    ),
+    ONE + "hold/": Route(
+        methods={
+            "POST": Case(
+                members(viewer=403, engineer=403, admin=200, platform=200),
+                kwargs=_bobs("queued", "bob-waits"),
+                body=lambda w: {"reason": "the quota review first"},
+            )
+        }
+    ),
+    ONE + "release/": Route(
+        methods={
+            "POST": Case(
+                members(viewer=403, engineer=403, admin=200, platform=200),
+                kwargs=_bobs("queued", "bob-held", held_at=timezone.now(), hold_reason="wait"),
+                body=lambda w: {"reason": "go ahead"},
             )
         }
     ),

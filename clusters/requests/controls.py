@@ -1,0 +1,181 @@
+"""Queue controls for tenant admins: a request's priority, and holding it back.
+
+A tenant admin orders their own tenant's work: they raise or lower a request's priority
+within ``CLUSTER_PRIORITY_MIN``..``CLUSTER_PRIORITY_MAX`` (higher goes first among the
+tenant's requests of the same kind, DESIGN's queue order), and put a queued request on
+hold (the admission pass passes over it, and its place is kept for nobody) until they
+release it. Platform admins act as admins of every tenant. Each control takes a reason,
+which the owner reads in the request's timeline, and is audited with the actor.
+
+Suspending a running cluster with a reason is :func:`clusters.requests.services.
+cluster_suspend`; the dashboard's queue controls call it with the admin's reason.
+
+Only the built-in queue orders requests itself: under Kueue, Kueue's own priority
+classes and queueing decide, so these controls refuse with a 409 that says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from clusters import lifecycle
+from clusters.models import ClusterRequest
+from clusters.queue.backends import queue_backend
+from clusters.states import LIVE, State
+from clusters.transitions import note
+from controlplane.exceptions import ServiceConflict
+from tenants.audit import audit_record
+from tenants.models import Role
+from tenants.selectors import role_in_tenant
+
+REASON_MAX = 300
+
+
+def priority_range() -> tuple[int, int]:
+    """The lowest and highest priority a request may have (settings)."""
+    return settings.CLUSTER_PRIORITY_MIN, settings.CLUSTER_PRIORITY_MAX
+
+
+def _require_tenant_admin(*, actor: Any, cluster: ClusterRequest, role: str | None) -> None:
+    role = role or role_in_tenant(user=actor, tenant=cluster.tenant)
+    if role != Role.ADMIN:
+        raise PermissionDenied("Only the tenant's admins may change the queue.")
+
+
+def _require_own_queue() -> None:
+    if queue_backend().name != "builtin":
+        raise ServiceConflict(
+            "Kueue orders the queue in this deployment (QUEUE_MODE=kueue): a request's "
+            "priority comes from its kind's WorkloadPriorityClass and cannot be held here.",
+            code="queue_mode",
+        )
+
+
+def _clean_reason(reason: str) -> str:
+    reason = " ".join(str(reason or "").split())
+    if not reason:
+        raise ValidationError({"reason": ["Say why: the owner reads it in the timeline."]})
+    if len(reason) > REASON_MAX:
+        raise ValidationError({"reason": [f"At most {REASON_MAX} characters."]})
+    return reason
+
+
+def cluster_set_priority(
+    *,
+    actor: Any,
+    cluster: ClusterRequest,
+    priority: int,
+    reason: str,
+    role: str | None = None,
+) -> ClusterRequest:
+    """Set a live request's priority (tenant admins); the queue re-orders at once."""
+    _require_tenant_admin(actor=actor, cluster=cluster, role=role)
+    _require_own_queue()
+    low, high = priority_range()
+    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
+        raise ValidationError({"priority": [f"A priority is a whole number from {low} to {high}."]})
+    reason = _clean_reason(reason)
+    with transaction.atomic():
+        cluster = lifecycle.locked(cluster)
+        if cluster.state not in LIVE:
+            raise ServiceConflict(
+                f"This request is {cluster.state}: its priority no longer matters.",
+                code="invalid_state",
+            )
+        before = cluster.priority
+        if before == priority:
+            return cluster
+        ClusterRequest.objects.filter(pk=cluster.pk).update(priority=priority)
+        cluster.priority = priority
+        note(
+            cluster,
+            reason="priority_changed",
+            message=f"priority {before} -> {priority}: {reason}",
+            actor=actor,
+        )
+        audit_record(
+            actor=actor,
+            action="cluster.priority",
+            obj=cluster,
+            tenant=cluster.tenant,
+            data={"before": before, "after": priority, "reason": reason},
+        )
+        queue_backend().request_queued(cluster.pk)
+    return cluster
+
+
+def cluster_hold(
+    *, actor: Any, cluster: ClusterRequest, reason: str, role: str | None = None
+) -> ClusterRequest:
+    """Put a queued request on hold: admission passes over it until it is released."""
+    _require_tenant_admin(actor=actor, cluster=cluster, role=role)
+    _require_own_queue()
+    reason = _clean_reason(reason)
+    with transaction.atomic():
+        cluster = lifecycle.locked(cluster)
+        if cluster.state != State.QUEUED:
+            raise ServiceConflict(
+                f"Only a queued request can be held; this one is {cluster.state}. "
+                "Suspend a running cluster instead.",
+                code="invalid_state",
+            )
+        if cluster.held_at is not None:
+            raise ServiceConflict("This request is already on hold.", code="already_held")
+        who = actor.get_username()
+        fields = {
+            "held_at": timezone.now(),
+            "hold_reason": reason,
+            "queue_position": None,
+            "queue_flavor_position": None,
+            "queue_reason": "held",
+            "queue_message": f"On hold by {who}: {reason}"[:500],
+            "queue_eta": None,
+            "queue_flavors": [],
+        }
+        ClusterRequest.objects.filter(pk=cluster.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(cluster, name, value)
+        note(cluster, reason="held", message=f"on hold: {reason}", actor=actor)
+        audit_record(
+            actor=actor,
+            action="cluster.hold",
+            obj=cluster,
+            tenant=cluster.tenant,
+            data={"reason": reason},
+        )
+        # The requests behind it move up: positions are re-counted by a pass.
+        queue_backend().request_queued(cluster.pk)
+    return cluster
+
+
+def cluster_release(
+    *, actor: Any, cluster: ClusterRequest, reason: str = "", role: str | None = None
+) -> ClusterRequest:
+    """Release a held request: it takes its place in the queue again (by its priority
+    and age, as if it had never been held)."""
+    _require_tenant_admin(actor=actor, cluster=cluster, role=role)
+    reason = " ".join(str(reason or "").split())[:REASON_MAX]
+    with transaction.atomic():
+        cluster = lifecycle.locked(cluster)
+        if cluster.held_at is None:
+            raise ServiceConflict("This request is not on hold.", code="not_held")
+        fields = {"held_at": None, "hold_reason": "", "queue_reason": "", "queue_message": ""}
+        ClusterRequest.objects.filter(pk=cluster.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(cluster, name, value)
+        message = f"released from hold: {reason}" if reason else "released from hold"
+        note(cluster, reason="released", message=message, actor=actor)
+        audit_record(
+            actor=actor,
+            action="cluster.release",
+            obj=cluster,
+            tenant=cluster.tenant,
+            data={"reason": reason},
+        )
+        queue_backend().request_queued(cluster.pk)
+    return cluster

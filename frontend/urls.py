@@ -4,6 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from frontend import views
+from frontend.views import platform, tenant_admin
 from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
@@ -25,6 +26,50 @@ urlpatterns = [
     path(TENANT + "webhooks/", views.webhooks_page, name="webhooks-page"),
     path(TENANT + "webhooks/<int:webhook_id>/delete/", views.webhook_delete, name="webhook-delete"),
     path(TENANT + "webhooks/<int:webhook_id>/test/", views.webhook_test, name="webhook-test"),
+    # Platform administration (platform admins only; 404 for anybody else).
+    path("platform/users/", platform.users, name="platform-users"),
+    path(
+        "platform/users/<int:user_id>/<str:action>/",
+        platform.user_action,
+        name="platform-user-action",
+    ),
+    path("platform/flavors/", platform.flavors, name="platform-flavors"),
+    path("platform/flavors/<slug:name>/", platform.flavor_edit, name="platform-flavor"),
+    path(
+        "platform/flavors/<slug:name>/delete/",
+        platform.flavor_delete,
+        name="platform-flavor-delete",
+    ),
+    path("platform/tenants/", platform.tenants, name="platform-tenants"),
+    path("platform/tenants/<slug:slug>/", platform.tenant, name="platform-tenant"),
+    path(
+        "platform/tenants/<slug:slug>/quota/", platform.tenant_quota, name="platform-tenant-quota"
+    ),
+    path(
+        "platform/tenants/<slug:slug>/quota/preview/",
+        platform.tenant_quota_preview,
+        name="platform-tenant-quota-preview",
+    ),
+    path(
+        "platform/tenants/<slug:slug>/<str:action>/",
+        platform.tenant_archive,
+        name="platform-tenant-archive",
+    ),
+    # A tenant's admins: members, policy, and the queue controls of one request.
+    path(TENANT + "members/", tenant_admin.members, name="tenant-members-page"),
+    path(
+        TENANT + "members/<str:username>/role/",
+        tenant_admin.member_role,
+        name="tenant-member-role",
+    ),
+    path(
+        TENANT + "members/<str:username>/remove/",
+        tenant_admin.member_remove,
+        name="tenant-member-remove",
+    ),
+    path(TENANT + "policy/", tenant_admin.policy, name="tenant-policy-page"),
+    path(CLUSTER + "manage/", tenant_admin.manage, name="cluster-manage"),
+    path(CLUSTER + "manage/<str:control>/", tenant_admin.manage, name="cluster-manage-control"),
     path(TENANT, views.cluster_list, name="cluster-list"),
     path(TENANT + "clusters/new/", views.cluster_new, name="cluster-new"),
     path(TENANT + "clusters/new/verdict/", views.cluster_dry_run, name="cluster-verdict"),

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
+from django.contrib.sessions.models import Session
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
+from django.utils import timezone
 from knox.models import AuthToken
 
 from controlplane.exceptions import ServiceConflict
@@ -48,7 +50,16 @@ POLICY_FIELDS = (
     "idle_suspend_prod",
 )
 TENANT_EDITABLE = frozenset(
-    {"name", "cohort", "weight", "cpu_quota", "memory_quota_gib", "pod_security", *POLICY_FIELDS}
+    {
+        "name",
+        "cohort",
+        "weight",
+        "cpu_quota",
+        "memory_quota_gib",
+        "pod_security",
+        "monthly_gpu_hour_budget",
+        *POLICY_FIELDS,
+    }
 )
 TENANT_IMMUTABLE = ("slug", "namespace")
 FLAVOR_EDITABLE = frozenset(
@@ -120,6 +131,80 @@ def user_create(
         action="user.create",
         obj=user,
         data={"username": username, "email": email, "is_staff": is_staff},
+    )
+    return user
+
+
+def _platform_admins_left(*, without: Any) -> int:
+    return (
+        get_user_model()
+        .objects.filter(is_staff=True, is_active=True)
+        .exclude(pk=without.pk)
+        .count()
+    )
+
+
+@transaction.atomic
+def user_set_active(*, actor: Any, user: Any, active: bool) -> Any:
+    """Deactivate a user (they can no longer sign in, and their API tokens and sessions
+    end at once) or activate them again (platform admins only). Nobody deactivates
+    themselves, and the last active platform admin stays."""
+    _require_platform_admin(actor)
+    user = get_user_model().objects.select_for_update().get(pk=user.pk)
+    if user.is_active == active:
+        return user
+    if not active:
+        if user.pk == actor.pk:
+            raise ServiceConflict("You cannot deactivate yourself.", code="self")
+        if user.is_staff and not _platform_admins_left(without=user):
+            raise ServiceConflict(
+                f"{user.get_username()} is the last active platform admin.", code="last_admin"
+            )
+    user.is_active = active
+    user.save(update_fields=["is_active"])
+    revoked = 0
+    if not active:
+        revoked = AuthToken.objects.filter(user=user).delete()[0]
+        _end_sessions(user)
+    audit_record(
+        actor=actor,
+        action="user.activate" if active else "user.deactivate",
+        obj=user,
+        data={"username": user.get_username(), "tokens_revoked": revoked},
+    )
+    return user
+
+
+def _end_sessions(user: Any) -> None:
+    """End every browser session of ``user`` (sessions store the user's id)."""
+    now = timezone.now()
+    for session in Session.objects.filter(expire_date__gt=now).iterator():
+        if str(session.get_decoded().get("_auth_user_id")) == str(user.pk):
+            session.delete()
+
+
+@transaction.atomic
+def user_set_platform_admin(*, actor: Any, user: Any, admin: bool) -> Any:
+    """Make a user a platform admin or take it away (platform admins only); the last
+    active platform admin cannot be taken away, nor can you demote yourself."""
+    _require_platform_admin(actor)
+    user = get_user_model().objects.select_for_update().get(pk=user.pk)
+    if user.is_staff == admin:
+        return user
+    if not admin:
+        if user.pk == actor.pk:
+            raise ServiceConflict("You cannot demote yourself; ask another admin.", code="self")
+        if not _platform_admins_left(without=user):
+            raise ServiceConflict(
+                f"{user.get_username()} is the last active platform admin.", code="last_admin"
+            )
+    user.is_staff = admin
+    user.save(update_fields=["is_staff"])
+    audit_record(
+        actor=actor,
+        action="user.platform_admin" if admin else "user.platform_admin_removed",
+        obj=user,
+        data={"username": user.get_username(), "is_staff": admin},
     )
     return user
 
@@ -379,6 +464,59 @@ def tenant_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, Any]) -> 
     return tenant
 
 
+# What a tenant's own admins may change: how their engineers share the tenant. The
+# platform keeps the rest (quotas, weight, cohort, the maximum TTL, pod security).
+TENANT_ADMIN_POLICY = frozenset(
+    {
+        "max_dev_clusters_per_user",
+        "max_dev_gpus_per_user",
+        "dev_ttl_hours",
+        "idle_suspend_minutes",
+        "idle_suspend_prod",
+    }
+)
+
+
+@transaction.atomic
+def tenant_policy_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, Any]) -> Tenant:
+    """A tenant admin's change to their tenant's policy, within what the platform
+    allows: the per-engineer caps, the default dev TTL (at most the platform's maximum
+    TTL for the tenant) and the idle policy. Platform admins may change these too."""
+    role = role_in_tenant(user=actor, tenant=tenant)
+    if role != Role.ADMIN:
+        raise PermissionDenied("Only the tenant's admins may change its policy.")
+    errors = {
+        key: ["Only a platform admin may change this."]
+        for key in sorted(set(changes) - TENANT_ADMIN_POLICY)
+    }
+    if errors:
+        raise ValidationError(errors)
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    fields = sorted(changes)
+    before = _snapshot(tenant, fields)
+    for name in fields:
+        setattr(tenant, name, changes[name])
+    if tenant.dev_ttl_hours > tenant.max_ttl_hours:
+        raise ValidationError(
+            {
+                "dev_ttl_hours": [
+                    f"At most {tenant.max_ttl_hours} hours: the maximum TTL the platform "
+                    f"allows {tenant.slug}."
+                ]
+            }
+        )
+    tenant.full_clean()
+    tenant.save(update_fields=fields or None)
+    audit_record(
+        actor=actor,
+        action="tenant.policy",
+        obj=tenant,
+        tenant=tenant,
+        data={"before": before, "after": _snapshot(tenant, fields)},
+    )
+    return tenant
+
+
 def _tenant_clean(tenant: Tenant) -> None:
     # The database constraint says the same; checking first names the field at fault.
     if tenant.dev_ttl_hours > tenant.max_ttl_hours:
@@ -436,6 +574,43 @@ def membership_add(*, actor: Any, tenant: Tenant, username: str, role: str) -> M
         data={"username": username, "role": role},
     )
     _ensure_visible(actor=actor, tenant=tenant)
+    return membership
+
+
+@transaction.atomic
+def membership_set_role(*, actor: Any, membership: Membership, role: str) -> Membership:
+    """Change a member's role (tenant admins and platform admins): never to or from a
+    role above the actor's own, and never the tenant's last admin away from admin."""
+    tenant = Tenant.objects.select_for_update().get(pk=membership.tenant_id)
+    actor_role = _require_member_manager(actor=actor, tenant=tenant)
+    if role not in Role.values:
+        raise ValidationError({"role": [f"Unknown role {role!r}."]})
+    membership = Membership.objects.select_related("user").get(pk=membership.pk)
+    if not (
+        role_may_grant(granter_role=actor_role, role=role)
+        and role_may_grant(granter_role=actor_role, role=membership.role)
+    ):
+        raise PermissionDenied("You cannot grant or change a role above your own.")
+    if membership.role == role:
+        return membership
+    if membership.role == Role.ADMIN:
+        admins = Membership.objects.filter(tenant=tenant, role=Role.ADMIN).count()
+        if admins <= 1:
+            raise ServiceConflict(
+                f"{membership.user.get_username()} is the last admin of {tenant.slug}; "
+                "make another member admin first.",
+                code="last_admin",
+            )
+    before = membership.role
+    membership.role = role
+    membership.save(update_fields=["role"])
+    audit_record(
+        actor=actor,
+        action="membership.role",
+        obj=membership,
+        tenant=tenant,
+        data={"username": membership.user.get_username(), "before": before, "after": role},
+    )
     return membership
 
 

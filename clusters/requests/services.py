@@ -122,6 +122,12 @@ def cluster_request_check(
     API resolves it with the tenant); it is read here when omitted. ``check_name``
     ``False`` leaves whether the name is taken to the caller (jobs check it their way).
     """
+    if tenant.archived_at is not None:
+        raise ServiceConflict(
+            f"{tenant.slug} is archived and takes no new requests; a platform admin can "
+            "restore it.",
+            code="tenant_archived",
+        )
     role = role or role_in_tenant(user=actor, tenant=tenant)
     if not rules.may_request(role=role, kind=spec.kind):
         raise PermissionDenied(rules.requester_refusal(tenant=tenant, role=role, kind=spec.kind))

@@ -1,0 +1,217 @@
+"""The administration pages' forms: they parse and offer choices, nothing more.
+
+Every rule (who may, what is valid, what must stay true) is the services' — the same
+ones the API calls — and a service's ``ValidationError`` is put back on these fields
+with :func:`attach_errors`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+
+from tenants.models import GpuFlavor, PodSecurity, Role, Tenant, tenant_namespace
+
+
+def attach_errors(form: forms.Form, exc: ValidationError) -> None:
+    """Put a service's errors on the form's fields (the rest above the form)."""
+    if not hasattr(exc, "error_dict"):
+        form.add_error(None, exc)
+        return
+    for field, errors in exc.message_dict.items():
+        # A quota line's error is keyed "flavors.<i>.<field>"; shown above the form.
+        target = field if field in form.fields else None
+        for error in errors:
+            form.add_error(target, error if target else f"{field}: {error}")
+
+
+def non_field(form: forms.Form) -> list[str]:
+    """The form's errors that belong to no field."""
+    return list(form.errors.get(NON_FIELD_ERRORS, []))
+
+
+class ReasonForm(forms.Form):
+    """Why: what the owner of a request reads in its timeline."""
+
+    reason = forms.CharField(
+        max_length=300,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "The owner reads this in the timeline"}),
+    )
+
+
+class PriorityForm(ReasonForm):
+    """A request's new priority and why."""
+
+    priority = forms.IntegerField(
+        min_value=settings.CLUSTER_PRIORITY_MIN,
+        max_value=settings.CLUSTER_PRIORITY_MAX,
+        help_text=(
+            f"{settings.CLUSTER_PRIORITY_MIN} to {settings.CLUSTER_PRIORITY_MAX}; higher goes "
+            "first among the tenant's requests of the same kind."
+        ),
+    )
+
+
+class UserCreateForm(forms.Form):
+    """A new local account."""
+
+    username = forms.CharField(max_length=150)
+    email = forms.EmailField(required=False)
+    password = forms.CharField(widget=forms.PasswordInput(render_value=False), strip=False)
+    is_staff = forms.BooleanField(required=False, label="Platform admin")
+
+
+class FlavorForm(forms.ModelForm):
+    """A GPU node type of the catalogue (the name is fixed once created)."""
+
+    class Meta:
+        model = GpuFlavor
+        fields = [
+            "name",
+            "gpu_product",
+            "gpus_per_node",
+            "cpu_per_node",
+            "memory_per_node_gib",
+            "node_count",
+            "max_node_count",
+            "sharing",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["name"].disabled = True
+
+    def validate_unique(self) -> None:
+        """The service checks uniqueness, in its transaction."""
+
+
+class TenantCreateForm(forms.Form):
+    """A new tenant: its namespace is derived from the slug, as the API derives it."""
+
+    slug = forms.SlugField(
+        max_length=40,
+        help_text=f"Lowercase letters, digits and dashes. The namespace will be "
+        f"{tenant_namespace('<slug>')}.",
+    )
+    name = forms.CharField(max_length=100)
+    cohort = forms.SlugField(
+        max_length=40,
+        initial="default",
+        help_text="Tenants of one cohort borrow each other's unused quota.",
+    )
+    weight = forms.DecimalField(
+        min_value=0.01, max_value=1000, decimal_places=2, initial=1, help_text="Fair-share weight."
+    )
+
+
+class TenantEditForm(forms.ModelForm):
+    """What a platform admin changes on a tenant (never the slug or namespace)."""
+
+    class Meta:
+        model = Tenant
+        fields = [
+            "name",
+            "cohort",
+            "weight",
+            "pod_security",
+            "max_ttl_hours",
+            "dev_ttl_hours",
+            "max_dev_clusters_per_user",
+            "max_dev_gpus_per_user",
+            "idle_suspend_minutes",
+            "idle_suspend_prod",
+            "monthly_gpu_hour_budget",
+        ]
+        widgets = {"pod_security": forms.Select(choices=PodSecurity.choices)}
+
+    def validate_unique(self) -> None:
+        """The service checks, in its transaction."""
+
+
+class PolicyForm(forms.ModelForm):
+    """What a tenant's own admins change: how their engineers share the tenant."""
+
+    class Meta:
+        model = Tenant
+        fields = [
+            "max_dev_clusters_per_user",
+            "max_dev_gpus_per_user",
+            "dev_ttl_hours",
+            "idle_suspend_minutes",
+            "idle_suspend_prod",
+        ]
+
+    def validate_unique(self) -> None:
+        """The service checks, in its transaction."""
+
+
+class QuotaForm(forms.Form):
+    """A tenant's whole quota: per flavor nominal, borrowing and lending limits, plus the
+    tenant's CPU and memory. Fields are made per catalogue flavor."""
+
+    cpu = forms.IntegerField(min_value=0, max_value=10_000_000, label="CPU cores (0: no quota)")
+    memory_gib = forms.IntegerField(
+        min_value=0, max_value=100_000_000, label="Memory GiB (0: no quota)"
+    )
+
+    def __init__(self, *args: Any, flavors: list[GpuFlavor], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.flavors = flavors
+        for f in flavors:
+            self.fields[f"{f.name}-gpus"] = forms.IntegerField(
+                min_value=0, max_value=1_000_000, required=False, label=f"{f.name} nominal GPUs"
+            )
+            self.fields[f"{f.name}-borrow"] = forms.IntegerField(
+                min_value=0, max_value=1_000_000, required=False, label=f"{f.name} may borrow"
+            )
+            self.fields[f"{f.name}-lend"] = forms.IntegerField(
+                min_value=0,
+                max_value=1_000_000,
+                required=False,
+                label=f"{f.name} lends at most",
+                help_text="Empty: all of its unused nominal quota.",
+            )
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The per-flavor fields, one row per flavor, for the template's table."""
+        return [
+            {
+                "flavor": f,
+                "gpus": self[f"{f.name}-gpus"],
+                "borrow": self[f"{f.name}-borrow"],
+                "lend": self[f"{f.name}-lend"],
+            }
+            for f in self.flavors
+        ]
+
+    def lines(self) -> list[dict[str, Any]]:
+        """The flavors with a quota (nominal or borrowing above 0), as the service takes
+        them; call after ``is_valid()``."""
+        out = []
+        for f in self.flavors:
+            gpus = self.cleaned_data.get(f"{f.name}-gpus") or 0
+            borrow = self.cleaned_data.get(f"{f.name}-borrow") or 0
+            lend = self.cleaned_data.get(f"{f.name}-lend")
+            if gpus or borrow:
+                out.append(
+                    {"flavor": f.name, "gpus": gpus, "borrow_limit": borrow, "lend_limit": lend}
+                )
+        return out
+
+
+class MemberAddForm(forms.Form):
+    """Give an existing user a role in the tenant."""
+
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.ENGINEER)
+
+
+class MemberRoleForm(forms.Form):
+    """A member's new role."""
+
+    role = forms.ChoiceField(choices=Role.choices)

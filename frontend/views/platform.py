@@ -1,0 +1,344 @@
+"""Platform administration pages: users, the GPU catalogue, tenants and their quotas.
+
+Platform admins only; anybody else gets a 404, as for any page they may not see. Every
+write calls the service the API calls (``tenants.services``, ``clusters.requests.
+tenancy``), which checks, validates and audits it with the signed-in user; these views
+translate the form and the outcome, nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Prefetch, Q, Sum
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from clusters.queue.quota_preview import ProposedLine, quota_preview
+from clusters.requests import tenancy
+from controlplane.exceptions import ServiceConflict
+from frontend import admin_forms as f
+from frontend.views.common import HtmxHttpRequest
+from tenants import selectors, services
+from tenants.models import GpuFlavor, Membership, Quota, Tenant
+
+
+def require_platform_admin(request: HttpRequest) -> None:
+    """A 404 for anybody but a platform admin (the page does not exist for them)."""
+    if not selectors.is_platform_admin(request.user):
+        raise Http404("No such page.")
+
+
+def run(request: HttpRequest, form: Any, call: Callable[[], Any], done: str) -> Any:
+    """Call a service for a valid form: success adds ``done`` as a message and returns
+    the service's result; a refusal puts its reason on the form (``None`` returned)."""
+    try:
+        result = call()
+    except ValidationError as exc:
+        f.attach_errors(form, exc)
+        return None
+    except ServiceConflict as exc:
+        form.add_error(None, exc.message)
+        return None
+    messages.success(request, done)
+    return result
+
+
+# --- Users --------------------------------------------------------------------------
+
+
+@login_required
+def users(request: HttpRequest) -> HttpResponse:
+    """Every account with its tenants and roles; create one; deactivate or promote."""
+    require_platform_admin(request)
+    form = f.UserCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        created = run(
+            request,
+            form,
+            lambda: services.user_create(
+                actor=request.user,
+                username=data["username"],
+                email=data["email"],
+                password=data["password"],
+                is_staff=data["is_staff"],
+            ),
+            f"Created {data['username']}.",
+        )
+        if created is not None:
+            return redirect("platform-users")
+    accounts = selectors.user_list().prefetch_related(
+        Prefetch(
+            "memberships",
+            queryset=Membership.objects.select_related("tenant").order_by("tenant__slug"),
+        )
+    )
+    status = 400 if form.errors else 200
+    return render(
+        request, "frontend/platform/users.html", {"form": form, "accounts": accounts}, status=status
+    )
+
+
+USER_ACTIONS: dict[str, tuple[Callable[..., Any], dict[str, bool], str]] = {
+    "deactivate": (services.user_set_active, {"active": False}, "deactivated"),
+    "activate": (services.user_set_active, {"active": True}, "activated"),
+    "make-admin": (services.user_set_platform_admin, {"admin": True}, "made a platform admin"),
+    "remove-admin": (
+        services.user_set_platform_admin,
+        {"admin": False},
+        "no longer a platform admin",
+    ),
+}
+
+
+@login_required
+@require_POST
+def user_action(request: HttpRequest, user_id: int, action: str) -> HttpResponse:
+    """Deactivate, activate, promote or demote one account."""
+    require_platform_admin(request)
+    if action not in USER_ACTIONS:
+        raise Http404(f"There is no {action!r} action on a user.")
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    service, kwargs, done = USER_ACTIONS[action]
+    try:
+        service(actor=request.user, user=user, **kwargs)
+    except ServiceConflict as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{user.get_username()} {done}.")
+    return redirect("platform-users")
+
+
+# --- The GPU catalogue -----------------------------------------------------------------
+
+
+@login_required
+def flavors(request: HttpRequest) -> HttpResponse:
+    """The catalogue with its quotas and requests; add a flavor."""
+    require_platform_admin(request)
+    form = f.FlavorForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        created = run(
+            request,
+            form,
+            lambda: services.flavor_create(actor=request.user, **form.cleaned_data),
+            f"Added {form.cleaned_data['name']} to the catalogue.",
+        )
+        if created is not None:
+            return redirect("platform-flavors")
+    catalogue = selectors.flavor_list().annotate(
+        quota_gpus=Sum("quotas__gpus"), tenants=Count("quotas", distinct=True)
+    )
+    return render(
+        request,
+        "frontend/platform/flavors.html",
+        {"form": form, "catalogue": catalogue},
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+def flavor_edit(request: HttpRequest, name: str) -> HttpResponse:
+    """Change a flavor's nodes, shape or sharing; remove it when nothing uses it."""
+    require_platform_admin(request)
+    flavor = get_object_or_404(GpuFlavor, name=name)
+    form = f.FlavorForm(request.POST or None, instance=GpuFlavor.objects.get(pk=flavor.pk))
+    if request.method == "POST" and form.is_valid():
+        changes = {k: v for k, v in form.cleaned_data.items() if k != "name"}
+        saved = run(
+            request,
+            form,
+            lambda: services.flavor_update(actor=request.user, flavor=flavor, changes=changes),
+            f"Saved {flavor.name}.",
+        )
+        if saved is not None:
+            return redirect("platform-flavors")
+    quotas, clusters = selectors.flavor_references(flavor=flavor)
+    return render(
+        request,
+        "frontend/platform/flavor_edit.html",
+        {"form": form, "flavor": flavor, "quotas": quotas, "clusters": clusters},
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_POST
+def flavor_delete(request: HttpRequest, name: str) -> HttpResponse:
+    """Remove a flavor that no quota or request refers to."""
+    require_platform_admin(request)
+    flavor = get_object_or_404(GpuFlavor, name=name)
+    try:
+        services.flavor_delete(actor=request.user, flavor=flavor)
+    except (ServiceConflict, ValidationError) as exc:
+        messages.error(request, getattr(exc, "message", None) or " ".join(exc.messages))
+        return redirect("platform-flavor", name=name)
+    messages.success(request, f"Removed {name} from the catalogue.")
+    return redirect("platform-flavors")
+
+
+# --- Tenants --------------------------------------------------------------------------
+
+
+@login_required
+def tenants(request: HttpRequest) -> HttpResponse:
+    """Every tenant with its members, quota and state; create one."""
+    require_platform_admin(request)
+    form = f.TenantCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        tenant = run(
+            request,
+            form,
+            lambda: services.tenant_create(
+                actor=request.user,
+                slug=data["slug"],
+                name=data["name"],
+                fields={"cohort": data["cohort"], "weight": data["weight"]},
+            ),
+            f"Created {data['slug']}: give it a quota and an admin.",
+        )
+        if tenant is not None:
+            return redirect("platform-tenant", slug=tenant.slug)
+    rows = (
+        Tenant.objects.unscoped()
+        .annotate(
+            members=Count("memberships", distinct=True),
+            admins=Count("memberships", filter=Q(memberships__role="admin"), distinct=True),
+        )
+        .prefetch_related(
+            Prefetch("quotas", queryset=Quota.objects.select_related("flavor").order_by("flavor"))
+        )
+        .order_by("archived_at", "slug")
+    )
+    return render(
+        request,
+        "frontend/platform/tenants.html",
+        {"form": form, "rows": rows},
+        status=400 if form.errors else 200,
+    )
+
+
+def _quota_form(tenant: Tenant, data: Any = None) -> f.QuotaForm:
+    catalogue = list(selectors.flavor_list())
+    initial: dict[str, Any] = {"cpu": tenant.cpu_quota, "memory_gib": tenant.memory_quota_gib}
+    for q in selectors.quota_list(tenant=tenant):
+        initial[f"{q.flavor.name}-gpus"] = q.gpus
+        initial[f"{q.flavor.name}-borrow"] = q.borrow_limit
+        initial[f"{q.flavor.name}-lend"] = q.lend_limit
+    return f.QuotaForm(data, initial=initial, flavors=catalogue)
+
+
+def _tenant_page(
+    request: HttpRequest,
+    tenant: Tenant,
+    *,
+    edit: f.TenantEditForm | None = None,
+    quota: f.QuotaForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    edit = edit or f.TenantEditForm(instance=tenant)
+    quota = quota or _quota_form(tenant)
+    context = {
+        "tenant_row": tenant,
+        "edit": edit,
+        "quota": quota,
+        "members": selectors.membership_list(tenant=tenant),
+        "holdings": tenancy.tenant_holdings(tenant),
+    }
+    return render(request, "frontend/platform/tenant.html", context, status=status)
+
+
+def _platform_tenant(slug: str) -> Tenant:
+    return get_object_or_404(Tenant.objects.unscoped(), slug=slug)
+
+
+@login_required
+def tenant(request: HttpRequest, slug: str) -> HttpResponse:
+    """One tenant: its settings, its quota (with a live preview), members, archive."""
+    require_platform_admin(request)
+    row = _platform_tenant(slug)
+    if request.method != "POST":
+        return _tenant_page(request, row)
+    edit = f.TenantEditForm(request.POST, instance=Tenant.objects.unscoped().get(pk=row.pk))
+    if edit.is_valid():
+        changes = {k: edit.cleaned_data[k] for k in edit.changed_data}
+        saved = run(
+            request,
+            edit,
+            lambda: services.tenant_update(actor=request.user, tenant=row, changes=changes),
+            f"Saved {row.slug}.",
+        )
+        if saved is not None:
+            return redirect("platform-tenant", slug=row.slug)
+    return _tenant_page(request, _platform_tenant(slug), edit=edit, status=400)
+
+
+@login_required
+@require_POST
+def tenant_quota(request: HttpRequest, slug: str) -> HttpResponse:
+    """Replace the tenant's quota (the same service as ``PUT .../quotas/``)."""
+    require_platform_admin(request)
+    row = _platform_tenant(slug)
+    form = _quota_form(row, request.POST)
+    if form.is_valid():
+        lines = [services.QuotaLine(**line) for line in form.lines()]
+        saved = run(
+            request,
+            form,
+            lambda: services.quota_set(
+                actor=request.user,
+                tenant=row,
+                flavors=lines,
+                cpu=form.cleaned_data["cpu"],
+                memory_gib=form.cleaned_data["memory_gib"],
+            ),
+            f"Saved the quota of {row.slug}.",
+        )
+        if saved is not None:
+            return redirect("platform-tenant", slug=row.slug)
+    return _tenant_page(request, row, quota=form, status=400)
+
+
+@login_required
+@require_POST
+def tenant_quota_preview(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """What the quota in the form would do, before it is saved (htmx, as the form
+    changes): totals against the fleet, requests it would admit, new borrowers."""
+    require_platform_admin(request)
+    row = _platform_tenant(slug)
+    form = _quota_form(row, request.POST)
+    preview = None
+    if form.is_valid():
+        lines = [ProposedLine(**line) for line in form.lines()]
+        preview = quota_preview(tenant=row, lines=lines)
+    return render(
+        request,
+        "frontend/platform/partials/quota_preview.html",
+        {"preview": preview, "quota": form, "tenant_row": row},
+    )
+
+
+@login_required
+@require_POST
+def tenant_archive(request: HttpRequest, slug: str, action: str) -> HttpResponse:
+    """Archive a tenant that holds nothing, or restore an archived one."""
+    require_platform_admin(request)
+    row = _platform_tenant(slug)
+    if action not in ("archive", "restore"):
+        raise Http404(f"There is no {action!r} action on a tenant.")
+    service = tenancy.tenant_archive if action == "archive" else tenancy.tenant_restore
+    try:
+        service(actor=request.user, tenant=row)
+    except ServiceConflict as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{row.slug} {action}d.")
+    return redirect("platform-tenant", slug=row.slug)

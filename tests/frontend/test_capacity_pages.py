@@ -175,7 +175,7 @@ def test_fair_share_numbers_and_the_lending_limit(fleet: Any, root: Any, h100: A
     assert "0.28" in acme and _cell(_row(acme, "data-flavor", "h100"), "data-used") == "9"
     globex = _row(html, "data-tenant", "globex")
     assert _cell(_row(globex, "data-flavor", "h100"), "data-lent") == "0"
-    # acme borrows 3 (holds 12 of a nominal 9): globex lends them, at most its limit.
+    # acme borrows 3 (holds 9 of a nominal 6): globex lends them, then at most its limit.
     Quota.objects.filter(tenant__slug="acme", flavor=h100).update(gpus=6)
     html = client_for(root).get("/fair-share/").content.decode()
     acme_h100 = _row(_row(html, "data-tenant", "acme"), "data-flavor", "h100")

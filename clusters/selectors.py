@@ -298,7 +298,7 @@ def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
 
     Two grouped queries plus one for the quotas whatever the number of tenants, for the
     dashboard's home page. Keys are tenant ids; ``flavors`` is a list of
-    ``{"flavor", "held", "quota", "percent"}`` in flavor order (GPUs), and
+    ``{"flavor", "held", "quota", "percent", "borrowing"}`` in flavor order (GPUs), and
     ``resources`` one ``{"label", "held", "quota", "unit", "percent"}`` each for CPU and
     memory when the tenant has that quota, since admission refuses what would pass it.
     """
@@ -348,6 +348,8 @@ def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
                 "held": used,
                 "quota": quota.gpus,
                 "percent": _meter(used, quota.gpus),
+                # Held above nominal: borrowed from the cohort (the home page's orange).
+                "borrowing": used > quota.gpus,
             }
         )
     for row in (

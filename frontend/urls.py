@@ -22,6 +22,8 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("queue/", views.global_queue, name="global-queue-page"),
+    path("capacity/", views.capacity_page, name="capacity-page"),
+    path("fair-share/", views.fairshare_page, name="fairshare-page"),
     path("notifications/", views.notifications_page, name="notifications-page"),
     path(TENANT + "webhooks/", views.webhooks_page, name="webhooks-page"),
     path(TENANT + "webhooks/<int:webhook_id>/delete/", views.webhook_delete, name="webhook-delete"),

@@ -42,6 +42,19 @@ def fmt(amount: Decimal | int) -> str:
     return number(amount)
 
 
+def fleet_scale(total_gpus: int) -> float:
+    """What one GPU of a flavor weighs in a share: one over the flavor's fleet size, so
+    that a GPU of a scarce flavor weighs more than a GPU of a plentiful one."""
+    return 1.0 / max(total_gpus, 1)
+
+
+def weighted_share(used: Decimal | float, scale: float, weight: Decimal | float) -> float:
+    """A tenant's weighted share of one flavor: the GPUs it holds there times the flavor's
+    :func:`fleet_scale`, divided by its fair-share weight. Its dominant share, the largest
+    over flavors, is what orders tenants within a priority (lowest first)."""
+    return float(used) * scale / float(weight)
+
+
 def _queue_order(p: Pending) -> tuple[int, int, datetime, int]:
     """A request's place in its owner's queue: higher priority first, then oldest."""
     kind_rank, priority = p.rank
@@ -107,9 +120,7 @@ class Ledger:
         self.charged: set[int] = set()
         self.free: dict[str, Decimal | None] = {f.name: f.free_gpus for f in snap.flavors}
         self.free_nodes: dict[str, int | None] = {f.name: f.free_nodes for f in snap.flavors}
-        # Fair share uses each flavor's fleet size as the denominator, so that a GPU of a
-        # scarce flavor weighs more than a GPU of a plentiful one.
-        self.scale: dict[str, float] = {f.name: 1.0 / max(f.total_gpus, 1) for f in snap.flavors}
+        self.scale: dict[str, float] = {f.name: fleet_scale(f.total_gpus) for f in snap.flavors}
         self.share: dict[str, float] = defaultdict(float)
         self._never: dict[tuple[object, ...], list[tuple[str, str]]] = {}
         for r in snap.running:
@@ -166,7 +177,7 @@ class Ledger:
                     counts = self._charged_ahead[who] = counts.copy()
                     self._own_counts.add(who)
                 counts.add(index, item.gpus)
-        share = float(self.usage[key]) * self.scale.get(item.flavor, 1.0) / float(tenant.weight)
+        share = weighted_share(self.usage[key], self.scale.get(item.flavor, 1.0), tenant.weight)
         if share > self.share[item.tenant]:
             self.share[item.tenant] = share
 

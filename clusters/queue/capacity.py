@@ -49,20 +49,28 @@ def _ready(node: dict[str, Any]) -> bool:
     )
 
 
+def pod_gpus(pod: dict[str, Any]) -> int:
+    """GPUs a pod takes from its node (none once it has ended)."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return 0
+    gpus = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        limits = (container.get("resources") or {}).get("limits") or {}
+        gpus += _gpus(requests.get(GPU, limits.get(GPU)))
+    if (pod.get("metadata") or {}).get("annotations", {}).get("gpu-fraction"):
+        gpus += 1  # a shared GPU is taken whole from the node's pool
+    return gpus
+
+
 def free_by_product(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Free]:
     """Free GPUs and free nodes per product, from node allocatable minus bound pods."""
     used: dict[str, int] = defaultdict(int)
     for pod in pods:
-        spec = pod.get("spec") or {}
-        phase = (pod.get("status") or {}).get("phase")
-        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
-            continue
-        for container in spec.get("containers") or []:
-            requests = (container.get("resources") or {}).get("requests") or {}
-            limits = (container.get("resources") or {}).get("limits") or {}
-            used[spec["nodeName"]] += _gpus(requests.get(GPU, limits.get(GPU)))
-        if (pod.get("metadata") or {}).get("annotations", {}).get("gpu-fraction"):
-            used[spec["nodeName"]] += 1  # a shared GPU is taken whole from the node's pool
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            used[node] += pod_gpus(pod)
     free_gpus: dict[str, int] = defaultdict(int)
     free_nodes: dict[str, int] = defaultdict(int)
     for node in nodes:
@@ -74,6 +82,65 @@ def free_by_product(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> 
         free_gpus[product] += left
         free_nodes[product] += 1 if allocatable and left == allocatable else 0
     return {p: Free(free_gpus[p], free_nodes[p]) for p in free_gpus}
+
+
+@dataclass(frozen=True)
+class NodeUse:
+    """One GPU node as the API server lists it: its product, GPUs allocatable and taken
+    by bound pods, and the managed clusters with pods on it (``workloads``: their
+    ``gangway.dev/cluster-id`` labels; ``others``: GPUs of pods gangway does not manage)."""
+
+    name: str
+    product: str
+    ready: bool
+    allocatable: int
+    used: int
+    workloads: tuple[int, ...]
+    others: int
+
+    @property
+    def free(self) -> int:
+        return max(self.allocatable - self.used, 0)
+
+
+def node_use(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], *, id_label: str
+) -> list[NodeUse]:
+    """Every node with a GPU product label, by name, with what its bound pods take and
+    which requests (``id_label`` of managed pods) run there."""
+    used: dict[str, int] = defaultdict(int)
+    others: dict[str, int] = defaultdict(int)
+    workloads: dict[str, set[int]] = defaultdict(set)
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        gpus = pod_gpus(pod)
+        if not node or not gpus:
+            continue
+        used[node] += gpus
+        request_id = ((pod.get("metadata") or {}).get("labels") or {}).get(id_label, "")
+        if request_id.isdigit():
+            workloads[node].add(int(request_id))
+        else:
+            others[node] += gpus
+    out = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        product = (meta.get("labels") or {}).get(PRODUCT_LABEL)
+        if not product:
+            continue
+        name = meta.get("name", "")
+        out.append(
+            NodeUse(
+                name=name,
+                product=product,
+                ready=_ready(node),
+                allocatable=_gpus(((node.get("status") or {}).get("allocatable") or {}).get(GPU)),
+                used=used[name],
+                workloads=tuple(sorted(workloads[name])),
+                others=others[name],
+            )
+        )
+    return sorted(out, key=lambda n: n.name)
 
 
 def record(free: dict[str, Free]) -> None:

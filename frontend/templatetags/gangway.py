@@ -14,6 +14,7 @@ from django.utils.html import format_html
 
 from clusters import selectors
 from clusters.admission import format_eta, words
+from clusters.admission.explain import reason_label
 from clusters.images import ray_version, resolve_image
 
 register = template.Library()
@@ -77,6 +78,12 @@ def gpus(amount: Any) -> str:
 def counted(amount: Any, noun: str) -> str:
     """``1 GPU-hour``, ``2.5 GPU-hours``: the same wording as the services' messages."""
     return words.count(amount if amount is not None else 0, noun)
+
+
+@register.filter
+def reason_words(code: str | None) -> str:
+    """A ``queue.reason`` code in words ("team quota used up"): pages never show the code."""
+    return reason_label(code) if code else ""
 
 
 @register.simple_tag

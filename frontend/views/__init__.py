@@ -3,6 +3,7 @@ REST API calls too (STYLE 4). Pages live in :mod:`.pages`, a cluster's form, det
 actions in :mod:`.clusters`, a job's in :mod:`.jobs`."""
 
 from frontend.views.access import ray_dashboard
+from frontend.views.capacity import capacity_page
 from frontend.views.clusters import (
     cluster_action,
     cluster_detail,
@@ -11,6 +12,7 @@ from frontend.views.clusters import (
     cluster_manifests_download,
     cluster_new,
 )
+from frontend.views.fairshare import fairshare_page
 from frontend.views.jobs import job_action, job_detail, job_dry_run, job_list, job_log, job_new
 from frontend.views.notifications import (
     notifications_page,
@@ -21,6 +23,7 @@ from frontend.views.notifications import (
 from frontend.views.pages import cluster_list, global_queue, home, queue, usage
 
 __all__ = [
+    "capacity_page",
     "cluster_action",
     "cluster_detail",
     "cluster_dry_run",
@@ -28,6 +31,7 @@ __all__ = [
     "cluster_log",
     "cluster_manifests_download",
     "cluster_new",
+    "fairshare_page",
     "global_queue",
     "home",
     "job_action",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import login_required
@@ -11,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from clusters import selectors
+from clusters import fleet, selectors
 from clusters.filters import ClusterFilter
 from frontend.views.common import HtmxHttpRequest, tenant_page
 from tenants.selectors import is_platform_admin, tenant_list
@@ -62,10 +63,20 @@ def queue(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     waiting = Paginator(selectors.queue_list(tenant=page.tenant), PAGE_SIZE).get_page(
         request.GET.get("page")
     )
+    # Another tenant's name is not for its members' eyes (STYLE 3): a platform admin's only.
+    viewer = None if is_platform_admin(request.user) else page.tenant.slug
+    _attach_notes(waiting, fleet.queue_notes(viewer=viewer))
     context = page.context(waiting=waiting)
     if request.htmx:
         return render(request, "frontend/partials/queue_rows.html", context)
     return render(request, "frontend/queue.html", context)
+
+
+def _attach_notes(waiting: Any, notes: dict[int, str]) -> None:
+    """Give each waiting request on the page why another tenant's request is ahead of it
+    (``order_note``, empty when none is)."""
+    for cluster in waiting:
+        cluster.order_note = notes.get(cluster.pk, "")
 
 
 @login_required
@@ -100,4 +111,5 @@ def global_queue(request: HttpRequest) -> HttpResponse:
     if not is_platform_admin(request.user):
         raise Http404("No such page.")
     waiting = Paginator(selectors.queue_list(), PAGE_SIZE).get_page(request.GET.get("page"))
+    _attach_notes(waiting, fleet.queue_notes())
     return render(request, "frontend/global_queue.html", {"waiting": waiting})

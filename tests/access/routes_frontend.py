@@ -131,7 +131,7 @@ ROUTES.update(
     }
 )
 
-ROUTES["queue/"] = Route(
+PLATFORM_PAGE = Route(
     session=True,
     methods={
         "GET": Case(
@@ -139,3 +139,7 @@ ROUTES["queue/"] = Route(
         )
     },
 )
+# The platform's pages: every tenant's queue, capacity and fair share.
+ROUTES["queue/"] = PLATFORM_PAGE
+ROUTES["capacity/"] = PLATFORM_PAGE
+ROUTES["fair-share/"] = PLATFORM_PAGE

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.utils.html import escape
 
+from clusters.admission.explain import reason_label
 from clusters.jobs.spec import JobSpec
 from clusters.models import ClusterRequest, Job
 from clusters.requests import jobs as job_services
@@ -91,9 +92,10 @@ def test_a_waiting_job_shows_its_queue_standing(
     assert job.state == State.QUEUED and job.queue_position == 1
     listing = client_for(bob).get(JOBS).content.decode()
     assert "#1 in acme&#x27;s queue" in listing and "about 2 h" in listing
-    assert f'<span class="reason">{job.queue_reason}</span>' in listing
+    assert f'<span class="reason">{reason_label(job.queue_reason)}</span>' in listing
+    assert job.queue_reason not in listing  # the code stays in the API
     page = client_for(bob).get(f"{JOBS}bob-waits/").content.decode()
-    assert "#1 in acme&#x27;s queue" in page and "Reason code:" in page
+    assert "#1 in acme&#x27;s queue" in page and 'Why it waits: <span class="reason">' in page
 
 
 def test_another_tenants_pages_are_404(charlie: Any, queued_job: Any) -> None:

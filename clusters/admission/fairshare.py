@@ -1,0 +1,158 @@
+"""Fair share, explained: per cohort, tenant and flavor, what the admission core counts.
+
+:func:`fair_share` reads a snapshot through the pass's own :class:`~clusters.admission.
+ledger.Ledger` (nominal quotas, GPUs held, each flavor's scale, the weighted share of
+:func:`~clusters.admission.ledger.weighted_share`), so the page shows the numbers the
+queue is ordered by, never a second formula. On top it says what each tenant borrows
+(held above its nominal quota) and lends: the part of its unused nominal quota that the
+cohort's borrowers are using, at most its ``lend_limit`` (``None``: all of it). What the
+borrowers use is attributed to the lenders in proportion to what each may lend.
+
+CPU and memory quotas are shown with whether they bind: a waiting request of the tenant
+waits on them (its pool, as the recorded pass saw it). Pure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from clusters.admission.ledger import Ledger, Pool, weighted_share
+from clusters.admission.snapshot import ZERO, Snapshot
+
+# Lent GPUs are a proportion: shown to the hundredth.
+_CENTS = Decimal("0.01")
+
+
+@dataclass(frozen=True)
+class FlavorShare:
+    """A tenant on one flavor: its quota, what it holds, borrows and lends, its share."""
+
+    flavor: str
+    nominal: int
+    borrow_limit: int
+    lend_limit: int | None
+    used: Decimal
+    borrowed: Decimal
+    lent: Decimal
+    share: float
+    dominant: bool
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A tenant's CPU or memory quota (``quota`` > 0) and whether a waiting request of
+    the tenant waits on it."""
+
+    label: str
+    unit: str
+    used: Decimal
+    quota: int
+    binding: bool
+
+
+@dataclass(frozen=True)
+class TenantShare:
+    """A tenant of a cohort: its weight, its weighted dominant share and its flavors."""
+
+    tenant: str
+    weight: Decimal
+    share: float
+    flavors: tuple[FlavorShare, ...]
+    resources: tuple[Resource, ...]
+
+    @property
+    def percent(self) -> int:
+        """The share as a bar's length (a share above 1, possible below weight 1: full)."""
+        return min(100, round(100 * self.share))
+
+
+@dataclass(frozen=True)
+class CohortShare:
+    """A cohort's tenants, lowest weighted dominant share (next in line) first."""
+
+    cohort: str
+    tenants: tuple[TenantShare, ...]
+
+
+def lent_by(borrowed: Decimal, lendable: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    """What each lender lends when the cohort's borrowers use ``borrowed`` GPUs beyond
+    their nominal quotas and each lender may lend ``lendable``: all of it when the
+    borrowers use at least that much, else a share in proportion to what it may lend."""
+    total = sum(lendable.values(), ZERO)
+    if borrowed <= 0 or total <= 0:
+        return dict.fromkeys(lendable, ZERO)
+    if borrowed >= total:
+        return dict(lendable)
+    return {t: (borrowed * amount / total).quantize(_CENTS) for t, amount in lendable.items()}
+
+
+def fair_share(
+    snapshot: Snapshot,
+    *,
+    lend_limits: Mapping[tuple[str, str], int | None],
+    waiting_pools: Mapping[int, Pool] | None = None,
+) -> list[CohortShare]:
+    """Every cohort with its tenants (those with a quota or holding GPUs), by cohort name.
+
+    ``lend_limits`` are the quotas' ``lend_limit`` per (tenant, flavor); ``waiting_pools``
+    the pool each waiting request waits on (a recorded pass's ``pool_of``), which says
+    whether a CPU (``tcpu``) or memory (``tmem``) quota binds.
+    """
+    led = Ledger(snapshot)
+    binding = {(pool[0], pool[1]) for pool in (waiting_pools or {}).values() if len(pool) > 1}
+    keys = set(led.nominal) | {key for key, used in led.usage.items() if used}
+    by_tenant: dict[str, list[str]] = defaultdict(list)
+    for tenant, flavor in sorted(keys):
+        by_tenant[tenant].append(flavor)
+    # What each lender may lend and the cohort's borrowers use, per (cohort, flavor).
+    borrowed: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    lendable: dict[tuple[str, str], dict[str, Decimal]] = defaultdict(dict)
+    for tenant, flavor in keys:
+        cohort = led.tenant(tenant).cohort
+        nominal = Decimal(led.nominal.get((tenant, flavor), 0))
+        used = led.usage[tenant, flavor]
+        borrowed[cohort, flavor] += max(used - nominal, ZERO)
+        unused = max(nominal - used, ZERO)
+        limit = lend_limits.get((tenant, flavor))
+        lendable[cohort, flavor][tenant] = unused if limit is None else min(unused, Decimal(limit))
+    lent = {ckey: lent_by(borrowed[ckey], amounts) for ckey, amounts in lendable.items()}
+    cohorts: dict[str, list[TenantShare]] = defaultdict(list)
+    for tenant, flavors in by_tenant.items():
+        policy = led.tenant(tenant)
+        shares = {
+            f: weighted_share(led.usage[tenant, f], led.scale.get(f, 1.0), policy.weight)
+            for f in flavors
+        }
+        dominant = max(shares.values(), default=0.0)
+        rows = tuple(
+            FlavorShare(
+                flavor=f,
+                nominal=led.nominal.get((tenant, f), 0),
+                borrow_limit=led.borrow.get((tenant, f), 0),
+                lend_limit=lend_limits.get((tenant, f)),
+                used=led.usage[tenant, f],
+                borrowed=max(led.usage[tenant, f] - led.nominal.get((tenant, f), 0), ZERO),
+                lent=lent[policy.cohort, f].get(tenant, ZERO),
+                share=shares[f],
+                dominant=dominant > 0 and shares[f] == dominant,
+            )
+            for f in flavors
+        )
+        resources = tuple(
+            Resource(label, unit, used, quota, (pool, tenant) in binding)
+            for label, unit, used, quota, pool in (
+                ("CPU", "cores", led.cpu[tenant], policy.cpu_quota, "tcpu"),
+                ("memory", "GiB", led.memory[tenant], policy.memory_quota_gib, "tmem"),
+            )
+            if quota
+        )
+        cohorts[policy.cohort].append(
+            TenantShare(tenant, policy.weight, led.share[tenant], rows, resources)
+        )
+    return [
+        CohortShare(cohort, tuple(sorted(members, key=lambda t: (t.share, t.tenant))))
+        for cohort, members in sorted(cohorts.items())
+    ]

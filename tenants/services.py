@@ -46,6 +46,7 @@ POLICY_FIELDS = (
     "max_ttl_hours",
     "idle_suspend_minutes",
     "idle_suspend_prod",
+    "monthly_gpu_hour_budget",
 )
 TENANT_EDITABLE = frozenset(
     {"name", "cohort", "weight", "cpu_quota", "memory_quota_gib", "pod_security", *POLICY_FIELDS}
@@ -382,6 +383,15 @@ def _tenant_clean(tenant: Tenant) -> None:
     if tenant.dev_ttl_hours > tenant.max_ttl_hours:
         raise ValidationError(
             {"dev_ttl_hours": ["The default dev TTL cannot exceed the maximum TTL."]}
+        )
+    if tenant.monthly_gpu_hour_budget == 0:
+        # Zero would put every request over budget; no budget is the empty value.
+        raise ValidationError(
+            {
+                "monthly_gpu_hour_budget": [
+                    "A budget is at least 1 GPU-hour; leave it empty for none."
+                ]
+            }
         )
     tenant.full_clean()
 

@@ -1,15 +1,12 @@
-"""Read-only pages: home, a tenant's cluster list, its queue and its usage."""
+"""Read-only pages: home, a tenant's cluster list and its queue (usage: :mod:`.usage`)."""
 
 from __future__ import annotations
-
-from datetime import timedelta
 
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils import timezone
 
 from clusters import selectors
 from clusters.filters import ClusterFilter
@@ -17,7 +14,6 @@ from frontend.views.common import HtmxHttpRequest, tenant_page
 from tenants.selectors import is_platform_admin, tenant_list
 
 PAGE_SIZE = 50
-USAGE_PERIODS = (7, 30)
 
 
 @login_required
@@ -66,29 +62,6 @@ def queue(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         return render(request, "frontend/partials/queue_rows.html", context)
     return render(request, "frontend/queue.html", context)
-
-
-@login_required
-def usage(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    """GPU-hours per user and flavor over the last 7 or 30 days (chargeback)."""
-    page = tenant_page(request, slug)
-    try:
-        days = int(request.GET.get("days", 30))
-    except ValueError:
-        days = 30
-    days = days if days in USAGE_PERIODS else 30
-    until = timezone.now()
-    summary = selectors.usage_summary(
-        tenant=page.tenant, since=until - timedelta(days=days), until=until
-    )
-    peak = max((row["gpu_hours"] for row in summary["by_user"]), default=0) or 1
-    for row in summary["by_user"]:
-        row["percent"] = round(100 * row["gpu_hours"] / peak)
-    return render(
-        request,
-        "frontend/usage.html",
-        page.context(summary=summary, days=days, periods=USAGE_PERIODS),
-    )
 
 
 @login_required

@@ -139,3 +139,15 @@ ROUTES["queue/"] = Route(
         )
     },
 )
+
+PLATFORM_ONLY = statuses(
+    anonymous=302, outsider=404, viewer=404, engineer=404, admin=404, platform=200
+)
+ROUTES["usage/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+ROUTES["audit/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+# A tenant's audit log: its admins and platform admins; its other members get a 404.
+ROUTES[TENANT + "audit/"] = Route(
+    session=True,
+    kwargs={"slug": "acme"},
+    methods={"GET": Case({**READ, "viewer": 404, "engineer": 404})},
+)

@@ -77,8 +77,10 @@ def usage_span(
 ) -> object:
     """A ledger entry as the transitions write it: a cluster row holding ``gpus`` GPUs
     of ``flavor`` from ``start`` to ``end`` (``None``: still held), and, with ``idle``,
-    an idle stretch of it. Returns the cluster row."""
+    an idle stretch of it. Returns the cluster row (ready while it holds GPUs, else
+    deleted)."""
     from clusters.models import ClusterRequest, IdleSpan, UsageSpan
+    from clusters.states import State
 
     username = owner.get_username()  # type: ignore[attr-defined]
     cluster = ClusterRequest.objects.create(
@@ -88,6 +90,8 @@ def usage_span(
         flavor=flavor,
         workers=1,
         gpus=Decimal(gpus),
+        # A closed span is a cluster's past: the row is gone, and holds nothing now.
+        state=State.READY if end is None else State.DELETED,
     )
     common = {
         "tenant": tenant,

@@ -24,6 +24,8 @@ urlpatterns = [
     path("queue/", views.global_queue, name="global-queue-page"),
     path("capacity/", views.capacity_page, name="capacity-page"),
     path("fair-share/", views.fairshare_page, name="fairshare-page"),
+    path("usage/", views.platform_usage_page, name="platform-usage-page"),
+    path("audit/", views.audit_page, name="audit-page"),
     path("notifications/", views.notifications_page, name="notifications-page"),
     path(TENANT + "webhooks/", views.webhooks_page, name="webhooks-page"),
     path(TENANT + "webhooks/<int:webhook_id>/delete/", views.webhook_delete, name="webhook-delete"),
@@ -82,7 +84,8 @@ urlpatterns = [
     path(JOB + "log/", views.job_log, name="job-log"),
     path(JOB + "<str:action>/", views.job_action, name="job-action"),
     path(TENANT + "queue/", views.queue, name="tenant-queue-page"),
-    path(TENANT + "usage/", views.usage, name="tenant-usage-page"),
+    path(TENANT + "usage/", views.usage_page, name="tenant-usage-page"),
+    path(TENANT + "audit/", views.tenant_audit_page, name="tenant-audit-page"),
     path(CLUSTER, views.cluster_detail, name="cluster-detail"),
     path(
         CLUSTER + "manifests.yaml",

@@ -52,14 +52,17 @@ class MembershipFilter(django_filters.FilterSet):
 
 
 class AuditEventFilter(django_filters.FilterSet):
-    """Audit events by tenant slug, action, actor's username and a time window."""
+    """Audit events by tenant slug, action, actor's username, the object (type and id)
+    and a time window; shared by ``GET /api/v1/audit/`` and the audit pages."""
 
     tenant = django_filters.CharFilter(field_name="tenant_slug")
     action = django_filters.CharFilter()
     actor = django_filters.CharFilter(field_name="actor_name")
+    object_type = django_filters.CharFilter()
+    object_id = django_filters.CharFilter()
     since = UtcDateTimeFilter(field_name="at", lookup_expr="gte")
     until = UtcDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AuditEvent
-        fields = ["tenant", "action", "actor", "since", "until"]
+        fields = ["tenant", "action", "actor", "object_type", "object_id", "since", "until"]

@@ -48,6 +48,7 @@ POLICY_FIELDS = (
     "max_ttl_hours",
     "idle_suspend_minutes",
     "idle_suspend_prod",
+    "monthly_gpu_hour_budget",
 )
 TENANT_EDITABLE = frozenset(
     {
@@ -522,6 +523,15 @@ def _tenant_clean(tenant: Tenant) -> None:
     if tenant.dev_ttl_hours > tenant.max_ttl_hours:
         raise ValidationError(
             {"dev_ttl_hours": ["The default dev TTL cannot exceed the maximum TTL."]}
+        )
+    if tenant.monthly_gpu_hour_budget == 0:
+        # Zero would put every request over budget; no budget is the empty value.
+        raise ValidationError(
+            {
+                "monthly_gpu_hour_budget": [
+                    "A budget is at least 1 GPU-hour; leave it empty for none."
+                ]
+            }
         )
     tenant.full_clean()
 

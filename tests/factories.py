@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import secrets
+from datetime import datetime
+from decimal import Decimal
+
 import factory
 from django.contrib.auth import get_user_model
 
@@ -59,3 +63,44 @@ class QuotaFactory(factory.django.DjangoModelFactory):
     flavor = factory.SubFactory(GpuFlavorFactory)
     gpus = 8
     borrow_limit = 0
+
+
+def usage_span(
+    *,
+    tenant: Tenant,
+    owner: object,
+    flavor: GpuFlavor,
+    gpus: int | str,
+    start: datetime,
+    end: datetime | None,
+    idle: tuple[datetime, datetime | None] | None = None,
+) -> object:
+    """A ledger entry as the transitions write it: a cluster row holding ``gpus`` GPUs
+    of ``flavor`` from ``start`` to ``end`` (``None``: still held), and, with ``idle``,
+    an idle stretch of it. Returns the cluster row (ready while it holds GPUs, else
+    deleted)."""
+    from clusters.models import ClusterRequest, IdleSpan, UsageSpan
+    from clusters.states import State
+
+    username = owner.get_username()  # type: ignore[attr-defined]
+    cluster = ClusterRequest.objects.create(
+        tenant=tenant,
+        owner=owner,
+        name=f"{username}-{secrets.token_hex(3)}",
+        flavor=flavor,
+        workers=1,
+        gpus=Decimal(gpus),
+        # A closed span is a cluster's past: the row is gone, and holds nothing now.
+        state=State.READY if end is None else State.DELETED,
+    )
+    common = {
+        "tenant": tenant,
+        "cluster": cluster,
+        "username": username,
+        "flavor_name": flavor.name,
+        "gpus": Decimal(gpus),
+    }
+    UsageSpan.objects.create(**common, kind="dev", started_at=start, ended_at=end)
+    if idle is not None:
+        IdleSpan.objects.create(**common, started_at=idle[0], ended_at=idle[1])
+    return cluster

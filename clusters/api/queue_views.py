@@ -2,7 +2,8 @@
 
 ``GET /api/v1/tenants/{slug}/queue/`` (any member), ``GET /api/v1/queue/`` (platform
 admins, every tenant, in flavor-queue order) and ``GET /api/v1/tenants/{slug}/usage/``
-(any member; GPU-hours per user and flavor over a period, default the last 30 days).
+(any member; GPU-hours per user and flavor over a period, default the last 30 days, and
+per UTC day; ``?days=7|30|90`` as the dashboard's switch).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from rest_framework import mixins, permissions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters import selectors
+from clusters import selectors, usage
 from clusters.api.output import QueueFlavorOut, accepted_flavors
 from clusters.models import ClusterRequest
 from controlplane.api import generics as drf
@@ -102,6 +103,11 @@ class UsageOut(drf.Serializer):
     by_user = serializers.ListField(child=serializers.DictField())
     by_flavor = serializers.ListField(child=serializers.DictField())
     by_user_and_flavor = serializers.ListField(child=serializers.DictField())
+    daily = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="GPU-hours per UTC day, user and flavor (day, user, flavor, gpu_hours, "
+        "active_hours, idle_hours); a span crossing midnight counts on both days.",
+    )
 
 
 class UsagePeriodIn(drf.Serializer):
@@ -111,8 +117,19 @@ class UsagePeriodIn(drf.Serializer):
         required=False, help_text="ISO 8601; default: 30 days before until."
     )
     until = serializers.DateTimeField(required=False, help_text="ISO 8601; default: now.")
+    days = serializers.ChoiceField(
+        choices=usage.USAGE_WINDOWS,
+        required=False,
+        help_text="The last 7, 30 or 90 UTC days up to now, today included (as the "
+        "dashboard's switch); instead of since and until.",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "days" in attrs:
+            if "since" in attrs or "until" in attrs:
+                raise serializers.ValidationError({"days": "Give days or since/until, not both."})
+            now = timezone.now()
+            return {"since": usage.window_start(days=int(attrs["days"]), now=now), "until": now}
         until = attrs.get("until") or timezone.now()
         try:
             since = attrs.get("since") or until - timedelta(days=30)
@@ -141,4 +158,15 @@ class TenantUsageViewSet(TenantScopedViewSet[ClusterRequest]):
         period = UsagePeriodIn(data=request.query_params)
         period.is_valid(raise_exception=True)
         summary = selectors.usage_summary(tenant=self.tenant, **period.validated_data)
+        summary["daily"] = [
+            {
+                "day": row.day.isoformat(),
+                "user": row.user,
+                "flavor": row.flavor,
+                "gpu_hours": float(round(row.gpu_hours, 3)),
+                "active_hours": float(round(row.active_hours, 3)),
+                "idle_hours": float(round(row.idle_hours, 3)),
+            }
+            for row in usage.daily_usage(tenant=self.tenant, **period.validated_data)
+        ]
         return Response(UsageOut(summary).data)

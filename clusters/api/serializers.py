@@ -174,6 +174,10 @@ class DryRunOutput(ManifestsOutput):
         help_text="will_queue, for a request that accepts several flavors: its standing "
         "on each (flavor, position, reason, message, eta, eta_text).",
     )
+    budget_note = serializers.CharField(
+        help_text="Set when the tenant is at or over its monthly GPU-hour budget and the "
+        "platform deprioritises: the request would queue at the lowest priority."
+    )
 
 
 class PodOut(drf.Serializer):

@@ -68,8 +68,7 @@ def quota_preview(*, tenant: Tenant, lines: Sequence[ProposedLine]) -> Preview:
     """The preview of replacing ``tenant``'s GPU quota with ``lines``."""
     snapshot, _ = build_snapshot()
     proposed = [
-        adm.QuotaQ(tenant.slug, ln.flavor, ln.gpus, ln.borrow_limit, ln.lend_limit)
-        for ln in lines
+        adm.QuotaQ(tenant.slug, ln.flavor, ln.gpus, ln.borrow_limit, ln.lend_limit) for ln in lines
     ]
     others = [q for q in snapshot.quotas if q.tenant != tenant.slug]
     changed = replace(snapshot, quotas=[*others, *proposed])

@@ -252,6 +252,8 @@ def job_create(
         details.save()
         where = f"on {details.host.name}" if details.host else f"on {request.flavor.name}"
         note(request, reason="requested", message=f"job submitted ({where})", actor=actor)
+        if spec is not None and requests.budget_lowered(request, spec):
+            requests.note_budget(request, actor=actor)
         audit_record(
             actor=actor,
             action="job.create",

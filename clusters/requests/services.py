@@ -29,6 +29,7 @@ from clusters.queue.writeback import place_on
 from clusters.spec import ClusterSpec
 from clusters.states import LIVE, State
 from clusters.transitions import note, transition
+from clusters.usage import budget_deprioritises, budget_status
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import GpuFlavor, Role, Tenant
@@ -214,6 +215,8 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
 
     The image is the one asked for, else the default (stored, so that a later change
     of the default does not change a running cluster's image); ``env`` is stored sorted.
+    A dev request of a tenant at or over its monthly GPU-hour budget under the
+    "deprioritise" policy gets ``CLUSTER_PRIORITY_MIN`` (:func:`budget_lowered` tells).
     """
     ttl_hours = shapes.resolve_ttl_hours(tenant=tenant, kind=spec.kind, ttl_hours=spec.ttl_hours)
     shapes.validate_request(
@@ -242,10 +245,34 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
             "accepted_flavors": list(spec.flavor_names()),
             "image": spec.image or settings.RAY_IMAGE_DEFAULT,
             "env": dict(sorted(spec.env.items())),
+            "priority": (
+                settings.CLUSTER_PRIORITY_MIN
+                if budget_deprioritises(tenant=tenant, kind=spec.kind)
+                else spec.priority
+            ),
         },
         gpus=need.gpus,
         cpu=need.cpu,
         memory_gib=need.memory_gib,
+    )
+
+
+def budget_lowered(cluster: ClusterRequest, spec: ClusterSpec) -> bool:
+    """Whether :func:`build_request` lowered the request's priority for its tenant's
+    budget (nothing else lowers it)."""
+    return cluster.priority != spec.priority
+
+
+def note_budget(cluster: ClusterRequest, *, actor: Any) -> None:
+    """Record in the request's timeline why it queues at the lowest priority."""
+    status = budget_status(tenant=cluster.tenant)
+    used = f"{status.percent}% of its {status.budget:,} GPU-hour budget" if status else "its budget"
+    note(
+        cluster,
+        reason="over_budget",
+        message=f"Queued at the lowest priority ({cluster.priority}): {cluster.tenant.slug} "
+        f"has used {used} this month, and the budget policy is to deprioritise.",
+        actor=actor,
     )
 
 
@@ -271,6 +298,8 @@ def cluster_request_create(
                 {"name": _taken_message(tenant=tenant, name=cluster.name)}
             ) from None
         note(cluster, reason="requested", message=f"{spec.kind} cluster requested", actor=actor)
+        if budget_lowered(cluster, spec):
+            note_budget(cluster, actor=actor)
         audit_record(
             actor=actor,
             action="cluster.create",

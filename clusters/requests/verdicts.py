@@ -23,6 +23,7 @@ from clusters.queue.snapshot import pending_of
 from clusters.queue.writeback import place_on
 from clusters.requests import jobs, services
 from clusters.spec import ClusterSpec
+from clusters.usage import BUDGET_OVER_MESSAGE
 from controlplane.exceptions import ServiceConflict
 from tenants.models import GpuFlavor, Tenant
 from tenants.selectors import role_in_tenant
@@ -73,6 +74,8 @@ def dry_run_verdict(
     if job is not None and job.host:
         return _hosted_verdict(cluster, job.host)
     assert spec is not None
+    # Said before submission: the create service lowers it the same way (build_request).
+    budget_note = BUDGET_OVER_MESSAGE if services.budget_lowered(cluster, spec) else ""
     if not (spec.name or (job and job.name)):
         cluster.name = DRY_RUN_JOB_NAME if job else DRY_RUN_NAME  # submission generates one
     # The snapshot and its recorded pass, kept while nothing they read has changed
@@ -119,6 +122,7 @@ def dry_run_verdict(
         "flavors": [
             {**asdict(f), "eta_text": adm.format_eta(f.eta, snapshot.now)} for f in verdict.flavors
         ],
+        "budget_note": budget_note,
         "manifests": cluster_manifests(cluster, **manifest_options()),
     }
 
@@ -140,5 +144,6 @@ def _hosted_verdict(job: ClusterRequest, host: str) -> dict[str, Any]:
         "alternatives": [],
         "flavor": None,
         "flavors": [],
+        "budget_note": "",
         "manifests": cluster_manifests(job, **manifest_options()),
     }

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from clusters import selectors
+from clusters import selectors, usage
 from clusters.admission import format_eta, words
 from clusters.admission.explain import reason_label
 from clusters.images import ray_version, resolve_image
@@ -150,3 +150,18 @@ def request_url(request: Any) -> str:
     """The page of a request in a list that mixes clusters and jobs (home, the queues)."""
     view = "job-detail" if request.workload == "job" else "cluster-detail"
     return reverse(view, args=[request.tenant.slug, request.name])
+
+
+@register.filter
+def thousands(amount: int | None) -> str:
+    """``1,000``: an integer with a comma between thousands."""
+    return "" if amount is None else f"{amount:,}"
+
+
+@register.inclusion_tag("frontend/partials/budget_banner.html", takes_context=True)
+def budget_banner(context: template.Context) -> dict[str, Any]:
+    """The banner of a tenant page (its ``tenant``) from 80% of the tenant's monthly
+    GPU-hour budget on, saying at 100% which policy applies. One query when the tenant
+    has a budget, none otherwise."""
+    tenant = context.get("tenant")
+    return {"budget": usage.budget_status(tenant=tenant) if tenant is not None else None}

@@ -1,8 +1,10 @@
 """Dashboard views: thin translations from HTTP to the selectors and services that the
 REST API calls too (STYLE 4). Pages live in :mod:`.pages`, a cluster's form, detail and
-actions in :mod:`.clusters`, a job's in :mod:`.jobs`."""
+actions in :mod:`.clusters`, a job's in :mod:`.jobs`, usage in :mod:`.usage`, the audit log
+in :mod:`.audit`."""
 
 from frontend.views.access import ray_dashboard
+from frontend.views.audit import audit_page, tenant_audit_page
 from frontend.views.capacity import capacity_page
 from frontend.views.clusters import (
     cluster_action,
@@ -20,9 +22,11 @@ from frontend.views.notifications import (
     webhook_test,
     webhooks_page,
 )
-from frontend.views.pages import cluster_list, global_queue, home, queue, usage
+from frontend.views.pages import cluster_list, global_queue, home, queue
+from frontend.views.usage import platform_usage_page, usage_page
 
 __all__ = [
+    "audit_page",
     "capacity_page",
     "cluster_action",
     "cluster_detail",
@@ -41,9 +45,11 @@ __all__ = [
     "job_log",
     "job_new",
     "notifications_page",
+    "platform_usage_page",
     "queue",
     "ray_dashboard",
-    "usage",
+    "tenant_audit_page",
+    "usage_page",
     "webhook_delete",
     "webhook_test",
     "webhooks_page",

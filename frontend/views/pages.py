@@ -1,8 +1,7 @@
-"""Read-only pages: home, a tenant's cluster list, its queue and its usage."""
+"""Read-only pages: home, a tenant's cluster list and its queue (usage: :mod:`.usage`)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -10,7 +9,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils import timezone
 
 from clusters import fleet, selectors
 from clusters.filters import ClusterFilter
@@ -18,7 +16,6 @@ from frontend.views.common import HtmxHttpRequest, tenant_page
 from tenants.selectors import is_platform_admin, tenant_list
 
 PAGE_SIZE = 50
-USAGE_PERIODS = (7, 30)
 
 
 @login_required
@@ -77,29 +74,6 @@ def _attach_notes(waiting: Any, notes: dict[int, str]) -> None:
     (``order_note``, empty when none is)."""
     for cluster in waiting:
         cluster.order_note = notes.get(cluster.pk, "")
-
-
-@login_required
-def usage(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    """GPU-hours per user and flavor over the last 7 or 30 days (chargeback)."""
-    page = tenant_page(request, slug)
-    try:
-        days = int(request.GET.get("days", 30))
-    except ValueError:
-        days = 30
-    days = days if days in USAGE_PERIODS else 30
-    until = timezone.now()
-    summary = selectors.usage_summary(
-        tenant=page.tenant, since=until - timedelta(days=days), until=until
-    )
-    peak = max((row["gpu_hours"] for row in summary["by_user"]), default=0) or 1
-    for row in summary["by_user"]:
-        row["percent"] = round(100 * row["gpu_hours"] / peak)
-    return render(
-        request,
-        "frontend/usage.html",
-        page.context(summary=summary, days=days, periods=USAGE_PERIODS),
-    )
 
 
 @login_required

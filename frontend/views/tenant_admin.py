@@ -73,9 +73,7 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _membership(page: TenantPage, username: str) -> Membership:
-    return get_object_or_404(
-        selectors.membership_list(tenant=page.tenant), user__username=username
-    )
+    return get_object_or_404(selectors.membership_list(tenant=page.tenant), user__username=username)
 
 
 @login_required
@@ -125,9 +123,10 @@ def policy(request: HttpRequest, slug: str) -> HttpResponse:
     """The tenant's policy as its admins may set it: per-engineer caps, the default dev
     TTL (within the platform's maximum) and the idle policy."""
     page = admin_page(request, slug)
-    form = f.PolicyForm(request.POST or None, instance=selectors.tenant_list(user=request.user).get(
-        pk=page.tenant.pk
-    ))
+    form = f.PolicyForm(
+        request.POST or None,
+        instance=selectors.tenant_list(user=request.user).get(pk=page.tenant.pk),
+    )
     if request.method == "POST" and form.is_valid():
         changes = {k: form.cleaned_data[k] for k in form.changed_data}
         saved = run(

@@ -138,6 +138,14 @@ class PolicySerializer(StrictSerializer):
     idle_suspend_prod = serializers.BooleanField(
         required=False, help_text="Apply the idle policy to production clusters too."
     )
+    monthly_gpu_hour_budget = serializers.IntegerField(
+        min_value=1,
+        max_value=100_000_000,
+        required=False,
+        allow_null=True,
+        help_text="GPU-hours the tenant may use per UTC calendar month (null: no budget). "
+        "At 80% its pages warn; at 100% the platform's BUDGET_POLICY applies.",
+    )
 
 
 class PolicyOutSerializer(serializers.Serializer[Tenant]):
@@ -147,6 +155,7 @@ class PolicyOutSerializer(serializers.Serializer[Tenant]):
     max_ttl_hours = serializers.IntegerField()
     idle_suspend_minutes = serializers.IntegerField()
     idle_suspend_prod = serializers.BooleanField()
+    monthly_gpu_hour_budget = serializers.IntegerField(allow_null=True)
 
 
 # What a tenant reads and writes as (the output adds created_at).

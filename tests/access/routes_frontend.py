@@ -143,3 +143,16 @@ PLATFORM_PAGE = Route(
 ROUTES["queue/"] = PLATFORM_PAGE
 ROUTES["capacity/"] = PLATFORM_PAGE
 ROUTES["fair-share/"] = PLATFORM_PAGE
+
+
+PLATFORM_ONLY = statuses(
+    anonymous=302, outsider=404, viewer=404, engineer=404, admin=404, platform=200
+)
+ROUTES["usage/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+ROUTES["audit/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+# A tenant's audit log: its admins and platform admins; its other members get a 404.
+ROUTES[TENANT + "audit/"] = Route(
+    session=True,
+    kwargs={"slug": "acme"},
+    methods={"GET": Case({**READ, "viewer": 404, "engineer": 404})},
+)

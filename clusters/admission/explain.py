@@ -39,6 +39,8 @@ REASON_LABELS = {
     HEAD_OF_LINE: "behind an older request",
     RECLAIM_PENDING: "quota being taken back for it",
     WAITING_FOR_NODES: "waiting for new nodes",
+    # Set by a tenant admin's hold (clusters.requests.controls), never by a pass.
+    "held": "on hold by an admin",
 }
 
 # How a tenant the viewer may not see is called (STYLE 3: a page never names it).

@@ -156,3 +156,86 @@ ROUTES[TENANT + "audit/"] = Route(
     kwargs={"slug": "acme"},
     methods={"GET": Case({**READ, "viewer": 404, "engineer": 404})},
 )
+
+# Platform administration: platform admins only; a form that worked redirects (302).
+PLATFORM_FORM = statuses(
+    anonymous=302, outsider=404, viewer=404, engineer=404, admin=404, platform=302
+)
+QUOTA_FORM = {"cpu": 1000, "memory_gib": 8000, "h100-gpus": 16, "l4-gpus": 2}
+ROUTES["platform/users/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+ROUTES["platform/users/{user_id}/{action}/"] = Route(
+    session=True,
+    methods={
+        "POST": Case(
+            PLATFORM_FORM,
+            kwargs=lambda w: {"user_id": str(w.actors["viewer"].pk), "action": "make-admin"},
+        )
+    },
+)
+ROUTES["platform/flavors/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+ROUTES["platform/flavors/{name}/"] = Route(
+    session=True, kwargs={"name": "l4"}, methods={"GET": Case(PLATFORM_ONLY)}
+)
+ROUTES["platform/flavors/{name}/delete/"] = Route(
+    session=True, kwargs={"name": "spare"}, methods={"POST": Case(PLATFORM_FORM)}
+)
+ROUTES["platform/tenants/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+ROUTES["platform/tenants/{slug}/"] = Route(
+    session=True, kwargs={"slug": "acme"}, methods={"GET": Case(PLATFORM_ONLY)}
+)
+ROUTES["platform/tenants/{slug}/quota/"] = Route(
+    session=True,
+    kwargs={"slug": "acme"},
+    methods={"POST": Case(PLATFORM_FORM, body=lambda w: QUOTA_FORM)},
+)
+ROUTES["platform/tenants/{slug}/quota/preview/"] = Route(
+    session=True,
+    kwargs={"slug": "acme"},
+    methods={"POST": Case(PLATFORM_ONLY, body=lambda w: QUOTA_FORM)},
+)
+ROUTES["platform/tenants/{slug}/{action}/"] = Route(
+    session=True,
+    kwargs={"slug": "globex", "action": "archive"},
+    methods={"POST": Case(PLATFORM_FORM)},
+)
+
+# A tenant's admins: members, policy, queue controls. Its other members get a 403 that
+# says who may; another tenant's a 404.
+ADMIN_PAGE = {**READ, "viewer": 403, "engineer": 403}
+ADMIN_FORM = {**members(viewer=403, engineer=403, admin=302, platform=302), "anonymous": 302}
+ROUTES[TENANT + "members/"] = Route(
+    session=True, kwargs={"slug": "acme"}, methods={"GET": Case(ADMIN_PAGE)}
+)
+ROUTES[TENANT + "members/{username}/role/"] = Route(
+    session=True,
+    kwargs={"slug": "acme", "username": "vera"},
+    methods={"POST": Case(ADMIN_FORM, body=lambda w: {"role": "engineer"})},
+)
+ROUTES[TENANT + "members/{username}/remove/"] = Route(
+    session=True,
+    kwargs={"slug": "acme", "username": "vera"},
+    methods={"POST": Case(ADMIN_FORM)},
+)
+ROUTES[TENANT + "policy/"] = Route(
+    session=True, kwargs={"slug": "acme"}, methods={"GET": Case(ADMIN_PAGE)}
+)
+
+
+def _bobs_waiting(w: Any) -> dict[str, str]:
+    kwargs = _bobs("queued", "bob-waits")(w)
+    return {"slug": kwargs["tenant_slug"], "name": kwargs["name"]}
+
+
+ROUTES[TENANT + "clusters/{name}/manage/"] = Route(
+    session=True, methods={"GET": Case(ADMIN_PAGE, kwargs=_bobs_waiting)}
+)
+ROUTES[TENANT + "clusters/{name}/manage/{control}/"] = Route(
+    session=True,
+    methods={
+        "POST": Case(
+            ADMIN_FORM,
+            kwargs=lambda w: {**_bobs_waiting(w), "control": "priority"},
+            body=lambda w: {"priority": 5, "reason": "the demo on Friday"},
+        )
+    },
+)

@@ -201,6 +201,12 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
                 assert response["Location"] == "/notifications/"
             elif template.startswith("t/{slug}/webhooks/"):
                 assert response["Location"] == f"/t/{kwargs['slug']}/webhooks/"
+            elif template.startswith("platform/"):
+                assert response["Location"].startswith("/platform/")
+            elif template.startswith("t/{slug}/members/"):
+                assert response["Location"] == f"/t/{kwargs['slug']}/members/"
+            elif "/manage/" in template:  # a queue control: back to the queue
+                assert response["Location"] == f"/t/{kwargs['slug']}/queue/"
             else:  # the cluster's (or job's) page
                 kind = "jobs" if template.startswith("t/{slug}/jobs/") else "clusters"
                 assert response["Location"].startswith(f"/t/{kwargs['slug']}/{kind}/")

@@ -114,7 +114,9 @@ def dashboard_pages(kwargs: dict[str, str]) -> list[str]:
             continue  # the Ray dashboard's own pages (tests/clusters/access)
         if "GET" in route.methods:
             name = kwargs["job"] if "/jobs/" in template else kwargs["name"]
-            pages.append("/" + template.format(**{**kwargs, "name": name}))
+            # The route's own targets (a flavor's name, a tenant's slug) where it has them.
+            own = route.kwargs if isinstance(route.kwargs, dict) else {}
+            pages.append("/" + template.format(**{**kwargs, "name": name, **own}))
     pages.append(f"/t/{kwargs['slug']}/clusters/bob-waits/")
     return pages
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import ValidationError
 
 from tenants.models import GpuFlavor, PodSecurity, Role, Tenant, tenant_namespace
 
@@ -26,11 +26,6 @@ def attach_errors(form: forms.Form, exc: ValidationError) -> None:
         target = field if field in form.fields else None
         for error in errors:
             form.add_error(target, error if target else f"{field}: {error}")
-
-
-def non_field(form: forms.Form) -> list[str]:
-    """The form's errors that belong to no field."""
-    return list(form.errors.get(NON_FIELD_ERRORS, []))
 
 
 class ReasonForm(forms.Form):

@@ -177,8 +177,11 @@ def flavor_delete(request: HttpRequest, name: str) -> HttpResponse:
     flavor = get_object_or_404(GpuFlavor, name=name)
     try:
         services.flavor_delete(actor=request.user, flavor=flavor)
-    except (ServiceConflict, ValidationError) as exc:
-        messages.error(request, getattr(exc, "message", None) or " ".join(exc.messages))
+    except ServiceConflict as exc:
+        messages.error(request, exc.message)
+        return redirect("platform-flavor", name=name)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
         return redirect("platform-flavor", name=name)
     messages.success(request, f"Removed {name} from the catalogue.")
     return redirect("platform-flavors")

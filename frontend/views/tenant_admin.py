@@ -96,7 +96,7 @@ def member_role(request: HttpRequest, slug: str, username: str) -> HttpResponse:
             f"{username} is now {role}.",
         )
         for error in form.non_field_errors():
-            messages.error(request, error)
+            messages.error(request, str(error))
     return redirect("tenant-members-page", slug=page.tenant.slug)
 
 
@@ -114,7 +114,7 @@ def member_remove(request: HttpRequest, slug: str, username: str) -> HttpRespons
         f"{username} is no longer a member of {page.tenant.slug}.",
     )
     for error in form.non_field_errors():
-        messages.error(request, error)
+        messages.error(request, str(error))
     return redirect("tenant-members-page", slug=page.tenant.slug)
 
 

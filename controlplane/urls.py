@@ -34,3 +34,4 @@ urlpatterns = [
 # Styled pages that give the reason (JSON under /api/); see frontend/views/errors.py.
 handler403 = "frontend.views.errors.permission_denied"
 handler404 = "frontend.views.errors.page_not_found"
+handler500 = "frontend.views.errors.server_error"

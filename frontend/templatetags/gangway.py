@@ -81,6 +81,30 @@ def counted(amount: Any, noun: str) -> str:
 
 
 @register.filter
+def shape(request: Any) -> str:
+    """A request's shape, worded the same on every page: ``dev · l4 x 2 · 2 GPUs`` (with
+    a multiplication sign), the flavors it accepts (``l4 or h100``), autoscaling bounds
+    and fractional GPUs."""
+    accepted = list(getattr(request, "accepted_flavors", None) or [])
+    flavors = " or ".join(accepted) if len(accepted) > 1 else request.flavor.name
+    extra = ""
+    if request.min_workers is not None or request.max_workers is not None:
+        low = request.workers if request.min_workers is None else request.min_workers
+        high = request.workers if request.max_workers is None else request.max_workers
+        extra += f" (autoscaling {low}\u2013{high})"
+    if request.gpu_fraction:
+        extra += f" ({gpus(request.gpu_fraction)} GPU each)"
+    return format_html(
+        '{} · {} \u00d7 {}{} <span class="muted">· {}</span>',
+        request.kind,
+        flavors,
+        request.workers,
+        extra,
+        words.count(request.gpus or 0, "GPU"),
+    )
+
+
+@register.filter
 def reason_words(code: str | None) -> str:
     """A ``queue.reason`` code in words ("team quota used up"): pages never show the code."""
     return reason_label(code) if code else ""

@@ -1,4 +1,4 @@
-"""The 403 and 404 pages: the dashboard's look, and the reason in plain words.
+"""The 403, 404 and 500 pages: the dashboard's look, and the reason in plain words.
 
 Django calls these (``handler403``/``handler404`` in ``controlplane/urls.py``) for any
 ``PermissionDenied`` or ``Http404`` that a view lets through; the reason is the
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template import loader
 
 from controlplane.api.errors import error_body
+from controlplane.middleware import current_request_id
 
 DEFAULT_REASONS = {
     403: "You may not see or do this.",
@@ -48,3 +50,17 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """404: what is missing. Another tenant's objects are missing too (STYLE 3)."""
     return _answer(request, exception, 404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500: something failed on our side. The page needs nothing that could fail again
+    (no database, no signed-in user, no context processors): a plain template with the
+    request id, which the logs carry too, so that an operator can find what happened."""
+    request_id = current_request_id()
+    reason = "Something went wrong on our side, and it was logged."
+    if request_id:
+        reason += f" Quote request id {request_id} when you report it."
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("server_error", reason), status=500)
+    page = loader.get_template("500.html").render({"reason": reason, "request_id": request_id})
+    return HttpResponse(page, status=500)

@@ -148,6 +148,24 @@ class PolicySerializer(StrictSerializer):
     )
 
 
+class TenantAdminPolicySerializer(StrictSerializer):
+    """What a tenant's own admins may change (``PATCH .../policy/``); the rest of the
+    policy is the platform's (a key outside these is a 400 naming it)."""
+
+    max_dev_clusters_per_user = serializers.IntegerField(min_value=0, max_value=100, required=False)
+    max_dev_gpus_per_user = serializers.IntegerField(min_value=0, max_value=1024, required=False)
+    dev_ttl_hours = serializers.IntegerField(
+        min_value=1,
+        max_value=24 * 90,
+        required=False,
+        help_text="At most the tenant's max_ttl_hours, which the platform sets.",
+    )
+    idle_suspend_minutes = serializers.IntegerField(
+        min_value=0, max_value=24 * 60 * 30, required=False
+    )
+    idle_suspend_prod = serializers.BooleanField(required=False)
+
+
 class PolicyOutSerializer(serializers.Serializer[Tenant]):
     max_dev_clusters_per_user = serializers.IntegerField()
     max_dev_gpus_per_user = serializers.IntegerField()

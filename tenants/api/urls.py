@@ -63,6 +63,11 @@ urlpatterns = [
         name="tenant",
     ),
     path(
+        "tenants/<slug:tenant_slug>/policy/",
+        views.PolicyViewSet.as_view({"get": "retrieve", "patch": "partial_update"}),
+        name="tenant-policy",
+    ),
+    path(
         "tenants/<slug:tenant_slug>/members/",
         views.MemberViewSet.as_view({"get": "list", "post": "create"}),
         name="members",

@@ -356,6 +356,37 @@ class TenantViewSet(viewsets.GenericViewSet[Tenant]):
         return Response(s.TenantOutSerializer(tenant).data)
 
 
+class PolicyViewSet(TenantScopedViewSet[Tenant]):
+    """A tenant's policy: members read it; its admins change how their engineers share
+    it (per-engineer caps, the default dev TTL within the platform's maximum, the idle
+    policy). Platform admins change the rest through ``PATCH /tenants/{slug}/``."""
+
+    action_roles: ClassVar[dict[str, str]] = {
+        "retrieve": Role.VIEWER,
+        "partial_update": Role.ADMIN,
+    }
+    serializer_class = s.PolicyOutSerializer
+    pagination_class = None
+    filter_backends = []
+    queryset = Tenant.objects.none()  # for the schema; requests use the scoped tenant
+
+    def scoped_queryset(self, tenant: Tenant) -> Any:
+        return Tenant.objects.filter(pk=tenant.pk)
+
+    @extend_schema(responses={200: s.PolicyOutSerializer})
+    def retrieve(self, request: Request, tenant_slug: str) -> Response:
+        return Response(s.PolicyOutSerializer(self.tenant).data)
+
+    @extend_schema(request=s.TenantAdminPolicySerializer, responses={200: s.PolicyOutSerializer})
+    def partial_update(self, request: Request, tenant_slug: str) -> Response:
+        body = s.TenantAdminPolicySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        tenant = services.tenant_policy_update(
+            actor=request.user, tenant=self.tenant, changes=dict(body.validated_data)
+        )
+        return Response(s.PolicyOutSerializer(tenant).data)
+
+
 # --- Members ------------------------------------------------------------------------
 
 

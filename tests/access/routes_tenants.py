@@ -117,6 +117,17 @@ ROUTES = {
         kwargs={"tenant_slug": "acme", "username": "bob"},
         methods={"DELETE": Case(members(viewer=403, engineer=403, admin=204, platform=204))},
     ),
+    # A tenant's own admins set how their engineers share it (platform admins too).
+    "api/v1/tenants/{tenant_slug}/policy/": Route(
+        kwargs={"tenant_slug": "acme"},
+        methods={
+            "GET": Case(members(viewer=200, engineer=200, admin=200, platform=200)),
+            "PATCH": Case(
+                members(viewer=403, engineer=403, admin=200, platform=200),
+                body=lambda w: {"max_dev_clusters_per_user": 2, "idle_suspend_minutes": 30},
+            ),
+        },
+    ),
     "api/v1/tenants/{tenant_slug}/quotas/": Route(
         kwargs={"tenant_slug": "acme"},
         methods={

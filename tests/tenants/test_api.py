@@ -356,3 +356,22 @@ def test_a_flavor_may_say_its_node_group_can_grow(root: Any, as_user: Any, h100:
     assert GpuFlavor.objects.get(name="a100").node_count == 2
     unset = client.patch("/api/v1/flavors/a100/", {"max_node_count": None}, format="json")
     assert unset.status_code == 200 and not GpuFlavor.objects.get(name="a100").can_grow
+
+
+def test_a_tenant_admin_sets_the_tenants_policy_within_the_platforms_limits(
+    acme: Any, alice: Any, bob: Any, as_user: Any
+) -> None:
+    url = "/api/v1/tenants/acme/policy/"
+    assert as_user(bob).get(url).json()["idle_suspend_minutes"] == acme.idle_suspend_minutes
+    assert as_user(bob).patch(url, {"max_dev_clusters_per_user": 9}).status_code == 403
+    platform_only = as_user(alice).patch(url, {"max_ttl_hours": 999})
+    assert platform_only.status_code == 400
+    assert platform_only.json()["error"]["fields"] == {"max_ttl_hours": ["Unknown field."]}
+    too_long = as_user(alice).patch(url, {"dev_ttl_hours": acme.max_ttl_hours + 1})
+    assert too_long.status_code == 400 and "dev_ttl_hours" in too_long.json()["error"]["fields"]
+    ok = as_user(alice).patch(url, {"max_dev_clusters_per_user": 2, "idle_suspend_prod": True})
+    assert ok.status_code == 200
+    assert ok.json()["max_dev_clusters_per_user"] == 2 and ok.json()["idle_suspend_prod"] is True
+    event = AuditEvent.objects.get(action="tenant.policy")
+    assert event.actor_name == "alice"
+    assert event.data["after"] == {"idle_suspend_prod": True, "max_dev_clusters_per_user": 2}

@@ -145,7 +145,8 @@ def _borrowing(
             clusters[r.flavor].append(r.id)
     new = {ln.flavor: ln for ln in lines}
     old = {q.flavor.name: q for q in Quota.objects.for_tenant(tenant).select_related("flavor")}
-    names = dict(ClusterRequest.objects.unscoped().filter(tenant=tenant).values_list("pk", "name"))
+    ids = [pk for pks in clusters.values() for pk in pks]
+    names = dict(ClusterRequest.objects.unscoped().filter(pk__in=ids).values_list("pk", "name"))
     out = []
     for flavor, gpus in sorted(held.items()):
         line = new.get(flavor)

@@ -74,6 +74,9 @@ def test_a_platform_admin_sets_up_a_tenant_with_a_quota_and_an_admin(
     page.get_by_label("Username").fill("sam")
     page.get_by_label("Email").fill("sam@example.com")
     page.get_by_label("Password").fill(PASSWORD)
+    # The checkbox sits before its label, not stretched across the form.
+    admin_box = page.get_by_role("checkbox", name="Platform admin").bounding_box()
+    assert admin_box is not None and admin_box["width"] < 40, admin_box
     page.get_by_role("button", name="Create user").click()
     page.wait_for_url(f"{base}/platform/users/")
     expect(page.locator('[data-user="sam"]')).to_contain_text("none")
@@ -217,5 +220,7 @@ def test_capacity_shows_what_a_tenant_holds_and_the_queue_fits_a_phone(
     # Each cell carries its column's name, shown before it in place of the header.
     label = cell.evaluate("e => getComputedStyle(e, '::before').content")
     assert label == '"#"'
+    # On a card every value reads from the left, numbers too.
+    assert cell.evaluate("e => getComputedStyle(e).textAlign") in ("left", "start")
     # Nothing spills sideways: the page is no wider than the phone.
     assert page.evaluate("document.documentElement.scrollWidth") <= 390

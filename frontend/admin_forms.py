@@ -41,6 +41,8 @@ class ReasonForm(forms.Form):
 class PriorityForm(ReasonForm):
     """A request's new priority and why."""
 
+    field_order = ["priority", "reason"]
+
     priority = forms.IntegerField(
         min_value=settings.CLUSTER_PRIORITY_MIN,
         max_value=settings.CLUSTER_PRIORITY_MAX,

@@ -194,18 +194,22 @@ def manage(request: HttpRequest, slug: str, name: str, control: str = "") -> Htt
     """One request's queue controls (GET), and each control's submission (POST)."""
     page = admin_page(request, slug)
     cluster = _live_cluster(page, name)
+    # One page shows two of these forms, each with a reason: ids per control keep every
+    # label pointing at its own field.
     forms: dict[str, f.ReasonForm] = {
-        "priority": f.PriorityForm(initial={"priority": cluster.priority}),
-        "hold": f.ReasonForm(),
-        "release": f.ReasonForm(),
-        "suspend": f.ReasonForm(),
+        "priority": f.PriorityForm(
+            initial={"priority": cluster.priority}, auto_id="id_priority_%s"
+        ),
+        "hold": f.ReasonForm(auto_id="id_hold_%s"),
+        "release": f.ReasonForm(auto_id="id_release_%s"),
+        "suspend": f.ReasonForm(auto_id="id_suspend_%s"),
     }
     status = 200
     if request.method == "POST":
         if control not in CONTROLS:
             raise Http404(f"There is no {control!r} queue control.")
         form_class, call, done = CONTROLS[control]
-        form = forms[control] = form_class(request.POST)
+        form = forms[control] = form_class(request.POST, auto_id=f"id_{control}_%s")
         if form.is_valid():
             result = run(request, form, lambda: call(request, cluster, form), done)
             if result is not None:

@@ -40,6 +40,7 @@ from tenants.models import GpuFlavor, Tenant
 from tenants.services import tenant_update
 from tests.clusters.access.conftest import head_ready
 from tests.clusters.engine.conftest import running_kubesim, wait_for
+from tests.factories import usage_span
 
 OUT = os.environ.get("GANGWAY_SCREENSHOTS_DIR", "docs/screenshots")
 
@@ -120,6 +121,35 @@ def _scene() -> None:
     UsageSpan.objects.unscoped().filter(cluster=ran).update(
         started_at=ran.admitted_at, ended_at=ran.gpus_released_at
     )
+    _history(users, vision, speech, h100, l4)
+
+
+def _history(
+    users: dict[str, Any], vision: Tenant, speech: Tenant, h100: GpuFlavor, l4: GpuFlavor
+) -> None:
+    """Four weeks of finished clusters, so that the usage charts have days to draw: a
+    nightly training run and daytime notebooks, more of them on weekdays."""
+    today = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    for back in range(4, 29):
+        day = today - timedelta(days=back)
+        weekday = day.weekday() < 5
+        runs = [
+            (vision, "ada", h100, 8, 20, 6 + back % 4),
+            (speech, "sam", h100, 16 if back % 3 else 8, 22, 5),
+            (vision, "eli", l4, 1, 9, 8 if weekday else 3),
+        ]
+        if weekday:
+            runs.append((speech, "emma", h100, 2, 10, 4 + back % 3))
+        for tenant, owner, flavor, gpus, hour, hours in runs:
+            start = day + timedelta(hours=hour)
+            usage_span(
+                tenant=tenant,
+                owner=users[owner],
+                flavor=flavor,
+                gpus=gpus,
+                start=start,
+                end=start + timedelta(hours=hours),
+            )
 
 
 def _run_to_the_end(job: ClusterRequest) -> None:
@@ -243,3 +273,43 @@ def _take(page: Any, base: str, sim: Any, expect: Any) -> None:
     page.get_by_label("Workers").press("Tab")
     expect(page.locator("#verdict [data-verdict]")).to_have_attribute("data-verdict", "will_queue")
     page.screenshot(path=str(out / "new-job.png"), full_page=True)
+    _take_admin(page, base, out, expect)
+
+
+def _take_admin(page: Any, base: str, out: Path, expect: Any) -> None:
+    """The administrators' pages, signed in as the demo's platform admin."""
+    page.context.clear_cookies()
+    page.goto(f"{base}/login/")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(DEMO_PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{base}/")
+
+    def shot(path: str, name: str) -> None:
+        page.goto(base + path)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+
+    shot("/platform/tenants/", "platform-tenants")
+    # A quota beyond the fleet, typed but not saved: the preview warns.
+    page.goto(f"{base}/platform/tenants/speech/")
+    expect(page.locator("#quota-preview [data-preview]")).to_be_visible()
+    page.get_by_label("h100 nominal GPUs").fill("40")
+    expect(page.locator("#quota-preview [data-warning]").first).to_be_visible()
+    page.screenshot(path=str(out / "platform-tenant-quota.png"), full_page=True)
+    shot("/platform/users/", "platform-users")
+    shot("/platform/flavors/", "platform-flavors")
+    shot("/t/vision/members/", "tenant-members")
+    page.goto(f"{base}/t/vision/clusters/train-70b/manage/")
+    priority = page.locator("form", has=page.get_by_role("heading", name="Priority"))
+    priority.get_by_label("Priority").fill("20")
+    priority.get_by_label("Reason").fill("the 70B run gates Friday's release")
+    page.screenshot(path=str(out / "queue-manage.png"), full_page=True)
+    page.goto(f"{base}/capacity/")
+    expect(page.locator("[data-node]").first).to_be_visible()
+    page.screenshot(path=str(out / "capacity.png"), full_page=True)
+    shot("/fair-share/", "fair-share")
+    shot("/usage/?days=30", "platform-usage")
+    shot("/audit/", "audit")
+    page.set_viewport_size({"width": 390, "height": 844})
+    shot("/t/vision/queue/", "queue-phone")

@@ -59,8 +59,12 @@ class LogTextRenderer(BaseRenderer):
         renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
         text = data.get("text") if isinstance(data, dict) else None
-        if isinstance(text, str):
+        if isinstance(text, str) and text:
             return text.encode()
+        if isinstance(text, str):
+            # No lines: say why in one line. (An empty body would also lose its
+            # Content-Type: DRF drops the header of an empty response.)
+            return f"({data.get('message') or 'no log lines yet'})\n".encode()
         error = data.get("error") if isinstance(data, dict) else None
         if isinstance(error, dict):
             return f"{error.get('code')}: {error.get('message')}\n".encode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from django.test import Client
 
 from clusters.models import ClusterRequest
@@ -62,3 +63,23 @@ def test_the_page_panel_shows_the_head_log_and_follows(
     outsider = Client()
     outsider.force_login(charlie)
     assert outsider.get(PANEL).status_code == 404
+
+
+@pytest.mark.django_db
+def test_an_empty_log_as_text_says_why_with_its_content_type(
+    acme: Any, bob: Any, l4: Any, as_user: Any
+) -> None:
+    """Found by the schema fuzzer: an empty text log lost its Content-Type (DRF drops the
+    header of an empty body); it now says why there are no lines."""
+    from clusters.requests import services
+    from clusters.spec import ClusterSpec
+
+    cluster = services.cluster_request_create(
+        actor=bob, tenant=acme, spec=ClusterSpec(flavor=l4, name="paused")
+    )
+    ClusterRequest.objects.filter(pk=cluster.pk).update(state="suspended")
+    response = as_user(bob).get("/api/v1/tenants/acme/clusters/paused/logs/", {"format": "text"})
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    message = as_user(bob).get("/api/v1/tenants/acme/clusters/paused/logs/").json()["message"]
+    assert message and response.content.decode() == f"({message})\n"

@@ -70,7 +70,7 @@ def test_a_gang_asks_for_nodes_waits_and_starts_on_them(
     page = Client()
     page.force_login(alice)
     html = page.get("/t/acme/queue/").content.decode()
-    assert "waiting_for_nodes" in html and "min ago" in html
+    assert "waiting for new nodes" in html and "min ago" in html
     (request,) = kubesim.list(PROVREQS, "gw-acme")
     assert request["spec"]["provisioningClassName"].startswith("best-effort-atomic-scale-up")
     assert request["spec"]["podSets"][0]["count"] == 2

@@ -174,4 +174,4 @@ def test_the_dashboard_queue_shows_the_standing_on_each_flavor(
     client.force_login(bob)
     page = client.get(reverse("tenant-queue-page", args=["acme"])).content.decode()
     assert "h100 or l4" in page
-    assert "h100: #1 (tenant_quota)" in page and "l4: #1 (tenant_quota)" in page
+    assert "h100: #1 (team quota used up)" in page and "l4: #1 (team quota used up)" in page

@@ -241,6 +241,12 @@ class MemberInSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=Role.choices)
 
 
+class MemberRoleSerializer(StrictSerializer):
+    """Body of ``PATCH .../members/{username}/``: the member's new role."""
+
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
 class MemberOutSerializer(serializers.ModelSerializer[Membership]):
     username = serializers.CharField(source="user.username")
     email = serializers.CharField(source="user.email")

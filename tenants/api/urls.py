@@ -74,7 +74,7 @@ urlpatterns = [
     ),
     path(
         "tenants/<slug:tenant_slug>/members/<username:username>/",
-        views.MemberViewSet.as_view({"delete": "destroy"}),
+        views.MemberViewSet.as_view({"patch": "partial_update", "delete": "destroy"}),
         name="member",
     ),
     path(

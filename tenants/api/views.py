@@ -396,6 +396,7 @@ class MemberViewSet(TenantScopedViewSet[Membership]):
     action_roles: ClassVar[dict[str, str]] = {
         "list": Role.VIEWER,
         "create": Role.ADMIN,
+        "partial_update": Role.ADMIN,
         "destroy": Role.ADMIN,
     }
     serializer_class = s.MemberOutSerializer
@@ -420,6 +421,21 @@ class MemberViewSet(TenantScopedViewSet[Membership]):
             actor=request.user, tenant=self.tenant, **body.validated_data
         )
         return Response(s.MemberOutSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=s.MemberRoleSerializer,
+        responses={200: s.MemberOutSerializer, 409: OpenApiResponse(description="Last admin")},
+    )
+    def partial_update(self, request: Request, tenant_slug: str, username: str) -> Response:
+        """Change a member's role (never to or from a role above your own; never the
+        last admin away from admin)."""
+        membership = self.get_object()  # an unknown member is a 404 before the body
+        body = s.MemberRoleSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        membership = services.membership_set_role(
+            actor=request.user, membership=membership, role=body.validated_data["role"]
+        )
+        return Response(s.MemberOutSerializer(membership).data)
 
     @extend_schema(responses={204: None, 409: OpenApiResponse(description="Last admin")})
     def destroy(self, request: Request, tenant_slug: str, username: str) -> Response:

@@ -115,7 +115,13 @@ ROUTES = {
     ),
     "api/v1/tenants/{tenant_slug}/members/{username}/": Route(
         kwargs={"tenant_slug": "acme", "username": "bob"},
-        methods={"DELETE": Case(members(viewer=403, engineer=403, admin=204, platform=204))},
+        methods={
+            "PATCH": Case(
+                members(viewer=403, engineer=403, admin=200, platform=200),
+                body=lambda w: {"role": "viewer"},
+            ),
+            "DELETE": Case(members(viewer=403, engineer=403, admin=204, platform=204)),
+        },
     ),
     # A tenant's own admins set how their engineers share it (platform admins too).
     "api/v1/tenants/{tenant_slug}/policy/": Route(

@@ -375,3 +375,20 @@ def test_a_tenant_admin_sets_the_tenants_policy_within_the_platforms_limits(
     event = AuditEvent.objects.get(action="tenant.policy")
     assert event.actor_name == "alice"
     assert event.data["after"] == {"idle_suspend_prod": True, "max_dev_clusters_per_user": 2}
+
+
+def test_a_members_role_changes_through_the_api_and_is_audited(
+    acme: Any, alice: Any, bob: Any, as_user: Any
+) -> None:
+    url = "/api/v1/tenants/acme/members/"
+    changed = as_user(alice).patch(url + "bob/", {"role": "viewer"})
+    assert changed.status_code == 200 and changed.json()["role"] == "viewer"
+    assert AuditEvent.objects.get(action="membership.role").data == {
+        "username": "bob",
+        "before": "engineer",
+        "after": "viewer",
+    }
+    last = as_user(alice).patch(url + "alice/", {"role": "engineer"})
+    assert last.status_code == 409
+    assert Membership.objects.get(user=alice).role == Role.ADMIN
+    assert as_user(bob).patch(url + "bob/", {"role": "admin"}).status_code == 403

@@ -17,6 +17,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -280,12 +281,15 @@ def _end(
     """Move a job to where it ended, recording Ray's message and the times."""
     status = status or {}
     now = timezone.now()
-    if not transition(cluster, end, reason=reason[:64], message=message[:500]):
-        return
-    Job.objects.filter(pk=cluster.pk).update(
-        message=message,
-        started_at=_time(status.get("startTime")) or job_of(cluster).started_at or None,
-        ended_at=_time(status.get("endTime")) or now,
-    )
+    # One transaction: nobody may read the job as ended without Ray's message and times
+    # (a reader between the two writes saw "failed" with no reason).
+    with transaction.atomic():
+        if not transition(cluster, end, reason=reason[:64], message=message[:500]):
+            return
+        Job.objects.filter(pk=cluster.pk).update(
+            message=message,
+            started_at=_time(status.get("startTime")) or job_of(cluster).started_at or None,
+            ended_at=_time(status.get("endTime")) or now,
+        )
     if gw is not None:
         keep_log_tail(cluster, gw)

@@ -234,7 +234,10 @@ def test_logs_of_a_waiting_job_say_why_there_are_none(as_user: Any, bob: Any) ->
     assert "not started" in body["message"]
     bad = client.get(JOBS + name + "/logs/?tail=0")
     assert bad.status_code == 400 and "tail" in bad.json()["error"]["fields"]
-    assert client.get(JOBS + name + "/logs/?format=text").content == b""
+    # As text: the reason in one line (an empty body would lose its Content-Type).
+    empty = client.get(JOBS + name + "/logs/?format=text")
+    assert empty["Content-Type"].startswith("text/plain")
+    assert empty.content == f"({body['message']})\n".encode()
     # Once it ended, the tail kept on the row, as JSON or as plain text.
     ClusterRequest.objects.filter(name=name).update(state=State.SUCCEEDED)
     Job.objects.filter(request__name=name).update(log_tail="step 1\nstep 2\ndone\n")

@@ -18,11 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
-from django.contrib.sessions.models import Session
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
-from django.utils import timezone
 from knox.models import AuthToken
 
 from controlplane.exceptions import ServiceConflict
@@ -165,8 +163,9 @@ def user_set_active(*, actor: Any, user: Any, active: bool) -> Any:
     user.save(update_fields=["is_active"])
     revoked = 0
     if not active:
+        # Sessions need no sweep: the authentication backend (a ModelBackend) refuses an
+        # inactive user on every request, so their sessions end at the next one.
         revoked = AuthToken.objects.filter(user=user).delete()[0]
-        _end_sessions(user)
     audit_record(
         actor=actor,
         action="user.activate" if active else "user.deactivate",
@@ -174,14 +173,6 @@ def user_set_active(*, actor: Any, user: Any, active: bool) -> Any:
         data={"username": user.get_username(), "tokens_revoked": revoked},
     )
     return user
-
-
-def _end_sessions(user: Any) -> None:
-    """End every browser session of ``user`` (sessions store the user's id)."""
-    now = timezone.now()
-    for session in Session.objects.filter(expire_date__gt=now).iterator():
-        if str(session.get_decoded().get("_auth_user_id")) == str(user.pk):
-            session.delete()
 
 
 @transaction.atomic

@@ -7,6 +7,7 @@ Views only translate HTTP to service calls: rules live in :mod:`clusters.request
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -103,6 +104,18 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         out = ClusterOut(fresh, context=self.get_serializer_context())
         return Response(out.data, status=code)
 
+    def _with_reason(self, request: Request, control: Callable[..., ClusterRequest]) -> Response:
+        """Run ``control`` on this cluster with the ``reason`` of a :class:`ReasonIn` body."""
+        body = ReasonIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        cluster = control(
+            actor=request.user,
+            cluster=self.get_object(),
+            reason=body.validated_data["reason"],
+            role=self.tenant_role,
+        )
+        return self._out(cluster)
+
     @extend_schema(request=ClusterCreateInput, responses={201: ClusterOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         body = ClusterCreateInput(data=request.data, context={"tenant": self.tenant})
@@ -126,16 +139,10 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     @action(detail=True, methods=["post"])
     def suspend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Suspend a running cluster; an optional ``reason`` goes into its timeline."""
-        body = ReasonIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        reason = " ".join(body.validated_data["reason"].split())
-        cluster = services.cluster_suspend(
-            actor=request.user,
-            cluster=self.get_object(),
-            role=self.tenant_role,
-            message=f"suspended by {request.user.get_username()}: {reason}" if reason else "",
+        return self._with_reason(
+            request,
+            lambda **kw: services.cluster_suspend(why=kw.pop("reason"), **kw),
         )
-        return self._out(cluster)
 
     @extend_schema(request=PriorityIn, responses=ClusterOut)
     @action(detail=True, methods=["post"])
@@ -156,29 +163,13 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Hold a queued request back until it is released (tenant admins)."""
-        body = ReasonIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        cluster = controls.cluster_hold(
-            actor=request.user,
-            cluster=self.get_object(),
-            reason=body.validated_data["reason"],
-            role=self.tenant_role,
-        )
-        return self._out(cluster)
+        return self._with_reason(request, controls.cluster_hold)
 
     @extend_schema(request=ReasonIn, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     def release(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Release a held request back into the queue (tenant admins)."""
-        body = ReasonIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        cluster = controls.cluster_release(
-            actor=request.user,
-            cluster=self.get_object(),
-            reason=body.validated_data["reason"],
-            role=self.tenant_role,
-        )
-        return self._out(cluster)
+        return self._with_reason(request, controls.cluster_release)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])

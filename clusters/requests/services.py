@@ -343,12 +343,18 @@ def cluster_suspend(
     cluster: ClusterRequest,
     reason: str = "suspended",
     message: str = "",
+    why: str = "",
     role: str | None = None,
 ) -> ClusterRequest:
     """Suspend a running cluster (:func:`clusters.lifecycle.suspend`): its pods go, its
-    GPUs return to the pool, the row stays. ``role`` as for :func:`cluster_delete`."""
+    GPUs return to the pool, the row stays. ``why`` is a person's reason, which the
+    owner reads in the timeline as "suspended by <actor>: <why>". ``role`` as for
+    :func:`cluster_delete`."""
     if actor is not None:
         _require_manage(actor=actor, cluster=cluster, role=role)
+    why = " ".join(why.split())
+    if why and actor is not None:
+        message = f"suspended by {actor.get_username()}: {why}"
     return lifecycle.suspend(cluster, actor=actor, reason=reason, message=message)
 
 

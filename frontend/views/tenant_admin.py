@@ -151,12 +151,8 @@ def policy(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _suspend(request: HttpRequest, cluster: Any, form: f.ReasonForm) -> Any:
-    reason = form.cleaned_data["reason"]
-    who = request.user.get_username()  # type: ignore[union-attr]
     return requests.cluster_suspend(
-        actor=request.user,
-        cluster=cluster,
-        message=f"suspended by {who}: {reason}" if reason else "",
+        actor=request.user, cluster=cluster, why=form.cleaned_data["reason"]
     )
 
 

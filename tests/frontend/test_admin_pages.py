@@ -147,10 +147,14 @@ def test_saving_a_quota_with_a_lending_limit_is_audited(root: Any, acme: Any) ->
 
 def test_deactivating_a_user_ends_their_tokens_and_is_audited(root: Any, bob: Any) -> None:
     AuthToken.objects.create(user=bob)
+    bobs_browser = client_for(bob)
+    assert bobs_browser.get("/t/acme/").status_code == 200
     response = client_for(root).post(f"/platform/users/{bob.pk}/deactivate/")
     assert response.status_code == 302
     bob.refresh_from_db()
     assert not bob.is_active and not AuthToken.objects.filter(user=bob).exists()
+    signed_out = bobs_browser.get("/t/acme/")  # his session ends at the next request
+    assert signed_out.status_code == 302 and signed_out["Location"].startswith("/login/")
     event = AuditEvent.objects.get(action="user.deactivate")
     assert event.actor_name == "root" and event.data["tokens_revoked"] == 1
     # Nobody deactivates themselves (nor the last platform admin).

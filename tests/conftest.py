@@ -21,6 +21,9 @@ from tests.factories import (
     UserFactory,
 )
 
+# `oidc_provider`: a real OpenID provider on loopback, for any test (tests/oidc/fixtures.py).
+pytest_plugins = ["tests.oidc.fixtures"]
+
 
 def pytest_configure(config: Any) -> None:
     """The suite runs on PostgreSQL only (locking, advisory locks and concurrency tests

@@ -332,3 +332,62 @@ def test_end_session_logs_the_browser_out_and_redirects(oidc_provider: OidcProvi
     assert response.status_code == 302, response.text
     assert response.headers["Location"] == f"{SIGNED_OUT}?state=bye"
     assert browser.get(me, timeout=10).json() == {"authenticated": False, "username": None}
+
+
+def test_signed_out_browser_is_sent_to_sign_in_and_back(oidc_provider: OidcProvider) -> None:
+    """The path a real browser (Playwright) takes: /authorize, the sign-in form with its
+    ``next``, back to /authorize, on to the redirect URI; then a logout without an
+    id_token_hint, which asks first."""
+    oidc_provider.create_user("jo", "pw-jo")
+    oidc_provider.set_redirect_uris([CALLBACK], post_logout_redirect_uris=[SIGNED_OUT])
+    browser = requests.Session()
+    response = browser.get(
+        oidc_provider.discovery["authorization_endpoint"],
+        params={
+            "response_type": "code",
+            "client_id": oidc_provider.web_client_id,
+            "redirect_uri": CALLBACK,
+            "scope": "openid",
+            "code_challenge": pkce_pair()[1],
+            "code_challenge_method": "S256",
+        },
+        allow_redirects=False,
+        timeout=10,
+    )
+    assert response.status_code == 302
+    login_url = oidc_provider.url(response.headers["Location"])
+    assert urlsplit(login_url).path == "/accounts/login/"
+    form = browser.get(login_url, timeout=10)
+    assert 'name="username"' in form.text and 'name="password"' in form.text
+    assert ">Sign in</button>" in form.text
+    response = browser.post(
+        login_url,
+        data={
+            "username": "jo",
+            "password": "pw-jo",
+            "next": parse_qs(urlsplit(login_url).query)["next"][0],
+            "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+        },
+        allow_redirects=False,
+        timeout=10,
+    )
+    assert response.status_code == 302
+    response = browser.get(oidc_provider.url(response.headers["Location"]), allow_redirects=False)
+    assert response.status_code == 302
+    assert response.headers["Location"].startswith(CALLBACK + "?code=")
+
+    logout = oidc_provider.discovery["end_session_endpoint"]
+    params = {"client_id": oidc_provider.web_client_id, "post_logout_redirect_uri": SIGNED_OUT}
+    prompt = browser.get(logout, params=params, timeout=10)
+    assert prompt.status_code == 200 and 'name="allow"' in prompt.text
+    response = browser.post(
+        logout,
+        data={**params, "allow": "on", "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
+        allow_redirects=False,
+        timeout=10,
+    )
+    assert response.status_code == 302
+    assert response.headers["Location"] == SIGNED_OUT
+    assert (
+        browser.get(oidc_provider.url("/accounts/me/"), timeout=10).json()["authenticated"] is False
+    )

@@ -1,10 +1,9 @@
 """Dashboard routes: session login and logout, home, and the pages of one tenant."""
 
-from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from frontend import views
-from frontend.views import platform, tenant_admin
+from frontend.views import platform, sso, tenant_admin
 from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
@@ -15,12 +14,12 @@ urlpatterns = [
     path("", views.home, name="home"),
     path(
         "login/",
-        auth_views.LoginView.as_view(
-            template_name="frontend/login.html", authentication_form=SignInForm
-        ),
+        sso.SignInView.as_view(template_name="frontend/login.html", authentication_form=SignInForm),
         name="login",
     ),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", sso.sign_out, name="logout"),
+    path("sso/login/", sso.sso_login, name="sso-login"),
+    path("sso/callback/", sso.sso_callback, name="sso-callback"),
     path("queue/", views.global_queue, name="global-queue-page"),
     path("capacity/", views.capacity_page, name="capacity-page"),
     path("fair-share/", views.fairshare_page, name="fairshare-page"),

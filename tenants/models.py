@@ -254,14 +254,29 @@ class TenantOwned(models.Model):
         abstract = True
 
 
+class MembershipSource(models.TextChoices):
+    """Where a membership comes from: granted here, or mapped from the identity
+    provider's groups at sign-in (tenants/sso/), which then owns it."""
+
+    LOCAL = "local", "Granted in gangway"
+    PROVIDER = "provider", "Identity provider"
+
+
 class Membership(TenantOwned):
-    """A user's role in one tenant. A user may belong to several tenants."""
+    """A user's role in one tenant. A user may belong to several tenants.
+
+    A membership whose ``source`` is the identity provider follows the user's groups
+    there and cannot be changed here (the next sign-in would undo it).
+    """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.CharField(max_length=16, choices=Role.choices)
+    source = models.CharField(
+        max_length=16, choices=MembershipSource.choices, default=MembershipSource.LOCAL
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -272,6 +287,28 @@ class Membership(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant} as {self.role}"
+
+
+class ExternalIdentity(models.Model):
+    """A user's account at the OpenID provider: who signed in (issuer and subject, the
+    pair OIDC guarantees stable), and the groups they had when last seen."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="identity_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
 
 
 class GpuFlavor(models.Model):

@@ -25,7 +25,15 @@ from knox.models import AuthToken
 
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
-from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant, tenant_namespace
+from tenants.models import (
+    GpuFlavor,
+    Membership,
+    MembershipSource,
+    Quota,
+    Role,
+    Tenant,
+    tenant_namespace,
+)
 from tenants.selectors import (
     flavor_references,
     is_platform_admin,
@@ -537,6 +545,15 @@ def _ensure_visible(*, actor: Any, tenant: Tenant) -> None:
 # --- Members ------------------------------------------------------------------------
 
 
+def _refuse_provider_managed(membership: Membership) -> None:
+    if membership.source == MembershipSource.PROVIDER:
+        raise ServiceConflict(
+            f"{membership.user.get_username()}'s role in {membership.tenant.slug} comes from "
+            "the identity provider's groups; change it there.",
+            code="managed_by_provider",
+        )
+
+
 def _require_member_manager(*, actor: Any, tenant: Tenant) -> str:
     role = role_in_tenant(user=actor, tenant=tenant)
     if role is None or Role.rank(role) < Role.rank(MANAGE_MEMBERS_ROLE):
@@ -586,7 +603,8 @@ def membership_set_role(*, actor: Any, membership: Membership, role: str) -> Mem
     actor_role = _require_member_manager(actor=actor, tenant=tenant)
     if role not in Role.values:
         raise ValidationError({"role": [f"Unknown role {role!r}."]})
-    membership = Membership.objects.select_related("user").get(pk=membership.pk)
+    membership = Membership.objects.select_related("user", "tenant").get(pk=membership.pk)
+    _refuse_provider_managed(membership)
     if not (
         role_may_grant(granter_role=actor_role, role=role)
         and role_may_grant(granter_role=actor_role, role=membership.role)
@@ -627,6 +645,7 @@ def membership_remove(*, actor: Any, membership: Membership) -> None:
     actor_role = _require_member_manager(actor=actor, tenant=tenant)
     if not role_may_grant(granter_role=actor_role, role=membership.role):
         raise PermissionDenied("You cannot remove a member whose role is above your own.")
+    _refuse_provider_managed(membership)
     if membership.role == Role.ADMIN:
         admins = Membership.objects.filter(tenant=tenant, role=Role.ADMIN).count()
         if admins <= 1:

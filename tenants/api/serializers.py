@@ -68,7 +68,7 @@ class MyMembershipSerializer(serializers.ModelSerializer[Membership]):
 
     class Meta:
         model = Membership
-        fields = ["tenant", "tenant_name", "role"]
+        fields = ["tenant", "tenant_name", "role", "source"]
         read_only_fields = fields
 
 
@@ -78,6 +78,20 @@ class MeSerializer(UserOutSerializer):
     class Meta(UserOutSerializer.Meta):
         fields = [*UserOutSerializer.Meta.fields, "memberships"]
         read_only_fields = fields
+
+
+class SsoConfigSerializer(serializers.Serializer[dict[str, Any]]):
+    """How a client signs in with the identity provider (the command line's device flow)."""
+
+    enabled = serializers.BooleanField()
+    issuer = serializers.CharField(required=False)
+    provider_name = serializers.CharField(required=False)
+    client_id = serializers.CharField(
+        required=False, allow_null=True, help_text="The public client of the command line."
+    )
+    device_authorization_endpoint = serializers.CharField(required=False, allow_null=True)
+    token_endpoint = serializers.CharField(required=False, allow_null=True)
+    scope = serializers.CharField(required=False)
 
 
 # --- Flavors ------------------------------------------------------------------------
@@ -253,7 +267,7 @@ class MemberOutSerializer(serializers.ModelSerializer[Membership]):
 
     class Meta:
         model = Membership
-        fields = ["username", "email", "role", "created_at"]
+        fields = ["username", "email", "role", "source", "created_at"]
         read_only_fields = fields
 
 

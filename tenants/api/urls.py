@@ -28,6 +28,7 @@ register_converter(UsernameConverter, "username")
 
 urlpatterns = [
     path("auth/token/", views.TokenView.as_view(), name="auth-token"),
+    path("auth/sso/", views.SsoConfigView.as_view(), name="auth-sso"),
     path(
         "auth/tokens/",
         views.TokenViewSet.as_view({"get": "list", "delete": "revoke_all"}),

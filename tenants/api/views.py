@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.contrib.auth import authenticate
 from django.contrib.auth.models import AbstractUser
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -43,6 +44,7 @@ from tenants.filters import (
     UserFilter,
 )
 from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
+from tenants.sso import provider as sso_provider
 
 
 class PlatformAdminWrites(permissions.BasePermission):
@@ -150,6 +152,39 @@ class TokenView(NoStore, APIView):
     def delete(self, request: Request) -> Response:
         services.token_revoke(token=request.auth)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SsoConfigView(APIView):
+    """``GET``: whether single sign-on is on and, if so, where a command line signs in
+    (the device authorization grant of the provider's public client). Open to anyone:
+    it names only public endpoints."""
+
+    permission_classes = [permissions.AllowAny]
+
+    def get_authenticators(self) -> list[Any]:
+        return []  # a stale session or header must not stand between a client and this
+
+    @extend_schema(responses={200: s.SsoConfigSerializer}, summary="How to sign in with SSO")
+    def get(self, request: Request) -> Response:
+        if not sso_provider.enabled():
+            return Response({"enabled": False})
+        body: dict[str, Any] = {
+            "enabled": True,
+            "issuer": settings.OIDC_ISSUER,
+            "provider_name": settings.OIDC_PROVIDER_NAME,
+            "client_id": settings.OIDC_CLI_CLIENT_ID or None,
+            "device_authorization_endpoint": None,
+            "token_endpoint": None,
+            "scope": settings.OIDC_CLI_SCOPES,
+        }
+        try:
+            meta = sso_provider.metadata()
+        except sso_provider.ProviderUnavailable:
+            return Response(body)  # the client says the provider cannot be reached
+        if settings.OIDC_CLI_CLIENT_ID:
+            body["device_authorization_endpoint"] = meta.get("device_authorization_endpoint")
+            body["token_endpoint"] = meta.get("token_endpoint")
+        return Response(body)
 
 
 class TokenViewSet(NoStore, viewsets.GenericViewSet[AuthToken]):

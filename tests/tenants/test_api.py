@@ -322,7 +322,7 @@ def test_user_create_never_returns_the_password(root: Any, as_user: Any) -> None
 def test_me_lists_memberships(alice: Any, as_user: Any) -> None:
     body = as_user(alice).get("/api/v1/users/me/").json()
     assert body["memberships"] == [
-        {"tenant": "acme", "tenant_name": "Acme Research", "role": "admin"}
+        {"tenant": "acme", "tenant_name": "Acme Research", "role": "admin", "source": "local"}
     ]
 
 

@@ -69,9 +69,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # Asks the identity provider again, now and then, about a single sign-on session.
-    "tenants.sso.middleware.SsoSessionMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Asks the identity provider again, now and then, about a single sign-on session
+    # (after the messages middleware: an ended session says so on the sign-in page).
+    "tenants.sso.middleware.SsoSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]

@@ -11,7 +11,10 @@ with a JSON object body (``GET /control/keys`` excepted); errors are
 ``POST /control/users/<username>/groups``
     ``{groups: [...]}``: the user's groups become exactly these. Returns the user.
 ``POST /control/users/<username>/deactivate``
-    ``is_active = False``: the password grant and sign-in refuse the user from now on.
+    ``is_active = False``: the password grant and sign-in refuse the user from now on, and
+    the user's access and refresh tokens are revoked, as providers do when they disable
+    an account (Keycloak ends its sessions): userinfo and refresh then refuse them. (An
+    access token checked only by its signature stays valid until it expires.)
 ``GET /control/keys``
     ``{active_kid, inactive_kids}``.
 ``POST /control/keys/rotate``
@@ -43,7 +46,11 @@ from django.contrib.auth.models import Group, User
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
-from oauth2_provider.models import get_application_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_refresh_token_model,
+)
 
 from tests.oidc.provider import keys, tokens
 from tests.oidc.provider.runtime import runtime
@@ -138,6 +145,8 @@ def deactivate(body: dict[str, Any], username: str) -> dict[str, Any]:
     user = _user(username)
     user.is_active = False
     user.save(update_fields=["is_active"])
+    get_refresh_token_model().objects.filter(user=user).delete()
+    get_access_token_model().objects.filter(user=user).delete()
     return _describe(user)
 
 

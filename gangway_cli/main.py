@@ -1,15 +1,14 @@
 """The entry point: ``gangway`` (console script) and ``python -m gangway_cli``.
 
-``main()`` runs the Typer app outside Click's standalone mode so that every way out
+``main()`` runs the Typer app outside its standalone mode so that every way out
 ends with an exit code of :mod:`gangway_cli.exitcodes`: a :class:`CliError` prints its
-message and hint, a usage error Click's message (code 2), Ctrl-C 130.
+message and hint, a usage error Typer's message (code 2), Ctrl-C 130.
 """
 
 from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 from gangway_cli import __version__, app, exitcodes, output
@@ -50,15 +49,15 @@ def main(argv: list[str] | None = None) -> None:
     except CliError as error:
         output.print_error(error, app.current_mode)
         code = error.code
-    except click.exceptions.Abort:
+    except typer.Abort:
         output.stderr.print("interrupted")
         code = exitcodes.INTERRUPTED
     except KeyboardInterrupt:
         output.stderr.print("interrupted")
         code = exitcodes.INTERRUPTED
-    except click.ClickException as error:
+    except typer.TyperException as error:
         error.show()
         code = error.exit_code
-    except click.exceptions.Exit as done:
+    except typer.Exit as done:
         code = done.exit_code
     sys.exit(code)

@@ -8,6 +8,7 @@ stderr in both modes, so ``gangway up -o json | jq`` sees only the cluster.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -23,8 +24,10 @@ JSON = "json"
 TABLE = "table"
 MODES = (TABLE, JSON)
 
-# Plain output when piped: no colours, and no wrapping of long values at 80 columns.
-stdout = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+# Piped output has no terminal width: rich would squeeze tables into 80 columns and cut
+# URLs short, so it gets a wide page instead (COLUMNS still wins when set).
+_PIPE_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
+stdout = Console(highlight=False, width=_PIPE_WIDTH)
 stderr = Console(stderr=True, highlight=False)
 
 STATE_STYLES = {
@@ -80,6 +83,19 @@ def when(value: str | None, *, now: datetime | None = None) -> str:
     return f"in {amount}" if seconds > 0 else f"{amount} ago"
 
 
+def clock(value: str | None) -> str:
+    """An API timestamp as a local wall-clock time (``14:03:07``), with the date when it
+    is not today: for timelines, where "now" for every line would say nothing."""
+    if not value:
+        return ""
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone()
+    except ValueError:
+        return value
+    today = datetime.now().astimezone().date()
+    return moment.strftime("%H:%M:%S" if moment.date() == today else "%Y-%m-%d %H:%M")
+
+
 def _span(seconds: float) -> str:
     minutes = int(seconds // 60)
     if minutes < 60:
@@ -96,7 +112,7 @@ def table(
     """A rich table of strings (None shows as empty)."""
     out = Table(title=title, title_justify="left", header_style="bold", box=None, pad_edge=False)
     for column in columns:
-        out.add_column(column)
+        out.add_column(column, overflow="fold")
     for row in rows:
         out.add_row(*("" if cell is None else str(cell) for cell in row))
     return out
@@ -105,8 +121,8 @@ def table(
 def fields(pairs: Iterable[tuple[str, Any]]) -> Table:
     """A two-column ``name  value`` table, skipping empty values."""
     out = Table(show_header=False, box=None, pad_edge=False)
-    out.add_column(style="bold")
-    out.add_column()
+    out.add_column(style="bold", no_wrap=True)
+    out.add_column(overflow="fold")
     for name, value in pairs:
         if value not in (None, "", [], {}):
             out.add_row(name, str(value))
@@ -131,10 +147,11 @@ def queue_line(queue: dict[str, Any] | None, tenant: str = "") -> str:
 
 
 def print_error(error: CliError, mode: str) -> None:
-    """The error on stderr (and, with ``-o json``, the API's error body on stdout, or one
-    in the API's shape, so scripts parse failures the same way)."""
+    """The error on stderr; with ``-o json`` also, on stdout, the API's answer that
+    carries it (an error body, or the dry-run's ``never_fits`` verdict), else a body in
+    the API's error shape, so that scripts parse every failure."""
     if mode == JSON:
-        body = error.body if isinstance(error.body, dict) and "error" in error.body else None
+        body = error.body if isinstance(error.body, dict) else None
         print_json(body or {"error": {"code": "cli_error", "message": error.message}})
     stderr.print(f"[red]error:[/] {escape(error.message)}", highlight=False)
     if error.hint:

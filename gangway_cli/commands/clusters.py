@@ -119,6 +119,20 @@ def describe(cluster: dict[str, Any]) -> str:
     )
 
 
+def new_transitions(cluster: dict[str, Any], seen: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The state changes of ``cluster``'s timeline not in ``seen`` (which it updates):
+    polling can miss a state that lasted less than a poll, its history cannot."""
+    fresh = []
+    for event in cluster.get("events") or []:
+        key = (str(event.get("at")), str(event.get("to_state")))
+        if key in seen:
+            continue
+        seen.add(key)
+        if event.get("from_state") and event.get("from_state") != event.get("to_state"):
+            fresh.append(event)
+    return fresh
+
+
 def wait_until(
     s: Session,
     name: str,
@@ -131,7 +145,7 @@ def wait_until(
     terminal, one line per change otherwise. A state in ``given_up`` is an error."""
     deadline = time.monotonic() + timeout if timeout else None
     last_line = ""
-    last_state = ""
+    seen: set[tuple[str, str]] = set()
     live = output.stderr.is_terminal
     status = output.stderr.status("", spinner="dots") if live else None
     if status is not None:
@@ -141,13 +155,17 @@ def wait_until(
             cluster = get_cluster(s, name)
             state = cluster.get("state", "")
             line = describe(cluster)
-            if state != last_state and last_state:
-                output.stderr.print(f"  {last_state} -> {output.state_text(state)}")
+            for event in new_transitions(cluster, seen):
+                output.stderr.print(
+                    f"  {output.clock(event.get('at'))}  {event.get('from_state')} -> "
+                    f"{output.state_text(event.get('to_state'))}  "
+                    f"[dim]{escape(str(event.get('message') or ''))}[/]"
+                )
             if status is not None:
                 status.update(line)
             elif line != last_line:
                 output.stderr.print(line, highlight=False)
-            last_line, last_state = line, state
+            last_line = line
             if state in done:
                 return cluster
             if state in given_up:
@@ -332,7 +350,7 @@ def list_clusters(
 def show_timeline(events: list[dict[str, Any]]) -> None:
     rows = [
         (
-            output.when(e.get("at")),
+            output.clock(e.get("at")),
             f"{e.get('from_state') or ''} -> {e.get('to_state') or ''}"
             if e.get("from_state") != e.get("to_state")
             else e.get("to_state"),

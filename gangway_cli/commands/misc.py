@@ -48,9 +48,10 @@ def queue(ctx: typer.Context, tenant: TenantOpt = None, output_option: OutputOpt
             for q in items
         ]
         columns = ["#", "NAME", "OWNER", "FLAVOR", "GPUS", "REASON", "ETA", "WHY"]
-        output.stdout.print(output.table(columns, rows))
-        if not items:
-            output.stderr.print(f"Nothing waits in {s.tenant()}'s queue.")
+        if items:
+            output.stdout.print(output.table(columns, rows))
+        else:
+            output.stdout.print(f"Nothing waits in {s.tenant()}'s queue.")
 
     output.emit(s.mode, items, show)
 

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         output.stderr.print("interrupted")
         code = exitcodes.INTERRUPTED
     except typer.TyperException as error:
-        error.show()
+        error.show()  # type: ignore[attr-defined]  # Typer declares it on its Click base
         code = error.exit_code
     except typer.Exit as done:
         code = done.exit_code

@@ -88,7 +88,7 @@ def from_response(status: int, body: Any, *, server: str, what: str = "") -> Cli
     if status == 409:
         return CliError(
             message,
-            hint="the request is not in a state that allows this; `gangway status NAME` shows it",
+            hint="it clashes with what exists now; `gangway ls` and `gangway status NAME` show it",
             code=exitcodes.REFUSED,
             body=body,
         )

@@ -379,7 +379,7 @@ def status(
                     ("name", cluster["name"]),
                     ("tenant", cluster.get("tenant")),
                     ("state", cluster.get("state")),
-                    ("waiting", _waiting(cluster)),
+                    ("reason", _waiting(cluster)),
                     ("error", cluster.get("last_error")),
                     ("kind", cluster.get("kind")),
                     ("flavor", ",".join(cluster.get("flavors") or [])),

@@ -15,12 +15,15 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP_RUN): requirements.txt | $(PY)
+# The last step installs the `gangway` command line (gangway_cli/) into the environment.
+$(STAMP_RUN): requirements.txt pyproject.toml | $(PY)
 	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
-$(STAMP_DEV): requirements.txt requirements-dev.txt | $(PY)
+$(STAMP_DEV): requirements.txt requirements-dev.txt pyproject.toml | $(PY)
 	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@ $(STAMP_RUN)
 
 install: $(STAMP_RUN)

@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("clusters", "notifications", "tenants", "controlplane", "frontend", "kubesim")
+PACKAGES = (
+    "gangway_cli",
+    "clusters",
+    "notifications",
+    "tenants",
+    "controlplane",
+    "frontend",
+    "kubesim",
+)
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -71,6 +79,9 @@ def test_the_product_keeps_every_contract() -> None:
         # kubesim borrowing the product's code, and the product importing the simulator.
         ("kubesim/util.py", "import clusters.kube.labels", "imports nothing of the product"),
         ("clusters/kube/gateway.py", "import kubesim.store", "Nothing of the product imports"),
+        # The command line reaching into the server instead of asking its API.
+        ("gangway_cli/client.py", "import clusters.models", "The command line speaks only"),
+        ("gangway_cli/output.py", "import django.conf", "The command line speaks only"),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(

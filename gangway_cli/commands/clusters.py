@@ -1,0 +1,592 @@
+"""Cluster commands: ``up``, ``ls``, ``status``, ``extend``, ``suspend``, ``resume``,
+``down``, ``keepalive``, ``manifests``, ``logs`` and ``dashboard``.
+
+All of them speak ``/api/v1/tenants/{tenant}/clusters/``: ``up`` asks the dry-run
+(``.../clusters/dry-run/``) for a verdict first, creates, then polls the detail (the
+API has no event stream) until the cluster is ready, showing its state and, while it
+waits, its queue position, reason and ETA.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import webbrowser
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.prompt import Confirm
+
+from gangway_cli import durations, exitcodes, output
+from gangway_cli.app import OutputOpt, Session, TenantOpt, app, session
+from gangway_cli.errors import CliError
+from gangway_cli.follow import new_lines
+
+POLL_SECONDS = 1.0
+LOG_POLL_SECONDS = 2.0
+# A cluster in one of these will never become ready by waiting.
+GIVEN_UP = ("failed", "deleting", "deleted", "suspended")
+
+NameArg = Annotated[str, typer.Argument(help="The cluster's name (`gangway ls` lists them).")]
+
+
+def cluster_path(s: Session, name: str, rest: str = "") -> str:
+    return s.tenant_path(f"clusters/{name}/{rest}")
+
+
+def get_cluster(s: Session, name: str) -> dict[str, Any]:
+    """The cluster's detail; a 404 names it and the tenant."""
+    return dict(s.client.get(cluster_path(s, name), what=_what(s, name)))
+
+
+def _what(s: Session, name: str) -> str:
+    return f"cluster '{name}' in tenant '{s.tenant()}'"
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    """``["K=V", ...]`` as a dict; a pair without ``=`` is a usage error."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError(f"--env {pair!r} is not KEY=VALUE", code=exitcodes.USAGE)
+        env[key] = value
+    return env
+
+
+def flavors_body(flavor: str) -> dict[str, Any]:
+    """``h100`` -> ``{"flavor": "h100"}``; ``h100,l4`` -> ``{"flavors": ["h100", "l4"]}``."""
+    names = [name.strip() for name in flavor.split(",") if name.strip()]
+    if not names:
+        raise CliError("--flavor names no flavor", code=exitcodes.USAGE)
+    return {"flavor": names[0]} if len(names) == 1 else {"flavors": names}
+
+
+def _require_flavor(s: Session, flavor: str | None) -> str:
+    if flavor:
+        return flavor
+    names = [f["name"] for f in s.client.get_all("/api/v1/flavors/")]
+    raise CliError(
+        "which GPU flavor? --flavor is required",
+        hint=f"pass --flavor with one of: {', '.join(names)} (several in order: h100,l4)",
+        code=exitcodes.USAGE,
+    )
+
+
+# -- up --------------------------------------------------------------------------------
+
+
+def show_verdict(verdict: dict[str, Any], tenant: str) -> None:
+    """The dry-run's verdict in words, on stderr (stdout is for the result)."""
+    kind = verdict.get("verdict")
+    say = output.stderr.print
+    if kind == "fits_now":
+        where = f" on {verdict['flavor']}" if verdict.get("flavor") else ""
+        say(f"[green]Fits now[/]{escape(where)}.")
+    elif kind == "will_queue":
+        position = verdict.get("position")
+        at = f"#{position} in {tenant}'s queue" if position else "in the queue"
+        eta = verdict.get("eta_text") or ""
+        say(f"[yellow]Will queue[/]: {escape(at)}" + (f", expected to start {eta}" if eta else ""))
+        for reason in verdict.get("reasons", []):
+            say(f"  {escape(reason.get('code', ''))}: {escape(reason.get('message', ''))}")
+    else:
+        say("[red]Never fits[/]:")
+        for reason in verdict.get("reasons", []):
+            say(f"  {escape(reason.get('code', ''))}: {escape(reason.get('message', ''))}")
+    for alternative in verdict.get("alternatives", []):
+        say(
+            f"  alternative: {escape(str(alternative.get('flavor')))} - "
+            f"{escape(str(alternative.get('message') or alternative.get('verdict')))}"
+        )
+    if verdict.get("budget_note"):
+        say(f"  note: {escape(verdict['budget_note'])}")
+
+
+def describe(cluster: dict[str, Any]) -> str:
+    """One line on where a cluster is: its state and why it waits (rich markup)."""
+    state = cluster.get("state", "?")
+    detail = ""
+    if state == "queued" and cluster.get("queue"):
+        detail = output.queue_line(cluster["queue"], cluster.get("tenant", ""))
+    elif cluster.get("state_reason"):
+        detail = str(cluster["state_reason"])
+    elif cluster.get("last_error"):
+        detail = str(cluster["last_error"])
+    return f"{cluster.get('name')}: {output.state_text(state)}" + (
+        f" - {escape(detail)}" if detail else ""
+    )
+
+
+def new_transitions(cluster: dict[str, Any], seen: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The state changes of ``cluster``'s timeline not in ``seen`` (which it updates):
+    polling can miss a state that lasted less than a poll, its history cannot."""
+    fresh = []
+    for event in cluster.get("events") or []:
+        key = (str(event.get("at")), str(event.get("to_state")))
+        if key in seen:
+            continue
+        seen.add(key)
+        if event.get("from_state") and event.get("from_state") != event.get("to_state"):
+            fresh.append(event)
+    return fresh
+
+
+def wait_until(
+    s: Session,
+    name: str,
+    done: tuple[str, ...],
+    *,
+    given_up: tuple[str, ...] = GIVEN_UP,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """Poll the cluster until its state is one of ``done``; a live status line on a
+    terminal, one line per change otherwise. A state in ``given_up`` is an error."""
+    deadline = time.monotonic() + timeout if timeout else None
+    last_line = ""
+    seen: set[tuple[str, str]] = set()
+    live = output.stderr.is_terminal
+    status = output.stderr.status("", spinner="dots") if live else None
+    if status is not None:
+        status.start()
+    try:
+        while True:
+            cluster = get_cluster(s, name)
+            state = cluster.get("state", "")
+            line = describe(cluster)
+            for event in new_transitions(cluster, seen):
+                output.stderr.print(
+                    f"  {output.clock(event.get('at'))}  {event.get('from_state')} -> "
+                    f"{output.state_text(event.get('to_state'))}  "
+                    f"[dim]{escape(str(event.get('message') or ''))}[/]"
+                )
+            if status is not None:
+                status.update(line)
+            elif line != last_line:
+                output.stderr.print(line, highlight=False)
+            last_line = line
+            if state in done:
+                return cluster
+            if state in given_up:
+                why = cluster.get("last_error") or cluster.get("state_reason") or state
+                raise CliError(
+                    f"cluster '{name}' is {state}: {why}",
+                    hint=f"`gangway status {name}` shows its timeline",
+                    code=exitcodes.ERROR,
+                )
+            if deadline is not None and time.monotonic() > deadline:
+                raise CliError(
+                    f"cluster '{name}' is still {state} after the --timeout",
+                    hint=f"it keeps its place; `gangway status {name}` follows it, "
+                    f"`gangway down {name}` deletes it",
+                    code=exitcodes.ERROR,
+                )
+            time.sleep(POLL_SECONDS)
+    finally:
+        if status is not None:
+            status.stop()
+
+
+def _interrupted(s: Session, name: str) -> None:
+    """Ctrl-C while waiting: ask whether to keep the request (a terminal), else keep it."""
+    output.stderr.print()
+    keep = True
+    if sys.stdin.isatty():
+        try:
+            keep = Confirm.ask(
+                "Keep the request in the queue?", default=True, console=output.stderr
+            )
+        except (KeyboardInterrupt, EOFError):
+            keep = True
+    if keep:
+        output.stderr.print(
+            f"Kept '{name}'. `gangway status {name}` follows it; `gangway down {name}` deletes it."
+        )
+    else:
+        s.client.delete(cluster_path(s, name), what=_what(s, name))
+        output.stderr.print(f"Deleted the request '{name}'.")
+    raise typer.Exit(exitcodes.INTERRUPTED)
+
+
+def print_connection(cluster: dict[str, Any]) -> None:
+    """How to reach a ready cluster: the dashboard through the control plane, and the
+    addresses for ``ray.init`` the API gives."""
+    endpoints = cluster.get("endpoints") or {}
+    name = cluster.get("name")
+    output.stdout.print(f"[green]{escape(str(name))} is ready.[/]")
+    output.stdout.print(
+        output.fields(
+            [
+                ("Ray dashboard", endpoints.get("dashboard_proxy_url")),
+                ("Ray API (jobs)", endpoints.get("api_proxy_url")),
+                ("ray.init (in-cluster)", f'ray.init("{endpoints.get("client_address")}")'),
+                ("port-forward", endpoints.get("port_forward")),
+                ("ray.init (forwarded)", 'ray.init("ray://localhost:10001")'),
+            ]
+        )
+    )
+
+
+@app.command()
+def up(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="Name (default: generated).")] = None,
+    flavor: Annotated[
+        str | None, typer.Option("--flavor", "-f", help="GPU flavor, or several: h100,l4.")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=0, help="GPU workers.")] = 1,
+    kind: Annotated[str, typer.Option(help="dev or prod.")] = "dev",
+    ttl: Annotated[
+        str | None, typer.Option(help="Time to live in whole hours: 8h, 1d (default: policy).")
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Ray image (`gangway images`).")] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE for the Ray containers.")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow until ready.")] = True,
+    timeout: Annotated[
+        str | None, typer.Option(help="Give up waiting after this long (e.g. 30m).")
+    ] = None,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Ask for a Ray cluster: show the verdict, create it and follow it until ready."""
+    s = session(ctx, output_option, tenant=tenant)
+    body: dict[str, Any] = {
+        "kind": kind,
+        "workers": workers,
+        **flavors_body(_require_flavor(s, flavor)),
+    }
+    if name:
+        body["name"] = name
+    try:
+        if ttl:
+            body["ttl_hours"] = durations.parse_hours(ttl)
+        limit = durations.parse_seconds(timeout) if timeout else None
+    except ValueError as exc:
+        raise CliError(str(exc), code=exitcodes.USAGE) from None
+    if image:
+        body["image"] = image
+    if env:
+        body["env"] = parse_env(env)
+    verdict = s.client.post(s.tenant_path("clusters/dry-run/"), body)
+    show_verdict(verdict, s.tenant())
+    if verdict.get("verdict") == "never_fits":
+        reasons = "; ".join(r.get("message", "") for r in verdict.get("reasons", []))
+        raise CliError(
+            f"this request can never fit: {reasons}",
+            hint="ask for fewer workers or another flavor (see the alternatives above)",
+            code=exitcodes.NEVER_FITS,
+            body=verdict if s.json else None,
+        )
+    cluster = s.client.post(s.tenant_path("clusters/"), body)
+    name = str(cluster["name"])
+    output.stderr.print(f"Requested [bold]{escape(name)}[/] in {escape(s.tenant())}.")
+    if wait:
+        try:
+            cluster = wait_until(s, name, ("ready",), timeout=limit)
+        except KeyboardInterrupt:
+            _interrupted(s, name)
+    if s.json:
+        output.print_json(cluster)
+    elif cluster.get("state") == "ready":
+        print_connection(cluster)
+    else:
+        output.stdout.print(describe(cluster))
+        output.stdout.print(f"`gangway status {name}` follows it.")
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+def _waiting(cluster: dict[str, Any]) -> str:
+    if cluster.get("state") == "queued":
+        return output.queue_line(cluster.get("queue"), "")
+    return str(cluster.get("state_reason") or cluster.get("last_error") or "")
+
+
+@app.command("ls")
+def list_clusters(
+    ctx: typer.Context,
+    state: Annotated[
+        list[str] | None, typer.Option("--state", help="Only these states (repeatable).")
+    ] = None,
+    mine: Annotated[bool, typer.Option("--mine", help="Only yours.")] = False,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Your tenant's clusters, with their state and why they wait."""
+    s = session(ctx, output_option, tenant=tenant)
+    params: dict[str, Any] = {"ordering": "-created_at"}
+    if state:
+        params["state"] = state
+    if mine:
+        params["owner"] = s.me()["username"]
+    items = s.client.get_all(s.tenant_path("clusters/"), params)
+
+    def show() -> None:
+        rows = [
+            (
+                c["name"],
+                output.state_text(c["state"]),
+                ",".join(c.get("flavors") or [c.get("flavor", "")]),
+                c.get("workers"),
+                c.get("gpus"),
+                c.get("owner"),
+                output.when(c.get("expires_at")),
+                _waiting(c),
+            )
+            for c in items
+        ]
+        columns = ["NAME", "STATE", "FLAVOR", "WORKERS", "GPUS", "OWNER", "EXPIRES", "NOTE"]
+        output.stdout.print(output.table(columns, rows))
+        if not items:
+            output.stderr.print("No clusters. `gangway up --flavor FLAVOR` asks for one.")
+
+    output.emit(s.mode, items, show)
+
+
+def show_timeline(events: list[dict[str, Any]]) -> None:
+    rows = [
+        (
+            output.clock(e.get("at")),
+            f"{e.get('from_state') or ''} -> {e.get('to_state') or ''}"
+            if e.get("from_state") != e.get("to_state")
+            else e.get("to_state"),
+            e.get("actor_name"),
+            e.get("message") or e.get("reason"),
+        )
+        for e in events
+    ]
+    output.stdout.print(output.table(["WHEN", "STATE", "BY", "WHAT"], rows, title="Timeline"))
+
+
+@app.command()
+def status(
+    ctx: typer.Context, name: NameArg, tenant: TenantOpt = None, output_option: OutputOpt = None
+) -> None:
+    """A cluster's state, shape, connection and timeline."""
+    s = session(ctx, output_option, tenant=tenant)
+    cluster = get_cluster(s, name)
+
+    def show() -> None:
+        activity = cluster.get("activity") or {}
+        endpoints = cluster.get("endpoints") or {}
+        output.stdout.print(
+            output.fields(
+                [
+                    ("name", cluster["name"]),
+                    ("tenant", cluster.get("tenant")),
+                    ("state", cluster.get("state")),
+                    ("reason", _waiting(cluster)),
+                    ("error", cluster.get("last_error")),
+                    ("kind", cluster.get("kind")),
+                    ("flavor", ",".join(cluster.get("flavors") or [])),
+                    ("workers", cluster.get("workers")),
+                    ("gpus", cluster.get("gpus")),
+                    ("owner", cluster.get("owner")),
+                    ("image", cluster.get("image")),
+                    ("created", output.when(cluster.get("created_at"))),
+                    ("ready", output.when(cluster.get("ready_at"))),
+                    ("expires", output.when(cluster.get("expires_at"))),
+                    ("idle", f"{activity['idle_minutes']} min" if activity else None),
+                    ("dashboard", endpoints.get("dashboard_proxy_url")),
+                ]
+            )
+        )
+        show_timeline(cluster.get("events") or [])
+
+    output.emit(s.mode, cluster, show)
+
+
+# -- changing --------------------------------------------------------------------------
+
+
+def _act(s: Session, name: str, action: str, body: Any, said: str) -> None:
+    cluster = s.client.post(cluster_path(s, name, f"{action}/"), body, what=_what(s, name))
+    output.emit(s.mode, cluster, lambda: output.stdout.print(f"{escape(said)} {describe(cluster)}"))
+
+
+@app.command()
+def extend(
+    ctx: typer.Context,
+    name: NameArg,
+    duration: Annotated[str, typer.Argument(help="How much longer, in whole hours: 2h, 1d.")],
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Give a cluster more time before it expires."""
+    s = session(ctx, output_option, tenant=tenant)
+    try:
+        hours = durations.parse_hours(duration)
+    except ValueError as exc:
+        raise CliError(str(exc), code=exitcodes.USAGE) from None
+    cluster = s.client.post(cluster_path(s, name, "extend/"), {"hours": hours}, what=_what(s, name))
+    output.emit(
+        s.mode,
+        cluster,
+        lambda: output.stdout.print(
+            f"{escape(name)} now expires {output.when(cluster.get('expires_at'))} "
+            f"({cluster.get('expires_at')})."
+        ),
+    )
+
+
+@app.command()
+def suspend(
+    ctx: typer.Context,
+    name: NameArg,
+    reason: Annotated[str, typer.Option(help="Why, for the timeline.")] = "",
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Suspend a cluster: its GPUs go back; `resume` queues it again."""
+    s = session(ctx, output_option, tenant=tenant)
+    _act(s, name, "suspend", {"reason": reason}, "Suspended.")
+
+
+@app.command()
+def resume(
+    ctx: typer.Context, name: NameArg, tenant: TenantOpt = None, output_option: OutputOpt = None
+) -> None:
+    """Resume a suspended cluster (it goes back through the queue)."""
+    s = session(ctx, output_option, tenant=tenant)
+    _act(s, name, "resume", None, "Resumed.")
+
+
+@app.command()
+def keepalive(
+    ctx: typer.Context, name: NameArg, tenant: TenantOpt = None, output_option: OutputOpt = None
+) -> None:
+    """Count now as use of a ready cluster: its idle clock starts again."""
+    s = session(ctx, output_option, tenant=tenant)
+    _act(s, name, "keepalive", None, "Kept alive.")
+
+
+@app.command()
+def down(
+    ctx: typer.Context,
+    name: NameArg,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until it is gone.")] = False,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Delete a cluster (or withdraw a waiting request)."""
+    s = session(ctx, output_option, tenant=tenant)
+    cluster = s.client.delete(cluster_path(s, name), what=_what(s, name))
+    if wait:
+        try:
+            while True:
+                cluster = get_cluster(s, name)
+                time.sleep(POLL_SECONDS)
+        except CliError as gone:
+            if gone.code != exitcodes.NOT_FOUND:
+                raise
+    output.emit(
+        s.mode,
+        cluster,
+        lambda: output.stdout.print(
+            f"{escape(name)} deleted." if wait else f"Deleting {escape(name)}."
+        ),
+    )
+
+
+@app.command()
+def manifests(
+    ctx: typer.Context, name: NameArg, tenant: TenantOpt = None, output_option: OutputOpt = None
+) -> None:
+    """The Kubernetes objects of a cluster, as YAML (JSON with -o json)."""
+    s = session(ctx, output_option, tenant=tenant)
+    path = cluster_path(s, name, "manifests/")
+    if s.json:
+        output.print_json(s.client.get(path, what=_what(s, name)))
+    else:
+        text = s.client.get(path, accept="application/yaml", what=_what(s, name))
+        sys.stdout.write(str(text))
+
+
+def _log_params(pod: str | None, container: str | None, tail: int) -> dict[str, Any]:
+    params: dict[str, Any] = {"tail": tail}
+    if pod:
+        params["pod"] = pod
+    if container:
+        params["container"] = container
+    return params
+
+
+def print_log_text(text: str) -> list[str]:
+    lines = text.splitlines()
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+    return lines
+
+
+@app.command()
+def logs(
+    ctx: typer.Context,
+    name: NameArg,
+    pod: Annotated[
+        str | None, typer.Option(help="A pod of the cluster (default: the head).")
+    ] = None,
+    container: Annotated[str | None, typer.Option(help="Its container.")] = None,
+    tail: Annotated[int, typer.Option(min=1, max=5000, help="Last lines.")] = 200,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing.")] = False,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """A pod's log: the head's by default; `--pod` another (listed in -o json)."""
+    s = session(ctx, output_option, tenant=tenant)
+    if follow and s.json:
+        raise CliError("--follow prints text; leave out -o json", code=exitcodes.USAGE)
+    path = cluster_path(s, name, "logs/")
+    answer = s.client.get(path, params=_log_params(pod, container, tail), what=_what(s, name))
+    if s.json:
+        output.print_json(answer)
+        return
+    if not answer.get("text") and answer.get("message"):
+        output.stderr.print(escape(str(answer["message"])))
+    seen = print_log_text(answer.get("text", ""))
+    try:
+        while follow:
+            time.sleep(LOG_POLL_SECONDS)
+            answer = s.client.get(
+                path, params=_log_params(pod or answer.get("pod"), container, tail)
+            )
+            current = str(answer.get("text", "")).splitlines()
+            for line in new_lines(seen, current):
+                sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+            seen = current
+    except KeyboardInterrupt:
+        raise typer.Exit(exitcodes.OK) from None
+
+
+@app.command()
+def dashboard(
+    ctx: typer.Context,
+    name: NameArg,
+    print_only: Annotated[
+        bool, typer.Option("--print", "-p", help="Print the URL instead of opening it.")
+    ] = False,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Open the cluster's Ray dashboard (through the control plane) in a browser."""
+    s = session(ctx, output_option, tenant=tenant)
+    cluster = get_cluster(s, name)
+    url = (cluster.get("endpoints") or {}).get("dashboard_proxy_url")
+    if not url:
+        raise CliError(
+            f"cluster '{name}' is {cluster.get('state')}: its dashboard opens once it is ready",
+            hint=f"`gangway status {name}` shows why it is not ready",
+            code=exitcodes.REFUSED,
+        )
+    if s.json:
+        output.print_json(cluster.get("endpoints"))
+        return
+    if not print_only and sys.stdout.isatty() and webbrowser.open(url):
+        output.stderr.print(f"Opened {escape(url)} (sign in there with your browser).")
+    else:
+        output.stdout.print(url, soft_wrap=True)

@@ -126,7 +126,12 @@ def login(
         data.pop("tenant", None)  # a default tenant is a server's
     data.update(server=url, auth=auth)
     path = config.save(data)
-    me = ApiClient(url, auth).get("/api/v1/users/me/")
+
+    def keep(refreshed: dict[str, Any]) -> None:
+        # A provider that rotates refresh tokens has revoked the one just stored.
+        config.save({**data, "auth": refreshed})
+
+    me = ApiClient(url, auth, save_auth=keep).get("/api/v1/users/me/")
     if mode == output.JSON:
         output.print_json(me)
         return

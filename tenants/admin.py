@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from tenants.forms import AdminSignInForm
-from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Tenant
+from tenants.models import AuditEvent, ExternalIdentity, GpuFlavor, Membership, Quota, Tenant
 
 # The admin's sign-in says when a lockout refused it (tenants/lockout.py).
 admin.site.login_form = AdminSignInForm
@@ -41,9 +41,18 @@ class GpuFlavorAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ["tenant", "user", "role"]
-    list_filter = ["role"]
+    list_display = ["tenant", "user", "role", "source"]
+    list_filter = ["role", "source"]
     list_select_related = ["tenant", "user"]
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(admin.ModelAdmin):
+    """Who signed in through the identity provider, and the groups gangway last saw."""
+
+    list_display = ["user", "issuer", "subject", "groups", "last_seen_at"]
+    search_fields = ["user__username", "subject"]
+    list_select_related = ["user"]
 
 
 @admin.register(AuditEvent)

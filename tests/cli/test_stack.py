@@ -19,7 +19,9 @@ from django.utils import timezone
 from knox.models import AuthToken
 
 from clusters.models import ClusterRequest
+from clusters.queue.admission_pass import run_admission_pass
 from gangway_cli import exitcodes
+from tenants.models import Quota
 from tests.cli.conftest import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -82,6 +84,9 @@ def test_a_session_from_up_to_down(
     assert suspended.code == 0 and suspended.json()["state"] == "suspended", suspended
     not_ready = cli("dashboard", "bob-cli", "--print")
     assert not_ready.code == exitcodes.REFUSED and "once it is ready" in not_ready.err
+    resumed = cli("resume", "bob-cli", "-o", "json")
+    assert resumed.code == 0, resumed
+    assert resumed.json()["state"] in ("queued", "admitted", "provisioning", "ready")
 
     down = cli("down", "bob-cli", "--wait")
     assert down.code == 0 and "bob-cli deleted." in down.out, down
@@ -126,20 +131,24 @@ def test_json_output_is_the_apis_json(
 ) -> None:
     login("bob")
     api = as_user(bob)
+    # acme keeps one L4: the pass admits json-a and json-b waits, with its position and
+    # reason, in the queue compared below.
+    Quota.objects.filter(tenant__slug="acme", flavor__name="l4").update(gpus=1)
     for name in ("json-a", "json-b"):
-        assert (
-            api.post(CLUSTERS, {"name": name, "flavor": "h100"}, format="json").status_code == 201
-        )
+        body = {"name": name, "flavor": "l4"}
+        assert api.post(CLUSTERS, body, format="json").status_code == 201
+    run_admission_pass()
     listed = cli("ls", "-o", "json")
     assert listed.code == 0, listed
     assert listed.json() == api.get(CLUSTERS, {"ordering": "-created_at"}).json()["results"]
     detail = cli("-o", "json", "status", "json-a")  # the global form of the option
     assert detail.json() == api.get(CLUSTERS + "json-a/").json()
     assert cli("whoami", "-o", "json").json() == api.get("/api/v1/users/me/").json()
-    assert (
-        cli("queue", "-o", "json").json()
-        == api.get("/api/v1/tenants/acme/queue/").json()["results"]
-    )
+    queue = api.get("/api/v1/tenants/acme/queue/").json()["results"]
+    assert [item["name"] for item in queue] == ["json-b"]
+    assert cli("queue", "-o", "json").json() == queue
+    shown = cli("queue")
+    assert shown.code == 0 and "json-b" in shown.out, shown
 
 
 def test_a_request_that_never_fits_is_refused_before_it_is_made(

@@ -36,6 +36,7 @@ class SsoConfig:
     device_authorization_endpoint: str
     token_endpoint: str
     scope: str
+    revocation_endpoint: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,14 @@ def discover(session: requests.Session, server: str) -> SsoConfig | None:
         return None
     if not isinstance(body, dict) or not body.get("enabled"):
         return None
+    if not (body.get("client_id") and body.get("device_authorization_endpoint")):
+        raise CliError(
+            "the server signs people in through its identity provider, but offers the "
+            "command line no device flow (OIDC_CLI_CLIENT_ID is unset, or the provider "
+            "cannot be reached)",
+            hint="sign in with --username if you have a gangway password, or tell the "
+            "platform team",
+        )
     try:
         return SsoConfig(
             issuer=str(body["issuer"]),
@@ -71,6 +80,7 @@ def discover(session: requests.Session, server: str) -> SsoConfig | None:
             device_authorization_endpoint=str(body["device_authorization_endpoint"]),
             token_endpoint=str(body["token_endpoint"]),
             scope=str(body.get("scope", "openid")),
+            revocation_endpoint=str(body.get("revocation_endpoint") or ""),
         )
     except KeyError as exc:
         raise CliError(
@@ -202,3 +212,12 @@ def refresh(
     tokens = _tokens(body, clock())
     tokens["refresh_token"] = tokens["refresh_token"] or refresh_token
     return tokens
+
+
+def revoke(revocation_endpoint: str, client_id: str, refresh_token: str) -> bool:
+    """Revoke a refresh token at the provider (RFC 7009); whether it said so."""
+    status, _ = _post_form(
+        revocation_endpoint,
+        {"token": refresh_token, "token_type_hint": "refresh_token", "client_id": client_id},
+    )
+    return status == 200

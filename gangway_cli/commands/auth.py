@@ -68,6 +68,7 @@ def _device_flow(server: str, settings: sso.SsoConfig) -> dict[str, Any]:
         "issuer": settings.issuer,
         "client_id": settings.client_id,
         "token_endpoint": settings.token_endpoint,
+        "revocation_endpoint": settings.revocation_endpoint,
     }
 
 
@@ -147,7 +148,7 @@ def login(
 
 @app.command()
 def logout(ctx: typer.Context, output_option: OutputOpt = None) -> None:
-    """Revoke your API token on the server and forget it."""
+    """Revoke your API token (or your identity provider's refresh token) and forget it."""
     mode = set_mode(ctx, output_option)
     data = config.load()
     auth = data.get("auth")
@@ -160,6 +161,13 @@ def logout(ctx: typer.Context, output_option: OutputOpt = None) -> None:
         except CliError as error:
             # Already expired or revoked, or the server is away: forget it all the same.
             output.stderr.print(f"note: the server did not revoke the token ({error.message})")
+    elif isinstance(auth, dict) and auth.get("kind") == "oidc" and auth.get("refresh_token"):
+        endpoint = auth.get("revocation_endpoint")
+        if endpoint:
+            try:
+                revoked = sso.revoke(endpoint, auth["client_id"], auth["refresh_token"])
+            except CliError as error:
+                output.stderr.print(f"note: the provider did not revoke it ({error.message})")
     had = config.clear_auth()
     if mode == output.JSON:
         output.print_json({"server": server, "signed_out": had, "revoked": revoked})

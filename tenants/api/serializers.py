@@ -91,6 +91,9 @@ class SsoConfigSerializer(serializers.Serializer[dict[str, Any]]):
     )
     device_authorization_endpoint = serializers.CharField(required=False, allow_null=True)
     token_endpoint = serializers.CharField(required=False, allow_null=True)
+    revocation_endpoint = serializers.CharField(
+        required=False, allow_null=True, help_text="Where `gangway logout` revokes (RFC 7009)."
+    )
     scope = serializers.CharField(required=False)
 
 

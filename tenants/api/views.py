@@ -175,6 +175,7 @@ class SsoConfigView(APIView):
             "client_id": settings.OIDC_CLI_CLIENT_ID or None,
             "device_authorization_endpoint": None,
             "token_endpoint": None,
+            "revocation_endpoint": None,
             "scope": settings.OIDC_CLI_SCOPES,
         }
         try:
@@ -184,6 +185,7 @@ class SsoConfigView(APIView):
         if settings.OIDC_CLI_CLIENT_ID:
             body["device_authorization_endpoint"] = meta.get("device_authorization_endpoint")
             body["token_endpoint"] = meta.get("token_endpoint")
+            body["revocation_endpoint"] = meta.get("revocation_endpoint")
         return Response(body)
 
 

@@ -81,3 +81,15 @@ def test_login_with_the_device_flow_then_the_api_then_a_refresh(
     time.sleep(3)
     gone = cli("ls", "--tenant", "acme")
     assert gone.code == 4, gone
+
+    # Signing out revokes the refresh token at the provider and forgets the tokens.
+    refresh_token = json.loads((config_home / "gangway" / "config.json").read_text())["auth"][
+        "refresh_token"
+    ]
+    out = cli("logout", "-o", "json")
+    assert out.code == 0 and out.json()["revoked"] is True, out
+    refused = oidc_provider.refresh(
+        refresh_token, client_id=oidc_provider.cli_client_id, client_secret=None
+    )
+    assert refused.status_code == 400, refused.text
+    assert cli("whoami").code == 3

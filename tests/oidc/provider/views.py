@@ -12,7 +12,8 @@ from oauth2_provider.views import DeviceAuthorizationView as DotDeviceAuthorizat
 
 class DiscoveryView(ConnectDiscoveryInfoView):
     """DOT's OpenID discovery document plus ``device_authorization_endpoint`` (RFC 8628
-    section 4), which DOT 3.4.1 publishes only in its RFC 8414 metadata, and the grant
+    section 4), which DOT 3.4.1 publishes only in its RFC 8414 metadata, its token
+    revocation endpoint (RFC 7009, as Keycloak and Okta publish theirs), and the grant
     types the provider's clients use."""
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -21,6 +22,7 @@ class DiscoveryView(ConnectDiscoveryInfoView):
         data["device_authorization_endpoint"] = self._get_endpoint_url(
             request, "device-authorization", required=True
         )
+        data["revocation_endpoint"] = self._get_endpoint_url(request, "revoke-token", required=True)
         data["grant_types_supported"] = [
             "authorization_code",
             "refresh_token",

@@ -120,7 +120,7 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
         return _failed(request, f"{settings.OIDC_PROVIDER_NAME} refused the sign-in: {detail}")
     except JoseError as exc:
         return _failed(request, f"The identity token does not verify: {exc}")
-    except requests.RequestException as exc:
+    except (requests.RequestException, ValueError) as exc:
         return _failed(request, f"{settings.OIDC_PROVIDER_NAME} cannot be reached: {exc}", 200)
     if "sub" not in claims:
         return _failed(request, "The identity token names nobody (no 'sub' claim).")

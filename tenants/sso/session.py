@@ -63,8 +63,12 @@ def _refresh(record: dict[str, Any], meta: dict[str, Any]) -> bool | None:
         return None
     if response.status_code != 200:
         return False
-    token = response.json()
-    record["access_token"] = token["access_token"]
+    try:
+        token = response.json()
+        access_token = token["access_token"]
+    except (ValueError, KeyError, TypeError):
+        return None  # not an answer we can read: try again at the next check
+    record["access_token"] = access_token
     record["refresh_token"] = token.get("refresh_token") or record["refresh_token"]
     record["id_token"] = token.get("id_token") or record["id_token"]
     record["expires_at"] = time.time() + float(token.get("expires_in") or 60)
@@ -86,8 +90,11 @@ def _userinfo(record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any] | 
         return None
     if response.status_code != 200:
         return response.status_code
-    claims: dict[str, Any] = response.json()
-    return claims
+    try:
+        claims = response.json()
+    except ValueError:
+        return None
+    return claims if isinstance(claims, dict) else None
 
 
 def _ask_provider(record: dict[str, Any]) -> Check:

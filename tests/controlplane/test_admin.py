@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from controlplane.admin_site import READ_ONLY_NOTE
 from tenants import services
-from tenants.models import AuditEvent, Role, Tenant
+from tenants.models import AuditEvent, ExternalIdentity, Role, Tenant
 
 # What an attacker would change through each model's change form, beyond its current
 # values (the defects of issue 10: slug and namespace moved, a role raised).
@@ -29,6 +29,7 @@ CHANGES: dict[str, dict[str, Any]] = {
     "tenants.tenant": {"slug": "acme2", "namespace": "kube-system"},
     "tenants.membership": {"role": Role.ADMIN},
     "auth.user": {"is_staff": "on", "is_superuser": "on"},
+    "tenants.externalidentity": {"subject": "someone-else"},
 }
 
 
@@ -39,6 +40,9 @@ def populated(alice: Any, bob: Any, charlie: Any, root: Any) -> dict[str, Any]:
     services.tenant_update(actor=root, tenant=acme, changes={"weight": 2})
     services.token_issue(user=root)
     Group.objects.create(name="operators")
+    ExternalIdentity.objects.create(
+        user=bob, issuer="https://sso.example", subject="b0b", groups=["gpu-acme-engineers"]
+    )
     return {"alice": alice, "bob": bob, "charlie": charlie}
 
 

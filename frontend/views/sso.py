@@ -93,14 +93,15 @@ def sso_login(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _claims_and_groups(token: dict[str, Any]) -> tuple[dict[str, Any], list[str] | None]:
+def _claims_and_groups(token: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     claims = dict(token.get("userinfo") or {})
     if settings.OIDC_GROUPS_CLAIM in claims:
         return claims, None
     # Some providers put groups only in userinfo; ask it once, at sign-in.
-    info = provider.web_client().userinfo(token=token)
-    groups = info.get(settings.OIDC_GROUPS_CLAIM)
-    return claims, [groups] if isinstance(groups, str) else list(groups or [])
+    info = provider.userinfo(str(token.get("access_token", "")))
+    if not isinstance(info, dict):
+        raise requests.ConnectionError(f"its userinfo endpoint answered {info or 'nothing'}")
+    return claims, info.get(settings.OIDC_GROUPS_CLAIM) or []
 
 
 def sso_callback(request: HttpRequest) -> HttpResponse:

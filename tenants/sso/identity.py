@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +50,9 @@ class Identity:
     groups: tuple[str, ...]
 
     @classmethod
-    def from_claims(cls, claims: dict[str, Any], groups: Sequence[str] | None = None) -> Identity:
-        """Read an identity from ID-token, userinfo or access-token claims."""
+    def from_claims(cls, claims: dict[str, Any], groups: Any = None) -> Identity:
+        """Read an identity from ID-token, userinfo or access-token claims; ``groups``,
+        when given, is the groups claim as another source had it (a list or one string)."""
         raw_groups = claims.get(settings.OIDC_GROUPS_CLAIM) if groups is None else groups
         if isinstance(raw_groups, str):
             raw_groups = [raw_groups]

@@ -69,6 +69,34 @@ def metadata() -> dict[str, Any]:
     return document
 
 
+def userinfo(access_token: str) -> dict[str, Any] | int | None:
+    """The provider's userinfo for ``access_token``: its claims, the HTTP status of a
+    refusal (401, 403), or None when the provider cannot be reached or answers nonsense."""
+    try:
+        endpoint = metadata().get("userinfo_endpoint")
+    except ProviderUnavailable:
+        return None
+    if not endpoint:
+        return None
+    try:
+        response = requests.get(
+            endpoint,
+            headers={"Authorization": f"Bearer {access_token}"},
+            timeout=settings.OIDC_TIMEOUT_SECONDS,
+        )
+    except requests.RequestException:
+        return None
+    if response.status_code >= 500:
+        return None
+    if response.status_code != 200:
+        return response.status_code
+    try:
+        claims = response.json()
+    except ValueError:
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
 def web_client() -> Any:
     """Authlib's client for the dashboard: authorization code with PKCE (S256)."""
     key = (settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID)

@@ -75,28 +75,6 @@ def _refresh(record: dict[str, Any], meta: dict[str, Any]) -> bool | None:
     return True
 
 
-def _userinfo(record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any] | int | None:
-    """The provider's userinfo for the session's token: claims, a refusal's status, or
-    None when it cannot be reached."""
-    try:
-        response = requests.get(
-            meta["userinfo_endpoint"],
-            headers={"Authorization": f"Bearer {record['access_token']}"},
-            timeout=settings.OIDC_TIMEOUT_SECONDS,
-        )
-    except requests.RequestException:
-        return None
-    if response.status_code >= 500:
-        return None
-    if response.status_code != 200:
-        return response.status_code
-    try:
-        claims = response.json()
-    except ValueError:
-        return None
-    return claims if isinstance(claims, dict) else None
-
-
 def _ask_provider(record: dict[str, Any]) -> Check:
     try:
         meta = provider.metadata()
@@ -110,9 +88,9 @@ def _ask_provider(record: dict[str, Any]) -> Check:
             return Check.KEPT
         if refreshed is False:
             return Check.ENDED
-    info = _userinfo(record, meta)
+    info = provider.userinfo(record["access_token"])
     if info == 401 and _refresh(record, meta):
-        info = _userinfo(record, meta)
+        info = provider.userinfo(record["access_token"])
     if info is None:
         return Check.KEPT
     if isinstance(info, int):

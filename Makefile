@@ -9,7 +9,7 @@ PORT ?= 8000
 KUBE_PORT ?= 6443
 PYTEST_ARGS ?= -n 2
 
-.PHONY: run test lint typecheck checks pytest bench install install-dev clean
+.PHONY: run test lint typecheck checks pytest bench reliability install install-dev clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,10 @@ typecheck:
 ## bench: the benchmarks; figures go to docs/benchmarks.md
 bench: $(STAMP_DEV)
 	@eval "$$($(PY) scripts/test_services.py)" && $(PY) -m benchmarks
+
+## reliability: fault, load and abuse suites against the real stack; figures go to docs/reliability.md
+reliability: $(STAMP_DEV)
+	@eval "$$($(PY) scripts/test_services.py)" && $(PY) -m reliability
 
 clean:
 	rm -rf var .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,63 @@
+"""Run every reliability suite and write their figures to ``docs/reliability.md``.
+
+Each module in :data:`MODULES` has a ``run(quick: bool) -> str`` that returns one markdown
+section (starting with a ``##`` heading); add a suite by adding its module here.
+``python -m reliability workers abuse`` runs only the named ones; ``--quick`` runs the few
+iterations ``make test`` runs and prints the sections without writing the document.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+
+MODULES: list[str] = []
+OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    names = [a for a in argv if not a.startswith("--")]
+    known = {m.rsplit(".", 1)[-1] for m in MODULES}
+    unknown = set(names) - known
+    if unknown:
+        print(f"no such suite: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    wanted = [m for m in MODULES if not names or m.rsplit(".", 1)[-1] in names]
+    sections = []
+    failed: list[str] = []
+    started = time.monotonic()
+    for name in wanted:
+        print(f"running {name} ...", flush=True)
+        try:
+            section = importlib.import_module(name).run(quick=quick)
+        except Exception:  # noqa: BLE001 - one broken suite must not lose the others' figures
+            traceback.print_exc()
+            failed.append(name)
+            section = f"## {name}\n\nFailed on this run; see the output of `make reliability`."
+        print(section, flush=True)
+        sections.append(section.strip())
+    if not quick:
+        minutes = (time.monotonic() - started) / 60
+        command = "make reliability" + (f" ({' '.join(names)})" if names else "")
+        header = (
+            "# Reliability\n\n"
+            f"Written by `{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC in "
+            f"{minutes:.0f} minutes (Python {platform.python_version()}, {platform.machine()}, "
+            f"{platform.system()}, 2 CPUs). Every figure below comes from that run.\n"
+        )
+        OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+        OUTPUT.write_text(header + "\n" + "\n\n".join(sections) + "\n")
+        print(f"wrote {OUTPUT}")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -6,9 +6,13 @@ kubesim as the Kubernetes API server. Eight client threads create 1,000 dev clus
 (one single-GPU worker each) through the REST API, spread over 100 engineers in 20
 tenants; then the benchmark waits until every cluster is ``ready``, and until the
 Celery queue is empty. Then it deletes them all through the API and waits until every
-row is ``deleted``. Kubernetes requests are counted by kubesim itself. The anchor is
-applying the same RayClusters straight to kubesim (no control plane) with the same
-eight threads.
+row is ``deleted``; then it submits 1,000 jobs (RayJobs of one single-GPU worker whose
+simulated driver runs for ``JOB_RUN_SECONDS``) through the jobs API and waits until every
+one has succeeded and given its GPUs back. Kubernetes requests are counted by kubesim
+itself, and the CPU time of every process (gunicorn, the Celery worker, beat, kubesim)
+per stage from ``/proc``, since on a shared machine wall time says less than CPU time.
+The anchor is applying the same RayClusters straight to kubesim (no control plane) with
+the same eight threads.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ WORKER_CONCURRENCY = int(os.environ.get("BENCH_E2E_CONCURRENCY", "2"))
 BROKER_DB = 14
 QUEUE = "bench-e2e"
 DEADLINE_SECONDS = 900.0
+# How long kubesim's simulated Ray drivers run (after 0 s pending): short, so that the
+# jobs stage measures the control plane rather than the drivers.
+JOB_RUN_SECONDS = 1
 
 
 @dataclass
@@ -131,6 +138,48 @@ def _queue_empty(broker: Any) -> bool:
     return broker.llen(QUEUE) == 0 and not PendingPass.objects.exclude(requested_at=None).exists()
 
 
+def _jobs_done() -> int:
+    """Jobs that succeeded and gave their GPUs back (their pods are gone)."""
+    from clusters.models import ClusterRequest
+
+    return (
+        ClusterRequest.objects.unscoped()
+        .jobs()
+        .filter(state="succeeded", holds_gpus=False, gpus_released_at__isnull=False)
+        .count()
+    )
+
+
+def _cpu_seconds(sessions: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each named process session.
+
+    Every process the benchmark starts leads a session of its own, so a session is one
+    part of the product with all its children (gunicorn's and Celery's workers); the time
+    of children already reaped is in their parent's ``cutime``/``cstime``.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = dict.fromkeys(sessions, 0.0)
+    by_session = {sid: name for name, sid in sessions.items()}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = raw.rsplit(")", 1)[1].split()
+        # fields[0] is the state (field 3 of proc(5)): session is field 6, utime..cstime 14-17
+        name = by_session.get(int(fields[3]))
+        if name is not None:
+            used[name] += sum(int(v) for v in fields[11:15]) / ticks
+    return used
+
+
+def _cpu_since(sessions: dict[str, int], before: dict[str, float]) -> dict[str, float]:
+    now = _cpu_seconds(sessions)
+    return {name: now[name] - before[name] for name in sessions}
+
+
 def _kube_requests(sim_url: str, reset: bool = False) -> int:
     import requests
 
@@ -141,7 +190,9 @@ def _kube_requests(sim_url: str, reset: bool = False) -> int:
     return int(stats["requests"].get("total", 0))
 
 
-def _through_gangway(base: str, engineers: list[tuple[str, str]], sim_url: str) -> dict[str, Any]:
+def _through_gangway(
+    base: str, engineers: list[tuple[str, str]], sim_url: str, sessions: dict[str, int]
+) -> dict[str, Any]:
     import redis
 
     broker = redis.Redis.from_url(support.redis_url(BROKER_DB))
@@ -166,7 +217,24 @@ def _through_gangway(base: str, engineers: list[tuple[str, str]], sim_url: str) 
         )
         return "" if response.status_code in (200, 202, 204) else f"{response.status_code}"
 
+    def submit(session: Any, job: Any) -> str:
+        (slug, token), name = job
+        response = session.post(
+            f"{base}/api/v1/tenants/{slug}/jobs/",
+            json={
+                "flavor": "h100",
+                "kind": "dev",
+                "workers": 1,
+                "name": f"job-{name}",
+                "entrypoint": "python train.py",
+            },
+            headers={"Authorization": f"Token {token}"},
+            timeout=60,
+        )
+        return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
+
     _kube_requests(sim_url, reset=True)
+    cpu = _cpu_seconds(sessions)
     started = time.perf_counter()
     created = _in_threads(jobs, create)
     ready = _wait_until(lambda: _count("ready") >= CLUSTERS, "every cluster ready")
@@ -174,14 +242,33 @@ def _through_gangway(base: str, engineers: list[tuple[str, str]], sim_url: str) 
     drained = _wait_until(lambda: _queue_empty(broker), "an empty Celery queue")
     drained = time.perf_counter() - started
     create_calls = _kube_requests(sim_url)
+    create_cpu = _cpu_since(sessions, cpu)
 
     _kube_requests(sim_url, reset=True)
+    cpu = _cpu_seconds(sessions)
     deleted = _in_threads(jobs, delete)
     gone = deleted.seconds + _wait_until(
         lambda: _count("deleted") >= CLUSTERS, "every cluster deleted"
     )
     delete_calls = _kube_requests(sim_url)
+    delete_cpu = _cpu_since(sessions, cpu)
+
+    # The deleted clusters' GPUs are free again: every tenant's quota fits its share of jobs.
+    _kube_requests(sim_url, reset=True)
+    cpu = _cpu_seconds(sessions)
+    submitted = _in_threads(jobs, submit)
+    finished = submitted.seconds + _wait_until(
+        lambda: _jobs_done() >= CLUSTERS, "every job succeeded with its GPUs back"
+    )
+    job_calls = _kube_requests(sim_url)
+    job_cpu = _cpu_since(sessions, cpu)
     return {
+        "submitted": submitted,
+        "finished": finished,
+        "job_calls": job_calls,
+        "create_cpu": create_cpu,
+        "delete_cpu": delete_cpu,
+        "job_cpu": job_cpu,
         "created": created,
         "ready": ready,
         "drained": drained,
@@ -280,6 +367,14 @@ def _start_product(workdir: Path, kubeconfig: str, port: int) -> support.Process
     return procs
 
 
+def _sessions(procs: support.Processes, sim: support.KubeSimProcess) -> dict[str, int]:
+    """The session of each part of the product (each leads its own: start_new_session)."""
+    names = ["gunicorn", "worker", "beat"]
+    sessions = {name: proc.pid for name, proc in zip(names, procs.procs, strict=True)}
+    sessions["kubesim"] = sim.proc.pid
+    return sessions
+
+
 def measure() -> dict[str, Any]:
     """Run both the product and the anchor; returns the raw figures."""
     import redis
@@ -290,6 +385,7 @@ def measure() -> dict[str, Any]:
     redis.Redis.from_url(support.redis_url(BROKER_DB)).flushdb()
     h100_nodes = math.ceil(CLUSTERS / 8) + 2
     fleet = support.gpu_fleet(h100_nodes=h100_nodes, cpu_nodes=math.ceil(CLUSTERS / 50) + 1)
+    fleet["rayjobs"] = {"runSeconds": JOB_RUN_SECONDS, "pendingSeconds": 0}
     engineers = _fill(h100_nodes)
     workdir = Path(tempfile.mkdtemp(prefix="gangway-e2e-"))
     port = support.free_port()
@@ -303,7 +399,7 @@ def measure() -> dict[str, Any]:
                 lambda: GpuFlavor.objects.filter(observed_free_gpus__isnull=False).exists(),
                 "the first reconcile pass",
             )
-            product = _through_gangway(base, engineers, sim.url)
+            product = _through_gangway(base, engineers, sim.url, _sessions(procs, sim))
         finally:
             procs.stop()
     with support.kubesim_process(fleet) as sim:
@@ -336,7 +432,31 @@ def run() -> str:
         f"| until all are deleted | {p['gone']:.1f} s ({CLUSTERS / p['gone']:,.0f}/s) | - |",
         f"| Kubernetes requests per cluster (delete) | {p['delete_calls'] / CLUSTERS:.1f} | - |",
     ]
-    failures = created.failures + deleted.failures + a["applied"].failures
+    submitted = p["submitted"]
+    job_rows = [
+        "| stage | through gangway |",
+        "|---|---:|",
+        f"| {CLUSTERS:,} job submissions, {CLIENTS} clients | {submitted.seconds:.1f} s "
+        f"({CLUSTERS / submitted.seconds:,.0f}/s; p50 "
+        f"{statistics.median(submitted.latencies) * 1000:,.0f} ms, p99 "
+        f"{support.percentile(submitted.latencies, 99) * 1000:,.0f} ms) |",
+        f"| until all have succeeded and given their GPUs back | {p['finished']:.1f} s "
+        f"(**{CLUSTERS / p['finished']:,.0f} jobs/s**) |",
+        f"| Kubernetes requests per job | {p['job_calls'] / CLUSTERS:.1f} |",
+    ]
+    stages = [("create to ready", "create_cpu"), ("delete", "delete_cpu"), ("jobs", "job_cpu")]
+    parts = ["gunicorn", "worker", "beat", "kubesim"]
+    cpu_rows = [
+        "| stage | " + " | ".join(parts) + " | per cluster (all four) |",
+        "|---|" + "---:|" * (len(parts) + 1),
+        *(
+            f"| {label} | "
+            + " | ".join(f"{p[key][part]:.1f} s" for part in parts)
+            + f" | {sum(p[key].values()) / CLUSTERS * 1000:,.0f} ms |"
+            for label, key in stages
+        ),
+    ]
+    failures = created.failures + deleted.failures + submitted.failures + a["applied"].failures
     return "\n".join(
         [
             f"## End to end: {CLUSTERS:,} dev clusters through the API",
@@ -352,6 +472,19 @@ def run() -> str:
             "all ready.",
             "",
             *rows,
+            "",
+            f"Then {CLUSTERS:,} jobs through the jobs API (`POST .../jobs/`, one single-GPU "
+            f"worker each, the same engineers), each a RayJob whose simulated driver runs "
+            f"{JOB_RUN_SECONDS} s; *done*: every job `succeeded` with its GPUs given back "
+            "(its pods gone, `gpus_released_at` set).",
+            "",
+            *job_rows,
+            "",
+            "CPU time per stage (user + system, each process with its children, from "
+            "`/proc`; PostgreSQL and Redis not counted), the figure to read on a shared "
+            "machine:",
+            "",
+            *cpu_rows,
             "",
             f"Failed requests: {len(failures)}"
             + (f" (first: {failures[0][:200]})" if failures else "")

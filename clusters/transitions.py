@@ -70,24 +70,34 @@ def transition_many(
     """:func:`transition` for many rows at once, in a constant number of queries.
 
     For the moves the engine makes in bulk (a reconcile pass that finds a thousand
-    clusters ready): the rows still in the state they were read in are locked and moved
-    with one UPDATE per starting state, and their events are inserted in bulk. Rows
-    somebody else moved meanwhile are left alone, as :func:`transition` leaves them; the
-    rows moved are returned, updated in memory. Only for moves that neither take nor give
-    back GPUs (the usage ledger is not touched).
+    clusters ready, or their deletions finished): the rows still in the state they were
+    read in are locked and moved with one UPDATE per starting state (and GPU holding),
+    and their events are inserted in bulk. Rows somebody else moved meanwhile are left
+    alone, as :func:`transition` leaves them; the rows moved are returned, updated in
+    memory. A move that gives GPUs back closes the rows' usage and idle spans in bulk as
+    :func:`transition` does one by one; taking GPUs (admission) stays per row, since each
+    opens a span of its own.
     """
-    if to in ACQUIRES or to in RELEASES:
-        raise ValueError(f"transition_many does not keep the usage ledger: not for {to}")
-    by_state: dict[str, list[ClusterRequest]] = {}
+    if to in ACQUIRES:
+        raise ValueError(f"transition_many does not open usage spans: not for {to}")
+    groups: dict[tuple[str, bool, bool], list[ClusterRequest]] = {}
     for cluster in clusters:
         check_transition(cluster.state, to, job=cluster.is_job)
-        by_state.setdefault(cluster.state, []).append(cluster)
+        key = (cluster.state, cluster.holds_gpus, cluster.is_job)
+        groups.setdefault(key, []).append(cluster)
     now = timezone.now()
     moved: list[ClusterRequest] = []
+    released: list[int] = []
     with transaction.atomic():
-        for current, group in by_state.items():
+        for (current, held_before, is_job), group in groups.items():
+            held_after = held_before and to not in (JOB_RELEASES if is_job else RELEASES)
             values = {"state": to, "progress_at": now, "updated_at": now, "attempts": 0}
+            if to == State.QUEUED:
+                values.update(capacity_state="", capacity_request="", capacity_message="")
             values.update(fields)
+            values["holds_gpus"] = held_after
+            if held_before and not held_after:
+                values["gpus_released_at"] = now
             values.setdefault("state_reason", message)
             wanted = {c.pk: c for c in group}
             claimed = set(
@@ -109,10 +119,19 @@ def transition_many(
                 )
                 for c in rows
             )
+            if held_before and not held_after:
+                released.extend(claimed)
             for cluster in rows:
-                for key, value in values.items():
-                    setattr(cluster, key, value)
+                for name, value in values.items():
+                    setattr(cluster, name, value)
             moved.extend(rows)
+        if released:
+            UsageSpan.objects.filter(cluster_id__in=released, ended_at__isnull=True).update(
+                ended_at=now
+            )
+            IdleSpan.objects.filter(cluster_id__in=released, ended_at__isnull=True).update(
+                ended_at=now
+            )
     return moved
 
 

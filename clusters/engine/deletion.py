@@ -37,13 +37,17 @@ def raycluster_gone(cluster: ClusterRequest, gw: Gateway) -> bool:
     return not pods
 
 
+DELETED_MESSAGE = "its pods are gone; GPUs released"
+
+
 def finish_deletion(cluster: ClusterRequest) -> bool:
-    """Mark a deleting cluster deleted; its GPUs return to the quota with this move."""
+    """Mark a deleting cluster deleted; its GPUs return to the quota with this move (the
+    reconciler moves many at once with the same reason and message)."""
     return transition(
         cluster,
         State.DELETED,
         reason=cluster.deletion_reason or "deleted",
-        message="its pods are gone; GPUs released",
+        message=DELETED_MESSAGE,
         deleted_at=timezone.now(),
     )
 

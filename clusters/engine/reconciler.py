@@ -42,10 +42,10 @@ from django.utils import timezone
 from clusters import lifecycle
 from clusters.engine import capacity as capacity_requests
 from clusters.engine import jobs, provisioning
-from clusters.engine.deletion import delete_raycluster, finish_deletion
+from clusters.engine.deletion import DELETED_MESSAGE, delete_raycluster
 from clusters.engine.readiness import is_ready, waiting_reason
 from clusters.kube import labels
-from clusters.kube.bundles import ensure_bundle, forget_bundle
+from clusters.kube.bundles import ensure_bundle, forget_bundle, quotas_by_tenant
 from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.queue import capacity
@@ -62,6 +62,8 @@ class _Batch:
     """Row writes a pass makes in bulk at its end, in a constant number of queries."""
 
     to_ready: list[ClusterRequest] = field(default_factory=list)
+    # Deleting rows whose RayCluster and pods are gone, by deletion reason.
+    to_delete: dict[str, list[ClusterRequest]] = field(default_factory=lambda: defaultdict(list))
     # (state the row was read in, new state_reason) -> primary keys
     reasons: dict[tuple[str, str], list[int]] = field(default_factory=lambda: defaultdict(list))
 
@@ -184,7 +186,12 @@ def _reconcile(gw: Gateway | None) -> Report:
 
 
 def _write_batch(report: Report, now: Any) -> None:
-    """Move the rows found ready and record the new waiting reasons, in bulk."""
+    """Move the rows found ready or gone and record the new waiting reasons, in bulk."""
+    for reason, rows in report.batch.to_delete.items():
+        gone = transition_many(
+            rows, State.DELETED, reason=reason, message=DELETED_MESSAGE, deleted_at=now
+        )
+        report.deleted.extend(c.pk for c in gone)
     moved = transition_many(
         report.batch.to_ready,
         State.READY,
@@ -286,15 +293,17 @@ def _wants_raycluster(cluster: ClusterRequest, backend: QueueBackend) -> bool:
 
 def _keep_bundles(rows: list[ClusterRequest], gw: Gateway, report: Report) -> None:
     """Keep every namespace bundle in step with its tenant's quota (a no-op unless the
-    quota changed or the namespace vanished: ensure_bundle remembers what it applied)."""
+    quota changed or the namespace vanished: ensure_bundle remembers what it applied).
+    The quota rows of every tenant are read in one query, not one per tenant."""
     tenants = {
         c.tenant_id: c.tenant
         for c in rows
         if c.state in WANTS_RAYCLUSTER or (c.is_job and c.state in LIVE)
     }
-    for tenant in tenants.values():
+    quotas = quotas_by_tenant(tenants)
+    for tenant_id, tenant in tenants.items():
         try:
-            ensure_bundle(tenant, gw)
+            ensure_bundle(tenant, gw, quotas=quotas[tenant_id])
         except KubeError as exc:
             report.errors.append(f"bundle of {tenant.slug}: {exc.message}")
 
@@ -370,8 +379,9 @@ def _reconcile_row(
     if state == State.DELETING:
         if rc is not None and not rc["metadata"].get("deletionTimestamp"):
             delete_raycluster(gw, cluster.namespace, cluster.name)
-        elif rc is None and not pods and finish_deletion(cluster):
-            report.deleted.append(cluster.pk)
+        elif rc is None and not pods:
+            # Moved with the others at the end of the pass (finish_deletion in bulk).
+            report.batch.to_delete[cluster.deletion_reason or "deleted"].append(cluster)
         return
     if state in (State.PROVISIONING, State.READY, State.SUSPENDED):
         _warn_of_expiry(cluster, now)

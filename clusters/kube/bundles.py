@@ -9,6 +9,7 @@ bundle only when it changed since this process last applied it (:mod:`clusters.k
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -29,9 +30,22 @@ class UnmanagedNamespace(PermanentKubeError):
     """
 
 
-def tenant_bundle_objects(tenant: Tenant) -> list[dict[str, Any]]:
-    """The namespace bundle for a tenant, from its current quota rows."""
-    quotas = list(Quota.objects.unscoped().filter(tenant=tenant).select_related("flavor"))
+def quotas_by_tenant(tenant_ids: Iterable[int]) -> dict[int, list[Quota]]:
+    """The quota rows (with their flavors) of many tenants, in one query: what
+    :func:`ensure_bundle` needs for each, read once for a whole pass or batch."""
+    found: dict[int, list[Quota]] = {tid: [] for tid in tenant_ids}
+    for quota in Quota.objects.unscoped().filter(tenant_id__in=found).select_related("flavor"):
+        found[quota.tenant_id].append(quota)
+    return found
+
+
+def tenant_bundle_objects(
+    tenant: Tenant, quotas: list[Quota] | None = None
+) -> list[dict[str, Any]]:
+    """The namespace bundle for a tenant, from its current quota rows (``quotas`` when
+    the caller read them already, see :func:`quotas_by_tenant`)."""
+    if quotas is None:
+        quotas = list(Quota.objects.unscoped().filter(tenant=tenant).select_related("flavor"))
     objects = manifests.tenant_bundle(
         tenant, quotas, control_plane_namespace=settings.CONTROL_PLANE_NAMESPACE
     )
@@ -66,11 +80,15 @@ def claim_namespace(tenant: Tenant, namespace: dict[str, Any], gw: Gateway) -> N
         )
 
 
-def ensure_bundle(tenant: Tenant, gw: Gateway, *, force: bool = False) -> bool:
+def ensure_bundle(
+    tenant: Tenant, gw: Gateway, *, force: bool = False, quotas: list[Quota] | None = None
+) -> bool:
     """Apply the tenant's bundle unless this process already applied the same one.
 
     The namespace is claimed first (:func:`claim_namespace`), so a bundle is never
     applied into a namespace gangway does not own. Returns whether it applied.
+    ``quotas``: the tenant's quota rows, when the caller read them for many tenants at
+    once (else they are read here).
     """
 
     def write(objects: list[dict[str, Any]]) -> None:
@@ -78,7 +96,7 @@ def ensure_bundle(tenant: Tenant, gw: Gateway, *, force: bool = False) -> bool:
         for obj in objects:
             gw.apply(obj)
 
-    return _applied.apply(tenant.pk, tenant_bundle_objects(tenant), write, force=force)
+    return _applied.apply(tenant.pk, tenant_bundle_objects(tenant, quotas), write, force=force)
 
 
 def forget_bundle(tenant_id: int) -> None:

@@ -14,10 +14,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters.engine import provisioning
+from clusters.engine.deletion import delete_raycluster
 from clusters.engine.reconciler import reconcile_once
 from clusters.kube.gateway import Gateway, get_gateway
-from clusters.models import ClusterEvent, ClusterRequest
+from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 from clusters.states import State
+from tests.factories import QuotaFactory, TenantFactory
 
 
 @contextmanager
@@ -38,10 +40,12 @@ def kube_requests() -> Iterator[Counter[str]]:
 
 
 def _provisioning_clusters(count: int, tenant: Any, owner: Any, flavor: Any) -> None:
-    """``count`` dev clusters in ``provisioning``, their RayClusters applied to kubesim."""
+    """``count`` dev clusters in ``provisioning``, their RayClusters applied to kubesim;
+    ``tenant`` may be a list, over which the clusters are spread."""
+    tenants = tenant if isinstance(tenant, list) else [tenant]
     ClusterRequest.objects.bulk_create(
         ClusterRequest(
-            tenant=tenant,
+            tenant=tenants[i % len(tenants)],
             owner=owner,
             name=f"cost-{i}",
             kind="dev",
@@ -81,10 +85,14 @@ def _cost(count: int, tenant: Any, owner: Any, flavor: Any) -> dict[str, Any]:
 
 
 def test_a_pass_costs_the_same_for_2_and_20_clusters(
-    kubesim: Any, acme: Any, bob: Any, h100: Any
+    kubesim: Any, acme: Any, globex: Any, bob: Any, h100: Any
 ) -> None:
-    small = _cost(2, acme, bob, h100)
-    large = _cost(20, acme, bob, h100)
+    initech = TenantFactory(slug="initech", name="Initech")
+    QuotaFactory(tenant=initech, flavor=h100, gpus=16, borrow_limit=0)
+    small = _cost(2, [acme, globex], bob, h100)
+    # Spread over one more tenant: keeping each tenant's namespace bundle reads no quota
+    # rows of its own (they are read for every tenant at once).
+    large = _cost(20, [acme, globex, initech], bob, h100)
 
     assert small == large
     # One LIST per kind (RayClusters, RayJobs, pods, nodes, namespaces, scheduling
@@ -116,3 +124,50 @@ def test_the_pass_asks_the_api_server_for_scheduling_failures_only(
         Gateway._call = original  # type: ignore[method-assign]
     (events_query,) = [q for path, q in paths if path.endswith("/events")]
     assert "reason=FailedScheduling" in events_query
+
+
+def _deleting_clusters(count: int, tenant: Any, owner: Any, flavor: Any) -> None:
+    """``count`` dev clusters in ``deleting`` whose objects are gone, still holding their
+    GPUs with an open usage span (what a pass finishes)."""
+    _provisioning_clusters(count, tenant, owner, flavor)
+    now = timezone.now()
+    rows = list(ClusterRequest.objects.all())
+    UsageSpan.objects.bulk_create(
+        UsageSpan(
+            tenant_id=row.tenant_id,
+            cluster_id=row.pk,
+            username=owner.get_username(),
+            flavor_name=flavor.name,
+            kind=row.kind,
+            gpus=row.gpus,
+            started_at=now,
+        )
+        for row in rows
+    )
+    gw = get_gateway()
+    for row in rows:
+        delete_raycluster(gw, row.namespace, row.name)
+    ClusterRequest.objects.update(state=State.DELETING, deletion_reason="expired")
+
+
+def _deletion_cost(count: int, tenant: Any, owner: Any, flavor: Any) -> tuple[Any, int]:
+    ClusterRequest.objects.all().delete()
+    _deleting_clusters(count, tenant, owner, flavor)
+    calls, queries, report = _pass()
+    assert sorted(report.deleted) == sorted(ClusterRequest.objects.values_list("pk", flat=True))
+    assert report.freed_capacity
+    return dict(calls), queries
+
+
+def test_finishing_deletions_costs_the_same_for_2_and_20_clusters(
+    kubesim: Any, acme: Any, bob: Any, h100: Any
+) -> None:
+    assert _deletion_cost(2, acme, bob, h100) == _deletion_cost(20, acme, bob, h100)
+    # Every row of the second pass moved, gave its GPUs back and closed its usage span,
+    # as transition() does one row at a time.
+    rows = ClusterRequest.objects.all()
+    assert {(r.state, r.holds_gpus, r.gpus_released_at is not None) for r in rows} == {
+        (State.DELETED, False, True)
+    }
+    assert not UsageSpan.objects.filter(ended_at__isnull=True).exists()
+    assert ClusterEvent.objects.filter(reason="expired", to_state=State.DELETED).count() == 20

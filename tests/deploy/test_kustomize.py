@@ -259,7 +259,10 @@ def test_probe_and_metrics_paths_are_the_apps() -> None:
 def test_processes_and_their_commands(target: str) -> None:
     docs = render(target)
     worker = deployment_container(docs, "worker")
-    assert worker["command"] == ["celery", "-A", "controlplane", "worker", "--loglevel", "INFO"]
+    assert worker["command"] == [
+        *("celery", "-A", "controlplane", "worker", "--loglevel", "INFO"),
+        *("--concurrency", "2"),
+    ]
     beat_deployment = one(docs, "Deployment", "gangway-beat")
     beat = deployment_container(docs, "beat")
     assert beat["command"][:4] == ["celery", "-A", "controlplane", "beat"]

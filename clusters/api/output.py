@@ -7,6 +7,8 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import Field, SkipField
+from rest_framework.relations import PKOnlyObject, RelatedField
 
 from clusters.images import ray_version, resolve_image
 from clusters.models import ClusterEvent, ClusterRequest
@@ -15,7 +17,62 @@ from clusters.states import State
 from controlplane.api import generics as drf
 
 
-class ClusterEventOut(drf.ModelSerializer):
+class _Missing:
+    """No value found the quick way: the field's own ``get_attribute`` decides."""
+
+
+_MISSING = _Missing()
+
+
+class FlatModelOut(drf.ModelSerializer):
+    """A read-only model serializer whose ``to_representation`` reads each field's source
+    with plain ``getattr`` calls, in a plan made once per serializer.
+
+    DRF's own loop asks ``_readable_fields`` for the fields, and each field's
+    ``get_attribute`` walks its source through ``isinstance(Mapping)`` and callable checks,
+    for every field of every row: two thirds of a page of 50 clusters' serialization. The
+    values are still rendered by each field's ``to_representation``, so the output is the
+    same, and anything the quick read cannot take (a mapping, a callable, a missing
+    attribute, a related field) goes through DRF's ``get_attribute`` as before.
+    """
+
+    @cached_property
+    def _plan(self) -> list[tuple[str, Field[Any, Any, Any, Any], tuple[str, ...] | None]]:
+        # None: DRF's path (a related field may answer a PKOnlyObject).
+        return [
+            (
+                str(field.field_name),  # bound fields always have their name
+                field,
+                None if isinstance(field, RelatedField) else tuple(field.source_attrs),
+            )
+            for field in self._readable_fields
+        ]
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, field, attrs in self._plan:
+            value: Any = _MISSING
+            if attrs is not None:
+                value = instance
+                try:
+                    for attr in attrs:
+                        value = getattr(value, attr)
+                except Exception:  # noqa: BLE001 - DRF's path below says what it means
+                    value = _MISSING
+                if callable(value):  # DRF would call it
+                    value = _MISSING
+            if value is _MISSING:
+                try:
+                    value = field.get_attribute(instance)
+                except SkipField:
+                    continue
+                if isinstance(value, PKOnlyObject):
+                    value = None if value.pk is None else value
+            out[name] = None if value is None else field.to_representation(value)
+        return out
+
+
+class ClusterEventOut(FlatModelOut):
     """One entry of a cluster's history."""
 
     class Meta:
@@ -87,7 +144,7 @@ class ActivityOut(drf.Serializer):
     )
 
 
-class ClusterListItemOut(drf.ModelSerializer):
+class ClusterListItemOut(FlatModelOut):
     """A cluster request as the API's list returns it: what a list shows (state, queue,
     endpoints) and only the newest event; the history is on the detail (:class:`ClusterOut`).
 

@@ -17,7 +17,12 @@ from rest_framework.test import APIRequestFactory
 from clusters.api.output import ClusterListItemOut, ClusterOut, FlatModelOut
 from clusters.api.queue_views import QueueEntryOut
 from clusters.models import ClusterEvent
-from clusters.selectors import cluster_detail_queryset, cluster_list_items
+from clusters.selectors import (
+    EVENTS_SHOWN,
+    cluster_detail,
+    cluster_detail_queryset,
+    cluster_list_items,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -90,3 +95,28 @@ def test_queue_entry_is_drfs(clusters: Any) -> None:
     quick, drf = _both(QueueEntryOut(), [clusters[0]])
     assert quick == drf
     assert b'"flavor_standing":[{"flavor":"h100"' in quick
+
+
+def test_plans_are_made_once_per_class_when_every_field_stands_alone() -> None:
+    # The cluster's fields depend on their values alone: one plan serves every answer.
+    assert ClusterOut()._plan is ClusterOut(context={"x": 1})._plan
+    # A nested serializer reads its parent's context: each queue entry serializer binds its own.
+    assert QueueEntryOut._shared_plan() is None
+    assert QueueEntryOut()._plan is not QueueEntryOut()._plan
+
+
+def test_a_write_answers_the_detail_representation(
+    clusters: Any, acme: Any, make_cluster: Any
+) -> None:
+    # cluster_detail (the writes' fresh read) carries what the detail's prefetch carries.
+    waiting = clusters[0]
+    for n in range(EVENTS_SHOWN + 3):
+        ClusterEvent.objects.create(
+            cluster=waiting, actor_name="system", from_state="", to_state="queued", reason=f"r{n}"
+        )
+    request = APIRequestFactory().get("/")
+    one = cluster_detail(tenant=acme, pk=waiting.pk)
+    listed = cluster_detail_queryset(tenant=acme).get(pk=waiting.pk)
+    assert len(getattr(one, "recent_events", [])) == EVENTS_SHOWN
+    context = {"request": request}
+    assert ClusterOut(one, context=context).data == ClusterOut(listed, context=context).data

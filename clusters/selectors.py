@@ -95,6 +95,21 @@ def cluster_detail_queryset(
     )
 
 
+def cluster_detail(*, tenant: Tenant, pk: int, workload: str = Workload.CLUSTER) -> ClusterRequest:
+    """One cluster by primary key as :func:`cluster_detail_queryset` gives it (its newest
+    :data:`EVENTS_SHOWN` events as ``recent_events``, newest first), in two queries.
+
+    For the answer of a write, which reads its row again after the commit. The sliced
+    prefetch numbers the events of every row with a window function; for one row a plain
+    ``ORDER BY ... LIMIT`` says the same, and compiling the window query was a third of
+    a create's time in Python.
+    """
+    cluster: ClusterRequest = cluster_list(tenant=tenant, workload=workload).get(pk=pk)
+    newest = ClusterEvent.objects.filter(cluster=cluster).order_by("-at", "-id")
+    cluster.recent_events = list(newest[:EVENTS_SHOWN])  # type: ignore[attr-defined]
+    return cluster
+
+
 def cluster_for_page(
     *, tenant: Tenant, name: str, pk: int | None = None, workload: str = Workload.CLUSTER
 ) -> ClusterRequest | None:

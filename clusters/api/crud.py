@@ -100,7 +100,7 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         return ClusterListItemOut if getattr(self, "action", None) == "list" else ClusterOut
 
     def _out(self, cluster: Any, code: int = status.HTTP_200_OK) -> Response:
-        fresh = selectors.cluster_detail_queryset(tenant=self.tenant).get(pk=cluster.pk)
+        fresh = selectors.cluster_detail(tenant=self.tenant, pk=cluster.pk)
         out = ClusterOut(fresh, context=self.get_serializer_context())
         return Response(out.data, status=code)
 

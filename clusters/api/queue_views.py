@@ -18,14 +18,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters import selectors, usage
-from clusters.api.output import QueueFlavorOut, accepted_flavors
+from clusters.api.output import FlatModelOut, QueueFlavorOut, accepted_flavors
 from clusters.models import ClusterRequest
 from controlplane.api import generics as drf
 from tenants.api.viewsets import TenantScopedViewSet
 from tenants.models import Role
 
 
-class QueueEntryOut(drf.ModelSerializer):
+class QueueEntryOut(FlatModelOut):
     """One waiting request with its place, reason and ETA."""
 
     tenant = serializers.CharField(source="tenant.slug")

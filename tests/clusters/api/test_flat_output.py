@@ -1,0 +1,122 @@
+"""The quick ``to_representation`` of the API's read serializers (``FlatModelOut``)
+answers exactly what DRF's own loop over the same fields answers, byte for byte once
+rendered, for clusters in every part of their life."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
+from rest_framework.test import APIRequestFactory
+
+from clusters.api.output import ClusterListItemOut, ClusterOut, FlatModelOut
+from clusters.api.queue_views import QueueEntryOut
+from clusters.models import ClusterEvent
+from clusters.selectors import (
+    EVENTS_SHOWN,
+    cluster_detail,
+    cluster_detail_queryset,
+    cluster_list_items,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def clusters(make_cluster: Any, l4: Any) -> list[Any]:
+    now = timezone.now()
+    rows = [
+        make_cluster(
+            name="waiting",
+            state="queued",
+            accepted_flavors=["h100", "l4"],
+            queue_position=3,
+            queue_flavor_position=2,
+            queue_reason="tenant_quota",
+            queue_message="waiting for the tenant's quota",
+            queue_eta=now + timedelta(minutes=7, microseconds=123),
+            queue_flavors=[
+                {"flavor": "h100", "position": 2, "reason": "r", "message": "m", "eta": None}
+            ],
+            env={"A": "1", "B": "two"},
+            priority=5,
+            held_at=now,
+            hold_reason="by hand",
+        ),
+        make_cluster(
+            name="up",
+            kind="prod",
+            state="ready",
+            workers=2,
+            min_workers=1,
+            max_workers=4,
+            admitted_at=now,
+            ready_at=now,
+            expires_at=now + timedelta(hours=2),
+        ),
+        make_cluster(name="frac", flavor=l4, gpu_fraction=Decimal("0.5"), state="failed"),
+    ]
+    for row in rows:
+        row.save()
+        ClusterEvent.objects.create(
+            cluster=row, actor_name="system", from_state="", to_state=row.state, reason="x"
+        )
+    return rows
+
+
+def _both(serializer: FlatModelOut, rows: list[Any]) -> tuple[bytes, bytes]:
+    quick = JSONRenderer().render([serializer.to_representation(row) for row in rows])
+    drf = JSONRenderer().render(
+        [serializers.ModelSerializer.to_representation(serializer, row) for row in rows]
+    )
+    return quick, drf
+
+
+@pytest.mark.parametrize(
+    ("serializer", "selector"),
+    [(ClusterListItemOut, cluster_list_items), (ClusterOut, cluster_detail_queryset)],
+)
+def test_cluster_representations_are_drfs(
+    clusters: Any, acme: Any, serializer: Any, selector: Any
+) -> None:
+    request = APIRequestFactory().get("/")
+    rows = list(selector(tenant=acme).order_by("name"))
+    quick, drf = _both(serializer(context={"request": request}), rows)
+    assert quick == drf
+    assert b'"waiting"' in quick and b'"queue":{"position":3' in quick
+
+
+def test_queue_entry_is_drfs(clusters: Any) -> None:
+    quick, drf = _both(QueueEntryOut(), [clusters[0]])
+    assert quick == drf
+    assert b'"flavor_standing":[{"flavor":"h100"' in quick
+
+
+def test_plans_are_made_once_per_class_when_every_field_stands_alone() -> None:
+    # The cluster's fields depend on their values alone: one plan serves every answer.
+    assert ClusterOut()._plan is ClusterOut(context={"x": 1})._plan
+    # A nested serializer reads its parent's context: each queue entry serializer binds its own.
+    assert QueueEntryOut._shared_plan() is None
+    assert QueueEntryOut()._plan is not QueueEntryOut()._plan
+
+
+def test_a_write_answers_the_detail_representation(
+    clusters: Any, acme: Any, make_cluster: Any
+) -> None:
+    # cluster_detail (the writes' fresh read) carries what the detail's prefetch carries.
+    waiting = clusters[0]
+    for n in range(EVENTS_SHOWN + 3):
+        ClusterEvent.objects.create(
+            cluster=waiting, actor_name="system", from_state="", to_state="queued", reason=f"r{n}"
+        )
+    request = APIRequestFactory().get("/")
+    one = cluster_detail(tenant=acme, pk=waiting.pk)
+    listed = cluster_detail_queryset(tenant=acme).get(pk=waiting.pk)
+    assert len(getattr(one, "recent_events", [])) == EVENTS_SHOWN
+    context = {"request": request}
+    assert ClusterOut(one, context=context).data == ClusterOut(listed, context=context).data

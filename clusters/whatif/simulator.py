@@ -138,7 +138,15 @@ def simulate(
     passes run at most every ``pass_seconds`` of simulated time."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-    world = _as_mode(world, mode)
+    # Per-engineer caps are not modelled (docs/whatif.md): a replayed request already
+    # passed them when it was asked for, and the synthetic owners are nobody in particular.
+    world = replace(
+        _as_mode(world, mode),
+        tenants=[
+            replace(t, max_dev_clusters_per_user=None, max_dev_gpus_per_user=None)
+            for t in world.tenants
+        ],
+    )
     st = _State(
         world=world,
         workload=workload,

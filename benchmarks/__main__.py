@@ -22,6 +22,7 @@ MODULES = [
     "benchmarks.end_to_end",
     "benchmarks.api",
     "benchmarks.kubesim",
+    "benchmarks.scheduling",
 ]
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 

@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from frontend import views
-from frontend.views import platform, sso, tenant_admin
+from frontend.views import platform, sso, tenant_admin, whatif
 from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
@@ -37,6 +37,7 @@ urlpatterns = [
         name="platform-user-action",
     ),
     path("platform/flavors/", platform.flavors, name="platform-flavors"),
+    path("platform/whatif/", whatif.whatif_page, name="platform-whatif"),
     path("platform/flavors/<slug:name>/", platform.flavor_edit, name="platform-flavor"),
     path(
         "platform/flavors/<slug:name>/delete/",

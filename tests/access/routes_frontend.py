@@ -173,6 +173,8 @@ ROUTES["platform/users/{user_id}/{action}/"] = Route(
     },
 )
 ROUTES["platform/flavors/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+# The what-if planner: the form (without ``run``); tests/frontend/test_whatif_page.py runs it.
+ROUTES["platform/whatif/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
 ROUTES["platform/flavors/{name}/"] = Route(
     session=True, kwargs={"name": "l4"}, methods={"GET": Case(PLATFORM_ONLY)}
 )

@@ -1,0 +1,175 @@
+"""The figures of a run: allocation while oversubscribed, fairness, waits, GPU-hours.
+
+Definitions (docs/whatif.md says the same in prose):
+
+* **Allocation while oversubscribed**: over the time a flavor's demand (GPUs held plus
+  GPUs asked for by waiting requests, on their first preference) exceeds its GPUs, the
+  GPUs held divided by the GPUs there are, summed over flavors (GPU-seconds over
+  GPU-seconds). 100% is the limit.
+* **Fairness**: Jain's index ``(sum x)^2 / (n sum x^2)`` over the tenants and flavors
+  where a tenant had a request waiting while the flavor was oversubscribed, of
+  ``x = the GPUs it held there on average over that time / its weight`` (1.0: each
+  tenant, while it wanted more, held the same GPUs per unit of weight as the others
+  that wanted more of that flavor). Tenants are compared within a flavor only.
+* **Wait**: seconds queued, summed over each time a request queued (a reclaimed cluster
+  queues again), up to the end of the period for one still waiting.
+* **Starved**: a request that waited longer than ``starve_after`` (default 12 h).
+* **Idle GPU-hours reclaimed**: the GPU-hours from an idle suspension to when the cluster
+  would otherwise have ended (its owner deleting it or its TTL).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+
+from clusters.whatif.model import World
+from clusters.whatif.simulator import Outcome
+
+STARVE_AFTER = 12 * 3600.0
+
+
+@dataclass(frozen=True)
+class TenantFigures:
+    """One tenant's requests, mean and 95th-percentile wait (seconds), the requests that
+    never started, and the GPU-hours it held."""
+
+    tenant: str
+    requests: int
+    mean_wait: float
+    p95_wait: float
+    unserved: int
+    gpu_hours: float
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The headline figures of one run (see the module's docstring)."""
+
+    mode: str
+    allocation: float | None
+    oversubscribed_hours: float
+    jain: float | None
+    mean_wait: float
+    p95_wait: float
+    starved: int
+    unserved: int
+    gpu_hours: float
+    idle_gpu_hours: float
+    idle_reclaimed_gpu_hours: float
+    reclaims: int
+    tenants: tuple[TenantFigures, ...]
+    passes: int
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (nearest rank; 0 of nothing)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(math.ceil(q / 100 * len(ordered)), 1)
+    return ordered[rank - 1]
+
+
+def jain(xs: list[float]) -> float:
+    """Jain's fairness index of ``xs`` (1.0 for one value or all equal; 1.0 for none)."""
+    total = sum(xs)
+    squares = sum(x * x for x in xs)
+    if not xs or squares == 0:
+        return 1.0
+    return total * total / (len(xs) * squares)
+
+
+def figures(world: World, outcome: Outcome, *, starve_after: float = STARVE_AFTER) -> Figures:
+    """The figures of ``outcome``, a run on ``world``."""
+    capacity = {f.name: Decimal(f.total_gpus) for f in world.flavors}
+    weights = {t.slug: float(t.weight) for t in world.tenants}
+    held_s = cap_s = over_s = 0.0
+    # Per (flavor, tenant): GPU-seconds held and seconds spent backlogged while the
+    # flavor was oversubscribed.
+    backlog_held: dict[tuple[str, str], float] = defaultdict(float)
+    backlog_time: dict[tuple[str, str], float] = defaultdict(float)
+    samples = outcome.samples
+    for i, s in enumerate(samples):
+        until = samples[i + 1].at if i + 1 < len(samples) else outcome.seconds
+        dt = until - s.at
+        if dt <= 0:
+            continue
+        any_over = False
+        for name, gpus in capacity.items():
+            if gpus <= 0 or s.demand.get(name, Decimal(0)) <= gpus:
+                continue
+            any_over = True
+            held_s += float(s.held.get(name, Decimal(0))) * dt
+            cap_s += float(gpus) * dt
+            for t in s.backlogged.get(name, frozenset()):
+                backlog_held[name, t] += float(s.by_tenant.get((t, name), Decimal(0))) * dt
+                backlog_time[name, t] += dt
+        if any_over:
+            over_s += dt
+    jain_sum = jain_weight = 0.0
+    for name, gpus in capacity.items():
+        xs = [
+            backlog_held[key] / backlog_time[key] / weights.get(key[1], 1.0)
+            for key in sorted(backlog_time)
+            if key[0] == name and backlog_time[key] > 0
+        ]
+        if len(xs) > 1:
+            # Flavors count by their GPUs, as the allocation does.
+            jain_sum += jain(xs) * float(gpus)
+            jain_weight += float(gpus)
+    waits, unserved, hours, totals = _per_request(outcome, starve_after)
+    all_waits = [w for ws in waits.values() for w in ws]
+    tenants = tuple(
+        TenantFigures(
+            tenant=slug,
+            requests=len(waits[slug]),
+            mean_wait=sum(waits[slug]) / len(waits[slug]) if waits[slug] else 0.0,
+            p95_wait=percentile(waits[slug], 95),
+            unserved=unserved[slug],
+            gpu_hours=hours[slug],
+        )
+        for slug in sorted(set(waits) | {t.slug for t in world.tenants})
+    )
+    return Figures(
+        mode=outcome.mode,
+        allocation=held_s / cap_s if cap_s else None,
+        oversubscribed_hours=over_s / 3600,
+        jain=jain_sum / jain_weight if jain_weight else None,
+        mean_wait=sum(all_waits) / len(all_waits) if all_waits else 0.0,
+        p95_wait=percentile(all_waits, 95),
+        starved=int(totals["starved"]),
+        unserved=sum(unserved.values()),
+        gpu_hours=sum(hours.values()),
+        idle_gpu_hours=totals["idle"],
+        idle_reclaimed_gpu_hours=totals["reclaimed_idle"],
+        reclaims=int(totals["reclaims"]),
+        tenants=tenants,
+        passes=outcome.passes,
+    )
+
+
+def _per_request(
+    outcome: Outcome, starve_after: float
+) -> tuple[dict[str, list[float]], dict[str, int], dict[str, float], dict[str, float]]:
+    """Waits, requests never started and GPU-hours per tenant, and the run's totals."""
+    waits: dict[str, list[float]] = defaultdict(list)
+    unserved: dict[str, int] = defaultdict(int)
+    hours: dict[str, float] = defaultdict(float)
+    totals: dict[str, float] = defaultdict(float)
+    for rec in outcome.records.values():
+        d = rec.demand
+        if d.arrival >= outcome.seconds:
+            continue
+        waits[d.tenant].append(rec.wait)
+        hours[d.tenant] += rec.gpu_seconds / 3600
+        totals["idle"] += rec.idle_gpu_seconds / 3600
+        totals["reclaimed_idle"] += rec.reclaimed_idle_gpu_seconds / 3600
+        totals["reclaims"] += rec.reclaimed
+        if rec.started is None:
+            unserved[d.tenant] += 1
+        if rec.wait > starve_after:
+            totals["starved"] += 1
+    return waits, unserved, hours, totals

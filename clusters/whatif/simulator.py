@@ -1,0 +1,503 @@
+"""An event-driven, time-accelerated replay of the queue: the product's own pass, no other.
+
+The clock jumps from event to event (an arrival, a cluster ending or expiring, an idle
+suspension, a reclaim's grace running out, a periodic tick while anything waits so that
+aging is seen). After every instant with events the simulator builds a
+:class:`~clusters.admission.Snapshot` of its state and runs
+:func:`clusters.admission.decide` on it, exactly as the admission task does; it then
+places what was admitted on nodes, warns and later suspends the reclaim victims the pass
+chose (as ``clusters.queue.writeback.apply_reclaim`` does) and keeps the pass's earmarks.
+
+Placement is node by node: a dev worker takes its GPUs on the fullest node that still has
+room, a prod worker a whole free node, so fragmentation shows. Heads (CPU nodes), image
+pulls, pod start-up and the reconciler's latency are not modelled (docs/whatif.md).
+
+Deterministic: events at one instant are handled in the order they were scheduled, and
+nothing reads a clock or a random source.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from decimal import Decimal
+
+from clusters.admission import (
+    DEV,
+    PROD,
+    FlavorOption,
+    FlavorQ,
+    Pending,
+    Running,
+    Snapshot,
+    decide,
+)
+from clusters.whatif.model import FIFO, MODES, POLICY, Demand, Workload, World
+
+# While anything waits, a pass runs at least this often (the beat's admission tick), so
+# that a request's aging takes effect without another event.
+TICK_SECONDS = 300.0
+# Passes run on a grid of this many simulated seconds (see :func:`simulate`): the
+# simulated week then costs about four thousand passes (a pass over a few hundred waiting
+# requests takes milliseconds), and a wait is rounded up to the grid.
+PASS_SECONDS = 120.0
+
+_ARRIVE, _END, _IDLE, _PASS = "arrive", "end", "idle", "pass"
+
+
+@dataclass
+class Record:
+    """What happened to one demand: its wait (queued seconds, summed over every time it
+    queued), when it first started, its GPU-seconds held (and of those idle), the
+    GPU-seconds an idle suspension gave back, and how often it was suspended."""
+
+    demand: Demand
+    wait: float = 0.0
+    started: float | None = None
+    flavor: str = ""
+    gpu_seconds: float = 0.0
+    idle_gpu_seconds: float = 0.0
+    reclaimed_idle_gpu_seconds: float = 0.0
+    reclaimed: int = 0
+    idle_suspended: int = 0
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The fleet from ``at`` until the next sample: GPUs held and asked for (held plus
+    waiting, on each request's first preference) per flavor, GPUs held per
+    (tenant, flavor), and the tenants with a request waiting per flavor."""
+
+    at: float
+    held: dict[str, Decimal]
+    demand: dict[str, Decimal]
+    by_tenant: dict[tuple[str, str], Decimal]
+    backlogged: dict[str, frozenset[str]]
+
+
+@dataclass
+class Outcome:
+    """A run: one record per demand, the samples, the passes it took."""
+
+    mode: str
+    seconds: float
+    records: dict[int, Record]
+    samples: list[Sample]
+    passes: int = 0
+
+
+@dataclass
+class _Live:
+    demand: Demand
+    flavor: str
+    gpus: Decimal
+    started: float
+    ends: float
+    idle_from: float | None
+    suspend_idle_at: float | None
+    nodes: list[tuple[int, Decimal]]
+    token: int
+    running: Running
+
+
+@dataclass
+class _Queued:
+    demand: Demand
+    since: float
+    # What is left of its life and its busy time (it may have run before a suspension).
+    hold: float
+    busy: float | None
+    pending: Pending | None = None
+
+
+@dataclass
+class _State:
+    world: World
+    workload: Workload
+    mode: str
+    flavors: dict[str, FlavorQ]
+    free: dict[str, list[Decimal]]
+    queued: dict[int, _Queued] = field(default_factory=dict)
+    live: dict[int, _Live] = field(default_factory=dict)
+    warned: dict[int, float] = field(default_factory=dict)
+    records: dict[int, Record] = field(default_factory=dict)
+    tokens: itertools.count[int] = field(default_factory=itertools.count)
+    # Events caused while handling others (a request running from the start).
+    pending_events: list[tuple[float, str, int, int]] = field(default_factory=list)
+
+
+def simulate(
+    world: World, workload: Workload, *, mode: str = POLICY, pass_seconds: float = PASS_SECONDS
+) -> Outcome:
+    """Replay ``workload`` on ``world`` under ``mode`` (one of :data:`MODES`); admission
+    passes run at most every ``pass_seconds`` of simulated time."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    # Per-engineer caps are not modelled (docs/whatif.md): a replayed request already
+    # passed them when it was asked for, and the synthetic owners are nobody in particular.
+    world = replace(
+        _as_mode(world, mode),
+        tenants=[
+            replace(t, max_dev_clusters_per_user=None, max_dev_gpus_per_user=None)
+            for t in world.tenants
+        ],
+    )
+    st = _State(
+        world=world,
+        workload=workload,
+        mode=mode,
+        flavors={f.name: f for f in world.flavors},
+        free={f.name: [Decimal(f.gpus_per_node)] * f.node_count for f in world.flavors},
+    )
+    clock = _Clock(pass_seconds)
+    for d in workload.demands:
+        st.records[d.id] = Record(d)
+        if d.arrival < workload.seconds:
+            clock.push(d.arrival, _ARRIVE, d.id)
+    samples: list[Sample] = []
+    passes = 0
+    while clock.events:
+        now = clock.events[0][0]
+        if now >= workload.seconds:
+            break
+        if _instant(st, clock, now):
+            passes += 1
+        samples.append(_sample(st, now))
+    _close(st, workload.seconds)
+    return Outcome(mode, workload.seconds, st.records, samples, passes)
+
+
+class _Clock:
+    """The event heap; passes are kept to one per instant on the grid."""
+
+    def __init__(self, pass_seconds: float) -> None:
+        self.pass_seconds = pass_seconds
+        self.events: list[tuple[float, int, str, int, int]] = []
+        self.seq = itertools.count()
+        self.due: set[float] = set()
+
+    def push(self, at: float, kind: str, ident: int = 0, token: int = 0) -> None:
+        heapq.heappush(self.events, (at, next(self.seq), kind, ident, token))
+
+    def schedule_pass(self, at: float) -> None:
+        if at not in self.due:
+            self.due.add(at)
+            self.push(at, _PASS)
+
+
+def _instant(st: _State, clock: _Clock, now: float) -> bool:
+    """Handle every event at ``now`` and, when one is due, run a pass; whether one ran."""
+    run_pass = False
+    while clock.events and clock.events[0][0] == now:
+        _, _, kind, ident, token = heapq.heappop(clock.events)
+        if kind == _PASS:
+            run_pass = True
+            continue
+        _handle(st, now, kind, ident, token)
+        for caused in st.pending_events:
+            clock.push(*caused)
+        st.pending_events.clear()
+        # Passes run on a grid of ``pass_seconds``: what happens within one step is
+        # decided together, as the real queue batches its nudges.
+        clock.schedule_pass(math.ceil(now / clock.pass_seconds) * clock.pass_seconds)
+    clock.due.discard(now)
+    if not run_pass:
+        return False
+    for when, kind, ident, token in _admission_pass(st, now):
+        if kind == _PASS:
+            clock.schedule_pass(when)
+        else:
+            clock.push(when, kind, ident, token)
+    if st.queued:
+        # While anything waits, the beat's tick lets aging take effect.
+        clock.schedule_pass(now + TICK_SECONDS)
+    return True
+
+
+def _as_mode(world: World, mode: str) -> World:
+    """The world a baseline sees: FIFO has no borrowing and every request ages at once
+    (so the oldest holds its pool: strict first come, first served within a priority)."""
+    if mode != FIFO:
+        return world
+    return replace(
+        world,
+        quotas=[replace(q, borrow_limit=0) for q in world.quotas],
+        aging=timedelta(0),
+        idle={},
+    )
+
+
+def _handle(st: _State, now: float, kind: str, ident: int, token: int) -> None:
+    if kind == _ARRIVE:
+        d = st.records[ident].demand
+        _queue(st, d, now, d.hold, d.busy)
+        flavor = st.flavors.get(d.flavors[0]) if d.running else None
+        if flavor is not None:
+            placed = _place(st, flavor, d)
+            if placed is not None:
+                for when, what, which, token in _start(st, st.queued[ident], flavor, placed, now):
+                    st.pending_events.append((when, what, which, token))
+    elif kind == _END:
+        live = st.live.get(ident)
+        if live is not None and live.token == token:
+            _stop(st, live, now)
+            st.records[ident].done = True
+    elif kind == _IDLE:
+        live = st.live.get(ident)
+        if live is not None and live.token == token:
+            rec = st.records[ident]
+            rec.idle_suspended += 1
+            rec.reclaimed_idle_gpu_seconds += float(live.gpus) * (live.ends - now)
+            _stop(st, live, now)
+            # The work was done and the owner had walked away: it does not come back.
+            rec.done = True
+
+
+def _stop(st: _State, live: _Live, now: float) -> None:
+    """Release a running demand's GPUs and account for what it held."""
+    rec = st.records[live.demand.id]
+    rec.gpu_seconds += float(live.gpus) * (now - live.started)
+    if live.idle_from is not None and now > live.idle_from:
+        rec.idle_gpu_seconds += float(live.gpus) * (now - live.idle_from)
+    nodes = st.free[live.flavor]
+    for index, gpus in live.nodes:
+        nodes[index] += gpus
+    del st.live[live.demand.id]
+    st.warned.pop(live.demand.id, None)
+
+
+def _pending(st: _State, q: _Queued) -> Pending | None:
+    d = q.demand
+    names = [n for n in d.flavors if n in st.flavors]
+    if st.mode == FIFO:
+        names = names[:1]
+    if not names:
+        return None
+    options = [
+        FlavorOption(n, d.gpus_on(st.flavors[n]), worker_gpus=d.worker_gpus_on(st.flavors[n]))
+        for n in names
+    ]
+    first = options[0]
+    return Pending(
+        id=d.id,
+        tenant=d.tenant,
+        owner=d.owner,
+        flavor=first.flavor,
+        kind=d.kind,
+        gpus=first.gpus,
+        created_at=st.workload.start + timedelta(seconds=q.since),
+        priority=d.priority,
+        workers=d.workers,
+        worker_gpus=first.worker_gpus,
+        ttl=timedelta(seconds=d.ttl) if d.ttl is not None else None,
+        fallbacks=tuple(options[1:]),
+    )
+
+
+def _snapshot(st: _State, now: float) -> Snapshot:
+    start = st.workload.start
+    flavors = [
+        replace(
+            f,
+            free_gpus=sum(st.free[f.name], Decimal(0)),
+            free_nodes=sum(1 for g in st.free[f.name] if g == f.gpus_per_node),
+        )
+        for f in st.world.flavors
+    ]
+    running = [
+        replace(live.running, suspend_at=start + timedelta(seconds=st.warned[ident]))
+        if ident in st.warned
+        else live.running
+        for ident, live in st.live.items()
+    ]
+    pending = [q.pending for q in st.queued.values() if q.pending is not None]
+    return Snapshot(
+        now=start + timedelta(seconds=now),
+        tenants=st.world.tenants,
+        flavors=flavors,
+        quotas=st.world.quotas,
+        running=running,
+        pending=pending,
+        aging=st.world.aging,
+        reclaim_grace=st.world.reclaim_grace,
+    )
+
+
+def _place(st: _State, flavor: FlavorQ, demand: Demand) -> list[tuple[int, Decimal]] | None:
+    """Nodes for every worker (best fit; a prod worker a whole node), or ``None``."""
+    nodes = st.free[flavor.name]
+    trial = list(nodes)
+    taken: list[tuple[int, Decimal]] = []
+    per = demand.worker_gpus_on(flavor)
+    for _ in range(demand.workers):
+        fits = [(g, i) for i, g in enumerate(trial) if g >= per]
+        if demand.kind == PROD:
+            fits = [(g, i) for g, i in fits if g == flavor.gpus_per_node]
+        if not fits:
+            return None
+        _, index = min(fits)
+        trial[index] -= per
+        taken.append((index, per))
+    st.free[flavor.name] = trial
+    return taken
+
+
+def _admission_pass(st: _State, now: float) -> list[tuple[float, str, int, int]]:
+    """One pass of the product's decision over the state, applied; the events it causes."""
+    later: list[tuple[float, str, int, int]] = []
+    if not st.queued and not st.warned:
+        return later
+    decision = decide(_snapshot(st, now))
+    for ident in decision.admitted:
+        q = st.queued[ident]
+        flavor = st.flavors[decision.placed.get(ident, q.demand.flavors[0])]
+        placed = _place(st, flavor, q.demand)
+        if placed is None:
+            # The pass's free-node estimate was optimistic (free GPUs scattered over
+            # nodes): it waits for the next pass, as a gang whose pods cannot bind does.
+            continue
+        later.extend(_start(st, q, flavor, placed, now))
+    for ident in decision.earmarked:
+        marked = st.queued.get(ident)
+        if marked is not None and marked.pending is not None and not marked.pending.earmarked:
+            marked.pending = replace(marked.pending, earmarked=True)
+    if st.mode == POLICY:
+        later.extend(_reclaim(st, [r.id for r in decision.reclaim], now))
+    return later
+
+
+def _running(st: _State, d: Demand, flavor: FlavorQ, now: float) -> Running:
+    """The pure view of a demand running on ``flavor`` since ``now``."""
+    start = st.workload.start
+    return Running(
+        id=d.id,
+        tenant=d.tenant,
+        owner=d.owner,
+        flavor=flavor.name,
+        kind=d.kind,
+        gpus=d.gpus_on(flavor),
+        priority=d.priority,
+        admitted_at=start + timedelta(seconds=now),
+        expires_at=start + timedelta(seconds=now + d.ttl) if d.ttl is not None else None,
+        nodes=d.workers if d.kind == PROD else 0,
+        # A job gives its GPUs back when it ends; without reclaim nothing is taken back.
+        reclaimable=st.mode == POLICY and not d.job,
+    )
+
+
+def _queue(st: _State, d: Demand, since: float, hold: float, busy: float | None) -> None:
+    """Put ``d`` in the queue (again) from ``since``."""
+    q = _Queued(d, since, hold, busy)
+    q.pending = _pending(st, q)
+    st.queued[d.id] = q
+
+
+def _start(
+    st: _State, q: _Queued, flavor: FlavorQ, placed: list[tuple[int, Decimal]], now: float
+) -> list[tuple[float, str, int, int]]:
+    d = q.demand
+    del st.queued[d.id]
+    rec = st.records[d.id]
+    rec.wait += now - q.since
+    if rec.started is None:
+        rec.started = now
+        rec.flavor = flavor.name
+    life = min(q.hold, d.ttl) if d.ttl is not None else q.hold
+    token = next(st.tokens)
+    idle_from = now + q.busy if q.busy is not None and q.busy < life else None
+    policy = st.world.idle_of(d.tenant)
+    suspend_at = None
+    if (
+        idle_from is not None
+        and policy.minutes > 0
+        and not d.job
+        and (d.kind == DEV or policy.prod)
+        and st.mode == POLICY
+    ):
+        at = idle_from + 60 * (policy.minutes + policy.grace_minutes)
+        suspend_at = at if at < now + life else None
+    live = _Live(
+        demand=d,
+        flavor=flavor.name,
+        gpus=d.gpus_on(flavor),
+        started=now,
+        ends=now + life,
+        idle_from=idle_from,
+        suspend_idle_at=suspend_at,
+        nodes=placed,
+        token=token,
+        running=_running(st, d, flavor, now),
+    )
+    st.live[d.id] = live
+    events = [(live.ends, _END, d.id, token)]
+    if suspend_at is not None:
+        events.append((suspend_at, _IDLE, d.id, token))
+    return events
+
+
+def _reclaim(st: _State, chosen: list[int], now: float) -> list[tuple[float, str, int, int]]:
+    """Warn new victims, suspend those whose grace ran out (they queue again with what is
+    left of their life), reprieve those no longer chosen."""
+    later: list[tuple[float, str, int, int]] = []
+    wanted = set(chosen)
+    for ident in [i for i in st.warned if i not in wanted]:
+        del st.warned[ident]
+    grace = st.world.reclaim_grace.total_seconds()
+    suspended = False
+    for ident in chosen:
+        live = st.live.get(ident)
+        if live is None:
+            continue
+        if ident not in st.warned:
+            st.warned[ident] = now + grace
+            later.append((now + grace, _PASS, 0, 0))
+        elif st.warned[ident] <= now:
+            ran = now - live.started
+            left_busy = None
+            if live.idle_from is not None:
+                left_busy = max(live.idle_from - now, 0.0)
+            _stop(st, live, now)
+            st.records[ident].reclaimed += 1
+            _queue(st, live.demand, now, live.ends - live.started - ran, left_busy)
+            suspended = True
+    if suspended:
+        # What the suspension freed goes to the request it was reclaimed for at once.
+        later.append((now, _PASS, 0, 0))
+    return later
+
+
+def _sample(st: _State, now: float) -> Sample:
+    held: dict[str, Decimal] = defaultdict(Decimal)
+    demand: dict[str, Decimal] = defaultdict(Decimal)
+    by_tenant: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    backlogged: dict[str, set[str]] = defaultdict(set)
+    for live in st.live.values():
+        held[live.flavor] += live.gpus
+        demand[live.flavor] += live.gpus
+        by_tenant[live.demand.tenant, live.flavor] += live.gpus
+    for q in st.queued.values():
+        names = [n for n in q.demand.flavors if n in st.flavors]
+        if not names:
+            continue
+        demand[names[0]] += q.demand.gpus_on(st.flavors[names[0]])
+        backlogged[names[0]].add(q.demand.tenant)
+    return Sample(
+        now,
+        dict(held),
+        dict(demand),
+        dict(by_tenant),
+        {k: frozenset(v) for k, v in backlogged.items()},
+    )
+
+
+def _close(st: _State, end: float) -> None:
+    """Account for what still runs or waits when the period ends."""
+    for live in list(st.live.values()):
+        _stop(st, live, end)
+    for q in st.queued.values():
+        st.records[q.demand.id].wait += end - q.since

@@ -1,0 +1,155 @@
+"""A seeded synthetic week on kubesim's large fleet (64 x 8 H100, 32 x 1 L4).
+
+Ten tenants in two cohorts, with fair-share weights 1, 2 and 3 and nominal H100 quotas in
+proportion to them (the cohort's quotas add up to its half of the fleet), each free to
+borrow up to its nominal again. Each tenant sends, in proportion to its weight:
+
+* **dev clusters**: bursty (most arrive on weekdays between 08:00 and 20:00 UTC), 1 to 8
+  one-GPU workers, an 8 h TTL, held for an exponential time (mean 4 h) of which only the
+  first part is used: the rest is idle, for the idle policy to find. A third accept L4
+  as well as H100 (or the other way round);
+* **batch jobs**: 8 to 32 GPUs, running 1 to 10 h, at any hour;
+* **production clusters**: 1 to 4 whole H100 nodes for 1 to 3 days.
+
+The week's offered GPU-hours are about ``load`` times what the fleet has (1.2 by default),
+concentrated in working hours, so the fleet is oversubscribed by day and drains at night.
+The same seed gives the same week, request for request.
+"""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+from clusters.admission import DEV, PROD, FlavorQ, QuotaQ, TenantQ
+from clusters.whatif.model import EPOCH, Demand, IdlePolicy, Workload, World
+
+WEEK = 7 * 24 * 3600.0
+TENANTS = 10
+H100_NODES, L4_NODES = 64, 32
+
+
+def large_fleet(*, tenants: int = TENANTS, scale: float = 1.0) -> World:
+    """Kubesim's large fleet (times ``scale`` nodes) with ``tenants`` tenants in two cohorts."""
+    h100_nodes = max(round(H100_NODES * scale), 1)
+    l4_nodes = max(round(L4_NODES * scale), 1)
+    flavors = [FlavorQ("h100", 8, h100_nodes), FlavorQ("l4", 1, l4_nodes)]
+    slugs = [f"team{i:02d}" for i in range(tenants)]
+    weights = {slug: Decimal(1 + i % 3) for i, slug in enumerate(slugs)}
+    cohorts = {slug: f"cohort{i % 2}" for i, slug in enumerate(slugs)}
+    quotas: list[QuotaQ] = []
+    for cohort in sorted(set(cohorts.values())):
+        members = [s for s in slugs if cohorts[s] == cohort]
+        total_weight = sum(weights[s] for s in members)
+        share = len(members) / len(slugs)
+        for flavor in flavors:
+            pool = flavor.total_gpus * share
+            given = 0
+            for n, slug in enumerate(members):
+                if n == len(members) - 1:
+                    gpus = round(pool) - given
+                else:
+                    gpus = int(pool * float(weights[slug] / total_weight))
+                given += gpus
+                quotas.append(QuotaQ(slug, flavor.name, gpus, borrow_limit=max(gpus, 1)))
+    return World(
+        flavors=flavors,
+        tenants=[TenantQ(s, cohort=cohorts[s], weight=weights[s]) for s in slugs],
+        quotas=quotas,
+        idle={s: IdlePolicy(minutes=60, grace_minutes=15) for s in slugs},
+    )
+
+
+def _working(t: float) -> bool:
+    day, second = divmod(t, 86400)
+    return day % 7 < 5 and 8 * 3600 <= second < 20 * 3600
+
+
+def _arrivals(rng: random.Random, rate: float, seconds: float, bursty: bool) -> list[float]:
+    """Poisson arrivals at ``rate`` per second on average; bursty: nine tenths of them in
+    working hours (thinning a process at the peak rate)."""
+    if rate <= 0:
+        return []
+    working_share = 5 * 12 / 168
+    peak = rate * (0.9 / working_share if bursty else 1.0)
+    off = rate * (0.1 / (1 - working_share) if bursty else 1.0)
+    times: list[float] = []
+    t = 0.0
+    while True:
+        t += rng.expovariate(peak)
+        if t >= seconds:
+            return times
+        if rng.random() < (peak if _working(t) else off) / peak:
+            times.append(t)
+
+
+def synthetic_week(
+    world: World, *, seed: int = 19, load: float = 1.2, seconds: float = WEEK
+) -> Workload:
+    """A seeded week of requests on ``world`` (see the module's docstring)."""
+    rng = random.Random(seed)
+    h100 = next(f for f in world.flavors if f.name == "h100")
+    fleet_gpu_seconds = sum(f.total_gpus for f in world.flavors) * seconds
+    total_weight = float(sum(t.weight for t in world.tenants))
+    demands: list[Demand] = []
+    ids = iter(range(1, 10_000_000))
+    for tenant in world.tenants:
+        offered = fleet_gpu_seconds * load * float(tenant.weight) / total_weight
+        owners = list(range(1, 9))
+        # GPU-seconds per request on average: dev 4.5 GPUs x ~3.5 h held, jobs 20 GPUs x
+        # 5.5 h, prod 2.5 nodes x 2 days; offered in the ratio 3 : 5 : 2.
+        dev_rate = 0.3 * offered / (4.5 * 3.5 * 3600) / seconds
+        job_rate = 0.5 * offered / (20 * 5.5 * 3600) / seconds
+        prod_rate = 0.2 * offered / (2.5 * h100.gpus_per_node * 2 * 86400) / seconds
+        for t in _arrivals(rng, dev_rate, seconds, bursty=True):
+            hold = min(rng.expovariate(1 / (4 * 3600)), 3 * 86400)
+            busy = hold * rng.uniform(0.2, 1.0) if rng.random() < 0.6 else None
+            flavors: tuple[str, ...] = ("h100",)
+            roll = rng.random()
+            if roll < 0.25:
+                flavors = ("h100", "l4")
+            elif roll < 0.35:
+                flavors = ("l4", "h100")
+            demands.append(
+                Demand(
+                    id=next(ids),
+                    tenant=tenant.slug,
+                    owner=rng.choice(owners),
+                    kind=DEV,
+                    flavors=flavors,
+                    workers=rng.randint(1, 8),
+                    arrival=t,
+                    hold=hold,
+                    busy=busy,
+                    ttl=8 * 3600.0,
+                )
+            )
+        for t in _arrivals(rng, job_rate, seconds, bursty=False):
+            demands.append(
+                Demand(
+                    id=next(ids),
+                    tenant=tenant.slug,
+                    owner=rng.choice(owners),
+                    kind=DEV,
+                    flavors=("h100",),
+                    workers=rng.choice([8, 16, 24, 32]),
+                    arrival=t,
+                    hold=rng.uniform(1, 10) * 3600,
+                    job=True,
+                )
+            )
+        for t in _arrivals(rng, prod_rate, seconds, bursty=False):
+            demands.append(
+                Demand(
+                    id=next(ids),
+                    tenant=tenant.slug,
+                    owner=rng.choice(owners),
+                    kind=PROD,
+                    flavors=("h100",),
+                    workers=rng.randint(1, 4),
+                    arrival=t,
+                    hold=rng.uniform(1, 3) * 86400,
+                )
+            )
+    demands.sort(key=lambda d: (d.arrival, d.id))
+    return Workload(EPOCH, seconds, demands, label=f"synthetic week, seed {seed}, load {load}")

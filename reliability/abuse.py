@@ -30,7 +30,7 @@ ACTORS = "platform,admin,engineer,viewer,outsider"
 
 def _fuzz_figures(outcome: Outcome) -> tuple[int, dict[str, int]]:
     """Requests the fuzzer made and their statuses, from the lines it prints."""
-    total, statuses = 0, {}
+    total, statuses = 0, dict[str, int]()
     for line in outcome.output:
         match = re.match(r"(\d+) requests, by status: (\{.*\})", line)
         if match:

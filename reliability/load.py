@@ -10,7 +10,7 @@ measured from the moment the request was due, not from when a thread got to it, 
 slow server cannot slow the generator down and hide its own queueing (coordinated
 omission). Seven requests in ten are reads (the tenant's cluster list, one cluster, the
 queue, the usage report), three are writes (ask for a dev cluster, or delete the
-engineer's oldest one), spread over the engineers of four tenants.
+engineer's oldest one, about as many of each), spread over the engineers of four tenants.
 
 After each phase the run waits until every cluster still wanted is ``ready`` and every
 deleted one is ``deleted``: what the worker kills lost shows up as a row that never
@@ -42,7 +42,12 @@ KILL_EVERY = 30.0
 TENANTS = 4
 ENGINEERS_PER_TENANT = 3
 CLIENT_THREADS = 48
-QUEUE = "reliability-load"
+# A queue of this run's own: a run never takes another's messages (nor needs to empty
+# the broker first, which would take theirs).
+QUEUE = f"reliability-load-{os.getpid()}"
+# The database beside DATABASE_URL's: tests/reliability/test_load.py uses another, so a
+# test run beside a full one truncates neither's rows.
+DATABASE_SUFFIX = os.environ.get("RELIABILITY_LOAD_DATABASE", "reliability_load")
 CONVERGE_SECONDS = 300.0
 # Targets of the issue, on a 2-core machine.
 READ_P99_MS = 250.0
@@ -222,7 +227,9 @@ class Traffic:
         if slot in (5, 6):
             url = f"{self.base}/api/v1/tenants/{slug}/usage/"
             return "read GET usage/", lambda session: session.get(url, headers=auth, timeout=30)
-        if slot == 7 and mine:
+        # As many deletes as creates (slots 7 and 8, and 9 by how many the engineer has),
+        # so the number of live clusters stays bounded however long the run.
+        if (slot == 7 and mine) or (slot == 9 and len(mine) > 2):
             with self.lock:
                 if not self.live[who]:
                     return self.pick(n + 1)
@@ -319,15 +326,12 @@ def _converge(traffic: Traffic, phase: Phase, deadline: float) -> None:
 
 def measure(seconds: float, with_kills: bool) -> list[Phase]:
     """Run the steady phase (and the one with worker kills); returns both phases."""
-    import redis
-
-    support.setup_django("reliability_load")
+    support.setup_django(DATABASE_SUFFIX)
     from tenants.models import GpuFlavor
 
-    redis.Redis.from_url(support.redis_url(_broker_db())).flushdb()
-    # Room for every cluster the run can ask for: 3 in 10 requests are writes, 2 of them
-    # creates at most; a dev cluster takes one GPU and a CPU head.
-    wanted = int(RATE * seconds * 0.2 * (2 if with_kills else 1)) + 50
+    # Room for every cluster the run can hold at once: about as many deletes as creates
+    # keep a few per engineer live; a dev cluster takes one GPU and a CPU head.
+    wanted = int(RATE * 10) + 200
     h100_nodes = wanted // 8 + 2
     fleet = support.gpu_fleet(h100_nodes=h100_nodes, cpu_nodes=wanted // 50 + 2)
     engineers = _fill(h100_nodes)

@@ -70,7 +70,7 @@ def test_no_protected_field_is_mass_assigned(
         assert _snapshot() == before, name
 
 
-DEEP = {"a": "x"}
+DEEP: dict[str, Any] = {"a": "x"}
 for _ in range(60):
     DEEP = {"a": DEEP}
 LONG = "a" * 300

@@ -11,10 +11,10 @@ The run happens in a child process: the suite points Django at a database of its
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
-
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,6 +24,8 @@ def test_mixed_traffic_with_worker_kills_loses_nothing() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "reliability.load", "--summary", "10", "6", "2"],
         cwd=ROOT,
+        # A database of its own: a full `make reliability` run may be using the suite's.
+        env={**os.environ, "RELIABILITY_LOAD_DATABASE": "reliability_load_test"},
         capture_output=True,
         text=True,
         timeout=540,

@@ -205,7 +205,10 @@ class Traffic:
     def pick(self, n: int) -> tuple[str, Callable[[Any], Any]]:
         """The ``n``-th request: its endpoint label and a call that makes it with the
         client thread's own session (a session is not shared between threads)."""
-        who = n % len(self.engineers)
+        # Each engineer takes ten requests in a row, so every one of them sees every kind
+        # (with ``n % engineers`` and ``n % 10`` both even or both odd, half of them
+        # would only ever create and the other half only delete).
+        who = (n // 10) % len(self.engineers)
         slug, _, token = self.engineers[who]
         auth = {"Authorization": f"Token {token}"}
         clusters = f"{self.base}/api/v1/tenants/{slug}/clusters/"

@@ -195,7 +195,8 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
         assert response.status_code == expected, (
             f"{method} {url} as {actor}: {response.status_code} {response.content[:300]!r}"
         )
-        assert_security_headers(response, inline_styles=route.passthrough)
+        # The dashboard's Ray proxy serves Ray's pages, which style inline.
+        assert_security_headers(response, inline_styles="/ray/" in template)
         if actor == "anonymous":
             assert response["Location"].startswith("/login/")
         elif expected == 302:  # a form that worked goes to the page of what it changed

@@ -25,6 +25,7 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from tests.access.matrix import ACTORS, Case, Route, url_kwargs
+from tests.controlplane.test_security_headers import assert_security_headers
 from tests.factories import GpuFlavorFactory, UserFactory
 
 _HERE = Path(__file__).parent
@@ -194,6 +195,8 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
         assert response.status_code == expected, (
             f"{method} {url} as {actor}: {response.status_code} {response.content[:300]!r}"
         )
+        # The dashboard's Ray proxy serves Ray's pages, which style inline.
+        assert_security_headers(response, inline_styles="/ray/" in template)
         if actor == "anonymous":
             assert response["Location"].startswith("/login/")
         elif expected == 302:  # a form that worked goes to the page of what it changed
@@ -222,6 +225,7 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
     assert response.status_code == expected, (
         f"{method} {url} as {actor}: {response.status_code} {response.content[:300]!r}"
     )
+    assert_security_headers(response)
     if expected == 401:
         assert response["WWW-Authenticate"] == "Token"
     if expected in (401, 403, 404):
@@ -236,3 +240,4 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
 def test_public_route(db: Any, template: str, expected: int) -> None:
     response = APIClient().get("/" + template)
     assert response.status_code == expected
+    assert_security_headers(response)

@@ -20,6 +20,7 @@ keep the suite fast (about 800 requests); raise the constants below for a deeper
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,13 +48,15 @@ from tests.access.routes_clusters import _bobs
 from tests.access.test_route_matrix import ROUTES, world  # noqa: F401 (fixture)
 
 # Examples per operation and actor (positive, negative), and stateful scenarios per actor.
-POSITIVE_EXAMPLES = 5
-NEGATIVE_EXAMPLES = 2
-SCENARIOS = 6
+# ``make reliability`` (reliability/abuse.py) raises them through the environment.
+POSITIVE_EXAMPLES = int(os.environ.get("SCHEMA_FUZZ_EXAMPLES", "5"))
+NEGATIVE_EXAMPLES = int(os.environ.get("SCHEMA_FUZZ_NEGATIVE_EXAMPLES", "2"))
+SCENARIOS = int(os.environ.get("SCHEMA_FUZZ_SCENARIOS", "6"))
 SCENARIO_STEPS = 8
 
-# bob (engineer) and alice (tenant admin) of acme, and root (platform admin).
-FUZZERS = ("engineer", "admin", "platform")
+# bob (engineer) and alice (tenant admin) of acme, and root (platform admin); the
+# reliability run adds vera (viewer) and charlie (an engineer of another tenant).
+FUZZERS = tuple(os.environ.get("SCHEMA_FUZZ_ACTORS", "engineer,admin,platform").split(","))
 
 CHECKS = [
     not_a_server_error,

@@ -53,10 +53,13 @@ class Result:
 
 def _retry_after(history: list[tuple[float, str, str, int | None]], result: Result) -> None:
     """For every 429, the next request for the same method and path must come at least
-    ``Retry-After`` later. A write that comes sooner is a retry that did not wait; a read
+    ``Retry-After`` later. A write (PATCH, DELETE: an object's own path) that comes sooner
+    is a retry that did not wait; a read
     (the reconciler's periodic LISTs) is counted apart: it is the next pass, not a retry."""
     last_429: dict[tuple[str, str], float] = {}
     for at, method, path, code in history:
+        if method == "POST":
+            continue  # a create goes to the collection's path: the next POST is another object
         key = (method, path.split("?")[0])
         if key in last_429:
             gap = at - last_429.pop(key)

@@ -16,7 +16,11 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-MODULES: list[str] = []
+MODULES: list[str] = [
+    "reliability.workers",
+    "reliability.kubeapi",
+    "reliability.restore",
+]
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
 
 

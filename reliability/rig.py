@@ -188,9 +188,8 @@ class Audit:
 def audit(expected: dict[int, str]) -> Audit:
     """Compare the rows and Kubernetes with ``expected`` (request id -> the state it
     should have reached) once the stack has converged."""
-    from clusters.kube.gateway import get_gateway
     from clusters.models import ClusterRequest, UsageSpan
-    from clusters.states import HOLDS_QUOTA, WANTS_RAYCLUSTER
+    from clusters.states import HOLDS_QUOTA
 
     result = Audit()
     rows = {r.pk: r for r in ClusterRequest.objects.unscoped().filter(pk__in=list(expected))}
@@ -199,18 +198,35 @@ def audit(expected: dict[int, str]) -> Audit:
         if row is None or row.state != state:
             result.lost += 1
             result.details.append(f"request {pk}: {row.state if row else 'missing'} != {state}")
+    _audit_objects(rows, result)
+    held = sum((r.gpus for r in rows.values() if r.holds_gpus), Decimal(0))
+    holding = sum((r.gpus for r in rows.values() if r.state in HOLDS_QUOTA), Decimal(0))
+    result.drift = abs(held - holding)
+    if result.drift:
+        result.details.append(f"ledger holds {held} GPUs, requests that hold have {holding}")
+    not_holding = [pk for pk, r in rows.items() if not r.holds_gpus]
+    result.open_spans = UsageSpan.objects.filter(
+        cluster_id__in=not_holding, ended_at__isnull=True
+    ).count()
+    if result.open_spans:
+        result.details.append(f"{result.open_spans} usage spans open on released requests")
+    return result
+
+
+def _audit_objects(rows: dict[int, Any], result: Audit) -> None:
+    """Duplicates and orphans among the managed RayClusters, RayJobs and pods."""
+    from clusters.kube.gateway import get_gateway
+    from clusters.states import WANTS_RAYCLUSTER
+
     gw = get_gateway()
     rcs = gw.list("ray.io/v1", "RayCluster", label_selector=MANAGED)
     rjs = gw.list("ray.io/v1", "RayJob", label_selector=MANAGED)
     for kind, objects in (("RayCluster", rcs), ("RayJob", rjs)):
         per_row = Counter(o["metadata"].get("labels", {}).get(CLUSTER_ID) for o in objects)
         for pk_label, count in per_row.items():
-            if kind == "RayCluster" and count > 1:
+            if count > 1:
                 result.duplicates += count - 1
-                result.details.append(f"{count} RayClusters of request {pk_label}")
-            if kind == "RayJob" and count > 1:
-                result.duplicates += count - 1
-                result.details.append(f"{count} RayJobs of request {pk_label}")
+                result.details.append(f"{count} {kind}s of request {pk_label}")
     for rc in rcs:
         if any(ref.get("kind") == "RayJob" for ref in rc["metadata"].get("ownerReferences") or []):
             continue  # a job's cluster goes with its RayJob
@@ -228,18 +244,6 @@ def audit(expected: dict[int, str]) -> Audit:
         if row is not None and row.state in ("deleted", "suspended"):
             result.orphans += 1
             result.details.append(f"pod {pod['metadata']['name']} of a {row.state} request")
-    held = sum((r.gpus for r in rows.values() if r.holds_gpus), Decimal(0))
-    holding = sum((r.gpus for r in rows.values() if r.state in HOLDS_QUOTA), Decimal(0))
-    result.drift = abs(held - holding)
-    if result.drift:
-        result.details.append(f"ledger holds {held} GPUs, requests that hold have {holding}")
-    not_holding = [pk for pk, r in rows.items() if not r.holds_gpus]
-    result.open_spans = UsageSpan.objects.filter(
-        cluster_id__in=not_holding, ended_at__isnull=True
-    ).count()
-    if result.open_spans:
-        result.details.append(f"{result.open_spans} usage spans open on released requests")
-    return result
 
 
 class Inbox:

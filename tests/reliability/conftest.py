@@ -31,7 +31,11 @@ def inbox() -> Iterator[Inbox]:
 
 
 @pytest.fixture
-def make_rig(transactional_db: Any, kubesim: Any, tmp_path: Path) -> Iterator[Callable[..., Rig]]:
+def make_rig(
+    transactional_db: Any,
+    kubesim: Any,  # noqa: F811 - the imported fixture
+    tmp_path: Path,
+) -> Iterator[Callable[..., Rig]]:
     """Start the rig with extra worker environment; stopped after the test."""
     from controlplane.celery import app
 

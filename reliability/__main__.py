@@ -19,6 +19,7 @@ from pathlib import Path
 MODULES: list[str] = [
     "reliability.workers",
     "reliability.kubeapi",
+    "reliability.clock",
     "reliability.restore",
 ]
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"

@@ -250,8 +250,11 @@ class Inbox:
     """A real SMTP server on loopback (aiosmtpd) that keeps every message's delivery id."""
 
     def __init__(self) -> None:
+        import logging
+
         from aiosmtpd.controller import Controller
 
+        logging.getLogger("mail.log").setLevel(logging.WARNING)  # a line per SMTP verb
         self.ids: list[str] = []
         with socket.socket() as probe:  # a free port (the controller checks it by connecting)
             probe.bind(("127.0.0.1", 0))

@@ -3,7 +3,7 @@
 Phases, each through the Celery worker and beat against kubesim over HTTP:
 
 1. **errors**: a share of all API requests answered 409, 429 (with ``Retry-After``),
-   500, 503, 504, or dropped without an answer, while lists page (at most 3 items a page,
+   500, 503, 504, or dropped without an answer, while lists page (at most 20 items a page,
    so every LIST follows ``continue``); clusters are provisioned, then deleted.
 2. **slow**: a share of requests answered only after longer than the client's timeout
    (the worker waits 2 s); clusters provisioned, then deleted.
@@ -112,7 +112,7 @@ def exercise(rig: Rig, people: People, *, quick: bool) -> Result:
 
     sim.faults.reset_stats()
     # 1. errors and dropped connections, with lists that page
-    sim.set_faults(rate=0.25, codes=CODES, delay_ms=10, retry_after=RETRY_AFTER, max_page=3)
+    sim.set_faults(rate=0.25, codes=CODES, delay_ms=10, retry_after=RETRY_AFTER, max_page=20)
     pks = create("err", plan["errors"])
     settle("errors: provisioned", pks, "ready")
     delete(pks)
@@ -193,7 +193,7 @@ def section(result: Result, *, quick: bool) -> str:
             "own processes, PostgreSQL, Redis) against kubesim over HTTP with fault "
             f"injection. Errors: {plan['errors']} clusters provisioned and deleted while 25% "
             "of API requests were answered 409, 429 (Retry-After 1 s), 500, 503, 504 or "
-            "dropped without an answer, and every list paged at 3 items; slow: "
+            "dropped without an answer, and every list paged at 20 items; slow: "
             f"{plan['slow']} clusters while 15% of requests took 2.5 s, longer than the "
             f"worker's 2 s timeout; restart: kubesim restarted without its state under "
             f"{plan['restart']} running clusters; permanent: {plan['permanent']} requests "

@@ -50,9 +50,13 @@ class Result:
 
 
 def _count(reason: str, pks: list[int]) -> Counter[int]:
+    """Events of the action per request: a move into ``deleting`` for an expiry (its
+    deletion's end carries the same reason), the note or move itself otherwise."""
     from clusters.models import ClusterEvent
 
     rows = ClusterEvent.objects.filter(cluster_id__in=pks, reason=reason)
+    if reason == "expired":
+        rows = rows.filter(to_state="deleting")
     return Counter(rows.values_list("cluster_id", flat=True))
 
 

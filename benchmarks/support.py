@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -330,3 +330,157 @@ def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     rank = max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered) + 0.5) - 1))
     return ordered[rank]
+
+
+class CeleryProcess:
+    """A real Celery worker (or beat) in its own process group, which can be killed the
+    ways a node kills one: SIGKILL of the main process, SIGKILL of one pool child, and
+    SIGTERM (Celery's warm shutdown). The engine tests and ``make reliability`` use it.
+
+    ``pool="solo"`` with ``beat=True`` is one process doing everything (the tests' worker);
+    ``pool="prefork"`` has children that run the tasks, so a child can die on its own.
+    """
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        log: Path,
+        *,
+        pool: str = "solo",
+        concurrency: int = 1,
+        beat: bool = True,
+        role: str = "worker",
+    ) -> None:
+        self.env = env
+        self.log = log
+        self.pool = pool
+        self.concurrency = concurrency
+        self.beat = beat
+        self.role = role
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        import uuid
+
+        # A fresh schedule file each start: beat's shelve is not written to survive SIGKILL.
+        schedule = Path(self.env["GANGWAY_VAR_DIR"]) / f"beat-{uuid.uuid4().hex}"
+        base = [sys.executable, "-m", "celery", "-A", "controlplane"]
+        if self.role == "beat":
+            return [*base, "beat", "--schedule", str(schedule), "--loglevel", "INFO"]
+        command = [*base, "worker", "--pool", self.pool, "--loglevel", "INFO"]
+        if self.pool != "solo":
+            command += ["--concurrency", str(self.concurrency)]
+        if self.beat:
+            command += ["-B", "--schedule", str(schedule)]
+        command += ["-Q", self.env["CELERY_QUEUE"], "--without-heartbeat"]
+        return [*command, "--without-gossip", "--without-mingle"]
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.command(),
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the worker: no warm shutdown, no chance to ack or requeue anything."""
+        import signal
+
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def kill_main(self) -> None:
+        """SIGKILL only the main process: its pool children lose their parent and, with
+        the broker connection gone, stop; they are reaped with the group."""
+        import signal
+
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+            # Children that have not noticed yet would keep running a task twice over.
+            with suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def kill_child(self) -> bool:
+        """SIGKILL one pool child (the main process starts a new one); ``False`` if none."""
+        import signal
+
+        if not self.proc or self.proc.poll() is not None:
+            return False
+        children = child_pids(self.proc.pid)
+        if not children:
+            return False
+        try:
+            os.kill(children[0], signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def terminate(self, timeout: float = 30.0) -> None:
+        """SIGTERM (warm shutdown: the running task may finish), then SIGKILL if it hangs."""
+        import signal
+
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            with suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=timeout)
+        self.kill()
+
+    def stop(self) -> None:
+        import signal
+
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live children of process ``pid`` (read from ``/proc``; Linux only)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name is in parentheses and may hold spaces; the parent id follows.
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def engine_env(
+    *, database_url: str, kubeconfig: str, queue: str, var_dir: str, **overrides: str
+) -> dict[str, str]:
+    """The environment of a worker or beat process of the engine: quick periods (a
+    reconcile pass every 0.5 s, stale nudges re-sent after 2 s), short Kubernetes
+    timeouts, the given database, kubesim and queue."""
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=database_url,
+        DATABASE_CONN_MAX_AGE="0",
+        KUBECONFIG=kubeconfig,
+        CELERY_QUEUE=queue,
+        GANGWAY_VAR_DIR=var_dir,
+        RECONCILE_INTERVAL_SECONDS="0.5",
+        SWEEP_INTERVAL_SECONDS="1",
+        SWEEP_STALE_SECONDS="2",
+        KUBE_REQUEST_TIMEOUT_SECONDS="5",
+        DEBUG="1",
+    )
+    env.update(overrides)
+    return env

@@ -3,13 +3,20 @@
 Each request (admin paths excepted) is faulted with probability ``rate``. A faulted request
 waits ``delay_ms`` and is then answered with one of ``codes`` (picked uniformly) carrying a
 realistic ``Status`` body; with no codes it is only delayed and then served normally.
+Code 0 stands for a dropped connection: the server closes it without an answer. With
+``max_page`` set, a list answers at most that many items a page whatever its ``limit``
+(an API server may answer fewer than asked), so that clients must follow ``continue``.
+Every request's time, method, path and injected code is kept in :attr:`Faults.history`
+(the last 100,000), from which a test can tell whether a client waited the
+``Retry-After`` it was told.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +51,7 @@ class FaultConfig:
     retry_after: int = 1
     methods: tuple[str, ...] | None = None
     seed: int | None = None
+    max_page: int = 0
 
 
 @dataclass
@@ -56,6 +64,10 @@ class Faults:
     injected: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
+    # (monotonic time, method, path, injected code or None) of each request
+    history: deque[tuple[float, str, str, int | None]] = field(
+        default_factory=lambda: deque(maxlen=100_000)
+    )
 
     def set(
         self,
@@ -65,6 +77,7 @@ class Faults:
         retry_after: int = 1,
         methods: Any = None,
         seed: int | None = None,
+        max_page: int = 0,
     ) -> None:
         """Turn injection on (replacing any previous setting)."""
         if not 0.0 <= float(rate) <= 1.0:
@@ -77,6 +90,7 @@ class Faults:
                 retry_after=int(retry_after),
                 methods=tuple(m.upper() for m in methods) if methods else None,
                 seed=seed,
+                max_page=int(max_page or 0),
             )
             if seed is not None:
                 self.rng.seed(seed)
@@ -92,6 +106,7 @@ class Faults:
             self.requests.clear()
             self.bodies.clear()
             self.injected.clear()
+            self.history.clear()
 
     def note_body(self, media_type: str) -> None:
         """Count one request body of a media type (shows what clients send: kubectl sends
@@ -99,20 +114,27 @@ class Faults:
         with self.lock:
             self.bodies[media_type] += 1
 
-    def pick(self, method: str) -> tuple[float, int | None]:
-        """Decide the fate of one request: (delay in seconds, error code or None)."""
+    def pick(self, method: str, path: str = "") -> tuple[float, int | None]:
+        """Decide the fate of one request: (delay in seconds, error code or None; 0 means
+        drop the connection)."""
         with self.lock:
-            self.requests["total"] += 1
-            self.requests[method] += 1
-            cfg = self.config
-            if cfg.rate <= 0 or (cfg.methods is not None and method not in cfg.methods):
-                return 0.0, None
-            if self.rng.random() >= cfg.rate:
-                return 0.0, None
-            code = self.rng.choice(cfg.codes) if cfg.codes else None
-            self.injected[str(code) if code is not None else "delay"] += 1
-            self.injected["total"] += 1
-            return cfg.delay_ms / 1000.0, code
+            delay, code = self._pick(method)
+            self.history.append((time.monotonic(), method, path, code))
+            return delay, code
+
+    def _pick(self, method: str) -> tuple[float, int | None]:
+        """:meth:`pick` under the lock."""
+        self.requests["total"] += 1
+        self.requests[method] += 1
+        cfg = self.config
+        if cfg.rate <= 0 or (cfg.methods is not None and method not in cfg.methods):
+            return 0.0, None
+        if self.rng.random() >= cfg.rate:
+            return 0.0, None
+        code = self.rng.choice(cfg.codes) if cfg.codes else None
+        self.injected[str(code) if code is not None else "delay"] += 1
+        self.injected["total"] += 1
+        return cfg.delay_ms / 1000.0, code
 
     def error(self, code: int, plural: str, name: str) -> ApiError:
         """The ApiError answered for an injected code."""

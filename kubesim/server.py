@@ -257,9 +257,16 @@ class Handler(BaseHTTPRequestHandler):
                 body, _ = self._body(admin=True)
                 self._send(200, sim.admin(method, path, body))
                 return
-            delay, code = sim.faults.pick(method)
+            delay, code = sim.faults.pick(method, path)
             if delay:
                 time.sleep(delay)
+            if code == 0:  # a dropped connection: no answer at all
+                self.close_connection = True
+                return
+            max_page = sim.faults.config.max_page
+            if max_page and method == "GET":
+                asked = int(params.get("limit") or 0)
+                params["limit"] = str(min(asked, max_page) if asked else max_page)
             if code is not None:
                 self._read()
                 parts = [p for p in path.split("/") if p]

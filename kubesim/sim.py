@@ -168,9 +168,11 @@ class KubeSim:
         retry_after: int = 1,
         methods: Any = None,
         seed: int | None = None,
+        max_page: int = 0,
     ) -> None:
         """Answer a fraction ``rate`` of API requests with one of ``codes`` after
-        ``delay_ms``; ``methods`` limits injection to some HTTP methods (None: all)."""
+        ``delay_ms``; ``methods`` limits injection to some HTTP methods (None: all);
+        ``max_page`` caps the items of a list page (:mod:`kubesim.faults`)."""
         self.faults.set(
             rate=rate,
             codes=codes,
@@ -178,6 +180,7 @@ class KubeSim:
             retry_after=retry_after,
             methods=methods,
             seed=seed,
+            max_page=max_page,
         )
 
     def clear_faults(self) -> None:
@@ -329,6 +332,7 @@ class KubeSim:
                 retry_after=int(b.get("retry_after", 1)),
                 methods=b.get("methods"),
                 seed=b.get("seed"),
+                max_page=int(b.get("max_page", 0)),
             )
             return self.faults.stats()["config"]
         if path == "/_kubesim/faults" and method == "DELETE":

@@ -14,8 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Hashable
 from typing import Any
+
+from clusters.kube.gateway import TransientKubeError
 
 
 def digest(objects: list[dict[str, Any]]) -> str:
@@ -28,6 +31,8 @@ class AppliedCache:
 
     def __init__(self) -> None:
         self._digests: dict[Hashable, str] = {}
+        # key -> monotonic time before which the API server asked not to be written to
+        self._not_before: dict[Hashable, float] = {}
         self._lock = threading.Lock()
 
     def apply(
@@ -41,15 +46,30 @@ class AppliedCache:
         """Call ``write(objects)`` unless the same objects were last written under ``key``.
 
         Returns whether it wrote. The digest is recorded only after ``write`` returned, so
-        a write that raised is tried again next time.
+        a write that raised is tried again next time, but not before the ``Retry-After``
+        of a 429 that refused it: until then it raises :class:`TransientKubeError`.
         """
         new = digest(objects)
         with self._lock:
             if not force and self._digests.get(key) == new:
                 return False
-        write(objects)
+            # A 429's Retry-After is honoured across passes: the periodic pass that asks
+            # again sooner is told to wait the rest, as the task that retries it would be.
+            wait = self._not_before.get(key, 0.0) - time.monotonic()
+        if wait > 0:
+            raise TransientKubeError(
+                f"waiting {wait:.1f} s more, as the API server asked", retry_after=wait
+            )
+        try:
+            write(objects)
+        except TransientKubeError as exc:
+            if exc.retry_after:
+                with self._lock:
+                    self._not_before[key] = time.monotonic() + exc.retry_after
+            raise
         with self._lock:
             self._digests[key] = new
+            self._not_before.pop(key, None)
         return True
 
     def forget(self, key: Hashable) -> None:

@@ -86,3 +86,36 @@ def test_admin_api_over_http(sim: KubeSim) -> None:
     assert call(sim.url + "/_kubesim/reset", "POST")[0] == 200
     assert call(sim.url + "/api/v1/namespaces/default/configmaps/a")[0] == 404
     assert len(call(sim.url + "/api/v1/nodes")[1]["items"]) == 10
+
+
+def test_a_dropped_connection_gets_no_answer_and_is_in_the_history(sim: KubeSim) -> None:
+    import http.client
+
+    sim.set_faults(rate=1.0, codes=(0,))
+    try:
+        call(sim.url + "/api/v1/namespaces/default/configmaps")
+    except (http.client.RemoteDisconnected, ConnectionError, urllib.error.URLError):
+        pass
+    else:
+        raise AssertionError("the server answered a dropped request")
+    sim.clear_faults()
+    assert call(sim.url + "/api/v1/namespaces/default/configmaps")[0] == 200
+    history = list(sim.faults.history)
+    assert [(m, p, c) for _, m, p, c in history[-2:]] == [
+        ("GET", "/api/v1/namespaces/default/configmaps", 0),
+        ("GET", "/api/v1/namespaces/default/configmaps", None),
+    ]
+
+
+def test_max_page_caps_a_list_whatever_its_limit(sim: KubeSim) -> None:
+    base = sim.url + "/api/v1/namespaces/default/configmaps"
+    for i in range(5):
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{i}"}}
+        assert call(base, "POST", body)[0] == 201
+    sim.set_faults(rate=0.0, codes=(), max_page=2)
+    _, page, _ = call(base + "?limit=500")
+    assert len(page["items"]) == 2 and page["metadata"]["continue"]
+    _, rest, _ = call(base + "?limit=500&continue=" + page["metadata"]["continue"])
+    assert len(rest["items"]) == 2
+    sim.clear_faults()
+    assert len(call(base + "?limit=500")[1]["items"]) == 5

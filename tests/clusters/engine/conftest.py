@@ -8,9 +8,6 @@ production uses. Tests use ``transactional_db`` so that the worker sees their ro
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,6 +18,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from benchmarks.support import CeleryProcess, engine_env
 from kubesim import KubeSim
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,58 +58,8 @@ def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
         yield sim
 
 
-class Worker:
-    """A real Celery worker (with embedded beat) in its own process."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.env = env
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        schedule = Path(self.env["GANGWAY_VAR_DIR"]) / f"beat-{uuid.uuid4().hex}"
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "controlplane",
-                    "worker",
-                    "-B",
-                    "--pool",
-                    "solo",
-                    "--loglevel",
-                    "INFO",
-                    "-Q",
-                    self.env["CELERY_QUEUE"],
-                    "--schedule",
-                    str(schedule),
-                    "--without-heartbeat",
-                    "--without-gossip",
-                    "--without-mingle",
-                ],
-                cwd=ROOT,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def kill(self) -> None:
-        """SIGKILL the worker: no warm shutdown, no chance to ack or requeue anything."""
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+# The tests' worker: one solo process with beat embedded (benchmarks/support.py).
+Worker = CeleryProcess
 
 
 @pytest.fixture
@@ -121,22 +69,15 @@ def worker(transactional_db: Any, kubesim: KubeSim, tmp_path: Path) -> Iterator[
     db = settings.DATABASES["default"]
     queue = f"test-{uuid.uuid4().hex[:8]}"
     app.conf.task_default_queue = queue
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        DATABASE_CONN_MAX_AGE="0",
-        KUBECONFIG=settings.KUBECONFIG,
-        CELERY_QUEUE=queue,
-        GANGWAY_VAR_DIR=str(tmp_path),
-        RECONCILE_INTERVAL_SECONDS="0.5",
-        SWEEP_INTERVAL_SECONDS="1",
-        SWEEP_STALE_SECONDS="2",
-        KUBE_REQUEST_TIMEOUT_SECONDS="5",
+    env = engine_env(
+        database_url=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        kubeconfig=settings.KUBECONFIG,
+        queue=queue,
+        var_dir=str(tmp_path),
         QUEUE_MODE=settings.QUEUE_MODE,
         KAI_ENABLED="1" if settings.KAI_ENABLED else "0",
         RAY_IMAGE_ALLOWLIST=",".join(settings.RAY_IMAGE_ALLOWLIST),
         CONTAINER_GPUS_SECCOMP_PROFILE=settings.CONTAINER_GPUS_SECCOMP_PROFILE,
-        DEBUG="1",
     )
     handle = Worker(env, tmp_path / "worker.log")
     handle.start()

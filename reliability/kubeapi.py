@@ -1,0 +1,235 @@
+"""Kubernetes API faults: kubesim's fault injection under the real engine.
+
+Phases, each through the Celery worker and beat against kubesim over HTTP:
+
+1. **errors**: a share of all API requests answered 409, 429 (with ``Retry-After``),
+   500, 503, 504, or dropped without an answer, while lists page (at most 20 items a page,
+   so every LIST follows ``continue``); clusters are provisioned, then deleted.
+2. **slow**: a share of requests answered only after longer than the client's timeout
+   (the worker waits 2 s); clusters provisioned, then deleted.
+3. **restart**: kubesim restarted without its state while clusters run: the engine
+   must recreate what the rows want, once.
+4. **permanent**: every PATCH answered 422: each request fails at once, and no
+   permanent error is retried.
+
+Figures: requests served and faults injected, requests converged, duplicate and orphaned
+objects, ledger drift, open usage spans, retries of permanent errors, and whether every
+retry after a 429 waited the ``Retry-After`` it was told.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from reliability.rig import Audit, People, Rig, audit, converge
+
+CODES = (409, 429, 500, 503, 504, 0)  # 0: the connection dropped, no answer
+FULL = {"errors": 16, "slow": 8, "restart": 6, "permanent": 6}
+QUICK = {"errors": 3, "slow": 2, "restart": 2, "permanent": 2}
+CONVERGE_TIMEOUT = 300.0
+RETRY_AFTER = 1
+WORKER_ENV = {"KUBE_REQUEST_TIMEOUT_SECONDS": "2"}
+
+
+@dataclass
+class Result:
+    """The figures of one run."""
+
+    requests: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    asked: int = 0
+    converged: int = 0
+    convergence: dict[str, float | None] = field(default_factory=dict)
+    audit: Audit = field(default_factory=Audit)
+    permanent_requests: int = 0
+    permanent_retries: int = 0
+    throttled_retries: int = 0
+    throttled_too_soon: list[str] = field(default_factory=list)
+    reads_too_soon: int = 0
+    wall: float = 0.0
+
+
+def _retry_after(history: list[tuple[float, str, str, int | None]], result: Result) -> None:
+    """For every 429, the next request for the same method and path must come at least
+    ``Retry-After`` later. A write (PATCH, DELETE: an object's own path) that comes sooner
+    is a retry that did not wait; a read
+    (the reconciler's periodic LISTs) is counted apart: it is the next pass, not a retry."""
+    last_429: dict[tuple[str, str], float] = {}
+    for at, method, path, code in history:
+        if method == "POST":
+            continue  # a create goes to the collection's path: the next POST is another object
+        key = (method, path.split("?")[0])
+        if key in last_429:
+            gap = at - last_429.pop(key)
+            if method == "GET":
+                if gap < RETRY_AFTER - 0.05:
+                    result.reads_too_soon += 1
+            else:
+                result.throttled_retries += 1
+                if gap < RETRY_AFTER - 0.05:
+                    result.throttled_too_soon.append(f"{method} {key[1]} after {gap:.2f} s")
+        if code == 429:
+            last_429[key] = at
+
+
+def exercise(rig: Rig, people: People, *, quick: bool) -> Result:
+    """Run the phases; see the module docstring."""
+    from clusters.models import ClusterRequest
+    from clusters.requests import services
+    from clusters.spec import ClusterSpec
+
+    plan = QUICK if quick else FULL
+    sim = rig.sim
+    result = Result()
+    started = time.monotonic()
+    expected: dict[int, str] = {}
+
+    def create(prefix: str, count: int) -> list[int]:
+        pks = [
+            services.cluster_request_create(
+                actor=people.admin,
+                tenant=people.tenant,
+                spec=ClusterSpec(name=f"{prefix}-{i}", flavor=people.h100, workers=1),
+            ).pk
+            for i in range(count)
+        ]
+        result.asked += count
+        return pks
+
+    def settle(name: str, pks: list[int], state: str) -> None:
+        def done() -> bool:
+            rows = ClusterRequest.objects.unscoped().filter(pk__in=pks, state=state)
+            return rows.count() == len(pks)
+
+        result.convergence[name] = converge(done, timeout=CONVERGE_TIMEOUT)
+        expected.update(dict.fromkeys(pks, state))
+
+    def delete(pks: list[int]) -> None:
+        for row in ClusterRequest.objects.unscoped().filter(pk__in=pks):
+            services.cluster_delete(actor=people.admin, cluster=row)
+
+    sim.faults.reset_stats()
+    # 1. errors and dropped connections, with lists that page
+    sim.set_faults(rate=0.25, codes=CODES, delay_ms=10, retry_after=RETRY_AFTER, max_page=20)
+    pks = create("err", plan["errors"])
+    settle("errors: provisioned", pks, "ready")
+    delete(pks)
+    settle("errors: deleted", pks, "deleted")
+    sim.clear_faults()  # the audit's own reads must not be faulted
+    result.audit.add(audit(expected))
+    # 2. slow answers, some slower than the client waits
+    sim.set_faults(rate=0.15, codes=(), delay_ms=2500)
+    pks = create("slow", plan["slow"])
+    settle("slow: provisioned", pks, "ready")
+    delete(pks)
+    settle("slow: deleted", pks, "deleted")
+    sim.clear_faults()
+    result.audit.add(audit(expected))
+    # 3. kubesim loses everything while clusters run
+    pks = create("keep", plan["restart"])
+    settle("restart: provisioned", pks, "ready")
+    sim.restart(keep_state=False)
+    from clusters.kube.gateway import get_gateway
+
+    gw = get_gateway()
+
+    def recreated() -> bool:
+        names = {
+            rc["metadata"]["name"]
+            for rc in gw.list("ray.io/v1", "RayCluster", label_selector="gangway.dev/cluster-id")
+        }
+        ready = ClusterRequest.objects.unscoped().filter(pk__in=pks, state="ready").count()
+        return names >= {f"keep-{i}" for i in range(plan["restart"])} and ready == len(pks)
+
+    result.convergence["restart: recreated"] = converge(recreated, timeout=CONVERGE_TIMEOUT)
+    result.audit.add(audit(expected))
+    delete(pks)
+    settle("restart: deleted", pks, "deleted")
+    # 4. permanent errors: never retried
+    sim.set_faults(rate=1.0, codes=(422,), methods=["PATCH"])
+    mark = time.monotonic()
+    pks = create("refused", plan["permanent"])
+    settle("permanent: failed", pks, "failed")
+    time.sleep(3)  # several reconciler and sweeper periods: a retry would show
+    sim.clear_faults()  # before the audit's reads
+    refused: Counter[str] = Counter(
+        path for at, _, path, code in sim.faults.history if code == 422 and at >= mark
+    )
+    result.permanent_requests = len(pks)
+    result.permanent_retries = sum(n - 1 for n in refused.values())
+    result.audit.add(audit(expected))
+
+    stats = sim.faults.stats()
+    result.requests = int(stats["requests"].get("total", 0))
+    result.faults = Counter({k: int(v) for k, v in stats["faults"].items() if k != "total"})
+    _retry_after(list(sim.faults.history), result)
+    result.converged = result.asked - result.audit.lost
+    result.wall = time.monotonic() - started
+    return result
+
+
+def section(result: Result, *, quick: bool) -> str:
+    """The markdown section of ``docs/reliability.md``."""
+    from reliability.rig import loadavg
+
+    plan = QUICK if quick else FULL
+    names = defaultdict(lambda: "", {"0": "dropped connection", "delay": "slow answer"})
+    faults = ", ".join(
+        f"{names[code] or code}: {count}" for code, count in sorted(result.faults.items())
+    )
+    a = result.audit
+    timings = ", ".join(
+        f"{name} {'did not converge' if took is None else f'{took:.1f} s'}"
+        for name, took in result.convergence.items()
+    )
+    honoured = result.throttled_retries - len(result.throttled_too_soon)
+    return "\n".join(
+        [
+            "## Kubernetes API faults",
+            "",
+            "`python -m reliability kubeapi`: the engine (a Celery worker and beat in their "
+            "own processes, PostgreSQL, Redis) against kubesim over HTTP with fault "
+            f"injection. Errors: {plan['errors']} clusters provisioned and deleted while 25% "
+            "of API requests were answered 409, 429 (Retry-After 1 s), 500, 503, 504 or "
+            "dropped without an answer, and every list paged at 20 items; slow: "
+            f"{plan['slow']} clusters while 15% of requests took 2.5 s, longer than the "
+            f"worker's 2 s timeout; restart: kubesim restarted without its state under "
+            f"{plan['restart']} running clusters; permanent: {plan['permanent']} requests "
+            "whose every PATCH was answered 422.",
+            "",
+            "| Figure | Result |",
+            "|---|---:|",
+            f"| API requests served | {result.requests} |",
+            f"| faults injected | {sum(result.faults.values())} ({faults}) |",
+            f"| requests converged | {result.converged} of {result.asked} |",
+            f"| duplicate RayClusters / RayJobs | {a.duplicates} |",
+            f"| orphaned objects | {a.orphans} |",
+            f"| quota-ledger drift (GPUs) | {a.drift} |",
+            f"| usage spans left open | {a.open_spans} |",
+            f"| retries of permanent errors (422) | {result.permanent_retries} "
+            f"(over {result.permanent_requests} refused requests) |",
+            f"| retried writes after a 429 that waited Retry-After | {honoured} of "
+            f"{result.throttled_retries} |",
+            f"| periodic reads sooner than a 429's Retry-After | {result.reads_too_soon} |",
+            "",
+            f"Time to converge: {timings}. The run took {result.wall / 60:.1f} minutes; load "
+            f"average at the end {loadavg()}.",
+        ]
+        + (["", "What was found: " + "; ".join(a.details[:20]) + "."] if a.details else [])
+        + (
+            ["", "Retries that did not wait: " + "; ".join(result.throttled_too_soon[:10])]
+            if result.throttled_too_soon
+            else []
+        )
+    )
+
+
+def run(quick: bool) -> str:
+    """``make reliability``'s entry point (its own database, kubesim, worker and beat)."""
+    from reliability.rig import seed, standalone
+
+    with standalone("rel_kubeapi", **WORKER_ENV) as rig:
+        result = exercise(rig, seed(), quick=quick)
+    return section(result, quick=quick)

@@ -21,6 +21,9 @@ MODULES: list[str] = [
     "reliability.kubeapi",
     "reliability.clock",
     "reliability.restore",
+    "reliability.abuse",
+    "reliability.web",
+    "reliability.load",
 ]
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
 INTRO = (

@@ -2,7 +2,8 @@
 
 Each module listed in :data:`MODULES` has a ``run() -> str`` that returns one markdown
 section (starting with a ``##`` heading); add a benchmark by adding its module here.
-``python -m benchmarks admission`` runs only the named ones.
+``python -m benchmarks admission`` runs only the named ones and rewrites only their
+sections of the document (benchmarks/document.py).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import importlib
 import platform
 import sys
 import traceback
-from datetime import UTC, datetime
 from pathlib import Path
+
+from benchmarks.document import stamp, write_document
 
 MODULES = [
     "benchmarks.admission",
@@ -33,7 +35,7 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"no such benchmark: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
-    sections = []
+    sections: dict[str, str] = {}
     failed: list[str] = []
     for name in wanted:
         print(f"running {name} ...", flush=True)
@@ -44,15 +46,16 @@ def main(argv: list[str]) -> int:
             failed.append(name)
             section = f"## {name}\n\nFailed on this run; see the output of `make bench`."
         print(section, flush=True)
-        sections.append(section.strip())
+        command = "make bench" if not argv else f"python -m benchmarks {name.rsplit('.', 1)[-1]}"
+        sections[name] = stamp(section, command)
     header = (
         "# Benchmarks\n\n"
-        f"Written by `make bench` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC "
-        f"(Python {platform.python_version()}, {platform.machine()}, {platform.system()}). "
-        "Figures are wall-clock times on that machine; compare ratios, not absolutes.\n"
+        f"Python {platform.python_version()}, {platform.machine()}, {platform.system()}, "
+        "2 CPUs. Figures are wall-clock times on that machine; compare ratios, not "
+        "absolutes. Each section ends with the run that wrote it (`make bench` runs them "
+        "all; `python -m benchmarks NAME` rewrites one section and keeps the others).\n"
     )
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_text(header + "\n" + "\n\n".join(sections) + "\n")
+    write_document(OUTPUT, header, sections, MODULES)
     print(f"wrote {OUTPUT}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

@@ -2,7 +2,8 @@
 
 Each module in :data:`MODULES` has a ``run(quick: bool) -> str`` that returns one markdown
 section (starting with a ``##`` heading); add a suite by adding its module here.
-``python -m reliability workers abuse`` runs only the named ones; ``--quick`` runs the few
+``python -m reliability workers abuse`` runs only the named ones and rewrites only
+their sections of the document (benchmarks/document.py); ``--quick`` runs the few
 iterations ``make test`` runs and prints the sections without writing the document.
 """
 
@@ -13,8 +14,9 @@ import platform
 import sys
 import time
 import traceback
-from datetime import UTC, datetime
 from pathlib import Path
+
+from benchmarks.document import stamp, write_document
 
 MODULES: list[str] = [
     "reliability.workers",
@@ -50,11 +52,11 @@ def main(argv: list[str]) -> int:
         print(f"no such suite: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     wanted = [m for m in MODULES if not names or m.rsplit(".", 1)[-1] in names]
-    sections = []
+    sections: dict[str, str] = {}
     failed: list[str] = []
-    started = time.monotonic()
     for name in wanted:
         print(f"running {name} ...", flush=True)
+        started = time.monotonic()
         try:
             section = importlib.import_module(name).run(quick=quick)
         except Exception:  # noqa: BLE001 - one broken suite must not lose the others' figures
@@ -62,19 +64,23 @@ def main(argv: list[str]) -> int:
             failed.append(name)
             section = f"## {name}\n\nFailed on this run; see the output of `make reliability`."
         print(section, flush=True)
-        sections.append(section.strip())
-    if not quick:
         minutes = (time.monotonic() - started) / 60
-        command = "make reliability" + (f" ({' '.join(names)})" if names else "")
+        command = (
+            "make reliability" if not names else f"python -m reliability {name.rsplit('.', 1)[-1]}"
+        )
+        sections[name] = stamp(
+            f"{section.strip()}\n\nThe suite ran for {minutes:.1f} minutes.", command
+        )
+    if not quick:
         header = (
             "# Reliability\n\n"
-            f"Written by `{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC in "
-            f"{minutes:.0f} minutes (Python {platform.python_version()}, {platform.machine()}, "
-            f"{platform.system()}, 2 CPUs). Every figure below comes from that run.\n"
+            f"Python {platform.python_version()}, {platform.machine()}, {platform.system()}, "
+            "2 CPUs. Every figure below comes from a run on that machine; each section ends "
+            "with the command and time of its run (`make reliability` runs every suite; "
+            "`python -m reliability NAME` rewrites one section and keeps the others).\n"
             f"\n{INTRO}\n"
         )
-        OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-        OUTPUT.write_text(header + "\n" + "\n\n".join(sections) + "\n")
+        write_document(OUTPUT, header, sections, MODULES)
         print(f"wrote {OUTPUT}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

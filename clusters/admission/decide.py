@@ -451,8 +451,10 @@ class _Pass:
         self.fungible[p.id] = list(zip(options, outcomes, strict=True))
         return outcomes[0]
 
-    def run(self, watch: PassWatcher | None = None) -> Decision:
-        """The whole pass; ``watch`` (the dry-run's recorder) sees every step."""
+    def run(self, watch: PassWatcher | None = None, *, explain: bool = True) -> Decision:
+        """The whole pass; ``watch`` (the dry-run's recorder) sees every step. Without
+        ``explain`` the waiting requests get no status (positions, reasons, ETAs): the
+        same admissions, reclaims and earmarks for a caller that reads nothing else."""
         snap = self.snap
         queues, heap = self.order()
         cursor: dict[str, int] = dict.fromkeys(queues, 0)
@@ -485,12 +487,13 @@ class _Pass:
                 watch.after_step(self, key, p, outcome)
             if cursor[slug] < len(queue):
                 heapq.heappush(heap, self.head_key(queue[cursor[slug]]))
-        etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
         decision = self.decision
         decision.admitted = [p.id for p in admitted]
         decision.placed = {p.id: p.flavor for p in admitted}
-        for p, pos, standing in statuses:
-            decision.waiting[p.id] = queue_status(pos, standing, etas)
+        if explain:
+            etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
+            for p, pos, standing in statuses:
+                decision.waiting[p.id] = queue_status(pos, standing, etas)
         decision.ledger = {key: gpus for key, gpus in self.led.usage.items() if gpus}
         decision.earmarked = list(self.promises.holders)
         if watch is not None:
@@ -605,9 +608,11 @@ def _promised_message(who: str, flavor: str) -> str:
     )
 
 
-def decide(snapshot: Snapshot) -> Decision:
-    """Decide one admission pass over ``snapshot`` (pure: the snapshot is not changed)."""
-    return _Pass(snapshot).run()
+def decide(snapshot: Snapshot, *, explain: bool = True) -> Decision:
+    """Decide one admission pass over ``snapshot`` (pure: the snapshot is not changed).
+    ``explain=False`` leaves out the waiting requests' status (the what-if simulator
+    reads only what starts, what is reclaimed and what is earmarked)."""
+    return _Pass(snapshot).run(explain=explain)
 
 
 def _cap_message(p: Pending, breach: CapBreach) -> str:

@@ -352,7 +352,7 @@ def _admission_pass(st: _State, now: float) -> list[tuple[float, str, int, int]]
     later: list[tuple[float, str, int, int]] = []
     if not st.queued and not st.warned:
         return later
-    decision = decide(_snapshot(st, now))
+    decision = decide(_snapshot(st, now), explain=False)
     for ident in decision.admitted:
         q = st.queued[ident]
         flavor = st.flavors[decision.placed.get(ident, q.demand.flavors[0])]

@@ -14,6 +14,7 @@ thus costs a handful of admission passes, not 1,000.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from celery import current_app
@@ -21,6 +22,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters.models import PendingPass
+
+logger = logging.getLogger(__name__)
 
 PROVISION = "clusters.tasks.provision_cluster"
 PROVISION_MANY = "clusters.tasks.provision_clusters"
@@ -38,7 +41,25 @@ def send(name: str, *args: object, countdown: float = 0) -> None:
     if current_app.conf.task_always_eager:
         current_app.tasks[name].apply(args=args)
         return
-    current_app.send_task(name, args=args, countdown=countdown or None)
+    try:
+        current_app.send_task(name, args=args, countdown=countdown or None)
+    except _publish_errors() as exc:
+        # The broker is down or restarting (Celery already retried the publish). The
+        # caller's transaction has committed: its rows are the outbox, and the sweeper
+        # re-sends what made no progress (stale provisioning steps, claimed passes), so
+        # the work is delayed, not lost. Raising here would turn a request that was
+        # saved into an error the client would retry, and so request twice.
+        logger.warning("could not send %s%r, the sweeper will: %s", name, args, exc)
+
+
+def _publish_errors() -> tuple[type[BaseException], ...]:
+    """What a publish raises when the broker cannot be reached: Kombu's wrapper, and
+    the transport's own connection errors (redis-py's are not ``OSError``)."""
+    from kombu.exceptions import OperationalError
+
+    with current_app.connection_for_write() as conn:
+        transport = tuple(conn.connection_errors)
+    return (OperationalError, OSError, *transport)
 
 
 def after_commit(name: str, *args: object) -> None:

@@ -23,6 +23,7 @@ MODULES: list[str] = [
     "reliability.kubeapi",
     "reliability.clock",
     "reliability.restore",
+    "reliability.infra",
     "reliability.abuse",
     "reliability.web",
     "reliability.load",

@@ -10,6 +10,9 @@ for them; only a path that matches no route does).
 
 from __future__ import annotations
 
+import sys
+
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
@@ -52,10 +55,17 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
     return _answer(request, exception, 404)
 
 
+# How long a client should wait before asking again while the database is away (a
+# restart or failover takes seconds).
+DATABASE_RETRY_AFTER_SECONDS = 5
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     """500: something failed on our side. The page needs nothing that could fail again
     (no database, no signed-in user, no context processors): a plain template with the
     request id, which the logs carry too, so that an operator can find what happened."""
+    if isinstance(sys.exc_info()[1], OperationalError | InterfaceError):
+        return database_unavailable(request)
     request_id = current_request_id()
     reason = "Something went wrong on our side, and it was logged."
     if request_id:
@@ -64,3 +74,27 @@ def server_error(request: HttpRequest) -> HttpResponse:
         return JsonResponse(error_body("server_error", reason), status=500)
     page = loader.get_template("500.html").render({"reason": reason, "request_id": request_id})
     return HttpResponse(page, status=500)
+
+
+def database_unavailable(request: HttpRequest) -> HttpResponse:
+    """503 with ``Retry-After``: the database could not be reached (down, restarting,
+    its connection dropped). Django hands every uncaught exception to :func:`server_error`,
+    including one raised in a middleware before any view ran (loading the session or the
+    user), so this is the one place that turns a lost database into an answer a client
+    can act on: nothing was changed, ask again shortly. The next request opens a new
+    connection, so the app recovers on its own once the database is back."""
+    reason = (
+        "The database is unavailable for a moment; nothing was changed. "
+        f"Try again in {DATABASE_RETRY_AFTER_SECONDS} seconds."
+    )
+    if request.path.startswith("/api/"):
+        response: HttpResponse = JsonResponse(
+            error_body("database_unavailable", reason), status=503
+        )
+    else:
+        page = loader.get_template("500.html").render(
+            {"reason": reason, "status": 503, "heading": "Back in a moment"}
+        )
+        response = HttpResponse(page, status=503)
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+    return response

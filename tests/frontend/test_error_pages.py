@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import InterfaceError, OperationalError
 from django.test import RequestFactory
 
 from controlplane.middleware import _request_id
@@ -28,3 +29,22 @@ def test_a_server_error_says_so_with_the_request_id(path: str, kind: str) -> Non
     else:
         html = response.content.decode()
         assert reason in html and 'data-status="500"' in html and "gangway.css" in html
+
+
+@pytest.mark.parametrize("error", [OperationalError, InterfaceError])
+@pytest.mark.parametrize(("path", "kind"), [("/t/acme/", "html"), ("/api/v1/queue/", "json")])
+def test_a_lost_database_is_a_503_with_retry_after(error: type, path: str, kind: str) -> None:
+    # Django calls the handler inside its ``except`` block; so does this test.
+    try:
+        raise error("connection to server at 127.0.0.1 failed: Connection refused")
+    except error:
+        response = server_error(RequestFactory().get(path))
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    reason = "The database is unavailable for a moment; nothing was changed."
+    if kind == "json":
+        error_json = json.loads(response.content)["error"]
+        assert error_json["code"] == "database_unavailable"
+        assert error_json["message"].startswith(reason)
+    else:
+        html = response.content.decode()
+        assert reason in html and 'data-status="503"' in html and "Back in a moment" in html

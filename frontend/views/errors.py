@@ -16,6 +16,8 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from controlplane.api.errors import error_body
 from controlplane.middleware import current_request_id
@@ -64,8 +66,11 @@ def server_error(request: HttpRequest) -> HttpResponse:
     """500: something failed on our side. The page needs nothing that could fail again
     (no database, no signed-in user, no context processors): a plain template with the
     request id, which the logs carry too, so that an operator can find what happened."""
-    if isinstance(sys.exc_info()[1], OperationalError | InterfaceError):
+    failure = sys.exc_info()[1]
+    if isinstance(failure, OperationalError | InterfaceError):
         return database_unavailable(request)
+    if isinstance(failure, RedisConnectionError | RedisTimeoutError):
+        return cache_unavailable(request)
     request_id = current_request_id()
     reason = "Something went wrong on our side, and it was logged."
     if request_id:
@@ -87,10 +92,24 @@ def database_unavailable(request: HttpRequest) -> HttpResponse:
         "The database is unavailable for a moment; nothing was changed. "
         f"Try again in {DATABASE_RETRY_AFTER_SECONDS} seconds."
     )
+    return _unavailable(request, "database_unavailable", reason)
+
+
+def cache_unavailable(request: HttpRequest) -> HttpResponse:
+    """503 with ``Retry-After``: the cache (Redis) could not be reached. What needs it
+    on a request's path is what guards sign-in (the lockout counters, which fail closed:
+    a password is not checked while failures cannot be counted) and the sign-in
+    provider's caches; found by ``reliability/infra.py``, which restarts Redis."""
+    reason = (
+        "A service gangway depends on (its cache) is unavailable for a moment. "
+        f"Try again in {DATABASE_RETRY_AFTER_SECONDS} seconds."
+    )
+    return _unavailable(request, "cache_unavailable", reason)
+
+
+def _unavailable(request: HttpRequest, code: str, reason: str) -> HttpResponse:
     if request.path.startswith("/api/"):
-        response: HttpResponse = JsonResponse(
-            error_body("database_unavailable", reason), status=503
-        )
+        response: HttpResponse = JsonResponse(error_body(code, reason), status=503)
     else:
         page = loader.get_template("500.html").render(
             {"reason": reason, "status": 503, "heading": "Back in a moment"}

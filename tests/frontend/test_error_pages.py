@@ -8,6 +8,7 @@ import json
 import pytest
 from django.db import InterfaceError, OperationalError
 from django.test import RequestFactory
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from controlplane.middleware import _request_id
 from frontend.views.errors import server_error
@@ -44,6 +45,24 @@ def test_a_lost_database_is_a_503_with_retry_after(error: type, path: str, kind:
     if kind == "json":
         error_json = json.loads(response.content)["error"]
         assert error_json["code"] == "database_unavailable"
+        assert error_json["message"].startswith(reason)
+    else:
+        html = response.content.decode()
+        assert reason in html and 'data-status="503"' in html and "Back in a moment" in html
+
+
+@pytest.mark.parametrize(("path", "kind"), [("/login/", "html"), ("/api/v1/auth/token/", "json")])
+def test_a_lost_cache_is_a_503_with_retry_after(path: str, kind: str) -> None:
+    # Sign-in counts failures in Redis: while it is away, sign-in says so (fails closed).
+    try:
+        raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+    except RedisConnectionError:
+        response = server_error(RequestFactory().post(path))
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    reason = "A service gangway depends on (its cache) is unavailable for a moment."
+    if kind == "json":
+        error_json = json.loads(response.content)["error"]
+        assert error_json["code"] == "cache_unavailable"
         assert error_json["message"].startswith(reason)
     else:
         html = response.content.decode()

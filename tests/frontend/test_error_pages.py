@@ -32,37 +32,43 @@ def test_a_server_error_says_so_with_the_request_id(path: str, kind: str) -> Non
         assert reason in html and 'data-status="500"' in html and "gangway.css" in html
 
 
-@pytest.mark.parametrize("error", [OperationalError, InterfaceError])
-@pytest.mark.parametrize(("path", "kind"), [("/t/acme/", "html"), ("/api/v1/queue/", "json")])
-def test_a_lost_database_is_a_503_with_retry_after(error: type, path: str, kind: str) -> None:
+DATABASE = (
+    "database_unavailable",
+    "The database is unavailable for a moment; nothing was changed.",
+)
+CACHE = (
+    "cache_unavailable",
+    "A service gangway depends on (its cache) is unavailable for a moment.",
+)
+
+
+# Sign-in counts failures in Redis: while it is away, sign-in says so (fails closed).
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [(OperationalError, DATABASE), (InterfaceError, DATABASE), (RedisConnectionError, CACHE)],
+)
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("/t/acme/", "html"),
+        ("/api/v1/queue/", "json"),
+        ("/login/", "html"),
+        ("/api/v1/auth/token/", "json"),
+    ],
+)
+def test_an_outage_is_a_503_with_retry_after(
+    error: type[Exception], expected: tuple[str, str], path: str, kind: str
+) -> None:
+    code, reason = expected
     # Django calls the handler inside its ``except`` block; so does this test.
     try:
-        raise error("connection to server at 127.0.0.1 failed: Connection refused")
+        raise error("connection to 127.0.0.1 failed: Connection refused")
     except error:
-        response = server_error(RequestFactory().get(path))
-    assert response.status_code == 503 and response["Retry-After"] == "5"
-    reason = "The database is unavailable for a moment; nothing was changed."
-    if kind == "json":
-        error_json = json.loads(response.content)["error"]
-        assert error_json["code"] == "database_unavailable"
-        assert error_json["message"].startswith(reason)
-    else:
-        html = response.content.decode()
-        assert reason in html and 'data-status="503"' in html and "Back in a moment" in html
-
-
-@pytest.mark.parametrize(("path", "kind"), [("/login/", "html"), ("/api/v1/auth/token/", "json")])
-def test_a_lost_cache_is_a_503_with_retry_after(path: str, kind: str) -> None:
-    # Sign-in counts failures in Redis: while it is away, sign-in says so (fails closed).
-    try:
-        raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-    except RedisConnectionError:
         response = server_error(RequestFactory().post(path))
     assert response.status_code == 503 and response["Retry-After"] == "5"
-    reason = "A service gangway depends on (its cache) is unavailable for a moment."
     if kind == "json":
         error_json = json.loads(response.content)["error"]
-        assert error_json["code"] == "cache_unavailable"
+        assert error_json["code"] == code
         assert error_json["message"].startswith(reason)
     else:
         html = response.content.decode()

@@ -15,14 +15,33 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 _BASE_DATABASE_URL: str | None = None
+
+
+def admin_connection(database_url: str) -> psycopg.Connection[Any]:
+    """An autocommit connection to the ``postgres`` database of ``database_url``'s server,
+    for creating and dropping databases."""
+    import dj_database_url
+    import psycopg
+
+    parsed = dj_database_url.parse(database_url)
+    return psycopg.connect(
+        host=parsed["HOST"],
+        port=parsed["PORT"] or 5432,
+        user=parsed["USER"],
+        dbname="postgres",
+        autocommit=True,
+    )
 
 
 def setup_django(suffix: str = "bench") -> str:
@@ -34,7 +53,6 @@ def setup_django(suffix: str = "bench") -> str:
     find it in ``DATABASE_URL``.
     """
     import dj_database_url
-    import psycopg
 
     global _BASE_DATABASE_URL
     if _BASE_DATABASE_URL is None:
@@ -44,13 +62,7 @@ def setup_django(suffix: str = "bench") -> str:
     url = _BASE_DATABASE_URL
     parsed = dj_database_url.parse(url)
     name = f"{parsed['NAME']}_{suffix}"
-    admin = psycopg.connect(
-        host=parsed["HOST"],
-        port=parsed["PORT"] or 5432,
-        user=parsed["USER"],
-        dbname="postgres",
-        autocommit=True,
-    )
+    admin = admin_connection(url)
     with admin:
         exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if not exists:

@@ -71,8 +71,8 @@ def _use_database(name: str) -> None:
 def exercise(rig: Rig, people: People, *, quick: bool, database_url: str) -> Result:
     """Run the procedure; see the module docstring. ``database_url`` is the live one."""
     import dj_database_url
-    import psycopg
 
+    from benchmarks import support
     from clusters.models import ClusterRequest
     from clusters.requests import services
     from clusters.spec import ClusterSpec
@@ -121,13 +121,7 @@ def exercise(rig: Rig, people: People, *, quick: bool, database_url: str) -> Res
     live_name = str(parsed["NAME"])
     restored_name = f"{live_name}_restored"
     restored_url = f"{database_url.rsplit('/', 1)[0]}/{restored_name}"
-    admin = psycopg.connect(
-        host=parsed["HOST"],
-        port=parsed["PORT"] or 5432,
-        user=parsed["USER"],
-        dbname="postgres",
-        autocommit=True,
-    )
+    admin = support.admin_connection(database_url)
     with admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{restored_name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{restored_name}"')
@@ -143,7 +137,7 @@ def exercise(rig: Rig, people: People, *, quick: bool, database_url: str) -> Res
         return _converge_restored(rig, result, before, restored_url)
     finally:
         _use_database(live_name)
-        with psycopg.connect(restored_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as c:
+        with support.admin_connection(restored_url) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{restored_name}" WITH (FORCE)')
 
 

@@ -6,6 +6,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, F, Prefetch, Q, Sum
 from django.utils import timezone
 
@@ -28,10 +29,13 @@ def cluster_list(
 ) -> ClusterRequestQuerySet:
     """A tenant's cluster requests (or jobs: ``workload``; both: ``None``) with what their
     representation needs, in one query."""
-    queryset = ClusterRequest.objects.for_tenant(tenant)
+    # Through the tenant's reverse relation rather than ``for_tenant``: the same filter,
+    # and every row's ``tenant`` is this instance instead of a copy joined in per row
+    # (a fifth of a list page's ORM time).
+    queryset: ClusterRequestQuerySet = tenant.clusters.all()
     if workload is not None:
         queryset = queryset.filter(workload=workload)
-    related = ["tenant", "flavor", "owner"]
+    related = ["flavor", "owner"]
     if workload == Workload.JOB:
         related += ["job", "job__host"]
         queryset = queryset.prefetch_related("usage_spans")
@@ -80,9 +84,14 @@ def cluster_list_items(
     """:func:`cluster_list` for the API's list: each row also carries its newest event
     (``latest_events``, a list of at most one, newest first) in one query for the page,
     never its history."""
-    return cluster_list(tenant=tenant, workload=workload).prefetch_related(
-        _newest_events(1, "latest_events")
-    )
+    queryset = cluster_list(tenant=tenant, workload=workload)
+    if not connection.features.can_distinct_on_fields:  # SQLite, for `make run`
+        return queryset.prefetch_related(_newest_events(1, "latest_events"))
+    # DISTINCT ON keeps each cluster's first event in (cluster, newest first) order: the
+    # same rows as a sliced prefetch of one, without its window function, whose query
+    # cost more to compile than to run.
+    newest = ClusterEvent.objects.order_by("cluster_id", "-at", "-id").distinct("cluster_id")
+    return queryset.prefetch_related(Prefetch("events", queryset=newest, to_attr="latest_events"))
 
 
 def cluster_detail_queryset(
@@ -105,6 +114,12 @@ def cluster_detail(*, tenant: Tenant, pk: int, workload: str = Workload.CLUSTER)
     a create's time in Python.
     """
     cluster: ClusterRequest = cluster_list(tenant=tenant, workload=workload).get(pk=pk)
+    return with_recent_events(cluster)
+
+
+def with_recent_events(cluster: ClusterRequest) -> ClusterRequest:
+    """``cluster`` with its newest :data:`EVENTS_SHOWN` events read as ``recent_events``,
+    newest first, as :func:`cluster_detail` gives them (one query)."""
     newest = ClusterEvent.objects.filter(cluster=cluster).order_by("-at", "-id")
     cluster.recent_events = list(newest[:EVENTS_SHOWN])  # type: ignore[attr-defined]
     return cluster

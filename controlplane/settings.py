@@ -556,4 +556,5 @@ CELERY_BEAT_SCHEDULE = {
         "task": "notifications.tasks.sweep",
         "schedule": NOTIFY_SWEEP_INTERVAL_SECONDS,
     },
+    "purge-expired-tokens": {"task": "tenants.tasks.purge_expired_tokens", "schedule": 3600.0},
 }

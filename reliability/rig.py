@@ -153,6 +153,15 @@ def converge(predicate: Callable[[], Any], *, timeout: float) -> float | None:
     return None
 
 
+def pods_of(pks: list[int]) -> int:
+    """How many pods of the requests ``pks`` kubesim still has."""
+    from clusters.kube.gateway import get_gateway
+
+    wanted = {str(pk) for pk in pks}
+    pods = get_gateway().list("v1", "Pod", label_selector=CLUSTER_ID)
+    return sum(1 for pod in pods if pod["metadata"]["labels"][CLUSTER_ID] in wanted)
+
+
 def states(pks: list[int]) -> Counter[str]:
     from clusters.models import ClusterRequest
 

@@ -135,3 +135,51 @@ def test_the_schema_describes_the_token_routes(db: Any) -> None:
     item = schema["components"]["schemas"][ref]["properties"]["results"]["items"]["$ref"]
     fields = schema["components"]["schemas"][item.rsplit("/", 1)[-1]]["properties"]
     assert set(fields) == {"id", "token_key", "created", "expiry", "current"}
+
+
+def test_a_request_reads_only_the_token_it_presents(bob: Any, bobs_tokens: Any) -> None:
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    # knox itself read all of bob's tokens on every request to prune the expired ones.
+    for token, _ in bobs_tokens[1:]:
+        AuthToken.objects.filter(pk=token.pk).update(expiry=timezone.now() - timedelta(hours=1))
+    with CaptureQueriesContext(connection) as captured:
+        response = _client(bobs_tokens[0][1]).get("/api/v1/auth/tokens/")
+    assert response.status_code == 200
+    token_reads = [q for q in captured if q["sql"].startswith('SELECT "knox_authtoken"')]
+    # One to authenticate, one for the list this endpoint returns.
+    assert len(token_reads) == 2, [q["sql"] for q in token_reads]
+    assert AuthToken.objects.filter(user=bob).count() == 3
+
+
+def test_an_expired_token_is_refused_and_deleted(bob: Any, bobs_tokens: Any) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    token, key = bobs_tokens[0]
+    AuthToken.objects.filter(pk=token.pk).update(expiry=timezone.now() - timedelta(seconds=1))
+    assert _client(key).get("/api/v1/auth/tokens/").status_code == 401
+    assert not AuthToken.objects.filter(pk=token.pk).exists()
+
+
+def test_the_beat_purges_expired_tokens_only(bob: Any, alice: Any, bobs_tokens: Any) -> None:
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from tenants.tasks import purge_expired_tokens
+
+    alices, _ = AuthToken.objects.create(user=alice)
+    expired = [bobs_tokens[1][0].pk, alices.pk]
+    AuthToken.objects.filter(pk__in=expired).update(expiry=timezone.now() - timedelta(minutes=5))
+    assert purge_expired_tokens() == 2
+    assert AuthToken.objects.filter(pk__in=expired).count() == 0
+    assert AuthToken.objects.filter(user=bob).count() == 2
+    schedule = settings.CELERY_BEAT_SCHEDULE["purge-expired-tokens"]
+    assert schedule["task"] == purge_expired_tokens.name

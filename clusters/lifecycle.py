@@ -25,9 +25,22 @@ from tenants.audit import audit_record
 
 
 def locked(cluster: ClusterRequest) -> ClusterRequest:
-    """The row re-read under a row lock (inside the caller's transaction)."""
+    """The row re-read under a row lock (inside the caller's transaction).
+
+    The tenant, flavor and owner the caller had loaded stay loaded when the row still
+    points at them: the audit record and the API's answer read them, a query each.
+    """
     row: ClusterRequest = ClusterRequest.objects.unscoped().select_for_update().get(pk=cluster.pk)
+    for name in _RELATED:
+        field = ClusterRequest._meta.get_field(name)
+        if field.is_cached(cluster) and field.value_from_object(row) == field.value_from_object(
+            cluster
+        ):
+            setattr(row, name, getattr(cluster, name))
     return row
+
+
+_RELATED = ("tenant", "flavor", "owner")
 
 
 def request_deletion(

@@ -127,29 +127,29 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
             spec=ClusterSpec.from_data(body.validated_data),
             role=self.tenant_role,
         )
-        return self._created(cluster)
+        return self._answer(cluster, status.HTTP_201_CREATED)
 
-    def _created(self, cluster: ClusterRequest) -> Response:
-        """The answer to a create: the row as it was just saved, with its events.
+    def _answer(self, cluster: ClusterRequest, code: int) -> Response:
+        """The answer to a create or a delete: the row as the service left it, with its
+        events read back.
 
-        The saved instance already holds every column and the tenant, flavor and owner
-        it was built from, so only its events are read back (reading the row again was
-        a fifth of a create's time). With Celery eager (some tests), the nudges sent on
-        commit ran the admission pass inline and may have moved the row: it is read
-        again, as after any other write.
+        The service's instance holds every column as written and the tenant, flavor and
+        owner it was built from, so only the events are read (reading the row again was
+        a fifth of the request's time). With Celery eager (some tests), the nudges sent
+        on commit ran their tasks inline and may have moved the row: it is read again,
+        as after any other write (:meth:`_out`).
         """
         if current_app.conf.task_always_eager:
-            return self._out(cluster, status.HTTP_201_CREATED)
+            return self._out(cluster, code)
         fresh = selectors.with_recent_events(cluster)
-        out = ClusterOut(fresh, context=self.get_serializer_context())
-        return Response(out.data, status=status.HTTP_201_CREATED)
+        return Response(ClusterOut(fresh, context=self.get_serializer_context()).data, code)
 
     @extend_schema(responses={202: ClusterOut})
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         cluster = services.cluster_delete(
             actor=request.user, cluster=self.get_object(), role=self.tenant_role
         )
-        return self._out(cluster, status.HTTP_202_ACCEPTED)
+        return self._answer(cluster, status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=ReasonIn, responses=ClusterOut)
     @action(detail=True, methods=["post"])

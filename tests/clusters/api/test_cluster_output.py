@@ -93,7 +93,7 @@ def test_write_responses_carry_the_events(as_user: Any, bob: Any, acme: Any) -> 
     assert [event["reason"] for event in response.json()["events"]] == ["requested"]
 
 
-def test_a_create_answers_what_a_read_of_the_row_answers(as_user: Any, bob: Any, acme: Any) -> None:
+def test_a_create_and_a_delete_answer_what_a_read_of_the_row_answers(as_user: Any, bob: Any, acme: Any) -> None:
     # The create answers from the row it saved instead of reading it again; a read of
     # the row must not tell a different story, to the byte.
     api = as_user(bob)
@@ -102,6 +102,11 @@ def test_a_create_answers_what_a_read_of_the_row_answers(as_user: Any, bob: Any,
     assert created.status_code == 201, created.content
     read = api.get(f"{CLUSTERS}same/")
     assert created.content == read.content
+    # So does a delete (the row stays `deleting` here: no worker runs).
+    deleted = api.delete(f"{CLUSTERS}same/")
+    assert deleted.status_code == 202, deleted.content
+    assert deleted.json()["state"] == "deleting"
+    assert deleted.content == api.get(f"{CLUSTERS}same/").content
 
 
 # The pinned counts, inside the test's transaction (a service's atomic block adds a

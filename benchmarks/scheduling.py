@@ -23,9 +23,8 @@ from benchmarks.support import load_line
 from clusters.whatif.metrics import Figures, figures
 from clusters.whatif.model import FIFO, MODES, NO_RECLAIM, POLICY
 from clusters.whatif.simulator import PASS_SECONDS, simulate
-from clusters.whatif.workload import large_fleet, synthetic_week
+from clusters.whatif.workload import LOAD, large_fleet, synthetic_week
 
-LOAD = 1.2
 LABELS = {
     POLICY: "our policy",
     FIFO: "strict FIFO, no borrowing",
@@ -100,8 +99,9 @@ def run() -> str:
             "## Scheduling quality over a simulated week",
             "",
             f"{days:g} simulated days on kubesim's large fleet (64 x 8 H100, 32 x 1 L4), ten "
-            f"tenants of weights 1-3 in two cohorts, offered load {LOAD}x the fleet's GPU-hours "
-            f"concentrated in working hours; seeds {', '.join(map(str, seeds))} "
+            f"tenants of weights 1-3 in two cohorts, asking for {LOAD}x the fleet's GPU-hours "
+            "in working hours and about 0.8x over the week (quiet nights and weekend: "
+            f"clusters/whatif/workload.py); seeds {', '.join(map(str, seeds))} "
             f"(median of {len(seeds)}; {statistics.median(requests):,.0f} requests per run). "
             f"Replayed through `clusters.admission.decide` on a {PASS_SECONDS:.0f} s pass grid "
             "(docs/whatif.md says what is not modelled). Allocation: GPUs held over GPUs there "

@@ -231,7 +231,7 @@ def whatif_compare(
 
 
 # From this many requests on, the changed world is simulated in a child process beside
-# the world as it is (a simulated week on the large fleet is about 3,000): the comparison
+# the world as it is (a simulated week on the large fleet is about 1,550): the comparison
 # then takes as long as one world on a machine with two CPUs. Shorter replays are not worth
 # a process, and stay in the caller's (tests run pages in threads, where forking is best
 # avoided).

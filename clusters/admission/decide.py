@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import heapq
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
@@ -84,8 +85,11 @@ def _minutes(seconds: float) -> str:
 class _Pass:
     """The mutable state of one pass; :func:`decide` is its only user."""
 
-    def __init__(self, snap: Snapshot) -> None:
+    def __init__(self, snap: Snapshot, *, explain: bool = True) -> None:
         self.snap = snap
+        # Without it, the reasons a request waits are kept but their messages are not
+        # written (see :meth:`_why`).
+        self.explain = explain
         self.aged_before = snap.now - snap.aging
         self.led = Ledger(snap)
         self.blocks: dict[Pool, Pending] = {}
@@ -127,43 +131,46 @@ class _Pass:
         never = led.never_fits(p)
         if never:
             code, message = never[0]
-            reason = _NEVER_TO_REASON.get(code, TENANT_QUOTA)
-            return reason, f"This request can never start as it is: {message}", ("never",)
+            return self._why(
+                _NEVER_TO_REASON.get(code, TENANT_QUOTA),
+                ("never",),
+                lambda: f"This request can never start as it is: {message}",
+            )
         breach = led.cap_breach(p)
         if breach is not None:
-            return USER_CAP, _cap_message(p, breach), ("u", p.tenant, str(p.owner))
+            return self._why(
+                USER_CAP, ("u", p.tenant, str(p.owner)), lambda: _cap_message(p, breach)
+            )
         # CPU and memory bind like GPUs do: say what is needed against what is unused.
         if tenant.cpu_quota and led.cpu[p.tenant] + p.cpu > tenant.cpu_quota:
             unused = max(tenant.cpu_quota - led.cpu[p.tenant], Decimal(0))
-            return (
+            return self._why(
                 TENANT_QUOTA,
-                f"This cluster needs {fmt(p.cpu)} CPU; {p.tenant} has {fmt(unused)} of its "
-                f"{tenant.cpu_quota} CPU unused.",
                 ("tcpu", p.tenant),
+                lambda: (
+                    f"This cluster needs {fmt(p.cpu)} CPU; {p.tenant} has {fmt(unused)} "
+                    f"of its {tenant.cpu_quota} CPU unused."
+                ),
             )
         if tenant.memory_quota_gib and led.memory[p.tenant] + p.memory_gib > (
             tenant.memory_quota_gib
         ):
-            unused = max(tenant.memory_quota_gib - led.memory[p.tenant], Decimal(0))
-            return (
+            unused_gib = max(tenant.memory_quota_gib - led.memory[p.tenant], Decimal(0))
+            return self._why(
                 TENANT_QUOTA,
-                f"This cluster needs {fmt(p.memory_gib)} GiB of memory; {p.tenant} has "
-                f"{fmt(unused)} of its {tenant.memory_quota_gib} GiB unused.",
                 ("tmem", p.tenant),
+                lambda: (
+                    f"This cluster needs {fmt(p.memory_gib)} GiB of memory; {p.tenant} has "
+                    f"{fmt(unused_gib)} of its {tenant.memory_quota_gib} GiB unused."
+                ),
             )
         key = (p.tenant, p.flavor)
         nominal = led.nominal.get(key, 0)
         borrow = led.borrow.get(key, 0)
         used = led.usage[key]
         if used + p.gpus > nominal + borrow:
-            may = f" and may borrow {borrow} more" if borrow else " and cannot borrow more"
-            short = used + p.gpus - nominal - borrow
-            verb = "is" if short == 1 else "are"
-            return (
-                TENANT_QUOTA,
-                f"{p.tenant} is using {fmt(used)} of its {count(nominal, p.flavor + ' GPU')}"
-                f"{may}: {fmt(short)} more {verb} needed.",
-                ("t", *key),
+            return self._why(
+                TENANT_QUOTA, ("t", *key), lambda: _quota_message(p, used, nominal, borrow)
             )
         promises = self.promises
         promised = promises.tenant_for(p)
@@ -192,31 +199,11 @@ class _Pass:
                     return reclaim
             if fits_now:
                 return self._held_for_promise(p, ("c", *ckey))
-            unused = max(cohort_total - led.cohort_usage[ckey], Decimal(0))
-            gpus = f"{p.flavor} GPU"
-            if unused:
-                left = (
-                    f"only {fmt(unused)} of the {tenant.cohort} cohort's "
-                    f"{count(cohort_total, gpus)} {'is' if unused == 1 else 'are'} unused"
-                )
-            elif cohort_total == 1:
-                left = f"the {tenant.cohort} cohort's only {gpus} is in use"
-            else:
-                left = (
-                    f"the {tenant.cohort} cohort has no unused {plural(gpus, 0)} "
-                    f"(all {cohort_total} are in use)"
-                )
-            lacking = used + p.gpus - nominal
-            asks = (
-                f"{p.tenant} would have to borrow {count(lacking, gpus)}"
-                if lacking > 0
-                # Within its own quota, but the borrowers' clusters cannot be reclaimed.
-                else f"{p.tenant} is within its nominal {p.flavor} quota"
-            )
-            return (
+            in_use = led.cohort_usage[ckey]
+            return self._why(
                 COHORT_QUOTA,
-                f"{asks}, but {left}.",
                 ("c", *ckey),
+                lambda: _cohort_message(p, tenant.cohort, in_use, cohort_total, used, nominal),
             )
         free = led.free.get(p.flavor)
         if free is not None and p.booked != p.flavor:
@@ -225,22 +212,32 @@ class _Pass:
             ):
                 return self._held_for_promise(p, ("f", p.flavor))
             if p.gpus > free:
-                return (
+                return self._why(
                     CAPACITY,
-                    f"No room on the fleet: {_free(free, f'{p.flavor} GPU')} and this "
-                    f"cluster needs {fmt(p.gpus)}.",
                     ("f", p.flavor),
+                    lambda: (
+                        f"No room on the fleet: {_free(free, f'{p.flavor} GPU')} and this "
+                        f"cluster needs {fmt(p.gpus)}."
+                    ),
                 )
             nodes = led.whole_free_nodes(p.flavor)
             if p.kind == PROD and nodes is not None and p.workers > nodes:
-                return (
+                return self._why(
                     CAPACITY,
-                    f"No room on the fleet: a production worker takes a whole node and "
-                    f"{_free(nodes, f'{p.flavor} node', 'entirely free')}; {p.workers} are "
-                    "needed.",
                     ("f", p.flavor),
+                    lambda: (
+                        f"No room on the fleet: a production worker takes a whole node and "
+                        f"{_free(nodes, f'{p.flavor} node', 'entirely free')}; {p.workers} are "
+                        "needed."
+                    ),
                 )
         return None
+
+    def _why(self, reason: str, pool: Pool, say: Callable[[], str]) -> tuple[str, str, Pool]:
+        """Why a request waits, as (reason, message, pool); the message is written only
+        when the pass explains (the what-if simulator reads none, and a long queue's
+        messages are most of a pass's cost)."""
+        return reason, say() if self.explain else "", pool
 
     def draws_from(self, p: Pending) -> list[Pool]:
         """The pools an admission of ``p`` would take from (those an aged request holds)."""
@@ -340,6 +337,8 @@ class _Pass:
             holder = self.blocks.get(pool)
             if holder is None:
                 continue
+            if not self.explain:
+                return HEAD_OF_LINE, "", pool
             if holder.id in self.promises.holders and holder.created_at > self.aged_before:
                 return (HEAD_OF_LINE, _promised_message(f"request {holder.id}", p.flavor), pool)
             waited = _minutes((self.snap.now - holder.created_at).total_seconds())
@@ -355,6 +354,8 @@ class _Pass:
     def _held_for_promise(self, p: Pending, pool: Pool) -> tuple[str, str, Pool]:
         """``p`` would fit, but only by taking GPUs promised to a request that borrowed
         quota is being reclaimed for."""
+        if not self.explain:
+            return HEAD_OF_LINE, "", pool
         holder = self.promises.holder(p, pool)
         who = f"request {holder.id}" if holder is not None else "another request"
         return (HEAD_OF_LINE, _promised_message(who, p.flavor), pool)
@@ -451,9 +452,9 @@ class _Pass:
         self.fungible[p.id] = list(zip(options, outcomes, strict=True))
         return outcomes[0]
 
-    def run(self, watch: PassWatcher | None = None, *, explain: bool = True) -> Decision:
+    def run(self, watch: PassWatcher | None = None) -> Decision:
         """The whole pass; ``watch`` (the dry-run's recorder) sees every step. Without
-        ``explain`` the waiting requests get no status (positions, reasons, ETAs): the
+        :attr:`explain` the waiting requests get no status (positions, reasons, ETAs): the
         same admissions, reclaims and earmarks for a caller that reads nothing else."""
         snap = self.snap
         queues, heap = self.order()
@@ -490,7 +491,7 @@ class _Pass:
         decision = self.decision
         decision.admitted = [p.id for p in admitted]
         decision.placed = {p.id: p.flavor for p in admitted}
-        if explain:
+        if self.explain:
             etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
             for p, pos, standing in statuses:
                 decision.waiting[p.id] = queue_status(pos, standing, etas)
@@ -612,7 +613,45 @@ def decide(snapshot: Snapshot, *, explain: bool = True) -> Decision:
     """Decide one admission pass over ``snapshot`` (pure: the snapshot is not changed).
     ``explain=False`` leaves out the waiting requests' status (the what-if simulator
     reads only what starts, what is reclaimed and what is earmarked)."""
-    return _Pass(snapshot).run(explain=explain)
+    return _Pass(snapshot, explain=explain).run()
+
+
+def _quota_message(p: Pending, used: Decimal, nominal: int, borrow: int) -> str:
+    """Why a request waits over its tenant's quota on its flavor, borrowing included."""
+    may = f" and may borrow {borrow} more" if borrow else " and cannot borrow more"
+    short = used + p.gpus - nominal - borrow
+    verb = "is" if short == 1 else "are"
+    return (
+        f"{p.tenant} is using {fmt(used)} of its {count(nominal, p.flavor + ' GPU')}"
+        f"{may}: {fmt(short)} more {verb} needed."
+    )
+
+
+def _cohort_message(
+    p: Pending, cohort: str, cohort_usage: Decimal, cohort_total: int, used: Decimal, nominal: int
+) -> str:
+    """Why a request waits for its cohort's unused quota."""
+    unused = max(cohort_total - cohort_usage, Decimal(0))
+    gpus = f"{p.flavor} GPU"
+    if unused:
+        left = (
+            f"only {fmt(unused)} of the {cohort} cohort's "
+            f"{count(cohort_total, gpus)} {'is' if unused == 1 else 'are'} unused"
+        )
+    elif cohort_total == 1:
+        left = f"the {cohort} cohort's only {gpus} is in use"
+    else:
+        left = (
+            f"the {cohort} cohort has no unused {plural(gpus, 0)} (all {cohort_total} are in use)"
+        )
+    lacking = used + p.gpus - nominal
+    asks = (
+        f"{p.tenant} would have to borrow {count(lacking, gpus)}"
+        if lacking > 0
+        # Within its own quota, but the borrowers' clusters cannot be reclaimed.
+        else f"{p.tenant} is within its nominal {p.flavor} quota"
+    )
+    return f"{asks}, but {left}."
 
 
 def _cap_message(p: Pending, breach: CapBreach) -> str:

@@ -223,6 +223,8 @@ class Ledger:
         if p.kind != DEV:
             return None
         tenant = self.tenant(p.tenant)
+        if tenant.max_dev_clusters_per_user is None and tenant.max_dev_gpus_per_user is None:
+            return None  # no cap to pass: spare the count of what the owner has
         clusters, gpus = self.owner_has(p)
         return user_cap_breach(
             max_clusters=tenant.max_dev_clusters_per_user,

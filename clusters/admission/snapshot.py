@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import cached_property
 
 PROD = "prod"
 DEV = "dev"
@@ -188,6 +189,13 @@ class Pending:
         """The request on each flavor it accepts, most preferred first (itself first)."""
         if not self.fallbacks:
             return (self,)
+        return self._options
+
+    @cached_property
+    def _options(self) -> tuple[Pending, ...]:
+        # Kept on the (frozen) request: a pass asks every time it reaches it, and a
+        # caller that passes the same request to many passes (the what-if simulator)
+        # builds them once.
         return (
             self,
             *(

@@ -181,7 +181,10 @@ def synthetic(*, seed: int, days: float, load: float) -> tuple[World, Workload]:
     if not 0 < days <= 28:
         raise WhatIfError("A synthetic period is between 0 and 28 days long.")
     if not 0 < load <= 5:
-        raise WhatIfError("The load is the offered GPU-hours over the fleet's: above 0, at most 5.")
+        raise WhatIfError(
+            "The load is the GPU-hours asked for in working hours over the fleet's: above 0, "
+            "at most 5."
+        )
     world = large_fleet()
     return world, synthetic_week(world, seed=seed, load=load, seconds=min(days * 86400, 28 * 86400))
 
@@ -228,7 +231,7 @@ def whatif_compare(
 
 
 # From this many requests on, the changed world is simulated in a child process beside
-# the world as it is (a simulated week on the large fleet is about 3,000): the comparison
+# the world as it is (a simulated week on the large fleet is about 1,550): the comparison
 # then takes as long as one world on a machine with two CPUs. Shorter replays are not worth
 # a process, and stay in the caller's (tests run pages in threads, where forking is best
 # avoided).

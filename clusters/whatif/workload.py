@@ -4,15 +4,25 @@ Ten tenants in two cohorts, with fair-share weights 1, 2 and 3 and nominal H100 
 proportion to them (the cohort's quotas add up to its half of the fleet), each free to
 borrow up to its nominal again. Each tenant sends, in proportion to its weight:
 
-* **dev clusters**: bursty (most arrive on weekdays between 08:00 and 20:00 UTC), 1 to 8
-  one-GPU workers, an 8 h TTL, held for an exponential time (mean 4 h) of which only the
-  first part is used: the rest is idle, for the idle policy to find. A third accept L4
-  as well as H100 (or the other way round);
-* **batch jobs**: 8 to 32 GPUs, running 1 to 10 h, at any hour;
+* **dev clusters**: 1 to 8 one-GPU workers, an 8 h TTL, held for an exponential time
+  (mean 4 h) of which only the first part is used: the rest is idle, for the idle policy
+  to find. A third accept L4 as well as H100 (or the other way round);
+* **batch jobs**: 8 to 32 GPUs, running 1 to 10 h;
 * **production clusters**: 1 to 4 whole H100 nodes for 1 to 3 days.
 
-The week's offered GPU-hours are about ``load`` times what the fleet has (1.2 by default),
-concentrated in working hours, so the fleet is oversubscribed by day and drains at night.
+**The rhythm of a week.** The period starts on a Monday at 00:00 UTC. Requests arrive at
+their peak rate in working hours (Monday to Friday, 08:00 to 20:00 UTC) and at a fraction
+of it otherwise (:data:`RHYTHM`): people ask for dev clusters by day, far fewer at night
+and at the weekend; batch jobs are sent by day and by scripts at any hour, so they slow
+down less; production clusters are rolled out on working days. In working hours the
+requests arriving ask for ``load`` times the fleet's GPU-hours (:data:`LOAD`, 1.5, by
+default): the fleet is oversubscribed by day, and queues build up. Over the whole week
+they ask for about 0.8 of the fleet's GPU-hours (0.52 times ``load``), so nights and the
+weekend drain what the days left waiting, as on a platform that is busy but not
+hopelessly short of GPUs. A backlog that grows all week (offered load above 1 on
+average) is not a week anyone runs for long, and its waits say more about the load than
+about the queue.
+
 The same seed gives the same week, request for request.
 """
 
@@ -60,48 +70,66 @@ def large_fleet(*, tenants: int = TENANTS, scale: float = 1.0) -> World:
     )
 
 
-def _working(t: float) -> bool:
+# Arrival rate outside working hours, as a fraction of the working-hours rate, per kind of
+# request: (weekday evenings and nights, weekend days 08:00-20:00, weekend nights).
+RHYTHM = {
+    "dev": (0.15, 0.1, 0.05),
+    "job": (0.5, 0.3, 0.3),
+    "prod": (0.1, 0.1, 0.1),
+}
+# The share of working-hours GPU-hours each kind asks for.
+MIX = {"dev": 0.3, "job": 0.5, "prod": 0.2}
+# Working-hours demand over the fleet (see the module's docstring).
+LOAD = 1.5
+
+
+def rhythm(kind: str, t: float) -> float:
+    """The arrival rate of ``kind`` at ``t`` seconds into the week, over its peak rate."""
     day, second = divmod(t, 86400)
-    return day % 7 < 5 and 8 * 3600 <= second < 20 * 3600
+    weekday, by_day = day % 7 < 5, 8 * 3600 <= second < 20 * 3600
+    if weekday and by_day:
+        return 1.0
+    night, weekend_day, weekend_night = RHYTHM[kind]
+    if weekday:
+        return night
+    return weekend_day if by_day else weekend_night
 
 
-def _arrivals(rng: random.Random, rate: float, seconds: float, bursty: bool) -> list[float]:
-    """Poisson arrivals at ``rate`` per second on average; bursty: nine tenths of them in
-    working hours (thinning a process at the peak rate)."""
-    if rate <= 0:
+def _arrivals(rng: random.Random, peak: float, seconds: float, kind: str) -> list[float]:
+    """Poisson arrivals at ``peak`` per second in working hours and :func:`rhythm` times
+    that otherwise (a process at the peak rate, thinned)."""
+    if peak <= 0:
         return []
-    working_share = 5 * 12 / 168
-    peak = rate * (0.9 / working_share if bursty else 1.0)
-    off = rate * (0.1 / (1 - working_share) if bursty else 1.0)
     times: list[float] = []
     t = 0.0
     while True:
         t += rng.expovariate(peak)
         if t >= seconds:
             return times
-        if rng.random() < (peak if _working(t) else off) / peak:
+        if rng.random() < rhythm(kind, t):
             times.append(t)
 
 
 def synthetic_week(
-    world: World, *, seed: int = 19, load: float = 1.2, seconds: float = WEEK
+    world: World, *, seed: int = 19, load: float = LOAD, seconds: float = WEEK
 ) -> Workload:
     """A seeded week of requests on ``world`` (see the module's docstring)."""
     rng = random.Random(seed)
     h100 = next(f for f in world.flavors if f.name == "h100")
-    fleet_gpu_seconds = sum(f.total_gpus for f in world.flavors) * seconds
+    fleet_gpus = sum(f.total_gpus for f in world.flavors)
     total_weight = float(sum(t.weight for t in world.tenants))
     demands: list[Demand] = []
     ids = iter(range(1, 10_000_000))
     for tenant in world.tenants:
-        offered = fleet_gpu_seconds * load * float(tenant.weight) / total_weight
+        # GPU-seconds asked for per second of working hours.
+        peak = fleet_gpus * load * float(tenant.weight) / total_weight
         owners = list(range(1, 9))
         # GPU-seconds per request on average: dev 4.5 GPUs x ~3.5 h held, jobs 20 GPUs x
-        # 5.5 h, prod 2.5 nodes x 2 days; offered in the ratio 3 : 5 : 2.
-        dev_rate = 0.3 * offered / (4.5 * 3.5 * 3600) / seconds
-        job_rate = 0.5 * offered / (20 * 5.5 * 3600) / seconds
-        prod_rate = 0.2 * offered / (2.5 * h100.gpus_per_node * 2 * 86400) / seconds
-        for t in _arrivals(rng, dev_rate, seconds, bursty=True):
+        # 5.5 h, prod 2.5 nodes x 2 days.
+        dev_rate = MIX["dev"] * peak / (4.5 * 3.5 * 3600)
+        job_rate = MIX["job"] * peak / (20 * 5.5 * 3600)
+        prod_rate = MIX["prod"] * peak / (2.5 * h100.gpus_per_node * 2 * 86400)
+        for t in _arrivals(rng, dev_rate, seconds, "dev"):
             hold = min(rng.expovariate(1 / (4 * 3600)), 3 * 86400)
             busy = hold * rng.uniform(0.2, 1.0) if rng.random() < 0.6 else None
             flavors: tuple[str, ...] = ("h100",)
@@ -124,7 +152,7 @@ def synthetic_week(
                     ttl=8 * 3600.0,
                 )
             )
-        for t in _arrivals(rng, job_rate, seconds, bursty=False):
+        for t in _arrivals(rng, job_rate, seconds, "job"):
             demands.append(
                 Demand(
                     id=next(ids),
@@ -138,7 +166,7 @@ def synthetic_week(
                     job=True,
                 )
             )
-        for t in _arrivals(rng, prod_rate, seconds, bursty=False):
+        for t in _arrivals(rng, prod_rate, seconds, "prod"):
             demands.append(
                 Demand(
                     id=next(ids),

@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from clusters.whatif import services
+from clusters.whatif.workload import LOAD
 from frontend.whatif_chart import wait_chart
 from tenants.selectors import is_platform_admin
 
@@ -47,7 +48,7 @@ def _compare(form: WhatIfForm) -> services.Comparison:
         world, workload = services.synthetic(
             seed=data["seed"] if data["seed"] is not None else 19,
             days=data["days"] or 7,
-            load=1.2,
+            load=LOAD,
         )
     else:
         today = timezone.now().date()

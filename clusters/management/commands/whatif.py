@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from clusters.whatif import services
+from clusters.whatif.workload import LOAD
 
 
 def _when(text: str) -> datetime:
@@ -48,7 +49,11 @@ class Command(BaseCommand):
         parser.add_argument("--days", type=float, default=7.0, help="synthetic: days (default 7)")
         parser.add_argument("--seed", type=int, default=19, help="synthetic: seed (default 19)")
         parser.add_argument(
-            "--load", type=float, default=1.2, help="synthetic: offered GPU-hours over the fleet's"
+            "--load",
+            type=float,
+            default=LOAD,
+            help="synthetic: GPU-hours asked for in working hours over the fleet's "
+            f"(default {LOAD})",
         )
         parser.add_argument(
             "--change",

@@ -246,9 +246,11 @@ class _Timing:
         return self.session.delete(url)
 
 
-def _load(call: Call, token: str, url: str) -> tuple[list[float], float]:
-    """``CLIENTS`` threads calling for ``SECONDS`` after a warm-up; (latencies, wall)."""
+def _load(call: Call, token: str, url: str) -> tuple[list[float], float, int]:
+    """``CLIENTS`` threads calling for ``SECONDS`` after a warm-up; (latencies, wall,
+    calls made in all, the warm-up's included)."""
     latencies: list[list[float]] = [[] for _ in range(CLIENTS)]
+    calls = [0] * CLIENTS
     errors: list[Exception] = []
     barrier = threading.Barrier(CLIENTS + 1)
     phase = {"measure": False, "stop": False}
@@ -259,6 +261,7 @@ def _load(call: Call, token: str, url: str) -> tuple[list[float], float]:
             barrier.wait()
             while not phase["stop"]:
                 took = _timed(call, session, url)
+                calls[index] += 1
                 if phase["measure"]:
                     latencies[index].append(took)
         except Exception as exc:  # noqa: BLE001 - re-raised by the main thread
@@ -280,7 +283,7 @@ def _load(call: Call, token: str, url: str) -> tuple[list[float], float]:
         thread.join(timeout=30)
     if errors:
         raise errors[0]
-    return [value for values in latencies for value in values], wall
+    return [value for values in latencies for value in values], wall, sum(calls)
 
 
 def _queries(tokens: dict[str, str]) -> dict[str, int]:
@@ -356,22 +359,26 @@ def run() -> str:
     procs = support.Processes(Path(tempfile.mkdtemp(prefix="gangway-bench-api-")))
     results = []
     try:
-        procs.start("gunicorn", support.gunicorn_command(port, workers=2), env)
+        server = procs.start("gunicorn", support.gunicorn_command(port, workers=2), env)
+        sessions = {"gunicorn": server.pid}  # it leads a session of its own
         support.wait_http(f"{url}/healthz")
         sequential = _sequential_list(tokens["admin"], url)
         for label, who, call in _endpoints():
-            latencies, wall = _load(call, tokens[who], url)
-            results.append((label, latencies, wall))
+            before = support.session_cpu_seconds(sessions)["gunicorn"]
+            latencies, wall, calls = _load(call, tokens[who], url)
+            cpu = support.session_cpu_seconds(sessions)["gunicorn"] - before
+            results.append((label, latencies, wall, cpu / calls))
     finally:
         procs.stop()
     floor = support.median(results[0][1])
     rows = []
-    for label, latencies, wall in results:
+    for label, latencies, wall, cpu in results:
         p50 = support.median(latencies)
         p99 = support.percentile(latencies, 99)
         rows.append(
             f"| {label} | {len(latencies):,} | {p50 * 1000:.1f} | {p99 * 1000:.1f} | "
-            f"{len(latencies) / wall:,.0f} | {p50 / floor:.1f}x | {queries[label]} |"
+            f"{len(latencies) / wall:,.0f} | {p50 / floor:.1f}x | {cpu * 1000:.1f} | "
+            f"{queries[label]} |"
         )
     list_p99 = support.percentile(results[1][1], 99) * 1000
     return "\n".join(
@@ -386,10 +393,13 @@ def run() -> str:
             "Latency is per request at the client; *x floor* is the p50 over the p50 of "
             "`/healthz`, which touches neither the database nor authentication. The create "
             "is timed to its response headers; each is then deleted (not timed) so the "
-            "tenant's size stays put. Queries are one request's, counted in-process.",
+            "tenant's size stays put. *Server CPU* is gunicorn's CPU time (every worker, "
+            "user and system) over every call of the endpoint's run, warm-up included, per "
+            "call; the create's includes its delete. Queries are one request's, counted "
+            "in-process.",
             "",
-            "| endpoint | requests | p50 ms | p99 ms | req/s | x floor | queries |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            "| endpoint | requests | p50 ms | p99 ms | req/s | x floor | server CPU ms | queries |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
             *rows,
             "",
             f"List with one client ({SEQUENTIAL_REQUESTS} requests): p50 "

@@ -150,33 +150,8 @@ def _jobs_done() -> int:
     )
 
 
-def _cpu_seconds(sessions: dict[str, int]) -> dict[str, float]:
-    """CPU seconds (user + system) used so far by each named process session.
-
-    Every process the benchmark starts leads a session of its own, so a session is one
-    part of the product with all its children (gunicorn's and Celery's workers); the time
-    of children already reaped is in their parent's ``cutime``/``cstime``.
-    """
-    ticks = os.sysconf("SC_CLK_TCK")
-    used = dict.fromkeys(sessions, 0.0)
-    by_session = {sid: name for name, sid in sessions.items()}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        fields = raw.rsplit(")", 1)[1].split()
-        # fields[0] is the state (field 3 of proc(5)): session is field 6, utime..cstime 14-17
-        name = by_session.get(int(fields[3]))
-        if name is not None:
-            used[name] += sum(int(v) for v in fields[11:15]) / ticks
-    return used
-
-
 def _cpu_since(sessions: dict[str, int], before: dict[str, float]) -> dict[str, float]:
-    now = _cpu_seconds(sessions)
+    now = support.session_cpu_seconds(sessions)
     return {name: now[name] - before[name] for name in sessions}
 
 
@@ -234,7 +209,7 @@ def _through_gangway(
         return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
 
     _kube_requests(sim_url, reset=True)
-    cpu = _cpu_seconds(sessions)
+    cpu = support.session_cpu_seconds(sessions)
     started = time.perf_counter()
     created = _in_threads(jobs, create)
     ready = _wait_until(lambda: _count("ready") >= CLUSTERS, "every cluster ready")
@@ -245,7 +220,7 @@ def _through_gangway(
     create_cpu = _cpu_since(sessions, cpu)
 
     _kube_requests(sim_url, reset=True)
-    cpu = _cpu_seconds(sessions)
+    cpu = support.session_cpu_seconds(sessions)
     deleted = _in_threads(jobs, delete)
     gone = deleted.seconds + _wait_until(
         lambda: _count("deleted") >= CLUSTERS, "every cluster deleted"
@@ -255,7 +230,7 @@ def _through_gangway(
 
     # The deleted clusters' GPUs are free again: every tenant's quota fits its share of jobs.
     _kube_requests(sim_url, reset=True)
-    cpu = _cpu_seconds(sessions)
+    cpu = support.session_cpu_seconds(sessions)
     submitted = _in_threads(jobs, submit)
     finished = submitted.seconds + _wait_until(
         lambda: _jobs_done() >= CLUSTERS, "every job succeeded with its GPUs back"

@@ -458,6 +458,31 @@ class CeleryProcess:
                 self.kill()
 
 
+def session_cpu_seconds(sessions: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each named process session.
+
+    Every process the benchmark starts leads a session of its own, so a session is one
+    part of the product with all its children (gunicorn's and Celery's workers); the time
+    of children already reaped is in their parent's ``cutime``/``cstime``.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = dict.fromkeys(sessions, 0.0)
+    by_session = {sid: name for name, sid in sessions.items()}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = raw.rsplit(")", 1)[1].split()
+        # fields[0] is the state (field 3 of proc(5)): session is field 6, utime..cstime 14-17
+        name = by_session.get(int(fields[3]))
+        if name is not None:
+            used[name] += sum(int(v) for v in fields[11:15]) / ticks
+    return used
+
+
 def child_pids(pid: int) -> list[int]:
     """The live children of process ``pid`` (read from ``/proc``; Linux only)."""
     found = []

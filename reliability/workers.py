@@ -180,7 +180,11 @@ def section(result: Result, *, quick: bool) -> str:
         "beat in their own processes and kubesim over HTTP (every call 40 ms slower). "
         f"**{result.total_faults} faults** at seeded random moments while each phase was in "
         "flight; after each phase the stack converged on its own before the next one, and "
-        "was audited.",
+        "was audited. A suspension phase has converged once the suspended requests' pods "
+        "are gone too: a suspended request gives its GPUs back to the quota ledger when "
+        "its row moves, and KubeRay (here kubesim's) deletes its pods when it acts on "
+        "`spec.suspend`, a moment later. (The first full run audited before that moment and "
+        "counted 16 such pods as orphans; none was left behind.)",
         "",
         "| Fault | " + " | ".join(PHASES) + " | all |",
         "|---|" + "---:|" * (len(PHASES) + 1),

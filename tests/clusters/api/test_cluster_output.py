@@ -93,7 +93,9 @@ def test_write_responses_carry_the_events(as_user: Any, bob: Any, acme: Any) -> 
     assert [event["reason"] for event in response.json()["events"]] == ["requested"]
 
 
-def test_a_create_and_a_delete_answer_what_a_read_of_the_row_answers(as_user: Any, bob: Any, acme: Any) -> None:
+def test_a_create_and_a_delete_answer_what_a_read_of_the_row_answers(
+    as_user: Any, bob: Any, acme: Any
+) -> None:
     # The create answers from the row it saved instead of reading it again; a read of
     # the row must not tell a different story, to the byte.
     api = as_user(bob)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import ForeignKey
 from django.utils import timezone
 
 from clusters import enqueue
@@ -33,6 +34,7 @@ def locked(cluster: ClusterRequest) -> ClusterRequest:
     row: ClusterRequest = ClusterRequest.objects.unscoped().select_for_update().get(pk=cluster.pk)
     for name in _RELATED:
         field = ClusterRequest._meta.get_field(name)
+        assert isinstance(field, ForeignKey)
         if field.is_cached(cluster) and field.value_from_object(row) == field.value_from_object(
             cluster
         ):

@@ -3,7 +3,7 @@
 form with its verdict, cluster details, queue, usage, job list, a job's page, new-job form;
 and the administrators' pages: tenants, a tenant's quota preview, users, the GPU
 catalogue, members, a request's controls, capacity, fair share, platform usage, the audit
-log, and the queue on a phone).
+log, the what-if planner, and the queue on a phone).
 
 Runs ``tests/frontend/screenshot_scene.py`` — demo data, clusters moved through their
 states by the services and the admission pass, Debian's chromium — with

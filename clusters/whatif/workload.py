@@ -180,4 +180,6 @@ def synthetic_week(
                 )
             )
     demands.sort(key=lambda d: (d.arrival, d.id))
-    return Workload(EPOCH, seconds, demands, label=f"synthetic week, seed {seed}, load {load}")
+    days = seconds / 86400
+    span = "1 day" if days == 1 else f"{days:g} days"
+    return Workload(EPOCH, seconds, demands, label=f"synthetic, {span}, seed {seed}, load {load}")

@@ -311,5 +311,10 @@ def _take_admin(page: Any, base: str, out: Path, expect: Any) -> None:
     shot("/fair-share/", "fair-share")
     shot("/usage/?days=30", "platform-usage")
     shot("/audit/", "audit")
+    # A simulated day of the synthetic workload, as is and with 16 fewer H100 nodes.
+    shot(
+        "/platform/whatif/?run=1&source=synthetic&days=1&seed=19&changes=nodes%3Ah100%3D-16",
+        "platform-whatif",
+    )
     page.set_viewport_size({"width": 390, "height": 844})
     shot("/t/vision/queue/", "queue-phone")

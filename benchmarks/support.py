@@ -519,5 +519,10 @@ def engine_env(
         KUBE_REQUEST_TIMEOUT_SECONDS="5",
         DEBUG="1",
     )
+    # As in a deployment, the engine's processes share a cache (a 429's Retry-After,
+    # clusters/kube/applied.py): the broker's Redis unless one is given.
+    broker = env.get("CELERY_BROKER_URL", "")
+    if not env.get("CACHE_URL") and broker.startswith("redis://"):
+        env["CACHE_URL"] = broker
     env.update(overrides)
     return env

@@ -19,7 +19,7 @@ from clusters.kube.applied import AppliedCache
 from clusters.kube.gateway import Gateway, PermanentKubeError
 from tenants.models import Quota, Tenant
 
-_applied = AppliedCache()
+_applied = AppliedCache("namespace-bundle")
 
 
 class UnmanagedNamespace(PermanentKubeError):

@@ -35,7 +35,7 @@ from tenants.models import GpuFlavor, Quota, Tenant
 log = logging.getLogger(__name__)
 
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
-_applied = AppliedCache()
+_applied = AppliedCache("kueue-queues")
 
 
 def ensure_queues(gw: Gateway) -> bool:

@@ -64,6 +64,26 @@ def test_list_pages_through_continue_tokens(gw: Gateway) -> None:
     assert sorted(i["metadata"]["name"] for i in items) == [f"sa-{i}" for i in range(7)]
 
 
+def test_a_list_asks_again_for_a_page_that_failed(gw: Gateway, sim: KubeSim) -> None:
+    # Half the requests fail (seeded), and every page holds 2 items: a list of 7 takes 4
+    # pages, each tried until it is answered. Without retries a reconcile pass over many
+    # pages almost never got through (the Kubernetes API suite of `make reliability`).
+    gw.apply(NS)
+    for i in range(7):
+        gw.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": f"sa-{i}", "namespace": "gw-t", "labels": {"x": "y"}},
+            }
+        )
+    sim.set_faults(rate=0.5, codes=(500, 503, 0), seed=11, max_page=2)
+    for _ in range(5):
+        items = gw.list("v1", "ServiceAccount", label_selector="x=y")
+        assert sorted(i["metadata"]["name"] for i in items) == [f"sa-{i}" for i in range(7)]
+    assert sum(sim.faults.stats()["faults"].values()) >= 5
+
+
 def test_missing_objects_are_none_and_deleting_them_succeeds(gw: Gateway) -> None:
     assert gw.get("ray.io/v1", "RayCluster", "nope", "gw-t") is None
     assert gw.delete("ray.io/v1", "RayCluster", "nope", "gw-t") is False

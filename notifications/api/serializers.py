@@ -8,7 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from controlplane.api import generics as drf
-from controlplane.api.serializers import StrictSerializer
+from controlplane.api.serializers import JsonBooleanField, StrictSerializer
 from notifications.kinds import EventKind
 from notifications.models import URL_MAX_LENGTH
 
@@ -16,8 +16,8 @@ from notifications.models import URL_MAX_LENGTH
 class PreferenceLineSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=EventKind.choices)
     title = serializers.CharField(read_only=True)
-    email = serializers.BooleanField()
-    webhook = serializers.BooleanField()
+    email = JsonBooleanField()
+    webhook = JsonBooleanField()
 
 
 class PreferencesInSerializer(StrictSerializer):
@@ -71,7 +71,7 @@ class WebhookInSerializer(StrictSerializer):
         min_length=1,
         max_length=len(EventKind.choices),
     )
-    active = serializers.BooleanField(required=False, default=True)
+    active = JsonBooleanField(required=False, default=True)
 
 
 class WebhookOutSerializer(drf.Serializer):
@@ -79,7 +79,7 @@ class WebhookOutSerializer(drf.Serializer):
     name = serializers.CharField()
     url = serializers.CharField()
     kinds = serializers.ListField(child=serializers.CharField())
-    active = serializers.BooleanField()
+    active = JsonBooleanField()
     created_at = serializers.DateTimeField()
 
 

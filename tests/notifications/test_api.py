@@ -91,6 +91,19 @@ def test_bad_webhooks_are_a_400_and_change_nothing(
     assert not AuditEvent.objects.filter(action="webhook.create").exists()
 
 
+@pytest.mark.parametrize("value", [0, 0.0, 1, "true", "no", []])
+def test_a_preference_is_a_json_boolean_only(as_user: Any, bob: Any, value: Any) -> None:
+    # The schema fuzzer found `"email": 0.0` taken as false (DRF's BooleanField takes
+    # numbers and words); the schema says boolean, so anything else is a 400 that names it.
+    line = {"kind": "failed", "email": value, "webhook": False}
+    response = as_user(bob).put(PREFS, {"preferences": [line]}, format="json")
+    assert response.status_code == 400, response.content
+    assert "true or false" in str(response.json())
+    assert NotificationProfile.objects.filter(user=bob).count() <= 1
+    got = as_user(bob).get(PREFS).json()
+    assert next(x for x in got["preferences"] if x["kind"] == "failed")["email"] is True
+
+
 def test_preferences_read_and_replace(as_user: Any, bob: Any) -> None:
     api = as_user(bob)
     got = api.get(PREFS).json()

@@ -126,7 +126,9 @@ def provision_clusters(cluster_ids: list[int]) -> None:
         except TransientKubeError as exc:
             metrics.API_ERRORS.labels("transient").inc()
             log.info("cluster %s left the batch for its own task: %s", cluster, exc.message)
-            enqueue.send(enqueue.PROVISION, cluster.pk)
+            # Not before a 429's Retry-After (the Kubernetes API suite caught the row's own
+            # task re-sending the refused apply 0.05 s later).
+            enqueue.send(enqueue.PROVISION, cluster.pk, countdown=exc.retry_after or 0)
             continue
         except PermanentKubeError as exc:
             # As the single-row task does: a refusal is not retried.

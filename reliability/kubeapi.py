@@ -27,7 +27,7 @@ from reliability.rig import Audit, People, Rig, audit, converge
 
 CODES = (409, 429, 500, 503, 504, 0)  # 0: the connection dropped, no answer
 FULL = {"errors": 16, "slow": 8, "restart": 6, "permanent": 6}
-QUICK = {"errors": 3, "slow": 2, "restart": 2, "permanent": 2}
+QUICK = {"errors": 6, "slow": 3, "restart": 2, "permanent": 2}
 CONVERGE_TIMEOUT = 300.0
 RETRY_AFTER = 1
 WORKER_ENV = {"KUBE_REQUEST_TIMEOUT_SECONDS": "2"}

@@ -10,26 +10,21 @@ since Celery's threads and the web app's may write at once.
 
 A 429's ``Retry-After`` must hold for every process, though: the worker's prefork
 children each keep a cache, and one child's periodic pass re-sent a bundle 0.12 s after
-the API server had told the other to wait a second. So the deadline is also kept in
-Django's cache (Redis in production), under the writer's name and the key.
+the API server had told the other to wait a second. So the deadline is also kept for
+every process (:mod:`clusters.kube.notbefore`), under the writer's name and the key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from django.core.cache import cache
-
+from clusters.kube import notbefore
 from clusters.kube.gateway import TransientKubeError
-
-log = logging.getLogger(__name__)
 
 
 def digest(objects: list[dict[str, Any]]) -> str:
@@ -68,7 +63,7 @@ class AppliedCache:
             # A 429's Retry-After is honoured across passes: the periodic pass that asks
             # again sooner is told to wait the rest, as the task that retries it would be.
             wait = self._not_before.get(key, 0.0) - time.monotonic()
-        wait = max(wait, self._shared_wait(key))
+        wait = max(wait, notbefore.wait(self.name, key))
         if wait > 0:
             raise TransientKubeError(
                 f"waiting {wait:.1f} s more, as the API server asked", retry_after=wait
@@ -79,30 +74,12 @@ class AppliedCache:
             if exc.retry_after:
                 with self._lock:
                     self._not_before[key] = time.monotonic() + exc.retry_after
-                self._share_wait(key, exc.retry_after)
+                notbefore.hold(self.name, key, exc.retry_after)
             raise
         with self._lock:
             self._digests[key] = new
             self._not_before.pop(key, None)
         return True
-
-    def _cache_key(self, key: Hashable) -> str:
-        return f"kube-not-before:{self.name}:{key}"
-
-    def _shared_wait(self, key: Hashable) -> float:
-        """Seconds another process was asked to wait before writing under ``key``."""
-        try:
-            deadline = cache.get(self._cache_key(key))
-        except Exception as exc:  # noqa: BLE001 - best effort: this process's own wait holds
-            log.warning("could not read the shared Retry-After of %s: %s", key, exc)
-            return 0.0
-        return float(deadline) - time.time() if deadline else 0.0
-
-    def _share_wait(self, key: Hashable, seconds: float) -> None:
-        try:
-            cache.set(self._cache_key(key), time.time() + seconds, math.ceil(seconds) + 1)
-        except Exception as exc:  # noqa: BLE001 - best effort, as above
-            log.warning("could not share the Retry-After of %s: %s", key, exc)
 
     def forget(self, key: Hashable) -> None:
         """Make the next :meth:`apply` under ``key`` write whatever it is given."""

@@ -26,6 +26,8 @@ from django.conf import settings
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from clusters.kube import notbefore
+
 FIELD_MANAGER = "gangway"
 # A request that is safe to repeat and failed transiently (not a 429) is sent again, at
 # most this many times in all, after RETRY_BACKOFF_SECONDS doubling each time (0.7 s in
@@ -203,6 +205,17 @@ class Gateway:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Any:
+        # A write the API server throttled is not sent again before its Retry-After, by
+        # any process (clusters/kube/notbefore.py): the Kubernetes API suite caught a
+        # DELETE re-sent by the next pass 0.4 s after a 429 that asked for 1 s.
+        if method != "GET":
+            left = notbefore.wait("write", path)
+            if left > 0:
+                raise TransientKubeError(
+                    f"{what}: waiting {left:.1f} s more, as the API server asked",
+                    status=429,
+                    retry_after=left,
+                )
         try:
             response = self._api.call_api(
                 path,
@@ -215,7 +228,10 @@ class Gateway:
                 _request_timeout=self._timeout,
             )
         except Exception as exc:  # classified right here
-            raise classify(exc, what=what) from exc
+            error = classify(exc, what=what)
+            if method != "GET" and isinstance(error, TransientKubeError) and error.retry_after:
+                notbefore.hold("write", path, error.retry_after)
+            raise error from exc
         data = response.data if hasattr(response, "data") else response[0].data
         # orjson: a LIST of thousands of pods is megabytes, and decoding it was most of a
         # reconcile pass with the standard library's json.

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from reliability.rig import Audit, People, Rig, audit, converge
 
 CODES = (409, 429, 500, 503, 504, 0)  # 0: the connection dropped, no answer
+FAULT_DELAY_MS = 10  # an injected error is answered this long after the request came
 FULL = {"errors": 16, "slow": 8, "restart": 6, "permanent": 6}
-QUICK = {"errors": 6, "slow": 3, "restart": 2, "permanent": 2}
+QUICK = {"errors": 8, "slow": 8, "restart": 2, "permanent": 2}
 CONVERGE_TIMEOUT = 300.0
 RETRY_AFTER = 1
 WORKER_ENV = {"KUBE_REQUEST_TIMEOUT_SECONDS": "2"}
@@ -55,13 +56,17 @@ def _retry_after(history: list[tuple[float, str, str, int | None]], result: Resu
     """For every 429, the next request for the same method and path must come at least
     ``Retry-After`` later. A write (PATCH, DELETE: an object's own path) that comes sooner
     is a retry that did not wait; a read
-    (the reconciler's periodic LISTs) is counted apart: it is the next pass, not a retry."""
+    (the reconciler's periodic LISTs) is counted apart: it is the next pass, not a retry.
+    A request that came before the 429 was even answered (``FAULT_DELAY_MS`` after its
+    request) was sent before any client could know of it: two processes writing at once,
+    not a retry, so the next one is judged instead."""
     last_429: dict[tuple[str, str], float] = {}
     for at, method, path, code in history:
         if method == "POST":
             continue  # a create goes to the collection's path: the next POST is another object
         key = (method, path.split("?")[0])
-        if key in last_429:
+        refused_at = last_429.get(key)
+        if refused_at is not None and at >= refused_at + FAULT_DELAY_MS / 1000:
             gap = at - last_429.pop(key)
             if method == "GET":
                 if gap < RETRY_AFTER - 0.05:
@@ -112,7 +117,9 @@ def exercise(rig: Rig, people: People, *, quick: bool) -> Result:
 
     sim.faults.reset_stats()
     # 1. errors and dropped connections, with lists that page
-    sim.set_faults(rate=0.25, codes=CODES, delay_ms=10, retry_after=RETRY_AFTER, max_page=20)
+    sim.set_faults(
+        rate=0.25, codes=CODES, delay_ms=FAULT_DELAY_MS, retry_after=RETRY_AFTER, max_page=20
+    )
     pks = create("err", plan["errors"])
     settle("errors: provisioned", pks, "ready")
     delete(pks)

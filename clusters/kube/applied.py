@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -38,8 +37,6 @@ class AppliedCache:
     def __init__(self, name: str) -> None:
         self.name = name  # of the writer, for the deadlines shared between processes
         self._digests: dict[Hashable, str] = {}
-        # key -> monotonic time before which the API server asked not to be written to
-        self._not_before: dict[Hashable, float] = {}
         self._lock = threading.Lock()
 
     def apply(
@@ -60,10 +57,9 @@ class AppliedCache:
         with self._lock:
             if not force and self._digests.get(key) == new:
                 return False
-            # A 429's Retry-After is honoured across passes: the periodic pass that asks
-            # again sooner is told to wait the rest, as the task that retries it would be.
-            wait = self._not_before.get(key, 0.0) - time.monotonic()
-        wait = max(wait, notbefore.wait(self.name, key))
+        # A 429's Retry-After is honoured across passes and processes: the periodic pass
+        # that asks again sooner is told to wait the rest, as the task that retries it is.
+        wait = notbefore.wait(self.name, key)
         if wait > 0:
             raise TransientKubeError(
                 f"waiting {wait:.1f} s more, as the API server asked", retry_after=wait
@@ -72,13 +68,10 @@ class AppliedCache:
             write(objects)
         except TransientKubeError as exc:
             if exc.retry_after:
-                with self._lock:
-                    self._not_before[key] = time.monotonic() + exc.retry_after
                 notbefore.hold(self.name, key, exc.retry_after)
             raise
         with self._lock:
             self._digests[key] = new
-            self._not_before.pop(key, None)
         return True
 
     def forget(self, key: Hashable) -> None:

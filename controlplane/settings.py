@@ -413,6 +413,9 @@ if CELERY_BROKER_URL.startswith("sqlite:"):
     # this one lacks; nothing in gangway uses them.
     CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# A page of a tenant's cluster list is served again from the cache while nothing it shows
+# has changed (clusters/api/listcache.py), for at most this long; 0 renders every list.
+CLUSTER_LIST_CACHE_SECONDS = env_int("CLUSTER_LIST_CACHE_SECONDS", 60, minimum=0)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
 # A provisioned cluster asks for a reconcile pass this much later, so that the clusters

@@ -18,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters.access import logs as cluster_logs
+from clusters.api import listcache
 from clusters.api.crud import ClusterCrudMixin
 from clusters.api.renderers import LOG_RENDERERS, MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import (
@@ -62,6 +63,24 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
         else:
             queryset = cluster_list(tenant=tenant)
         return queryset.not_deleted()
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A page of the tenant's clusters; served from :mod:`clusters.api.listcache`
+        while nothing it shows has changed."""
+        if not listcache.enabled():
+            return super().list(request, *args, **kwargs)
+        # The fingerprint first: what is rendered after it is at least as new as it.
+        cache_key = listcache.key(
+            self.tenant, request.build_absolute_uri(), listcache.fingerprint(self.tenant)
+        )
+        data = listcache.get(cache_key)
+        if data is not None:
+            return Response(data)
+        response = super().list(request, *args, **kwargs)
+        page = getattr(self.paginator, "page", None)
+        if response.status_code == status.HTTP_200_OK and page is not None:
+            listcache.put(cache_key, response.data, listcache.lifetime(page.object_list))
+        return response
 
     @extend_schema(request=ClusterCreateInput, responses=manifest_responses(DryRunOutput))
     @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)

@@ -25,7 +25,13 @@ def test_mixed_traffic_with_worker_kills_loses_nothing() -> None:
         [sys.executable, "-m", "reliability.load", "--summary", "10", "6", "2"],
         cwd=ROOT,
         # A database of its own: a full `make reliability` run may be using the suite's.
-        env={**os.environ, "RELIABILITY_LOAD_DATABASE": "reliability_load_test"},
+        # Three writes in ten (the full run sends one): more creates and deletes for the
+        # kills to land among.
+        env={
+            **os.environ,
+            "RELIABILITY_LOAD_DATABASE": "reliability_load_test",
+            "RELIABILITY_LOAD_WRITES_IN_TEN": "3",
+        },
         capture_output=True,
         text=True,
         timeout=540,

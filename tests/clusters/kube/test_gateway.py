@@ -50,7 +50,9 @@ def test_apply_is_idempotent_and_list_filters_by_label(gw: Gateway) -> None:
     assert len(gw.list("v1", "Node")) == 10
 
 
-def test_list_pages_through_continue_tokens(gw: Gateway) -> None:
+def _seven_labelled_accounts(gw: Gateway) -> None:
+    """The namespace and seven ServiceAccounts in it labelled ``x=y``: a list of several
+    pages at a small page size."""
     gw.apply(NS)
     for i in range(7):
         gw.apply(
@@ -60,6 +62,10 @@ def test_list_pages_through_continue_tokens(gw: Gateway) -> None:
                 "metadata": {"name": f"sa-{i}", "namespace": "gw-t", "labels": {"x": "y"}},
             }
         )
+
+
+def test_list_pages_through_continue_tokens(gw: Gateway) -> None:
+    _seven_labelled_accounts(gw)
     items = gw.list("v1", "ServiceAccount", label_selector="x=y", page_size=3)
     assert sorted(i["metadata"]["name"] for i in items) == [f"sa-{i}" for i in range(7)]
 
@@ -68,15 +74,7 @@ def test_a_list_asks_again_for_a_page_that_failed(gw: Gateway, sim: KubeSim) -> 
     # Half the requests fail (seeded), and every page holds 2 items: a list of 7 takes 4
     # pages, each tried until it is answered. Without retries a reconcile pass over many
     # pages almost never got through (the Kubernetes API suite of `make reliability`).
-    gw.apply(NS)
-    for i in range(7):
-        gw.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": {"name": f"sa-{i}", "namespace": "gw-t", "labels": {"x": "y"}},
-            }
-        )
+    _seven_labelled_accounts(gw)
     sim.set_faults(rate=0.5, codes=(500, 503, 0), seed=11, max_page=2)
     for _ in range(5):
         items = gw.list("v1", "ServiceAccount", label_selector="x=y")

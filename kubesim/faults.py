@@ -6,9 +6,11 @@ realistic ``Status`` body; with no codes it is only delayed and then served norm
 Code 0 stands for a dropped connection: the server closes it without an answer. With
 ``max_page`` set, a list answers at most that many items a page whatever its ``limit``
 (an API server may answer fewer than asked), so that clients must follow ``continue``.
-Every request's time, method, path and injected code is kept in :attr:`Faults.history`
-(the last 100,000), from which a test can tell whether a client waited the
-``Retry-After`` it was told.
+Every request is kept in :attr:`Faults.history` (the last 100,000) as a :class:`Seen`:
+when it came, its method, path and injected code, the client's ``User-Agent``, and when
+an injected error was answered. From it a test can tell whether a client waited the
+``Retry-After`` it was told: a request that came before the refusal was answered, or from
+another process, could not have known of it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,18 @@ _REASONS = {
 }
 
 
+@dataclass(slots=True)
+class Seen:
+    """One request as the fault injector saw it."""
+
+    at: float  # time.monotonic() when it came
+    method: str
+    path: str
+    code: int | None  # the injected code (0: dropped), None when served normally
+    client: str = ""  # its User-Agent: which process sent it
+    answered: float | None = None  # when an injected error was answered (or dropped)
+
+
 @dataclass
 class FaultConfig:
     """What to inject."""
@@ -64,10 +78,7 @@ class Faults:
     injected: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
-    # (monotonic time, method, path, injected code or None) of each request
-    history: deque[tuple[float, str, str, int | None]] = field(
-        default_factory=lambda: deque(maxlen=100_000)
-    )
+    history: deque[Seen] = field(default_factory=lambda: deque(maxlen=100_000))
 
     def set(
         self,
@@ -114,13 +125,15 @@ class Faults:
         with self.lock:
             self.bodies[media_type] += 1
 
-    def pick(self, method: str, path: str = "") -> tuple[float, int | None]:
-        """Decide the fate of one request: (delay in seconds, error code or None; 0 means
-        drop the connection)."""
+    def pick(self, method: str, path: str = "", client: str = "") -> tuple[float, Seen]:
+        """Decide the fate of one request: the delay in seconds, and its record, whose
+        ``code`` is the error to answer (None: serve it; 0: drop the connection). The
+        server sets the record's ``answered`` once it has answered an injected error."""
         with self.lock:
             delay, code = self._pick(method)
-            self.history.append((time.monotonic(), method, path, code))
-            return delay, code
+            seen = Seen(time.monotonic(), method, path, code, client)
+            self.history.append(seen)
+            return delay, seen
 
     def _pick(self, method: str) -> tuple[float, int | None]:
         """:meth:`pick` under the lock."""

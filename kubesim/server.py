@@ -22,6 +22,7 @@ import yaml
 
 from kubesim import errors, openapi, podlogs, protobuf, serviceproxy, verbs
 from kubesim.errors import ApiError
+from kubesim.faults import Seen
 
 if TYPE_CHECKING:
     from kubesim.sim import KubeSim
@@ -74,6 +75,11 @@ class Server(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], sim: KubeSim) -> None:
         self.sim = sim
+        # Set when the server stops. Its connection threads outlive it (keep-alive, a
+        # request asleep in an injected delay): like a stopped API server's, whatever they
+        # still hold is dropped unanswered, never applied to the next server's state (a
+        # slow apply once landed after a restart without state and made an orphan).
+        self.closed = False
         super().__init__(address, Handler)
 
 
@@ -85,6 +91,7 @@ class Handler(BaseHTTPRequestHandler):
     # avoids the 40 ms Nagle/delayed-ACK stall per keep-alive request.
     wbufsize = 1 << 16
     server: Server
+    _seen: Seen | None = None  # the current request as fault injection saw it
 
     def setup(self) -> None:
         """Disable Nagle's algorithm on the connection."""
@@ -234,6 +241,31 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
+    def _fault(self, method: str, path: str, params: dict[str, str]) -> Seen | None:
+        """Apply fault injection to one request: sleep its delay, cap a list's page, raise
+        its injected error; ``None`` when it gets no answer (a dropped connection, or the
+        server stopped meanwhile)."""
+        if self.server.closed:
+            return None
+        faults = self.server.sim.faults
+        delay, seen = faults.pick(method, path, self.headers.get("User-Agent", ""))
+        self._seen = seen  # _handle marks when an injected error was answered
+        if delay:
+            time.sleep(delay)
+        if seen.code == 0 or self.server.closed:
+            return None
+        max_page = faults.config.max_page
+        if max_page and method == "GET":
+            asked = int(params.get("limit") or 0)
+            params["limit"] = str(min(asked, max_page) if asked else max_page)
+        if seen.code is not None:
+            self._read()
+            parts = [p for p in path.split("/") if p]
+            name = parts[-1] if len(parts) > 4 else ""
+            plural = parts[-2] if len(parts) > 4 else (parts[-1] if parts else "")
+            raise faults.error(seen.code, plural, name)
+        return seen
+
     def _handle(self, method: str) -> None:
         self._body_read = False
         self._status = 0
@@ -243,6 +275,7 @@ class Handler(BaseHTTPRequestHandler):
         sim = self.server.sim
         proxied = None if path.startswith("/_kubesim") else serviceproxy.match(split.path)
         entry = None
+        self._seen = None
         if proxied is not None:
             entry = sim.proxy_log.record(
                 method,
@@ -257,22 +290,9 @@ class Handler(BaseHTTPRequestHandler):
                 body, _ = self._body(admin=True)
                 self._send(200, sim.admin(method, path, body))
                 return
-            delay, code = sim.faults.pick(method, path)
-            if delay:
-                time.sleep(delay)
-            if code == 0:  # a dropped connection: no answer at all
+            if self._fault(method, path, params) is None:  # dropped: no answer at all
                 self.close_connection = True
                 return
-            max_page = sim.faults.config.max_page
-            if max_page and method == "GET":
-                asked = int(params.get("limit") or 0)
-                params["limit"] = str(min(asked, max_page) if asked else max_page)
-            if code is not None:
-                self._read()
-                parts = [p for p in path.split("/") if p]
-                name = parts[-1] if len(parts) > 4 else ""
-                plural = parts[-2] if len(parts) > 4 else (parts[-1] if parts else "")
-                raise sim.faults.error(code, plural, name)
             if proxied is not None:
                 self._proxy(method, proxied, split)
             else:
@@ -287,6 +307,8 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             if entry is not None:
                 entry["status"] = self._status
+            if self._seen is not None and self._seen.code is not None:
+                self._seen.answered = time.monotonic()
 
     def _proxy(self, method: str, proxied: serviceproxy.ProxyPath, split: SplitResult) -> None:
         """A service proxy request: 301 to ``.../proxy/`` for the bare path, else the

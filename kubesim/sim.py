@@ -121,6 +121,7 @@ class KubeSim:
         """Stop serving (and save the snapshot when one is configured)."""
         self._stop.set()
         if self._server is not None:
+            self._server.closed = True
             self._server.shutdown()
             self._server.server_close()
             self._server = None

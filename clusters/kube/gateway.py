@@ -15,6 +15,7 @@ pod's in-cluster service account.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -205,17 +206,21 @@ class Gateway:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Any:
-        # A write the API server throttled is not sent again before its Retry-After, by
+        # A request the API server throttled is not sent again before its Retry-After, by
         # any process (clusters/kube/notbefore.py): the Kubernetes API suite caught a
-        # DELETE re-sent by the next pass 0.4 s after a 429 that asked for 1 s.
-        if method != "GET":
-            left = notbefore.wait("write", path)
-            if left > 0:
-                raise TransientKubeError(
-                    f"{what}: waiting {left:.1f} s more, as the API server asked",
-                    status=429,
-                    retry_after=left,
-                )
+        # DELETE re-sent by the next pass 0.4 s after a 429 that asked for 1 s, and the
+        # next pass's LISTs sooner still. Reads and writes of a path are held apart.
+        scope = "read" if method == "GET" else "write"
+        # The deadline is that API server's: another cluster (or another test's
+        # simulator) has its own.
+        held = f"{self._api.configuration.host}{path}"
+        left = notbefore.wait(scope, held)
+        if left > 0:
+            raise TransientKubeError(
+                f"{what}: waiting {left:.1f} s more, as the API server asked",
+                status=429,
+                retry_after=left,
+            )
         try:
             response = self._api.call_api(
                 path,
@@ -229,8 +234,8 @@ class Gateway:
             )
         except Exception as exc:  # classified right here
             error = classify(exc, what=what)
-            if method != "GET" and isinstance(error, TransientKubeError) and error.retry_after:
-                notbefore.hold("write", path, error.retry_after)
+            if isinstance(error, TransientKubeError) and error.retry_after:
+                notbefore.hold(scope, held, error.retry_after)
             raise error from exc
         data = response.data if hasattr(response, "data") else response[0].data
         # orjson: a LIST of thousands of pods is megabytes, and decoding it was most of a
@@ -480,7 +485,7 @@ class Gateway:
 
 
 _lock = threading.Lock()
-_cached: tuple[str, Gateway] | None = None
+_cached: tuple[tuple[str, int], Gateway] | None = None
 
 
 def _build(kubeconfig: str) -> Gateway:
@@ -495,16 +500,21 @@ def _build(kubeconfig: str) -> Gateway:
         raise PermanentKubeError(f"cannot load {source}: {exc}") from exc
     # Retries are ours (with backoff and Retry-After), not urllib3's silent ones.
     configuration.retries = False
-    return Gateway(client.ApiClient(configuration), timeout=settings.KUBE_REQUEST_TIMEOUT_SECONDS)
+    api_client = client.ApiClient(configuration)
+    # The API server's audit log (and kubesim's fault history) can tell the engine's
+    # processes apart: two of them writing one object at once is a race, not a retry.
+    api_client.user_agent = f"gangway-engine (pid {os.getpid()})"
+    return Gateway(api_client, timeout=settings.KUBE_REQUEST_TIMEOUT_SECONDS)
 
 
 def get_gateway() -> Gateway:
-    """The process's gateway, rebuilt when the KUBECONFIG setting changes (tests do that)."""
+    """The process's gateway, rebuilt when the KUBECONFIG setting changes (tests do that)
+    and in a forked child, which must not share its parent's connections."""
     global _cached
-    kubeconfig = settings.KUBECONFIG
+    key = (settings.KUBECONFIG, os.getpid())
     with _lock:
-        if _cached is None or _cached[0] != kubeconfig:
-            _cached = (kubeconfig, _build(kubeconfig))
+        if _cached is None or _cached[0] != key:
+            _cached = (key, _build(key[0]))
         return _cached[1]
 
 

@@ -101,7 +101,7 @@ def test_a_dropped_connection_gets_no_answer_and_is_in_the_history(sim: KubeSim)
     sim.clear_faults()
     assert call(sim.url + "/api/v1/namespaces/default/configmaps")[0] == 200
     history = list(sim.faults.history)
-    assert [(m, p, c) for _, m, p, c in history[-2:]] == [
+    assert [(s.method, s.path, s.code) for s in history[-2:]] == [
         ("GET", "/api/v1/namespaces/default/configmaps", 0),
         ("GET", "/api/v1/namespaces/default/configmaps", None),
     ]
@@ -119,3 +119,31 @@ def test_max_page_caps_a_list_whatever_its_limit(sim: KubeSim) -> None:
     assert len(rest["items"]) == 2
     sim.clear_faults()
     assert len(call(base + "?limit=500")[1]["items"]) == 5
+
+
+def test_a_request_in_flight_when_kubesim_restarts_is_dropped_not_applied(sim: KubeSim) -> None:
+    """A stopped API server answers nothing more: a slow create still asleep in its
+    injected delay when the simulator restarts without state must not land in the new
+    state (it once made an orphan RayCluster after the Kubernetes API suite's restart)."""
+    import http.client
+    import threading
+
+    sim.set_faults(rate=1.0, codes=(), delay_ms=600)  # delayed, then served
+    outcome: list[object] = []
+
+    def slow_create() -> None:
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}}
+        try:
+            outcome.append(call(sim.url + "/api/v1/namespaces/default/configmaps", "POST", body))
+        except (http.client.RemoteDisconnected, ConnectionError, urllib.error.URLError) as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=slow_create)
+    thread.start()
+    time.sleep(0.2)  # the create is asleep in its delay
+    sim.clear_faults()
+    sim.restart(keep_state=False)
+    thread.join(timeout=5)
+    time.sleep(0.6)  # past the delay: a create that was going to land has landed
+    assert outcome and not isinstance(outcome[0], tuple), outcome
+    assert call(sim.url + "/api/v1/namespaces/default/configmaps/late")[0] == 404

@@ -25,3 +25,4 @@ def test_kubernetes_api_faults_lose_nothing(make_rig: Any) -> None:
     assert result.faults["429"] and result.faults["0"] and result.faults["delay"], report
     assert result.permanent_retries == 0
     assert result.throttled_too_soon == [], report
+    assert result.reads_too_soon == [], report

@@ -23,6 +23,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from clusters.kube.gateway import gateway_agent
 from kubesim.faults import Seen
 from reliability.rig import Audit, People, Rig, audit, converge
 
@@ -66,12 +67,16 @@ def _retry_after(history: list[Seen], result: Result) -> None:
     is judged instead: one that came before the refusal was answered, or one from another
     process (its ``User-Agent`` names the process) within ``SHARING_MARGIN`` of the answer,
     before the refused process could have shared the deadline. Two processes writing the
-    same object at once is a race, not a retry; CI once saw a DELETE come 0.01 s after a
-    429 was asked, from a sibling process."""
+    same object at once is a race, not a retry (CI once saw a DELETE come 0.01 s after a
+    429 was asked, which is when the 429 was only being answered)."""
     refusals: dict[tuple[str, str], Seen] = {}
+    # This process's own reads (the audit, the suite's checks) are the harness's, not the
+    # engine's: they neither share the engine's cache nor are judged.
+    harness = gateway_agent()
     for seen in history:
-        if seen.method == "POST":
-            continue  # a create goes to the collection's path: the next POST is another object
+        if seen.method == "POST" or seen.client == harness:
+            # A create goes to the collection's path: the next POST is another object.
+            continue
         key = (seen.method, seen.path.split("?")[0])
         refusal = refusals.get(key)
         if refusal is not None and refusal.answered is not None:

@@ -222,6 +222,35 @@ def audit(expected: dict[int, str]) -> Audit:
     return result
 
 
+def diagnose(rig: Rig, rows: list[Any], *, log_lines: int = 15) -> str:
+    """What a suite that did not converge prints of each stuck request: its row, what
+    Kubernetes holds of it, and the worker's last log lines that name it. CI keeps
+    nothing else of a failed run."""
+    from clusters.kube.gateway import get_gateway
+
+    gw = get_gateway()
+    worker_log = (rig.var / "worker.log").read_text(errors="replace").splitlines()
+    found = []
+    for row in rows:
+        selector = f"{CLUSTER_ID}={row.pk}"
+        objects = [
+            f"{o['kind']} {o['metadata']['name']} {o.get('status') or {}}"
+            for kind in ("RayCluster", "RayJob")
+            for o in gw.list("ray.io/v1", kind, label_selector=selector)
+        ]
+        pods = [
+            f"{p['metadata']['name']} {(p.get('status') or {}).get('phase')}"
+            for p in gw.list("v1", "Pod", label_selector=selector)
+        ]
+        named = [line for line in worker_log if row.name in line][-log_lines:]
+        found.append(
+            f"request {row.pk} {row.name}: {row.state} ({row.state_reason}), holds GPUs "
+            f"{row.holds_gpus}, last error {row.last_error!r}; objects {objects}; pods {pods}; "
+            "worker log:\n" + "\n".join(named)
+        )
+    return "\n".join(found)
+
+
 def _audit_objects(rows: dict[int, Any], result: Audit) -> None:
     """Duplicates and orphans among the managed RayClusters, RayJobs and pods."""
     from clusters.kube.gateway import get_gateway

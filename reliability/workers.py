@@ -25,6 +25,7 @@ from reliability.rig import (
     Rig,
     audit,
     converge,
+    diagnose,
     notification_figures,
     pods_of,
 )
@@ -104,7 +105,10 @@ def exercise(rig: Rig, people: People, inbox: Inbox, *, quick: bool) -> Result:
             timeout=CONVERGE_TIMEOUT,
         )
         if took is None:
-            result.unconverged.append(f"{name} ({len(pks)} requests)")
+            stuck = [r for r in rows(pks) if not done(r)]
+            result.unconverged.append(
+                f"{name} ({len(pks)} requests; not converged: {diagnose(rig, stuck)})"
+            )
         else:
             result.convergence.append(took)
         expected.update(dict.fromkeys(pks, state))

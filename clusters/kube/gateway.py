@@ -488,6 +488,11 @@ _lock = threading.Lock()
 _cached: tuple[tuple[str, int], Gateway] | None = None
 
 
+def gateway_agent() -> str:
+    """The ``User-Agent`` this process's gateway sends: it names the process."""
+    return f"gangway-engine (pid {os.getpid()})"
+
+
 def _build(kubeconfig: str) -> Gateway:
     configuration = client.Configuration()
     try:
@@ -503,7 +508,7 @@ def _build(kubeconfig: str) -> Gateway:
     api_client = client.ApiClient(configuration)
     # The API server's audit log (and kubesim's fault history) can tell the engine's
     # processes apart: two of them writing one object at once is a race, not a retry.
-    api_client.user_agent = f"gangway-engine (pid {os.getpid()})"
+    api_client.user_agent = gateway_agent()
     return Gateway(api_client, timeout=settings.KUBE_REQUEST_TIMEOUT_SECONDS)
 
 

@@ -1,9 +1,9 @@
 """Pagination for every list endpoint: ``?page=N&page_size=M`` with a bounded page size.
 
 Both parameters are validated like any other input: ``page_size=true``, ``page=abc``,
-``page=0`` or ``page_size=10000`` are a 400 naming the parameter (DRF would silently use
-its default page size, or answer "Invalid page." with a 404). A page past the last one
-is a 404. The schema states the same bounds.
+``page_size=180.0``, ``page=0`` or ``page_size=10000`` are a 400 naming the parameter
+(DRF would silently use its default page size, or answer "Invalid page." with a 404).
+A page past the last one is a 404. The schema states the same bounds.
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
+from controlplane.api.serializers import QueryIntegerField
+
 MAX_PAGE_SIZE = 500
 
 
 class PageQueryIn(serializers.Serializer):
     """The pagination query parameters."""
 
-    page = serializers.IntegerField(min_value=1, max_value=2**31 - 1, default=1)
-    page_size = serializers.IntegerField(min_value=1, max_value=MAX_PAGE_SIZE, required=False)
+    page = QueryIntegerField(min_value=1, max_value=2**31 - 1, default=1)
+    page_size = QueryIntegerField(min_value=1, max_value=MAX_PAGE_SIZE, required=False)
 
 
 class Pagination(PageNumberPagination):

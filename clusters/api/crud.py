@@ -26,7 +26,7 @@ from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
 from clusters.requests import controls, services
 from clusters.spec import ClusterSpec
-from controlplane.api.serializers import StrictSerializer
+from controlplane.api.serializers import JsonIntegerField, StrictSerializer
 from controlplane.api.viewsets import bodyless
 from tenants.models import Role, Tenant
 
@@ -34,7 +34,7 @@ from tenants.models import Role, Tenant
 class ExtendIn(StrictSerializer):
     """Body of ``POST .../extend/``: the bounds of :func:`shapes.validate_extend_hours`."""
 
-    hours = serializers.IntegerField(
+    hours = JsonIntegerField(
         min_value=shapes.MIN_HOURS,
         max_value=shapes.MAX_HOURS,
         # Every way of getting ``hours`` wrong reads as the one rule, in the dashboard too.
@@ -63,7 +63,7 @@ class ReasonIn(StrictSerializer):
 class PriorityIn(StrictSerializer):
     """Body of ``POST .../priority/``: the new priority and why."""
 
-    priority = serializers.IntegerField(
+    priority = JsonIntegerField(
         min_value=settings.CLUSTER_PRIORITY_MIN, max_value=settings.CLUSTER_PRIORITY_MAX
     )
     reason = serializers.CharField(max_length=controls.REASON_MAX)

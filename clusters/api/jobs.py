@@ -35,6 +35,7 @@ from clusters.requests.verdicts import dry_run_verdict
 from clusters.shapes import DNS_LABEL_PATTERN
 from clusters.spec import PAYLOAD_FIELDS, ClusterSpec
 from controlplane.api import generics as drf
+from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless
 from tenants.api.viewsets import TenantScopedViewSet
 from tenants.models import Role, Tenant
@@ -58,7 +59,7 @@ class JobCreateInput(ClusterCreateInput):
         help_text="What Ray sets up before the driver runs: working_dir (a remote URI), "
         "py_modules, pip, env_vars (no NVIDIA_* or CUDA_VISIBLE_DEVICES).",
     )
-    active_deadline_seconds = serializers.IntegerField(
+    active_deadline_seconds = JsonIntegerField(
         required=False,
         allow_null=True,
         default=None,
@@ -67,7 +68,7 @@ class JobCreateInput(ClusterCreateInput):
         help_text="Stop the job this long after it started; also its expected run time "
         "in the queue's ETAs.",
     )
-    ttl_seconds_after_finished = serializers.IntegerField(
+    ttl_seconds_after_finished = JsonIntegerField(
         required=False,
         default=0,
         min_value=0,

@@ -13,6 +13,7 @@ from clusters.models import ClusterKind
 from clusters.requests import services
 from clusters.requests.services import MAX_FLAVORS
 from controlplane.api import generics as drf
+from controlplane.api.serializers import JsonIntegerField
 from tenants.models import GpuFlavor
 from tenants.selectors import unknown_flavor_message
 
@@ -56,11 +57,11 @@ class ClusterCreateInput(drf.Serializer):
         f"{MAX_FLAVORS}): it is admitted on the first of them that fits now. "
         '"flavor": "x" is the same as "flavors": ["x"].',
     )
-    workers = serializers.IntegerField(default=1, min_value=0, max_value=1024)
-    min_workers = serializers.IntegerField(
+    workers = JsonIntegerField(default=1, min_value=0, max_value=1024)
+    min_workers = JsonIntegerField(
         required=False, allow_null=True, default=None, min_value=0, max_value=1024
     )
-    max_workers = serializers.IntegerField(
+    max_workers = JsonIntegerField(
         required=False,
         allow_null=True,
         default=None,
@@ -72,14 +73,14 @@ class ClusterCreateInput(drf.Serializer):
     gpu_fraction = serializers.DecimalField(
         max_digits=4, decimal_places=3, required=False, allow_null=True, default=None
     )
-    ttl_hours = serializers.IntegerField(
+    ttl_hours = JsonIntegerField(
         required=False,
         allow_null=True,
         default=None,
         min_value=shapes.MIN_HOURS,
         max_value=shapes.MAX_HOURS,
     )
-    priority = serializers.IntegerField(
+    priority = JsonIntegerField(
         required=False,
         default=0,
         min_value=settings.CLUSTER_PRIORITY_MIN,

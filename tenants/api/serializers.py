@@ -14,7 +14,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser
 from rest_framework import serializers
 
-from controlplane.api.serializers import StrictModelSerializer, StrictSerializer
+from controlplane.api.serializers import (
+    JsonIntegerField,
+    StrictModelSerializer,
+    StrictSerializer,
+)
 from tenants.models import AuditEvent, GpuFlavor, Membership, Role, Tenant
 
 # --- Auth and users -----------------------------------------------------------------
@@ -142,11 +146,11 @@ class PolicySerializer(StrictSerializer):
     """What one engineer may hold and how long dev clusters live; every key is optional
     (omitted keys keep their value, or the default on create)."""
 
-    max_dev_clusters_per_user = serializers.IntegerField(min_value=0, max_value=100, required=False)
-    max_dev_gpus_per_user = serializers.IntegerField(min_value=0, max_value=1024, required=False)
-    dev_ttl_hours = serializers.IntegerField(min_value=1, max_value=24 * 90, required=False)
-    max_ttl_hours = serializers.IntegerField(min_value=1, max_value=24 * 365, required=False)
-    idle_suspend_minutes = serializers.IntegerField(
+    max_dev_clusters_per_user = JsonIntegerField(min_value=0, max_value=100, required=False)
+    max_dev_gpus_per_user = JsonIntegerField(min_value=0, max_value=1024, required=False)
+    dev_ttl_hours = JsonIntegerField(min_value=1, max_value=24 * 90, required=False)
+    max_ttl_hours = JsonIntegerField(min_value=1, max_value=24 * 365, required=False)
+    idle_suspend_minutes = JsonIntegerField(
         min_value=0,
         max_value=24 * 60 * 30,
         required=False,
@@ -155,7 +159,7 @@ class PolicySerializer(StrictSerializer):
     idle_suspend_prod = serializers.BooleanField(
         required=False, help_text="Apply the idle policy to production clusters too."
     )
-    monthly_gpu_hour_budget = serializers.IntegerField(
+    monthly_gpu_hour_budget = JsonIntegerField(
         min_value=1,
         max_value=100_000_000,
         required=False,
@@ -169,17 +173,15 @@ class TenantAdminPolicySerializer(StrictSerializer):
     """What a tenant's own admins may change (``PATCH .../policy/``); the rest of the
     policy is the platform's (a key outside these is a 400 naming it)."""
 
-    max_dev_clusters_per_user = serializers.IntegerField(min_value=0, max_value=100, required=False)
-    max_dev_gpus_per_user = serializers.IntegerField(min_value=0, max_value=1024, required=False)
-    dev_ttl_hours = serializers.IntegerField(
+    max_dev_clusters_per_user = JsonIntegerField(min_value=0, max_value=100, required=False)
+    max_dev_gpus_per_user = JsonIntegerField(min_value=0, max_value=1024, required=False)
+    dev_ttl_hours = JsonIntegerField(
         min_value=1,
         max_value=24 * 90,
         required=False,
         help_text="At most the tenant's max_ttl_hours, which the platform sets.",
     )
-    idle_suspend_minutes = serializers.IntegerField(
-        min_value=0, max_value=24 * 60 * 30, required=False
-    )
+    idle_suspend_minutes = JsonIntegerField(min_value=0, max_value=24 * 60 * 30, required=False)
     idle_suspend_prod = serializers.BooleanField(required=False)
 
 
@@ -279,9 +281,9 @@ class MemberOutSerializer(serializers.ModelSerializer[Membership]):
 
 class QuotaLineSerializer(StrictSerializer):
     flavor = serializers.CharField(max_length=40)
-    gpus = serializers.IntegerField(min_value=0, max_value=1_000_000)
-    borrow_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
-    lend_limit = serializers.IntegerField(
+    gpus = JsonIntegerField(min_value=0, max_value=1_000_000)
+    borrow_limit = JsonIntegerField(min_value=0, max_value=1_000_000, default=0)
+    lend_limit = JsonIntegerField(
         min_value=0,
         max_value=1_000_000,
         default=None,
@@ -295,8 +297,8 @@ class QuotaSetSerializer(StrictSerializer):
     """A tenant's whole quota: GPUs per flavor plus tenant-wide CPU and memory."""
 
     flavors = QuotaLineSerializer(many=True, max_length=1000)  # type: ignore[call-arg]
-    cpu = serializers.IntegerField(min_value=0, max_value=10_000_000)
-    memory_gib = serializers.IntegerField(min_value=0, max_value=100_000_000)
+    cpu = JsonIntegerField(min_value=0, max_value=10_000_000)
+    memory_gib = JsonIntegerField(min_value=0, max_value=100_000_000)
 
 
 # --- Audit --------------------------------------------------------------------------

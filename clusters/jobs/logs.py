@@ -45,10 +45,10 @@ class LogBounds:
             if raw in (None, ""):
                 values[key] = default
                 continue
-            try:
-                value = int(str(raw))
-            except ValueError:
-                value = 0
+            # Decimal digits only: int() also takes "1_000", "+5", " 5" and other
+            # scripts' digits, which the schema (type: integer) does not.
+            text = str(raw)
+            value = int(text) if text.isascii() and text.isdigit() else 0
             if not 1 <= value <= most:
                 errors[key] = f"A whole number from 1 to {most}."
             values[key] = value

@@ -234,6 +234,11 @@ def test_logs_of_a_waiting_job_say_why_there_are_none(as_user: Any, bob: Any) ->
     assert "not started" in body["message"]
     bad = client.get(JOBS + name + "/logs/?tail=0")
     assert bad.status_code == 400 and "tail" in bad.json()["error"]["fields"]
+    # Decimal digits only, as the schema's type: integer (int() takes all of these).
+    for loose in ("1_000", "+5", "%205", "\uff15", "5.0"):
+        refused = client.get(JOBS + name + f"/logs/?tail={loose}&limit_bytes={loose}")
+        assert refused.status_code == 400, loose
+        assert set(refused.json()["error"]["fields"]) == {"tail", "limit_bytes"}, loose
     # As text: the reason in one line (an empty body would lose its Content-Type).
     empty = client.get(JOBS + name + "/logs/?format=text")
     assert empty["Content-Type"].startswith("text/plain")

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters import admission as adm
-from clusters.models import ClusterKind, ClusterRequest
+from clusters.models import ClusterKind, ClusterRequest, Job
 from clusters.queue import capacity
 from clusters.spec import SPEC_COLUMNS, ClusterSpec
 from clusters.states import State
@@ -62,22 +62,43 @@ def _pending(
 def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
     """The pure view of a queued (or candidate, unsaved) request."""
     spec = ClusterSpec.of(row)
-    pending = _pending(
-        pk=pk if pk is not None else row.pk,
-        tenant=row.tenant.slug,
-        owner=row.owner_id or 0,
-        spec=spec,
-        gpus=row.gpus,
-        cpu=row.cpu,
-        memory_gib=row.memory_gib,
-        created_at=row.created_at or timezone.now(),
-        earmarked=row.earmarked_at is not None,
+    pending = _with_deadline(
+        _pending(
+            pk=pk if pk is not None else row.pk,
+            tenant=row.tenant.slug,
+            owner=row.owner_id or 0,
+            spec=spec,
+            gpus=row.gpus,
+            cpu=row.cpu,
+            memory_gib=row.memory_gib,
+            created_at=row.created_at or timezone.now(),
+            earmarked=row.earmarked_at is not None,
+        ),
+        _job_deadline_seconds(row),
     )
     names = spec.flavor_names()
     if len(names) < 2:
         return pending
     options = flavor_options(spec, GpuFlavor.objects.in_bulk(list(names), field_name="name"))
     return with_options(pending, options)
+
+
+def _job_deadline_seconds(row: ClusterRequest) -> int | None:
+    """A job's ``active_deadline_seconds`` (a candidate's from its unsaved details)."""
+    if not row.is_job:
+        return None
+    details = getattr(row, "_job_details", None)
+    if details is None and row.pk is not None:
+        details = Job.objects.filter(request_id=row.pk).only("active_deadline_seconds").first()
+    return details.active_deadline_seconds if details is not None else None
+
+
+def _with_deadline(pending: adm.Pending, deadline_seconds: int | None) -> adm.Pending:
+    """A job with a deadline ends by then once it starts (KubeRay stops it): that is its
+    TTL for the queue, which counts on it in ETAs and lets it backfill under a hold."""
+    if pending.ttl is not None or not deadline_seconds:
+        return pending
+    return replace(pending, ttl=timedelta(seconds=deadline_seconds))
 
 
 def flavor_options(spec: ClusterSpec, by_name: dict[str, GpuFlavor]) -> list[adm.FlavorOption]:
@@ -151,6 +172,7 @@ _QUEUED_FIELDS = (
     "created_at",
     "earmarked_at",
     "capacity_state",
+    "job__active_deadline_seconds",
 )
 _QUEUE_FIELDS = (
     "queue_position",
@@ -235,6 +257,7 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
             # Nodes the cluster autoscaler provisioned for it (capacity on demand).
             booked=shape.flavor if values["capacity_state"] == "provisioned" else "",
         )
+        request = _with_deadline(request, values["job__active_deadline_seconds"])
         pending.append(with_options(request, shape.options))
         queue = tuple(values[f] for f in _QUEUE_FIELDS)
         rows.append(QueuedRow(values["id"], queue))

@@ -13,6 +13,7 @@ from django.utils import timezone
 from clusters.jobs.spec import JobSpec
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
+from clusters.queue.snapshot import build_snapshot, pending_of
 from clusters.requests import jobs, services
 from clusters.spec import ClusterSpec
 from clusters.states import State
@@ -93,3 +94,40 @@ def test_a_waiting_request_expects_the_gpus_at_the_jobs_deadline(
     run_admission_pass()
     waiting.refresh_from_db()
     assert waiting.queue_eta is None or waiting.queue_eta > expected + timedelta(days=1)
+
+
+def test_a_queued_jobs_deadline_is_its_ttl_so_what_waits_behind_it_has_an_eta(
+    bob: Any, alice: Any, acme: Any, l4: Any
+) -> None:
+    """A job that has not started yet ends at the latest its deadline after it starts:
+    the queue counts on that for what waits behind it, as for a cluster's TTL."""
+    # acme may hold 2 L4s: alice's cluster takes both for two hours.
+    acme.max_dev_clusters_per_user = acme.max_dev_gpus_per_user = 50
+    acme.save()
+    cluster = services.cluster_request_create(
+        actor=alice, tenant=acme, spec=ClusterSpec(name="dev", flavor=l4, workers=2)
+    )
+    assert run_admission_pass().admitted == [cluster.pk]
+    ends = timezone.now() + timedelta(hours=2)
+    ClusterRequest.objects.filter(pk=cluster.pk).update(expires_at=ends)
+    job = jobs.job_create(
+        actor=bob,
+        tenant=acme,
+        spec=ClusterSpec(name="hour", flavor=l4, workers=2),
+        job=JobSpec(entrypoint="python train.py", active_deadline_seconds=3600),
+    )
+    behind = services.cluster_request_create(
+        actor=alice, tenant=acme, spec=ClusterSpec(name="next", flavor=l4, workers=1)
+    )
+    snapshot, _ = build_snapshot()
+    queued = {p.id: p for p in snapshot.pending}
+    assert queued[job.pk].ttl == timedelta(seconds=3600)
+    assert pending_of(ClusterRequest.objects.get(pk=job.pk)).ttl == timedelta(seconds=3600)
+    run_admission_pass()
+    job.refresh_from_db()
+    behind.refresh_from_db()
+    assert job.queue_eta is not None and abs((job.queue_eta - ends).total_seconds()) < 120
+    # The job starts when the cluster ends, and gives the GPUs back an hour later.
+    expected = ends + timedelta(seconds=3600)
+    assert behind.queue_eta is not None, "the job's deadline bounds its run"
+    assert abs((behind.queue_eta - expected).total_seconds()) < 120, (behind.queue_eta, expected)

@@ -33,7 +33,7 @@ backfilled cluster's TTL can move it by the extension).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -49,28 +49,41 @@ BACKFILLED_POOLS = ("t", "c", "f")
 
 @dataclass
 class Reservation:
-    """A holder's reservation: for each pool it is short of, when that pool is sure to
-    have room for it (``None``: never, by what is sure to end); for each pool it draws
-    from, what is spare there (then, or now where it has room now), as later admissions
-    take it."""
+    """A holder's reservation. For each pool it is short of: when that pool is sure to
+    have room for it (``room``; ``None``: never, by what is sure to end) and what is
+    spare there then, as later admissions take it (``spare``). For each pool it has room
+    in now: what it needs there (``kept``), which nothing that passes it may take; the
+    pool's free amount is read when asked, since requests that pass no hold draw from it
+    too."""
 
     holder: Pending
     room: dict[Pool, datetime | None]
     spare: dict[Pool, Decimal]
+    kept: dict[Pool, Decimal]
 
-    def admits(self, now: datetime, p: Pending, draws: dict[Pool, Decimal]) -> list[Pool] | None:
-        """Whether ``p``, taking ``draws`` of each pool it draws from, may pass the holder:
-        the pools whose spare it takes (``None``: it may not pass)."""
+    def admits(
+        self,
+        now: datetime,
+        p: Pending,
+        draws: dict[Pool, Decimal],
+        available: Callable[[Pool], Decimal],
+    ) -> list[Pool] | None:
+        """Whether ``p``, taking ``draws`` of each pool it draws from, may pass the holder
+        (``available`` says what a pool has free now): the pools whose spare it takes
+        (``None``: it may not pass)."""
         spends: list[Pool] = []
         for pool, taken in draws.items():
-            if pool not in self.spare:
-                continue  # not a pool the holder needs
-            if pool in self.room:
-                when = self.room[pool]
-                if when is None:
+            if pool in self.kept:
+                if available(pool) - taken < self.kept[pool]:
                     return None
-                if p.ttl is not None and now + p.ttl <= when:
-                    continue  # gone before the holder can have the pool
+                continue
+            if pool not in self.room:
+                continue  # not a pool the holder needs
+            when = self.room[pool]
+            if when is None:
+                return None
+            if p.ttl is not None and now + p.ttl <= when:
+                continue  # gone before the holder can have the pool
             if taken > self.spare[pool]:
                 return None
             spends.append(pool)
@@ -136,10 +149,12 @@ def reserve(
     ends.sort(key=lambda e: e[0])
     room: dict[Pool, datetime | None] = {}
     spare: dict[Pool, Decimal] = {}
+    kept: dict[Pool, Decimal] = {}
     for pool, need in pools.items():
         whole_nodes = holder.kind == PROD and pool[0] == "f"
         if pool not in short:
-            spare[pool] = ZERO if whole_nodes else max(led.available(pool) - need, ZERO)
+            # A production holder's whole nodes: any GPU taken may break one.
+            kept[pool] = Decimal("Infinity") if whole_nodes else need
             continue
         when = _room(led, pool, need, ends) if pool[0] in BACKFILLED_POOLS else None
         room[pool] = when
@@ -147,7 +162,7 @@ def reserve(
             spare[pool] = ZERO
         else:
             spare[pool] = max(_available_at(led, pool, ends, when) - need, ZERO)
-    return Reservation(holder, room, spare)
+    return Reservation(holder, room, spare, kept)
 
 
 def _releases_of(

@@ -340,17 +340,16 @@ class _Pass:
         """``HEAD_OF_LINE`` when a request ahead holds one of the pools ``p`` draws from
         and ``p`` may not be backfilled under it."""
         pools = self.draws_from(p)
+        draws: dict[Pool, Decimal] | None = None
         for pool in pools:
             holder = self.blocks.get(pool)
             if holder is None:
                 continue
             reservation = self.reservation(holder)
-            if (
-                reservation is not None
-                and reservation.admits(self.snap.now, p, backfill.draws(self.led, pools, p))
-                is not None
-            ):
-                continue
+            if reservation is not None:
+                draws = draws or backfill.draws(self.led, pools, p)
+                if reservation.admits(self.snap.now, p, draws, self.led.available) is not None:
+                    continue
             if not self.explain:
                 return HEAD_OF_LINE, "", pool
             if holder.id in self.promises.holders and holder.created_at > self.aged_before:
@@ -460,7 +459,7 @@ class _Pass:
                 reservation = self.reservations.get(holder)
                 if reservation is None:
                     continue
-                spends = reservation.admits(self.snap.now, p, draws)
+                spends = reservation.admits(self.snap.now, p, draws, self.led.available)
                 if spends:
                     reservation.take(spends, draws)
         self.led.charge(p)

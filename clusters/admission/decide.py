@@ -29,12 +29,10 @@ import copy
 import heapq
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
 
-from clusters.admission import backfill
 from clusters.admission.caps import CapBreach
 from clusters.admission.eta import Wait, WaitKey, estimate
 from clusters.admission.ledger import Ledger, Pool, fmt
@@ -95,9 +93,6 @@ class _Pass:
         self.aged_before = snap.now - snap.aging
         self.led = Ledger(snap)
         self.blocks: dict[Pool, Pending] = {}
-        # Each holder's reservation, by its id, made when a request first asks to pass
-        # it (:mod:`clusters.admission.backfill`).
-        self.reservations: dict[int, backfill.Reservation] = {}
         # GPUs being freed by suspensions and promised to the requests that asked for them.
         self.promises = Promises(self.led)
         self.reclaimed_from: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
@@ -337,19 +332,11 @@ class _Pass:
         )
 
     def held(self, p: Pending) -> tuple[str, str, Pool] | None:
-        """``HEAD_OF_LINE`` when a request ahead holds one of the pools ``p`` draws from
-        and ``p`` may not be backfilled under it."""
-        pools = self.draws_from(p)
-        draws: dict[Pool, Decimal] | None = None
-        for pool in pools:
+        """``HEAD_OF_LINE`` when a request ahead holds one of the pools ``p`` draws from."""
+        for pool in self.draws_from(p):
             holder = self.blocks.get(pool)
             if holder is None:
                 continue
-            reservation = self.reservation(holder)
-            if reservation is not None:
-                draws = draws or backfill.draws(self.led, pools, p)
-                if reservation.admits(self.snap.now, p, draws, self.led.available) is not None:
-                    continue
             if not self.explain:
                 return HEAD_OF_LINE, "", pool
             if holder.id in self.promises.holders and holder.created_at > self.aged_before:
@@ -359,35 +346,10 @@ class _Pass:
                 HEAD_OF_LINE,
                 f"Held behind request {holder.id}, which has waited {waited} and now "
                 "goes first for the same GPUs, so that smaller requests cannot keep "
-                f"passing it.{_backfill_hint(reservation, pool, self.snap.now)}",
+                "passing it.",
                 pool,
             )
         return None
-
-    def reservation(self, holder: Pending) -> backfill.Reservation | None:
-        """The reservation of a request holding a pool (``None``: nothing may be
-        backfilled under it), made when a request first asks to pass it."""
-        if not self.snap.backfill or holder.id in self.promises.holders:
-            return None
-        found = self.reservations.get(holder.id)
-        if found is None:
-            pools = self.draws_from(holder)
-            suspends = self.snap.now + self.snap.reclaim_grace
-            found = self.reservations[holder.id] = backfill.reserve(
-                self.led,
-                holder,
-                backfill.needs(self.led, pools, holder),
-                self.short_of(holder, pools),
-                self.snap.running,
-                self.placed.values(),
-                {r.id: r.suspend_at or suspends for r in self._picked_running()},
-            )
-        return found
-
-    def _picked_running(self) -> list[Running]:
-        if not self.picked:
-            return []
-        return [r for r in self.snap.running if r.id in self.picked]
 
     def _held_for_promise(self, p: Pending, pool: Pool) -> tuple[str, str, Pool]:
         """``p`` would fit, but only by taking GPUs promised to a request that borrowed
@@ -449,19 +411,6 @@ class _Pass:
         return outcome
 
     def _admit(self, p: Pending) -> None:
-        # What it takes from the spare of the holders it passed (one that ends before a
-        # holder's reservation takes nothing from it).
-        if self.reservations:
-            pools = self.draws_from(p)
-            draws = backfill.draws(self.led, pools, p)
-            passed = {self.blocks[pool].id for pool in pools if pool in self.blocks}
-            for holder in passed:
-                reservation = self.reservations.get(holder)
-                if reservation is None:
-                    continue
-                spends = reservation.admits(self.snap.now, p, draws, self.led.available)
-                if spends:
-                    reservation.take(spends, draws)
         self.led.charge(p)
         self.led.take_capacity(p)
         self.placed[p.id] = p
@@ -477,22 +426,6 @@ class _Pass:
             and reason in (TENANT_QUOTA, COHORT_QUOTA, CAPACITY)
         ):
             self.blocks.setdefault(pool, p)
-
-    def short_of(self, p: Pending, pools: list[Pool]) -> list[Pool]:
-        """The pools of ``pools`` (those ``p`` draws from) that lack room for it now."""
-        led = self.led
-        out: list[Pool] = []
-        for pool, taken in backfill.draws(led, pools, p).items():
-            if pool[0] == "f":
-                if p.booked == p.flavor:
-                    continue
-                nodes = led.whole_free_nodes(p.flavor)
-                if p.kind == PROD and nodes is not None and p.workers > nodes:
-                    out.append(pool)
-                    continue
-            if led.available(pool) < taken:
-                out.append(pool)
-        return out
 
     def _step_fungible(self, p: Pending) -> tuple[str, str, Pool] | None:
         """:meth:`step` for a request that accepts several flavors (Kueue's flavor
@@ -574,9 +507,6 @@ class _Pass:
         other = copy.copy(self)
         other.led = self.led.fork()
         other.blocks = dict(self.blocks)
-        other.reservations = {
-            holder: replace(r, spare=dict(r.spare)) for holder, r in self.reservations.items()
-        }
         other.promises = self.promises.fork(other.led)
         other.reclaimed_from = defaultdict(Decimal, self.reclaimed_from)
         other.victims = dict(self.victims)
@@ -670,18 +600,6 @@ def queue_status(
 
 def _key(p: Pending) -> WaitKey:
     return (p.id, p.flavor)
-
-
-def _backfill_hint(reservation: backfill.Reservation | None, pool: Pool, now: datetime) -> str:
-    """What would let a request held in ``pool`` pass its holder anyway, when anything
-    would."""
-    start = reservation.start(pool) if reservation is not None else None
-    if start is None:
-        return ""
-    return (
-        f" A request whose TTL ends within {_minutes((start - now).total_seconds())}"
-        " may still start before it."
-    )
 
 
 def _promised_message(who: str, flavor: str) -> str:

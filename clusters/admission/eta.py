@@ -9,9 +9,8 @@ request, so the cost is O(n log n) overall.
 
 Assumptions (they make the ETA an estimate, not a promise): nothing new arrives,
 clusters live until their TTL, a request is held only by the pool of its current
-reason, and whole-node placement of prod workers is not modelled, nor is backfill under
-a hold (:mod:`clusters.admission.backfill`), which can start a request sooner than its
-ETA says. A pool whose blockers have no TTL yields ``None`` ("unknown").
+reason, and whole-node placement of prod workers is not modelled. A pool whose blockers
+have no TTL yields ``None`` ("unknown").
 """
 
 from __future__ import annotations

@@ -224,9 +224,8 @@ class Snapshot:
 
     ``aging`` is how long a request may be passed by smaller ones: once it has waited
     that long it holds, for everything behind it, the pool that blocks it (the bounded
-    wait). ``backfill`` lets a request pass a holder when that cannot delay it
-    (:mod:`clusters.admission.backfill`); strict first come, first served turns it off.
-    ``reclaim_grace`` is how long a reclaimed cluster is warned before it is suspended.
+    wait). ``reclaim_grace`` is how long a reclaimed cluster is warned before it is
+    suspended.
     """
 
     now: datetime
@@ -238,7 +237,6 @@ class Snapshot:
     parked: Sequence[Parked] = ()
     aging: timedelta = timedelta(hours=1)
     reclaim_grace: timedelta = timedelta(minutes=15)
-    backfill: bool = True
 
 
 @dataclass(frozen=True)

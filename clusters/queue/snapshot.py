@@ -95,7 +95,7 @@ def _job_deadline_seconds(row: ClusterRequest) -> int | None:
 
 def _with_deadline(pending: adm.Pending, deadline_seconds: int | None) -> adm.Pending:
     """A job with a deadline ends by then once it starts (KubeRay stops it): that is its
-    TTL for the queue, which counts on it in ETAs and lets it backfill under a hold."""
+    TTL for the queue, which counts on it in the ETAs of what waits behind it."""
     if pending.ttl is not None or not deadline_seconds:
         return pending
     return replace(pending, ttl=timedelta(seconds=deadline_seconds))

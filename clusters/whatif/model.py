@@ -83,14 +83,13 @@ class IdlePolicy:
 @dataclass(frozen=True)
 class World:
     """The fleet and its policy: flavors (``node_count`` nodes each), tenants, quotas,
-    each tenant's idle policy, and the pass's aging, backfill and reclaim grace."""
+    each tenant's idle policy, and the pass's aging and reclaim grace."""
 
     flavors: Sequence[FlavorQ]
     tenants: Sequence[TenantQ]
     quotas: Sequence[QuotaQ]
     idle: dict[str, IdlePolicy] = field(default_factory=dict)
     aging: timedelta = timedelta(hours=1)
-    backfill: bool = True
     reclaim_grace: timedelta = timedelta(minutes=15)
 
     def flavor(self, name: str) -> FlavorQ | None:

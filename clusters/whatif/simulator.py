@@ -254,15 +254,13 @@ def _repeats(st: _State, now: float) -> bool:
 
 def _as_mode(world: World, mode: str) -> World:
     """The world a baseline sees: FIFO has no borrowing and every request ages at once
-    with no backfill (so the oldest holds its pool: strict first come, first served
-    within a priority)."""
+    (so the oldest holds its pool: strict first come, first served within a priority)."""
     if mode != FIFO:
         return world
     return replace(
         world,
         quotas=[replace(q, borrow_limit=0) for q in world.quotas],
         aging=timedelta(0),
-        backfill=False,
         idle={},
     )
 
@@ -360,7 +358,6 @@ def _snapshot(st: _State, now: float) -> Snapshot:
         running=running,
         pending=pending,
         aging=st.world.aging,
-        backfill=st.world.backfill,
         reclaim_grace=st.world.reclaim_grace,
     )
 

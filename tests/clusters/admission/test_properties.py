@@ -255,12 +255,11 @@ def test_dry_run_agrees_with_the_pass(snap: Snapshot, data: st.DataObject) -> No
 
 def _simulate_stream(
     *, aging: timedelta, tenants: int, arrivals: list[list[tuple[int, int, int]]], tick: int
-) -> tuple[int | None, list[tuple[int, int, int, str, int]], dict[int, str]]:
+) -> tuple[int | None, list[tuple[int, int, int, str]], dict[int, str]]:
     """Run a pass every ``tick`` minutes on one 8-GPU node; the 8-GPU request 1 arrives
     after the first tick while 1-2 GPU requests keep arriving (``arrivals[step]`` is a list
     of (tenant, gpus, ttl minutes)). Returns when request 1 started (minutes), every
-    admission as (minute, id, created minute, tenant, ttl minutes) and request 1's reason
-    per minute."""
+    admission as (minute, id, created minute, tenant) and request 1's reason per minute."""
     slugs = TENANTS[:tenants]
     base = Snapshot(
         now=NOW,
@@ -272,7 +271,7 @@ def _simulate_stream(
     running: list[Running] = []
     waiting: list[Pending] = []
     created: dict[int, int] = {}
-    admissions: list[tuple[int, int, int, str, int]] = []
+    admissions: list[tuple[int, int, int, str]] = []
     reasons: dict[int, str] = {}
     next_id = 2
     for step, batch in enumerate(arrivals):
@@ -312,8 +311,7 @@ def _simulate_stream(
         admitted = set(decision.admitted)
         for p in waiting:
             if p.id in admitted:
-                ttl = int((p.ttl or minutes(0)).total_seconds() // 60)
-                admissions.append((minute, p.id, created[p.id], p.tenant, ttl))
+                admissions.append((minute, p.id, created[p.id], p.tenant))
                 running.append(
                     Running(
                         p.id,
@@ -354,15 +352,13 @@ streams = st.integers(1, 3).flatmap(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams, st.sampled_from([20, 45, 90]))
 def test_an_aged_request_is_not_starved_by_a_stream_of_small_ones(stream, aging_min) -> None:
-    """Once the large request has aged, a younger request starts before it only when it
-    is gone again by the time the large one starts (backfilled under its hold:
-    :mod:`clusters.admission.backfill`), or, for other tenants, while the large one waits
-    on its own tenant's quota alone.
+    """Once the large request has aged, younger requests start before it only while it
+    waits on its own tenant's quota, and only for other tenants (its own are held).
 
     Bound: let T* be when it aged or when the last request older than it started,
-    whichever is later. Its tenant's quota then drains within one TTL (what younger of
-    its tenant starts ends by then), then the node drains within one more (what younger
-    starts ends by then): it starts by T* + 2 x the longest TTL + one tick.
+    whichever is later. Its tenant's quota then drains within one TTL (nothing younger
+    of its tenant starts), then the node drains within one more (nothing younger starts
+    at all): it starts by T* + 2 x the longest TTL + one tick.
     """
     tenants, arrivals = stream
     tick, ttl_max = 5, 45
@@ -370,14 +366,12 @@ def test_an_aged_request_is_not_starved_by_a_stream_of_small_ones(stream, aging_
         aging=minutes(aging_min), tenants=tenants, arrivals=arrivals, tick=tick
     )
     t0, aged = tick, tick + aging_min
-    older = [m for m, rid, c, _, _ in admissions if c < t0]
+    older = [m for m, rid, c, _ in admissions if c < t0]
     t_star = max([aged, *older])
     assert started is not None, "starved"
     assert started <= t_star + 2 * ttl_max + tick
-    for minute, rid, created_at, tenant, ttl in admissions:
+    for minute, rid, created_at, tenant in admissions:
         if rid != 1 and aged <= minute < started and created_at >= t0:
-            if minute + ttl <= started:
-                continue  # backfilled: gone before the large request's turn
             assert reasons[minute] == TENANT_QUOTA, (minute, rid, reasons[minute])
             assert tenant != TENANTS[0], (minute, rid)
 

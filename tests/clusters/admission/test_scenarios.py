@@ -148,7 +148,7 @@ def test_small_request_passes_a_large_one_until_it_has_aged() -> None:
     base = dict(
         running=[running(1, "acme", 12, expires_at=NOW + minutes(40))],
         pending=[
-            pending(10, "acme", 16, created_at=NOW - minutes(30), ttl=minutes(60)),
+            pending(10, "acme", 8, created_at=NOW - minutes(30)),
             pending(11, "acme", 2, created_at=NOW - minutes(5)),
         ],
     )
@@ -162,117 +162,9 @@ def test_small_request_passes_a_large_one_until_it_has_aged() -> None:
     held = aged.waiting[11]
     assert held.reason == HEAD_OF_LINE
     assert held.message.startswith("Held behind request 10, which has waited 30 min")
-    # What would let it pass anyway: ending before request 10 can start.
-    assert held.message.endswith(
-        "A request whose TTL ends within 40 min may still start before it."
-    )
-    # The aged one starts when the running cluster expires, the small one after it.
+    # Both start when the running cluster expires; the aged one goes first.
     assert aged.waiting[10].eta == NOW + minutes(40)
-    assert held.eta == NOW + minutes(100)
-
-
-def test_a_request_that_ends_before_the_holder_can_start_is_backfilled() -> None:
-    """Request 10 holds acme's quota from 40 minutes on, when the running cluster
-    expires: request 11 may use the quota until then, not a minute longer."""
-    for ttl, admitted in ((40, [11]), (41, [])):
-        decision = decide(
-            snapshot(
-                aging=minutes(20),
-                running=[running(1, "acme", 12, expires_at=NOW + minutes(40))],
-                pending=[
-                    pending(10, "acme", 16, created_at=NOW - minutes(30)),
-                    pending(11, "acme", 2, created_at=NOW - minutes(5), ttl=minutes(ttl)),
-                ],
-            )
-        )
-        assert decision.admitted == admitted, ttl
-        assert decision.waiting[10].eta == NOW + minutes(40)
-
-
-def test_what_the_holder_leaves_spare_is_backfilled_whatever_its_length() -> None:
-    """Request 10 needs 8 of acme's 16 GPUs: once the running 12 expire it has room to
-    spare, so a 2-GPU request without a TTL may start now and does not delay it; a
-    9-GPU one would (only 4 are free now anyway, so it waits on the quota)."""
-    decision = decide(
-        snapshot(
-            aging=minutes(20),
-            running=[running(1, "acme", 12, expires_at=NOW + minutes(40))],
-            pending=[
-                pending(10, "acme", 8, created_at=NOW - minutes(30)),
-                pending(11, "acme", 2, created_at=NOW - minutes(5)),
-                pending(12, "acme", 2, created_at=NOW - minutes(4)),
-                pending(13, "acme", 2, created_at=NOW - minutes(3)),
-                pending(14, "acme", 2, created_at=NOW - minutes(2)),
-                pending(15, "acme", 2, created_at=NOW - minutes(1)),
-            ],
-        )
-    )
-    # 4 GPUs are free now: 11 and 12 take them out of the 8 spare at 40 minutes.
-    assert decision.admitted == [11, 12]
-    assert decision.waiting[10].eta == NOW + minutes(40)
-
-
-def test_strict_first_come_first_served_backfills_nothing() -> None:
-    """``Snapshot.backfill`` off (the what-if's FIFO baseline): the same requests wait."""
-    decision = decide(
-        snapshot(
-            aging=minutes(20),
-            backfill=False,
-            running=[running(1, "acme", 12, expires_at=NOW + minutes(40))],
-            pending=[
-                pending(10, "acme", 8, created_at=NOW - minutes(30)),
-                pending(11, "acme", 2, created_at=NOW - minutes(5), ttl=minutes(10)),
-            ],
-        )
-    )
-    assert decision.admitted == []
-    assert decision.waiting[11].reason == HEAD_OF_LINE
-    assert "may still start before it" not in decision.waiting[11].message
-
-
-def test_a_request_passing_the_capacity_hold_leaves_the_holder_its_own_quota() -> None:
-    """Request 10 (acme, 8 GPUs) holds the fleet's free capacity until globex's cluster
-    ends in 30 minutes; acme has 8 of its 16 free now. Acme's request 11 would end in
-    time (10 minutes) but would leave request 10 short of acme's quota, so it waits;
-    globex's request 12, ending as soon, passes."""
-    decision = decide(
-        snapshot(
-            aging=minutes(20),
-            flavors=[FlavorQ("h100", gpus_per_node=8, node_count=3, free_gpus=Decimal(4))],
-            quotas=[QuotaQ("acme", "h100", 16, 0), QuotaQ("globex", "h100", 16, 0)],
-            running=[
-                running(1, "acme", 8, expires_at=NOW + minutes(300)),
-                running(2, "globex", 12, expires_at=NOW + minutes(30)),
-            ],
-            pending=[
-                pending(10, "acme", 8, created_at=NOW - minutes(30)),
-                pending(11, "acme", 4, created_at=NOW - minutes(5), ttl=minutes(10)),
-                pending(12, "globex", 4, created_at=NOW - minutes(4), ttl=minutes(10)),
-            ],
-        )
-    )
-    assert decision.waiting[10].reason == CAPACITY
-    assert decision.admitted == [12]
-    assert decision.waiting[11].reason == HEAD_OF_LINE
-
-
-def test_nothing_is_backfilled_when_what_blocks_the_holder_has_no_end() -> None:
-    """Without a TTL on the running cluster, nothing says when request 10 can start, so
-    a request passing it could hold it back for as long as it lives: none does."""
-    decision = decide(
-        snapshot(
-            aging=minutes(20),
-            running=[running(1, "acme", 12)],
-            pending=[
-                pending(10, "acme", 16, created_at=NOW - minutes(30)),
-                pending(11, "acme", 2, created_at=NOW - minutes(5), ttl=minutes(10)),
-            ],
-        )
-    )
-    assert decision.admitted == []
-    held = decision.waiting[11]
-    assert held.reason == HEAD_OF_LINE
-    assert "may still start before it" not in held.message
+    assert held.eta == NOW + minutes(40)
 
 
 def test_reclaim_suspends_the_borrowers_lowest_priority_newest_cluster() -> None:
@@ -584,10 +476,7 @@ def test_eta_is_exact_on_a_deterministic_scenario_and_the_pass_then_agrees() -> 
     ttl = minutes(60)
     clusters = [
         running(1, "acme", 8, expires_at=NOW + minutes(40)),
-        # Nothing frees between 40 and 100 minutes: with room then, request 12 would be
-        # backfilled under 11 (aged by then) sooner than its ETA says, which the
-        # estimate does not model.
-        running(2, "acme", 4, expires_at=NOW + minutes(100)),
+        running(2, "acme", 4, expires_at=NOW + minutes(70)),
         running(3, "acme", 4, expires_at=NOW + minutes(100)),
     ]
     queue = [

@@ -89,7 +89,10 @@ def _job_deadline_seconds(row: ClusterRequest) -> int | None:
         return None
     details = getattr(row, "_job_details", None)
     if details is None and row.pk is not None:
-        details = Job.objects.filter(request_id=row.pk).only("active_deadline_seconds").first()
+        try:
+            details = row.job  # loaded with the row where the caller selected it
+        except Job.DoesNotExist:
+            return None
     return details.active_deadline_seconds if details is not None else None
 
 
@@ -138,9 +141,9 @@ def with_options(pending: adm.Pending, options: list[adm.FlavorOption]) -> adm.P
 def _job_deadline(row: ClusterRequest) -> datetime | None:
     """When a running job ends at the latest: its ``active_deadline_seconds`` after it
     was admitted (the queue's ETA for what waits behind it); ``None`` without one."""
-    if not row.is_job or not row.admitted_at:
+    if not row.admitted_at:
         return None
-    deadline = row.job.active_deadline_seconds
+    deadline = _job_deadline_seconds(row)
     return row.admitted_at + timedelta(seconds=deadline) if deadline else None
 
 

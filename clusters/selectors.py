@@ -7,16 +7,16 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, F, Prefetch, Q, Sum
+from django.db.models import Count, F, Prefetch, Sum
 from django.utils import timezone
 
+from clusters import usage
 from clusters.engine import idle
 from clusters.models import (
     ClusterEvent,
     ClusterKind,
     ClusterRequest,
     ClusterRequestQuerySet,
-    IdleSpan,
     UsageSpan,
     Workload,
 )
@@ -248,44 +248,41 @@ def queue_list(*, tenant: Tenant | None = None) -> ClusterRequestQuerySet:
 
 
 def _hours_by_user(
-    spans: Any, since: Any, end: Any
+    buckets: dict[usage.Bucket, Decimal],
 ) -> tuple[Decimal, dict[str, Decimal], dict[str, Decimal], dict[tuple[str, str], Decimal]]:
-    """GPU-hours of ``spans`` (usage or idle spans) inside ``[since, end)``: in total, by
-    user, by flavor and by both; an open span runs to ``end``."""
+    """GPU-hours of per-day buckets (:func:`clusters.usage.hours_by_day`) in total, by
+    user, by flavor and by both."""
     by_user: dict[str, Decimal] = defaultdict(Decimal)
     by_flavor: dict[str, Decimal] = defaultdict(Decimal)
     by_pair: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     total = Decimal(0)
-    spans = spans.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=end)
-    for span in spans.only("username", "flavor_name", "gpus", "started_at", "ended_at"):
-        start = max(span.started_at, since)
-        stop = min(span.ended_at or end, end)
-        if stop <= start:
-            continue
-        gpu_hours = span.gpus * Decimal((stop - start).total_seconds()) / Decimal(3600)
+    for (_day, _tenant, user, flavor), gpu_hours in buckets.items():
         total += gpu_hours
-        by_user[span.username] += gpu_hours
-        by_flavor[span.flavor_name] += gpu_hours
-        by_pair[(span.username, span.flavor_name)] += gpu_hours
+        by_user[user] += gpu_hours
+        by_flavor[flavor] += gpu_hours
+        by_pair[(user, flavor)] += gpu_hours
     return total, by_user, by_flavor, by_pair
 
 
-def usage_summary(*, tenant: Tenant, since: Any, until: Any) -> dict[str, Any]:
+def usage_summary(
+    *,
+    tenant: Tenant,
+    since: Any,
+    until: Any,
+    hours: tuple[dict[usage.Bucket, Decimal], dict[usage.Bucket, Decimal]] | None = None,
+) -> dict[str, Any]:
     """GPU-hours of a tenant between ``since`` and ``until``, by user, flavor and both,
     each split into active and idle (held while Ray showed no use: the idle spans).
 
     Each span counts for the part of it inside the period; open spans run to ``until``
-    (or now, if earlier).
+    (or now, if earlier). ``hours`` are the tenant's usage and idle buckets of the period
+    (:func:`clusters.usage.tenant_hours`) when the caller has read them already, for
+    its daily rows too; otherwise they are read here (two queries).
     """
 
-    now = timezone.now()
-    end = min(until, now)
-    total, by_user, by_flavor, by_pair = _hours_by_user(
-        UsageSpan.objects.for_tenant(tenant), since, end
-    )
-    idle_total, idle_user, idle_flavor, idle_pair = _hours_by_user(
-        IdleSpan.objects.for_tenant(tenant), since, end
-    )
+    used, idled = hours or usage.tenant_hours(tenant=tenant, since=since, until=until)
+    total, by_user, by_flavor, by_pair = _hours_by_user(used)
+    idle_total, idle_user, idle_flavor, idle_pair = _hours_by_user(idled)
 
     def rounded(value: Decimal) -> float:
         return float(round(value, 3))

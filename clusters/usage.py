@@ -3,9 +3,12 @@
 The ledger is :class:`~clusters.models.UsageSpan` (GPUs held) and
 :class:`~clusters.models.IdleSpan` (held while Ray showed no use). These reads cut each
 span at UTC midnights into per-day buckets: a span that crosses midnight counts on both
-days, and an open span (``ended_at`` empty) runs to now. They read each ledger in one
-query and bucket in Python, so the query count does not grow with the rows; the
-bucketing is the same on PostgreSQL and on the SQLite of ``make run``.
+days, and an open span (``ended_at`` empty) runs to now. Each ledger is read in one
+query whatever the number of spans: on PostgreSQL the database cuts and sums the spans
+and returns one row per bucket (:func:`_hours_sql`), so a report costs the web process
+the same however long the history; elsewhere (the SQLite of ``make run``) the spans are
+read and bucketed in Python (:func:`_hours_python`), which is the reference the SQL is
+tested against.
 
 The budget reads (:func:`budget_status`, :func:`budget_deprioritises`) are what the
 dashboard's banner, the create service and the dry-run share.
@@ -21,7 +24,9 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db import connections
+from django.db.models import DateTimeField, F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
 from clusters.models import ClusterKind, IdleSpan, UsageSpan
@@ -79,18 +84,74 @@ def _day_pieces(start: datetime, stop: datetime) -> Iterator[tuple[date, Decimal
         start = end
 
 
-def _bucket(
-    spans: Any, since: datetime, end: datetime
-) -> dict[tuple[date, str, str, str], Decimal]:
-    """GPU-hours of ``spans`` inside ``[since, end)`` by (day, tenant, user, flavor)."""
-    buckets: dict[tuple[date, str, str, str], Decimal] = defaultdict(Decimal)
-    rows = spans.filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=end
-    ).values_list("tenant__slug", "username", "flavor_name", "gpus", "started_at", "ended_at")
+# A bucket of GPU-hours: (UTC day, tenant slug, user, flavor).
+Bucket = tuple[date, str, str, str]
+
+
+def hours_by_day(spans: QuerySet[Any], since: datetime, end: datetime) -> dict[Bucket, Decimal]:
+    """GPU-hours of ``spans`` (usage or idle spans) inside ``[since, end)``, cut at UTC
+    midnights, by (day, tenant, user, flavor); an open span runs to ``end``. One query."""
+    spans = spans.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=end)
+    if connections[spans.db].vendor == "postgresql":
+        return _hours_sql(spans, since, end)
+    return _hours_python(spans, since, end)
+
+
+def _hours_python(spans: QuerySet[Any], since: datetime, end: datetime) -> dict[Bucket, Decimal]:
+    """:func:`hours_by_day` by reading every span (the reference for :func:`_hours_sql`)."""
+    buckets: dict[Bucket, Decimal] = defaultdict(Decimal)
+    rows = spans.values_list(
+        "tenant__slug", "username", "flavor_name", "gpus", "started_at", "ended_at"
+    )
     for tenant, user, flavor, gpus, started_at, ended_at in rows:
         for day, seconds in _day_pieces(max(started_at, since), min(ended_at or end, end)):
             buckets[day, tenant, user, flavor] += gpus * seconds / _HOUR
     return buckets
+
+
+def _hours_sql(spans: QuerySet[Any], since: datetime, end: datetime) -> dict[Bucket, Decimal]:
+    """:func:`hours_by_day` computed by PostgreSQL: each span clipped to the period, cut
+    into UTC days by ``generate_series`` and summed per bucket, in exact numerics."""
+    moment: DateTimeField[Any, Any] = DateTimeField()
+    clipped = spans.values(
+        t=F("tenant__slug"),
+        u=F("username"),
+        f=F("flavor_name"),
+        g=F("gpus"),
+        a=Greatest("started_at", Value(since, output_field=moment)),
+        b=Least(
+            Coalesce("ended_at", Value(end, output_field=moment)), Value(end, output_field=moment)
+        ),
+    )
+    inner, params = clipped.query.get_compiler(using=clipped.db).as_sql()
+    # Days are 24 hours in UTC: an interval of '1 day' would follow the session's zone.
+    query = (
+        "SELECT (day AT TIME ZONE 'UTC')::date, s.t, s.u, s.f, sum(s.g * extract(epoch FROM "
+        "least(s.b, day + interval '24 hours') - greatest(s.a, day))) "
+        f"FROM ({inner}) AS s CROSS JOIN LATERAL generate_series("
+        "date_trunc('day', s.a, 'UTC'), s.b, interval '24 hours') AS day "
+        "WHERE least(s.b, day + interval '24 hours') > greatest(s.a, day) "
+        "GROUP BY 1, 2, 3, 4"
+    )
+    with connections[clipped.db].cursor() as cursor:
+        cursor.execute(query, params)
+        return {
+            (day, tenant, user, flavor): Decimal(gpu_seconds) / _HOUR
+            for day, tenant, user, flavor, gpu_seconds in cursor.fetchall()
+        }
+
+
+def tenant_hours(
+    *, tenant: Tenant, since: datetime, until: datetime, now: datetime | None = None
+) -> tuple[dict[Bucket, Decimal], dict[Bucket, Decimal]]:
+    """A tenant's usage and idle buckets (:func:`hours_by_day`) between ``since`` and
+    ``until`` (open spans to ``until`` or now, whichever is earlier): two queries, from
+    which both a summary and the daily rows (:func:`day_rows`) are made."""
+    end = min(until, now or timezone.now())
+    return (
+        hours_by_day(UsageSpan.objects.for_tenant(tenant), since, end),
+        hours_by_day(IdleSpan.objects.for_tenant(tenant), since, end),
+    )
 
 
 def daily_usage(
@@ -100,14 +161,18 @@ def daily_usage(
     (a tenant's, or every tenant's when ``None``), each split into active and idle.
 
     Open spans run to ``until`` or now, whichever is earlier. Two queries whatever the
-    number of spans; rows are sorted by day, tenant, user and flavor, and only
-    (day, tenant, user, flavor) that used GPUs appear.
+    number of spans (:func:`hours_by_day`); rows are sorted by day, tenant, user and
+    flavor, and only (day, tenant, user, flavor) that used GPUs appear.
     """
     end = min(until, now or timezone.now())
     usage = UsageSpan.objects.unscoped() if tenant is None else UsageSpan.objects.for_tenant(tenant)
     idle = IdleSpan.objects.unscoped() if tenant is None else IdleSpan.objects.for_tenant(tenant)
-    used = _bucket(usage, since, end)
-    idled = _bucket(idle, since, end)
+    return day_rows(hours_by_day(usage, since, end), hours_by_day(idle, since, end))
+
+
+def day_rows(used: dict[Bucket, Decimal], idled: dict[Bucket, Decimal]) -> list[DayUsage]:
+    """:class:`DayUsage` rows of the buckets of :func:`hours_by_day` (usage and idle),
+    sorted by day, tenant, user and flavor; buckets without GPU-hours are left out."""
     return [
         DayUsage(
             day=key[0],
@@ -178,15 +243,8 @@ def month_gpu_hours(*, tenant: Tenant, now: datetime | None = None) -> Decimal:
     """GPU-hours the tenant has used in the current UTC calendar month (open spans to
     now), in one query."""
     now = now or timezone.now()
-    since = month_start(now)
-    spans = UsageSpan.objects.for_tenant(tenant).filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=now
-    )
-    total = Decimal(0)
-    for gpus, started_at, ended_at in spans.values_list("gpus", "started_at", "ended_at"):
-        seconds = (min(ended_at or now, now) - max(started_at, since)).total_seconds()
-        total += gpus * Decimal(max(seconds, 0)) / _HOUR
-    return total
+    buckets = hours_by_day(UsageSpan.objects.for_tenant(tenant), month_start(now), now)
+    return sum(buckets.values(), Decimal(0))
 
 
 @dataclass(frozen=True)

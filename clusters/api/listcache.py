@@ -7,11 +7,13 @@ clusters, of the clock. The page is kept in the cache under a *fingerprint* of t
 rows that PostgreSQL computes in one small query, so that any write to them (through the
 ORM, a queryset ``update()``, raw SQL or another process) makes a new key:
 
+* only the rows a list can show count (a deleted request is never listed; deleting one
+  takes it out of the count);
 * every row version has its own ``(xmin, ctid)``: an ``UPDATE`` writes a new version,
   whatever the columns it sets, so a sum of their hashes changes with any row changed,
   and ``count(*)`` with any row added or removed (``updated_at`` would not do: a
   queryset ``update()`` does not set it);
-* events are only ever added: the newest event id of the tenant's clusters;
+* events are only ever added: the newest event id of the tenant's listed clusters;
 * the clock: an entry lives only until the first idle minute it shows would tick over
   (:func:`lifetime`), and never longer than ``CLUSTER_LIST_CACHE_SECONDS``.
 
@@ -37,6 +39,7 @@ from django.utils import timezone
 
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.selectors import cluster_activity
+from clusters.states import State
 from tenants.models import GpuFlavor, Tenant
 
 _KEY_PREFIX = "cluster-list:v1"
@@ -49,15 +52,19 @@ def _version_sql() -> str:
     flavors = GpuFlavor._meta.db_table
     users = get_user_model()._meta.db_table
     row = "sum(hashtextextended(xmin::text || ctid::text, 0))"
+    # Only the rows a list can show (it never shows a deleted request): a tenant's
+    # history of deleted requests and their events would otherwise make every list
+    # read cost more the longer the tenant has been running.
+    live = f"tenant_id = %(t)s AND state <> '{State.DELETED}'"
     return (
-        f"SELECT (SELECT count(*) FROM {clusters} WHERE tenant_id = %(t)s), "
-        f"(SELECT {row} FROM {clusters} WHERE tenant_id = %(t)s), "
-        f"(SELECT max(e.id) FROM {events} e JOIN {clusters} c ON c.id = e.cluster_id "
-        f"WHERE c.tenant_id = %(t)s), "
+        f"SELECT (SELECT count(*) FROM {clusters} WHERE {live}), "
+        f"(SELECT {row} FROM {clusters} WHERE {live}), "
+        f"(SELECT max(e.id) FROM {events} e WHERE e.cluster_id IN "
+        f"(SELECT id FROM {clusters} WHERE {live})), "
         f"(SELECT {row} FROM {tenants} WHERE id = %(t)s), "
         f"(SELECT {row} FROM {flavors}), "
         f"(SELECT {row} FROM {users} WHERE id IN "
-        f"(SELECT owner_id FROM {clusters} WHERE tenant_id = %(t)s))"
+        f"(SELECT owner_id FROM {clusters} WHERE {live}))"
     )
 
 

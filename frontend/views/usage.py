@@ -76,10 +76,11 @@ def usage_page(request: HttpRequest, slug: str) -> HttpResponse:
     the last 7, 30 or 90 days, with the totals per user and flavor (chargeback)."""
     page = tenant_page(request, slug)
     days, since, now = _window(request)
-    rows = usage.daily_usage(tenant=page.tenant, since=since, until=now, now=now)
+    hours = usage.tenant_hours(tenant=page.tenant, since=since, until=now, now=now)
+    rows = usage.day_rows(*hours)
     if request.GET.get("format") == "csv":
         return _csv(rows, scope=page.tenant.slug, days=days, today=now.date())
-    summary = selectors.usage_summary(tenant=page.tenant, since=since, until=now)
+    summary = selectors.usage_summary(tenant=page.tenant, since=since, until=now, hours=hours)
     peak = max((row["gpu_hours"] for row in summary["by_user"]), default=0) or 1
     for row in summary["by_user"]:
         row["percent"] = round(100 * row["gpu_hours"] / peak)

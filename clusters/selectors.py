@@ -94,24 +94,14 @@ def cluster_list_items(
     return queryset.prefetch_related(Prefetch("events", queryset=newest, to_attr="latest_events"))
 
 
-def cluster_detail_queryset(
-    *, tenant: Tenant, workload: str = Workload.CLUSTER
-) -> ClusterRequestQuerySet:
-    """:func:`cluster_list` for one cluster's API representation: its newest
-    :data:`EVENTS_SHOWN` events prefetched as ``recent_events``, newest first."""
-    return cluster_list(tenant=tenant, workload=workload).prefetch_related(
-        _newest_events(EVENTS_SHOWN, "recent_events")
-    )
-
-
 def cluster_detail(*, tenant: Tenant, pk: int, workload: str = Workload.CLUSTER) -> ClusterRequest:
-    """One cluster by primary key as :func:`cluster_detail_queryset` gives it (its newest
-    :data:`EVENTS_SHOWN` events as ``recent_events``, newest first), in two queries.
+    """One cluster by primary key with its newest :data:`EVENTS_SHOWN` events as
+    ``recent_events``, newest first, in two queries: the detail's representation.
 
-    For the answer of a write, which reads its row again after the commit. The sliced
-    prefetch numbers the events of every row with a window function; for one row a plain
-    ``ORDER BY ... LIMIT`` says the same, and compiling the window query was a third of
-    a create's time in Python.
+    For the answer of a write, which reads its row again after the commit. (A sliced
+    prefetch would number the events of every row with a window function; for one row a
+    plain ``ORDER BY ... LIMIT`` says the same, and compiling the window query was a
+    third of a create's time in Python.)
     """
     cluster: ClusterRequest = cluster_list(tenant=tenant, workload=workload).get(pk=pk)
     return with_recent_events(cluster)
@@ -201,6 +191,12 @@ def cluster_endpoints(cluster: ClusterRequest, *, base_url: str = "") -> dict[st
     }
 
 
+def idle_minutes(last_active_at: Any, now: Any) -> int:
+    """Whole minutes from ``last_active_at`` to ``now`` (0 if it is in the future): the
+    only part of :func:`cluster_activity` that changes with the clock alone."""
+    return max(int((now - last_active_at).total_seconds() // 60), 0)
+
+
 def cluster_activity(cluster: ClusterRequest, *, now: Any = None) -> dict[str, Any] | None:
     """A ready cluster's use as last read from Ray: when it was last active, for how long
     it has been idle, and the idle policy's next step (warning, suspension). ``None`` for
@@ -211,11 +207,10 @@ def cluster_activity(cluster: ClusterRequest, *, now: Any = None) -> dict[str, A
     last = cluster.last_active_at or cluster.ready_at
     # In use at the last reading: the check recorded "now" as the last activity.
     active = cluster.activity_checked_at is not None and last == cluster.activity_checked_at
-    idle_minutes = int((now - last).total_seconds() // 60) if last and not active else 0
     return {
         "active": active,
         "last_active_at": last,
-        "idle_minutes": max(idle_minutes, 0),
+        "idle_minutes": idle_minutes(last, now) if last and not active else 0,
         "checked_at": cluster.activity_checked_at,
         "note": cluster.activity_note,
         "idle_suspend_minutes": (

@@ -203,16 +203,21 @@ class JobViewSet(
     }
 
     def scoped_queryset(self, tenant: Tenant) -> Any:
-        if self.action in ("retrieve", "create"):
-            queryset = selectors.cluster_detail_queryset(tenant=tenant, workload=Workload.JOB)
-        else:
+        if self.action == "list":
             queryset = selectors.cluster_list_items(tenant=tenant, workload=Workload.JOB)
+        else:
+            queryset = selectors.cluster_list(tenant=tenant, workload=Workload.JOB)
         return queryset.not_deleted()
 
+    def get_object(self) -> ClusterRequest:
+        job: ClusterRequest = super().get_object()
+        if self.action == "retrieve":
+            # Its history by a plain ORDER BY ... LIMIT (see ClusterViewSet.get_object).
+            selectors.with_recent_events(job)
+        return job
+
     def _out(self, job: ClusterRequest, code: int = status.HTTP_200_OK) -> Response:
-        fresh = selectors.cluster_detail_queryset(tenant=self.tenant, workload=Workload.JOB).get(
-            pk=job.pk
-        )
+        fresh = selectors.cluster_detail(tenant=self.tenant, pk=job.pk, workload=Workload.JOB)
         return Response(JobOut(fresh).data, status=code)
 
     @extend_schema(request=JobCreateInput, responses={201: JobOut})

@@ -14,8 +14,9 @@ ORM, a queryset ``update()``, raw SQL or another process) makes a new key:
   and ``count(*)`` with any row added or removed (``updated_at`` would not do: a
   queryset ``update()`` does not set it);
 * events are only ever added: the newest event id of the tenant's listed clusters;
-* the clock: an entry lives only until the first idle minute it shows would tick over
-  (:func:`lifetime`), and never longer than ``CLUSTER_LIST_CACHE_SECONDS``.
+* the clock: the one thing a page shows that changes with time alone, the idle minutes
+  of idle ready clusters, is brought up to date each time the page is served
+  (:func:`refresh_clock`); an entry lives at most ``CLUSTER_LIST_CACHE_SECONDS``.
 
 The fingerprint is read *before* the page, so an entry is never older than its key. The
 key also holds the whole request URL (page, size, filters, ordering and the host the
@@ -26,8 +27,6 @@ links are built with). Output does not depend on the caller's role. Only Postgre
 from __future__ import annotations
 
 import hashlib
-import math
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -38,7 +37,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters.models import ClusterEvent, ClusterRequest
-from clusters.selectors import cluster_activity
+from clusters.selectors import idle_minutes
 from clusters.states import State
 from tenants.models import GpuFlavor, Tenant
 
@@ -88,29 +87,27 @@ def key(tenant: Tenant, url: str, version: str) -> str:
     return f"{_KEY_PREFIX}:{tenant.pk}:{digest}"
 
 
-def lifetime(rows: Iterable[ClusterRequest], *, now: datetime | None = None) -> int:
-    """Seconds a page of ``rows`` stays true if no row changes: until the first idle
-    minute it shows ticks over (:func:`clusters.selectors.cluster_activity`), at most
-    ``CLUSTER_LIST_CACHE_SECONDS``; 0 when that is under a second away."""
-    now = now or timezone.now()
-    seconds = float(settings.CLUSTER_LIST_CACHE_SECONDS)
-    for row in rows:
-        activity = cluster_activity(row, now=now)
-        if activity is None or activity["active"] or activity["last_active_at"] is None:
-            continue
-        idle = (now - activity["last_active_at"]).total_seconds()
-        if idle < 0:
-            continue
-        seconds = min(seconds, 60 * (idle // 60 + 1) - idle)
-    return max(math.floor(seconds), 0)
+def get(cache_key: str, *, now: datetime | None = None) -> Any:
+    """The page kept under ``cache_key`` with its idle minutes as of ``now``, or ``None``."""
+    data = cache.get(cache_key)
+    if data is not None:
+        refresh_clock(data, now=now or timezone.now())
+    return data
 
 
-def get(cache_key: str) -> Any:
-    """The page kept under ``cache_key``, or ``None``."""
-    return cache.get(cache_key)
+def refresh_clock(data: Any, *, now: datetime) -> None:
+    """Bring what the clock alone changes in a page up to ``now``: the idle minutes of
+    its idle ready clusters (:func:`clusters.selectors.cluster_activity` computes the
+    rest from the rows, which the fingerprint covers). Each item keeps the instant it
+    counts from, so this is the same arithmetic as a fresh render."""
+    items = data.get("results", ()) if isinstance(data, dict) else data
+    for item in items:
+        activity = item.get("activity")
+        if activity and not activity["active"] and activity["last_active_at"] is not None:
+            activity["idle_minutes"] = idle_minutes(activity["last_active_at"], now)
 
 
-def put(cache_key: str, data: Any, seconds: int) -> None:
-    """Keep ``data`` (a list response's data) under ``cache_key`` for ``seconds``."""
-    if seconds > 0:
-        cache.set(cache_key, data, timeout=seconds)
+def put(cache_key: str, data: Any) -> None:
+    """Keep ``data`` (a list response's data) under ``cache_key`` for
+    ``CLUSTER_LIST_CACHE_SECONDS``."""
+    cache.set(cache_key, data, timeout=settings.CLUSTER_LIST_CACHE_SECONDS)

@@ -323,8 +323,8 @@ class ClusterListItemOut(FlatModelOut):
 class ClusterOut(ClusterListItemOut):
     """A cluster request as its detail and the write actions return it: the list item's
     fields plus ``events``, its newest :data:`~clusters.selectors.EVENTS_SHOWN` events,
-    oldest first (the selector :func:`clusters.selectors.cluster_detail_queryset`
-    prefetches them; the whole history is the dashboard's)."""
+    oldest first (read by :func:`clusters.selectors.with_recent_events`; the whole
+    history is the dashboard's)."""
 
     events = serializers.SerializerMethodField()
 

@@ -17,12 +17,7 @@ from rest_framework.test import APIRequestFactory
 from clusters.api.output import ClusterListItemOut, ClusterOut, FlatModelOut
 from clusters.api.queue_views import QueueEntryOut
 from clusters.models import ClusterEvent
-from clusters.selectors import (
-    EVENTS_SHOWN,
-    cluster_detail,
-    cluster_detail_queryset,
-    cluster_list_items,
-)
+from clusters.selectors import cluster_list, cluster_list_items, with_recent_events
 
 pytestmark = pytest.mark.django_db
 
@@ -77,16 +72,23 @@ def _both(serializer: FlatModelOut, rows: list[Any]) -> tuple[bytes, bytes]:
     return quick, drf
 
 
+def _list_rows(tenant: Any) -> list[Any]:
+    return list(cluster_list_items(tenant=tenant).order_by("name"))
+
+
+def _detail_rows(tenant: Any) -> list[Any]:
+    # As the detail reads a row: with its recent history.
+    return [with_recent_events(row) for row in cluster_list(tenant=tenant).order_by("name")]
+
+
 @pytest.mark.parametrize(
-    ("serializer", "selector"),
-    [(ClusterListItemOut, cluster_list_items), (ClusterOut, cluster_detail_queryset)],
+    ("serializer", "rows_of"), [(ClusterListItemOut, _list_rows), (ClusterOut, _detail_rows)]
 )
 def test_cluster_representations_are_drfs(
-    clusters: Any, acme: Any, serializer: Any, selector: Any
+    clusters: Any, acme: Any, serializer: Any, rows_of: Any
 ) -> None:
     request = APIRequestFactory().get("/")
-    rows = list(selector(tenant=acme).order_by("name"))
-    quick, drf = _both(serializer(context={"request": request}), rows)
+    quick, drf = _both(serializer(context={"request": request}), rows_of(acme))
     assert quick == drf
     assert b'"waiting"' in quick and b'"queue":{"position":3' in quick
 
@@ -103,20 +105,3 @@ def test_plans_are_made_once_per_class_when_every_field_stands_alone() -> None:
     # A nested serializer reads its parent's context: each queue entry serializer binds its own.
     assert QueueEntryOut._shared_plan() is None
     assert QueueEntryOut()._plan is not QueueEntryOut()._plan
-
-
-def test_a_write_answers_the_detail_representation(
-    clusters: Any, acme: Any, make_cluster: Any
-) -> None:
-    # cluster_detail (the writes' fresh read) carries what the detail's prefetch carries.
-    waiting = clusters[0]
-    for n in range(EVENTS_SHOWN + 3):
-        ClusterEvent.objects.create(
-            cluster=waiting, actor_name="system", from_state="", to_state="queued", reason=f"r{n}"
-        )
-    request = APIRequestFactory().get("/")
-    one = cluster_detail(tenant=acme, pk=waiting.pk)
-    listed = cluster_detail_queryset(tenant=acme).get(pk=waiting.pk)
-    assert len(getattr(one, "recent_events", [])) == EVENTS_SHOWN
-    context = {"request": request}
-    assert ClusterOut(one, context=context).data == ClusterOut(listed, context=context).data

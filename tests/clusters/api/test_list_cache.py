@@ -13,7 +13,6 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters import transitions
-from clusters.api import listcache
 from clusters.models import ClusterRequest
 from clusters.states import State
 from tenants.models import Tenant
@@ -120,21 +119,33 @@ def test_pages_filters_and_tenants_are_kept_apart(
     assert as_user(charlie).get(CLUSTERS).status_code in (403, 404)
 
 
-def test_a_page_lives_until_an_idle_minute_it_shows_ticks_over(
-    make_cluster: Any, settings: Any
+def test_a_cached_pages_idle_minutes_follow_the_clock(
+    as_user: Any, bob: Any, make_cluster: Any, settings: Any, monkeypatch: Any
 ) -> None:
-    settings.CLUSTER_LIST_CACHE_SECONDS = 60
     now = timezone.now()
     busy = make_cluster(name="busy", state="ready", ready_at=now - timedelta(hours=1))
     busy.last_active_at = busy.activity_checked_at = now - timedelta(seconds=5)
-    assert listcache.lifetime([busy], now=now) == 60
+    busy.save()
     idle = make_cluster(name="idle", state="ready", ready_at=now - timedelta(hours=1))
     idle.last_active_at = now - timedelta(seconds=130)
     idle.activity_checked_at = now - timedelta(seconds=10)
-    # Idle for 2 min 10 s: it reads "3 minutes" 50 s from now.
-    assert listcache.lifetime([busy, idle], now=now) == 50
-    settings.CLUSTER_LIST_CACHE_SECONDS = 20
-    assert listcache.lifetime([busy, idle], now=now) == 20
+    idle.save()
+    api = as_user(bob)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: now)
+    first, _ = _list(api)
+    assert _item(first, "idle")["activity"]["idle_minutes"] == 2
+
+    # 50 s on, "idle" has been idle for 3 minutes: the page is served from the cache
+    # (no rows read) with the minute it shows now, and reads as a fresh render does.
+    later = now + timedelta(seconds=50)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: later)
+    cached, queries = _list(api)
+    assert queries == 2
+    assert _item(cached, "idle")["activity"]["idle_minutes"] == 3
+    assert _item(cached, "busy")["activity"]["idle_minutes"] == 0
+    settings.CLUSTER_LIST_CACHE_SECONDS = 0
+    fresh, _ = _list(api)
+    assert cached == fresh
 
 
 def test_with_the_cache_off_every_list_reads_the_rows(

@@ -271,11 +271,11 @@ def usage_summary(
 
     Each span counts for the part of it inside the period; open spans run to ``until``
     (or now, if earlier). ``hours`` are the tenant's usage and idle buckets of the period
-    (:func:`clusters.usage.tenant_hours`) when the caller has read them already, for
+    (:func:`clusters.usage.period_hours`) when the caller has read them already, for
     its daily rows too; otherwise they are read here (two queries).
     """
 
-    used, idled = hours or usage.tenant_hours(tenant=tenant, since=since, until=until)
+    used, idled = hours or usage.period_hours(tenant=tenant, since=since, until=until)
     total, by_user, by_flavor, by_pair = _hours_by_user(used)
     idle_total, idle_user, idle_flavor, idle_pair = _hours_by_user(idled)
 

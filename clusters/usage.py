@@ -141,33 +141,27 @@ def _hours_sql(spans: QuerySet[Any], since: datetime, end: datetime) -> dict[Buc
         }
 
 
-def tenant_hours(
-    *, tenant: Tenant, since: datetime, until: datetime, now: datetime | None = None
+def period_hours(
+    *, tenant: Tenant | None, since: datetime, until: datetime, now: datetime | None = None
 ) -> tuple[dict[Bucket, Decimal], dict[Bucket, Decimal]]:
-    """A tenant's usage and idle buckets (:func:`hours_by_day`) between ``since`` and
-    ``until`` (open spans to ``until`` or now, whichever is earlier): two queries, from
-    which both a summary and the daily rows (:func:`day_rows`) are made."""
+    """The usage and idle buckets (:func:`hours_by_day`) of a tenant (every tenant's
+    when ``None``) between ``since`` and ``until``, open spans to ``until`` or now,
+    whichever is earlier: two queries, from which both a summary
+    (:func:`clusters.selectors.usage_summary`) and the daily rows (:func:`day_rows`)
+    are made."""
     end = min(until, now or timezone.now())
-    return (
-        hours_by_day(UsageSpan.objects.for_tenant(tenant), since, end),
-        hours_by_day(IdleSpan.objects.for_tenant(tenant), since, end),
-    )
+    usage = UsageSpan.objects.unscoped() if tenant is None else UsageSpan.objects.for_tenant(tenant)
+    idle = IdleSpan.objects.unscoped() if tenant is None else IdleSpan.objects.for_tenant(tenant)
+    return hours_by_day(usage, since, end), hours_by_day(idle, since, end)
 
 
 def daily_usage(
     *, tenant: Tenant | None, since: datetime, until: datetime, now: datetime | None = None
 ) -> list[DayUsage]:
     """GPU-hours per UTC day, tenant, user and flavor between ``since`` and ``until``
-    (a tenant's, or every tenant's when ``None``), each split into active and idle.
-
-    Open spans run to ``until`` or now, whichever is earlier. Two queries whatever the
-    number of spans (:func:`hours_by_day`); rows are sorted by day, tenant, user and
-    flavor, and only (day, tenant, user, flavor) that used GPUs appear.
-    """
-    end = min(until, now or timezone.now())
-    usage = UsageSpan.objects.unscoped() if tenant is None else UsageSpan.objects.for_tenant(tenant)
-    idle = IdleSpan.objects.unscoped() if tenant is None else IdleSpan.objects.for_tenant(tenant)
-    return day_rows(hours_by_day(usage, since, end), hours_by_day(idle, since, end))
+    (a tenant's, or every tenant's when ``None``), each split into active and idle:
+    :func:`day_rows` of :func:`period_hours`."""
+    return day_rows(*period_hours(tenant=tenant, since=since, until=until, now=now))
 
 
 def day_rows(used: dict[Bucket, Decimal], idled: dict[Bucket, Decimal]) -> list[DayUsage]:

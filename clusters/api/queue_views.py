@@ -158,7 +158,7 @@ class TenantUsageViewSet(TenantScopedViewSet[ClusterRequest]):
         period = UsagePeriodIn(data=request.query_params)
         period.is_valid(raise_exception=True)
         # The buckets once, for the summary and the daily rows alike (two queries).
-        hours = usage.tenant_hours(tenant=self.tenant, **period.validated_data)
+        hours = usage.period_hours(tenant=self.tenant, **period.validated_data)
         summary = selectors.usage_summary(tenant=self.tenant, hours=hours, **period.validated_data)
         summary["daily"] = [
             {

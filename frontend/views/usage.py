@@ -76,7 +76,7 @@ def usage_page(request: HttpRequest, slug: str) -> HttpResponse:
     the last 7, 30 or 90 days, with the totals per user and flavor (chargeback)."""
     page = tenant_page(request, slug)
     days, since, now = _window(request)
-    hours = usage.tenant_hours(tenant=page.tenant, since=since, until=now, now=now)
+    hours = usage.period_hours(tenant=page.tenant, since=since, until=now, now=now)
     rows = usage.day_rows(*hours)
     if request.GET.get("format") == "csv":
         return _csv(rows, scope=page.tenant.slug, days=days, today=now.date())

@@ -72,7 +72,7 @@ def test_a_report_costs_the_same_queries_however_many_spans(
             end=start + timedelta(hours=2),
         )
     with CaptureQueriesContext(connection) as queries:
-        used, idled = usage.tenant_hours(
+        used, idled = usage.period_hours(
             tenant=acme, since=at(17, 0), until=at(21, 0), now=at(21, 0)
         )
     assert len(queries) == 2

@@ -100,8 +100,7 @@ def refresh_clock(data: Any, *, now: datetime) -> None:
     its idle ready clusters (:func:`clusters.selectors.cluster_activity` computes the
     rest from the rows, which the fingerprint covers). Each item keeps the instant it
     counts from, so this is the same arithmetic as a fresh render."""
-    items = data.get("results", ()) if isinstance(data, dict) else data
-    for item in items:
+    for item in data["results"]:  # every list is paginated (controlplane.api.pagination)
         activity = item.get("activity")
         if activity and not activity["active"] and activity["last_active_at"] is not None:
             activity["idle_minutes"] = idle_minutes(activity["last_active_at"], now)

@@ -9,7 +9,9 @@ heap holds one head per tenant, so a pass costs O(n log n + n log T).
 Best effort: a request that does not fit is skipped and smaller ones behind it may
 pass. Bounded wait: once a skipped request has aged, it *holds* the pool that blocks it
 (the tenant's quota, the cohort's unused quota, or the flavor's free capacity) and
-every later request that would draw from that pool waits with ``head_of_line``. Since
+every later request that would draw from that pool waits with ``head_of_line``, except
+one that fits on partly used nodes while the holder is a production cluster waiting for
+whole nodes (:meth:`_Pass._fits_beside`: those GPUs are no use to it). Since
 nothing created after an aged request is ordered before it within its priority, it
 starts at the latest once the requests ahead of it have started and the clusters then
 running in its pool have expired (``tests/clusters/admission/test_properties.py``).
@@ -337,6 +339,8 @@ class _Pass:
             holder = self.blocks.get(pool)
             if holder is None:
                 continue
+            if pool[0] == "f" and self._fits_beside(holder, p):
+                continue  # it uses only what the holder cannot
             if not self.explain:
                 return HEAD_OF_LINE, "", pool
             if holder.id in self.promises.holders and holder.created_at > self.aged_before:
@@ -350,6 +354,26 @@ class _Pass:
                 pool,
             )
         return None
+
+    def _fits_beside(self, holder: Pending, p: Pending) -> bool:
+        """Whether ``p`` can start on the flavor's partly used nodes without taking
+        anything from ``holder``, a production cluster that holds the flavor's capacity.
+
+        A production worker takes a whole node, so the free GPUs of nodes already in use
+        are no use to it: a request whose workers fit there (single-GPU workers, and no
+        more GPUs than those nodes have free) leaves every whole free node to it and does
+        not delay it (the ledger's ``take_capacity`` keeps the whole free nodes then).
+        This is what lets dev clusters use the scraps of a fleet while a production
+        cluster waits for nodes to drain."""
+        if holder.kind != PROD or p.kind == PROD or p.worker_gpus > 1:
+            return False
+        led = self.led
+        free = led.free.get(p.flavor)
+        nodes = led.whole_free_nodes(p.flavor)
+        flavor = led.flavors.get(p.flavor)
+        if free is None or nodes is None or flavor is None:
+            return False
+        return p.gpus <= free - nodes * flavor.gpus_per_node
 
     def _held_for_promise(self, p: Pending, pool: Pool) -> tuple[str, str, Pool]:
         """``p`` would fit, but only by taking GPUs promised to a request that borrowed

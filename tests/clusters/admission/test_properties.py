@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from clusters.admission import (
+    CAPACITY,
     REASONS,
     TENANT_QUOTA,
     FlavorQ,
@@ -513,3 +514,86 @@ def test_what_a_reclaim_frees_goes_to_the_request_that_triggered_it(snap: Snapsh
             )
             for p in ahead
         ), (rid, status, ahead)
+
+
+@st.composite
+def prod_waits_for_nodes(draw: st.DrawFn) -> tuple[Snapshot, list[int]]:
+    """One H100 fleet given node by node (GPUs free on each), an aged production cluster
+    that may not fit on its whole free nodes, and younger dev requests of 1- and 2-GPU
+    workers from two tenants with room in their quotas: only capacity binds."""
+    # Scraps of one or two GPUs are what tell a per-worker fit from a total that fits.
+    nodes = draw(st.lists(st.sampled_from([0, 1, 1, 2, 3, 5, 7, 8, 8]), min_size=2, max_size=6))
+    flavor = FlavorQ(
+        "h100",
+        8,
+        len(nodes),
+        free_gpus=Decimal(sum(nodes)),
+        free_nodes=sum(1 for free in nodes if free == 8),
+    )
+    prod = Pending(
+        1,
+        "acme",
+        1,
+        "h100",
+        "prod",
+        Decimal(8 * (workers := draw(st.integers(1, len(nodes))))),
+        NOW - minutes(120),
+        workers=workers,
+        worker_gpus=Decimal(8),
+    )
+    dev = []
+    for i in range(draw(st.integers(1, 12))):
+        worker = draw(st.sampled_from([1, 1, 2]))
+        count = draw(st.integers(1, 4))
+        dev.append(
+            Pending(
+                10 + i,
+                draw(st.sampled_from(["acme", "globex"])),
+                10 + i,
+                "h100",
+                "dev",
+                Decimal(worker * count),
+                NOW - minutes(draw(st.integers(0, 100))),
+                workers=count,
+                worker_gpus=Decimal(worker),
+            )
+        )
+    snap = Snapshot(
+        now=NOW,
+        tenants=[TenantQ("acme"), TenantQ("globex")],
+        flavors=[flavor],
+        quotas=[QuotaQ("acme", "h100", 48, 0), QuotaQ("globex", "h100", 48, 0)],
+        running=[],
+        pending=[prod, *dev],
+        aging=minutes(60),
+    )
+    return snap, nodes
+
+
+@settings(max_examples=200, deadline=None)
+@given(prod_waits_for_nodes())
+def test_what_passes_a_waiting_prod_cluster_never_takes_a_whole_free_node(
+    case: tuple[Snapshot, list[int]],
+) -> None:
+    """While an aged production cluster waits for whole nodes, the dev requests admitted
+    past it fit, worker by worker, on the nodes already in use: placed on the fleet node
+    by node (fullest node with room first, as a bin-packing scheduler does), they leave
+    every entirely free node free, so they do not delay it."""
+    snap, nodes = case
+    decision = decide(snap)
+    if 1 in decision.admitted:
+        return
+    assert decision.waiting[1].reason == CAPACITY
+    free = list(nodes)
+    whole_before = free.count(8)
+    by_id = {p.id: p for p in snap.pending}
+    for ident in decision.admitted:
+        p = by_id[ident]
+        need = int(p.worker_gpus)
+        for _ in range(p.workers):
+            room = [(gpus, n) for n, gpus in enumerate(free) if gpus >= need]
+            assert room, (ident, free)
+            _, n = min(room)
+            free[n] -= need
+    assert free.count(8) == whole_before
+    event("dev admitted past the prod cluster" if decision.admitted else "nothing passed")

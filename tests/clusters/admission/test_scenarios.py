@@ -93,6 +93,46 @@ def test_capacity_for_a_prod_cluster_needs_whole_free_nodes() -> None:
     assert "1 h100 node is entirely free; 2 are needed" in status.message
 
 
+def test_dev_requests_use_partly_used_nodes_while_an_aged_prod_cluster_waits_for_whole_ones() -> (
+    None
+):
+    """An aged production cluster holds the flavor's capacity, but the free GPUs of
+    nodes already in use are no use to it: single-GPU dev workers that fit there start;
+    anything that would take from a whole free node waits behind it."""
+    # 4 nodes: 1 entirely free, the others with 5 GPUs free between them (13 free).
+    h100 = FlavorQ("h100", 8, 4, free_gpus=Decimal(13), free_nodes=1)
+    snap = snapshot(
+        flavors=[h100, L4],
+        aging=minutes(20),
+        quotas=[QuotaQ("acme", "h100", 32, 0), QuotaQ("globex", "h100", 32, 0)],
+        pending=[
+            pending(10, "acme", 16, kind="prod", workers=2, created_at=NOW - minutes(30)),
+            pending(11, "globex", 4, created_at=NOW - minutes(5)),
+            pending(12, "globex", 2, created_at=NOW - minutes(4)),
+            pending(13, "acme", 1, created_at=NOW - minutes(3)),
+            pending(14, "acme", 1, workers=1, worker_gpus=Decimal(1), created_at=NOW - minutes(2)),
+        ],
+    )
+    decision = decide(snap)
+    assert decision.waiting[10].reason == CAPACITY
+    # 4 + 1 GPUs fill the partly used nodes; 12 (2 more) would need the whole free node.
+    assert sorted(decision.admitted) == [11, 13]
+    held = decision.waiting[12]
+    assert held.reason == HEAD_OF_LINE
+    assert held.message.startswith("Held behind request 10")
+    assert decision.waiting[14].reason == HEAD_OF_LINE
+
+    # A worker of two GPUs may not fit on any one partly used node: it waits too.
+    two = replace(
+        snap, pending=[snap.pending[0], pending(15, "globex", 2, workers=1, worker_gpus=Decimal(2))]
+    )
+    assert decide(two).waiting[15].reason == HEAD_OF_LINE
+
+    # Before it has aged, the prod cluster holds nothing and best effort applies.
+    fresh = decide(replace(snap, aging=minutes(60)))
+    assert sorted(fresh.admitted) == [11, 12, 13, 14]
+
+
 @pytest.mark.parametrize(
     ("quota", "running_kw", "pending_kw", "message"),
     [

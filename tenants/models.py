@@ -225,6 +225,42 @@ class Tenant(models.Model):
                 raise ValidationError({"namespace": problem})
 
 
+class Cohort(models.Model):
+    """A cohort's place in the cohort tree (Kueue's Cohort ``spec.parentName``).
+
+    Tenants name their cohort by ``Tenant.cohort``; a cohort without a row here, or with
+    no parent, is a root. The tenants of every cohort under one root borrow each other's
+    unused quota, so a platform can group teams into cohorts (an org's own) that still
+    lend to the rest of the platform through a common parent. ``parent`` is a name, as in
+    Kueue: a parent needs no row of its own. Cycles are refused
+    (``tenants.services.cohort_set_parent``).
+    """
+
+    name = models.CharField(max_length=40, unique=True, validators=[dns_label_validator])
+    parent = models.CharField(
+        max_length=40,
+        blank=True,
+        default="",
+        validators=[dns_label_validator],
+        help_text="The cohort this one lends to and borrows from (empty: it is a root).",
+    )
+    description = models.CharField(max_length=200, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(parent=models.F("name")),
+                name="cohort_not_its_own_parent",
+                violation_error_message="A cohort cannot be its own parent.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class TenantOwnedQuerySet(models.QuerySet[Any]):
     """The queryset of every tenant-owned model; ``visible_to`` is the safe default path."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -12,7 +13,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from knox.models import AuthToken
 
-from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
+from tenants.models import AuditEvent, Cohort, GpuFlavor, Membership, Quota, Role, Tenant
 
 # A token's public id: the start of knox's digest (a hash; the key itself is never kept).
 TOKEN_ID = re.compile(r"[0-9a-f]{16}")
@@ -145,3 +146,66 @@ def token_get(*, user: Any, token_id: str) -> AuthToken:
     if not TOKEN_ID.fullmatch(token_id):
         raise Http404
     return get_object_or_404(token_list(user=user), digest__startswith=token_id)
+
+
+def cohort_parents() -> dict[str, str]:
+    """The cohort tree as the admission pass reads it: each cohort with a parent, by
+    name (``Cohort`` rows without one are roots, as are cohorts with no row)."""
+    return dict(Cohort.objects.exclude(parent="").values_list("name", "parent"))
+
+
+def cohort_list() -> QuerySet[Cohort]:
+    """Every cohort with a row (a parent or a description), by name."""
+    return Cohort.objects.all()
+
+
+def cohort_path(name: str, parents: dict[str, str]) -> list[str]:
+    """``name`` and its ancestors up to its root. A walk that comes back to a name it has
+    seen (a loop, which ``services.cohort_set`` refuses) stops before repeating it.
+
+    The admission core walks the same tree with ``clusters.admission.cohort_root``; it
+    may not import this layer, nor this layer it."""
+    path = [name]
+    while (parent := parents.get(path[-1])) and parent not in path:
+        path.append(parent)
+    return path
+
+
+@dataclass(frozen=True)
+class CohortNode:
+    """One cohort as the API shows it: its parent (``None``: a root), the root whose pool
+    its tenants borrow from, its description, and the tenants that name it."""
+
+    name: str
+    parent: str | None
+    root: str
+    description: str
+    tenants: tuple[str, ...]
+    defined: bool
+
+
+def cohort_tree() -> list[CohortNode]:
+    """Every cohort there is, by name: those with a row, those tenants name, and the
+    parents rows name (two queries)."""
+    rows = {c.name: c for c in Cohort.objects.all()}
+    members: dict[str, list[str]] = {}
+    for slug, cohort in Tenant.objects.unscoped().order_by("slug").values_list("slug", "cohort"):
+        members.setdefault(cohort, []).append(slug)
+    parents = {name: row.parent for name, row in rows.items() if row.parent}
+    names = sorted({*rows, *members, *parents.values()})
+    return [
+        CohortNode(
+            name=name,
+            parent=parents.get(name),
+            root=cohort_path(name, parents)[-1],
+            description=rows[name].description if name in rows else "",
+            tenants=tuple(members.get(name, ())),
+            defined=name in rows,
+        )
+        for name in names
+    ]
+
+
+def cohort_node(name: str) -> CohortNode | None:
+    """One cohort of :func:`cohort_tree` (``None``: no row, tenant or child names it)."""
+    return next((node for node in cohort_tree() if node.name == name), None)

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import ProtectedError
 from knox.models import AuthToken
 
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import (
+    Cohort,
     GpuFlavor,
     Membership,
     MembershipSource,
@@ -35,6 +36,8 @@ from tenants.models import (
     tenant_namespace,
 )
 from tenants.selectors import (
+    cohort_parents,
+    cohort_path,
     flavor_references,
     is_platform_admin,
     role_in_tenant,
@@ -377,6 +380,81 @@ def flavor_delete(*, actor: Any, flavor: GpuFlavor) -> None:
         flavor.delete()
     except ProtectedError as exc:  # a reference created since the check above
         raise ServiceConflict(f"Flavor {flavor.name} is still in use.") from exc
+
+
+# --- Cohorts ------------------------------------------------------------------------
+
+
+def _cohort_cycle(name: str, parent: str) -> list[str] | None:
+    """The loop that making ``parent`` the parent of ``name`` would close, as the names
+    from ``name`` back to it, or ``None`` when the tree stays a tree."""
+    above = cohort_path(parent, cohort_parents())
+    if name not in above:
+        return None
+    return [name, *above[: above.index(name) + 1]]
+
+
+# The key of the transaction lock that serialises changes to the cohort tree.
+_COHORT_TREE_LOCK = 0x636F686F7274  # "cohort"
+
+
+def _lock_cohort_tree() -> None:
+    """One writer of the tree at a time (until the transaction ends), so that two
+    changes that each keep it a tree cannot close a loop between them. SQLite (make run)
+    has one writer anyway."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_COHORT_TREE_LOCK])
+
+
+@transaction.atomic
+def cohort_set(
+    *, actor: Any, name: str, parent: str = "", description: str | None = None
+) -> Cohort:
+    """Create or change a cohort's row: its parent in the cohort tree and a description
+    (platform admins only). Tenants of every cohort under one root borrow each other's
+    unused quota from the next admission pass on; a parent that would close a loop is
+    refused, naming the loop."""
+    _require_platform_admin(actor)
+    _lock_cohort_tree()
+    cohort = Cohort.objects.filter(name=name).first()
+    created = cohort is None
+    if cohort is None:
+        cohort = Cohort(name=name)
+    before = _snapshot(cohort, ["parent", "description"])
+    cohort.parent = parent
+    if description is not None:
+        cohort.description = description
+    cohort.full_clean(validate_unique=False)
+    if parent:
+        loop = _cohort_cycle(name, parent)
+        if loop:
+            raise ValidationError(
+                {"parent": [f"{parent} is below {name} in the cohort tree: {' -> '.join(loop)}."]}
+            )
+    try:
+        with transaction.atomic():
+            cohort.save()
+    except IntegrityError as exc:  # created concurrently since the lookup above
+        raise ServiceConflict(f"Cohort {name} was created meanwhile; try again.") from exc
+    after = _snapshot(cohort, ["parent", "description"])
+    audit_record(
+        actor=actor,
+        action="cohort.create" if created else "cohort.update",
+        obj=cohort,
+        data=after if created else {"before": before, "after": after},
+    )
+    return cohort
+
+
+@transaction.atomic
+def cohort_delete(*, actor: Any, cohort: Cohort) -> None:
+    """Remove a cohort's row (platform admins only): it becomes a root again and its
+    tenants stop borrowing from the rest of its former tree. Cohorts below it keep
+    naming it as their parent."""
+    _require_platform_admin(actor)
+    audit_record(actor=actor, action="cohort.delete", obj=cohort, data={"name": cohort.name})
+    cohort.delete()
 
 
 # --- Tenants ------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from clusters.admission.snapshot import (
     Running,
     Snapshot,
     TenantQ,
+    cohort_root,
 )
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "TenantQ",
     "Verdict",
     "VerdictReason",
+    "cohort_root",
     "decide",
     "dry_run",
     "format_eta",

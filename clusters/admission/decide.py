@@ -179,7 +179,7 @@ class _Pass:
         if promised and used + promised + p.gpus > nominal:
             # Whoever is promised reclaimed GPUs must stay within its nominal quota.
             return self._held_for_promise(p, ("t", *key))
-        ckey = (tenant.cohort, p.flavor)
+        ckey = (led.cohort_of(p.tenant), p.flavor)
         cohort_total = led.cohort_nominal.get(ckey, 0)
         # What it takes from the cohort's pool: beyond what the tenant keeps for itself.
         draw = led.pool_draw(p.tenant, p.flavor, p.gpus)
@@ -205,7 +205,7 @@ class _Pass:
             return self._why(
                 COHORT_QUOTA,
                 ("c", *ckey),
-                lambda: _cohort_message(p, tenant.cohort, in_use, cohort_total, used, nominal),
+                lambda: _cohort_message(p, ckey[0], in_use, cohort_total, used, nominal),
             )
         free = led.free.get(p.flavor)
         if free is not None and p.booked != p.flavor:
@@ -251,7 +251,7 @@ class _Pass:
         if tenant.memory_quota_gib:
             pools.append(("tmem", p.tenant))
         if led.usage[p.tenant, p.flavor] + p.gpus > led.nominal.get((p.tenant, p.flavor), 0):
-            pools.append(("c", tenant.cohort, p.flavor))
+            pools.append(("c", led.cohort_of(p.tenant), p.flavor))
         if led.free.get(p.flavor) is not None:
             pools.append(("f", p.flavor))
         return pools
@@ -391,9 +391,7 @@ class _Pass:
             found = [
                 r
                 for r in self.snap.running
-                if r.flavor == flavor
-                and r.reclaimable
-                and self.led.tenant(r.tenant).cohort == cohort
+                if r.flavor == flavor and r.reclaimable and self.led.cohort_of(r.tenant) == cohort
             ]
             # Lowest priority first, then newest first.
             found.sort(

@@ -169,8 +169,8 @@ def estimate(  # noqa: C901
         by_tenant_flavor[rel[4], rel[5]].append(rel)
         by_tenant[rel[4]].append(rel)
     cohort_tenants: dict[str, list[str]] = defaultdict(list)
-    for slug, tenant in led.tenants.items():
-        cohort_tenants[tenant.cohort].append(slug)
+    for slug in list(led.tenants):
+        cohort_tenants[led.cohort_of(slug)].append(slug)
     flavor_tenants: dict[str, set[str]] = defaultdict(set)
     for tenant_slug, flavor in by_tenant_flavor:
         flavor_tenants[flavor].add(tenant_slug)

@@ -111,7 +111,7 @@ def fair_share(
     borrowed: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     lendable: dict[tuple[str, str], dict[str, Decimal]] = defaultdict(dict)
     for tenant, flavor in keys:
-        cohort = led.tenant(tenant).cohort
+        cohort = led.cohort_of(tenant)
         nominal = Decimal(led.nominal.get((tenant, flavor), 0))
         used = led.usage[tenant, flavor]
         borrowed[cohort, flavor] += max(used - nominal, ZERO)
@@ -135,7 +135,7 @@ def fair_share(
                 lend_limit=lend_limits.get((tenant, f)),
                 used=led.usage[tenant, f],
                 borrowed=max(led.usage[tenant, f] - led.nominal.get((tenant, f), 0), ZERO),
-                lent=lent[policy.cohort, f].get(tenant, ZERO),
+                lent=lent[led.cohort_of(tenant), f].get(tenant, ZERO),
                 share=shares[f],
                 dominant=dominant > 0 and shares[f] == dominant,
             )
@@ -149,7 +149,7 @@ def fair_share(
             )
             if quota
         )
-        cohorts[policy.cohort].append(
+        cohorts[led.cohort_of(tenant)].append(
             TenantShare(tenant, policy.weight, led.share[tenant], rows, resources)
         )
     return [

@@ -28,6 +28,7 @@ from clusters.admission.snapshot import (
     Running,
     Snapshot,
     TenantQ,
+    cohort_root,
 )
 from clusters.admission.words import count, number
 
@@ -67,6 +68,8 @@ class Ledger:
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
         self.tenants: dict[str, TenantQ] = {t.slug: t for t in snap.tenants}
+        # Each tenant's pool cohort: the root of its cohort's tree (see cohort_of).
+        self._roots: dict[str, str] = {}
         self.flavors: dict[str, FlavorQ] = {f.name: f for f in snap.flavors}
         self.nominal: dict[tuple[str, str], int] = {}
         self.borrow: dict[tuple[str, str], int] = {}
@@ -82,7 +85,7 @@ class Ledger:
             self.borrow[q.tenant, q.flavor] = q.borrow_limit
             if q.guaranteed:
                 self.guaranteed[q.tenant, q.flavor] = q.guaranteed
-            self.cohort_nominal[self.tenant(q.tenant).cohort, q.flavor] += q.gpus - q.guaranteed
+            self.cohort_nominal[self.cohort_of(q.tenant), q.flavor] += q.gpus - q.guaranteed
         self.usage: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.cohort_usage: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.cpu: dict[str, Decimal] = defaultdict(Decimal)
@@ -154,11 +157,22 @@ class Ledger:
             found = self.tenants[slug] = TenantQ(slug=slug)
         return found
 
+    def cohort_of(self, slug: str) -> str:
+        """The cohort whose pool the tenant borrows from and lends to: the root of its
+        cohort's tree (its own cohort when that has no parent). Every cohort counter of
+        the pass (``("c", cohort, flavor)`` pools, reclaim, promises) is keyed by it."""
+        found = self._roots.get(slug)
+        if found is None:
+            found = self._roots[slug] = cohort_root(
+                self.tenant(slug).cohort, self.snap.cohort_parents
+            )
+        return found
+
     def charge(self, item: Running | Pending) -> None:
         """Count a running or newly admitted cluster against every counter."""
         tenant = self.tenant(item.tenant)
         key = (item.tenant, item.flavor)
-        self.cohort_usage[tenant.cohort, item.flavor] += self.pool_draw(
+        self.cohort_usage[self.cohort_of(item.tenant), item.flavor] += self.pool_draw(
             item.tenant, item.flavor, item.gpus
         )
         self.usage[key] += item.gpus
@@ -309,7 +323,7 @@ class Ledger:
         nominal = self.nominal.get((p.tenant, p.flavor), 0)
         limit = nominal + self.borrow.get((p.tenant, p.flavor), 0)
         kept = self.guaranteed.get((p.tenant, p.flavor), 0)
-        limit = min(limit, kept + self.cohort_nominal.get((tenant.cohort, p.flavor), 0))
+        limit = min(limit, kept + self.cohort_nominal.get((self.cohort_of(p.tenant), p.flavor), 0))
         if limit == 0:
             reasons.append((TENANT_TOTAL, f"{p.tenant} has no quota on {p.flavor}."))
         elif p.gpus > limit:

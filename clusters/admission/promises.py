@@ -47,7 +47,7 @@ class Promises:
         return other
 
     def _ckey(self, p: Pending) -> tuple[str, str]:
-        return (self.led.tenant(p.tenant).cohort, p.flavor)
+        return (self.led.cohort_of(p.tenant), p.flavor)
 
     def promise(self, p: Pending) -> None:
         """Reserve ``p``'s GPUs in its cohort, on the fleet and in its tenant's quota."""

@@ -11,7 +11,7 @@ as fractions; quotas are whole GPUs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -237,6 +237,20 @@ class Snapshot:
     parked: Sequence[Parked] = ()
     aging: timedelta = timedelta(hours=1)
     reclaim_grace: timedelta = timedelta(minutes=15)
+    # The cohort tree: a cohort's parent, by name (Kueue's Cohort ``spec.parentName``);
+    # a cohort missing here is a root. Borrowing and reclaim span a whole tree.
+    cohort_parents: Mapping[str, str] = field(default_factory=dict)
+
+
+def cohort_root(cohort: str, parents: Mapping[str, str]) -> str:
+    """The root of ``cohort``'s tree in ``parents``: the cohort whose unused quota every
+    tenant below it borrows from. A cycle (refused where parents are set, so never
+    expected) ends the walk at the first cohort seen twice."""
+    seen = {cohort}
+    while (parent := parents.get(cohort)) and parent not in seen:
+        seen.add(parent)
+        cohort = parent
+    return cohort
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from clusters.queue import capacity
 from clusters.spec import SPEC_COLUMNS, ClusterSpec
 from clusters.states import State
 from tenants.models import GpuFlavor, Quota, Tenant
+from tenants.selectors import cohort_parents
 
 
 def _pending(
@@ -294,12 +295,15 @@ def tenant_q(tenant: Tenant) -> adm.TenantQ:
 
 def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor) -> adm.Snapshot:
     """What says whether a request of ``tenant`` on ``flavor`` could ever fit: the
-    tenants of its cohort, their quotas on the flavor and the flavor's fleet size.
+    tenants of its cohort's tree, their quotas on the flavor and the flavor's fleet size.
 
-    Nothing running or queued is read (two small queries), so submission can ask
+    Nothing running or queued is read (three small queries), so submission can ask
     admission's "never fits" question on every request.
     """
-    cohort = list(Tenant.objects.unscoped().filter(cohort=tenant.cohort))
+    parents = cohort_parents()
+    root = adm.cohort_root(tenant.cohort, parents)
+    tree = {root, *(name for name in parents if adm.cohort_root(name, parents) == root)}
+    cohort = list(Tenant.objects.unscoped().filter(cohort__in=tree))
     quotas = Quota.objects.unscoped().filter(tenant__in=cohort, flavor=flavor)
     slugs = {t.pk: t.slug for t in cohort}
     return adm.Snapshot(
@@ -322,6 +326,7 @@ def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor) -> adm.Snapshot:
             )
             for q in quotas
         ],
+        cohort_parents=parents,
     )
 
 
@@ -401,5 +406,6 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
         parked=_parked(),
         aging=timedelta(seconds=settings.ADMISSION_AGING_SECONDS),
         reclaim_grace=timedelta(seconds=settings.RECLAIM_GRACE_SECONDS),
+        cohort_parents=cohort_parents(),
     )
     return snapshot, queued

@@ -19,7 +19,7 @@ from controlplane.api.serializers import (
     StrictModelSerializer,
     StrictSerializer,
 )
-from tenants.models import AuditEvent, GpuFlavor, Membership, Role, Tenant
+from tenants.models import AuditEvent, Cohort, GpuFlavor, Membership, Role, Tenant
 
 # --- Auth and users -----------------------------------------------------------------
 
@@ -137,6 +137,45 @@ class FlavorUpdateSerializer(StrictModelSerializer):
         model = GpuFlavor
         fields = FLAVOR_FIELDS
         extra_kwargs = {"name": {"validators": [], "required": False}}
+
+
+# --- Cohorts ------------------------------------------------------------------------
+
+
+class CohortOutSerializer(serializers.Serializer[Any]):
+    """A cohort in the cohort tree (``tenants.selectors.CohortNode``)."""
+
+    name = serializers.CharField(read_only=True)
+    parent = serializers.CharField(
+        read_only=True, allow_null=True, help_text="The cohort above it (null: a root)."
+    )
+    root = serializers.CharField(
+        read_only=True,
+        help_text="The root of its tree: tenants of every cohort under one root borrow "
+        "each other's unused quota.",
+    )
+    description = serializers.CharField(read_only=True)
+    tenants = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="Tenants in this cohort."
+    )
+    defined = serializers.BooleanField(
+        read_only=True,
+        help_text="Whether the cohort has a row of its own (a parent or a description); "
+        "one only named by tenants or as a parent has none.",
+    )
+
+
+class CohortSetSerializer(StrictModelSerializer):
+    """Body of ``PUT /cohorts/{name}/``: the parent (empty or omitted: a root) and a
+    description (omitted: unchanged)."""
+
+    class Meta:
+        model = Cohort
+        fields = ["parent", "description"]
+        extra_kwargs: ClassVar[dict[str, dict[str, Any]]] = {
+            "parent": {"required": False},
+            "description": {"required": False},
+        }
 
 
 # --- Tenants ------------------------------------------------------------------------

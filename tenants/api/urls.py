@@ -1,4 +1,5 @@
-"""Routes of the tenants API (users, tokens, flavors, tenants, members, quotas, audit).
+"""Routes of the tenants API (users, tokens, flavors, cohorts, tenants, members, quotas,
+audit).
 
 Routes are spelled out with ``path()`` rather than a router so that each URL, its
 converters and its methods read at a glance (and so that the route-matrix test sees
@@ -26,6 +27,22 @@ class UsernameConverter:
 
 register_converter(UsernameConverter, "username")
 
+
+class CohortNameConverter:
+    """A cohort name as ``Tenant.cohort`` allows it (a DNS label of at most 40): a PUT
+    to any other name is a 404, like every path naming nothing, not a create that fails."""
+
+    regex = r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(CohortNameConverter, "cohort")
+
 urlpatterns = [
     path("auth/token/", views.TokenView.as_view(), name="auth-token"),
     path("auth/sso/", views.SsoConfigView.as_view(), name="auth-sso"),
@@ -52,6 +69,12 @@ urlpatterns = [
             {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
         ),
         name="flavor",
+    ),
+    path("cohorts/", views.CohortViewSet.as_view({"get": "list"}), name="cohorts"),
+    path(
+        "cohorts/<cohort:name>/",
+        views.CohortViewSet.as_view({"get": "retrieve", "put": "update", "delete": "destroy"}),
+        name="cohort",
     ),
     path(
         "tenants/",

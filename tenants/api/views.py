@@ -26,7 +26,7 @@ from drf_spectacular.utils import (
 from knox.models import AuthToken
 from rest_framework import permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.exceptions import NotFound, Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -43,7 +43,7 @@ from tenants.filters import (
     TenantFilter,
     UserFilter,
 )
-from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
+from tenants.models import AuditEvent, Cohort, GpuFlavor, Membership, Quota, Role, Tenant
 from tenants.sso import provider as sso_provider
 
 
@@ -324,6 +324,71 @@ class FlavorViewSet(viewsets.GenericViewSet[GpuFlavor]):
     @extend_schema(responses={204: None, 409: OpenApiResponse(description="Flavor in use")})
     def destroy(self, request: Request, name: str) -> Response:
         services.flavor_delete(actor=request.user, flavor=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- Cohorts ------------------------------------------------------------------------
+
+
+class PlatformAdminOnly(permissions.BasePermission):
+    """Platform admins only, reads included (the tree names every team's cohort)."""
+
+    message = "Only platform admins may see or change the cohort tree."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return selectors.is_platform_admin(request.user)
+
+
+_COHORT_NAME = OpenApiParameter("name", str, OpenApiParameter.PATH, description="Cohort name.")
+
+
+class CohortViewSet(viewsets.GenericViewSet[Any]):
+    """The cohort tree (Kueue's Cohort ``parentName``): which cohorts lend to and borrow
+    from each other through a common root. Platform admins only."""
+
+    permission_classes = [permissions.IsAuthenticated, PlatformAdminOnly]
+    throttle_classes = [WriteThrottle]
+    serializer_class = s.CohortOutSerializer
+    queryset = Cohort.objects.none()  # for the schema; the tree is not a queryset
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(selectors.cohort_tree())
+        return self.get_paginated_response(s.CohortOutSerializer(page, many=True).data)
+
+    @extend_schema(parameters=[_COHORT_NAME])
+    def retrieve(self, request: Request, name: str) -> Response:
+        node = selectors.cohort_node(name)
+        if node is None:
+            raise NotFound()  # nothing names it (the same 404 as any unknown path)
+        return Response(s.CohortOutSerializer(node).data)
+
+    @extend_schema(
+        parameters=[_COHORT_NAME],
+        request=s.CohortSetSerializer,
+        responses={200: s.CohortOutSerializer, 201: s.CohortOutSerializer},
+    )
+    def update(self, request: Request, name: str) -> Response:
+        body = s.CohortSetSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        existed = Cohort.objects.filter(name=name).exists()
+        services.cohort_set(
+            actor=request.user,
+            name=name,
+            parent=body.validated_data.get("parent", ""),
+            description=body.validated_data.get("description"),
+        )
+        node = selectors.cohort_node(name)
+        return Response(
+            s.CohortOutSerializer(node).data,
+            status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(parameters=[_COHORT_NAME], responses={204: None})
+    def destroy(self, request: Request, name: str) -> Response:
+        cohort = Cohort.objects.filter(name=name).first()
+        if cohort is None:
+            raise NotFound()  # no row: nothing to remove
+        services.cohort_delete(actor=request.user, cohort=cohort)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -24,6 +24,14 @@ def _spare_tokens(world: Any) -> dict[str, str]:
     return {"token_id": SPARE_TOKEN_ID}
 
 
+def _cohort_row(world: Any) -> dict[str, str]:
+    """A cohort with a row of its own, for DELETE to remove."""
+    from tenants.models import Cohort
+
+    Cohort.objects.get_or_create(name="spare-cohort", defaults={"parent": "platform"})
+    return {"name": "spare-cohort"}
+
+
 ROUTES = {
     "api/v1/auth/token/": Route(
         methods={
@@ -85,6 +93,16 @@ ROUTES = {
             "PATCH": Case(platform_only(200), body=lambda w: {"node_count": 6}),
             # A flavor nobody references (h100 and l4 are in quotas: that is a 409).
             "DELETE": Case(platform_only(204), kwargs={"name": "spare"}),
+        },
+    ),
+    # The cohort tree names every team's cohort: platform admins only, reads included.
+    "api/v1/cohorts/": Route(methods={"GET": Case(platform_only(200))}),
+    "api/v1/cohorts/{name}/": Route(
+        kwargs={"name": "research"},
+        methods={
+            "GET": Case(platform_only(200), kwargs={"name": "default"}),
+            "PUT": Case(platform_only(201), body=lambda w: {"parent": "platform"}),
+            "DELETE": Case(platform_only(204), kwargs=_cohort_row),
         },
     ),
     "api/v1/tenants/": Route(

@@ -71,6 +71,7 @@ _KINDS = [
     Kind("ray.io/v1", "RayJob", "rayjobs"),
     Kind("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", namespaced=False),
     Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", namespaced=False),
+    Kind("kueue.x-k8s.io/v1beta2", "Cohort", "cohorts", namespaced=False),
     Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues"),
     Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads"),
     Kind("kueue.x-k8s.io/v1beta2", "AdmissionCheck", "admissionchecks", namespaced=False),

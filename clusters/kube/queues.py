@@ -3,7 +3,8 @@
 Kueue (``kueue.x-k8s.io/v1beta2``): a ResourceFlavor per catalogue flavor plus one for
 the Ray heads, a ClusterQueue per tenant (its cohort, nominal and borrowing quota per
 flavor, preemption and fair-sharing weight), a LocalQueue in each tenant namespace and
-the ``dev``/``prod`` WorkloadPriorityClasses. KAI (``scheduling.run.ai/v2``): a Queue per
+the ``dev``/``prod`` WorkloadPriorityClasses, and a Cohort per cohort with a parent (the
+cohort tree). KAI (``scheduling.run.ai/v2``): a Queue per
 tenant for fractional dev GPUs.
 
 Why a separate flavor for heads: a Ray head asks for CPU and memory only. If it could be
@@ -16,7 +17,7 @@ would inject them); the workers bring their own toleration.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -256,13 +257,30 @@ def local_queue(tenant: Any) -> Manifest:
     }
 
 
+def cohort(name: str, parent: str) -> Manifest:
+    """A Cohort that places cohort ``name`` under ``parent`` in the cohort tree: the
+    ClusterQueues of every cohort under one root borrow each other's unused quota (and
+    reclaim it). A cohort without a parent needs no object: Kueue makes it implicitly
+    from the ClusterQueues' ``cohortName``, as a root."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Cohort",
+        "metadata": {"name": name, "labels": _labels()},
+        "spec": {"parentName": parent},
+    }
+
+
 def kueue_objects(
-    tenants: Iterable[Any], flavors: Iterable[Any], quotas: Iterable[Any]
+    tenants: Iterable[Any],
+    flavors: Iterable[Any],
+    quotas: Iterable[Any],
+    cohort_parents: Mapping[str, str] | None = None,
 ) -> list[Manifest]:
     """Every Kueue object of Kueue mode, in apply order (cluster-scoped ones first).
 
     ``quotas`` are Quota rows (only ``tenant_id``, ``flavor_id``, ``gpus`` and
-    ``borrow_limit`` are read, so no relation is loaded).
+    ``borrow_limit`` are read, so no relation is loaded); ``cohort_parents`` the cohort
+    tree (a Cohort per cohort with a parent).
     """
     tenant_list = sorted(tenants, key=lambda t: str(t.slug))
     flavor_list = sorted(flavors, key=lambda f: str(f.name))
@@ -272,6 +290,7 @@ def kueue_objects(
     objects.append(head_flavor())
     if growable(flavor_list):
         objects += capacity_check_objects()
+    objects += [cohort(name, parent) for name, parent in sorted((cohort_parents or {}).items())]
     objects += [cluster_queue(tenant, flavor_list, quota_list) for tenant in tenant_list]
     objects += [local_queue(tenant) for tenant in tenant_list]
     return objects

@@ -24,13 +24,15 @@ from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
 from clusters.kube.conditions import condition
 from clusters.kube.gateway import Gateway
-from clusters.kube.queues import GPU, LOCAL_QUEUE_NAME
+from clusters.kube.labels import managed_selector
+from clusters.kube.queues import GPU, KUEUE_API, LOCAL_QUEUE_NAME
 from clusters.models import ClusterRequest
 from clusters.queue.interface import PassResult, QueueBackend, QueueView
 from clusters.queue.writeback import admit
 from clusters.states import State
 from clusters.transitions import transition
 from tenants.models import GpuFlavor, Quota, Tenant
+from tenants.selectors import cohort_parents
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +55,19 @@ def ensure_queues(gw: Gateway) -> bool:
             continue
         tenants.append(tenant)
     objects = manifests.kueue_objects(
-        tenants, GpuFlavor.objects.all(), Quota.objects.unscoped().all()
+        tenants, GpuFlavor.objects.all(), Quota.objects.unscoped().all(), cohort_parents()
     )
 
     def write(objects: list[dict[str, Any]]) -> None:
         for obj in objects:
             gw.apply(obj)
+        # A cohort that lost its parent is a root again: its Cohort goes, since applying
+        # one without ``parentName`` would not take the old parent away everywhere.
+        wanted = {o["metadata"]["name"] for o in objects if o["kind"] == "Cohort"}
+        for found in gw.list(KUEUE_API, "Cohort", label_selector=managed_selector()):
+            name = found["metadata"]["name"]
+            if name not in wanted:
+                gw.delete("kueue.x-k8s.io/v1beta2", "Cohort", name)
 
     return _applied.apply("kueue", objects, write)
 

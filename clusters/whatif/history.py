@@ -25,6 +25,7 @@ from clusters.spec import ClusterSpec
 from clusters.states import State
 from clusters.whatif.model import Demand, IdlePolicy, Workload, World
 from tenants.models import GpuFlavor, Quota, Tenant
+from tenants.selectors import cohort_parents
 
 
 def world_now() -> World:
@@ -51,6 +52,7 @@ def world_now() -> World:
         },
         aging=timedelta(seconds=settings.ADMISSION_AGING_SECONDS),
         reclaim_grace=timedelta(seconds=settings.RECLAIM_GRACE_SECONDS),
+        cohort_parents=cohort_parents(),
     )
 
 

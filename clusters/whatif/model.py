@@ -83,7 +83,7 @@ class IdlePolicy:
 @dataclass(frozen=True)
 class World:
     """The fleet and its policy: flavors (``node_count`` nodes each), tenants, quotas,
-    each tenant's idle policy, and the pass's aging and reclaim grace."""
+    each tenant's idle policy, the pass's aging and reclaim grace, and the cohort tree."""
 
     flavors: Sequence[FlavorQ]
     tenants: Sequence[TenantQ]
@@ -91,6 +91,9 @@ class World:
     idle: dict[str, IdlePolicy] = field(default_factory=dict)
     aging: timedelta = timedelta(hours=1)
     reclaim_grace: timedelta = timedelta(minutes=15)
+    # The cohort tree (a cohort's parent by name): tenants of cohorts under one root
+    # borrow each other's unused quota, as in the admission pass.
+    cohort_parents: dict[str, str] = field(default_factory=dict)
 
     def flavor(self, name: str) -> FlavorQ | None:
         """The flavor called ``name`` (``None``: not in this world)."""

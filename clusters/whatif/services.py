@@ -31,7 +31,7 @@ from clusters.admission import QuotaQ
 from clusters.whatif.metrics import Figures, figures
 from clusters.whatif.model import POLICY, IdlePolicy, Workload, World
 from clusters.whatif.simulator import PASS_SECONDS, Outcome, simulate
-from clusters.whatif.workload import WEEK, large_fleet, synthetic_week
+from clusters.whatif.workload import PARENT, WEEK, large_fleet, synthetic_week
 
 # Said on the page, in the command's output and in docs/whatif.md.
 NOT_MODELLED = (
@@ -185,7 +185,7 @@ def synthetic(*, seed: int, days: float, load: float) -> tuple[World, Workload]:
             "The load is the GPU-hours asked for in working hours over the fleet's: above 0, "
             "at most 5."
         )
-    world = large_fleet()
+    world = large_fleet(parent=PARENT)
     return world, synthetic_week(world, seed=seed, load=load, seconds=min(days * 86400, 28 * 86400))
 
 

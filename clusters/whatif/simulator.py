@@ -359,6 +359,7 @@ def _snapshot(st: _State, now: float) -> Snapshot:
         pending=pending,
         aging=st.world.aging,
         reclaim_grace=st.world.reclaim_grace,
+        cohort_parents=st.world.cohort_parents,
     )
 
 

@@ -35,12 +35,16 @@ from clusters.admission import DEV, PROD, FlavorQ, QuotaQ, TenantQ
 from clusters.whatif.model import EPOCH, Demand, IdlePolicy, Workload, World
 
 WEEK = 7 * 24 * 3600.0
+# The parent cohort of the synthetic world's two cohorts (the planner and the benchmark).
+PARENT = "platform"
 TENANTS = 10
 H100_NODES, L4_NODES = 64, 32
 
 
-def large_fleet(*, tenants: int = TENANTS, scale: float = 1.0) -> World:
-    """Kubesim's large fleet (times ``scale`` nodes) with ``tenants`` tenants in two cohorts."""
+def large_fleet(*, tenants: int = TENANTS, scale: float = 1.0, parent: str | None = None) -> World:
+    """Kubesim's large fleet (times ``scale`` nodes) with ``tenants`` tenants in two cohorts:
+    isolated (each lends only within itself), or both under the cohort ``parent``, so that
+    what one leaves unused the other may borrow and reclaims go across the tree."""
     h100_nodes = max(round(H100_NODES * scale), 1)
     l4_nodes = max(round(L4_NODES * scale), 1)
     flavors = [FlavorQ("h100", 8, h100_nodes), FlavorQ("l4", 1, l4_nodes)]
@@ -67,6 +71,7 @@ def large_fleet(*, tenants: int = TENANTS, scale: float = 1.0) -> World:
         tenants=[TenantQ(s, cohort=cohorts[s], weight=weights[s]) for s in slugs],
         quotas=quotas,
         idle={s: IdlePolicy(minutes=60, grace_minutes=15) for s in slugs},
+        cohort_parents={c: parent for c in sorted(set(cohorts.values()))} if parent else {},
     )
 
 

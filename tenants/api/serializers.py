@@ -143,26 +143,32 @@ class FlavorUpdateSerializer(StrictModelSerializer):
 
 
 class CohortOutSerializer(serializers.Serializer[Any]):
-    """A cohort in the cohort tree (``tenants.selectors.CohortNode``)."""
+    """A cohort in the cohort tree (``tenants.selectors.CohortNode``).
 
-    name = serializers.CharField(read_only=True)
-    parent = serializers.CharField(
-        read_only=True, allow_null=True, help_text="The cohort above it (null: a root)."
-    )
-    root = serializers.CharField(
-        read_only=True,
-        help_text="The root of its tree: tenants of every cohort under one root borrow "
-        "each other's unused quota.",
-    )
-    description = serializers.CharField(read_only=True)
-    tenants = serializers.ListField(
-        child=serializers.CharField(), read_only=True, help_text="Tenants in this cohort."
-    )
-    defined = serializers.BooleanField(
-        read_only=True,
-        help_text="Whether the cohort has a row of its own (a parent or a description); "
-        "one only named by tenants or as a parent has none.",
-    )
+    Its fields are built in :meth:`get_fields` because two of them are called ``parent``
+    and ``root``, names every DRF field already has for its own place in a serializer."""
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {
+            "name": serializers.CharField(read_only=True),
+            "parent": serializers.CharField(
+                read_only=True, allow_null=True, help_text="The cohort above it (null: a root)."
+            ),
+            "root": serializers.CharField(
+                read_only=True,
+                help_text="The root of its tree: tenants of every cohort under one root borrow "
+                "each other's unused quota.",
+            ),
+            "description": serializers.CharField(read_only=True),
+            "tenants": serializers.ListField(
+                child=serializers.CharField(), read_only=True, help_text="Tenants in this cohort."
+            ),
+            "defined": serializers.BooleanField(
+                read_only=True,
+                help_text="Whether the cohort has a row of its own (a parent or a description); "
+                "one only named by tenants or as a parent has none.",
+            ),
+        }
 
 
 class CohortSetSerializer(StrictModelSerializer):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from django.conf import settings
 from django.contrib.auth import authenticate
@@ -352,7 +352,8 @@ class CohortViewSet(viewsets.GenericViewSet[Any]):
     queryset = Cohort.objects.none()  # for the schema; the tree is not a queryset
 
     def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(selectors.cohort_tree())
+        # DRF's paginator slices any sequence; the tree is a list, not a queryset.
+        page = self.paginate_queryset(cast(Any, selectors.cohort_tree()))
         return self.get_paginated_response(s.CohortOutSerializer(page, many=True).data)
 
     @extend_schema(parameters=[_COHORT_NAME])

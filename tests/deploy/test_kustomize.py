@@ -496,7 +496,10 @@ def applied_kinds(acme: Any, bob: Any, h100: Any, l4: Any, settings: Any) -> set
     spec = manifests.cluster_manifests(dev)[0]["spec"]
     objects += capacity.capacity_objects(dev, spec, name="bob-dev-nodes-1")
     objects += manifests.kueue_objects(
-        Tenant.objects.unscoped(), GpuFlavor.objects.all(), Quota.objects.unscoped().all()
+        Tenant.objects.unscoped(),
+        GpuFlavor.objects.all(),
+        Quota.objects.unscoped().all(),
+        {acme.cohort: "platform"},  # a cohort tree: its Cohort objects
     )
     return {
         (group_of(o["apiVersion"]), gateway.kind_of(o["apiVersion"], o["kind"]).plural)

@@ -42,6 +42,7 @@ def setup_queues(
     cohort: str | None = None,
     preemption: dict | None = None,
     b_lends: int | None = None,
+    b_cohort: str | None = None,
 ) -> None:
     for name, product in (("h100", H100), ("l4", L4)):
         custom.create_cluster_custom_object(
@@ -104,7 +105,7 @@ def setup_queues(
             h100 = cq["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]
             h100["lendingLimit"] = b_lends
         if cohort:
-            cq["spec"]["cohortName"] = cohort
+            cq["spec"]["cohortName"] = b_cohort if tenant == "b" and b_cohort else cohort
         if preemption:
             cq["spec"]["preemption"] = preemption
         custom.create_cluster_custom_object(*KQ, "clusterqueues", cq)
@@ -218,6 +219,43 @@ def test_borrowing_within_cohort(ksim: KubeSim, kapi: client.ApiClient) -> None:
     apply(custom, queued("b1", "t-b", workers=3))
     wl_b = workload(custom, "t-b", "b1")
     assert "admission" not in wl_b["status"]  # only 2 left in b's quota
+
+
+def _cohort(custom: client.CustomObjectsApi, name: str, parent: str) -> None:
+    custom.create_cluster_custom_object(
+        *KQ,
+        "cohorts",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Cohort",
+            "metadata": {"name": name},
+            "spec": {"parentName": parent},
+        },
+    )
+
+
+def test_cohorts_under_one_parent_borrow_and_reclaim_across_the_tree(
+    ksim: KubeSim, kapi: client.ApiClient
+) -> None:
+    """a (cohort research) and b (cohort serving) cannot borrow from each other until
+    both cohorts name the parent org; then a borrows b's unused H100s, and b reclaims them
+    across the tree ("InCohortReclamation")."""
+    custom, core = client.CustomObjectsApi(kapi), client.CoreV1Api(kapi)
+    setup_queues(
+        custom, core, h100_quota=4, cohort="research", b_cohort="serving", preemption=PREEMPTION
+    )
+    apply(custom, queued("own", "t-a", workers=4))
+    apply(custom, queued("big", "t-a", workers=6))
+    assert "admission" not in workload(custom, "t-a", "big")["status"]  # two separate cohorts
+    _cohort(custom, "research", "org")
+    _cohort(custom, "serving", "org")
+    big = workload(custom, "t-a", "big")
+    assert big["status"]["admission"]["clusterQueue"] == "cq-a"  # 6 of b's 8, through org
+    apply(custom, queued("mine", "t-b", workers=7))
+    conds = conditions(workload(custom, "t-a", "big"))
+    assert conds["Preempted"][:2] == ("True", "InCohortReclamation")
+    assert "admission" in workload(custom, "t-a", "own")["status"]
+    assert rc_of(custom, "t-b", "mine")["spec"]["suspend"] is False
 
 
 def test_a_lending_limit_keeps_the_rest_of_the_quota_for_its_queue(

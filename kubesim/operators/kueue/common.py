@@ -25,7 +25,8 @@ CQ = "clusterqueues.kueue.x-k8s.io"
 LQ = "localqueues.kueue.x-k8s.io"
 RF = "resourceflavors.kueue.x-k8s.io"
 WPC = "workloadpriorityclasses.kueue.x-k8s.io"
-WATCHED = {WL, CQ, LQ, RF, WPC, "cohorts.kueue.x-k8s.io"}
+COHORT = "cohorts.kueue.x-k8s.io"
+WATCHED = {WL, CQ, LQ, RF, WPC, COHORT}
 VIS = "visibility.kueue.x-k8s.io"
 
 # Why Kueue preempts, as its Preempted condition's reason and in its eviction message.
@@ -99,3 +100,18 @@ def touch_job(cluster: Cluster, key: str, job: Obj) -> None:
     ref = (job["metadata"]["namespace"], job["metadata"]["name"])
     # The operators ignore in-place writes (their own status writes): tell them.
     (cluster.kuberay if key == RC else cluster.rayjob).dirty.add(ref)
+
+
+def cohort_root(cluster: Cluster, name: str) -> str:
+    """The root of cohort ``name``'s tree: Cohort objects name their parent in
+    ``spec.parentName``; a cohort without an object, or without a parent, is a root. The
+    ClusterQueues of every cohort under one root borrow each other's unused quota. (Kueue
+    disables a tree with a cycle; here the walk stops at the first cohort seen twice.)"""
+    seen = {name}
+    while True:
+        obj = cluster.store.get(COHORT, "", name)
+        parent = ((obj or {}).get("spec") or {}).get("parentName")
+        if not parent or parent in seen:
+            return name
+        seen.add(parent)
+        name = parent

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from kubesim.operators.kueue.common import CQ, PREEMPTION_REASONS, WL, is_finished
+from kubesim.operators.kueue.common import CQ, PREEMPTION_REASONS, WL, cohort_root, is_finished
 from kubesim.operators.kueue.quota import Usage, fits, flavor_quotas, workload_usage
 from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
 
 if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
     from kubesim.operators.kueue import Kueue
 
 
@@ -55,7 +56,9 @@ def preempt_for(kueue: Kueue, wl: Obj, cq: Obj, use: Usage) -> bool:  # noqa: C9
             if within == "LowerPriority" and other_priority < priority:
                 order = (1, other_priority, _newest_first(admitted_at))
                 candidates.append((order, other, other_cq, "InClusterQueue"))
-        elif cohort and get_path(quotas.get(other_cq), "spec", "cohortName") == cohort:
+        elif cohort and _same_tree(
+            cluster, cohort, get_path(quotas.get(other_cq), "spec", "cohortName")
+        ):
             if reclaim == "Never" or (reclaim == "LowerPriority" and other_priority >= priority):
                 continue
             order = (0, other_priority, _newest_first(admitted_at))
@@ -101,3 +104,8 @@ def _newest_first(timestamp: str) -> int:
     if not timestamp:
         return 0
     return -int(parse_time(timestamp).timestamp())
+
+
+def _same_tree(cluster: Cluster, cohort: str, other: str | None) -> bool:
+    """Whether cohort ``other`` is in the tree of ``cohort`` (reclaim spans a tree)."""
+    return bool(other) and cohort_root(cluster, str(other)) == cohort_root(cluster, cohort)

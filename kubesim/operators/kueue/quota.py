@@ -3,7 +3,8 @@
 Each pod set of a Workload gets, per resource, the first flavor of the ClusterQueue's
 resource group whose ResourceFlavor ``nodeLabels`` agree with the pod set's nodeSelector,
 whose ``nodeTaints`` it tolerates, and whose quota fits: nominal quota, plus what the
-cohort's other queues leave unused within ``borrowingLimit``. Quantities are integers in
+cohort's other queues leave unused within ``borrowingLimit`` (the cohort's whole tree: see
+``common.cohort_root``). Quantities are integers in
 each resource's base unit (see ``quantity.py``).
 """
 
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import quantity
 from kubesim.admission import pod_totals
-from kubesim.operators.kueue.common import CQ, RF, WL, is_finished
+from kubesim.operators.kueue.common import CQ, RF, WL, cohort_root, is_finished
 from kubesim.store import Obj
 from kubesim.taints import tolerates
 from kubesim.util import get_path
@@ -101,8 +102,10 @@ def available(
     # lending limits, each queue keeps ``nominal - lendingLimit`` for itself: the
     # cohort's pool is what the queues lend, drawn on by usage beyond what each keeps.
     total, used = 0, 0
+    root = cohort_root(cluster, cohort)
     for member in cluster.store.iter(CQ):
-        if get_path(member, "spec", "cohortName") != cohort:
+        theirs = get_path(member, "spec", "cohortName")
+        if not theirs or cohort_root(cluster, theirs) != root:
             continue
         kept = kept_quotas(member).get(key, 0)
         total += flavor_quotas(member).get(key, (0, 0))[0] - kept

@@ -29,6 +29,7 @@ from clusters.admission import (
     Running,
     Snapshot,
     TenantQ,
+    cohort_root,
     decide,
     dry_run,
 )
@@ -125,6 +126,8 @@ def snapshots(draw: st.DrawFn, max_pending: int = 25) -> Snapshot:
         running=running,
         pending=pending,
         aging=minutes(draw(st.sampled_from([30, 60, 600]))),
+        # Separate cohorts, both under one parent, or one under the other.
+        cohort_parents=draw(st.sampled_from([{}, {}, {"a": "org", "b": "org"}, {"b": "a"}])),
     )
 
 
@@ -153,15 +156,20 @@ def test_whole_gangs_exact_ledger_and_no_limit_ever_exceeded(snap: Snapshot) -> 
 
     tenants = {t.slug: t for t in snap.tenants}
     quotas = {(q.tenant, q.flavor): q for q in snap.quotas}
+
+    def pool_of(tenant: str) -> str:
+        """The cohort whose pool the tenant shares: the root of its cohort's tree."""
+        return cohort_root(tenants[tenant].cohort, snap.cohort_parents)
+
     cohort_nominal: dict = defaultdict(int)
     for q in snap.quotas:
-        cohort_nominal[tenants[q.tenant].cohort, q.flavor] += q.gpus
+        cohort_nominal[pool_of(q.tenant), q.flavor] += q.gpus
     after = [*snap.running, *admitted]
-    cohort_usage = _sum_by(after, lambda c: (tenants[c.tenant].cohort, c.flavor))
+    cohort_usage = _sum_by(after, lambda c: (pool_of(c.tenant), c.flavor))
     for p in admitted:
         q = quotas[p.tenant, p.flavor]
         assert expected[p.tenant, p.flavor] <= q.gpus + q.borrow_limit
-        cohort = tenants[p.tenant].cohort
+        cohort = pool_of(p.tenant)
         assert cohort_usage[cohort, p.flavor] <= cohort_nominal[cohort, p.flavor]
         tenant = tenants[p.tenant]
         mine = [c for c in after if c.tenant == p.tenant]

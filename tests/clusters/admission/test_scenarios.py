@@ -609,3 +609,37 @@ def test_dry_run_never_fits_says_why(tenant: str, kw: dict, code: str, words: st
 def test_format_eta(delta: object, text: str) -> None:
     eta = None if delta is None else NOW + delta  # type: ignore[operator]
     assert format_eta(eta, NOW) == text
+
+
+def test_cohorts_under_one_parent_borrow_from_each_other_and_reclaim_across_the_tree() -> None:
+    """acme (cohort research) may borrow what globex (cohort serving) leaves unused only
+    once both cohorts sit under one parent; then globex, within its nominal quota, gets
+    it back by a reclaim across the tree."""
+    tenants = [TenantQ("acme", cohort="research"), TenantQ("globex", cohort="serving")]
+    quotas = [QuotaQ("acme", "h100", 8, 16), QuotaQ("globex", "h100", 16, 0)]
+    own = running(2, "acme", 4)
+    big = pending(10, "acme", 8)
+    apart = snapshot(tenants=tenants, quotas=quotas, pending=[big], running=[own])
+    status = decide(apart).waiting[10]
+    assert status.reason == COHORT_QUOTA
+    assert "research cohort" in status.message
+
+    tree = replace(apart, cohort_parents={"research": "org", "serving": "org"})
+    assert decide(tree).admitted == [10]  # 8 of its own, 4 of globex's through org
+
+    borrowed = running(1, "acme", 16, admitted_at=NOW - minutes(30))
+    mine = pending(11, "globex", 12)
+    back = decide(replace(tree, pending=[mine], running=[borrowed]))
+    assert back.waiting[11].reason == RECLAIM_PENDING
+    assert [r.id for r in back.reclaim] == [1]
+    assert "org cohort" in back.waiting[11].message
+    # Isolated, globex's own 16 are free: nothing to reclaim, it simply starts.
+    assert decide(replace(apart, pending=[mine], running=[borrowed])).admitted == [11]
+
+
+def test_a_cycle_in_the_cohort_tree_ends_the_walk() -> None:
+    from clusters.admission import cohort_root
+
+    assert cohort_root("a", {"a": "b", "b": "c"}) == "c"
+    assert cohort_root("a", {}) == "a"
+    assert cohort_root("a", {"a": "b", "b": "a"}) == "b"

@@ -163,3 +163,36 @@ def test_a_pods_ready_timeout_requeues_after_kueues_backoff(
     assert "Exceeded the PodsReady timeout" in event.message
     wait_for(lambda: _row(dev.pk).state == "ready", timeout=90, what="ready after the backoff")
     assert [open_ for _, open_ in _spans(dev.pk)] == [False, True]
+
+
+def test_the_cohort_tree_is_written_as_kueue_cohorts_and_pruned(
+    kubesim: KubeSim, root: Any, acme: Any, h100: Any
+) -> None:
+    """A cohort with a parent becomes a Cohort with ``spec.parentName`` beside the
+    ClusterQueues that name it; once it has no parent again its Cohort is deleted, so
+    that Kueue treats it as a root (applying it without the parent would not say so)."""
+    from clusters.queue.kueue import ensure_queues, forget_queues
+    from tenants import services as tenant_services
+    from tenants.models import Cohort
+
+    gw = get_gateway()
+    tenant_services.cohort_set(actor=root, name=acme.cohort, parent="org")
+    tenant_services.cohort_set(actor=root, name="serving", parent="org")
+    forget_queues()
+    assert ensure_queues(gw)
+    found = {
+        c["metadata"]["name"]: c["spec"].get("parentName")
+        for c in gw.list("kueue.x-k8s.io/v1beta2", "Cohort")
+    }
+    assert found == {acme.cohort: "org", "serving": "org"}
+    (cq,) = [
+        q
+        for q in gw.list("kueue.x-k8s.io/v1beta2", "ClusterQueue")
+        if q["metadata"]["name"] == acme.namespace
+    ]
+    assert cq["spec"]["cohortName"] == acme.cohort
+
+    tenant_services.cohort_delete(actor=root, cohort=Cohort.objects.get(name="serving"))
+    tenant_services.cohort_set(actor=root, name=acme.cohort, parent="")
+    assert ensure_queues(gw)  # the tables changed: written again, and pruned
+    assert gw.list("kueue.x-k8s.io/v1beta2", "Cohort") == []

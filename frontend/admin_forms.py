@@ -11,7 +11,7 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
 from tenants.models import GpuFlavor, PodSecurity, Role, Tenant, tenant_namespace
 
@@ -22,10 +22,12 @@ def attach_errors(form: forms.Form, exc: ValidationError) -> None:
         form.add_error(None, exc)
         return
     for field, errors in exc.message_dict.items():
-        # A quota line's error is keyed "flavors.<i>.<field>"; shown above the form.
+        # A quota line's error is keyed "flavors.<i>.<field>"; shown above the form. A
+        # model constraint's (a cohort its own parent) names no field and needs no prefix.
         target = field if field in form.fields else None
         for error in errors:
-            form.add_error(target, error if target else f"{field}: {error}")
+            shown = error if target or field == NON_FIELD_ERRORS else f"{field}: {error}"
+            form.add_error(target, shown)
 
 
 class ReasonForm(forms.Form):
@@ -104,6 +106,23 @@ class TenantCreateForm(forms.Form):
     weight = forms.DecimalField(
         min_value=0.01, max_value=1000, decimal_places=2, initial=1, help_text="Fair-share weight."
     )
+
+
+class CohortForm(forms.Form):
+    """A cohort's place in the cohort tree: its parent (empty: a root) and a description.
+    The service checks the names and refuses a parent that would close a loop."""
+
+    name = forms.CharField(
+        max_length=40, help_text="A cohort tenants name, or a new one (lowercase, dashes)."
+    )
+    parent = forms.CharField(
+        max_length=40,
+        required=False,
+        help_text="The cohort it lends to and borrows from. Empty: it is a root.",
+        # The known cohorts are offered (the page's datalist); a new name is fine too.
+        widget=forms.TextInput(attrs={"list": "cohort-names", "autocomplete": "off"}),
+    )
+    description = forms.CharField(max_length=200, required=False)
 
 
 class TenantEditForm(forms.ModelForm):

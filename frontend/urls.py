@@ -44,6 +44,12 @@ urlpatterns = [
         platform.flavor_delete,
         name="platform-flavor-delete",
     ),
+    path("platform/cohorts/", platform.cohorts, name="platform-cohorts"),
+    path(
+        "platform/cohorts/<slug:name>/delete/",
+        platform.cohort_delete,
+        name="platform-cohort-delete",
+    ),
     path("platform/tenants/", platform.tenants, name="platform-tenants"),
     path("platform/tenants/<slug:slug>/", platform.tenant, name="platform-tenant"),
     path(

@@ -1,4 +1,5 @@
-"""Platform administration pages: users, the GPU catalogue, tenants and their quotas.
+"""Platform administration pages: users, the GPU catalogue, the cohort tree, tenants
+and their quotas.
 
 Platform admins only; anybody else gets a 404, as for any page they may not see. Every
 write calls the service the API calls (``tenants.services``, ``clusters.requests.
@@ -26,7 +27,7 @@ from controlplane.exceptions import ServiceConflict
 from frontend import admin_forms as f
 from frontend.views.common import HtmxHttpRequest
 from tenants import selectors, services
-from tenants.models import GpuFlavor, Membership, Quota, Tenant
+from tenants.models import Cohort, GpuFlavor, Membership, Quota, Tenant
 
 
 def require_platform_admin(request: HttpRequest) -> None:
@@ -185,6 +186,60 @@ def flavor_delete(request: HttpRequest, name: str) -> HttpResponse:
         return redirect("platform-flavor", name=name)
     messages.success(request, f"Removed {name} from the catalogue.")
     return redirect("platform-flavors")
+
+
+# --- The cohort tree ------------------------------------------------------------------
+
+
+def _cohort_initial(request: HttpRequest) -> dict[str, str]:
+    """The form filled with the cohort a row's "Edit" link names (``?name=``), so that
+    saving it keeps the description unless it is changed: the form sets all three."""
+    name = request.GET.get("name", "")
+    node = selectors.cohort_node(name) if name else None
+    if node is None:
+        return {}
+    return {"name": node.name, "parent": node.parent or "", "description": node.description}
+
+
+@login_required
+def cohorts(request: HttpRequest) -> HttpResponse:
+    """The cohort tree: every cohort with its parent, root and tenants; set a cohort's
+    parent and description (the same service as ``PUT /api/v1/cohorts/{name}/``)."""
+    require_platform_admin(request)
+    form = f.CohortForm(request.POST or None, initial=_cohort_initial(request))
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        saved = run(
+            request,
+            form,
+            lambda: services.cohort_set(
+                actor=request.user,
+                name=data["name"],
+                parent=data["parent"],
+                description=data["description"],
+            ),
+            f"Saved {data['name']}: "
+            + (f"its parent is {data['parent']}." if data["parent"] else "it is a root."),
+        )
+        if saved is not None:
+            return redirect("platform-cohorts")
+    return render(
+        request,
+        "frontend/platform/cohorts.html",
+        {"form": form, "tree": selectors.cohort_tree()},
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_POST
+def cohort_delete(request: HttpRequest, name: str) -> HttpResponse:
+    """Remove a cohort's row: it becomes a root again (its children keep its name)."""
+    require_platform_admin(request)
+    cohort = get_object_or_404(Cohort, name=name)
+    services.cohort_delete(actor=request.user, cohort=cohort)
+    messages.success(request, f"Removed {name}'s row: it is a root again.")
+    return redirect("platform-cohorts")
 
 
 # --- Tenants --------------------------------------------------------------------------

@@ -36,6 +36,7 @@ PLATFORM_PAGES = [
     "/platform/users/",
     "/platform/flavors/",
     "/platform/flavors/h100/",
+    "/platform/cohorts/",
     "/platform/tenants/",
     "/platform/tenants/acme/",
 ]
@@ -319,6 +320,7 @@ def _more_members(start: int, n: int, acme: Any) -> None:
         ("/platform/users/", "root"),
         ("/platform/tenants/", "root"),
         ("/platform/flavors/", "root"),
+        ("/platform/cohorts/", "root"),
         ("/t/acme/members/", "alice"),
     ],
 )

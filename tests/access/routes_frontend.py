@@ -12,6 +12,7 @@ from clusters.models import ClusterRequest, Job
 from tenants.models import GpuFlavor
 from tests.access.matrix import Case, Route, members, statuses
 from tests.access.routes_clusters import _bobs
+from tests.access.routes_tenants import cohort_row
 
 TENANT = "t/{slug}/"
 READ = statuses(anonymous=302, outsider=404, viewer=200, engineer=200, admin=200, platform=200)
@@ -180,6 +181,12 @@ ROUTES["platform/flavors/{name}/"] = Route(
 )
 ROUTES["platform/flavors/{name}/delete/"] = Route(
     session=True, kwargs={"name": "spare"}, methods={"POST": Case(PLATFORM_FORM)}
+)
+ROUTES["platform/cohorts/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+
+
+ROUTES["platform/cohorts/{name}/delete/"] = Route(
+    session=True, methods={"POST": Case(PLATFORM_FORM, kwargs=cohort_row)}
 )
 ROUTES["platform/tenants/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
 ROUTES["platform/tenants/{slug}/"] = Route(

@@ -24,7 +24,7 @@ def _spare_tokens(world: Any) -> dict[str, str]:
     return {"token_id": SPARE_TOKEN_ID}
 
 
-def _cohort_row(world: Any) -> dict[str, str]:
+def cohort_row(world: Any) -> dict[str, str]:
     """A cohort with a row of its own, for DELETE to remove."""
     from tenants.models import Cohort
 
@@ -102,7 +102,7 @@ ROUTES = {
         methods={
             "GET": Case(platform_only(200), kwargs={"name": "default"}),
             "PUT": Case(platform_only(201), body=lambda w: {"parent": "platform"}),
-            "DELETE": Case(platform_only(204), kwargs=_cohort_row),
+            "DELETE": Case(platform_only(204), kwargs=cohort_row),
         },
     ),
     "api/v1/tenants/": Route(

@@ -28,17 +28,12 @@ class UsernameConverter:
 register_converter(UsernameConverter, "username")
 
 
-class CohortNameConverter:
+class CohortNameConverter(UsernameConverter):
     """A cohort name as ``Tenant.cohort`` allows it (a DNS label of at most 40): a PUT
-    to any other name is a 404, like every path naming nothing, not a create that fails."""
+    to any other name is a 404, like every path naming nothing, not a create that fails.
+    The value passes through unchanged, as a username does."""
 
     regex = r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?"
-
-    def to_python(self, value: str) -> str:
-        return value
-
-    def to_url(self, value: str) -> str:
-        return value
 
 
 register_converter(CohortNameConverter, "cohort")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.db import transaction
+
 from clusters.kube import capacity as manifests
 from clusters.kube.conditions import condition
 from clusters.kube.gateway import Gateway, KubeError
@@ -111,23 +113,29 @@ def _fold_one(row: ClusterRequest, request: dict[str, Any] | None, gw: Gateway) 
     provisioned = condition(request, "Provisioned")
     message = str(provisioned.get("message") or "")[:500]
     if provisioned.get("status") == "True" and row.capacity_state == "requested":
-        claimed = ClusterRequest.objects.filter(
-            pk=row.pk, state=State.QUEUED, capacity_state="requested"
-        ).update(capacity_state="provisioned", capacity_message=message)
+        # The claim and its event commit together: whoever sees the row provisioned
+        # also sees why (and a crash between them cannot lose the event).
+        with transaction.atomic():
+            claimed = ClusterRequest.objects.filter(
+                pk=row.pk, state=State.QUEUED, capacity_state="requested"
+            ).update(capacity_state="provisioned", capacity_message=message)
+            if claimed:
+                row.capacity_state = "provisioned"
+                note(
+                    row,
+                    reason="nodes_provisioned",
+                    message=f"the cluster autoscaler provisioned its nodes: {message}"[:500],
+                )
         if claimed:
-            row.capacity_state = "provisioned"
-            note(
-                row,
-                reason="nodes_provisioned",
-                message=f"the cluster autoscaler provisioned its nodes: {message}"[:500],
-            )
             return True
     elif message and message != row.capacity_message:
         ClusterRequest.objects.filter(pk=row.pk).update(capacity_message=message)
     return False
 
 
+@transaction.atomic
 def _failed(row: ClusterRequest, message: str) -> None:
+    # One transaction, as above: the failed row and its event are seen together.
     claimed = ClusterRequest.objects.filter(
         pk=row.pk, state=State.QUEUED, capacity_state=row.capacity_state
     ).update(capacity_state="failed", capacity_message=message[:500])

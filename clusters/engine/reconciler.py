@@ -36,7 +36,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters import lifecycle
@@ -433,14 +433,15 @@ def _warn_of_expiry(cluster: ClusterRequest, now: Any) -> None:
     warning = timedelta(minutes=settings.EXPIRY_WARNING_MINUTES)
     if not cluster.expires_at or cluster.expiry_warned_at or cluster.expires_at - now > warning:
         return
-    claimed = ClusterRequest.objects.filter(pk=cluster.pk, expiry_warned_at__isnull=True).update(
-        expiry_warned_at=now
-    )
-    if claimed:
-        minutes = max(int((cluster.expires_at - now).total_seconds() // 60), 0)
-        note(
-            cluster,
-            reason="expiry_warning",
-            message=f"expires at {cluster.expires_at:%H:%M} UTC (in {minutes} min) and its GPUs "
-            "will be released; extend it to keep it",
-        )
+    with transaction.atomic():  # the mark and its event are seen together
+        claimed = ClusterRequest.objects.filter(
+            pk=cluster.pk, expiry_warned_at__isnull=True
+        ).update(expiry_warned_at=now)
+        if claimed:
+            minutes = max(int((cluster.expires_at - now).total_seconds() // 60), 0)
+            note(
+                cluster,
+                reason="expiry_warning",
+                message=f"expires at {cluster.expires_at:%H:%M} UTC (in {minutes} min) and its "
+                "GPUs will be released; extend it to keep it",
+            )

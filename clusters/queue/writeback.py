@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from clusters import admission as adm
 from clusters import lifecycle
@@ -128,13 +128,16 @@ def apply_reclaim(decision: adm.Decision, *, now: datetime) -> list[int]:
             if row is None:
                 continue
             row.reclaim_after = now + grace
-            ClusterRequest.objects.filter(pk=row.pk).update(reclaim_after=row.reclaim_after)
-            note(
-                row,
-                reason="reclaim_warning",
-                message=f"{reclaim.message} It will be suspended (not deleted) at "
-                f"{row.reclaim_after:%H:%M} UTC unless capacity frees up first.",
-            )
+            # The warning and its deadline commit together (here and below): a row
+            # seen warned always has the event that says why.
+            with transaction.atomic():
+                ClusterRequest.objects.filter(pk=row.pk).update(reclaim_after=row.reclaim_after)
+                note(
+                    row,
+                    reason="reclaim_warning",
+                    message=f"{reclaim.message} It will be suspended (not deleted) at "
+                    f"{row.reclaim_after:%H:%M} UTC unless capacity frees up first.",
+                )
         elif (
             row.reclaim_after
             and row.reclaim_after <= now
@@ -228,21 +231,24 @@ def ask_for_capacity(decision: adm.Decision, *, now: datetime) -> list[int]:
             continue
         attempt = row.capacity_attempts + 1
         name = f"{row.name}-nodes-{attempt}"
-        claimed = ClusterRequest.objects.filter(
-            pk=row.pk, state=State.QUEUED, capacity_state=row.capacity_state
-        ).update(
-            capacity_state="requested",
-            capacity_request=name,
-            capacity_requested_at=now,
-            capacity_message="",
-            capacity_attempts=attempt,
-        )
-        if claimed:
-            note(
-                row,
-                reason="nodes_requested",
-                message=f"asked the cluster autoscaler for new {row.flavor.name} nodes ({name})",
+        with transaction.atomic():
+            claimed = ClusterRequest.objects.filter(
+                pk=row.pk, state=State.QUEUED, capacity_state=row.capacity_state
+            ).update(
+                capacity_state="requested",
+                capacity_request=name,
+                capacity_requested_at=now,
+                capacity_message="",
+                capacity_attempts=attempt,
             )
+            if claimed:
+                note(
+                    row,
+                    reason="nodes_requested",
+                    message=f"asked the cluster autoscaler for new {row.flavor.name} nodes "
+                    f"({name})",
+                )
+        if claimed:
             asked.append(row.pk)
     return asked
 

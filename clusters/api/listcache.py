@@ -13,20 +13,27 @@ ORM, a queryset ``update()``, raw SQL or another process) makes a new key:
   whatever the columns it sets, so a sum of their hashes changes with any row changed,
   and ``count(*)`` with any row added or removed (``updated_at`` would not do: a
   queryset ``update()`` does not set it);
-* events are only ever added: the newest event id of the tenant's listed clusters;
+* events: inserting one writes a new version of its cluster's row in the same
+  transaction (a PostgreSQL trigger, clusters/migrations/0010), so the cluster rows'
+  versions cover their events too, without reading the events table;
 * the clock: the one thing a page shows that changes with time alone, the idle minutes
-  of idle ready clusters, is brought up to date each time the page is served
-  (:func:`refresh_clock`); an entry lives at most ``CLUSTER_LIST_CACHE_SECONDS``.
+  of idle ready clusters, is brought up to date each time the page is served (see
+  :func:`get`); an entry lives at most ``CLUSTER_LIST_CACHE_SECONDS``.
 
 The fingerprint is read *before* the page, so an entry is never older than its key. The
 key also holds the whole request URL (page, size, filters, ordering and the host the
-links are built with). Output does not depend on the caller's role. Only PostgreSQL has
+links are built with) and the media type it was rendered as. Output does not depend on
+the caller's role. An entry is the rendered bytes: serving one costs neither unpickling
+fifty items nor encoding them as JSON again. Only PostgreSQL has
 ``xmin`` and ``ctid``: elsewhere (SQLite for ``make run``) every list is rendered afresh.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -36,34 +43,35 @@ from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
-from clusters.models import ClusterEvent, ClusterRequest
+from clusters.models import ClusterRequest
 from clusters.selectors import idle_minutes
 from clusters.states import State
 from tenants.models import GpuFlavor, Tenant
 
-_KEY_PREFIX = "cluster-list:v1"
+# v2: an entry is a Page (rendered bytes), no longer the response data; a process still
+# running the code before it never reads one.
+_KEY_PREFIX = "cluster-list:v2"
 
 
 def _version_sql() -> str:
     clusters = ClusterRequest._meta.db_table
-    events = ClusterEvent._meta.db_table
     tenants = Tenant._meta.db_table
     flavors = GpuFlavor._meta.db_table
     users = get_user_model()._meta.db_table
-    row = "sum(hashtextextended(xmin::text || ctid::text, 0))"
+    version = "hashtextextended(xmin::text || ctid::text, 0)"
     # Only the rows a list can show (it never shows a deleted request): a tenant's
-    # history of deleted requests and their events would otherwise make every list
-    # read cost more the longer the tenant has been running.
-    live = f"tenant_id = %(t)s AND state <> '{State.DELETED}'"
+    # history of deleted requests would otherwise make every list read cost more the
+    # longer the tenant has been running. One scan of them gives the count, the sum of
+    # their versions and their owners.
     return (
-        f"SELECT (SELECT count(*) FROM {clusters} WHERE {live}), "
-        f"(SELECT {row} FROM {clusters} WHERE {live}), "
-        f"(SELECT max(e.id) FROM {events} e WHERE e.cluster_id IN "
-        f"(SELECT id FROM {clusters} WHERE {live})), "
-        f"(SELECT {row} FROM {tenants} WHERE id = %(t)s), "
-        f"(SELECT {row} FROM {flavors}), "
-        f"(SELECT {row} FROM {users} WHERE id IN "
-        f"(SELECT owner_id FROM {clusters} WHERE {live}))"
+        f"WITH live AS (SELECT count(*) AS n, sum({version}) AS versions, "
+        f"array_agg(DISTINCT owner_id) AS owners FROM {clusters} "
+        f"WHERE tenant_id = %(t)s AND state <> '{State.DELETED}') "
+        f"SELECT n, versions, "
+        f"(SELECT sum({version}) FROM {tenants} WHERE id = %(t)s), "
+        f"(SELECT sum({version}) FROM {flavors}), "
+        f"(SELECT sum({version}) FROM {users} WHERE id = ANY(live.owners)) "
+        f"FROM live"
     )
 
 
@@ -81,32 +89,61 @@ def fingerprint(tenant: Tenant) -> str:
     return ":".join(str(v) for v in values)
 
 
-def key(tenant: Tenant, url: str, version: str) -> str:
-    """The cache key of the page at ``url`` (absolute) of ``tenant`` at ``version``."""
-    digest = hashlib.sha256(f"{url}\n{version}".encode()).hexdigest()
+def key(tenant: Tenant, url: str, media_type: str, version: str) -> str:
+    """The cache key of the page at ``url`` (absolute) of ``tenant`` at ``version``,
+    rendered as ``media_type`` (its parameters, such as ``indent``, change the bytes)."""
+    digest = hashlib.sha256(f"{url}\n{media_type}\n{version}".encode()).hexdigest()
     return f"{_KEY_PREFIX}:{tenant.pk}:{digest}"
 
 
-def get(cache_key: str, *, now: datetime | None = None) -> Any:
-    """The page kept under ``cache_key`` with its idle minutes as of ``now``, or ``None``."""
-    data = cache.get(cache_key)
-    if data is not None:
-        refresh_clock(data, now=now or timezone.now())
-    return data
+@dataclass(frozen=True)
+class Page:
+    """A rendered page as kept in the cache: its bytes, and for each idle ready cluster
+    on it, its index in ``results``, the instant its idle minutes count from and the
+    minutes the bytes show."""
+
+    body: bytes
+    clock: tuple[tuple[int, datetime, int], ...]
 
 
-def refresh_clock(data: Any, *, now: datetime) -> None:
-    """Bring what the clock alone changes in a page up to ``now``: the idle minutes of
-    its idle ready clusters (:func:`clusters.selectors.cluster_activity` computes the
-    rest from the rows, which the fingerprint covers). Each item keeps the instant it
-    counts from, so this is the same arithmetic as a fresh render."""
-    for item in data["results"]:  # every list is paginated (controlplane.api.pagination)
+Render = Callable[[Any], bytes]
+
+
+def get(cache_key: str, *, render: Render, now: datetime | None = None) -> bytes | None:
+    """The page kept under ``cache_key`` as of ``now``, or ``None``.
+
+    While the clock has not moved any idle minutes the page shows, it is the kept bytes
+    as they are (no parsing, no rendering). When it has, the page is parsed, brought up
+    to ``now``, rendered again with ``render`` and kept anew.
+    """
+    page: Page | None = cache.get(cache_key)
+    if page is None:
+        return None
+    now = now or timezone.now()
+    if all(idle_minutes(since, now) == shown for _, since, shown in page.clock):
+        return page.body
+    data = json.loads(page.body)
+    for index, since, _ in page.clock:
+        data["results"][index]["activity"]["idle_minutes"] = idle_minutes(since, now)
+    body = render(data)
+    _keep(cache_key, body, [(i, since, idle_minutes(since, now)) for i, since, _ in page.clock])
+    return body
+
+
+def put(cache_key: str, data: Any, body: bytes) -> None:
+    """Keep ``body``, the rendering of ``data`` (a list response's data, every list is
+    paginated: controlplane.api.pagination), under ``cache_key`` for
+    ``CLUSTER_LIST_CACHE_SECONDS``. What the clock alone changes in it, the idle minutes
+    of its idle ready clusters (:func:`clusters.selectors.cluster_activity` computes the
+    rest from the rows, which the fingerprint covers), is noted beside it for :func:`get`."""
+    clock = []
+    for index, item in enumerate(data["results"]):
         activity = item.get("activity")
         if activity and not activity["active"] and activity["last_active_at"] is not None:
-            activity["idle_minutes"] = idle_minutes(activity["last_active_at"], now)
+            clock.append((index, activity["last_active_at"], activity["idle_minutes"]))
+    _keep(cache_key, body, clock)
 
 
-def put(cache_key: str, data: Any) -> None:
-    """Keep ``data`` (a list response's data) under ``cache_key`` for
-    ``CLUSTER_LIST_CACHE_SECONDS``."""
-    cache.set(cache_key, data, timeout=settings.CLUSTER_LIST_CACHE_SECONDS)
+def _keep(cache_key: str, body: bytes, clock: list[tuple[int, datetime, int]]) -> None:
+    page = Page(body=body, clock=tuple(clock))
+    cache.set(cache_key, page, timeout=settings.CLUSTER_LIST_CACHE_SECONDS)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
@@ -71,22 +73,39 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
             with_recent_events(cluster)
         return cluster
 
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    # A kept page is sent as the bytes it was rendered to: an HttpResponse, not DRF's.
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
         """A page of the tenant's clusters; served from :mod:`clusters.api.listcache`
         while nothing it shows has changed."""
-        if not listcache.enabled():
+        renderer, media_type = request.accepted_renderer, request.accepted_media_type
+        if not listcache.enabled() or renderer.format != "json":
+            # The browsable API (DEBUG only) renders around the response: not kept.
             return super().list(request, *args, **kwargs)
+        context = self.get_renderer_context()
+
+        def render(data: Any) -> bytes:
+            return bytes(renderer.render(data, media_type, context))
+
         # The fingerprint first: what is rendered after it is at least as new as it.
         cache_key = listcache.key(
-            self.tenant, request.build_absolute_uri(), listcache.fingerprint(self.tenant)
+            self.tenant,
+            request.build_absolute_uri(),
+            media_type,
+            listcache.fingerprint(self.tenant),
         )
-        data = listcache.get(cache_key)
-        if data is not None:
-            return Response(data)
-        response = super().list(request, *args, **kwargs)
-        if response.status_code == status.HTTP_200_OK:
-            listcache.put(cache_key, response.data)
-        return response
+        body = listcache.get(cache_key, render=render)
+        if body is None:
+            response = super().list(request, *args, **kwargs)
+            if response.status_code != status.HTTP_200_OK:
+                return response
+            body = render(response.data)
+            listcache.put(cache_key, response.data, body)
+        # What DRF's Response would send for these bytes (finalize_response adds the
+        # view's headers to either).
+        content_type = renderer.media_type
+        if renderer.charset:
+            content_type = f"{content_type}; charset={renderer.charset}"
+        return HttpResponse(body, content_type=content_type)
 
     @extend_schema(request=ClusterCreateInput, responses=manifest_responses(DryRunOutput))
     @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)

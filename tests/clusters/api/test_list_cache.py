@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters import transitions
-from clusters.models import ClusterRequest
+from clusters.models import ClusterEvent, ClusterRequest
 from clusters.states import State
 from tenants.models import Tenant
 
@@ -67,6 +67,35 @@ def test_a_new_event_is_seen_at_once(as_user: Any, bob: Any, listed: ClusterRequ
     transitions.note(listed, reason="warned", message="an event that leaves the row alone")
     body, _ = _list(api)
     assert _item(body)["last_event"]["reason"] == "warned"
+
+
+def test_an_event_written_any_other_way_is_seen_at_once(
+    as_user: Any, bob: Any, listed: ClusterRequest
+) -> None:
+    # The fingerprint reads no events: inserting one touches its cluster's row (a
+    # trigger, clusters/migrations/0010), whichever way it is written.
+    api = as_user(bob)
+    _list(api)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {ClusterEvent._meta.db_table} (cluster_id, at, actor_name, "
+            "from_state, to_state, reason, message) "
+            "VALUES (%s, %s, 'system', 'ready', 'ready', 'by_hand', 'written in SQL')",
+            [listed.pk, timezone.now()],
+        )
+    assert _item(_list(api)[0])["last_event"]["reason"] == "by_hand"
+    ClusterEvent.objects.bulk_create(
+        [
+            ClusterEvent(
+                cluster_id=listed.pk,
+                actor_name="system",
+                from_state="ready",
+                to_state="ready",
+                reason="in_bulk",
+            )
+        ]
+    )
+    assert _item(_list(api)[0])["last_event"]["reason"] == "in_bulk"
 
 
 def test_new_and_deleted_rows_are_seen_at_once(
@@ -146,6 +175,34 @@ def test_a_cached_pages_idle_minutes_follow_the_clock(
     settings.CLUSTER_LIST_CACHE_SECONDS = 0
     fresh, _ = _list(api)
     assert cached == fresh
+
+    # And a minute later again: the kept page was brought up to date and kept anew.
+    settings.CLUSTER_LIST_CACHE_SECONDS = 60
+    later = now + timedelta(seconds=110)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: later)
+    cached, queries = _list(api)
+    assert queries == 2 and _item(cached, "idle")["activity"]["idle_minutes"] == 4
+
+
+def test_a_cached_page_is_the_same_bytes_and_headers_as_a_fresh_one(
+    as_user: Any, bob: Any, listed: ClusterRequest, make_cluster: Any, settings: Any
+) -> None:
+    idle = make_cluster(name="idle", state="ready", ready_at=timezone.now() - timedelta(hours=1))
+    idle.last_active_at = timezone.now() - timedelta(minutes=30)
+    idle.save()
+    api = as_user(bob)
+    for url in (CLUSTERS, f"{CLUSTERS}?page_size=1", f"{CLUSTERS}?ordering=name"):
+        cold = api.get(url)
+        warm = api.get(url, HTTP_ACCEPT="application/json")
+        indented = api.get(url, HTTP_ACCEPT="application/json; indent=2")
+        settings.CLUSTER_LIST_CACHE_SECONDS = 0
+        fresh = api.get(url)
+        fresh_indented = api.get(url, HTTP_ACCEPT="application/json; indent=2")
+        settings.CLUSTER_LIST_CACHE_SECONDS = 60
+        assert cold.content == warm.content == fresh.content
+        assert indented.content == fresh_indented.content != fresh.content
+        for header in ("Content-Type", "Vary", "Allow"):
+            assert cold.get(header) == warm.get(header) == fresh.get(header)
 
 
 def test_with_the_cache_off_every_list_reads_the_rows(

@@ -304,7 +304,7 @@ if CACHE_URL:
         )
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "controlplane.cache.RedisCache",
             "LOCATION": CACHE_URL,
             "KEY_PREFIX": PROJECT_NAME,
         }

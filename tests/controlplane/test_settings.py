@@ -53,7 +53,7 @@ def test_cache_url_selects_redis_and_anything_else_fails_loudly() -> None:
     code = "from django.conf import settings; print(settings.CACHES['default']['BACKEND'])"
     shared = manage("shell", "-c", code, CACHE_URL="redis://:pw@redis.example.internal:6379/1")
     assert shared.returncode == 0, shared.stderr
-    assert shared.stdout.strip().endswith("django.core.cache.backends.redis.RedisCache")
+    assert shared.stdout.strip().endswith("\ncontrolplane.cache.RedisCache")
     local = manage("shell", "-c", code)
     assert local.stdout.strip().endswith("django.core.cache.backends.locmem.LocMemCache")
     bad = manage("check", CACHE_URL="memcached://user:secret@cache:11211")

@@ -4,12 +4,12 @@ instead of failing them with a 500 (found by ``reliability/infra.py``)."""
 from __future__ import annotations
 
 import pytest
-from django.core.cache.backends.redis import RedisCache
 from rest_framework.test import APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
 
 from benchmarks.support import free_port
 from controlplane.api.throttles import WriteThrottle
+from controlplane.cache import RedisCache
 
 
 @pytest.mark.django_db

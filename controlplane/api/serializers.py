@@ -29,6 +29,22 @@ class JsonIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class JsonStringField(serializers.CharField):
+    """A string the body gives as a JSON string, nothing else.
+
+    DRF's ``CharField`` also takes a number and keeps its text (``5.98e+113`` became the
+    description ``"5.980184939800577e+113"``), which the schema (``type: string``) does
+    not allow: the schema fuzzer found it on ``PUT /cohorts/{name}/``.
+    """
+
+    default_error_messages = {"invalid": "Must be a string (a JSON string)."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
 class StrictFieldsMixin(serializers.Serializer):
     """Refuses input keys that are not writable fields of the serializer; put it before
     the serializer class it applies to."""
@@ -48,14 +64,17 @@ class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
 
 class StrictModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     """A model-backed input serializer that refuses unknown keys and takes a model's
-    integer columns as JSON integers only (:class:`JsonIntegerField`)."""
+    integer columns as JSON integers only (:class:`JsonIntegerField`) and its text
+    columns as JSON strings only (:class:`JsonStringField`)."""
 
     serializer_field_mapping = {
         **serializers.ModelSerializer.serializer_field_mapping,
         **{
-            column: JsonIntegerField
+            column: {
+                serializers.IntegerField: JsonIntegerField,
+                serializers.CharField: JsonStringField,
+            }.get(field, field)
             for column, field in serializers.ModelSerializer.serializer_field_mapping.items()
-            if field is serializers.IntegerField
         },
     }
 

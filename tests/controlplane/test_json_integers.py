@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from controlplane.api.serializers import JsonIntegerField
+from controlplane.api.serializers import JsonIntegerField, JsonStringField
 from tenants.api.serializers import (
+    CohortSetSerializer,
     FlavorCreateSerializer,
     PolicySerializer,
     QuotaSetSerializer,
@@ -69,3 +70,14 @@ def test_a_strict_model_serializer_maps_integer_columns_to_json_integers() -> No
     assert not serializer.is_valid()
     for name in integer_fields:
         assert name in serializer.errors, name
+
+
+@pytest.mark.parametrize("value", [5.98e113, 7, True, ["x"], {"x": 1}], ids=repr)
+def test_a_model_serializers_text_columns_take_json_strings_only(value: Any) -> None:
+    # The schema fuzzer's find: a cohort's description given as a number was kept as its
+    # text ("5.980184939800577e+113").
+    assert CohortSetSerializer(data={"description": "GPU research"}).is_valid()
+    serializer = CohortSetSerializer(data={"description": value})
+    assert not serializer.is_valid()
+    assert serializer.errors["description"] == ["Must be a string (a JSON string)."]
+    assert isinstance(CohortSetSerializer().fields["description"], JsonStringField)

@@ -104,7 +104,8 @@ def provision_clusters(cluster_ids: list[int]) -> None:
 
     The rows are read in one query and each tenant's bundle is ensured once (only for
     rows that apply objects, as :func:`provisioning.converge` decides), which is most of
-    what a cluster costs besides its own apply. A row that meets a transient error
+    what a cluster costs besides its own apply; the admitted rows it applied move to
+    ``provisioning`` together at the end. A row that meets a transient error
     goes to :func:`provision_cluster`, which owns retries and backoff; a refusal fails
     that request at once, as there. The batch never retries as a whole, so one bad row
     does not hold up the others.
@@ -117,12 +118,13 @@ def provision_clusters(cluster_ids: list[int]) -> None:
     )
     gw = get_gateway()
     ensured: set[int] = set()
+    applied: list[ClusterRequest] = []  # moved to provisioning together, below
     moved = False
     for cluster in rows:
         if not provisioning.wants_provisioning(cluster):
             continue
         try:
-            provisioning.converge(cluster, gw, ensured=ensured)
+            provisioning.converge(cluster, gw, ensured=ensured, applied=applied)
         except TransientKubeError as exc:
             metrics.API_ERRORS.labels("transient").inc()
             log.info("cluster %s left the batch for its own task: %s", cluster, exc.message)
@@ -137,6 +139,8 @@ def provision_clusters(cluster_ids: list[int]) -> None:
             _fail(cluster, exc.message)
             continue
         moved = moved or cluster.state in (State.DELETED, State.PROVISIONING)
+    if provisioning.mark_applied(applied):
+        moved = True
     if moved:
         _nudge_reconcile()
 

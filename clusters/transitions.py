@@ -75,11 +75,10 @@ def transition_many(
     and their events are inserted in bulk. Rows somebody else moved meanwhile are left
     alone, as :func:`transition` leaves them; the rows moved are returned, updated in
     memory. A move that gives GPUs back closes the rows' usage and idle spans in bulk as
-    :func:`transition` does one by one; taking GPUs (admission) stays per row, since each
-    opens a span of its own.
+    :func:`transition` does one by one; a move that takes them (admission) opens one
+    usage span per row, inserted in bulk (the rows' tenant, flavor and owner should be
+    loaded with them: each span names the owner and the flavor).
     """
-    if to in ACQUIRES:
-        raise ValueError(f"transition_many does not open usage spans: not for {to}")
     groups: dict[tuple[str, bool, bool], list[ClusterRequest]] = {}
     for cluster in clusters:
         check_transition(cluster.state, to, job=cluster.is_job)
@@ -88,9 +87,12 @@ def transition_many(
     now = timezone.now()
     moved: list[ClusterRequest] = []
     released: list[int] = []
+    acquired: list[ClusterRequest] = []
     with transaction.atomic():
         for (current, held_before, is_job), group in groups.items():
-            held_after = held_before and to not in (JOB_RELEASES if is_job else RELEASES)
+            held_after = to in ACQUIRES or (
+                held_before and to not in (JOB_RELEASES if is_job else RELEASES)
+            )
             values = {"state": to, "progress_at": now, "updated_at": now, "attempts": 0}
             if to == State.QUEUED:
                 values.update(capacity_state="", capacity_request="", capacity_message="")
@@ -121,10 +123,14 @@ def transition_many(
             )
             if held_before and not held_after:
                 released.extend(claimed)
+            if held_after and not held_before:
+                acquired.extend(rows)
             for cluster in rows:
                 for name, value in values.items():
                     setattr(cluster, name, value)
             moved.extend(rows)
+        if acquired:
+            UsageSpan.objects.bulk_create(_usage_span(cluster, now) for cluster in acquired)
         if released:
             UsageSpan.objects.filter(cluster_id__in=released, ended_at__isnull=True).update(
                 ended_at=now
@@ -180,16 +186,21 @@ def _event(
 def _ledger(cluster: ClusterRequest, held_before: bool, held_after: bool, now: Any) -> None:
     """Open a usage span when the request takes its GPUs, close it when it gives them back."""
     if held_after and not held_before:
-        UsageSpan.objects.create(
-            tenant_id=cluster.tenant_id,
-            cluster_id=cluster.pk,
-            username=cluster.owner.get_username(),
-            flavor_name=cluster.flavor.name,
-            kind=cluster.kind,
-            gpus=cluster.gpus,
-            started_at=now,
-        )
+        _usage_span(cluster, now).save()
     elif held_before and not held_after:
         UsageSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)
         # Idle time ends with the GPUs (clusters/engine/idle.py keeps the idle ledger).
         IdleSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)
+
+
+def _usage_span(cluster: ClusterRequest, now: Any) -> UsageSpan:
+    """The usage span a request opens when it takes its GPUs (unsaved)."""
+    return UsageSpan(
+        tenant_id=cluster.tenant_id,
+        cluster_id=cluster.pk,
+        username=cluster.owner.get_username(),
+        flavor_name=cluster.flavor.name,
+        kind=cluster.kind,
+        gpus=cluster.gpus,
+        started_at=now,
+    )

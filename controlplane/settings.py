@@ -402,6 +402,14 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "gangway")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's Django fix-up closes the database connection before and after every task
+# unless this is set; it then closes it only every this many tasks. A worker process
+# runs hundreds of short tasks a second in a burst, and a new connection each time
+# (PostgreSQL starts a backend for each) cost more than many of the tasks.
+# controlplane/celery.py gives each task what Django gives each request instead: a
+# connection past CONN_MAX_AGE or one that failed is closed, and a kept one is
+# health-checked before its first query.
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000, minimum=1)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
     "visibility_timeout": CELERY_TASK_TIME_LIMIT * 4,
 }

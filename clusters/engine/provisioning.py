@@ -20,7 +20,7 @@ from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options, queue_backend
 from clusters.states import State
-from clusters.transitions import transition
+from clusters.transitions import transition_many
 
 
 def cluster_objects(cluster: ClusterRequest) -> list[dict[str, Any]]:
@@ -62,10 +62,16 @@ def wants_provisioning(cluster: ClusterRequest) -> bool:
 
 
 def converge(
-    cluster: ClusterRequest, gw: Gateway | None = None, *, ensured: set[int] | None = None
+    cluster: ClusterRequest,
+    gw: Gateway | None = None,
+    *,
+    ensured: set[int] | None = None,
+    applied: list[ClusterRequest] | None = None,
 ) -> None:
     """Do what the row's state asks of Kubernetes; see the module docstring. ``ensured``
-    as for :func:`apply_cluster`."""
+    as for :func:`apply_cluster`. ``applied``: an admitted cluster whose objects were
+    applied is put there instead of being moved to ``provisioning`` at once, so that a
+    batch moves all of its rows together (:func:`mark_applied`)."""
     gw = gw or get_gateway()
     if cluster.is_job:
         jobs.converge_job(cluster, gw, ensured=ensured)
@@ -78,15 +84,25 @@ def converge(
             apply_cluster(cluster, gw, ensured=ensured)
     elif state == State.ADMITTED:
         apply_cluster(cluster, gw, ensured=ensured)
-        transition(
-            cluster,
-            State.PROVISIONING,
-            reason="applied",
-            message="RayCluster applied; waiting for its pods",
-        )
+        if applied is not None:
+            applied.append(cluster)
+        else:
+            mark_applied([cluster])
     elif state == State.SUSPENDED and backend.suspend_deletes:
         delete_raycluster(gw, cluster.namespace, cluster.name)
     elif state in (State.PROVISIONING, State.READY, State.SUSPENDED):
         apply_cluster(cluster, gw, ensured=ensured)
     elif state == State.DELETING:
         converge_deletion(cluster, gw)
+
+
+def mark_applied(clusters: list[ClusterRequest]) -> list[ClusterRequest]:
+    """Move admitted clusters whose objects were applied to ``provisioning`` (in a
+    constant number of queries); returns those moved. A crash before this leaves them
+    ``admitted``, and the sweeper converges them again (applies are idempotent)."""
+    return transition_many(
+        clusters,
+        State.PROVISIONING,
+        reason="applied",
+        message="RayCluster applied; waiting for its pods",
+    )

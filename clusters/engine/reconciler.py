@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -225,12 +226,12 @@ def _observe(gw: Gateway) -> _Seen:
     encodes one kind, this process decodes another.
     """
     lists = _lists()
-    with ThreadPoolExecutor(max_workers=len(lists), thread_name_prefix="reconcile-list") as pool:
-        futures = {
-            what: pool.submit(gw.list, api_version, kind, **selectors)
-            for what, (api_version, kind, selectors) in lists.items()
-        }
-        results = {what: future.result() for what, future in futures.items()}
+    pool = _list_threads(len(lists))
+    futures = {
+        what: pool.submit(gw.list, api_version, kind, **selectors)
+        for what, (api_version, kind, selectors) in lists.items()
+    }
+    results = {what: future.result() for what, future in futures.items()}
     all_pods = results["pods"]
     capacity.record(capacity.free_by_product(results["nodes"], all_pods))
     managed_key, managed_value = labels.managed_selector().split("=", 1)
@@ -260,6 +261,23 @@ def _observe(gw: Gateway) -> _Seen:
         namespaces={ns["metadata"]["name"] for ns in results["namespaces"]},
         events=events,
     )
+
+
+_THREADS: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _list_threads(size: int) -> ThreadPoolExecutor:
+    """The threads passes list with, kept for the life of the process (made again in a
+    forked child, which has none of its parent's threads). Threads made for each pass
+    each opened their own connections to the shared cache (Django's caches are per
+    thread), a few times a second during a burst."""
+    global _THREADS
+    if _THREADS is None or _THREADS[0] != os.getpid():
+        _THREADS = (
+            os.getpid(),
+            ThreadPoolExecutor(max_workers=size, thread_name_prefix="reconcile-list"),
+        )
+    return _THREADS[1]
 
 
 def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters import admission as adm
-from clusters.models import ClusterKind, ClusterRequest, Job
+from clusters.models import ClusterKind, ClusterRequest, Job, Workload
 from clusters.queue import capacity
 from clusters.spec import SPEC_COLUMNS, ClusterSpec
 from clusters.states import State
@@ -139,20 +139,6 @@ def with_options(pending: adm.Pending, options: list[adm.FlavorOption]) -> adm.P
     )
 
 
-def _job_deadline(row: ClusterRequest) -> datetime | None:
-    """When a running job ends at the latest: its ``active_deadline_seconds`` after it
-    was admitted (the queue's ETA for what waits behind it); ``None`` without one."""
-    if not row.admitted_at:
-        return None
-    deadline = _job_deadline_seconds(row)
-    return row.admitted_at + timedelta(seconds=deadline) if deadline else None
-
-
-def _nodes(row: ClusterRequest) -> int:
-    """Whole nodes a cluster is charged for: a prod cluster's workers at its largest size."""
-    return ClusterSpec.of(row).charged_workers() if row.kind == ClusterKind.PROD else 0
-
-
 @dataclass
 class QueuedRow:
     """A queued request as the pass reads it: its id and its current queue fields.
@@ -268,6 +254,70 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
     return pending, rows
 
 
+_HOLDING_FIELDS = (
+    "id",
+    "tenant__slug",
+    "owner_id",
+    "workload",
+    "state",
+    *_SHAPE_COLUMNS,  # flavor_id among them
+    "gpus",
+    "cpu",
+    "memory_gib",
+    "admitted_at",
+    "expires_at",
+    "reclaim_after",
+    "job__active_deadline_seconds",
+)
+
+
+def _running(flavors: dict[int, GpuFlavor]) -> list[tuple[adm.Running, str]]:
+    """Every request that holds GPUs as the pure pass sees it, with its state.
+
+    Read as plain values, as :func:`_queued` reads the queue: a pass runs again after
+    every burst of requests, and building a model object (with its tenant, flavor and
+    job) for each of a thousand running clusters was most of what a pass cost.
+    """
+    nodes_of: dict[tuple[object, ...], int] = {}
+    running = []
+    for values in (
+        ClusterRequest.objects.unscoped().filter(holds_gpus=True).values(*_HOLDING_FIELDS)
+    ):
+        nodes = 0
+        if values["kind"] == ClusterKind.PROD:
+            # Whole nodes a prod cluster is charged for: its workers at their largest.
+            key = _shape_key(values)
+            if key not in nodes_of:
+                spec = ClusterSpec(
+                    flavor=flavors[values["flavor_id"]],
+                    **{c: values[c] for c in _SHAPE_COLUMNS if c != "flavor_id"},
+                )
+                nodes_of[key] = spec.charged_workers()
+            nodes = nodes_of[key]
+        is_job = values["workload"] == Workload.JOB
+        deadline = values["job__active_deadline_seconds"] if is_job else None
+        admitted_at = values["admitted_at"]
+        ends = admitted_at + timedelta(seconds=deadline) if deadline and admitted_at else None
+        row = adm.Running(
+            id=values["id"],
+            tenant=values["tenant__slug"],
+            owner=values["owner_id"],
+            flavor=flavors[values["flavor_id"]].name,
+            kind=values["kind"],
+            gpus=Decimal(values["gpus"]),
+            cpu=Decimal(values["cpu"]),
+            memory_gib=Decimal(values["memory_gib"]),
+            priority=values["priority"],
+            admitted_at=admitted_at,
+            expires_at=values["expires_at"] or ends,
+            nodes=nodes,
+            suspend_at=values["reclaim_after"],
+            reclaimable=not is_job,
+        )
+        running.append((row, values["state"]))
+    return running
+
+
 def _parked() -> list[adm.Parked]:
     """Suspended dev clusters and held dev requests, which count against their owners'
     caps (a hold must not let an engineer queue more than the caps allow)."""
@@ -336,22 +386,19 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     tenants = list(Tenant.objects.unscoped())
     flavors = list(GpuFlavor.objects.all())
     quotas = list(Quota.objects.unscoped().select_related("tenant", "flavor"))
-    holding = list(
-        ClusterRequest.objects.unscoped()
-        .filter(holds_gpus=True)
-        .select_related("tenant", "flavor", "job")
-    )
-    pending, queued = _queued({f.pk: f for f in flavors})
+    by_pk = {f.pk: f for f in flavors}
+    running = _running(by_pk)
+    pending, queued = _queued(by_pk)
     held: dict[str, Decimal] = defaultdict(Decimal)
     # Admitted clusters whose pods may not be bound yet: the cluster's free figures do
     # not include them, so the pass must not hand their GPUs out a second time.
     unplaced: dict[str, Decimal] = defaultdict(Decimal)
     unplaced_nodes: dict[str, int] = defaultdict(int)
-    for row in holding:
-        held[row.flavor.name] += row.gpus
-        if row.state in (State.ADMITTED, State.PROVISIONING):
-            unplaced[row.flavor.name] += row.gpus
-            unplaced_nodes[row.flavor.name] += _nodes(row)
+    for r, state in running:
+        held[r.flavor] += r.gpus
+        if state in (State.ADMITTED, State.PROVISIONING):
+            unplaced[r.flavor] += r.gpus
+            unplaced_nodes[r.flavor] += r.nodes
     free = {
         f.name: capacity.free_for_admission(
             f, held=held[f.name], unplaced=unplaced[f.name], unplaced_nodes=unplaced_nodes[f.name]
@@ -383,25 +430,7 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
             )
             for q in quotas
         ],
-        running=[
-            adm.Running(
-                id=r.pk,
-                tenant=r.tenant.slug,
-                owner=r.owner_id,
-                flavor=r.flavor.name,
-                kind=r.kind,
-                gpus=Decimal(r.gpus),
-                cpu=Decimal(r.cpu),
-                memory_gib=Decimal(r.memory_gib),
-                priority=r.priority,
-                admitted_at=r.admitted_at,
-                expires_at=r.expires_at or _job_deadline(r),
-                nodes=_nodes(r),
-                suspend_at=r.reclaim_after,
-                reclaimable=not r.is_job,
-            )
-            for r in holding
-        ],
+        running=[r for r, _ in running],
         pending=pending,
         parked=_parked(),
         aging=timedelta(seconds=settings.ADMISSION_AGING_SECONDS),

@@ -62,8 +62,10 @@ def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
 Worker = CeleryProcess
 
 
-@pytest.fixture
-def worker(transactional_db: Any, kubesim: KubeSim, tmp_path: Path) -> Iterator[Worker]:
+@contextmanager
+def engine_worker(tmp_path: Path, *, beat: bool = True, **overrides: str) -> Iterator[Worker]:
+    """A real worker process on a queue of its own, pointed at the test database and
+    the kubesim of the test's settings; ``overrides`` go into its environment."""
     from controlplane.celery import app
 
     db = settings.DATABASES["default"]
@@ -78,8 +80,9 @@ def worker(transactional_db: Any, kubesim: KubeSim, tmp_path: Path) -> Iterator[
         KAI_ENABLED="1" if settings.KAI_ENABLED else "0",
         RAY_IMAGE_ALLOWLIST=",".join(settings.RAY_IMAGE_ALLOWLIST),
         CONTAINER_GPUS_SECCOMP_PROFILE=settings.CONTAINER_GPUS_SECCOMP_PROFILE,
+        **overrides,
     )
-    handle = Worker(env, tmp_path / "worker.log")
+    handle = Worker(env, tmp_path / "worker.log", beat=beat)
     handle.start()
     try:
         yield handle
@@ -88,3 +91,9 @@ def worker(transactional_db: Any, kubesim: KubeSim, tmp_path: Path) -> Iterator[
         app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
         if os.environ.get("SHOW_WORKER_LOG"):
             print(handle.log.read_text()[-5000:])
+
+
+@pytest.fixture
+def worker(transactional_db: Any, kubesim: KubeSim, tmp_path: Path) -> Iterator[Worker]:
+    with engine_worker(tmp_path) as handle:
+        yield handle

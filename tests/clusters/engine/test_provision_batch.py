@@ -120,3 +120,31 @@ def test_a_row_refused_by_the_api_fails_at_once(
     assert row.state == State.FAILED and "422" in row.last_error
     assert kubesim.faults.stats()["faults"].get("422") == 1, "tried once, not retried"
     assert not broker.tasks(enqueue.PROVISION)
+
+
+def test_a_batch_moves_its_rows_in_a_constant_number_of_queries(
+    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from clusters.models import ClusterEvent
+    from tenants.models import Quota
+
+    _roomy(acme)
+    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=20, borrow_limit=0)
+    l4.node_count = 100
+    l4.save()
+    counts = []
+    for size in (1, 2, 12):  # the first ensures the tenant's bundle
+        _queue(as_user(bob), "acme", size, f"q{size}")
+        admitted = run_admission_pass().admitted
+        assert len(admitted) == size
+        with CaptureQueriesContext(connection) as queries:
+            tasks.provision_clusters(admitted)
+        counts.append(len(queries))
+        rows = ClusterRequest.objects.unscoped().filter(pk__in=admitted)
+        assert {r.state for r in rows} == {State.PROVISIONING}
+        applied = ClusterEvent.objects.filter(cluster__in=admitted, reason="applied")
+        assert sorted(applied.values_list("cluster_id", flat=True)) == sorted(admitted)
+    assert counts[1] == counts[2], counts

@@ -294,3 +294,51 @@ def test_the_earmark_is_kept_between_passes_and_cleared_on_admission(
     assert ClusterRequest.objects.get(pk=own.pk).state == "ready"
     dev.refresh_from_db()
     assert dev.state == "queued"
+
+
+def _burst(count: int, tenant: Any, owner: Any, flavor: Any, start: int) -> list[int]:
+    """``count`` dev requests of one single-GPU worker each, queued through the service."""
+    return [
+        services.cluster_request_create(
+            actor=owner,
+            tenant=tenant,
+            spec=ClusterSpec(flavor=flavor, kind="dev", workers=1, name=f"burst-{start + i}"),
+        ).pk
+        for i in range(count)
+    ]
+
+
+def test_a_pass_admits_a_burst_in_a_constant_number_of_queries(
+    bob: Any, acme: Any, h100: Any
+) -> None:
+    """Admitting 25 requests costs the queries of admitting 5 (the rows move together),
+    and every admitted row still has its event and its usage span."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    _roomy(acme)
+    _quota(acme, h100, gpus=32)
+    counts = []
+    admitted: list[int] = []
+    for start, count in ((0, 5), (5, 25)):
+        wanted = _burst(count, acme, bob, h100, start)
+        with CaptureQueriesContext(connection) as queries:
+            result = run_admission_pass()
+        assert result.admitted == wanted  # in the order admission chose (the queue's)
+        admitted += wanted
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
+
+    rows = ClusterRequest.objects.filter(pk__in=admitted)
+    assert {row.state for row in rows} == {State.ADMITTED}
+    assert all(row.holds_gpus and row.admitted_at and row.queue_position is None for row in rows)
+    events = ClusterEvent.objects.filter(cluster__in=admitted, reason="admitted")
+    assert sorted(events.values_list("cluster_id", flat=True)) == sorted(admitted)
+    assert {(e.from_state, e.to_state, e.actor_name) for e in events} == {
+        (State.QUEUED, State.ADMITTED, "system")
+    }
+    spans = UsageSpan.objects.filter(cluster__in=admitted, ended_at__isnull=True)
+    assert sorted(spans.values_list("cluster_id", flat=True)) == sorted(admitted)
+    assert {(s.username, s.flavor_name, s.kind, s.gpus) for s in spans} == {
+        ("bob", "h100", "dev", Decimal(1))
+    }

@@ -3,8 +3,8 @@
 A tenant holds 1,000 clusters (800 ready, 200 queued), each with a short history and
 one with a long one. gunicorn serves the project with production-like settings (2
 workers, ``DEBUG=0``); 8 client threads, each with its own keep-alive connection
-(``http.client``, lighter than ``requests``, see :class:`_Session`) and a knox token, call
-one endpoint at a time for a fixed time (``BENCH_API_SECONDS``, default 8).
+(``http.client``, lighter than ``requests``: :class:`benchmarks.support.HttpSession`) and
+a knox token, call one endpoint at a time for a fixed time (``BENCH_API_SECONDS``, default 8).
 ``/healthz`` (no database, no authentication) is the floor: what the framework, gunicorn
 and the clients cost on this machine, so each endpoint is also given as a multiple of
 it. Queries per request are counted in this process (Django's test client, the same
@@ -140,81 +140,11 @@ def _endpoints() -> list[tuple[str, str, Call]]:
     ]
 
 
-class _Response:
-    """What the calls and the timing read of an answer: its status, URL, method, body."""
-
-    def __init__(self, method: str, url: str, status_code: int, body: bytes) -> None:
-        self.method = method
-        self.url = url
-        self.status_code = status_code
-        self.body = body
-
-    def json(self) -> Any:
-        import json
-
-        return json.loads(self.body)
+def _session(token: str) -> support.HttpSession:
+    return support.HttpSession({"Authorization": f"Token {token}"})
 
 
-class _Session:
-    """One keep-alive HTTP/1.1 connection with the token, through ``http.client``.
-
-    ``requests`` built each request through several layers of Python (hooks, cookie jars,
-    adapters, urllib3's pool): with 8 client threads in this process, that was CPU the
-    2 server workers on the same small machine needed. ``http.client`` on one persistent
-    connection per client does the same exchange with a fraction of it. ``elapsed`` is
-    the time to the status line and headers, as ``requests`` measured it.
-    """
-
-    def __init__(self, token: str) -> None:
-        self.headers = {"Authorization": f"Token {token}", "Connection": "keep-alive"}
-        self.connection: Any = None
-        self.elapsed = 0.0
-
-    def _request(self, method: str, url: str, body: Any = None) -> _Response:
-        import http.client
-        import json
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(url)
-        if self.connection is None:
-            self.connection = http.client.HTTPConnection(
-                parts.hostname or "127.0.0.1", parts.port, timeout=60
-            )
-        headers = dict(self.headers)
-        payload = None
-        if body is not None:
-            payload = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        start = time.perf_counter()
-        self.connection.request(method, path, body=payload, headers=headers)
-        answer = self.connection.getresponse()
-        self.elapsed = time.perf_counter() - start
-        data = answer.read()
-        if answer.will_close:
-            self.close()
-        return _Response(method, url, answer.status, data)
-
-    def get(self, url: str) -> _Response:
-        return self._request("GET", url)
-
-    def post(self, url: str, json: Any) -> _Response:
-        return self._request("POST", url, json)
-
-    def delete(self, url: str) -> _Response:
-        return self._request("DELETE", url)
-
-    def close(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
-            self.connection = None
-
-
-def _session(token: str) -> _Session:
-    return _Session(token)
-
-
-def _timed(call: Call, session: _Session, url: str) -> float:
+def _timed(call: Call, session: support.HttpSession, url: str) -> float:
     """Seconds for one call. The create's call also deletes what it made, so a create is
     timed to its own response's headers instead (``elapsed`` before the delete)."""
     start = time.perf_counter()
@@ -229,20 +159,20 @@ def _timed(call: Call, session: _Session, url: str) -> float:
 class _Timing:
     """The session, noting how long each non-dry-run POST took to its headers."""
 
-    def __init__(self, session: _Session, created: list[float]) -> None:
+    def __init__(self, session: support.HttpSession, created: list[float]) -> None:
         self.session = session
         self.created = created
 
-    def get(self, url: str) -> _Response:
+    def get(self, url: str) -> support.HttpResponse:
         return self.session.get(url)
 
-    def post(self, url: str, json: Any) -> _Response:
+    def post(self, url: str, json: Any) -> support.HttpResponse:
         response = self.session.post(url, json=json)
         if "dry-run" not in url:
             self.created.append(self.session.elapsed)
         return response
 
-    def delete(self, url: str) -> _Response:
+    def delete(self, url: str) -> support.HttpResponse:
         return self.session.delete(url)
 
 

@@ -84,15 +84,16 @@ def _fill(h100_nodes: int) -> list[tuple[str, str]]:
 
 
 def _in_threads(jobs: list[Any], work: Any) -> Stage:
-    """Run ``work(session, job)`` for every job on CLIENTS threads; time the whole."""
-    import requests
+    """Run ``work(session, job)`` for every job on CLIENTS threads; time the whole.
 
+    Each thread has a light keep-alive session (:class:`support.HttpSession`): the
+    clients share the machine with every process they measure."""
     stage = Stage()
     lock = threading.Lock()
     pending = list(reversed(jobs))
 
     def client() -> None:
-        session = requests.Session()
+        session = support.HttpSession()
         while True:
             with lock:
                 if not pending:
@@ -179,7 +180,6 @@ def _through_gangway(
             f"{base}/api/v1/tenants/{slug}/clusters/",
             json={"flavor": "h100", "kind": "dev", "workers": 1, "name": name},
             headers={"Authorization": f"Token {token}"},
-            timeout=60,
         )
         return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
 
@@ -188,7 +188,6 @@ def _through_gangway(
         response = session.delete(
             f"{base}/api/v1/tenants/{slug}/clusters/{name}/",
             headers={"Authorization": f"Token {token}"},
-            timeout=60,
         )
         return "" if response.status_code in (200, 202, 204) else f"{response.status_code}"
 
@@ -204,7 +203,6 @@ def _through_gangway(
                 "entrypoint": "python train.py",
             },
             headers={"Authorization": f"Token {token}"},
-            timeout=60,
         )
         return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
 
@@ -290,7 +288,6 @@ def _straight_to_kubesim(sim_url: str, kubeconfig: str) -> dict[str, Any]:
         response = session.post(
             f"{sim_url}/apis/ray.io/v1/namespaces/{meta['namespace']}/rayclusters",
             json=rc,
-            timeout=60,
         )
         return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
 

@@ -343,18 +343,25 @@ def tenant_q(tenant: Tenant) -> adm.TenantQ:
     )
 
 
-def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor) -> adm.Snapshot:
+def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor, alone: bool = False) -> adm.Snapshot:
     """What says whether a request of ``tenant`` on ``flavor`` could ever fit: the
     tenants of its cohort's tree, their quotas on the flavor and the flavor's fleet size.
 
     Nothing running or queued is read (three small queries), so submission can ask
-    admission's "never fits" question on every request.
+    admission's "never fits" question on every request. ``alone``: the tenant and its
+    own quota only, as if it had no cohort (one query); what fits there fits with the
+    cohort too, since a cohort only adds what the tenant may borrow.
     """
-    parents = cohort_parents()
-    root = adm.cohort_root(tenant.cohort, parents)
-    tree = {root, *(name for name in parents if adm.cohort_root(name, parents) == root)}
-    cohort = list(Tenant.objects.unscoped().filter(cohort__in=tree))
-    quotas = Quota.objects.unscoped().filter(tenant__in=cohort, flavor=flavor)
+    if alone:
+        parents: dict[str, str] = {}
+        cohort = [tenant]
+        quotas = Quota.objects.unscoped().filter(tenant=tenant, flavor=flavor).order_by()
+    else:
+        parents = cohort_parents()
+        root = adm.cohort_root(tenant.cohort, parents)
+        tree = {root, *(name for name in parents if adm.cohort_root(name, parents) == root)}
+        cohort = list(Tenant.objects.unscoped().filter(cohort__in=tree))
+        quotas = Quota.objects.unscoped().filter(tenant__in=cohort, flavor=flavor)
     slugs = {t.pk: t.slug for t in cohort}
     return adm.Snapshot(
         now=timezone.now(),

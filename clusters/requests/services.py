@@ -82,9 +82,18 @@ def resolve_flavors(names: list[str]) -> list[GpuFlavor]:
 def request_never_fits(cluster: ClusterRequest) -> list[tuple[str, str]]:
     """Why an unsaved request could never be admitted, by the same rules the admission
     pass applies (fleet size, the tenant's and its cohort's quotas, the per-engineer GPU
-    cap); empty when it could."""
+    cap); empty when it could.
+
+    Asked first of the tenant's own quota alone (one query): a cohort can only raise
+    what the tenant may hold (by what it may borrow), never lower it, so a request that
+    fits alone fits, and the cohort's tree is read only to judge one that does not.
+    """
+    pending = pending_of(cluster, pk=-1)
+    alone = policy_snapshot(tenant=cluster.tenant, flavor=cluster.flavor, alone=True)
+    if not Ledger(alone).never_fits(pending):
+        return []
     snapshot = policy_snapshot(tenant=cluster.tenant, flavor=cluster.flavor)
-    return Ledger(snapshot).never_fits(pending_of(cluster, pk=-1))
+    return Ledger(snapshot).never_fits(pending)
 
 
 def name_taken(*, tenant: Tenant, name: str) -> bool:

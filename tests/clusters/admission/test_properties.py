@@ -605,3 +605,32 @@ def test_what_passes_a_waiting_prod_cluster_never_takes_a_whole_free_node(
             free[n] -= need
     assert free.count(8) == whole_before
     event("dev admitted past the prod cluster" if decision.admitted else "nothing passed")
+
+
+@given(snap=snapshots(), data=st.data())
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_what_fits_on_the_tenants_own_quota_never_fits_less_with_its_cohort(
+    snap: Snapshot, data: st.DataObject
+) -> None:
+    """Submission asks "could it ever fit?" of the tenant's own quota first and reads the
+    cohort only when the answer is no (clusters/requests/services.py::request_never_fits):
+    sound only if a cohort can never turn a "fits" into a "never fits"."""
+    from clusters.admission.ledger import Ledger
+
+    quotas = [
+        replace(q, lend_limit=data.draw(st.one_of(st.none(), st.integers(0, 16))))
+        for q in snap.quotas
+    ]
+    full = replace(snap, quotas=quotas, running=[], pending=[])
+    for p in snap.pending:
+        alone = replace(
+            full,
+            tenants=[t for t in snap.tenants if t.slug == p.tenant],
+            quotas=[q for q in quotas if q.tenant == p.tenant and q.flavor == p.flavor],
+            cohort_parents={},
+        )
+        if not Ledger(alone).never_fits(p):
+            event("fits alone")
+            assert Ledger(full).never_fits(p) == [], p
+        else:
+            event("does not fit alone")

@@ -260,3 +260,32 @@ def test_the_verdict_foretells_submission(
         verdict, created = _outcomes(as_user(bob), body)
         _agree(verdict, created)
         transaction.set_rollback(True)
+
+
+def test_past_its_own_quota_a_request_is_judged_with_its_cohort(
+    as_user: Any, alice: Any, acme: Any, globex: Any
+) -> None:
+    """Submission first asks "could it ever fit?" of the tenant's own quota; a request
+    past it is judged again with the cohort, which lets it borrow (acme: 16 H100s of
+    its own, 8 more to borrow; the fleet has 32)."""
+    api = as_user(alice)
+    three = {"kind": "prod", "flavor": "h100", "workers": 3, "name": "three"}  # 24 GPUs
+
+    # Alone in its cohort there is nobody to borrow from: never fits, said at once.
+    acme.cohort = "lab"
+    acme.save()
+    globex.cohort = "elsewhere"
+    globex.save()
+    refused = api.post(CREATE, three, format="json")
+    assert refused.status_code == 400, refused.content
+    assert "acme may hold at most 16" in refused.content.decode()
+    assert not ClusterRequest.objects.filter(name="three").exists()
+
+    # With globex in the same cohort, acme may hold its 16 plus 8 borrowed.
+    globex.cohort = "lab"
+    globex.save()
+    assert api.post(CREATE, three, format="json").status_code == 201
+    four = {**three, "workers": 4, "name": "four"}  # 32 GPUs: past the borrowing limit too
+    refused = api.post(CREATE, four, format="json")
+    assert refused.status_code == 400, refused.content
+    assert "acme may hold at most 24" in refused.content.decode()

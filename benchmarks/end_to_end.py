@@ -1,18 +1,18 @@
 """1,000 dev clusters through the whole product, against kubesim with no start-up delay.
 
-The product runs as in production, each part in its own process: gunicorn (2 workers)
-serving the API, a Celery worker (prefork) and Celery beat on Redis, PostgreSQL, and
-kubesim as the Kubernetes API server. Eight client threads create 1,000 dev clusters
-(one single-GPU worker each) through the REST API, spread over 100 engineers in 20
-tenants; then the benchmark waits until every cluster is ``ready``, and until the
-Celery queue is empty. Then it deletes them all through the API and waits until every
-row is ``deleted``; then it submits 1,000 jobs (RayJobs of one single-GPU worker whose
-simulated driver runs for ``JOB_RUN_SECONDS``) through the jobs API and waits until every
-one has succeeded and given its GPUs back. Kubernetes requests are counted by kubesim
-itself, and the CPU time of every process (gunicorn, the Celery worker, beat, kubesim)
-per stage from ``/proc``, since on a shared machine wall time says less than CPU time.
-The anchor is applying the same RayClusters straight to kubesim (no control plane) with
-the same eight threads.
+The product runs as in production, each part in its own process: gunicorn (3 sync
+workers, as the production image runs it) serving the API, a Celery worker (prefork) and
+Celery beat on Redis, PostgreSQL, and kubesim as the Kubernetes API server. Eight client
+threads create 1,000 dev clusters (one single-GPU worker each) through the REST API,
+spread over 100 engineers in 20 tenants; then the benchmark waits until every cluster is
+``ready``, and until the Celery queue is empty. Then it deletes them all through the API
+and waits until every row is ``deleted``; then it submits 1,000 jobs (RayJobs of one
+single-GPU worker whose simulated driver runs for ``JOB_RUN_SECONDS``) through the jobs
+API and waits until every one has succeeded and given its GPUs back. Kubernetes requests
+are counted by kubesim itself, and the CPU time of every process (gunicorn, the Celery
+worker, beat, kubesim) per stage from ``/proc``, since on a shared machine wall time
+says less than CPU time. The anchor is applying the same RayClusters straight to kubesim
+(no control plane) with the same eight threads.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ CLIENTS = 8
 TENANTS = 20
 ENGINEERS_PER_TENANT = 5
 WORKER_CONCURRENCY = int(os.environ.get("BENCH_E2E_CONCURRENCY", "2"))
+# As deploy/Dockerfile runs it. A sync worker waits on PostgreSQL for part of each
+# create (its commit is flushed to disk), so two left the CPUs partly idle.
+GUNICORN_WORKERS = int(os.environ.get("BENCH_E2E_GUNICORN_WORKERS", "3"))
 BROKER_DB = 14
 QUEUE = "bench-e2e"
 DEADLINE_SECONDS = 900.0
@@ -314,7 +317,7 @@ def _start_product(workdir: Path, kubeconfig: str, port: int) -> support.Process
         THROTTLE_WRITE="1000000/min",
     )
     procs = support.Processes(workdir)
-    procs.start("gunicorn", support.gunicorn_command(port, workers=2), env)
+    procs.start("gunicorn", support.gunicorn_command(port, workers=GUNICORN_WORKERS), env)
     celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
     procs.start(
         "worker",
@@ -433,7 +436,8 @@ def run() -> str:
         [
             f"## End to end: {CLUSTERS:,} dev clusters through the API",
             "",
-            f"gunicorn (2 workers), a Celery worker (prefork, concurrency "
+            f"gunicorn ({GUNICORN_WORKERS} sync workers, as the production image), a Celery "
+            f"worker (prefork, concurrency "
             f"{WORKER_CONCURRENCY}) and Celery beat on Redis, PostgreSQL, and kubesim (its own "
             "process, no start-up delay) as the Kubernetes API server, all on this machine. "
             f"{CLIENTS} client threads create {CLUSTERS:,} dev clusters (one single-GPU worker "

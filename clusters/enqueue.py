@@ -113,11 +113,20 @@ def request_pass(name: str, *, countdown: float = 0) -> bool:
 
 
 def _claim(pending: str) -> bool:
-    """Mark the pass ``pending`` as requested unless it already is, in one statement:
-    true only for the caller that moved it from unrequested (or created its row; a
-    test database flushed between tests loses the rows the migration made)."""
+    """Mark the pass ``pending`` as requested unless it already is (a conditional
+    upsert): true only for the caller that moved it from unrequested (or created its
+    row; a test database flushed between tests loses the rows the migration made)."""
     table = PendingPass._meta.db_table
     with connection.cursor() as cursor:
+        # Already claimed: the pass has not yet cleared its claim (pass_started), so it
+        # reads the rows after this caller's commit. A plain read, no row lock: in a
+        # burst most nudges end here, and the upsert below locks the row even when it
+        # changes nothing, which makes the caller's statement a write transaction
+        # that waits for its commit to be flushed.
+        cursor.execute(f"SELECT requested_at FROM {table} WHERE name = %s", [pending])
+        found = cursor.fetchone()
+        if found is not None and found[0] is not None:
+            return False
         cursor.execute(
             f"INSERT INTO {table} (name, requested_at) VALUES (%s, %s) "
             f"ON CONFLICT (name) DO UPDATE SET requested_at = EXCLUDED.requested_at "

@@ -52,6 +52,28 @@ def test_a_burst_of_creates_sends_one_admission_pass(
     assert len(broker.tasks(enqueue.ADMISSION_PASS)) == 2
 
 
+def test_a_nudge_while_a_pass_is_pending_writes_nothing(broker: Broker) -> None:
+    """Most nudges of a burst find the pass already claimed: they only read the claim.
+    (An upsert that changes nothing still locks the row, which stamps the row's xmax
+    and makes the caller's statement a transaction whose commit waits for the disk.)"""
+
+    def row_version() -> tuple[str, str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT xmin::text, xmax::text FROM clusters_pendingpass WHERE name = %s",
+                ["reconcile"],
+            )
+            row = cursor.fetchone()
+            assert row is not None
+            return row[0], row[1]
+
+    assert enqueue.request_pass(enqueue.RECONCILE)
+    claimed = row_version()
+    assert not any(enqueue.request_pass(enqueue.RECONCILE) for _ in range(20))
+    assert row_version() == claimed
+    assert len(broker.tasks(enqueue.RECONCILE)) == 1
+
+
 def test_a_burst_of_reconcile_nudges_sends_one_delayed_pass(broker: Broker) -> None:
     sent = [enqueue.request_pass(enqueue.RECONCILE, countdown=0.5) for _ in range(100)]
     assert sent.count(True) == 1

@@ -113,36 +113,38 @@ def _fold_one(row: ClusterRequest, request: dict[str, Any] | None, gw: Gateway) 
     provisioned = condition(request, "Provisioned")
     message = str(provisioned.get("message") or "")[:500]
     if provisioned.get("status") == "True" and row.capacity_state == "requested":
-        # The claim and its event commit together: whoever sees the row provisioned
-        # also sees why (and a crash between them cannot lose the event).
-        with transaction.atomic():
-            claimed = ClusterRequest.objects.filter(
-                pk=row.pk, state=State.QUEUED, capacity_state="requested"
-            ).update(capacity_state="provisioned", capacity_message=message)
-            if claimed:
-                row.capacity_state = "provisioned"
-                note(
-                    row,
-                    reason="nodes_provisioned",
-                    message=f"the cluster autoscaler provisioned its nodes: {message}"[:500],
-                )
-        if claimed:
-            return True
-    elif message and message != row.capacity_message:
+        return _move(
+            row,
+            "provisioned",
+            message,
+            reason="nodes_provisioned",
+            note_message=f"the cluster autoscaler provisioned its nodes: {message}",
+        )
+    if message and message != row.capacity_message:
         ClusterRequest.objects.filter(pk=row.pk).update(capacity_message=message)
     return False
 
 
-@transaction.atomic
 def _failed(row: ClusterRequest, message: str) -> None:
-    # One transaction, as above: the failed row and its event are seen together.
+    _move(
+        row,
+        "failed",
+        message,
+        reason="capacity_failed",
+        note_message=f"the cluster autoscaler could not add its nodes: {message}",
+    )
+
+
+@transaction.atomic
+def _move(row: ClusterRequest, to: str, message: str, *, reason: str, note_message: str) -> bool:
+    """Move a queued request's capacity from the state it was read in to ``to`` and
+    record why; returns whether this caller moved it. The claim and its event commit
+    together: whoever sees the row moved also sees why (and a crash between them
+    cannot lose the event)."""
     claimed = ClusterRequest.objects.filter(
         pk=row.pk, state=State.QUEUED, capacity_state=row.capacity_state
-    ).update(capacity_state="failed", capacity_message=message[:500])
+    ).update(capacity_state=to, capacity_message=message[:500])
     if claimed:
-        row.capacity_state = "failed"
-        note(
-            row,
-            reason="capacity_failed",
-            message=f"the cluster autoscaler could not add its nodes: {message}"[:500],
-        )
+        row.capacity_state = to
+        note(row, reason=reason, message=note_message[:500])
+    return bool(claimed)

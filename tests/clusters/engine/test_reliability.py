@@ -75,8 +75,10 @@ def test_sigkill_worker_during_provisioning_and_deletion(
 ) -> None:
     rng = random.Random(20261122)
     _roomy(acme, h100, gpus=24)
-    # Every Kubernetes call takes 40 ms, so that kills land in the middle of real work.
-    kubesim.set_faults(rate=1.0, codes=(), delay_ms=40)
+    # Every Kubernetes call takes 100 ms, so that kills land in the middle of real work
+    # (at 40 ms a faster engine, which moves a batch's rows together, had often
+    # finished between kills).
+    kubesim.set_faults(rate=1.0, codes=(), delay_ms=100)
     pks = [_request(alice, acme, h100, f"crash-{i}").pk for i in range(20)]
     hits = _kill_at_random_points(worker, rng, pks, 10)
     wait_for(lambda: _states(pks)["ready"] == 20, timeout=180, what="all 20 ready")

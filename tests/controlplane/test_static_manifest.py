@@ -194,3 +194,23 @@ def test_a_web_server_with_collected_static_serves_the_api_docs(
     )
     assert css, body[:500]
     assert get(base + css.group(1))[0] == 200
+
+
+def test_the_wsgi_module_imports_every_view_before_the_first_request(collected: Path) -> None:
+    # Django loads the URLconf in the first request that resolves a path; a gunicorn worker
+    # loads it while it boots instead, so no user's request pays for the import.
+    probe = (
+        "import sys, controlplane.wsgi; "
+        "print(sorted(m for m in ('controlplane.urls', 'clusters.api.views') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=environment(collected),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "['clusters.api.views', 'controlplane.urls']"

@@ -64,3 +64,34 @@ def test_a_notable_event_kicks_the_dispatcher_after_commit(
     assert tasks.dispatch.name == "notifications.tasks.dispatch"
     row = Delivery.objects.get()
     assert (row.kind, row.status) == ("expiring_soon", "sent")
+
+
+@pytest.mark.parametrize("owners", [2, 8])
+def test_a_pass_reads_its_recipients_in_one_query_per_table(
+    owners: int, fast_notify: Any, acme: Any, globex: Any
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from notifications.models import NotificationPreference
+    from tests.factories import MembershipFactory, UserFactory
+
+    for i in range(owners):
+        tenant = (acme, globex)[i % 2]
+        user = UserFactory(username=f"owner{i}", email=f"owner{i}@example.com")
+        MembershipFactory(tenant=tenant, user=user)
+        if i == 0:  # one owner has turned e-mail off for this kind
+            NotificationPreference.objects.create(user=user, kind="cluster_ready", email=False)
+        transition(make_cluster(tenant, user, name=f"c{i}"), "ready", reason="ready")
+    with CaptureQueriesContext(connection) as queries:
+        report = outbox.dispatch_pass()
+    recipient_tables = (
+        "tenants_membership",
+        "notifications_notificationpreference",
+        "notifications_notificationprofile",
+        "notifications_tenantwebhook",
+    )
+    reads = [q["sql"] for q in queries if any(t in q["sql"] for t in recipient_tables)]
+    assert len(reads) == 4, reads  # whatever the number of owners and tenants
+    told = {Delivery.objects.get(pk=pk).payload["owner"] for pk in report.created}
+    assert told == {f"owner{i}" for i in range(1, owners)}

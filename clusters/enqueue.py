@@ -18,6 +18,7 @@ import logging
 from datetime import datetime
 
 from celery import current_app
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -98,7 +99,8 @@ def request_pass(name: str, *, countdown: float = 0) -> bool:
     """Send the pass ``name`` unless one is already pending; returns whether it sent.
 
     ``countdown`` delays the pass, so that the nudges of the next moments coalesce into it
-    too (see ``settings.RECONCILE_NUDGE_DELAY_SECONDS``). The claim is its own short
+    too (see ``settings.RECONCILE_NUDGE_DELAY_SECONDS``); so does the pass's interval, if
+    the last pass started less than that ago (:func:`_pace`). The claim is its own short
     statement, made after the caller's transaction committed, so it never holds a lock
     across a request. If the process dies between the claim and the send, the claim
     stays and :func:`resend_stale` sends it later.
@@ -106,16 +108,34 @@ def request_pass(name: str, *, countdown: float = 0) -> bool:
     if current_app.conf.task_always_eager:
         send(name)
         return True
-    if _claim(PASSES[name]):
-        send(name, countdown=countdown)
+    claimed, last_started = _claim(PASSES[name])
+    if claimed:
+        send(name, countdown=max(countdown, _pace(name, last_started)))
         return True
     return False
 
 
-def _claim(pending: str) -> bool:
+def _interval(name: str) -> float:
+    """The least time between the starts of two passes ``name`` (settings)."""
+    if name == ADMISSION_PASS:
+        return settings.ADMISSION_PASS_INTERVAL_SECONDS
+    return settings.RECONCILE_PASS_INTERVAL_SECONDS
+
+
+def _pace(name: str, last_started: datetime | None) -> float:
+    """Seconds until the pass ``name`` may start again: what is left of its interval
+    since ``last_started`` (0 on a quiet system, where the last pass is long past)."""
+    if last_started is None:
+        return 0.0
+    left = _interval(name) - (timezone.now() - last_started).total_seconds()
+    return max(left, 0.0)
+
+
+def _claim(pending: str) -> tuple[bool, datetime | None]:
     """Mark the pass ``pending`` as requested unless it already is (a conditional
-    upsert): true only for the caller that moved it from unrequested (or created its
-    row; a test database flushed between tests loses the rows the migration made)."""
+    upsert); returns whether this caller moved it from unrequested (or created its row;
+    a test database flushed between tests loses the rows the migration made), and when
+    the last pass started."""
     table = PendingPass._meta.db_table
     with connection.cursor() as cursor:
         # Already claimed: the pass has not yet cleared its claim (pass_started), so it
@@ -123,23 +143,26 @@ def _claim(pending: str) -> bool:
         # burst most nudges end here, and the upsert below locks the row even when it
         # changes nothing, which makes the caller's statement a write transaction
         # that waits for its commit to be flushed.
-        cursor.execute(f"SELECT requested_at FROM {table} WHERE name = %s", [pending])
+        cursor.execute(f"SELECT requested_at, started_at FROM {table} WHERE name = %s", [pending])
         found = cursor.fetchone()
         if found is not None and found[0] is not None:
-            return False
+            return False, found[1]
         cursor.execute(
             f"INSERT INTO {table} (name, requested_at) VALUES (%s, %s) "
             f"ON CONFLICT (name) DO UPDATE SET requested_at = EXCLUDED.requested_at "
-            f"WHERE {table}.requested_at IS NULL RETURNING name",
+            f"WHERE {table}.requested_at IS NULL RETURNING started_at",
             [pending, timezone.now()],
         )
-        return cursor.fetchone() is not None
+        claimed = cursor.fetchone()
+        return claimed is not None, claimed[0] if claimed else None
 
 
 def pass_started(name: str) -> None:
     """Called by the pass ``name`` before it reads anything: nudges from now on ask for
-    the next pass (this one may not see what they changed)."""
-    PendingPass.objects.filter(name=PASSES[name]).update(requested_at=None)
+    the next pass (this one may not see what they changed), paced from now."""
+    PendingPass.objects.filter(name=PASSES[name]).update(
+        requested_at=None, started_at=timezone.now()
+    )
 
 
 def resend_stale(older_than: datetime) -> list[str]:

@@ -383,10 +383,17 @@ class PendingPass(models.Model):
     is followed by a pass that starts after it — what the burst changed is never missed.
     A message lost after the claim leaves ``requested_at`` set, and the sweeper re-sends
     it once it is stale: the row is the outbox.
+
+    ``started_at`` is when the last pass started. A pass asked for sooner than its
+    interval after that (``ADMISSION_PASS_INTERVAL_SECONDS``, ``RECONCILE_PASS_...``) is
+    sent to start when the interval ends: a stream of nudges then costs a bounded number
+    of passes per second, each over a larger batch, while a nudge on a quiet system
+    still starts a pass at once.
     """
 
     name = models.CharField(max_length=32, primary_key=True)
     requested_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} pass (requested {self.requested_at or 'never'})"

@@ -6,7 +6,7 @@ reads, and count the messages there — what a worker would have to run.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -125,3 +125,32 @@ def test_a_reconcile_that_finds_another_running_asks_again(broker: Broker) -> No
         assert len(broker.tasks(enqueue.RECONCILE)) == 1
     finally:
         other.close()
+
+
+def test_a_pass_asked_for_soon_after_the_last_one_started_waits_for_its_interval(
+    broker: Broker, settings: Any
+) -> None:
+    settings.ADMISSION_PASS_INTERVAL_SECONDS = 30.0
+    # A quiet system: no pass has started lately, so the one asked for starts at once.
+    assert enqueue.request_pass(enqueue.ADMISSION_PASS)
+    (first,) = broker.tasks(enqueue.ADMISSION_PASS)
+    assert first["headers"]["eta"] is None
+    broker.drain()
+
+    enqueue.pass_started(enqueue.ADMISSION_PASS)  # the pass runs ...
+    started = PendingPass.objects.get(name="admission").started_at
+    assert started is not None
+    assert enqueue.request_pass(enqueue.ADMISSION_PASS)  # ... and a nudge arrives meanwhile
+    (paced,) = broker.tasks(enqueue.ADMISSION_PASS)
+    eta = datetime.fromisoformat(paced["headers"]["eta"])
+    assert started + timedelta(seconds=29) < eta <= started + timedelta(seconds=30, milliseconds=1)
+
+    # Once the interval has passed, a nudge starts the next pass at once again.
+    broker.drain()
+    enqueue.pass_started(enqueue.ADMISSION_PASS)
+    PendingPass.objects.filter(name="admission").update(
+        started_at=timezone.now() - timedelta(seconds=31)
+    )
+    assert enqueue.request_pass(enqueue.ADMISSION_PASS)
+    (later,) = broker.tasks(enqueue.ADMISSION_PASS)
+    assert later["headers"]["eta"] is None

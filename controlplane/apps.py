@@ -11,3 +11,10 @@ class ControlplaneConfig(AppConfig):
     """Project-level views: health, readiness and Prometheus metrics."""
 
     name = "controlplane"
+
+    def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
+        from controlplane.dbtime import use_c_timestamp_loader
+
+        connection_created.connect(use_c_timestamp_loader, dispatch_uid="c-timestamp-loader")

@@ -1,0 +1,60 @@
+"""Timestamps read from PostgreSQL by psycopg's C loader instead of Django's Python one.
+
+With ``USE_TZ`` Django registers, on every connection, a ``timestamptz`` loader that
+subclasses psycopg's *pure-Python* loader (to replace each value's tzinfo with the
+connection's time zone, UTC here). It parses every timestamp in Python, about 4 µs each:
+a reconcile pass over 1,000 live clusters reads some 12,000 of them, and in the
+end-to-end benchmark that parsing was a tenth of the worker's CPU.
+
+Django keeps the session's ``TimeZone`` at UTC (``ensure_timezone`` runs as each
+connection opens), and psycopg's C loader then returns the very same values, in
+``datetime.timezone.utc``, five times faster. :func:`use_c_timestamp_loader` registers
+it on each new connection when both hold; otherwise Django's loader stays. The class
+carries the ``timezone`` attribute Django compares when it makes a cursor, so Django sees
+its own time zone and does not register its loader again per cursor.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from psycopg.adapt import Loader
+
+
+def _c_loader() -> Any:
+    """psycopg's C ``timestamptz`` text loader, or ``None`` without psycopg's binary
+    package (the pure-Python installation)."""
+    try:
+        from psycopg_binary import _psycopg
+    except ImportError:
+        return None
+    return _psycopg.TimestamptzLoader  # type: ignore[attr-defined]
+
+
+class UtcTimestamptzLoader(Loader):
+    """Loads ``timestamptz`` text with psycopg's C loader, in a UTC session."""
+
+    timezone = datetime.UTC
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        # The C loader's bound method itself: psycopg looks ``load`` up per column, not
+        # per value, so no Python frame runs per timestamp.
+        self.load = _c_loader()(oid, context).load  # type: ignore[method-assign]
+
+    def load(self, data: Any) -> Any:  # pragma: no cover - replaced per instance
+        raise NotImplementedError
+
+
+def use_c_timestamp_loader(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created`` receiver: on a PostgreSQL connection whose session and
+    Django both use UTC, read ``timestamptz`` with :class:`UtcTimestamptzLoader`."""
+    if connection.vendor != "postgresql" or _c_loader() is None:
+        return
+    if connection.timezone != datetime.UTC:
+        return
+    raw = connection.connection
+    if raw.info.parameter_status("TimeZone") != "UTC":
+        return
+    raw.adapters.register_loader("timestamptz", UtcTimestamptzLoader)

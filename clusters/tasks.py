@@ -26,6 +26,7 @@ from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
+from clusters.queue.capacity import anyone_waiting as waiting_for_capacity
 from clusters.states import State
 from clusters.transitions import transition
 from controlplane import metrics
@@ -173,7 +174,11 @@ def reconcile() -> dict[str, int]:
     if report is None:
         enqueue.request_pass(enqueue.RECONCILE, countdown=BUSY_RETRY_SECONDS)
         return {"busy": 1}
-    if report.freed_capacity:
+    if report.freed_capacity or (report.placeable_grew and waiting_for_capacity()):
+        # Without this, a request refused for capacity (while the GPUs it needs were
+        # counted against it as not yet placed) waited for the next create or for
+        # beat's backstop pass, 15 s later, although it fitted once the pass moved the
+        # clusters ahead of it to ready.
         enqueue.request_pass(enqueue.ADMISSION_PASS)
     return {
         "ready": len(report.ready),

@@ -85,9 +85,20 @@ class Report:
     errors: list[str] = field(default_factory=list)
     batch: _Batch = field(default_factory=_Batch, repr=False)
 
+    # The cluster reported more free GPUs or nodes than at the last observation.
+    capacity_grew: bool = False
+
     @property
     def freed_capacity(self) -> bool:
         return bool(self.deleted or self.expired or self.released or self.provisioned)
+
+    @property
+    def placeable_grew(self) -> bool:
+        """Whether a request waiting for capacity may fit now. Admission counts the GPUs
+        of admitted and provisioning clusters against the observed free GPUs (their pods
+        may not be bound yet): rows moved to ready stop counting, and the observation
+        itself may show more free."""
+        return bool(self.ready) or self.capacity_grew
 
 
 # The session-level advisory lock that keeps reconcile passes one at a time.
@@ -144,6 +155,7 @@ def _reconcile(gw: Gateway | None) -> Report:
     backend = queue_backend()
     report = Report()
     seen = _observe(gw)
+    report.capacity_grew = seen.capacity_grew
     rows = list(
         # prefetch, not select_related: a few tenants and flavors shared by thousands of
         # rows are read once each instead of once per row.
@@ -217,6 +229,7 @@ class _Seen:
     pods_by_id: dict[int, list[dict[str, Any]]]
     namespaces: set[str]
     events: dict[str, dict[str, Any]]
+    capacity_grew: bool = False
 
 
 def _observe(gw: Gateway) -> _Seen:
@@ -233,7 +246,7 @@ def _observe(gw: Gateway) -> _Seen:
     }
     results = {what: future.result() for what, future in futures.items()}
     all_pods = results["pods"]
-    capacity.record(capacity.free_by_product(results["nodes"], all_pods))
+    capacity_grew = capacity.record(capacity.free_by_product(results["nodes"], all_pods))
     managed_key, managed_value = labels.managed_selector().split("=", 1)
     pods: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     pods_by_id: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -260,6 +273,7 @@ def _observe(gw: Gateway) -> _Seen:
         pods_by_id=pods_by_id,
         namespaces={ns["metadata"]["name"] for ns in results["namespaces"]},
         events=events,
+        capacity_grew=capacity_grew,
     )
 
 

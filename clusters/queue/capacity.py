@@ -18,7 +18,10 @@ from typing import Any
 
 from django.utils import timezone
 
+from clusters.admission.snapshot import CAPACITY
 from clusters.kube.quantities import GPU, GPU_PRODUCT_LABEL
+from clusters.models import ClusterRequest
+from clusters.states import State
 from tenants.models import GpuFlavor
 
 PRODUCT_LABEL = GPU_PRODUCT_LABEL
@@ -143,14 +146,29 @@ def node_use(
     return sorted(out, key=lambda n: n.name)
 
 
-def record(free: dict[str, Free]) -> None:
-    """Write the observation on every flavor (a product absent from the cluster: 0 free)."""
+def record(free: dict[str, Free]) -> bool:
+    """Write the observation on every flavor (a product absent from the cluster: 0 free);
+    returns whether any flavor has more free GPUs or nodes than last observed."""
     now = timezone.now()
+    grew = False
     for flavor in GpuFlavor.objects.all():
         seen = free.get(flavor.gpu_product, Free(0, 0))
+        grew = grew or (
+            flavor.observed_free_gpus is None
+            or seen.gpus > flavor.observed_free_gpus
+            or seen.nodes > (flavor.observed_free_nodes or 0)
+        )
         GpuFlavor.objects.filter(pk=flavor.pk).update(
             observed_free_gpus=seen.gpus, observed_free_nodes=seen.nodes, observed_at=now
         )
+    return grew
+
+
+def anyone_waiting() -> bool:
+    """Whether a queued request waits for capacity (the ``capacity`` reason)."""
+    return (
+        ClusterRequest.objects.unscoped().filter(state=State.QUEUED, queue_reason=CAPACITY).exists()
+    )
 
 
 def fresh(flavor: GpuFlavor) -> bool:

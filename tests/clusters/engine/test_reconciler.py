@@ -137,3 +137,45 @@ def test_orphans_are_deleted_and_expired_clusters_go(
     assert row.deletion_reason == "expired"
     assert ClusterEvent.objects.filter(cluster=row, to_state="deleting", reason="expired").exists()
     assert gw.get("ray.io/v1", "RayCluster", "short", "gw-acme") is None
+
+
+def test_a_request_refused_for_capacity_is_admitted_once_the_clusters_ahead_are_ready(
+    broker: Any, kubesim: Any, alice: Any, acme: Any, l4: Any
+) -> None:
+    """Admission counts an admitted or provisioning cluster's GPUs against the cluster's
+    free ones (its pods may not be bound yet). The reconcile pass that moves it to ready
+    stops that count, so it asks for an admission pass when a request waits for capacity:
+    nothing else would (no create, and beat's backstop comes every 15 s)."""
+    from clusters import enqueue, tasks
+
+    _roomy(acme)
+    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=4)
+    kubesim.cluster.startup_delay = 2.0  # bound pods start 2 s later: clusters provision
+    tasks.reconcile()
+    assert GpuFlavor.objects.get(name="l4").observed_free_gpus == 4
+    first = services.cluster_request_create(
+        actor=alice, tenant=acme, spec=ClusterSpec(name="first", kind="dev", flavor=l4, workers=3)
+    )
+    assert tasks.admission_pass() == [first.pk]
+    tasks.provision_clusters([first.pk])
+    tasks.reconcile()  # its 3 pods are bound, not yet running: 1 L4 free, 3 not yet placed
+    assert ClusterRequest.objects.get(pk=first.pk).state == "provisioning"
+    second = services.cluster_request_create(
+        actor=alice, tenant=acme, spec=ClusterSpec(name="second", kind="dev", flavor=l4, workers=1)
+    )
+    assert tasks.admission_pass() == []
+    assert ClusterRequest.objects.get(pk=second.pk).queue_reason == "capacity"
+
+    broker.drain()
+    wait_for(
+        lambda: all(
+            p["status"].get("phase") == "Running"
+            for p in kubesim.list("pods", "gw-acme")
+            if p["metadata"]["labels"].get("ray.io/cluster") == "first"
+        ),
+        what="the first cluster's pods running",
+    )
+    tasks.reconcile()
+    assert ClusterRequest.objects.get(pk=first.pk).state == "ready"
+    assert len(broker.tasks(enqueue.ADMISSION_PASS)) == 1
+    assert tasks.admission_pass() == [second.pk]

@@ -163,16 +163,16 @@ def release_gpus(cluster: ClusterRequest, *, message: str) -> bool:
     return True
 
 
-def note(cluster: ClusterRequest, *, reason: str, message: str, actor: Any = None) -> None:
+def note(cluster: ClusterRequest, *, reason: str, message: str, actor: Any = None) -> ClusterEvent:
     """Record a notable moment that is not a state change (a warning, an extension)."""
-    _event(cluster, actor, cluster.state, cluster.state, reason, message)
+    return _event(cluster, actor, cluster.state, cluster.state, reason, message)
 
 
 def _event(
     cluster: ClusterRequest, actor: Any, from_state: str, to_state: str, reason: str, message: str
-) -> None:
+) -> ClusterEvent:
     user = actor if getattr(actor, "is_authenticated", False) else None
-    ClusterEvent.objects.create(
+    return ClusterEvent.objects.create(
         cluster_id=cluster.pk,
         actor=user,
         actor_name=user.get_username() if user else "system",

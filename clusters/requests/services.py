@@ -22,7 +22,7 @@ from django.utils import timezone
 from clusters import lifecycle, rules, shapes
 from clusters.admission.ledger import Ledger
 from clusters.engine import idle
-from clusters.models import ClusterKind, ClusterRequest
+from clusters.models import ClusterEvent, ClusterKind, ClusterRequest
 from clusters.queue.backends import queue_backend
 from clusters.queue.snapshot import pending_of, policy_snapshot
 from clusters.queue.writeback import place_on
@@ -272,11 +272,11 @@ def budget_lowered(cluster: ClusterRequest, spec: ClusterSpec) -> bool:
     return cluster.priority != spec.priority
 
 
-def note_budget(cluster: ClusterRequest, *, actor: Any) -> None:
+def note_budget(cluster: ClusterRequest, *, actor: Any) -> ClusterEvent:
     """Record in the request's timeline why it queues at the lowest priority."""
     status = budget_status(tenant=cluster.tenant)
     used = f"{status.percent}% of its {status.budget:,} GPU-hour budget" if status else "its budget"
-    note(
+    return note(
         cluster,
         reason="over_budget",
         message=f"Queued at the lowest priority ({cluster.priority}): {cluster.tenant.slug} "
@@ -306,9 +306,14 @@ def cluster_request_create(
             raise ValidationError(
                 {"name": _taken_message(tenant=tenant, name=cluster.name)}
             ) from None
-        note(cluster, reason="requested", message=f"{spec.kind} cluster requested", actor=actor)
+        events = [
+            note(cluster, reason="requested", message=f"{spec.kind} cluster requested", actor=actor)
+        ]
         if budget_lowered(cluster, spec):
-            note_budget(cluster, actor=actor)
+            events.append(note_budget(cluster, actor=actor))
+        # Its whole timeline so far, newest first (as ``selectors.with_recent_events``):
+        # the answer shows the request as it was committed without reading it back.
+        cluster.recent_events = events[::-1]  # type: ignore[attr-defined]
         audit_record(
             actor=actor,
             action="cluster.create",

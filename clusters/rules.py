@@ -10,11 +10,12 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Sum
+from django.db import connection
 
 from clusters.admission.caps import CapBreach, user_cap_breach
 from clusters.admission.words import count as count_of
-from clusters.models import ClusterKind, ClusterRequest
+from clusters.models import ClusterKind, ClusterRequest, Job
+from clusters.states import LIVE
 from controlplane.exceptions import ServiceConflict
 from tenants.models import Role, Tenant
 from tenants.selectors import role_in_tenant
@@ -52,18 +53,28 @@ def owner_dev_usage(
     *, tenant: Tenant, owner: Any, excluding: int | None = None
 ) -> tuple[int, Decimal]:
     """The owner's live dev clusters in the tenant (queued, running and suspended ones
-    alike) and the GPUs they ask for; ``excluding`` leaves one request out."""
-    rows = (
-        ClusterRequest.objects.unscoped()
-        .live()
-        .filter(tenant=tenant, owner=owner, kind=ClusterKind.DEV)
-        # A job on one of the owner's clusters is neither a cluster nor more GPUs.
-        .exclude(job__host__isnull=False)
-    )
-    if excluding is not None:
-        rows = rows.exclude(pk=excluding)
-    found = rows.aggregate(n=Count("id"), g=Sum("gpus"))
-    return int(found["n"] or 0), Decimal(found["g"] or 0)
+    alike) and the GPUs they ask for; ``excluding`` leaves one request out.
+
+    Plain SQL: it runs under the tenant's lock in every create, where compiling the ORM's
+    aggregate over a join took a tenth of the request's CPU. It says what
+    ``ClusterRequest.objects.live().filter(tenant=, owner=, kind=DEV)
+    .exclude(job__host__isnull=False)`` counts (``tests/clusters/requests``).
+    """
+    requests = ClusterRequest._meta.db_table
+    jobs = Job._meta.db_table
+    live = sorted(LIVE)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*), COALESCE(SUM(r.gpus), 0) FROM {requests} r "
+            "WHERE r.tenant_id = %s AND r.owner_id = %s AND r.kind = %s "
+            "AND r.state = ANY(%s) AND r.id <> %s "
+            # A job on one of the owner's clusters is neither a cluster nor more GPUs.
+            f"AND NOT EXISTS (SELECT 1 FROM {jobs} j "
+            "WHERE j.request_id = r.id AND j.host_id IS NOT NULL)",
+            [tenant.pk, getattr(owner, "pk", owner), ClusterKind.DEV, live, excluding or 0],
+        )
+        row = cursor.fetchone()
+    return int(row[0]), Decimal(row[1])
 
 
 def check_user_caps(

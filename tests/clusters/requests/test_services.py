@@ -101,3 +101,55 @@ def test_extend_refuses_a_cluster_without_a_ttl(acme: Any, alice: Any, h100: Any
     with pytest.raises(ServiceConflict) as caught:
         services.cluster_extend(actor=alice, cluster=cluster, hours=2)
     assert caught.value.code == "no_ttl"
+
+
+def test_owner_dev_usage_counts_what_the_orm_query_counts(
+    acme: Any, globex: Any, bob: Any, alice: Any, h100: Any
+) -> None:
+    """The caps' usage is plain SQL (it runs under the tenant lock of every create): it
+    must count exactly the rows the ORM's expression of the rule counts."""
+    from django.db.models import Count, Sum
+
+    from clusters.models import Job
+
+    rows = []
+    for tenant in (acme, globex):
+        for owner in (bob, alice):
+            for kind in ("dev", "prod"):
+                for state in State:
+                    rows.append(
+                        ClusterRequest.objects.create(
+                            tenant=tenant,
+                            owner=owner,
+                            name=f"{owner.username}-{kind}-{state}",
+                            kind=kind,
+                            flavor=h100,
+                            workers=1,
+                            gpus=Decimal("1.5") if kind == "dev" else 8,
+                            state=state,
+                        )
+                    )
+    host = next(r for r in rows if r.kind == "dev" and r.state == State.READY)
+    hosted = next(r for r in rows if r.kind == "dev" and r.state == State.QUEUED)
+    Job.objects.create(request=hosted, entrypoint="python a.py", host=host)
+    alone = next(r for r in rows if r.kind == "dev" and r.state == State.ADMITTED)
+    Job.objects.create(request=alone, entrypoint="python b.py")
+
+    def by_orm(tenant: Any, owner: Any, excluding: int | None) -> tuple[int, Decimal]:
+        found = (
+            ClusterRequest.objects.unscoped()
+            .live()
+            .filter(tenant=tenant, owner=owner, kind="dev")
+            .exclude(job__host__isnull=False)
+            .exclude(pk=excluding if excluding is not None else -1)
+            .aggregate(n=Count("id"), g=Sum("gpus"))
+        )
+        return int(found["n"] or 0), Decimal(found["g"] or 0)
+
+    for tenant in (acme, globex):
+        for owner in (bob, alice):
+            for excluding in (None, host.pk, hosted.pk, alone.pk):
+                expected = by_orm(tenant, owner, excluding)
+                got = rules.owner_dev_usage(tenant=tenant, owner=owner, excluding=excluding)
+                assert got == expected, (tenant, owner, excluding)
+    assert rules.owner_dev_usage(tenant=acme, owner=bob)[0] > 0

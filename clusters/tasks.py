@@ -23,6 +23,7 @@ from django.utils import timezone
 from clusters import enqueue
 from clusters.engine import capacity, idle, provisioning
 from clusters.engine.reconciler import reconcile_exclusive
+from clusters.kube.bundles import BatchBundles
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
@@ -103,9 +104,10 @@ def _nudge_reconcile() -> None:
 def provision_clusters(cluster_ids: list[int]) -> None:
     """Converge a batch of cluster requests (what one admission pass admitted).
 
-    The rows are read in one query and each tenant's bundle is ensured once (only for
-    rows that apply objects, as :func:`provisioning.converge` decides), which is most of
-    what a cluster costs besides its own apply; the admitted rows it applied move to
+    The rows are read in one query and each tenant's bundle is ensured once, from quota
+    rows read in one query for the batch (only for rows that apply objects, as
+    :func:`provisioning.converge` decides), which is most of what a cluster costs
+    besides its own apply; the admitted rows it applied move to
     ``provisioning`` together at the end. A row that meets a transient error
     goes to :func:`provision_cluster`, which owns retries and backoff; a refusal fails
     that request at once, as there. The batch never retries as a whole, so one bad row
@@ -118,14 +120,14 @@ def provision_clusters(cluster_ids: list[int]) -> None:
         .order_by("pk")
     )
     gw = get_gateway()
-    ensured: set[int] = set()
+    bundles = BatchBundles(row.tenant_id for row in rows)
     applied: list[ClusterRequest] = []  # moved to provisioning together, below
     moved = False
     for cluster in rows:
         if not provisioning.wants_provisioning(cluster):
             continue
         try:
-            provisioning.converge(cluster, gw, ensured=ensured, applied=applied)
+            provisioning.converge(cluster, gw, bundles=bundles, applied=applied)
         except TransientKubeError as exc:
             metrics.API_ERRORS.labels("transient").inc()
             log.info("cluster %s left the batch for its own task: %s", cluster, exc.message)

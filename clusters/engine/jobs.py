@@ -23,7 +23,7 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.engine.deletion import finish_deletion
 from clusters.kube import labels
-from clusters.kube.bundles import ensure_bundle
+from clusters.kube.bundles import BatchBundles, ensure_bundle
 from clusters.kube.gateway import Gateway, KubeError
 from clusters.kube.manifests import rayjob
 from clusters.models import ClusterRequest, Job
@@ -57,12 +57,13 @@ def job_manifest(cluster: ClusterRequest) -> dict[str, Any]:
     return rayjob(cluster, job_of(cluster), suspend=suspend, **options)
 
 
-def apply_job(cluster: ClusterRequest, gw: Gateway, *, ensured: set[int] | None = None) -> None:
-    """Apply the tenant bundle and the job's RayJob (idempotent)."""
-    if ensured is None or cluster.tenant_id not in ensured:
+def apply_job(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
+    """Apply the tenant bundle (through ``bundles`` in a batch) and the job's RayJob
+    (idempotent)."""
+    if bundles is None:
         ensure_bundle(cluster.tenant, gw)
-        if ensured is not None:
-            ensured.add(cluster.tenant_id)
+    else:
+        bundles.ensure(cluster.tenant, gw)
     gw.apply(job_manifest(cluster))
 
 
@@ -86,13 +87,15 @@ def holding_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
 
 
-def converge_job(cluster: ClusterRequest, gw: Gateway, *, ensured: set[int] | None = None) -> None:
+def converge_job(
+    cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None
+) -> None:
     """Do what the job row's state asks of Kubernetes (idempotent, like ``converge``)."""
     state = cluster.state
     if state in (State.QUEUED, State.STARTING, State.RUNNING):
-        apply_job(cluster, gw, ensured=ensured)
+        apply_job(cluster, gw, bundles=bundles)
     elif state == State.ADMITTED:
-        apply_job(cluster, gw, ensured=ensured)
+        apply_job(cluster, gw, bundles=bundles)
         transition(
             cluster,
             State.STARTING,

@@ -14,7 +14,7 @@ from typing import Any
 
 from clusters.engine import jobs
 from clusters.engine.deletion import converge_deletion, delete_raycluster
-from clusters.kube.bundles import ensure_bundle
+from clusters.kube.bundles import BatchBundles, ensure_bundle
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
@@ -34,18 +34,20 @@ def cluster_objects(cluster: ClusterRequest) -> list[dict[str, Any]]:
     return objects
 
 
-def apply_cluster(cluster: ClusterRequest, gw: Gateway, *, ensured: set[int] | None = None) -> None:
+def apply_cluster(
+    cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None
+) -> None:
     """Apply the tenant bundle and the cluster's objects (idempotent).
 
-    ``ensured``: tenants whose bundle the caller already ensured (a batch passes the same
-    set for all its rows, so each tenant's bundle is rendered and checked once)."""
+    ``bundles``: a batch passes the same :class:`BatchBundles` for all its rows, so each
+    tenant's bundle is rendered and checked once, from quota rows read in one query."""
     if cluster.is_job:
-        jobs.apply_job(cluster, gw, ensured=ensured)
+        jobs.apply_job(cluster, gw, bundles=bundles)
         return
-    if ensured is None or cluster.tenant_id not in ensured:
+    if bundles is None:
         ensure_bundle(cluster.tenant, gw)
-        if ensured is not None:
-            ensured.add(cluster.tenant_id)
+    else:
+        bundles.ensure(cluster.tenant, gw)
     for obj in cluster_objects(cluster):
         gw.apply(obj)
 
@@ -65,25 +67,25 @@ def converge(
     cluster: ClusterRequest,
     gw: Gateway | None = None,
     *,
-    ensured: set[int] | None = None,
+    bundles: BatchBundles | None = None,
     applied: list[ClusterRequest] | None = None,
 ) -> None:
-    """Do what the row's state asks of Kubernetes; see the module docstring. ``ensured``
+    """Do what the row's state asks of Kubernetes; see the module docstring. ``bundles``
     as for :func:`apply_cluster`. ``applied``: an admitted cluster whose objects were
     applied is put there instead of being moved to ``provisioning`` at once, so that a
     batch moves all of its rows together (:func:`mark_applied`)."""
     gw = gw or get_gateway()
     if cluster.is_job:
-        jobs.converge_job(cluster, gw, ensured=ensured)
+        jobs.converge_job(cluster, gw, bundles=bundles)
         return
     backend = queue_backend()
     state = cluster.state
     if state == State.QUEUED:
         if backend.provisions_queued:
             # The backend holds it suspended until admitted.
-            apply_cluster(cluster, gw, ensured=ensured)
+            apply_cluster(cluster, gw, bundles=bundles)
     elif state == State.ADMITTED:
-        apply_cluster(cluster, gw, ensured=ensured)
+        apply_cluster(cluster, gw, bundles=bundles)
         if applied is not None:
             applied.append(cluster)
         else:
@@ -91,7 +93,7 @@ def converge(
     elif state == State.SUSPENDED and backend.suspend_deletes:
         delete_raycluster(gw, cluster.namespace, cluster.name)
     elif state in (State.PROVISIONING, State.READY, State.SUSPENDED):
-        apply_cluster(cluster, gw, ensured=ensured)
+        apply_cluster(cluster, gw, bundles=bundles)
     elif state == State.DELETING:
         converge_deletion(cluster, gw)
 

@@ -99,6 +99,24 @@ def ensure_bundle(
     return _applied.apply(tenant.pk, tenant_bundle_objects(tenant, quotas), write, force=force)
 
 
+class BatchBundles:
+    """Ensures the bundles of the tenants of a batch of rows: each tenant's once, with
+    the quota rows of all of them read in one query up front (a batch of admitted
+    clusters spans many tenants; reading each tenant's quotas as its first row came
+    was a query per row)."""
+
+    def __init__(self, tenant_ids: Iterable[int]) -> None:
+        self._quotas = quotas_by_tenant(set(tenant_ids))
+        self._done: set[int] = set()
+
+    def ensure(self, tenant: Tenant, gw: Gateway) -> None:
+        """:func:`ensure_bundle` for ``tenant``, unless this batch already did."""
+        if tenant.pk in self._done:
+            return
+        ensure_bundle(tenant, gw, quotas=self._quotas.get(tenant.pk))
+        self._done.add(tenant.pk)
+
+
 def forget_bundle(tenant_id: int) -> None:
     """Make the next :func:`ensure_bundle` re-apply (the namespace may be gone)."""
     _applied.forget(tenant_id)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from clusters import enqueue, tasks
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
@@ -72,10 +75,13 @@ def test_a_batch_applies_every_row_and_each_bundle_once(
     assert len(admitted) == 4
     kubesim.faults.reset_stats()
 
-    tasks.provision_clusters(admitted)
+    with CaptureQueriesContext(connection) as queries:
+        tasks.provision_clusters(admitted)
 
     # One namespace check per tenant (the claim before its bundle), not one per cluster.
     assert kubesim.faults.stats()["requests"].get("GET", 0) == 2
+    # The bundles' quota rows: one query for the batch's tenants, not one per tenant.
+    assert len([q for q in queries if '"tenants_quota"' in q["sql"]]) == 1
     rows = ClusterRequest.objects.unscoped().filter(pk__in=admitted)
     assert {r.state for r in rows} == {State.PROVISIONING}
     gw = get_gateway()
@@ -125,9 +131,6 @@ def test_a_row_refused_by_the_api_fails_at_once(
 def test_a_batch_moves_its_rows_in_a_constant_number_of_queries(
     broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
 ) -> None:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     from clusters.models import ClusterEvent
     from tenants.models import Quota
 

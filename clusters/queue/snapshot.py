@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -352,10 +353,11 @@ def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor, alone: bool = False) -
     own quota only, as if it had no cohort (one query); what fits there fits with the
     cohort too, since a cohort only adds what the tenant may borrow.
     """
+    quotas: Any
     if alone:
         parents: dict[str, str] = {}
         cohort = [tenant]
-        quotas = Quota.objects.unscoped().filter(tenant=tenant, flavor=flavor).order_by()
+        quotas = _own_quota(tenant, flavor)
     else:
         parents = cohort_parents()
         root = adm.cohort_root(tenant.cohort, parents)
@@ -385,6 +387,20 @@ def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor, alone: bool = False) -
         ],
         cohort_parents=parents,
     )
+
+
+def _own_quota(tenant: Tenant, flavor: GpuFlavor) -> list[Quota]:
+    """The tenant's quota row on ``flavor`` (none or one), in plain SQL: every create
+    asks "could it ever fit?" under the tenant's lock, and compiling the ORM query cost
+    more than running it."""
+    columns = ["id", "tenant_id", "flavor_id", "gpus", "borrow_limit", "lend_limit"]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {', '.join(columns)} FROM {Quota._meta.db_table} "
+            "WHERE tenant_id = %s AND flavor_id = %s",
+            [tenant.pk, flavor.pk],
+        )
+        return [Quota.from_db(connection.alias, columns, row) for row in cursor.fetchall()]
 
 
 def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[QueuedRow]]:

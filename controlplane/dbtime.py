@@ -17,11 +17,13 @@ its own time zone and does not register its loader again per cursor.
 from __future__ import annotations
 
 import datetime
+import functools
 from typing import Any
 
 from psycopg.adapt import Loader
 
 
+@functools.cache
 def _c_loader() -> Any:
     """psycopg's C ``timestamptz`` text loader, or ``None`` without psycopg's binary
     package (the pure-Python installation)."""

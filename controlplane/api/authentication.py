@@ -19,6 +19,7 @@ join was a tenth of a create's CPU. The loop over the candidates is knox's.
 from __future__ import annotations
 
 import binascii
+import functools
 import re
 from hmac import compare_digest
 from typing import Any
@@ -79,18 +80,9 @@ def _candidates(key: str) -> list[AuthToken]:
     the ORM builds them.
     """
     users = get_user_model()
-    quote = connection.ops.quote_name
-    token_fields = [f.attname for f in AuthToken._meta.concrete_fields]
-    user_fields = [f.attname for f in users._meta.concrete_fields]
-    columns = [f"t.{_quoted(AuthToken, f)}" for f in token_fields]
-    columns += [f"u.{_quoted(users, f)}" for f in user_fields]
+    sql, token_fields, user_fields = _lookup()
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {', '.join(columns)} FROM {quote(AuthToken._meta.db_table)} t "
-            f"JOIN {quote(users._meta.db_table)} u ON u.{_quoted(users, users._meta.pk.attname)} "
-            f"= t.{_quoted(AuthToken, 'user_id')} WHERE t.{_quoted(AuthToken, 'token_key')} = %s",
-            [key],
-        )
+        cursor.execute(sql, [key])
         rows = cursor.fetchall()
     found = []
     split = len(token_fields)
@@ -101,9 +93,27 @@ def _candidates(key: str) -> list[AuthToken]:
     return found
 
 
-def _quoted(model: Any, attname: str) -> str:
-    column = next(f.column for f in model._meta.concrete_fields if f.attname == attname)
-    return str(connection.ops.quote_name(column))
+@functools.cache
+def _lookup() -> tuple[str, list[str], list[str]]:
+    """The lookup's SQL and the attribute names of its token and user columns."""
+    users = get_user_model()
+    quote = connection.ops.quote_name
+
+    def column(model: Any, attname: str) -> str:
+        return str(
+            quote(next(f.column for f in model._meta.concrete_fields if f.attname == attname))
+        )
+
+    token_fields = [f.attname for f in AuthToken._meta.concrete_fields]
+    user_fields = [f.attname for f in users._meta.concrete_fields]
+    columns = [f"t.{column(AuthToken, f)}" for f in token_fields]
+    columns += [f"u.{column(users, f)}" for f in user_fields]
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {quote(AuthToken._meta.db_table)} t "
+        f"JOIN {quote(users._meta.db_table)} u ON u.{column(users, users._meta.pk.attname)} "
+        f"= t.{column(AuthToken, 'user_id')} WHERE t.{column(AuthToken, 'token_key')} = %s"
+    )
+    return sql, token_fields, user_fields
 
 
 class TokenScheme(KnoxTokenScheme):

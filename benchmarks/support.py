@@ -491,6 +491,26 @@ def session_cpu_seconds(sessions: dict[str, int]) -> dict[str, float]:
     return used
 
 
+def postgres_cpu_seconds() -> float:
+    """CPU seconds (user + system, with reaped children) used so far by every PostgreSQL
+    process on this machine: the server is shared, so run nothing else against it while
+    measuring."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        name = raw[raw.find("(") + 1 : raw.rfind(")")]
+        if name.startswith("postgres"):
+            fields = raw.rsplit(")", 1)[1].split()
+            used += sum(int(v) for v in fields[11:15]) / ticks
+    return used
+
+
 def child_pids(pid: int) -> list[int]:
     """The live children of process ``pid`` (read from ``/proc``; Linux only)."""
     found = []

@@ -32,8 +32,15 @@ ADMISSION_PASS = "clusters.tasks.admission_pass"
 RECONCILE = "clusters.tasks.reconcile"
 REQUEST_CAPACITY = "clusters.tasks.request_capacity"
 
-# The PendingPass row of each coalesced pass.
+# The PendingPass row of each coalesced pass (other apps add theirs: register_pass).
 PASSES = {ADMISSION_PASS: "admission", RECONCILE: "reconcile"}
+
+
+def register_pass(task: str, pending: str) -> None:
+    """Coalesce another app's whole-table pass ``task`` as the engine's own are: at most
+    one message pending (the PendingPass row ``pending``), re-sent by the sweeper when
+    it is lost. Called from that app's ``ready()``; the task calls :func:`pass_started`."""
+    PASSES[task] = pending
 
 
 def send(name: str, *args: object, countdown: float = 0) -> None:
@@ -116,10 +123,13 @@ def request_pass(name: str, *, countdown: float = 0) -> bool:
 
 
 def _interval(name: str) -> float:
-    """The least time between the starts of two passes ``name`` (settings)."""
+    """The least time between the starts of two passes ``name`` (settings; none for
+    another app's passes)."""
     if name == ADMISSION_PASS:
-        return settings.ADMISSION_PASS_INTERVAL_SECONDS
-    return settings.RECONCILE_PASS_INTERVAL_SECONDS
+        return float(settings.ADMISSION_PASS_INTERVAL_SECONDS)
+    if name == RECONCILE:
+        return float(settings.RECONCILE_PASS_INTERVAL_SECONDS)
+    return 0.0
 
 
 def _pace(name: str, last_started: datetime | None) -> float:

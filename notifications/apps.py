@@ -14,7 +14,10 @@ class NotificationsConfig(AppConfig):
         from django.db.models.signals import post_save
 
         from clusters.models import ClusterEvent
+        from notifications.enqueue import coalesce_dispatch
         from notifications.signals import kick_dispatcher
+
+        coalesce_dispatch()
 
         # A notable event asks for a dispatch pass as soon as it commits; the beat entry
         # is the backstop (and the only path for events written in bulk).

@@ -5,9 +5,36 @@ from __future__ import annotations
 from celery import current_app
 from django.db import transaction
 
+from clusters.enqueue import pass_started, register_pass, request_pass
+
 DISPATCH = "notifications.tasks.dispatch"
 DELIVER = "notifications.tasks.deliver"
 SWEEP = "notifications.tasks.sweep"
+# The PendingPass row of the dispatch pass (clusters.enqueue coalesces it).
+DISPATCH_PENDING = "notify-dispatch"
+# A dispatch that found another running asks again this much later.
+BUSY_RETRY_SECONDS = 0.5
+
+
+def coalesce_dispatch() -> None:
+    """Register the dispatch pass with the engine's coalescing (the app's ``ready()``)."""
+    register_pass(DISPATCH, DISPATCH_PENDING)
+
+
+def dispatch_started() -> None:
+    """Called by the dispatch task before it reads: later events ask for the next pass."""
+    pass_started(DISPATCH)
+
+
+def dispatch_again() -> None:
+    """Ask for another dispatch pass a little later (this one found another running,
+    which may have read the events before the one that asked)."""
+    request_pass(DISPATCH, countdown=BUSY_RETRY_SECONDS)
+
+
+def dispatch_more() -> None:
+    """Ask for another dispatch pass at once (this one left events for the next)."""
+    request_pass(DISPATCH)
 
 
 def send(name: str, *args: object, countdown: float = 0) -> None:
@@ -25,6 +52,7 @@ def deliver_after_commit(delivery_ids: list[int]) -> None:
 
 
 def dispatch_after_commit() -> None:
-    """Ask for a dispatch pass once the current transaction commits."""
+    """Ask for a dispatch pass once the current transaction commits (coalesced as the
+    engine's passes are: a burst of notable events sends one message, not one each)."""
     # robust: a broker that is down must not fail the request that wrote the event.
-    transaction.on_commit(lambda: send(DISPATCH), robust=True)
+    transaction.on_commit(lambda: request_pass(DISPATCH), robust=True)

@@ -36,7 +36,12 @@ def backoff_seconds(attempt: int, retry_after: float | None = None) -> float:
 
 @shared_task(name=enqueue.DISPATCH, acks_late=True)
 def dispatch() -> dict[str, int]:
-    """Turn new ClusterEvents into deliveries and send them (a few batches a run)."""
+    """Turn new ClusterEvents into deliveries and send them (a few batches a run).
+
+    Coalesced (:mod:`clusters.enqueue`): events committed from now on ask for the next
+    pass. If another pass holds the cursor, it may have read before the event that
+    asked for this one, so this one asks again a little later."""
+    enqueue.dispatch_started()
     created = 0
     report = outbox.PassReport()
     for _ in range(10):
@@ -46,6 +51,10 @@ def dispatch() -> dict[str, int]:
         created += len(report.created)
         if report.busy or report.events < outbox.BATCH:
             break
+    if report.busy:
+        enqueue.dispatch_again()
+    elif report.events >= outbox.BATCH:
+        enqueue.dispatch_more()  # a backlog larger than this run's batches
     return {"created": created, "cursor": report.cursor, "busy": int(report.busy)}
 
 

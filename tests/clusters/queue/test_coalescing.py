@@ -154,3 +154,37 @@ def test_a_pass_asked_for_soon_after_the_last_one_started_waits_for_its_interval
     assert enqueue.request_pass(enqueue.ADMISSION_PASS)
     (later,) = broker.tasks(enqueue.ADMISSION_PASS)
     assert later["headers"]["eta"] is None
+
+
+def test_a_burst_of_notable_events_sends_one_dispatch_pass(
+    broker: Broker, acme: Any, bob: Any
+) -> None:
+    from clusters.models import ClusterRequest
+    from clusters.transitions import transition
+    from notifications import enqueue as notify
+    from notifications import tasks as notify_tasks
+    from tenants.models import GpuFlavor
+
+    rows = [
+        ClusterRequest.objects.create(
+            tenant=acme,
+            owner=bob,
+            name=f"n{i}",
+            flavor=GpuFlavor.objects.get(name="l4"),
+            gpus=1,
+            state="provisioning",
+        )
+        for i in range(30)
+    ]
+    for row in rows:  # each its own transaction: 30 notable events, 30 kicks
+        transition(row, "ready", reason="ready")
+    assert len(broker.tasks(notify.DISPATCH)) == 1
+    assert PendingPass.objects.get(name=notify.DISPATCH_PENDING).requested_at is not None
+
+    # The pass starts: the next notable event asks for the next pass.
+    broker.drain()
+    notify_tasks.dispatch()
+    assert PendingPass.objects.get(name=notify.DISPATCH_PENDING).requested_at is None
+    transition(rows[0], "deleting", reason="deleted")
+    transition(rows[0], "failed", reason="failed", message="boom")
+    assert len(broker.tasks(notify.DISPATCH)) == 1

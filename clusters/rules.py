@@ -63,18 +63,21 @@ def owner_dev_usage(
     requests = ClusterRequest._meta.db_table
     jobs = Job._meta.db_table
     live = sorted(LIVE)
+    states = ", ".join(["%s"] * len(live))  # IN, not = ANY: SQLite serves `make run`
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT COUNT(*), COALESCE(SUM(r.gpus), 0) FROM {requests} r "
             "WHERE r.tenant_id = %s AND r.owner_id = %s AND r.kind = %s "
-            "AND r.state = ANY(%s) AND r.id <> %s "
+            f"AND r.state IN ({states}) AND r.id <> %s "
             # A job on one of the owner's clusters is neither a cluster nor more GPUs.
             f"AND NOT EXISTS (SELECT 1 FROM {jobs} j "
             "WHERE j.request_id = r.id AND j.host_id IS NOT NULL)",
-            [tenant.pk, getattr(owner, "pk", owner), ClusterKind.DEV, live, excluding or 0],
+            [tenant.pk, getattr(owner, "pk", owner), ClusterKind.DEV, *live, excluding or 0],
         )
         row = cursor.fetchone()
-    return int(row[0]), Decimal(row[1])
+    # SQLite sums a decimal column as a float: back to the column's own places.
+    places = Decimal(1).scaleb(-ClusterRequest._meta.get_field("gpus").decimal_places)
+    return int(row[0]), Decimal(str(row[1])).quantize(places)
 
 
 def check_user_caps(

@@ -15,12 +15,13 @@ thus costs a handful of admission passes, not 1,000.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from clusters.models import PendingPass
 
@@ -156,7 +157,7 @@ def _claim(pending: str) -> tuple[bool, datetime | None]:
         cursor.execute(f"SELECT requested_at, started_at FROM {table} WHERE name = %s", [pending])
         found = cursor.fetchone()
         if found is not None and found[0] is not None:
-            return False, found[1]
+            return False, _aware(found[1])
         cursor.execute(
             f"INSERT INTO {table} (name, requested_at) VALUES (%s, %s) "
             f"ON CONFLICT (name) DO UPDATE SET requested_at = EXCLUDED.requested_at "
@@ -164,7 +165,21 @@ def _claim(pending: str) -> tuple[bool, datetime | None]:
             [pending, timezone.now()],
         )
         claimed = cursor.fetchone()
-        return claimed is not None, claimed[0] if claimed else None
+        return claimed is not None, _aware(claimed[0]) if claimed else None
+
+
+def _aware(value: datetime | str | None) -> datetime | None:
+    """A timestamp read in plain SQL as the ORM would give it: SQLite (``make run``)
+    returns text, or a naive datetime, where PostgreSQL returns an aware one."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = parse_datetime(value)
+        if value is None:
+            return None
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value
 
 
 def pass_started(name: str) -> None:

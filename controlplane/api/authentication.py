@@ -21,6 +21,7 @@ from __future__ import annotations
 import binascii
 import functools
 import re
+from dataclasses import dataclass
 from hmac import compare_digest
 from typing import Any
 
@@ -76,44 +77,74 @@ def _candidates(key: str) -> list[AuthToken]:
 
     Every API request authenticates, and compiling that query (a join over every column
     of both tables) cost more CPU than the rest of a list request's own queries. The
-    columns are the models' own, read in one statement and built with ``from_db`` as
-    the ORM builds them.
+    columns are the models' own, read in one statement, converted as the ORM converts
+    them (SQLite, behind ``make run``, gives naive datetimes and integer booleans) and
+    built with ``from_db`` as the ORM builds them.
     """
     users = get_user_model()
-    sql, token_fields, user_fields = _lookup()
+    lookup = _lookup()
     with connection.cursor() as cursor:
-        cursor.execute(sql, [key])
+        cursor.execute(lookup.sql, [key])
         rows = cursor.fetchall()
     found = []
-    split = len(token_fields)
-    for row in rows:
-        auth_token = AuthToken.from_db(connection.alias, token_fields, row[:split])
-        auth_token.user = users.from_db(connection.alias, user_fields, row[split:])
+    split = len(lookup.token_fields)
+    for raw in rows:
+        pairs = zip(raw, lookup.converters, strict=True)
+        row = [_converted(value, convert) for value, convert in pairs]
+        auth_token = AuthToken.from_db(connection.alias, lookup.token_fields, row[:split])
+        auth_token.user = users.from_db(connection.alias, lookup.user_fields, row[split:])
         found.append(auth_token)
     return found
 
 
+def _converted(value: Any, convert: list[tuple[Any, Any]]) -> Any:
+    for function, expression in convert:
+        value = function(value, expression, connection)
+    return value
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    sql: str
+    token_fields: list[str]
+    user_fields: list[str]
+    # Per column: the (converter, expression) pairs the ORM would apply to its value.
+    converters: list[list[tuple[Any, Any]]]
+
+
 @functools.cache
-def _lookup() -> tuple[str, list[str], list[str]]:
-    """The lookup's SQL and the attribute names of its token and user columns."""
+def _lookup() -> _Lookup:
+    """The lookup's SQL, the attribute names of its token and user columns and their
+    converters (built once per process)."""
     users = get_user_model()
     quote = connection.ops.quote_name
+    token_cols = list(AuthToken._meta.concrete_fields)
+    user_cols = list(users._meta.concrete_fields)
 
     def column(model: Any, attname: str) -> str:
-        return str(
-            quote(next(f.column for f in model._meta.concrete_fields if f.attname == attname))
-        )
+        field = next(f for f in model._meta.concrete_fields if f.attname == attname)
+        return str(quote(field.column))
 
-    token_fields = [f.attname for f in AuthToken._meta.concrete_fields]
-    user_fields = [f.attname for f in users._meta.concrete_fields]
-    columns = [f"t.{column(AuthToken, f)}" for f in token_fields]
-    columns += [f"u.{column(users, f)}" for f in user_fields]
+    def converters(model: Any, field: Any) -> list[tuple[Any, Any]]:
+        expression = field.get_col(model._meta.db_table)
+        found = connection.ops.get_db_converters(expression)
+        found += field.get_db_converters(connection)
+        return [(function, expression) for function in found]
+
+    columns = [f"t.{quote(f.column)}" for f in token_cols]
+    columns += [f"u.{quote(f.column)}" for f in user_cols]
     sql = (
         f"SELECT {', '.join(columns)} FROM {quote(AuthToken._meta.db_table)} t "
         f"JOIN {quote(users._meta.db_table)} u ON u.{column(users, users._meta.pk.attname)} "
         f"= t.{column(AuthToken, 'user_id')} WHERE t.{column(AuthToken, 'token_key')} = %s"
     )
-    return sql, token_fields, user_fields
+    return _Lookup(
+        sql=sql,
+        token_fields=[f.attname for f in token_cols],
+        user_fields=[f.attname for f in user_cols],
+        converters=[converters(AuthToken, f) for f in token_cols]
+        + [converters(users, f) for f in user_cols],
+    )
 
 
 class TokenScheme(KnoxTokenScheme):

@@ -6,7 +6,7 @@ reads, and count the messages there — what a worker would have to run.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -188,3 +188,13 @@ def test_a_burst_of_notable_events_sends_one_dispatch_pass(
     transition(rows[0], "deleting", reason="deleted")
     transition(rows[0], "failed", reason="failed", message="boom")
     assert len(broker.tasks(notify.DISPATCH)) == 1
+
+
+def test_a_claim_reads_the_last_start_as_an_aware_timestamp_on_any_database() -> None:
+    # SQLite (make run) returns the text or a naive datetime where PostgreSQL returns an
+    # aware one; the pacing subtracts it from an aware "now".
+    aware = datetime(2026, 11, 24, 20, 11, 2, 123456, tzinfo=UTC)
+    assert enqueue._aware("2026-11-24 20:11:02.123456") == aware
+    assert enqueue._aware(aware.replace(tzinfo=None)) == aware
+    assert enqueue._aware(aware) is aware
+    assert enqueue._aware(None) is None

@@ -176,6 +176,55 @@ def _prune(  # noqa: C901
 # Compiled validators, shared by every simulator of the process (the schemas never change).
 _COMPILED: dict[tuple[str, str], jsonschema.Draft4Validator] = {}
 
+# Pod specs in pod templates (``template.spec``: a RayCluster's head and worker groups, a
+# RayJob's cluster and submitter) are most of a custom object's schema and of its
+# validation, and a control plane writes the same pod spec for cluster after cluster
+# (only the template's labels differ). Validating an instance against a schema is a pure
+# function of the two, so a pod spec seen valid before is not walked again: its subschema
+# is replaced by this keyword, which validates the instance against the original
+# subschema unless that exact instance (canonical JSON) already passed. Invalid ones are
+# never remembered, and their errors are the original subschema's, at the same paths.
+_MEMO = "x-kubesim-valid-before"
+_MEMO_SCHEMAS: list[dict[str, Any]] = []
+_VALID_BEFORE: dict[tuple[int, str], None] = {}
+_VALID_BEFORE_MAX = 4096
+
+
+def _valid_before(validator: Any, index: int, instance: Any, schema: dict[str, Any]) -> Any:
+    key = (index, json.dumps(instance, sort_keys=True, separators=(",", ":")))
+    if key in _VALID_BEFORE:
+        return
+    errors = list(validator.descend(instance, _MEMO_SCHEMAS[index]))
+    if not errors:
+        if len(_VALID_BEFORE) >= _VALID_BEFORE_MAX:
+            _VALID_BEFORE.pop(next(iter(_VALID_BEFORE)))  # the oldest
+        _VALID_BEFORE[key] = None
+    yield from errors
+
+
+_MemoValidator = jsonschema.validators.extend(jsonschema.Draft4Validator, {_MEMO: _valid_before})
+
+
+def _memo_pod_specs(schema: Any, key: str = "") -> Any:
+    """``schema`` with each ``template.spec`` subschema behind the memo keyword."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if isinstance(schema.get("properties"), dict):
+        props = {}
+        for name, sub in schema["properties"].items():
+            if key == "template" and name == "spec" and isinstance(sub, dict):
+                _MEMO_SCHEMAS.append(sub)
+                props[name] = {_MEMO: len(_MEMO_SCHEMAS) - 1}
+            else:
+                props[name] = _memo_pod_specs(sub, name)
+        out["properties"] = props
+    if isinstance(schema.get("items"), dict):
+        out["items"] = _memo_pod_specs(schema["items"], key)
+    if isinstance(schema.get("additionalProperties"), dict):
+        out["additionalProperties"] = _memo_pod_specs(schema["additionalProperties"], key)
+    return out
+
 
 class Validator:
     """Caches compiled CRD schemas and validates objects written to the API."""
@@ -186,9 +235,9 @@ class Validator:
     def _validator(self, rt: ResourceType, version: str) -> jsonschema.Draft4Validator:
         key = (rt.key, version)
         if key not in self._compiled:
-            schema = _to_jsonschema(rt.schemas[version])
+            schema = _memo_pod_specs(_to_jsonschema(rt.schemas[version]))
             # metadata is checked separately; the CRD schema only says "object".
-            self._compiled[key] = jsonschema.Draft4Validator(schema)
+            self._compiled[key] = _MemoValidator(schema)
         return self._compiled[key]
 
     def prepare_custom(

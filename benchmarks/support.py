@@ -466,6 +466,25 @@ class CeleryProcess:
                 self.kill()
 
 
+def _process_stats() -> Iterator[tuple[str, list[str]]]:
+    """``(command name, fields after it)`` of every process's ``/proc/<pid>/stat``:
+    ``fields[0]`` is the state (field 3 of proc(5)), so the session (field 6) is
+    ``fields[3]`` and utime..cstime (14-17) are ``fields[11:15]``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        yield raw[raw.find("(") + 1 : raw.rfind(")")], raw.rsplit(")", 1)[1].split()
+
+
+def _cpu_of(fields: list[str]) -> float:
+    """User and system CPU seconds of a process and of its children already reaped."""
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def session_cpu_seconds(sessions: dict[str, int]) -> dict[str, float]:
     """CPU seconds (user + system) used so far by each named process session.
 
@@ -473,21 +492,12 @@ def session_cpu_seconds(sessions: dict[str, int]) -> dict[str, float]:
     part of the product with all its children (gunicorn's and Celery's workers); the time
     of children already reaped is in their parent's ``cutime``/``cstime``.
     """
-    ticks = os.sysconf("SC_CLK_TCK")
     used = dict.fromkeys(sessions, 0.0)
     by_session = {sid: name for name, sid in sessions.items()}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        fields = raw.rsplit(")", 1)[1].split()
-        # fields[0] is the state (field 3 of proc(5)): session is field 6, utime..cstime 14-17
+    for _, fields in _process_stats():
         name = by_session.get(int(fields[3]))
         if name is not None:
-            used[name] += sum(int(v) for v in fields[11:15]) / ticks
+            used[name] += _cpu_of(fields)
     return used
 
 
@@ -495,20 +505,7 @@ def postgres_cpu_seconds() -> float:
     """CPU seconds (user + system, with reaped children) used so far by every PostgreSQL
     process on this machine: the server is shared, so run nothing else against it while
     measuring."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    used = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        name = raw[raw.find("(") + 1 : raw.rfind(")")]
-        if name.startswith("postgres"):
-            fields = raw.rsplit(")", 1)[1].split()
-            used += sum(int(v) for v in fields[11:15]) / ticks
-    return used
+    return sum(_cpu_of(fields) for name, fields in _process_stats() if name.startswith("postgres"))
 
 
 def child_pids(pid: int) -> list[int]:

@@ -9,7 +9,9 @@ the sweeper re-sends it (:func:`clusters.tasks.sweep`).
 Whole-fleet passes (admission, reconcile) are *coalesced*: however many nudges arrive,
 at most one message per pass is pending (:class:`clusters.models.PendingPass`), and the
 pass that runs sees everything committed before it started. A burst of 1,000 creates
-thus costs a handful of admission passes, not 1,000.
+thus costs a handful of admission passes, not 1,000. A pass asked for soon after the
+last one started waits for the rest of its interval (``ADMISSION_PASS_INTERVAL_SECONDS``),
+so that a steady stream of nudges is admitted in batches.
 """
 
 from __future__ import annotations
@@ -145,8 +147,8 @@ def _pace(name: str, last_started: datetime | None) -> float:
 def _claim(pending: str) -> tuple[bool, datetime | None]:
     """Mark the pass ``pending`` as requested unless it already is (a conditional
     upsert); returns whether this caller moved it from unrequested (or created its row;
-    a test database flushed between tests loses the rows the migration made), and when
-    the last pass started."""
+    a test database flushed between tests loses the rows the migration made), and, for
+    the caller that claimed it, when the last pass started."""
     table = PendingPass._meta.db_table
     with connection.cursor() as cursor:
         # Already claimed: the pass has not yet cleared its claim (pass_started), so it
@@ -157,7 +159,7 @@ def _claim(pending: str) -> tuple[bool, datetime | None]:
         cursor.execute(f"SELECT requested_at, started_at FROM {table} WHERE name = %s", [pending])
         found = cursor.fetchone()
         if found is not None and found[0] is not None:
-            return False, _aware(found[1])
+            return False, None
         cursor.execute(
             f"INSERT INTO {table} (name, requested_at) VALUES (%s, %s) "
             f"ON CONFLICT (name) DO UPDATE SET requested_at = EXCLUDED.requested_at "

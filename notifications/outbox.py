@@ -174,6 +174,30 @@ def _deliveries(
             created.append(row.pk)
 
 
+def _maybe_notable(event: ClusterEvent) -> bool:
+    return kinds.maybe_notable(
+        from_state=event.from_state, to_state=event.to_state, reason=event.reason
+    )
+
+
+def _with_clusters(events: list[ClusterEvent]) -> list[ClusterEvent]:
+    """``events`` with their requests (and each request's tenant and owner) attached,
+    read in one query.
+
+    Only the events that may be notable are given their requests: most events of a
+    burst (requested, admitted, provisioning) are never told, and reading the request,
+    tenant and owner rows of every one of them was most of a pass.
+    """
+    clusters = (
+        ClusterRequest.objects.unscoped()
+        .select_related("tenant", "owner")
+        .in_bulk({event.cluster_id for event in events})
+    )
+    for event in events:
+        event.cluster = clusters[event.cluster_id]
+    return events
+
+
 def _advance(cursor: int, horizon: datetime) -> int:
     """The new cursor: the highest id below the first event that is unhandled or newer
     than ``horizon`` (every event up to it is handled and old enough)."""
@@ -205,11 +229,11 @@ def dispatch_pass(*, now: datetime | None = None, batch: int = BATCH) -> PassRep
         events = list(
             ClusterEvent.objects.filter(id__gt=cursor.last_event_id)
             .exclude(id__in=handled.values("event_id"))
-            .select_related("cluster__tenant", "cluster__owner")
             .order_by("id")[:batch]
         )
-        recipients = _Recipients(events)
-        for event in events:
+        notable = _with_clusters([e for e in events if _maybe_notable(e)])
+        recipients = _Recipients(notable)
+        for event in notable:
             _deliveries(event, recipients, now, report.created)
         HandledEvent.objects.bulk_create(
             [HandledEvent(event_id=e.pk) for e in events], ignore_conflicts=True

@@ -95,3 +95,25 @@ def test_a_pass_reads_its_recipients_in_one_query_per_table(
     assert len(reads) == 4, reads  # whatever the number of owners and tenants
     told = {Delivery.objects.get(pk=pk).payload["owner"] for pk in report.created}
     assert told == {f"owner{i}" for i in range(1, owners)}
+
+
+def test_a_pass_reads_the_requests_only_of_the_events_that_may_be_told(
+    fast_notify: Any, acme: Any, bob: Any
+) -> None:
+    """A burst's events are mostly routine (admitted, provisioning): the pass reads the
+    request rows (with tenant and owner) of the few that may be notable, in one query."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    routine = [make_cluster(acme, bob, name=f"r{i}", state="queued") for i in range(4)]
+    for row in routine:
+        transition(row, "admitted", reason="admitted")
+    told = make_cluster(acme, bob, name="told")
+    transition(told, "ready", reason="ready")
+    with CaptureQueriesContext(connection) as queries:
+        report = outbox.dispatch_pass()
+    assert report.events == 5
+    reads = [q["sql"] for q in queries if 'FROM "clusters_clusterrequest"' in q["sql"]]
+    assert len(reads) == 1, reads
+    assert f"IN ({told.pk})" in reads[0]
+    assert [Delivery.objects.get(pk=pk).payload["cluster"] for pk in report.created] == ["told"]

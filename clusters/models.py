@@ -70,9 +70,9 @@ class ClusterRequest(TenantOwned):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="clusters"
     )
     name = models.CharField(max_length=53)
-    workload = models.CharField(
-        max_length=8, choices=Workload.choices, default=Workload.CLUSTER, db_index=True
-    )
+    # Indexed in Meta, as a plain b-tree: ``db_index`` would add a second, LIKE-only
+    # index (see Meta.indexes).
+    workload = models.CharField(max_length=8, choices=Workload.choices, default=Workload.CLUSTER)
     kind = models.CharField(max_length=8, choices=ClusterKind.choices, default=ClusterKind.DEV)
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="clusters")
     accepted_flavors = models.JSONField(
@@ -118,9 +118,9 @@ class ClusterRequest(TenantOwned):
     cpu = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
     memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
 
-    state = models.CharField(
-        max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
-    )
+    # Indexed by Meta's (state, progress_at), whose leading column serves every lookup
+    # by state.
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     holds_gpus = models.BooleanField(
         default=False,
         db_index=True,
@@ -220,7 +220,15 @@ class ClusterRequest(TenantOwned):
                 name="cluster_name_unique_while_not_deleted",
             ),
         ]
-        indexes = [models.Index(fields=["state", "progress_at"])]
+        # Every index is written again by each change of state (the new row version
+        # cannot share the old one's index entries), several times per cluster in a
+        # burst: no index that no query needs. ``db_index`` on the two CharFields had
+        # given each a plain index and a LIKE-only one (varchar_pattern_ops), and state
+        # a third beside this pair; nothing filters them with LIKE.
+        indexes = [
+            models.Index(fields=["state", "progress_at"]),
+            models.Index(fields=["workload"], name="clusterrequest_workload"),
+        ]
 
     def accepted_flavor_rows(self) -> list[GpuFlavor]:
         """The catalogue rows of the flavors it accepts, most preferred first: one query,

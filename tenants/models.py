@@ -495,7 +495,7 @@ class AuditEvent(models.Model):
         related_name="+",
     )
     actor_name = models.CharField(max_length=150, help_text="Kept when the user is deleted.")
-    action = models.CharField(max_length=64, db_index=True)
+    action = models.CharField(max_length=64)  # indexed in Meta, without a LIKE-only twin
     tenant = models.ForeignKey(
         Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
     )
@@ -510,6 +510,9 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+        # Filtered by exact action only (tenants/filters.py): ``db_index`` would add a
+        # LIKE-only index beside the plain one, written by every audited change.
+        indexes = [models.Index(fields=["action"], name="auditevent_action")]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.object_repr}"

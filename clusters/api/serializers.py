@@ -15,7 +15,7 @@ from clusters.requests.services import MAX_FLAVORS
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField
 from tenants.models import GpuFlavor
-from tenants.selectors import unknown_flavor_message
+from tenants.selectors import flavor_named, unknown_flavor_message
 
 
 class FlavorField(drf.SlugRelatedField):
@@ -23,6 +23,16 @@ class FlavorField(drf.SlugRelatedField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(slug_field="name", queryset=GpuFlavor.objects.all(), **kwargs)
+
+    def to_internal_value(self, data: Any) -> GpuFlavor:
+        # SlugRelatedField's, through the catalogue's plain-SQL read (every create names
+        # a flavor). A value that is not a string is looked up as its text, as the ORM's
+        # CharField lookup did.
+        name = data if isinstance(data, str) else str(data)
+        flavor = flavor_named(name)
+        if flavor is None:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=name)
+        return flavor
 
     def fail(self, key: str, **kwargs: Any) -> NoReturn:
         if key == "does_not_exist":

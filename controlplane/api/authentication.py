@@ -21,7 +21,6 @@ from __future__ import annotations
 import binascii
 import functools
 import re
-from dataclasses import dataclass
 from hmac import compare_digest
 from typing import Any
 
@@ -35,6 +34,8 @@ from knox.models import AuthToken
 from knox.settings import CONSTANTS, knox_settings
 from knox.signals import token_expired
 from rest_framework.exceptions import AuthenticationFailed
+
+from controlplane.rows import ModelRows
 
 _TOKEN = re.compile(rb"[A-Za-z0-9_-]{1,256}")
 
@@ -76,74 +77,34 @@ def _candidates(key: str) -> list[AuthToken]:
     ``AuthToken.objects.filter(token_key=key).select_related("user")`` reads them.
 
     Every API request authenticates, and compiling that query (a join over every column
-    of both tables) cost more CPU than the rest of a list request's own queries. The
-    columns are the models' own, read in one statement, converted as the ORM converts
-    them (SQLite, behind ``make run``, gives naive datetimes and integer booleans) and
-    built with ``from_db`` as the ORM builds them.
+    of both tables) cost more CPU than the rest of a list request's own queries: it is
+    one plain SQL statement, its rows built as the ORM builds them
+    (:mod:`controlplane.rows`).
     """
-    users = get_user_model()
-    lookup = _lookup()
+    tokens, users = ModelRows(AuthToken, "t"), ModelRows(get_user_model(), "u")
     with connection.cursor() as cursor:
-        cursor.execute(lookup.sql, [key])
+        cursor.execute(_lookup_sql(), [key])
         rows = cursor.fetchall()
     found = []
-    split = len(lookup.token_fields)
-    for raw in rows:
-        pairs = zip(raw, lookup.converters, strict=True)
-        row = [_converted(value, convert) for value, convert in pairs]
-        auth_token = AuthToken.from_db(connection.alias, lookup.token_fields, row[:split])
-        auth_token.user = users.from_db(connection.alias, lookup.user_fields, row[split:])
+    for row in rows:
+        auth_token = tokens.build(row)
+        auth_token.user = users.build(row, tokens.width)
         found.append(auth_token)
     return found
 
 
-def _converted(value: Any, convert: list[tuple[Any, Any]]) -> Any:
-    for function, expression in convert:
-        value = function(value, expression, connection)
-    return value
-
-
-@dataclass(frozen=True)
-class _Lookup:
-    sql: str
-    token_fields: list[str]
-    user_fields: list[str]
-    # Per column: the (converter, expression) pairs the ORM would apply to its value.
-    converters: list[list[tuple[Any, Any]]]
-
-
 @functools.cache
-def _lookup() -> _Lookup:
-    """The lookup's SQL, the attribute names of its token and user columns and their
-    converters (built once per process)."""
+def _lookup_sql() -> str:
+    """The lookup's SQL (built once per process)."""
     users = get_user_model()
     quote = connection.ops.quote_name
-    token_cols = list(AuthToken._meta.concrete_fields)
-    user_cols = list(users._meta.concrete_fields)
-
-    def column(model: Any, attname: str) -> str:
-        field = next(f for f in model._meta.concrete_fields if f.attname == attname)
-        return str(quote(field.column))
-
-    def converters(model: Any, field: Any) -> list[tuple[Any, Any]]:
-        expression = field.get_col(model._meta.db_table)
-        found = connection.ops.get_db_converters(expression)
-        found += field.get_db_converters(connection)
-        return [(function, expression) for function in found]
-
-    columns = [f"t.{quote(f.column)}" for f in token_cols]
-    columns += [f"u.{quote(f.column)}" for f in user_cols]
-    sql = (
-        f"SELECT {', '.join(columns)} FROM {quote(AuthToken._meta.db_table)} t "
-        f"JOIN {quote(users._meta.db_table)} u ON u.{column(users, users._meta.pk.attname)} "
-        f"= t.{column(AuthToken, 'user_id')} WHERE t.{column(AuthToken, 'token_key')} = %s"
-    )
-    return _Lookup(
-        sql=sql,
-        token_fields=[f.attname for f in token_cols],
-        user_fields=[f.attname for f in user_cols],
-        converters=[converters(AuthToken, f) for f in token_cols]
-        + [converters(users, f) for f in user_cols],
+    columns = f"{ModelRows(AuthToken, 't').columns}, {ModelRows(users, 'u').columns}"
+    user_id = AuthToken._meta.get_field("user").column
+    key = AuthToken._meta.get_field("token_key").column
+    return (
+        f"SELECT {columns} FROM {quote(AuthToken._meta.db_table)} t "
+        f"JOIN {quote(users._meta.db_table)} u ON u.{quote(users._meta.pk.column)} "
+        f"= t.{quote(user_id)} WHERE t.{quote(key)} = %s"
     )
 
 

@@ -240,7 +240,7 @@ def job_create(
 ) -> ClusterRequest:
     """Check a job (:func:`job_check`) and queue it; see the module docstring."""
     with transaction.atomic():
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk").first()
+        Tenant.objects.lock(tenant.pk)
         request, details = job_check(actor=actor, tenant=tenant, spec=spec, job=job, role=role)
         try:
             request.save()

@@ -300,7 +300,7 @@ def cluster_request_create(
     admit it.
     """
     with transaction.atomic():
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk").first()
+        Tenant.objects.lock(tenant.pk)
         cluster = cluster_request_check(actor=actor, tenant=tenant, spec=spec, role=role)
         try:
             # No savepoint of its own: a failed insert only ever leaves this transaction

@@ -153,3 +153,56 @@ def test_owner_dev_usage_counts_what_the_orm_query_counts(
                 got = rules.owner_dev_usage(tenant=tenant, owner=owner, excluding=excluding)
                 assert got == expected, (tenant, owner, excluding)
     assert rules.owner_dev_usage(tenant=acme, owner=bob)[0] > 0
+
+
+def test_a_create_waits_for_the_tenants_lock_and_then_counts_what_committed_before_it(
+    acme: Any, bob: Any, h100: Any
+) -> None:
+    """Two creates by one engineer with room for one more dev cluster: the second waits
+    on the tenant's row lock (seen in PostgreSQL's own lock waits, not by timing) and,
+    once the first commits, is refused by the cap instead of slipping under it."""
+    import threading
+    import time
+
+    from django.db import connection, connections, transaction
+
+    from tenants.models import Tenant
+
+    Tenant.objects.filter(pk=acme.pk).update(max_dev_clusters_per_user=1)
+    acme.refresh_from_db()
+    outcome: dict[str, Any] = {}
+
+    def second() -> None:
+        try:
+            _create(bob, acme, h100, name="second", kind="dev")
+            outcome["second"] = "created"
+        except Exception as exc:  # noqa: BLE001 - the test reads what the thread met
+            outcome["second"] = repr(exc)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        Tenant.objects.lock(acme.pk)
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        deadline = time.monotonic() + 30
+        with connection.cursor() as cursor:
+            while True:
+                # Statistics are read once per transaction unless the snapshot is cleared.
+                cursor.execute("SELECT pg_stat_clear_snapshot()")
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+                if cursor.fetchone()[0] == 1:
+                    break
+                assert time.monotonic() < deadline, f"the second create never waited: {outcome}"
+                time.sleep(0.05)
+        assert "second" not in outcome
+        _create(bob, acme, h100, name="first", kind="dev")
+    waiter.join(timeout=30)
+    assert outcome["second"] == (
+        "ServiceConflict('You already have 1 dev cluster in acme; the limit is 1. "
+        "Delete one first.')"
+    )
+    assert list(ClusterRequest.objects.values_list("name", flat=True)) == ["first"]

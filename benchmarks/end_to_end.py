@@ -157,8 +157,15 @@ def _jobs_done() -> int:
 
 
 def _cpu(sessions: dict[str, int]) -> dict[str, float]:
-    """CPU seconds so far of each part of the product, and of PostgreSQL."""
-    return {**support.session_cpu_seconds(sessions), "postgres": support.postgres_cpu_seconds()}
+    """CPU seconds so far of each part of the product, of PostgreSQL and Redis, and of
+    this process (the client threads and the polling, ``clients``: not the product's, but
+    on the same two cores)."""
+    return {
+        **support.session_cpu_seconds(sessions),
+        "postgres": support.server_cpu_seconds("postgres"),
+        "redis": support.server_cpu_seconds("redis-server"),
+        "clients": time.process_time(),
+    }
 
 
 def _cpu_since(sessions: dict[str, int], before: dict[str, float]) -> dict[str, float]:
@@ -433,14 +440,15 @@ def run() -> str:
         f"| Kubernetes requests per job | {p['job_calls'] / CLUSTERS:.1f} |",
     ]
     stages = [("create to ready", "create_cpu"), ("delete", "delete_cpu"), ("jobs", "job_cpu")]
-    parts = ["gunicorn", "worker", "beat", "kubesim", "postgres"]
+    parts = ["gunicorn", "worker", "beat", "kubesim", "postgres", "redis"]
     cpu_rows = [
-        "| stage | " + " | ".join(parts) + " | per cluster (all) |",
-        "|---|" + "---:|" * (len(parts) + 1),
+        "| stage | " + " | ".join(parts) + " | per cluster (all of these) | clients |",
+        "|---|" + "---:|" * (len(parts) + 2),
         *(
             f"| {label} | "
             + " | ".join(f"{p[key][part]:.1f} s" for part in parts)
-            + f" | {sum(p[key].values()) / CLUSTERS * 1000:,.0f} ms |"
+            + f" | {sum(p[key][part] for part in parts) / CLUSTERS * 1000:,.0f} ms"
+            + f" | {p[key]['clients']:.1f} s |"
             for label, key in stages
         ),
     ]
@@ -470,8 +478,10 @@ def run() -> str:
             *job_rows,
             "",
             "CPU time per stage (user + system, each process with its children, from "
-            "`/proc`; *postgres* is every PostgreSQL process of the machine; Redis not "
-            "counted), the figure to read on a shared machine:",
+            "`/proc`; *postgres* and *redis* are every PostgreSQL and Redis process of "
+            "the machine; *clients* is the benchmark's own process, its 8 client threads "
+            "and its polling, on the same cores but not counted per cluster), the figure to "
+            "read on a shared machine:",
             "",
             *cpu_rows,
             "",

@@ -505,7 +505,13 @@ def postgres_cpu_seconds() -> float:
     """CPU seconds (user + system, with reaped children) used so far by every PostgreSQL
     process on this machine: the server is shared, so run nothing else against it while
     measuring."""
-    return sum(_cpu_of(fields) for name, fields in _process_stats() if name.startswith("postgres"))
+    return server_cpu_seconds("postgres")
+
+
+def server_cpu_seconds(prefix: str) -> float:
+    """CPU seconds so far of every process whose command name starts with ``prefix``
+    (``postgres``, ``redis-server``): shared servers of this machine."""
+    return sum(_cpu_of(fields) for name, fields in _process_stats() if name.startswith(prefix))
 
 
 def child_pids(pid: int) -> list[int]:

@@ -57,3 +57,18 @@ def test_cpu_round_trip(millis: int) -> None:
 @given(st.integers(min_value=0, max_value=2**50))
 def test_memory_round_trip(n: int) -> None:
     assert quantity.whole(quantity.format_memory(n)) == n
+
+
+def test_amounts_are_remembered_by_type_and_value() -> None:
+    """``amount`` remembers what it parsed; ``True`` (which hashes as 1) stays no
+    quantity after ``1`` was read, and a float is read as itself."""
+    from kubesim.quantity import QuantityError, amount
+
+    assert amount("cpu", 1) == 1000
+    assert amount("cpu", "1") == 1000
+    assert amount("memory", "8Gi") == 8 * 2**30
+    with pytest.raises(QuantityError):
+        amount("cpu", True)
+    assert amount("cpu", 0.5) == 500
+    with pytest.raises(QuantityError):
+        amount("cpu", "1 core")

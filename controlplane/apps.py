@@ -15,6 +15,8 @@ class ControlplaneConfig(AppConfig):
     def ready(self) -> None:
         from django.db.backends.signals import connection_created
 
+        from controlplane.dbquery import widen_parsed_query_cache
         from controlplane.dbtime import use_c_timestamp_loader
 
         connection_created.connect(use_c_timestamp_loader, dispatch_uid="c-timestamp-loader")
+        widen_parsed_query_cache()

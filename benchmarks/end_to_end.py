@@ -487,7 +487,13 @@ def run() -> str:
             "",
             "Runs, clusters/s until all are ready (create to ready): "
             + ", ".join(f"{_rate(r):,.0f}" for r in runs)
-            + " (the tables show the median run; anchor: "
+            + " (the tables show the median run; creates: "
+            + ", ".join(f"{CLUSTERS / r['product']['created'].seconds:,.0f}/s" for r in runs)
+            + "; then until all were ready: "
+            + ", ".join(
+                f"{r['product']['ready'] - r['product']['created'].seconds:.1f} s" for r in runs
+            )
+            + "; anchor: "
             + ", ".join(f"{CLUSTERS / r['anchor']['ready']:,.0f}/s" for r in runs)
             + "). Each run starts from empty tables and a fresh broker, product then anchor.",
             "",

@@ -341,7 +341,7 @@ def _start_product(workdir: Path, kubeconfig: str, port: int) -> support.Process
             "--pool=prefork",
             f"--concurrency={WORKER_CONCURRENCY}",
             f"--queues={QUEUE}",
-            "--loglevel=WARNING",
+            f"--loglevel={os.environ.get('BENCH_WORKER_LOGLEVEL', 'WARNING')}",
             "--without-heartbeat",
             "--without-gossip",
             "--without-mingle",

@@ -186,16 +186,19 @@ def _with_clusters(events: list[ClusterEvent]) -> list[ClusterEvent]:
 
     Only the events that may be notable are given their requests: most events of a
     burst (requested, admitted, provisioning) are never told, and reading the request,
-    tenant and owner rows of every one of them was most of a pass.
+    tenant and owner rows of every one of them was most of a pass. An event whose
+    request was deleted between the two reads (with its tenant; the event goes with it)
+    is left out, as a pass that started a moment later would not have seen it.
     """
     clusters = (
         ClusterRequest.objects.unscoped()
         .select_related("tenant", "owner")
         .in_bulk({event.cluster_id for event in events})
     )
-    for event in events:
+    found = [event for event in events if event.cluster_id in clusters]
+    for event in found:
         event.cluster = clusters[event.cluster_id]
-    return events
+    return found
 
 
 def _advance(cursor: int, horizon: datetime) -> int:

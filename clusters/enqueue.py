@@ -184,6 +184,11 @@ def _aware(value: datetime | str | None) -> datetime | None:
     return value
 
 
+def is_requested(name: str) -> bool:
+    """Whether the pass ``name`` is asked for and has not started yet."""
+    return PendingPass.objects.filter(name=PASSES[name], requested_at__isnull=False).exists()
+
+
 def pass_started(name: str) -> None:
     """Called by the pass ``name`` before it reads anything: nudges from now on ask for
     the next pass (this one may not see what they changed), paced from now."""

@@ -427,7 +427,8 @@ CLUSTER_LIST_CACHE_SECONDS = env_int("CLUSTER_LIST_CACHE_SECONDS", 60, minimum=0
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
 # A provisioned cluster asks for a reconcile pass this much later, so that the clusters
-# provisioned meanwhile share that pass (passes are coalesced: one pending at a time).
+# provisioned meanwhile share that pass (passes are coalesced: one pending at a time);
+# the last batch of a burst, with nothing more on its way, asks at once (clusters.tasks).
 RECONCILE_NUDGE_DELAY_SECONDS = env_float("RECONCILE_NUDGE_DELAY_SECONDS", 0.5)
 # A coalesced pass asked for sooner than this after the last one started waits until
 # then (clusters.enqueue): under a stream of nudges each pass takes a larger batch, and

@@ -151,3 +151,28 @@ def test_a_batch_moves_its_rows_in_a_constant_number_of_queries(
         applied = ClusterEvent.objects.filter(cluster__in=admitted, reason="applied")
         assert sorted(applied.values_list("cluster_id", flat=True)) == sorted(admitted)
     assert counts[1] == counts[2], counts
+
+
+def test_the_last_batch_of_a_burst_asks_for_its_reconcile_pass_at_once(
+    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any
+) -> None:
+    """A batch delays its reconcile nudge while more clusters are on their way (another
+    batch's rows still admitted, or an admission pass asked for), so that a burst shares
+    one pass; the last batch asks for the pass at once, as nothing would share the wait."""
+    from clusters.models import PendingPass
+
+    _roomy(acme)
+    _queue(as_user(bob), "acme", 2, "b")
+    first, second = run_admission_pass().admitted
+    PendingPass.objects.filter(name="admission").update(requested_at=None)
+
+    tasks.provision_clusters([first])  # the second batch's row is still admitted
+    (delayed,) = broker.tasks(enqueue.RECONCILE)
+    assert delayed["headers"]["eta"], "more is on its way: the pass waits for it"
+
+    broker.drain()
+    enqueue.pass_started(enqueue.RECONCILE)  # that pass ran
+    tasks.provision_clusters([second])  # nothing admitted is left, no admission pass asked
+    (at_once,) = broker.tasks(enqueue.RECONCILE)
+    assert at_once["headers"]["eta"] is None, "the end of the burst: the pass starts now"
+    assert ClusterRequest.objects.get(pk=second).state == State.PROVISIONING

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters import enqueue
 from clusters.engine import jobs
 from clusters.engine.deletion import converge_deletion, delete_raycluster
 from clusters.kube.bundles import BatchBundles, ensure_bundle
@@ -53,13 +52,9 @@ def apply_cluster(
         gw.apply(obj)
 
 
-def more_to_apply() -> bool:
-    """Whether more admitted clusters are on their way to Kubernetes: rows admitted and
-    not yet applied (another batch), or an admission pass asked for (it may admit more).
-    """
-    return ClusterRequest.objects.unscoped().filter(
-        state=State.ADMITTED
-    ).exists() or enqueue.is_requested(enqueue.ADMISSION_PASS)
+def any_admitted() -> bool:
+    """Whether rows are admitted and not yet applied (a batch still at work)."""
+    return ClusterRequest.objects.unscoped().filter(state=State.ADMITTED).exists()
 
 
 def wants_provisioning(cluster: ClusterRequest) -> bool:

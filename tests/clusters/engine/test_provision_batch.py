@@ -154,25 +154,35 @@ def test_a_batch_moves_its_rows_in_a_constant_number_of_queries(
 
 
 def test_the_last_batch_of_a_burst_asks_for_its_reconcile_pass_at_once(
-    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any
+    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
 ) -> None:
-    """A batch delays its reconcile nudge while more clusters are on their way (another
-    batch's rows still admitted, or an admission pass asked for), so that a burst shares
-    one pass; the last batch asks for the pass at once, as nothing would share the wait."""
+    """While an admission pass is asked for (a burst goes on), a batch's reconcile nudge
+    waits so that the burst's batches share one pass; a batch that finishes while
+    another's rows are still admitted leaves the nudge to the last one, which asks for
+    the pass at once, as nothing would share the wait."""
     from clusters.models import PendingPass
+    from tenants.models import Quota
 
     _roomy(acme)
-    _queue(as_user(bob), "acme", 2, "b")
-    first, second = run_admission_pass().admitted
-    PendingPass.objects.filter(name="admission").update(requested_at=None)
+    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=3, borrow_limit=0)
+    _queue(as_user(bob), "acme", 3, "b")
+    first, second, third = run_admission_pass().admitted
 
-    tasks.provision_clusters([first])  # the second batch's row is still admitted
+    # The creates asked for an admission pass, and run_admission_pass (not the task)
+    # left that claim: as if more requests had come meanwhile.
+    assert enqueue.is_requested(enqueue.ADMISSION_PASS)
+    tasks.provision_clusters([first])
     (delayed,) = broker.tasks(enqueue.RECONCILE)
-    assert delayed["headers"]["eta"], "more is on its way: the pass waits for it"
+    assert delayed["headers"]["eta"], "a burst goes on: the pass waits for its batches"
 
     broker.drain()
     enqueue.pass_started(enqueue.RECONCILE)  # that pass ran
-    tasks.provision_clusters([second])  # nothing admitted is left, no admission pass asked
+    PendingPass.objects.filter(name="admission").update(requested_at=None)  # so did that
+    tasks.provision_clusters([second])  # the third row's batch is still at work
+    assert broker.tasks(enqueue.RECONCILE) == [], "the last batch asks, not this one"
+
+    tasks.provision_clusters([third])
     (at_once,) = broker.tasks(enqueue.RECONCILE)
     assert at_once["headers"]["eta"] is None, "the end of the burst: the pass starts now"
-    assert ClusterRequest.objects.get(pk=second).state == State.PROVISIONING
+    rows = ClusterRequest.objects.unscoped().filter(pk__in=[first, second, third])
+    assert {row.state for row in rows} == {State.PROVISIONING}

@@ -25,6 +25,7 @@ from clusters.models import ClusterKind, ClusterRequest, Job, Workload
 from clusters.queue import capacity
 from clusters.spec import SPEC_COLUMNS, ClusterSpec
 from clusters.states import State
+from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Quota, Tenant
 from tenants.selectors import cohort_parents
 
@@ -390,17 +391,17 @@ def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor, alone: bool = False) -
 
 
 def _own_quota(tenant: Tenant, flavor: GpuFlavor) -> list[Quota]:
-    """The tenant's quota row on ``flavor`` (none or one), in plain SQL: every create
-    asks "could it ever fit?" under the tenant's lock, and compiling the ORM query cost
-    more than running it."""
-    columns = ["id", "tenant_id", "flavor_id", "gpus", "borrow_limit", "lend_limit"]
+    """The tenant's quota row on ``flavor`` (none or one), in plain SQL
+    (:mod:`controlplane.rows`): every create asks "could it ever fit?" under the tenant's
+    lock, and compiling the ORM query cost more than running it."""
+    quotas = ModelRows(Quota, "q")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {', '.join(columns)} FROM {Quota._meta.db_table} "
-            "WHERE tenant_id = %s AND flavor_id = %s",
+            f"SELECT {quotas.columns} FROM {Quota._meta.db_table} q "
+            "WHERE q.tenant_id = %s AND q.flavor_id = %s",
             [tenant.pk, flavor.pk],
         )
-        return [Quota.from_db(connection.alias, columns, row) for row in cursor.fetchall()]
+        return [quotas.build(row) for row in cursor.fetchall()]
 
 
 def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[QueuedRow]]:

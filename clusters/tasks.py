@@ -210,6 +210,9 @@ def reconcile() -> dict[str, int]:
         "orphans": len(report.orphans),
         "evicted": len(report.evicted),
         "errors": len(report.errors),
+        # How much of the fleet the pass had to look at (the rest had not changed).
+        "folded": report.folded,
+        "skipped": report.skipped,
     }
 
 

@@ -438,6 +438,10 @@ RECONCILE_NUDGE_DELAY_SECONDS = env_float("RECONCILE_NUDGE_DELAY_SECONDS", 0.5)
 # the requests they admitted.
 ADMISSION_PASS_INTERVAL_SECONDS = env_float("ADMISSION_PASS_INTERVAL_SECONDS", 0.5)
 RECONCILE_PASS_INTERVAL_SECONDS = env_float("RECONCILE_PASS_INTERVAL_SECONDS", 0.0)
+# A reconcile pass folds only the rows whose row or objects changed since a fold that
+# changed nothing (clusters.engine.foldmemo); this often it folds every row again, as an
+# informer resyncs.
+RECONCILE_FULL_PASS_SECONDS = env_float("RECONCILE_FULL_PASS_SECONDS", 300.0)
 # A request passed over by smaller ones for this long starts holding its pool (bounded
 # wait); a borrower's cluster chosen for reclaim is warned this long before suspension.
 ADMISSION_AGING_SECONDS = env_float("ADMISSION_AGING_SECONDS", 3600.0)

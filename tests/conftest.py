@@ -137,12 +137,14 @@ def _fast_password_hashing(settings: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Any:
-    """Throttle counters live in the cache, and the dry-run keeps its recorded pass per
-    process: each test starts with neither."""
+    """Throttle counters live in the cache, the dry-run keeps its recorded pass per
+    process and the reconciler its memo of settled rows: each test starts with none."""
     from django.core.cache import cache
 
+    from clusters.engine import foldmemo
     from clusters.queue import recorded
 
     cache.clear()
     recorded.forget()
+    foldmemo.MEMO.clear()
     yield

@@ -3,7 +3,9 @@
 A pass reads with one LIST per kind, concurrently (RayClusters, pods, nodes, namespaces
 and the FailedScheduling events, filtered by the API server — never a GET per cluster),
 records the free GPU capacity per flavor (:mod:`clusters.queue.capacity`), then for
-every row that is not deleted:
+every row that is not deleted and changed since a fold of it that changed nothing (its
+row or its objects: :mod:`clusters.engine.foldmemo`; the others are skipped, so that a
+pass costs what changed, not the fleet):
 
 * folds RayCluster status and pod state into the row: ``ready`` only when the head and
   every desired worker are running and ready; otherwise ``state_reason`` says in plain
@@ -42,7 +44,7 @@ from django.utils import timezone
 
 from clusters import lifecycle
 from clusters.engine import capacity as capacity_requests
-from clusters.engine import jobs, provisioning
+from clusters.engine import foldmemo, jobs, provisioning
 from clusters.engine.deletion import DELETED_MESSAGE, delete_raycluster
 from clusters.engine.readiness import is_ready, waiting_reason
 from clusters.kube import labels
@@ -54,6 +56,7 @@ from clusters.queue.backends import queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
 from clusters.states import HOLDS_QUOTA, LIVE, WANTS_RAYCLUSTER, State
 from clusters.transitions import note, transition, transition_many
+from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,10 @@ class Report:
 
     # The cluster reported more free GPUs or nodes than at the last observation.
     capacity_grew: bool = False
+    # Rows folded, and rows skipped as unchanged since a fold that changed nothing
+    # (clusters.engine.foldmemo).
+    folded: int = 0
+    skipped: int = 0
 
     @property
     def freed_capacity(self) -> bool:
@@ -154,28 +161,93 @@ def _reconcile(gw: Gateway | None) -> Report:
     gw = gw or get_gateway()
     backend = queue_backend()
     report = Report()
-    seen = _observe(gw)
+    seen = _observe(gw)  # before the rows: an object listed has its row read below
     report.capacity_grew = seen.capacity_grew
-    rows = list(
-        # prefetch, not select_related: a few tenants and flavors shared by thousands of
-        # rows are read once each instead of once per row.
-        ClusterRequest.objects.unscoped()
-        .not_deleted()
-        .prefetch_related("tenant", "flavor", "owner", "job")
-    )
-    view = backend.observe(gw, rows)
-    wanted: set[tuple[str, str]] = set()
-    wanted_jobs: set[tuple[str, str]] = set()
     now = timezone.now()
+    live = foldmemo.live_rows()
+    tenants = Tenant.objects.in_bulk({row.tenant_id for row in live})
+    memo = foldmemo.MEMO if foldmemo.skips_allowed(backend.folds_incrementally) else None
+    if memo is not None:
+        memo.begin()
+    plan = _plan(live, tenants, seen, backend, memo, now)
+    report.skipped = len(live) - len(plan.stamps)
+    for tenant in tenants.values():
+        if tenant.namespace not in seen.namespaces:
+            forget_bundle(tenant.pk)
+            backend.forget_applied()
+    rows = _rows_to_fold(plan.stamps, len(live))
+    view = backend.observe(gw, rows)
+    quiet, acted = _fold_rows(rows, plan.stamps, seen, gw, backend, view, report, now)
+    _write_batch(report, now)
+    try:
+        report.provisioned = capacity_requests.fold_capacity(rows, gw)
+    except KubeError as exc:
+        report.errors.append(f"capacity requests: {exc.message}")
+    _keep_bundles(live, tenants, gw, report)
+    _delete_orphans(seen.rayclusters, plan.wanted, gw, report)
+    _delete_orphan_jobs(seen.rayjobs, plan.wanted_jobs, gw, report)
+    if memo is not None:
+        # Only now: a pass cut short by an error must not leave rows remembered as
+        # settled whose bulk writes never happened.
+        memo.settle(quiet, acted, (row.pk for row in live))
+    return report
+
+
+@dataclass
+class _Plan:
+    """What a pass folds (row id -> its stamps; ``None``: folded whatever they are) and
+    the objects the live rows want (the others are orphans)."""
+
+    stamps: dict[int, Any] = field(default_factory=dict)
+    wanted: set[tuple[str, str]] = field(default_factory=set)
+    wanted_jobs: set[tuple[str, str]] = field(default_factory=set)
+
+
+def _plan(
+    live: list[foldmemo.LiveRow],
+    tenants: dict[int, Tenant],
+    seen: _Seen,
+    backend: QueueBackend,
+    memo: foldmemo.FoldMemo | None,
+    now: Any,
+) -> _Plan:
+    """Choose the rows to fold from every live row's stamps (all of them without a memo)."""
+    plan = _Plan()
+    for live_row in live:
+        tenant = tenants.get(live_row.tenant_id)
+        if tenant is None:
+            continue  # deleted since the rows were read, and they with it
+        key = (tenant.namespace, live_row.name)
+        if live_row.is_job:
+            plan.wanted_jobs.add(key)
+        elif _wants_raycluster(live_row.state, backend):
+            plan.wanted.add(key)
+        if memo is None or foldmemo.always_folded(live_row, now):
+            plan.stamps[live_row.pk] = None
+            continue
+        stamp = (live_row.stamp, _objects_stamp(seen, key))
+        if not memo.unchanged(live_row.pk, stamp):
+            plan.stamps[live_row.pk] = stamp
+    return plan
+
+
+def _fold_rows(
+    rows: list[ClusterRequest],
+    stamps: dict[int, Any],
+    seen: _Seen,
+    gw: Gateway,
+    backend: QueueBackend,
+    view: QueueView,
+    report: Report,
+    now: Any,
+) -> tuple[dict[int, Any], list[int]]:
+    """Fold each row; returns the rows folded without effect (with their stamps) and
+    the others."""
+    quiet: dict[int, Any] = {}
+    acted: list[int] = []
     for cluster in rows:
         key = (cluster.namespace, cluster.name)
-        if cluster.is_job:
-            wanted_jobs.add(key)
-        elif _wants_raycluster(cluster, backend):
-            wanted.add(key)
-        if cluster.tenant.namespace not in seen.namespaces:
-            forget_bundle(cluster.tenant_id)
-            backend.forget_applied()
+        effects = _effects(report, gw)
         try:
             if cluster.is_job:
                 if jobs.fold_job(
@@ -187,15 +259,62 @@ def _reconcile(gw: Gateway | None) -> Report:
         except KubeError as exc:
             report.errors.append(f"{cluster}: {exc.message}")
             log.warning("reconcile %s: %s", cluster, exc.message)
-    _write_batch(report, now)
-    try:
-        report.provisioned = capacity_requests.fold_capacity(rows, gw)
-    except KubeError as exc:
-        report.errors.append(f"capacity requests: {exc.message}")
-    _keep_bundles(rows, gw, report)
-    _delete_orphans(seen.rayclusters, wanted, gw, report)
-    _delete_orphan_jobs(seen.rayjobs, wanted_jobs, gw, report)
-    return report
+        finally:
+            stamp = stamps.get(cluster.pk)
+            if stamp is not None and _effects(report, gw) == effects:
+                quiet[cluster.pk] = stamp
+            else:
+                acted.append(cluster.pk)
+    report.folded = len(rows)
+    return quiet, acted
+
+
+def _rows_to_fold(stamps: dict[int, Any], live: int) -> list[ClusterRequest]:
+    """The rows this pass folds, with what folding them reads."""
+    if not stamps:
+        return []
+    # prefetch, not select_related: a few tenants and flavors shared by thousands of
+    # rows are read once each instead of once per row.
+    rows = ClusterRequest.objects.unscoped().prefetch_related("tenant", "flavor", "owner", "job")
+    if len(stamps) == live:
+        # All of them (the first pass, a full pass, SQLite, Kueue): no list of ids.
+        return list(rows.not_deleted())
+    return list(rows.filter(pk__in=list(stamps)).not_deleted())
+
+
+def _objects_stamp(seen: _Seen, key: tuple[str, str]) -> tuple[Any, ...]:
+    """What a cluster row's fold reads of the cluster, by resourceVersion: its RayCluster,
+    its pods and their FailedScheduling events (Kubernetes gives an object a new
+    resourceVersion on every write)."""
+    rc = seen.rayclusters.get(key)
+    pods = seen.pods.get(key, ())
+    events = seen.events
+    return (
+        rc["metadata"]["resourceVersion"] if rc is not None else None,
+        tuple(p["metadata"].get("resourceVersion") for p in pods),
+        tuple(
+            events[uid]["metadata"].get("resourceVersion")
+            for p in pods
+            if (uid := p["metadata"].get("uid", "")) in events
+        ),
+    )
+
+
+def _effects(report: Report, gw: Gateway) -> tuple[int, ...]:
+    """How much a pass has done so far: a row's fold changed nothing when this is the
+    same after it (its own row writes change its stamp anyway)."""
+    batch = report.batch
+    return (
+        gw.writes,
+        len(report.recreated),
+        len(report.expired),
+        len(report.evicted),
+        len(report.released),
+        len(report.errors),
+        len(batch.to_ready),
+        sum(len(rows) for rows in batch.to_delete.values()),
+        sum(len(pks) for pks in batch.reasons.values()),
+    )
 
 
 def _write_batch(report: Report, now: Any) -> None:
@@ -314,26 +433,30 @@ def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:
     }
 
 
-def _wants_raycluster(cluster: ClusterRequest, backend: QueueBackend) -> bool:
-    """Whether the row wants its RayCluster to exist (others' RayClusters are orphans)."""
-    if cluster.state == State.QUEUED:
+def _wants_raycluster(state: str, backend: QueueBackend) -> bool:
+    """Whether a row in ``state`` wants its RayCluster to exist (others' RayClusters are
+    orphans)."""
+    if state == State.QUEUED:
         return backend.provisions_queued
-    if cluster.state == State.SUSPENDED:
+    if state == State.SUSPENDED:
         return not backend.suspend_deletes
-    return cluster.state in WANTS_RAYCLUSTER
+    return state in WANTS_RAYCLUSTER
 
 
-def _keep_bundles(rows: list[ClusterRequest], gw: Gateway, report: Report) -> None:
+def _keep_bundles(
+    live: list[foldmemo.LiveRow], tenants: dict[int, Tenant], gw: Gateway, report: Report
+) -> None:
     """Keep every namespace bundle in step with its tenant's quota (a no-op unless the
     quota changed or the namespace vanished: ensure_bundle remembers what it applied).
     The quota rows of every tenant are read in one query, not one per tenant."""
-    tenants = {
-        c.tenant_id: c.tenant
-        for c in rows
-        if c.state in WANTS_RAYCLUSTER or (c.is_job and c.state in LIVE)
+    needing = {
+        row.tenant_id: tenants[row.tenant_id]
+        for row in live
+        if row.tenant_id in tenants
+        and (row.state in WANTS_RAYCLUSTER or (row.is_job and row.state in LIVE))
     }
-    quotas = quotas_by_tenant(tenants)
-    for tenant_id, tenant in tenants.items():
+    quotas = quotas_by_tenant(needing)
+    for tenant_id, tenant in needing.items():
         try:
             ensure_bundle(tenant, gw, quotas=quotas[tenant_id])
         except KubeError as exc:

@@ -196,6 +196,9 @@ class Gateway:
     def __init__(self, api_client: client.ApiClient, *, timeout: float) -> None:
         self._api = api_client
         self._timeout = timeout
+        # Requests that may have changed something (every method but GET), sent or
+        # refused: a reconcile pass tells a row's fold that did nothing by it.
+        self.writes = 0
 
     def _call(
         self,
@@ -212,6 +215,8 @@ class Gateway:
         # DELETE re-sent by the next pass 0.4 s after a 429 that asked for 1 s, and the
         # next pass's LISTs sooner still. Reads and writes of a path are held apart.
         scope = "read" if method == "GET" else "write"
+        if scope == "write":
+            self.writes += 1
         # The deadline is that API server's: another cluster (or another test's
         # simulator) has its own.
         held = f"{self._api.configuration.host}{path}"

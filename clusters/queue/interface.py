@@ -54,6 +54,10 @@ class QueueBackend:
     suspend_deletes = False
     #: Whether clusters must have a fixed size (Kueue admits one size per Workload).
     fixed_size_only = False
+    #: Whether a reconcile pass may skip a row whose stamps did not move
+    #: (clusters.engine.foldmemo): only when :meth:`observe`'s view reads nothing that
+    #: the row and its RayCluster and pods do not show.
+    folds_incrementally = True
 
     def request_queued(self, cluster_id: int) -> None:
         """A request was queued (created or resumed): ask for its admission after commit."""

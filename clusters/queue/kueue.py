@@ -289,6 +289,8 @@ class KueueQueue(QueueBackend):
     name = "kueue"
     provisions_queued = True
     suspend_deletes = True
+    # Kueue's verdicts (positions, admissions, evictions) live on its Workloads.
+    folds_incrementally = False
     fixed_size_only = True
 
     def request_queued(self, cluster_id: int) -> None:

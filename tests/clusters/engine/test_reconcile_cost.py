@@ -171,3 +171,85 @@ def test_finishing_deletions_costs_the_same_for_2_and_20_clusters(
     }
     assert not UsageSpan.objects.filter(ended_at__isnull=True).exists()
     assert ClusterEvent.objects.filter(reason="expired", to_state=State.DELETED).count() == 20
+
+
+def _settled(count: int, tenant: Any, owner: Any, flavor: Any) -> list[int]:
+    """``count`` ready clusters, folded by a pass that changed nothing: the next pass may
+    skip them all. Returns their ids."""
+    _provisioning_clusters(count, tenant, owner, flavor)
+    assert len(reconcile_once().ready) == count  # moves them: their rows changed
+    settling = reconcile_once()
+    assert (settling.folded, settling.skipped) == (count, 0)
+    return sorted(ClusterRequest.objects.values_list("pk", flat=True))
+
+
+def test_a_steady_pass_folds_no_row_and_still_lists_every_kind(
+    kubesim: Any, acme: Any, bob: Any, h100: Any
+) -> None:
+    _settled(20, acme, bob, h100)
+    with kube_requests() as calls, CaptureQueriesContext(connection) as queries:
+        steady = reconcile_once()
+    assert (steady.folded, steady.skipped) == (0, 20)
+    # The LISTs are what tells it nothing changed (resourceVersions), and the rows' stamps
+    # are one light query: no row is loaded whole (``image`` is read by no stamp).
+    assert dict(calls) == {"GET": 6}
+    assert not [q for q in queries.captured_queries if '"image"' in q["sql"]]
+    assert any('"image"' in q["sql"] for q in _full_pass_queries())
+    assert not steady.ready and not steady.errors
+    assert ClusterRequest.objects.filter(state=State.READY).count() == 20
+
+
+def _full_pass_queries() -> list[dict[str, Any]]:
+    from clusters.engine import foldmemo
+
+    foldmemo.MEMO.clear()
+    with CaptureQueriesContext(connection) as queries:
+        assert reconcile_once().skipped == 0
+    return queries.captured_queries
+
+
+def test_a_changed_row_is_folded_alone(kubesim: Any, acme: Any, bob: Any, h100: Any) -> None:
+    pks = _settled(5, acme, bob, h100)
+    # Written as any code path might write it (no save(), no event): the row's stamp
+    # moves all the same.
+    ClusterRequest.objects.filter(pk=pks[2]).update(workers=2)
+    report = reconcile_once()
+    assert (report.folded, report.skipped) == (1, 4)
+    assert ClusterRequest.objects.get(pk=pks[2]).state == State.PROVISIONING  # degraded
+    assert ClusterRequest.objects.filter(state=State.READY).count() == 4
+
+
+def test_a_changed_object_gets_its_row_folded(kubesim: Any, acme: Any, bob: Any, h100: Any) -> None:
+    pks = _settled(5, acme, bob, h100)
+    row = ClusterRequest.objects.select_related("tenant").get(pk=pks[0])
+    delete_raycluster(get_gateway(), row.namespace, row.name)
+    report = reconcile_once()
+    assert report.folded == 1 and report.skipped == 4
+    assert report.recreated == [row.pk]
+
+
+def test_a_fold_that_failed_is_not_skipped_by_the_next_pass(
+    kubesim: Any, acme: Any, bob: Any, h100: Any
+) -> None:
+    pks = _settled(3, acme, bob, h100)
+    row = ClusterRequest.objects.select_related("tenant").get(pk=pks[1])
+    delete_raycluster(get_gateway(), row.namespace, row.name)
+    kubesim.set_faults(rate=1.0, codes=(422,), methods=("PATCH", "POST", "PUT"))
+    try:
+        failed = reconcile_once()
+    finally:
+        kubesim.clear_faults()
+    assert failed.errors and not failed.recreated
+    # Nothing changed since (the RayCluster is still missing, the row as it was): the
+    # same stamps, but the row was not settled, so it is folded again.
+    again = reconcile_once()
+    assert again.folded == 1 and again.recreated == [row.pk]
+
+
+def test_a_full_pass_folds_every_row_again(
+    kubesim: Any, acme: Any, bob: Any, h100: Any, settings: Any
+) -> None:
+    _settled(4, acme, bob, h100)
+    settings.RECONCILE_FULL_PASS_SECONDS = 0
+    report = reconcile_once()
+    assert (report.folded, report.skipped) == (4, 0)

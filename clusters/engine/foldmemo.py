@@ -127,11 +127,8 @@ class FoldMemo:
         self._quiet.update(quiet)
 
     def clear(self) -> None:
-        """Forget every row (tests; a full pass is due)."""
+        """Forget every row (tests and benchmarks start from nothing)."""
         self._quiet.clear()
-
-    def __len__(self) -> int:
-        return len(self._quiet)
 
 
 MEMO = FoldMemo()

@@ -175,7 +175,7 @@ def _reconcile(gw: Gateway | None) -> Report:
         if tenant.namespace not in seen.namespaces:
             forget_bundle(tenant.pk)
             backend.forget_applied()
-    rows = _rows_to_fold(plan.stamps, len(live))
+    rows = _rows_to_fold(plan.stamps, len(live), tenants)
     view = backend.observe(gw, rows)
     quiet, acted = _fold_rows(rows, plan.stamps, seen, gw, backend, view, report, now)
     _write_batch(report, now)
@@ -269,17 +269,25 @@ def _fold_rows(
     return quiet, acted
 
 
-def _rows_to_fold(stamps: dict[int, Any], live: int) -> list[ClusterRequest]:
-    """The rows this pass folds, with what folding them reads."""
+def _rows_to_fold(
+    stamps: dict[int, Any], live: int, tenants: dict[int, Tenant]
+) -> list[ClusterRequest]:
+    """The rows this pass folds, with what folding them reads. Their tenants are the
+    ones the pass read already (a row whose tenant came after is left to the next pass)."""
     if not stamps:
         return []
-    # prefetch, not select_related: a few tenants and flavors shared by thousands of
+    # prefetch, not select_related: a few flavors and owners shared by thousands of
     # rows are read once each instead of once per row.
-    rows = ClusterRequest.objects.unscoped().prefetch_related("tenant", "flavor", "owner", "job")
+    query = ClusterRequest.objects.unscoped().prefetch_related("flavor", "owner", "job")
     if len(stamps) == live:
         # All of them (the first pass, a full pass, SQLite, Kueue): no list of ids.
-        return list(rows.not_deleted())
-    return list(rows.filter(pk__in=list(stamps)).not_deleted())
+        rows = list(query.not_deleted())
+    else:
+        rows = list(query.filter(pk__in=list(stamps)).not_deleted())
+    folded = [row for row in rows if row.tenant_id in tenants]
+    for row in folded:
+        row.tenant = tenants[row.tenant_id]
+    return folded
 
 
 def _objects_stamp(seen: _Seen, key: tuple[str, str]) -> tuple[Any, ...]:

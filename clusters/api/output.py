@@ -45,11 +45,20 @@ _SELF_CONTAINED = (
 Plan = list[tuple[str, Field[Any, Any, Any, Any], tuple[str, ...] | None, str | None]]
 
 
-def _self_contained(field: Field[Any, Any, Any, Any]) -> bool:
+def _self_contained(field: Field[Any, Any, Any, Any], *, nested: bool = False) -> bool:
     if isinstance(field, serializers.SerializerMethodField):
-        return True  # called as a method of the serializer at hand, never through the field
+        # Called as a method of the serializer at hand, never through the field; a nested
+        # serializer's would be called on the template's child, whose context is empty.
+        return not nested
     if isinstance(field, (serializers.DictField, serializers.ListField)):
         return isinstance(field.child, _SELF_CONTAINED)
+    if (
+        isinstance(field, serializers.Serializer)
+        and type(field).to_representation is serializers.Serializer.to_representation
+    ):
+        # A nested plain serializer (a job's run) renders its value through its own
+        # fields: self-contained when they all are.
+        return all(_self_contained(child, nested=True) for child in field.fields.values())
     return isinstance(field, _SELF_CONTAINED)
 
 

@@ -249,7 +249,8 @@ def job_create(
                 {"name": f"A cluster or job named {request.name!r} already exists."}
             ) from None
         details.request = request
-        details.save()
+        # Its primary key is the request's, so a plain save() would try an UPDATE first.
+        details.save(force_insert=True)
         where = f"on {details.host.name}" if details.host else f"on {request.flavor.name}"
         note(request, reason="requested", message=f"job submitted ({where})", actor=actor)
         if spec is not None and requests.budget_lowered(request, spec):

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 from django.db.models import Model
 from django.http import Http404
 from rest_framework import permissions, viewsets
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 
 from controlplane.api.throttles import WriteThrottle
@@ -86,3 +87,18 @@ class TenantScopedViewSet(viewsets.GenericViewSet[_MT]):
         if getattr(self, "swagger_fake_view", False):
             return self.queryset if self.queryset is not None else []
         return self.scoped_queryset(self.tenant)
+
+    def get_object(self) -> Any:
+        """The object named in the URL, among the tenant's (404 otherwise).
+
+        DRF's own also runs the list's filter backends (django-filter, ordering) over
+        the queryset first: a list's query parameters, which have no say in which
+        object a name means, and whose filter form was a tenth of a delete's time. The
+        tenant scope is the queryset's own (:meth:`scoped_queryset`), not a filter's."""
+        lookup_url_kwarg = self.lookup_url_kwarg or self.lookup_field
+        assert lookup_url_kwarg in self.kwargs, f"{type(self).__name__} has no URL keyword"
+        obj = get_object_or_404(
+            self.get_queryset(), **{self.lookup_field: self.kwargs[lookup_url_kwarg]}
+        )
+        self.check_object_permissions(self.request, obj)
+        return obj

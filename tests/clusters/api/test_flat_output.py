@@ -14,9 +14,10 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIRequestFactory
 
+from clusters.api.jobs import JobOut
 from clusters.api.output import ClusterListItemOut, ClusterOut, FlatModelOut
 from clusters.api.queue_views import QueueEntryOut
-from clusters.models import ClusterEvent
+from clusters.models import ClusterEvent, Job, Workload
 from clusters.selectors import cluster_list, cluster_list_items, with_recent_events
 
 pytestmark = pytest.mark.django_db
@@ -99,9 +100,31 @@ def test_queue_entry_is_drfs(clusters: Any) -> None:
     assert b'"flavor_standing":[{"flavor":"h100"' in quick
 
 
+def test_a_jobs_representation_is_drfs(make_cluster: Any, acme: Any) -> None:
+    row = make_cluster(name="train", workload="job", state="queued")
+    row.save()
+    Job.objects.create(request=row, entrypoint="python train.py", runtime_env={"pip": ["x"]})
+    host = make_cluster(name="bench", state="ready")
+    host.save()
+    hosted = make_cluster(name="hosted", workload="job", state="starting")
+    hosted.save()
+    Job.objects.create(request=hosted, entrypoint="python eval.py", host=host, job_status="RUNNING")
+    rows = list(
+        cluster_list(tenant=acme, workload=Workload.JOB)
+        .order_by("name")
+        .prefetch_related("usage_spans")
+    )
+    quick, drf = _both(JobOut(), [with_recent_events(row) for row in rows])
+    assert quick == drf
+    assert b'"job":{"entrypoint":"python eval.py"' in quick and b'"cluster":"bench"' in quick
+    assert b'"cluster":null' in quick
+
+
 def test_plans_are_made_once_per_class_when_every_field_stands_alone() -> None:
     # The cluster's fields depend on their values alone: one plan serves every answer.
     assert ClusterOut()._plan is ClusterOut(context={"x": 1})._plan
+    # So do a job's, its run a nested serializer of such fields.
+    assert JobOut()._plan is JobOut(context={"x": 1})._plan
     # A nested serializer reads its parent's context: each queue entry serializer binds its own.
     assert QueueEntryOut._shared_plan() is None
     assert QueueEntryOut()._plan is not QueueEntryOut()._plan

@@ -274,3 +274,38 @@ def test_the_dry_run_shows_the_rayjob_it_would_apply(as_user: Any, bob: Any) -> 
     never = as_user(bob).post(DRY_RUN, {**TRAIN, "workers": 3, "flavor": "l4"}, format="json")
     assert never.json()["verdict"] == "never_fits"
     assert not ClusterRequest.objects.exists()
+
+
+@pytest.mark.parametrize("hosted", [False, True], ids=["queued", "hosted"])
+def test_a_submission_answers_what_a_read_of_the_job_answers(
+    as_user: Any, bob: Any, hosted: bool
+) -> None:
+    # The submission answers from the rows it saved instead of reading the job back
+    # through the detail's selector; a read must not tell a different story, to the byte
+    # (a hosted job was moved to starting and has two events, a queued one one).
+    client = as_user(bob)
+    if hosted:
+        _cluster(bob, "workbench")
+        body: dict[str, Any] = {"entrypoint": "python eval.py", "cluster": "workbench"}
+    else:
+        body = {**TRAIN, "runtime_env": {"env_vars": {"A": "1"}}, "active_deadline_seconds": 60}
+    created = client.post(JOBS, {**body, "name": "same"}, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["state"] == ("starting" if hosted else "queued")
+    assert created.content == client.get(JOBS + "same/").content
+    deleting = client.delete(JOBS + "same/")
+    assert deleting.status_code == 202, deleting.content
+    assert deleting.content == client.get(JOBS + "same/").content
+
+
+def test_a_detail_is_found_by_its_name_whatever_list_filters_the_url_carries(
+    as_user: Any, bob: Any
+) -> None:
+    # A list's query parameters (django-filter, ordering) say nothing about which job a
+    # name means: a lookup ignores them (DRF's own get_object would have answered 404).
+    client = as_user(bob)
+    assert client.post(JOBS, {**TRAIN, "name": "waiting"}, format="json").status_code == 201
+    assert client.get(JOBS + "?state=ready").json()["results"] == []
+    assert client.get(JOBS + "waiting/?state=ready&ordering=name").status_code == 200
+    assert client.delete(JOBS + "waiting/?state=ready").status_code == 202
+    assert ClusterRequest.objects.get(name="waiting").state == "deleting"

@@ -31,12 +31,13 @@ logger = logging.getLogger(__name__)
 
 PROVISION = "clusters.tasks.provision_cluster"
 PROVISION_MANY = "clusters.tasks.provision_clusters"
+PROVISION_REQUESTED = "clusters.tasks.provision_requested"
 ADMISSION_PASS = "clusters.tasks.admission_pass"
 RECONCILE = "clusters.tasks.reconcile"
 REQUEST_CAPACITY = "clusters.tasks.request_capacity"
 
 # The PendingPass row of each coalesced pass (other apps add theirs: register_pass).
-PASSES = {ADMISSION_PASS: "admission", RECONCILE: "reconcile"}
+PASSES = {ADMISSION_PASS: "admission", RECONCILE: "reconcile", PROVISION_REQUESTED: "provision"}
 
 
 def register_pass(task: str, pending: str) -> None:
@@ -81,6 +82,20 @@ def after_commit(name: str, *args: object) -> None:
 def provision(cluster_id: int) -> None:
     """Converge one cluster's Kubernetes objects with its row, after commit."""
     after_commit(PROVISION, cluster_id)
+
+
+def provision_marked() -> None:
+    """Ask, after commit, for the provision pass: it converges every row whose
+    ``provision_requested_at`` is set, as the caller set it in its own write.
+
+    What a request changes one row at a time (a deletion, a suspension, a job's RayJob
+    to write) is marked on the row and taken by a coalesced pass, in batches: a burst
+    of 1,000 deletes costs a handful of messages and batches instead of 1,000 of each.
+    The mark is the outbox: a pass whose message is lost is re-sent by the sweeper
+    (:func:`resend_stale`), and a row whose mark was taken by a pass that died is
+    converged by the reconciler and the sweeper, as a lost message's was.
+    """
+    transaction.on_commit(lambda: request_pass(PROVISION_REQUESTED))
 
 
 def provision_many(cluster_ids: list[int], *, batch: int = 25) -> None:

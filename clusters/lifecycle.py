@@ -64,6 +64,7 @@ def request_deletion(
             actor=actor,
             message="expired: its TTL ran out" if reason == "expired" else "deletion requested",
             deletion_reason=reason,
+            provision_requested_at=timezone.now(),
         )
         audit_record(
             actor=actor,
@@ -72,7 +73,7 @@ def request_deletion(
             tenant=cluster.tenant,
             data={"reason": reason},
         )
-        enqueue.provision(cluster.pk)
+        enqueue.provision_marked()
     return cluster
 
 
@@ -100,9 +101,10 @@ def suspend(
             message=message or "suspended; its GPUs were released",
             suspended_at=timezone.now(),
             ready_at=None,
+            provision_requested_at=timezone.now(),
         )
         audit_record(actor=actor, action="cluster.suspend", obj=cluster, tenant=cluster.tenant)
-        enqueue.provision(cluster.pk)
+        enqueue.provision_marked()
         enqueue.admission_pass()  # its GPUs may start a waiting request
     return cluster
 

@@ -208,6 +208,11 @@ class ClusterRequest(TenantOwned):
     capacity_requested_at = models.DateTimeField(null=True, blank=True)
     capacity_message = models.CharField(max_length=500, blank=True)
     capacity_attempts = models.PositiveIntegerField(default=0)
+    # Set, in the transaction that changed the row, when its state asks for a
+    # provisioning step (a deletion, a suspension, a job's RayJob to write); the
+    # coalesced provision pass takes the marked rows and clears it
+    # (clusters/engine/provisioning.py: take_requested).
+    provision_requested_at = models.DateTimeField(null=True, blank=True)
 
     objects = ClusterRequestQuerySet.as_manager()  # type: ignore[misc]
 
@@ -228,6 +233,12 @@ class ClusterRequest(TenantOwned):
         indexes = [
             models.Index(fields=["state", "progress_at"]),
             models.Index(fields=["workload"], name="clusterrequest_workload"),
+            # The provision pass's: only marked rows have an entry, a handful at a time.
+            models.Index(
+                fields=["provision_requested_at"],
+                condition=Q(provision_requested_at__isnull=False),
+                name="clusterrequest_provision_asked",
+            ),
         ]
 
     def accepted_flavor_rows(self) -> list[GpuFlavor]:

@@ -133,6 +133,30 @@ def provision_clusters(cluster_ids: list[int]) -> None:
     that request at once, as there. The batch never retries as a whole, so one bad row
     does not hold up the others.
     """
+    _converge_batch(cluster_ids)
+
+
+# Rows one provision pass takes; a pass that took this many asks for the next at once,
+# which the other worker process may run beside it.
+PROVISION_PASS_BATCH = 50
+
+
+@shared_task(name=enqueue.PROVISION_REQUESTED, acks_late=True)
+def provision_requested() -> int:
+    """The provision pass: converge the rows marked for a provisioning step
+    (:func:`clusters.enqueue.provision_marked`), in a batch as :func:`provision_clusters`
+    does; returns how many it took."""
+    enqueue.pass_started(enqueue.PROVISION_REQUESTED)
+    taken = provisioning.take_requested(PROVISION_PASS_BATCH)
+    if len(taken) == PROVISION_PASS_BATCH:
+        enqueue.request_pass(enqueue.PROVISION_REQUESTED)  # more are marked
+    if taken:
+        _converge_batch(taken)
+    return len(taken)
+
+
+def _converge_batch(cluster_ids: list[int]) -> None:
+    """Converge a batch of rows (see :func:`provision_clusters`)."""
     rows = list(
         ClusterRequest.objects.unscoped()
         .select_related("tenant", "flavor", "owner", "job")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
+
 from clusters.engine import jobs
 from clusters.engine.deletion import converge_deletion, delete_raycluster
 from clusters.kube.bundles import BatchBundles, ensure_bundle
@@ -50,6 +52,28 @@ def apply_cluster(
         bundles.ensure(cluster.tenant, gw)
     for obj in cluster_objects(cluster):
         gw.apply(obj)
+
+
+def take_requested(limit: int) -> list[int]:
+    """Take up to ``limit`` rows marked for a provisioning step
+    (``provision_requested_at``), oldest mark first, and clear their marks; returns
+    their ids.
+
+    The marks are cleared before the rows are converged, as a message is consumed
+    before its task runs: two passes at once take different rows (rows another pass is
+    taking are skipped, not waited for), and a pass that dies after this leaves its
+    rows to the reconciler and the sweeper, as a lost message did."""
+    with transaction.atomic():
+        ids = list(
+            ClusterRequest.objects.unscoped()
+            .filter(provision_requested_at__isnull=False)
+            .order_by("provision_requested_at", "pk")
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)[:limit]
+        )
+        if ids:
+            ClusterRequest.objects.unscoped().filter(pk__in=ids).update(provision_requested_at=None)
+    return ids
 
 
 def any_admitted() -> bool:

@@ -242,6 +242,11 @@ def job_create(
     with transaction.atomic():
         Tenant.objects.lock(tenant.pk)
         request, details = job_check(actor=actor, tenant=tenant, spec=spec, job=job, role=role)
+        # Its RayJob is written at once, suspended while it waits (DESIGN "States"), by
+        # the provision pass; a backend that queues in the cluster asks for that itself.
+        marked = bool(details.host) or not queue_backend().provisions_queued
+        if marked:
+            request.provision_requested_at = timezone.now()
         try:
             request.save()
         except IntegrityError:
@@ -279,10 +284,8 @@ def job_create(
             )
         else:
             queue_backend().request_queued(request.pk)
-        if details.host or not queue_backend().provisions_queued:
-            # Its RayJob is written at once, suspended while it waits (DESIGN "States");
-            # a backend that queues in the cluster asked for that already.
-            enqueue.provision(request.pk)
+        if marked:
+            enqueue.provision_marked()
     return request
 
 
@@ -309,10 +312,11 @@ def job_stop(*, actor: Any, request: ClusterRequest, role: str | None = None) ->
             reason="stopped",
             actor=actor,
             message="stopped by request; its GPUs are released once its pods are gone",
+            provision_requested_at=now,
         )
         Job.objects.filter(pk=request.pk, ended_at__isnull=True).update(ended_at=now)
         audit_record(actor=actor, action="job.stop", obj=request, tenant=request.tenant)
-        enqueue.provision(request.pk)
+        enqueue.provision_marked()
         enqueue.admission_pass()
     return request
 

@@ -14,10 +14,12 @@ the rows whose stamp moved: the cost of a pass follows what changed, not the fle
   test's own transaction makes them.
 * **The objects' stamp** is their ``resourceVersion``s (the RayCluster's, each pod's,
   each FailedScheduling event's): Kubernetes gives an object a new one on every write.
-* Always folded: batch jobs (their Job row is a second input), rows waiting on the
-  cluster autoscaler (the capacity fold reads them all), rows within the expiry warning
-  of their end (the clock), and every row under a queue backend whose view of a row the
-  stamps do not cover (Kueue's verdicts), or on a database without ``xmin`` (SQLite).
+* A batch job's row stamp also carries its Job row's (``xmin`` and the run's columns a
+  fold reads), and its objects' stamp is its RayJob's and its pods' ``resourceVersion``s.
+* Always folded: rows waiting on the cluster autoscaler (the capacity fold reads them
+  all), rows within the expiry warning of their end (the clock), and every row under a
+  queue backend whose view of a row the stamps do not cover (Kueue's verdicts), or on a
+  database without ``xmin`` (SQLite).
 * Every ``RECONCILE_FULL_PASS_SECONDS`` a pass folds everything again, as an informer
   resyncs: a safety net for an input nobody thought of, not a part of the design.
 
@@ -36,7 +38,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from clusters.models import ClusterRequest, Workload
+from clusters.models import ClusterRequest, Job, Workload
 from clusters.states import State
 
 # The columns a fold reads besides the row's identity (tenant and name never change).
@@ -50,6 +52,16 @@ _FOLDED_COLUMNS = (
     "min_workers",
     "expires_at",
     "expiry_warned_at",
+    "holds_gpus",
+)
+# What a job's fold reads of its Job row (NULL for a cluster's row, which has none).
+_FOLDED_JOB_COLUMNS = (
+    "host_id",
+    "ray_job_id",
+    "ray_cluster_name",
+    "job_status",
+    "started_at",
+    "log_tail = ''",
 )
 
 
@@ -73,12 +85,17 @@ def live_rows() -> list[LiveRow]:
     """Every row that is not deleted, with its stamp, in one query (no model instances:
     at thousands of rows the ORM's were most of a steady pass)."""
     table = ClusterRequest._meta.db_table
-    xmin = "xmin::text" if connection.vendor == "postgresql" else "NULL"
-    columns = ", ".join(_FOLDED_COLUMNS)
+    jobs = Job._meta.db_table
+    postgres = connection.vendor == "postgresql"
+    xmin = "r.xmin::text" if postgres else "NULL"
+    job_xmin = "j.xmin::text" if postgres else "NULL"
+    columns = ", ".join(f"r.{column}" for column in _FOLDED_COLUMNS)
+    job_columns = ", ".join(f"j.{column}" for column in _FOLDED_JOB_COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, tenant_id, name, workload, capacity_request, {xmin}, {columns} "
-            f"FROM {table} WHERE state <> %s",
+            f"SELECT r.id, r.tenant_id, r.name, r.workload, r.capacity_request, {xmin}, "
+            f"{columns}, {job_xmin}, {job_columns} "
+            f"FROM {table} r LEFT JOIN {jobs} j ON j.request_id = r.id WHERE r.state <> %s",
             [State.DELETED.value],
         )
         fetched = cursor.fetchall()
@@ -136,7 +153,7 @@ MEMO = FoldMemo()
 
 def always_folded(row: LiveRow, now: datetime) -> bool:
     """Rows folded whatever their stamps say (see the module docstring)."""
-    if row.is_job or row.asks_for_capacity:
+    if row.asks_for_capacity:
         return True
     if row.expires_at is None:
         return False

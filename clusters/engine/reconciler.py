@@ -225,7 +225,12 @@ def _plan(
         if memo is None or foldmemo.always_folded(live_row, now):
             plan.stamps[live_row.pk] = None
             continue
-        stamp = (live_row.stamp, _objects_stamp(seen, key))
+        objects = (
+            _job_objects_stamp(seen, key, live_row.pk)
+            if live_row.is_job
+            else _objects_stamp(seen, key)
+        )
+        stamp = (live_row.stamp, objects)
         if not memo.unchanged(live_row.pk, stamp):
             plan.stamps[live_row.pk] = stamp
     return plan
@@ -305,6 +310,16 @@ def _objects_stamp(seen: _Seen, key: tuple[str, str]) -> tuple[Any, ...]:
             for p in pods
             if (uid := p["metadata"].get("uid", "")) in events
         ),
+    )
+
+
+def _job_objects_stamp(seen: _Seen, key: tuple[str, str], pk: int) -> tuple[Any, ...]:
+    """What a job's fold reads of Kubernetes, by resourceVersion: its RayJob and every
+    pod of the job (its Ray pods and its submitter)."""
+    rj = seen.rayjobs.get(key)
+    return (
+        rj["metadata"]["resourceVersion"] if rj is not None else None,
+        tuple(p["metadata"].get("resourceVersion") for p in seen.pods_by_id.get(pk, ())),
     )
 
 

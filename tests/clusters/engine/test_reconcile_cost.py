@@ -253,3 +253,33 @@ def test_a_full_pass_folds_every_row_again(
     settings.RECONCILE_FULL_PASS_SECONDS = 0
     report = reconcile_once()
     assert (report.folded, report.skipped) == (4, 0)
+
+
+def test_jobs_are_folded_only_when_their_row_run_or_objects_changed(
+    kubesim: Any, acme: Any, bob: Any, as_user: Any
+) -> None:
+    from clusters import tasks
+    from clusters.models import Job
+
+    acme.max_dev_clusters_per_user = acme.max_dev_gpus_per_user = 10
+    acme.save()
+    client = as_user(bob)
+    for name in ("j0", "j1", "j2"):
+        body = {"entrypoint": "python train.py", "flavor": "h100", "workers": 1, "name": name}
+        assert client.post("/api/v1/tenants/acme/jobs/", body, format="json").status_code == 201
+    assert tasks.provision_requested() == 3  # their RayJobs, suspended while they wait
+    first = reconcile_once()
+    assert first.folded == 3 and not first.errors
+    steady = reconcile_once()
+    assert (steady.folded, steady.skipped) == (0, 3)
+
+    # The run's row is an input of a job's fold: a write to it alone gets the job folded
+    # (a column the fold reads: inside the test's one transaction, xmin stays the same).
+    j1 = ClusterRequest.objects.get(name="j1")
+    Job.objects.filter(pk=j1.pk).update(job_status="PENDING")
+    assert (reconcile_once().folded, reconcile_once().folded) == (1, 0)
+
+    # So are its objects: a RayJob that somebody deleted gets its job, alone, folded.
+    get_gateway().delete("ray.io/v1", "RayJob", "j2", j1.namespace)
+    again = reconcile_once()
+    assert (again.folded, again.skipped) == (1, 2)

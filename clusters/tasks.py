@@ -166,12 +166,18 @@ def _converge_batch(cluster_ids: list[int]) -> None:
     gw = get_gateway()
     bundles = BatchBundles(row.tenant_id for row in rows)
     applied: list[ClusterRequest] = []  # moved to provisioning together, below
-    moved = False
+    moved = deleting = False
     for cluster in rows:
         if not provisioning.wants_provisioning(cluster):
             continue
         try:
-            provisioning.converge(cluster, gw, bundles=bundles, applied=applied)
+            # A deletion is finished by the reconciler, in bulk, from the LISTs it makes
+            # anyway: asking after each RayCluster and its pods here was two more
+            # requests per row, and a transition per row.
+            provisioning.converge(
+                cluster, gw, bundles=bundles, applied=applied, finish_deletion=False
+            )
+            deleting = deleting or cluster.state == State.DELETING
         except TransientKubeError as exc:
             metrics.API_ERRORS.labels("transient").inc()
             log.info("cluster %s left the batch for its own task: %s", cluster, exc.message)
@@ -190,6 +196,8 @@ def _converge_batch(cluster_ids: list[int]) -> None:
         moved = True
     if moved:
         _nudge_after_batch()
+    elif deleting:
+        _nudge_reconcile()  # coalesced, as a single row's deletion asks for it
 
 
 @shared_task(name=enqueue.ADMISSION_PASS, acks_late=True)

@@ -35,6 +35,7 @@ FULL = {"errors": 16, "slow": 8, "restart": 6, "permanent": 6}
 # see no 429 at all (CI did).
 QUICK = {"errors": 16, "slow": 8, "restart": 2, "permanent": 2}
 CONVERGE_TIMEOUT = 300.0
+SLOW_MS = 2500  # a slow answer's delay: longer than the worker waits (WORKER_ENV)
 RETRY_AFTER = 1
 # How soon after a 429 another process can know of it: the refused process classifies the
 # answer and writes the deadline to the shared cache (clusters/kube/notbefore.py).
@@ -150,12 +151,21 @@ def exercise(rig: Rig, people: People, *, quick: bool) -> Result:
     sim.clear_faults()  # the audit's own reads must not be faulted
     result.audit.add(audit(expected))
     # 2. slow answers, some slower than the client waits
-    sim.set_faults(rate=0.15, codes=(), delay_ms=2500)
+    sim.set_faults(rate=0.15, codes=(), delay_ms=SLOW_MS)
     pks = create("slow", plan["slow"])
     settle("slow: provisioned", pks, "ready")
     delete(pks)
     settle("slow: deleted", pks, "deleted")
     sim.clear_faults()
+    # A write the worker stopped waiting for (2 s) is still applied when its answer comes
+    # (2.5 s), as a timed-out write may be in Kubernetes: an apply sent just before a
+    # deletion can recreate the RayCluster of a request deleted meanwhile. The reconciler
+    # deletes what no live request wants; the audit waits for the late writes and for
+    # that, and an orphan that stays still fails it.
+    time.sleep(SLOW_MS / 1000)
+    result.convergence["slow: no orphans"] = converge(
+        lambda: not audit(expected).orphans, timeout=CONVERGE_TIMEOUT
+    )
     result.audit.add(audit(expected))
     # 3. kubesim loses everything while clusters run
     pks = create("keep", plan["restart"])
@@ -225,7 +235,10 @@ def section(result: Result, *, quick: bool) -> str:
             "of API requests were answered 409, 429 (Retry-After 1 s), 500, 503, 504 or "
             "dropped without an answer, and every list paged at 20 items; slow: "
             f"{plan['slow']} clusters while 15% of requests took 2.5 s, longer than the "
-            f"worker's 2 s timeout; restart: kubesim restarted without its state under "
+            "worker's 2 s timeout (such a write is still applied when its answer comes; "
+            "the audit waits for that and for the reconciler to delete an object it "
+            "left without a live request: 'slow: no orphans'); restart: kubesim "
+            "restarted without its state under "
             f"{plan['restart']} running clusters; permanent: {plan['permanent']} requests "
             "whose every PATCH was answered 422.",
             "",

@@ -98,11 +98,15 @@ def converge(
     *,
     bundles: BatchBundles | None = None,
     applied: list[ClusterRequest] | None = None,
+    finish_deletion: bool = True,
 ) -> None:
     """Do what the row's state asks of Kubernetes; see the module docstring. ``bundles``
     as for :func:`apply_cluster`. ``applied``: an admitted cluster whose objects were
     applied is put there instead of being moved to ``provisioning`` at once, so that a
-    batch moves all of its rows together (:func:`mark_applied`)."""
+    batch moves all of its rows together (:func:`mark_applied`). ``finish_deletion``
+    false: a deleting cluster's RayCluster is deleted and nothing more is asked (a
+    batch leaves the rest to the reconciler, which sees its pods go in the LISTs it
+    makes anyway and finishes deletions in bulk)."""
     gw = gw or get_gateway()
     if cluster.is_job:
         jobs.converge_job(cluster, gw, bundles=bundles)
@@ -124,7 +128,10 @@ def converge(
     elif state in (State.PROVISIONING, State.READY, State.SUSPENDED):
         apply_cluster(cluster, gw, bundles=bundles)
     elif state == State.DELETING:
-        converge_deletion(cluster, gw)
+        if finish_deletion:
+            converge_deletion(cluster, gw)
+        else:
+            delete_raycluster(gw, cluster.namespace, cluster.name)
 
 
 def mark_applied(clusters: list[ClusterRequest]) -> list[ClusterRequest]:

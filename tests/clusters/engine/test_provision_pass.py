@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters import enqueue, tasks
+from clusters.engine.reconciler import reconcile_once
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, PendingPass
 from clusters.queue.admission_pass import run_admission_pass
@@ -66,6 +67,11 @@ def test_a_burst_of_deletes_sends_one_pass_and_no_message_per_row(
     gw = get_gateway()
     for row in rows:
         assert gw.get("ray.io/v1", "RayCluster", row.name, row.namespace) is None
+    # The batches asked after no RayCluster or pod one by one: the reconcile pass they
+    # asked for sees them gone in its LISTs and finishes every deletion in bulk.
+    assert {r.state for r in ClusterRequest.objects.unscoped()} == {State.DELETING}
+    assert enqueue.is_requested(enqueue.RECONCILE)
+    assert len(reconcile_once().deleted) == 60
     assert {r.state for r in ClusterRequest.objects.unscoped()} == {State.DELETED}
 
 
@@ -105,6 +111,7 @@ def test_a_lost_pass_message_is_sent_again_by_the_sweeper(
     (again,) = broker.tasks(enqueue.PROVISION_REQUESTED)
     assert again
     assert tasks.provision_requested() == 1
+    reconcile_once()
     row.refresh_from_db()
     assert row.state == State.DELETED
 

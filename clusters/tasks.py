@@ -21,7 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from clusters import enqueue
-from clusters.engine import capacity, idle, provisioning
+from clusters.engine import capacity, idle, jobs, provisioning
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
@@ -166,6 +166,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
     gw = get_gateway()
     bundles = BatchBundles(row.tenant_id for row in rows)
     applied: list[ClusterRequest] = []  # moved to provisioning together, below
+    started: list[ClusterRequest] = []  # admitted jobs, moved to starting together
     moved = deleting = False
     for cluster in rows:
         if not provisioning.wants_provisioning(cluster):
@@ -175,7 +176,12 @@ def _converge_batch(cluster_ids: list[int]) -> None:
             # anyway: asking after each RayCluster and its pods here was two more
             # requests per row, and a transition per row.
             provisioning.converge(
-                cluster, gw, bundles=bundles, applied=applied, finish_deletion=False
+                cluster,
+                gw,
+                bundles=bundles,
+                applied=applied,
+                started=started,
+                finish_deletion=False,
             )
             deleting = deleting or cluster.state == State.DELETING
         except TransientKubeError as exc:
@@ -194,6 +200,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
         moved = moved or cluster.state in (State.DELETED, State.PROVISIONING)
     if provisioning.mark_applied(applied):
         moved = True
+    jobs.mark_started(started)
     if moved:
         _nudge_after_batch()
     elif deleting:

@@ -30,7 +30,7 @@ from clusters.models import ClusterRequest, Job
 from clusters.queue.backends import manifest_options, queue_backend
 from clusters.queue.interface import QueueView
 from clusters.states import JOB_FINISHED, State
-from clusters.transitions import release_gpus, transition
+from clusters.transitions import release_gpus, transition, transition_many
 
 log = logging.getLogger(__name__)
 
@@ -87,21 +87,29 @@ def holding_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
 
 
+STARTED_MESSAGE = "RayJob unsuspended; its Ray cluster is starting"
+
+
 def converge_job(
-    cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None
+    cluster: ClusterRequest,
+    gw: Gateway,
+    *,
+    bundles: BatchBundles | None = None,
+    started: list[ClusterRequest] | None = None,
 ) -> None:
-    """Do what the job row's state asks of Kubernetes (idempotent, like ``converge``)."""
+    """Do what the job row's state asks of Kubernetes (idempotent, like ``converge``).
+    ``started``: an admitted job whose RayJob was unsuspended is put there instead of
+    being moved to ``starting`` at once, so that a batch moves its jobs together
+    (:func:`mark_started`)."""
     state = cluster.state
     if state in (State.QUEUED, State.STARTING, State.RUNNING):
         apply_job(cluster, gw, bundles=bundles)
     elif state == State.ADMITTED:
         apply_job(cluster, gw, bundles=bundles)
-        transition(
-            cluster,
-            State.STARTING,
-            reason="applied",
-            message="RayJob unsuspended; its Ray cluster is starting",
-        )
+        if started is not None:
+            started.append(cluster)
+        else:
+            mark_started([cluster])
     elif state == State.STOPPED:
         keep_log_tail(cluster, gw)
         delete_rayjob(gw, cluster.namespace, cluster.name)
@@ -113,6 +121,15 @@ def converge_job(
         delete_rayjob(gw, cluster.namespace, cluster.name)
         if gw.get(*RAYJOB, cluster.name, cluster.namespace) is None and not pods_of(gw, cluster):
             finish_deletion(cluster)
+
+
+def mark_started(jobs: list[ClusterRequest]) -> list[ClusterRequest]:
+    """Move admitted jobs whose RayJob was unsuspended to ``starting`` (in a constant
+    number of queries); returns those moved. A crash before this leaves them
+    ``admitted``, and the sweeper converges them again (applies are idempotent)."""
+    if not jobs:
+        return []
+    return transition_many(jobs, State.STARTING, reason="applied", message=STARTED_MESSAGE)
 
 
 def release_if_gone(cluster: ClusterRequest, gw: Gateway) -> None:

@@ -98,18 +98,20 @@ def converge(
     *,
     bundles: BatchBundles | None = None,
     applied: list[ClusterRequest] | None = None,
+    started: list[ClusterRequest] | None = None,
     finish_deletion: bool = True,
 ) -> None:
     """Do what the row's state asks of Kubernetes; see the module docstring. ``bundles``
     as for :func:`apply_cluster`. ``applied``: an admitted cluster whose objects were
     applied is put there instead of being moved to ``provisioning`` at once, so that a
-    batch moves all of its rows together (:func:`mark_applied`). ``finish_deletion``
+    batch moves all of its rows together (:func:`mark_applied`); ``started`` is the
+    same for admitted jobs (:func:`jobs.mark_started`). ``finish_deletion``
     false: a deleting cluster's RayCluster is deleted and nothing more is asked (a
     batch leaves the rest to the reconciler, which sees its pods go in the LISTs it
     makes anyway and finishes deletions in bulk)."""
     gw = gw or get_gateway()
     if cluster.is_job:
-        jobs.converge_job(cluster, gw, bundles=bundles)
+        jobs.converge_job(cluster, gw, bundles=bundles, started=started)
         return
     backend = queue_backend()
     state = cluster.state

@@ -186,3 +186,35 @@ def test_the_last_batch_of_a_burst_asks_for_its_reconcile_pass_at_once(
     assert at_once["headers"]["eta"] is None, "the end of the burst: the pass starts now"
     rows = ClusterRequest.objects.unscoped().filter(pk__in=[first, second, third])
     assert {row.state for row in rows} == {State.PROVISIONING}
+
+
+def test_a_batch_starts_its_admitted_jobs_in_a_constant_number_of_queries(
+    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
+) -> None:
+    from clusters.models import ClusterEvent
+    from tenants.models import Quota
+
+    _roomy(acme)
+    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=20, borrow_limit=0)
+    l4.node_count = 100
+    l4.save()
+    client = as_user(bob)
+    counts = []
+    for size in (1, 2, 12):  # the first ensures the tenant's bundle
+        for i in range(size):
+            body = {"entrypoint": "python t.py", "flavor": "l4", "name": f"job{size}-{i}"}
+            assert client.post("/api/v1/tenants/acme/jobs/", body, format="json").status_code == 201
+        admitted = run_admission_pass().admitted
+        assert len(admitted) == size
+        with CaptureQueriesContext(connection) as queries:
+            tasks.provision_clusters(admitted)
+        counts.append(len(queries))
+        rows = ClusterRequest.objects.unscoped().filter(pk__in=admitted)
+        assert {r.state for r in rows} == {State.STARTING}
+        started = ClusterEvent.objects.filter(cluster__in=admitted, reason="applied")
+        assert sorted(started.values_list("cluster_id", flat=True)) == sorted(admitted)
+        gw = get_gateway()
+        for row in rows.select_related("tenant"):
+            rayjob = gw.get("ray.io/v1", "RayJob", row.name, row.namespace)
+            assert rayjob is not None and not rayjob["spec"].get("suspend")
+    assert counts[1] == counts[2], counts

@@ -6,12 +6,14 @@ layer contracts in ``.importlinter`` hold it). A message carries only a primary 
 the row is the desired state, and a message that never arrives only delays work, since
 the sweeper re-sends it (:func:`clusters.tasks.sweep`).
 
-Whole-fleet passes (admission, reconcile) are *coalesced*: however many nudges arrive,
-at most one message per pass is pending (:class:`clusters.models.PendingPass`), and the
-pass that runs sees everything committed before it started. A burst of 1,000 creates
-thus costs a handful of admission passes, not 1,000. A pass asked for soon after the
-last one started waits for the rest of its interval (``ADMISSION_PASS_INTERVAL_SECONDS``),
-so that a steady stream of nudges is admitted in batches.
+Passes (admission, reconcile, and the provision pass over the rows marked for a
+provisioning step) are *coalesced*: however many nudges arrive, at most one message per
+pass is pending (:class:`clusters.models.PendingPass`), and the pass that runs sees
+everything committed before it started. A burst of 1,000 creates thus costs a handful of
+admission passes, not 1,000, and a burst of 1,000 deletes a few dozen provision batches.
+A pass asked for soon after the last one started waits for the rest of its interval
+(``ADMISSION_PASS_INTERVAL_SECONDS``), so that a steady stream of nudges is admitted in
+batches.
 """
 
 from __future__ import annotations

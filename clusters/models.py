@@ -394,7 +394,7 @@ class IdleSpan(TenantOwned):
 
 
 class PendingPass(models.Model):
-    """A whole-fleet pass (admission or reconcile) somebody asked for that has not started.
+    """A pass (admission, reconcile or provision) somebody asked for that has not started.
 
     One row per pass. A nudge sets ``requested_at`` only when it is empty, and only the
     nudge that set it sends a Celery message; the task empties it as it starts, before it

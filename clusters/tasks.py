@@ -249,6 +249,7 @@ def reconcile() -> dict[str, int]:
         "orphans": len(report.orphans),
         "evicted": len(report.evicted),
         "errors": len(report.errors),
+        "deferred": len(report.deferred),
         # How much of the fleet the pass had to look at (the rest had not changed).
         "folded": report.folded,
         "skipped": report.skipped,

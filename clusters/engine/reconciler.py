@@ -12,6 +12,9 @@ pass costs what changed, not the fleet):
   words what the pods wait for, from their conditions and FailedScheduling events;
 * recreates objects that vanished (and the namespace bundle with them);
 * finishes deletions once the RayCluster and its pods are gone;
+* never calls an object missing from LISTs older than its row's last move (or while
+  the row waits for its provision pass): such a row waits for the next pass
+  (``_listed_after``);
 * warns owners once when a cluster is about to expire, and deletes clusters whose TTL
   ran out (reason ``expired``);
 * keeps each tenant's namespace bundle (ResourceQuota and all) in step with its quota;
@@ -35,7 +38,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -86,6 +89,9 @@ class Report:
     provisioned: list[int] = field(default_factory=list)
     evicted: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Rows left to the next pass: they changed after this pass's LISTs began, and their
+    # RayCluster (a job's RayJob) is not in them (see _listed_after).
+    deferred: list[int] = field(default_factory=list)
     batch: _Batch = field(default_factory=_Batch, repr=False)
 
     # The cluster reported more free GPUs or nodes than at the last observation.
@@ -254,6 +260,9 @@ def _fold_rows(
         key = (cluster.namespace, cluster.name)
         effects = _effects(report, gw)
         try:
+            if not _listed_after(cluster, seen, key):
+                report.deferred.append(cluster.pk)
+                continue
             if cluster.is_job:
                 if jobs.fold_job(
                     cluster, seen.rayjobs.get(key), seen.pods_by_id.get(cluster.pk, []), gw, view
@@ -295,6 +304,25 @@ def _rows_to_fold(
     return folded
 
 
+def _listed_after(cluster: ClusterRequest, seen: _Seen, key: tuple[str, str]) -> bool:
+    """Whether this pass's LISTs may tell the row that its RayCluster (a job's RayJob)
+    is missing.
+
+    The objects of a state are written after the row moves to it (a batch applies,
+    then moves its rows to provisioning or starting; the provision pass writes a job's
+    RayJob, or deletes a RayCluster, after the request's commit). A LIST that began
+    before the row's last move, or while the row still waits for its provision pass
+    (``provision_requested_at``), may predate those writes: acting on its absence
+    would apply the object a second time, finish a deletion whose RayCluster was
+    applied since, or call a running job's RayJob vanished. Such a row is left to the
+    next pass, whose LISTs are newer (and it is not remembered as settled). A row whose
+    object is listed is folded as usual."""
+    listed = seen.rayjobs.get(key) if cluster.is_job else seen.rayclusters.get(key)
+    if listed is not None:
+        return True
+    return cluster.provision_requested_at is None and cluster.progress_at < seen.listed_at
+
+
 def _objects_stamp(seen: _Seen, key: tuple[str, str]) -> tuple[Any, ...]:
     """What a cluster row's fold reads of the cluster, by resourceVersion: its RayCluster,
     its pods and their FailedScheduling events (Kubernetes gives an object a new
@@ -334,6 +362,7 @@ def _effects(report: Report, gw: Gateway) -> tuple[int, ...]:
         len(report.evicted),
         len(report.released),
         len(report.errors),
+        len(report.deferred),
         len(batch.to_ready),
         sum(len(rows) for rows in batch.to_delete.values()),
         sum(len(pks) for pks in batch.reasons.values()),
@@ -371,6 +400,8 @@ class _Seen:
     pods_by_id: dict[int, list[dict[str, Any]]]
     namespaces: set[str]
     events: dict[str, dict[str, Any]]
+    # When the LISTs began: what they lack may have been written since.
+    listed_at: datetime
     capacity_grew: bool = False
 
 
@@ -380,6 +411,7 @@ def _observe(gw: Gateway) -> _Seen:
     The LISTs run in parallel because the pass mostly waits: while the API server
     encodes one kind, this process decodes another.
     """
+    listed_at = timezone.now()
     lists = _lists()
     pool = _list_threads(len(lists))
     futures = {
@@ -415,6 +447,7 @@ def _observe(gw: Gateway) -> _Seen:
         pods_by_id=pods_by_id,
         namespaces={ns["metadata"]["name"] for ns in results["namespaces"]},
         events=events,
+        listed_at=listed_at,
         capacity_grew=capacity_grew,
     )
 

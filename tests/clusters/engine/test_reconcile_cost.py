@@ -283,3 +283,37 @@ def test_jobs_are_folded_only_when_their_row_run_or_objects_changed(
     get_gateway().delete("ray.io/v1", "RayJob", "j2", j1.namespace)
     again = reconcile_once()
     assert (again.folded, again.skipped) == (1, 2)
+
+
+def test_an_object_missing_from_lists_older_than_its_row_is_left_to_the_next_pass(
+    kubesim: Any, acme: Any, bob: Any, h100: Any
+) -> None:
+    from datetime import timedelta
+
+    _provisioning_clusters(2, acme, bob, h100)
+    fresh, deleting = ClusterRequest.objects.order_by("pk")
+    gw = get_gateway()
+    for row in (fresh, deleting):
+        delete_raycluster(gw, row.namespace, row.name)
+    # Both moved after the pass's LISTs began (a batch moved them once it had applied,
+    # or deleted, their RayClusters): a LIST that lacks their RayCluster says nothing.
+    later = timezone.now() + timedelta(minutes=1)
+    ClusterRequest.objects.filter(pk=fresh.pk).update(progress_at=later)
+    ClusterRequest.objects.filter(pk=deleting.pk).update(
+        state=State.DELETING, deletion_reason="deleted", progress_at=later
+    )
+    for _ in range(2):  # and a deferred row is not remembered as settled
+        report = reconcile_once()
+        assert sorted(report.deferred) == sorted([fresh.pk, deleting.pk])
+        assert not report.recreated and not report.deleted
+    assert gw.get("ray.io/v1", "RayCluster", fresh.name, fresh.namespace) is None
+    # A row waiting for its provision pass is left to it, whenever it moved.
+    earlier = timezone.now() - timedelta(minutes=1)
+    ClusterRequest.objects.filter(pk=deleting.pk).update(
+        progress_at=earlier, provision_requested_at=earlier
+    )
+    ClusterRequest.objects.filter(pk=fresh.pk).update(progress_at=earlier)
+    report = reconcile_once()
+    assert report.deferred == [deleting.pk] and report.recreated == [fresh.pk]
+    ClusterRequest.objects.filter(pk=deleting.pk).update(provision_requested_at=None)
+    assert reconcile_once().deleted == [deleting.pk]

@@ -36,6 +36,19 @@ def wait_for(predicate: Callable[[], Any], *, timeout: float = 60.0, what: str =
     raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: {last!r}")
 
 
+def room_for_l4(tenant: Any, l4: Any, gpus: int) -> None:
+    """Per-engineer caps out of the way, an L4 quota of ``gpus`` (none borrowed) and
+    nodes enough for it."""
+    from tenants.models import Quota
+
+    tenant.max_dev_clusters_per_user = 100
+    tenant.max_dev_gpus_per_user = 100
+    tenant.save()
+    Quota.objects.filter(tenant=tenant, flavor=l4).update(gpus=gpus, borrow_limit=0)
+    l4.node_count = 100
+    l4.save()
+
+
 @contextmanager
 def running_kubesim(tmp_path: Path, settings: Any, *, kueue: bool = False) -> Iterator[KubeSim]:
     """An empty kubesim over HTTP (with Kueue's emulation and ``QUEUE_MODE=kueue`` when

@@ -17,6 +17,7 @@ from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.states import State
 from tests.clusters.conftest import Broker
+from tests.clusters.engine.conftest import room_for_l4
 
 CREATE = "/api/v1/tenants/{slug}/clusters/"
 
@@ -39,12 +40,7 @@ def _queue(client: Any, slug: str, count: int, prefix: str) -> None:
 def test_an_admission_pass_sends_provisioning_in_batches(
     broker: Broker, acme: Any, bob: Any, as_user: Any, l4: Any
 ) -> None:
-    from tenants.models import Quota
-
-    _roomy(acme)
-    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=60, borrow_limit=0)
-    l4.node_count = 100
-    l4.save()
+    room_for_l4(acme, l4, 60)
     _queue(as_user(bob), "acme", 60, "batch")
 
     admitted = tasks.admission_pass()
@@ -132,12 +128,8 @@ def test_a_batch_moves_its_rows_in_a_constant_number_of_queries(
     broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
 ) -> None:
     from clusters.models import ClusterEvent
-    from tenants.models import Quota
 
-    _roomy(acme)
-    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=20, borrow_limit=0)
-    l4.node_count = 100
-    l4.save()
+    room_for_l4(acme, l4, 20)
     counts = []
     for size in (1, 2, 12):  # the first ensures the tenant's bundle
         _queue(as_user(bob), "acme", size, f"q{size}")
@@ -192,12 +184,8 @@ def test_a_batch_starts_its_admitted_jobs_in_a_constant_number_of_queries(
     broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
 ) -> None:
     from clusters.models import ClusterEvent
-    from tenants.models import Quota
 
-    _roomy(acme)
-    Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=20, borrow_limit=0)
-    l4.node_count = 100
-    l4.save()
+    room_for_l4(acme, l4, 20)
     client = as_user(bob)
     counts = []
     for size in (1, 2, 12):  # the first ensures the tenant's bundle

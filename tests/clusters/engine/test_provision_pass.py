@@ -14,6 +14,7 @@ from clusters.models import ClusterRequest, PendingPass
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.states import State
 from tests.clusters.conftest import Broker
+from tests.clusters.engine.conftest import room_for_l4
 
 CLUSTERS = "/api/v1/tenants/acme/clusters/"
 JOBS = "/api/v1/tenants/acme/jobs/"
@@ -30,21 +31,10 @@ def _running(client: Any, count: int, prefix: str) -> list[ClusterRequest]:
     return list(ClusterRequest.objects.unscoped().filter(pk__in=admitted).order_by("pk"))
 
 
-def _roomy(tenant: Any, l4: Any, gpus: int) -> None:
-    from tenants.models import Quota
-
-    tenant.max_dev_clusters_per_user = 100
-    tenant.max_dev_gpus_per_user = 100
-    tenant.save()
-    Quota.objects.filter(tenant=tenant, flavor=l4).update(gpus=gpus, borrow_limit=0)
-    l4.node_count = 100
-    l4.save()
-
-
 def test_a_burst_of_deletes_sends_one_pass_and_no_message_per_row(
     broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
 ) -> None:
-    _roomy(acme, l4, 60)
+    room_for_l4(acme, l4, 60)
     client = as_user(bob)
     rows = _running(client, 60, "burst")
     broker.drain()
@@ -80,7 +70,7 @@ def test_two_passes_at_once_take_different_rows(
 ) -> None:
     from clusters.engine.provisioning import take_requested
 
-    _roomy(acme, l4, 6)
+    room_for_l4(acme, l4, 6)
     client = as_user(bob)
     rows = _running(client, 6, "pair")
     for row in rows:
@@ -99,7 +89,7 @@ def test_a_lost_pass_message_is_sent_again_by_the_sweeper(
 
     from django.utils import timezone
 
-    _roomy(acme, l4, 1)
+    room_for_l4(acme, l4, 1)
     client = as_user(bob)
     (row,) = _running(client, 1, "lost")
     assert client.delete(f"{CLUSTERS}{row.name}/").status_code == 202

@@ -124,24 +124,36 @@ def test_a_row_refused_by_the_api_fails_at_once(
     assert not broker.tasks(enqueue.PROVISION)
 
 
-def test_a_batch_moves_its_rows_in_a_constant_number_of_queries(
-    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
-) -> None:
+def _batches(submit: Any, moved_to: str) -> tuple[list[int], list[int]]:
+    """For 1 (the first ensures the tenant's bundle), 2 and 12 requests queued by
+    ``submit(size)``: admit them, provision them as one batch and check that every row
+    moved to ``moved_to`` with its ``applied`` event. Returns each batch's query count
+    and every row admitted."""
     from clusters.models import ClusterEvent
 
-    room_for_l4(acme, l4, 20)
-    counts = []
-    for size in (1, 2, 12):  # the first ensures the tenant's bundle
-        _queue(as_user(bob), "acme", size, f"q{size}")
+    counts: list[int] = []
+    every: list[int] = []
+    for size in (1, 2, 12):
+        submit(size)
         admitted = run_admission_pass().admitted
         assert len(admitted) == size
         with CaptureQueriesContext(connection) as queries:
             tasks.provision_clusters(admitted)
         counts.append(len(queries))
         rows = ClusterRequest.objects.unscoped().filter(pk__in=admitted)
-        assert {r.state for r in rows} == {State.PROVISIONING}
+        assert {r.state for r in rows} == {moved_to}
         applied = ClusterEvent.objects.filter(cluster__in=admitted, reason="applied")
         assert sorted(applied.values_list("cluster_id", flat=True)) == sorted(admitted)
+        every += admitted
+    return counts, every
+
+
+def test_a_batch_moves_its_rows_in_a_constant_number_of_queries(
+    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
+) -> None:
+    room_for_l4(acme, l4, 20)
+    client = as_user(bob)
+    counts, _ = _batches(lambda size: _queue(client, "acme", size, f"q{size}"), State.PROVISIONING)
     assert counts[1] == counts[2], counts
 
 
@@ -183,26 +195,17 @@ def test_the_last_batch_of_a_burst_asks_for_its_reconcile_pass_at_once(
 def test_a_batch_starts_its_admitted_jobs_in_a_constant_number_of_queries(
     broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any
 ) -> None:
-    from clusters.models import ClusterEvent
-
     room_for_l4(acme, l4, 20)
     client = as_user(bob)
-    counts = []
-    for size in (1, 2, 12):  # the first ensures the tenant's bundle
+
+    def submit(size: int) -> None:
         for i in range(size):
             body = {"entrypoint": "python t.py", "flavor": "l4", "name": f"job{size}-{i}"}
             assert client.post("/api/v1/tenants/acme/jobs/", body, format="json").status_code == 201
-        admitted = run_admission_pass().admitted
-        assert len(admitted) == size
-        with CaptureQueriesContext(connection) as queries:
-            tasks.provision_clusters(admitted)
-        counts.append(len(queries))
-        rows = ClusterRequest.objects.unscoped().filter(pk__in=admitted)
-        assert {r.state for r in rows} == {State.STARTING}
-        started = ClusterEvent.objects.filter(cluster__in=admitted, reason="applied")
-        assert sorted(started.values_list("cluster_id", flat=True)) == sorted(admitted)
-        gw = get_gateway()
-        for row in rows.select_related("tenant"):
-            rayjob = gw.get("ray.io/v1", "RayJob", row.name, row.namespace)
-            assert rayjob is not None and not rayjob["spec"].get("suspend")
+
+    counts, admitted = _batches(submit, State.STARTING)
+    gw = get_gateway()
+    for row in ClusterRequest.objects.unscoped().filter(pk__in=admitted).select_related("tenant"):
+        rayjob = gw.get("ray.io/v1", "RayJob", row.name, row.namespace)
+        assert rayjob is not None and not rayjob["spec"].get("suspend")
     assert counts[1] == counts[2], counts

@@ -34,7 +34,7 @@ from kubesim.operators.rayjob import RayJobController
 from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime
 from kubesim.resources import Registry, ResourceType
 from kubesim.scheduler import Scheduler
-from kubesim.store import Obj, Store
+from kubesim.store import DEFAULT_WATCH_HISTORY, Obj, Store
 from kubesim.util import ip_from_index, now, now_micro, parse_time, suffix
 from kubesim.validation import Validator, validate_metadata
 
@@ -70,6 +70,7 @@ class Cluster:
         scale_up_delay: float | None = None,
         scale_down_unneeded_time: float | None = None,
         booking_time: float | None = None,
+        watch_history: int = DEFAULT_WATCH_HISTORY,
     ) -> None:
         if event_ttl <= 0:
             raise ValueError("event_ttl must be positive (seconds)")
@@ -84,7 +85,8 @@ class Cluster:
         self._next_flush = self.clock.time() + UNSCHEDULABLE_FLUSH_SECONDS
         self.registry = Registry.shared()
         self.validator = Validator()
-        self.store = Store()
+        # The store's watches wait on a condition of this same lock (see Store).
+        self.store = Store(self.lock, watch_history)
         self.fleet = load_fleet(fleet)
         self.startup_delay = startup_delay
         self.kai_enabled = kai
@@ -180,7 +182,7 @@ class Cluster:
     def wipe(self) -> None:
         """Forget every object but nodes (rebuilt from the fleet); a fresh cluster."""
         with self.lock:
-            self.store.__init__()  # type: ignore[misc]
+            self.store.reset()
             self.events_index.clear()
             self._event_deadline.clear()
             self._event_heap.clear()

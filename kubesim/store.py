@@ -4,18 +4,50 @@ controllers need (dependents by owner uid) and the selector logic of list calls.
 The store knows nothing of HTTP or of admission; it just keeps objects, hands out
 resourceVersions from one counter, and answers selections quickly. Callers hold the
 simulator's lock around it.
+
+It also keeps the recent history of changes that watches are served from (``watch.py``),
+as the API server's watch cache does: every write and every removal appends a
+:class:`Change` to a bounded deque, oldest dropped first. Recording a change is O(1) and
+encodes nothing; a watch encodes what it sends, when it sends it.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import re
+import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 Obj = dict[str, Any]
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+# Changes kept for watches. The API server's watch cache keeps a window per resource
+# (100 events by default, grown under load) and etcd keeps revisions until compaction
+# (every 5 minutes); one global window of 10,000 changes is in that spirit and lets a
+# client that resumes after a short disconnect carry on without a re-list.
+DEFAULT_WATCH_HISTORY = 10_000
+
+
+class Change(NamedTuple):
+    """One change as watches see it: the resourceVersion it took, ADDED / MODIFIED /
+    DELETED, the resource key, the object (a reference, never a copy) and the object it
+    replaced (None on create; the same dict when a controller changed the object in
+    place, in which case its earlier state is gone).
+
+    A DELETED change's resourceVersion is the one its removal took; ``obj`` keeps its
+    last written resourceVersion and watches send it with the removal's instead, as the
+    API server does."""
+
+    rv: int
+    type: str
+    key: str
+    obj: Obj
+    prev: Obj | None
 
 
 class SelectorError(ValueError):
@@ -160,10 +192,35 @@ def decode_continue(token: str) -> tuple[str, str, int]:
 
 
 class Store:
-    """Objects by resource key, namespace and name; dependents by owner uid."""
+    """Objects by resource key, namespace and name; dependents by owner uid; the recent
+    changes for watches.
 
-    def __init__(self) -> None:
-        self.rv = 0
+    ``lock`` is the lock callers hold around the store (the cluster's RLock); watches wait
+    on :attr:`changed`, a condition on that same lock, so a writer that already holds it
+    can wake them without taking another lock. ``history_size`` is how many changes are
+    kept for watches (:data:`DEFAULT_WATCH_HISTORY`)."""
+
+    def __init__(
+        self,
+        lock: threading.RLock | None = None,
+        history_size: int = DEFAULT_WATCH_HISTORY,
+    ) -> None:
+        if history_size < 1:
+            raise ValueError("history_size must be at least 1")
+        self.history_size = history_size
+        self.changed = threading.Condition(lock or threading.RLock())
+        # Watches waiting on ``changed`` (maintained by them, under the lock): a write
+        # notifies only when someone waits.
+        self.waiting = 0
+        # Bumped by every reset (wipe, snapshot restore): a watch positioned in the old
+        # history ends, as watches end when an API server restarts.
+        self.epoch = 0
+        self.reset()
+
+    def reset(self, rv: int = 0) -> None:
+        """Forget every object and the history; the counter restarts at ``rv``. Watches
+        that are open end (see :attr:`epoch`)."""
+        self.rv = rv
         self.data: dict[str, dict[str, dict[str, Obj]]] = {}
         self.by_owner: dict[str, set[tuple[str, str, str]]] = {}
         self.by_uid: dict[str, tuple[str, str, str]] = {}
@@ -173,6 +230,53 @@ class Store:
         # resourceVersion are checked again on use, so a replaced object is never served
         # from a stale entry.
         self._encoded: dict[tuple[str, str, str], tuple[int, str, bytes]] = {}
+        self.history: deque[Change] = deque()
+        # Changes ever appended since the reset: the history's last change is number
+        # ``appended - 1``, so a watch remembers where it is by this count, not by index.
+        self.appended = 0
+        # Every change with a resourceVersion above this one is still in the history: a
+        # watch from an older resourceVersion is answered 410 Expired.
+        self.floor = rv
+        self.epoch += 1
+        self.wake_watchers()
+
+    def wake_watchers(self) -> None:
+        """Wake every waiting watch (a reset, kubesim stopping)."""
+        with self.changed:
+            self.changed.notify_all()
+
+    def _record(self, change: Change) -> None:
+        """Append a change to the history, dropping the oldest past ``history_size``, and
+        wake waiting watches. Called under the lock, on every write: O(1), no encoding."""
+        if len(self.history) >= self.history_size:
+            self.floor = self.history.popleft().rv
+        self.history.append(change)
+        self.appended += 1
+        if self.waiting:
+            self.changed.notify_all()
+
+    def changes_after(self, rv: int) -> int:
+        """The number (see :attr:`appended`) of the first retained change with a
+        resourceVersion above ``rv``; the caller has checked that ``rv`` is not below
+        :attr:`floor`."""
+        index = bisect.bisect_right(self.history, rv, key=lambda c: c.rv)
+        return self.appended - len(self.history) + index
+
+    def changes_since(self, number: int) -> list[Change]:
+        """The changes from number ``number`` on (oldest first). Walks from the newest
+        end, so a watch that is nearly caught up pays for what is new only."""
+        count = self.appended - number
+        if count <= 0:
+            return []
+        if count >= len(self.history):
+            return list(self.history)
+        out = []
+        for change in reversed(self.history):
+            out.append(change)
+            if len(out) == count:
+                break
+        out.reverse()
+        return out
 
     def next_rv(self) -> str:
         """Take the next resourceVersion."""
@@ -193,10 +297,16 @@ class Store:
             self._encoded.pop((key, ns, name), None)
         self.data.setdefault(key, {}).setdefault(ns, {})[name] = obj
         self._index(key, obj)
+        kind = MODIFIED if old is not None else ADDED
+        self._record(Change(int(meta["resourceVersion"]), kind, key, obj, old))
         return obj
 
     def remove(self, key: str, namespace: str, name: str) -> Obj | None:
-        """Delete an object from the store; returns it."""
+        """Delete an object from the store; returns it.
+
+        The removal takes a resourceVersion of its own, as a delete takes an etcd
+        revision: the DELETED event carries it, newer than every earlier event of the
+        object, so a client resuming from it misses nothing."""
         bucket = self.data.get(key, {}).get(namespace)
         if not bucket or name not in bucket:
             return None
@@ -205,6 +315,7 @@ class Store:
         if not bucket:
             del self.data[key][namespace]
         self._unindex(key, obj)
+        self._record(Change(int(self.next_rv()), DELETED, key, obj, obj))
         return obj
 
     def encoded(self, key: str, obj: Obj) -> bytes:
@@ -334,8 +445,12 @@ class Store:
         return {"resourceVersion": self.rv, "objects": objects}
 
     def load(self, data: dict[str, Any]) -> None:
-        """Replace the contents with a :meth:`dump`."""
-        self.__init__()  # type: ignore[misc]
-        self.rv = int(data.get("resourceVersion", 0))
+        """Replace the contents with a :meth:`dump`. The history starts empty at the
+        snapshot's resourceVersion (a watch from before it is 410 Expired)."""
+        rv = int(data.get("resourceVersion", 0))
+        self.reset(rv)
         for entry in data.get("objects", []):
             self.put(entry["key"], entry["object"])
+        self.history.clear()
+        self.appended = 0
+        self.floor = self.rv = rv

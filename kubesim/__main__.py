@@ -11,6 +11,8 @@ from types import FrameType
 from kubesim.cluster import DEFAULT_EVENT_TTL
 from kubesim.fleet import DEMO_FLEET
 from kubesim.sim import KubeSim
+from kubesim.store import DEFAULT_WATCH_HISTORY
+from kubesim.watch import DEFAULT_BOOKMARK_INTERVAL
 
 
 def _positive_seconds(text: str) -> float:
@@ -90,6 +92,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="seconds a provisioned ProvisioningRequest's capacity stays booked (default: 600)",
     )
+    p.add_argument(
+        "--watch-history",
+        type=int,
+        default=DEFAULT_WATCH_HISTORY,
+        help="changes kept for watches; a watch from an older resourceVersion is answered "
+        f"410 Expired (default: {DEFAULT_WATCH_HISTORY})",
+    )
+    p.add_argument(
+        "--watch-bookmark-interval",
+        type=_positive_seconds,
+        default=DEFAULT_BOOKMARK_INTERVAL,
+        help="seconds between BOOKMARK events on watches that allow them (default: 60, "
+        "the API server's)",
+    )
     return p.parse_args(argv)
 
 
@@ -109,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         scale_up_delay=args.scale_up_delay,
         scale_down_unneeded_time=args.scale_down_unneeded_time,
         booking_time=args.provisioning_request_booking_time,
+        watch_history=args.watch_history,
+        watch_bookmark_interval=args.watch_bookmark_interval,
     )
     sim.set_rayjob_defaults(run_seconds=args.rayjob_run_seconds, outcome=args.rayjob_outcome)
     sim.start()

@@ -4,8 +4,9 @@ serves discovery, OpenAPI and the admin API under ``/_kubesim``. Service proxy p
 (``serviceproxy.py``) are matched on the raw path, before the normalisation the other
 routes get, so that the proxied path and query reach the backend as sent.
 
-Watch is not implemented: ``?watch=true`` is answered 405 MethodNotAllowed (the control
-plane polls with list calls).
+Watches (``?watch=true`` on a collection, or the legacy ``/watch/`` paths) are chunked
+streams of JSON event lines; ``watch.py`` decides what they carry, :meth:`Handler._watch`
+writes them, never holding the cluster's lock while it writes.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import select
 import socket
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from math import inf
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import yaml
 
-from kubesim import errors, openapi, podlogs, protobuf, serviceproxy, verbs
+from kubesim import errors, openapi, podlogs, protobuf, serviceproxy, verbs, watch
 from kubesim.errors import ApiError
 from kubesim.faults import Seen
 
@@ -48,6 +50,8 @@ _JSON_TYPES = frozenset(
     }
 )
 _YAML_TYPES = frozenset({"application/yaml", "application/apply-patch+yaml"})
+# How often an idle watch wakes to notice a client that left or kubesim stopping.
+_WATCH_POLL = 0.25
 
 
 def _yaml(raw: bytes) -> Any:
@@ -228,6 +232,67 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def _watch(self, rt: Any, version: str, ns: str | None, params: dict[str, str]) -> None:
+        """A watch: the query checked (errors answered as usual), then a chunked stream
+        of event lines until ``timeoutSeconds`` (or the API server's 30 to 60 minutes),
+        an ERROR event, kubesim stopping or the client leaving. Events are encoded under
+        the cluster's lock and written after it is released, so a slow client holds up
+        nobody."""
+        sim = self.server.sim
+        cluster = sim.cluster
+        opts = watch.parse_options(rt, params)
+        accept = self.headers.get("Accept") or ""
+        stream = watch.WatchStream(
+            cluster,
+            rt,
+            version,
+            ns,
+            opts,
+            table="as=Table" in accept,
+            include=params.get("includeObject") or "Metadata",
+        )
+        start = time.monotonic()
+        deadline = start + opts.timeout
+        with cluster.lock:
+            frames = stream.open()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        self.close_connection = True
+        interval = sim.watch_bookmark_interval
+        bookmark_at = watch.next_bookmark(start, deadline, interval) if opts.bookmarks else inf
+        with sim.watch_opened():
+            try:
+                self._chunk(b"".join(frames))
+                while not stream.ended and not self._watch_over(deadline):
+                    with cluster.lock:
+                        cluster.expire_events()
+                        frames = stream.drain()
+                        if not frames and not stream.ended:
+                            until = min(deadline, bookmark_at) - time.monotonic()
+                            stream.wait(max(0.0, min(until, _WATCH_POLL)))
+                            frames = stream.drain()
+                        now = time.monotonic()
+                        if now >= bookmark_at and not stream.ended:
+                            frames.append(stream.bookmark())
+                            bookmark_at = watch.next_bookmark(now, deadline, interval)
+                    if frames:
+                        self._chunk(b"".join(frames))
+                    elif self._client_gone():
+                        return
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError:
+                return  # the client went while we wrote
+
+    def _watch_over(self, deadline: float) -> bool:
+        """Past the watch's deadline, or kubesim stopping (or stopped)."""
+        return (
+            time.monotonic() >= deadline or self.server.sim.stopping.is_set() or self.server.closed
+        )
+
     def _client_gone(self) -> bool:
         """The client closed its end (a quiet follow writes nothing that would notice)."""
         try:
@@ -391,6 +456,12 @@ class Handler(BaseHTTPRequestHandler):
             if method != "GET":
                 raise errors.method_not_allowed()
             return self._pod_log(rest[1], rest[3], params)
+        legacy_watch = rest[0] == "watch" and len(rest) > 1
+        if legacy_watch:
+            # The deprecated /watch/ paths: a watch of the collection (of one object when
+            # the path names it).
+            rest = rest[1:]
+            params["watch"] = "true"
         ns: str | None = None
         if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
             ns, rest = rest[1], rest[2:]
@@ -414,8 +485,13 @@ class Handler(BaseHTTPRequestHandler):
                 404, "NotFound", "the server could not find the requested resource"
             )
         body, ctype = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else (None, "")
-        if params.get("watch") in ("true", "1"):
-            raise errors.method_not_allowed("watch is not supported by kubesim; poll with list")
+        if method == "GET" and watch.is_watch(params) and not sub and (legacy_watch or not name):
+            # ``?watch`` on a named object is ignored (a plain GET), as the API server does.
+            if name:
+                selector = params.get("fieldSelector")
+                named = f"metadata.name={name}"
+                params["fieldSelector"] = f"{selector},{named}" if selector else named
+            return self._watch(rt, version, ns, params)
         want_table = "as=Table" in (self.headers.get("Accept") or "")
         with cluster.lock:
             cluster.warnings = []

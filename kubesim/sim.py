@@ -8,6 +8,8 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Self
 
 import yaml
@@ -20,8 +22,9 @@ from kubesim.operators.raydashboard import Dashboard
 from kubesim.operators.rayruntime import ANN_DRIVER, DRIVER_STATES, RC
 from kubesim.server import Server
 from kubesim.serviceproxy import ProxyLog
-from kubesim.store import Obj, Store
+from kubesim.store import DEFAULT_WATCH_HISTORY, Obj, Store
 from kubesim.util import get_path
+from kubesim.watch import DEFAULT_BOOKMARK_INTERVAL
 
 
 class KubeSim:
@@ -55,7 +58,11 @@ class KubeSim:
         scale_up_delay: float | None = None,
         scale_down_unneeded_time: float | None = None,
         booking_time: float | None = None,
+        watch_history: int = DEFAULT_WATCH_HISTORY,
+        watch_bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
     ) -> None:
+        if watch_bookmark_interval <= 0:
+            raise ValueError("watch_bookmark_interval must be positive (seconds)")
         self.host = host
         self.port = port
         self.snapshot_path = snapshot_path
@@ -70,7 +77,13 @@ class KubeSim:
             scale_up_delay=scale_up_delay,
             scale_down_unneeded_time=scale_down_unneeded_time,
             booking_time=booking_time,
+            watch_history=watch_history,
         )
+        self.watch_bookmark_interval = float(watch_bookmark_interval)
+        # Open watch streams (each holds a server thread): tests check that a client
+        # leaving frees its thread.
+        self._watches = 0
+        self._watches_lock = threading.Lock()
         self.faults = Faults()
         # The last requests received on service proxy paths (``GET /_kubesim/proxy-requests``).
         self.proxy_log = ProxyLog()
@@ -92,6 +105,23 @@ class KubeSim:
     def stopping(self) -> threading.Event:
         """Set while the simulator stops (ends ``follow`` log streams)."""
         return self._stop
+
+    @property
+    def active_watches(self) -> int:
+        """How many watch streams are open now."""
+        with self._watches_lock:
+            return self._watches
+
+    @contextmanager
+    def watch_opened(self) -> Iterator[None]:
+        """Count one open watch stream for as long as the block runs."""
+        with self._watches_lock:
+            self._watches += 1
+        try:
+            yield
+        finally:
+            with self._watches_lock:
+                self._watches -= 1
 
     @property
     def store(self) -> Store:
@@ -120,6 +150,7 @@ class KubeSim:
     def stop(self) -> None:
         """Stop serving (and save the snapshot when one is configured)."""
         self._stop.set()
+        self.cluster.store.wake_watchers()  # open watches end now, not at their next poll
         if self._server is not None:
             self._server.closed = True
             self._server.shutdown()
@@ -351,6 +382,7 @@ class KubeSim:
                     k: self.cluster.store.count(k) for k in sorted(self.cluster.store.data)
                 }
                 stats["resourceVersion"] = self.cluster.store.rv
+            stats["watches"] = self.active_watches
             return stats
         if path == "/_kubesim/stats" and method == "DELETE":
             self.faults.reset_stats()

@@ -52,7 +52,7 @@ def handle(
         result = get(cluster, rt, version, nsv, name)
         if want_table:
             return 200, tables.table(cluster, rt, version, [result], {}, include)
-        return 200, _encode(cluster, rt, version, result)
+        return 200, encode_object(cluster, rt, version, result)
     if method == "GET" and want_table:
         result = list_collection(cluster, rt, version, ns, params)
         return 200, tables.table(cluster, rt, version, result["items"], result["metadata"], include)
@@ -112,7 +112,7 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
-def _encode(cluster: Cluster, rt: ResourceType, version: str, obj: Obj) -> bytes:
+def encode_object(cluster: Cluster, rt: ResourceType, version: str, obj: Obj) -> bytes:
     """JSON of one object as served at ``version``: the stored object's from the store's
     cache, a copy served at another version (only apiVersion differs) encoded afresh."""
     meta = obj["metadata"]

@@ -381,10 +381,3 @@ def test_pod_spec_is_immutable(core: client.CoreV1Api) -> None:
             "imm", "default", {"spec": {"containers": [container("main", cpu="2")]}}
         )
     assert exc.value.status == 422
-
-
-def test_watch_is_refused_with_405(sim: KubeSim) -> None:
-    with pytest.raises(urllib.error.HTTPError) as exc:
-        urllib.request.urlopen(sim.url + "/api/v1/pods?watch=true")
-    assert exc.value.code == 405
-    assert json.loads(exc.value.read())["reason"] == "MethodNotAllowed"

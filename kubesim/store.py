@@ -315,7 +315,8 @@ class Store:
         if not bucket:
             del self.data[key][namespace]
         self._unindex(key, obj)
-        self._record(Change(int(self.next_rv()), DELETED, key, obj, obj))
+        self.rv += 1
+        self._record(Change(self.rv, DELETED, key, obj, obj))
         return obj
 
     def encoded(self, key: str, obj: Obj) -> bytes:

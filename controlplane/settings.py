@@ -442,6 +442,16 @@ RECONCILE_PASS_INTERVAL_SECONDS = env_float("RECONCILE_PASS_INTERVAL_SECONDS", 0
 # changed nothing (clusters.engine.foldmemo); this often it folds every row again, as an
 # informer resyncs.
 RECONCILE_FULL_PASS_SECONDS = env_float("RECONCILE_FULL_PASS_SECONDS", 300.0)
+# Reconcile passes read informers' caches (a LIST, then a WATCH, per kind; kept by the
+# worker process: clusters.engine.informers) instead of listing every kind each time.
+# A pass waits at most RECONCILE_WATCH_WAIT_SECONDS for the caches to reach the API
+# server's version as of its start; a watch open this long is taken to have delivered
+# every write older than RECONCILE_WATCH_GRACE_SECONDS; changes ask for a pass at most
+# RECONCILE_WATCH_NUDGE_SECONDS apart (0: only beat's and the engine's nudges).
+RECONCILE_WATCH = env_bool("RECONCILE_WATCH", True)
+RECONCILE_WATCH_WAIT_SECONDS = env_float("RECONCILE_WATCH_WAIT_SECONDS", 0.1)
+RECONCILE_WATCH_GRACE_SECONDS = env_float("RECONCILE_WATCH_GRACE_SECONDS", 2.0)
+RECONCILE_WATCH_NUDGE_SECONDS = env_float("RECONCILE_WATCH_NUDGE_SECONDS", 0.5)
 # A request passed over by smaller ones for this long starts holding its pool (bounded
 # wait); a borrower's cluster chosen for reclaim is warned this long before suspension.
 ADMISSION_AGING_SECONDS = env_float("ADMISSION_AGING_SECONDS", 3600.0)

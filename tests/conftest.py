@@ -44,6 +44,20 @@ def _fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _passes_list(settings: Any) -> Any:
+    """In-process reconcile passes LIST every kind, as a pass without informers does: a
+    test checks a pass's outcome right after writing to the cluster, and a watch may
+    deliver a write a moment later. The informers are tested on their own
+    (tests/clusters/engine/test_informers.py) and run in every real worker process the
+    suite starts (the reliability rig's)."""
+    settings.RECONCILE_WATCH = False
+    yield
+    from clusters.engine import informers
+
+    informers.stop()
+
+
 @pytest.fixture
 def h100(db: Any) -> Any:
     return GpuFlavorFactory(name="h100")

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -47,7 +47,7 @@ from django.utils import timezone
 
 from clusters import lifecycle
 from clusters.engine import capacity as capacity_requests
-from clusters.engine import foldmemo, jobs, provisioning
+from clusters.engine import foldmemo, informers, jobs, provisioning
 from clusters.engine.deletion import DELETED_MESSAGE, delete_raycluster
 from clusters.engine.readiness import is_ready, waiting_reason
 from clusters.kube import labels
@@ -406,19 +406,35 @@ class _Seen:
 
 
 def _observe(gw: Gateway) -> _Seen:
-    """One LIST per kind, issued concurrently; records the free GPU capacity per flavor.
+    """Every kind a pass reads: from the informers' caches where their watch is open
+    (:mod:`clusters.engine.informers`), else one LIST per kind, issued concurrently;
+    records the free GPU capacity per flavor.
 
     The LISTs run in parallel because the pass mostly waits: while the API server
     encodes one kind, this process decodes another.
     """
-    listed_at = timezone.now()
+    started = timezone.now()
     lists = _lists()
+    cache = informers.caches(lists)
+    views = cache.read(gw) if cache is not None else {}
+    missing = {what: spec for what, spec in lists.items() if what not in views}
     pool = _list_threads(len(lists))
     futures = {
         what: pool.submit(gw.list, api_version, kind, **selectors)
-        for what, (api_version, kind, selectors) in lists.items()
+        for what, (api_version, kind, selectors) in missing.items()
     }
-    results = {what: future.result() for what, future in futures.items()}
+    results = {what: view.items for what, view in views.items()}
+    results.update({what: future.result() for what, future in futures.items()})
+    # What the rows' folds may call missing is as fresh as the oldest of these (a LIST
+    # holds what was written before it began).
+    listed_at = min(
+        [started]
+        + [
+            datetime.fromtimestamp(views[what].fresh_at, tz=UTC)
+            for what in _ABSENCE_READ
+            if what in views
+        ]
+    )
     all_pods = results["pods"]
     capacity_grew = capacity.record(capacity.free_by_product(results["nodes"], all_pods))
     managed_key, managed_value = labels.managed_selector().split("=", 1)
@@ -467,6 +483,11 @@ def _list_threads(size: int) -> ThreadPoolExecutor:
             ThreadPoolExecutor(max_workers=size, thread_name_prefix="reconcile-list"),
         )
     return _THREADS[1]
+
+
+# The kinds whose absence a fold acts on (a RayCluster or RayJob to apply again, a
+# deletion to finish once the pods are gone): their freshness is the pass's listed_at.
+_ABSENCE_READ = ("rayclusters", "rayjobs", "pods")
 
 
 def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:

@@ -7,17 +7,21 @@ help (400, 403, unexpected 404, 422) — each with a message a person can read (
 
 Writes are server-side apply with one fixed field manager, so applying the same object
 twice is a no-op and applying a changed one converges. Reads are LISTs by label selector
-across namespaces, one per kind, so the reconciler never issues a GET per cluster.
+across namespaces, one per kind, so the reconciler never issues a GET per cluster, and
+WATCHes from a LIST's resourceVersion (:mod:`clusters.kube.informer` keeps caches with
+them).
 The client is configured from ``settings.KUBECONFIG`` or, when that is empty, from the
 pod's in-cluster service account.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import threading
 import time
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +39,8 @@ FIELD_MANAGER = "gangway"
 # all). See :meth:`Gateway._again`.
 RETRY_ATTEMPTS = 4
 RETRY_BACKOFF_SECONDS = 0.1
+# A watch's read timeout is the server's own end of it (timeoutSeconds) plus this.
+WATCH_READ_MARGIN_SECONDS = 15
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,37 @@ class ProxiedResponse:
         self._response.release_conn()
 
 
+class WatchExpired(PermanentKubeError):
+    """A watch from a resourceVersion the API server no longer keeps (410 Gone): the
+    watcher must list again and watch from the new list's version."""
+
+
+def _watch_error(status: dict[str, Any], *, what: str) -> KubeError:
+    """The exception for a watch's ``ERROR`` event (its object is a ``Status``)."""
+    code = int(status.get("code") or 0)
+    message = f"{what}: {code} {status.get('message') or status.get('reason') or 'error'}"
+    if code == 410:
+        return WatchExpired(message, status=code)
+    if code == 429 or code >= 500:
+        return TransientKubeError(message, status=code)
+    return PermanentKubeError(message, status=code)
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    """The newline-delimited documents of a streamed body, as they arrive."""
+    pending = b""
+    for chunk in response.stream(64 * 1024, decode_content=False):
+        pending += chunk
+        if b"\n" not in pending:
+            continue
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
 class Gateway:
     """A thin, typed wrapper over the client's REST transport for the kinds gangway writes."""
 
@@ -325,9 +362,33 @@ class Gateway:
         Pages through ``limit``/``continue`` so that a large fleet is read in bounded
         responses; the result is one list.
         """
-        items: list[dict[str, Any]] = []
+        items, _ = self.list_versioned(
+            api_version,
+            kind,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            namespace=namespace,
+            page_size=page_size,
+        )
+        return items
+
+    def list_versioned(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        namespace: str | None = None,
+        page_size: int = 500,
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        """:meth:`list`, with the list's ``resourceVersion``: a watch from it sees every
+        change since (the first page's, as the continue token keeps the pages to that
+        snapshot on the API server)."""
+        items: builtins.list[dict[str, Any]] = []
         path = kind_of(api_version, kind).path(namespace)
         token = ""
+        version = ""
         while True:
             query = [("limit", str(page_size))]
             if label_selector:
@@ -338,9 +399,93 @@ class Gateway:
                 query.append(("continue", token))
             page = self._again("GET", path, what=f"list {kind}", query=query)
             items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue") or ""
+            meta = page.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            token = meta.get("continue") or ""
             if not token:
-                return items
+                return items, version
+
+    def current_version(self) -> str:
+        """The API server's current ``resourceVersion`` (etcd's revision, shared by every
+        kind), from the cheapest consistent read there is: a LIST of one namespace."""
+        page = self._again(
+            "GET", kind_of("v1", "Namespace").path(), what="list Namespace", query=[("limit", "1")]
+        )
+        return str((page.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_seconds: int = 300,
+        opened: Callable[[], None] | None = None,
+    ) -> Generator[dict[str, Any], None, None]:
+        """The changes to a kind after ``resource_version``, as the API server's watch
+        events (``{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}``), until
+        the server ends the watch (``timeout_seconds``) or the caller stops reading.
+
+        Bookmarks are asked for, so that a quiet watch still learns how far it is. An
+        ``ERROR`` event is raised: :class:`WatchExpired` for 410 (the version is older
+        than the server keeps: list again), a :class:`KubeError` otherwise. ``opened`` is
+        called once the server has answered, i.e. once it has registered the watch.
+        """
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        what = f"watch {kind}"
+        held = f"{self._api.configuration.host}{kind_of(api_version, kind).path()}"
+        left = notbefore.wait("read", held)
+        if left > 0:
+            raise TransientKubeError(
+                f"{what}: waiting {left:.1f} s more, as the API server asked",
+                status=429,
+                retry_after=left,
+            )
+        try:
+            response = self._api.call_api(
+                kind_of(api_version, kind).path(),
+                "GET",
+                query_params=query,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                # Connecting is bounded as any request; reading waits out the server's
+                # own end of the watch (and its bookmarks), with a margin.
+                _request_timeout=(self._timeout, timeout_seconds + WATCH_READ_MARGIN_SECONDS),
+            )
+        except Exception as exc:  # classified right here
+            error = classify(exc, what=what)
+            if isinstance(error, TransientKubeError) and error.retry_after:
+                notbefore.hold("read", held, error.retry_after)
+            raise error from exc
+        raw = response if hasattr(response, "stream") else response[0]
+        if opened is not None:
+            opened()
+        finished = False
+        try:
+            for line in _lines(raw):
+                event = orjson.loads(line)
+                if event.get("type") == "ERROR":
+                    raise _watch_error(event.get("object") or {}, what=what)
+                yield event
+            finished = True
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise classify(exc, what=what) from exc
+        finally:
+            if not finished:
+                raw.close()
+            raw.release_conn()
 
     def _again(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
         """:meth:`_call` for a request that is safe to repeat (a GET, a server-side apply,
@@ -516,6 +661,12 @@ def _build(kubeconfig: str) -> Gateway:
     # processes apart: two of them writing one object at once is a race, not a retry.
     api_client.user_agent = gateway_agent()
     return Gateway(api_client, timeout=settings.KUBE_REQUEST_TIMEOUT_SECONDS)
+
+
+def own_gateway() -> Gateway:
+    """A gateway with connections of its own, for a long-lived reader (an informer's
+    watch holds a connection for minutes, which the shared pool should not lend)."""
+    return _build(settings.KUBECONFIG)
 
 
 def get_gateway() -> Gateway:

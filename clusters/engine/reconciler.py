@@ -320,7 +320,8 @@ def _listed_after(cluster: ClusterRequest, seen: _Seen, key: tuple[str, str]) ->
     listed = seen.rayjobs.get(key) if cluster.is_job else seen.rayclusters.get(key)
     if listed is not None:
         return True
-    return cluster.provision_requested_at is None and cluster.progress_at < seen.listed_at
+    listed_at = seen.jobs_listed_at if cluster.is_job else seen.listed_at
+    return cluster.provision_requested_at is None and cluster.progress_at < listed_at
 
 
 def _objects_stamp(seen: _Seen, key: tuple[str, str]) -> tuple[Any, ...]:
@@ -402,6 +403,8 @@ class _Seen:
     events: dict[str, dict[str, Any]]
     # When the LISTs began: what they lack may have been written since.
     listed_at: datetime
+    # The same for a job's row: when its RayJobs and pods were read.
+    jobs_listed_at: datetime
     capacity_grew: bool = False
 
 
@@ -425,16 +428,18 @@ def _observe(gw: Gateway) -> _Seen:
     }
     results = {what: view.items for what, view in views.items()}
     results.update({what: future.result() for what, future in futures.items()})
-    # What the rows' folds may call missing is as fresh as the oldest of these (a LIST
-    # holds what was written before it began).
-    listed_at = min(
-        [started]
-        + [
-            datetime.fromtimestamp(views[what].fresh_at, tz=UTC)
-            for what in _ABSENCE_READ
-            if what in views
-        ]
-    )
+
+    # What a row's fold may call missing (its RayCluster, a job's RayJob) is as fresh as
+    # that kind's cache (a LIST holds what was written before it began), each by its
+    # own: no RayJob changes while clusters are deleted, and a quiet kind's cache is
+    # known fresh only up to the grace. The pods whose absence finishes a deletion were
+    # written long before the row moved to deleting, so a cache has them.
+    def fresh(kind: str) -> datetime:
+        if kind not in views:
+            return started
+        return min(started, datetime.fromtimestamp(views[kind].fresh_at, tz=UTC))
+
+    listed_at, jobs_listed_at = fresh("rayclusters"), fresh("rayjobs")
     all_pods = results["pods"]
     capacity_grew = capacity.record(capacity.free_by_product(results["nodes"], all_pods))
     managed_key, managed_value = labels.managed_selector().split("=", 1)
@@ -464,6 +469,7 @@ def _observe(gw: Gateway) -> _Seen:
         namespaces={ns["metadata"]["name"] for ns in results["namespaces"]},
         events=events,
         listed_at=listed_at,
+        jobs_listed_at=jobs_listed_at,
         capacity_grew=capacity_grew,
     )
 
@@ -483,11 +489,6 @@ def _list_threads(size: int) -> ThreadPoolExecutor:
             ThreadPoolExecutor(max_workers=size, thread_name_prefix="reconcile-list"),
         )
     return _THREADS[1]
-
-
-# The kinds whose absence a fold acts on (a RayCluster or RayJob to apply again, a
-# deletion to finish once the pods are gone): their freshness is the pass's listed_at.
-_ABSENCE_READ = ("rayclusters", "rayjobs", "pods")
 
 
 def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:

@@ -210,6 +210,39 @@ def test_a_row_that_moved_after_its_cache_was_fresh_is_deferred(
     assert reconcile_once().recreated == [row.pk]
 
 
+def test_a_cluster_row_waits_only_for_the_freshness_of_the_rayclusters_cache(
+    kubesim: Any, watching: None, settings: Any, acme: Any, bob: Any, h100: Any
+) -> None:
+    settings.RECONCILE_WATCH_GRACE_SECONDS = 3600  # only probes make a cache fresh
+    _provisioning_clusters(2, acme, bob, h100)
+    reconcile_once()
+    _all_watching()
+    row, other = ClusterRequest.objects.order_by("pk")
+    gw = get_gateway()
+    gw.delete("ray.io/v1", "RayCluster", row.name, row.namespace)
+    wait_for(
+        lambda: (
+            not gw.list(
+                "v1", "Pod", namespace=row.namespace, label_selector=f"ray.io/cluster={row.name}"
+            )
+        ),
+        timeout=20,
+        what="the pods gone",
+    )
+    ClusterRequest.objects.filter(pk=row.pk).update(progress_at=timezone.now())
+    # The last write is a RayCluster's: the pass's probe finds that cache fresh past the
+    # row's move. No RayJob exists, so that cache cannot be, and it does not matter here.
+    gw.merge_patch(
+        "ray.io/v1",
+        "RayCluster",
+        other.name,
+        {"metadata": {"annotations": {"test.gangway.dev/touched": "1"}}},
+        other.namespace,
+    )
+    report = reconcile_once()
+    assert report.recreated == [row.pk] and not report.deferred
+
+
 def test_a_change_in_the_cluster_asks_for_a_reconcile_pass(
     transactional_db: Any, kubesim: Any, settings: Any
 ) -> None:

@@ -281,7 +281,10 @@ def run() -> str:
             "starts the informers) until every kind is watched. A pass's one API call is "
             "the server's current version, which the caches are waited for. *Its CPU* is "
             "the whole process's, the informers' threads decoding the watch events "
-            "included; the 1% changed arrive as watch events.",
+            "included; the 1% changed arrive as watch events. Its wall time includes up to "
+            "`RECONCILE_WATCH_WAIT_SECONDS` (0.1 s) of waiting: after the RayClusters' "
+            "writes the quiet kinds' caches cannot reach the server's version, and the pass "
+            "waits that long for them before it reads them as they are.",
             "",
             "| clusters | synced | steady pass | its CPU | API calls | queries "
             "| 1% changed | its CPU | API calls | rows folded |",

@@ -1,8 +1,10 @@
 """The reconciler: one pass folds the cluster's truth into the rows and repairs drift.
 
-A pass reads with one LIST per kind, concurrently (RayClusters, pods, nodes, namespaces
-and the FailedScheduling events, filtered by the API server — never a GET per cluster),
-records the free GPU capacity per flavor (:mod:`clusters.queue.capacity`), then for
+A pass reads every kind from the informers' caches (one LIST and then a WATCH per kind,
+kept by the worker process: :mod:`clusters.engine.informers`), or, where a kind's watch
+is not open, with one LIST per kind, concurrently (RayClusters, RayJobs, pods, nodes,
+namespaces and the FailedScheduling events, filtered by the API server — never a GET per
+cluster), records the free GPU capacity per flavor (:mod:`clusters.queue.capacity`), then for
 every row that is not deleted and changed since a fold of it that changed nothing (its
 row or its objects: :mod:`clusters.engine.foldmemo`; the others are skipped, so that a
 pass costs what changed, not the fleet):
@@ -401,9 +403,10 @@ class _Seen:
     pods_by_id: dict[int, list[dict[str, Any]]]
     namespaces: set[str]
     events: dict[str, dict[str, Any]]
-    # When the LISTs began: what they lack may have been written since.
+    # How fresh the RayClusters read are (when their LIST began, or what their cache is
+    # known to hold): what they lack may have been written since.
     listed_at: datetime
-    # The same for a job's row: when its RayJobs and pods were read.
+    # The same for the RayJobs, which a job's row is folded from.
     jobs_listed_at: datetime
     capacity_grew: bool = False
 

@@ -237,6 +237,53 @@ class Gateway:
         # refused: a reconcile pass tells a row's fold that did nothing by it.
         self.writes = 0
 
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        scope: str,
+        query: list[tuple[str, str]],
+        headers: dict[str, str],
+        body: Any = None,
+        timeout: float | tuple[float, float],
+    ) -> Any:
+        """Send one request and answer the transport's raw response (not read), or raise
+        the classified :class:`KubeError`.
+
+        A request the API server throttled is not sent again before its Retry-After, by
+        any process (clusters/kube/notbefore.py): the Kubernetes API suite caught a DELETE
+        re-sent by the next pass 0.4 s after a 429 that asked for 1 s, and the next pass's
+        LISTs sooner still. Reads and writes of a path (``scope``) are held apart, and the
+        deadline is that API server's: another cluster (or another test's simulator) has
+        its own.
+        """
+        held = f"{self._api.configuration.host}{path}"
+        left = notbefore.wait(scope, held)
+        if left > 0:
+            raise TransientKubeError(
+                f"{what}: waiting {left:.1f} s more, as the API server asked",
+                status=429,
+                retry_after=left,
+            )
+        try:
+            return self._api.call_api(
+                path,
+                method,
+                query_params=query,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except Exception as exc:  # classified right here
+            error = classify(exc, what=what)
+            if isinstance(error, TransientKubeError) and error.retry_after:
+                notbefore.hold(scope, held, error.retry_after)
+            raise error from exc
+
     def _call(
         self,
         method: str,
@@ -247,39 +294,19 @@ class Gateway:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Any:
-        # A request the API server throttled is not sent again before its Retry-After, by
-        # any process (clusters/kube/notbefore.py): the Kubernetes API suite caught a
-        # DELETE re-sent by the next pass 0.4 s after a 429 that asked for 1 s, and the
-        # next pass's LISTs sooner still. Reads and writes of a path are held apart.
         scope = "read" if method == "GET" else "write"
         if scope == "write":
             self.writes += 1
-        # The deadline is that API server's: another cluster (or another test's
-        # simulator) has its own.
-        held = f"{self._api.configuration.host}{path}"
-        left = notbefore.wait(scope, held)
-        if left > 0:
-            raise TransientKubeError(
-                f"{what}: waiting {left:.1f} s more, as the API server asked",
-                status=429,
-                retry_after=left,
-            )
-        try:
-            response = self._api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            )
-        except Exception as exc:  # classified right here
-            error = classify(exc, what=what)
-            if isinstance(error, TransientKubeError) and error.retry_after:
-                notbefore.hold(scope, held, error.retry_after)
-            raise error from exc
+        response = self._send(
+            method,
+            path,
+            what=what,
+            scope=scope,
+            query=query or [],
+            headers={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            timeout=self._timeout,
+        )
         data = response.data if hasattr(response, "data") else response[0].data
         # orjson: a LIST of thousands of pods is megabytes, and decoding it was most of a
         # reconcile pass with the standard library's json.
@@ -444,31 +471,17 @@ class Gateway:
         if field_selector:
             query.append(("fieldSelector", field_selector))
         what = f"watch {kind}"
-        held = f"{self._api.configuration.host}{kind_of(api_version, kind).path()}"
-        left = notbefore.wait("read", held)
-        if left > 0:
-            raise TransientKubeError(
-                f"{what}: waiting {left:.1f} s more, as the API server asked",
-                status=429,
-                retry_after=left,
-            )
-        try:
-            response = self._api.call_api(
-                kind_of(api_version, kind).path(),
-                "GET",
-                query_params=query,
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                # Connecting is bounded as any request; reading waits out the server's
-                # own end of the watch (and its bookmarks), with a margin.
-                _request_timeout=(self._timeout, timeout_seconds + WATCH_READ_MARGIN_SECONDS),
-            )
-        except Exception as exc:  # classified right here
-            error = classify(exc, what=what)
-            if isinstance(error, TransientKubeError) and error.retry_after:
-                notbefore.hold("read", held, error.retry_after)
-            raise error from exc
+        response = self._send(
+            "GET",
+            kind_of(api_version, kind).path(),
+            what=what,
+            scope="read",
+            query=query,
+            headers={"Accept": "application/json"},
+            # Connecting is bounded as any request; reading waits out the server's own end
+            # of the watch (and its bookmarks), with a margin.
+            timeout=(self._timeout, timeout_seconds + WATCH_READ_MARGIN_SECONDS),
+        )
         raw = response if hasattr(response, "stream") else response[0]
         if opened is not None:
             opened()

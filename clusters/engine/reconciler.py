@@ -16,7 +16,9 @@ pass costs what changed, not the fleet):
 * finishes deletions once the RayCluster and its pods are gone;
 * never calls an object missing from LISTs older than its row's last move (or while
   the row waits for its provision pass): such a row waits for the next pass
-  (``_listed_after``);
+  (``_listed_after``), and when its cache has still not caught up with the move
+  :data:`READ_THROUGH_AFTER` later (a quiet kind), that one object is read directly
+  (``_read_through``);
 * warns owners once when a cluster is about to expire, and deletes clusters whose TTL
   ran out (reason ``expired``);
 * keeps each tenant's namespace bundle (ResourceQuota and all) in step with its quota;
@@ -50,7 +52,7 @@ from django.utils import timezone
 from clusters import lifecycle
 from clusters.engine import capacity as capacity_requests
 from clusters.engine import foldmemo, informers, jobs, provisioning
-from clusters.engine.deletion import DELETED_MESSAGE, delete_raycluster
+from clusters.engine.deletion import DELETED_MESSAGE, RAYCLUSTER, delete_raycluster
 from clusters.engine.readiness import is_ready, waiting_reason
 from clusters.kube import labels
 from clusters.kube.bundles import ensure_bundle, forget_bundle, quotas_by_tenant
@@ -64,6 +66,15 @@ from clusters.transitions import note, transition, transition_many
 from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
+
+# A row whose object is missing from a cache that is not known fresh past the row's move
+# waits for the next pass; once the move is this old, the pass GETs that one object
+# instead. A busy kind's cache catches up within a pass's wait (0.1 s); one still behind
+# after this belongs to a quiet kind, which only the grace would make fresh (2 s), and
+# the end of a burst of deletes waited for it and then for beat's pass, 4.5 s in all.
+READ_THROUGH_AFTER = timedelta(seconds=0.5)
+# At most this many direct reads per pass (the others wait for the next pass).
+MAX_READ_THROUGH = 50
 
 
 @dataclass
@@ -94,6 +105,8 @@ class Report:
     # Rows left to the next pass: they changed after this pass's LISTs began, and their
     # RayCluster (a job's RayJob) is not in them (see _listed_after).
     deferred: list[int] = field(default_factory=list)
+    # Objects read directly because their cache had not caught up (see _read_through).
+    read_through: int = 0
     batch: _Batch = field(default_factory=_Batch, repr=False)
 
     # The cluster reported more free GPUs or nodes than at the last observation.
@@ -258,6 +271,7 @@ def _fold_rows(
     the others."""
     quiet: dict[int, Any] = {}
     acted: list[int] = []
+    report.read_through = _read_through(rows, seen, gw, now)
     for cluster in rows:
         key = (cluster.namespace, cluster.name)
         effects = _effects(report, gw)
@@ -306,6 +320,41 @@ def _rows_to_fold(
     return folded
 
 
+def _read_through(rows: list[ClusterRequest], seen: _Seen, gw: Gateway, now: datetime) -> int:
+    """GET the object of each row the pass would defer (``_listed_after``) whose move is
+    :data:`READ_THROUGH_AFTER` old, at most :data:`MAX_READ_THROUGH`; returns how many.
+
+    A GET answers from the API server as of now, after the row's move (the row was read
+    after this pass began): what it finds is folded as a LIST's item would be, and what
+    it does not find is known missing (``seen.confirmed_missing``). A failed GET leaves
+    the row deferred. Pods come from the caches as before: those whose absence finishes
+    a deletion were written long before the row moved.
+    """
+    due = now - READ_THROUGH_AFTER
+    doubtful = [
+        row
+        for row in rows
+        if row.provision_requested_at is None
+        and row.progress_at <= due
+        and not _listed_after(row, seen, (row.namespace, row.name))
+    ]
+    read = 0
+    for row in sorted(doubtful, key=lambda row: row.progress_at)[:MAX_READ_THROUGH]:
+        key = (row.namespace, row.name)
+        api_version, kind = jobs.RAYJOB if row.is_job else RAYCLUSTER
+        try:
+            obj = gw.get(api_version, kind, row.name, row.namespace)
+        except KubeError as exc:
+            log.info("read %s %s directly: %s", kind, key, exc.message)
+            continue
+        read += 1
+        if obj is None:
+            seen.confirmed_missing.add((kind, key))
+        else:
+            (seen.rayjobs if row.is_job else seen.rayclusters)[key] = obj
+    return read
+
+
 def _listed_after(cluster: ClusterRequest, seen: _Seen, key: tuple[str, str]) -> bool:
     """Whether this pass's LISTs may tell the row that its RayCluster (a job's RayJob)
     is missing.
@@ -321,6 +370,8 @@ def _listed_after(cluster: ClusterRequest, seen: _Seen, key: tuple[str, str]) ->
     object is listed is folded as usual."""
     listed = seen.rayjobs.get(key) if cluster.is_job else seen.rayclusters.get(key)
     if listed is not None:
+        return True
+    if (jobs.RAYJOB[1] if cluster.is_job else RAYCLUSTER[1], key) in seen.confirmed_missing:
         return True
     listed_at = seen.jobs_listed_at if cluster.is_job else seen.listed_at
     return cluster.provision_requested_at is None and cluster.progress_at < listed_at
@@ -409,6 +460,8 @@ class _Seen:
     # The same for the RayJobs, which a job's row is folded from.
     jobs_listed_at: datetime
     capacity_grew: bool = False
+    # (kind, key) of objects a direct read found missing after their row's last move.
+    confirmed_missing: set[tuple[str, tuple[str, str]]] = field(default_factory=set)
 
 
 def _observe(gw: Gateway) -> _Seen:

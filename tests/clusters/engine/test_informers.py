@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
-from clusters import enqueue
-from clusters.engine import informers
+from clusters import enqueue, tasks
+from clusters.engine import informers, reconciler
 from clusters.engine.reconciler import reconcile_once
 from clusters.kube import informer as informer_module
 from clusters.kube import labels
@@ -208,6 +209,102 @@ def test_a_row_that_moved_after_its_cache_was_fresh_is_deferred(
     # Once the cache is fresh past the row's move, the absence counts.
     settings.RECONCILE_WATCH_GRACE_SECONDS = 0
     assert reconcile_once().recreated == [row.pk]
+
+
+def _quiet_rayclusters_then_gone(row: ClusterRequest) -> None:
+    """Delete ``row``'s RayCluster and wait for its pods to go, then make the server's
+    version move on with a write of another kind: the RayCluster cache cannot reach it."""
+    gw = get_gateway()
+    gw.delete("ray.io/v1", "RayCluster", row.name, row.namespace)
+    wait_for(
+        lambda: (
+            not gw.list(
+                "v1", "Pod", namespace=row.namespace, label_selector=f"ray.io/cluster={row.name}"
+            )
+        ),
+        timeout=20,
+        what="the pods gone",
+    )
+    gw.apply(_namespace("unrelated"))
+
+
+def test_a_row_still_in_doubt_after_its_move_reads_its_object_directly(
+    kubesim: Any,
+    watching: None,
+    settings: Any,
+    monkeypatch: Any,
+    acme: Any,
+    bob: Any,
+    h100: Any,
+) -> None:
+    settings.RECONCILE_WATCH_GRACE_SECONDS = 3600  # only probes make a cache fresh
+    _provisioning_clusters(1, acme, bob, h100)
+    reconcile_once()
+    _all_watching()
+    row = ClusterRequest.objects.get()
+    _quiet_rayclusters_then_gone(row)
+    ClusterRequest.objects.filter(pk=row.pk).update(progress_at=timezone.now())
+    # The move is after every write the cache holds, and old enough (the wait is made
+    # none here) for a busy kind's cache to have caught up: this one is of a quiet kind,
+    # and the pass asks the API server for that one RayCluster.
+    monkeypatch.setattr(reconciler, "READ_THROUGH_AFTER", timedelta(0))
+    with kube_requests() as calls:
+        report = reconcile_once()
+    assert report.read_through == 1 and not report.deferred
+    assert report.recreated == [row.pk]
+    # The version the caches wait for, then the direct read; the recreation writes.
+    assert calls["GET"] == 2
+    assert get_gateway().get("ray.io/v1", "RayCluster", row.name, row.namespace) is not None
+
+
+def test_the_last_deletion_of_a_burst_is_finished_without_waiting_for_the_grace(
+    kubesim: Any,
+    watching: None,
+    settings: Any,
+    monkeypatch: Any,
+    acme: Any,
+    bob: Any,
+    h100: Any,
+) -> None:
+    settings.RECONCILE_WATCH_GRACE_SECONDS = 3600  # only probes make a cache fresh
+    _provisioning_clusters(1, acme, bob, h100)
+    reconcile_once()
+    _all_watching()
+    row = ClusterRequest.objects.get()
+    # The delete service's move, then the provision pass's DELETE, the last RayCluster
+    # write there is: nothing of that kind follows to confirm the cache.
+    ClusterRequest.objects.filter(pk=row.pk).update(
+        state=State.DELETING, progress_at=timezone.now()
+    )
+    _quiet_rayclusters_then_gone(row)
+    report = reconcile_once()
+    assert report.deferred == [row.pk] and report.read_through == 0  # moved just now
+    monkeypatch.setattr(reconciler, "READ_THROUGH_AFTER", timedelta(0))  # now it is old
+    report = reconcile_once()
+    assert report.deleted == [row.pk] and report.read_through == 1 and not report.deferred
+    assert ClusterRequest.objects.get(pk=row.pk).state == State.DELETED
+
+
+def test_a_pass_that_deferred_rows_asks_for_the_next(
+    transactional_db: Any, kubesim: Any, settings: Any, acme: Any, bob: Any, h100: Any
+) -> None:
+    settings.RECONCILE_WATCH = True
+    settings.RECONCILE_WATCH_NUDGE_SECONDS = 0
+    settings.RECONCILE_WATCH_GRACE_SECONDS = 3600
+    try:
+        _provisioning_clusters(1, acme, bob, h100)
+        reconcile_once()
+        _all_watching()
+        row = ClusterRequest.objects.get()
+        ClusterRequest.objects.filter(pk=row.pk).update(
+            state=State.DELETING, progress_at=timezone.now()
+        )
+        _quiet_rayclusters_then_gone(row)
+        PendingPass.objects.filter(name=enqueue.PASSES[enqueue.RECONCILE]).update(requested_at=None)
+        assert tasks.reconcile()["deferred"] == 1
+        assert enqueue.is_requested(enqueue.RECONCILE)
+    finally:
+        informers.stop()
 
 
 def test_a_cluster_row_waits_only_for_the_freshness_of_the_rayclusters_cache(

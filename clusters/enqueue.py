@@ -12,8 +12,8 @@ pass is pending (:class:`clusters.models.PendingPass`), and the pass that runs s
 everything committed before it started. A burst of 1,000 creates thus costs a handful of
 admission passes, not 1,000, and a burst of 1,000 deletes a few dozen provision batches.
 A pass asked for soon after the last one started waits for the rest of its interval
-(``ADMISSION_PASS_INTERVAL_SECONDS``), so that a steady stream of nudges is admitted in
-batches.
+(``ADMISSION_PASS_INTERVAL_SECONDS``, ``PROVISION_PASS_INTERVAL_SECONDS``), so that a
+steady stream of nudges is taken in batches.
 """
 
 from __future__ import annotations
@@ -122,12 +122,13 @@ def reconcile() -> None:
     transaction.on_commit(lambda: request_pass(RECONCILE))
 
 
-def request_pass(name: str, *, countdown: float = 0) -> bool:
+def request_pass(name: str, *, countdown: float = 0, paced: bool = True) -> bool:
     """Send the pass ``name`` unless one is already pending; returns whether it sent.
 
     ``countdown`` delays the pass, so that the nudges of the next moments coalesce into it
     too (see ``settings.RECONCILE_NUDGE_DELAY_SECONDS``); so does the pass's interval, if
-    the last pass started less than that ago (:func:`_pace`). The claim is its own short
+    the last pass started less than that ago (:func:`_pace`), unless ``paced`` is false
+    (a pass that left work it knows of asks for the next at once). The claim is its own short
     statement, made after the caller's transaction committed, so it never holds a lock
     across a request. If the process dies between the claim and the send, the claim
     stays and :func:`resend_stale` sends it later.
@@ -137,7 +138,7 @@ def request_pass(name: str, *, countdown: float = 0) -> bool:
         return True
     claimed, last_started = _claim(PASSES[name])
     if claimed:
-        send(name, countdown=max(countdown, _pace(name, last_started)))
+        send(name, countdown=max(countdown, _pace(name, last_started) if paced else 0.0))
         return True
     return False
 
@@ -149,6 +150,8 @@ def _interval(name: str) -> float:
         return float(settings.ADMISSION_PASS_INTERVAL_SECONDS)
     if name == RECONCILE:
         return float(settings.RECONCILE_PASS_INTERVAL_SECONDS)
+    if name == PROVISION_REQUESTED:
+        return float(settings.PROVISION_PASS_INTERVAL_SECONDS)
     return 0.0
 
 

@@ -404,7 +404,7 @@ class PendingPass(models.Model):
     it once it is stale: the row is the outbox.
 
     ``started_at`` is when the last pass started. A pass asked for sooner than its
-    interval after that (``ADMISSION_PASS_INTERVAL_SECONDS``, ``RECONCILE_PASS_...``) is
+    interval after that (``ADMISSION_PASS_INTERVAL_SECONDS`` and the like) is
     sent to start when the interval ends: a stream of nudges then costs a bounded number
     of passes per second, each over a larger batch, while a nudge on a quiet system
     still starts a pass at once.

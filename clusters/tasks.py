@@ -149,7 +149,8 @@ def provision_requested() -> int:
     enqueue.pass_started(enqueue.PROVISION_REQUESTED)
     taken = provisioning.take_requested(PROVISION_PASS_BATCH)
     if len(taken) == PROVISION_PASS_BATCH:
-        enqueue.request_pass(enqueue.PROVISION_REQUESTED)  # more are marked
+        # More are marked: the next batch now, not after the pass's interval.
+        enqueue.request_pass(enqueue.PROVISION_REQUESTED, paced=False)
     if taken:
         _converge_batch(taken)
     return len(taken)

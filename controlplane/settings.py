@@ -438,6 +438,9 @@ RECONCILE_NUDGE_DELAY_SECONDS = env_float("RECONCILE_NUDGE_DELAY_SECONDS", 0.5)
 # the requests they admitted.
 ADMISSION_PASS_INTERVAL_SECONDS = env_float("ADMISSION_PASS_INTERVAL_SECONDS", 0.5)
 RECONCILE_PASS_INTERVAL_SECONDS = env_float("RECONCILE_PASS_INTERVAL_SECONDS", 0.0)
+# The same for the provision pass over rows marked for a step (deletions, suspensions,
+# jobs' RayJobs): a burst of 1,000 deletes ran 423 passes of 2.4 rows each without it.
+PROVISION_PASS_INTERVAL_SECONDS = env_float("PROVISION_PASS_INTERVAL_SECONDS", 0.2)
 # A reconcile pass folds only the rows whose row or objects changed since a fold that
 # changed nothing (clusters.engine.foldmemo); this often it folds every row again, as an
 # informer resyncs.

@@ -156,6 +156,30 @@ def test_a_pass_asked_for_soon_after_the_last_one_started_waits_for_its_interval
     assert later["headers"]["eta"] is None
 
 
+def test_the_provision_pass_is_paced_unless_it_left_rows_marked(
+    broker: Broker, settings: Any
+) -> None:
+    settings.PROVISION_PASS_INTERVAL_SECONDS = 30.0
+    assert enqueue.request_pass(enqueue.PROVISION_REQUESTED)  # a quiet system: at once
+    (first,) = broker.tasks(enqueue.PROVISION_REQUESTED)
+    assert first["headers"]["eta"] is None
+    broker.drain()
+    enqueue.pass_started(enqueue.PROVISION_REQUESTED)
+    started = PendingPass.objects.get(name="provision").started_at
+    assert started is not None
+    # A delete's nudge while a pass runs: the next pass waits for the interval's end.
+    assert enqueue.request_pass(enqueue.PROVISION_REQUESTED)
+    (paced,) = broker.tasks(enqueue.PROVISION_REQUESTED)
+    eta = datetime.fromisoformat(paced["headers"]["eta"])
+    assert started + timedelta(seconds=29) < eta <= started + timedelta(seconds=30, milliseconds=1)
+    # A pass that took a full batch asks for the next one at once.
+    broker.drain()
+    enqueue.pass_started(enqueue.PROVISION_REQUESTED)
+    assert enqueue.request_pass(enqueue.PROVISION_REQUESTED, paced=False)
+    (at_once,) = broker.tasks(enqueue.PROVISION_REQUESTED)
+    assert at_once["headers"]["eta"] is None
+
+
 def test_a_burst_of_notable_events_sends_one_dispatch_pass(
     broker: Broker, acme: Any, bob: Any
 ) -> None:

@@ -38,6 +38,7 @@ RAYJOB = ("ray.io/v1", "RayJob")
 SUBMITTER_CONTAINER = "ray-job-submitter"
 LOG_TAIL_LINES = 500
 LOG_TAIL_BYTES = 64 * 1024
+RELEASED_MESSAGE = "its pods are gone; GPUs released"
 # Ray's job statuses (status.jobStatus) and where each leaves the row.
 RAY_ENDS = {"SUCCEEDED": State.SUCCEEDED, "FAILED": State.FAILED, "STOPPED": State.STOPPED}
 
@@ -135,16 +136,21 @@ def mark_started(jobs: list[ClusterRequest]) -> list[ClusterRequest]:
 def release_if_gone(cluster: ClusterRequest, gw: Gateway) -> None:
     """Release a finished job's GPUs once none of its pods holds any."""
     if cluster.holds_gpus and not holding_pods(pods_of(gw, cluster)):
-        release_gpus(cluster, message="its pods are gone; GPUs released")
+        release_gpus(cluster, message=RELEASED_MESSAGE)
 
 
-def keep_log_tail(cluster: ClusterRequest, gw: Gateway) -> None:
-    """Keep the end of the driver's output on the row (once), before its pods go."""
+def keep_log_tail(
+    cluster: ClusterRequest, gw: Gateway, pods: list[dict[str, Any]] | None = None
+) -> None:
+    """Keep the end of the driver's output on the row (once), before its pods go.
+    ``pods``: the job's pods as a reconcile pass read them (else they are listed)."""
     job = job_of(cluster)
     if job.log_tail:
         return
     try:
-        text = read_driver_log(cluster, gw, tail_lines=LOG_TAIL_LINES, limit_bytes=LOG_TAIL_BYTES)
+        text = read_driver_log(
+            cluster, gw, tail_lines=LOG_TAIL_LINES, limit_bytes=LOG_TAIL_BYTES, pods=pods
+        )
     except KubeError as exc:
         log.info("log tail of %s: %s", cluster, exc.message)
         return
@@ -153,16 +159,23 @@ def keep_log_tail(cluster: ClusterRequest, gw: Gateway) -> None:
         job.log_tail = text
 
 
-def submitter_pod(cluster: ClusterRequest, gw: Gateway) -> dict[str, Any] | None:
-    """The pod that submitted the driver and follows its output (newest if several)."""
-    pods = [
+def submitter_pod(
+    cluster: ClusterRequest, gw: Gateway, pods: list[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
+    """The pod that submitted the driver and follows its output (newest if several).
+
+    ``pods``: the job's pods as the caller read them (a reconcile pass, from its caches:
+    listing them again was a request per finished job); listed when they hold none."""
+    submitters = [
         p
-        for p in pods_of(gw, cluster)
+        for p in (pods if pods is not None else pods_of(gw, cluster))
         if SUBMITTER_CONTAINER
         in {c.get("name") for c in (p.get("spec") or {}).get("containers", [])}
     ]
-    pods.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
-    return pods[-1] if pods else None
+    if not submitters and pods is not None:
+        return submitter_pod(cluster, gw)  # the caller's view may predate the pod
+    submitters.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+    return submitters[-1] if submitters else None
 
 
 def read_driver_log(
@@ -171,9 +184,11 @@ def read_driver_log(
     *,
     tail_lines: int | None = None,
     limit_bytes: int | None = None,
+    pods: list[dict[str, Any]] | None = None,
 ) -> str | None:
-    """The driver's output through ``pods/log`` of the submitter; ``None`` without one."""
-    pod = submitter_pod(cluster, gw)
+    """The driver's output through ``pods/log`` of the submitter; ``None`` without one.
+    ``pods`` as for :func:`submitter_pod`."""
+    pod = submitter_pod(cluster, gw, pods)
     if pod is None:
         return None
     return gw.pod_log(
@@ -195,13 +210,16 @@ def fold_job(
     pods: list[dict[str, Any]],
     gw: Gateway,
     view: QueueView | None = None,
+    release: list[ClusterRequest] | None = None,
 ) -> bool:
     """Fold one job's RayJob and pods into its row, or repair them; True when the job's
     GPUs were released (capacity freed). ``view`` is the queue backend's (Kueue's
-    verdicts on waiting and running jobs)."""
+    verdicts on waiting and running jobs). ``release``: a job whose GPUs may go back is
+    put there instead, for the caller to release in bulk
+    (:func:`clusters.transitions.release_gpus_many`)."""
     state = cluster.state
     if state == State.DELETING or state in JOB_FINISHED:
-        return _fold_ended(cluster, rj, pods, gw)
+        return _fold_ended(cluster, rj, pods, gw, release)
     if rj is None:
         if state == State.RUNNING:
             _end(cluster, State.FAILED, "vanished", "its RayJob vanished while the driver ran")
@@ -227,7 +245,9 @@ def fold_job(
         reason = str(status.get("reason") or "") or end.value
         if deployment == "Failed" and end == State.SUCCEEDED:
             end = State.FAILED
-        _end(cluster, end, reason, message or _default_message(end), gw=gw, status=status)
+        _end(
+            cluster, end, reason, message or _default_message(end), gw=gw, status=status, pods=pods
+        )
         return False
     if ray_status == "RUNNING" and state == State.STARTING:
         transition(
@@ -247,13 +267,14 @@ def _fold_ended(
     rj: dict[str, Any] | None,
     pods: list[dict[str, Any]],
     gw: Gateway,
+    release: list[ClusterRequest] | None,
 ) -> bool:
     """A deleting, stopped or finished job: see its RayJob (and pods) off, then finish
-    the deletion or release the GPUs."""
+    the deletion or release the GPUs (or leave them to ``release``)."""
     state = cluster.state
     gone = rj is None or bool(rj["metadata"].get("deletionTimestamp"))
     if state in (State.DELETING, State.STOPPED) and not gone:
-        keep_log_tail(cluster, gw)
+        keep_log_tail(cluster, gw, pods)
         delete_rayjob(gw, cluster.namespace, cluster.name)
         return False
     if state == State.DELETING:
@@ -261,7 +282,10 @@ def _fold_ended(
             return finish_deletion(cluster)
         return False
     if cluster.holds_gpus and not holding_pods(pods):
-        return release_gpus(cluster, message="its pods are gone; GPUs released")
+        if release is not None:
+            release.append(cluster)
+            return False
+        return release_gpus(cluster, message=RELEASED_MESSAGE)
     return False
 
 
@@ -297,8 +321,10 @@ def _end(
     *,
     gw: Gateway | None = None,
     status: dict[str, Any] | None = None,
+    pods: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Move a job to where it ended, recording Ray's message and the times."""
+    """Move a job to where it ended, recording Ray's message and the times, then keep
+    the driver's output (with ``gw``; ``pods`` as for :func:`keep_log_tail`)."""
     status = status or {}
     now = timezone.now()
     # One transaction: nobody may read the job as ended without Ray's message and times
@@ -312,4 +338,4 @@ def _end(
             ended_at=_time(status.get("endTime")) or now,
         )
     if gw is not None:
-        keep_log_tail(cluster, gw)
+        keep_log_tail(cluster, gw, pods)

@@ -62,7 +62,7 @@ from clusters.queue import capacity
 from clusters.queue.backends import queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
 from clusters.states import HOLDS_QUOTA, LIVE, WANTS_RAYCLUSTER, State
-from clusters.transitions import note, transition, transition_many
+from clusters.transitions import note, release_gpus_many, transition, transition_many
 from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,8 @@ class _Batch:
     to_ready: list[ClusterRequest] = field(default_factory=list)
     # Deleting rows whose RayCluster and pods are gone, by deletion reason.
     to_delete: dict[str, list[ClusterRequest]] = field(default_factory=lambda: defaultdict(list))
+    # Finished jobs whose pods are gone: their GPUs go back.
+    to_release: list[ClusterRequest] = field(default_factory=list)
     # (state the row was read in, new state_reason) -> primary keys
     reasons: dict[tuple[str, str], list[int]] = field(default_factory=lambda: defaultdict(list))
 
@@ -281,7 +283,12 @@ def _fold_rows(
                 continue
             if cluster.is_job:
                 if jobs.fold_job(
-                    cluster, seen.rayjobs.get(key), seen.pods_by_id.get(cluster.pk, []), gw, view
+                    cluster,
+                    seen.rayjobs.get(key),
+                    seen.pods_by_id.get(cluster.pk, []),
+                    gw,
+                    view,
+                    release=report.batch.to_release,
                 ):
                     report.released.append(cluster.pk)
                 continue
@@ -418,13 +425,15 @@ def _effects(report: Report, gw: Gateway) -> tuple[int, ...]:
         len(report.errors),
         len(report.deferred),
         len(batch.to_ready),
+        len(batch.to_release),
         sum(len(rows) for rows in batch.to_delete.values()),
         sum(len(pks) for pks in batch.reasons.values()),
     )
 
 
 def _write_batch(report: Report, now: Any) -> None:
-    """Move the rows found ready or gone and record the new waiting reasons, in bulk."""
+    """Move the rows found ready or gone, give back finished jobs' GPUs and record the
+    new waiting reasons, in bulk."""
     for reason, rows in report.batch.to_delete.items():
         gone = transition_many(
             rows, State.DELETED, reason=reason, message=DELETED_MESSAGE, deleted_at=now
@@ -438,6 +447,8 @@ def _write_batch(report: Report, now: Any) -> None:
         ready_at=now,
     )
     report.ready.extend(c.pk for c in moved)
+    released = release_gpus_many(report.batch.to_release, message=jobs.RELEASED_MESSAGE)
+    report.released.extend(c.pk for c in released)
     for (state, reason), pks in report.batch.reasons.items():
         ClusterRequest.objects.filter(pk__in=pks, state=state).update(state_reason=reason)
 

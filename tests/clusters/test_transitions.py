@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 from clusters.states import (
@@ -15,7 +17,7 @@ from clusters.states import (
     State,
     can_transition,
 )
-from clusters.transitions import note, transition
+from clusters.transitions import note, release_gpus, release_gpus_many, transition
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +88,46 @@ def test_back_in_line_forgets_the_nodes_asked_for_an_earlier_admission(make_clus
     transition(cluster, State.QUEUED, reason="resumed")
     row = ClusterRequest.objects.get(pk=cluster.pk)
     assert (row.capacity_state, row.capacity_request, row.capacity_message) == ("", "", "")
+
+
+def _holding(make_cluster: Any, count: int) -> list[ClusterRequest]:
+    rows = []
+    for i in range(count):
+        cluster = make_cluster(name=f"held-{i}")
+        cluster.save()
+        transition(cluster, State.ADMITTED, reason="admitted")  # takes its GPUs
+        rows.append(cluster)
+    return rows
+
+
+def test_many_rows_give_their_gpus_back_in_a_constant_number_of_queries(
+    make_cluster: Any,
+) -> None:
+    def release(count: int) -> tuple[int, list[ClusterRequest]]:
+        rows = _holding(make_cluster, count)
+        with CaptureQueriesContext(connection) as queries:
+            released = release_gpus_many(rows, message="its pods are gone; GPUs released")
+        return len(queries), released
+
+    few, released = release(2)
+    ClusterRequest.objects.all().delete()
+    many, released = release(20)
+    assert few == many
+    assert len(released) == 20 and not any(c.holds_gpus for c in released)
+    ids = [c.pk for c in released]
+    assert not ClusterRequest.objects.filter(pk__in=ids, holds_gpus=True).exists()
+    assert ClusterRequest.objects.filter(pk__in=ids, gpus_released_at__isnull=False).count() == 20
+    assert ClusterEvent.objects.filter(cluster_id__in=ids, reason="gpus_released").count() == 20
+    assert not UsageSpan.objects.filter(cluster_id__in=ids, ended_at__isnull=True).exists()
+
+
+def test_a_row_moved_or_released_meanwhile_is_left_alone(make_cluster: Any) -> None:
+    kept, moved, gone = _holding(make_cluster, 3)
+    stale = ClusterRequest.objects.get(pk=moved.pk)
+    transition(stale, State.PROVISIONING, reason="applied")  # moved by another writer
+    release_gpus(ClusterRequest.objects.get(pk=gone.pk), message="released before")
+    released = release_gpus_many([kept, moved, gone], message="its pods are gone")
+    assert released == [kept]
+    assert ClusterRequest.objects.get(pk=moved.pk).holds_gpus
+    assert ClusterEvent.objects.filter(cluster_id=gone.pk, reason="gpus_released").count() == 1
+    assert moved.holds_gpus and gone.holds_gpus  # in memory: not released by this call

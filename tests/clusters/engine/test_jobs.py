@@ -90,6 +90,8 @@ def test_a_queued_job_starts_when_a_cluster_goes_runs_and_gives_its_gpus_back(
     assert not _holding(pk)
     job = done.job
     assert job.ray_job_id and job.ray_cluster_name and job.job_status == "SUCCEEDED"
+    # The end of the driver's output was kept when it ended, from the pass's own pods.
+    assert "succeeded" in job.log_tail, job.log_tail
     assert job.started_at and job.ended_at and job.started_at <= job.ended_at
     assert done.gpus_released_at and done.gpus_released_at >= job.ended_at
     (span,) = UsageSpan.objects.filter(cluster=done)

@@ -317,3 +317,22 @@ def test_an_object_missing_from_lists_older_than_its_row_is_left_to_the_next_pas
     assert report.deferred == [deleting.pk] and report.recreated == [fresh.pk]
     ClusterRequest.objects.filter(pk=deleting.pk).update(provision_requested_at=None)
     assert reconcile_once().deleted == [deleting.pk]
+
+
+def test_a_jobs_submitter_is_found_in_the_pods_a_pass_read(kubesim: Any, make_cluster: Any) -> None:
+    from clusters.engine import jobs
+
+    row = make_cluster(name="train")
+    submitter = {
+        "metadata": {"name": "train-submit", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": [{"name": jobs.SUBMITTER_CONTAINER}]},
+    }
+    ray_head = {"metadata": {"name": "train-head"}, "spec": {"containers": [{"name": "ray"}]}}
+    gw = get_gateway()
+    with kube_requests() as calls:
+        assert jobs.submitter_pod(row, gw, [ray_head, submitter]) is submitter
+    assert not calls  # no LIST of the job's pods: the pass had them
+    with kube_requests() as calls:
+        # Pods read before the submitter was: the API server is asked (it has none here).
+        assert jobs.submitter_pod(row, gw, [ray_head]) is None
+    assert calls == {"GET": 1}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from math import inf
@@ -85,6 +86,13 @@ class Server(ThreadingHTTPServer):
         # slow apply once landed after a restart without state and made an orphan).
         self.closed = False
         super().__init__(address, Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (a killed worker's open watch, a reset
+        keep-alive connection) is routine, as it is to an API server: not printed."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class Handler(BaseHTTPRequestHandler):

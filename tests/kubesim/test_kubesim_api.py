@@ -381,3 +381,20 @@ def test_pod_spec_is_immutable(core: client.CoreV1Api) -> None:
             "imm", "default", {"spec": {"containers": [container("main", cpu="2")]}}
         )
     assert exc.value.status == 422
+
+
+def test_a_client_that_resets_its_connection_is_not_reported_as_a_server_error(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+    import struct
+    import time
+
+    conn = socket.create_connection((sim.host, sim.port))
+    conn.sendall(b"GET /api/v1/namesp")  # half a request line, then a reset (RST)
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+    time.sleep(0.3)  # the server's connection thread meets the reset
+    with urllib.request.urlopen(sim.url + "/api/v1/namespaces") as resp:
+        assert resp.status == 200  # still serving
+    assert "Traceback" not in capsys.readouterr().err

@@ -424,6 +424,10 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # A page of a tenant's cluster list is served again from the cache while nothing it shows
 # has changed (clusters/api/listcache.py), for at most this long; 0 renders every list.
 CLUSTER_LIST_CACHE_SECONDS = env_int("CLUSTER_LIST_CACHE_SECONDS", 60, minimum=0)
+# On a queue large enough that reading it for a dry-run takes a while (15,000 waiting
+# requests: a second), a verdict answers from the last reading, at most this old, while
+# the next is read in the background (clusters/queue/recorded.py); 0 always waits.
+DRY_RUN_STALE_SECONDS = env_float("DRY_RUN_STALE_SECONDS", 10.0)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
 # A provisioned cluster asks for a reconcile pass this much later, so that the clusters

@@ -189,6 +189,11 @@ class DryRunOutput(ManifestsOutput):
         help_text="Set when the tenant is at or over its monthly GPU-hour budget and the "
         "platform deprioritises: the request would queue at the lowest priority."
     )
+    as_of = serializers.DateTimeField(
+        help_text="When the queue was read for this verdict. On a large queue (reading it "
+        "takes a while) a verdict answers from the last reading, at most "
+        "DRY_RUN_STALE_SECONDS old, while the next is read."
+    )
 
 
 class PodOut(drf.Serializer):

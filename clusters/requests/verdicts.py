@@ -11,6 +11,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from clusters import admission as adm
 from clusters.admission.dry_run import FITS_NOW, NEVER_FITS
@@ -123,6 +124,8 @@ def dry_run_verdict(
             {**asdict(f), "eta_text": adm.format_eta(f.eta, snapshot.now)} for f in verdict.flavors
         ],
         "budget_note": budget_note,
+        # When the queue was read: a large one's verdict may come from the last reading.
+        "as_of": snapshot.now,
         "manifests": cluster_manifests(cluster, **manifest_options()),
     }
 
@@ -145,5 +148,6 @@ def _hosted_verdict(job: ClusterRequest, host: str) -> dict[str, Any]:
         "flavor": None,
         "flavors": [],
         "budget_note": "",
+        "as_of": timezone.now(),  # the queue is not read: nothing waits
         "manifests": cluster_manifests(job, **manifest_options()),
     }

@@ -53,6 +53,14 @@ def reltime(when: datetime | None) -> str:
 
 
 @register.filter
+def seconds_ago(when: datetime | None) -> float:
+    """How many seconds ago ``when`` was (0 for ``None`` or the future)."""
+    if when is None:
+        return 0.0
+    return max((timezone.now() - when).total_seconds(), 0.0)
+
+
+@register.filter
 def ray_image(cluster: Any) -> str:
     """The request's image with the Ray version its tag names: ``image (Ray 2.49.2)``."""
     image = resolve_image(cluster)

@@ -3,12 +3,14 @@ panel, the buttons (each a service call), refusals, and constant query counts.""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from django.utils.html import escape
 
 from clusters.models import ClusterRequest
@@ -207,6 +209,31 @@ def test_verdict_panel_will_queue_with_position_eta_and_alternatives(
     assert "Will queue: #1, <span title=" in html and ">about 2 h</span>" in html
     assert "because" in html
     assert "Alternatives" in html and "<strong>l4</strong>" in html
+
+
+def test_verdict_panel_says_when_a_large_queue_was_read(
+    bob: Any, alice: Any, request_cluster: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clusters.queue import recorded
+
+    for name in ("fill-a", "fill-b"):
+        make_ready(request_cluster(alice, name=name, kind="prod", workers=1, ttl_hours=2))
+    form = {"kind": "dev", "flavor": "h100", "workers": 1}
+    client = client_for(bob)
+    html = client.post(VERDICT, form).content.decode()
+    assert 'data-verdict="will_queue"' in html and "data-as-of" not in html  # read now
+    # As if reading the queue were slow (a long queue): the next verdict after a change
+    # answers from that reading (its next one, in the background, is not started here).
+    settings.DRY_RUN_STALE_SECONDS = 60
+    monkeypatch.setattr(recorded, "SLOW_BUILD", 0.0)
+    monkeypatch.setattr(recorded, "_refresh_in_background", lambda: None)
+    client.post(VERDICT, form)  # read again, now counted as slow
+    request_cluster(alice, name="later", workers=1)  # the queue changes
+    read_at = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: read_at + timedelta(seconds=5))
+    html = client.post(VERDICT, form).content.decode()
+    assert 'data-verdict="will_queue"' in html
+    assert "data-as-of" in html and "As the queue stood" in html and "ago" in html
 
 
 def test_verdict_panel_never_fits_and_invalid(bob: Any, l4: Any) -> None:

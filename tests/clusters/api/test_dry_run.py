@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 import yaml
+from django.utils import timezone
 
 from clusters.models import ClusterRequest
 from tenants.models import AuditEvent
@@ -19,6 +21,9 @@ def test_dry_run_returns_the_manifests(as_user: Any, bob: Any) -> None:
     body = response.json()
     # acme has 16 H100s of its own and holds none: a 2-worker dev cluster starts now.
     assert body["verdict"] == "fits_now" and body["reasons"] == [] and body["eta"] is None
+    # When the queue was read: now, for a queue this small (read afresh each time).
+    as_of = datetime.fromisoformat(body["as_of"])
+    assert abs((timezone.now() - as_of).total_seconds()) < 30
     (obj,) = body["manifests"]
     assert obj["kind"] == "RayCluster"
     assert obj["metadata"]["namespace"] == "gw-acme"

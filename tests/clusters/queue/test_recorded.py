@@ -4,6 +4,7 @@ suspended clusters, tenants, quotas, the fleet, the settings or the time."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -177,3 +178,56 @@ def test_an_entry_ends_when_a_request_ages(queue: Any, settings: Any, monkeypatc
     assert entry is not None
     aged_at = ClusterRequest.objects.get(pk=waiting.pk).created_at + timedelta(seconds=3600)
     assert entry.until == aged_at
+
+
+def _wait_for(predicate: Callable[[], object], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_slow_queue_answers_from_the_last_reading_while_the_next_is_read(
+    transactional_db: Any,
+    queue: Any,
+    acme: Any,
+    bob: Any,
+    h100: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every reading counts as slow here (a large queue takes a second to read).
+    monkeypatch.setattr(recorded, "SLOW_BUILD", 0.0)
+    settings.DRY_RUN_STALE_SECONDS = 60
+    snapshot, first = recorded.recorded_snapshot()
+    spec = ClusterSpec(flavor=h100, workers=1)
+    before = dry_run_verdict(tenant=acme, owner=bob, spec=spec)
+    assert before["position"] == 3 and before["as_of"] == snapshot.now
+    services.cluster_request_create(
+        actor=bob, tenant=acme, spec=ClusterSpec(flavor=h100, name="ahead", workers=1)
+    )
+    # Answered at once from the last reading, which says when it read the queue ...
+    stale = dry_run_verdict(tenant=acme, owner=bob, spec=spec)
+    assert stale["position"] == 3 and stale["as_of"] == snapshot.now
+    # ... while the next reading is made in the background, and then answers.
+    _wait_for(lambda: recorded.recorded_snapshot()[1] is not first)
+    _wait_for(lambda: not recorded._refreshing)
+    fresh = dry_run_verdict(tenant=acme, owner=bob, spec=spec)
+    assert fresh["position"] == 4 and fresh["as_of"] > snapshot.now
+
+
+def test_a_stale_reading_is_not_answered_past_its_limit_or_when_turned_off(
+    queue: Any, acme: Any, bob: Any, h100: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recorded, "SLOW_BUILD", 0.0)
+    settings.DRY_RUN_STALE_SECONDS = 0
+    _changes_the_key(lambda: ClusterRequest.objects.filter(pk=queue[2].pk).update(priority=5))
+    assert not recorded._refreshing
+    # Too old to answer: read afresh, at once.
+    settings.DRY_RUN_STALE_SECONDS = 60
+    snapshot, before = recorded.recorded_snapshot()
+    ClusterRequest.objects.filter(pk=queue[2].pk).update(priority=6)
+    later = snapshot.now + timedelta(seconds=61)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    assert recorded.recorded_snapshot()[1] is not before
+    assert not recorded._refreshing

@@ -37,6 +37,9 @@ CLIENTS = 8
 TENANTS = 20
 ENGINEERS_PER_TENANT = 5
 WORKER_CONCURRENCY = int(os.environ.get("BENCH_E2E_CONCURRENCY", "2"))
+# The other concurrencies the worker is run at once each (product only, no anchor), to
+# show why WORKER_CONCURRENCY is what deploy/ runs; empty: none.
+SWEEP = [int(c) for c in os.environ.get("BENCH_E2E_SWEEP", "1,4").split(",") if c.strip()]
 # As deploy/Dockerfile runs it. A sync worker waits on PostgreSQL for part of each
 # create (its commit is flushed to disk), so two left the CPUs partly idle.
 GUNICORN_WORKERS = int(os.environ.get("BENCH_E2E_GUNICORN_WORKERS", "3"))
@@ -189,7 +192,15 @@ def _through_gangway(
     import redis
 
     broker = redis.Redis.from_url(support.redis_url(BROKER_DB))
-    jobs = [(engineers[i % len(engineers)], f"bench-{i}") for i in range(CLUSTERS)]
+    # Round robin over the tenants, then over each tenant's engineers (engineers is in
+    # tenant order): every tenant gets its share, whatever CLUSTERS is.
+    jobs = [
+        (
+            engineers[(i % TENANTS) * ENGINEERS_PER_TENANT + (i // TENANTS) % ENGINEERS_PER_TENANT],
+            f"bench-{i}",
+        )
+        for i in range(CLUSTERS)
+    ]
 
     def create(session: Any, job: Any) -> str:
         (slug, token), name = job
@@ -318,7 +329,9 @@ def _straight_to_kubesim(sim_url: str, kubeconfig: str) -> dict[str, Any]:
     return {"applied": applied, "ready": ready}
 
 
-def _start_product(workdir: Path, kubeconfig: str, port: int) -> support.Processes:
+def _start_product(
+    workdir: Path, kubeconfig: str, port: int, concurrency: int
+) -> support.Processes:
     env = support.production_env(
         DATABASE_URL=os.environ["DATABASE_URL"],
         CACHE_URL=support.redis_url(BROKER_DB),
@@ -339,7 +352,7 @@ def _start_product(workdir: Path, kubeconfig: str, port: int) -> support.Process
             *celery,
             "worker",
             "--pool=prefork",
-            f"--concurrency={WORKER_CONCURRENCY}",
+            f"--concurrency={concurrency}",
             f"--queues={QUEUE}",
             f"--loglevel={os.environ.get('BENCH_WORKER_LOGLEVEL', 'WARNING')}",
             "--without-heartbeat",
@@ -364,8 +377,9 @@ def _sessions(procs: support.Processes, sim: support.KubeSimProcess) -> dict[str
     return sessions
 
 
-def measure() -> dict[str, Any]:
-    """Run both the product and the anchor; returns the raw figures."""
+def measure(concurrency: int = WORKER_CONCURRENCY, anchor: bool = True) -> dict[str, Any]:
+    """Run the product with the worker at ``concurrency``, then (if ``anchor``) the
+    anchor; returns the raw figures."""
     import redis
 
     support.setup_django("bench_e2e")
@@ -380,7 +394,7 @@ def measure() -> dict[str, Any]:
     port = support.free_port()
     base = f"http://127.0.0.1:{port}"
     with support.kubesim_process(fleet) as sim:
-        procs = _start_product(workdir, sim.kubeconfig, port)
+        procs = _start_product(workdir, sim.kubeconfig, port, concurrency)
         try:
             support.wait_http(f"{base}/healthz")
             # The first reconcile pass records the free capacity admission relies on.
@@ -391,13 +405,47 @@ def measure() -> dict[str, Any]:
             product = _through_gangway(base, engineers, sim.url, _sessions(procs, sim))
         finally:
             procs.stop()
+    if not anchor:
+        return {"product": product, "anchor": None, "logs": str(workdir)}
     with support.kubesim_process(fleet) as sim:
-        anchor = _straight_to_kubesim(sim.url, sim.kubeconfig)
-    return {"product": product, "anchor": anchor, "logs": str(workdir)}
+        straight = _straight_to_kubesim(sim.url, sim.kubeconfig)
+    return {"product": product, "anchor": straight, "logs": str(workdir)}
 
 
 def _rate(figures: dict[str, Any]) -> float:
     return CLUSTERS / float(figures["product"]["ready"])
+
+
+def _sweep_lines(chosen: dict[str, Any], swept: dict[int, dict[str, Any]]) -> list[str]:
+    """The worker's concurrency: the median run at :data:`WORKER_CONCURRENCY` beside one
+    run at each other concurrency of :data:`SWEEP` (none: no lines)."""
+    if not swept:
+        return []
+    rows = [
+        "| worker concurrency | creates | create to ready | last create -> all ready "
+        "| until all deleted | jobs | worker CPU per cluster | CPU per cluster (all) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    parts = ["gunicorn", "worker", "beat", "kubesim", "postgres", "redis"]
+    for concurrency, figures in sorted({**swept, WORKER_CONCURRENCY: chosen}.items()):
+        p = figures["product"]
+        created = p["created"].seconds
+        mark = " (deploy/, the tables above)" if concurrency == WORKER_CONCURRENCY else ""
+        rows.append(
+            f"| {concurrency}{mark} | {CLUSTERS / created:,.0f}/s "
+            f"| {CLUSTERS / p['ready']:,.0f} clusters/s | {p['ready'] - created:.1f} s "
+            f"| {CLUSTERS / p['gone']:,.0f}/s | {CLUSTERS / p['finished']:,.0f} jobs/s "
+            f"| {p['create_cpu']['worker'] / CLUSTERS * 1000:.1f} ms "
+            f"| {sum(p['create_cpu'][part] for part in parts) / CLUSTERS * 1000:.0f} ms |"
+        )
+    return [
+        "",
+        "The worker's concurrency (prefork processes): the run above beside one run of the "
+        "product at each other concurrency (`BENCH_E2E_SWEEP`), each from empty tables. "
+        "CPU per cluster is the create-to-ready stage's.",
+        "",
+        *rows,
+    ]
 
 
 def run() -> str:
@@ -405,6 +453,7 @@ def run() -> str:
     from the median one (by clusters per second until all are ready)."""
     runs = sorted((measure() for _ in range(RUNS)), key=_rate)
     figures = runs[len(runs) // 2]
+    swept = {c: measure(c, anchor=False) for c in SWEEP if c != WORKER_CONCURRENCY}
     p, a = figures["product"], figures["anchor"]
     created, deleted = p["created"], p["deleted"]
     lat = created.latencies
@@ -453,6 +502,9 @@ def run() -> str:
         ),
     ]
     failures = created.failures + deleted.failures + submitted.failures + a["applied"].failures
+    for r in swept.values():
+        q = r["product"]
+        failures += q["created"].failures + q["deleted"].failures + q["submitted"].failures
     return "\n".join(
         [
             f"## End to end: {CLUSTERS:,} dev clusters through the API",
@@ -496,6 +548,7 @@ def run() -> str:
             + "; anchor: "
             + ", ".join(f"{CLUSTERS / r['anchor']['ready']:,.0f}/s" for r in runs)
             + "). Each run starts from empty tables and a fresh broker, product then anchor.",
+            *_sweep_lines(figures, swept),
             "",
             f"Failed requests: {len(failures)}"
             + (f" (first: {failures[0][:200]})" if failures else "")

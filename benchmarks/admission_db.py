@@ -277,7 +277,7 @@ def run() -> str:
             f"{WARM_VERDICTS}): the digest query, then verdicts forked from the recorded pass "
             "kept in the process (kept while the digest is unchanged, for at most "
             "5 s). After a change: the first verdict after a write to one waiting request; "
-            "a queue whose reading took 0.25 s or more is answered from the last reading "
+            "a queue whose reading took 0.1 s or more is answered from the last reading "
             "(at most `DRY_RUN_STALE_SECONDS`, 10 s, old; the answer's `as_of` says when) "
             "while the next is read in the background, in the time given in brackets. A "
             "smaller queue is read afresh. Every way gives the same verdict, reasons and "

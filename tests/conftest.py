@@ -45,6 +45,16 @@ def _fast_password_hashing(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _dry_runs_read_afresh(settings: Any) -> None:
+    """A dry-run reads the queue afresh after every change, as on a small queue: a test
+    checks a verdict right after changing the queue, and on a loaded machine even a small
+    queue's reading may take as long as a large one's (``recorded.SLOW_BUILD``), which
+    would answer from the last reading. The stale answers are tested on their own
+    (tests/clusters/queue/test_recorded.py, tests/frontend/test_pages.py)."""
+    settings.DRY_RUN_STALE_SECONDS = 0
+
+
+@pytest.fixture(autouse=True)
 def _passes_list(settings: Any) -> Any:
     """In-process reconcile passes LIST every kind, as a pass without informers does: a
     test checks a pass's outcome right after writing to the cluster, and a watch may

@@ -336,3 +336,38 @@ def test_a_jobs_submitter_is_found_in_the_pods_a_pass_read(kubesim: Any, make_cl
         # Pods read before the submitter was: the API server is asked (it has none here).
         assert jobs.submitter_pod(row, gw, [ray_head]) is None
     assert calls == {"GET": 1}
+
+
+def test_a_jobs_rayjob_suspended_or_not_against_its_rows_state_is_applied_again(
+    kubesim: Any, acme: Any, bob: Any, as_user: Any
+) -> None:
+    """Two writes of a RayJob raced (a provision pass that read the job waiting applied it
+    suspended after the batch that admitted it had unsuspended it): the fold repairs it."""
+    from clusters import tasks
+
+    acme.max_dev_clusters_per_user = acme.max_dev_gpus_per_user = 10
+    acme.save()
+    client = as_user(bob)
+    for name in ("started", "waiting"):
+        body = {"entrypoint": "python train.py", "flavor": "h100", "workers": 1, "name": name}
+        assert client.post("/api/v1/tenants/acme/jobs/", body, format="json").status_code == 201
+    assert tasks.provision_requested() == 2  # their RayJobs, suspended while they wait
+    gw = get_gateway()
+
+    def suspended(name: str) -> bool:
+        rayjob = gw.get("ray.io/v1", "RayJob", name, "gw-acme")
+        assert rayjob is not None
+        return bool(rayjob["spec"].get("suspend"))
+
+    assert suspended("started") and suspended("waiting")
+    # The row moved on to starting, but the last write of its RayJob was the suspended
+    # one; and a waiting job's RayJob was unsuspended behind the queue's back.
+    ClusterRequest.objects.filter(name="started").update(state=State.STARTING, holds_gpus=True)
+    gw.merge_patch("ray.io/v1", "RayJob", "waiting", {"spec": {"suspend": False}}, "gw-acme")
+    report = reconcile_once()
+    assert not report.errors
+    assert not suspended("started") and suspended("waiting")
+    # Repaired, they stay so: the next pass writes nothing.
+    with kube_requests() as calls:
+        reconcile_once()
+    assert not calls["PATCH"] and not calls["POST"] and not calls["PUT"]

@@ -1,18 +1,18 @@
 """1,000 dev clusters through the whole product, against kubesim with no start-up delay.
 
 The product runs as in production, each part in its own process: gunicorn (3 sync
-workers, as the production image runs it) serving the API, a Celery worker (prefork) and
-Celery beat on Redis, PostgreSQL, and kubesim as the Kubernetes API server. Eight client
-threads create 1,000 dev clusters (one single-GPU worker each) through the REST API,
-spread over 100 engineers in 20 tenants; then the benchmark waits until every cluster is
-``ready``, and until the Celery queue is empty. Then it deletes them all through the API
-and waits until every row is ``deleted``; then it submits 1,000 jobs (RayJobs of one
-single-GPU worker whose simulated driver runs for ``JOB_RUN_SECONDS``) through the jobs
-API and waits until every one has succeeded and given its GPUs back. Kubernetes requests
-are counted by kubesim itself, and the CPU time of every process (gunicorn, the Celery
-worker, beat, kubesim) per stage from ``/proc``, since on a shared machine wall time
-says less than CPU time. The anchor is applying the same RayClusters straight to kubesim
-(no control plane) with the same eight threads.
+workers, as the production image runs it) serving the API, a Celery worker (its pool as
+deploy/ runs it) and Celery beat on Redis, PostgreSQL, and kubesim as the Kubernetes API
+server. Eight client threads create 1,000 dev clusters (one single-GPU worker each)
+through the REST API, spread over 100 engineers in 20 tenants; then the benchmark waits
+until every cluster is ``ready``, and until the Celery queue is empty. Then it deletes
+them all through the API and waits until every row is ``deleted``; then it submits 1,000
+jobs (RayJobs of one single-GPU worker whose simulated driver runs for
+``JOB_RUN_SECONDS``) through the jobs API and waits until every one has succeeded and
+given its GPUs back. Kubernetes requests are counted by kubesim itself, and the CPU time
+of every process (gunicorn, the Celery worker, beat, kubesim) per stage from ``/proc``,
+since on a shared machine wall time says less than CPU time. The anchor is applying the
+same RayClusters straight to kubesim (no control plane) with the same eight threads.
 """
 
 from __future__ import annotations
@@ -36,10 +36,21 @@ RUNS = int(os.environ.get("BENCH_E2E_RUNS", "3"))
 CLIENTS = 8
 TENANTS = 20
 ENGINEERS_PER_TENANT = 5
-WORKER_CONCURRENCY = int(os.environ.get("BENCH_E2E_CONCURRENCY", "2"))
-# The other concurrencies the worker is run at once each (product only, no anchor), to
-# show why WORKER_CONCURRENCY is what deploy/ runs; empty: none.
-SWEEP = [int(c) for c in os.environ.get("BENCH_E2E_SWEEP", "1,4").split(",") if c.strip()]
+# The worker as deploy/ runs it: Celery's pool and its concurrency.
+WORKER = (
+    os.environ.get("BENCH_E2E_POOL", "threads"),
+    int(os.environ.get("BENCH_E2E_CONCURRENCY", "2")),
+)
+# The other ways the worker is run, once each (product only, no anchor), to show why
+# WORKER is what deploy/ runs: ``pool:concurrency`` entries; empty: none.
+SWEEP = [
+    (pool, int(concurrency))
+    for pool, concurrency in (
+        entry.strip().split(":")
+        for entry in os.environ.get("BENCH_E2E_SWEEP", "prefork:1,prefork:2,threads:4").split(",")
+        if entry.strip()
+    )
+]
 # As deploy/Dockerfile runs it. A sync worker waits on PostgreSQL for part of each
 # create (its commit is flushed to disk), so two left the CPUs partly idle.
 GUNICORN_WORKERS = int(os.environ.get("BENCH_E2E_GUNICORN_WORKERS", "3"))
@@ -330,7 +341,7 @@ def _straight_to_kubesim(sim_url: str, kubeconfig: str) -> dict[str, Any]:
 
 
 def _start_product(
-    workdir: Path, kubeconfig: str, port: int, concurrency: int
+    workdir: Path, kubeconfig: str, port: int, worker: tuple[str, int]
 ) -> support.Processes:
     env = support.production_env(
         DATABASE_URL=os.environ["DATABASE_URL"],
@@ -351,8 +362,8 @@ def _start_product(
         [
             *celery,
             "worker",
-            "--pool=prefork",
-            f"--concurrency={concurrency}",
+            f"--pool={worker[0]}",
+            f"--concurrency={worker[1]}",
             f"--queues={QUEUE}",
             f"--loglevel={os.environ.get('BENCH_WORKER_LOGLEVEL', 'WARNING')}",
             "--without-heartbeat",
@@ -377,9 +388,9 @@ def _sessions(procs: support.Processes, sim: support.KubeSimProcess) -> dict[str
     return sessions
 
 
-def measure(concurrency: int = WORKER_CONCURRENCY, anchor: bool = True) -> dict[str, Any]:
-    """Run the product with the worker at ``concurrency``, then (if ``anchor``) the
-    anchor; returns the raw figures."""
+def measure(worker: tuple[str, int] = WORKER, anchor: bool = True) -> dict[str, Any]:
+    """Run the product with the worker as ``worker`` (pool, concurrency), then (if
+    ``anchor``) the anchor; returns the raw figures."""
     import redis
 
     support.setup_django("bench_e2e")
@@ -394,7 +405,7 @@ def measure(concurrency: int = WORKER_CONCURRENCY, anchor: bool = True) -> dict[
     port = support.free_port()
     base = f"http://127.0.0.1:{port}"
     with support.kubesim_process(fleet) as sim:
-        procs = _start_product(workdir, sim.kubeconfig, port, concurrency)
+        procs = _start_product(workdir, sim.kubeconfig, port, worker)
         try:
             support.wait_http(f"{base}/healthz")
             # The first reconcile pass records the free capacity admission relies on.
@@ -416,23 +427,23 @@ def _rate(figures: dict[str, Any]) -> float:
     return CLUSTERS / float(figures["product"]["ready"])
 
 
-def _sweep_lines(chosen: dict[str, Any], swept: dict[int, dict[str, Any]]) -> list[str]:
-    """The worker's concurrency: the median run at :data:`WORKER_CONCURRENCY` beside one
-    run at each other concurrency of :data:`SWEEP` (none: no lines)."""
+def _sweep_lines(chosen: dict[str, Any], swept: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
+    """The worker's pool and concurrency: the median run as :data:`WORKER` beside one run
+    each way of :data:`SWEEP` (none: no lines)."""
     if not swept:
         return []
     rows = [
-        "| worker concurrency | creates | create to ready | last create -> all ready "
+        "| worker pool, concurrency | creates | create to ready | last create -> all ready "
         "| until all deleted | jobs | worker CPU per cluster | CPU per cluster (all) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     parts = ["gunicorn", "worker", "beat", "kubesim", "postgres", "redis"]
-    for concurrency, figures in sorted({**swept, WORKER_CONCURRENCY: chosen}.items()):
+    for worker, figures in sorted({**swept, WORKER: chosen}.items()):
         p = figures["product"]
         created = p["created"].seconds
-        mark = " (deploy/, the tables above)" if concurrency == WORKER_CONCURRENCY else ""
+        mark = " (deploy/, the tables above)" if worker == WORKER else ""
         rows.append(
-            f"| {concurrency}{mark} | {CLUSTERS / created:,.0f}/s "
+            f"| {worker[0]}, {worker[1]}{mark} | {CLUSTERS / created:,.0f}/s "
             f"| {CLUSTERS / p['ready']:,.0f} clusters/s | {p['ready'] - created:.1f} s "
             f"| {CLUSTERS / p['gone']:,.0f}/s | {CLUSTERS / p['finished']:,.0f} jobs/s "
             f"| {p['create_cpu']['worker'] / CLUSTERS * 1000:.1f} ms "
@@ -440,8 +451,10 @@ def _sweep_lines(chosen: dict[str, Any], swept: dict[int, dict[str, Any]]) -> li
         )
     return [
         "",
-        "The worker's concurrency (prefork processes): the run above beside one run of the "
-        "product at each other concurrency (`BENCH_E2E_SWEEP`), each from empty tables. "
+        "The worker's pool and concurrency (prefork: that many processes, each with its "
+        "own informers, fold memo and connections; threads: that many threads in one "
+        "process, which share them): the run above beside one run of the product each "
+        "other way (`BENCH_E2E_SWEEP`), each from empty tables. "
         "CPU per cluster is the create-to-ready stage's.",
         "",
         *rows,
@@ -453,7 +466,7 @@ def run() -> str:
     from the median one (by clusters per second until all are ready)."""
     runs = sorted((measure() for _ in range(RUNS)), key=_rate)
     figures = runs[len(runs) // 2]
-    swept = {c: measure(c, anchor=False) for c in SWEEP if c != WORKER_CONCURRENCY}
+    swept = {w: measure(w, anchor=False) for w in SWEEP if w != WORKER}
     p, a = figures["product"], figures["anchor"]
     created, deleted = p["created"], p["deleted"]
     lat = created.latencies
@@ -510,8 +523,8 @@ def run() -> str:
             f"## End to end: {CLUSTERS:,} dev clusters through the API",
             "",
             f"gunicorn ({GUNICORN_WORKERS} sync workers, as the production image), a Celery "
-            f"worker (prefork, concurrency "
-            f"{WORKER_CONCURRENCY}) and Celery beat on Redis, PostgreSQL, and kubesim (its own "
+            f"worker ({WORKER[0]} pool, concurrency "
+            f"{WORKER[1]}) and Celery beat on Redis, PostgreSQL, and kubesim (its own "
             "process, no start-up delay) as the Kubernetes API server, all on this machine. "
             f"{CLIENTS} client threads create {CLUSTERS:,} dev clusters (one single-GPU worker "
             f"each) for 100 engineers in {TENANTS} tenants, every tenant with quota for its "

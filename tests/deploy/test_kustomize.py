@@ -261,7 +261,7 @@ def test_processes_and_their_commands(target: str) -> None:
     worker = deployment_container(docs, "worker")
     assert worker["command"] == [
         *("celery", "-A", "controlplane", "worker", "--loglevel", "INFO"),
-        *("--concurrency", "2"),
+        *("--pool", "threads", "--concurrency", "2"),
     ]
     beat_deployment = one(docs, "Deployment", "gangway-beat")
     beat = deployment_container(docs, "beat")

@@ -76,9 +76,17 @@ Worker = CeleryProcess
 
 
 @contextmanager
-def engine_worker(tmp_path: Path, *, beat: bool = True, **overrides: str) -> Iterator[Worker]:
+def engine_worker(
+    tmp_path: Path,
+    *,
+    beat: bool = True,
+    pool: str = "solo",
+    concurrency: int = 1,
+    **overrides: str,
+) -> Iterator[Worker]:
     """A real worker process on a queue of its own, pointed at the test database and
-    the kubesim of the test's settings; ``overrides`` go into its environment."""
+    the kubesim of the test's settings; ``overrides`` go into its environment. ``pool``
+    and ``concurrency`` are Celery's (``threads``, 2: as deploy/ runs it)."""
     from controlplane.celery import app
 
     db = settings.DATABASES["default"]
@@ -95,7 +103,7 @@ def engine_worker(tmp_path: Path, *, beat: bool = True, **overrides: str) -> Ite
         CONTAINER_GPUS_SECCOMP_PROFILE=settings.CONTAINER_GPUS_SECCOMP_PROFILE,
         **overrides,
     )
-    handle = Worker(env, tmp_path / "worker.log", beat=beat)
+    handle = Worker(env, tmp_path / "worker.log", pool=pool, concurrency=concurrency, beat=beat)
     handle.start()
     try:
         yield handle

@@ -24,7 +24,7 @@ from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
 from clusters.spec import ClusterSpec
 from tenants.models import Quota
-from tests.clusters.engine.conftest import wait_for
+from tests.clusters.engine.conftest import engine_worker, wait_for
 from tests.factories import MembershipFactory, UserFactory
 
 MANAGED = "app.kubernetes.io/managed-by=gangway"
@@ -70,9 +70,21 @@ def _kill_at_random_points(worker: Any, rng: random.Random, pks: list[int], time
     return in_flight
 
 
+@pytest.fixture(params=["solo", "threads"])
+def crashing_worker(
+    request: pytest.FixtureRequest, transactional_db: Any, kubesim: Any, tmp_path: Any
+) -> Any:
+    """The tests' one-process worker (solo), and the worker as deploy/ runs it: two
+    threads in one process, which share its informers, fold memo and gateway."""
+    pool = request.param
+    with engine_worker(tmp_path, pool=pool, concurrency=1 if pool == "solo" else 2) as handle:
+        yield handle
+
+
 def test_sigkill_worker_during_provisioning_and_deletion(
-    worker: Any, kubesim: Any, alice: Any, acme: Any, h100: Any
+    crashing_worker: Any, kubesim: Any, alice: Any, acme: Any, h100: Any
 ) -> None:
+    worker = crashing_worker
     rng = random.Random(20261122)
     _roomy(acme, h100, gpus=24)
     # Every Kubernetes call takes 100 ms, so that kills land in the middle of real work

@@ -51,6 +51,8 @@ SWEEP = [
         if entry.strip()
     )
 ]
+# The processes whose CPU time is counted per cluster, in the tables' order.
+PARTS = ["gunicorn", "worker", "beat", "kubesim", "postgres", "redis"]
 # As deploy/Dockerfile runs it. A sync worker waits on PostgreSQL for part of each
 # create (its commit is flushed to disk), so two left the CPUs partly idle.
 GUNICORN_WORKERS = int(os.environ.get("BENCH_E2E_GUNICORN_WORKERS", "3"))
@@ -437,7 +439,6 @@ def _sweep_lines(chosen: dict[str, Any], swept: dict[tuple[str, int], dict[str, 
         "| until all deleted | jobs | worker CPU per cluster | CPU per cluster (all) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    parts = ["gunicorn", "worker", "beat", "kubesim", "postgres", "redis"]
     for worker, figures in sorted({**swept, WORKER: chosen}.items()):
         p = figures["product"]
         created = p["created"].seconds
@@ -447,7 +448,7 @@ def _sweep_lines(chosen: dict[str, Any], swept: dict[tuple[str, int], dict[str, 
             f"| {CLUSTERS / p['ready']:,.0f} clusters/s | {p['ready'] - created:.1f} s "
             f"| {CLUSTERS / p['gone']:,.0f}/s | {CLUSTERS / p['finished']:,.0f} jobs/s "
             f"| {p['create_cpu']['worker'] / CLUSTERS * 1000:.1f} ms "
-            f"| {sum(p['create_cpu'][part] for part in parts) / CLUSTERS * 1000:.0f} ms |"
+            f"| {sum(p['create_cpu'][part] for part in PARTS) / CLUSTERS * 1000:.0f} ms |"
         )
     return [
         "",
@@ -502,14 +503,13 @@ def run() -> str:
         f"| Kubernetes requests per job | {p['job_calls'] / CLUSTERS:.1f} |",
     ]
     stages = [("create to ready", "create_cpu"), ("delete", "delete_cpu"), ("jobs", "job_cpu")]
-    parts = ["gunicorn", "worker", "beat", "kubesim", "postgres", "redis"]
     cpu_rows = [
-        "| stage | " + " | ".join(parts) + " | per cluster (all of these) | clients |",
-        "|---|" + "---:|" * (len(parts) + 2),
+        "| stage | " + " | ".join(PARTS) + " | per cluster (all of these) | clients |",
+        "|---|" + "---:|" * (len(PARTS) + 2),
         *(
             f"| {label} | "
-            + " | ".join(f"{p[key][part]:.1f} s" for part in parts)
-            + f" | {sum(p[key][part] for part in parts) / CLUSTERS * 1000:,.0f} ms"
+            + " | ".join(f"{p[key][part]:.1f} s" for part in PARTS)
+            + f" | {sum(p[key][part] for part in PARTS) / CLUSTERS * 1000:,.0f} ms"
             + f" | {p[key]['clients']:.1f} s |"
             for label, key in stages
         ),

@@ -40,6 +40,12 @@ RETRY_AFTER = 1
 # How soon after a 429 another process can know of it: the refused process classifies the
 # answer and writes the deadline to the shared cache (clusters/kube/notbefore.py).
 SHARING_MARGIN = 0.1
+# How soon after a 429 the refused process itself knows of it: another of its threads (an
+# informer's, a pass's listing thread, a task thread of the worker's pool) may have sent
+# its request while the answer was still on its way to the refused one (CI saw an
+# informer's LIST 0.01 s after a 429 to the same process). The process records the
+# deadline as it reads the answer, before the refused request's caller sees the error.
+THREAD_MARGIN = 0.05
 WORKER_ENV = {"KUBE_REQUEST_TIMEOUT_SECONDS": "2"}
 
 
@@ -68,9 +74,11 @@ def _retry_after(history: list[Seen], result: Result) -> None:
     reconciler's next pass asking a refused LIST again); they are counted apart.
 
     A request that could not have known of the refusal is not a retry, and the next one
-    is judged instead: one that came before the refusal was answered, or one from another
-    process (its ``User-Agent`` names the process) within ``SHARING_MARGIN`` of the answer,
-    before the refused process could have shared the deadline. Two processes writing the
+    is judged instead: one that came before the refusal was answered, one from the same
+    process within ``THREAD_MARGIN`` of the answer (another thread's, sent while the
+    answer was on its way), or one from another process (its ``User-Agent`` names the
+    process) within ``SHARING_MARGIN`` of the answer, before the refused process could
+    have shared the deadline. Two processes writing the
     same object at once is a race, not a retry (CI once saw a DELETE come 0.01 s after a
     429 was asked, which is when the 429 was only being answered)."""
     refusals: dict[tuple[str, str], Seen] = {}
@@ -84,7 +92,8 @@ def _retry_after(history: list[Seen], result: Result) -> None:
         key = (seen.method, seen.path.split("?")[0])
         refusal = refusals.get(key)
         if refusal is not None and refusal.answered is not None:
-            knew = refusal.answered + (0.0 if seen.client == refusal.client else SHARING_MARGIN)
+            margin = THREAD_MARGIN if seen.client == refusal.client else SHARING_MARGIN
+            knew = refusal.answered + margin
             if seen.at >= knew:
                 del refusals[key]
                 gap = seen.at - refusal.answered

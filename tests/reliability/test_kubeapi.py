@@ -26,3 +26,30 @@ def test_kubernetes_api_faults_lose_nothing(make_rig: Any) -> None:
     assert result.permanent_retries == 0
     assert result.throttled_too_soon == [], report
     assert result.reads_too_soon == [], report
+
+
+def _seen(at: float, code: int | None = None, client: str = "gangway-engine (pid 1)") -> Any:
+    from kubesim.faults import Seen
+
+    answered = at if code is not None else None
+    return Seen(at, "GET", "/apis/ray.io/v1/rayclusters", code, client, answered)
+
+
+def test_a_read_is_judged_by_when_its_process_could_know_of_the_429() -> None:
+    # Another thread of the refused process, in flight while the 429 was answered: a
+    # race, not a retry; the read after it is judged, and that one did not wait.
+    result = kubeapi.Result()
+    kubeapi._retry_after([_seen(10.0, 429), _seen(10.01), _seen(10.3)], result)
+    assert [r.split(" by ")[0] for r in result.reads_too_soon] == [
+        "GET /apis/ray.io/v1/rayclusters"
+    ]
+    assert "0.30 s after" in result.reads_too_soon[0]
+    # A read once the process knew, and later than Retry-After: it waited.
+    result = kubeapi.Result()
+    kubeapi._retry_after([_seen(10.0, 429), _seen(10.01), _seen(11.0)], result)
+    assert result.reads_too_soon == []
+    # Another process learns of it through the shared cache, a little later still.
+    result = kubeapi.Result()
+    other = "gangway-engine (pid 2)"
+    kubeapi._retry_after([_seen(10.0, 429), _seen(10.08, client=other), _seen(10.2)], result)
+    assert len(result.reads_too_soon) == 1 and "0.20 s after" in result.reads_too_soon[0]

@@ -48,10 +48,16 @@ def job_of(cluster: ClusterRequest) -> Job:
     return cluster.job
 
 
+def queued_by_kueue(cluster: ClusterRequest) -> bool:
+    """Whether Kueue queues this job, suspending and unsuspending its RayJob itself
+    (Kueue mode, and a job with a Ray cluster of its own rather than on a host)."""
+    return queue_backend().provisions_queued and job_of(cluster).host_id is None
+
+
 def wanted_suspend(cluster: ClusterRequest) -> bool | None:
     """The RayJob's ``spec.suspend`` as the row's state asks: suspended while it waits
     in the built-in queue; ``None`` where Kueue suspends and unsuspends it itself."""
-    if queue_backend().provisions_queued and job_of(cluster).host_id is None:
+    if queued_by_kueue(cluster):
         return None
     return cluster.state == State.QUEUED
 
@@ -233,7 +239,7 @@ def fold_job(
     if state in (State.QUEUED, State.STARTING, State.RUNNING) and _suspend_drifted(cluster, rj):
         apply_job(cluster, gw)
         return False
-    kueue = queue_backend().provisions_queued and job_of(cluster).host_id is None
+    kueue = queued_by_kueue(cluster)
     if state == State.QUEUED:
         if kueue and view is not None:
             view.fold_waiting(cluster)  # Kueue's position and reason, or its admission

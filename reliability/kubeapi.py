@@ -73,14 +73,14 @@ def _retry_after(history: list[Seen], result: Result) -> None:
     own path) that comes sooner is a retry that did not wait, and so is a read (the
     reconciler's next pass asking a refused LIST again); they are counted apart.
 
-    A request that could not have known of the refusal is not a retry, and the next one
-    is judged instead: one that came before the refusal was answered, one from the same
-    process within ``THREAD_MARGIN`` of the answer (another thread's, sent while the
-    answer was on its way), or one from another process (its ``User-Agent`` names the
-    process) within ``SHARING_MARGIN`` of the answer, before the refused process could
-    have shared the deadline. Two processes writing the
-    same object at once is a race, not a retry (CI once saw a DELETE come 0.01 s after a
-    429 was asked, which is when the 429 was only being answered)."""
+    A request that could not have known of the refusal is not a retry, and the next one is
+    judged instead: one that came before the refusal was answered, one from the same process
+    within ``THREAD_MARGIN`` of the answer (another thread's, sent while the answer was on
+    its way), or one from another process (its ``User-Agent`` names the process) within
+    ``SHARING_MARGIN`` of the answer, before the refused process could have shared the
+    deadline. Two processes writing the same object at once is a race, not a retry (CI once
+    saw a DELETE come 0.01 s after a 429 was asked, which is when the 429 was only being
+    answered)."""
     refusals: dict[tuple[str, str], Seen] = {}
     # This process's own reads (the audit, the suite's checks) are the harness's, not the
     # engine's: they neither share the engine's cache nor are judged.

@@ -116,10 +116,11 @@ def with_recent_events(cluster: ClusterRequest) -> ClusterRequest:
 
 
 def cluster_for_page(
-    *, tenant: Tenant, name: str, pk: int | None = None, workload: str = Workload.CLUSTER
+    *, tenant: Tenant, name: str, pk: int | None = None, workload: str | None = Workload.CLUSTER
 ) -> ClusterRequest | None:
-    """The cluster a page about ``name`` shows, deleted ones included (their final record),
-    with its whole event history prefetched (``events``).
+    """The cluster (or job: ``workload``; either: ``None``) a page about ``name`` shows,
+    deleted ones included (their final record), with its whole event history prefetched
+    (``events``).
 
     A name is unique among clusters that are not deleted, but several deleted ones may
     have had it: without ``pk`` the live one wins, else the most recently deleted.

@@ -20,7 +20,7 @@ from clusters import rules, selectors
 from clusters.access import logs as cluster_logs
 from clusters.jobs.logs import LogBounds
 from clusters.kube.manifests import cluster_manifests, to_yaml
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, Workload
 from clusters.queue.backends import manifest_options
 from clusters.requests import services
 from clusters.requests.verdicts import dry_run_verdict
@@ -102,17 +102,26 @@ def _pk(request: HttpRequest) -> int | None:
     return int(raw) if raw.isdigit() and len(raw) < 19 else None
 
 
-def _cluster(page: TenantPage, name: str, *, pk: int | None = None) -> ClusterRequest:
+def _cluster(
+    page: TenantPage,
+    name: str,
+    *,
+    pk: int | None = None,
+    workload: str | None = Workload.CLUSTER,
+) -> ClusterRequest:
     """The cluster a page shows, deleted ones included; a 404 that says what is missing."""
-    cluster = selectors.cluster_for_page(tenant=page.tenant, name=name, pk=pk)
+    cluster = selectors.cluster_for_page(tenant=page.tenant, name=name, pk=pk, workload=workload)
     if cluster is None:
         raise Http404(f"{page.tenant.name} has no cluster named {name!r}.")
     return cluster
 
 
-def _live_cluster(page: TenantPage, name: str) -> ClusterRequest:
-    """A cluster that buttons may act on: never a deleted one."""
-    cluster = _cluster(page, name)
+def _live_cluster(
+    page: TenantPage, name: str, *, workload: str | None = Workload.CLUSTER
+) -> ClusterRequest:
+    """A cluster (or any request: ``workload=None``) that buttons may act on: never a
+    deleted one."""
+    cluster = _cluster(page, name, workload=workload)
     if cluster.state == State.DELETED:
         raise Http404(f"{name} was deleted; nothing can be done to it any more.")
     return cluster

@@ -189,7 +189,9 @@ CONTROLS: dict[str, tuple[type[f.ReasonForm], Callable[..., Any], str]] = {
 def manage(request: HttpRequest, slug: str, name: str, control: str = "") -> HttpResponse:
     """One request's queue controls (GET), and each control's submission (POST)."""
     page = admin_page(request, slug)
-    cluster = _live_cluster(page, name)
+    # The queue holds jobs too, and its controls act on any request (names are unique
+    # across both kinds).
+    cluster = _live_cluster(page, name, workload=None)
     # One page shows two of these forms, each with a reason: ids per control keep every
     # label pointing at its own field.
     forms: dict[str, f.ReasonForm] = {

@@ -105,7 +105,11 @@ def test_suspend_asks_first_and_a_deleted_cluster_keeps_its_page(
     # The flash message of the suspension belonged to a state long gone.
     expect(page.locator("#messages")).to_have_count(0)
     # The deleted filter of the list leads back to it.
-    page.goto(f"{base}/t/acme/?state=deleted")
+    page.get_by_role("navigation", name="Acme Research").get_by_role(
+        "link", name="Clusters"
+    ).click()
+    page.get_by_role("group", name="State").get_by_label("deleted").check()
+    page.get_by_role("button", name="Filter").click()
     page.get_by_role("link", name="bob-ready").click()
     expect(page.locator("#cluster-live [data-state]")).to_have_attribute("data-state", "deleted")
     expect(page.get_by_role("heading", name="History")).to_be_visible()

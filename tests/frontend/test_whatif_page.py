@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
+
 URL = "/platform/whatif/"
 
 
@@ -45,3 +47,29 @@ def test_a_recorded_period_with_nothing_in_it_still_renders(client: Client, root
     response = client.get(URL, {"run": "1", "source": "recorded"})
     assert response.status_code == 200
     assert "0 requests" in response.content.decode()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_planner_is_run_from_its_form_in_a_browser(
+    page: Any, live_server: Any, browser_env: None, root: Any, h100: Any
+) -> None:
+    """The form is seen and used as a person would: from the platform's tabs, its fields
+    filled, Compare clicked."""
+    from playwright.sync_api import expect
+
+    from tests.frontend.test_browser import sign_in
+
+    base = live_server.url
+    sign_in(page, base, "root")
+    page.goto(f"{base}/platform/tenants/")
+    page.get_by_role("navigation", name="Platform administration").get_by_role(
+        "link", name="What-if"
+    ).click()
+    page.get_by_label("Source").select_option("synthetic")
+    page.get_by_label("Days").fill("0.1")
+    page.get_by_label("Seed").fill("3")
+    page.get_by_label("Changes").fill("nodes:h100=-8")
+    page.get_by_role("button", name="Compare").click()
+    expect(page.locator("code", has_text="nodes:h100=-8")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("img", name="Mean wait per tenant, as is and changed")).to_be_visible()

@@ -1,0 +1,140 @@
+"""Every form control, button and link a dashboard page renders has a box a person can
+see, on every page, as every role; and every link leads somewhere that role may go.
+
+A control counts as unseen when it has no size, when an ancestor clips it (an
+``overflow`` other than ``visible``/``auto``/``scroll`` with the control outside its
+box), when it or an ancestor is ``display: none``, ``visibility: hidden`` or fully
+transparent, or when it lies outside the document. The one exception, narrow and on
+purpose: controls inside a closed ``<details>`` or ``<dialog>`` (their ``<summary>`` is
+checked) and the skip link, which shows on keyboard focus (checked here too), are
+hidden until a person asks for them.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
+from tests.access import test_route_matrix
+from tests.frontend.pages import ROLES, dashboard_pages, populate
+from tests.frontend.test_browser import sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+world = test_route_matrix.world  # the access matrix's actors and tenants
+
+CONTROLS = "a[href], button, input:not([type=hidden]), select, textarea, summary"
+
+# Returns "<control>: <why it cannot be seen>" for each control of the page.
+UNSEEN = """
+(selector) => {
+  const describe = (el) => {
+    const text = (el.innerText || el.value || el.getAttribute("aria-label") || "").trim();
+    return `<${el.tagName.toLowerCase()}${el.id ? "#" + el.id : ""}` +
+      `${el.name ? " name=" + el.name : ""}> ${JSON.stringify(text.slice(0, 40))}`;
+  };
+  // Hidden until asked for: a closed <details>' body, a closed <dialog>.
+  const waitsForAsking = (el) => {
+    const details = el.closest("details:not([open])");
+    if (details && !(el.closest("summary") && el.closest("summary").parentElement === details)) {
+      return true;
+    }
+    return Boolean(el.closest("dialog:not([open])"));
+  };
+  const why = (el) => {
+    const box = el.getBoundingClientRect();
+    if (box.width < 1 || box.height < 1) return "has no size";
+    for (let a = el; a; a = a.parentElement) {
+      const style = getComputedStyle(a);
+      const tag = a.tagName.toLowerCase();
+      const who = a === el ? "it" : `an ancestor <${tag} class="${a.className}">`;
+      if (style.display === "none") return `${who} is display:none`;
+      if (style.visibility !== "visible") return `${who} is visibility:${style.visibility}`;
+      if (Number(style.opacity) === 0) return `${who} is transparent`;
+      if (a === el) continue;
+      const clips = (overflow) => overflow === "hidden" || overflow === "clip";
+      const outer = a.getBoundingClientRect();
+      if (clips(style.overflowX) && (box.left < outer.left - 1 || box.right > outer.right + 1)) {
+        return `${who} clips it sideways (overflow-x: ${style.overflowX})`;
+      }
+      if (clips(style.overflowY) && (box.top < outer.top - 1 || box.bottom > outer.bottom + 1)) {
+        return `${who} clips it (overflow-y: ${style.overflowY}, ${outer.height}px high)`;
+      }
+    }
+    const doc = document.documentElement;
+    const left = box.left + window.scrollX, top = box.top + window.scrollY;
+    if (left + box.width <= 0 || top + box.height <= 0 || left >= doc.scrollWidth) {
+      return "is off-screen";
+    }
+    return null;
+  };
+  const problems = [];
+  for (const el of document.querySelectorAll(selector)) {
+    if (el.matches("a.skip") || waitsForAsking(el)) continue;
+    const reason = why(el);
+    if (reason) problems.push(`${describe(el)}: ${reason}`);
+  }
+  return problems;
+}
+"""
+
+LINKS = """
+() => [...document.querySelectorAll("main a[href], header a[href]")]
+  .map((a) => new URL(a.href))
+  .filter((u) => u.origin === location.origin)
+  .map((u) => u.pathname + u.search)
+"""
+
+
+def settle(page: Any, base: str, path: str) -> None:
+    """Open a page and let its htmx requests (a verdict, a polled table) land."""
+    response = page.goto(base + path)
+    assert response is not None and response.status == 200, (path, response and response.status)
+    page.wait_for_load_state("networkidle")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_control_on_every_page_can_be_seen(
+    browser: Any,
+    live_server: Any,
+    browser_env: None,
+    world: SimpleNamespace,
+    request_cluster: Any,
+    role: str,
+) -> None:
+    populate(world, request_cluster)
+    pages = dashboard_pages(world, role)
+    assert "/platform/whatif/" in pages or role != "platform"
+    base = live_server.url
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    sign_in(page, base, world.actors[role].username)
+    problems: list[str] = []
+    links: set[str] = set()
+    for path in pages:
+        settle(page, base, path)
+        problems += [f"{path} as {role}: {p}" for p in page.evaluate(UNSEEN, CONTROLS)]
+        links.update(page.evaluate(LINKS))
+    # The skip link is the exception above because it shows on focus: it does.
+    page.keyboard.press("Tab")
+    skip = page.evaluate(
+        "() => { const a = document.activeElement, b = a.getBoundingClientRect();"
+        " return [a.className, b.width > 1 && b.height > 1 && b.top >= 0 && b.left >= 0]; }"
+    )
+    assert skip == ["skip", True], skip
+    assert not problems, "\n".join(problems)
+
+    # Every link the pages offer leads to a page this role may open (no 403 or 404: a
+    # navigation link to a page that refuses its reader is a defect of the navigation).
+    refused = []
+    for link in sorted(links):
+        if "/ray/" in link or link.startswith("/api/"):
+            continue  # Ray's dashboard needs a live cluster; the API docs are public
+        status = context.request.get(base + link, max_redirects=0).status
+        if status >= 400:
+            refused.append(f"{link}: {status}")
+    assert not refused, f"links offered to {role} that refuse them:\n" + "\n".join(refused)
+    context.close()

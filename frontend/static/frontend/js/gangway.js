@@ -60,6 +60,33 @@
   scrollLogs(document);
   document.addEventListener("htmx:load", function (event) { scrollLogs(event.target); });
 
+  // On a phone a list table shows each row as a card, each cell led by its column's name
+  // (CSS reads data-label). Cells a template did not label take their column's heading;
+  // a row short of cells (a rowspan above it) lines up with the head from the right.
+  function labelCells(root) {
+    root.querySelectorAll("table.list").forEach(function (table) {
+      var heads = table.querySelectorAll("thead th");
+      var names = [];
+      heads.forEach(function (th) {
+        for (var i = 0; i < (th.colSpan || 1); i++) names.push(th.textContent.trim());
+      });
+      table.querySelectorAll("tbody tr").forEach(function (row) {
+        var cells = Array.prototype.slice.call(row.children);
+        var width = cells.reduce(function (n, cell) { return n + (cell.colSpan || 1); }, 0);
+        var column = Math.max(0, names.length - width);
+        cells.forEach(function (cell) {
+          var name = names[column];
+          if (name && (cell.colSpan || 1) === 1 && !cell.hasAttribute("data-label")) {
+            cell.setAttribute("data-label", name);
+          }
+          column += cell.colSpan || 1;
+        });
+      });
+    });
+  }
+  labelCells(document);
+  document.addEventListener("htmx:load", function (event) { labelCells(event.target); });
+
   // Forms with data-confirm ask first (delete).
   document.addEventListener("submit", function (event) {
     var message = event.target.dataset && event.target.dataset.confirm;

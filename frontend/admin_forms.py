@@ -7,6 +7,7 @@ with :func:`attach_errors`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import forms
@@ -64,7 +65,29 @@ class UserCreateForm(forms.Form):
     is_staff = forms.BooleanField(required=False, label="Platform admin")
 
 
-class FlavorForm(forms.ModelForm):
+# How the acronyms in field names are written: Django's generated labels would say
+# "Max dev gpus per user" and "Dev ttl hours".
+ACRONYMS = {
+    word.lower(): word for word in ("GPU", "GPUs", "CPU", "CPUs", "TTL", "GiB", "ID", "URL", "API")
+}
+
+
+def spelled_out(label: str) -> str:
+    """``label`` with its acronyms in their own case ("Dev ttl hours" -> "Dev TTL hours")."""
+    return re.sub(r"[A-Za-z]+", lambda m: ACRONYMS.get(m.group().lower(), m.group()), label)
+
+
+class SpelledOutLabels(forms.ModelForm):
+    """A model form whose labels, generated from field names, write acronyms as such."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            if field.label:
+                field.label = spelled_out(str(field.label))
+
+
+class FlavorForm(SpelledOutLabels):
     """A GPU node type of the catalogue (the name is fixed once created)."""
 
     class Meta:
@@ -125,7 +148,7 @@ class CohortForm(forms.Form):
     description = forms.CharField(max_length=200, required=False)
 
 
-class TenantEditForm(forms.ModelForm):
+class TenantEditForm(SpelledOutLabels):
     """What a platform admin changes on a tenant (never the slug or namespace)."""
 
     class Meta:
@@ -149,7 +172,7 @@ class TenantEditForm(forms.ModelForm):
         """The service checks, in its transaction."""
 
 
-class PolicyForm(forms.ModelForm):
+class PolicyForm(SpelledOutLabels):
     """What a tenant's own admins change: how their engineers share the tenant."""
 
     class Meta:

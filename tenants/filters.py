@@ -56,7 +56,13 @@ class AuditEventFilter(django_filters.FilterSet):
     and a time window; shared by ``GET /api/v1/audit/`` and the audit pages."""
 
     tenant = django_filters.CharFilter(field_name="tenant_slug")
-    action = django_filters.CharFilter()
+    # Actions are dotted ("membership.add"): the start of one finds every action of that
+    # kind ("membership"), and a whole action still finds just itself.
+    action = django_filters.CharFilter(
+        lookup_expr="startswith",
+        help_text='An action ("membership.add") or its start ("membership": every membership '
+        "action).",
+    )
     actor = django_filters.CharFilter(field_name="actor_name")
     object_type = django_filters.CharFilter()
     object_id = django_filters.CharFilter()

@@ -13,6 +13,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
 from tenants.models import AuditEvent
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -91,6 +92,8 @@ def test_platform_admins_see_every_event_newest_first(root: Any, log: Any) -> No
         ("actor=bob", ["a3", "a2"]),
         ("tenant=globex", ["g1"]),
         ("action=cluster.create", ["g1", "a2"]),
+        # The start of an action finds every action of its kind.
+        ("action=cluster", ["a3", "g1", "a2"]),
         ("object_type=cluster&object_id=7", ["a3", "a2"]),
         ("object_type=gpuflavor", ["p1"]),
         ("since=2026-11-01T12:10:00Z&until=2026-11-01T12:20:00Z", ["g1", "a2"]),
@@ -155,3 +158,40 @@ def test_the_log_is_paged_at_a_constant_query_count(
     second = shown(client_for(alice).get("/t/acme/audit/?page=2"))
     assert len(second) == 13  # 63 events of acme
     assert second[-3:] == ids(log, "a3", "a2", "a1")  # the oldest last
+
+
+def test_the_api_filters_actions_by_their_start_too(root: Any, log: Any, as_user: Any) -> None:
+    """The API and the pages share the FilterSet: the same start, the same events."""
+    response = as_user(root).get("/api/v1/audit/", {"action": "cluster"})
+    assert response.status_code == 200
+    assert sorted(row["id"] for row in response.json()["results"]) == sorted(
+        ids(log, "a3", "g1", "a2")
+    )
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_tenant_admin_finds_every_membership_change_by_its_kind(
+    page: Any, live_server: Any, browser_env: None, alice: Any, bob: Any
+) -> None:
+    """Typed into the page's Action field: "membership" finds membership.add and
+    membership.remove, not the cluster's events."""
+    from playwright.sync_api import expect
+
+    from tenants.services import membership_add, membership_remove
+    from tests.frontend.test_browser import sign_in
+
+    acme = alice.memberships.get().tenant
+    membership_remove(actor=alice, membership=bob.memberships.get())
+    membership_add(actor=alice, tenant=acme, username="bob", role="engineer")
+    base = live_server.url
+    sign_in(page, base, "alice")
+    page.get_by_role("link", name="Acme Research").click()
+    page.get_by_role("navigation", name="Acme Research").get_by_role("link", name="Audit").click()
+    page.get_by_label("Action").fill("membership")
+    page.get_by_role("button", name="Filter").click()
+    actions = page.locator("[data-audit-events] tbody td code").filter(has_text=".")
+    expect(actions.first).to_be_visible()
+    shown = {text for text in actions.all_inner_texts() if "." in text}
+    assert shown >= {"membership.add", "membership.remove"}, shown
+    assert all(text.startswith("membership.") for text in shown), shown

@@ -149,6 +149,7 @@ def test_the_page_renders_without_a_policy_violation(
     page.wait_for_url(base + URL)
     expect(page.locator("#messages")).to_contain_text("its parent is platform")
     expect(page.locator('tr[data-cohort="default"]')).to_contain_text("acme")
+    page.once("dialog", lambda dialog: dialog.accept())  # it asks first
     page.get_by_role("button", name="Remove default").click()
     expect(page.locator("#messages")).to_contain_text("Removed default")
     watcher.collect(URL)

@@ -1,5 +1,6 @@
 """Every form control, button and link a dashboard page renders has a box a person can
-see, on every page, as every role; and every link leads somewhere that role may go.
+see, on every page, as every role; every destructive button asks first; and every link
+leads somewhere that role may go.
 
 A control counts as unseen when it has no size, when an ancestor clips it (an
 ``overflow`` other than ``visible``/``auto``/``scroll`` with the control outside its
@@ -81,6 +82,24 @@ UNSEEN = """
 }
 """
 
+# Forms whose button does something that cannot be taken back (it is styled ``danger``)
+# and that do not ask first: gangway.js asks with the form's data-confirm.
+UNASKED = """
+() => [...document.querySelectorAll("form:not([data-confirm]) button.danger:not([disabled])")]
+  .map((b) => `<form action=${b.form.getAttribute("action")}> "${b.innerText.trim()}"`)
+"""
+
+# Labels with an acronym in the wrong case ("gpus", "Ttl"), as Django writes a label
+# from a field's name.
+MISSPELT = """
+() => [...document.querySelectorAll("label, legend, th")]
+  .map((l) => l.innerText.trim())
+  .filter((t) => {
+    const rest = t.replace(/\\b(GPUs?|CPUs?|TTL|GiB|ID|URL|API)\\b/g, "");
+    return /\\b(gpus?|cpus?|ttl|gib|id|url|api)\\b/i.test(rest);
+  })
+"""
+
 LINKS = """
 () => [...document.querySelectorAll("main a[href], header a[href]")]
   .map((a) => new URL(a.href))
@@ -117,6 +136,10 @@ def test_every_control_on_every_page_can_be_seen(
     for path in pages:
         settle(page, base, path)
         problems += [f"{path} as {role}: {p}" for p in page.evaluate(UNSEEN, CONTROLS)]
+        problems += [f"{path} as {role}: {p} does not ask first" for p in page.evaluate(UNASKED)]
+        problems += [
+            f"{path} as {role}: {p!r} misspells an acronym" for p in page.evaluate(MISSPELT)
+        ]
         links.update(page.evaluate(LINKS))
     # The skip link is the exception above because it shows on focus: it does.
     page.keyboard.press("Tab")

@@ -93,7 +93,7 @@ UNASKED = """
 # from a field's name.
 MISSPELT = """
 () => [...document.querySelectorAll("label, legend, th")]
-  .map((l) => l.innerText.trim())
+  .map((l) => l.textContent.replace(/\\s+/g, " ").trim())
   .filter((t) => {
     const rest = t.replace(/\\b(GPUs?|CPUs?|TTL|GiB|ID|URL|API)\\b/g, "");
     return /\\b(gpus?|cpus?|ttl|gib|id|url|api)\\b/i.test(rest);

@@ -87,6 +87,58 @@
   labelCells(document);
   document.addEventListener("htmx:load", function (event) { labelCells(event.target); });
 
+  // A session that ended while a form was being filled in: the server answers htmx with
+  // HX-Redirect to the sign-in page (frontend/middleware.py). What was typed is kept in
+  // sessionStorage, keyed by the page, and put back when the page opens after signing in.
+  var KEPT = "gangway:forms:";
+  var SKIPPED = ["hidden", "password", "file", "submit", "button"];
+  function editable(field) {
+    return field.name && SKIPPED.indexOf(field.type) === -1;
+  }
+  function keepForms() {
+    var kept = [];
+    Array.prototype.forEach.call(document.forms, function (form, index) {
+      var fields = Array.prototype.filter.call(form.elements, editable).map(function (field) {
+        var value = field.type === "checkbox" || field.type === "radio" ? field.checked
+          : field.type === "select-multiple"
+            ? Array.prototype.filter.call(field.options, function (o) { return o.selected; })
+              .map(function (o) { return o.value; })
+            : field.value;
+        return [field.name, field.value, value];
+      });
+      if (fields.length) kept.push({ id: form.id, index: index, fields: fields });
+    });
+    if (kept.length) sessionStorage.setItem(KEPT + location.pathname, JSON.stringify(kept));
+  }
+  function restoreForms() {
+    var raw = sessionStorage.getItem(KEPT + location.pathname);
+    if (!raw) return;
+    sessionStorage.removeItem(KEPT + location.pathname);
+    JSON.parse(raw).forEach(function (saved) {
+      var form = saved.id ? document.getElementById(saved.id) : document.forms[saved.index];
+      if (!form) return;
+      var fields = Array.prototype.filter.call(form.elements, editable);
+      saved.fields.forEach(function (entry, i) {
+        var field = fields[i];
+        if (!field || field.name !== entry[0]) return;  // the form changed meanwhile
+        if (field.type === "checkbox" || field.type === "radio") {
+          if (field.value === entry[1]) field.checked = entry[2];
+        } else if (field.type === "select-multiple") {
+          Array.prototype.forEach.call(field.options, function (o) {
+            o.selected = entry[2].indexOf(o.value) !== -1;
+          });
+        } else {
+          field.value = entry[2];
+        }
+      });
+    });
+  }
+  restoreForms();
+  document.addEventListener("htmx:beforeOnLoad", function (event) {
+    var xhr = event.detail.xhr;
+    if (xhr && xhr.getResponseHeader("HX-Redirect")) keepForms();
+  });
+
   // Forms with data-confirm ask first (delete).
   document.addEventListener("submit", function (event) {
     var message = event.target.dataset && event.target.dataset.confirm;

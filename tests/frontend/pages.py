@@ -11,6 +11,8 @@ the pages render the forms that act on them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,6 +24,7 @@ from clusters.spec import ClusterSpec
 from tests.access.matrix import url_kwargs
 from tests.access.test_route_matrix import ROUTES, _walk
 from tests.frontend.conftest import make_ready
+from tests.frontend.test_browser import sign_in
 
 # Routes that answer GET but are not pages to look at: a download, Ray's own dashboard
 # behind the proxy (tests/clusters/access), and the fragments htmx swaps into a page
@@ -66,3 +69,42 @@ def dashboard_pages(world: SimpleNamespace, role: str) -> list[str]:
         if case.expect[role] == 200:
             pages.append("/" + template.format(**url_kwargs(world, route, case)))
     return pages
+
+
+def settle(page: Any, base: str, path: str) -> None:
+    """Open a page and let its htmx requests (a verdict, a polled table) land."""
+    response = page.goto(base + path)
+    assert response is not None and response.status == 200, (path, response and response.status)
+    page.wait_for_load_state("networkidle")
+
+
+@dataclass
+class Walk:
+    """A signed-in browser context and the pages its role may open."""
+
+    context: Any
+    page: Any
+    base: str
+    paths: list[str]
+
+    def visit(self) -> Iterator[str]:
+        """Open each page in turn (settled), yielding its path."""
+        for path in self.paths:
+            settle(self.page, self.base, path)
+            yield path
+
+
+def walk_as(
+    browser: Any,
+    live_server: Any,
+    world: SimpleNamespace,
+    request_cluster: Any,
+    role: str,
+    **context_options: Any,
+) -> Walk:
+    """The data populated, ``role`` signed in in a new context, its pages listed."""
+    populate(world, request_cluster)
+    context = browser.new_context(**context_options)
+    page = context.new_page()
+    sign_in(page, live_server.url, world.actors[role].username)
+    return Walk(context, page, live_server.url, dashboard_pages(world, role))

@@ -15,9 +15,7 @@ import pytest
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
 from tests.access import test_route_matrix
-from tests.frontend.pages import dashboard_pages, populate
-from tests.frontend.test_browser import sign_in
-from tests.frontend.test_visible_controls import settle
+from tests.frontend.pages import walk_as
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -70,18 +68,21 @@ def test_no_page_is_wider_than_a_phone(
     request_cluster: Any,
     role: str,
 ) -> None:
-    populate(world, request_cluster)
-    pages = dashboard_pages(world, role)
+    walk = walk_as(
+        browser, live_server, world, request_cluster, role, viewport=PHONE, is_mobile=True
+    )
     # The pages the issue names, so that the walk cannot silently lose them.
-    for wanted in ("/t/acme/", "/t/acme/clusters/bob-dev/", "/t/acme/jobs/", "/t/acme/queue/"):
-        assert wanted in pages, wanted
-    base = live_server.url
-    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
-    page = context.new_page()
-    sign_in(page, base, world.actors[role].username)
+    for wanted in (
+        "/t/acme/",
+        "/t/acme/clusters/bob-dev/",
+        "/t/acme/clusters/new/",
+        "/t/acme/jobs/",
+        "/t/acme/jobs/bob-job/",
+        "/t/acme/queue/",
+    ):
+        assert wanted in walk.paths, wanted
     problems: list[str] = []
-    for path in pages:
-        settle(page, base, path)
-        problems += [f"{path} as {role}: {p}" for p in page.evaluate(TOO_WIDE)]
-    context.close()
+    for path in walk.visit():
+        problems += [f"{path} as {role}: {p}" for p in walk.page.evaluate(TOO_WIDE)]
+    walk.context.close()
     assert not problems, "\n".join(problems)

@@ -31,17 +31,20 @@ def sign_in_again(page: Any, base: str, username: str, where: str) -> None:
     page.wait_for_url(base + where)
 
 
+def open_tenant_page(page: Any, base: str, username: str, link: str) -> None:
+    """Sign in and follow the tenant's navigation to ``link``."""
+    sign_in(page, base, username)
+    page.get_by_role("link", name="Acme Research").click()
+    page.get_by_role("navigation", name="Acme Research").get_by_role("link", name=link).click()
+
+
 def test_the_new_cluster_form_survives_a_session_that_ended(
     page: Any, live_server: Any, browser_env: None, bob: Any
 ) -> None:
     from playwright.sync_api import expect
 
     base = live_server.url
-    sign_in(page, base, "bob")
-    page.get_by_role("link", name="Acme Research").click()
-    page.get_by_role("navigation", name="Acme Research").get_by_role(
-        "link", name="New cluster"
-    ).click()
+    open_tenant_page(page, base, "bob", "New cluster")
     verdict = page.locator("#verdict [data-verdict]")
     page.get_by_label("Name").fill("bob-kept")
     page.get_by_label("Flavor").select_option("l4")
@@ -69,9 +72,7 @@ def test_the_polled_queue_sends_a_signed_out_browser_to_sign_in(
     from playwright.sync_api import expect
 
     base = live_server.url
-    sign_in(page, base, "bob")
-    page.get_by_role("link", name="Acme Research").click()
-    page.get_by_role("navigation", name="Acme Research").get_by_role("link", name="Queue").click()
+    open_tenant_page(page, base, "bob", "Queue")
     expect(page.locator("#queue-rows")).to_be_visible()
 
     Session.objects.all().delete()

@@ -20,8 +20,7 @@ import pytest
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
 from tests.access import test_route_matrix
-from tests.frontend.pages import ROLES, dashboard_pages, populate
-from tests.frontend.test_browser import sign_in
+from tests.frontend.pages import ROLES, walk_as
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -108,13 +107,6 @@ LINKS = """
 """
 
 
-def settle(page: Any, base: str, path: str) -> None:
-    """Open a page and let its htmx requests (a verdict, a polled table) land."""
-    response = page.goto(base + path)
-    assert response is not None and response.status == 200, (path, response and response.status)
-    page.wait_for_load_state("networkidle")
-
-
 @pytest.mark.parametrize("role", ROLES)
 def test_every_control_on_every_page_can_be_seen(
     browser: Any,
@@ -124,17 +116,14 @@ def test_every_control_on_every_page_can_be_seen(
     request_cluster: Any,
     role: str,
 ) -> None:
-    populate(world, request_cluster)
-    pages = dashboard_pages(world, role)
-    assert "/platform/whatif/" in pages or role != "platform"
-    base = live_server.url
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    sign_in(page, base, world.actors[role].username)
+    walk = walk_as(
+        browser, live_server, world, request_cluster, role, viewport={"width": 1280, "height": 900}
+    )
+    assert "/platform/whatif/" in walk.paths or role != "platform"
+    page, context, base = walk.page, walk.context, walk.base
     problems: list[str] = []
     links: set[str] = set()
-    for path in pages:
-        settle(page, base, path)
+    for path in walk.visit():
         problems += [f"{path} as {role}: {p}" for p in page.evaluate(UNSEEN, CONTROLS)]
         problems += [f"{path} as {role}: {p} does not ask first" for p in page.evaluate(UNASKED)]
         problems += [

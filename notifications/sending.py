@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import urllib3
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
-from requests import certs
+from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
 from notifications import addresses, signing
 
@@ -68,7 +68,7 @@ def _connection_pool(scheme: str, host: str, port: int, address: str) -> urllib3
             timeout=timeout,
             retries=False,
             cert_reqs="CERT_REQUIRED",
-            ca_certs=certs.where(),
+            ca_certs=DEFAULT_CA_BUNDLE_PATH,
             assert_hostname=host,
             server_hostname=host,
         )

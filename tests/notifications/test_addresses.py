@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
-from notifications import addresses
+from notifications import addresses, sending
 from notifications.sending import Notice, SendError, post_webhook
 
 # Teredo stores its client's IPv4 address inverted in the last 32 bits.
@@ -267,3 +274,67 @@ def test_a_rebound_name_still_reaches_only_the_checked_address(
     finally:
         checked.close()
         rebound.close()
+
+
+def _certificate(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for ``name`` and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+@pytest.mark.parametrize(("served", "sent"), [("hooks.example", True), ("evil.example", False)])
+def test_https_to_a_pinned_address_sends_the_name_as_sni_and_verifies_it(
+    settings: Any, monkeypatch: Any, tmp_path: Path, served: str, sent: bool
+) -> None:
+    """The connection goes to the checked IP, yet TLS still speaks to ``hooks.example``:
+    the server sees it as SNI, and a certificate for any other name is refused."""
+    cert, key = _certificate(tmp_path, served)
+    server = Server("127.0.0.1")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    names: list[str | None] = []
+    context.sni_callback = lambda _sock, name, _ctx: names.append(name)  # type: ignore[assignment,misc,return-value]
+    server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True)
+    real = socket.getaddrinfo
+
+    def resolver(host: str, *args: Any, **kwargs: Any) -> Any:
+        return real("127.0.0.1" if host == "hooks.example" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(sending, "DEFAULT_CA_BUNDLE_PATH", str(cert))
+    settings.NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS = "hooks.example"
+    url = f"https://hooks.example:{server.port}/h"
+    try:
+        if sent:
+            assert post_webhook(url=url, secret="s", notice=_notice()) == 200
+            assert server.requests == [("/h", f"hooks.example:{server.port}")]
+        else:
+            with pytest.raises(SendError, match="SSLError"):
+                post_webhook(url=url, secret="s", notice=_notice())
+            assert server.requests == []
+        assert names and set(names) == {"hooks.example"}
+    finally:
+        server.close()

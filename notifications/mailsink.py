@@ -13,7 +13,6 @@ It is for a machine without a mail server (``make run``); a deployment sets
 
 from __future__ import annotations
 
-import argparse
 import email
 import email.policy
 import email.utils
@@ -28,6 +27,8 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
+
+from notifications.sink_command import sink_arguments
 
 # <UTC time of arrival>-<random>.eml: sorts by arrival, and is all a name may be.
 _NAME = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-[0-9a-f]{12}\.eml$")
@@ -125,16 +126,12 @@ def mail(directory: Path, name: str, *, recipient: str | None = None) -> Mail | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--dir", type=Path, required=True)
-    args = parser.parse_args(argv)
+    args = sink_arguments(__doc__.splitlines()[0], argv)
     from aiosmtpd.controller import Controller  # only the server needs it, not the page
 
-    controller = Controller(MailDirHandler(args.dir.resolve()), hostname=args.host, port=args.port)
+    controller = Controller(MailDirHandler(args.dir), hostname=args.host, port=args.port)
     controller.start()
-    print(f"mail sink on {args.host}:{args.port}, writing to {args.dir.resolve()}", flush=True)
+    print(f"mail sink on {args.host}:{args.port}, writing to {args.dir}", flush=True)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -12,16 +12,18 @@ It is reachable only because make run names it in
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
 import sys
+import threading
 import uuid
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from notifications.sink_command import sink_arguments
 
 MAX_BODY = 1 << 20
 
@@ -73,28 +75,21 @@ def _handler(directory: Path) -> type[BaseHTTPRequestHandler]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--dir", type=Path, required=True)
-    args = parser.parse_args(argv)
-    directory = args.dir.resolve()
-    directory.mkdir(parents=True, exist_ok=True)
+    args = sink_arguments(__doc__.splitlines()[0], argv)
+    directory = args.dir
     server = ThreadingHTTPServer((args.host, args.port), _handler(directory))
     server.daemon_threads = True
 
     def _stop(*_: Any) -> None:
-        raise KeyboardInterrupt
+        # shutdown() waits for serve_forever() to return: not from its own thread.
+        threading.Thread(target=server.shutdown).start()
 
-    signal.signal(signal.SIGTERM, _stop)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop)
     print(f"webhook receiver on http://{args.host}:{args.port}/, writing to {directory}")
     sys.stdout.flush()
-    try:
+    with server:
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
     return 0
 
 

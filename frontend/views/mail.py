@@ -8,10 +8,12 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 
 from notifications import selectors
 
 
+@require_safe
 @login_required
 def mail_page(request: HttpRequest) -> HttpResponse:
     """The kept mails, newest first."""
@@ -26,6 +28,7 @@ def mail_page(request: HttpRequest) -> HttpResponse:
     return response
 
 
+@require_safe
 @login_required
 def mail_detail(request: HttpRequest, name: str) -> HttpResponse:
     """One kept mail: its headers and text."""

@@ -26,7 +26,7 @@ from clusters.states import State
 from clusters.transitions import transition
 from notifications import outbox, tasks
 from notifications.models import Delivery, DeliveryStatus
-from tenants.models import Quota
+from tests.factories import borrower_fills_the_fleet
 from tests.notifications.conftest import MailSink
 
 pytestmark = pytest.mark.django_db
@@ -73,13 +73,7 @@ def test_the_reclaim_warning_on_the_page_is_mailed(
     mail_sink: MailSink, settings: Any, alice: Any, charlie: Any, acme: Any, globex: Any, h100: Any
 ) -> None:
     settings.RECLAIM_GRACE_SECONDS = 900
-    for tenant in (acme, globex):
-        tenant.max_dev_clusters_per_user = tenant.max_dev_gpus_per_user = 50
-        tenant.save()
-    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=8, borrow_limit=8)
-    Quota.objects.filter(tenant=globex, flavor=h100).update(gpus=8, borrow_limit=0)
-    h100.node_count = 2  # 16 GPUs: acme borrowing 8 fills the fleet
-    h100.save()
+    borrower_fills_the_fleet(acme, globex, h100)
     own = _request(alice, acme, "own", h100, kind="prod")
     borrowed = _request(alice, acme, "borrowed", h100, kind="prod")
     run_admission_pass()

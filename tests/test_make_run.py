@@ -6,6 +6,7 @@ outside var/; Ctrl-C stops every process it started."""
 
 from __future__ import annotations
 
+import argparse
 import email
 import email.message
 import json
@@ -250,3 +251,26 @@ def test_make_run_mails_to_var_mail_and_posts_webhooks_to_its_own_receiver(
     assert f"mail:     {stack.var}/mail/*.eml" in stack.output
     assert "mail to eli@example.com" in stack.logs()["mail"]
     assert "webhook cluster_ready" in stack.logs()["webhooks"]
+
+
+def test_make_run_mails_its_sink_unless_mail_goes_elsewhere(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(run, "VAR", tmp_path)
+    args = argparse.Namespace(port=8120, mail_port=8124, webhook_port=8125)
+    env = {"NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS": "receiver.internal"}
+    run.notification_environment(args, env, own_mail=True)
+    assert env["NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS"] == "receiver.internal,127.0.0.1:8125"
+    assert (env["EMAIL_HOST"], env["EMAIL_PORT"]) == ("127.0.0.1", "8124")
+    assert env["MAIL_SINK_DIR"] == str(tmp_path / "mail")
+    assert env["PUBLIC_BASE_URL"] == "http://127.0.0.1:8120"
+    assert [c.name for c in run.notification_sinks(args, own_mail=True)] == ["mail", "webhooks"]
+
+    # A deployment's own mail server: no sink, no Mail page, its settings untouched.
+    assert run.own_mail_sink({"EMAIL_HOST": "smtp.example.com"}) is False
+    assert run.own_mail_sink({"EMAIL_BACKEND": "x"}) is False and run.own_mail_sink({})
+    env = {"EMAIL_HOST": "smtp.example.com"}
+    run.notification_environment(args, env, own_mail=False)
+    assert env["EMAIL_HOST"] == "smtp.example.com" and "MAIL_SINK_DIR" not in env
+    assert env["NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS"] == "127.0.0.1:8125"
+    assert [c.name for c in run.notification_sinks(args, own_mail=False)] == ["webhooks"]

@@ -544,12 +544,23 @@ NOTIFY_OUTBOX_HORIZON_SECONDS = env_float(
 # Events older than this when first read are not told (a dispatcher down for a day, or
 # the first pass over an existing database, does not send yesterday's news).
 NOTIFY_MAX_EVENT_AGE_SECONDS = env_float("NOTIFY_MAX_EVENT_AGE_SECONDS", 86400.0)
-# Webhooks to loopback, private or link-local addresses are refused unless this is on
-# (on by default in development, where receivers run on loopback).
+# Webhooks to loopback, private, link-local or other non-public addresses (IPv4 inside
+# IPv6 forms included) are refused unless this is on (on by default with DEBUG, where
+# receivers run on loopback), or the URL's host is named in the next setting.
 NOTIFY_ALLOW_PRIVATE_WEBHOOKS = env_bool("NOTIFY_ALLOW_PRIVATE_WEBHOOKS", DEBUG)
+# Hosts (comma-separated `host` or `host:port`, e.g. "127.0.0.1:8125,receiver.internal")
+# webhooks may reach although they resolve to non-public addresses. Empty by default;
+# make run names its own demo receiver here.
+NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS = env_str(
+    "NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS", "", allow_empty=True
+)
+# A directory a local mail sink writes each mail it receives to, as one .eml file
+# (make run starts one, under var/mail/). When set, the dashboard lists those mails on
+# its Mail page; empty (the default, and production) hides the page.
+MAIL_SINK_DIR = env_str("MAIL_SINK_DIR", "", allow_empty=True)
 
-# Email goes through Django's backend: the console in development (make run prints the
-# mails), SMTP in production. EMAIL_HOST_PASSWORD may come from EMAIL_HOST_PASSWORD_FILE.
+# Email goes through Django's backend: the console with DEBUG, SMTP otherwise (make run
+# points it at its own mail sink). EMAIL_HOST_PASSWORD may come from EMAIL_HOST_PASSWORD_FILE.
 EMAIL_BACKEND = env_str(
     "EMAIL_BACKEND",
     "django.core.mail.backends.console.EmailBackend"

@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from frontend import views
-from frontend.views import platform, sso, tenant_admin, whatif
+from frontend.views import mail, platform, sso, tenant_admin, whatif
 from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
@@ -26,6 +26,8 @@ urlpatterns = [
     path("usage/", views.platform_usage_page, name="platform-usage-page"),
     path("audit/", views.audit_page, name="audit-page"),
     path("notifications/", views.notifications_page, name="notifications-page"),
+    path("mail/", mail.mail_page, name="mail-page"),
+    path("mail/<str:name>/", mail.mail_detail, name="mail-detail"),
     path(TENANT + "webhooks/", views.webhooks_page, name="webhooks-page"),
     path(TENANT + "webhooks/<int:webhook_id>/delete/", views.webhook_delete, name="webhook-delete"),
     path(TENANT + "webhooks/<int:webhook_id>/test/", views.webhook_test, name="webhook-test"),

@@ -11,12 +11,19 @@ class NotificationsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here: the receiver reads models, which exist only once apps are loaded.
+        from django.conf import settings
+        from django.core.exceptions import ImproperlyConfigured
         from django.db.models.signals import post_save
 
         from clusters.models import ClusterEvent
+        from notifications.addresses import parse_allowed_hosts
         from notifications.enqueue import coalesce_dispatch
         from notifications.signals import kick_dispatcher
 
+        try:  # a typo here would otherwise refuse the very receiver it names
+            parse_allowed_hosts(settings.NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS: {exc}") from exc
         coalesce_dispatch()
 
         # A notable event asks for a dispatch pass as soon as it commits; the beat entry

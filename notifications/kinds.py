@@ -21,6 +21,8 @@ class EventKind(models.TextChoices):
     CLUSTER_READY = "cluster_ready", "Cluster ready"
     EXPIRING_SOON = "expiring_soon", "Expiring soon"
     IDLE_WARNING = "idle_warning", "Idle warning"
+    RECLAIM_WARNING = "reclaim_warning", "Reclaim warning"
+    HELD = "held", "Put on hold"
     SUSPENDED = "suspended", "Suspended, reclaimed or expired"
     FAILED = "failed", "Cluster failed"
     JOB_FINISHED = "job_finished", "Job finished"
@@ -56,7 +58,10 @@ def derive(*, from_state: str, to_state: str, reason: str, is_job: bool) -> Deri
     - ``failed``: a cluster entering ``failed``;
     - ``cluster_ready``: ``provisioning`` -> ``ready``;
     - ``expiring_soon``: the note ``expiry_warning``; ``idle_warning``: the note
-      ``idle_warning``;
+      ``idle_warning``; ``reclaim_warning``: the note ``reclaim_warning`` (borrowed
+      GPUs wanted back, the cluster to be suspended after a grace); ``held``: the note
+      ``held`` (a tenant admin put the queued request on hold). Each is a warning the
+      request's page shows, so its owner hears of it too;
     - ``suspended``: entering ``suspended`` (reason ``idle``, ``reclaimed``, or a
       person's ``suspended``), or entering ``deleting`` with reason ``expired``.
     """
@@ -71,6 +76,10 @@ def derive(*, from_state: str, to_state: str, reason: str, is_job: bool) -> Deri
         return Derived(EventKind.EXPIRING_SOON, reason)
     if not moved and reason == "idle_warning":
         return Derived(EventKind.IDLE_WARNING, reason)
+    if not moved and reason == "reclaim_warning":
+        return Derived(EventKind.RECLAIM_WARNING, reason)
+    if not moved and reason == "held":
+        return Derived(EventKind.HELD, reason)
     if moved and to_state == State.SUSPENDED:
         return Derived(EventKind.SUSPENDED, reason if reason in SUSPENSION_CAUSES else "suspended")
     if moved and to_state == State.DELETING and reason == "expired":

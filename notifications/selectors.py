@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 
+from notifications import mailsink
 from notifications.kinds import EventKind
 from notifications.models import (
     DEFAULT_EMAIL,
@@ -62,3 +65,29 @@ def tenant_deliveries(*, tenant: Tenant) -> QuerySet[Delivery]:
         .select_related("tenant")
         .order_by("-created_at", "-id")
     )
+
+
+def mail_sink_dir() -> Path | None:
+    """Where the local mail sink keeps its mails (``MAIL_SINK_DIR``), or ``None`` when
+    there is none (production: mail goes to a real server)."""
+    return Path(settings.MAIL_SINK_DIR) if settings.MAIL_SINK_DIR else None
+
+
+def _recipient(user: Any) -> str | None:
+    """Whose mails ``user`` may read: everybody's for a platform admin, else their own
+    (a user without an email address reads none)."""
+    return None if user.is_staff else (user.email or "")
+
+
+def sink_mails(*, user: Any) -> list[mailsink.Mail]:
+    """The mails the sink kept that ``user`` may read, newest first."""
+    directory = mail_sink_dir()
+    return [] if directory is None else mailsink.mails(directory, recipient=_recipient(user))
+
+
+def sink_mail(*, user: Any, name: str) -> mailsink.Mail | None:
+    """One kept mail, if ``user`` may read it."""
+    directory = mail_sink_dir()
+    if directory is None:
+        return None
+    return mailsink.mail(directory, name, recipient=_recipient(user))

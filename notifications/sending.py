@@ -9,20 +9,19 @@ exception text of the HTTP client (which quotes the URL).
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import smtplib
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import requests
+import urllib3
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
+from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
-from notifications import signing
+from notifications import addresses, signing
 
 USER_AGENT = "gangway-notifications/1"
 
@@ -58,25 +57,25 @@ class Notice:
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
 
-def _check_address(host: str) -> None:
-    """Refuse webhooks to loopback, private and link-local addresses (the metadata
-    service, the control plane's own neighbours) unless settings allow them."""
-    if settings.NOTIFY_ALLOW_PRIVATE_WEBHOOKS:
-        return
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError as exc:
-        raise SendError(f"cannot resolve {host}", permanent=False) from exc
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
-            raise SendError(
-                f"{host} resolves to a non-public address; webhooks may not target it",
-                permanent=True,
-            )
+def _connection_pool(scheme: str, host: str, port: int, address: str) -> urllib3.HTTPConnectionPool:
+    """A pool that connects to ``address`` (the checked one) and nowhere else; for https
+    it still sends ``host`` as SNI and verifies the certificate against it."""
+    timeout = urllib3.Timeout(total=settings.NOTIFY_WEBHOOK_TIMEOUT_SECONDS)
+    if scheme == "https":
+        return urllib3.HTTPSConnectionPool(
+            address,
+            port,
+            timeout=timeout,
+            retries=False,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=DEFAULT_CA_BUNDLE_PATH,
+            assert_hostname=host,
+            server_hostname=host,
+        )
+    return urllib3.HTTPConnectionPool(address, port, timeout=timeout, retries=False)
 
 
-def _retry_after(response: requests.Response) -> float | None:
+def _retry_after(response: urllib3.BaseHTTPResponse) -> float | None:
     raw = response.headers.get("Retry-After", "")
     try:
         return min(float(raw), settings.NOTIFY_BACKOFF_CAP_SECONDS) if raw else None
@@ -87,16 +86,33 @@ def _retry_after(response: requests.Response) -> float | None:
 def post_webhook(*, url: str, secret: str, notice: Notice) -> int:
     """POST the notice to ``url``, signed with ``secret``; returns the status code.
 
-    Redirects are not followed (the signed body goes where it was configured to, only).
-    Connection errors, timeouts, 5xx and 429 are transient; any other non-2xx is
-    permanent.
+    The host is resolved once and checked (:mod:`notifications.addresses`); the request
+    goes to that address, with the URL's host in ``Host`` (and SNI). Redirects are not
+    followed (the signed body goes where it was configured to, only). Connection
+    errors, timeouts, 5xx and 429 are transient; any other non-2xx is permanent.
     """
     shown = redact(url)
-    host = urlsplit(url).hostname or ""
-    _check_address(host)
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or (443 if scheme == "https" else 80)
+        address = addresses.pinned_address(
+            host,
+            port,
+            allowed=addresses.parse_allowed_hosts(settings.NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS),
+            allow_any=settings.NOTIFY_ALLOW_PRIVATE_WEBHOOKS,
+        )
+    except ValueError as exc:
+        raise SendError(f"{shown} is not a valid URL", permanent=True) from exc
+    except addresses.AddressRefused as exc:
+        raise SendError(exc.message, permanent=exc.permanent) from exc
     body = notice.body()
     timestamp = str(int(time.time()))
+    default_port = port == (443 if scheme == "https" else 80)
+    name = f"[{host}]" if ":" in host else host
     headers = {
+        "Host": name if default_port else f"{name}:{port}",
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
         "X-Gangway-Delivery": notice.delivery_id,
@@ -104,21 +120,28 @@ def post_webhook(*, url: str, secret: str, notice: Notice) -> int:
         "X-Gangway-Timestamp": timestamp,
         "X-Gangway-Signature": signing.signature(secret, timestamp, body),
     }
+    target = parts.path or "/"
+    if parts.query:
+        target += f"?{parts.query}"
+    pool = _connection_pool(scheme, host, port, str(address))
     try:
-        response = requests.post(
-            url,
-            data=body,
-            headers=headers,
-            timeout=settings.NOTIFY_WEBHOOK_TIMEOUT_SECONDS,
-            allow_redirects=False,
+        response = pool.urlopen(
+            "POST", target, body=body, headers=headers, redirect=False, preload_content=True
         )
-    except requests.Timeout as exc:
+    except urllib3.exceptions.NewConnectionError as exc:
+        # (checked first: urllib3 makes it a kind of connect timeout.) Its text quotes
+        # the request's path, which may hold a token: only class names are kept.
+        cause = type(exc.__context__ or exc).__name__
+        raise SendError(f"ConnectionError ({cause}) reaching {shown}", permanent=False) from exc
+    except urllib3.exceptions.TimeoutError as exc:
         raise SendError(f"timed out waiting for {shown}", permanent=False) from exc
-    except requests.RequestException as exc:
-        # The exception's text quotes the whole URL: only its class is kept.
-        raise SendError(f"{type(exc).__name__} reaching {shown}", permanent=False) from exc
-    code = response.status_code
-    response.close()
+    except urllib3.exceptions.HTTPError as exc:
+        cause = type(exc.__context__ or exc).__name__
+        error = f"{type(exc).__name__} ({cause}) reaching {shown}"
+        raise SendError(error, permanent=False) from exc
+    finally:
+        pool.close()
+    code = response.status
     if 200 <= code < 300:
         return code
     if code == 429 or code >= 500:

@@ -237,3 +237,31 @@ def deliveries_resend_stale() -> list[int]:
     )
     Delivery.objects.filter(pk__in=rows).update(due_at=now)
     return rows
+
+
+DEMO_WEBHOOK_NAME = "make run demo receiver"
+
+
+@transaction.atomic
+def demo_webhook_point(*, url: str, slugs: list[str]) -> list[str]:
+    """Point the demo webhook (:data:`DEMO_WEBHOOK_NAME`, every kind) of each tenant in
+    ``slugs`` that exists at ``url``, creating it once; the slugs it was set for. For
+    ``make run``'s own receiver only (``manage.py demo_webhook``), so it is not audited
+    as a person's change."""
+    url = validate_webhook_url(url)
+    done: list[str] = []
+    for tenant in Tenant.objects.filter(slug__in=slugs).order_by("slug"):
+        hook = TenantWebhook.objects.filter(tenant=tenant, name=DEMO_WEBHOOK_NAME).first()
+        if hook is None:
+            TenantWebhook.objects.create(
+                tenant=tenant,
+                name=DEMO_WEBHOOK_NAME,
+                url=url,
+                kinds=list(EventKind.values),
+                secret=signing.new_secret(),
+            )
+        elif hook.url != url or hook.kinds != list(EventKind.values):
+            hook.url, hook.kinds = url, list(EventKind.values)
+            hook.save(update_fields=["url", "kinds"])
+        done.append(tenant.slug)
+    return done

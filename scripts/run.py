@@ -12,6 +12,12 @@ Ctrl-C stops every process it started.
 The web server runs with DEBUG off, as in production but over plain HTTP on loopback;
 DEBUG=1 turns Django's debug pages on. Set KUBECONFIG to a real cluster's kubeconfig to
 skip kubesim; PORT and KUBE_PORT (or --port, --kube-port) move the two ports.
+
+Notifications work out of the box: a mail sink (SMTP on MAIL_PORT, PORT+4 unless set)
+keeps every mail under var/mail/ (one .eml each; the dashboard's Mail page lists them),
+and a demo webhook receiver (WEBHOOK_PORT, PORT+5) keeps every webhook under
+var/webhooks/; each demo tenant has a webhook to it, the one private address webhooks
+may reach. Setting EMAIL_HOST (or EMAIL_BACKEND) sends mail your way instead.
 """
 
 from __future__ import annotations
@@ -210,18 +216,38 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     parser.add_argument("--kube-port", type=int, default=int(os.environ.get("KUBE_PORT", "6443")))
     parser.add_argument(
+        "--mail-port",
+        type=int,
+        default=int(os.environ["MAIL_PORT"]) if os.environ.get("MAIL_PORT") else None,
+        help="the mail sink's SMTP port (default: PORT+4)",
+    )
+    parser.add_argument(
+        "--webhook-port",
+        type=int,
+        default=int(os.environ["WEBHOOK_PORT"]) if os.environ.get("WEBHOOK_PORT") else None,
+        help="the demo webhook receiver's port (default: PORT+5)",
+    )
+    parser.add_argument(
         "--startup-delay",
         type=float,
         default=2.0,
         help="seconds kubesim takes to start a pod (realism for demos)",
     )
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.mail_port = args.mail_port or args.port + 4
+    args.webhook_port = args.webhook_port or args.port + 5
+    return args
 
 
-def _port_in_use(args: argparse.Namespace, external_kube: bool) -> str | None:
+def _port_in_use(
+    args: argparse.Namespace, external_kube: bool, own_mail: bool = False
+) -> str | None:
     """Why make run cannot start, naming the variable that moves the busy port; None if
     every port it needs is free."""
     ports = {"PORT": args.port} | ({} if external_kube else {"KUBE_PORT": args.kube_port})
+    ports |= {"WEBHOOK_PORT": args.webhook_port} | (
+        {"MAIL_PORT": args.mail_port} if own_mail else {}
+    )
     for name, port in ports.items():
         if not _port_free(port):
             return f"port {port} is in use (another make run?); choose another: {name}=<port>"
@@ -258,12 +284,64 @@ def _kubesim(args: argparse.Namespace, env: dict[str, str]) -> Child:
     )
 
 
-def _children(args: argparse.Namespace, env: dict[str, str], external_kube: bool) -> list[Child]:
+def own_mail_sink(environ: dict[str, str]) -> bool:
+    """Whether make run starts its own mail sink: unless mail is sent somewhere already."""
+    return not (environ.get("EMAIL_HOST") or environ.get("EMAIL_BACKEND"))
+
+
+def notification_environment(args: argparse.Namespace, env: dict[str, str], own_mail: bool) -> None:
+    """Point the children's mail at the sink and allow webhooks to the demo receiver
+    (and to it alone); links in notices point at this web server."""
+    env.setdefault("PUBLIC_BASE_URL", f"http://127.0.0.1:{args.port}")
+    receiver = f"127.0.0.1:{args.webhook_port}"
+    allowed = env.get("NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS", "")
+    env["NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS"] = ",".join(filter(None, [allowed, receiver]))
+    if own_mail:
+        env.update(
+            EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
+            EMAIL_HOST="127.0.0.1",
+            EMAIL_PORT=str(args.mail_port),
+            EMAIL_USE_TLS="0",
+            EMAIL_USE_SSL="0",
+            MAIL_SINK_DIR=str(VAR / "mail"),
+        )
+
+
+def demo_webhook_url(args: argparse.Namespace) -> str:
+    return f"http://127.0.0.1:{args.webhook_port}/hooks/demo"
+
+
+def notification_sinks(args: argparse.Namespace, own_mail: bool) -> list[Child]:
+    """The mail sink (unless mail goes elsewhere) and the demo webhook receiver."""
+    sinks = [
+        Child(
+            "webhooks",
+            [
+                sys.executable,
+                "-m",
+                "notifications.webhook_sink",
+                "--port",
+                str(args.webhook_port),
+                "--dir",
+                str(VAR / "webhooks"),
+            ],
+        )
+    ]
+    if own_mail:
+        mail = ["--port", str(args.mail_port), "--dir", str(VAR / "mail")]
+        sinks.insert(0, Child("mail", [sys.executable, "-m", "notifications.mailsink", *mail]))
+    return sinks
+
+
+def _children(
+    args: argparse.Namespace, env: dict[str, str], external_kube: bool, own_mail: bool = False
+) -> list[Child]:
     """The supervised processes, in start order (kubesim first, unless KUBECONFIG is set)."""
     celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
     manage = [sys.executable, str(ROOT / "manage.py")]
     return [
         *([] if external_kube else [_kubesim(args, env)]),
+        *notification_sinks(args, own_mail),
         Child(
             "worker",
             [
@@ -298,6 +376,8 @@ def _start(
         child.start(env)
         if child.name == "kubesim":
             _wait_for_port(args.kube_port, timeout=15)
+        if child.name in ("mail", "webhooks"):
+            _wait_for_port(args.mail_port if child.name == "mail" else args.webhook_port, 15)
     say(
         f"\n  gangway:  http://127.0.0.1:{args.port}/   API docs: "
         f"http://127.0.0.1:{args.port}/api/docs/"
@@ -307,21 +387,26 @@ def _start(
             f"  kubesim:  http://127.0.0.1:{args.kube_port}  (kubectl --kubeconfig "
             f"{env['KUBECONFIG']} get nodes)"
         )
+    if "MAIL_SINK_DIR" in env:
+        say(f"  mail:     {VAR}/mail/*.eml  (and http://127.0.0.1:{args.port}/mail/)")
+    say(f"  webhooks: {demo_webhook_url(args)} keeps each under {VAR}/webhooks/")
     say(f"  logs:     {VAR}/*.log     Ctrl-C stops everything.\n")
 
 
 def main() -> int:
     args = _arguments()
     external_kube = bool(os.environ.get("KUBECONFIG"))
-    busy = _port_in_use(args, external_kube)
+    own_mail = own_mail_sink(dict(os.environ))
+    busy = _port_in_use(args, external_kube, own_mail)
     if busy is not None:
         say(busy)
         return 1
 
     VAR.mkdir(parents=True, exist_ok=True)
     env = child_environment()
-    steps = _setup_steps(env)
-    children = _children(args, env, external_kube)
+    notification_environment(args, env, own_mail)
+    steps = [*_setup_steps(env), ["demo_webhook", demo_webhook_url(args)]]
+    children = _children(args, env, external_kube, own_mail)
 
     # SIGINT too: a shell that starts make run in the background has it ignored, and
     # Python keeps an inherited "ignore" - Ctrl-C (or kill -INT) must always stop us.

@@ -104,3 +104,16 @@ def usage_span(
     if idle is not None:
         IdleSpan.objects.create(**common, started_at=idle[0], ended_at=idle[1])
     return cluster
+
+
+def borrower_fills_the_fleet(borrower: Tenant, lender: Tenant, flavor: GpuFlavor) -> None:
+    """A fleet of 16 ``flavor`` GPUs, 8 nominal each: ``borrower`` may borrow the lender's
+    8 (so its second 8 are reclaimable), ``lender`` may not borrow. Both have room for
+    many dev clusters per user."""
+    for tenant in (borrower, lender):
+        tenant.max_dev_clusters_per_user = tenant.max_dev_gpus_per_user = 50
+        tenant.save()
+    Quota.objects.filter(tenant=borrower, flavor=flavor).update(gpus=8, borrow_limit=8)
+    Quota.objects.filter(tenant=lender, flavor=flavor).update(gpus=8, borrow_limit=0)
+    flavor.node_count = 2
+    flavor.save()

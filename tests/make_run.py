@@ -31,6 +31,8 @@ _CHILD_MARKERS = {
     "worker": " worker ",
     "beat": " beat ",
     "web": "runserver",
+    "mail": "-m notifications.mailsink",
+    "webhooks": "-m notifications.webhook_sink",
 }
 
 
@@ -102,12 +104,22 @@ class MakeRun:
     def __init__(self, tmp_path: Path, *, background: bool = False, **env: str) -> None:
         """``background``: started as a shell starts ``make run &``, with SIGINT ignored."""
         self.port, self.kube_port = free_port(), free_port()
+        # The mail sink's and the demo receiver's ports too: PORT+4 and PORT+5 may be taken.
+        self.mail_port = int(env.get("MAIL_PORT") or free_port())
+        self.webhook_port = int(env.get("WEBHOOK_PORT") or free_port())
         self.var = tmp_path / "var"
         self.url = f"http://127.0.0.1:{self.port}"
         self.api = f"{self.url}/api/v1"
         self._lines: list[str] = []
         base = {key: value for key, value in os.environ.items() if key in _INHERITED}
-        env = {**base, "GANGWAY_VAR_DIR": str(self.var), "KUBE_PORT": str(self.kube_port), **env}
+        env = {
+            **base,
+            "GANGWAY_VAR_DIR": str(self.var),
+            "KUBE_PORT": str(self.kube_port),
+            "MAIL_PORT": str(self.mail_port),
+            "WEBHOOK_PORT": str(self.webhook_port),
+            **env,
+        }
         self.proc = subprocess.Popen(
             [sys.executable, "scripts/run.py", "--port", str(self.port), "--startup-delay", "0.5"],
             cwd=ROOT,
@@ -133,7 +145,8 @@ class MakeRun:
         until(lambda: http("GET", f"{self.url}/healthz")[0] == 200, timeout, "the web server")
 
     def children(self) -> dict[str, int]:
-        """The live children of make run by role (kubesim, worker, beat, web)."""
+        """The live children of make run by role (kubesim, worker, beat, web, and the
+        mail and webhook sinks)."""
         found: dict[str, int] = {}
         pids = subprocess.run(
             ["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True

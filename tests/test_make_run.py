@@ -6,6 +6,10 @@ outside var/; Ctrl-C stops every process it started."""
 
 from __future__ import annotations
 
+import argparse
+import email
+import email.message
+import json
 import os
 import signal
 import socket
@@ -56,7 +60,8 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
         assert first["endpoints"]["client_address"] == "ray://first-head-svc.gw-vision.svc:10001"
 
         children = stack.children()
-        assert sorted(children) == ["beat", "kubesim", "web", "worker"], children
+        roles = ["beat", "kubesim", "mail", "web", "webhooks", "worker"]
+        assert sorted(children) == roles, children
         # Each child runs in var/: whatever it writes by a relative path lands there.
         for pid in children.values():
             assert Path(f"/proc/{pid}/cwd").resolve() == stack.var.resolve()
@@ -98,7 +103,7 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
     assert f"gangway:  http://127.0.0.1:{stack.port}/" in stack.output
     exits = [line for line in stack.output.splitlines() if " exited with " in line]
     assert len(exits) == 1 and exits[0].startswith("worker exited with code -9"), exits
-    for busy in (stack.port, stack.kube_port):
+    for busy in (stack.port, stack.kube_port, stack.mail_port, stack.webhook_port):
         assert not port_served(busy), f"port {busy} still served"
     alive = [pid for pid in children.values() if Path(f"/proc/{pid}").exists()]
     assert alive == [], f"processes left running: {alive}"
@@ -175,3 +180,97 @@ def test_make_run_turns_debug_off_unless_asked(tmp_path: Path, monkeypatch: Any)
     monkeypatch.setenv("DEBUG", "1")
     env = run.child_environment()
     assert env["DEBUG"] == "1" and "SECRET_KEY_FILE" not in env
+
+
+@pytest.mark.slow
+def test_make_run_mails_to_var_mail_and_posts_webhooks_to_its_own_receiver(
+    tmp_path: Path,
+) -> None:
+    """Out of the box, a cluster that becomes ready is mailed to its owner (a file under
+    var/mail/, sent by the real worker through the mail sink) and posted to the demo
+    tenant's webhook (make run's receiver, the one private address allowed); a webhook
+    to any other loopback address is still refused."""
+    stack = MakeRun(tmp_path)
+    try:
+        stack.wait_serving()
+        token = stack.login("eli")
+        # eli's own webhook points at another loopback port: refused as non-public.
+        status, body = http(
+            "PUT",
+            f"{stack.api}/notifications/preferences/",
+            {"webhook_url": f"http://127.0.0.1:{stack.port}/not-allowed", "preferences": []},
+            token,
+        )
+        assert status == 200, body
+        _ready(stack, "noticed", token)
+
+        def mail() -> email.message.Message | None:
+            for path in sorted((stack.var / "mail").glob("*.eml")):
+                message = email.message_from_bytes(path.read_bytes())
+                if "noticed" in str(message["Subject"]):
+                    return message
+            return None
+
+        message = until(mail, 60, "the ready mail under var/mail/")
+        assert message["X-Envelope-To"] == "eli@example.com"
+        assert "is ready" in message.get_payload(decode=True).decode()
+        assert f"http://127.0.0.1:{stack.port}/t/vision/clusters/noticed/" in str(
+            message.get_payload(decode=True).decode()
+        )
+
+        def posted() -> dict[str, Any] | None:
+            for path in sorted((stack.var / "webhooks").glob("*.json")):
+                record = json.loads(path.read_text())
+                if record["body"].get("cluster") == "noticed":
+                    return dict(record)
+            return None
+
+        record = until(posted, 60, "the ready webhook under var/webhooks/")
+        assert record["body"]["event"] == "cluster_ready" and record["body"]["tenant"] == "vision"
+        assert record["headers"]["X-Gangway-Signature"]
+        status, listed = http("GET", f"http://127.0.0.1:{stack.webhook_port}/")
+        assert status == 200 and any(r["body"].get("cluster") == "noticed" for r in listed)
+
+        def deliveries() -> dict[str, Any] | None:
+            status, page = http("GET", f"{stack.api}/notifications/deliveries/", token=token)
+            assert status == 200, page
+            rows = {
+                row["channel"]: row
+                for row in page["results"]
+                if row["kind"] == "cluster_ready" and row["status"] != "pending"
+            }
+            return rows if len(rows) == 2 else None
+
+        rows = until(deliveries, 60, "eli's mail and webhook deliveries to be tried")
+        assert rows["email"]["status"] == "sent"
+        assert rows["webhook"]["status"] == "gave_up"
+        assert "non-public" in rows["webhook"]["last_error"]
+    finally:
+        code = stack.stop()
+    assert code == 0
+    assert f"mail:     {stack.var}/mail/*.eml" in stack.output
+    assert "mail to eli@example.com" in stack.logs()["mail"]
+    assert "webhook cluster_ready" in stack.logs()["webhooks"]
+
+
+def test_make_run_mails_its_sink_unless_mail_goes_elsewhere(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(run, "VAR", tmp_path)
+    args = argparse.Namespace(port=8120, mail_port=8124, webhook_port=8125)
+    env = {"NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS": "receiver.internal"}
+    run.notification_environment(args, env, own_mail=True)
+    assert env["NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS"] == "receiver.internal,127.0.0.1:8125"
+    assert (env["EMAIL_HOST"], env["EMAIL_PORT"]) == ("127.0.0.1", "8124")
+    assert env["MAIL_SINK_DIR"] == str(tmp_path / "mail")
+    assert env["PUBLIC_BASE_URL"] == "http://127.0.0.1:8120"
+    assert [c.name for c in run.notification_sinks(args, own_mail=True)] == ["mail", "webhooks"]
+
+    # A deployment's own mail server: no sink, no Mail page, its settings untouched.
+    assert run.own_mail_sink({"EMAIL_HOST": "smtp.example.com"}) is False
+    assert run.own_mail_sink({"EMAIL_BACKEND": "x"}) is False and run.own_mail_sink({})
+    env = {"EMAIL_HOST": "smtp.example.com"}
+    run.notification_environment(args, env, own_mail=False)
+    assert env["EMAIL_HOST"] == "smtp.example.com" and "MAIL_SINK_DIR" not in env
+    assert env["NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS"] == "127.0.0.1:8125"
+    assert [c.name for c in run.notification_sinks(args, own_mail=False)] == ["webhooks"]

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import template
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -116,6 +117,12 @@ def shape(request: Any) -> str:
 def reason_words(code: str | None) -> str:
     """A ``queue.reason`` code in words ("team quota used up"): pages never show the code."""
     return reason_label(code) if code else ""
+
+
+@register.simple_tag
+def mail_sink_on() -> bool:
+    """Whether a local mail sink keeps the mails (the Mail page is listed only then)."""
+    return bool(settings.MAIL_SINK_DIR)
 
 
 @register.simple_tag

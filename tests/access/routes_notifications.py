@@ -66,6 +66,7 @@ PAGE_ADMINS = statuses(
     anonymous=302, outsider=404, viewer=403, engineer=403, admin=200, platform=200
 )
 PAGE_ADMIN_POST = {**PAGE_ADMINS, "admin": 302, "platform": 302}
+NO_SINK = statuses(anonymous=302, outsider=404, viewer=404, engineer=404, admin=404, platform=404)
 
 ROUTES.update(
     {
@@ -103,6 +104,14 @@ ROUTES.update(
         ),
         "t/{slug}/webhooks/{webhook_id}/test/": Route(
             session=True, methods={"POST": Case(PAGE_ADMIN_POST, kwargs=_page_hook)}
+        ),
+        # The Mail page exists only with a mail sink (MAIL_SINK_DIR, make run); the suite
+        # runs without one. Who reads which mail: tests/notifications/test_mailsink.py.
+        "mail/": Route(session=True, methods={"GET": Case(NO_SINK)}),
+        "mail/{name}/": Route(
+            session=True,
+            kwargs={"name": "20260101T000000.000000Z-0123456789ab.eml"},
+            methods={"GET": Case(NO_SINK)},
         ),
     }
 )

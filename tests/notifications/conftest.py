@@ -8,10 +8,15 @@ until released (a worker killed mid-send).
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -124,3 +129,46 @@ def make_cluster(
         state=state,
     )
     return row
+
+
+@dataclass
+class MailSink:
+    """``python -m notifications.mailsink`` running on loopback, writing to ``directory``."""
+
+    directory: Path
+    port: int
+
+    def files(self) -> list[Path]:
+        return sorted(self.directory.glob("*.eml"))
+
+
+@pytest.fixture
+def mail_sink(fast_notify: Any, tmp_path: Path) -> Iterator[MailSink]:
+    """The real mail sink of make run, as its own process; Django sends it mail over SMTP
+    and the Mail page reads its directory."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sink = MailSink(directory=tmp_path / "mail", port=port)
+    where = ["--port", str(port), "--dir", str(sink.directory)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "notifications.mailsink", *where],
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None, "the mail sink exited"
+            time.sleep(0.1)
+        fast_notify.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        fast_notify.EMAIL_HOST = "127.0.0.1"
+        fast_notify.EMAIL_PORT = port
+        fast_notify.EMAIL_USE_TLS = False
+        fast_notify.MAIL_SINK_DIR = str(sink.directory)
+        yield sink
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -112,6 +112,8 @@ def test_preferences_read_and_replace(as_user: Any, bob: Any) -> None:
         "cluster_ready",
         "expiring_soon",
         "idle_warning",
+        "reclaim_warning",
+        "held",
         "suspended",
         "failed",
         "job_finished",

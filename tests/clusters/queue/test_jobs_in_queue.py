@@ -18,7 +18,7 @@ from clusters.requests import jobs, services
 from clusters.spec import ClusterSpec
 from clusters.states import State
 from clusters.transitions import transition
-from tenants.models import Quota
+from tests.factories import borrower_fills_the_fleet
 
 pytestmark = pytest.mark.django_db
 
@@ -32,13 +32,7 @@ def test_a_borrowing_job_is_never_reclaimed(
     settings: Any, alice: Any, charlie: Any, acme: Any, globex: Any, h100: Any
 ) -> None:
     settings.RECLAIM_GRACE_SECONDS = 3600
-    for tenant in (acme, globex):
-        tenant.max_dev_clusters_per_user = tenant.max_dev_gpus_per_user = 50
-        tenant.save()
-    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=8, borrow_limit=8)
-    Quota.objects.filter(tenant=globex, flavor=h100).update(gpus=8, borrow_limit=0)
-    h100.node_count = 2
-    h100.save()
+    borrower_fills_the_fleet(acme, globex, h100)
     own = services.cluster_request_create(
         actor=alice, tenant=acme, spec=ClusterSpec(name="own", kind="prod", flavor=h100)
     )

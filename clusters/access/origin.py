@@ -55,13 +55,9 @@ from controlplane.api.errors import error_body
 from controlplane.rayorigin import ORIGIN as ORIGIN_FORM
 
 _CLUSTER_PATH = re.compile(r"/c/(?P<slug>[-a-z0-9]+)/(?P<name>[-a-z0-9]+)(?P<slash>/?)(?P<path>.*)")
-# The proxied cluster's own origin may run its scripts (that is why it is separate); the
-# policy keeps it from being framed, and its forms and requests on itself.
-ORIGIN_POLICY = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
-    "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
-)
+# The cluster's own origin runs its own scripts (that is why it is separate) and may
+# embed what Ray's UI embeds (Grafana); it is never framed, and never gets plugins.
+ORIGIN_POLICY = "frame-ancestors 'none'; object-src 'none'; base-uri 'self'"
 
 
 @dataclass(frozen=True)

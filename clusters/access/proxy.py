@@ -130,7 +130,7 @@ def _route_refused(request: HttpRequest, message: str) -> HttpResponse:
             f"<p>{escape(message)}</p></body></html>"
         )
         return HttpResponse(page, status=403, content_type="text/html; charset=utf-8")
-    return _refusal(403, "route_not_allowed", message)
+    return _refusal(403, "permission_denied", message)
 
 
 def visible_cluster(*, user: Any, slug: str, name: str) -> tuple[ClusterRequest, str | None]:

@@ -136,7 +136,7 @@ def test_killing_an_actor_with_a_get_is_for_those_who_may_manage_the_cluster(
     else:
         assert answer.status_code == 403
         error = answer.json()["error"]
-        assert error["code"] == "route_not_allowed"
+        assert error["code"] == "permission_denied"
         assert error["message"].startswith(
             f"GET /api/actors/kill is not allowed for {LABELS[role]} of bob-live: it "
             "changes what runs on the cluster. Only bob and the tenant's admins may"

@@ -12,6 +12,11 @@ Ctrl-C stops every process it started.
 The web server runs with DEBUG off, as in production but over plain HTTP on loopback;
 DEBUG=1 turns Django's debug pages on. Set KUBECONFIG to a real cluster's kubeconfig to
 skip kubesim; PORT and KUBE_PORT (or --port, --kube-port) move the two ports.
+
+Clusters' Ray dashboards get an origin of their own (RAY_PROXY_ORIGIN, docs/access.md):
+http://localhost:<PORT+1>, a second web server on the next port. Another host than the
+product's 127.0.0.1, because browsers keep cookies per host, not per port. A
+RAY_PROXY_ORIGIN set in the environment is used as it is, and no second server started.
 """
 
 from __future__ import annotations
@@ -258,6 +263,26 @@ def _kubesim(args: argparse.Namespace, env: dict[str, str]) -> Child:
     )
 
 
+def ray_origin(args: argparse.Namespace, env: dict[str, str]) -> int | None:
+    """Give the Ray dashboards their own origin, http://localhost:<PORT+1>, unless the
+    environment names one; the port of the web server to start for it, or None. The
+    product's own URL (links in e-mails, the way back from an expired dashboard) is
+    where make run serves it."""
+    env.setdefault("PUBLIC_BASE_URL", f"http://127.0.0.1:{args.port}")
+    if env.get("RAY_PROXY_ORIGIN"):
+        return None
+    port = args.port + 1
+    env["RAY_PROXY_ORIGIN"] = f"http://localhost:{port}"
+    return port
+
+
+def _ray_web(port: int) -> Child:
+    """The Ray origin's web server: the same application, which answers requests for
+    that host with the dashboards only (clusters/access/origin.py)."""
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    return Child("rayweb", [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
+
+
 def _children(args: argparse.Namespace, env: dict[str, str], external_kube: bool) -> list[Child]:
     """The supervised processes, in start order (kubesim first, unless KUBECONFIG is set)."""
     celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
@@ -307,6 +332,7 @@ def _start(
             f"  kubesim:  http://127.0.0.1:{args.kube_port}  (kubectl --kubeconfig "
             f"{env['KUBECONFIG']} get nodes)"
         )
+    say(f"  Ray dashboards: {env['RAY_PROXY_ORIGIN']}/  (their own origin, docs/access.md)")
     say(f"  logs:     {VAR}/*.log     Ctrl-C stops everything.\n")
 
 
@@ -320,8 +346,17 @@ def main() -> int:
 
     VAR.mkdir(parents=True, exist_ok=True)
     env = child_environment()
+    ray_port = ray_origin(args, env)
+    if ray_port is not None and not _port_free(ray_port):
+        say(
+            f"port {ray_port} (the Ray dashboards' origin, PORT+1) is in use; choose another "
+            "PORT, or set RAY_PROXY_ORIGIN"
+        )
+        return 1
     steps = _setup_steps(env)
     children = _children(args, env, external_kube)
+    if ray_port is not None:
+        children.append(_ray_web(ray_port))
 
     # SIGINT too: a shell that starts make run in the background has it ignored, and
     # Python keeps an inherited "ignore" - Ctrl-C (or kill -INT) must always stop us.

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core import signing
 from django.core.cache import cache
+
+from clusters.models import ClusterRequest
 
 GRANT_SALT = "gangway.rayproxy.grant"
 SESSION_SALT = "gangway.rayproxy.session"
@@ -73,15 +76,14 @@ def _from_payload(payload: object) -> DashboardPass | None:
         return None
 
 
-def issue_grant(
-    *, slug: str, name: str, cluster_id: int, user_id: int, role: str | None, next_path: str
-) -> str:
-    """A grant to open ``next_path`` (dashboard path and query) of one cluster."""
+def issue_grant(*, cluster: ClusterRequest, user: Any, role: str | None, next_path: str) -> str:
+    """A grant for ``user`` (with ``role`` in the cluster's tenant) to open ``next_path``
+    (dashboard path and query) of ``cluster``."""
     grant = DashboardPass(
-        slug=slug,
-        name=name,
-        cluster_id=cluster_id,
-        user_id=user_id,
+        slug=cluster.tenant.slug,
+        name=cluster.name,
+        cluster_id=cluster.pk,
+        user_id=user.pk,
         role=role,
         sid=secrets.token_urlsafe(12),
         next=next_path,

@@ -56,10 +56,8 @@ def ray_dashboard(request: HttpRequest, slug: str, name: str, path: str = "") ->
             )
         query = request.META.get("QUERY_STRING", "")
         grant = issue_grant(
-            slug=slug,
-            name=name,
-            cluster_id=cluster.pk,
-            user_id=request.user.pk,
+            cluster=cluster,
+            user=request.user,
             role=role,
             next_path=quote(path) + (f"?{query}" if query else ""),
         )

@@ -99,6 +99,13 @@ def ray_origin(settings: Any, live_server: Any) -> Iterator[str]:
     yield origin
 
 
+@pytest.fixture
+def bob_signed_in(page: Any, live_server: Any, browser_env: None, live_cluster: Any) -> Any:
+    """bob's browser, signed in to the product, his live cluster ready."""
+    sign_in(page, live_server.url, "bob")
+    return page
+
+
 def _open_dashboard(page: Any, base: str) -> Any:
     """Click the cluster page's link; the dashboard's window, loaded."""
     from playwright.sync_api import expect
@@ -114,18 +121,12 @@ def _open_dashboard(page: Any, base: str) -> Any:
 
 
 def test_open_the_ray_dashboard_on_its_origin_and_submit_a_job(
-    page: Any,
-    live_server: Any,
-    browser_env: None,
-    live_cluster: Any,
-    kubesim: Any,
-    ray_origin: str,
+    bob_signed_in: Any, live_server: Any, kubesim: Any, ray_origin: str
 ) -> None:
     from playwright.sync_api import expect
 
-    base = live_server.url
-    sign_in(page, base, "bob")
-    dashboard = _open_dashboard(page, base)
+    page = bob_signed_in
+    dashboard = _open_dashboard(page, live_server.url)
     assert dashboard.url == f"{ray_origin}/c/acme/bob-live/"
     expect(dashboard.get_by_role("heading", name="Ray Dashboard")).to_be_visible()
     expect(dashboard.locator("body")).to_contain_text("bob-live")
@@ -146,9 +147,8 @@ def test_open_the_ray_dashboard_on_its_origin_and_submit_a_job(
 
 
 def test_a_script_from_the_cluster_gets_nothing_of_the_product(
-    page: Any,
+    bob_signed_in: Any,
     live_server: Any,
-    browser_env: None,
     live_cluster: Any,
     kubesim: Any,
     ray_origin: str,
@@ -156,8 +156,7 @@ def test_a_script_from_the_cluster_gets_nothing_of_the_product(
 ) -> None:
     from playwright.sync_api import expect
 
-    sign_in(page, live_server.url, "bob")
-    dashboard = _open_dashboard(page, live_server.url)
+    dashboard = _open_dashboard(bob_signed_in, live_server.url)
     assert dashboard.url.startswith(ray_origin)
     result = dashboard.locator("#result")
     expect(result).to_contain_text('"done":true')
@@ -173,17 +172,11 @@ def test_a_script_from_the_cluster_gets_nothing_of_the_product(
 
 
 def test_without_an_origin_the_cluster_s_script_does_not_run(
-    page: Any,
-    live_server: Any,
-    browser_env: None,
-    live_cluster: Any,
-    kubesim: Any,
-    hostile_head: None,
+    bob_signed_in: Any, live_server: Any, live_cluster: Any, kubesim: Any, hostile_head: None
 ) -> None:
     from playwright.sync_api import expect
 
-    sign_in(page, live_server.url, "bob")
-    dashboard = _open_dashboard(page, live_server.url)
+    dashboard = _open_dashboard(bob_signed_in, live_server.url)
     assert dashboard.url == f"{live_server.url}/t/acme/clusters/bob-live/ray/"
     expect(dashboard.get_by_role("heading", name="Ray Dashboard")).to_be_visible()
     # A script without async or defer runs before the load event: by now it would have.

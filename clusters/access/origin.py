@@ -162,7 +162,8 @@ def _live_pass(grant: DashboardPass) -> tuple[Any, Any, str | None] | None:
 
 def redeem(request: HttpRequest, origin: RayOrigin) -> HttpResponseBase:
     """``GET /grant?g=``: a grant becomes this origin's cookie for the cluster's path."""
-    if request.method not in ("GET", "HEAD"):
+    # GET only: a HEAD (a link preview, say) must not use up the one redemption.
+    if request.method != "GET":
         return _not_here()
     grant = redeem_grant(request.GET.get("g", ""))
     if grant is None:

@@ -68,6 +68,7 @@ def test_the_product_redirects_with_a_grant_that_opens_the_dashboard_once(
     live_cluster: ClusterRequest, kubesim: Any, bob: Any, ray_origin: str
 ) -> None:
     link = _grant_link(bob, "api/jobs/?limit=5")
+    assert _ray_browser().head(link).status_code == 404  # a preview does not use it up
     browser = _ray_browser()
     redeemed = browser.get(link)
     assert redeemed.status_code == 302

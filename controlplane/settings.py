@@ -19,6 +19,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from controlplane.env import env_bool, env_float, env_int, env_list, env_str
+from controlplane.rayorigin import ORIGIN as RAY_ORIGIN_FORM
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GANGWAY_VAR_DIR", str(BASE_DIR / "var")))
@@ -61,6 +62,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "controlplane.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # The Ray dashboards' own origin (RAY_PROXY_ORIGIN) is answered here, before any of
+    # the product's sessions, cookies or pages (clusters/access/origin.py).
+    "clusters.access.origin.RayOriginMiddleware",
     # Before WhiteNoise, so that static files carry the policies too.
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
@@ -508,6 +512,22 @@ if not re.fullmatch(r"[a-z][-a-z0-9]{0,22}", TENANT_NAMESPACE_PREFIX) or (
 # directory uploaded by Ray's Jobs SDK, say) and how long it waits for the dashboard.
 RAY_PROXY_MAX_BODY_MB = env_int("RAY_PROXY_MAX_BODY_MB", 100, minimum=1)
 RAY_PROXY_READ_TIMEOUT_SECONDS = env_float("RAY_PROXY_READ_TIMEOUT_SECONDS", 120.0)
+# The Ray dashboards' own origin, never the product's (docs/access.md, "An origin of its
+# own"): scheme://host[:port], or scheme://{cluster}.suffix[:port] for one per cluster.
+# Unset, the dashboard is relayed on the product's origin in a CSP sandbox.
+RAY_PROXY_ORIGIN = env_str("RAY_PROXY_ORIGIN", "", allow_empty=True).strip().rstrip("/")
+_ray_origin = RAY_ORIGIN_FORM.fullmatch(RAY_PROXY_ORIGIN.lower())
+if RAY_PROXY_ORIGIN and _ray_origin is None:
+    raise ImproperlyConfigured(
+        f"RAY_PROXY_ORIGIN={RAY_PROXY_ORIGIN!r} must be scheme://host[:port] or "
+        "scheme://{cluster}.domain[:port] (http or https, no path)"
+    )
+if _ray_origin is not None and "*" not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS = [*ALLOWED_HOSTS, ("." if _ray_origin["wild"] else "") + _ray_origin["host"]]
+# How long a link from the product to a dashboard works (once), and how long the
+# dashboard's own cookie then lasts.
+RAY_PROXY_GRANT_SECONDS = env_int("RAY_PROXY_GRANT_SECONDS", 120, minimum=5)
+RAY_PROXY_SESSION_MINUTES = env_int("RAY_PROXY_SESSION_MINUTES", 60, minimum=1)
 # Where the API server's service-proxy traffic comes from, for clusters that enforce
 # NetworkPolicy: the tenants' policies admit these CIDRs to the Ray dashboard port.
 APISERVER_SOURCE_CIDRS = env_list("APISERVER_SOURCE_CIDRS", [])

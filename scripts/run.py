@@ -18,6 +18,11 @@ keeps every mail under var/mail/ (one .eml each; the dashboard's Mail page lists
 and a demo webhook receiver (WEBHOOK_PORT, PORT+5) keeps every webhook under
 var/webhooks/; each demo tenant has a webhook to it, the one private address webhooks
 may reach. Setting EMAIL_HOST (or EMAIL_BACKEND) sends mail your way instead.
+
+Clusters' Ray dashboards get an origin of their own (RAY_PROXY_ORIGIN, docs/access.md):
+http://localhost:<PORT+1>, a second web server on the next port. Another host than the
+product's 127.0.0.1, because browsers keep cookies per host, not per port. A
+RAY_PROXY_ORIGIN set in the environment is used as it is, and no second server started.
 """
 
 from __future__ import annotations
@@ -333,6 +338,26 @@ def notification_sinks(args: argparse.Namespace, own_mail: bool) -> list[Child]:
     return sinks
 
 
+def ray_origin(args: argparse.Namespace, env: dict[str, str]) -> int | None:
+    """Give the Ray dashboards their own origin, http://localhost:<PORT+1>, unless the
+    environment names one; the port of the web server to start for it, or None. The
+    product's own URL (links in e-mails, the way back from an expired dashboard) is
+    where make run serves it."""
+    env.setdefault("PUBLIC_BASE_URL", f"http://127.0.0.1:{args.port}")
+    if env.get("RAY_PROXY_ORIGIN"):
+        return None
+    port = args.port + 1
+    env["RAY_PROXY_ORIGIN"] = f"http://localhost:{port}"
+    return port
+
+
+def _ray_web(port: int) -> Child:
+    """The Ray origin's web server: the same application, which answers requests for
+    that host with the dashboards only (clusters/access/origin.py)."""
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    return Child("rayweb", [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
+
+
 def _children(
     args: argparse.Namespace, env: dict[str, str], external_kube: bool, own_mail: bool = False
 ) -> list[Child]:
@@ -390,6 +415,7 @@ def _start(
     if "MAIL_SINK_DIR" in env:
         say(f"  mail:     {VAR}/mail/*.eml  (and http://127.0.0.1:{args.port}/mail/)")
     say(f"  webhooks: {demo_webhook_url(args)} keeps each under {VAR}/webhooks/")
+    say(f"  Ray dashboards: {env['RAY_PROXY_ORIGIN']}/  (their own origin, docs/access.md)")
     say(f"  logs:     {VAR}/*.log     Ctrl-C stops everything.\n")
 
 
@@ -405,8 +431,17 @@ def main() -> int:
     VAR.mkdir(parents=True, exist_ok=True)
     env = child_environment()
     notification_environment(args, env, own_mail)
+    ray_port = ray_origin(args, env)
+    if ray_port is not None and not _port_free(ray_port):
+        say(
+            f"port {ray_port} (the Ray dashboards' origin, PORT+1) is in use; choose another "
+            "PORT, or set RAY_PROXY_ORIGIN"
+        )
+        return 1
     steps = [*_setup_steps(env), ["demo_webhook", demo_webhook_url(args)]]
     children = _children(args, env, external_kube, own_mail)
+    if ray_port is not None:
+        children.append(_ray_web(ray_port))
 
     # SIGINT too: a shell that starts make run in the background has it ignored, and
     # Python keeps an inherited "ignore" - Ctrl-C (or kill -INT) must always stop us.

@@ -145,8 +145,8 @@ class MakeRun:
         until(lambda: http("GET", f"{self.url}/healthz")[0] == 200, timeout, "the web server")
 
     def children(self) -> dict[str, int]:
-        """The live children of make run by role (kubesim, worker, beat, web, and the
-        mail and webhook sinks)."""
+        """The live children of make run by role (kubesim, worker, beat, web, rayweb, and
+        the mail and webhook sinks)."""
         found: dict[str, int] = {}
         pids = subprocess.run(
             ["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True
@@ -155,6 +155,10 @@ class MakeRun:
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             except FileNotFoundError:
+                continue
+            # The Ray dashboards' web server is a runserver too, on the next port.
+            if f" 127.0.0.1:{self.port + 1} " in f" {cmdline} ":
+                found["rayweb"] = int(pid)
                 continue
             for role, marker in _CHILD_MARKERS.items():
                 if marker in f" {cmdline} ":

@@ -60,7 +60,7 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
         assert first["endpoints"]["client_address"] == "ray://first-head-svc.gw-vision.svc:10001"
 
         children = stack.children()
-        roles = ["beat", "kubesim", "mail", "web", "webhooks", "worker"]
+        roles = ["beat", "kubesim", "mail", "rayweb", "web", "webhooks", "worker"]
         assert sorted(children) == roles, children
         # Each child runs in var/: whatever it writes by a relative path lands there.
         for pid in children.values():
@@ -85,6 +85,12 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
         )
         assert _ready(stack, "second", token)["state"] == "ready"
 
+        # The Ray dashboards' own origin: another host (cookies are per host), the next
+        # port, serving nothing of the product.
+        status, text = http("GET", f"http://localhost:{stack.port + 1}/api/v1/")
+        assert status == 404 and "Ray dashboards only" in text, text
+        assert f"Ray dashboards: http://localhost:{stack.port + 1}/" in stack.output
+
         # DEBUG is off: an unknown address is a plain 404, not Django's technical page
         # listing every URL pattern.
         status, page = http("GET", f"{stack.url}/no-such-page/")
@@ -103,7 +109,7 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
     assert f"gangway:  http://127.0.0.1:{stack.port}/" in stack.output
     exits = [line for line in stack.output.splitlines() if " exited with " in line]
     assert len(exits) == 1 and exits[0].startswith("worker exited with code -9"), exits
-    for busy in (stack.port, stack.kube_port, stack.mail_port, stack.webhook_port):
+    for busy in (stack.port, stack.port + 1, stack.kube_port, stack.mail_port, stack.webhook_port):
         assert not port_served(busy), f"port {busy} still served"
     alive = [pid for pid in children.values() if Path(f"/proc/{pid}").exists()]
     assert alive == [], f"processes left running: {alive}"

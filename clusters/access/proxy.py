@@ -7,8 +7,9 @@ here, after their view has decided who the user is and that they may see the clu
 
 - refuses what must not be forwarded: a path that climbs out of the proxy (``..``: the
   service proxy is a path on the Kubernetes API, and the control plane's credentials must
-  never reach anything but the dashboard), a body over ``RAY_PROXY_MAX_BODY_MB``, a write
-  by someone who may not manage the cluster;
+  never reach anything but the dashboard), a body over ``RAY_PROXY_MAX_BODY_MB``, a route
+  that is not on the allow-list of ``ray_routes.py`` for the caller (a viewer reads; what
+  changes the cluster, ``GET /api/actors/kill`` included, is for those who may manage it);
 - forwards only an allow-list of request headers, so the product's session cookie, its
   CSRF token and the caller's ``Authorization`` never reach the cluster;
 - relays the answer as a stream (a log tail or a large download is never buffered), with
@@ -33,8 +34,10 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.utils import timezone
+from django.utils.html import escape
 
 from clusters import rules
+from clusters.access.ray_routes import CHANGES_CLUSTER, route_refusal
 from clusters.engine import idle
 from clusters.kube.gateway import KubeError, get_gateway
 from clusters.kube.raydash import DASHBOARD_PORT_NAME, head_service
@@ -43,7 +46,7 @@ from clusters.selectors import cluster_list
 from clusters.states import State
 from controlplane.api.errors import error_body
 from tenants.audit import audit_record
-from tenants.selectors import tenant_with_role
+from tenants.selectors import is_platform_admin, tenant_with_role
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 METHODS = SAFE_METHODS | {"POST", "PUT", "PATCH", "DELETE"}
@@ -91,6 +94,43 @@ class Caller:
 
 def _refusal(status: int, code: str, message: str) -> HttpResponse:
     return JsonResponse(error_body(code, message), status=status)
+
+
+def same_origin(request: HttpRequest, origin: str | None = None) -> bool:
+    """Whether the browser says the request came from ``origin`` (default: the request's
+    own scheme and host): ``Sec-Fetch-Site: same-origin``, or, from a browser that does
+    not send it, a matching ``Origin``. The CSRF defence of the browser routes, whose
+    callers (Ray's UI) send no Django CSRF token."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return site == "same-origin"
+    given = request.headers.get("Origin")
+    return given is not None and given == (origin or f"{request.scheme}://{request.get_host()}")
+
+
+def role_label(caller: Caller, cluster: ClusterRequest) -> str:
+    """The caller's standing on the cluster in words, for a refusal."""
+    if is_platform_admin(caller.user):
+        return "a platform admin"
+    if caller.role == "admin":
+        return "a tenant admin"
+    if caller.role == "engineer":
+        owner = cluster.owner_id == caller.user.pk
+        return "the engineer who owns it" if owner else "an engineer who does not own it"
+    return f"a {caller.role or 'non-member'}"
+
+
+def _route_refused(request: HttpRequest, message: str) -> HttpResponse:
+    """The 403 of a route off the allow-list: HTML for a browser's page load, else JSON."""
+    accept = request.headers.get("Accept", "")
+    if "text/html" in accept and "json" not in accept:
+        page = (
+            '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            "<title>Not allowed</title></head><body><h1>403: not allowed</h1>"
+            f"<p>{escape(message)}</p></body></html>"
+        )
+        return HttpResponse(page, status=403, content_type="text/html; charset=utf-8")
+    return _refusal(403, "permission_denied", message)
 
 
 def visible_cluster(*, user: Any, slug: str, name: str) -> tuple[ClusterRequest, str | None]:
@@ -194,15 +234,23 @@ def relay(
     method = request.method or "GET"
     if method not in METHODS:
         return _refusal(405, "method_not_allowed", f"The proxy does not forward {method}.")
-    if method not in SAFE_METHODS and not rules.can_manage(
-        actor=caller.user, cluster=cluster, role=caller.role
-    ):
-        return _refusal(
-            403,
-            "permission_denied",
-            f"Only {cluster.owner.get_username()} and the tenant's admins may change what "
-            f"runs on {cluster.name}; you may look at its dashboard.",
-        )
+    target = upstream_path(path)
+    if target is None:
+        return _refusal(400, "bad_path", "The path may not contain '.' or '..' segments.")
+    # The route is judged on the path exactly as it is forwarded (decoded once more than
+    # Django did: upstream_path decodes what Django left encoded, and sends that).
+    route = unquote(target)
+    can_manage = rules.can_manage(actor=caller.user, cluster=cluster, role=caller.role)
+    refused = route_refusal(method=method, path=route, can_manage=can_manage)
+    if refused is not None:
+        message = f"{method} /{route} is not allowed for {role_label(caller, cluster)} of "
+        message += f"{cluster.name}: {refused}."
+        if refused == CHANGES_CLUSTER:
+            message += (
+                f" Only {cluster.owner.get_username()} and the tenant's admins may; you may "
+                "look at its dashboard."
+            )
+        return _route_refused(request, message)
     if cluster.state != State.READY:
         return _refusal(
             409,
@@ -210,9 +258,6 @@ def relay(
             f"{cluster.name} is {cluster.get_state_display().lower()}; its Ray dashboard can "
             "be reached once it is ready.",
         )
-    target = upstream_path(path)
-    if target is None:
-        return _refusal(400, "bad_path", "The path may not contain '.' or '..' segments.")
     body = _read_body(request)
     if isinstance(body, HttpResponse):
         return body

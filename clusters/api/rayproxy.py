@@ -7,7 +7,11 @@ For programs, Ray's Jobs SDK first of all::
 A plain Django view, not a DRF one: the answer is the dashboard's, streamed as it comes
 (``clusters/access/proxy.py``), not a serialized representation. Authentication is the
 API's token (knox) only, so no CSRF token is needed and none of the browser's cookies
-matter; without a valid token the answer is the API's 401.
+matter; without a valid token the answer is the API's 401. So a browser that only has
+the product's session cookie never gets a cluster's page rendered on the product's
+origin; and in case a token's holder opens an answer in one, every answer carries
+``Content-Security-Policy: sandbox`` (no scripts, an opaque origin), which Ray's SDK and
+CLI ignore.
 """
 
 from __future__ import annotations
@@ -51,4 +55,7 @@ def ray_proxy(
         return JsonResponse(error_body("not_found", "Not found."), status=404)
     caller = Caller(user=user, role=role, via="api", session=str(token.token_key))
     base = f"/api/v1/tenants/{tenant_slug}/clusters/{name}/ray/"
-    return relay(request, cluster=cluster, caller=caller, path=path, base=base)
+    response = relay(request, cluster=cluster, caller=caller, path=path, base=base)
+    # Read by django-csp's middleware, as its decorators set it.
+    setattr(response, "_csp_update", {"sandbox": True})  # noqa: B010
+    return response

@@ -1,45 +1,68 @@
 """The Ray dashboard in the browser: ``/t/{slug}/clusters/{name}/ray/...``.
 
-The signed-in user's session decides who they are; ``clusters/access/proxy.py`` does the
-forwarding (and strips the session cookie on the way). The dashboard's own scripts make
-requests (a job stopped from Ray's UI is a POST) that carry no Django CSRF token, so
-the CSRF defence here is the browser's own word on where a write came from: a write is
-forwarded only when ``Sec-Fetch-Site`` says ``same-origin``, or, from a browser that does
-not send it, when ``Origin`` is this site. A cross-site form or script gets a 403.
+The signed-in user's session decides who they are and that they may see the cluster.
+What a cluster's head serves is its users' code, so it must not run on the product's
+origin, where the session and CSRF cookies live:
 
-Ray's dashboard styles its pages inline, so its answers get a content security policy
-that allows inline styles (never inline scripts) on top of the product's.
+- With ``RAY_PROXY_ORIGIN`` set, this route only redirects: to the dashboards' own origin,
+  with a short-lived grant for this user, cluster, role and path
+  (``clusters/access/origin.py``).
+- Without it, ``clusters/access/proxy.py`` relays the dashboard here (stripping the
+  session cookie on the way), and every answer carries ``Content-Security-Policy:
+  sandbox``: the browser gives the page an opaque origin of its own and runs none of its
+  scripts, so it cannot read or use the product's cookies. Ray's own UI, a JavaScript
+  application, then shows nothing; the JSON routes and static pages read as before.
+
+Writes (a POST from Ray's UI carries no Django CSRF token) are forwarded only when the
+browser says they came from the same origin (``proxy.same_origin``): a cross-site form or
+script gets a 403.
 """
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from csp.constants import SELF, UNSAFE_INLINE
-from csp.decorators import csp_update
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from clusters.access.proxy import SAFE_METHODS, Caller, relay, visible_cluster
+from clusters.access.grants import issue_grant
+from clusters.access.origin import configured_origin, grant_url
+from clusters.access.proxy import Caller, relay, same_origin, visible_cluster
 
-
-def _same_origin(request: HttpRequest) -> bool:
-    site = request.headers.get("Sec-Fetch-Site")
-    if site is not None:
-        return site == "same-origin"
-    origin = request.headers.get("Origin")
-    return origin is not None and origin == f"{request.scheme}://{request.get_host()}"
+# The product's policy plus what a static dashboard page needs (Ray styles inline), in
+# a sandbox: no scripts, no forms, an origin of its own.
+SANDBOXED = {
+    "style-src": [SELF, UNSAFE_INLINE],
+    "img-src": [SELF, "data:", "blob:"],
+    "sandbox": True,
+}
 
 
 @csrf_exempt
-# django-csp types its decorator for views of one argument only.
-@csp_update({"style-src": [SELF, UNSAFE_INLINE], "img-src": [SELF, "data:", "blob:"]})  # type: ignore[arg-type]
 @login_required
 def ray_dashboard(request: HttpRequest, slug: str, name: str, path: str = "") -> HttpResponseBase:
-    """Forward to the cluster's Ray dashboard for the signed-in user (see the module)."""
+    """Redirect to, or relay in a sandbox, the cluster's Ray dashboard (see the module)."""
     cluster, role = visible_cluster(user=request.user, slug=slug, name=name)
-    if request.method not in SAFE_METHODS and not _same_origin(request):
+    origin = configured_origin()
+    if origin is not None:
+        if request.method not in ("GET", "HEAD"):
+            raise PermissionDenied(
+                f"The Ray dashboard is served from {origin.url_for(slug, name)}; send "
+                "changes there, or to the API with a token."
+            )
+        query = request.META.get("QUERY_STRING", "")
+        grant = issue_grant(
+            cluster=cluster,
+            user=request.user,
+            role=role,
+            next_path=quote(path) + (f"?{query}" if query else ""),
+        )
+        return HttpResponseRedirect(grant_url(origin, slug=slug, name=name, grant=grant))
+    if request.method not in ("GET", "HEAD", "OPTIONS") and not same_origin(request):
         raise PermissionDenied(
             "A change through the Ray dashboard must come from the dashboard itself "
             "(same origin); use the API with a token for scripts."
@@ -48,4 +71,7 @@ def ray_dashboard(request: HttpRequest, slug: str, name: str, path: str = "") ->
         user=request.user, role=role, via="browser", session=request.session.session_key or ""
     )
     base = f"/t/{slug}/clusters/{name}/ray/"
-    return relay(request, cluster=cluster, caller=caller, path=path, base=base)
+    response = relay(request, cluster=cluster, caller=caller, path=path, base=base)
+    # Read by django-csp's middleware, as its decorators set it.
+    setattr(response, "_csp_update", SANDBOXED)  # noqa: B010
+    return response

@@ -201,10 +201,12 @@ class KubeSim:
         methods: Any = None,
         seed: int | None = None,
         max_page: int = 0,
+        slow_ms: int = 0,
     ) -> None:
         """Answer a fraction ``rate`` of API requests with one of ``codes`` after
         ``delay_ms``; ``methods`` limits injection to some HTTP methods (None: all);
-        ``max_page`` caps the items of a list page (:mod:`kubesim.faults`)."""
+        ``max_page`` caps the items of a list page; ``slow_ms`` is how late the ``SLOW``
+        code serves a request (:mod:`kubesim.faults`)."""
         self.faults.set(
             rate=rate,
             codes=codes,
@@ -213,6 +215,7 @@ class KubeSim:
             methods=methods,
             seed=seed,
             max_page=max_page,
+            slow_ms=slow_ms,
         )
 
     def clear_faults(self) -> None:
@@ -365,6 +368,7 @@ class KubeSim:
                 methods=b.get("methods"),
                 seed=b.get("seed"),
                 max_page=int(b.get("max_page", 0)),
+                slow_ms=int(b.get("slow_ms", 0)),
             )
             return self.faults.stats()["config"]
         if path == "/_kubesim/faults" and method == "DELETE":

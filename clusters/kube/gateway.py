@@ -181,9 +181,12 @@ class ProxiedResponse:
             self.close(finished=finished)
 
     def read(self, limit: int) -> bytes:
-        """At most ``limit`` bytes of the body (for answers the control plane reads itself)."""
+        """At most ``limit`` bytes of the body (for answers the control plane reads itself);
+        a connection that breaks meanwhile is a :class:`TransientKubeError`."""
         try:
             data = bytes(self._response.read(limit, decode_content=True) or b"")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise classify(exc, what="read an answer through the service proxy") from exc
         finally:
             self.close(finished=False)
         return data
@@ -210,6 +213,19 @@ def _watch_error(status: dict[str, Any], *, what: str) -> KubeError:
     if code == 429 or code >= 500:
         return TransientKubeError(message, status=code)
     return PermanentKubeError(message, status=code)
+
+
+def _body(response: Any, *, what: str) -> bytes:
+    """The whole body of an answer (the client's raw response), read now. A connection
+    that breaks while the body is on its way is transient, as one that breaks before it:
+    the Kubernetes API suite's resets mid-body escaped every caller's ``except KubeError``
+    as urllib3's ProtocolError."""
+    # Not hasattr(response, "data"): that reads the body, outside the try.
+    raw = response[0] if isinstance(response, tuple) else response
+    try:
+        return bytes(raw.data or b"")
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise classify(exc, what=what) from exc
 
 
 def _lines(response: Any) -> Iterator[bytes]:
@@ -307,7 +323,7 @@ class Gateway:
             body=body,
             timeout=self._timeout,
         )
-        data = response.data if hasattr(response, "data") else response[0].data
+        data = _body(response, what=what)
         # orjson: a LIST of thousands of pods is megabytes, and decoding it was most of a
         # reconcile pass with the standard library's json.
         return orjson.loads(data) if data else {}
@@ -560,7 +576,7 @@ class Gateway:
             if isinstance(error, PermanentKubeError) and error.status == 404:
                 return None
             raise error from exc
-        data = response.data if hasattr(response, "data") else response[0].data
+        data = _body(response, what=f"log of pod {namespace}/{name}")
         return bytes(data or b"").decode("utf-8", errors="replace")
 
     def service_proxy(

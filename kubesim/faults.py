@@ -15,6 +15,13 @@ only to watches, as the API server does: an ``ERROR`` event with a ``410 Expired
 codes picked. With
 ``max_page`` set, a list answers at most that many items a page whatever its ``limit``
 (an API server may answer fewer than asked), so that clients must follow ``continue``.
+``verb_rates`` gives a verb (:data:`VERBS`) a rate of its own, so that a rare one (a
+namespace's create) is faulted as often as needed; with ``rotate`` each verb's faults take
+the codes in turn rather than at random, so that every code lands on every verb once that
+verb has had as many faults as there are codes (the turn is kept across settings); with
+``floor`` each verb's first requests after the setting are faulted whatever the rate, so
+that a phase of a test that turns faults on at its start faults every verb it sends;
+``spare`` names clients (``User-Agent``) never faulted, a test's own reads.
 Every request is kept in :attr:`Faults.history` (the last 100,000) as a :class:`Seen`:
 when it came, its method, verb (:func:`verb_of`), path and injected code, the client's
 ``User-Agent``, and when
@@ -115,6 +122,10 @@ class FaultConfig:
     seed: int | None = None
     max_page: int = 0
     slow_ms: int = 0
+    verb_rates: dict[str, float] = field(default_factory=dict)  # a verb's own rate
+    rotate: bool = False  # each verb's faults take the codes in turn, not at random
+    floor: int = 0  # each verb's first requests after set() faulted whatever the rate
+    spare: tuple[str, ...] = ()  # User-Agents never faulted (a test's own client)
 
 
 @dataclass
@@ -128,6 +139,8 @@ class Faults:
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
     history: deque[Seen] = field(default_factory=lambda: deque(maxlen=100_000))
+    turns: Counter[str] = field(default_factory=Counter)  # faults per verb, for ``rotate``
+    since: Counter[str] = field(default_factory=Counter)  # requests per verb since set()
 
     def set(
         self,
@@ -139,9 +152,14 @@ class Faults:
         seed: int | None = None,
         max_page: int = 0,
         slow_ms: int = 0,
+        verb_rates: dict[str, float] | None = None,
+        rotate: bool = False,
+        floor: int = 0,
+        spare: Any = (),
     ) -> None:
         """Turn injection on (replacing any previous setting)."""
-        if not 0.0 <= float(rate) <= 1.0:
+        rates = {str(v): float(r) for v, r in (verb_rates or {}).items()}
+        if not all(0.0 <= r <= 1.0 for r in [float(rate), *rates.values()]):
             raise ValueError("rate must be between 0 and 1")
         with self.lock:
             self.config = FaultConfig(
@@ -153,7 +171,12 @@ class Faults:
                 seed=seed,
                 max_page=int(max_page or 0),
                 slow_ms=int(slow_ms or 0),
+                verb_rates=rates,
+                rotate=bool(rotate),
+                floor=int(floor or 0),
+                spare=tuple(str(a) for a in (spare or ())),
             )
+            self.since.clear()
             if seed is not None:
                 self.rng.seed(seed)
 
@@ -169,6 +192,7 @@ class Faults:
             self.bodies.clear()
             self.injected.clear()
             self.history.clear()
+            self.turns.clear()
 
     def note_body(self, media_type: str) -> None:
         """Count one request body of a media type (shows what clients send: kubectl sends
@@ -184,24 +208,34 @@ class Faults:
         :data:`SLOW`: see the module docstring). The server sets the record's
         ``answered`` once it has answered an injected fault."""
         with self.lock:
-            delay, code = self._pick(method, verb)
+            delay, code = self._pick(method, verb, client)
             seen = Seen(time.monotonic(), method, path, code, client, verb=verb)
             self.history.append(seen)
             return delay, seen
 
-    def _pick(self, method: str, verb: str) -> tuple[float, int | None]:
+    def _pick(self, method: str, verb: str, client: str) -> tuple[float, int | None]:
         """:meth:`pick` under the lock."""
         self.requests["total"] += 1
         self.requests[method] += 1
         cfg = self.config
-        if cfg.rate <= 0 or (cfg.methods is not None and method not in cfg.methods):
+        rate = cfg.verb_rates.get(verb, cfg.rate)
+        if rate <= 0 or (cfg.methods is not None and method not in cfg.methods):
+            return 0.0, None
+        if client in cfg.spare:
             return 0.0, None
         codes = [c for c in cfg.codes if c != 410 or verb == "watch"]
         if cfg.codes and not codes:
             return 0.0, None
-        if self.rng.random() >= cfg.rate:
+        self.since[verb] += 1
+        if self.since[verb] > cfg.floor and self.rng.random() >= rate:
             return 0.0, None
-        code = self.rng.choice(codes) if codes else None
+        if not codes:
+            code = None
+        elif cfg.rotate:
+            code = codes[self.turns[verb] % len(codes)]
+            self.turns[verb] += 1
+        else:
+            code = self.rng.choice(codes)
         self.injected[kind_name(code)] += 1
         self.injected["total"] += 1
         if code == SLOW:
@@ -245,5 +279,9 @@ class Faults:
                     "retry_after": self.config.retry_after,
                     "methods": list(self.config.methods) if self.config.methods else None,
                     "slow_ms": self.config.slow_ms,
+                    "verb_rates": dict(self.config.verb_rates),
+                    "rotate": self.config.rotate,
+                    "floor": self.config.floor,
+                    "spare": list(self.config.spare),
                 },
             }

@@ -294,6 +294,7 @@ class Handler(BaseHTTPRequestHandler):
         if self._reset:
             # Cut a moment after it opened: events may be on their way, the end never is.
             deadline = min(deadline, start + _WATCH_CUT_SECONDS)
+        breaks = sim.watch_breaks
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -306,6 +307,9 @@ class Handler(BaseHTTPRequestHandler):
             try:
                 self._chunk(b"".join(frames))
                 while not stream.ended and not self._watch_over(deadline):
+                    if sim.watch_breaks != breaks:  # break_watches(): cut without an end
+                        self._reset = True
+                        break
                     with cluster.lock:
                         cluster.expire_events()
                         frames = stream.drain()

@@ -219,7 +219,7 @@ class Faults:
         self.requests[method] += 1
         cfg = self.config
         rate = cfg.verb_rates.get(verb, cfg.rate)
-        if rate <= 0 or (cfg.methods is not None and method not in cfg.methods):
+        if (rate <= 0 and not cfg.floor) or (cfg.methods is not None and method not in cfg.methods):
             return 0.0, None
         if client in cfg.spare:
             return 0.0, None

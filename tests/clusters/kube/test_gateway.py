@@ -137,16 +137,16 @@ def test_an_answer_cut_mid_body_is_transient_on_every_verb(gw: Gateway, sim: Kub
     from kubesim.faults import RESET
 
     gw.apply(NS)
-    cm = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": "cut", "namespace": "gw-t"},
-    }
+
+    def account(name: str) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "gw-t"}
+        return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
+
     calls = {
         "list": lambda: gw.list("v1", "ServiceAccount", namespace="gw-t"),
         "get": lambda: gw._call("GET", "/api/v1/namespaces/gw-t", what="get"),
-        "apply": lambda: gw.apply(cm),
-        "create": lambda: gw.create({**cm, "metadata": {**cm["metadata"], "name": "cut2"}}),
+        "apply": lambda: gw.apply(account("cut")),
+        "create": lambda: gw.create(account("cut2")),
         "delete": lambda: gw.delete("v1", "ServiceAccount", "cut", "gw-t"),
     }
     sim.set_faults(rate=1.0, codes=(RESET,))

@@ -69,12 +69,14 @@ FAULT_DELAY_MS = 10  # an injected error is answered this long after the request
 SLOW_MS = 2500  # a slow answer's delay: longer than the worker waits (WORKER_ENV)
 RETRY_AFTER = 1
 SEED = 20261128
+# The full run's clusters and jobs fill kubesim's 32 GPUs (one each), so that no job
+# waits for capacity.
 FULL = {
     "tenants": 12,
-    "clusters": 30,
-    "drift": 10,
+    "clusters": 24,
+    "drift": 8,
     "steady": 20.0,
-    "jobs": 12,
+    "jobs": 8,
     "restart": 6,
     "permanent": 6,
 }
@@ -122,6 +124,7 @@ class Result:
     reads_too_soon: list[str] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
     watch_breaks: int = 0  # open watch streams cut at the start of a phase
+    log_tails: tuple[int, int] = (0, 0)  # jobs whose driver log the row kept, jobs
     wall: float = 0.0
 
     @property
@@ -380,6 +383,10 @@ def exercise(rig: Rig, people: People, *, quick: bool) -> Result:  # noqa: C901
         released = ClusterEvent.objects.filter(cluster_id=pk, reason="gpus_released").count()
         if released != 1:
             result.releases_not_once.append(f"job {pk}: GPUs released {released} times")
+    from clusters.models import Job
+
+    kept = Job.objects.filter(request_id__in=jobs).exclude(log_tail="").count()
+    result.log_tails = (kept, len(jobs))
     tally(list(sim.faults.history), marks, result)
 
     # 6. kubesim loses everything while clusters run
@@ -478,7 +485,7 @@ def section(result: Result, *, quick: bool) -> str:
         f"engine's only create); reconcile: {plan['steady']:.0f} s of steady state, then "
         f"{plan['drift']} RayClusters deleted behind the engine's back; half the clusters "
         f"suspended and resumed; {plan['jobs']} RayJobs run to completion (driver log "
-        "kept, GPUs released); everything deleted. While each phase ran, "
+        "read, GPUs released); everything deleted. While each phase ran, "
         f"{RATE:.0%} of the engine's requests (create {VERB_RATES['create']:.0%}, log "
         f"{VERB_RATES['log']:.0%}, watch {VERB_RATES['watch']:.0%}, the idle detector's "
         f"reads through the service proxy {VERB_RATES['proxy']:.0%}) were answered with "
@@ -533,6 +540,8 @@ def section(result: Result, *, quick: bool) -> str:
         f"| quota-ledger drift (GPUs) | {a.drift} |",
         f"| usage spans left open | {a.open_spans} |",
         f"| GPU holds not released exactly once | {len(result.releases_not_once)} |",
+        f"| finished jobs whose driver log the row kept | {result.log_tails[0]} of "
+        f"{result.log_tails[1]} |",
         f"| retries of permanent errors (422) | {result.permanent_retries} "
         f"(over {result.permanent_requests} refused requests) |",
         f"| retried writes after a 429 that waited Retry-After | {honoured} of "

@@ -180,3 +180,11 @@ def test_a_watch_cut_mid_stream_is_transient_and_a_410_says_list_again(
     assert seen == {WatchExpired, TransientKubeError}
     # 410 is answered to watches only: a list never gets one.
     assert all(s.code != 410 for s in sim.faults.history if s.verb != "watch")
+
+
+def test_a_pod_log_read_is_asked_again_after_a_transient_answer(gw: Gateway, sim: KubeSim) -> None:
+    # A finished job's driver log is read once, before its pods go: one 503 lost it.
+    gw.apply(NS)
+    sim.set_faults(rate=0.0, codes=(503,), floor=1)
+    assert gw.pod_log("gw-t", "gone") is None  # the 503, then the 404 of a missing pod
+    assert [s.code for s in sim.faults.history if s.verb == "log"] == [503, None]

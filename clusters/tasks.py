@@ -304,13 +304,20 @@ def request_capacity(self: Any, cluster_id: int) -> None:
 @shared_task(name="clusters.tasks.sweep", acks_late=True)
 def sweep() -> int:
     """Re-nudge rows whose provisioning step made no progress and passes whose message
-    was lost (the row is the outbox)."""
-    cutoff = timezone.now() - timedelta(seconds=settings.SWEEP_STALE_SECONDS)
-    stale = list(
-        ClusterRequest.objects.unscoped()
-        .filter(state__in=_STEP_STATES, progress_at__lt=cutoff)
-        .values_list("pk", flat=True)
-    )
+    was lost (the row is the outbox).
+
+    A row re-nudged has its ``progress_at`` renewed, as a pass's claim is
+    (:func:`enqueue.resend_stale`): it is re-sent at most once per
+    ``SWEEP_STALE_SECONDS``. Re-sending at every sweep while the first re-send still
+    waited in the queue flooded it: under the Kubernetes API suite's faults, 35 deleting
+    rows got a message each every second, faster than the worker ran them, and the
+    queue grew past 6,000 messages, the provision pass that would have finished the
+    deletions behind them."""
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.SWEEP_STALE_SECONDS)
+    rows = ClusterRequest.objects.unscoped().filter(state__in=_STEP_STATES, progress_at__lt=cutoff)
+    stale = list(rows.values_list("pk", flat=True))
+    rows.filter(pk__in=stale).update(progress_at=now)
     for pk in stale:
         provision_cluster.delay(pk)
     enqueue.resend_stale(cutoff)

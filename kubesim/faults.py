@@ -3,11 +3,28 @@
 Each request (admin paths excepted) is faulted with probability ``rate``. A faulted request
 waits ``delay_ms`` and is then answered with one of ``codes`` (picked uniformly) carrying a
 realistic ``Status`` body; with no codes it is only delayed and then served normally.
-Code 0 stands for a dropped connection: the server closes it without an answer. With
+Besides HTTP statuses, three codes name faults of the connection rather than of the
+answer, as an API server behind a load balancer shows them: :data:`DROPPED` (0), the
+connection closed without an answer; :data:`RESET` (-1), the answer's status line, headers
+and half its body sent, then the connection reset (the request itself was carried out,
+as it is when a connection breaks while the answer is on its way; on a watch, the stream
+is cut a moment after it opened, without its end); :data:`SLOW` (-2), the request served
+normally but only after ``slow_ms`` (longer than a client's timeout, say). 410 is answered
+only to watches, as the API server does: an ``ERROR`` event with a ``410 Expired`` Status
+(``too old resource version``) on a 200 stream; for any other request it is not among the
+codes picked. With
 ``max_page`` set, a list answers at most that many items a page whatever its ``limit``
 (an API server may answer fewer than asked), so that clients must follow ``continue``.
+``verb_rates`` gives a verb (:data:`VERBS`) a rate of its own, so that a rare one (a
+namespace's create) is faulted as often as needed; with ``rotate`` each verb's faults take
+the codes in turn rather than at random, so that every code lands on every verb once that
+verb has had as many faults as there are codes (the turn is kept across settings); with
+``floor`` each verb's first requests after the setting are faulted whatever the rate, so
+that a phase of a test that turns faults on at its start faults every verb it sends;
+``spare`` names clients (``User-Agent``) never faulted, a test's own reads.
 Every request is kept in :attr:`Faults.history` (the last 100,000) as a :class:`Seen`:
-when it came, its method, path and injected code, the client's ``User-Agent``, and when
+when it came, its method, verb (:func:`verb_of`), path and injected code, the client's
+``User-Agent``, and when
 an injected error was answered. From it a test can tell whether a client waited the
 ``Retry-After`` it was told: a request that came before the refusal was answered, or from
 another process, could not have known of it.
@@ -23,6 +40,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.errors import ApiError
+
+DROPPED = 0  # the connection closed without an answer
+RESET = -1  # half the answer sent, then the connection reset
+SLOW = -2  # served, but only after ``slow_ms``
+# The verbs a fault lands on, as the API server's audit log names them (plus the two
+# subresources a client streams: a pod's log and the service proxy).
+VERBS = ("list", "get", "watch", "create", "apply", "patch", "update", "delete", "log", "proxy")
 
 _REASONS = {
     500: ("InternalError", "Internal error occurred: kubesim injected an internal error"),
@@ -53,6 +77,37 @@ class Seen:
     code: int | None  # the injected code (0: dropped), None when served normally
     client: str = ""  # its User-Agent: which process sent it
     answered: float | None = None  # when an injected error was answered (or dropped)
+    verb: str = ""  # one of VERBS
+
+
+def verb_of(method: str, path: str, params: dict[str, str], media_type: str) -> str:
+    """The verb of a request (one of :data:`VERBS`) from its method, path, query and body
+    type: a GET of a collection is a list, of one object a get; a PATCH is an apply when
+    its body is an apply patch."""
+    parts = [p for p in path.split("/") if p]
+    if "proxy" in parts:
+        return "proxy"
+    if method == "GET":
+        # /api/v1/<rest> or /apis/<group>/<version>/<rest>: a rest of odd length (plural,
+        # or namespaces/<ns>/plural) is a collection; a rest under watch/ the legacy watch.
+        rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+        if params.get("watch") in ("true", "1") or rest[:1] == ["watch"]:
+            return "watch"
+        if parts and parts[-1] == "log":
+            return "log"
+        return "list" if len(rest) % 2 else "get"
+    if method == "PATCH":
+        return "apply" if media_type == "application/apply-patch+yaml" else "patch"
+    return {"POST": "create", "PUT": "update", "DELETE": "delete"}.get(method, method.lower())
+
+
+def kind_name(code: int | None) -> str:
+    """A fault kind's name in the statistics: its status, or what befell the connection."""
+    if code is None or code == SLOW:
+        return "delay"
+    if code == RESET:
+        return "reset"
+    return str(code)
 
 
 @dataclass
@@ -66,6 +121,11 @@ class FaultConfig:
     methods: tuple[str, ...] | None = None
     seed: int | None = None
     max_page: int = 0
+    slow_ms: int = 0
+    verb_rates: dict[str, float] = field(default_factory=dict)  # a verb's own rate
+    rotate: bool = False  # each verb's faults take the codes in turn, not at random
+    floor: int = 0  # each verb's first requests after set() faulted whatever the rate
+    spare: tuple[str, ...] = ()  # User-Agents never faulted (a test's own client)
 
 
 @dataclass
@@ -79,6 +139,8 @@ class Faults:
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
     history: deque[Seen] = field(default_factory=lambda: deque(maxlen=100_000))
+    turns: Counter[str] = field(default_factory=Counter)  # faults per verb, for ``rotate``
+    since: Counter[str] = field(default_factory=Counter)  # requests per verb since set()
 
     def set(
         self,
@@ -89,9 +151,15 @@ class Faults:
         methods: Any = None,
         seed: int | None = None,
         max_page: int = 0,
+        slow_ms: int = 0,
+        verb_rates: dict[str, float] | None = None,
+        rotate: bool = False,
+        floor: int = 0,
+        spare: Any = (),
     ) -> None:
         """Turn injection on (replacing any previous setting)."""
-        if not 0.0 <= float(rate) <= 1.0:
+        rates = {str(v): float(r) for v, r in (verb_rates or {}).items()}
+        if not all(0.0 <= r <= 1.0 for r in [float(rate), *rates.values()]):
             raise ValueError("rate must be between 0 and 1")
         with self.lock:
             self.config = FaultConfig(
@@ -102,7 +170,13 @@ class Faults:
                 methods=tuple(m.upper() for m in methods) if methods else None,
                 seed=seed,
                 max_page=int(max_page or 0),
+                slow_ms=int(slow_ms or 0),
+                verb_rates=rates,
+                rotate=bool(rotate),
+                floor=int(floor or 0),
+                spare=tuple(str(a) for a in (spare or ())),
             )
+            self.since.clear()
             if seed is not None:
                 self.rng.seed(seed)
 
@@ -118,6 +192,7 @@ class Faults:
             self.bodies.clear()
             self.injected.clear()
             self.history.clear()
+            self.turns.clear()
 
     def note_body(self, media_type: str) -> None:
         """Count one request body of a media type (shows what clients send: kubectl sends
@@ -125,28 +200,46 @@ class Faults:
         with self.lock:
             self.bodies[media_type] += 1
 
-    def pick(self, method: str, path: str = "", client: str = "") -> tuple[float, Seen]:
+    def pick(
+        self, method: str, path: str = "", client: str = "", verb: str = ""
+    ) -> tuple[float, Seen]:
         """Decide the fate of one request: the delay in seconds, and its record, whose
-        ``code`` is the error to answer (None: serve it; 0: drop the connection). The
-        server sets the record's ``answered`` once it has answered an injected error."""
+        ``code`` is the fault to answer (None: serve it; :data:`DROPPED`, :data:`RESET`,
+        :data:`SLOW`: see the module docstring). The server sets the record's
+        ``answered`` once it has answered an injected fault."""
         with self.lock:
-            delay, code = self._pick(method)
-            seen = Seen(time.monotonic(), method, path, code, client)
+            delay, code = self._pick(method, verb, client)
+            seen = Seen(time.monotonic(), method, path, code, client, verb=verb)
             self.history.append(seen)
             return delay, seen
 
-    def _pick(self, method: str) -> tuple[float, int | None]:
+    def _pick(self, method: str, verb: str, client: str) -> tuple[float, int | None]:
         """:meth:`pick` under the lock."""
         self.requests["total"] += 1
         self.requests[method] += 1
         cfg = self.config
-        if cfg.rate <= 0 or (cfg.methods is not None and method not in cfg.methods):
+        rate = cfg.verb_rates.get(verb, cfg.rate)
+        if (rate <= 0 and not cfg.floor) or (cfg.methods is not None and method not in cfg.methods):
             return 0.0, None
-        if self.rng.random() >= cfg.rate:
+        if client in cfg.spare:
             return 0.0, None
-        code = self.rng.choice(cfg.codes) if cfg.codes else None
-        self.injected[str(code) if code is not None else "delay"] += 1
+        codes = [c for c in cfg.codes if c != 410 or verb == "watch"]
+        if cfg.codes and not codes:
+            return 0.0, None
+        self.since[verb] += 1
+        if self.since[verb] > cfg.floor and self.rng.random() >= rate:
+            return 0.0, None
+        if not codes:
+            code = None
+        elif cfg.rotate:
+            code = codes[self.turns[verb] % len(codes)]
+            self.turns[verb] += 1
+        else:
+            code = self.rng.choice(codes)
+        self.injected[kind_name(code)] += 1
         self.injected["total"] += 1
+        if code == SLOW:
+            return (cfg.slow_ms or cfg.delay_ms) / 1000.0, code
         return cfg.delay_ms / 1000.0, code
 
     def error(self, code: int, plural: str, name: str) -> ApiError:
@@ -185,5 +278,10 @@ class Faults:
                     "delay_ms": self.config.delay_ms,
                     "retry_after": self.config.retry_after,
                     "methods": list(self.config.methods) if self.config.methods else None,
+                    "slow_ms": self.config.slow_ms,
+                    "verb_rates": dict(self.config.verb_rates),
+                    "rotate": self.config.rotate,
+                    "floor": self.config.floor,
+                    "spare": list(self.config.spare),
                 },
             }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import struct
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +26,7 @@ import yaml
 
 from kubesim import errors, openapi, podlogs, protobuf, serviceproxy, verbs, watch
 from kubesim.errors import ApiError
-from kubesim.faults import Seen
+from kubesim.faults import RESET, Seen, verb_of
 
 if TYPE_CHECKING:
     from kubesim.sim import KubeSim
@@ -53,6 +54,8 @@ _JSON_TYPES = frozenset(
 _YAML_TYPES = frozenset({"application/yaml", "application/apply-patch+yaml"})
 # How often an idle watch wakes to notice a client that left or kubesim stopping.
 _WATCH_POLL = 0.25
+# How long a watch whose connection is to be reset (an injected RESET) streams first.
+_WATCH_CUT_SECONDS = 0.5
 
 
 def _yaml(raw: bytes) -> Any:
@@ -104,6 +107,7 @@ class Handler(BaseHTTPRequestHandler):
     wbufsize = 1 << 16
     server: Server
     _seen: Seen | None = None  # the current request as fault injection saw it
+    _reset = False  # the current answer is to be cut halfway (an injected RESET)
 
     def setup(self) -> None:
         """Disable Nagle's algorithm on the connection."""
@@ -153,7 +157,29 @@ class Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(data)
+        self._write_body(data)
+
+    def _write_body(self, data: bytes) -> None:
+        """Write an answer's body; for an injected RESET only its first half, and then the
+        connection is reset."""
+        if not self._reset:
+            self.wfile.write(data)
+            return
+        self.wfile.write(data[: len(data) // 2])
+        self._cut()
+
+    def _cut(self) -> None:
+        """Reset the connection now (an injected RESET): what was written is flushed and
+        nothing more follows, not even a chunked stream's end."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            # SO_LINGER 0: the close that follows sends RST, as a dead load balancer or a
+            # killed API server process leaves the client.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _read(self) -> tuple[bytes, str]:
         """The raw request body and its media type (JSON when not given)."""
@@ -211,7 +237,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-cache, private")
             self.end_headers()
-            self.wfile.write(body)
+            self._write_body(body)
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
@@ -263,6 +289,12 @@ class Handler(BaseHTTPRequestHandler):
         deadline = start + opts.timeout
         with cluster.lock:
             frames = stream.open()
+            if self._seen is not None and self._seen.code == 410:
+                frames = stream.expire()
+        if self._reset:
+            # Cut a moment after it opened: events may be on their way, the end never is.
+            deadline = min(deadline, start + _WATCH_CUT_SECONDS)
+        breaks = sim.watch_breaks
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -275,6 +307,9 @@ class Handler(BaseHTTPRequestHandler):
             try:
                 self._chunk(b"".join(frames))
                 while not stream.ended and not self._watch_over(deadline):
+                    if sim.watch_breaks != breaks:  # break_watches(): cut without an end
+                        self._reset = True
+                        break
                     with cluster.lock:
                         cluster.expire_events()
                         frames = stream.drain()
@@ -290,6 +325,9 @@ class Handler(BaseHTTPRequestHandler):
                         self._chunk(b"".join(frames))
                     elif self._client_gone():
                         return
+                if self._reset:
+                    self._cut()
+                    return
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
             except OSError:
@@ -321,17 +359,20 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.closed:
             return None
         faults = self.server.sim.faults
-        delay, seen = faults.pick(method, path, self.headers.get("User-Agent", ""))
+        media_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        verb = verb_of(method, path, params, media_type)
+        delay, seen = faults.pick(method, path, self.headers.get("User-Agent", ""), verb)
         self._seen = seen  # _handle marks when an injected error was answered
         if delay:
             time.sleep(delay)
         if seen.code == 0 or self.server.closed:
             return None
+        self._reset = seen.code == RESET
         max_page = faults.config.max_page
         if max_page and method == "GET":
             asked = int(params.get("limit") or 0)
             params["limit"] = str(min(asked, max_page) if asked else max_page)
-        if seen.code is not None:
+        if seen.code is not None and seen.code > 0 and not (seen.code == 410 and verb == "watch"):
             self._read()
             parts = [p for p in path.split("/") if p]
             name = parts[-1] if len(parts) > 4 else ""
@@ -342,6 +383,7 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         self._body_read = False
         self._status = 0
+        self._reset = False
         split = urlsplit(self.path)
         path = unquote(split.path).rstrip("/") or "/"
         params = dict(parse_qsl(split.query, keep_blank_values=True))
@@ -404,7 +446,7 @@ class Handler(BaseHTTPRequestHandler):
         for k, v in reply.headers.items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(reply.body)
+        self._write_body(reply.body)
 
     # Named exception to ruff's C901 (max-complexity 12): the URL grammar of the Kubernetes API, one
     # branch per path shape kubectl sends.

@@ -84,6 +84,7 @@ class KubeSim:
         # leaving frees its thread.
         self._watches = 0
         self._watches_lock = threading.Lock()
+        self.watch_breaks = 0  # break_watches() calls: an open stream cut when it changes
         self.faults = Faults()
         # The last requests received on service proxy paths (``GET /_kubesim/proxy-requests``).
         self.proxy_log = ProxyLog()
@@ -110,6 +111,14 @@ class KubeSim:
     def active_watches(self) -> int:
         """How many watch streams are open now."""
         with self._watches_lock:
+            return self._watches
+
+    def break_watches(self) -> int:
+        """Cut every open watch stream now, without its end, as a load balancer in front of
+        the API server that drops its connections does (clients must list and watch
+        again); the number of streams cut."""
+        with self._watches_lock:
+            self.watch_breaks += 1
             return self._watches
 
     @contextmanager
@@ -201,10 +210,17 @@ class KubeSim:
         methods: Any = None,
         seed: int | None = None,
         max_page: int = 0,
+        slow_ms: int = 0,
+        verb_rates: dict[str, float] | None = None,
+        rotate: bool = False,
+        floor: int = 0,
+        spare: Any = (),
     ) -> None:
         """Answer a fraction ``rate`` of API requests with one of ``codes`` after
         ``delay_ms``; ``methods`` limits injection to some HTTP methods (None: all);
-        ``max_page`` caps the items of a list page (:mod:`kubesim.faults`)."""
+        ``max_page`` caps the items of a list page; ``slow_ms`` is how late the ``SLOW``
+        code serves a request; ``verb_rates``, ``rotate``, ``floor`` and ``spare``: see
+        :mod:`kubesim.faults`."""
         self.faults.set(
             rate=rate,
             codes=codes,
@@ -213,6 +229,11 @@ class KubeSim:
             methods=methods,
             seed=seed,
             max_page=max_page,
+            slow_ms=slow_ms,
+            verb_rates=verb_rates,
+            rotate=rotate,
+            floor=floor,
+            spare=spare,
         )
 
     def clear_faults(self) -> None:
@@ -365,6 +386,11 @@ class KubeSim:
                 methods=b.get("methods"),
                 seed=b.get("seed"),
                 max_page=int(b.get("max_page", 0)),
+                slow_ms=int(b.get("slow_ms", 0)),
+                verb_rates=b.get("verb_rates"),
+                rotate=bool(b.get("rotate", False)),
+                floor=int(b.get("floor", 0)),
+                spare=b.get("spare") or (),
             )
             return self.faults.stats()["config"]
         if path == "/_kubesim/faults" and method == "DELETE":

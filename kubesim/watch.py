@@ -315,6 +315,14 @@ class WatchStream:
             frames.append(self._frame(ADDED, obj))
         return frames
 
+    def expire(self) -> list[bytes]:
+        """End the watch as one from a version the API server no longer keeps: an ERROR
+        event with ``410 Expired`` (an injected fault: the client must list again)."""
+        wanted = self.opts.resource_version or self.store.rv
+        return self._fail(
+            errors.ApiError(410, "Expired", f"too old resource version: {wanted} ({self.store.rv})")
+        )
+
     def _seed_held(self, since: int) -> None:
         """What a client that listed at ``since`` holds, where it is still known: the
         matching objects not written since (their state is the one it listed)."""

@@ -114,7 +114,7 @@ def seed(*, gpus: int = 64) -> People:
     """A tenant ``rel`` with an h100 quota of ``gpus`` and per-user caps out of the way."""
     from django.contrib.auth import get_user_model
 
-    from tenants.models import GpuFlavor, Membership, Quota, Role, Tenant
+    from tenants.models import GpuFlavor
 
     h100, _ = GpuFlavor.objects.get_or_create(
         name="h100",
@@ -126,21 +126,31 @@ def seed(*, gpus: int = 64) -> People:
             "node_count": 16,
         },
     )
+    admin = get_user_model().objects.create_user(
+        username="rel-admin", email="rel-admin@example.com", password=uuid.uuid4().hex
+    )
+    people = People(tenant=None, admin=admin, h100=h100)
+    people.tenant = another_tenant(people, "rel", gpus=gpus)
+    return people
+
+
+def another_tenant(people: People, slug: str, *, gpus: int = 64) -> Any:
+    """A tenant ``slug`` (namespace ``gw-<slug>``) as :func:`seed`'s, administered by
+    the same admin."""
+    from tenants.models import Membership, Quota, Role, Tenant
+
     tenant = Tenant.objects.create(
-        slug="rel",
-        name="Reliability",
-        namespace="gw-rel",
+        slug=slug,
+        name=f"Reliability {slug}",
+        namespace=f"gw-{slug}",
         cpu_quota=100000,
         memory_quota_gib=1000000,
         max_dev_clusters_per_user=1000,
         max_dev_gpus_per_user=1000,
     )
-    Quota.objects.create(tenant=tenant, flavor=h100, gpus=gpus, borrow_limit=0)
-    admin = get_user_model().objects.create_user(
-        username="rel-admin", email="rel-admin@example.com", password=uuid.uuid4().hex
-    )
-    Membership.objects.create(tenant=tenant, user=admin, role=Role.ADMIN)
-    return People(tenant=tenant, admin=admin, h100=h100)
+    Quota.objects.create(tenant=tenant, flavor=people.h100, gpus=gpus, borrow_limit=0)
+    Membership.objects.create(tenant=tenant, user=people.admin, role=Role.ADMIN)
+    return tenant
 
 
 def converge(predicate: Callable[[], Any], *, timeout: float) -> float | None:

@@ -181,9 +181,12 @@ class ProxiedResponse:
             self.close(finished=finished)
 
     def read(self, limit: int) -> bytes:
-        """At most ``limit`` bytes of the body (for answers the control plane reads itself)."""
+        """At most ``limit`` bytes of the body (for answers the control plane reads itself);
+        a connection that breaks meanwhile is a :class:`TransientKubeError`."""
         try:
             data = bytes(self._response.read(limit, decode_content=True) or b"")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise classify(exc, what="read an answer through the service proxy") from exc
         finally:
             self.close(finished=False)
         return data
@@ -210,6 +213,19 @@ def _watch_error(status: dict[str, Any], *, what: str) -> KubeError:
     if code == 429 or code >= 500:
         return TransientKubeError(message, status=code)
     return PermanentKubeError(message, status=code)
+
+
+def _body(response: Any, *, what: str) -> bytes:
+    """The whole body of an answer (the client's raw response), read now. A connection
+    that breaks while the body is on its way is transient, as one that breaks before it:
+    the Kubernetes API suite's resets mid-body escaped every caller's ``except KubeError``
+    as urllib3's ProtocolError."""
+    # Not hasattr(response, "data"): that reads the body, outside the try.
+    raw = response[0] if isinstance(response, tuple) else response
+    try:
+        return bytes(raw.data or b"")
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise classify(exc, what=what) from exc
 
 
 def _lines(response: Any) -> Iterator[bytes]:
@@ -307,7 +323,7 @@ class Gateway:
             body=body,
             timeout=self._timeout,
         )
-        data = response.data if hasattr(response, "data") else response[0].data
+        data = _body(response, what=what)
         # orjson: a LIST of thousands of pods is megabytes, and decoding it was most of a
         # reconcile pass with the standard library's json.
         return orjson.loads(data) if data else {}
@@ -502,8 +518,12 @@ class Gateway:
 
     def _again(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
         """:meth:`_call` for a request that is safe to repeat (a GET, a server-side apply,
-        a merge patch, a DELETE), asked again when the answer was transient, at most
-        :data:`RETRY_ATTEMPTS` times in all.
+        a merge patch, a DELETE), asked again as :meth:`_repeat` says."""
+        return self._repeat(lambda: self._call(method, path, what=what, **kwargs))
+
+    def _repeat(self, request: Callable[[], Any]) -> Any:
+        """Send ``request`` (one that is safe to repeat) again when the answer was
+        transient, at most :data:`RETRY_ATTEMPTS` times in all.
 
         client-go's reflectors and controllers retry the same way. Giving up at the first
         transient answer meant that a reconcile pass of many LIST pages rarely got through,
@@ -516,7 +536,7 @@ class Gateway:
         """
         for attempt in range(RETRY_ATTEMPTS):
             try:
-                return self._call(method, path, what=what, **kwargs)
+                return request()
             except TransientKubeError as exc:
                 if exc.status == 429 or attempt == RETRY_ATTEMPTS - 1:
                     raise
@@ -545,23 +565,30 @@ class Gateway:
         if limit_bytes is not None:
             query.append(("limitBytes", str(limit_bytes)))
         path = kind_of("v1", "Pod").path(namespace, name) + "/log"
-        try:
-            response = self._api.call_api(
-                path,
+        what = f"log of pod {namespace}/{name}"
+
+        def read() -> bytes:
+            response = self._send(
                 "GET",
-                query_params=query,
-                header_params={"Accept": "text/plain, */*"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=self._timeout,
+                path,
+                what=what,
+                scope="read",
+                query=query,
+                headers={"Accept": "text/plain, */*"},
+                timeout=self._timeout,
             )
-        except Exception as exc:  # classified right here
-            error = classify(exc, what=f"log of pod {namespace}/{name}")
-            if isinstance(error, PermanentKubeError) and error.status == 404:
+            return _body(response, what=what)
+
+        # Asked again as any read is: a finished job's log is read once, before its pods
+        # go, and one transient answer lost 3 of 8 jobs' output in the Kubernetes API
+        # suite.
+        try:
+            data: bytes = self._repeat(read)
+        except PermanentKubeError as exc:
+            if exc.status == 404:
                 return None
-            raise error from exc
-        data = response.data if hasattr(response, "data") else response[0].data
-        return bytes(data or b"").decode("utf-8", errors="replace")
+            raise
+        return data.decode("utf-8", errors="replace")
 
     def service_proxy(
         self,

@@ -76,9 +76,9 @@ def _get_json(gw: Gateway, namespace: str, ray_cluster: str, path: str) -> Any:
             path,
             headers={"Accept": "application/json"},
         )
+        body = answer.read(_MAX_ANSWER)
     except TransientKubeError as exc:
         raise DashboardUnreachable(exc.message) from exc
-    body = answer.read(_MAX_ANSWER)
     if answer.status != 200:
         text = body[:300].decode("utf-8", errors="replace").strip()
         raise DashboardUnreachable(f"GET {path} answered {answer.status}: {text}")

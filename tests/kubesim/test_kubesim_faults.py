@@ -147,3 +147,93 @@ def test_a_request_in_flight_when_kubesim_restarts_is_dropped_not_applied(sim: K
     time.sleep(0.6)  # past the delay: a create that was going to land has landed
     assert outcome and not isinstance(outcome[0], tuple), outcome
     assert call(sim.url + "/api/v1/namespaces/default/configmaps/late")[0] == 404
+
+
+def test_each_request_is_seen_with_its_verb(sim: KubeSim) -> None:
+    from kubesim.faults import verb_of
+
+    assert verb_of("GET", "/api/v1/namespaces/default/pods", {}, "") == "list"
+    assert verb_of("GET", "/api/v1/namespaces/default", {}, "") == "get"
+    assert verb_of("GET", "/apis/ray.io/v1/rayclusters", {"watch": "true"}, "") == "watch"
+    assert verb_of("GET", "/api/v1/watch/namespaces/default/pods", {}, "") == "watch"
+    assert verb_of("GET", "/apis/ray.io/v1/namespaces/a/rayjobs/b", {}, "") == "get"
+    assert verb_of("GET", "/api/v1/namespaces/a/pods/b/log", {}, "") == "log"
+    assert verb_of("GET", "/api/v1/namespaces/a/services/s:http/proxy/x", {}, "") == "proxy"
+    assert verb_of("PATCH", "/api/v1/namespaces/a", {}, "application/apply-patch+yaml") == "apply"
+    assert verb_of("PATCH", "/api/v1/namespaces/a", {}, "application/merge-patch+json") == "patch"
+    assert verb_of("DELETE", "/api/v1/namespaces/a", {}, "") == "delete"
+    assert verb_of("POST", "/api/v1/namespaces", {}, "application/json") == "create"
+    call(sim.url + "/api/v1/namespaces/default/configmaps")
+    assert sim.faults.history[-1].verb == "list"
+
+
+def test_rotate_floor_verb_rates_and_spared_clients(sim: KubeSim) -> None:
+    base = sim.url + "/api/v1/namespaces/default/configmaps"
+    # floor 2: the first two lists are faulted at rate 0; rotate: in the codes' order.
+    sim.set_faults(rate=0.0, codes=(503, 500), floor=2, rotate=True)
+    assert [call(base)[0] for _ in range(4)] == [503, 500, 200, 200]
+    # A verb's own rate; the other verbs keep the common one.
+    sim.set_faults(rate=0.0, codes=(503, 500), verb_rates={"get": 1.0}, rotate=True)
+    assert call(base)[0] == 200
+    # The turn is kept across settings: the next fault takes the next code.
+    assert [call(base + "/missing")[0] for _ in range(3)] == [503, 500, 503]
+    # A spared client is never faulted.
+    sim.set_faults(rate=1.0, codes=(503,), spare=["the-test"])
+    req = urllib.request.Request(base, headers={"User-Agent": "the-test"})
+    with urllib.request.urlopen(req) as resp:
+        assert resp.status == 200
+    assert call(base)[0] == 503
+
+
+def test_410_is_injected_on_watches_only_as_an_error_event(sim: KubeSim) -> None:
+    base = sim.url + "/api/v1/namespaces/default/configmaps"
+    sim.set_faults(rate=1.0, codes=(410,))
+    assert call(base)[0] == 200  # not a watch: 410 is not among its codes
+    with urllib.request.urlopen(base + "?watch=true&resourceVersion=1") as resp:
+        assert resp.status == 200
+        event = json.loads(resp.readline())
+    assert event["type"] == "ERROR"
+    assert event["object"]["code"] == 410 and event["object"]["reason"] == "Expired"
+    assert "too old resource version" in event["object"]["message"]
+
+
+def test_reset_sends_half_an_answer_and_carries_the_request_out(sim: KubeSim) -> None:
+    import http.client
+
+    from kubesim.faults import RESET
+
+    sim.set_faults(rate=1.0, codes=(RESET,))
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cut"}}
+    try:
+        call(sim.url + "/api/v1/namespaces/default/configmaps", "POST", body)
+    except (http.client.IncompleteRead, ConnectionError) as exc:
+        assert not isinstance(exc, http.client.IncompleteRead) or exc.partial
+    else:
+        raise AssertionError("the whole answer came")
+    sim.clear_faults()
+    assert call(sim.url + "/api/v1/namespaces/default/configmaps/cut")[0] == 200
+    assert sim.faults.stats()["faults"]["reset"] == 1
+
+
+def test_break_watches_cuts_open_streams_without_their_end(sim: KubeSim) -> None:
+    import http.client
+    import threading
+
+    outcome: list[object] = []
+
+    def watch() -> None:
+        url = sim.url + "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=30"
+        try:
+            with urllib.request.urlopen(url) as resp:
+                outcome.append(resp.read())
+        except (http.client.IncompleteRead, ConnectionError) as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    while sim.active_watches < 1:
+        time.sleep(0.05)
+    assert sim.break_watches() == 1
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], http.client.IncompleteRead | ConnectionError), outcome

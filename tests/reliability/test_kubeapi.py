@@ -1,6 +1,8 @@
-"""``reliability.kubeapi`` at its quick size: errors, dropped connections, paged lists,
-slow answers, a kubesim that forgets everything and permanent errors lose nothing, make
-nothing twice and retry nothing permanent."""
+"""``reliability.kubeapi`` at its quick size: every fault kind kubesim injects, on every
+verb the engine sends, while clusters are provisioned, reconciled, suspended, resumed, run
+as jobs and deleted; then a kubesim that forgets everything and permanent errors. Nothing
+lost, nothing made twice or left behind, GPU holds released once, nothing permanent
+retried, every 429 waited out."""
 
 from __future__ import annotations
 
@@ -20,9 +22,19 @@ def test_kubernetes_api_faults_lose_nothing(make_rig: Any) -> None:
     report = kubeapi.section(result, quick=True)
     print(report)
     assert None not in result.convergence.values(), report
+    assert result.stuck == [], report
     assert result.audit.clean, result.audit.details
     assert result.converged == result.asked
-    assert result.faults["429"] and result.faults["0"] and result.faults["delay"], report
+    assert result.releases_not_once == [], report
+    # Every kind injected, on every verb the engine sent, and in every phase.
+    kinds = {kubeapi._kind(code) for code in kubeapi.KINDS}
+    assert {k for k, n in result.faults.items() if n} >= kinds | {"422"}, report
+    verbs = {verb for _, verb in result.engine_requests}
+    faulted = {verb for (_, verb, _), n in result.matrix.items() if n}
+    assert verbs >= {"list", "watch", "get", "create", "apply", "delete", "log", "proxy"}
+    assert faulted == verbs, report
+    phases = {phase for (phase, _, _), n in result.matrix.items() if n}
+    assert phases >= set(kubeapi.PHASES), report
     assert result.permanent_retries == 0
     assert result.throttled_too_soon == [], report
     assert result.reads_too_soon == [], report

@@ -130,3 +130,21 @@ def test_a_dashboard_that_does_not_answer_is_not_taken_for_idleness(
     report = check_activity(now=timezone.now() + timedelta(hours=5))
     assert report.unreachable == 1 and not report.warned
     assert _row(live_cluster).activity_note.startswith("activity unknown:")
+
+
+def test_a_dashboard_answer_cut_mid_body_is_unreachable_not_an_error(
+    live_cluster: ClusterRequest, kubesim: Any
+) -> None:
+    # The connection reset while the dashboard's answer came through the service proxy
+    # (kubesim's RESET): the pass goes on and the cluster's clock stops, as for any
+    # dashboard that cannot be read. urllib3's ProtocolError once escaped the pass.
+    from kubesim.faults import RESET
+
+    live_cluster.tenant.idle_suspend_minutes = 1
+    live_cluster.tenant.save()
+    kubesim.set_faults(rate=1.0, codes=(RESET,))
+    report = check_activity(now=timezone.now() + timedelta(hours=5))
+    kubesim.clear_faults()
+    assert report.unreachable == 1 and not report.warned
+    assert _row(live_cluster).activity_note.startswith("activity unknown:")
+    assert "cannot reach" in _row(live_cluster).activity_note

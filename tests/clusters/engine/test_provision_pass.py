@@ -125,3 +125,36 @@ def test_a_job_submission_and_its_stop_are_marked_for_the_pass(
     assert tasks.provision_requested() == 1
     gone = gw.get("ray.io/v1", "RayJob", job.name, job.namespace)
     assert gone is None or gone["metadata"].get("deletionTimestamp")
+
+
+def test_a_stale_row_is_sent_again_once_per_stale_interval_not_at_every_sweep(
+    broker: Broker, kubesim: Any, acme: Any, bob: Any, as_user: Any, l4: Any, settings: Any
+) -> None:
+    # A deleting row whose pass is slow to come (its message waits in a long queue) is
+    # re-sent by the sweeper; the next sweeps must not send it again while that message
+    # may still be on its way, or a queue that is behind grows without end (the
+    # Kubernetes API suite saw 6,000 messages, 150 per row).
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    room_for_l4(acme, l4, 1)
+    client = as_user(bob)
+    (row,) = _running(client, 1, "slow")
+    assert client.delete(f"{CLUSTERS}{row.name}/").status_code == 202
+    broker.drain()
+    ClusterRequest.objects.filter(pk=row.pk).update(
+        progress_at=timezone.now() - timedelta(seconds=settings.SWEEP_STALE_SECONDS + 1)
+    )
+    for _ in range(5):
+        tasks.sweep()
+    assert len(broker.tasks(enqueue.PROVISION)) == 1
+    # Once the stale interval has passed again with no progress, it is sent once more.
+    ClusterRequest.objects.filter(pk=row.pk).update(
+        progress_at=timezone.now() - timedelta(seconds=settings.SWEEP_STALE_SECONDS + 1)
+    )
+    tasks.sweep()
+    assert len(broker.tasks(enqueue.PROVISION)) == 2
+    tasks.provision_cluster(row.pk)
+    row.refresh_from_db()
+    assert row.state == State.DELETED

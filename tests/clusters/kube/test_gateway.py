@@ -127,3 +127,64 @@ def test_backoff_grows_is_jittered_and_honours_retry_after() -> None:
     assert all(backoff_seconds(20) <= 60 for _ in range(50))
     assert min(backoff_seconds(1, retry_after=5) for _ in range(50)) >= 5
     assert len({backoff_seconds(5) for _ in range(20)}) > 1
+
+
+def test_an_answer_cut_mid_body_is_transient_on_every_verb(gw: Gateway, sim: KubeSim) -> None:
+    # A connection reset while the answer is on its way (kubesim's RESET: half the body,
+    # then the connection reset; the request itself carried out) is a transient
+    # KubeError for every verb, as a connection refused is: callers catch KubeError and
+    # retry, and a bare transport error escaped them.
+    from kubesim.faults import RESET
+
+    gw.apply(NS)
+
+    def account(name: str) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "gw-t"}
+        return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
+
+    calls = {
+        "list": lambda: gw.list("v1", "ServiceAccount", namespace="gw-t"),
+        "get": lambda: gw._call("GET", "/api/v1/namespaces/gw-t", what="get"),
+        "apply": lambda: gw.apply(account("cut")),
+        "create": lambda: gw.create(account("cut2")),
+        "delete": lambda: gw.delete("v1", "ServiceAccount", "cut", "gw-t"),
+    }
+    sim.set_faults(rate=1.0, codes=(RESET,))
+    for verb, call in calls.items():
+        with pytest.raises(TransientKubeError, match="cannot reach"):
+            call()
+        assert sim.faults.history[-1].verb == verb
+    sim.clear_faults()
+    # The requests were carried out: the apply and the create landed, the delete too.
+    names = {a["metadata"]["name"] for a in gw.list("v1", "ServiceAccount", namespace="gw-t")}
+    assert "cut2" in names and "cut" not in names
+
+
+def test_a_watch_cut_mid_stream_is_transient_and_a_410_says_list_again(
+    gw: Gateway, sim: KubeSim
+) -> None:
+    from clusters.kube.gateway import WatchExpired
+    from kubesim.faults import RESET
+
+    gw.apply(NS)
+    _, version = gw.list_versioned("v1", "Namespace")
+    sim.set_faults(rate=1.0, codes=(RESET,))
+    with pytest.raises(TransientKubeError, match="cannot reach"):
+        list(gw.watch("v1", "Namespace", resource_version=version, timeout_seconds=5))
+    sim.set_faults(rate=1.0, codes=(410, 503))
+    seen: set[type] = set()
+    for _ in range(20):
+        with pytest.raises((WatchExpired, TransientKubeError)) as caught:
+            list(gw.watch("v1", "Namespace", resource_version=version, timeout_seconds=5))
+        seen.add(type(caught.value))
+    assert seen == {WatchExpired, TransientKubeError}
+    # 410 is answered to watches only: a list never gets one.
+    assert all(s.code != 410 for s in sim.faults.history if s.verb != "watch")
+
+
+def test_a_pod_log_read_is_asked_again_after_a_transient_answer(gw: Gateway, sim: KubeSim) -> None:
+    # A finished job's driver log is read once, before its pods go: one 503 lost it.
+    gw.apply(NS)
+    sim.set_faults(rate=0.0, codes=(503,), floor=1)
+    assert gw.pod_log("gw-t", "gone") is None  # the 503, then the 404 of a missing pod
+    assert [s.code for s in sim.faults.history if s.verb == "log"] == [503, None]

@@ -8,11 +8,11 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.forms import SetPasswordForm
-from django.contrib.auth.password_validation import password_validators_help_text_html
+from django.contrib.auth.password_validation import password_validators_help_texts
 
 from tenants import passwords
 
-_NEW_HELP = password_validators_help_text_html()
+_NEW_HELP = " ".join(password_validators_help_texts())
 
 
 def _password(label: str, autocomplete: str, **kwargs: Any) -> forms.CharField:

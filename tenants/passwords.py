@@ -98,16 +98,13 @@ def password_set_temporary(*, actor: Any, user: Any, password: str) -> None:
     the next sign-in. Their sessions end and their API tokens are revoked."""
     if not is_platform_admin(actor):
         raise PermissionDenied("Only platform admins may do this.")
-    user = get_user_model().objects.select_for_update().get(pk=user.pk)
-    _refuse_sso(user, "temporary_password")
-    _validated(user, password, "temporary_password")
-    _store(user, password, must_change=True)
-    revoked = _revoke_tokens(user)
-    audit_record(
+    _replace(
         actor=actor,
+        user=user,
+        password=password,
+        field="temporary_password",
+        must_change=True,
         action="user.password_temporary",
-        obj=user,
-        data={"username": user.get_username(), "tokens_revoked": revoked},
     )
 
 
@@ -149,13 +146,29 @@ def password_reset_link_send(*, actor: Any, user: Any, protocol: str, domain: st
 def password_reset_complete(*, user: Any, new_password: str) -> None:
     """The end of a reset by email (the link's token was checked by Django's view): the
     new password, validated; API tokens are revoked and other sessions end."""
+    _replace(
+        actor=user,
+        user=user,
+        password=new_password,
+        field="new_password2",
+        must_change=False,
+        action="user.password_reset",
+    )
+
+
+def _replace(
+    *, actor: Any, user: Any, password: str, field: str, must_change: bool, action: str
+) -> None:
+    """Set a password nobody typed the old one of: validated, the account's API tokens
+    revoked (whoever held it may hold one), audited as ``action``."""
     user = get_user_model().objects.select_for_update().get(pk=user.pk)
-    _validated(user, new_password, "new_password2")
-    _store(user, new_password, must_change=False)
+    _refuse_sso(user, field)
+    _validated(user, password, field)
+    _store(user, password, must_change=must_change)
     revoked = _revoke_tokens(user)
     audit_record(
-        actor=user,
-        action="user.password_reset",
+        actor=actor,
+        action=action,
         obj=user,
         data={"username": user.get_username(), "tokens_revoked": revoked},
     )

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import email
 import re
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
 from tenants.models import AuditEvent
 from tests.frontend.test_browser import PASSWORD
+from tests.mail_server import Inbox, smtp_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -92,33 +91,10 @@ def test_an_admins_temporary_password_must_be_changed_at_sign_in(
     assert page.url == f"{base}/t/acme/"
 
 
-class Inbox:
-    """What the SMTP server on loopback received."""
-
-    def __init__(self) -> None:
-        self.messages: list[bytes] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append(envelope.content)
-        return "250 OK"
-
-
 @pytest.fixture
 def smtp(settings: Any) -> Iterator[Inbox]:
-    inbox = Inbox()
-    with socket.socket() as probe:  # a free port (the controller checks it by connecting)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST = "127.0.0.1"
-    settings.EMAIL_PORT = port
-    settings.EMAIL_USE_TLS = False
-    try:
+    with smtp_server(settings) as (inbox, _):
         yield inbox
-    finally:
-        controller.stop()
 
 
 def test_reset_by_email_through_a_real_mail_server(
@@ -132,7 +108,7 @@ def test_reset_by_email_through_a_real_mail_server(
     page.get_by_label("Email").fill(bob.email)
     page.get_by_role("button", name="Mail me a link").click()
     expect(page.get_by_role("heading", name="Check your mail")).to_be_visible()
-    (raw,) = smtp.messages
+    ((_, _, raw),) = smtp.messages
     message = email.message_from_bytes(raw)
     assert message["To"] == bob.email
     body = bytes(message.get_payload(decode=True)).decode()

@@ -345,6 +345,20 @@ def validate_extend_hours(hours: Any) -> int:
     return int(hours)
 
 
+def ttl_hours_range(tenant: Any) -> tuple[int, int]:
+    """The TTLs a request in ``tenant`` may ask for, in whole hours: from 1 to the
+    tenant's maximum. The service checks it and the dashboard's form takes its HTML
+    ``min``/``max`` (and error message) from it, so the browser, the verdict panel and the
+    API refuse the same values."""
+    return MIN_HOURS, int(tenant.max_ttl_hours)
+
+
+def ttl_hours_message(tenant: Any) -> str:
+    """Why a TTL outside :func:`ttl_hours_range` is refused."""
+    low, high = ttl_hours_range(tenant)
+    return f"A whole number of hours from {low} to {high} (the tenant's maximum TTL)."
+
+
 def resolve_ttl_hours(*, tenant: Any, kind: str, ttl_hours: int | None) -> int | None:
     """The TTL a request gets: the tenant's dev default for dev; none unless asked for prod.
 
@@ -405,10 +419,9 @@ def validate_request(
             _check_kueue_fixed_size(errors, workers, min_workers, max_workers)
     if gpu_fraction is not None:
         _check_fraction(errors, spec, kind, gpu_fraction, kai_enabled)
-    if ttl_hours is not None and not 1 <= ttl_hours <= tenant.max_ttl_hours:
-        errors["ttl_hours"] = (
-            f"Between 1 and {tenant.max_ttl_hours} hours (the tenant's maximum TTL)."
-        )
+    low, high = ttl_hours_range(tenant)
+    if ttl_hours is not None and not low <= ttl_hours <= high:
+        errors["ttl_hours"] = ttl_hours_message(tenant)
     faults = _payload_faults(
         tenant=tenant,
         gpu_fraction=gpu_fraction,

@@ -79,6 +79,8 @@ MIDDLEWARE = [
     # Asks the identity provider again, now and then, about a single sign-on session
     # (after the messages middleware: an ended session says so on the sign-in page).
     "tenants.sso.middleware.SsoSessionMiddleware",
+    # A session signed in with an admin's temporary password goes to the change page.
+    "frontend.views.account.PasswordChangeRequiredMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]

@@ -28,7 +28,7 @@ from clusters.spec import ClusterSpec
 from notifications.kinds import EventKind
 from notifications.services import PreferenceLine
 from tenants.models import Role, Tenant
-from tenants.selectors import flavor_list, unknown_flavor_message
+from tenants.selectors import default_flavor_name, flavor_list, unknown_flavor_message
 
 FRACTION_NOTE = (
     "Fractional GPUs share one device under the KAI scheduler and are not memory-isolated: "
@@ -159,6 +159,30 @@ class LabelledErrorsForm(forms.Form):
         return out
 
 
+def start_on_default_flavor(form: forms.Form, tenant: Tenant) -> None:
+    """Open the form on a flavor the tenant has quota on (:func:`default_flavor_name`),
+    not on whichever the catalogue lists first."""
+    name = default_flavor_name(tenant)
+    if name is not None:
+        form.fields["flavor"].initial = name
+
+
+def ttl_hours_field(tenant: Tenant) -> forms.IntegerField:
+    """The TTL input: its HTML bounds and its error are the services' rule
+    (:func:`clusters.shapes.ttl_hours_range`), so the browser refuses what the verdict
+    panel and the API refuse, and says so in the same words."""
+    low, high = shapes.ttl_hours_range(tenant)
+    message = shapes.ttl_hours_message(tenant)
+    return forms.IntegerField(
+        required=False,
+        min_value=low,
+        max_value=high,
+        label=FIELD_LABELS["ttl_hours"],
+        help_text=f"Hours; dev default {tenant.dev_ttl_hours} h, at most {high} h.",
+        error_messages={"invalid": message, "min_value": message, "max_value": message},
+    )
+
+
 class ClusterForm(LabelledErrorsForm):
     """``name?, kind, flavor, workers, min_workers, max_workers, gpu_fraction, ttl_hours``."""
 
@@ -194,12 +218,8 @@ class ClusterForm(LabelledErrorsForm):
         label="GPU fraction",
         help_text=FRACTION_NOTE,
     )
-    ttl_hours = forms.IntegerField(
-        required=False,
-        min_value=shapes.MIN_HOURS,
-        max_value=shapes.MAX_HOURS,
-        label=FIELD_LABELS["ttl_hours"],
-    )
+    # Its bounds are the tenant's: replaced in __init__, here for the fields' order.
+    ttl_hours = forms.IntegerField(required=False, label=FIELD_LABELS["ttl_hours"])
     env = forms.CharField(
         required=False,
         label=FIELD_LABELS["env"],
@@ -217,6 +237,7 @@ class ClusterForm(LabelledErrorsForm):
         if settings.CONTAINER_GPUS_SECCOMP_PROFILE:
             self.fields["container_gpus"] = container_gpus_field()
         self.tenant = tenant
+        start_on_default_flavor(self, tenant)
         self.is_admin = role == Role.ADMIN
         if not self.is_admin:
             # Offer only what the role may ask for; the service refuses prod anyway.
@@ -230,11 +251,7 @@ class ClusterForm(LabelledErrorsForm):
             ].help_text = f"Dev clusters on {', '.join(sharing)} only. {FRACTION_NOTE}"
         else:
             del self.fields["gpu_fraction"]
-        self.fields[
-            "ttl_hours"
-        ].help_text = (
-            f"Hours; dev default {tenant.dev_ttl_hours} h, at most {tenant.max_ttl_hours} h."
-        )
+        self.fields["ttl_hours"] = ttl_hours_field(tenant)
 
     def clean_env(self) -> dict[str, str]:
         return parse_env_lines(self.cleaned_data["env"])
@@ -354,6 +371,7 @@ class JobForm(LabelledErrorsForm):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.tenant = tenant
+        start_on_default_flavor(self, tenant)
         if role != Role.ADMIN:
             # Offer only what the role may ask for; the service refuses prod anyway.
             self.fields["kind"].choices = [(ClusterKind.DEV, ClusterKind.DEV.label)]  # type: ignore[attr-defined]

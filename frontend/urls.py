@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from frontend import views
-from frontend.views import mail, platform, sso, tenant_admin, whatif
+from frontend.views import account, mail, platform, sso, tenant_admin, whatif
 from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
@@ -18,6 +18,23 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", sso.sign_out, name="logout"),
+    path("account/password/", account.password_change, name="password-change"),
+    path("password-reset/", account.PasswordResetView.as_view(), name="password_reset"),
+    path(
+        "password-reset/sent/",
+        account.PasswordResetDoneView.as_view(),
+        name="password_reset_done",
+    ),
+    path(
+        "password-reset/<uidb64>/<token>/",
+        account.PasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "password-reset/done/",
+        account.PasswordResetCompleteView.as_view(),
+        name="password_reset_complete",
+    ),
     path("sso/login/", sso.sso_login, name="sso-login"),
     path("sso/callback/", sso.sso_callback, name="sso-callback"),
     path("queue/", views.global_queue, name="global-queue-page"),
@@ -33,6 +50,11 @@ urlpatterns = [
     path(TENANT + "webhooks/<int:webhook_id>/test/", views.webhook_test, name="webhook-test"),
     # Platform administration (platform admins only; 404 for anybody else).
     path("platform/users/", platform.users, name="platform-users"),
+    path(
+        "platform/users/<int:user_id>/password/",
+        platform.user_password,
+        name="platform-user-password",
+    ),
     path(
         "platform/users/<int:user_id>/<str:action>/",
         platform.user_action,

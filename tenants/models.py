@@ -361,6 +361,24 @@ class ExternalIdentity(models.Model):
         return f"{self.subject} at {self.issuer}"
 
 
+class PasswordState(models.Model):
+    """What gangway keeps about an account's password beside Django's user: whether it
+    was set by a platform admin (a temporary password) and must be changed at the next
+    sign-in. No row: nothing to enforce."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="password_state",
+    )
+    must_change = models.BooleanField(default=False)
+    changed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"password of user {self.user_id}"
+
+
 class GpuFlavor(models.Model):
     """One kind of GPU node in the catalogue.
 

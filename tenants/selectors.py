@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Case, Prefetch, Q, QuerySet, Value, When
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -109,6 +109,20 @@ def user_with_memberships(*, user: Any) -> Any:
 def flavor_list() -> QuerySet[GpuFlavor]:
     """The GPU catalogue; readable by every authenticated user."""
     return GpuFlavor.objects.order_by("name")
+
+
+def default_flavor_name(tenant: Tenant) -> str | None:
+    """The flavor a new request's form starts on: the first (by name) on which the
+    tenant holds nominal GPU quota, else the first it may borrow on; ``None`` when it has
+    neither (the form then starts on the catalogue's first). A flavor just added to the
+    catalogue has no quota yet, so it never becomes every tenant's default."""
+    quotas = Quota.objects.for_tenant(tenant).filter(Q(gpus__gt=0) | Q(borrow_limit__gt=0))
+    nominal_first = Case(When(gpus__gt=0, then=Value(0)), default=Value(1))
+    return (
+        quotas.order_by(nominal_first, "flavor__name")
+        .values_list("flavor__name", flat=True)
+        .first()
+    )
 
 
 def flavor_named(name: str) -> GpuFlavor | None:

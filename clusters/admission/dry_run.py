@@ -14,16 +14,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from clusters.admission import verdict_text as text
 from clusters.admission.decide import decide
-from clusters.admission.eta import format_eta
 from clusters.admission.ledger import Ledger
 from clusters.admission.snapshot import FlavorStanding, Pending, Snapshot
 
 if TYPE_CHECKING:
     from clusters.admission.recorded import RecordedPass
 
-FITS_NOW = "fits_now"
-WILL_QUEUE = "will_queue"
+FITS_NOW = text.FITS_NOW
+WILL_QUEUE = text.WILL_QUEUE
 NEVER_FITS = "never_fits"
 
 
@@ -48,8 +48,10 @@ class Alternative:
 @dataclass(frozen=True)
 class Verdict:
     """What the dry-run says. ``position``/``flavor_position``/``eta`` are set for
-    ``will_queue``; ``summary`` reads like "1xL4 now, or 1xH100 in about 40 min"
-    (with a multiplication sign)."""
+    ``will_queue``; ``headline`` is its first sentence ("Fits now on h100: 2 whole
+    nodes, 16 GPUs charged."), ``summary`` the choices soonest first ("Starts on l4 now
+    (1 GPU charged), or on h100 in about 40 min (1 GPU charged)."): see
+    :mod:`.verdict_text`."""
 
     verdict: str
     reasons: list[VerdictReason] = field(default_factory=list)
@@ -63,18 +65,7 @@ class Verdict:
     flavor: str | None = None
     # ``will_queue`` for a request that accepts several flavors: its standing on each.
     flavors: tuple[FlavorStanding, ...] = ()
-
-
-def _when(verdict: str, eta: datetime | None, now: datetime) -> str:
-    if verdict == FITS_NOW:
-        return "now"
-    if eta is None:
-        return "later (start time unknown)"
-    return f"in {format_eta(eta, now)}"
-
-
-def _label(p: Pending) -> str:
-    return f"{p.workers}\N{MULTIPLICATION SIGN}{p.flavor.upper()}"
+    headline: str = ""
 
 
 def _judge(snapshot: Snapshot, candidate: Pending, recorded: RecordedPass | None) -> Verdict:
@@ -117,22 +108,36 @@ def dry_run(
     now = snapshot.now
     never = datetime.max.replace(tzinfo=now.tzinfo)
     found: list[Alternative] = []
-    # (sort time, order, message): the soonest option is named first.
-    options: list[tuple[datetime, int, str]] = []
+    # (sort time, order, choice): the soonest choice is named first.
+    choices: list[tuple[datetime, int, str]] = []
+    on = _placed(candidate, main)
     if main.verdict != NEVER_FITS:
         start = now if main.verdict == FITS_NOW else (main.eta or never)
-        label = _label(replace(candidate, flavor=main.flavor or candidate.flavor))
-        if main.verdict != FITS_NOW and candidate.fallbacks:
-            label = " or ".join(_label(o) for o in candidate.options())
-        options.append((start, 0, f"{label} {_when(main.verdict, main.eta, now)}"))
+        choices.append((start, 0, text.option(on, main.verdict, main.eta, now)))
     for alt in alternatives:
         judged = _judge(snapshot, alt, recorded)
         if judged.verdict == NEVER_FITS:
             continue
-        message = f"{_label(alt)} {_when(judged.verdict, judged.eta, now)}"
+        message = text.alternative(alt, judged.verdict, judged.eta, now)
         found.append(Alternative(alt.flavor, judged.verdict, judged.eta, message))
         start = now if judged.verdict == FITS_NOW else (judged.eta or never)
-        options.append((start, len(options), message))
+        choices.append((start, len(choices), text.option([alt], judged.verdict, judged.eta, now)))
     found.sort(key=lambda a: now if a.verdict == FITS_NOW else (a.eta or never))
-    options.sort()
-    return replace(main, alternatives=found, summary=", or ".join(m for _, _, m in options))
+    choices.sort()
+    return replace(
+        main,
+        alternatives=found,
+        summary=text.summary([c for _, _, c in choices]),
+        headline=text.headline(
+            main.verdict, options=on, position=main.position, eta=main.eta, now=now
+        ),
+    )
+
+
+def _placed(candidate: Pending, verdict: Verdict) -> tuple[Pending, ...]:
+    """The request as the verdict places it: on the flavor it would start on, or on
+    every flavor it would wait on."""
+    if verdict.verdict == FITS_NOW:
+        flavor = verdict.flavor or candidate.flavor
+        return tuple(o for o in candidate.options() if o.flavor == flavor) or (candidate,)
+    return candidate.options()

@@ -8,7 +8,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
-from clusters import shapes
 from clusters.models import ClusterKind
 from clusters.requests import services
 from clusters.requests.services import MAX_FLAVORS
@@ -87,8 +86,10 @@ class ClusterCreateInput(drf.Serializer):
         required=False,
         allow_null=True,
         default=None,
-        min_value=shapes.MIN_HOURS,
-        max_value=shapes.MAX_HOURS,
+        # The bounds are the tenant's (clusters.shapes.ttl_hours_range), checked by the
+        # service for create and dry-run alike, in the words the dashboard uses too.
+        help_text="Time to live in whole hours, from 1 to the tenant's max_ttl_hours "
+        "(dev default: the tenant's dev_ttl_hours; prod: none).",
     )
     priority = JsonIntegerField(
         required=False,
@@ -168,8 +169,15 @@ class DryRunOutput(ManifestsOutput):
     """What a create would do: the verdict (admission's), its reasons and ETA, the objects."""
 
     verdict = serializers.ChoiceField(choices=["fits_now", "will_queue", "never_fits"])
+    headline = serializers.CharField(
+        help_text="The verdict's first sentence, with what the request is charged, e.g. "
+        '"Fits now on h100: 2 whole nodes, 16 GPUs charged."'
+    )
     reasons = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
-    summary = serializers.CharField()
+    summary = serializers.CharField(
+        help_text="Where and when it could start, soonest first, alternatives included, "
+        'e.g. "Starts on l4 now (1 GPU charged), or on h100 in about 40 min (1 GPU charged)."'
+    )
     position = serializers.IntegerField(allow_null=True)
     flavor_position = serializers.IntegerField(allow_null=True)
     eta = serializers.DateTimeField(allow_null=True)

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from clusters import admission as adm
 from clusters.admission.dry_run import FITS_NOW, NEVER_FITS
+from clusters.admission.verdict_text import NEVER_FITS_HEADLINE
 from clusters.jobs.spec import JobSpec
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
@@ -103,11 +104,13 @@ def dry_run_verdict(
             position=None,
             flavor_position=None,
             eta=None,
+            headline=NEVER_FITS_HEADLINE,
         )
     if verdict.verdict == FITS_NOW and verdict.flavor:
         place_on(cluster, verdict.flavor)  # its manifests as it would start
     return {
         "verdict": verdict.verdict,
+        "headline": verdict.headline,
         "reasons": [asdict(reason) for reason in verdict.reasons],
         "summary": verdict.summary,
         "position": verdict.position,
@@ -136,6 +139,7 @@ def _hosted_verdict(job: ClusterRequest, host: str) -> dict[str, Any]:
         job.name = DRY_RUN_JOB_NAME
     return {
         "verdict": FITS_NOW,
+        "headline": f"Starts now on {host}; it takes no new GPUs.",
         "reasons": [
             {"code": "hosted", "message": f"It runs on {host}, whose GPUs you already hold."}
         ],

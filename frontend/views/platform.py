@@ -26,7 +26,7 @@ from clusters.requests import tenancy
 from controlplane.exceptions import ServiceConflict
 from frontend import admin_forms as f
 from frontend.views.common import HtmxHttpRequest
-from tenants import selectors, services
+from tenants import passwords, selectors, services
 from tenants.models import Cohort, GpuFlavor, Membership, Quota, Tenant
 
 
@@ -114,6 +114,39 @@ def user_action(request: HttpRequest, user_id: int, action: str) -> HttpResponse
         messages.error(request, exc.message)
     else:
         messages.success(request, f"{user.get_username()} {done}.")
+    return redirect("platform-users")
+
+
+@login_required
+@require_POST
+def user_password(request: HttpRequest, user_id: int) -> HttpResponse:
+    """Set a user's temporary password (they must change it at the next sign-in), or
+    mail them a reset link ("send_reset_link" posted)."""
+    require_platform_admin(request)
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    name = user.get_username()
+    try:
+        if "send_reset_link" in request.POST:
+            passwords.password_reset_link_send(
+                actor=request.user,
+                user=user,
+                protocol=request.scheme or "http",
+                domain=request.get_host(),
+            )
+            done = f"A reset link is mailed to {name} ({user.email})."
+        else:
+            # The validators word what is wrong with it, an empty one included.
+            password = request.POST.get("temporary_password", "")
+            passwords.password_set_temporary(actor=request.user, user=user, password=password)
+            done = (
+                f"{name} has a temporary password and must change it at the next sign-in; "
+                "their sessions ended and their API tokens are revoked."
+            )
+    except ValidationError as exc:
+        for message in exc.messages:
+            messages.error(request, f"{name}: {message}")
+    else:
+        messages.success(request, done)
     return redirect("platform-users")
 
 

@@ -77,27 +77,19 @@ def _require_flavor(s: Session, flavor: str | None) -> str:
 # -- up --------------------------------------------------------------------------------
 
 
-def show_verdict(verdict: dict[str, Any], tenant: str) -> None:
-    """The dry-run's verdict in words, on stderr (stdout is for the result)."""
+def show_verdict(verdict: dict[str, Any]) -> None:
+    """The dry-run's verdict in words, on stderr (stdout is for the result): the
+    server's headline (where, what is charged, when), its reasons and alternatives."""
     kind = verdict.get("verdict")
     say = output.stderr.print
-    if kind == "fits_now":
-        where = f" on {verdict['flavor']}" if verdict.get("flavor") else ""
-        say(f"[green]Fits now[/]{escape(where)}.")
-    elif kind == "will_queue":
-        position = verdict.get("position")
-        at = f"#{position} in {tenant}'s queue" if position else "in the queue"
-        eta = verdict.get("eta_text") or ""
-        say(f"[yellow]Will queue[/]: {escape(at)}" + (f", expected to start {eta}" if eta else ""))
-        for reason in verdict.get("reasons", []):
-            say(f"  {escape(reason.get('code', ''))}: {escape(reason.get('message', ''))}")
-    else:
-        say("[red]Never fits[/]:")
+    colour = {"fits_now": "green", "will_queue": "yellow"}.get(str(kind), "red")
+    say(f"[{colour}]{escape(str(verdict.get('headline') or kind))}[/]")
+    if kind != "fits_now":
         for reason in verdict.get("reasons", []):
             say(f"  {escape(reason.get('code', ''))}: {escape(reason.get('message', ''))}")
     for alternative in verdict.get("alternatives", []):
         say(
-            f"  alternative: {escape(str(alternative.get('flavor')))} - "
+            f"  alternative: {escape(str(alternative.get('flavor')))} "
             f"{escape(str(alternative.get('message') or alternative.get('verdict')))}"
         )
     if verdict.get("budget_note"):
@@ -271,7 +263,7 @@ def up(
     if env:
         body["env"] = parse_env(env)
     verdict = s.client.post(s.tenant_path("clusters/dry-run/"), body)
-    show_verdict(verdict, s.tenant())
+    show_verdict(verdict)
     if verdict.get("verdict") == "never_fits":
         reasons = "; ".join(r.get("message", "") for r in verdict.get("reasons", []))
         raise CliError(

@@ -59,6 +59,48 @@ class UserInSerializer(StrictSerializer):
     is_staff = serializers.BooleanField(default=False)
 
 
+def _password_field(help_text: str, *, required: bool = True) -> serializers.CharField:
+    return serializers.CharField(
+        max_length=4096,
+        write_only=True,
+        required=required,
+        trim_whitespace=False,
+        style={"input_type": "password"},
+        help_text=help_text,
+    )
+
+
+class PasswordChangeInSerializer(StrictSerializer):
+    """Your own password: the old one and the new one (Django's password validators)."""
+
+    old_password = _password_field("Your current password.")
+    new_password = _password_field(
+        "The new password; it must pass the platform's password validators."
+    )
+
+
+class UserPasswordInSerializer(StrictSerializer):
+    """A platform admin's password action on a user: exactly one of the two."""
+
+    temporary_password = _password_field(
+        "Set this temporary password: the user must change it at the next sign-in; "
+        "their sessions end and their API tokens are revoked.",
+        required=False,
+    )
+    send_reset_link = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Mail the user a link to choose a new password (to their email address).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if bool(attrs.get("temporary_password")) == bool(attrs.get("send_reset_link")):
+            raise serializers.ValidationError(
+                "Give temporary_password or send_reset_link: true, exactly one of the two."
+            )
+        return attrs
+
+
 class UserOutSerializer(serializers.ModelSerializer[AbstractUser]):
     class Meta:
         model = get_user_model()

@@ -54,6 +54,16 @@ urlpatterns = [
     path("users/", views.UserViewSet.as_view({"get": "list", "post": "create"}), name="users"),
     path("users/me/", views.UserViewSet.as_view({"get": "me"}), name="users-me"),
     path(
+        "users/me/password/",
+        views.UserViewSet.as_view({"post": "change_password"}),
+        name="users-me-password",
+    ),
+    path(
+        "users/<username:username>/password/",
+        views.UserViewSet.as_view({"post": "set_password"}),
+        name="user-password",
+    ),
+    path(
         "flavors/",
         views.FlavorViewSet.as_view({"get": "list", "post": "create"}),
         name="flavors",

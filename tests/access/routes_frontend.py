@@ -173,6 +173,24 @@ ROUTES["platform/users/{user_id}/{action}/"] = Route(
         )
     },
 )
+ROUTES["platform/users/{user_id}/password/"] = Route(
+    session=True,
+    methods={
+        "POST": Case(
+            PLATFORM_FORM,
+            kwargs=lambda w: {"user_id": str(w.actors["viewer"].pk)},
+            body=lambda w: {"temporary_password": "a-long-unusual-passphrase-42"},
+        )
+    },
+)
+ROUTES["account/password/"] = Route(
+    session=True,
+    methods={
+        "GET": Case(
+            statuses(anonymous=302, outsider=200, viewer=200, engineer=200, admin=200, platform=200)
+        )
+    },
+)
 ROUTES["platform/flavors/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
 # The what-if planner: the form (without ``run``); tests/frontend/test_whatif_page.py runs it.
 ROUTES["platform/whatif/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})

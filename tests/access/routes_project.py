@@ -14,6 +14,12 @@ PUBLIC = {
     "api/schema/": 200,
     "api/docs/": 200,
     "login/": 200,
+    # Django's reset-by-email views: the form, "check your mail", the link (a bad one
+    # says so with a 200) and "your password is set".
+    "password-reset/": 200,
+    "password-reset/sent/": 200,
+    "password-reset/{uidb64}/{token}/": 200,
+    "password-reset/done/": 200,
     # Single sign-on is off under test: the provider's way in does not exist, and the
     # API says so (tests/tenants/sso/ turns it on against a real provider).
     "api/v1/auth/sso/": 200,

@@ -69,6 +69,26 @@ ROUTES = {
         }
     ),
     "api/v1/users/me/": Route(methods={"GET": Case(everyone(200))}),
+    "api/v1/users/me/password/": Route(
+        methods={
+            "POST": Case(
+                everyone(204),
+                body=lambda w: {
+                    "old_password": w.password,
+                    "new_password": "a-long-unusual-passphrase-77",
+                },
+            )
+        }
+    ),
+    "api/v1/users/{username}/password/": Route(
+        kwargs={"username": "vera"},
+        methods={
+            "POST": Case(
+                platform_only(204),
+                body=lambda w: {"temporary_password": "a-long-unusual-passphrase-42"},
+            )
+        },
+    ),
     "api/v1/flavors/": Route(
         methods={
             "GET": Case(everyone(200)),

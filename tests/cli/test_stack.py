@@ -48,7 +48,7 @@ def test_a_session_from_up_to_down(
 
     up = cli("up", "bob-cli", "--flavor", "h100", "--ttl", "4h", "--env", "GREETING=hi")
     assert up.code == 0, up
-    assert "Fits now on h100." in up.err and "Requested bob-cli in acme." in up.err
+    assert "Fits now on h100: 1 GPU charged." in up.err and "Requested bob-cli in acme." in up.err
     assert "provisioning -> ready" in up.err  # the live transitions, from its timeline
     dashboard_url = f"{live_server.url}/t/acme/clusters/bob-cli/ray/"
     assert "bob-cli is ready." in up.out and dashboard_url in up.out
@@ -202,3 +202,23 @@ def test_the_config_file_is_private(
     assert live_server.url in text and '"kind": "token"' in text
     # GANGWAY_TOKEN wins over the file (CI): here, a token nobody issued.
     assert cli("whoami", env={"GANGWAY_TOKEN": "not-a-token"}).code == exitcodes.AUTH
+
+
+def test_up_shows_the_verdict_in_english_with_what_is_charged(
+    cli: Cli, login: Any, alice: Any, as_user: Any, quiet: None
+) -> None:
+    login("alice")
+    prod = cli("up", "big", "--kind", "prod", "--workers", "2", "--flavor", "h100", "--no-wait")
+    assert prod.code == 0, prod
+    assert "Fits now on h100: 2 whole nodes, 16 GPUs charged." in prod.err
+    assert "alternative: l4 fits now (2 whole nodes, 2 GPUs charged)" in prod.err
+    # acme keeps one L4 and "first" takes it at the next pass: the next one waits.
+    Quota.objects.filter(tenant__slug="acme", flavor__name="l4").update(gpus=1)
+    assert as_user(alice).post(CLUSTERS, {"name": "first", "flavor": "l4"}, format="json")
+    queued = cli("up", "second", "--flavor", "l4", "--no-wait")
+    assert queued.code == 0, queued
+    assert (
+        "Will queue on l4 (1 GPU charged): #1 in acme's queue, expected to start in about 8 h."
+    ) in queued.err
+    assert "\N{MULTIPLICATION SIGN}" not in queued.err + prod.err
+    assert " in now" not in queued.err + prod.err

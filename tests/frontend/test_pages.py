@@ -206,9 +206,12 @@ def test_verdict_panel_will_queue_with_position_eta_and_alternatives(
     text = client_for(bob).post(VERDICT, {"kind": "dev", "flavor": "h100", "workers": 1})
     html = text.content.decode()
     assert 'data-verdict="will_queue"' in html
-    assert "Will queue: #1, <span title=" in html and ">about 2 h</span>" in html
-    assert "because" in html
-    assert "Alternatives" in html and "<strong>l4</strong>" in html
+    assert (
+        "Will queue on h100 (1 GPU charged): #1 in acme&#x27;s queue, "
+        "expected to start in about 2 h.</strong> It waits because acme"
+    ) in html
+    assert "<strong>l4</strong>: fits now (1 GPU charged)" in html
+    assert "Starts on l4 now (1 GPU charged), or on h100 in about 2 h (1 GPU charged)." in html
 
 
 def test_verdict_panel_says_when_a_large_queue_was_read(
@@ -560,7 +563,7 @@ def test_the_verdict_names_fields_by_their_labels(bob: Any) -> None:
         .content.decode()
     )
     assert 'data-verdict="invalid"' in html
-    assert "<li>Time to live: Between 1 and 72 hours" in html
+    assert "<li>Time to live: A whole number of hours from 1 to 72" in html
     assert "ttl_hours" not in html.split('id="verdict"')[-1]
 
 
@@ -585,3 +588,16 @@ def test_an_autoscaling_cluster_shows_its_range_and_its_whole_charge(alice: Any)
     page = client_for(alice).get("/t/acme/clusters/serve/").content.decode()
     assert "(autoscaling 1\N{EN DASH}2)" in page  # it never shrinks below its start
     assert "<dd>16, charged for all it may grow to</dd>" in page
+
+
+@pytest.mark.parametrize("ttl", ["0", "1.5", "73"])
+def test_verdict_panel_refuses_a_ttl_in_the_rule_the_form_bounds_come_from(
+    bob: Any, ttl: str
+) -> None:
+    client = client_for(bob)
+    html = client.post(VERDICT, {"kind": "dev", "flavor": "h100", "workers": 1, "ttl_hours": ttl})
+    text = html.content.decode()
+    assert 'data-verdict="invalid"' in text
+    assert "A whole number of hours from 1 to 72 (the tenant&#x27;s maximum TTL)." in text
+    form = client.get("/t/acme/clusters/new/").content.decode()
+    assert 'name="ttl_hours" min="1" max="72"' in form

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import email
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,37 +12,17 @@ from aiosmtpd.controller import Controller
 from clusters.transitions import transition
 from notifications import outbox, tasks
 from notifications.models import Delivery, DeliveryStatus
+from tests.mail_server import Inbox, smtp_server
 from tests.notifications.conftest import make_cluster
 
 pytestmark = pytest.mark.django_db
 
 
-class Inbox:
-    def __init__(self) -> None:
-        self.messages: list[tuple[str, list[str], bytes]] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
-        return "250 OK"
-
-
 @pytest.fixture
 def smtp(fast_notify: Any) -> Iterator[tuple[Inbox, Controller]]:
-    inbox = Inbox()
-    with socket.socket() as probe:  # a free port (the controller checks it by connecting)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    fast_notify.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    fast_notify.EMAIL_HOST = "127.0.0.1"
-    fast_notify.EMAIL_PORT = port
-    fast_notify.EMAIL_USE_TLS = False
-    fast_notify.DEFAULT_FROM_EMAIL = "gangway@example.com"
-    try:
-        yield inbox, controller
-    finally:
-        controller.stop()
+    with smtp_server(fast_notify) as server:
+        fast_notify.DEFAULT_FROM_EMAIL = "gangway@example.com"
+        yield server
 
 
 def test_a_failed_cluster_is_mailed_to_its_owner(

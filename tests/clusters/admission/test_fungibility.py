@@ -130,7 +130,7 @@ def test_dry_run_names_the_flavor_it_would_get() -> None:
     verdict = dry_run(snapshot(flavors=[full, L4]), _either(-1))
     assert verdict.verdict == "fits_now"
     assert verdict.flavor == "l4"
-    assert verdict.summary.startswith("1\N{MULTIPLICATION SIGN}L4 now")
+    assert verdict.summary.startswith("Starts on l4 now (1 GPU charged)")
     verdict = dry_run(snapshot(), _either(-1))
     assert verdict.flavor == "h100"
     waiting = dry_run(snapshot(flavors=[full, replace(L4, free_gpus=Decimal(0))]), _either(-1))

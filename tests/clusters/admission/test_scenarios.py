@@ -559,10 +559,13 @@ def test_dry_run_offers_the_alternative_flavor() -> None:
     assert verdict.eta == NOW + minutes(40)
     assert (verdict.position, verdict.reasons[0].code) == (1, TENANT_QUOTA)
     assert [(a.flavor, a.verdict) for a in verdict.alternatives] == [("l4", "fits_now")]
-    assert (
-        verdict.summary
-        == "1\N{MULTIPLICATION SIGN}L4 now, or 1\N{MULTIPLICATION SIGN}H100 in about 40 min"
+    assert verdict.summary == (
+        "Starts on l4 now (1 GPU charged), or on h100 in about 40 min (1 GPU charged)."
     )
+    assert verdict.headline == (
+        "Will queue on h100 (1 GPU charged): #1 in acme's queue, expected to start in about 40 min."
+    )
+    assert verdict.alternatives[0].message == "fits now (1 GPU charged)"
 
 
 def test_dry_run_fits_now_and_the_pass_admits_it() -> None:

@@ -131,3 +131,36 @@ def test_manifests_of_an_existing_cluster(
     cluster.state = "deleted"
     cluster.save()
     assert as_user(vera).get(url).status_code == 404
+
+
+def test_a_production_verdict_says_the_nodes_and_gpus_charged(as_user: Any, alice: Any) -> None:
+    body = {"kind": "prod", "flavor": "h100", "workers": 2}
+    verdict = as_user(alice).post(DRY_RUN, body, format="json").json()
+    assert verdict["verdict"] == "fits_now"
+    assert verdict["headline"] == "Fits now on h100: 2 whole nodes, 16 GPUs charged."
+    # L4 nodes hold one GPU each: the same two workers take two nodes there.
+    assert verdict["summary"] == (
+        "Starts on h100 now (2 whole nodes, 16 GPUs charged), "
+        "or on l4 now (2 whole nodes, 2 GPUs charged)."
+    )
+    assert verdict["alternatives"][0]["message"] == "fits now (2 whole nodes, 2 GPUs charged)"
+
+
+@pytest.mark.parametrize(
+    ("ttl", "message"),
+    [
+        (0, "A whole number of hours from 1 to 72 (the tenant's maximum TTL)."),
+        (73, "A whole number of hours from 1 to 72 (the tenant's maximum TTL)."),
+        (1.5, "Must be a whole number (a JSON integer)."),
+    ],
+)
+def test_the_verdict_refuses_a_ttl_as_create_does(
+    as_user: Any, bob: Any, ttl: Any, message: str
+) -> None:
+    body = {"flavor": "h100", "workers": 1, "ttl_hours": ttl}
+    verdict = as_user(bob).post(DRY_RUN, body, format="json")
+    create = as_user(bob).post("/api/v1/tenants/acme/clusters/", body, format="json")
+    assert verdict.status_code == create.status_code == 400
+    assert verdict.json()["error"]["fields"] == create.json()["error"]["fields"]
+    assert verdict.json()["error"]["fields"] == {"ttl_hours": [message]}
+    assert ClusterRequest.objects.count() == 0

@@ -9,8 +9,9 @@ var/<name>.log. A child that exits is restarted after a short, growing pause, wi
 on the console; only a child that keeps dying within seconds of starting stops the whole.
 Ctrl-C stops every process it started.
 
-The web server runs with DEBUG off, as in production but over plain HTTP on loopback;
-DEBUG=1 turns Django's debug pages on. Set KUBECONFIG to a real cluster's kubeconfig to
+The web server is uvicorn serving the ASGI application (plain HTTP and WebSockets, which
+Ray's log tail through the dashboard proxy needs), one process, with DEBUG off, as in
+production but over plain HTTP on loopback; DEBUG=1 turns Django's debug pages on. Set KUBECONFIG to a real cluster's kubeconfig to
 skip kubesim; PORT and KUBE_PORT (or --port, --kube-port) move the two ports.
 """
 
@@ -258,10 +259,28 @@ def _kubesim(args: argparse.Namespace, env: dict[str, str]) -> Child:
     )
 
 
+def web_command(port: int) -> list[str]:
+    """The web server of make run: the ASGI application under uvicorn on loopback."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "controlplane.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ws",
+        "websockets-sansio",
+        # Open WebSockets (a followed log) are closed on Ctrl-C rather than waited for.
+        "--timeout-graceful-shutdown",
+        "5",
+    ]
+
+
 def _children(args: argparse.Namespace, env: dict[str, str], external_kube: bool) -> list[Child]:
     """The supervised processes, in start order (kubesim first, unless KUBECONFIG is set)."""
     celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
-    manage = [sys.executable, str(ROOT / "manage.py")]
     return [
         *([] if external_kube else [_kubesim(args, env)]),
         Child(
@@ -283,7 +302,7 @@ def _children(args: argparse.Namespace, env: dict[str, str], external_kube: bool
             "beat",
             [*celery, "beat", "--loglevel", "INFO", "--schedule", str(VAR / "celerybeat-schedule")],
         ),
-        Child("web", [*manage, "runserver", f"127.0.0.1:{args.port}", "--noreload"]),
+        Child("web", web_command(args.port)),
     ]
 
 

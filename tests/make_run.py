@@ -30,7 +30,7 @@ _CHILD_MARKERS = {
     "kubesim": "-m kubesim",
     "worker": " worker ",
     "beat": " beat ",
-    "web": "runserver",
+    "web": "uvicorn",
 }
 
 

@@ -7,7 +7,8 @@ For programs, Ray's Jobs SDK first of all::
 A plain Django view, not a DRF one: the answer is the dashboard's, streamed as it comes
 (``clusters/access/proxy.py``), not a serialized representation. Authentication is the
 API's token (knox) only, so no CSRF token is needed and none of the browser's cookies
-matter; without a valid token the answer is the API's 401.
+matter; without a valid token the answer is the API's 401. A WebSocket handshake (Ray's
+``tail_job_logs``) is the same request under the ASGI server, with the same answers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rest_framework.request import Request
 from clusters.access.proxy import Caller, relay, visible_cluster
 from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.errors import error_body
+from controlplane.websocket import accepts_websocket
 
 
 def _unauthenticated(message: str, code: str = "not_authenticated") -> HttpResponse:
@@ -29,6 +31,7 @@ def _unauthenticated(message: str, code: str = "not_authenticated") -> HttpRespo
     return response
 
 
+@accepts_websocket  # Ray's log tail, decided as any other request here
 @csrf_exempt
 def ray_proxy(
     request: HttpRequest, tenant_slug: str, name: str, path: str = ""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -194,6 +195,17 @@ class ProxiedResponse:
         if not finished:
             self._response.close()
         self._response.release_conn()
+
+
+@dataclass(frozen=True)
+class UpgradeTarget:
+    """Where to open a WebSocket through the API server's service proxy: the ``ws(s)://``
+    URL, the headers to send (the caller's and the API server's credentials) and the TLS
+    context of the kubeconfig (``None`` for plain HTTP)."""
+
+    url: str
+    headers: dict[str, str]
+    ssl: ssl.SSLContext | None
 
 
 class WatchExpired(PermanentKubeError):
@@ -607,6 +619,33 @@ class Gateway:
             raise classify(exc, what=f"proxy to service {namespace}/{service}:{port}") from exc
         return ProxiedResponse(response)
 
+    def service_proxy_upgrade(
+        self,
+        namespace: str,
+        service: str,
+        port: str,
+        path: str,
+        *,
+        query: str = "",
+        headers: dict[str, str] | None = None,
+    ) -> UpgradeTarget:
+        """Where a WebSocket to a service goes through the API server's service proxy,
+        which carries upgrades to the backend (``path`` and ``query`` as for
+        :meth:`service_proxy`). The connection itself is the caller's to open: it is
+        held for as long as the conversation lasts, which no pooled request should be."""
+        configuration = self._api.configuration
+        host = str(configuration.host)
+        scheme, _, rest = host.partition("://")
+        url = (
+            f"{'wss' if scheme == 'https' else 'ws'}://{rest}/api/v1/namespaces/{namespace}"
+            f"/services/{service}:{port}/proxy/{path.lstrip('/')}"
+        )
+        if query:
+            url += f"?{query}"
+        sent = dict(headers or {})
+        self._api.update_params_for_auth(sent, [], ["BearerToken"])
+        return UpgradeTarget(url, sent, _tls_context(configuration) if scheme == "https" else None)
+
     def merge_patch(
         self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: str
     ) -> dict[str, Any]:
@@ -655,6 +694,18 @@ _cached: tuple[tuple[str, int], Gateway] | None = None
 def gateway_agent() -> str:
     """The ``User-Agent`` this process's gateway sends: it names the process."""
     return f"gangway-engine (pid {os.getpid()})"
+
+
+def _tls_context(configuration: client.Configuration) -> ssl.SSLContext:
+    """The TLS the REST client uses, for a connection opened outside it: the kubeconfig's
+    CA, client certificate and verification settings."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _build(kubeconfig: str) -> Gateway:

@@ -22,6 +22,7 @@ from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from clusters.access.proxy import SAFE_METHODS, Caller, relay, visible_cluster
+from controlplane.websocket import accepts_websocket
 
 
 def _same_origin(request: HttpRequest) -> bool:
@@ -32,6 +33,7 @@ def _same_origin(request: HttpRequest) -> bool:
     return origin is not None and origin == f"{request.scheme}://{request.get_host()}"
 
 
+@accepts_websocket  # the dashboard's log tail, decided as any other request here
 @csrf_exempt
 # django-csp types its decorator for views of one argument only.
 @csp_update({"style-src": [SELF, UNSAFE_INLINE], "img-src": [SELF, "data:", "blob:"]})  # type: ignore[arg-type]

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from django.core.handlers.asgi import ASGIHandler, ASGIRequest
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
-from django.urls import Resolver404, get_resolver, get_script_prefix, set_script_prefix
+from django.urls import Resolver404, get_resolver, set_script_prefix
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]

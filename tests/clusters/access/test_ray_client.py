@@ -1,0 +1,193 @@
+"""Ray's own client through the product's Ray dashboard proxy, on a real stack: the web
+server as ``make run`` starts it (uvicorn serving the ASGI application, a process of its
+own on the test database), kubesim over HTTP and a real Celery worker.
+
+The client is Ray's, pinned in requirements-dev.txt: ``JobSubmissionClient`` in this
+process (its ``tail_job_logs`` is the WebSocket path) and the ``ray job`` command line as
+a subprocess, both pointed at the API route with a token, as the product's docs say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import WSServerHandshakeError
+from django.conf import settings as django_settings
+from knox.models import AuthToken
+from ray.job_submission import JobStatus, JobSubmissionClient
+
+from benchmarks.support import Processes, free_port, production_env, wait_http
+from clusters.models import ClusterRequest
+from scripts.run import web_command
+from tests.clusters.engine.conftest import engine_worker, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RAY = str(Path(sys.executable).with_name("ray"))
+ROUTE = "/api/v1/tenants/acme/clusters/bob-live/ray"
+# What kubesim's simulated driver does (simulator knobs in the job's metadata).
+QUICK = {"kubesim.io/job-run-seconds": "3", "kubesim.io/job-pending-seconds": "0.5"}
+
+
+@pytest.fixture
+def web(live_cluster: ClusterRequest, tmp_path: Path) -> Iterator[str]:
+    """The product's URL: uvicorn as make run starts it, and a worker, on the test's
+    database and kubesim."""
+    db = django_settings.DATABASES["default"]
+    database_url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    port = free_port()
+    env = production_env(
+        DATABASE_URL=database_url,
+        KUBECONFIG=django_settings.KUBECONFIG,
+        GANGWAY_VAR_DIR=str(tmp_path),
+        LOG_LEVEL="INFO",
+    )
+    processes = Processes(tmp_path)
+    with engine_worker(tmp_path):
+        processes.start("web", web_command(port), env)
+        try:
+            wait_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            processes.stop()
+            if os.environ.get("SHOW_WEB_LOG"):
+                print((tmp_path / "web.log").read_text()[-5000:])
+
+
+def _token(user: Any) -> str:
+    return AuthToken.objects.create(user=user)[1]
+
+
+def _client(web: str, user: Any) -> JobSubmissionClient:
+    return JobSubmissionClient(
+        f"{web}{ROUTE}", headers={"Authorization": f"Token {_token(user)}"}
+    )
+
+
+def _tail(client: JobSubmissionClient, job_id: str) -> list[str]:
+    async def follow() -> list[str]:
+        return [chunk async for chunk in client.tail_job_logs(job_id)]
+
+    return asyncio.run(follow())
+
+
+def _ray(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [RAY, "job", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "NO_COLOR": "1"},
+    )
+
+
+def test_the_jobs_sdk_submits_follows_stops_and_deletes_through_the_proxy(
+    web: str, bob: Any, kubesim: Any
+) -> None:
+    client = _client(web, bob)
+    job_id = client.submit_job(entrypoint="python train.py", metadata=QUICK)
+    assert client.get_job_status(job_id) in (JobStatus.PENDING, JobStatus.RUNNING)
+
+    chunks = _tail(client, job_id)  # the WebSocket: returns when the job has ended
+    followed = "".join(chunks)
+    assert "Connected to Ray cluster" in followed
+    assert "[python train.py] step 2: running" in followed
+    assert client.get_job_status(job_id) == JobStatus.SUCCEEDED
+    assert client.get_job_logs(job_id) == followed  # the tail missed nothing
+    assert job_id in [job.submission_id for job in client.list_jobs()]
+    assert client.delete_job(job_id) is True
+
+    long = client.submit_job(
+        entrypoint="python serve.py", metadata={**QUICK, "kubesim.io/job-run-seconds": "600"}
+    )
+    wait_for(lambda: client.get_job_status(long) == JobStatus.RUNNING, timeout=30, what="running")
+    assert client.stop_job(long) is True
+    stopped = "".join(_tail(client, long))  # a stopped job's tail ends too
+    assert "Connected to Ray cluster" in stopped
+    assert client.get_job_status(long) == JobStatus.STOPPED
+    info = client.get_job_info(long)
+    assert info.status == JobStatus.STOPPED and info.entrypoint == "python serve.py"
+
+    # The tail was relayed through the Kubernetes API's service proxy, as an upgrade,
+    # without the product's token.
+    tails = [r for r in kubesim.proxy_requests() if r["path"].endswith("/logs/tail")]
+    assert tails and all(r["status"] == 101 for r in tails)
+    assert all("Token" not in json.dumps(r) for r in tails)
+
+
+def test_the_log_tail_is_refused_and_allowed_as_the_http_route_is(
+    web: str, bob: Any, vera: Any, charlie: Any, kubesim: Any
+) -> None:
+    job_id = _client(web, bob).submit_job(entrypoint="python a.py", metadata=QUICK)
+    revoked = _client(web, bob)
+    AuthToken.objects.filter(user=bob).delete()
+    with pytest.raises(WSServerHandshakeError) as unauthenticated:
+        _tail(revoked, job_id)
+    assert unauthenticated.value.status == 401
+    # Ray's client checks the cluster's version when it is made, which charlie's token
+    # cannot pass (404): his token is put in a client made with bob's.
+    elsewhere = _client(web, bob)
+    elsewhere._headers["Authorization"] = f"Token {_token(charlie)}"
+    with pytest.raises(WSServerHandshakeError) as not_found:
+        _tail(elsewhere, job_id)  # another tenant's cluster
+    assert not_found.value.status == 404
+    assert not [r for r in kubesim.proxy_requests() if r["path"].endswith("/logs/tail")]
+    with pytest.raises(WSServerHandshakeError) as unknown:
+        _tail(_client(web, bob), "raysubmit_nosuchjob")  # Ray's own 404, relayed
+    assert unknown.value.status == 404
+    # A viewer may follow a job's logs, as they may read them.
+    assert "step 2: running" in "".join(_tail(_client(web, vera), job_id))
+
+
+def test_the_ray_job_cli_submits_a_working_dir_and_follows_its_logs(
+    web: str, bob: Any, kubesim: Any, tmp_path: Path
+) -> None:
+    address = ["--address", f"{web}{ROUTE}"]
+    headers = ["--headers", json.dumps({"Authorization": f"Token {_token(bob)}"})]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "x.py").write_text("print('hello from x')\n")
+
+    submitted = _ray(
+        "submit",
+        *address,
+        *headers,
+        "--working-dir",
+        str(project),
+        "--metadata-json",
+        json.dumps(QUICK),
+        "--",
+        "python",
+        "x.py",
+        cwd=tmp_path,
+    )
+    output = submitted.stdout + submitted.stderr
+    assert submitted.returncode == 0, output
+    assert "submitted successfully" in output
+    assert "[python x.py] step 2: running" in output  # followed to the end
+    assert "succeeded" in output
+    uploads = [r for r in kubesim.proxy_requests() if r["path"].startswith("/api/packages/")]
+    assert [r["method"] for r in uploads] == ["GET", "PUT"], uploads
+    assert uploads[1]["status"] == 200
+    package = uploads[1]["path"].rsplit("/", 1)[1]
+    assert package.startswith("_ray_pkg_") and package.endswith(".zip")
+
+    client = _client(web, bob)
+    (job,) = [j for j in client.list_jobs() if j.entrypoint == "python x.py"]
+    assert job.status == JobStatus.SUCCEEDED
+    assert job.runtime_env["working_dir"] == f"gcs://{package}"
+
+    listed = _ray("list", *address, *headers, cwd=tmp_path)
+    assert listed.returncode == 0 and job.submission_id in listed.stdout, listed
+    followed = _ray("logs", "--follow", job.submission_id, *address, *headers, cwd=tmp_path)
+    assert followed.returncode == 0, followed.stderr
+    assert "[python x.py] step 2: running" in followed.stdout

@@ -1,6 +1,7 @@
 """Ray's own client through the product's Ray dashboard proxy, on a real stack: the web
 server as ``make run`` starts it (uvicorn serving the ASGI application, a process of its
-own on the test database), kubesim over HTTP and a real Celery worker.
+own on the test database) or as the production Deployment runs it (gunicorn's uvicorn
+workers), kubesim over HTTP and a real Celery worker.
 
 The client is Ray's, pinned in requirements-dev.txt: ``JobSubmissionClient`` in this
 process (its ``tail_job_logs`` is the WebSocket path) and the ``ray job`` command line as
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import WSServerHandshakeError
 from django.conf import settings as django_settings
 from knox.models import AuthToken
@@ -31,15 +33,27 @@ from tests.clusters.engine.conftest import engine_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+ROOT = Path(__file__).resolve().parents[3]
 RAY = str(Path(sys.executable).with_name("ray"))
 ROUTE = "/api/v1/tenants/acme/clusters/bob-live/ray"
 # What kubesim's simulated driver does (simulator knobs in the job's metadata).
 QUICK = {"kubesim.io/job-run-seconds": "3", "kubesim.io/job-pending-seconds": "0.5"}
 
 
-@pytest.fixture
-def web(live_cluster: ClusterRequest, tmp_path: Path) -> Iterator[str]:
-    """The product's URL: uvicorn as make run starts it, and a worker, on the test's
+def deployment_command(port: int) -> list[str]:
+    """The web container's command of deploy/base/web.yaml, on loopback with one worker."""
+    docs = yaml.safe_load_all((ROOT / "deploy" / "base" / "web.yaml").read_text())
+    (deployment,) = [d for d in docs if d and d["kind"] == "Deployment"]
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    (command,) = [c["command"] for c in containers if c["name"] == "web"]
+    swapped = {"--bind": f"--bind=127.0.0.1:{port}", "--workers": "--workers=1"}
+    return [sys.executable, "-m", *(swapped.get(arg.split("=")[0], arg) for arg in command)]
+
+
+@pytest.fixture(params=["make run"])
+def web(request: Any, live_cluster: ClusterRequest, tmp_path: Path) -> Iterator[str]:
+    """The product's URL: the web server as make run starts it (or, parametrized
+    ``deploy``, as the production Deployment does), and a worker, on the test's
     database and kubesim."""
     db = django_settings.DATABASES["default"]
     database_url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
@@ -52,7 +66,8 @@ def web(live_cluster: ClusterRequest, tmp_path: Path) -> Iterator[str]:
     )
     processes = Processes(tmp_path)
     with engine_worker(tmp_path):
-        processes.start("web", web_command(port), env)
+        command = deployment_command(port) if request.param == "deploy" else web_command(port)
+        processes.start("web", command, env)
         try:
             wait_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
             yield f"http://127.0.0.1:{port}"
@@ -90,6 +105,7 @@ def _ray(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.parametrize("web", ["make run", "deploy"], indirect=True)
 def test_the_jobs_sdk_submits_follows_stops_and_deletes_through_the_proxy(
     web: str, bob: Any, kubesim: Any
 ) -> None:

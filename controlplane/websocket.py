@@ -23,7 +23,7 @@ reads it whole before sending anything.
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import Resolver404, get_resolver, set_script_prefix
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Conversation = Callable[[Receive, Send], Awaitable[None]]
 View = TypeVar("View", bound=Callable[..., Any])
@@ -84,10 +84,12 @@ def streaming_body(request: HttpRequest, chunks: Iterator[bytes]) -> Any:
 
 
 async def _each_in_thread(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
-    done = object()
-    step = sync_to_async(next, thread_sensitive=True)
+    def read() -> bytes | None:
+        return next(chunks, None)
+
+    step = sync_to_async(read, thread_sensitive=True)
     try:
-        while (chunk := await step(chunks, done)) is not done:
+        while (chunk := await step()) is not None:
             yield chunk
     finally:
         close = getattr(chunks, "close", None)
@@ -128,10 +130,17 @@ class WebSocketGate(ASGIHandler):
 
         await signals.request_started.asend(sender=self.__class__, scope=scope)
         secure = scope.get("scheme") == "wss"
-        as_http = {**scope, "type": "http", "method": "GET", "scheme": "https" if secure else "http"}
+        as_http = {
+            **scope,
+            "type": "http",
+            "method": "GET",
+            "scheme": "https" if secure else "http",
+        }
         request, error = self.create_request(as_http, io.BytesIO())
+        response: HttpResponseBase
         if request is None:
-            response: HttpResponseBase = error
+            assert error is not None  # Django gives one or the other
+            response = error
         else:
             setattr(request, _HANDSHAKE, Handshake(_offered_subprotocols(scope)))
             response = await self.run_get_response(request)
@@ -155,7 +164,11 @@ async def refuse(send: Send, response: HttpResponseBase) -> None:
     ]
     body = b"" if response.streaming else bytes(getattr(response, "content", b""))
     await send(
-        {"type": "websocket.http.response.start", "status": response.status_code, "headers": headers}
+        {
+            "type": "websocket.http.response.start",
+            "status": response.status_code,
+            "headers": headers,
+        }
     )
     await send({"type": "websocket.http.response.body", "body": body})
 

@@ -10,12 +10,12 @@ closes normally (1000) when the source ends, as aiohttp does when Ray's handler 
 
 from __future__ import annotations
 
+import io
 import select
 import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import BinaryIO
 
 from websockets.datastructures import Headers
 from websockets.frames import CloseCode
@@ -33,7 +33,9 @@ Look = Callable[[int], tuple[str, bool] | None]
 class Conversation:
     """One accepted WebSocket over a blocking socket."""
 
-    def __init__(self, sock: socket.socket, out: BinaryIO, protocol: ServerProtocol) -> None:
+    def __init__(
+        self, sock: socket.socket, out: io.BufferedIOBase, protocol: ServerProtocol
+    ) -> None:
         self.sock = sock
         self.out = out
         self.protocol = protocol
@@ -79,7 +81,7 @@ class Conversation:
 
 
 def accept(
-    sock: socket.socket, out: BinaryIO, path: str, headers: list[tuple[str, str]]
+    sock: socket.socket, out: io.BufferedIOBase, path: str, headers: list[tuple[str, str]]
 ) -> Conversation | None:
     """Answer the handshake: 101 and the conversation, or the protocol's refusal (an
     invalid handshake) and None."""

@@ -11,8 +11,9 @@ Ctrl-C stops every process it started.
 
 The web server is uvicorn serving the ASGI application (plain HTTP and WebSockets, which
 Ray's log tail through the dashboard proxy needs), one process, with DEBUG off, as in
-production but over plain HTTP on loopback; DEBUG=1 turns Django's debug pages on. Set KUBECONFIG to a real cluster's kubeconfig to
-skip kubesim; PORT and KUBE_PORT (or --port, --kube-port) move the two ports.
+production but over plain HTTP on loopback; DEBUG=1 turns Django's debug pages on. Set
+KUBECONFIG to a real cluster's kubeconfig to skip kubesim; PORT and KUBE_PORT (or --port,
+--kube-port) move the two ports.
 """
 
 from __future__ import annotations

@@ -158,9 +158,7 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse | None:
 
 
 def _relayed(request: HttpRequest, answer: Any, base: str) -> HttpResponseBase:
-    response = StreamingHttpResponse(
-        streaming_body(request, answer.chunks()), status=answer.status
-    )
+    response = StreamingHttpResponse(streaming_body(request, answer.chunks()), status=answer.status)
     response["Content-Type"] = answer.headers.get("content-type", "application/octet-stream")
     for name in _RELAYED_RESPONSE_HEADERS:
         if name in answer.headers:

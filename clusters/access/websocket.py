@@ -141,6 +141,4 @@ async def _refuse_unreachable(send: Send, cluster_name: str, exc: Exception) -> 
         f"The Ray dashboard of {cluster_name} could not be reached through the Kubernetes "
         f"API: {exc}",
     )
-    await refuse(
-        send, HttpResponse(json.dumps(body), status=502, content_type="application/json")
-    )
+    await refuse(send, HttpResponse(json.dumps(body), status=502, content_type="application/json"))

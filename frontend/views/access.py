@@ -5,7 +5,8 @@ forwarding (and strips the session cookie on the way). The dashboard's own scrip
 requests (a job stopped from Ray's UI is a POST) that carry no Django CSRF token, so
 the CSRF defence here is the browser's own word on where a write came from: a write is
 forwarded only when ``Sec-Fetch-Site`` says ``same-origin``, or, from a browser that does
-not send it, when ``Origin`` is this site. A cross-site form or script gets a 403.
+not send it, when ``Origin`` is this site. A cross-site form or script gets a 403, and so
+does a cross-site WebSocket (the log tail), which its page could read.
 
 Ray's dashboard styles its pages inline, so its answers get a content security policy
 that allows inline styles (never inline scripts) on top of the product's.
@@ -22,7 +23,7 @@ from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from clusters.access.proxy import SAFE_METHODS, Caller, relay, visible_cluster
-from controlplane.websocket import accepts_websocket
+from controlplane.websocket import accepts_websocket, handshake
 
 
 def _same_origin(request: HttpRequest) -> bool:
@@ -41,10 +42,12 @@ def _same_origin(request: HttpRequest) -> bool:
 def ray_dashboard(request: HttpRequest, slug: str, name: str, path: str = "") -> HttpResponseBase:
     """Forward to the cluster's Ray dashboard for the signed-in user (see the module)."""
     cluster, role = visible_cluster(user=request.user, slug=slug, name=name)
-    if request.method not in SAFE_METHODS and not _same_origin(request):
+    # A WebSocket is read by the page that opened it, whatever its origin (no CORS), so
+    # it must come from the dashboard itself, as a write must.
+    if (request.method not in SAFE_METHODS or handshake(request)) and not _same_origin(request):
         raise PermissionDenied(
-            "A change through the Ray dashboard must come from the dashboard itself "
-            "(same origin); use the API with a token for scripts."
+            "A change or a WebSocket through the Ray dashboard must come from the dashboard "
+            "itself (same origin); use the API with a token for scripts."
         )
     caller = Caller(
         user=request.user, role=role, via="browser", session=request.session.session_key or ""

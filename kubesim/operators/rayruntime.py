@@ -319,11 +319,8 @@ class RayRuntime:
         env = runtime_env or {}
         modules = env.get("py_modules")
         uris = [env.get("working_dir"), *(modules if isinstance(modules, list) else [])]
-        for uri in uris:
-            if isinstance(uri, str) and uri.startswith("gcs://"):
-                if not self.has_package(head, uri):
-                    return uri
-        return None
+        in_gcs = [u for u in uris if isinstance(u, str) and u.startswith("gcs://")]
+        return next((u for u in in_gcs if not self.has_package(head, u)), None)
 
     def delete(self, ns: str, cluster: str, job_id: str) -> None:
         """``DELETE /api/jobs/<id>``: the job API forgets a (terminal) job and its id may be

@@ -394,9 +394,10 @@ def test_logs_tail_is_a_websocket_that_follows_the_driver_and_closes_at_its_end(
         with pytest.raises(ConnectionClosedOK):
             ws.recv(timeout=5)
         assert ws.close_code == 1000
-    assert first + "[python t.py] step 1: running (1s elapsed)\n" + rest == ray.get(
-        "api/jobs/t1/logs"
-    ).json()["logs"]
+    assert (
+        first + "[python t.py] step 1: running (1s elapsed)\n" + rest
+        == ray.get("api/jobs/t1/logs").json()["logs"]
+    )
     # A job that has ended closes at once, after everything it wrote.
     with _tail(ray, "t1") as ws:
         assert ws.recv(timeout=5) == ray.get("api/jobs/t1/logs").json()["logs"]

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,11 @@ import pytest
 import yaml
 from aiohttp import WSServerHandshakeError
 from django.conf import settings as django_settings
+from django.test import Client
 from knox.models import AuthToken
 from ray.job_submission import JobStatus, JobSubmissionClient
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from benchmarks.support import Processes, free_port, production_env, wait_http
 from clusters.models import ClusterRequest
@@ -82,16 +86,18 @@ def _token(user: Any) -> str:
 
 
 def _client(web: str, user: Any) -> JobSubmissionClient:
-    return JobSubmissionClient(
-        f"{web}{ROUTE}", headers={"Authorization": f"Token {_token(user)}"}
-    )
+    return JobSubmissionClient(f"{web}{ROUTE}", headers={"Authorization": f"Token {_token(user)}"})
 
 
 def _tail(client: JobSubmissionClient, job_id: str) -> list[str]:
+    """What ``tail_job_logs`` yields until it ends, on an event loop of its own thread
+    (the browser tests' Playwright may hold this thread's)."""
+
     async def follow() -> list[str]:
         return [chunk async for chunk in client.tail_job_logs(job_id)]
 
-    return asyncio.run(follow())
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, follow()).result()
 
 
 def _ray(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -207,3 +213,25 @@ def test_the_ray_job_cli_submits_a_working_dir_and_follows_its_logs(
     followed = _ray("logs", "--follow", job.submission_id, *address, *headers, cwd=tmp_path)
     assert followed.returncode == 0, followed.stderr
     assert "[python x.py] step 2: running" in followed.stdout
+
+
+def test_the_browser_route_takes_a_websocket_from_a_signed_in_page_of_the_same_origin(
+    web: str, bob: Any
+) -> None:
+    job_id = _client(web, bob).submit_job(entrypoint="python b.py", metadata=QUICK)
+    browser = Client()
+    browser.force_login(bob)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    url = f"{web.replace('http', 'ws', 1)}/t/acme/clusters/bob-live/ray/api/jobs/{job_id}/logs/tail"
+
+    def follow(**headers: str) -> str:
+        with ws_connect(url, additional_headers=headers, open_timeout=10, proxy=None) as ws:
+            return "".join(str(message) for message in ws)
+
+    assert "[python b.py] step 2: running" in follow(Cookie=cookie, Origin=web)
+    with pytest.raises(InvalidStatus) as cross_site:
+        follow(Cookie=cookie, Origin="https://elsewhere.example")
+    assert cross_site.value.response.status_code == 403
+    with pytest.raises(InvalidStatus) as signed_out:
+        follow(Origin=web)
+    assert signed_out.value.response.status_code == 302  # to the sign-in page

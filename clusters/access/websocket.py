@@ -9,6 +9,7 @@ answers :func:`accept` instead of forwarding an HTTP request. The conversation h
   that refuses the handshake (Ray's 404 for an unknown job, say) refuses the client's with
   the same status and body, and one that cannot be reached is the proxy's 502;
 - takes the client's handshake with the subprotocol the upstream chose;
+- never follows a redirect (an upstream's redirect is its refusal, relayed like any);
 - relays messages both ways as they are (text stays text, binary stays binary). Each side
   is read only as fast as the other side takes what was read, so a slow reader holds its
   writer back instead of the proxy buffering without bound;
@@ -39,6 +40,14 @@ _LOST_UPSTREAM = int(CloseCode.BAD_GATEWAY)
 _LOST_CLIENT = int(CloseCode.GOING_AWAY)
 
 
+class _connect_without_redirects(connect):
+    """``websockets``' client, answering a redirect as the refusal it is: the proxy
+    reaches the dashboard and nothing else."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
+
+
 def accept(handshake: Handshake, target: UpgradeTarget, *, cluster_name: str) -> WebSocketAccept:
     """The proxy's answer to a handshake it allowed: relay a WebSocket to ``target``."""
 
@@ -58,7 +67,7 @@ async def _relay(
     handshake: Handshake, target: UpgradeTarget, cluster_name: str, receive: Receive, send: Send
 ) -> None:
     try:
-        upstream = await connect(
+        upstream = await _connect_without_redirects(
             target.url,
             additional_headers=target.headers,
             ssl=target.ssl,

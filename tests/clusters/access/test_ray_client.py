@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 from aiohttp import WSServerHandshakeError
 from django.conf import settings as django_settings
@@ -55,7 +56,7 @@ def deployment_command(port: int) -> list[str]:
 
 
 @pytest.fixture(params=["make run"])
-def web(request: Any, live_cluster: ClusterRequest, tmp_path: Path) -> Iterator[str]:
+def web(request: Any, live_cluster: ClusterRequest, tmp_path: Path, settings: Any) -> Iterator[str]:
     """The product's URL: the web server as make run starts it (or, parametrized
     ``deploy``, as the production Deployment does), and a worker, on the test's
     database and kubesim."""
@@ -68,6 +69,8 @@ def web(request: Any, live_cluster: ClusterRequest, tmp_path: Path) -> Iterator[
         GANGWAY_VAR_DIR=str(tmp_path),
         LOG_LEVEL="INFO",
     )
+    # The test's sign-ins (sessions made here) must hold there.
+    settings.SECRET_KEY = env["SECRET_KEY"]
     processes = Processes(tmp_path)
     with engine_worker(tmp_path):
         command = deployment_command(port) if request.param == "deploy" else web_command(port)
@@ -229,9 +232,21 @@ def test_the_browser_route_takes_a_websocket_from_a_signed_in_page_of_the_same_o
             return "".join(str(message) for message in ws)
 
     assert "[python b.py] step 2: running" in follow(Cookie=cookie, Origin=web)
-    with pytest.raises(InvalidStatus) as cross_site:
-        follow(Cookie=cookie, Origin="https://elsewhere.example")
-    assert cross_site.value.response.status_code == 403
-    with pytest.raises(InvalidStatus) as signed_out:
-        follow(Origin=web)
-    assert signed_out.value.response.status_code == 302  # to the sign-in page
+
+    # Refusals, as a browser meets them (not following the sign-in redirect).
+    def refused(**headers: str) -> requests.Response:
+        upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13"}
+        key = {"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+        return requests.get(
+            url.replace("ws", "http", 1),
+            headers={**upgrade, **key, **headers},
+            allow_redirects=False,
+            timeout=10,
+        )
+
+    assert refused(Cookie=cookie, Origin="https://elsewhere.example").status_code == 403
+    signed_out = refused(Origin=web)
+    assert signed_out.status_code == 302 and signed_out.headers["Location"].startswith("/login/")
+    with pytest.raises(InvalidStatus) as not_a_websocket_route:
+        ws_connect(f"{web.replace('http', 'ws', 1)}/api/v1/auth/token/", proxy=None)
+    assert not_a_websocket_route.value.response.status_code == 404

@@ -223,28 +223,19 @@ def relay(
         return body
     _record_session(caller, cluster, target)
     upgrade = handshake(request)
+    where = (cluster.namespace, head_service(cluster.name), DASHBOARD_PORT_NAME, target)
+    query = request.META.get("QUERY_STRING", "")
+    headers = _forwarded_headers(request, base)
     try:
+        gateway = get_gateway()
         if upgrade is not None:
-            return websocket.accept(
-                upgrade,
-                get_gateway().service_proxy_upgrade(
-                    cluster.namespace,
-                    head_service(cluster.name),
-                    DASHBOARD_PORT_NAME,
-                    target,
-                    query=request.META.get("QUERY_STRING", ""),
-                    headers=_forwarded_headers(request, base),
-                ),
-                cluster_name=cluster.name,
-            )
-        answer = get_gateway().service_proxy(
+            to = gateway.service_proxy_upgrade(*where, query=query, headers=headers)
+            return websocket.accept(upgrade, to, cluster_name=cluster.name)
+        answer = gateway.service_proxy(
             method,
-            cluster.namespace,
-            head_service(cluster.name),
-            DASHBOARD_PORT_NAME,
-            target,
-            query=request.META.get("QUERY_STRING", ""),
-            headers=_forwarded_headers(request, base),
+            *where,
+            query=query,
+            headers=headers,
             body=body,
             timeout=settings.RAY_PROXY_READ_TIMEOUT_SECONDS,
         )

@@ -596,14 +596,8 @@ class Gateway:
         the other calls, any HTTP status is an answer, not an error: the caller relays it.
         Only a failure to get an answer at all raises :class:`TransientKubeError`.
         """
-        url = (
-            f"{self._api.configuration.host}/api/v1/namespaces/{namespace}"
-            f"/services/{service}:{port}/proxy/{path.lstrip('/')}"
-        )
-        if query:
-            url += f"?{query}"
-        sent = dict(headers or {})
-        self._api.update_params_for_auth(sent, [], ["BearerToken"])
+        url = f"{self._api.configuration.host}{_proxy_path(namespace, service, port, path, query)}"
+        sent = self._with_credentials(headers)
         try:
             response = self._api.rest_client.pool_manager.request(
                 method,
@@ -634,17 +628,19 @@ class Gateway:
         :meth:`service_proxy`). The connection itself is the caller's to open: it is
         held for as long as the conversation lasts, which no pooled request should be."""
         configuration = self._api.configuration
-        host = str(configuration.host)
-        scheme, _, rest = host.partition("://")
+        scheme, _, host = str(configuration.host).partition("://")
         url = (
-            f"{'wss' if scheme == 'https' else 'ws'}://{rest}/api/v1/namespaces/{namespace}"
-            f"/services/{service}:{port}/proxy/{path.lstrip('/')}"
+            f"{'wss' if scheme == 'https' else 'ws'}://{host}"
+            f"{_proxy_path(namespace, service, port, path, query)}"
         )
-        if query:
-            url += f"?{query}"
+        tls = _tls_context(configuration) if scheme == "https" else None
+        return UpgradeTarget(url, self._with_credentials(headers), tls)
+
+    def _with_credentials(self, headers: dict[str, str] | None) -> dict[str, str]:
+        """``headers`` and the API server's credentials (the kubeconfig's bearer token)."""
         sent = dict(headers or {})
         self._api.update_params_for_auth(sent, [], ["BearerToken"])
-        return UpgradeTarget(url, sent, _tls_context(configuration) if scheme == "https" else None)
+        return sent
 
     def merge_patch(
         self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: str
@@ -694,6 +690,12 @@ _cached: tuple[tuple[str, int], Gateway] | None = None
 def gateway_agent() -> str:
     """The ``User-Agent`` this process's gateway sends: it names the process."""
     return f"gangway-engine (pid {os.getpid()})"
+
+
+def _proxy_path(namespace: str, service: str, port: str, path: str, query: str) -> str:
+    """The service proxy's path (and query) for ``path`` of ``service:port``."""
+    found = f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/{path.lstrip('/')}"
+    return f"{found}?{query}" if query else found
 
 
 def _tls_context(configuration: client.Configuration) -> ssl.SSLContext:

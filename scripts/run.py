@@ -273,6 +273,9 @@ def web_command(port: int) -> list[str]:
         str(port),
         "--ws",
         "websockets-sansio",
+        # Django reads X-Forwarded-For itself (TRUSTED_PROXY_COUNT): uvicorn must not
+        # take a loopback client's word for its address.
+        "--no-proxy-headers",
         # Open WebSockets (a followed log) are closed on Ctrl-C rather than waited for.
         "--timeout-graceful-shutdown",
         "5",

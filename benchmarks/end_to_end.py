@@ -1,7 +1,8 @@
 """1,000 dev clusters through the whole product, against kubesim with no start-up delay.
 
-The product runs as in production, each part in its own process: gunicorn (3 sync
-workers, as the production image runs it) serving the API, a Celery worker (its pool as
+The product runs as in production, each part in its own process: gunicorn (3 workers, as
+the production image runs it, but sync WSGI ones where the image's are uvicorn's ASGI
+workers, which serve the same views plus WebSockets) serving the API, a Celery worker (its pool as
 deploy/ runs it) and Celery beat on Redis, PostgreSQL, and kubesim as the Kubernetes API
 server. Eight client threads create 1,000 dev clusters (one single-GPU worker each)
 through the REST API, spread over 100 engineers in 20 tenants; then the benchmark waits
@@ -522,7 +523,8 @@ def run() -> str:
         [
             f"## End to end: {CLUSTERS:,} dev clusters through the API",
             "",
-            f"gunicorn ({GUNICORN_WORKERS} sync workers, as the production image), a Celery "
+            f"gunicorn ({GUNICORN_WORKERS} sync WSGI workers; the production image runs "
+            "uvicorn's ASGI workers), a Celery "
             f"worker ({WORKER[0]} pool, concurrency "
             f"{WORKER[1]}) and Celery beat on Redis, PostgreSQL, and kubesim (its own "
             "process, no start-up delay) as the Kubernetes API server, all on this machine. "

@@ -24,7 +24,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import yaml
 
-from kubesim import errors, openapi, podlogs, protobuf, serviceproxy, verbs, watch
+from kubesim import errors, openapi, podlogs, protobuf, serviceproxy, verbs, watch, websocket
 from kubesim.errors import ApiError
 from kubesim.faults import RESET, Seen, verb_of
 
@@ -56,6 +56,8 @@ _YAML_TYPES = frozenset({"application/yaml", "application/apply-patch+yaml"})
 _WATCH_POLL = 0.25
 # How long a watch whose connection is to be reset (an injected RESET) streams first.
 _WATCH_CUT_SECONDS = 0.5
+# How often a WebSocket to the Ray dashboard's log tail looks for new output.
+_TAIL_POLL = 0.2
 
 
 def _yaml(raw: bytes) -> Any:
@@ -437,9 +439,16 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         cluster = self.server.sim.cluster
+        headers = list(self.headers.items())
+        upgrade = method == "GET" and serviceproxy.wants_upgrade(headers)
         with cluster.lock:
             target = serviceproxy.resolve(cluster, proxied.namespace, proxied.service_id)
-            reply = serviceproxy.forward(cluster, target, method, proxied.path, raw)
+            reply = serviceproxy.forward(
+                cluster, target, method, proxied.path, raw, upgrade=upgrade
+            )
+        if reply.tail is not None:
+            self._websocket(reply.tail, headers)
+            return
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
         self.send_header("Content-Length", str(len(reply.body)))
@@ -447,6 +456,19 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self._write_body(reply.body)
+
+    def _websocket(self, look: websocket.Look, headers: list[tuple[str, str]]) -> None:
+        """The backend took the upgrade: the connection is its WebSocket from here on."""
+        self.close_connection = True
+        conversation = websocket.accept(self.connection, self.wfile, self.path, headers)
+        if conversation is None:
+            self._status = 400
+            return
+        self._status = 101
+        try:
+            websocket.stream_text(conversation, look, self.server.sim.stopping, _TAIL_POLL)
+        except OSError:
+            return  # the client went while we wrote
 
     # Named exception to ruff's C901 (max-complexity 12): the URL grammar of the Kubernetes API, one
     # branch per path shape kubectl sends.

@@ -19,6 +19,12 @@ The path after ``/proxy`` reaches the backend decoded (``%2F`` is ``/``, as Go's
 answered 301 to ``.../proxy/`` as the API server does (relative links then resolve under
 the proxy). The backend's answer goes back as is (status, content type, body).
 
+Upgrades are carried as the API server's proxy (its ``UpgradeAwareHandler``) carries them:
+a request with ``Connection: Upgrade`` and ``Upgrade: websocket`` reaches the backend with
+them, and when the backend takes it (101) the connection becomes the backend's WebSocket
+(``websocket.py``; the Ray dashboard's log tail); a backend that answers otherwise is
+relayed like any answer.
+
 Backends: kubesim runs no processes, so only the Ray dashboard answers
 (``operators/raydashboard.py``): a Ray head pod (``ray.io/node-type: head``) on its
 dashboard port (8265, or ``rayStartParams.dashboard-port``). Its GCS (6379) and Ray client
@@ -192,8 +198,11 @@ def _unreachable(reason: str) -> ApiError:
     return ApiError(503, "ServiceUnavailable", f"error trying to reach service: {reason}")
 
 
-def forward(cluster: Cluster, target: Target, method: str, path: str, body: bytes) -> Reply:
-    """What the pod's port answers (see the module docstring); refusals as ApiError."""
+def forward(
+    cluster: Cluster, target: Target, method: str, path: str, body: bytes, *, upgrade: bool = False
+) -> Reply:
+    """What the pod's port answers (see the module docstring); refusals as ApiError.
+    ``upgrade``: the request asks for a WebSocket, which the API server carries through."""
     pod = target.pod
     ip = get_path(pod, "status", "podIP", default="")
     labels = pod["metadata"].get("labels") or {}
@@ -205,13 +214,20 @@ def forward(cluster: Cluster, target: Target, method: str, path: str, body: byte
         if target.port == ports["dashboard"]:
             if target.scheme == "https":
                 raise _unreachable("tls: first record does not look like a TLS handshake")
-            return Dashboard(cluster, rc, pod).serve(method, path, body)
+            return Dashboard(cluster, rc, pod).serve(method, path, body, upgrade=upgrade)
         if target.port in (ports["gcs"], ports["client"]):
             raise _unreachable(
                 "net/http: HTTP/1.x transport connection broken: malformed HTTP response "
                 f'"{_HTTP2_SETTINGS}"'
             )
     raise _unreachable(f"dial tcp {ip}:{target.port}: connect: connection refused")
+
+
+def wants_upgrade(headers: list[tuple[str, str]]) -> bool:
+    """The request asks for a WebSocket (``Connection: Upgrade``, ``Upgrade: websocket``)."""
+    connection = ",".join(v for k, v in headers if k.lower() == "connection").lower()
+    upgrade = ",".join(v for k, v in headers if k.lower() == "upgrade").lower()
+    return "upgrade" in [t.strip() for t in connection.split(",")] and "websocket" in upgrade
 
 
 def parse_cookies(header: str) -> dict[str, str]:
@@ -278,4 +294,4 @@ class ProxyLog:
             self._items.clear()
 
 
-__all__ = ["ProxyLog", "ProxyPath", "Target", "forward", "match", "resolve"]
+__all__ = ["ProxyLog", "ProxyPath", "Target", "forward", "match", "resolve", "wants_upgrade"]

@@ -2,7 +2,8 @@
 while the Celery worker is SIGKILLed every 30 s.
 
 The product runs as in production, each part in its own process: gunicorn with the
-production image's settings (``deploy/Dockerfile``: 3 workers), a Celery worker and Celery
+production image's settings (``deploy/Dockerfile``: 3 workers, here sync WSGI ones; the
+image's uvicorn workers serve the same views), a Celery worker and Celery
 beat on Redis (so the reconciler and admission run all along), PostgreSQL, and kubesim as
 the Kubernetes API server. The load generator is open-loop: a clock thread hands one
 request every ``1 / RATE`` seconds to a pool of client threads, and each latency is
@@ -145,7 +146,8 @@ def _broker_db() -> int:
 
 
 def _gunicorn(port: int) -> list[str]:
-    """The production image's gunicorn command (``deploy/Dockerfile``) on loopback."""
+    """The production image's gunicorn command (``deploy/Dockerfile``) on loopback, with
+    sync WSGI workers (the load has no WebSockets)."""
     command = support.gunicorn_command(port, workers=3)
     return [*command, "--worker-tmp-dir=/tmp"]
 
@@ -448,8 +450,8 @@ def run(quick: bool) -> str:
         f"`reliability/load.py`) sends {RATE:.0f} requests/s for {seconds:.0f} s: "
         f"{10 - WRITES_IN_TEN} in 10 reads (cluster list, one cluster, queue, usage), "
         f"{WRITES_IN_TEN} in 10 writes (ask for a dev cluster, delete the oldest), as 12 "
-        "engineers of 4 tenants, against gunicorn (3 workers, the production image's "
-        "command), PostgreSQL, a Celery worker (prefork, "
+        "engineers of 4 tenants, against gunicorn (3 sync WSGI workers, otherwise the "
+        "production image's command), PostgreSQL, a Celery worker (prefork, "
         "concurrency 2) and beat on Redis, and kubesim. Latency runs from when a request "
         "was due. Then the same again while the worker (main process and pool) is "
         f"SIGKILLed every {KILL_EVERY:.0f} s and started again. Targets: 0 server errors, "

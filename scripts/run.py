@@ -9,9 +9,11 @@ var/<name>.log. A child that exits is restarted after a short, growing pause, wi
 on the console; only a child that keeps dying within seconds of starting stops the whole.
 Ctrl-C stops every process it started.
 
-The web server runs with DEBUG off, as in production but over plain HTTP on loopback;
-DEBUG=1 turns Django's debug pages on. Set KUBECONFIG to a real cluster's kubeconfig to
-skip kubesim; PORT and KUBE_PORT (or --port, --kube-port) move the two ports.
+The web server is uvicorn serving the ASGI application (plain HTTP and WebSockets, which
+Ray's log tail through the dashboard proxy needs), one process, with DEBUG off, as in
+production but over plain HTTP on loopback; DEBUG=1 turns Django's debug pages on. Set
+KUBECONFIG to a real cluster's kubeconfig to skip kubesim; PORT and KUBE_PORT (or --port,
+--kube-port) move the two ports.
 
 Notifications work out of the box: a mail sink (SMTP on MAIL_PORT, PORT+4 unless set)
 keeps every mail under var/mail/ (one .eml each; the dashboard's Mail page lists them),
@@ -354,8 +356,29 @@ def ray_origin(args: argparse.Namespace, env: dict[str, str]) -> int | None:
 def _ray_web(port: int) -> Child:
     """The Ray origin's web server: the same application, which answers requests for
     that host with the dashboards only (clusters/access/origin.py)."""
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    return Child("rayweb", [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
+    return Child("rayweb", web_command(port))
+
+
+def web_command(port: int) -> list[str]:
+    """The web server of make run: the ASGI application under uvicorn on loopback."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "controlplane.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ws",
+        "websockets-sansio",
+        # Django reads X-Forwarded-For itself (TRUSTED_PROXY_COUNT): uvicorn must not
+        # take a loopback client's word for its address.
+        "--no-proxy-headers",
+        # Open WebSockets (a followed log) are closed on Ctrl-C rather than waited for.
+        "--timeout-graceful-shutdown",
+        "5",
+    ]
 
 
 def _children(
@@ -363,7 +386,6 @@ def _children(
 ) -> list[Child]:
     """The supervised processes, in start order (kubesim first, unless KUBECONFIG is set)."""
     celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
-    manage = [sys.executable, str(ROOT / "manage.py")]
     return [
         *([] if external_kube else [_kubesim(args, env)]),
         *notification_sinks(args, own_mail),
@@ -386,7 +408,7 @@ def _children(
             "beat",
             [*celery, "beat", "--loglevel", "INFO", "--schedule", str(VAR / "celerybeat-schedule")],
         ),
-        Child("web", [*manage, "runserver", f"127.0.0.1:{args.port}", "--noreload"]),
+        Child("web", web_command(args.port)),
     ]
 
 

@@ -30,7 +30,7 @@ _CHILD_MARKERS = {
     "kubesim": "-m kubesim",
     "worker": " worker ",
     "beat": " beat ",
-    "web": "runserver",
+    "web": "uvicorn",
     "mail": "-m notifications.mailsink",
     "webhooks": "-m notifications.webhook_sink",
 }
@@ -157,7 +157,7 @@ class MakeRun:
             except FileNotFoundError:
                 continue
             # The Ray dashboards' web server is a runserver too, on the next port.
-            if f" 127.0.0.1:{self.port + 1} " in f" {cmdline} ":
+            if f" --port {self.port + 1} " in f" {cmdline} ":
                 found["rayweb"] = int(pid)
                 continue
             for role, marker in _CHILD_MARKERS.items():

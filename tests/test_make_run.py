@@ -99,8 +99,8 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
         # Static files are served without DEBUG too (the dashboard needs its CSS).
         status, _ = http("GET", f"{stack.url}/static/frontend/css/gangway.css")
         assert status == 200
-        # runserver writes a request's log line once it has answered, from that
-        # connection's own thread: it may land after the next request's line.
+        # The web server writes a request's log line once it has answered: it may land
+        # after the next request's line.
         until(lambda: "GET /no-such-page/" in stack.logs()["web"], 10, "the 404 in the web log")
     finally:
         code = stack.stop()

@@ -12,9 +12,12 @@ here, after their view has decided who the user is and that they may see the clu
   changes the cluster, ``GET /api/actors/kill`` included, is for those who may manage it);
 - forwards only an allow-list of request headers, so the product's session cookie, its
   CSRF token and the caller's ``Authorization`` never reach the cluster;
-- relays the answer as a stream (a log tail or a large download is never buffered), with
+- relays the answer as a stream (a log tail or a large download is never buffered, under
+  WSGI or ASGI), with
   an allow-list of response headers (no ``Set-Cookie`` from the cluster lands on the
   product's origin) and a path-absolute ``Location`` rewritten under the proxy;
+- takes a WebSocket handshake (Ray's log tail) after the same checks, relaying the
+  conversation through the service proxy (``clusters/access/websocket.py``);
 - records an audit event once per session and cluster, not per request, and counts the
   visit as activity on the cluster (at most once a minute), so a person looking at the
   dashboard keeps an idle cluster from being suspended.
@@ -37,6 +40,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from clusters import rules
+from clusters.access import websocket
 from clusters.access.ray_routes import CHANGES_CLUSTER, route_refusal
 from clusters.engine import idle
 from clusters.kube.gateway import KubeError, get_gateway
@@ -45,6 +49,7 @@ from clusters.models import ClusterRequest
 from clusters.selectors import cluster_list
 from clusters.states import State
 from controlplane.api.errors import error_body
+from controlplane.websocket import handshake, streaming_body
 from tenants.audit import audit_record
 from tenants.selectors import is_platform_admin, tenant_with_role
 
@@ -192,8 +197,8 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse | None:
     return body or None
 
 
-def _relayed(answer: Any, base: str) -> HttpResponseBase:
-    response = StreamingHttpResponse(answer.chunks(), status=answer.status)
+def _relayed(request: HttpRequest, answer: Any, base: str) -> HttpResponseBase:
+    response = StreamingHttpResponse(streaming_body(request, answer.chunks()), status=answer.status)
     response["Content-Type"] = answer.headers.get("content-type", "application/octet-stream")
     for name in _RELAYED_RESPONSE_HEADERS:
         if name in answer.headers:
@@ -262,15 +267,20 @@ def relay(
     if isinstance(body, HttpResponse):
         return body
     _record_session(caller, cluster, target)
+    upgrade = handshake(request)
+    where = (cluster.namespace, head_service(cluster.name), DASHBOARD_PORT_NAME, target)
+    query = request.META.get("QUERY_STRING", "")
+    headers = _forwarded_headers(request, base)
     try:
-        answer = get_gateway().service_proxy(
+        gateway = get_gateway()
+        if upgrade is not None:
+            to = gateway.service_proxy_upgrade(*where, query=query, headers=headers)
+            return websocket.accept(upgrade, to, cluster_name=cluster.name)
+        answer = gateway.service_proxy(
             method,
-            cluster.namespace,
-            head_service(cluster.name),
-            DASHBOARD_PORT_NAME,
-            target,
-            query=request.META.get("QUERY_STRING", ""),
-            headers=_forwarded_headers(request, base),
+            *where,
+            query=query,
+            headers=headers,
             body=body,
             timeout=settings.RAY_PROXY_READ_TIMEOUT_SECONDS,
         )
@@ -281,4 +291,4 @@ def relay(
             f"The Ray dashboard of {cluster.name} could not be reached through the "
             f"Kubernetes API: {exc.message}",
         )
-    return _relayed(answer, base)
+    return _relayed(request, answer, base)

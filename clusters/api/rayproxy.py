@@ -12,6 +12,8 @@ the product's session cookie never gets a cluster's page rendered on the product
 origin; and in case a token's holder opens an answer in one, every answer carries
 ``Content-Security-Policy: sandbox`` (no scripts, an opaque origin), which Ray's SDK and
 CLI ignore.
+A WebSocket handshake (Ray's ``tail_job_logs``) is the same request under the ASGI
+server, with the same answers.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rest_framework.request import Request
 from clusters.access.proxy import Caller, relay, visible_cluster
 from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.errors import error_body
+from controlplane.websocket import accepts_websocket
 
 
 def _unauthenticated(message: str, code: str = "not_authenticated") -> HttpResponse:
@@ -33,6 +36,7 @@ def _unauthenticated(message: str, code: str = "not_authenticated") -> HttpRespo
     return response
 
 
+@accepts_websocket  # Ray's log tail, decided as any other request here
 @csrf_exempt
 def ray_proxy(
     request: HttpRequest, tenant_slug: str, name: str, path: str = ""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -197,6 +198,17 @@ class ProxiedResponse:
         if not finished:
             self._response.close()
         self._response.release_conn()
+
+
+@dataclass(frozen=True)
+class UpgradeTarget:
+    """Where to open a WebSocket through the API server's service proxy: the ``ws(s)://``
+    URL, the headers to send (the caller's and the API server's credentials) and the TLS
+    context of the kubeconfig (``None`` for plain HTTP)."""
+
+    url: str
+    headers: dict[str, str]
+    ssl: ssl.SSLContext | None
 
 
 class WatchExpired(PermanentKubeError):
@@ -611,14 +623,8 @@ class Gateway:
         the other calls, any HTTP status is an answer, not an error: the caller relays it.
         Only a failure to get an answer at all raises :class:`TransientKubeError`.
         """
-        url = (
-            f"{self._api.configuration.host}/api/v1/namespaces/{namespace}"
-            f"/services/{service}:{port}/proxy/{path.lstrip('/')}"
-        )
-        if query:
-            url += f"?{query}"
-        sent = dict(headers or {})
-        self._api.update_params_for_auth(sent, [], ["BearerToken"])
+        url = f"{self._api.configuration.host}{_proxy_path(namespace, service, port, path, query)}"
+        sent = self._with_credentials(headers)
         try:
             response = self._api.rest_client.pool_manager.request(
                 method,
@@ -633,6 +639,35 @@ class Gateway:
         except Exception as exc:  # classified right here
             raise classify(exc, what=f"proxy to service {namespace}/{service}:{port}") from exc
         return ProxiedResponse(response)
+
+    def service_proxy_upgrade(
+        self,
+        namespace: str,
+        service: str,
+        port: str,
+        path: str,
+        *,
+        query: str = "",
+        headers: dict[str, str] | None = None,
+    ) -> UpgradeTarget:
+        """Where a WebSocket to a service goes through the API server's service proxy,
+        which carries upgrades to the backend (``path`` and ``query`` as for
+        :meth:`service_proxy`). The connection itself is the caller's to open: it is
+        held for as long as the conversation lasts, which no pooled request should be."""
+        configuration = self._api.configuration
+        scheme, _, host = str(configuration.host).partition("://")
+        url = (
+            f"{'wss' if scheme == 'https' else 'ws'}://{host}"
+            f"{_proxy_path(namespace, service, port, path, query)}"
+        )
+        tls = _tls_context(configuration) if scheme == "https" else None
+        return UpgradeTarget(url, self._with_credentials(headers), tls)
+
+    def _with_credentials(self, headers: dict[str, str] | None) -> dict[str, str]:
+        """``headers`` and the API server's credentials (the kubeconfig's bearer token)."""
+        sent = dict(headers or {})
+        self._api.update_params_for_auth(sent, [], ["BearerToken"])
+        return sent
 
     def merge_patch(
         self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: str
@@ -682,6 +717,24 @@ _cached: tuple[tuple[str, int], Gateway] | None = None
 def gateway_agent() -> str:
     """The ``User-Agent`` this process's gateway sends: it names the process."""
     return f"gangway-engine (pid {os.getpid()})"
+
+
+def _proxy_path(namespace: str, service: str, port: str, path: str, query: str) -> str:
+    """The service proxy's path (and query) for ``path`` of ``service:port``."""
+    found = f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/{path.lstrip('/')}"
+    return f"{found}?{query}" if query else found
+
+
+def _tls_context(configuration: client.Configuration) -> ssl.SSLContext:
+    """The TLS the REST client uses, for a connection opened outside it: the kubeconfig's
+    CA, client certificate and verification settings."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _build(kubeconfig: str) -> Gateway:

@@ -15,7 +15,8 @@ origin, where the session and CSRF cookies live:
 
 Writes (a POST from Ray's UI carries no Django CSRF token) are forwarded only when the
 browser says they came from the same origin (``proxy.same_origin``): a cross-site form or
-script gets a 403.
+script gets a 403, and so does a cross-site WebSocket (the log tail), which its page could
+read.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from clusters.access.grants import issue_grant
 from clusters.access.origin import configured_origin, grant_url
-from clusters.access.proxy import Caller, relay, same_origin, visible_cluster
+from clusters.access.proxy import SAFE_METHODS, Caller, relay, same_origin, visible_cluster
+from controlplane.websocket import accepts_websocket, handshake
 
 # The product's policy plus what a static dashboard page needs (Ray styles inline), in
 # a sandbox: no scripts, no forms, an origin of its own.
@@ -42,6 +44,7 @@ SANDBOXED = {
 }
 
 
+@accepts_websocket  # the dashboard's log tail, decided as any other request here
 @csrf_exempt
 @login_required
 def ray_dashboard(request: HttpRequest, slug: str, name: str, path: str = "") -> HttpResponseBase:
@@ -62,10 +65,12 @@ def ray_dashboard(request: HttpRequest, slug: str, name: str, path: str = "") ->
             next_path=quote(path) + (f"?{query}" if query else ""),
         )
         return HttpResponseRedirect(grant_url(origin, slug=slug, name=name, grant=grant))
-    if request.method not in ("GET", "HEAD", "OPTIONS") and not same_origin(request):
+    # A WebSocket is read by the page that opened it, whatever its origin (no CORS), so
+    # it must come from the dashboard itself, as a write must.
+    if (request.method not in SAFE_METHODS or handshake(request)) and not same_origin(request):
         raise PermissionDenied(
-            "A change through the Ray dashboard must come from the dashboard itself "
-            "(same origin); use the API with a token for scripts."
+            "A change or a WebSocket through the Ray dashboard must come from the dashboard "
+            "itself (same origin); use the API with a token for scripts."
         )
     caller = Caller(
         user=request.user, role=role, via="browser", session=request.session.session_key or ""

@@ -34,8 +34,23 @@ health module; ``/api/jobs/`` keeps its slash, ``/api/jobs`` is a 404):
 
 Times (``start_time``/``end_time`` in ms, ``timestamp`` and ``last_activity_at`` in s) come
 from the cluster clock. JSON answers are ``application/json; charset=utf-8`` as aiohttp
-writes them. Simplified: no log tailing (``/logs/tail`` is refused as a request without a
-WebSocket upgrade), no packages upload, no other dashboard module (nodes, actors, metrics).
+writes them.
+
+* ``GET /api/jobs/{id}/logs/tail`` with a WebSocket upgrade (``ray job logs --follow``,
+  ``JobSubmissionClient.tail_job_logs``, ``ray job submit`` without ``--no-wait``): 404 or
+  400 as for ``/logs`` before the handshake; then the driver's output as text messages as
+  it is written, and a normal close (1000) when the job ends (at once for a job that
+  ended before its driver started). Without the upgrade it is aiohttp's 400 ``Can
+  "Upgrade" only to "WebSocket"``. :meth:`Dashboard.serve` answers the handshake with a
+  :class:`Reply` whose ``tail`` the server (``server.py``) streams.
+* ``GET /api/packages/{protocol}/{name}``: 200 (empty) when the head's GCS has the package,
+  404 ``Package gcs://x does not exist`` otherwise; ``PUT`` stores it (200, empty), which
+  is how ``ray job submit --working-dir`` uploads ``gcs://_ray_pkg_<hash>.zip``. A protocol
+  other than ``gcs`` is Ray's 500 with the traceback of ``Protocol(...)``. A job whose
+  runtime env names a ``gcs://`` package the head lacks fails setting it up
+  (``rayruntime.py``).
+
+Simplified: no other dashboard module (nodes, actors, metrics).
 """
 
 from __future__ import annotations
@@ -46,12 +61,13 @@ import json
 import random
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from kubesim import podlogs
-from kubesim.operators.rayruntime import TERMINAL, DriverRun
+from kubesim.operators.rayruntime import RC, TERMINAL, DriverRun
 from kubesim.store import Obj
 from kubesim.util import get_path
 
@@ -93,6 +109,8 @@ class Reply:
     content_type: str
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    # For a WebSocket taken (status 101): what to send, ``server.py`` polls it.
+    tail: Callable[[int], tuple[str, bool] | None] | None = None
 
 
 def _json(obj: Any, status: int = 200) -> Reply:
@@ -171,7 +189,11 @@ class Dashboard:
 
     def _started(self, run: DriverRun) -> bool:
         """The job's driver has started (its supervisor actor runs it)."""
-        return self.now >= run.start and (run.stopped is None or run.stopped > run.start)
+        return (
+            self.now >= run.start
+            and (run.stopped is None or run.stopped > run.start)
+            and not run.runtime_env_failed
+        )
 
     def details(self, run: DriverRun) -> dict[str, Any]:
         """Ray's ``JobDetails`` of one job, fields in the model's order."""
@@ -200,6 +222,13 @@ class Dashboard:
         status = run.status(self.now)
         started = self._started(run)
         exit_code = {"SUCCEEDED": 0, "FAILED": 1}.get(status)
+        error_type = None
+        if status == "FAILED":
+            error_type = (
+                "RUNTIME_ENV_SETUP_FAILURE"
+                if run.runtime_env_failed
+                else "JOB_ENTRYPOINT_COMMAND_ERROR"
+            )
         return {
             "type": "SUBMISSION",
             "job_id": run.driver_id if started else None,
@@ -208,7 +237,7 @@ class Dashboard:
             "status": status,
             "entrypoint": run.entrypoint,
             "message": run.message_at(self.now),
-            "error_type": "JOB_ENTRYPOINT_COMMAND_ERROR" if status == "FAILED" else None,
+            "error_type": error_type,
             "start_time": int(run.submitted * 1000),
             "end_time": None if end is None else int(end * 1000),
             "metadata": run.metadata,
@@ -264,6 +293,33 @@ class Dashboard:
         if run.status(self.now) == "FAILED" and "\n" in run.message:
             lines += run.message.split("\n", 1)[1].splitlines()
         return "".join(f"{line}\n" for line in lines)
+
+    def tail(self, ident: str, sent: int) -> tuple[str, bool] | None:
+        """One look for ``/logs/tail``: the job's output after its first ``sent``
+        characters and whether the job has ended; None once the job is gone."""
+        run = self.find(ident)
+        if run is None:
+            return None
+        return self.logs(run)[sent:], run.status(self.now) in TERMINAL
+
+    def package(self, method: str, protocol: str, name: str, body: bytes) -> Reply:
+        """``GET`` / ``PUT /api/packages/{protocol}/{name}``."""
+        if protocol != "gcs":
+            return _text(
+                _traceback(
+                    [("job_head.py", "get_package"), ("packaging.py", "parse_uri")],
+                    f"ValueError: '{protocol}' is not a valid Protocol",
+                ),
+                500,
+            )
+        uri = f"{protocol}://{name}"
+        head = (self.ns, self.name)
+        if method == "PUT":
+            self.runtime.store_package(head, uri, len(body))
+            return Reply(200, "application/octet-stream", b"")
+        if not self.runtime.has_package(head, uri):
+            return _text(f"Package {uri} does not exist", 404)
+        return Reply(200, "application/octet-stream", b"")
 
     # -- writes -------------------------------------------------------------------------
 
@@ -394,8 +450,11 @@ head {esc(self.ip)}.</p>
 
     # Named exception to ruff's C901 (max-complexity 12): the dashboard's route table, one
     # branch per route as aiohttp matches them.
-    def serve(self, method: str, path: str, body: bytes) -> Reply:  # noqa: C901
-        """Answer one request (``path`` decoded, without the query)."""
+    def serve(  # noqa: C901
+        self, method: str, path: str, body: bytes, *, upgrade: bool = False
+    ) -> Reply:
+        """Answer one request (``path`` decoded, without the query; ``upgrade``: it asks
+        for a WebSocket)."""
         fixed: dict[str, tuple[str, ...]] = {
             "/": ("GET",),
             "/api/version": ("GET",),
@@ -404,6 +463,13 @@ head {esc(self.ip)}.</p>
             "/api/component_activities": ("GET",),
         }
         found = re.fullmatch(r"/api/jobs/([^/]+)(/stop|/logs|/logs/tail)?", path)
+        package = re.fullmatch(r"/api/packages/([^/]+)/([^/]+)", path)
+        if package is not None:
+            if method not in ("GET", "PUT"):
+                reply = _text("405: Method Not Allowed", 405)
+                reply.headers["Allow"] = "GET,HEAD,PUT"
+                return reply
+            return self.package(method, package.group(1), package.group(2), body)
         if path in fixed:
             allowed = fixed[path]
         elif found is not None:
@@ -439,10 +505,35 @@ head {esc(self.ip)}.</p>
                 return _text("Can only get logs of submission type jobs", 400)
             return _json({"logs": self.logs(run)})
         if sub == "/logs/tail":
-            return _text('No WebSocket UPGRADE hdr: None\n Can "Upgrade" only to "WebSocket".', 400)
+            if run.kind != "SUBMISSION":
+                return _text("Can only get logs of submission type jobs", 400)
+            if not upgrade:
+                return _text(
+                    'No WebSocket UPGRADE hdr: None\n Can "Upgrade" only to "WebSocket".', 400
+                )
+            return Reply(101, TEXT, b"", tail=log_tail(self.cluster, self.ns, self.name, ident))
         if method == "DELETE":
             return self.delete(run)
         return _json(self.details(run))
+
+
+def log_tail(
+    cluster: Cluster, ns: str, name: str, ident: str
+) -> Callable[[int], tuple[str, bool] | None]:
+    """What a log tail's WebSocket polls: a fresh look at job ``ident`` of the head of
+    RayCluster ``ns/name`` each time (under the cluster's lock); None once the head or
+    the job is gone."""
+
+    def look(sent: int) -> tuple[str, bool] | None:
+        with cluster.lock:
+            rc = cluster.store.get(RC, ns, name)
+            head = get_path(rc, "status", "head", "podName")
+            pod = cluster.store.get("pods", ns, head) if head else None
+            if rc is None or pod is None:
+                return None
+            return Dashboard(cluster, rc, pod).tail(ident, sent)
+
+    return look
 
 
 def _check_submit(req: dict[str, Any]) -> str | None:

@@ -29,7 +29,14 @@ while it says ``active`` and the head is Running and Ready a driver is connected
 turns ``idle`` (or goes) the driver disconnects then, which is the head's last driver
 activity.
 
-Simplified: the job table lives as long as the head pod (no GCS fault tolerance); a job
+The head's GCS also keeps the runtime env packages uploaded through the dashboard
+(``PUT /api/packages/gcs/_ray_pkg_<hash>.zip``, what ``ray job submit --working-dir``
+sends): a job whose runtime env (``working_dir``, ``py_modules``) names a ``gcs://``
+package the head does not have fails when it would have started, as Ray's runtime env
+setup fails (``runtime_env setup failed: ...``), without its driver ever running.
+
+Simplified: the job table and the packages live as long as the head pod (no GCS fault
+tolerance); the packages' contents are not kept, only that they were uploaded; a job
 submitted to a head by anything but a submitter pod (HTTPMode) goes through
 :meth:`RayRuntime.submit` directly.
 """
@@ -76,6 +83,14 @@ MSG_WAIT_RESOURCES = (
 )
 MSG_WAIT_RUNTIME_ENV = " It may be waiting for the runtime environment to be set up."
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+# Ray's message for a job whose runtime env named a package the GCS does not have
+# (the job manager's prefix, RuntimeEnvSetupError's first line, the download's IOError).
+MSG_RUNTIME_ENV_FAILED = (
+    "runtime_env setup failed: Failed to set up runtime environment.\n"
+    "Failed to download runtime_env file package {uri} from the GCS to the Ray worker node. "
+    "The package may have prematurely been deleted from the GCS due to a long upload time "
+    "or a problem with Ray."
+)
 PodKey = tuple[str, str]
 HeadKey = tuple[str, str]
 
@@ -148,6 +163,9 @@ class DriverRun:
     runtime_env: dict[str, Any] | None = None
     pending_message: str = MSG_PENDING
     deleted: bool = False  # deleted through the job API (the driver's record stays)
+    # Its runtime env could not be set up (a package it names was never uploaded): it
+    # failed when it would have started, and its driver never ran.
+    runtime_env_failed: bool = False
 
     def status(self, at: float) -> str:
         """Ray's JobStatus at ``at``."""
@@ -221,6 +239,8 @@ class RayRuntime:
         # Per submitter pod, for ``podlogs.py``: until the pod is deleted.
         self.traces: dict[PodKey, SubmitterTrace] = {}
         self.timers: list[tuple[float, str, str]] = []
+        # Per head, the packages uploaded to its GCS (``PUT /api/packages/...``): URI to size.
+        self.packages: dict[HeadKey, dict[str, int]] = {}
 
     # -- the job table (the dashboard's job API) ----------------------------------------
 
@@ -274,8 +294,33 @@ class RayRuntime:
             pending += MSG_WAIT_RUNTIME_ENV
         run = self._new_run(ns, cluster, job_id, entrypoint, metadata or {}, pending)
         run.metadata, run.runtime_env = metadata, runtime_env
+        missing = self.missing_package((ns, cluster), runtime_env)
+        if missing is not None:
+            run.end, run.outcome, run.runtime_env_failed = run.start, "FAILED", True
+            run.message = MSG_RUNTIME_ENV_FAILED.format(uri=missing)
         table[job_id] = run
         return run
+
+    # -- packages (the GCS's runtime env packages) --------------------------------------
+
+    def store_package(self, head: HeadKey, uri: str, size: int) -> None:
+        """``PUT /api/packages/gcs/<name>``: the head's GCS keeps the package."""
+        self.packages.setdefault(head, {})[uri] = size
+
+    def has_package(self, head: HeadKey, uri: str) -> bool:
+        """Whether the head's GCS has the package ``uri``."""
+        return uri in self.packages.get(head, {})
+
+    def missing_package(self, head: HeadKey, runtime_env: dict[str, Any] | None) -> str | None:
+        """The first ``gcs://`` package of a runtime env (its ``working_dir`` and
+        ``py_modules``) that the head does not have, as Ray's runtime env agent finds it
+        when it sets the job up; None when every one was uploaded (other URIs, on remote
+        storage, are taken as given)."""
+        env = runtime_env or {}
+        modules = env.get("py_modules")
+        uris = [env.get("working_dir"), *(modules if isinstance(modules, list) else [])]
+        in_gcs = [u for u in uris if isinstance(u, str) and u.startswith("gcs://")]
+        return next((u for u in in_gcs if not self.has_package(head, u)), None)
 
     def delete(self, ns: str, cluster: str, job_id: str) -> None:
         """``DELETE /api/jobs/<id>``: the job API forgets a (terminal) job and its id may be
@@ -337,7 +382,9 @@ class RayRuntime:
                 continue
             ended = run.end_time(at)
             # A job stopped before its driver started never had a driver.
-            had_driver = run.kind == "DRIVER" or run.stopped is None or run.stopped > run.start
+            had_driver = not run.runtime_env_failed and (
+                run.kind == "DRIVER" or run.stopped is None or run.stopped > run.start
+            )
             if ended is not None and had_driver:
                 last = ended if last is None else max(last, ended)
         return active, last
@@ -406,6 +453,7 @@ class RayRuntime:
                 # The head is gone and its job table with it (no GCS fault tolerance).
                 table = self.heads.pop(head, {})
                 self.driver_counters.pop(head, None)
+                self.packages.pop(head, None)
                 for run in table.values():
                     self.dirty |= run.followers
             self.drivers_dirty.add(head)

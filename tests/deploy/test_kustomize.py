@@ -223,7 +223,11 @@ def test_the_namespace_enforces_the_restricted_pod_security_standard() -> None:
 def test_web_probes_and_service(target: str) -> None:
     docs = render(target)
     web = deployment_container(docs, "web")
-    assert web["command"][:2] == ["gunicorn", "controlplane.wsgi:application"]
+    assert web["command"][:3] == [
+        "gunicorn",
+        "controlplane.asgi:application",
+        "--worker-class=uvicorn_worker.UvicornWorker",
+    ]
     ports = {p["name"]: p["containerPort"] for p in web["ports"]}
     assert ports == {"http": 8000}
     assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"

@@ -1,7 +1,8 @@
 """The Ray dashboard of a simulated head (``kubesim/operators/raydashboard.py``), reached
 through the service proxy over real HTTP: the job API on the head's job table (jobs of the
 REST API and of RayJobs), component activities on the simulated clock, the interactive
-driver knob, the HTML page, and the head's log."""
+driver knob, the HTML page, the head's log, the log tail's WebSocket (carried by the
+service proxy as an upgrade) and the package uploads of ``--working-dir``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 import requests
 from kubernetes import client
 from kubesim_helpers import raycluster, rayjob
+from websockets.exceptions import ConnectionClosedOK, InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from kubesim import KubeSim
 from kubesim.clock import ManualClock
@@ -353,3 +356,86 @@ def test_rayjob_jobs_are_listed_and_logged_on_the_head(
     assert "view the dashboard at" in text and f"{head.status.pod_ip}:8265" in text
     assert f"Starting job with submission_id: {st['jobId']}" in text
     assert "Starting job with submission_id: rest-1" in text
+
+
+def _tail(ray: Ray, job: str) -> Any:
+    url = f"{ray.base}/api/jobs/{job}/logs/tail".replace("http://", "ws://", 1)
+    return ws_connect(url, open_timeout=5, proxy=None)
+
+
+def test_logs_tail_is_a_websocket_that_follows_the_driver_and_closes_at_its_end(
+    ray: Ray, sim: KubeSim, clock: ManualClock
+) -> None:
+    ray.post(
+        "api/jobs/",
+        {
+            "entrypoint": "python t.py",
+            "submission_id": "t1",
+            "metadata": {"kubesim.io/job-run-seconds": "3"},
+        },
+    )
+    # Without the upgrade: aiohttp's refusal of a plain request on a WebSocket route.
+    r = ray.get("api/jobs/t1/logs/tail")
+    assert r.status_code == 400 and 'Can "Upgrade" only to "WebSocket"' in r.text
+    with pytest.raises(InvalidStatus) as unknown:
+        _tail(ray, "nope")
+    assert unknown.value.response.status_code == 404
+    assert unknown.value.response.body == b"Job nope does not exist"
+
+    with _tail(ray, "t1") as ws:
+        advance(sim, clock, 1.5)  # pending for 1 s, then the driver connects
+        first = ws.recv(timeout=5)
+        assert "Connected to Ray cluster." in first
+        advance(sim, clock, 1)
+        assert ws.recv(timeout=5) == "[python t.py] step 1: running (1s elapsed)\n"
+        advance(sim, clock, 5)  # the job ends: the rest, then a normal close
+        rest = ws.recv(timeout=5)
+        assert rest.endswith("step 2: running (2s elapsed)\n")
+        with pytest.raises(ConnectionClosedOK):
+            ws.recv(timeout=5)
+        assert ws.close_code == 1000
+    assert (
+        first + "[python t.py] step 1: running (1s elapsed)\n" + rest
+        == ray.get("api/jobs/t1/logs").json()["logs"]
+    )
+    # A job that has ended closes at once, after everything it wrote.
+    with _tail(ray, "t1") as ws:
+        assert ws.recv(timeout=5) == ray.get("api/jobs/t1/logs").json()["logs"]
+        with pytest.raises(ConnectionClosedOK):
+            ws.recv(timeout=5)
+
+
+def test_packages_are_uploaded_and_a_working_dir_needs_its_package(
+    ray: Ray, sim: KubeSim, clock: ManualClock
+) -> None:
+    uri = "gcs://_ray_pkg_0123456789abcdef.zip"
+    path = "api/packages/gcs/_ray_pkg_0123456789abcdef.zip"
+    r = ray.get(path)
+    assert (r.status_code, r.text) == (404, f"Package {uri} does not exist")
+
+    # A job naming a package the head does not have fails setting up its runtime env.
+    ray.post(
+        "api/jobs/",
+        {"entrypoint": "python x.py", "submission_id": "w0", "runtime_env": {"working_dir": uri}},
+    )
+    advance(sim, clock, 2)
+    job = ray.get("api/jobs/w0").json()
+    assert job["status"] == "FAILED" and job["error_type"] == "RUNTIME_ENV_SETUP_FAILURE"
+    assert job["message"].startswith("runtime_env setup failed: Failed to set up runtime")
+    assert uri in job["message"] and job["driver_info"] is None
+    with _tail(ray, "w0") as ws, pytest.raises(ConnectionClosedOK):
+        ws.recv(timeout=5)  # its driver never ran: nothing to send
+
+    put = requests.put(f"{ray.base}/{path}", data=b"PK\x05\x06" + bytes(18), timeout=5)
+    assert (put.status_code, put.text) == (200, "")
+    assert ray.get(path).status_code == 200
+    ray.post(
+        "api/jobs/",
+        {"entrypoint": "python x.py", "submission_id": "w1", "runtime_env": {"working_dir": uri}},
+    )
+    advance(sim, clock, 2)
+    job = ray.get("api/jobs/w1").json()
+    assert job["status"] == "RUNNING" and job["runtime_env"] == {"working_dir": uri}
+    r = ray.get("api/packages/s3/bucket.zip")
+    assert r.status_code == 500 and "is not a valid Protocol" in r.text
+    assert ray.delete(path).status_code == 405

@@ -213,3 +213,25 @@ def test_the_cluster_api_lists_the_ways_to_connect(
     )
     assert "JobSubmissionClient(" in endpoints["jobs_snippet"]
     assert API in endpoints["jobs_snippet"]
+
+
+def test_under_asgi_the_answer_is_relayed_as_it_comes(
+    live_cluster: ClusterRequest, kubesim: Any, bob: Any
+) -> None:
+    """The web server serves ASGI: a blocking stream handed to Django there is read whole
+    before a byte is sent, so the relay hands it an asynchronous one, read a chunk at a
+    time."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    _, key = _token_client(bob)
+
+    async def fetch() -> tuple[Any, bytes]:
+        response = await AsyncClient().get(
+            API + "api/version", headers={"Authorization": f"Token {key}"}
+        )
+        return response, b"".join([chunk async for chunk in response.streaming_content])
+
+    response, body = async_to_sync(fetch)()
+    assert response.status_code == 200 and response.streaming and response.is_async
+    assert json.loads(body)["ray_version"] == "2.49.2"

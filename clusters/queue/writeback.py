@@ -187,6 +187,8 @@ def admit(
         "queue_eta": None,
         "queue_flavors": [],
         "earmarked_at": None,
+        # What failed while it waited (say, asking for nodes) is not its error now.
+        "last_error": "",
     }
     # Rows that write the same values move together (transition_many: a constant number
     # of queries per group); a burst of a thousand requests is a handful of groups. A
@@ -266,6 +268,7 @@ def ask_for_capacity(decision: adm.Decision, *, now: datetime) -> list[int]:
                 capacity_requested_at=now,
                 capacity_message="",
                 capacity_attempts=attempt,
+                last_error="",
             )
             if claimed:
                 note(
@@ -289,7 +292,15 @@ def apply_capacity_words(*, now: datetime) -> None:
     )
     for row in rows:
         asked = row.capacity_requested_at or now
-        if row.capacity_state == "requested":
+        if row.capacity_state == "requested" and row.last_error:
+            # Its ProvisioningRequest is not written (clusters/engine/capacity.py): the
+            # autoscaler was never asked, so nothing of its answer is awaited.
+            reason = adm.WAITING_FOR_NODES
+            message = (
+                f"Waiting for nodes: could not ask the cluster autoscaler for new "
+                f"{row.flavor.name} nodes: {row.last_error}. Trying again every few seconds."
+            )
+        elif row.capacity_state == "requested":
             minutes = max(int((now - asked).total_seconds() // 60), 0)
             reason = adm.WAITING_FOR_NODES
             message = (

@@ -193,7 +193,7 @@ def admit(
     # Rows that write the same values move together (transition_many: a constant number
     # of queries per group); a burst of a thousand requests is a handful of groups. A
     # row placed on another of its flavors writes its own demand there, alone.
-    groups: dict[tuple[datetime | None, bool], list[ClusterRequest]] = defaultdict(list)
+    groups: dict[tuple[datetime | None, str], list[ClusterRequest]] = defaultdict(list)
     moved: set[int] = set()
     for row in rows:
         placement = place_on(row, (placed or {}).get(row.pk))
@@ -210,15 +210,15 @@ def admit(
             ):
                 moved.add(row.pk)
         else:
-            groups[(expires, row.is_job)].append(row)
-    for (expires, _), group in groups.items():
+            groups[(expires, _admitted_message(row))].append(row)
+    for (expires, message), group in groups.items():
         moved.update(
             row.pk
             for row in transition_many(
                 group,
                 State.ADMITTED,
                 reason="admitted",
-                message=_admitted_message(group[0]),
+                message=message,
                 expires_at=expires,
                 **cleared,
             )
@@ -227,7 +227,14 @@ def admit(
 
 
 def _admitted_message(row: ClusterRequest) -> str:
-    return "admitted; starting its RayJob" if row.is_job else "admitted; applying its RayCluster"
+    """What its timeline says; which flavor, when it accepted several (``row.flavor`` is
+    then the one it was placed on)."""
+    admitted = (
+        f"admitted on {row.flavor.name}" if len(row.accepted_flavors or []) > 1 else "admitted"
+    )
+    return (
+        f"{admitted}; starting its RayJob" if row.is_job else f"{admitted}; applying its RayCluster"
+    )
 
 
 # Capacity on demand: how long after a failed ProvisioningRequest the pass asks again.

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from knox.models import AuthToken
 
@@ -152,6 +153,32 @@ def test_a_job_says_the_flavor_it_got_of_those_it_accepted(
     # Its timeline: what it accepted when submitted, the one it got when admitted.
     assert "job submitted (accepts l4, h100, in that order)" in status.out, status.out
     assert "admitted on h100" in status.out and "(on l4)" not in status.out
+
+
+def test_a_held_request_gives_one_reason_everywhere(
+    cli: Cli, login: Any, alice: Any, bob: Any, as_user: Any, quiet: None
+) -> None:
+    body = {"name": "bob-wait", "flavor": "l4"}
+    assert as_user(bob).post(CLUSTERS, body, format="json").status_code == 201
+    held = as_user(alice).post(CLUSTERS + "bob-wait/hold/", {"reason": "budget review"})
+    assert held.status_code == 200, held.content
+    run_admission_pass()  # a pass passes over it and leaves its reason alone
+    said = "On hold by alice: budget review"
+
+    queue = as_user(bob).get(CLUSTERS + "bob-wait/").json()["queue"]
+    assert (queue["reason"], queue["message"]) == ("held", said)
+    pages = Client()
+    pages.force_login(bob)
+    for url in ("/t/acme/", "/t/acme/queue/", "/t/acme/clusters/bob-wait/"):
+        html = pages.get(url).content.decode()
+        assert said in html, url
+        assert "waiting for the next admission pass" not in html, url
+    login("bob")
+    status = cli("status", "bob-wait")
+    assert status.code == 0 and f"held: {said}" in status.out, status
+    listed = cli("ls", "-o", "json")
+    (row,) = [c for c in listed.json() if c["name"] == "bob-wait"]
+    assert row["queue"]["message"] == said
 
 
 def test_json_output_is_the_apis_json(

@@ -18,7 +18,7 @@ from clusters.models import ClusterRequest
 from kubesim import KubeSim
 from tenants.models import Role
 from tests.clusters.engine.conftest import wait_for
-from tests.clusters.engine.growing_fleet import growing_fleet, h100_nodes, make_h100_growable
+from tests.clusters.engine.growing_fleet import growing_kubesim, h100_nodes, make_h100_growable
 from tests.factories import MembershipFactory, QuotaFactory, TenantFactory, UserFactory
 
 PROVREQS = "provisioningrequests.autoscaling.x-k8s.io"
@@ -27,16 +27,8 @@ PROVREQS = "provisioningrequests.autoscaling.x-k8s.io"
 @pytest.fixture(params=["builtin", "kueue"])
 def kubesim(request: Any, tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
     """The growing fleet (one H100 node, room for one more), in either queue mode."""
-    kueue = request.param == "kueue"
-    if kueue:
-        settings.QUEUE_MODE = "kueue"
-    sim = KubeSim(fleet=growing_fleet(), port=0, startup_delay=0.0, kueue=kueue).start()
-    sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
-    settings.KUBECONFIG = str(tmp_path / "kubeconfig")
-    try:
+    with growing_kubesim(tmp_path, settings, kueue=request.param == "kueue") as sim:
         yield sim
-    finally:
-        sim.stop()
 
 
 def _row(name: str) -> ClusterRequest:

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from clusters.kube.gateway import get_gateway
+from clusters.kube import bundles
+from clusters.kube.gateway import NamespaceMissing, get_gateway
 from clusters.models import ClusterRequest
 from kubesim import KubeSim
 from tenants.models import Role
-from tests.clusters.engine.conftest import wait_for
+from tests.clusters.engine.conftest import running_kubesim, wait_for
 from tests.clusters.engine.growing_fleet import growing_kubesim, h100_nodes, make_h100_growable
 from tests.factories import MembershipFactory, QuotaFactory, TenantFactory, UserFactory
 
@@ -120,3 +121,33 @@ def test_a_request_whose_namespace_was_deleted_recovers(
     namespace = _namespace("gw-acme")
     assert namespace is not None and not namespace["metadata"].get("deletionTimestamp")
     assert _row("two").last_error == ""
+
+
+def _pod_template(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": name, "namespace": "gw-acme"},
+        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+    }
+
+
+@pytest.mark.django_db
+def test_a_write_that_finds_the_namespace_gone_builds_it_again(
+    tmp_path: Path, settings: Any, acme: Any
+) -> None:
+    """Without a worker: this process remembers applying acme's bundle, the namespace
+    goes behind its back, and the next write into it (no reconcile pass in between)
+    tells the missing namespace apart, builds the bundle again and writes."""
+    with running_kubesim(tmp_path, settings):
+        gw = get_gateway()
+        bundles.forget_bundle(acme.pk)
+        bundles.apply_into(acme, gw, [_pod_template("first")])
+        assert gw.delete("v1", "Namespace", "gw-acme")
+        wait_for(lambda: _namespace("gw-acme") is None, what="the namespace gone")
+        with pytest.raises(NamespaceMissing):
+            gw.apply(_pod_template("direct"))  # what a bare write meets
+
+        bundles.apply_into(acme, gw, [_pod_template("second")])
+        assert gw.get("v1", "PodTemplate", "second", "gw-acme") is not None
+        assert gw.get("v1", "ResourceQuota", "gangway-quota", "gw-acme") is not None

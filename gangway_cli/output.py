@@ -146,6 +146,15 @@ def queue_line(queue: dict[str, Any] | None, tenant: str = "") -> str:
     return ", ".join(parts)
 
 
+def flavor(item: dict[str, Any]) -> str:
+    """The flavor a cluster or job got once admitted (``flavor``); until then, the ones it
+    accepts in order (``flavors``: ``l4,h100``)."""
+    accepted = [str(name) for name in item.get("flavors") or []]
+    if item.get("admitted_at") or not accepted:
+        return str(item.get("flavor") or "")
+    return ",".join(accepted)
+
+
 def print_error(error: CliError, mode: str) -> None:
     """The error on stderr; with ``-o json`` also, on stdout, the API's answer that
     carries it (an error body, or the dry-run's ``never_fits`` verdict), else a body in

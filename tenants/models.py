@@ -416,6 +416,9 @@ class GpuFlavor(models.Model):
     # that it does not admit what cannot be placed.
     observed_free_gpus = models.PositiveIntegerField(null=True, blank=True, editable=False)
     observed_free_nodes = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # And its ready nodes of this product: fewer than node_count is a catalogue that
+    # promises nodes the cluster does not have (see missing_nodes).
+    observed_nodes = models.PositiveIntegerField(null=True, blank=True, editable=False)
     observed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
@@ -433,6 +436,26 @@ class GpuFlavor(models.Model):
     def can_grow(self) -> bool:
         """Whether the node group can grow beyond ``node_count``."""
         return (self.max_node_count or 0) > self.node_count
+
+    @property
+    def missing_nodes(self) -> int:
+        """Nodes the catalogue lists that the cluster was last seen without and that no
+        autoscaler adds (a node group that can grow gets them on demand); 0 when none
+        are missing or the cluster has not been read yet."""
+        if self.observed_nodes is None or self.can_grow:
+            return 0
+        return max(self.node_count - self.observed_nodes, 0)
+
+    @property
+    def nodes_warning(self) -> str:
+        """What the catalogue and pages say of a flavor with :attr:`missing_nodes` ("")."""
+        if not self.missing_nodes:
+            return ""
+        return (
+            f"The cluster has {self.observed_nodes} of the {self.node_count} {self.name} "
+            f"nodes the catalogue lists, and its node group cannot grow: the catalogue "
+            f"counts {self.missing_nodes * self.gpus_per_node} GPUs that do not exist."
+        )
 
     @property
     def most_nodes(self) -> int:

@@ -13,7 +13,7 @@ from rest_framework.relations import PKOnlyObject, RelatedField
 from clusters.images import ray_version, resolve_image
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.selectors import cluster_activity, cluster_endpoints
-from clusters.states import State
+from clusters.waiting import waiting
 from controlplane.api import generics as drf
 
 
@@ -281,14 +281,15 @@ class ClusterListItemOut(FlatModelOut):
 
     @extend_schema_field(QueueOut(allow_null=True))
     def get_queue(self, obj: ClusterRequest) -> dict[str, Any] | None:
-        if obj.state != State.QUEUED:
+        found = waiting(obj)
+        if found is None:
             return None
         return {
-            "position": obj.queue_position,
-            "flavor_position": obj.queue_flavor_position,
-            "reason": obj.queue_reason or "pending",
-            "message": obj.queue_message or "waiting for the next admission pass",
-            "eta": obj.queue_eta,
+            "position": found.position,
+            "flavor_position": found.flavor_position,
+            "reason": found.reason,
+            "message": found.message,
+            "eta": found.eta,
             "flavors": obj.queue_flavors or [],
         }
 

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import transaction
 
 from clusters.kube import capacity as manifests
+from clusters.kube.bundles import apply_into
 from clusters.kube.conditions import condition
 from clusters.kube.gateway import Gateway, KubeError
 from clusters.kube.manifests import cluster_manifests
@@ -42,13 +43,46 @@ def _ray_cluster_spec(cluster: ClusterRequest) -> dict[str, Any]:
 
 def request_capacity(cluster: ClusterRequest, gw: Gateway) -> None:
     """Write the PodTemplates and then the ProvisioningRequest of the row's current
-    attempt (idempotent: server-side applies of deterministic objects)."""
+    attempt into the tenant's namespace, its bundle first (idempotent: server-side
+    applies of deterministic objects).
+
+    A write that fails is put on the row (``last_error`` and, once per distinct error,
+    its timeline), so that its page says what failed and that it is tried again rather
+    than that the autoscaler is thinking; the error is raised on for the caller to retry.
+    """
     if cluster.capacity_state != "requested" or not cluster.capacity_request:
         return
-    for obj in manifests.capacity_objects(
+    objects = manifests.capacity_objects(
         cluster, _ray_cluster_spec(cluster), name=cluster.capacity_request
-    ):
-        gw.apply(obj)
+    )
+    try:
+        apply_into(cluster.tenant, gw, objects)
+    except KubeError as exc:
+        _not_written(cluster, exc.message)
+        raise
+    if cluster.last_error:
+        ClusterRequest.objects.filter(pk=cluster.pk, capacity_state="requested").update(
+            last_error=""
+        )
+        cluster.last_error = ""
+
+
+@transaction.atomic
+def _not_written(row: ClusterRequest, error: str) -> None:
+    """Record that the row's ProvisioningRequest could not be written (once per error)."""
+    if row.last_error == error:
+        return
+    claimed = ClusterRequest.objects.filter(
+        pk=row.pk, state=State.QUEUED, capacity_state="requested"
+    ).update(last_error=error)
+    if claimed:
+        row.last_error = error
+        note(
+            row,
+            reason="nodes_request_failed",
+            message=f"could not ask the cluster autoscaler for new {row.flavor.name} nodes "
+            f"({error}); trying again"[:500],
+        )
 
 
 def delete_capacity(gw: Gateway, namespace: str, request: dict[str, Any] | None, name: str) -> None:

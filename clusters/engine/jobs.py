@@ -23,7 +23,7 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.engine.deletion import finish_deletion
 from clusters.kube import labels
-from clusters.kube.bundles import BatchBundles, ensure_bundle
+from clusters.kube.bundles import BatchBundles, apply_into
 from clusters.kube.gateway import Gateway, KubeError
 from clusters.kube.manifests import rayjob
 from clusters.models import ClusterRequest, Job
@@ -71,11 +71,7 @@ def job_manifest(cluster: ClusterRequest) -> dict[str, Any]:
 def apply_job(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
     """Apply the tenant bundle (through ``bundles`` in a batch) and the job's RayJob
     (idempotent)."""
-    if bundles is None:
-        ensure_bundle(cluster.tenant, gw)
-    else:
-        bundles.ensure(cluster.tenant, gw)
-    gw.apply(job_manifest(cluster))
+    apply_into(cluster.tenant, gw, [job_manifest(cluster)], bundles=bundles)
 
 
 def delete_rayjob(gw: Gateway, namespace: str, name: str) -> None:

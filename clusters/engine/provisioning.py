@@ -16,7 +16,7 @@ from django.db import transaction
 
 from clusters.engine import jobs
 from clusters.engine.deletion import converge_deletion, delete_raycluster
-from clusters.kube.bundles import BatchBundles, ensure_bundle
+from clusters.kube.bundles import BatchBundles, apply_into
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
@@ -46,12 +46,7 @@ def apply_cluster(
     if cluster.is_job:
         jobs.apply_job(cluster, gw, bundles=bundles)
         return
-    if bundles is None:
-        ensure_bundle(cluster.tenant, gw)
-    else:
-        bundles.ensure(cluster.tenant, gw)
-    for obj in cluster_objects(cluster):
-        gw.apply(obj)
+    apply_into(cluster.tenant, gw, cluster_objects(cluster), bundles=bundles)
 
 
 def take_requested(limit: int) -> list[int]:

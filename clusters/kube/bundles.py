@@ -1,10 +1,15 @@
 """A tenant's namespace bundle: claiming the namespace and keeping its objects applied.
 
 Every tenant gets one namespace with a ResourceQuota, LimitRange and network policies
-(and a KAI queue when KAI is on), rendered by :func:`clusters.kube.manifests.tenant_bundle`
-from the tenant's quota rows. :func:`ensure_bundle` claims the namespace first — gangway
-never writes into a namespace it did not create for this tenant — and re-applies the
-bundle only when it changed since this process last applied it (:mod:`clusters.kube.applied`).
+(and a KAI queue when KAI is on, its LocalQueue in Kueue mode), rendered by
+:func:`clusters.kube.manifests.tenant_bundle` from the tenant's quota rows.
+:func:`ensure_bundle` claims the namespace first — gangway never writes into a namespace
+it did not create for this tenant — and re-applies the bundle only when it changed since
+this process last applied it (:mod:`clusters.kube.applied`).
+
+Everything else written into a tenant's namespace (RayClusters, RayJobs, the
+ProvisioningRequests that ask for nodes) goes through :func:`apply_into`, which ensures
+the bundle first and builds it again when the namespace turns out to be gone.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from django.conf import settings
 
 from clusters.kube import labels, manifests
 from clusters.kube.applied import AppliedCache
-from clusters.kube.gateway import Gateway, PermanentKubeError
+from clusters.kube.gateway import Gateway, NamespaceMissing, PermanentKubeError, TransientKubeError
+from clusters.kube.queues import local_queue
 from tenants.models import Quota, Tenant
 
 _applied = AppliedCache("namespace-bundle")
@@ -51,6 +57,10 @@ def tenant_bundle_objects(
     )
     if settings.KAI_ENABLED:
         objects.append(manifests.kai_queue(tenant, quotas))
+    if settings.QUEUE_MODE == "kueue":
+        # In the bundle, not with the cluster-wide Kueue objects: a namespace built
+        # again gets its LocalQueue back with it.
+        objects.append(local_queue(tenant))
     return objects
 
 
@@ -109,12 +119,50 @@ class BatchBundles:
         self._quotas = quotas_by_tenant(set(tenant_ids))
         self._done: set[int] = set()
 
-    def ensure(self, tenant: Tenant, gw: Gateway) -> None:
-        """:func:`ensure_bundle` for ``tenant``, unless this batch already did."""
-        if tenant.pk in self._done:
+    def ensure(self, tenant: Tenant, gw: Gateway, *, force: bool = False) -> None:
+        """:func:`ensure_bundle` for ``tenant``, unless this batch already did (``force``:
+        again whatever was applied, as the namespace was found gone)."""
+        if tenant.pk in self._done and not force:
             return
-        ensure_bundle(tenant, gw, quotas=self._quotas.get(tenant.pk))
+        ensure_bundle(tenant, gw, quotas=self._quotas.get(tenant.pk), force=force)
         self._done.add(tenant.pk)
+
+
+def apply_into(
+    tenant: Tenant,
+    gw: Gateway,
+    objects: Iterable[dict[str, Any]],
+    *,
+    bundles: BatchBundles | None = None,
+) -> None:
+    """Apply ``objects`` into the tenant's namespace: the one way gangway writes there.
+
+    The bundle is ensured first (free when this process applied the same one already;
+    ``bundles`` in a batch). A write that finds the namespace gone (deleted behind
+    gangway's back, or never made by this process's memory of it) builds the bundle
+    again and writes once more; if the namespace is still missing then, the error is
+    transient, so whoever wrote retries.
+    """
+    objects = list(objects)
+    if bundles is None:
+        ensure_bundle(tenant, gw)
+    else:
+        bundles.ensure(tenant, gw)
+    try:
+        for obj in objects:
+            gw.apply(obj)
+        return
+    except NamespaceMissing:
+        pass
+    if bundles is None:
+        ensure_bundle(tenant, gw, force=True)
+    else:
+        bundles.ensure(tenant, gw, force=True)
+    try:
+        for obj in objects:
+            gw.apply(obj)
+    except NamespaceMissing as exc:
+        raise TransientKubeError(exc.message, status=exc.status) from exc
 
 
 def forget_bundle(tenant_id: int) -> None:

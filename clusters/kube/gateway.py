@@ -128,12 +128,27 @@ class PermanentKubeError(KubeError):
     """Retrying will not help: the request itself is wrong or refused."""
 
 
-def _status_message(exc: ApiException) -> str:
+class NamespaceMissing(PermanentKubeError):
+    """A 404 whose missing object is a namespace (``namespaces "x" not found``): a
+    write into a namespace that does not exist. Retrying the same write will not help;
+    creating the namespace first will (:func:`clusters.kube.bundles.apply_into`)."""
+
+
+# What an API server says when something is created in a namespace being deleted: it
+# is gone soon, and can be created again then.
+_TERMINATING = "because it is being terminated"
+
+
+def _status_body(exc: ApiException) -> dict[str, Any]:
     try:
         body = json.loads(exc.body or "{}")
     except (TypeError, ValueError):
         body = {}
-    message = body.get("message") if isinstance(body, dict) else None
+    return body if isinstance(body, dict) else {}
+
+
+def _status_message(exc: ApiException) -> str:
+    message = _status_body(exc).get("message")
     return str(message or exc.reason or "no message")
 
 
@@ -157,6 +172,11 @@ def classify(exc: Exception, *, what: str) -> KubeError:
             return TransientKubeError(message, status=status, retry_after=_retry_after(exc))
         if status == 409 or status >= 500 or status == 0:
             return TransientKubeError(message, status=status, retry_after=_retry_after(exc))
+        if status == 403 and _TERMINATING in message:
+            return TransientKubeError(message, status=status)
+        details = _status_body(exc).get("details") or {}
+        if status == 404 and isinstance(details, dict) and details.get("kind") == "namespaces":
+            return NamespaceMissing(message, status=status)
         return PermanentKubeError(message, status=status)
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError | TimeoutError):
         return TransientKubeError(f"{what}: cannot reach the Kubernetes API ({exc})")

@@ -276,7 +276,7 @@ def kueue_objects(
     quotas: Iterable[Any],
     cohort_parents: Mapping[str, str] | None = None,
 ) -> list[Manifest]:
-    """Every Kueue object of Kueue mode, in apply order (cluster-scoped ones first).
+    """Every cluster-wide Kueue object of Kueue mode, in apply order.
 
     ``quotas`` are Quota rows (only ``tenant_id``, ``flavor_id``, ``gpus`` and
     ``borrow_limit`` are read, so no relation is loaded); ``cohort_parents`` the cohort
@@ -292,7 +292,8 @@ def kueue_objects(
         objects += capacity_check_objects()
     objects += [cohort(name, parent) for name, parent in sorted((cohort_parents or {}).items())]
     objects += [cluster_queue(tenant, flavor_list, quota_list) for tenant in tenant_list]
-    objects += [local_queue(tenant) for tenant in tenant_list]
+    # The LocalQueues live in the tenants' namespaces, so in their bundles
+    # (clusters/kube/bundles.py), which a namespace built again gets back whole.
     return objects
 
 

@@ -31,10 +31,12 @@ FRESH_FOR = timedelta(minutes=2)
 
 @dataclass(frozen=True)
 class Free:
-    """Free GPUs and wholly free nodes of one GPU product."""
+    """Free GPUs and wholly free nodes of one GPU product, and its ready nodes (``seen``:
+    what the cluster has of the nodes the catalogue lists)."""
 
     gpus: int
     nodes: int
+    seen: int = 0
 
 
 def _gpus(value: Any) -> int:
@@ -76,6 +78,7 @@ def free_by_product(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> 
             used[node] += pod_gpus(pod)
     free_gpus: dict[str, int] = defaultdict(int)
     free_nodes: dict[str, int] = defaultdict(int)
+    seen: dict[str, int] = defaultdict(int)
     for node in nodes:
         product = ((node.get("metadata") or {}).get("labels") or {}).get(PRODUCT_LABEL)
         if not product or not _ready(node):
@@ -84,7 +87,8 @@ def free_by_product(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> 
         left = max(allocatable - used[node["metadata"]["name"]], 0)
         free_gpus[product] += left
         free_nodes[product] += 1 if allocatable and left == allocatable else 0
-    return {p: Free(free_gpus[p], free_nodes[p]) for p in free_gpus}
+        seen[product] += 1
+    return {p: Free(free_gpus[p], free_nodes[p], seen[p]) for p in free_gpus}
 
 
 @dataclass(frozen=True)
@@ -147,8 +151,8 @@ def node_use(
 
 
 def record(free: dict[str, Free]) -> bool:
-    """Write the observation on every flavor (a product absent from the cluster: 0 free);
-    returns whether any flavor has more free GPUs or nodes than last observed."""
+    """Write the observation on every flavor (a product absent from the cluster: 0 free,
+    no nodes); returns whether any flavor has more free GPUs or nodes than last observed."""
     now = timezone.now()
     grew = False
     for flavor in GpuFlavor.objects.all():
@@ -159,7 +163,10 @@ def record(free: dict[str, Free]) -> bool:
             or seen.nodes > (flavor.observed_free_nodes or 0)
         )
         GpuFlavor.objects.filter(pk=flavor.pk).update(
-            observed_free_gpus=seen.gpus, observed_free_nodes=seen.nodes, observed_at=now
+            observed_free_gpus=seen.gpus,
+            observed_free_nodes=seen.nodes,
+            observed_nodes=seen.seen,
+            observed_at=now,
         )
     return grew
 

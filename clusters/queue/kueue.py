@@ -49,7 +49,7 @@ def ensure_queues(gw: Gateway) -> bool:
     tenants = []
     for tenant in Tenant.objects.unscoped():
         try:
-            ensure_bundle(tenant, gw)  # LocalQueues live in the tenant namespaces
+            ensure_bundle(tenant, gw)  # with the tenant's LocalQueue
         except UnmanagedNamespace as exc:
             log.warning("Kueue queues of tenant %s not written: %s", tenant.slug, exc.message)
             continue

@@ -187,11 +187,13 @@ def admit(
         "queue_eta": None,
         "queue_flavors": [],
         "earmarked_at": None,
+        # What failed while it waited (say, asking for nodes) is not its error now.
+        "last_error": "",
     }
     # Rows that write the same values move together (transition_many: a constant number
     # of queries per group); a burst of a thousand requests is a handful of groups. A
     # row placed on another of its flavors writes its own demand there, alone.
-    groups: dict[tuple[datetime | None, bool], list[ClusterRequest]] = defaultdict(list)
+    groups: dict[tuple[datetime | None, str], list[ClusterRequest]] = defaultdict(list)
     moved: set[int] = set()
     for row in rows:
         placement = place_on(row, (placed or {}).get(row.pk))
@@ -208,15 +210,15 @@ def admit(
             ):
                 moved.add(row.pk)
         else:
-            groups[(expires, row.is_job)].append(row)
-    for (expires, _), group in groups.items():
+            groups[(expires, _admitted_message(row))].append(row)
+    for (expires, message), group in groups.items():
         moved.update(
             row.pk
             for row in transition_many(
                 group,
                 State.ADMITTED,
                 reason="admitted",
-                message=_admitted_message(group[0]),
+                message=message,
                 expires_at=expires,
                 **cleared,
             )
@@ -225,7 +227,14 @@ def admit(
 
 
 def _admitted_message(row: ClusterRequest) -> str:
-    return "admitted; starting its RayJob" if row.is_job else "admitted; applying its RayCluster"
+    """What its timeline says; which flavor, when it accepted several (``row.flavor`` is
+    then the one it was placed on)."""
+    admitted = (
+        f"admitted on {row.flavor.name}" if len(row.accepted_flavors or []) > 1 else "admitted"
+    )
+    return (
+        f"{admitted}; starting its RayJob" if row.is_job else f"{admitted}; applying its RayCluster"
+    )
 
 
 # Capacity on demand: how long after a failed ProvisioningRequest the pass asks again.
@@ -266,6 +275,7 @@ def ask_for_capacity(decision: adm.Decision, *, now: datetime) -> list[int]:
                 capacity_requested_at=now,
                 capacity_message="",
                 capacity_attempts=attempt,
+                last_error="",
             )
             if claimed:
                 note(
@@ -289,7 +299,15 @@ def apply_capacity_words(*, now: datetime) -> None:
     )
     for row in rows:
         asked = row.capacity_requested_at or now
-        if row.capacity_state == "requested":
+        if row.capacity_state == "requested" and row.last_error:
+            # Its ProvisioningRequest is not written (clusters/engine/capacity.py): the
+            # autoscaler was never asked, so nothing of its answer is awaited.
+            reason = adm.WAITING_FOR_NODES
+            message = (
+                f"Waiting for nodes: could not ask the cluster autoscaler for new "
+                f"{row.flavor.name} nodes: {row.last_error}. Trying again every few seconds."
+            )
+        elif row.capacity_state == "requested":
             minutes = max(int((now - asked).total_seconds() // 60), 0)
             reason = adm.WAITING_FOR_NODES
             message = (

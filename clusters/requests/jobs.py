@@ -230,6 +230,17 @@ def _default_name(actor: Any) -> str:
     return f"{name[: MAX_JOB_NAME - 11].rstrip('-')}-{name[-10:]}"
 
 
+def _where(request: ClusterRequest, details: Job) -> str:
+    """Where a job was submitted to run, as its timeline says: the dev cluster, or the
+    flavors it accepts (which it gets is said when it is admitted)."""
+    if details.host:
+        return f"on {details.host.name}"
+    accepted = list(request.accepted_flavors or [])
+    if len(accepted) > 1:
+        return f"accepts {', '.join(accepted)}, in that order"
+    return f"on {request.flavor.name}"
+
+
 def job_create(
     *,
     actor: Any,
@@ -256,8 +267,12 @@ def job_create(
         details.request = request
         # Its primary key is the request's, so a plain save() would try an UPDATE first.
         details.save(force_insert=True)
-        where = f"on {details.host.name}" if details.host else f"on {request.flavor.name}"
-        note(request, reason="requested", message=f"job submitted ({where})", actor=actor)
+        note(
+            request,
+            reason="requested",
+            message=f"job submitted ({_where(request, details)})",
+            actor=actor,
+        )
         if spec is not None and requests.budget_lowered(request, spec):
             requests.note_budget(request, actor=actor)
         audit_record(

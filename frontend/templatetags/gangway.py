@@ -17,6 +17,7 @@ from clusters import selectors, usage
 from clusters.admission import format_eta, words
 from clusters.admission.explain import reason_label
 from clusters.images import ray_version, resolve_image
+from clusters.waiting import waiting
 
 register = template.Library()
 
@@ -143,13 +144,23 @@ def eta_words(eta: datetime | None) -> str:
 @register.simple_tag
 def queue_line(cluster: Any) -> str:
     """ "#2 in acme's queue — acme is using 16 of 16 h100 GPUs … — starts in about 40 min"."""
-    if cluster.queue_position is None:
-        return "waiting for the next admission pass"
-    parts = [f"#{cluster.queue_position} in {cluster.tenant.slug}'s queue"]
-    if cluster.queue_message:
-        parts.append(cluster.queue_message.rstrip("."))
-    parts.append(eta_words(cluster.queue_eta))
+    found = waiting(cluster)
+    if found is None:
+        return ""
+    if found.position is None:
+        return found.message  # held, or not looked at by a pass yet
+    parts = [f"#{found.position} in {cluster.tenant.slug}'s queue"]
+    if found.looked_at:
+        parts.append(found.message.rstrip("."))
+    parts.append(eta_words(found.eta))
     return " — ".join(parts)
+
+
+@register.simple_tag
+def waiting_message(cluster: Any) -> str:
+    """Why a queued request waits, in its own sentence (:func:`clusters.waiting.waiting`)."""
+    found = waiting(cluster)
+    return found.message if found is not None else ""
 
 
 @register.simple_tag

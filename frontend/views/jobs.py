@@ -178,8 +178,11 @@ def _log_context(page: TenantPage, job: ClusterRequest) -> dict:
     log = driver_log(job, LOG_BOUNDS)
     # A driver that ended and whose pods are gone has said all it will: the saved tail
     # (or nothing) is final, so the panel stops asking.
-    done = job.state == State.DELETED or (job.state in ENDED and log.origin != "pod")
-    return page.context(job=job, log=log, log_done=done)
+    ended = job.state in ENDED
+    done = job.state == State.DELETED or (ended and log.origin != "pod")
+    # ``log_ended``: its output is complete (the panel still asks, until the pods go and
+    # the saved tail is final, but nothing new is printed).
+    return page.context(job=job, log=log, log_done=done, log_ended=ended)
 
 
 def _detail_page(

@@ -322,7 +322,7 @@ def list_clusters(
             (
                 c["name"],
                 output.state_text(c["state"]),
-                ",".join(c.get("flavors") or [c.get("flavor", "")]),
+                output.flavor(c),
                 c.get("workers"),
                 c.get("gpus"),
                 c.get("owner"),
@@ -374,7 +374,7 @@ def status(
                     ("reason", _waiting(cluster)),
                     ("error", cluster.get("last_error")),
                     ("kind", cluster.get("kind")),
-                    ("flavor", ",".join(cluster.get("flavors") or [])),
+                    ("flavor", output.flavor(cluster)),
                     ("workers", cluster.get("workers")),
                     ("gpus", cluster.get("gpus")),
                     ("owner", cluster.get("owner")),

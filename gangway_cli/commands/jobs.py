@@ -192,7 +192,7 @@ def list_jobs(
             (
                 j["name"],
                 output.state_text(j.get("state")),
-                ",".join(j.get("flavors") or []),
+                output.flavor(j),
                 j.get("owner"),
                 (j.get("job") or {}).get("entrypoint"),
                 output.when(j.get("created_at")),
@@ -228,7 +228,7 @@ def job_status(
                     ("cluster", run.get("cluster")),
                     ("ray status", run.get("job_status")),
                     ("message", run.get("message")),
-                    ("flavor", ",".join(job.get("flavors") or [])),
+                    ("flavor", output.flavor(job)),
                     ("gpu-hours", job.get("gpu_hours")),
                 ]
             )

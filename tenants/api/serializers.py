@@ -159,10 +159,31 @@ FLAVOR_FIELDS = [
 
 class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):
     total_gpus = serializers.IntegerField(read_only=True)
+    observed_nodes = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="Ready nodes of its GPU product the control plane last saw on the "
+        "cluster (null: not read yet).",
+    )
+    missing_nodes = serializers.IntegerField(
+        read_only=True,
+        help_text="Nodes of node_count the cluster does not have and its autoscaler "
+        "cannot add (0: none missing). Requests that need them never start.",
+    )
+    nodes_warning = serializers.CharField(
+        read_only=True, help_text="Says so in words when missing_nodes is not 0, else empty."
+    )
 
     class Meta:
         model = GpuFlavor
-        fields = [*FLAVOR_FIELDS, "total_gpus", "created_at"]
+        fields = [
+            *FLAVOR_FIELDS,
+            "total_gpus",
+            "observed_nodes",
+            "missing_nodes",
+            "nodes_warning",
+            "created_at",
+        ]
         read_only_fields = fields
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from knox.models import AuthToken
 
@@ -23,6 +24,7 @@ from clusters.queue.admission_pass import run_admission_pass
 from gangway_cli import exitcodes
 from tenants.models import Quota
 from tests.cli.conftest import Run
+from tests.clusters.engine.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,6 +126,59 @@ def test_a_followed_job_streams_its_log_and_exits_with_its_outcome(
     listed = cli("job", "ls", "-o", "json")
     states = {job["name"]: job["state"] for job in listed.json()}
     assert states == {"train-ok": "succeeded", "train-oom": "failed"}
+
+
+def test_a_job_says_the_flavor_it_got_of_those_it_accepted(
+    cli: Cli, login: Any, alice: Any, bob: Any, worker: Any, kubesim: Any, as_user: Any
+) -> None:
+    # acme's one L4 GPU is alice's: bob's job, which prefers l4, gets h100.
+    Quota.objects.filter(tenant__slug="acme", flavor__name="l4").update(gpus=1, borrow_limit=0)
+    taken = {"name": "alice-l4", "kind": "dev", "flavor": "l4"}
+    assert as_user(alice).post(CLUSTERS, taken, format="json").status_code == 201
+    wait_for(lambda: ClusterRequest.objects.get(name="alice-l4").state == "ready", what="l4 taken")
+    kubesim.set_rayjob_defaults(run_seconds=30, pending_seconds=0, outcome="succeeded")
+    login("bob")
+    submitted = cli("job", "submit", "-c", "python train.py", "-f", "l4,h100", "--name", "pick")
+    assert submitted.code == 0, submitted
+    wait_for(lambda: ClusterRequest.objects.get(name="pick").admitted_at, what="the job admitted")
+
+    listed = cli("job", "ls")
+    assert listed.code == 0, listed
+    (line,) = [row for row in listed.out.splitlines() if " pick " in f" {row} "]
+    assert "h100" in line and "l4" not in line, listed.out
+    status = cli("job", "status", "pick")
+    assert status.code == 0, status
+    (flavor,) = [row for row in status.out.splitlines() if row.strip().startswith("flavor")]
+    assert flavor.split() == ["flavor", "h100"], status.out
+    # Its timeline: what it accepted when submitted, the one it got when admitted.
+    assert "job submitted (accepts l4, h100, in that order)" in status.out, status.out
+    assert "admitted on h100" in status.out and "(on l4)" not in status.out
+
+
+def test_a_held_request_gives_one_reason_everywhere(
+    cli: Cli, login: Any, alice: Any, bob: Any, as_user: Any, quiet: None
+) -> None:
+    body = {"name": "bob-wait", "flavor": "l4"}
+    assert as_user(bob).post(CLUSTERS, body, format="json").status_code == 201
+    held = as_user(alice).post(CLUSTERS + "bob-wait/hold/", {"reason": "budget review"})
+    assert held.status_code == 200, held.content
+    run_admission_pass()  # a pass passes over it and leaves its reason alone
+    said = "On hold by alice: budget review"
+
+    queue = as_user(bob).get(CLUSTERS + "bob-wait/").json()["queue"]
+    assert (queue["reason"], queue["message"]) == ("held", said)
+    pages = Client()
+    pages.force_login(bob)
+    for url in ("/t/acme/", "/t/acme/queue/", "/t/acme/clusters/bob-wait/"):
+        html = pages.get(url).content.decode()
+        assert said in html, url
+        assert "waiting for the next admission pass" not in html, url
+    login("bob")
+    status = cli("status", "bob-wait")
+    assert status.code == 0 and f"held: {said}" in status.out, status
+    listed = cli("ls", "-o", "json")
+    (row,) = [c for c in listed.json() if c["name"] == "bob-wait"]
+    assert row["queue"]["message"] == said
 
 
 def test_json_output_is_the_apis_json(

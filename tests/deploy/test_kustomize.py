@@ -483,6 +483,7 @@ def deleted_kinds() -> set[tuple[str, str]]:
 def applied_kinds(acme: Any, bob: Any, h100: Any, l4: Any, settings: Any) -> set[tuple[str, str]]:
     """(apiGroup, plural) of every object the control plane applies, from the real code."""
     settings.KAI_ENABLED = True
+    settings.QUEUE_MODE = "kueue"  # the bundle's LocalQueue
     h100.max_node_count = h100.node_count + 4  # a node group that grows: capacity checks
     h100.save()
     objects = bundles.tenant_bundle_objects(acme)

@@ -152,3 +152,27 @@ def test_a_viewer_is_told_why_they_cannot_request(
     response = page.goto(f"{base}/t/acme/clusters/nope/")
     assert response is not None and response.status == 404
     expect(page.locator(".reason-text")).to_have_text("Acme Research has no cluster named 'nope'.")
+
+
+def test_the_capacity_page_and_catalogue_flag_nodes_the_cluster_lacks(
+    page: Any, live_server: Any, browser_env: None, root: Any, l4: Any, tmp_path: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    from clusters.queue import capacity
+    from tests.factories import GpuFlavorFactory
+
+    GpuFlavorFactory(name="a100", gpu_product="NVIDIA-A100-SXM4-80GB", node_count=2)
+    # What the reconcile pass writes when the cluster has its 4 L4 nodes and no A100.
+    capacity.record({"NVIDIA-L4": capacity.Free(gpus=4, nodes=4, seen=4)})
+    base = live_server.url
+    sign_in(page, base, "root")
+    page.goto(f"{base}/capacity/")
+    warning = page.locator('[data-missing-nodes="a100"]')
+    expect(warning).to_be_visible()
+    expect(warning).to_contain_text("The cluster has 0 of the 2 a100 nodes the catalogue lists")
+    expect(page.locator('[data-missing-nodes="l4"]')).to_have_count(0)
+    page.screenshot(path=str(tmp_path / "capacity.png"), full_page=True)
+    page.goto(f"{base}/platform/flavors/")
+    expect(page.locator('[data-missing-nodes="a100"]')).to_be_visible()
+    page.screenshot(path=str(tmp_path / "catalogue.png"), full_page=True)

@@ -41,8 +41,6 @@ def clusters(make_cluster: Any, l4: Any) -> list[Any]:
             ],
             env={"A": "1", "B": "two"},
             priority=5,
-            held_at=now,
-            hold_reason="by hand",
         ),
         make_cluster(
             name="up",
@@ -55,7 +53,14 @@ def clusters(make_cluster: Any, l4: Any) -> list[Any]:
             ready_at=now,
             expires_at=now + timedelta(hours=2),
         ),
-        make_cluster(name="frac", flavor=l4, gpu_fraction=Decimal("0.5"), state="failed"),
+        make_cluster(
+            name="frac",
+            flavor=l4,
+            gpu_fraction=Decimal("0.5"),
+            state="failed",
+            held_at=now,  # (as it was while it waited)
+            hold_reason="by hand",
+        ),
     ]
     for row in rows:
         row.save()

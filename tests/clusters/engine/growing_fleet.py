@@ -3,12 +3,15 @@ setting of the capacity-on-demand tests (built-in queue and Kueue mode)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from clusters.kube.gateway import get_gateway
+from kubesim import KubeSim
 from tenants.models import Quota
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,3 +44,18 @@ def h100_nodes() -> int:
         for n in get_gateway().list("v1", "Node")
         if n["metadata"]["labels"].get("nvidia.com/gpu.product") == H100_PRODUCT
     )
+
+
+@contextmanager
+def growing_kubesim(tmp_path: Path, settings: Any, *, kueue: bool = False) -> Iterator[KubeSim]:
+    """kubesim over HTTP serving :func:`growing_fleet` (with Kueue's emulation and
+    ``QUEUE_MODE=kueue`` when ``kueue``), the test's settings pointed at it."""
+    if kueue:
+        settings.QUEUE_MODE = "kueue"
+    sim = KubeSim(fleet=growing_fleet(), port=0, startup_delay=0.0, kueue=kueue).start()
+    sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    settings.KUBECONFIG = str(tmp_path / "kubeconfig")
+    try:
+        yield sim
+    finally:
+        sim.stop()

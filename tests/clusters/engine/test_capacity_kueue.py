@@ -16,21 +16,15 @@ from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
 from kubesim import KubeSim
 from tests.clusters.engine.conftest import wait_for
-from tests.clusters.engine.growing_fleet import growing_fleet, h100_nodes, make_h100_growable
+from tests.clusters.engine.growing_fleet import growing_kubesim, h100_nodes, make_h100_growable
 
 CLUSTERS = "/api/v1/tenants/acme/clusters/"
 
 
 @pytest.fixture
 def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
-    settings.QUEUE_MODE = "kueue"
-    sim = KubeSim(fleet=growing_fleet(), port=0, startup_delay=0.0, kueue=True).start()
-    sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
-    settings.KUBECONFIG = str(tmp_path / "kubeconfig")
-    try:
+    with growing_kubesim(tmp_path, settings, kueue=True) as sim:
         yield sim
-    finally:
-        sim.stop()
 
 
 @pytest.fixture

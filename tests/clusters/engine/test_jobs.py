@@ -13,6 +13,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.test import Client
+
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, UsageSpan
 from tests.clusters.engine.conftest import wait_for
@@ -188,6 +190,16 @@ def test_a_job_on_your_dev_cluster_takes_no_quota(
         ClusterRequest.objects.unscoped().filter(holds_gpus=True).values_list("name", flat=True)
     )
     assert holders == ["bench"]
+
+    # Its page says so, and that its finished driver's log is not live.
+    page = Client()
+    page.force_login(bob)
+    html = page.get("/t/acme/jobs/probe/").content.decode()
+    assert "which stays when the job ends" in html
+    assert "its Ray cluster goes when it ends" not in html
+    log = page.get(f"/t/acme/jobs/probe/log/?id={row.pk}").content.decode()
+    assert "Live from" not in log and "refreshed every few seconds" not in log
+    assert "Its output, from" in log or "Kept when the job ended" in log
 
 
 def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(

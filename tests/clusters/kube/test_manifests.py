@@ -11,6 +11,7 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from clusters import shapes
+from clusters.kube import bundles
 from clusters.kube import labels as lbl
 from clusters.kube.manifests import (
     cluster_manifests,
@@ -20,6 +21,7 @@ from clusters.kube.manifests import (
     tenant_bundle,
     to_yaml,
 )
+from clusters.kube.queues import local_queue
 from tenants.models import GpuFlavor, Quota, Tenant
 from tests.clusters.kube.schemas import K8S_VERSION, crd_schema, validate_object
 
@@ -57,7 +59,8 @@ def test_each_tenant_bundle_object_validates(acme: Any) -> None:
 def test_each_kueue_and_kai_object_validates(acme: Any, globex: Any) -> None:
     objects = kueue_objects(Tenant.objects.all(), GpuFlavor.objects.all(), Quota.objects.all())
     kinds = {obj["kind"] for obj in objects}
-    assert kinds == {"WorkloadPriorityClass", "ResourceFlavor", "ClusterQueue", "LocalQueue"}
+    assert kinds == {"WorkloadPriorityClass", "ResourceFlavor", "ClusterQueue"}
+    objects.append(local_queue(acme))
     objects.append(kai_queue(acme, Quota.objects.all()))
     objects.append(kai_queue(acme, Quota.objects.all(), parent_queue="default-parent-queue"))
     for obj in objects:
@@ -207,7 +210,7 @@ def test_control_plane_reaches_only_ray_ports(acme: Any) -> None:
     assert sorted(p["port"] for p in rule["ports"]) == [8265, 10001]
 
 
-def test_cluster_queue_quota_per_flavor(acme: Any, h100: Any, l4: Any) -> None:
+def test_cluster_queue_quota_per_flavor(acme: Any, h100: Any, l4: Any, settings: Any) -> None:
     objects = kueue_objects([acme], [h100, l4], Quota.objects.all())
     (queue,) = [o for o in objects if o["kind"] == "ClusterQueue"]
     spec = queue["spec"]
@@ -219,7 +222,10 @@ def test_cluster_queue_quota_per_flavor(acme: Any, h100: Any, l4: Any) -> None:
     assert h100_res["nvidia.com/gpu"]["nominalQuota"] == "16"
     assert h100_res["nvidia.com/gpu"]["borrowingLimit"] == "8"
     assert h100_res["cpu"]["nominalQuota"] == "384"  # 16 GPUs x 24 CPU each
-    (local,) = [o for o in objects if o["kind"] == "LocalQueue"]
+    # The LocalQueue is in the tenant's namespace bundle, in Kueue mode only.
+    assert not [o for o in bundles.tenant_bundle_objects(acme) if o["kind"] == "LocalQueue"]
+    settings.QUEUE_MODE = "kueue"
+    (local,) = [o for o in bundles.tenant_bundle_objects(acme) if o["kind"] == "LocalQueue"]
     assert local["metadata"]["namespace"] == "gw-acme"
     assert local["spec"]["clusterQueue"] == queue["metadata"]["name"]
     names = {o["metadata"]["name"]: o.get("value") for o in objects}

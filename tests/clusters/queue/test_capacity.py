@@ -44,4 +44,7 @@ def test_free_gpus_and_whole_free_nodes_per_product() -> None:
         _pod("l0", 0, **{"gpu-fraction": "0.5"}),  # a shared GPU is taken whole
         _pod("cpu", 0),
     ]
-    assert free_by_product(nodes, pods) == {"H100": Free(gpus=12, nodes=1), "L4": Free(0, 0)}
+    assert free_by_product(nodes, pods) == {
+        "H100": Free(gpus=12, nodes=1, seen=2),
+        "L4": Free(0, 0, seen=1),
+    }

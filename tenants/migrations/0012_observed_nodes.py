@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tenants", "0010_lean_indexes"),
+        ("tenants", "0011_password_state"),
     ]
 
     operations = [

@@ -69,10 +69,10 @@ def _expected(route: Route, method: str, actor: str) -> set[int]:
     return {200} if _usable(route, actor) else {refused}
 
 
-def _target(world: SimpleNamespace, route: Route) -> tuple[Case, dict[str, str]]:
+def _target(w: SimpleNamespace, route: Route) -> tuple[Case, dict[str, str]]:
     """The case whose URL kwargs address the route (the GET's where there is one)."""
     case = route.methods.get("GET") or route.methods[sorted(route.methods)[0]]
-    return case, url_kwargs(world, route, case)
+    return case, url_kwargs(w, route, case)
 
 
 _CASES = [
@@ -84,7 +84,12 @@ _CASES = [
 
 
 @pytest.mark.parametrize(("template", "method", "actor"), _CASES)
-def test_head_and_options(world: SimpleNamespace, template: str, method: str, actor: str) -> None:
+def test_head_and_options(
+    world: SimpleNamespace,  # noqa: F811
+    template: str,
+    method: str,
+    actor: str,
+) -> None:
     route = ROUTES[template]
     _, kwargs = _target(world, route)
     url = "/" + template.format(**kwargs)

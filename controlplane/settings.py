@@ -355,6 +355,8 @@ REST_FRAMEWORK = {
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
     # An unknown ?format= is a 406 naming the formats offered (not DRF's bare 404).
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "controlplane.api.negotiation.ContentNegotiation",
+    # OPTIONS names the methods the caller may use, and refuses whom every method refuses.
+    "DEFAULT_METADATA_CLASS": "controlplane.api.metadata.Metadata",
     "DEFAULT_THROTTLE_RATES": {
         "auth": env_str("THROTTLE_AUTH", "20/min"),
         "write": env_str("THROTTLE_WRITE", "600/min"),

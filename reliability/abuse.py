@@ -6,9 +6,11 @@ child pytest (``reliability.pytest_run``) at the sizes the document reports:
 
 - ``tests/controlplane/test_schema_fuzz.py``: schemathesis over every operation of the
   OpenAPI schema, valid and invalid requests, then stateful chains, as a platform admin,
-  a tenant admin, an engineer, a viewer and an engineer of another tenant. A server error
-  or a response the schema does not document fails a case.
-- ``tests/access/``: the generated role x route x own/foreign-tenant matrix, hostile
+  a tenant admin, an engineer, a viewer and an engineer of another tenant, and HEAD and
+  OPTIONS on every path. A server error or a response the schema does not document fails
+  a case.
+- ``tests/access/``: the generated role x route x method (HEAD and OPTIONS included) x
+  own/foreign-tenant matrix, hostile
   JSON bodies, unknown keys, credentials, formats and paths.
 - ``tests/reliability/test_abuse.py``: mass assignment on every write route; at least
   50 hostile cluster and job requests, each a clear 400 writing nothing.
@@ -53,12 +55,13 @@ def run(quick: bool) -> str:
         [
             "tests/controlplane/test_schema_fuzz.py::test_every_operation_conforms_to_the_schema",
             "tests/controlplane/test_schema_fuzz.py::test_chained_operations_conform_to_the_schema",
+            "tests/controlplane/test_schema_fuzz.py::test_head_and_options_of_every_path_never_fail",
         ],
         fuzz_env,
     )
     requests, statuses = _fuzz_figures(fuzz)
     server_errors = sum(count for status, count in statuses.items() if int(status) >= 500)
-    matrix = run_tests(["tests/access/test_route_matrix.py"])
+    matrix = run_tests(["tests/access/test_route_matrix.py", "tests/access/test_options_head.py"])
     sweeps = run_tests(
         [
             "tests/access/test_bodies.py",

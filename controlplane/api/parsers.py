@@ -6,6 +6,12 @@ Python's ``json`` recurses once per nesting level, so a body of 50,000 ``[`` rai
 (a 400 in the project's error format): nesting is measured before decoding, numbers
 must be finite and short. Request bodies of this API are flat documents a few levels
 deep, so the bounds never refuse a real request.
+
+JSON may also spell a lone UTF-16 surrogate (``"\\ud800"``), which decodes to a Python
+string that is no Unicode text: PostgreSQL's driver cannot encode it and a renderer
+echoing it back fails, so it was a 500 wherever it reached. It is refused here, in keys
+and values alike. (Query strings and form bodies cannot carry one: Django decodes them
+from UTF-8 bytes, replacing what is not UTF-8.)
 """
 
 from __future__ import annotations
@@ -65,12 +71,27 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a decoded JSON document holds a string that is not Unicode text."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_lone_surrogate(key) or _lone_surrogate(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_lone_surrogate(item) for item in value)
+    return False
+
+
 def loads(text: str) -> Any:
     """Decode a JSON request body, refusing deep nesting and non-finite or huge numbers."""
     if nesting_depth(text, stop_above=MAX_DEPTH) > MAX_DEPTH:
         raise ParseError(f"JSON parse error - the body nests more than {MAX_DEPTH} levels deep.")
     try:
-        return json.loads(
+        document = json.loads(
             text,
             parse_float=_number(float),
             parse_int=_number(int),
@@ -80,6 +101,12 @@ def loads(text: str) -> Any:
         raise ParseError("JSON parse error - the body nests too deeply.") from exc
     except ValueError as exc:
         raise ParseError(f"JSON parse error - {exc}") from exc
+    if _lone_surrogate(document):
+        raise ParseError(
+            "JSON parse error - a string holds a lone UTF-16 surrogate (such as \\ud800), "
+            "which is not a Unicode character."
+        )
+    return document
 
 
 class JSONParser(DRFJSONParser):

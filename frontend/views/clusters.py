@@ -14,7 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from clusters import rules, selectors
 from clusters.access import logs as cluster_logs
@@ -171,7 +171,7 @@ def cluster_detail(request: HtmxHttpRequest, slug: str, name: str) -> HttpRespon
 
 
 @login_required
-@require_GET
+@require_safe
 def cluster_manifests_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     """The cluster's Kubernetes objects as a YAML file (``kubectl apply -f`` ready)."""
     page = tenant_page(request, slug)
@@ -238,7 +238,7 @@ def cluster_action(request: HtmxHttpRequest, slug: str, name: str, action: str) 
 
 
 @login_required
-@require_GET
+@require_safe
 def cluster_log(request: HtmxHttpRequest, slug: str, name: str) -> HttpResponse:
     """The log panel of the cluster page: one pod's tail (the head's unless ``?pod=``),
     re-fetched by htmx every few seconds while "follow" is on."""

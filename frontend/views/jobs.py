@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from clusters import rules, selectors
 from clusters.filters import ClusterFilter
@@ -209,7 +209,7 @@ def job_detail(request: HtmxHttpRequest, slug: str, name: str) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def job_log(request: HtmxHttpRequest, slug: str, name: str) -> HttpResponse:
     """The log panel: the last lines of the driver's output through ``driver_log``
     (bounded by :data:`LOG_BOUNDS`), or why there are none. It polls itself until the

@@ -34,8 +34,12 @@ class HasTenantRole(permissions.BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         if not request.user or not request.user.is_authenticated:
             return False
-        needed = view.action_roles.get(view.action or "", Role.ADMIN)
         role = view.tenant_role
+        if view.action in ("metadata", None):
+            # OPTIONS: controlplane.api.metadata checks each method of the route in turn;
+            # a method the route does not serve (HEAD without a GET) is a 405 to members.
+            return role is not None
+        needed = view.action_roles.get(view.action or "", Role.ADMIN)
         return role is not None and Role.rank(role) >= Role.rank(needed)
 
 

@@ -82,3 +82,22 @@ def test_hostile_bodies_are_parse_errors(text: str) -> None:
 def test_ordinary_bodies_parse_as_before() -> None:
     body = {"flavors": [{"flavor": "h100", "gpus": 8}], "cpu": 1.5, "note": "[{"}
     assert loads(json.dumps(body)) == body
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r'"\ud800"',
+        r'{"name": "ok\udfff"}',
+        r'{"\ud800": 1}',
+        r'{"a": [{"b": ["x", "\udbff"]}]}',
+        r'"\ude00\ud83d"',  # a pair in the wrong order is two lone halves
+    ],
+)
+def test_a_lone_surrogate_is_a_parse_error(text: str) -> None:
+    with pytest.raises(ParseError, match="lone UTF-16 surrogate"):
+        loads(text)
+
+
+def test_a_surrogate_pair_is_one_character() -> None:
+    assert loads(r'{"emoji": "\ud83d\ude00"}') == {"emoji": "\U0001f600"}

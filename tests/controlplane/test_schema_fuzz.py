@@ -217,6 +217,77 @@ def test_chained_operations_conform_to_the_schema(
     assert len({label.rsplit(" -> ", 1)[0] for label in findings.requests}) > 1
 
 
+def _describing(schema: Any, case: Any, method: str) -> Any:
+    """``case`` (its path parameters and query) sent as ``method``, with no body."""
+    return type(case)(
+        case.operation,
+        method,
+        case.path,
+        path_parameters=case.path_parameters,
+        query=case.query,
+        meta=case._meta,
+    )
+
+
+@pytest.mark.parametrize("actor", FUZZERS)
+def test_head_and_options_of_every_path_never_fail(
+    schema: Any, headers: dict[str, dict[str, str]], actor: str
+) -> None:
+    # The schema documents no HEAD or OPTIONS, but the server answers both on every
+    # path: generated path parameters and queries are sent with each, and the answer
+    # is never a server error. OPTIONS names only methods the schema documents for the
+    # path; HEAD gets the status GET gets (the WSGI server drops HEAD's body, and
+    # tests/access/test_options_head.py checks that through Django's client).
+    auth = headers[actor]
+    documented: dict[str, set[str]] = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        documented.setdefault(operation.path, set()).add(operation.method.upper())
+    requests: Counter[str] = Counter()
+    failures: list[str] = []
+    seen: set[str] = set()
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        if operation.path in seen:
+            continue
+        seen.add(operation.path)
+
+        @given(case=operation.as_strategy(generation_mode=schemathesis.GenerationMode.POSITIVE))
+        @settings(
+            max_examples=POSITIVE_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck)
+        )
+        def call(case: Any) -> None:
+            for method in ("HEAD", "OPTIONS"):
+                probe = _describing(schema, case, method)
+                with transaction.atomic():
+                    response = probe.call(headers=auth)
+                    transaction.set_rollback(True)
+                label = f"{method} {case.operation.path} -> {response.status_code}"
+                requests[label] += 1
+                if response.status_code >= 500:
+                    failures.append(f"{label}: {response.text[:300]}")
+                elif method == "HEAD" and "GET" in documented[case.operation.path]:
+                    with transaction.atomic():
+                        get = _describing(schema, case, "GET").call(headers=auth)
+                        transaction.set_rollback(True)
+                    if get.status_code != response.status_code:
+                        failures.append(f"{label}: GET is a {get.status_code}")
+                elif method == "OPTIONS" and response.status_code == 200:
+                    if "json" not in response.headers.get("Content-Type", ""):
+                        continue  # ?format=yaml: the same document in YAML
+                    named = set(response.json()["methods"])
+                    if not named <= documented[case.operation.path]:
+                        failures.append(f"{label}: names {sorted(named)}")
+
+        call()
+    statuses = Counter(label.rsplit(" ", 1)[1] for label in requests.elements())
+    print(f"{requests.total()} requests, by status: {dict(sorted(statuses.items()))}")
+    assert {label.split(" -> ")[0] for label in requests} == {
+        f"{method} {path}" for path in documented for method in ("HEAD", "OPTIONS")
+    }
+    assert not failures, "\n".join(failures[:10])
+
+
 def _successes() -> list[Any]:
     return [
         pytest.param(template, method, route, case, id=f"{method} {template}")

@@ -48,6 +48,15 @@ def must_change_password(user: Any) -> bool:
     return PasswordState.objects.filter(user_id=user.pk, must_change=True).exists()
 
 
+def must_change_message(user: Any) -> str:
+    """What a holder of a temporary password is told where only their own will do."""
+    return (
+        f"{user.get_username()} has a temporary password set by an admin: sign in on the "
+        "dashboard and choose your own (Password, /account/password/) before asking for "
+        "an API token."
+    )
+
+
 def _refuse_sso(user: Any, field: str) -> None:
     if not user.has_usable_password():
         raise ValidationError({field: [sso_message(user)]}, code="sso")

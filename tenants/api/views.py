@@ -26,7 +26,7 @@ from drf_spectacular.utils import (
 from knox.models import AuthToken
 from rest_framework import permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, Throttled, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -121,6 +121,10 @@ class TokenView(NoStore, APIView):
         request=s.TokenInSerializer,
         responses={
             200: s.TokenOutSerializer,
+            403: OpenApiResponse(
+                description="The password is a temporary one an admin set: choose your own "
+                "on the dashboard first."
+            ),
             429: OpenApiResponse(
                 description="Too many attempts from this address, or too many failed "
                 "sign-ins for this username or address; see Retry-After."
@@ -144,6 +148,10 @@ class TokenView(NoStore, APIView):
             raise ValidationError(
                 {"non_field_errors": ["Unable to log in with those credentials."]}
             )
+        if passwords.must_change_password(user):
+            # A temporary password opens the dashboard's change page and nothing else: a
+            # token would let its holder skip the change the admin asked for.
+            raise PermissionDenied(passwords.must_change_message(user))
         instance, key = services.token_issue(user=user)
         out = {"token": key, "expiry": instance.expiry, "username": user.get_username()}
         return Response(s.TokenOutSerializer(out).data)

@@ -124,6 +124,14 @@ def test_an_admins_temporary_password_must_be_changed_at_the_next_sign_in(
     assert event.actor == root and event.data["tokens_revoked"] == 1
     _no_password_in_audit()
 
+    # Nor does the API hand the temporary password a token (the CLI's `gangway login`).
+    refused = APIClient().post(
+        "/api/v1/auth/token/", {"username": "bob", "password": NEW}, format="json"
+    )
+    assert refused.status_code == 403, refused.content
+    assert "temporary password" in refused.json()["error"]["message"]
+    assert not AuthToken.objects.filter(user=bob).exists()
+
     client = _signed_in("bob", NEW)
     for path in ("/", "/t/acme/", "/notifications/"):
         response = client.get(path)
@@ -141,6 +149,12 @@ def test_an_admins_temporary_password_must_be_changed_at_the_next_sign_in(
     assert changed.status_code == 302 and changed["Location"] == "/"
     assert client.get("/").status_code == 200  # still signed in, no longer sent away
     assert not PasswordState.objects.get(user=bob).must_change
+    issued = APIClient().post(
+        "/api/v1/auth/token/",
+        {"username": "bob", "password": "my-own-fresh-phrase-31"},
+        format="json",
+    )
+    assert issued.status_code == 200, issued.content
 
 
 def test_temporary_passwords_are_for_platform_admins_and_pass_the_validators(

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
 from tenants.models import GpuFlavor, PodSecurity, Role, Tenant, tenant_namespace
+from tenants.slugs import SLUG_HELP, SLUG_MAX_LENGTH, validate_tenant_slug
 
 
 def attach_errors(form: forms.Form, exc: ValidationError) -> None:
@@ -115,10 +116,12 @@ class FlavorForm(SpelledOutLabels):
 class TenantCreateForm(forms.Form):
     """A new tenant: its namespace is derived from the slug, as the API derives it."""
 
-    slug = forms.SlugField(
-        max_length=40,
-        help_text=f"Lowercase letters, digits and dashes. The namespace will be "
-        f"{tenant_namespace('<slug>')}.",
+    # The slug rule alone, its message the help beside the field; the browser stops at
+    # the rule's length (maxlength), a request that does not gets the same message.
+    slug = forms.CharField(
+        validators=[validate_tenant_slug],
+        help_text=f"{SLUG_HELP} The namespace will be {tenant_namespace('<slug>')}.",
+        widget=forms.TextInput(attrs={"maxlength": SLUG_MAX_LENGTH}),
     )
     name = forms.CharField(max_length=100)
     cohort = forms.SlugField(

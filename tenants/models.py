@@ -22,8 +22,16 @@ from django.core.validators import (
 from django.db import connection, models
 from django.db.models import Q
 
-# A DNS label (RFC 1123) of at most 40 characters, so that prefixed namespace names and
-# derived object names stay within Kubernetes' 63-character limit.
+from tenants.slugs import (
+    KUBERNETES_DEFAULT_NAMESPACE,
+    KUBERNETES_NAMESPACE_PREFIX,
+    SLUG_HELP,
+    SLUG_MAX_LENGTH,
+    validate_tenant_slug,
+)
+
+# A cohort's name: a DNS label (RFC 1123) of at most 40 characters, as Kueue names it.
+# (A tenant's slug has a rule of its own, tenants/slugs.py.)
 dns_label_validator = RegexValidator(
     r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$",
     "Use 1-40 lowercase letters, digits and hyphens, starting with a letter and "
@@ -40,11 +48,6 @@ gpu_product_validator = RegexValidator(
     "A node label value: at most 63 letters, digits, '-', '_' or '.'.",
     code="invalid_label_value",
 )
-
-
-# Namespaces that belong to Kubernetes itself: ``default`` and every ``kube-*`` one.
-KUBERNETES_NAMESPACE_PREFIX = "kube-"
-KUBERNETES_DEFAULT_NAMESPACE = "default"
 
 
 def tenant_namespace(slug: str) -> str:
@@ -137,7 +140,12 @@ class Tenant(models.Model):
     tenant-wide totals mirrored into the namespace's ResourceQuota.
     """
 
-    slug = models.CharField(max_length=40, unique=True, validators=[dns_label_validator])
+    slug = models.CharField(
+        max_length=SLUG_MAX_LENGTH,
+        unique=True,
+        validators=[validate_tenant_slug],
+        help_text=SLUG_HELP,
+    )
     name = models.CharField(max_length=100)
     namespace = models.CharField(max_length=63, unique=True, validators=[namespace_validator])
     cohort = models.CharField(
@@ -229,6 +237,13 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean_fields(self, exclude: Any = None) -> None:
+        # The slug never changes, so it is checked when the tenant is created: a tenant
+        # created under an older rule (tenants/slugs.py) keeps working and stays editable.
+        if not self._state.adding:
+            exclude = {*(exclude or ()), "slug"}
+        super().clean_fields(exclude=exclude)
 
     def clean(self) -> None:
         # Only on creation: the prefix is a setting, and a tenant created under an older

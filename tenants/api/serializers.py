@@ -20,6 +20,7 @@ from controlplane.api.serializers import (
     StrictSerializer,
 )
 from tenants.models import AuditEvent, Cohort, GpuFlavor, Membership, Role, Tenant
+from tenants.slugs import SLUG_HELP, validate_tenant_slug
 
 # --- Auth and users -----------------------------------------------------------------
 
@@ -338,13 +339,19 @@ class TenantWriteSerializer(StrictModelSerializer):
         required=False,
     )
     policy = PolicySerializer(required=False)
+    # The slug rule alone, with no length check of its own (the rule has the length), so
+    # a refused slug gets the one message its help states. Uniqueness is checked by the
+    # service's full_clean, in its transaction.
+    slug = serializers.CharField(
+        validators=[validate_tenant_slug],
+        help_text=SLUG_HELP,
+        error_messages={"blank": SLUG_HELP},
+    )
 
     class Meta:
         model = Tenant
         fields = TENANT_FIELDS
         extra_kwargs = {
-            # Uniqueness is checked by the service's full_clean, in its transaction.
-            "slug": {"validators": []},
             "namespace": {
                 "validators": [],
                 "required": False,
@@ -352,6 +359,13 @@ class TenantWriteSerializer(StrictModelSerializer):
                 "leave it out. Any other name is refused, and it never changes.",
             },
         }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance is not None:
+            # A change names the slug only to repeat it (the service refuses any other),
+            # and a tenant created under an older rule may repeat its own.
+            self.fields["slug"].validators = []
 
     def flat(self) -> dict[str, Any]:
         """Validated data with the policy object flattened into tenant fields."""

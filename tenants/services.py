@@ -58,6 +58,7 @@ POLICY_FIELDS = (
     "idle_suspend_minutes",
     "idle_suspend_prod",
     "monthly_gpu_hour_budget",
+    "allow_pip_direct_urls",
 )
 TENANT_EDITABLE = frozenset(
     {
@@ -551,6 +552,7 @@ TENANT_ADMIN_POLICY = frozenset(
         "dev_ttl_hours",
         "idle_suspend_minutes",
         "idle_suspend_prod",
+        "allow_pip_direct_urls",
     }
 )
 

@@ -37,6 +37,22 @@ _OPTION_RE = re.compile(rf"(?:^|[\s,;])[{_DASHES}]")
 _PRINTABLE_RE = re.compile(r"^[\x20-\x7e]*$")
 _COMMENT_RE = re.compile(r"(?:^|\s)#")
 _BARE_LOCATION_RE = re.compile(r"^(?:[a-z][a-z0-9+.\-]*:|[./~\\])", re.IGNORECASE)
+# pip installs a name with an archive's extension from the file of that name, if one
+# exists where it runs; such names are valid PEP 508 but never a package on an index.
+_ARCHIVE_SUFFIXES = (
+    ".whl",
+    ".zip",
+    ".tar",
+    ".tar.gz",
+    ".tgz",
+    ".tar.bz2",
+    ".tbz",
+    ".tar.xz",
+    ".txz",
+    ".tlz",
+    ".tar.lz",
+    ".tar.lzma",
+)
 
 
 def requirement_fault(entry: str, *, allow_direct_urls: bool = False) -> str:
@@ -68,6 +84,8 @@ def requirement_fault(entry: str, *, allow_direct_urls: bool = False) -> str:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
         return f"{NOT_A_REQUIREMENT}: {str(exc).splitlines()[0]}"
+    if requirement.name.lower().endswith(_ARCHIVE_SUFFIXES):
+        return f"{NOT_A_REQUIREMENT}: {requirement.name} names an archive file, not a package"
     if requirement.url is None:
         return ""
     if not allow_direct_urls:

@@ -58,6 +58,26 @@ _ARCHIVE_SUFFIXES = (
 def requirement_fault(entry: str, *, allow_direct_urls: bool = False) -> str:
     """Why ``entry`` may not be installed (a sentence starting with its kind), or ``""``."""
     text = entry.strip()
+    fault = _text_fault(text)
+    if fault:
+        return fault
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        return f"{NOT_A_REQUIREMENT}: {str(exc).splitlines()[0]}"
+    if requirement.name.lower().endswith(_ARCHIVE_SUFFIXES):
+        return f"{NOT_A_REQUIREMENT}: {requirement.name} names an archive file, not a package"
+    if requirement.url is None:
+        return ""
+    if not allow_direct_urls:
+        return DIRECT_URL
+    if not requirement.url.startswith("https://"):
+        return DIRECT_URL_SCHEME
+    return ""
+
+
+def _text_fault(text: str) -> str:
+    """What pip would read as more (or other) than one requirement, before parsing."""
     if not text:
         return f"{NOT_A_REQUIREMENT}: the entry is empty"
     if len(text) > MAX_REQUIREMENT:
@@ -80,16 +100,4 @@ def requirement_fault(entry: str, *, allow_direct_urls: bool = False) -> str:
             f"{NOT_A_REQUIREMENT}: a URL or path on its own; give a package name such as "
             "torch==2.4.0"
         )
-    try:
-        requirement = Requirement(text)
-    except InvalidRequirement as exc:
-        return f"{NOT_A_REQUIREMENT}: {str(exc).splitlines()[0]}"
-    if requirement.name.lower().endswith(_ARCHIVE_SUFFIXES):
-        return f"{NOT_A_REQUIREMENT}: {requirement.name} names an archive file, not a package"
-    if requirement.url is None:
-        return ""
-    if not allow_direct_urls:
-        return DIRECT_URL
-    if not requirement.url.startswith("https://"):
-        return DIRECT_URL_SCHEME
     return ""

@@ -35,6 +35,8 @@ URI_SCHEMES = ("https", "http", "s3", "gs", "az", "abfss", "gcs")
 PIP_DICT_KEYS = ("packages", "pip_check")
 MAX_PIP_FAULTS = 10
 
+Check = Callable[[Any], tuple[Any, list[str]]]
+
 
 def validate_runtime_env(
     value: Any, *, allow_pip_direct_urls: bool = False
@@ -61,7 +63,10 @@ def validate_runtime_env(
             f"Accepted: {', '.join(ALLOWED_KEYS)}."
         ]
     clean: dict[str, Any] = {}
-    checks = {**_CHECKS, "pip": partial(_pip, allow_direct_urls=allow_pip_direct_urls)}
+    checks: dict[str, Check] = {
+        **_CHECKS,
+        "pip": partial(_pip, allow_direct_urls=allow_pip_direct_urls),
+    }
     for key, check in checks.items():
         if key in value:
             checked, faults = check(value[key])
@@ -156,7 +161,7 @@ def _env_vars(value: Any) -> tuple[Any, list[str]]:
     return ({str(k): str(v) for k, v in value.items()} if not faults else {}), faults
 
 
-_CHECKS: dict[str, Callable[[Any], tuple[Any, list[str]]]] = {
+_CHECKS: dict[str, Check] = {
     "working_dir": _working_dir,
     "py_modules": _py_modules,
     "env_vars": _env_vars,

@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0012_observed_nodes'),
+        ("tenants", "0012_observed_nodes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='tenant',
-            name='allow_pip_direct_urls',
-            field=models.BooleanField(default=False, help_text='Let jobs install pip packages from https:// URLs (name @ https://...); pip options such as --index-url are refused either way.'),
+            model_name="tenant",
+            name="allow_pip_direct_urls",
+            field=models.BooleanField(
+                default=False,
+                help_text="Let jobs install pip packages from https:// URLs (name @ https://...); pip options such as --index-url are refused either way.",
+            ),
         ),
     ]

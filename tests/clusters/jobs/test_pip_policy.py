@@ -84,9 +84,7 @@ def test_a_tenant_admin_allows_direct_urls_and_pip_options_stay_refused(
     assert Job.objects.count() == 1
 
 
-def test_a_platform_admin_sets_it_in_the_tenants_policy(
-    as_user: Any, root: Any, acme: Any
-) -> None:
+def test_a_platform_admin_sets_it_in_the_tenants_policy(as_user: Any, root: Any, acme: Any) -> None:
     body = {"policy": {"allow_pip_direct_urls": True}}
     response = as_user(root).patch("/api/v1/tenants/acme/", body, format="json")
     assert response.status_code == 200, response.content

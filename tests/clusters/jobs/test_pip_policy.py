@@ -96,3 +96,26 @@ def test_a_platform_admin_sets_it_in_the_tenants_policy(as_user: Any, root: Any,
     )
     assert not_bool.status_code == 400
     assert "policy.allow_pip_direct_urls" in str(not_bool.json()["error"]["fields"])
+
+
+def test_pip_settings_cannot_come_in_through_environment_variables(as_user: Any, bob: Any) -> None:
+    """The package index stays the platform's: PIP_* variables are pip options too."""
+    body = {
+        **TRAIN,
+        "runtime_env": {
+            "pip": ["torch"],
+            "env_vars": {"PIP_INDEX_URL": "https://evil.example/simple"},
+        },
+    }
+    response = as_user(bob).post(JOBS, body, format="json")
+    assert response.status_code == 400
+    (fault,) = response.json()["error"]["fields"]["runtime_env.env_vars"]
+    assert fault.startswith("PIP_INDEX_URL") and "package index" in fault
+    cluster = {"kind": "dev", "flavor": "h100", "workers": 1}
+    env = {"PIP_EXTRA_INDEX_URL": "https://evil.example/simple"}
+    refused = as_user(bob).post(
+        "/api/v1/tenants/acme/clusters/", {**cluster, "env": env}, format="json"
+    )
+    assert refused.status_code == 400, refused.content
+    assert "PIP_EXTRA_INDEX_URL" in str(refused.json()["error"]["fields"])
+    assert not ClusterRequest.objects.exists() and not Job.objects.exists()

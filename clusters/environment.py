@@ -7,8 +7,10 @@ user may not set are listed once, here, each with the reason a user reads.
 
 A name is refused when setting it could defeat the GPU rules (what decides which
 devices a process sees, or which driver libraries it loads), break Ray or KubeRay (the
-variables they set to start and find the cluster), or point a pod's container runtime
-somewhere else. docs/containers.md lists them with the same reasons.
+variables they set to start and find the cluster), point a pod's container runtime
+somewhere else, or give pip another package index or options (``PIP_*``: the same
+rule :mod:`clusters.jobs.pip_requirements` applies to ``runtime_env.pip``).
+docs/containers.md lists them with the same reasons.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ RAY_REASON = (
     "and find the cluster"
 )
 KUBE_REASON = "is set by Kubernetes or KubeRay for the pod and must stay as they set it"
+PIP_REASON = (
+    "configures pip (its package index, trusted hosts, extra options) where Ray installs "
+    "a job's runtime_env.pip; the platform chooses the package index"
+)
 RUNTIME_REASON = (
     "configures the container runtime inside the pod; gangway points it at the pod's "
     "own GPUs when containers are enabled"
@@ -53,6 +59,7 @@ REFUSED_PREFIXES: tuple[tuple[str, str], ...] = (
     ("KUBERAY_", RAY_REASON),
     ("KUBERNETES_", KUBE_REASON),
     ("CONTAINERS_", RUNTIME_REASON),
+    ("PIP_", PIP_REASON),
 )
 # Exact names (upper case) and why.
 REFUSED_NAMES: dict[str, str] = {

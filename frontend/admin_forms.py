@@ -168,6 +168,7 @@ class TenantEditForm(SpelledOutLabels):
             "idle_suspend_minutes",
             "idle_suspend_prod",
             "monthly_gpu_hour_budget",
+            "allow_pip_direct_urls",
         ]
         widgets = {"pod_security": forms.Select(choices=PodSecurity.choices)}
 
@@ -186,6 +187,7 @@ class PolicyForm(SpelledOutLabels):
             "dev_ttl_hours",
             "idle_suspend_minutes",
             "idle_suspend_prod",
+            "allow_pip_direct_urls",
         ]
 
     def validate_unique(self) -> None:

@@ -339,7 +339,8 @@ class JobForm(LabelledErrorsForm):
         required=False,
         label="pip packages",
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="One requirement per line, e.g. torch==2.4.0.",
+        help_text="One requirement per line, e.g. torch==2.4.0 (no pip options: the platform "
+        "chooses the package index).",
     )
     env_vars = forms.CharField(
         required=False,

@@ -199,6 +199,11 @@ class Tenant(models.Model):
         default=False,
         help_text="Apply the idle policy to production clusters too (off: dev clusters only).",
     )
+    allow_pip_direct_urls = models.BooleanField(
+        default=False,
+        help_text="Let jobs install pip packages from https:// URLs (name @ https://...); "
+        "pip options such as --index-url are refused either way.",
+    )
     monthly_gpu_hour_budget = models.PositiveIntegerField(
         null=True,
         blank=True,

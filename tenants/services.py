@@ -58,6 +58,7 @@ POLICY_FIELDS = (
     "idle_suspend_minutes",
     "idle_suspend_prod",
     "monthly_gpu_hour_budget",
+    "allow_pip_direct_urls",
 )
 TENANT_EDITABLE = frozenset(
     {
@@ -551,6 +552,7 @@ TENANT_ADMIN_POLICY = frozenset(
         "dev_ttl_hours",
         "idle_suspend_minutes",
         "idle_suspend_prod",
+        "allow_pip_direct_urls",
     }
 )
 
@@ -559,7 +561,8 @@ TENANT_ADMIN_POLICY = frozenset(
 def tenant_policy_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, Any]) -> Tenant:
     """A tenant admin's change to their tenant's policy, within what the platform
     allows: the per-engineer caps, the default dev TTL (at most the platform's maximum
-    TTL for the tenant) and the idle policy. Platform admins may change these too."""
+    TTL for the tenant), the idle policy and whether jobs' pip packages may be direct
+    URLs. Platform admins may change these too."""
     role = role_in_tenant(user=actor, tenant=tenant)
     if role != Role.ADMIN:
         raise PermissionDenied("Only the tenant's admins may change its policy.")

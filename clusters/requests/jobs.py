@@ -51,8 +51,11 @@ NO_FLAVOR = (
 )
 
 
-def _job_field_errors(job: JobSpec) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """The checks of the job's own fields; returns the cleaned runtime_env and faults."""
+def _job_field_errors(
+    job: JobSpec, *, tenant: Tenant
+) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The checks of the job's own fields (the tenant's policy decides whether pip may
+    install from direct URLs); returns the cleaned runtime_env and faults."""
     errors: dict[str, list[str]] = {}
     entrypoint = job.entrypoint.strip()
     if not entrypoint:
@@ -61,7 +64,9 @@ def _job_field_errors(job: JobSpec) -> tuple[dict[str, Any], dict[str, list[str]
         errors["entrypoint"] = [f"At most {MAX_ENTRYPOINT} characters."]
     elif "\x00" in entrypoint:
         errors["entrypoint"] = ["The command may not contain NUL characters."]
-    runtime_env, env_errors = validate_runtime_env(job.runtime_env)
+    runtime_env, env_errors = validate_runtime_env(
+        job.runtime_env, allow_pip_direct_urls=tenant.allow_pip_direct_urls
+    )
     errors.update(env_errors)
     deadline = job.active_deadline_seconds
     if deadline is not None and not (1 <= deadline <= MAX_DEADLINE_SECONDS):
@@ -155,7 +160,7 @@ def job_check(
     role = role or role_in_tenant(user=actor, tenant=tenant)
     if not rules.may_request(role=role, kind=kind):
         raise PermissionDenied(rules.requester_refusal(tenant=tenant, role=role, kind=kind))
-    runtime_env, errors = _job_field_errors(job)
+    runtime_env, errors = _job_field_errors(job, tenant=tenant)
     name = job.name or (spec.name if spec is not None else None)
     name_faults = _name_errors(tenant=tenant, name=name)
     if name_faults:

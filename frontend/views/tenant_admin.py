@@ -121,7 +121,7 @@ def member_remove(request: HttpRequest, slug: str, username: str) -> HttpRespons
 @login_required
 def policy(request: HttpRequest, slug: str) -> HttpResponse:
     """The tenant's policy as its admins may set it: per-engineer caps, the default dev
-    TTL (within the platform's maximum) and the idle policy."""
+    TTL (within the platform's maximum), the idle policy and pip direct URLs."""
     page = admin_page(request, slug)
     form = f.PolicyForm(
         request.POST or None,

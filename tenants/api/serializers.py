@@ -250,6 +250,8 @@ class CohortSetSerializer(StrictModelSerializer):
 
 # --- Tenants ------------------------------------------------------------------------
 
+PIP_URLS_HELP = str(Tenant._meta.get_field("allow_pip_direct_urls").help_text)
+
 
 class PolicySerializer(StrictSerializer):
     """What one engineer may hold and how long dev clusters live; every key is optional
@@ -276,6 +278,7 @@ class PolicySerializer(StrictSerializer):
         help_text="GPU-hours the tenant may use per UTC calendar month (null: no budget). "
         "At 80% its pages warn; at 100% the platform's BUDGET_POLICY applies.",
     )
+    allow_pip_direct_urls = serializers.BooleanField(required=False, help_text=PIP_URLS_HELP)
 
 
 class TenantAdminPolicySerializer(StrictSerializer):
@@ -292,6 +295,7 @@ class TenantAdminPolicySerializer(StrictSerializer):
     )
     idle_suspend_minutes = JsonIntegerField(min_value=0, max_value=24 * 60 * 30, required=False)
     idle_suspend_prod = serializers.BooleanField(required=False)
+    allow_pip_direct_urls = serializers.BooleanField(required=False, help_text=PIP_URLS_HELP)
 
 
 class PolicyOutSerializer(serializers.Serializer[Tenant]):
@@ -302,6 +306,7 @@ class PolicyOutSerializer(serializers.Serializer[Tenant]):
     idle_suspend_minutes = serializers.IntegerField()
     idle_suspend_prod = serializers.BooleanField()
     monthly_gpu_hour_budget = serializers.IntegerField(allow_null=True)
+    allow_pip_direct_urls = serializers.BooleanField()
 
 
 # What a tenant reads and writes as (the output adds created_at).

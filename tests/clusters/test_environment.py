@@ -46,6 +46,10 @@ def test_nothing_is_nothing(empty: object) -> None:
         ("MY_POD_IP", "Kubernetes"),
         ("PATH", "ray"),
         ("CONTAINERS_CONF_OVERRIDE", "container runtime"),
+        ("PIP_INDEX_URL", "package index"),
+        ("pip_extra_index_url", "package index"),
+        ("PIP_TRUSTED_HOST", "package index"),
+        ("PIP_CONFIG_FILE", "pip"),
     ],
 )
 def test_refused_names_say_which_and_why(name: str, words: str) -> None:

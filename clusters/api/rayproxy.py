@@ -7,11 +7,11 @@ For programs, Ray's Jobs SDK first of all::
 (``"Bearer <token>"`` works the same, as on the rest of the API.)
 
 A plain Django view, not a DRF one: the answer is the dashboard's, streamed as it comes
-(``clusters/access/proxy.py``), not a serialized representation. Authentication is the
-API's token (knox, after ``Token`` or ``Bearer``) only, so no CSRF token is needed and none of the browser's cookies
-matter; without a valid token the answer is the API's 401. So a browser that only has
-the product's session cookie never gets a cluster's page rendered on the product's
-origin; and in case a token's holder opens an answer in one, every answer carries
+(``clusters/access/proxy.py``), not a serialized representation. Authentication is
+the API's token (knox, after ``Token`` or ``Bearer``) only, so no CSRF token is needed
+and none of the browser's cookies matter; without a valid token the answer is the API's
+401. So a browser that only has the product's session cookie never gets a cluster's
+page rendered on the product's origin; and in case a token's holder opens an answer in one, every answer carries
 ``Content-Security-Policy: sandbox`` (no scripts, an opaque origin), which Ray's SDK and
 CLI ignore.
 A WebSocket handshake (Ray's ``tail_job_logs``) is the same request under the ASGI

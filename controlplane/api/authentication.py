@@ -144,7 +144,7 @@ class TokenScheme(KnoxTokenScheme):
     the same token as an HTTP bearer token (either one authenticates)."""
 
     target_class = "controlplane.api.authentication.TokenAuthentication"
-    name = ["knoxApiToken", "apiTokenBearer"]
+    name = ["knoxApiToken", "apiTokenBearer"]  # type: ignore[assignment]
 
     def get_security_requirement(self, auto_schema: Any) -> list[dict[str, list[Any]]]:
         return [{name: []} for name in self.name]

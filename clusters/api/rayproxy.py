@@ -11,9 +11,9 @@ A plain Django view, not a DRF one: the answer is the dashboard's, streamed as i
 the API's token (knox, after ``Token`` or ``Bearer``) only, so no CSRF token is needed
 and none of the browser's cookies matter; without a valid token the answer is the API's
 401. So a browser that only has the product's session cookie never gets a cluster's
-page rendered on the product's origin; and in case a token's holder opens an answer in one, every answer carries
-``Content-Security-Policy: sandbox`` (no scripts, an opaque origin), which Ray's SDK and
-CLI ignore.
+page rendered on the product's origin; and in case a token's holder opens an answer in
+one, every answer carries ``Content-Security-Policy: sandbox`` (no scripts, an opaque
+origin), which Ray's SDK and CLI ignore.
 A WebSocket handshake (Ray's ``tail_job_logs``) is the same request under the ASGI
 server, with the same answers.
 """

@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from knox.models import AuthToken
 from openapi_core import OpenAPI
 from openapi_core.testing import MockRequest, MockResponse
 from rest_framework.test import APIClient
@@ -24,7 +23,7 @@ from rest_framework.test import APIClient
 from tests.access.matrix import ACTORS, Case, Route, url_kwargs
 from tests.access.routes_clusters import _bobs
 from tests.access.routes_jobs import _bobs as _bobs_job
-from tests.access.test_route_matrix import ROUTES, world  # noqa: F401 (fixture)
+from tests.access.test_route_matrix import ROUTES, _client, world  # noqa: F401 (fixture)
 
 
 @pytest.fixture
@@ -32,14 +31,6 @@ def spec(db: Any) -> OpenAPI:
     response = APIClient().get("/api/schema/", {"format": "json"})
     assert response.status_code == 200
     return OpenAPI.from_dict(json.loads(response.content))
-
-
-def _client(user: Any) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        _, key = AuthToken.objects.create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return client
 
 
 def _validated(spec: OpenAPI, client: APIClient, method: str, url: str, body: Any = None) -> Any:

@@ -21,8 +21,9 @@ $(STAMP_RUN): requirements.txt pyproject.toml | $(PY)
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
-$(STAMP_DEV): requirements.txt requirements-dev.txt pyproject.toml | $(PY)
+$(STAMP_DEV): requirements.txt requirements-dev.txt requirements-codegen.txt pyproject.toml | $(PY)
 	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -r requirements-codegen.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@ $(STAMP_RUN)
 

@@ -377,12 +377,19 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "gangway API",
     "DESCRIPTION": "Multi-tenant control plane for GPU Ray clusters on Kubernetes.",
     "VERSION": "1.0.0",
+    # 3.1: a nullable reference is ``oneOf: [$ref, {type: null}]``; 3.0's
+    # ``allOf: [$ref], nullable: true`` reads as never null to strict validators.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "controlplane.api.schema.null_as_a_type",
+    ],
     # The notification kinds are one choice set wherever they appear.
     "ENUM_NAME_OVERRIDES": {
         "NotificationKindEnum": "notifications.kinds.EventKind",

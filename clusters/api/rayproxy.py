@@ -4,14 +4,16 @@ For programs, Ray's Jobs SDK first of all::
 
     JobSubmissionClient(api_proxy_url, headers={"Authorization": "Token <token>"})
 
+(``"Bearer <token>"`` works the same, as on the rest of the API.)
+
 A plain Django view, not a DRF one: the answer is the dashboard's, streamed as it comes
-(``clusters/access/proxy.py``), not a serialized representation. Authentication is the
-API's token (knox) only, so no CSRF token is needed and none of the browser's cookies
-matter; without a valid token the answer is the API's 401. So a browser that only has
-the product's session cookie never gets a cluster's page rendered on the product's
-origin; and in case a token's holder opens an answer in one, every answer carries
-``Content-Security-Policy: sandbox`` (no scripts, an opaque origin), which Ray's SDK and
-CLI ignore.
+(``clusters/access/proxy.py``), not a serialized representation. Authentication is
+the API's token (knox, after ``Token`` or ``Bearer``) only, so no CSRF token is needed
+and none of the browser's cookies matter; without a valid token the answer is the API's
+401. So a browser that only has the product's session cookie never gets a cluster's
+page rendered on the product's origin; and in case a token's holder opens an answer in
+one, every answer carries ``Content-Security-Policy: sandbox`` (no scripts, an opaque
+origin), which Ray's SDK and CLI ignore.
 A WebSocket handshake (Ray's ``tail_job_logs``) is the same request under the ASGI
 server, with the same answers.
 """
@@ -49,7 +51,8 @@ def ray_proxy(
         return _unauthenticated(str(exc.detail), "authentication_failed")
     if found is None:
         return _unauthenticated(
-            "Send an API token: 'Authorization: Token <token>' (POST /api/v1/auth/token/)."
+            "Send an API token: 'Authorization: Token <token>' or 'Authorization: Bearer "
+            "<token>' (POST /api/v1/auth/token/)."
         )
     user, token = found
     try:

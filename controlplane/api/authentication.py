@@ -11,6 +11,14 @@ tokens. Here a request checks only the token it presents; the beat task
 :func:`tenants.tasks.purge_expired_tokens` deletes the others once they expire (an
 expired token authenticates nothing either way, and the token list hides it).
 
+A token is accepted as ``Authorization: Token <token>`` (knox's keyword, what the
+``gangway`` command line sends) and as ``Authorization: Bearer <token>`` (what clients
+generated from the OpenAPI schema send). ``Bearer`` is shared with the identity
+provider's access tokens (:mod:`tenants.sso.authentication`): a value shaped like a JSON
+Web Token (two dots; a gangway token is hex and has none) is left to that authenticator,
+anything else is checked here, so a wrong bearer value is the same 401 as a wrong
+``Token`` value, whether single sign-on is on or not.
+
 And knox's lookup (the tokens with the presented key prefix, with their users) is read
 in one plain SQL statement: every API request authenticates, and compiling the ORM's
 join was a tenth of a create's CPU. The loop over the candidates is knox's.
@@ -28,21 +36,44 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from knox.crypto import hash_token
 from knox.models import AuthToken
 from knox.settings import CONSTANTS, knox_settings
 from knox.signals import token_expired
+from rest_framework.authentication import get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
 from controlplane.rows import ModelRows
 
 _TOKEN = re.compile(rb"[A-Za-z0-9_-]{1,256}")
+_KEYWORDS = (b"token", b"bearer")
+
+
+def is_jwt_shaped(credentials: bytes) -> bool:
+    """Whether a bearer credential is shaped like a JSON Web Token (header.payload.sig),
+    which a gangway API token never is."""
+    return credentials.count(b".") == 2
 
 
 class TokenAuthentication(KnoxTokenAuthentication):
     """knox's token authentication, for well-formed tokens only, with its lookup in one
-    plain SQL statement."""
+    plain SQL statement; sent after ``Token`` or ``Bearer`` (see the module)."""
+
+    def authenticate(self, request: Any) -> Any:
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() not in _KEYWORDS:
+            return None  # no credentials, or another authenticator's
+        if parts[0].lower() == b"bearer" and len(parts) == 2 and is_jwt_shaped(parts[1]):
+            return None  # the identity provider's token (tenants.sso.authentication)
+        if len(parts) == 1:
+            raise AuthenticationFailed("Invalid token header. No credentials provided.")
+        if len(parts) > 2:
+            raise AuthenticationFailed(
+                "Invalid token header. Token string should not contain spaces."
+            )
+        return self.authenticate_credentials(parts[1])
 
     def authenticate_credentials(self, token: bytes) -> Any:
         if not _TOKEN.fullmatch(token):
@@ -109,6 +140,19 @@ def _lookup_sql() -> str:
 
 
 class TokenScheme(KnoxTokenScheme):
-    """Documents :class:`TokenAuthentication` in the schema exactly as knox's."""
+    """Documents :class:`TokenAuthentication` in the schema: knox's ``Token`` header, or
+    the same token as an HTTP bearer token (either one authenticates)."""
 
     target_class = "controlplane.api.authentication.TokenAuthentication"
+    name = ["knoxApiToken", "apiTokenBearer"]  # type: ignore[assignment]
+
+    def get_security_requirement(self, auto_schema: Any) -> list[dict[str, list[Any]]]:
+        return [{name: []} for name in self.name]
+
+    def get_security_definition(self, auto_schema: Any) -> list[dict[str, Any]]:
+        bearer = build_bearer_security_scheme_object("Authorization", "Bearer")
+        bearer["description"] = (
+            "A gangway API token (POST /api/v1/auth/token/) as 'Authorization: Bearer "
+            "<token>'; the same token as 'Authorization: Token <token>' works as well."
+        )
+        return [super().get_security_definition(auto_schema), bearer]

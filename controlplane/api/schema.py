@@ -79,3 +79,25 @@ class AutoSchema(SpectacularAutoSchema):
         if self.method not in SAFE_METHODS and self.view.get_throttles():
             codes.add(429)
         return codes
+
+
+def null_as_a_type(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Postprocessing hook: OpenAPI 3.0's ``nullable: true`` left in a 3.1 schema (DRF
+    writes it into the pagination envelope's ``next``/``previous``) becomes 3.1's
+    ``null`` type, which strict validators and generated clients read; 3.1 has no
+    ``nullable`` keyword, so they would refuse the ``null`` it means to allow."""
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("nullable") is True and isinstance(node.get("type"), str):
+                del node["nullable"]
+                node["type"] = [node["type"], "null"]
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(result.get("components", {}))
+    visit(result.get("paths", {}))
+    return result

@@ -7,8 +7,10 @@ the next request after ``OIDC_SYNC_CACHE_SECONDS``. A token without the groups c
 userinfo endpoint, cached as briefly. A refused token is a 401 that says why; nothing is
 written for it.
 
-With single sign-on off, a bearer token is refused with a message that names the header
-gangway's own tokens use, rather than silently ignored.
+Only a bearer value shaped like a JSON Web Token is read here: gangway's own API tokens
+are accepted after ``Bearer`` too, by :mod:`controlplane.api.authentication`, which sees
+the header first. With single sign-on off, a provider token is refused with a message
+that names the header gangway's own tokens use, rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication
 from rest_framework.exceptions import AuthenticationFailed
 
+from controlplane.api.authentication import is_jwt_shaped
 from tenants.sso import identity, provider, tokens
 
 
@@ -55,10 +58,13 @@ class BearerAuthentication(authentication.BaseAuthentication):
         parts = authentication.get_authorization_header(request).split()
         if not parts or parts[0].lower() != self.keyword.lower().encode():
             return None
+        if len(parts) == 2 and not is_jwt_shaped(parts[1]):
+            return None  # a gangway API token (controlplane.api.authentication)
         if not provider.enabled():
             raise AuthenticationFailed(
                 "Single sign-on is not configured here, so provider tokens are not "
-                "accepted; send a gangway API token as 'Authorization: Token <key>'."
+                "accepted; send a gangway API token as 'Authorization: Token <key>' "
+                "(or 'Authorization: Bearer <key>')."
             )
         if len(parts) != 2:
             raise AuthenticationFailed("Send 'Authorization: Bearer <token>' (one token).")

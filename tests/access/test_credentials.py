@@ -19,6 +19,8 @@ from tests.access.matrix import Case, Route, case_url
 from tests.access.test_route_matrix import ROUTES, world  # noqa: F401 (fixture)
 
 TOKENS = ["Token abc\x00def", "Token " + "\x00" * 64, "Token caf\xe9", "Token " + "f" * 5000]
+# A gangway token is read after ``Bearer`` too (tests/tenants/sso/test_bearer.py).
+TOKENS += ["Bearer abc\x00def", "Bearer caf\xe9", "Bearer " + "f" * 5000]
 # ``"...\\000..."`` is valid cookie syntax for a value holding a NUL byte.
 COOKIES = ['"abcdefgh\\000ijkl"', "abcdefgh\x00ijkl", "ABCDEFGH-not-a-key"]
 

@@ -173,6 +173,23 @@ def test_the_log_tail_is_refused_and_allowed_as_the_http_route_is(
     assert "step 2: running" in "".join(_tail(_client(web, vera), job_id))
 
 
+def test_the_jobs_sdk_works_with_the_token_sent_as_a_bearer_token(
+    web: str, bob: Any, kubesim: Any
+) -> None:
+    bearer = {"Authorization": f"Bearer {_token(bob)}"}
+    client = JobSubmissionClient(f"{web}{ROUTE}", headers=bearer)
+    job_id = client.submit_job(entrypoint="python train.py", metadata=QUICK)
+    assert job_id in [job.submission_id for job in client.list_jobs()]
+    assert "Connected to Ray cluster" in "".join(_tail(client, job_id))
+    # A wrong bearer value is the API's 401, as a wrong Token value is.
+    answers = [
+        requests.get(f"{web}{ROUTE}/api/version", headers={"Authorization": value}, timeout=30)
+        for value in (f"Bearer {'0' * 64}", f"Token {'0' * 64}", "Bearer not-a-token")
+    ]
+    assert [answer.status_code for answer in answers] == [401, 401, 401]
+    assert len({answer.content for answer in answers}) == 1, [a.content for a in answers]
+
+
 def test_the_ray_job_cli_submits_a_working_dir_and_follows_its_logs(
     web: str, bob: Any, kubesim: Any, tmp_path: Path
 ) -> None:

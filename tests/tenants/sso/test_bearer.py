@@ -17,6 +17,7 @@ import pytest
 import requests
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth import get_user_model
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from tenants.models import AuditEvent, ExternalIdentity, Membership
@@ -197,7 +198,8 @@ def test_a_bad_token_is_a_401_that_says_why_and_writes_nothing(
             algorithm="RS256",
             headers={"kid": "not-published"},
         ),
-        "not_a_jwt": lambda: "not-a-token",
+        # Two dots, so read as a provider token (one without is a gangway token).
+        "not_a_jwt": lambda: "not.a.token",
         "future": lambda: sso.mint("ann", nbf_offset=3600, iat_offset=3600),
     }[case]()
     before = rows()
@@ -291,3 +293,37 @@ def test_without_single_sign_on_a_bearer_token_is_refused_naming_the_token_heade
     refused = call("eyJhbGciOiJSUzI1NiJ9.e30.sig", "/api/v1/users/me/")
     assert refused.status_code == 401
     assert "Authorization: Token" in refused.json()["error"]["message"]
+
+
+def _gangway_tokens_after_bearer(user: Any) -> None:
+    """A gangway API token works after ``Bearer`` as after ``Token``; a wrong value that
+    is not a JWT is refused exactly as a wrong ``Token`` value, saying nothing of which
+    kind of token was tried."""
+    key = AuthToken.objects.create(user=user)[1]
+    for header in (f"Bearer {key}", f"bearer {key}", f"Token {key}"):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=header)
+        me = client.get("/api/v1/users/me/")
+        assert me.status_code == 200, (header, me.content)
+        assert me.json()["username"] == user.username
+
+    def refused(header: str) -> tuple[int, bytes, str]:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=header)
+        response = client.get("/api/v1/users/me/")
+        return response.status_code, response.content, response["WWW-Authenticate"]
+
+    wrong_token = refused("Token " + "0" * 64)
+    assert wrong_token[0] == 401
+    for value in ("0" * 64, key[:-1] + "x", "not-a-token", "abc\x00def"):
+        assert refused(f"Bearer {value}") == wrong_token, value
+    assert refused(f"Bearer {key} extra")[0] == 401
+
+
+def test_a_gangway_token_works_as_a_bearer_token_with_single_sign_on(sso: Any, bob: Any) -> None:
+    _gangway_tokens_after_bearer(bob)
+
+
+def test_a_gangway_token_works_as_a_bearer_token_without_single_sign_on(bob: Any) -> None:
+    assert APIClient().get("/api/v1/auth/sso/").json() == {"enabled": False}
+    _gangway_tokens_after_bearer(bob)

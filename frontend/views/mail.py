@@ -13,8 +13,8 @@ from django.views.decorators.http import require_safe
 from notifications import selectors
 
 
-@require_safe
 @login_required
+@require_safe
 def mail_page(request: HttpRequest) -> HttpResponse:
     """The kept mails, newest first."""
     if selectors.mail_sink_dir() is None:
@@ -28,8 +28,8 @@ def mail_page(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@require_safe
 @login_required
+@require_safe
 def mail_detail(request: HttpRequest, name: str) -> HttpResponse:
     """One kept mail: its headers and text."""
     found = selectors.sink_mail(user=request.user, name=name)

@@ -79,12 +79,14 @@ def hostile_head(monkeypatch: Any, live_server: Any) -> None:
     original = Dashboard.serve
     script = HOSTILE_SCRIPT % {"product": live_server.url}
 
-    def serve(self: Dashboard, method: str, path: str, body: bytes) -> Reply:
+    def serve(
+        self: Dashboard, method: str, path: str, body: bytes, *, upgrade: bool = False
+    ) -> Reply:
         if path == "/":
             return Reply(200, HTML, HOSTILE_PAGE.encode())
         if path == "/static/hostile.js":
             return Reply(200, "text/javascript; charset=utf-8", script.encode())
-        return original(self, method, path, body)
+        return original(self, method, path, body, upgrade=upgrade)
 
     monkeypatch.setattr(Dashboard, "serve", serve)
 

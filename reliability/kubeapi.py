@@ -390,6 +390,12 @@ def exercise(rig: Rig, people: People, *, quick: bool) -> Result:  # noqa: C901
         return names >= {f"keep-{i}" for i in range(int(plan["restart"]))} and ready == len(restart)
 
     result.convergence["restart: recreated"] = converge(recreated, timeout=CONVERGE_TIMEOUT)
+    # A row can read ready while the reconciler is still recreating its RayCluster (it
+    # moves to provisioning once the apply lands, then to ready again): wait for every
+    # row to settle where it should be; one that never does still fails the audit.
+    result.convergence["restart: settled"] = converge(
+        lambda: not audit(expected).lost, timeout=CONVERGE_TIMEOUT
+    )
     result.audit.add(audit(expected))
     for row in rows(restart):
         services.cluster_delete(actor=people.admin, cluster=row)

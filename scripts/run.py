@@ -343,9 +343,8 @@ def notification_sinks(args: argparse.Namespace, own_mail: bool) -> list[Child]:
 def ray_origin(args: argparse.Namespace, env: dict[str, str]) -> int | None:
     """Give the Ray dashboards their own origin, http://localhost:<PORT+1>, unless the
     environment names one; the port of the web server to start for it, or None. The
-    product's own URL (links in e-mails, the way back from an expired dashboard) is
-    where make run serves it."""
-    env.setdefault("PUBLIC_BASE_URL", f"http://127.0.0.1:{args.port}")
+    product's own URL (the way back from an expired dashboard) is PUBLIC_BASE_URL, which
+    notification_environment has set to where make run serves it."""
     if env.get("RAY_PROXY_ORIGIN"):
         return None
     port = args.port + 1

@@ -275,7 +275,7 @@ class Job(models.Model):
     driver's message, start and end). ``host`` is set when the job runs on one of its
     owner's ready dev clusters instead of a Ray cluster of its own (then it takes no GPUs).
     ``log_tail`` keeps the end of the driver's output once the job finished, so its logs
-    can be read after its pods are gone.
+    can be read after its pods are gone (NULL until it was read).
     """
 
     request = models.OneToOneField(
@@ -301,7 +301,7 @@ class Job(models.Model):
     message = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
-    log_tail = models.TextField(blank=True)
+    log_tail = models.TextField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"job {self.request_id}: {self.entrypoint[:40]}"

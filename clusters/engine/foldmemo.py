@@ -61,7 +61,7 @@ _FOLDED_JOB_COLUMNS = (
     "ray_cluster_name",
     "job_status",
     "started_at",
-    "log_tail = ''",
+    "log_tail IS NULL",
 )
 
 

@@ -14,7 +14,7 @@ on the row when the job ends, so logs outlive the pods.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -38,6 +38,8 @@ RAYJOB = ("ray.io/v1", "RayJob")
 SUBMITTER_CONTAINER = "ray-job-submitter"
 LOG_TAIL_LINES = 500
 LOG_TAIL_BYTES = 64 * 1024
+# How long a failing log read may hold back the deletion of a stopped or deleted job.
+LOG_TAIL_PATIENCE = timedelta(seconds=60)
 RELEASED_MESSAGE = "its pods are gone; GPUs released"
 # Ray's job statuses (status.jobStatus) and where each leaves the row.
 RAY_ENDS = {"SUCCEEDED": State.SUCCEEDED, "FAILED": State.FAILED, "STOPPED": State.STOPPED}
@@ -118,13 +120,15 @@ def converge_job(
         else:
             mark_started([cluster])
     elif state == State.STOPPED:
-        keep_log_tail(cluster, gw)
+        keep_log_tail_before_deleting(cluster, gw)
         delete_rayjob(gw, cluster.namespace, cluster.name)
         release_if_gone(cluster, gw)
     elif state in JOB_FINISHED:
+        if job_of(cluster).log_tail is None:
+            keep_log_tail(cluster, gw)
         release_if_gone(cluster, gw)
     elif state == State.DELETING:
-        keep_log_tail(cluster, gw)
+        keep_log_tail_before_deleting(cluster, gw)
         delete_rayjob(gw, cluster.namespace, cluster.name)
         if gw.get(*RAYJOB, cluster.name, cluster.namespace) is None and not pods_of(gw, cluster):
             finish_deletion(cluster)
@@ -148,21 +152,35 @@ def release_if_gone(cluster: ClusterRequest, gw: Gateway) -> None:
 def keep_log_tail(
     cluster: ClusterRequest, gw: Gateway, pods: list[dict[str, Any]] | None = None
 ) -> None:
-    """Keep the end of the driver's output on the row (once), before its pods go.
+    """Keep the end of the driver's output on the row, once, before its pods go.
+
+    ``log_tail`` is NULL until then; an empty string means there was nothing to keep
+    (no output, or no submitter pod left), so a job is never read again after that.
+    A failed read raises :class:`KubeError`: the caller's pass counts it as an error and
+    a later pass reads again while the submitter pod is still there.
     ``pods``: the job's pods as a reconcile pass read them (else they are listed)."""
     job = job_of(cluster)
-    if job.log_tail:
+    if job.log_tail is not None:
         return
+    text = read_driver_log(
+        cluster, gw, tail_lines=LOG_TAIL_LINES, limit_bytes=LOG_TAIL_BYTES, pods=pods
+    )
+    Job.objects.filter(pk=cluster.pk, log_tail__isnull=True).update(log_tail=text or "")
+    job.log_tail = text or ""
+
+
+def keep_log_tail_before_deleting(
+    cluster: ClusterRequest, gw: Gateway, pods: list[dict[str, Any]] | None = None
+) -> None:
+    """Keep the driver's output before the RayJob (and so its pods) is deleted; a read
+    that keeps failing holds the deletion back for :data:`LOG_TAIL_PATIENCE` at most,
+    after which the deletion goes ahead without it."""
     try:
-        text = read_driver_log(
-            cluster, gw, tail_lines=LOG_TAIL_LINES, limit_bytes=LOG_TAIL_BYTES, pods=pods
-        )
+        keep_log_tail(cluster, gw, pods)
     except KubeError as exc:
-        log.info("log tail of %s: %s", cluster, exc.message)
-        return
-    if text:
-        Job.objects.filter(pk=cluster.pk, log_tail="").update(log_tail=text)
-        job.log_tail = text
+        if timezone.now() - cluster.updated_at < LOG_TAIL_PATIENCE:
+            raise
+        log.warning("log tail of %s given up: %s", cluster, exc.message)
 
 
 def submitter_pod(
@@ -295,13 +313,15 @@ def _fold_ended(
     state = cluster.state
     gone = rj is None or bool(rj["metadata"].get("deletionTimestamp"))
     if state in (State.DELETING, State.STOPPED) and not gone:
-        keep_log_tail(cluster, gw, pods)
+        keep_log_tail_before_deleting(cluster, gw, pods)
         delete_rayjob(gw, cluster.namespace, cluster.name)
         return False
     if state == State.DELETING:
         if rj is None and not pods:
             return finish_deletion(cluster)
         return False
+    if job_of(cluster).log_tail is None and pods:
+        keep_log_tail(cluster, gw, pods)  # an earlier read failed: its pods are still here
     if cluster.holds_gpus and not holding_pods(pods):
         if release is not None:
             release.append(cluster)

@@ -84,7 +84,7 @@ def driver_log(request: ClusterRequest, bounds: LogBounds) -> DriverLog:
     """The driver's output within ``bounds``; see the module docstring."""
     if request.state in (State.QUEUED, State.ADMITTED):
         return DriverLog("none", "", "", False, "The job has not started yet: no output.")
-    saved = request.job.log_tail
+    saved = request.job.log_tail or ""
     try:
         gw = get_gateway()
         pod = engine.submitter_pod(request, gw)

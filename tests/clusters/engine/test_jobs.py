@@ -169,6 +169,37 @@ def test_stop_and_delete_mid_run(worker: Any, kubesim: Any, as_user: Any, bob: A
     assert UsageSpan.objects.filter(ended_at__isnull=True).count() == 0
 
 
+def test_a_driver_log_that_cannot_be_read_is_read_again_before_its_pods_go(
+    worker: Any, kubesim: Any, as_user: Any, bob: Any
+) -> None:
+    """Every read of a driver's log fails for a while: a job that ends keeps NULL and is
+    read again by later passes; a stopped job's RayJob (and so its pods) is not deleted
+    until its output was kept. Nothing is lost once the reads work again."""
+    kubesim.set_rayjob_defaults(run_seconds=600, pending_seconds=0)
+    api = as_user(bob)
+    body = {"name": "halt", "entrypoint": "python loop.py", "flavor": "l4"}
+    assert api.post(JOBS, body, format="json").status_code == 201
+    wait_for(lambda: _state("halt") == "running", what="running")
+    kubesim.set_rayjob_defaults(run_seconds=2, pending_seconds=0)
+    kubesim.set_faults(rate=0.0, codes=(503,), verb_rates={"log": 1.0})
+    body = {"name": "ends", "entrypoint": "python short.py", "flavor": "l4"}
+    assert api.post(JOBS, body, format="json").status_code == 201
+    try:
+        assert api.post(JOBS + "halt/stop/").json()["state"] == "stopped"
+        wait_for(lambda: _state("ends") == "succeeded", what="the job ended", timeout=60)
+        # Only log reads are faulted: several refused means several passes tried.
+        wait_for(lambda: kubesim.faults.stats()["faults"].get("total", 0) >= 4, what="retries")
+        for name in ("ends", "halt"):
+            assert _row(name).job.log_tail is None, name  # not kept, not given up
+        assert _rayjob("halt") is not None  # held back: deleting it would lose the output
+    finally:
+        kubesim.clear_faults()
+    for name in ("ends", "halt"):
+        wait_for(lambda n=name: _row(n).job.log_tail, what=f"{name}'s output kept")
+    wait_for(lambda: _rayjob("halt") is None, what="the stopped job's RayJob deleted")
+    assert api.get(JOBS + "halt/logs/").json()["origin"] == "saved"
+
+
 def test_a_job_on_your_dev_cluster_takes_no_quota(
     worker: Any, kubesim: Any, as_user: Any, bob: Any
 ) -> None:

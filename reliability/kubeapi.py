@@ -372,7 +372,9 @@ def exercise(rig: Rig, people: People, *, quick: bool) -> Result:  # noqa: C901
         released = ClusterEvent.objects.filter(cluster_id=pk, reason="gpus_released").count()
         if released != 1:
             result.releases_not_once.append(f"job {pk}: GPUs released {released} times")
-    kept = Job.objects.filter(request_id__in=jobs).exclude(log_tail=None).exclude(log_tail="").count()
+    kept = (
+        Job.objects.filter(request_id__in=jobs).exclude(log_tail=None).exclude(log_tail="").count()
+    )
     result.log_tails = (kept, len(jobs))
     tally(list(sim.faults.history), marks, result)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from clusters.kube import notbefore
 from clusters.kube.gateway import Gateway, TransientKubeError
 
 DASHBOARD_PORT_NAME = "dashboard"
@@ -67,6 +68,12 @@ def _epoch(value: Any, *, millis: bool = False) -> datetime.datetime | None:
 
 
 def _get_json(gw: Gateway, namespace: str, ray_cluster: str, path: str) -> Any:
+    # A 429 (from the API server or the dashboard) holds this read back for its
+    # Retry-After in every process, as the gateway does for its own calls.
+    held = f"{namespace}/{ray_cluster}/{path}"
+    left = notbefore.wait("dashboard", held)
+    if left > 0:
+        raise DashboardUnreachable(f"GET {path}: waiting {left:.1f} s more, as asked (429)")
     try:
         answer = gw.service_proxy(
             "GET",
@@ -79,6 +86,8 @@ def _get_json(gw: Gateway, namespace: str, ray_cluster: str, path: str) -> Any:
         body = answer.read(_MAX_ANSWER)
     except TransientKubeError as exc:
         raise DashboardUnreachable(exc.message) from exc
+    if answer.status == 429:
+        notbefore.hold("dashboard", held, _retry_after(answer.headers.get("retry-after")))
     if answer.status != 200:
         text = body[:300].decode("utf-8", errors="replace").strip()
         raise DashboardUnreachable(f"GET {path} answered {answer.status}: {text}")
@@ -86,6 +95,14 @@ def _get_json(gw: Gateway, namespace: str, ray_cluster: str, path: str) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise DashboardUnreachable(f"GET {path} did not answer JSON ({exc})") from exc
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds a 429's ``Retry-After`` asks for (1 s when it gives none we can read)."""
+    try:
+        return min(max(float(value or 1), 0.0), 300.0)
+    except ValueError:
+        return 1.0
 
 
 def read_activity(gw: Gateway, namespace: str, ray_cluster: str) -> Activity:

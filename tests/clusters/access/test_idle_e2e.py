@@ -148,3 +148,20 @@ def test_a_dashboard_answer_cut_mid_body_is_unreachable_not_an_error(
     assert report.unreachable == 1 and not report.warned
     assert _row(live_cluster).activity_note.startswith("activity unknown:")
     assert "cannot reach" in _row(live_cluster).activity_note
+
+
+def test_a_dashboard_read_refused_with_429_waits_its_retry_after(
+    live_cluster: ClusterRequest, kubesim: Any
+) -> None:
+    # The service proxy answered 429 Retry-After: 30: the next pass does not ask that
+    # dashboard again before then (the Kubernetes API suite caught idle reads 0.4 s after a
+    # 429), and says why the cluster's activity is unknown.
+    kubesim.set_faults(rate=1.0, codes=(429,), retry_after=30, verb_rates={"proxy": 1.0})
+    first = check_activity(now=timezone.now())
+    kubesim.clear_faults()
+    asked = kubesim.faults.stats()["requests"]["total"]
+    second = check_activity(now=timezone.now())
+    assert first.unreachable == 1 and second.unreachable == 1
+    assert "waiting" in _row(live_cluster).activity_note
+    assert "as asked (429)" in _row(live_cluster).activity_note
+    assert kubesim.faults.stats()["requests"]["total"] == asked  # the second sent nothing

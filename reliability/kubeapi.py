@@ -75,7 +75,7 @@ FULL = {
     "tenants": 12,
     "clusters": 24,
     "drift": 8,
-    "steady": 20.0,
+    "steady": 40.0,
     "jobs": 8,
     "restart": 6,
     "permanent": 6,

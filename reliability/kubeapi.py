@@ -443,10 +443,14 @@ FOUND = (
     "log was read without the retries every other read has, and one transient answer lost "
     "a finished job's driver output, 3 of 8 in the first full run "
     "(`tests/clusters/kube/test_gateway.py::"
-    "test_a_pod_log_read_is_asked_again_after_a_transient_answer`). Still lost: the "
-    "driver log of a job whose log reads meet a 429 (which goes up to the caller to wait "
-    "its Retry-After) or four faults in a row (the suite faults most log reads) before "
-    "the job's pods go; no request, object or GPU is affected."
+    "test_a_pod_log_read_is_asked_again_after_a_transient_answer`); a job whose log reads "
+    "all failed (a 429, or several faults in a row) lost its output, 2 of 8: a read that "
+    "fails is now the pass's error, read again by later passes while the pods are there, "
+    "and a stopped or deleted job's RayJob waits for it (`tests/clusters/engine/"
+    "test_jobs.py::test_a_driver_log_that_cannot_be_read_is_read_again_before_its_pods_go`); "
+    "the idle detector read a dashboard again 0.4-0.7 s after a 429 asking for 1 s "
+    "(clusters/kube/raydash.py; `tests/clusters/access/test_idle_e2e.py::"
+    "test_a_dashboard_read_refused_with_429_waits_its_retry_after`)."
 )
 
 

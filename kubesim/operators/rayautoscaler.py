@@ -27,7 +27,7 @@ from kubesim.operators import raydemand
 from kubesim.operators.raydemand import Bundle
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
-from kubesim.util import get_path
+from kubesim.util import get_path, parse_time
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -62,6 +62,8 @@ class ScalerState:
     last_used: dict[str, float] = field(default_factory=dict)
     # Worker pod -> the jobs whose bundles it held at the last pass.
     held: dict[str, set[str]] = field(default_factory=dict)
+    # Worker pod -> when its Ray node joined (the pod turned Ready).
+    seen: dict[str, float] = field(default_factory=dict)
 
 
 def _round_up(value: Any) -> int:
@@ -159,6 +161,14 @@ def _ready(pod: Obj) -> bool:
     return st.get("phase") == "Running" and any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or []
     )
+
+
+def _ready_since(pod: Obj, now: float) -> float:
+    """When the pod turned Ready (the kubelet stamps it from the cluster clock)."""
+    for c in get_path(pod, "status", "conditions", default=[]) or []:
+        if c.get("type") == "Ready" and c.get("lastTransitionTime"):
+            return min(now, parse_time(c["lastTransitionTime"]).timestamp())
+    return now
 
 
 def _score(kind: NodeType, want: Bundle) -> tuple[int, float]:
@@ -424,11 +434,12 @@ class RayAutoscaler:
         age, first fit); note when each worker was last used; return what did not fit."""
         rc, now = view.rc, view.now
         head_free = node_resources(rc["spec"].get("headGroupSpec") or {})
-        free = {
-            p["metadata"]["name"]: dict(view.kinds[_group(p)].resources)
-            for p in view.connected
-            if _group(p) in view.kinds
-        }
+        joined = [p for p in view.connected if _group(p) in view.kinds]
+        for p in joined:
+            state.seen.setdefault(p["metadata"]["name"], _ready_since(p, now))
+        # Oldest Ray nodes first, so that a running job's bundles stay where they were.
+        joined.sort(key=lambda p: (state.seen[p["metadata"]["name"]], p["metadata"]["name"]))
+        free = {p["metadata"]["name"]: dict(view.kinds[_group(p)].resources) for p in joined}
         unplaced: list[Bundle] = []
         held: dict[str, set[str]] = {}
         for job, want in self._demand(rc, now):
@@ -447,13 +458,14 @@ class RayAutoscaler:
         jobs = self.cluster.rayruntime.heads.get((meta["namespace"], meta["name"]), {})
         by_driver = {r.driver_id: r for r in jobs.values() if r.kind == "DRIVER"}
         for n in free:
-            last = state.last_used.get(n, now)
+            last = state.last_used.get(n, state.seen[n])
             for job in state.held.get(n, set()) - held.get(n, set()):
                 run = jobs.get(job) or by_driver.get(job)
                 ended = run.end_time(now) if run is not None else None
                 last = max(last, ended if ended is not None else now)
             state.last_used[n] = now if n in held else last
         state.last_used = {n: t for n, t in state.last_used.items() if n in free}
+        state.seen = {n: t for n, t in state.seen.items() if n in free}
         state.held = held
         view.held = set(held)
         return unplaced

@@ -60,8 +60,8 @@ class ScalerState:
 
     # Worker pod -> when its Ray node last held a bundle (or was first seen).
     last_used: dict[str, float] = field(default_factory=dict)
-    # Worker pod -> the jobs whose bundles it held at the last pass.
-    held: dict[str, set[str]] = field(default_factory=dict)
+    # When the last pass ran (what happened since is replayed for ``last_used``).
+    last_pass: float | None = None
     # Worker pod -> when its Ray node joined (the pod turned Ready).
     seen: dict[str, float] = field(default_factory=dict)
 
@@ -366,23 +366,23 @@ class RayAutoscaler:
         heapq.heappush(self.timers, (now + interval, ns, name))
         return self._update(rc, self.states.setdefault(key, ScalerState()), now)
 
-    def _demand(self, rc: Obj, now: float) -> list[tuple[str, Bundle]]:
-        """(job, bundle) of every job alive on the head: the driver's entrypoint bundle
+    def _demand(self, rc: Obj, now: float) -> list[Bundle]:
+        """The bundles of every job alive on the head: the driver's entrypoint bundle
         until it ends, its tasks' bundles while it runs; the interactive driver's
         ``kubesim.io/ray-driver-demand`` while it is connected."""
         ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
-        out: list[tuple[str, Bundle]] = []
+        out: list[Bundle] = []
         for run in list(self.cluster.rayruntime.heads.get((ns, name), {}).values()):
-            if run.end_time(now) is not None:
+            if run.submitted > now or run.end_time(now) is not None:
                 continue
             if run.kind == "DRIVER":
                 ann = get_path(rc, "metadata", "annotations", raydemand.ANN_DRIVER_DEMAND)
-                out += [(run.driver_id, b) for b in raydemand.parse_bundles(ann)]
+                out += raydemand.parse_bundles(ann)
                 continue
             if run.entrypoint_resources:
-                out.append((run.job_id, run.entrypoint_resources))
+                out.append(run.entrypoint_resources)
             if run.status(now) == "RUNNING":
-                out += [(run.job_id, b) for b in run.demand]
+                out += run.demand
         return out
 
     def _update(self, rc: Obj, state: ScalerState, now: float) -> bool:
@@ -429,20 +429,16 @@ class RayAutoscaler:
                     changed = True
         return self._write(rc, new_spec) if changed else False
 
-    def _place(self, view: _View, state: ScalerState) -> list[Bundle]:
-        """Place the demand on the Ray nodes (head first, then the connected workers by
-        age, first fit); note when each worker was last used; return what did not fit."""
-        rc, now = view.rc, view.now
+    def _assign(
+        self, rc: Obj, nodes: list[tuple[str, Bundle]], at: float
+    ) -> tuple[set[str], list[Bundle]]:
+        """Place the demand at ``at`` on the head, then ``nodes`` in order (first fit):
+        the workers that hold a bundle, and the bundles that fit nowhere."""
         head_free = node_resources(rc["spec"].get("headGroupSpec") or {})
-        joined = [p for p in view.connected if _group(p) in view.kinds]
-        for p in joined:
-            state.seen.setdefault(p["metadata"]["name"], _ready_since(p, now))
-        # Oldest Ray nodes first, so that a running job's bundles stay where they were.
-        joined.sort(key=lambda p: (state.seen[p["metadata"]["name"]], p["metadata"]["name"]))
-        free = {p["metadata"]["name"]: dict(view.kinds[_group(p)].resources) for p in joined}
+        free = {n: dict(res) for n, res in nodes}
+        used: set[str] = set()
         unplaced: list[Bundle] = []
-        held: dict[str, set[str]] = {}
-        for job, want in self._demand(rc, now):
+        for want in self._demand(rc, at):
             if _fits(want, head_free):
                 _take(want, head_free)
                 continue
@@ -451,23 +447,40 @@ class RayAutoscaler:
                 unplaced.append(want)
             else:
                 _take(want, free[spot])
-                held.setdefault(spot, set()).add(job)
-        # Last used: now if it holds a bundle; else when the jobs it held at the last pass
-        # ended (between passes); else when it was first seen.
-        meta = rc["metadata"]
-        jobs = self.cluster.rayruntime.heads.get((meta["namespace"], meta["name"]), {})
-        by_driver = {r.driver_id: r for r in jobs.values() if r.kind == "DRIVER"}
-        for n in free:
-            last = state.last_used.get(n, state.seen[n])
-            for job in state.held.get(n, set()) - held.get(n, set()):
-                run = jobs.get(job) or by_driver.get(job)
-                ended = run.end_time(now) if run is not None else None
-                last = max(last, ended if ended is not None else now)
-            state.last_used[n] = now if n in held else last
-        state.last_used = {n: t for n, t in state.last_used.items() if n in free}
-        state.seen = {n: t for n, t in state.seen.items() if n in free}
-        state.held = held
-        view.held = set(held)
+                used.add(spot)
+        return used, unplaced
+
+    def _place(self, view: _View, state: ScalerState) -> list[Bundle]:
+        """Place the demand on the Ray nodes (head first, then the connected workers in
+        the order they joined, first fit); note when each worker was last used, replaying
+        what changed since the last pass (jobs starting and ending, workers joining) so
+        that a late pass judges idleness as a punctual one would; return what did not fit."""
+        rc, now = view.rc, view.now
+        joined = [p for p in view.connected if _group(p) in view.kinds]
+        for p in joined:
+            state.seen.setdefault(p["metadata"]["name"], _ready_since(p, now))
+        joined.sort(key=lambda p: (state.seen[p["metadata"]["name"]], p["metadata"]["name"]))
+        nodes = [(p["metadata"]["name"], view.kinds[_group(p)].resources) for p in joined]
+        prev = state.last_pass
+        if prev is not None and prev < now:
+            meta = rc["metadata"]
+            runs = self.cluster.rayruntime.heads.get((meta["namespace"], meta["name"]), {})
+            marks = {prev} | {state.seen[n] for n, _ in nodes}
+            for run in runs.values():
+                marks |= {run.start, run.end, run.stopped or run.end}
+            times = sorted(t for t in marks if prev <= t < now)
+            for a, b in zip(times, [*times[1:], now], strict=True):
+                ready = [(n, res) for n, res in nodes if state.seen[n] <= a]
+                for n in self._assign(rc, ready, a)[0]:
+                    state.last_used[n] = max(state.last_used.get(n, a), b)
+        used, unplaced = self._assign(rc, nodes, now)
+        names = {n for n, _ in nodes}
+        for n in names:
+            state.last_used[n] = now if n in used else state.last_used.get(n, state.seen[n])
+        state.last_used = {n: t for n, t in state.last_used.items() if n in names}
+        state.seen = {n: t for n, t in state.seen.items() if n in names}
+        state.last_pass = now
+        view.held = used
         return unplaced
 
     def _pods(self, rc: Obj) -> list[Obj]:

@@ -165,12 +165,33 @@ def test_no_sidecar_without_in_tree_autoscaling(
     assert events(core, "CreatedServiceAccount") == []
 
 
-def test_the_v2_sample_turns_autoscaler_v2_on(kubectl: Kubectl, core: client.CoreV1Api) -> None:
+def test_the_v2_sample_turns_autoscaler_v2_on_and_honours_a_groups_idle_timeout(
+    kubectl: Kubectl,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    sim: KubeSim,
+    clock: ManualClock,
+) -> None:
     kubectl("apply", "-f", str(SAMPLE_V2))
     head = kget(kubectl, "pods", "-l", f"ray.io/cluster={RC},ray.io/node-type=head")["items"][0]
     ray = head["spec"]["containers"][0]
     assert {"name": "RAY_enable_autoscaler_v2", "value": "true"} in ray["env"]
     assert head["spec"]["restartPolicy"] == "Never"
+    # Under v2 a group may have its own idle timeout (KubeRay refuses it under v1).
+    kubectl(
+        "patch", "raycluster", RC, "--type=json", "-p",
+        json.dumps([{"op": "add", "path": "/spec/workerGroupSpecs/0/idleTimeoutSeconds",
+                     "value": 10}]),
+    )  # fmt: skip
+    submit(sim, "short", [{"CPU": 1}], seconds=20)
+    advance(sim, clock, 5)
+    (name,) = workers(core)
+    assert core.read_namespaced_pod(name, "default").spec.restart_policy == "Never"
+    advance(sim, clock, 20)  # the job ended at 21 s; 25 s now
+    assert workers(core) == [name]
+    advance(sim, clock, 5)
+    advance(sim, clock, 5)  # 35 s: idle 14 s, past the group's 10 (the cluster's is 60)
+    assert workers(core) == [] and group(custom)["scaleStrategy"]["workersToDelete"] == [name]
 
 
 def test_demand_scales_up_within_max_then_idle_workers_go_through_workers_to_delete(
@@ -188,34 +209,32 @@ def test_demand_scales_up_within_max_then_idle_workers_go_through_workers_to_del
     assert group(custom)["replicas"] == 4
     assert len(workers(core)) == 4 and running_workers(core) == 4
     first = workers(core)
-    # Thirty more: capped at maxReplicas 10.
-    submit(sim, "many", [{"CPU": 1, "count": 30}], seconds=100)
+    # Thirty more, for 50 s: capped at maxReplicas 10.
+    submit(sim, "many", [{"CPU": 1, "count": 30}], seconds=50)
     advance(sim, clock, 5)
     advance(sim, clock, 5)
     assert group(custom)["replicas"] == 10 and len(workers(core)) == 10
-    rc = kget(kubectl, "raycluster", RC)
-    assert rc["status"]["desiredWorkerReplicas"] == 10
-    before = workers(core)
+    assert kget(kubectl, "raycluster", RC)["status"]["desiredWorkerReplicas"] == 10
+    later = sorted(set(workers(core)) - set(first))
 
-    # "four" ends 101 s after the apply, "many" 106 s; their workers idle 60 s after.
-    advance(sim, clock, 100)
-    advance(sim, clock, 40)
-    advance(sim, clock, 5)  # 160 s
+    # "many" ends 56 s after the apply: its six workers are idle from then (the first
+    # four still run "four" until 101 s); each goes 60 s after it was last used.
+    advance(sim, clock, 100)  # 115 s
     assert group(custom)["replicas"] == 10 and len(workers(core)) == 10
-    advance(sim, clock, 5)  # 165 s: the four workers that ran "four" go first
+    advance(sim, clock, 5)  # 120 s
     spec = group(custom)
-    assert spec["replicas"] == 6
-    assert sorted(spec["scaleStrategy"]["workersToDelete"]) == first
-    assert sorted(set(workers(core)) | set(first)) == before and len(workers(core)) == 6
+    assert spec["replicas"] == 4
+    assert sorted(spec["scaleStrategy"]["workersToDelete"]) == later
+    assert workers(core) == first
     assert events(core, "DeletedWorkerPod")  # KubeRay deleted the named pods
-    advance(sim, clock, 5)  # 170 s: the rest, down to minReplicas 0
-    spec = group(custom)
-    assert spec["replicas"] == 0
-    assert sorted(spec["scaleStrategy"]["workersToDelete"]) == sorted(set(before) - set(first))
-    assert workers(core) == []
-    # The next pass clears workersToDelete once KubeRay has deleted them.
-    advance(sim, clock, 5)
+    advance(sim, clock, 5)  # 125 s: cleared once KubeRay has deleted them
     assert group(custom)["scaleStrategy"] == {"workersToDelete": []}
+    advance(sim, clock, 35)  # 160 s: "four"'s workers idle 59 s
+    assert workers(core) == first
+    advance(sim, clock, 5)  # 165 s: down to minReplicas 0
+    spec = group(custom)
+    assert spec["replicas"] == 0 and sorted(spec["scaleStrategy"]["workersToDelete"]) == first
+    assert workers(core) == []
     assert kget(kubectl, "raycluster", RC)["status"]["desiredWorkerReplicas"] == 0
 
 

@@ -204,8 +204,7 @@ class _View:
 def _scale_down(view: _View, state: ScalerState) -> dict[str, list[str]]:
     """``terminate_nodes_to_enforce_config_constraints``: the most recently used are kept
     for minReplicas (unconnected pods count as newest); above maxReplicas, and idle for
-    the idle timeout, go. Workers of groups Ray does not know go too."""
-    groups = {str(g.get("groupName", "")) for g in view.rc["spec"].get("workerGroupSpecs") or []}
+    the idle timeout, go. Multi-host groups are left alone."""
     doomed: dict[str, list[str]] = {}
     kept: Counter[str] = Counter()
     order = sorted(
@@ -215,9 +214,7 @@ def _scale_down(view: _View, state: ScalerState) -> dict[str, list[str]]:
         n, g = p["metadata"]["name"], _group(p)
         kind = view.kinds.get(g)
         if kind is None:
-            if g not in groups:
-                doomed.setdefault(g, []).append(n)
-            continue  # a multi-host group: left alone
+            continue
         idle = n in state.last_used and n not in view.held
         if kept[g] < kind.min_workers:
             kept[g] += 1

@@ -1,14 +1,13 @@
-"""What a simulated Ray job asks of its cluster: its driver's entrypoint resources (real
-fields: a RayJob's ``entrypointNumCpus``/``entrypointNumGpus``/``entrypointResources``, the
-job API's ``entrypoint_num_cpus``/``_num_gpus``/``_memory``/``_resources``) and the resource
-bundles of the tasks and actors it runs, which only a simulator knob can say: the RayJob
-annotation (or job API metadata key) ``kubesim.io/job-demand``, and the RayCluster
-annotation ``kubesim.io/ray-driver-demand`` for its interactive driver.
+"""What a simulated Ray job asks of its cluster: its driver's entrypoint resources (a
+RayJob's ``entrypointNumCpus``/``entrypointNumGpus``/``entrypointResources``, the job API's
+``entrypoint_num_cpus``/``_num_gpus``/``_memory``/``_resources``) and its tasks' bundles,
+which only a simulator knob says: ``kubesim.io/job-demand`` (RayJob annotation, job API
+metadata) and ``kubesim.io/ray-driver-demand`` (RayCluster, for its interactive driver).
 
-A knob is JSON: a list of bundles, each a map of Ray resource (``CPU``, ``GPU``,
-``memory`` in bytes or as a quantity such as ``"4Gi"``, custom names) to an amount, with an
-optional ``"count"`` that repeats it: ``[{"GPU": 1, "CPU": 4, "count": 8}]``. A value that
-does not parse is no demand.
+A knob is JSON: a list of bundles, each a map of Ray resource (``CPU``, ``GPU``, ``memory``
+in bytes or a quantity such as ``"4Gi"``, custom names) to an amount, with an optional
+``"count"`` repeating it: ``[{"GPU": 1, "CPU": 4, "count": 8}]``. A value that does not
+parse is no demand.
 """
 
 from __future__ import annotations

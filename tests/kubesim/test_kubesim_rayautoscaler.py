@@ -61,7 +61,7 @@ def group(custom: client.CustomObjectsApi, cluster: str = RC) -> dict[str, Any]:
     return found
 
 
-def submit(sim: KubeSim, job_id: str, bundles: list[dict[str, Any]], seconds: int) -> None:
+def submit(sim: KubeSim, job_id: str, bundles: list[dict[str, Any]] | str, seconds: int) -> None:
     """``POST /api/jobs/`` on the sample's head, through the API server's service proxy,
     with the demand knob in the job's metadata."""
     url = f"{sim.url}/api/v1/namespaces/default/services/{RC}-head-svc:dashboard/proxy/api/jobs/"
@@ -69,7 +69,7 @@ def submit(sim: KubeSim, job_id: str, bundles: list[dict[str, Any]], seconds: in
         "entrypoint": "python tune.py",
         "submission_id": job_id,
         "metadata": {
-            "kubesim.io/job-demand": json.dumps(bundles),
+            "kubesim.io/job-demand": bundles if isinstance(bundles, str) else json.dumps(bundles),
             "kubesim.io/job-run-seconds": str(seconds),
         },
     }
@@ -259,6 +259,21 @@ def test_upscaling_mode_caps_the_pending_pods(
     assert group(custom)["replicas"] == after_one_pass
     advance(sim, clock, 5)
     assert group(custom)["replicas"] == 10 and running_workers(core) == 10
+
+
+def test_demand_no_group_can_hold_or_that_does_not_parse_launches_nothing(
+    kubectl: Kubectl, custom: client.CustomObjectsApi, sim: KubeSim, clock: ManualClock
+) -> None:
+    kubectl("apply", "-f", str(SAMPLE))
+    submit(sim, "typo", "[{CPU: 1}]", seconds=600)
+    submit(sim, "huge", [{"CPU": 2}], seconds=600)  # the sample's workers have 1 CPU
+    submit(sim, "gpu", [{"GPU": 1}], seconds=600)  # and no GPU
+    advance(sim, clock, 5)
+    advance(sim, clock, 5)
+    assert group(custom)["replicas"] == 0
+    submit(sim, "fits", [{"CPU": 1, "memory": "512Mi", "count": 2}], seconds=600)
+    advance(sim, clock, 5)
+    assert group(custom)["replicas"] == 2
 
 
 def autoscaling_cluster(name: str, low: int, high: int, idle: int) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from kubesim.kubelet import Kubelet
 from kubesim.operators.batchjob import JobController, default_job
 from kubesim.operators.kuberay import KubeRay
 from kubesim.operators.kueue import Kueue
+from kubesim.operators.rayautoscaler import RayAutoscaler
 from kubesim.operators.rayjob import RayJobController
 from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime
 from kubesim.resources import Registry, ResourceType
@@ -105,6 +106,8 @@ class Cluster:
         # The simulated driver's defaults: the fleet file's ``rayjobs:``, then the setter.
         self.rayjob_defaults = RayJobDefaults.from_fleet(self.fleet)
         self.rayruntime = RayRuntime(self, self.rayjob_defaults)
+        # The Ray autoscaler sidecars of RayClusters with in-tree autoscaling.
+        self.rayautoscaler = RayAutoscaler(self)
         # The cluster autoscaler (node groups, ProvisioningRequests); None: the fleet's
         # ``autoscaler`` timings or the defaults.
         self.autoscaler = Autoscaler(self, scale_up_delay, scale_down_unneeded_time, booking_time)
@@ -118,6 +121,7 @@ class Cluster:
             self.scheduler,
             self.kubelet,
             self.rayruntime,
+            self.rayautoscaler,
             self.autoscaler,
             self.quota,
         ]
@@ -195,6 +199,7 @@ class Cluster:
             self.rayjob.reset()
             self.jobs.reset()
             self.rayruntime.reset()
+            self.rayautoscaler.reset()
             self.autoscaler.reset()
             self.bootstrap()
 
@@ -222,6 +227,7 @@ class Cluster:
             self.rayjob.reset()
             self.jobs.reset()
             self.rayruntime.reset()
+            self.rayautoscaler.reset()
             for ev in self.store.iter("events"):
                 inv = ev.get("involvedObject") or {}
                 self.events_index[(inv.get("uid", ""), ev.get("reason", ""))] = (
@@ -449,8 +455,8 @@ class Cluster:
     def tick(self) -> None:
         """Time-driven work (pod start-up after the delay, Kueue's requeue backoff, event
         expiry, the scheduler's periodic retry of waiting pods, RayJob deadlines and TTLs,
-        simulated Ray drivers ending, Job pod-failure backoff, the cluster autoscaler's node
-        boots, bookings and scale-down), then settle."""
+        simulated Ray drivers ending, Job pod-failure backoff, the Ray autoscalers' passes,
+        the cluster autoscaler's node boots, bookings and scale-down), then settle."""
         self.expire_events()
         with self.lock:
             if self.clock.time() >= self._next_flush:
@@ -464,6 +470,7 @@ class Cluster:
                 self.rayjob.wake_due(at),
                 self.jobs.wake_due(at),
                 self.rayruntime.wake_due(at),
+                self.rayautoscaler.wake_due(at),
             ]
             scaled = self.autoscaler.tick()
             if self.kueue.requeue_due() or started or any(woke) or scaled:

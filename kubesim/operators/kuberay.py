@@ -5,7 +5,9 @@ desired worker pods of each group (labels and ownerReferences as KubeRay sets th
 every pod while ``spec.suspend`` is true, and writes the status KubeRay writes: ``state``,
 the conditions, replica counts, desired resources, endpoints and head addresses. Pod
 creation refused by admission (ResourceQuota) becomes a Warning event and a
-``ReplicaFailure`` condition, retried when the namespace's quota usage changes.
+``ReplicaFailure`` condition, retried when the namespace's quota usage changes. With
+in-tree autoscaling the head gets the autoscaler sidecar and its RBAC objects
+(``autoscalersidecar.py``) and only ``workersToDelete`` removes workers.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim import quantity
 from kubesim.admission import pod_totals
 from kubesim.errors import ApiError
+from kubesim.operators import autoscalersidecar as sidecar
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import get_path, now, owner_ref, suffix
@@ -63,6 +66,8 @@ class KubeRay:
         """Forget pending work."""
         self.dirty: set[ClusterKey] = set()
         self.blocked: dict[str, set[str]] = {}
+        # Clusters whose head names a service account not created yet: (ns, account) -> names.
+        self.waiting_sa: dict[tuple[str, str], set[str]] = {}
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
         """RayCluster writes and writes of owned pods/services mark the cluster dirty."""
@@ -77,6 +82,9 @@ class KubeRay:
             elif old is not new:
                 # Only writes by others: our own in-place status writes must not loop.
                 self.dirty.add(key)
+        elif rt.kind == "ServiceAccount" and new is not None and old is None:
+            for name in self.waiting_sa.pop((meta["namespace"], meta["name"]), set()):
+                self.dirty.add((meta["namespace"], name))
         elif rt.kind in ("Pod", "Service"):
             for owner in meta.get("ownerReferences") or []:
                 if owner.get("kind") == "RayCluster":
@@ -132,6 +140,11 @@ class KubeRay:
         )
         annotations = dict(meta.get("annotations") or {})
         annotations.setdefault("ray.io/ft-enabled", "false")
+        pod_spec = copy.deepcopy(template.get("spec") or {})
+        if node_type == "head":
+            pod_spec = sidecar.head_pod_spec(rc, pod_spec)
+        else:
+            pod_spec = sidecar.worker_pod_spec(rc, pod_spec)
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -142,7 +155,7 @@ class KubeRay:
                 "annotations": annotations,
                 "ownerReferences": [owner_ref(rc)],
             },
-            "spec": copy.deepcopy(template.get("spec") or {}),
+            "spec": pod_spec,
         }
 
     def _create(self, rc: Obj, obj: Obj, reason: str) -> str | None:
@@ -207,8 +220,69 @@ class KubeRay:
 
     # -- the reconcile ---------------------------------------------------------------------
 
+    def _autoscaler_rbac(self, rc: Obj) -> bool:
+        """The sidecar's ServiceAccount, Role and RoleBinding (KubeRay's
+        ``reconcileAutoscaler*``); False when the head names a service account that does
+        not exist, which KubeRay leaves to the user to create (no pods until then)."""
+        ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
+        given = get_path(rc, "spec", "headGroupSpec", "template", "spec", "serviceAccountName")
+        for key, obj in sidecar.rbac_objects(rc):
+            obj_name = obj["metadata"]["name"]
+            if self.cluster.store.get(key, ns, obj_name) is not None:
+                continue
+            what = {"serviceaccounts": "service account", "roles.rbac.authorization.k8s.io": "role"}
+            if key == "serviceaccounts" and given == obj_name:
+                self.waiting_sa.setdefault((ns, obj_name), set()).add(name)
+                self.cluster.record_event(
+                    rc,
+                    "Warning",
+                    "AutoscalerServiceAccountNotFound",
+                    f"Failed to reconcile RayCluster {ns}/{name}. If users specify "
+                    "ServiceAccountName for the head Pod, they need to create a ServiceAccount "
+                    f"themselves. However, ServiceAccount {obj_name} is not found. Please create "
+                    "one. See the PR description of https://github.com/ray-project/kuberay/pull/"
+                    "1128 for more details.",
+                    "raycluster-controller",
+                )
+                return False
+            label = what.get(key, "role binding")
+            try:
+                self.cluster.create_object(self.cluster.rt(key), obj)
+            except ApiError as exc:
+                reason = "FailedToCreate" + label.title().replace(" ", "")
+                self.cluster.record_event(
+                    rc,
+                    "Warning",
+                    reason,
+                    f"Failed creating {label} {ns}/{obj_name}, {exc.message}",
+                    "raycluster-controller",
+                )
+                return False
+            self.cluster.record_event(
+                rc,
+                "Normal",
+                "Created" + label.title().replace(" ", ""),
+                f"Created {label} {ns}/{obj_name}",
+                "raycluster-controller",
+            )
+        return True
+
     def _reconcile_one(self, rc: Obj) -> bool:
         spec = rc.get("spec") or {}
+        invalid = sidecar.spec_error(spec)
+        if invalid is not None:
+            meta = rc["metadata"]
+            self.cluster.record_event(
+                rc,
+                "Warning",
+                "InvalidRayClusterSpec",
+                f"The RayCluster spec is invalid {meta['namespace']}/{meta['name']}: {invalid}",
+                "raycluster-controller",
+            )
+            return False
+        autoscaling = sidecar.enabled(spec)
+        if autoscaling and not self._autoscaler_rbac(rc):
+            return False
         pods = self._owned(rc, "pods")
         busy = False
         failure: str | None = None
@@ -243,10 +317,20 @@ class KubeRay:
                     self.cluster.delete_object(pods_rt, p)
                     mine.remove(p)
                     busy = True
+                    self.cluster.record_event(
+                        rc,
+                        "Normal",
+                        "DeletedWorkerPod",
+                        f"Deleted pod {p['metadata']['namespace']}/{p['metadata']['name']}",
+                        "raycluster-controller",
+                    )
                 want = desired_workers(group)
+                # With the autoscaler on, KubeRay deletes no random worker: the autoscaler
+                # alone chooses, through workersToDelete.
+                surplus = 0 if autoscaling else max(0, len(mine) - want)
                 for p in sorted(
                     mine, key=lambda p: p["metadata"]["creationTimestamp"], reverse=True
-                )[: max(0, len(mine) - want)]:
+                )[:surplus]:
                     self.cluster.delete_object(pods_rt, p)
                     busy = True
                 for _ in range(want - len(mine)):

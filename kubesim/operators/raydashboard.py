@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from kubesim import podlogs
+from kubesim.operators import raydemand
 from kubesim.operators.rayruntime import RC, TERMINAL, DriverRun
 from kubesim.store import Obj
 from kubesim.util import get_path
@@ -362,6 +363,12 @@ class Dashboard:
             {str(k): str(v) for k, v in metadata.items()} if metadata is not None else None,
             req.get("runtime_env"),
             asked,
+            raydemand.entrypoint_bundle(
+                req.get("entrypoint_num_cpus"),
+                req.get("entrypoint_num_gpus"),
+                req.get("entrypoint_memory"),
+                req.get("entrypoint_resources"),
+            ),
         )
         if run is None:
             inner = _traceback(

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from kubesim.operators import raydemand
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import get_path
@@ -166,6 +167,10 @@ class DriverRun:
     # Its runtime env could not be set up (a package it names was never uploaded): it
     # failed when it would have started, and its driver never ran.
     runtime_env_failed: bool = False
+    # What it asks of the cluster (``raydemand.py``): the driver's entrypoint resources,
+    # held until it ends, and its tasks' bundles, wanted while it runs.
+    entrypoint_resources: dict[str, float] = field(default_factory=dict)
+    demand: list[dict[str, float]] = field(default_factory=list)
 
     def status(self, at: float) -> str:
         """Ray's JobStatus at ``at``."""
@@ -266,6 +271,13 @@ class RayRuntime:
         except yaml.YAMLError:
             env = {}
         run_obj.runtime_env = env if isinstance(env, dict) else {}
+        run_obj.entrypoint_resources = raydemand.entrypoint_bundle(
+            spec.get("entrypointNumCpus"),
+            spec.get("entrypointNumGpus"),
+            None,
+            spec.get("entrypointResources"),
+        )
+        run_obj.demand = raydemand.parse_bundles(ann.get(raydemand.ANN_JOB_DEMAND))
         table[job_id] = run_obj
         self._wake_rayjob(rayjob, run_obj.start)
         self._wake_rayjob(rayjob, run_obj.end)
@@ -280,10 +292,12 @@ class RayRuntime:
         metadata: dict[str, str] | None,
         runtime_env: dict[str, Any] | None,
         resources: bool,
+        driver_bundle: dict[str, float] | None = None,
     ) -> DriverRun | None:
         """``POST /api/jobs/`` on the head of ``ns/cluster``: a new job, or None when the
         submission id is taken. Simulator knobs come from ``metadata``; the PENDING
-        message is Ray's for what was asked (entrypoint resources, a runtime env)."""
+        message is Ray's for what was asked (entrypoint resources, a runtime env);
+        ``driver_bundle`` is the driver's bundle of entrypoint resources."""
         table = self.heads.setdefault((ns, cluster), {})
         if job_id in table:
             return None
@@ -294,6 +308,8 @@ class RayRuntime:
             pending += MSG_WAIT_RUNTIME_ENV
         run = self._new_run(ns, cluster, job_id, entrypoint, metadata or {}, pending)
         run.metadata, run.runtime_env = metadata, runtime_env
+        run.entrypoint_resources = dict(driver_bundle or {})
+        run.demand = raydemand.parse_bundles((metadata or {}).get(raydemand.ANN_JOB_DEMAND))
         missing = self.missing_package((ns, cluster), runtime_env)
         if missing is not None:
             run.end, run.outcome, run.runtime_env_failed = run.start, "FAILED", True

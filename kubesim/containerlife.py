@@ -112,10 +112,12 @@ class ContainerLife:
         """Create and start one container; arm its exit when a fault says it fails."""
         self._event(pod, c, "Normal", "Created", f"Created container: {c['name']}")
         self._event(pod, c, "Normal", "Started", f"Started container {c['name']}")
+        # A container that is going to fail never passes its readiness check first.
+        faulty = bool(self.cluster.kubelet.faults.fault_of(pod, c["name"]))
         status.update(
-            {"ready": True, "started": True, "state": {"running": {"startedAt": stamp(now)}}}
+            {"ready": not faulty, "started": True, "state": {"running": {"startedAt": stamp(now)}}}
         )
-        if self.cluster.kubelet.faults.fault_of(pod, c["name"]):
+        if faulty:
             self._arm(pod, c["name"], Timer(now + RUN_BEFORE_FAULT, "exit"))
 
     # -- timers -------------------------------------------------------------------------

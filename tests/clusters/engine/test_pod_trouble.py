@@ -52,6 +52,9 @@ def test_an_image_that_cannot_be_pulled_is_said_shown_and_told_once(
     )
     notes = ClusterEvent.objects.filter(cluster=row, reason="pods_failing")
     assert notes.count() == 1 and notes.get().message == reason
+    notice = Delivery.objects.filter(kind="pods_failing", event__cluster=row).first()
+    assert notice is not None and notice.payload["text"] == f"Cluster nopull in acme {reason}"
+    assert notice.payload["subject"] == "Cluster nopull in acme: pods cannot start"
     # The image reaches the registry: the cluster starts and the reason goes.
     kubesim.set_missing_images([])
     wait_for(lambda: _row("nopull").state == "ready", what="ready", timeout=90)

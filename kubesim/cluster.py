@@ -94,7 +94,7 @@ class Cluster:
         self.kueue_enabled = kueue
         self.ip_counter = 0
         self.svc_counter = 0
-        self.events_index: dict[tuple[str, str], tuple[str, str]] = {}
+        self.events_index: dict[tuple[str, str, str], tuple[str, str]] = {}
         self.warnings: list[str] = []
         self.quota = Quota(self)
         self.kubelet = Kubelet(self)
@@ -230,7 +230,9 @@ class Cluster:
             self.rayautoscaler.reset()
             for ev in self.store.iter("events"):
                 inv = ev.get("involvedObject") or {}
-                self.events_index[(inv.get("uid", ""), ev.get("reason", ""))] = (
+                self.events_index[
+                    (inv.get("uid", ""), ev.get("reason", ""), inv.get("fieldPath", ""))
+                ] = (
                     ev["metadata"]["namespace"],
                     ev["metadata"]["name"],
                 )
@@ -368,12 +370,21 @@ class Cluster:
         return self.deletion.delete(rt, obj, propagation)
 
     def record_event(
-        self, involved: Obj, etype: str, reason: str, message: str, component: str, host: str = ""
+        self,
+        involved: Obj,
+        etype: str,
+        reason: str,
+        message: str,
+        component: str,
+        host: str = "",
+        field_path: str = "",
+        dedup: str = "",
     ) -> None:
-        """Write an Event about ``involved``, bumping ``count`` of a repeat (same reason)."""
+        """Write an Event about ``involved`` (``field_path``: the container it is about),
+        bumping ``count`` of a repeat (same reason, or same ``dedup``, for that field)."""
         meta = involved["metadata"]
         ns = meta.get("namespace") or "default"
-        key = (meta["uid"], reason)
+        key = (meta["uid"], dedup or reason, field_path)
         stamp = now()
         found = self.events_index.get(key)
         ev = self.store.get("events", *found) if found else None
@@ -411,6 +422,8 @@ class Cluster:
             "reportingComponent": component,
             "reportingInstance": host or component,
         }
+        if field_path:
+            ev["involvedObject"]["fieldPath"] = field_path
         if not meta.get("namespace") and involved.get("kind") != "Namespace":
             ev["involvedObject"].pop("namespace")
         if self.store.get("namespaces", "", ns) is None:
@@ -467,6 +480,7 @@ class Cluster:
             at = self.clock.time()
             # Each is called (no short-circuit): every due timer marks its object dirty.
             woke = [
+                self.kubelet.wake_due(at),
                 self.rayjob.wake_due(at),
                 self.jobs.wake_due(at),
                 self.rayruntime.wake_due(at),

@@ -3,12 +3,12 @@
 The scheduler hands each pod it binds (and each pod created already bound to a node) to
 the kubelet. With ``startup_delay`` 0 the pod starts in the same settle pass: containers
 started and ready, a pod IP from 10.244.0.0/16, the Ready conditions. With a delay the pod
-first shows ``ContainerCreating`` and its host IP, and the ticker thread starts it once the
-delay is over (:meth:`Kubelet.start_due_pods`). Containers do not run; a simulated
-process (the RayJob submitter of ``operators/rayruntime.py``) ends one through
-:meth:`Kubelet.terminate`, which writes the exit as the kubelet does. Nothing restarts.
-Time stamps come from the cluster's clock, so that a test's ``ManualClock`` and the
-synthetic logs (``podlogs.py``) agree with them.
+first shows ``ContainerCreating``, and the ticker starts it once the delay is over. Each
+start writes the kubelet's events (``Pulling``/``Pulled``, ``Created``, ``Started``). A
+simulated process (the RayJob submitter) ends a pod through :meth:`Kubelet.terminate`.
+Failures (an image the registry lacks, a crash, an OOM kill, a node not ready) are
+``podfaults.py``'s knobs; ``containerlife.py`` runs a faulty container's restarts.
+Time stamps come from the cluster's clock (a test's ``ManualClock``, ``podlogs.py``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,14 @@ import copy
 import time
 from typing import TYPE_CHECKING
 
+from kubesim.containerlife import ContainerLife
+from kubesim.podfaults import PodFaults
 from kubesim.resources import ResourceType
 from kubesim.scheduler import PodKey
 from kubesim.store import Obj
 from kubesim.util import get_path, stamp
+
+NOT_READY = "node.kubernetes.io/not-ready"
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -31,10 +35,14 @@ class Kubelet:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        self.faults = PodFaults()
+        self.life = ContainerLife(cluster)
         self.reset()
 
     def reset(self) -> None:
-        """Forget all bookkeeping (the store was wiped)."""
+        """Forget all bookkeeping and knobs (the store was wiped)."""
+        self.faults.reset()
+        self.life.reset()
         # Pods due to start after the start-up delay: key -> time.monotonic() deadline.
         self.starting: dict[PodKey, float] = {}
         # Pods bound since the last pass, to start (or to begin the delay of).
@@ -50,6 +58,7 @@ class Kubelet:
             key = (old["metadata"]["namespace"], old["metadata"]["name"])
             self.starting.pop(key, None)
             self.to_start.discard(key)
+            self.life.forget(key)
 
     def reconcile(self) -> bool:
         """Start the pods bound since the last pass."""
@@ -81,14 +90,15 @@ class Kubelet:
                 }
                 for c in pod["spec"].get("containers") or []
             ]
-            pod["status"]["hostIP"] = self._host_ip(pod["spec"]["nodeName"])
+            pod["status"]["hostIP"] = self.host_ip(pod["spec"]["nodeName"])
             self.cluster.update_object(self.cluster.rt("pods"), pod)
             return True
         self.starting.pop(key, None)
         self.set_running(pod)
         return True
 
-    def _host_ip(self, node: str) -> str:
+    def host_ip(self, node: str) -> str:
+        """The node's InternalIP ('' for a node kubesim does not know)."""
         obj = self.cluster.store.get("nodes", "", node)
         for a in get_path(obj, "status", "addresses", default=[]):
             if a.get("type") == "InternalIP":
@@ -96,43 +106,61 @@ class Kubelet:
         return ""
 
     def set_running(self, pod: Obj) -> None:
-        """Containers started and ready, a pod IP assigned, the pod Running and Ready."""
+        """Pull, create and start the pod's containers (``containerlife.py``)."""
+        self.life.start_pod(pod)
+
+    def wake_due(self, at: float) -> bool:
+        """Pull retries, crashes and restarts that are due (cluster clock ``at``)."""
+        return self.life.wake_due(at)
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        """The node's kubelet reports Ready (or stops being ready): its Ready condition,
+        the ``node.kubernetes.io/not-ready`` taints the node controller adds, an event,
+        and the Ready condition of its pods."""
+        node = self.cluster.store.get("nodes", "", name)
+        if node is None:
+            raise KeyError(name)
         when = stamp(self.cluster.clock.time())
-        ip = pod["status"].get("podIP") or self.cluster.next_pod_ip()
-        conds = [
-            {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": when}
-            for t in (
-                "PodReadyToStartContainers",
-                "Initialized",
-                "Ready",
-                "ContainersReady",
-                "PodScheduled",
-            )
-        ]
-        pod["status"].update(
-            {
-                "phase": "Running",
-                "conditions": conds,
-                "hostIP": self._host_ip(pod["spec"]["nodeName"]),
-                "podIP": ip,
-                "podIPs": [{"ip": ip}],
-                "startTime": when,
-                "containerStatuses": [
+        if ready:
+            self.faults.not_ready.discard(name)
+        else:
+            self.faults.not_ready.add(name)
+        for cond in get_path(node, "status", "conditions", default=[]):
+            if cond.get("type") == "Ready" and (cond.get("status") == "True") != ready:
+                cond.update(
                     {
-                        "name": c["name"],
-                        "image": c.get("image", ""),
-                        "imageID": c.get("image", ""),
-                        "containerID": f"containerd://{pod['metadata']['uid'][:8]}{i}",
-                        "ready": True,
-                        "started": True,
-                        "restartCount": 0,
-                        "state": {"running": {"startedAt": when}},
+                        "status": "True" if ready else "False",
+                        "reason": "KubeletReady" if ready else "KubeletNotReady",
+                        "message": "kubelet is posting ready status"
+                        if ready
+                        else "container runtime is down",
+                        "lastTransitionTime": when,
+                        "lastHeartbeatTime": when,
                     }
-                    for i, c in enumerate(pod["spec"].get("containers") or [])
-                ],
-            }
+                )
+        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != NOT_READY]
+        if not ready:
+            taints += [
+                {"key": NOT_READY, "effect": "NoSchedule"},
+                {"key": NOT_READY, "effect": "NoExecute", "timeAdded": when},
+            ]
+        if taints:
+            node["spec"]["taints"] = taints
+        else:
+            node["spec"].pop("taints", None)
+        self.cluster.update_object(self.cluster.rt("nodes"), node)
+        self.cluster.record_event(
+            node,
+            "Normal",
+            "NodeReady" if ready else "NodeNotReady",
+            f"Node {name} status is now: {'NodeReady' if ready else 'NodeNotReady'}",
+            "node-controller",
         )
-        self.cluster.update_object(self.cluster.rt("pods"), pod)
+        for pod in list(self.cluster.store.iter("pods")):
+            phase = (pod.get("status") or {}).get("phase")
+            on_node = pod["spec"].get("nodeName") == name and phase in ("Running", "Pending")
+            if on_node and pod["status"].get("containerStatuses"):
+                self.life.rewrite(pod)
 
     def start_due_pods(self, at: float) -> bool:
         """Start pods whose start-up delay has passed (called by the ticker)."""
@@ -144,11 +172,17 @@ class Kubelet:
                 self.set_running(pod)
         return bool(due)
 
-    def terminate(self, pod: Obj, exit_code: int, message: str = "") -> None:
+    def terminate(
+        self,
+        pod: Obj,
+        exit_code: int,
+        message: str = "",
+        reason: str = "",
+    ) -> None:
         """Every container of a running pod exited with ``exit_code``: the pod ends
         ``Succeeded`` (0) or ``Failed``, containers ``terminated`` with reason ``Completed``
-        or ``Error``, Ready conditions False with ``PodCompleted``/``PodFailed`` as the
-        kubelet writes them (restartPolicy Never/OnFailure pods only: nothing restarts).
+        or ``Error`` (or ``reason``: ``OOMKilled``), Ready conditions False with
+        ``PodCompleted``/``PodFailed`` as the kubelet writes them (pods that do not restart).
         The scheduler and quota then stop counting the pod."""
         when = stamp(self.cluster.clock.time())
         ok = exit_code == 0
@@ -159,7 +193,7 @@ class Kubelet:
             started = get_path(cs, "state", "running", "startedAt", default=when)
             term: dict[str, object] = {
                 "exitCode": exit_code,
-                "reason": "Completed" if ok else "Error",
+                "reason": reason or ("Completed" if ok else "Error"),
                 "startedAt": started,
                 "finishedAt": when,
                 "containerID": cs.get("containerID", ""),
@@ -167,12 +201,12 @@ class Kubelet:
             if message:
                 term["message"] = message
             cs.update({"ready": False, "started": False, "state": {"terminated": term}})
-        reason = "PodCompleted" if ok else "PodFailed"
+        ended = "PodCompleted" if ok else "PodFailed"
         for cond in status.get("conditions") or []:
             if cond.get("type") in ("Ready", "ContainersReady", "PodReadyToStartContainers"):
                 cond["status"] = "False"
                 cond["lastTransitionTime"] = when
                 if cond["type"] != "PodReadyToStartContainers":
-                    cond["reason"] = reason
+                    cond["reason"] = ended
         status["phase"] = "Succeeded" if ok else "Failed"
         self.cluster.update_object(self.cluster.rt("pods"), pod, old=old)

@@ -263,6 +263,53 @@ class KubeSim:
 
     # -- the Ray dashboard behind the service proxy ---------------------------------------
 
+    # -- pod failures (kubesim/podfaults.py) ---------------------------------------------
+
+    def set_missing_images(self, patterns: list[str]) -> None:
+        """Images (``fnmatch`` patterns) the simulated registry lacks, besides every
+        image on a ``*.invalid`` host: pulling one fails (``ErrImagePull``)."""
+        self.cluster.kubelet.faults.set_missing_images(patterns)
+
+    def set_container_fault(
+        self, namespace: str, selector: str, fault: str | None, container: str = ""
+    ) -> None:
+        """Containers of pods matching ``selector`` (``a=b,c=d``) in ``namespace`` crash
+        (``crash``) or are OOM-killed (``oom``) from their next start; None stops it."""
+        self.cluster.kubelet.faults.set_container_fault(namespace, selector, fault, container)
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        """Make a node's kubelet report NotReady (``ready`` False) or Ready again."""
+        with self.cluster.lock:
+            self.cluster.kubelet.set_node_ready(name, ready)
+            self.cluster.settle()
+
+    def _admin_pods(self, method: str, path: str, body: Any) -> dict[str, Any] | None:
+        """The pod-failure knobs over HTTP (``None``: not one of their paths)."""
+        b = body or {}
+        try:
+            if path == "/_kubesim/registry/missing" and method == "POST":
+                self.set_missing_images([str(p) for p in b.get("images") or []])
+                return {"missing": list(self.cluster.kubelet.faults.missing)}
+            if path == "/_kubesim/container-faults" and method == "POST":
+                fault = b.get("fault")
+                self.set_container_fault(
+                    str(b.get("namespace", "")),
+                    str(b.get("selector", "")),
+                    str(fault) if fault else None,
+                    str(b.get("container", "")),
+                )
+                return {"status": "set"}
+            prefix, suffix = "/_kubesim/nodes/", "/ready"
+            if path.startswith(prefix) and path.endswith(suffix) and method == "POST":
+                name = path[len(prefix) : -len(suffix)]
+                self.set_node_ready(name, bool(b.get("ready", True)))
+                return {"node": name, "ready": bool(b.get("ready", True))}
+        except ValueError as exc:
+            raise errors.bad_request(str(exc)) from exc
+        except KeyError as exc:
+            raise errors.ApiError(404, "NotFound", f"no node {exc.args[0]}") from exc
+        return None
+
     def ray_jobs(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
         """The jobs the dashboard of RayCluster ``namespace/cluster`` lists (``GET
         /api/jobs/``: Ray's JobDetails); empty without a head."""
@@ -373,26 +420,43 @@ class KubeSim:
 
     # -- admin API -----------------------------------------------------------------------
 
+    def _admin_set_faults(self, b: dict[str, Any]) -> dict[str, Any]:
+        """``POST /_kubesim/faults``: :meth:`set_faults` from a JSON body."""
+        self.set_faults(
+            rate=float(b.get("rate", 0.2)),
+            codes=b.get("codes", (500, 503, 429, 409)),
+            delay_ms=int(b.get("delay_ms", 0)),
+            retry_after=int(b.get("retry_after", 1)),
+            methods=b.get("methods"),
+            seed=b.get("seed"),
+            max_page=int(b.get("max_page", 0)),
+            slow_ms=int(b.get("slow_ms", 0)),
+            verb_rates=b.get("verb_rates"),
+            rotate=bool(b.get("rotate", False)),
+            floor=int(b.get("floor", 0)),
+            spare=b.get("spare") or (),
+        )
+        return self.faults.stats()["config"]
+
+    def _admin_evict(self, b: dict[str, Any]) -> dict[str, Any]:
+        """``POST /_kubesim/kueue/evict``: Kueue evicts a workload."""
+        if not self.cluster.kueue_enabled:
+            raise errors.bad_request("kubesim runs without --kueue")
+        with self.cluster.lock:
+            wl = self.cluster.kueue.evict(
+                str(b.get("namespace", "")),
+                str(b.get("name", "")),
+                str(b.get("reason", "Preempted")),
+                b.get("message"),
+            )
+            self.cluster.settle()
+            return {"status": "evicted", "workload": wl["metadata"]["name"]}
+
     def admin(self, method: str, path: str, body: Any) -> dict[str, Any]:
         """``/_kubesim/...``: faults, reset, stats, snapshot, Kueue evictions (never
         faulted)."""
         if path == "/_kubesim/faults" and method == "POST":
-            b = body or {}
-            self.set_faults(
-                rate=float(b.get("rate", 0.2)),
-                codes=b.get("codes", (500, 503, 429, 409)),
-                delay_ms=int(b.get("delay_ms", 0)),
-                retry_after=int(b.get("retry_after", 1)),
-                methods=b.get("methods"),
-                seed=b.get("seed"),
-                max_page=int(b.get("max_page", 0)),
-                slow_ms=int(b.get("slow_ms", 0)),
-                verb_rates=b.get("verb_rates"),
-                rotate=bool(b.get("rotate", False)),
-                floor=int(b.get("floor", 0)),
-                spare=b.get("spare") or (),
-            )
-            return self.faults.stats()["config"]
+            return self._admin_set_faults(body or {})
         if path == "/_kubesim/faults" and method == "DELETE":
             self.clear_faults()
             return {"status": "cleared"}
@@ -414,18 +478,7 @@ class KubeSim:
             self.faults.reset_stats()
             return {"status": "cleared"}
         if path == "/_kubesim/kueue/evict" and method == "POST":
-            b = body or {}
-            if not self.cluster.kueue_enabled:
-                raise errors.bad_request("kubesim runs without --kueue")
-            with self.cluster.lock:
-                wl = self.cluster.kueue.evict(
-                    str(b.get("namespace", "")),
-                    str(b.get("name", "")),
-                    str(b.get("reason", "Preempted")),
-                    b.get("message"),
-                )
-                self.cluster.settle()
-                return {"status": "evicted", "workload": wl["metadata"]["name"]}
+            return self._admin_evict(body or {})
         if path == "/_kubesim/proxy-requests" and method in ("GET", "DELETE"):
             return self._admin_proxy_requests(method)
         if path == "/_kubesim/snapshot" and method == "POST":
@@ -433,4 +486,7 @@ class KubeSim:
                 raise errors.bad_request("kubesim runs without --snapshot")
             self.save_snapshot(self.snapshot_path)
             return {"status": "saved", "path": self.snapshot_path}
+        knobs = self._admin_pods(method, path, body)
+        if knobs is not None:
+            return knobs
         raise errors.ApiError(404, "NotFound", f"no admin endpoint {method} {path}")

@@ -23,6 +23,7 @@ class EventKind(models.TextChoices):
     IDLE_WARNING = "idle_warning", "Idle warning"
     RECLAIM_WARNING = "reclaim_warning", "Reclaim warning"
     HELD = "held", "Put on hold"
+    PODS_FAILING = "pods_failing", "Pods cannot start"
     SUSPENDED = "suspended", "Suspended, reclaimed or expired"
     FAILED = "failed", "Cluster failed"
     JOB_FINISHED = "job_finished", "Job finished"
@@ -60,7 +61,8 @@ def derive(*, from_state: str, to_state: str, reason: str, is_job: bool) -> Deri
     - ``expiring_soon``: the note ``expiry_warning``; ``idle_warning``: the note
       ``idle_warning``; ``reclaim_warning``: the note ``reclaim_warning`` (borrowed
       GPUs wanted back, the cluster to be suspended after a grace); ``held``: the note
-      ``held`` (a tenant admin put the queued request on hold). Each is a warning the
+      ``held`` (a tenant admin put the queued request on hold); ``pods_failing``: the
+      note ``pods_failing`` (an image cannot be pulled, containers crash). Each is a warning the
       request's page shows, so its owner hears of it too;
     - ``suspended``: entering ``suspended`` (reason ``idle``, ``reclaimed``, or a
       person's ``suspended``), or entering ``deleting`` with reason ``expired``.
@@ -80,6 +82,8 @@ def derive(*, from_state: str, to_state: str, reason: str, is_job: bool) -> Deri
         return Derived(EventKind.RECLAIM_WARNING, reason)
     if not moved and reason == "held":
         return Derived(EventKind.HELD, reason)
+    if not moved and reason == "pods_failing":
+        return Derived(EventKind.PODS_FAILING, reason)
     if moved and to_state == State.SUSPENDED:
         return Derived(EventKind.SUSPENDED, reason if reason in SUSPENSION_CAUSES else "suspended")
     if moved and to_state == State.DELETING and reason == "expired":

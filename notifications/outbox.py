@@ -64,6 +64,8 @@ def payload_of(event: ClusterEvent, derived: kinds.Derived) -> dict[str, Any]:
         text = f"{what} is idle and will be suspended: {event.message}"
     elif kind == kinds.EventKind.RECLAIM_WARNING:
         text = f"{what} will be suspended to give borrowed GPUs back: {event.message}"
+    elif kind == kinds.EventKind.PODS_FAILING:
+        text = f"{what} {event.message}"
     elif kind == kinds.EventKind.HELD:
         text = f"{what} was put {event.message}."
     elif kind == kinds.EventKind.SUSPENDED:

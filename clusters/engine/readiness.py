@@ -2,7 +2,8 @@
 
 A cluster is ``ready`` only when KubeRay says so, its head pod is ready and every
 desired worker is; until then :func:`waiting_reason` says in plain words what the pods
-wait for, from their conditions and the scheduler's FailedScheduling events.
+wait for, from their conditions and the scheduler's FailedScheduling events, or why they
+cannot start (``pod_trouble.py``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.admission import words
+from clusters.engine.pod_trouble import pod_trouble
 from clusters.models import ClusterKind, ClusterRequest
 
 
@@ -29,6 +31,9 @@ def waiting_reason(
     """Why the cluster is not ready yet, in plain words."""
     if not pods:
         return "waiting for KubeRay to create the pods"
+    trouble = pod_trouble(pods)
+    if trouble:
+        return trouble
     pending = [p for p in pods if (p.get("status") or {}).get("phase") in (None, "", "Pending")]
     for pod in pending:
         uid = (pod.get("metadata") or {}).get("uid", "")

@@ -51,13 +51,13 @@ from django.utils import timezone
 
 from clusters import lifecycle
 from clusters.engine import capacity as capacity_requests
-from clusters.engine import foldmemo, informers, jobs, provisioning
+from clusters.engine import foldmemo, informers, jobs, pod_trouble, provisioning
 from clusters.engine.deletion import DELETED_MESSAGE, RAYCLUSTER, delete_raycluster
 from clusters.engine.readiness import is_ready, waiting_reason
 from clusters.kube import labels
 from clusters.kube.bundles import ensure_bundle, forget_bundle, quotas_by_tenant
 from clusters.kube.gateway import Gateway, KubeError, get_gateway
-from clusters.models import ClusterRequest
+from clusters.models import ClusterEvent, ClusterRequest
 from clusters.queue import capacity
 from clusters.queue.backends import queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
@@ -726,6 +726,21 @@ def _fold_running(
             )
         elif reason != cluster.state_reason:
             report.batch.reasons[(state, reason)].append(cluster.pk)
+        _tell_of_trouble(cluster, reason)
+
+
+def _tell_of_trouble(cluster: ClusterRequest, reason: str) -> None:
+    """Tell the owner once when the cluster's pods start failing (not at each restart):
+    the page shows it as the reason, and every warning the page shows is also sent."""
+    if not reason.startswith(pod_trouble.PREFIX) or cluster.state_reason.startswith(
+        pod_trouble.PREFIX
+    ):
+        return
+    events = ClusterEvent.objects.filter(cluster_id=cluster.pk)
+    ready = events.filter(to_state=State.READY).order_by("-id").values_list("id", flat=True)
+    since = ready.first() or 0
+    if not events.filter(reason="pods_failing", id__gt=since).exists():
+        note(cluster, reason="pods_failing", message=reason)
 
 
 def _warn_of_expiry(cluster: ClusterRequest, now: Any) -> None:

@@ -277,3 +277,24 @@ def test_up_shows_the_verdict_in_english_with_what_is_charged(
     ) in queued.err
     assert "\N{MULTIPLICATION SIGN}" not in queued.err + prod.err
     assert " in now" not in queued.err + prod.err
+
+
+def test_status_says_why_a_cluster_cannot_start(
+    cli: Cli, login: Any, bob: Any, as_user: Any, worker: Any, kubesim: Any
+) -> None:
+    # kubesim's knob: the workers of this cluster crash (its README, "Pod failures").
+    kubesim.set_container_fault("gw-acme", "ray.io/cluster=crashy,ray.io/node-type=worker", "crash")
+    body = {"name": "crashy", "flavor": "l4"}
+    assert as_user(bob).post(CLUSTERS, body, format="json").status_code == 201
+    wait_for(
+        lambda: (
+            ClusterRequest.objects.unscoped()
+            .get(name="crashy")
+            .state_reason.startswith("cannot start:")
+        ),
+        what="the crash loop named",
+        timeout=60,
+    )
+    login("bob")
+    status = cli("status", "crashy")
+    assert status.code == 0 and "1 worker keeps crashing (exit code 1" in status.out, status

@@ -34,6 +34,7 @@ def pod_manifest(
     memory: str = "1Gi",
     product: str | None = None,
     tolerate: bool = False,
+    image: str = "rayproject/ray:2.40.0",
     **spec: Any,
 ) -> dict[str, Any]:
     """A bare pod."""
@@ -41,7 +42,10 @@ def pod_manifest(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"containers": [container(cpu=cpu, memory=memory, gpu=gpu)], **spec},
+        "spec": {
+            "containers": [container(cpu=cpu, memory=memory, gpu=gpu, image=image)],
+            **spec,
+        },
     }
     if product:
         body["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": product}

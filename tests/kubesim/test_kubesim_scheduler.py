@@ -46,8 +46,10 @@ def test_selector_and_toleration_place_on_the_right_pool(core: client.CoreV1Api)
     assert h.status.pod_ip and h.status.container_statuses[0].ready
     assert core.read_namespaced_pod("l", "default").spec.node_name.startswith("demo-l4-")
     assert core.read_namespaced_pod("c", "default").spec.node_name.startswith("demo-cpu-")
-    ev = events_for(core, "h")
-    assert ev[0].reason == "Scheduled" and h.spec.node_name in ev[0].message
+    (scheduled,) = [e for e in events_for(core, "h") if e.reason == "Scheduled"]
+    assert (
+        h.spec.node_name in scheduled.message and scheduled.source.component == "default-scheduler"
+    )
 
 
 def test_full_nodes_leave_pods_pending_until_capacity_frees(core: client.CoreV1Api) -> None:

@@ -114,6 +114,7 @@ def test_preferences_read_and_replace(as_user: Any, bob: Any) -> None:
         "idle_warning",
         "reclaim_warning",
         "held",
+        "pods_failing",
         "suspended",
         "failed",
         "job_finished",

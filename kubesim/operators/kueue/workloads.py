@@ -174,7 +174,13 @@ def sync_job(kueue: Kueue, rc: Obj, key: str = RC) -> bool:
         cluster.create_object(cluster.rt(WL), wl, admit=False)
         kueue.need_admit = True
         return True
-    admitted = bool(get_path(wl, "status", "admission"))
+    # Admitted, not only holding quota: a Workload whose quota is reserved waits, its job
+    # suspended, for its admission checks (Kueue's workload.IsAdmitted reads the
+    # condition). Taking that for a user's suspension deactivated gangs waiting for nodes.
+    admitted = any(
+        c.get("type") == "Admitted" and c.get("status") == "True"
+        for c in get_path(wl, "status", "conditions", default=[])
+    )
     if suspended and admitted:
         # Suspended by its user: release the quota and stop queueing until resumed.
         set_pending(

@@ -24,8 +24,11 @@ from kubesim import KubeSim
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 60.0, what: str = "") -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail with ``what`` otherwise."""
+def wait_for(
+    predicate: Callable[[], Any], *, timeout: float = 60.0, what: str | Callable[[], str] = ""
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail with ``what`` otherwise
+    (a callable ``what`` is asked at the failure: it can say where things stood)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -33,7 +36,8 @@ def wait_for(predicate: Callable[[], Any], *, timeout: float = 60.0, what: str =
         if last:
             return last
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: {last!r}")
+    said = what() if callable(what) else what
+    raise AssertionError(f"timed out after {timeout}s waiting for {said or predicate}: {last!r}")
 
 
 def room_for_l4(tenant: Any, l4: Any, gpus: int) -> None:

@@ -36,6 +36,12 @@ def _row(name: str) -> ClusterRequest:
     return ClusterRequest.objects.unscoped().get(name=name)
 
 
+def _waiting(name: str) -> str:
+    """Where a row stands, for a failure's message."""
+    row = _row(name)
+    return f"{row.state} {row.queue_reason!r} {row.queue_message!r} {row.state_reason!r}"
+
+
 def _namespace(name: str) -> dict[str, Any] | None:
     return get_gateway().get("v1", "Namespace", name)
 
@@ -99,7 +105,7 @@ def test_a_request_whose_namespace_was_deleted_recovers(
     )
     wait_for(
         lambda: _row("two").queue_reason == "waiting_for_nodes",
-        what="acme's gang waiting for nodes",
+        what=lambda: f"acme's gang waiting for nodes (its row: {_waiting('two')})",
         timeout=90,
     )
     # Its nodes are asked for (by gangway, or by Kueue's admission check).

@@ -50,6 +50,11 @@ class Node:
     items: Node | None = None
     additional: Node | None = None
     map_keys: list[str] = field(default_factory=list)
+    # All plain rules of the node as one program (a list of their results), with and without
+    # the transition rules: the value is converted for CEL once, not once per rule.
+    batch_update: Any = None
+    batch_create: Any = None
+    batch_functions: dict[str, Any] = field(default_factory=dict)
 
 
 class Unsupported(Exception):
@@ -90,6 +95,7 @@ def compile_schema(schema: dict[str, Any]) -> tuple[Node | None, int]:
     for spec in schema.get("x-kubernetes-validations") or []:
         node.rules.append(_compile_rule(spec))
         count += 1
+    _compile_batches(node)
     for name, sub in (schema.get("properties") or {}).items():
         child, n = compile_schema(sub)
         if child is not None:
@@ -106,6 +112,38 @@ def compile_schema(schema: dict[str, Any]) -> tuple[Node | None, int]:
     if not count:
         return None, 0
     return node, count
+
+
+def _batch(rules: list[Rule]) -> Any:
+    if len(rules) < 2:
+        return None
+    # A newline ends a rule's trailing // comment before the parenthesis closes.
+    try:
+        return cel.compile("[" + ", ".join(f"(\n{r.source}\n)" for r in rules) + "]")
+    except (ValueError, RuntimeError):
+        return None
+
+
+def _compile_batches(node: Node) -> None:
+    plain = [r for r in node.rules if not r.optional_old_self]
+    node.batch_update = _batch(plain)
+    node.batch_create = _batch([r for r in plain if not r.uses_old_self])
+    for r in plain:
+        node.batch_functions.update(r.functions)
+
+
+def _all_pass(node: Node, value: Any, old: Any) -> bool:
+    """Whether every plain rule that applies holds (one evaluation; False when unsure)."""
+    program = node.batch_create if old is _MISSING else node.batch_update
+    if program is None:
+        return False
+    activation = {"self": value, **node.batch_functions}
+    if old is not _MISSING:
+        activation["oldSelf"] = old
+    try:
+        return all(r is True for r in program.execute(activation))
+    except (KeyError, TypeError, ValueError, RuntimeError):
+        return False
 
 
 _MISSING = object()
@@ -164,7 +202,10 @@ def _cause(path: str, type_: str, rule: Rule, detail: str) -> Cause:
 def _run_rules(
     node: Node, path: str, value: Any, old: Any, unchanged: bool, causes: list[Cause]
 ) -> None:
+    batched = _all_pass(node, value, old)
     for rule in node.rules:
+        if batched and not rule.optional_old_self:
+            continue
         if rule.uses_old_self and old is _MISSING and not rule.optional_old_self:
             continue  # a transition rule needs an old value to compare with
         activation: dict[str, Any] = {"self": value, **rule.functions}
@@ -250,7 +291,7 @@ def validate(  # noqa: C901
             validate(node.items, f"{path}[{i}]", item, prev, unchanged, causes)
 
 
-def check(node: Node | None, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+def check(node: Node | None, obj: Any, old: Any) -> list[Cause]:
     """Every failed rule of ``obj`` (``old``: the stored object on update, None on create)."""
     causes: list[Cause] = []
     if node is not None:

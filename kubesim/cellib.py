@@ -97,4 +97,13 @@ FUNCTIONS: dict[str, Any] = {
     "findAll": _find_all,
 }
 
-__all__ = ["FUNCTIONS"]
+# CEL's standard functions that cel-rust has (operators and macros compile to ``_x_``/``@x``).
+STANDARD = {
+    "size", "matches", "contains", "startsWith", "endsWith", "string", "int", "uint", "double",
+    "bytes", "bool", "duration", "timestamp", "type", "dyn", "getDate", "getDayOfMonth",
+    "getDayOfWeek", "getDayOfYear", "getFullYear", "getHours", "getMilliseconds", "getMinutes",
+    "getMonth", "getSeconds", "hasValue", "value", "orValue", "or",
+}  # fmt: skip
+KNOWN = STANDARD | set(FUNCTIONS)
+
+__all__ = ["FUNCTIONS", "KNOWN", "STANDARD"]

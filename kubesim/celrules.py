@@ -12,12 +12,13 @@ Kubernetes library functions cel-rust lacks are in :mod:`kubesim.cellib`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import cel
 
-from kubesim.cellib import FUNCTIONS
+from kubesim.cellib import FUNCTIONS, KNOWN
 from kubesim.errors import Cause
 
 
@@ -25,6 +26,7 @@ from kubesim.errors import Cause
 class Rule:
     """One compiled ``x-kubernetes-validations`` entry."""
 
+    error: str  # why the rule does not compile ("" when it does)
     source: str
     program: Any
     message: str
@@ -57,22 +59,26 @@ class Node:
     batch_functions: dict[str, Any] = field(default_factory=dict)
 
 
-class Unsupported(Exception):
-    """A rule that the CEL implementation cannot compile."""
-
-
 def _compile_rule(spec: dict[str, Any]) -> Rule:
     source = str(spec.get("rule") or "")
+    error = ""
+    program = message_program = None
+    names: set[str] = set()
     try:
         program = cel.compile(source)
         msg_expr = spec.get("messageExpression")
         message_program = cel.compile(msg_expr) if msg_expr else None
     except (ValueError, RuntimeError) as exc:
-        raise Unsupported(f"{source}: {exc}") from exc
-    names = set(program.functions())
-    if message_program is not None:
-        names |= set(message_program.functions())
+        error = str(exc)
+    else:
+        names = set(program.functions())
+        if message_program is not None:
+            names |= set(message_program.functions())
+        unknown = sorted(n for n in names if n[0] not in "_@!" and n not in KNOWN)
+        if unknown:
+            error = f"undeclared reference to '{unknown[0]}'"
     return Rule(
+        error=error,
         source=source,
         program=program,
         message=str(spec.get("message") or ""),
@@ -80,14 +86,14 @@ def _compile_rule(spec: dict[str, Any]) -> Rule:
         reason=str(spec.get("reason") or ""),
         field_path=str(spec.get("fieldPath") or ""),
         optional_old_self=bool(spec.get("optionalOldSelf")),
-        uses_old_self="oldSelf" in program.variables(),
+        uses_old_self=program is not None and "oldSelf" in program.variables(),
         functions={n: FUNCTIONS[n] for n in names if n in FUNCTIONS},
     )
 
 
 def compile_schema(schema: dict[str, Any]) -> tuple[Node | None, int]:
     """The rule tree of an ``openAPIV3Schema`` (None when it has no rules) and its rule count.
-    Raises :class:`Unsupported` for a rule that does not compile."""
+    A rule that does not compile is kept with its error, which every write then reports."""
     if not isinstance(schema, dict):
         return None, 0
     node = Node(type=str(schema.get("type") or ""))
@@ -125,7 +131,7 @@ def _batch(rules: list[Rule]) -> Any:
 
 
 def _compile_batches(node: Node) -> None:
-    plain = [r for r in node.rules if not r.optional_old_self]
+    plain = [r for r in node.rules if not r.optional_old_self and not r.error]
     node.batch_update = _batch(plain)
     node.batch_create = _batch([r for r in plain if not r.uses_old_self])
     for r in plain:
@@ -204,6 +210,10 @@ def _run_rules(
 ) -> None:
     batched = _all_pass(node, value, old)
     for rule in node.rules:
+        if rule.error:
+            detail = f'Invalid value: "{node.type}": rule compile error: {rule.error}'
+            causes.append(Cause(path or "<nil>", "FieldValueInvalid", detail))
+            continue
         if batched and not rule.optional_old_self:
             continue
         if rule.uses_old_self and old is _MISSING and not rule.optional_old_self:
@@ -301,4 +311,14 @@ def check(node: Node | None, obj: Any, old: Any) -> list[Cause]:
 
 MISSING = _MISSING
 
-__all__ = ["MISSING", "Node", "Rule", "Unsupported", "check", "compile_schema", "validate"]
+
+def rules(node: Node | None) -> Iterator[Rule]:
+    """Every rule of a rule tree."""
+    if node is None:
+        return
+    yield from node.rules
+    for child in (*node.props.values(), node.items, node.additional):
+        yield from rules(child)
+
+
+__all__ = ["MISSING", "Node", "Rule", "check", "compile_schema", "rules", "validate"]

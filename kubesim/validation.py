@@ -5,7 +5,7 @@ does: nulls are dropped, schema defaults are filled in, unknown fields are prune
 with ``fieldValidation=Strict``), then the object is validated; every violation becomes a
 ``StatusCause`` naming the field. Built-in kinds get light checks (names, required fields;
 a pod's spec may change only where Kubernetes allows it).
-CEL rules (``x-kubernetes-validations``) are not evaluated.
+CEL rules (``x-kubernetes-validations``) are evaluated by :mod:`kubesim.celrules`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from kubesim import quantity
+from kubesim import celrules, quantity
 from kubesim.errors import ApiError, Cause, bad_request, invalid
 from kubesim.resources import ResourceType
 
@@ -175,6 +175,8 @@ def _prune(  # noqa: C901
 
 # Compiled validators, shared by every simulator of the process (the schemas never change).
 _COMPILED: dict[tuple[str, str], jsonschema.Draft4Validator] = {}
+# Compiled CEL rule trees per (resource, version), likewise.
+_RULES: dict[tuple[str, str], celrules.Node | None] = {}
 
 # Pod specs in pod templates (``template.spec``: a RayCluster's head and worker groups, a
 # RayJob's cluster and submitter) are most of a custom object's schema and of its
@@ -266,6 +268,23 @@ class Validator:
         if errors:
             raise invalid(rt.kind, rt.group, name, [_cause(e) for e in errors[:20]])
         return obj, unknown
+
+    def check_rules(
+        self, rt: ResourceType, version: str, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
+        """Evaluate the CRD's CEL rules on a custom object about to be stored (``old``: the
+        stored object on update); 422 naming each failed rule."""
+        key = (rt.key, version)
+        if key not in _RULES:
+            schema = rt.schemas.get(version)
+            _RULES[key] = celrules.compile_schema(schema)[0] if schema else None
+        node = _RULES[key]
+        if node is None:
+            return
+        causes = celrules.check(node, obj, old)
+        if causes:
+            name = str(obj.get("metadata", {}).get("name", ""))
+            raise invalid(rt.kind, rt.group, name, causes)
 
 
 def validate_name(rt: ResourceType, name: str) -> list[Cause]:

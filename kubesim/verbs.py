@@ -188,6 +188,8 @@ def create(
         meta["namespace"] = ns
     if rt.kind in ("Pod", "Node") and "status" in obj and rt.kind == "Pod":
         obj.pop("status")
+    if rt.is_custom:
+        cluster.validator.check_rules(rt, version, obj, None)
     cluster.kueue.validate(rt, obj)
     created = cluster.create_object(rt, obj, dry_run=bool(params.get("dryRun")))
     if not params.get("dryRun"):
@@ -300,6 +302,8 @@ def _write_update(  # noqa: C901
             meta["generation"] = int(ometa.get("generation", 1)) + 1
     if rt.kind == "Pod":
         validate_pod_update(old, new)
+    if rt.is_custom:
+        cluster.validator.check_rules(rt, version, new, old)
     if subresource != "status":
         cluster.kueue.validate(rt, new)
         cluster.autoscaler.validate(rt, new, old)

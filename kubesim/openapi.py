@@ -14,7 +14,6 @@ import copy
 import hashlib
 import json
 import os
-from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -282,12 +281,13 @@ def _media_v2(accept: str) -> str | None:
 
 
 def answer(
-    reg: Registry, path: str, headers: Mapping[str, str]
+    reg: Registry, path: str, accept: str, if_none_match: str
 ) -> tuple[int, bytes, str, dict[str, str]]:
-    """Status, body, content type and extra headers for a GET of ``/openapi/...``."""
+    """Status, body, content type and extra headers for a GET of ``/openapi/...``, given the
+    request's ``Accept`` and ``If-None-Match`` headers ('' when absent)."""
     ctype = "application/json"
     if path == "/openapi/v2":
-        media = _media_v2(headers.get("Accept", ""))
+        media = _media_v2(accept)
         if media is None:
             return 406, b"", "text/plain", {"Vary": "Accept"}
         as_json, as_proto = _v2_cached(id(reg), reg)
@@ -304,7 +304,7 @@ def answer(
     else:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
     extra = {"Etag": served.etag, "Vary": "Accept"}
-    match = headers.get("If-None-Match") or ""
-    if served.etag in (tag.strip() for tag in match.split(",")) or match.strip() == "*":
+    tags = {tag.strip() for tag in if_none_match.split(",")}
+    if served.etag in tags or "*" in tags:
         return 304, b"", ctype, extra
     return 200, served.data, ctype, extra

@@ -492,7 +492,9 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/apis":
                 return self._send(200, reg.api_group_list())
             if path.startswith("/openapi/"):
-                code, data, ctype, extra = openapi.answer(reg, path, self.headers)
+                code, data, ctype, extra = openapi.answer(
+                    reg, path, self.headers.get("Accept", ""), self.headers.get("If-None-Match", "")
+                )
                 return self._send(code, data, extra, content_type=ctype)
         if path.startswith("/apis/visibility.kueue.x-k8s.io/"):
             with cluster.lock:

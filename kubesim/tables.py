@@ -1,15 +1,17 @@
 """Server-side printing (``meta.k8s.io/v1`` Table) for ``kubectl get``.
 
 Columns follow what a real API server prints for pods, nodes, namespaces, services and
-events; custom kinds use their CRD's ``additionalPrinterColumns`` (simple ``.a.b`` paths).
+events; custom kinds use their CRD's ``additionalPrinterColumns``, whose JSONPath (filters
+included) is evaluated by ``jsonpath.py`` and each cell typed as the CRD column says, as
+apiextensions-apiserver's table convertor does.
 """
 
 from __future__ import annotations
 
 import datetime
-import re
 from typing import TYPE_CHECKING, Any
 
+from kubesim.printcolumns import human_duration, printer_columns
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
@@ -19,18 +21,11 @@ if TYPE_CHECKING:
 
 
 def age(stamp: str | None) -> str:
-    """Humanised age like kubectl prints: ``45s``, ``12m``, ``3h``, ``2d``."""
+    """The age of a timestamp as the API server prints it; ``<unknown>`` when there is none."""
     if not stamp:
         return "<unknown>"
-    secs = int((datetime.datetime.now(datetime.UTC) - parse_time(stamp)).total_seconds())
-    secs = max(secs, 0)
-    if secs < 120:
-        return f"{secs}s"
-    if secs < 3600:
-        return f"{secs // 60}m"
-    if secs < 86400 * 2:
-        return f"{secs // 3600}h"
-    return f"{secs // 86400}d"
+    now = datetime.datetime.now(datetime.UTC)
+    return human_duration((now - parse_time(stamp)).total_seconds())
 
 
 def _col(name: str, ctype: str = "string", priority: int = 0, fmt: str = "") -> dict[str, Any]:
@@ -202,21 +197,6 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
 }
 
 
-def _json_path(obj: Obj, path: str) -> Any:
-    cur: Any = obj
-    for piece in re.findall(r"[^.\[\]]+", path):
-        if isinstance(cur, list):
-            try:
-                cur = cur[int(piece)]
-            except (ValueError, IndexError):
-                return None
-        elif isinstance(cur, dict):
-            cur = cur.get(piece)
-        else:
-            return None
-    return cur
-
-
 def _row_object(o: Obj, include: str) -> Obj | None:
     """What a row carries by ``includeObject``: the API server's default is the object's
     metadata only (``PartialObjectMetadata``), which is all ``kubectl get`` reads unless it
@@ -246,19 +226,12 @@ def table(
         cols, fn = _BUILTIN[rt.kind]
         rows = [{"cells": fn(o), "object": o} for o in items]
     elif rt.printer_columns.get(version):
-        pcs = rt.printer_columns[version]
-        cols = [_col("Name", fmt="name")] + [
-            _col(p["name"], p.get("type", "string"), int(p.get("priority", 0))) for p in pcs
+        columns = printer_columns(rt, version)
+        cols = [_col("Name", fmt="name")] + [dict(c.definition) for c in columns]
+        rows = [
+            {"cells": [o["metadata"]["name"], *(c.cell(o) for c in columns)], "object": o}
+            for o in items
         ]
-        rows = []
-        for o in items:
-            cells: list[Any] = [o["metadata"]["name"]]
-            for p in pcs:
-                value = _json_path(o, p["jsonPath"])
-                if p.get("type") == "date":
-                    value = age(value) if value else "<unknown>"
-                cells.append("" if value is None else value)
-            rows.append({"cells": cells, "object": o})
     else:
         cols = [_col("Name", fmt="name"), _col("Age")]
         rows = [
@@ -274,9 +247,6 @@ def table(
             del row["object"]
         else:
             row["object"] = carried
-    for c in cols:
-        if c["name"] == "Age":
-            c["type"] = "string"
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",

@@ -5,10 +5,7 @@ validation to v2 for kinds the server does not serve, and ETags."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,40 +15,8 @@ from kubesim_helpers import raycluster
 
 from kubesim import KubeSim
 
-KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
-KUBECTL_132 = "/usr/lib/google-cloud-sdk/bin/kubectl.1.32"
 PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def _binaries() -> list[object]:
-    found: list[object] = []
-    for path, label in ((KUBECTL, "kubectl-1.37"), (KUBECTL_132, "kubectl-1.32")):
-        mark = pytest.mark.skipif(
-            not path or not os.path.exists(path), reason=f"{label} is not installed"
-        )
-        found.append(pytest.param(path, id=label, marks=mark))
-    return found
-
-
-@pytest.fixture(params=_binaries())
-def kubectl_any(request: pytest.FixtureRequest, kubeconfig_path: str, tmp_path: Path) -> Run:
-    """Run one of the installed kubectl binaries (each test runs once per binary)."""
-    binary = str(request.param)
-    cache = tmp_path / f"cache-{os.path.basename(binary)}"
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        env = dict(os.environ, KUBECONFIG=kubeconfig_path, HOME=str(tmp_path))
-        return subprocess.run(
-            [binary, "--cache-dir", str(cache), *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-    return run
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 from kubesim_helpers import raycluster
 
 from kubesim import KubeSim
@@ -21,12 +22,21 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def raw(kube_api: client.ApiClient) -> Iterator[Callable[..., tuple[int, bytes, dict[str, str]]]]:
-    """GET a path through the official client's REST layer: status, body and headers."""
+    """GET a path with the official client's ``call_api``: status, body and headers (a
+    non-2xx status is the client's ApiException, turned back into its parts)."""
 
     def get(path: str, **headers: str) -> tuple[int, bytes, dict[str, str]]:
-        resp = kube_api.rest_client.pool_manager.request(
-            "GET", kube_api.configuration.host + path, headers=headers, preload_content=True
-        )
+        try:
+            resp = kube_api.call_api(
+                path,
+                "GET",
+                header_params=headers,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+            )
+        except ApiException as exc:
+            return exc.status, (exc.body or b""), dict(exc.headers or {})
         return resp.status, resp.data, dict(resp.headers)
 
     yield get

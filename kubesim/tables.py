@@ -1,9 +1,9 @@
 """Server-side printing (``meta.k8s.io/v1`` Table) for ``kubectl get``.
 
-Columns follow what a real API server prints for pods, nodes, namespaces, services and
-events; custom kinds use their CRD's ``additionalPrinterColumns``, whose JSONPath (filters
-included) is evaluated by ``jsonpath.py`` and each cell typed as the CRD column says, as
-apiextensions-apiserver's table convertor does.
+Built-in kinds get the columns kube-apiserver's printers give them (pods, nodes, namespaces,
+services, events, jobs, configmaps, secrets, service accounts, quotas, network policies,
+endpoints, pod templates, limit ranges, RBAC kinds, CRDs); custom kinds their CRD's
+``additionalPrinterColumns``, evaluated by ``printcolumns.py``.
 """
 
 from __future__ import annotations
@@ -144,6 +144,109 @@ def _job_row(o: Obj) -> list[Any]:
     ]
 
 
+def _name_age(o: Obj, *middle: Any) -> list[Any]:
+    return [o["metadata"]["name"], *middle, age(o["metadata"].get("creationTimestamp"))]
+
+
+def _created_at(o: Obj) -> list[Any]:
+    return [o["metadata"]["name"], o["metadata"].get("creationTimestamp") or ""]
+
+
+def _labels(labels: dict[str, str] | None) -> str:
+    """``labels.FormatLabels``: ``a=b,c=d`` in key order, ``<none>`` when empty."""
+    return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or "<none>"
+
+
+def _selector(sel: dict[str, Any] | None) -> str:
+    """``metav1.FormatLabelSelector``: its requirements in key order, ``<none>`` when empty."""
+    parts = [(k, f"{k}={v}") for k, v in (sel or {}).get("matchLabels", {}).items()]
+    for expr in (sel or {}).get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        text = {
+            "In": f"{key} in ({','.join(sorted(values))})",
+            "NotIn": f"{key} notin ({','.join(sorted(values))})",
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+        }.get(op, key)
+        parts.append((key, text))
+    return ",".join(text for _, text in sorted(parts)) or "<none>"
+
+
+def _quota_row(o: Obj) -> list[Any]:
+    hard = get_path(o, "status", "hard", default={}) or {}
+    used = get_path(o, "status", "used", default={}) or {}
+    requests: list[str] = []
+    limits: list[str] = []
+    for name in sorted(hard):
+        pair = f"{name}: {used.get(name, '0')}/{hard[name]}"
+        (limits if name.startswith("limits.") else requests).append(pair)
+    return [
+        o["metadata"]["name"],
+        age(o["metadata"].get("creationTimestamp")),
+        ", ".join(requests),
+        ", ".join(limits),
+    ]
+
+
+def _binding_row(o: Obj) -> list[Any]:
+    ref = o.get("roleRef") or {}
+    subjects = o.get("subjects") or []
+
+    def named(kind: str) -> str:
+        return ",".join(s.get("name", "") for s in subjects if s.get("kind") == kind)
+
+    accounts = ",".join(
+        f"{s.get('namespace', '')}/{s.get('name', '')}"
+        for s in subjects
+        if s.get("kind") == "ServiceAccount"
+    )
+    role = f"{ref.get('kind', '')}/{ref.get('name', '')}"
+    return [*_name_age(o, role), named("User"), named("Group"), accounts]
+
+
+def _endpoints(o: Obj) -> str:
+    """``formatEndpoints``: the first three ``ip:port`` pairs and how many more."""
+    subsets = o.get("subsets") or []
+    if not subsets:
+        return "<none>"
+    shown: list[str] = []
+    count = 0
+    for subset in subsets:
+        ips = [a.get("ip", "") for a in subset.get("addresses") or []]
+        ports = [p.get("port") for p in subset.get("ports") or []] or [None]
+        for port in ports:
+            count += len(ips)
+            for ip in ips:
+                if len(shown) < 3:
+                    shown.append(ip if port is None else f"{ip}:{port}")
+    more = count - len(shown)
+    return ",".join(shown) + (f" + {more} more..." if more > 0 else "")
+
+
+def _pod_template_row(o: Obj) -> list[Any]:
+    containers = get_path(o, "template", "spec", "containers", default=[]) or []
+    return [
+        o["metadata"]["name"],
+        ",".join(c.get("name", "") for c in containers),
+        ",".join(c.get("image", "") for c in containers),
+        _labels(get_path(o, "template", "metadata", "labels", default={})),
+    ]
+
+
+_CREATED_AT = ([_col("Name", fmt="name"), _col("Created At", "date")], _created_at)
+_BINDING = (
+    [
+        _col("Name", fmt="name"),
+        _col("Role"),
+        _col("Age"),
+        _col("Users", priority=1),
+        _col("Groups", priority=1),
+        _col("ServiceAccounts", priority=1),
+    ],
+    _binding_row,
+)
+
+
 _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
     "Job": (
         [
@@ -186,6 +289,40 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
         [_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")],
         _event_row,
     ),
+    "ConfigMap": (
+        [_col("Name", fmt="name"), _col("Data"), _col("Age")],
+        lambda o: _name_age(o, len(o.get("data") or {}) + len(o.get("binaryData") or {})),
+    ),
+    "Secret": (
+        [_col("Name", fmt="name"), _col("Type"), _col("Data"), _col("Age")],
+        lambda o: _name_age(o, o.get("type", ""), len(o.get("data") or {})),
+    ),
+    "ServiceAccount": (
+        [_col("Name", fmt="name"), _col("Secrets"), _col("Age")],
+        lambda o: _name_age(o, len(o.get("secrets") or [])),
+    ),
+    "ResourceQuota": (
+        [_col("Name", fmt="name"), _col("Age"), _col("Request"), _col("Limit")],
+        _quota_row,
+    ),
+    "NetworkPolicy": (
+        [_col("Name", fmt="name"), _col("Pod-Selector"), _col("Age")],
+        lambda o: _name_age(o, _selector(get_path(o, "spec", "podSelector", default={}))),
+    ),
+    "Endpoints": (
+        [_col("Name", fmt="name"), _col("Endpoints"), _col("Age")],
+        lambda o: _name_age(o, _endpoints(o)),
+    ),
+    "PodTemplate": (
+        [_col("Template", fmt="name"), _col("Containers"), _col("Images"), _col("Pod Labels")],
+        _pod_template_row,
+    ),
+    "LimitRange": _CREATED_AT,
+    "Role": _CREATED_AT,
+    "ClusterRole": _CREATED_AT,
+    "CustomResourceDefinition": _CREATED_AT,
+    "RoleBinding": _BINDING,
+    "ClusterRoleBinding": _BINDING,
     "Namespace": (
         [_col("Name", fmt="name"), _col("Status"), _col("Age")],
         lambda o: [

@@ -108,13 +108,14 @@ def kubectl_any(
     binary = str(request.param)
     cache = tmp_path / f"cache-{os.path.basename(binary)}"
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ, KUBECONFIG=kubeconfig_path, HOME=str(tmp_path))
         return subprocess.run(
             [binary, "--cache-dir", str(cache), *args],
             env=env,
             capture_output=True,
             text=True,
+            input=stdin,
             timeout=120,
             check=False,
         )

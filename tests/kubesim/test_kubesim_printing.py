@@ -157,3 +157,75 @@ def test_table_cells_are_typed(finished: str, kube_api: client.ApiClient) -> Non
     )
     assert cells["Cohort"] is None  # not set: a null cell, as the API server sends it
     assert cells["Pending Workloads"] == 0
+
+
+BUILT_INS = """
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c1, namespace: p}
+data: {a: "1", b: "2"}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: q, namespace: p}
+spec: {hard: {requests.cpu: "2", limits.cpu: "4", pods: "10"}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: np, namespace: p}
+spec:
+  podSelector:
+    matchLabels: {app: ray}
+    matchExpressions: [{key: tier, operator: In, values: [gpu, cpu]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: rb, namespace: p}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+subjects:
+- {kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}
+- {kind: ServiceAccount, name: bot, namespace: p}
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: pt, namespace: p}
+template:
+  metadata: {labels: {b: "2", a: "1"}}
+  spec: {containers: [{name: c, image: busybox}, {name: d, image: nginx}]}
+"""
+
+
+def test_built_in_kinds_print_the_api_servers_columns(kubectl_any: Run) -> None:
+    assert kubectl_any("create", "namespace", "p").returncode == 0
+    proc = kubectl_any("apply", "-f", "-", stdin=BUILT_INS)
+    assert proc.returncode == 0, proc.stderr
+    proc = kubectl_any(
+        "get",
+        "cm/c1",
+        "quota/q",
+        "netpol/np",
+        "rolebinding/rb",
+        "podtemplate/pt",
+        "-n",
+        "p",
+        "-o",
+        "wide",
+    )
+    assert proc.returncode == 0, proc.stderr
+    cm, quota, netpol, binding, template = (
+        _table(block)[0] for block in proc.stdout.strip().split("\n\n")
+    )
+    assert (cm["NAME"], cm["DATA"]) == ("configmap/c1", "2")
+    assert quota["REQUEST"] == "pods: 0/10, requests.cpu: 0/2"
+    assert quota["LIMIT"] == "limits.cpu: 0/4"
+    assert netpol["POD-SELECTOR"] == "app=ray,tier in (cpu,gpu)"
+    assert (binding["ROLE"], binding["USERS"], binding["SERVICEACCOUNTS"]) == (
+        "ClusterRole/view",
+        "alice",
+        "p/bot",
+    )
+    assert (template["CONTAINERS"], template["IMAGES"], template["POD LABELS"]) == (
+        "c,d",
+        "busybox,nginx",
+        "a=1,b=2",
+    )

@@ -297,12 +297,13 @@ def answer(
         ctype = media if media == "application/json" else _V2_TYPES[2]
     elif path == "/openapi/v3":
         served = _v3_index(_v3_cached(id(reg), reg))
-    elif path.startswith("/openapi/v3/") and path[len("/openapi/v3/") :] in _v3_cached(
-        id(reg), reg
-    ):
-        served = _v3_cached(id(reg), reg)[path[len("/openapi/v3/") :]]
     else:
-        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        found = None
+        if path.startswith("/openapi/v3/"):
+            found = _v3_cached(id(reg), reg).get(path[len("/openapi/v3/") :])
+        if found is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        served = found
     extra = {"Etag": served.etag, "Vary": "Accept"}
     tags = {tag.strip() for tag in if_none_match.split(",")}
     if served.etag in tags or "*" in tags:

@@ -162,6 +162,8 @@ def test_v3_documents_carry_built_in_schemas(
     assert container["required"] == ["name"]
     assert "resources" in container["properties"]
     assert raw(url, **{"If-None-Match": headers["Etag"]})[0] == 304
+    status, body, _ = raw("/openapi/v3/apis/example.com/v1")
+    assert status == 404 and json.loads(body)["reason"] == "NotFound"
 
 
 def _collect_refs(node: object, found: set[str]) -> None:

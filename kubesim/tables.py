@@ -57,10 +57,26 @@ def _pod_row(o: Obj) -> list[Any]:
         age(o["metadata"].get("creationTimestamp")),
         st.get("podIP") or "<none>",
         (o.get("spec") or {}).get("nodeName") or "<none>",
+        st.get("nominatedNodeName") or "<none>",
+        _readiness_gates(o),
     ]
 
 
+def _readiness_gates(o: Obj) -> str:
+    """``N/M`` of the pod's readiness gates whose condition is True, ``<none>`` without gates."""
+    gates = get_path(o, "spec", "readinessGates", default=[]) or []
+    if not gates:
+        return "<none>"
+    true = {
+        c.get("type")
+        for c in get_path(o, "status", "conditions", default=[]) or []
+        if c.get("status") == "True"
+    }
+    return f"{sum(1 for g in gates if g.get('conditionType') in true)}/{len(gates)}"
+
+
 def _node_row(o: Obj) -> list[Any]:
+    addresses = get_path(o, "status", "addresses", default=[]) or []
     conds = get_path(o, "status", "conditions", default=[])
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
     status = "Ready" if ready else "NotReady"
@@ -77,20 +93,48 @@ def _node_row(o: Obj) -> list[Any]:
         ",".join(roles) or "<none>",
         age(o["metadata"].get("creationTimestamp")),
         get_path(o, "status", "nodeInfo", "kubeletVersion", default=""),
+        *(
+            next((a.get("address") for a in addresses if a.get("type") == kind), None) or "<none>"
+            for kind in ("InternalIP", "ExternalIP")
+        ),
+        *(
+            get_path(o, "status", "nodeInfo", key, default="") or "<unknown>"
+            for key in ("osImage", "kernelVersion", "containerRuntimeVersion")
+        ),
     ]
 
 
 def _svc_row(o: Obj) -> list[Any]:
     spec = o.get("spec") or {}
-    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or [])
+    ports = ",".join(
+        f"{p.get('port')}:{p['nodePort']}/{p.get('protocol', 'TCP')}"
+        if p.get("nodePort")
+        else f"{p.get('port')}/{p.get('protocol', 'TCP')}"
+        for p in spec.get("ports") or []
+    )
     return [
         o["metadata"]["name"],
         spec.get("type", "ClusterIP"),
-        spec.get("clusterIP", ""),
-        "<none>",
+        spec.get("clusterIP") or "<none>",
+        _external_ip(o),
         ports or "<none>",
         age(o["metadata"].get("creationTimestamp")),
+        _labels(spec.get("selector")),
     ]
+
+
+def _external_ip(o: Obj) -> str:
+    """The service printer's EXTERNAL-IP: external IPs, a load balancer's ingress addresses
+    (``<pending>`` until it has one), ``<none>`` otherwise."""
+    spec = o.get("spec") or {}
+    external = list(spec.get("externalIPs") or [])
+    if spec.get("type") == "LoadBalancer":
+        ingress = get_path(o, "status", "loadBalancer", "ingress", default=[]) or []
+        found = [
+            i.get("ip") or i.get("hostname") for i in ingress if i.get("ip") or i.get("hostname")
+        ]
+        return ",".join(found + external) or "<pending>"
+    return ",".join(external) or "<none>"
 
 
 def _event_row(o: Obj) -> list[Any]:
@@ -104,18 +148,10 @@ def _event_row(o: Obj) -> list[Any]:
     ]
 
 
-def _duration(seconds: int) -> str:
-    """kubectl's short duration (``duration.HumanDuration`` for small values)."""
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60}s" if seconds < 600 else f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
-
-
 def _job_row(o: Obj) -> list[Any]:
     st = o.get("status") or {}
     spec = o.get("spec") or {}
+    containers = get_path(spec, "template", "spec", "containers", default=[]) or []
     conds = {c.get("type"): c.get("status") for c in st.get("conditions") or []}
     if conds.get("Complete") == "True":
         status = "Complete"
@@ -132,7 +168,7 @@ def _job_row(o: Obj) -> list[Any]:
     start, end = st.get("startTime"), st.get("completionTime")
     if start:
         until = parse_time(end) if end else datetime.datetime.now(datetime.UTC)
-        duration = _duration(max(0, int((until - parse_time(start)).total_seconds())))
+        duration = human_duration((until - parse_time(start)).total_seconds())
     else:
         duration = ""
     return [
@@ -141,6 +177,9 @@ def _job_row(o: Obj) -> list[Any]:
         f"{int(st.get('succeeded') or 0)}/{int(spec.get('completions') or 1)}",
         duration,
         age(o["metadata"].get("creationTimestamp")),
+        ",".join(c.get("name", "") for c in containers),
+        ",".join(c.get("image", "") for c in containers),
+        _selector(spec.get("selector")),
     ]
 
 
@@ -255,6 +294,9 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
             _col("Completions"),
             _col("Duration"),
             _col("Age"),
+            _col("Containers", priority=1),
+            _col("Images", priority=1),
+            _col("Selector", priority=1),
         ],
         _job_row,
     ),
@@ -267,11 +309,24 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
             _col("Age"),
             _col("IP", priority=1),
             _col("Node", priority=1),
+            _col("Nominated Node", priority=1),
+            _col("Readiness Gates", priority=1),
         ],
         _pod_row,
     ),
     "Node": (
-        [_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version")],
+        [
+            _col("Name", fmt="name"),
+            _col("Status"),
+            _col("Roles"),
+            _col("Age"),
+            _col("Version"),
+            _col("Internal-IP", priority=1),
+            _col("External-IP", priority=1),
+            _col("OS-Image", priority=1),
+            _col("Kernel-Version", priority=1),
+            _col("Container-Runtime", priority=1),
+        ],
         _node_row,
     ),
     "Service": (
@@ -282,6 +337,7 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
             _col("External-IP"),
             _col("Port(s)"),
             _col("Age"),
+            _col("Selector", priority=1),
         ],
         _svc_row,
     ),

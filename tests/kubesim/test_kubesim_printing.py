@@ -229,3 +229,29 @@ def test_built_in_kinds_print_the_api_servers_columns(kubectl_any: Run) -> None:
         "busybox,nginx",
         "a=1,b=2",
     )
+
+
+def test_wide_columns_of_nodes_services_and_jobs(kubectl_any: Run) -> None:
+    proc = kubectl_any("get", "nodes", "-o", "wide")
+    assert proc.returncode == 0, proc.stderr
+    node = _table(proc.stdout)[0]
+    assert list(node)[5:] == [
+        "INTERNAL-IP",
+        "EXTERNAL-IP",
+        "OS-IMAGE",
+        "KERNEL-VERSION",
+        "CONTAINER-RUNTIME",
+    ]
+    assert node["EXTERNAL-IP"] == "<none>" and node["INTERNAL-IP"].count(".") == 3
+    for args in (
+        ("create", "service", "nodeport", "web", "--tcp=80:8080"),
+        ("create", "job", "once", "--image=busybox"),
+    ):
+        assert kubectl_any(*args).returncode == 0
+    proc = kubectl_any("get", "service/web", "job/once", "-o", "wide")
+    assert proc.returncode == 0, proc.stderr
+    service, job = (_table(block)[0] for block in proc.stdout.strip().split("\n\n"))
+    assert service["PORT(S)"].startswith("80:") and service["PORT(S)"].endswith("/TCP")
+    assert (service["EXTERNAL-IP"], service["SELECTOR"]) == ("<none>", "app=web")
+    assert (job["CONTAINERS"], job["IMAGES"]) == ("once", "busybox")
+    assert job["SELECTOR"].startswith("batch.kubernetes.io/controller-uid=")

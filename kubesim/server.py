@@ -146,14 +146,20 @@ class Handler(BaseHTTPRequestHandler):
         self._status = code
         super().send_response(code, message)
 
-    def _send(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self,
+        code: int,
+        body: Any,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
         if not self._body_read:
             # An answer given before the body was read (a 404 route, say) must still consume
             # it, or its bytes would be taken for the next request on this connection.
             self._read()
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
@@ -486,12 +492,10 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/apis":
                 return self._send(200, reg.api_group_list())
             if path.startswith("/openapi/"):
-                doc = openapi.document(reg, path)
-                if doc is None:
-                    raise errors.ApiError(
-                        404, "NotFound", "the server could not find the requested resource"
-                    )
-                return self._send(200, doc)
+                code, data, ctype, extra = openapi.answer(
+                    reg, path, self.headers.get("Accept", ""), self.headers.get("If-None-Match", "")
+                )
+                return self._send(code, data, extra, content_type=ctype)
         if path.startswith("/apis/visibility.kueue.x-k8s.io/"):
             with cluster.lock:
                 return self._send(200, cluster.kueue.visibility(method, path))

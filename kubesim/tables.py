@@ -1,15 +1,17 @@
 """Server-side printing (``meta.k8s.io/v1`` Table) for ``kubectl get``.
 
-Columns follow what a real API server prints for pods, nodes, namespaces, services and
-events; custom kinds use their CRD's ``additionalPrinterColumns`` (simple ``.a.b`` paths).
+Built-in kinds get the columns kube-apiserver's printers give them (pods, nodes, namespaces,
+services, events, jobs, configmaps, secrets, service accounts, quotas, network policies,
+endpoints, pod templates, limit ranges, RBAC kinds, CRDs); custom kinds their CRD's
+``additionalPrinterColumns``, evaluated by ``printcolumns.py``.
 """
 
 from __future__ import annotations
 
 import datetime
-import re
 from typing import TYPE_CHECKING, Any
 
+from kubesim.printcolumns import human_duration, printer_columns
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
@@ -19,18 +21,11 @@ if TYPE_CHECKING:
 
 
 def age(stamp: str | None) -> str:
-    """Humanised age like kubectl prints: ``45s``, ``12m``, ``3h``, ``2d``."""
+    """The age of a timestamp as the API server prints it; ``<unknown>`` when there is none."""
     if not stamp:
         return "<unknown>"
-    secs = int((datetime.datetime.now(datetime.UTC) - parse_time(stamp)).total_seconds())
-    secs = max(secs, 0)
-    if secs < 120:
-        return f"{secs}s"
-    if secs < 3600:
-        return f"{secs // 60}m"
-    if secs < 86400 * 2:
-        return f"{secs // 3600}h"
-    return f"{secs // 86400}d"
+    now = datetime.datetime.now(datetime.UTC)
+    return human_duration((now - parse_time(stamp)).total_seconds())
 
 
 def _col(name: str, ctype: str = "string", priority: int = 0, fmt: str = "") -> dict[str, Any]:
@@ -62,10 +57,26 @@ def _pod_row(o: Obj) -> list[Any]:
         age(o["metadata"].get("creationTimestamp")),
         st.get("podIP") or "<none>",
         (o.get("spec") or {}).get("nodeName") or "<none>",
+        st.get("nominatedNodeName") or "<none>",
+        _readiness_gates(o),
     ]
 
 
+def _readiness_gates(o: Obj) -> str:
+    """``N/M`` of the pod's readiness gates whose condition is True, ``<none>`` without gates."""
+    gates = get_path(o, "spec", "readinessGates", default=[]) or []
+    if not gates:
+        return "<none>"
+    true = {
+        c.get("type")
+        for c in get_path(o, "status", "conditions", default=[]) or []
+        if c.get("status") == "True"
+    }
+    return f"{sum(1 for g in gates if g.get('conditionType') in true)}/{len(gates)}"
+
+
 def _node_row(o: Obj) -> list[Any]:
+    addresses = get_path(o, "status", "addresses", default=[]) or []
     conds = get_path(o, "status", "conditions", default=[])
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
     status = "Ready" if ready else "NotReady"
@@ -82,20 +93,48 @@ def _node_row(o: Obj) -> list[Any]:
         ",".join(roles) or "<none>",
         age(o["metadata"].get("creationTimestamp")),
         get_path(o, "status", "nodeInfo", "kubeletVersion", default=""),
+        *(
+            next((a.get("address") for a in addresses if a.get("type") == kind), None) or "<none>"
+            for kind in ("InternalIP", "ExternalIP")
+        ),
+        *(
+            get_path(o, "status", "nodeInfo", key, default="") or "<unknown>"
+            for key in ("osImage", "kernelVersion", "containerRuntimeVersion")
+        ),
     ]
 
 
 def _svc_row(o: Obj) -> list[Any]:
     spec = o.get("spec") or {}
-    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or [])
+    ports = ",".join(
+        f"{p.get('port')}:{p['nodePort']}/{p.get('protocol', 'TCP')}"
+        if p.get("nodePort")
+        else f"{p.get('port')}/{p.get('protocol', 'TCP')}"
+        for p in spec.get("ports") or []
+    )
     return [
         o["metadata"]["name"],
         spec.get("type", "ClusterIP"),
-        spec.get("clusterIP", ""),
-        "<none>",
+        spec.get("clusterIP") or "<none>",
+        _external_ip(o),
         ports or "<none>",
         age(o["metadata"].get("creationTimestamp")),
+        _labels(spec.get("selector")),
     ]
+
+
+def _external_ip(o: Obj) -> str:
+    """The service printer's EXTERNAL-IP: external IPs, a load balancer's ingress addresses
+    (``<pending>`` until it has one), ``<none>`` otherwise."""
+    spec = o.get("spec") or {}
+    external = list(spec.get("externalIPs") or [])
+    if spec.get("type") == "LoadBalancer":
+        ingress = get_path(o, "status", "loadBalancer", "ingress", default=[]) or []
+        found = [
+            i.get("ip") or i.get("hostname") for i in ingress if i.get("ip") or i.get("hostname")
+        ]
+        return ",".join(found + external) or "<pending>"
+    return ",".join(external) or "<none>"
 
 
 def _event_row(o: Obj) -> list[Any]:
@@ -109,18 +148,10 @@ def _event_row(o: Obj) -> list[Any]:
     ]
 
 
-def _duration(seconds: int) -> str:
-    """kubectl's short duration (``duration.HumanDuration`` for small values)."""
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60}s" if seconds < 600 else f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
-
-
 def _job_row(o: Obj) -> list[Any]:
     st = o.get("status") or {}
     spec = o.get("spec") or {}
+    containers = get_path(spec, "template", "spec", "containers", default=[]) or []
     conds = {c.get("type"): c.get("status") for c in st.get("conditions") or []}
     if conds.get("Complete") == "True":
         status = "Complete"
@@ -137,7 +168,7 @@ def _job_row(o: Obj) -> list[Any]:
     start, end = st.get("startTime"), st.get("completionTime")
     if start:
         until = parse_time(end) if end else datetime.datetime.now(datetime.UTC)
-        duration = _duration(max(0, int((until - parse_time(start)).total_seconds())))
+        duration = human_duration((until - parse_time(start)).total_seconds())
     else:
         duration = ""
     return [
@@ -146,7 +177,113 @@ def _job_row(o: Obj) -> list[Any]:
         f"{int(st.get('succeeded') or 0)}/{int(spec.get('completions') or 1)}",
         duration,
         age(o["metadata"].get("creationTimestamp")),
+        ",".join(c.get("name", "") for c in containers),
+        ",".join(c.get("image", "") for c in containers),
+        _selector(spec.get("selector")),
     ]
+
+
+def _name_age(o: Obj, *middle: Any) -> list[Any]:
+    return [o["metadata"]["name"], *middle, age(o["metadata"].get("creationTimestamp"))]
+
+
+def _created_at(o: Obj) -> list[Any]:
+    return [o["metadata"]["name"], o["metadata"].get("creationTimestamp") or ""]
+
+
+def _labels(labels: dict[str, str] | None) -> str:
+    """``labels.FormatLabels``: ``a=b,c=d`` in key order, ``<none>`` when empty."""
+    return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or "<none>"
+
+
+def _selector(sel: dict[str, Any] | None) -> str:
+    """``metav1.FormatLabelSelector``: its requirements in key order, ``<none>`` when empty."""
+    parts = [(k, f"{k}={v}") for k, v in (sel or {}).get("matchLabels", {}).items()]
+    for expr in (sel or {}).get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        text = {
+            "In": f"{key} in ({','.join(sorted(values))})",
+            "NotIn": f"{key} notin ({','.join(sorted(values))})",
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+        }.get(op, key)
+        parts.append((key, text))
+    return ",".join(text for _, text in sorted(parts)) or "<none>"
+
+
+def _quota_row(o: Obj) -> list[Any]:
+    hard = get_path(o, "status", "hard", default={}) or {}
+    used = get_path(o, "status", "used", default={}) or {}
+    requests: list[str] = []
+    limits: list[str] = []
+    for name in sorted(hard):
+        pair = f"{name}: {used.get(name, '0')}/{hard[name]}"
+        (limits if name.startswith("limits.") else requests).append(pair)
+    return [
+        o["metadata"]["name"],
+        age(o["metadata"].get("creationTimestamp")),
+        ", ".join(requests),
+        ", ".join(limits),
+    ]
+
+
+def _binding_row(o: Obj) -> list[Any]:
+    ref = o.get("roleRef") or {}
+    subjects = o.get("subjects") or []
+
+    def named(kind: str) -> str:
+        return ",".join(s.get("name", "") for s in subjects if s.get("kind") == kind)
+
+    accounts = ",".join(
+        f"{s.get('namespace', '')}/{s.get('name', '')}"
+        for s in subjects
+        if s.get("kind") == "ServiceAccount"
+    )
+    role = f"{ref.get('kind', '')}/{ref.get('name', '')}"
+    return [*_name_age(o, role), named("User"), named("Group"), accounts]
+
+
+def _endpoints(o: Obj) -> str:
+    """``formatEndpoints``: the first three ``ip:port`` pairs and how many more."""
+    subsets = o.get("subsets") or []
+    if not subsets:
+        return "<none>"
+    shown: list[str] = []
+    count = 0
+    for subset in subsets:
+        ips = [a.get("ip", "") for a in subset.get("addresses") or []]
+        ports = [p.get("port") for p in subset.get("ports") or []] or [None]
+        for port in ports:
+            count += len(ips)
+            for ip in ips:
+                if len(shown) < 3:
+                    shown.append(ip if port is None else f"{ip}:{port}")
+    more = count - len(shown)
+    return ",".join(shown) + (f" + {more} more..." if more > 0 else "")
+
+
+def _pod_template_row(o: Obj) -> list[Any]:
+    containers = get_path(o, "template", "spec", "containers", default=[]) or []
+    return [
+        o["metadata"]["name"],
+        ",".join(c.get("name", "") for c in containers),
+        ",".join(c.get("image", "") for c in containers),
+        _labels(get_path(o, "template", "metadata", "labels", default={})),
+    ]
+
+
+_CREATED_AT = ([_col("Name", fmt="name"), _col("Created At", "date")], _created_at)
+_BINDING = (
+    [
+        _col("Name", fmt="name"),
+        _col("Role"),
+        _col("Age"),
+        _col("Users", priority=1),
+        _col("Groups", priority=1),
+        _col("ServiceAccounts", priority=1),
+    ],
+    _binding_row,
+)
 
 
 _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
@@ -157,6 +294,9 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
             _col("Completions"),
             _col("Duration"),
             _col("Age"),
+            _col("Containers", priority=1),
+            _col("Images", priority=1),
+            _col("Selector", priority=1),
         ],
         _job_row,
     ),
@@ -169,11 +309,24 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
             _col("Age"),
             _col("IP", priority=1),
             _col("Node", priority=1),
+            _col("Nominated Node", priority=1),
+            _col("Readiness Gates", priority=1),
         ],
         _pod_row,
     ),
     "Node": (
-        [_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version")],
+        [
+            _col("Name", fmt="name"),
+            _col("Status"),
+            _col("Roles"),
+            _col("Age"),
+            _col("Version"),
+            _col("Internal-IP", priority=1),
+            _col("External-IP", priority=1),
+            _col("OS-Image", priority=1),
+            _col("Kernel-Version", priority=1),
+            _col("Container-Runtime", priority=1),
+        ],
         _node_row,
     ),
     "Service": (
@@ -184,6 +337,7 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
             _col("External-IP"),
             _col("Port(s)"),
             _col("Age"),
+            _col("Selector", priority=1),
         ],
         _svc_row,
     ),
@@ -191,6 +345,40 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
         [_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")],
         _event_row,
     ),
+    "ConfigMap": (
+        [_col("Name", fmt="name"), _col("Data"), _col("Age")],
+        lambda o: _name_age(o, len(o.get("data") or {}) + len(o.get("binaryData") or {})),
+    ),
+    "Secret": (
+        [_col("Name", fmt="name"), _col("Type"), _col("Data"), _col("Age")],
+        lambda o: _name_age(o, o.get("type", ""), len(o.get("data") or {})),
+    ),
+    "ServiceAccount": (
+        [_col("Name", fmt="name"), _col("Secrets"), _col("Age")],
+        lambda o: _name_age(o, len(o.get("secrets") or [])),
+    ),
+    "ResourceQuota": (
+        [_col("Name", fmt="name"), _col("Age"), _col("Request"), _col("Limit")],
+        _quota_row,
+    ),
+    "NetworkPolicy": (
+        [_col("Name", fmt="name"), _col("Pod-Selector"), _col("Age")],
+        lambda o: _name_age(o, _selector(get_path(o, "spec", "podSelector", default={}))),
+    ),
+    "Endpoints": (
+        [_col("Name", fmt="name"), _col("Endpoints"), _col("Age")],
+        lambda o: _name_age(o, _endpoints(o)),
+    ),
+    "PodTemplate": (
+        [_col("Template", fmt="name"), _col("Containers"), _col("Images"), _col("Pod Labels")],
+        _pod_template_row,
+    ),
+    "LimitRange": _CREATED_AT,
+    "Role": _CREATED_AT,
+    "ClusterRole": _CREATED_AT,
+    "CustomResourceDefinition": _CREATED_AT,
+    "RoleBinding": _BINDING,
+    "ClusterRoleBinding": _BINDING,
     "Namespace": (
         [_col("Name", fmt="name"), _col("Status"), _col("Age")],
         lambda o: [
@@ -200,21 +388,6 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
         ],
     ),
 }
-
-
-def _json_path(obj: Obj, path: str) -> Any:
-    cur: Any = obj
-    for piece in re.findall(r"[^.\[\]]+", path):
-        if isinstance(cur, list):
-            try:
-                cur = cur[int(piece)]
-            except (ValueError, IndexError):
-                return None
-        elif isinstance(cur, dict):
-            cur = cur.get(piece)
-        else:
-            return None
-    return cur
 
 
 def _row_object(o: Obj, include: str) -> Obj | None:
@@ -246,19 +419,12 @@ def table(
         cols, fn = _BUILTIN[rt.kind]
         rows = [{"cells": fn(o), "object": o} for o in items]
     elif rt.printer_columns.get(version):
-        pcs = rt.printer_columns[version]
-        cols = [_col("Name", fmt="name")] + [
-            _col(p["name"], p.get("type", "string"), int(p.get("priority", 0))) for p in pcs
+        columns = printer_columns(rt, version)
+        cols = [_col("Name", fmt="name")] + [dict(c.definition) for c in columns]
+        rows = [
+            {"cells": [o["metadata"]["name"], *(c.cell(o) for c in columns)], "object": o}
+            for o in items
         ]
-        rows = []
-        for o in items:
-            cells: list[Any] = [o["metadata"]["name"]]
-            for p in pcs:
-                value = _json_path(o, p["jsonPath"])
-                if p.get("type") == "date":
-                    value = age(value) if value else "<unknown>"
-                cells.append("" if value is None else value)
-            rows.append({"cells": cells, "object": o})
     else:
         cols = [_col("Name", fmt="name"), _col("Age")]
         rows = [
@@ -274,9 +440,6 @@ def table(
             del row["object"]
         else:
             row["object"] = carried
-    for c in cols:
-        if c["name"] == "Age":
-            c["type"] = "string"
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",

@@ -84,3 +84,40 @@ def kubectl(
         return proc
 
     return run
+
+
+# kubectl 1.32 beside the pinned one: the Google Cloud SDK's Debian package ships it.
+KUBECTL_132 = "/usr/lib/google-cloud-sdk/bin/kubectl.1.32"
+
+
+def _kubectl_binaries() -> list[object]:
+    found: list[object] = []
+    for path, label in ((KUBECTL, "kubectl-1.37"), (KUBECTL_132, "kubectl-1.32")):
+        mark = pytest.mark.skipif(
+            not path or not os.path.exists(path), reason=f"{label} is not installed"
+        )
+        found.append(pytest.param(path, id=label, marks=mark))
+    return found
+
+
+@pytest.fixture(params=_kubectl_binaries())
+def kubectl_any(
+    request: pytest.FixtureRequest, kubeconfig_path: str, tmp_path: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run one of the installed kubectl binaries (each test runs once per binary)."""
+    binary = str(request.param)
+    cache = tmp_path / f"cache-{os.path.basename(binary)}"
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ, KUBECONFIG=kubeconfig_path, HOME=str(tmp_path))
+        return subprocess.run(
+            [binary, "--cache-dir", str(cache), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=120,
+            check=False,
+        )
+
+    return run

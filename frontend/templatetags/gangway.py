@@ -18,6 +18,7 @@ from clusters.admission import format_eta, words
 from clusters.admission.explain import reason_label
 from clusters.images import ray_version, resolve_image
 from clusters.waiting import waiting
+from frontend.kinds import pages_for
 
 register = template.Library()
 
@@ -198,7 +199,7 @@ def run_duration(run: Any) -> str:
 @register.simple_tag
 def request_url(request: Any) -> str:
     """The page of a request in a list that mixes clusters and jobs (home, the queues)."""
-    view = "job-detail" if request.workload == "job" else "cluster-detail"
+    view = f"{pages_for(request.workload).NOUN}-detail"
     return reverse(view, args=[request.tenant.slug, request.name])
 
 

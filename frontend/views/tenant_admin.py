@@ -22,8 +22,7 @@ from clusters.requests import controls
 from clusters.requests import services as requests
 from clusters.states import State
 from frontend import admin_forms as f
-from frontend.views.clusters import _live_cluster
-from frontend.views.common import TenantPage, tenant_page
+from frontend.views.common import TenantPage, live_request, tenant_page
 from frontend.views.platform import run
 from tenants import selectors, services
 from tenants.models import Membership, Role
@@ -191,7 +190,7 @@ def manage(request: HttpRequest, slug: str, name: str, control: str = "") -> Htt
     page = admin_page(request, slug)
     # The queue holds jobs too, and its controls act on any request (names are unique
     # across both kinds).
-    cluster = _live_cluster(page, name, workload=None)
+    cluster = live_request(page, name, workload=None, noun="cluster")
     # One page shows two of these forms, each with a reason: ids per control keep every
     # label pointing at its own field.
     forms: dict[str, f.ReasonForm] = {

@@ -64,6 +64,23 @@ def pages_for(workload: str) -> KindPages:
     return _PAGES[workload]
 
 
+# A kind's pages by what they are, and the suffix of their URL names.
+_ROUTES = {
+    "list": "list",
+    "new": "new",
+    "verdict": "verdict",
+    "detail": "detail",
+    "log": "log",
+    "manifests": "manifests-download",
+    "action": "action",
+}
+
+
+def route_names(kind: KindPages) -> dict[str, str]:
+    """The URL names of a kind's pages (``cluster-list``, ``job-detail``, …), by page."""
+    return {page: f"{kind.NOUN}-{suffix}" for page, suffix in _ROUTES.items()}
+
+
 def all_pages() -> dict[str, KindPages]:
     """Every kind's pages, by ``workload`` (the URL configuration routes each)."""
     return dict(_PAGES)

@@ -1,9 +1,12 @@
 """Dashboard routes: session login and logout, home, and the pages of one tenant."""
 
+from collections.abc import Callable
+
+from django.http import HttpResponse
 from django.urls import URLPattern, path, re_path
 
 from frontend import views
-from frontend.kinds import KindPages, all_pages
+from frontend.kinds import KindPages, all_pages, route_names
 from frontend.views import account, mail, platform, sso, tenant_admin, whatif
 from frontend.views import workloads as w
 from tenants.forms import SignInForm
@@ -13,35 +16,21 @@ CLUSTER = TENANT + "clusters/<slug:name>/"
 
 
 def _kind_routes(workload: str, kind: KindPages) -> list[URLPattern]:
-    """One kind's pages, named ``<noun>-list``, ``<noun>-detail``, …: ``new`` before a
-    request's own pages (it is a valid name), ``log`` before the actions."""
+    """One kind's pages: ``new`` before a request's own pages (it is a valid name), ``log``
+    before the actions."""
     one = f"{TENANT}{kind.PATH}<slug:name>/"
-    pass_kind = {"workload": workload}
-    routes = [
-        path(TENANT + kind.LIST_PATH, w.workload_list, pass_kind, name=f"{kind.NOUN}-list"),
-        path(f"{TENANT}{kind.PATH}new/", w.workload_new, pass_kind, name=f"{kind.NOUN}-new"),
-        path(
-            f"{TENANT}{kind.PATH}new/verdict/",
-            w.workload_verdict,
-            pass_kind,
-            name=f"{kind.NOUN}-verdict",
-        ),
-        path(one, w.workload_detail, pass_kind, name=f"{kind.NOUN}-detail"),
-        path(one + "log/", w.workload_log, pass_kind, name=f"{kind.NOUN}-log"),
+    name = route_names(kind)
+    pages: list[tuple[str, Callable[..., HttpResponse], str]] = [
+        (TENANT + kind.LIST_PATH, w.workload_list, name["list"]),
+        (f"{TENANT}{kind.PATH}new/", w.workload_new, name["new"]),
+        (f"{TENANT}{kind.PATH}new/verdict/", w.workload_verdict, name["verdict"]),
+        (one, w.workload_detail, name["detail"]),
+        (one + "log/", w.workload_log, name["log"]),
     ]
     if kind.MANIFESTS is not None:
-        routes.append(
-            path(
-                one + "manifests.yaml",
-                w.workload_manifests,
-                pass_kind,
-                name=f"{kind.NOUN}-manifests-download",
-            )
-        )
-    routes.append(
-        path(one + "<str:action>/", w.workload_action, pass_kind, name=f"{kind.NOUN}-action")
-    )
-    return routes
+        pages.append((one + "manifests.yaml", w.workload_manifests, name["manifests"]))
+    pages.append((one + "<str:action>/", w.workload_action, name["action"]))
+    return [path(route, view, {"workload": workload}, name=n) for route, view, n in pages]
 
 
 urlpatterns = [

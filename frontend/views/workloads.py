@@ -24,7 +24,7 @@ from clusters.models import ClusterRequest
 from clusters.requests.verdicts import dry_run_verdict
 from clusters.states import State
 from controlplane.exceptions import ServiceConflict
-from frontend.kinds import KindPages, pages_for
+from frontend.kinds import KindPages, pages_for, route_names
 from frontend.views.common import (
     HtmxHttpRequest,
     TenantPage,
@@ -47,13 +47,7 @@ def _row(page: TenantPage, kind: KindPages, name: str, pk: int | None = None) ->
 
 
 def _context(page: TenantPage, kind: KindPages, **extra: Any) -> dict[str, Any]:
-    return page.context(kind=kind, urls=_urls(kind), **extra)
-
-
-def _urls(kind: KindPages) -> dict[str, str]:
-    """The names of the kind's routes, for the templates' ``{% url %}``."""
-    names = {page: f"{kind.NOUN}-{page}" for page in ("list", "new", "verdict", "detail", "log")}
-    return {**names, "manifests": f"{kind.NOUN}-manifests-download"}
+    return page.context(kind=kind, urls=route_names(kind), **extra)
 
 
 @login_required
@@ -110,7 +104,7 @@ def workload_new(request: HtmxHttpRequest, slug: str, workload: str) -> HttpResp
         else:
             where = "is starting" if created.state == State.STARTING else "is queued"
             messages.success(request, f"{created.name} {where}.")
-            return redirect(f"{kind.NOUN}-detail", slug=page.tenant.slug, name=created.name)
+            return redirect(route_names(kind)["detail"], slug=page.tenant.slug, name=created.name)
     status = 409 if banner else (400 if form.is_bound else 200)
     return render(
         request,
@@ -254,4 +248,4 @@ def workload_action(
         fresh = _row(page, kind, name, pk=row.pk)
         return _detail_page(request, page, kind, fresh, status=400)
     messages.success(request, done)
-    return redirect(f"{kind.NOUN}-detail", slug=page.tenant.slug, name=row.name)
+    return redirect(route_names(kind)["detail"], slug=page.tenant.slug, name=row.name)

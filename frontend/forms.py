@@ -2,7 +2,7 @@
 
 It only parses and offers choices; every rule (shape limits, policy, caps, who may ask
 for production) is checked by :mod:`clusters.requests.services`, whose ``ValidationError`` the
-views attach back to these fields with :meth:`ClusterForm.add_service_errors`.
+views attach back to these fields with :meth:`LabelledErrorsForm.add_service_errors`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from clusters.jobs.spec import (
 )
 from clusters.models import ClusterKind
 from clusters.requests.services import resolve_flavors
+from clusters.selectors import job_hosts_of
 from clusters.spec import ClusterSpec
 from notifications.kinds import EventKind
 from notifications.services import PreferenceLine
@@ -127,27 +128,17 @@ def parse_env_lines(text: str) -> dict[str, str]:
     return variables
 
 
-class ExtendForm(forms.Form):
-    """The extend buttons' ``hours``: the bounds of :func:`shapes.validate_extend_hours`,
-    which the service checks again."""
-
-    hours = forms.IntegerField(
-        min_value=shapes.MIN_HOURS,
-        max_value=shapes.MAX_HOURS,
-        error_messages={
-            "required": shapes.EXTEND_HOURS_MESSAGE,
-            "invalid": shapes.EXTEND_HOURS_MESSAGE,
-            "min_value": shapes.EXTEND_HOURS_MESSAGE,
-            "max_value": shapes.EXTEND_HOURS_MESSAGE,
-        },
-    )
-
-    def clean_hours(self) -> int:
-        return shapes.validate_extend_hours(self.cleaned_data["hours"])
-
-
 class LabelledErrorsForm(forms.Form):
     """A form whose errors the verdict panel lists by label."""
+
+    # Inputs the new-request page marks: shape inputs (hidden while a job runs on a dev
+    # cluster) and those whose help is a warning.
+    shape_fields: tuple[str, ...] = ()
+    warning_fields: tuple[str, ...] = ()
+    # The words of a service's error keys: the input each goes to (when not its own name)
+    # and the label that names a field the form does not show.
+    error_inputs: dict[str, str] = {}
+    error_labels: dict[str, str] = FIELD_LABELS
 
     def labelled_errors(self) -> list[tuple[str, str]]:
         """Every error as ``(label, message)``, the label empty for form-wide ones: what
@@ -157,6 +148,20 @@ class LabelledErrorsForm(forms.Form):
             label = "" if field == NON_FIELD_ERRORS else str(self[field].label)
             out.extend((label, str(message)) for message in messages)
         return out
+
+    def add_service_errors(self, exc: ValidationError) -> None:
+        """Attach a service's ``ValidationError`` to the inputs it names (others:
+        form-wide, prefixed with the field's label)."""
+        errors: dict[str, list[str]] = (
+            exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
+        )
+        for key, messages in errors.items():
+            field = self.error_inputs.get(key, key)
+            target = field if field in self.fields else None
+            label = self.error_labels.get(key, key.replace("_", " ").capitalize())
+            prefix = "" if target or key in ("__all__", NON_FIELD_ERRORS) else f"{label}: "
+            for message in messages:
+                self.add_error(target, f"{prefix}{message}")
 
 
 def start_on_default_flavor(form: forms.Form, tenant: Tenant) -> None:
@@ -229,8 +234,10 @@ class ClusterForm(LabelledErrorsForm):
         "(NVIDIA_*, CUDA_*, RAY_*, LD_*, ...) are refused.",
     )
 
+    warning_fields = ("gpu_fraction",)
+
     def __init__(
-        self, *args: Any, tenant: Tenant, role: str | None, kai_enabled: bool, **kwargs: Any
+        self, *args: Any, tenant: Tenant, role: str | None, user: Any, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
         self.fields["image"] = image_field()
@@ -245,7 +252,7 @@ class ClusterForm(LabelledErrorsForm):
             del self.fields["min_workers"]
             del self.fields["max_workers"]
         sharing = [f.name for f in self.fields["flavor"].queryset if f.sharing]  # type: ignore[attr-defined]
-        if kai_enabled and sharing:
+        if settings.KAI_ENABLED and sharing:
             self.fields[
                 "gpu_fraction"
             ].help_text = f"Dev clusters on {', '.join(sharing)} only. {FRACTION_NOTE}"
@@ -256,21 +263,9 @@ class ClusterForm(LabelledErrorsForm):
     def clean_env(self) -> dict[str, str]:
         return parse_env_lines(self.cleaned_data["env"])
 
-    def spec(self) -> ClusterSpec:
-        """The cleaned form as the request the services take."""
-        return ClusterSpec.from_data(self.cleaned_data)
-
-    def add_service_errors(self, exc: ValidationError) -> None:
-        """Attach a service's ``ValidationError`` to the fields it names (others: form-wide)."""
-        errors: dict[str, list[str]] = (
-            exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
-        )
-        for field, messages in errors.items():
-            target = field if field in self.fields else None
-            for message in messages:
-                label = FIELD_LABELS.get(field, field.replace("_", " ").capitalize())
-                prefix = "" if target or field in ("__all__", NON_FIELD_ERRORS) else f"{label}: "
-                self.add_error(target, f"{prefix}{message}")
+    def specs(self) -> tuple[ClusterSpec, None]:
+        """The cleaned form as the request the services take (a cluster has no job part)."""
+        return ClusterSpec.from_data(self.cleaned_data), None
 
 
 # Where the services' runtime_env faults go: each part of runtime_env has its own input.
@@ -365,13 +360,16 @@ class JobForm(LabelledErrorsForm):
         "count until its pods are gone.",
     )
 
-    shape_fields = JOB_SHAPE_FIELDS
+    shape_fields: tuple[str, ...] = JOB_SHAPE_FIELDS
+    error_inputs = RUNTIME_ENV_FIELDS
+    error_labels = JOB_FIELD_LABELS
 
     def __init__(
-        self, *args: Any, tenant: Tenant, role: str | None, hosts: list[str], **kwargs: Any
+        self, *args: Any, tenant: Tenant, role: str | None, user: Any, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
         self.tenant = tenant
+        hosts = job_hosts_of(tenant=tenant, owner=user)
         start_on_default_flavor(self, tenant)
         if role != Role.ADMIN:
             # Offer only what the role may ask for; the service refuses prod anyway.
@@ -471,20 +469,6 @@ class JobForm(LabelledErrorsForm):
         if names:
             shape["accepted_flavors"] = names  # checked by clean()
         return ClusterSpec.from_data(shape), job
-
-    def add_service_errors(self, exc: ValidationError) -> None:
-        """Attach a service's ``ValidationError`` to the inputs it names: ``runtime_env.*``
-        to the runtime_env inputs, the rest as :meth:`ClusterForm.add_service_errors`."""
-        errors: dict[str, list[str]] = (
-            exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
-        )
-        for key, messages in errors.items():
-            field = RUNTIME_ENV_FIELDS.get(key, key)
-            target = field if field in self.fields else None
-            label = JOB_FIELD_LABELS.get(key, key.replace("_", " ").capitalize())
-            prefix = "" if target or key in ("__all__", NON_FIELD_ERRORS) else f"{label}: "
-            for message in messages:
-                self.add_error(target, f"{prefix}{message}")
 
 
 class NotificationPreferencesForm(forms.Form):

@@ -1,14 +1,37 @@
 """Dashboard routes: session login and logout, home, and the pages of one tenant."""
 
-from django.urls import path, re_path
+from collections.abc import Callable
+
+from django.http import HttpResponse
+from django.urls import URLPattern, path, re_path
 
 from frontend import views
+from frontend.kinds import KindPages, all_pages, route_names
 from frontend.views import account, mail, platform, sso, tenant_admin, whatif
+from frontend.views import workloads as w
 from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
 CLUSTER = TENANT + "clusters/<slug:name>/"
-JOB = TENANT + "jobs/<slug:name>/"
+
+
+def _kind_routes(workload: str, kind: KindPages) -> list[URLPattern]:
+    """One kind's pages: ``new`` before a request's own pages (it is a valid name), ``log``
+    before the actions."""
+    one = f"{TENANT}{kind.PATH}<slug:name>/"
+    name = route_names(kind)
+    pages: list[tuple[str, Callable[..., HttpResponse], str]] = [
+        (TENANT + kind.LIST_PATH, w.workload_list, name["list"]),
+        (f"{TENANT}{kind.PATH}new/", w.workload_new, name["new"]),
+        (f"{TENANT}{kind.PATH}new/verdict/", w.workload_verdict, name["verdict"]),
+        (one, w.workload_detail, name["detail"]),
+        (one + "log/", w.workload_log, name["log"]),
+    ]
+    if kind.MANIFESTS is not None:
+        pages.append((one + "manifests.yaml", w.workload_manifests, name["manifests"]))
+    pages.append((one + "<str:action>/", w.workload_action, name["action"]))
+    return [path(route, view, {"workload": workload}, name=n) for route, view, n in pages]
+
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -104,33 +127,13 @@ urlpatterns = [
     path(TENANT + "policy/", tenant_admin.policy, name="tenant-policy-page"),
     path(CLUSTER + "manage/", tenant_admin.manage, name="cluster-manage"),
     path(CLUSTER + "manage/<str:control>/", tenant_admin.manage, name="cluster-manage-control"),
-    path(TENANT, views.cluster_list, name="cluster-list"),
-    path(TENANT + "clusters/new/", views.cluster_new, name="cluster-new"),
-    path(TENANT + "clusters/new/verdict/", views.cluster_dry_run, name="cluster-verdict"),
-    path(TENANT + "jobs/", views.job_list, name="job-list"),
-    path(TENANT + "jobs/new/", views.job_new, name="job-new"),
-    path(TENANT + "jobs/new/verdict/", views.job_dry_run, name="job-verdict"),
-    path(JOB, views.job_detail, name="job-detail"),
-    path(JOB + "log/", views.job_log, name="job-log"),
-    path(JOB + "<str:action>/", views.job_action, name="job-action"),
     path(TENANT + "queue/", views.queue, name="tenant-queue-page"),
     path(TENANT + "usage/", views.usage_page, name="tenant-usage-page"),
     path(TENANT + "audit/", views.tenant_audit_page, name="tenant-audit-page"),
-    path(CLUSTER, views.cluster_detail, name="cluster-detail"),
-    path(
-        CLUSTER + "manifests.yaml",
-        views.cluster_manifests_download,
-        name="cluster-manifests-download",
-    ),
-    path(CLUSTER + "log/", views.cluster_log, name="cluster-log"),
     re_path(
         r"^t/(?P<slug>[-a-zA-Z0-9_]+)/clusters/(?P<name>[-a-z0-9]+)/ray/(?P<path>.*)$",
         views.ray_dashboard,
         name="cluster-ray",
     ),
-    path(
-        CLUSTER + "<str:action>/",
-        views.cluster_action,
-        name="cluster-action",
-    ),
+    *(route for workload, kind in all_pages().items() for route in _kind_routes(workload, kind)),
 ]

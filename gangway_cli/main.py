@@ -13,7 +13,13 @@ import typer
 
 from gangway_cli import __version__, app, exitcodes, output
 from gangway_cli.app import Globals, OutputOpt, ServerOpt, TenantOpt
-from gangway_cli.commands import auth, clusters, jobs, misc  # noqa: F401  (registers them)
+from gangway_cli.commands import auth  # noqa: F401  (registers its commands)
+
+# isort: split
+# Commands are listed in `gangway --help` in the order they register: sign-in first, the
+# workload kinds' next, then the rest.
+from gangway_cli import kinds  # noqa: F401
+from gangway_cli.commands import misc  # noqa: F401
 from gangway_cli.errors import CliError
 
 

@@ -18,6 +18,7 @@ from clusters.admission import format_eta, words
 from clusters.admission.explain import reason_label
 from clusters.images import ray_version, resolve_image
 from clusters.waiting import waiting
+from frontend.kinds import pages_for, route_names
 
 register = template.Library()
 
@@ -198,7 +199,7 @@ def run_duration(run: Any) -> str:
 @register.simple_tag
 def request_url(request: Any) -> str:
     """The page of a request in a list that mixes clusters and jobs (home, the queues)."""
-    view = "job-detail" if request.workload == "job" else "cluster-detail"
+    view = route_names(pages_for(request.workload))["detail"]
     return reverse(view, args=[request.tenant.slug, request.name])
 
 
@@ -210,8 +211,7 @@ def thousands(amount: int | None) -> str:
 
 @register.inclusion_tag("frontend/partials/budget_banner.html", takes_context=True)
 def budget_banner(context: template.Context) -> dict[str, Any]:
-    """The banner of a tenant page (its ``tenant``) from 80% of the tenant's monthly
-    GPU-hour budget on, saying at 100% which policy applies. One query when the tenant
-    has a budget, none otherwise."""
+    """A tenant page's banner from 80% of its monthly GPU-hour budget on (at 100%: which
+    policy applies); one query, none for a tenant without a budget."""
     tenant = context.get("tenant")
     return {"budget": usage.budget_status(tenant=tenant) if tenant is not None else None}

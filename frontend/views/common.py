@@ -9,8 +9,9 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django_htmx.middleware import HtmxDetails
 
-from clusters import rules
-from clusters.models import ClusterKind
+from clusters import rules, selectors
+from clusters.models import ClusterKind, ClusterRequest
+from clusters.states import State
 from tenants.models import Tenant
 from tenants.selectors import role_in_tenant
 
@@ -51,3 +52,22 @@ def require_requester(page: TenantPage) -> None:
     """Viewers get no create form at all; the service would refuse their submission anyway."""
     if not page.may_request:
         raise PermissionDenied(rules.requester_refusal(tenant=page.tenant, role=page.role))
+
+
+def request_for_page(
+    page: TenantPage, name: str, *, workload: str | None, noun: str, pk: int | None = None
+) -> ClusterRequest:
+    """The request of one kind (any: ``workload=None``) a page shows, deleted ones
+    included; a 404 that says what is missing, calling it a ``noun``."""
+    row = selectors.cluster_for_page(tenant=page.tenant, name=name, pk=pk, workload=workload)
+    if row is None:
+        raise Http404(f"{page.tenant.name} has no {noun} named {name!r}.")
+    return row
+
+
+def live_request(page: TenantPage, name: str, *, workload: str | None, noun: str) -> ClusterRequest:
+    """A request that buttons may act on: never a deleted one."""
+    row = request_for_page(page, name, workload=workload, noun=noun)
+    if row.state == State.DELETED:
+        raise Http404(f"{name} was deleted; nothing can be done to it any more.")
+    return row

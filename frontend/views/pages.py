@@ -1,17 +1,16 @@
-"""Read-only pages: home, a tenant's cluster list and its queue (usage: :mod:`.usage`)."""
+"""Read-only pages: home and the queues (a tenant's lists: :mod:`.workloads`; usage:
+:mod:`.usage`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from clusters import fleet, selectors
-from clusters.filters import ClusterFilter
 from frontend.views.common import HtmxHttpRequest, tenant_page
 from tenants.selectors import is_platform_admin, tenant_list
 
@@ -27,30 +26,6 @@ def home(request: HttpRequest) -> HttpResponse:
     rows = [{"tenant": t, **overview[t.pk]} for t in tenants]
     mine = list(selectors.clusters_of_owner(user=request.user)[:PAGE_SIZE])
     return render(request, "frontend/home.html", {"rows": rows, "mine": mine})
-
-
-@login_required
-def cluster_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    """A tenant's clusters, filtered by the FilterSet the API list uses; htmx polls the
-    table partial so rows move through their states without a reload."""
-    page = tenant_page(request, slug)
-    queryset = selectors.cluster_list(tenant=page.tenant)
-    if not request.GET.getlist("state"):
-        queryset = queryset.not_deleted()  # deleted rows only when asked for
-    filterset = ClusterFilter(request.GET or None, queryset=queryset)
-    # Same filter as the API; on a page, states read better as checkboxes than a list box.
-    filterset.form.fields["state"].widget = forms.CheckboxSelectMultiple(
-        choices=filterset.form.fields["state"].choices  # type: ignore[attr-defined]
-    )
-    clusters = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    for cluster in clusters:
-        cluster.endpoints = selectors.cluster_endpoints(cluster)  # type: ignore[attr-defined]
-    query = request.GET.copy()
-    query.pop("page", None)
-    context = page.context(filter=filterset, clusters=clusters, query=query.urlencode())
-    if request.htmx:
-        return render(request, "frontend/partials/cluster_rows.html", context)
-    return render(request, "frontend/cluster_list.html", context)
 
 
 @login_required

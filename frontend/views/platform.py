@@ -51,6 +51,21 @@ def run(request: HttpRequest, form: Any, call: Callable[[], Any], done: str) -> 
     return result
 
 
+def submitted(
+    request: HttpRequest,
+    form: Any,
+    call: Callable[[dict[str, Any]], Any],
+    done: str | Callable[[dict[str, Any]], str],
+) -> Any:
+    """A POST of a valid form: :func:`run` ``call`` on its cleaned data, saying ``done``
+    (or ``done(data)``) on success. A GET, an invalid form or a refusal is ``None``, the
+    form then carrying the errors."""
+    if request.method != "POST" or not form.is_valid():
+        return None
+    data = form.cleaned_data
+    return run(request, form, lambda: call(data), done(data) if callable(done) else done)
+
+
 # --- Users --------------------------------------------------------------------------
 
 
@@ -59,22 +74,20 @@ def users(request: HttpRequest) -> HttpResponse:
     """Every account with its tenants and roles; create one; deactivate or promote."""
     require_platform_admin(request)
     form = f.UserCreateForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        created = run(
-            request,
-            form,
-            lambda: services.user_create(
-                actor=request.user,
-                username=data["username"],
-                email=data["email"],
-                password=data["password"],
-                is_staff=data["is_staff"],
-            ),
-            f"Created {data['username']}.",
-        )
-        if created is not None:
-            return redirect("platform-users")
+    created = submitted(
+        request,
+        form,
+        lambda data: services.user_create(
+            actor=request.user,
+            username=data["username"],
+            email=data["email"],
+            password=data["password"],
+            is_staff=data["is_staff"],
+        ),
+        lambda data: f"Created {data['username']}.",
+    )
+    if created is not None:
+        return redirect("platform-users")
     accounts = selectors.user_list().prefetch_related(
         Prefetch(
             "memberships",
@@ -158,15 +171,14 @@ def flavors(request: HttpRequest) -> HttpResponse:
     """The catalogue with its quotas and requests; add a flavor."""
     require_platform_admin(request)
     form = f.FlavorForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        created = run(
-            request,
-            form,
-            lambda: services.flavor_create(actor=request.user, **form.cleaned_data),
-            f"Added {form.cleaned_data['name']} to the catalogue.",
-        )
-        if created is not None:
-            return redirect("platform-flavors")
+    created = submitted(
+        request,
+        form,
+        lambda data: services.flavor_create(actor=request.user, **data),
+        lambda data: f"Added {data['name']} to the catalogue.",
+    )
+    if created is not None:
+        return redirect("platform-flavors")
     catalogue = selectors.flavor_list().annotate(
         quota_gpus=Sum("quotas__gpus"), tenants=Count("quotas", distinct=True)
     )
@@ -184,16 +196,18 @@ def flavor_edit(request: HttpRequest, name: str) -> HttpResponse:
     require_platform_admin(request)
     flavor = get_object_or_404(GpuFlavor, name=name)
     form = f.FlavorForm(request.POST or None, instance=GpuFlavor.objects.get(pk=flavor.pk))
-    if request.method == "POST" and form.is_valid():
-        changes = {k: v for k, v in form.cleaned_data.items() if k != "name"}
-        saved = run(
-            request,
-            form,
-            lambda: services.flavor_update(actor=request.user, flavor=flavor, changes=changes),
-            f"Saved {flavor.name}.",
-        )
-        if saved is not None:
-            return redirect("platform-flavors")
+    saved = submitted(
+        request,
+        form,
+        lambda data: services.flavor_update(
+            actor=request.user,
+            flavor=flavor,
+            changes={k: v for k, v in data.items() if k != "name"},
+        ),
+        f"Saved {flavor.name}.",
+    )
+    if saved is not None:
+        return redirect("platform-flavors")
     quotas, clusters = selectors.flavor_references(flavor=flavor)
     return render(
         request,
@@ -240,22 +254,22 @@ def cohorts(request: HttpRequest) -> HttpResponse:
     parent and description (the same service as ``PUT /api/v1/cohorts/{name}/``)."""
     require_platform_admin(request)
     form = f.CohortForm(request.POST or None, initial=_cohort_initial(request))
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        saved = run(
-            request,
-            form,
-            lambda: services.cohort_set(
-                actor=request.user,
-                name=data["name"],
-                parent=data["parent"],
-                description=data["description"],
-            ),
+    saved = submitted(
+        request,
+        form,
+        lambda data: services.cohort_set(
+            actor=request.user,
+            name=data["name"],
+            parent=data["parent"],
+            description=data["description"],
+        ),
+        lambda data: (
             f"Saved {data['name']}: "
-            + (f"its parent is {data['parent']}." if data["parent"] else "it is a root."),
-        )
-        if saved is not None:
-            return redirect("platform-cohorts")
+            + (f"its parent is {data['parent']}." if data["parent"] else "it is a root.")
+        ),
+    )
+    if saved is not None:
+        return redirect("platform-cohorts")
     return render(
         request,
         "frontend/platform/cohorts.html",
@@ -283,21 +297,19 @@ def tenants(request: HttpRequest) -> HttpResponse:
     """Every tenant with its members, quota and state; create one."""
     require_platform_admin(request)
     form = f.TenantCreateForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        tenant = run(
-            request,
-            form,
-            lambda: services.tenant_create(
-                actor=request.user,
-                slug=data["slug"],
-                name=data["name"],
-                fields={"cohort": data["cohort"], "weight": data["weight"]},
-            ),
-            f"Created {data['slug']}: give it a quota and an admin.",
-        )
-        if tenant is not None:
-            return redirect("platform-tenant", slug=tenant.slug)
+    tenant = submitted(
+        request,
+        form,
+        lambda data: services.tenant_create(
+            actor=request.user,
+            slug=data["slug"],
+            name=data["name"],
+            fields={"cohort": data["cohort"], "weight": data["weight"]},
+        ),
+        lambda data: f"Created {data['slug']}: give it a quota and an admin.",
+    )
+    if tenant is not None:
+        return redirect("platform-tenant", slug=tenant.slug)
     rows = (
         Tenant.objects.unscoped()
         .annotate(
@@ -359,16 +371,16 @@ def tenant(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method != "POST":
         return _tenant_page(request, row)
     edit = f.TenantEditForm(request.POST, instance=Tenant.objects.unscoped().get(pk=row.pk))
-    if edit.is_valid():
-        changes = {k: edit.cleaned_data[k] for k in edit.changed_data}
-        saved = run(
-            request,
-            edit,
-            lambda: services.tenant_update(actor=request.user, tenant=row, changes=changes),
-            f"Saved {row.slug}.",
-        )
-        if saved is not None:
-            return redirect("platform-tenant", slug=row.slug)
+    saved = submitted(
+        request,
+        edit,
+        lambda data: services.tenant_update(
+            actor=request.user, tenant=row, changes={k: data[k] for k in edit.changed_data}
+        ),
+        f"Saved {row.slug}.",
+    )
+    if saved is not None:
+        return redirect("platform-tenant", slug=row.slug)
     return _tenant_page(request, _platform_tenant(slug), edit=edit, status=400)
 
 
@@ -379,22 +391,20 @@ def tenant_quota(request: HttpRequest, slug: str) -> HttpResponse:
     require_platform_admin(request)
     row = _platform_tenant(slug)
     form = _quota_form(row, request.POST)
-    if form.is_valid():
-        lines = [services.QuotaLine(**line) for line in form.lines()]
-        saved = run(
-            request,
-            form,
-            lambda: services.quota_set(
-                actor=request.user,
-                tenant=row,
-                flavors=lines,
-                cpu=form.cleaned_data["cpu"],
-                memory_gib=form.cleaned_data["memory_gib"],
-            ),
-            f"Saved the quota of {row.slug}.",
-        )
-        if saved is not None:
-            return redirect("platform-tenant", slug=row.slug)
+    saved = submitted(
+        request,
+        form,
+        lambda data: services.quota_set(
+            actor=request.user,
+            tenant=row,
+            flavors=[services.QuotaLine(**line) for line in form.lines()],
+            cpu=data["cpu"],
+            memory_gib=data["memory_gib"],
+        ),
+        f"Saved the quota of {row.slug}.",
+    )
+    if saved is not None:
+        return redirect("platform-tenant", slug=row.slug)
     return _tenant_page(request, row, quota=form, status=400)
 
 

@@ -22,9 +22,8 @@ from clusters.requests import controls
 from clusters.requests import services as requests
 from clusters.states import State
 from frontend import admin_forms as f
-from frontend.views.clusters import _live_cluster
-from frontend.views.common import TenantPage, tenant_page
-from frontend.views.platform import run
+from frontend.views.common import TenantPage, live_request, tenant_page
+from frontend.views.platform import run, submitted
 from tenants import selectors, services
 from tenants.models import Membership, Role
 
@@ -48,18 +47,16 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
     page = admin_page(request, slug)
     form = f.MemberAddForm(request.POST or None)
     form.fields["role"].choices = _grantable(page.role or "")  # type: ignore[attr-defined]
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        added = run(
-            request,
-            form,
-            lambda: services.membership_add(
-                actor=request.user, tenant=page.tenant, username=data["username"], role=data["role"]
-            ),
-            f"{data['username']} is now {data['role']} of {page.tenant.slug}.",
-        )
-        if added is not None:
-            return redirect("tenant-members-page", slug=page.tenant.slug)
+    added = submitted(
+        request,
+        form,
+        lambda data: services.membership_add(
+            actor=request.user, tenant=page.tenant, username=data["username"], role=data["role"]
+        ),
+        lambda data: f"{data['username']} is now {data['role']} of {page.tenant.slug}.",
+    )
+    if added is not None:
+        return redirect("tenant-members-page", slug=page.tenant.slug)
     return render(
         request,
         "frontend/tenant/members.html",
@@ -127,18 +124,18 @@ def policy(request: HttpRequest, slug: str) -> HttpResponse:
         request.POST or None,
         instance=selectors.tenant_list(user=request.user).get(pk=page.tenant.pk),
     )
-    if request.method == "POST" and form.is_valid():
-        changes = {k: form.cleaned_data[k] for k in form.changed_data}
-        saved = run(
-            request,
-            form,
-            lambda: services.tenant_policy_update(
-                actor=request.user, tenant=page.tenant, changes=changes
-            ),
-            f"Saved the policy of {page.tenant.slug}.",
-        )
-        if saved is not None:
-            return redirect("tenant-policy-page", slug=page.tenant.slug)
+    saved = submitted(
+        request,
+        form,
+        lambda data: services.tenant_policy_update(
+            actor=request.user,
+            tenant=page.tenant,
+            changes={k: data[k] for k in form.changed_data},
+        ),
+        f"Saved the policy of {page.tenant.slug}.",
+    )
+    if saved is not None:
+        return redirect("tenant-policy-page", slug=page.tenant.slug)
     return render(
         request,
         "frontend/tenant/policy.html",
@@ -191,7 +188,7 @@ def manage(request: HttpRequest, slug: str, name: str, control: str = "") -> Htt
     page = admin_page(request, slug)
     # The queue holds jobs too, and its controls act on any request (names are unique
     # across both kinds).
-    cluster = _live_cluster(page, name, workload=None)
+    cluster = live_request(page, name, workload=None, noun="cluster")
     # One page shows two of these forms, each with a reason: ids per control keep every
     # label pointing at its own field.
     forms: dict[str, f.ReasonForm] = {

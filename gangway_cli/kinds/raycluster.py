@@ -1,10 +1,10 @@
-"""Cluster commands: ``up``, ``ls``, ``status``, ``extend``, ``suspend``, ``resume``,
-``down``, ``keepalive``, ``manifests``, ``logs`` and ``dashboard``.
+"""The Ray cluster kind on the command line: what ``ls``, ``status`` and ``down`` show of
+a cluster (:data:`KIND`), and the commands only a cluster has: ``up``, ``extend``,
+``suspend``, ``resume``, ``keepalive``, ``manifests``, ``logs`` and ``dashboard``.
 
-All of them speak ``/api/v1/tenants/{tenant}/clusters/``: ``up`` asks the dry-run
-(``.../clusters/dry-run/``) for a verdict first, creates, then polls the detail (the
-API has no event stream) until the cluster is ready, showing its state and, while it
-waits, its queue position, reason and ETA.
+All of them speak ``/api/v1/tenants/{tenant}/clusters/``: ``up`` asks the dry-run for a
+verdict first, creates, then polls the detail (the API has no event stream) until the
+cluster is ready, showing its state and, while it waits, its queue position, reason and ETA.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from rich.prompt import Confirm
 
 from gangway_cli import durations, exitcodes, output
 from gangway_cli.app import OutputOpt, Session, TenantOpt, app, session
+from gangway_cli.commands import workloads
+from gangway_cli.commands.workloads import CliKind, Column
 from gangway_cli.errors import CliError
 from gangway_cli.follow import new_lines
 
@@ -28,39 +30,8 @@ LOG_POLL_SECONDS = 2.0
 # A cluster in one of these will never become ready by waiting.
 GIVEN_UP = ("failed", "deleting", "deleted", "suspended")
 
-NameArg = Annotated[str, typer.Argument(help="The cluster's name (`gangway ls` lists them).")]
-
-
-def cluster_path(s: Session, name: str, rest: str = "") -> str:
-    return s.tenant_path(f"clusters/{name}/{rest}")
-
-
-def get_cluster(s: Session, name: str) -> dict[str, Any]:
-    """The cluster's detail; a 404 names it and the tenant."""
-    return dict(s.client.get(cluster_path(s, name), what=_what(s, name)))
-
-
-def _what(s: Session, name: str) -> str:
-    return f"cluster '{name}' in tenant '{s.tenant()}'"
-
-
-def parse_env(pairs: list[str]) -> dict[str, str]:
-    """``["K=V", ...]`` as a dict; a pair without ``=`` is a usage error."""
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CliError(f"--env {pair!r} is not KEY=VALUE", code=exitcodes.USAGE)
-        env[key] = value
-    return env
-
-
-def flavors_body(flavor: str) -> dict[str, Any]:
-    """``h100`` -> ``{"flavor": "h100"}``; ``h100,l4`` -> ``{"flavors": ["h100", "l4"]}``."""
-    names = [name.strip() for name in flavor.split(",") if name.strip()]
-    if not names:
-        raise CliError("--flavor names no flavor", code=exitcodes.USAGE)
-    return {"flavor": names[0]} if len(names) == 1 else {"flavors": names}
+NAME_HELP = "The cluster's name (`gangway ls` lists them)."
+NameArg = Annotated[str, typer.Argument(help=NAME_HELP)]
 
 
 def _require_flavor(s: Session, flavor: str | None) -> str:
@@ -144,7 +115,7 @@ def wait_until(
         status.start()
     try:
         while True:
-            cluster = get_cluster(s, name)
+            cluster = workloads.get_item(s, KIND, name)
             state = cluster.get("state", "")
             line = describe(cluster)
             for event in new_transitions(cluster, seen):
@@ -196,7 +167,7 @@ def _interrupted(s: Session, name: str) -> None:
             f"Kept '{name}'. `gangway status {name}` follows it; `gangway down {name}` deletes it."
         )
     else:
-        s.client.delete(cluster_path(s, name), what=_what(s, name))
+        s.client.delete(workloads.item_path(s, KIND, name), what=workloads.what(s, KIND, name))
         output.stderr.print(f"Deleted the request '{name}'.")
     raise typer.Exit(exitcodes.INTERRUPTED)
 
@@ -248,7 +219,7 @@ def up(
     body: dict[str, Any] = {
         "kind": kind,
         "workers": workers,
-        **flavors_body(_require_flavor(s, flavor)),
+        **workloads.flavors_body(_require_flavor(s, flavor)),
     }
     if name:
         body["name"] = name
@@ -261,7 +232,7 @@ def up(
     if image:
         body["image"] = image
     if env:
-        body["env"] = parse_env(env)
+        body["env"] = workloads.parse_env(env)
     verdict = s.client.post(s.tenant_path("clusters/dry-run/"), body)
     show_verdict(verdict)
     if verdict.get("verdict") == "never_fits":
@@ -298,105 +269,63 @@ def _waiting(cluster: dict[str, Any]) -> str:
     return str(cluster.get("state_reason") or cluster.get("last_error") or "")
 
 
-@app.command("ls")
-def list_clusters(
-    ctx: typer.Context,
-    state: Annotated[
-        list[str] | None, typer.Option("--state", help="Only these states (repeatable).")
-    ] = None,
-    mine: Annotated[bool, typer.Option("--mine", help="Only yours.")] = False,
-    tenant: TenantOpt = None,
-    output_option: OutputOpt = None,
-) -> None:
-    """Your tenant's clusters, with their state and why they wait."""
-    s = session(ctx, output_option, tenant=tenant)
-    params: dict[str, Any] = {"ordering": "-created_at"}
-    if state:
-        params["state"] = state
-    if mine:
-        params["owner"] = s.me()["username"]
-    items = s.client.get_all(s.tenant_path("clusters/"), params)
-
-    def show() -> None:
-        rows = [
-            (
-                c["name"],
-                output.state_text(c["state"]),
-                output.flavor(c),
-                c.get("workers"),
-                c.get("gpus"),
-                c.get("owner"),
-                output.when(c.get("expires_at")),
-                _waiting(c),
-            )
-            for c in items
-        ]
-        columns = ["NAME", "STATE", "FLAVOR", "WORKERS", "GPUS", "OWNER", "EXPIRES", "NOTE"]
-        output.stdout.print(output.table(columns, rows))
-        if not items:
-            output.stderr.print("No clusters. `gangway up --flavor FLAVOR` asks for one.")
-
-    output.emit(s.mode, items, show)
-
-
-def show_timeline(events: list[dict[str, Any]]) -> None:
-    rows = [
-        (
-            output.clock(e.get("at")),
-            f"{e.get('from_state') or ''} -> {e.get('to_state') or ''}"
-            if e.get("from_state") != e.get("to_state")
-            else e.get("to_state"),
-            e.get("actor_name"),
-            e.get("message") or e.get("reason"),
-        )
-        for e in events
+def _status_fields(cluster: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
+    activity = cluster.get("activity") or {}
+    endpoints = cluster.get("endpoints") or {}
+    return [
+        ("name", cluster["name"]),
+        ("tenant", cluster.get("tenant")),
+        ("state", cluster.get("state")),
+        ("reason", _waiting(cluster)),
+        ("error", cluster.get("last_error")),
+        ("kind", cluster.get("kind")),
+        ("flavor", output.flavor(cluster)),
+        ("workers", cluster.get("workers")),
+        ("gpus", cluster.get("gpus")),
+        ("owner", cluster.get("owner")),
+        ("image", cluster.get("image")),
+        ("created", output.when(cluster.get("created_at"))),
+        ("ready", output.when(cluster.get("ready_at"))),
+        ("expires", output.when(cluster.get("expires_at"))),
+        ("idle", f"{activity['idle_minutes']} min" if activity else None),
+        ("dashboard", endpoints.get("dashboard_proxy_url")),
     ]
-    output.stdout.print(output.table(["WHEN", "STATE", "BY", "WHAT"], rows, title="Timeline"))
 
 
-@app.command()
-def status(
-    ctx: typer.Context, name: NameArg, tenant: TenantOpt = None, output_option: OutputOpt = None
-) -> None:
-    """A cluster's state, shape, connection and timeline."""
-    s = session(ctx, output_option, tenant=tenant)
-    cluster = get_cluster(s, name)
-
-    def show() -> None:
-        activity = cluster.get("activity") or {}
-        endpoints = cluster.get("endpoints") or {}
-        output.stdout.print(
-            output.fields(
-                [
-                    ("name", cluster["name"]),
-                    ("tenant", cluster.get("tenant")),
-                    ("state", cluster.get("state")),
-                    ("reason", _waiting(cluster)),
-                    ("error", cluster.get("last_error")),
-                    ("kind", cluster.get("kind")),
-                    ("flavor", output.flavor(cluster)),
-                    ("workers", cluster.get("workers")),
-                    ("gpus", cluster.get("gpus")),
-                    ("owner", cluster.get("owner")),
-                    ("image", cluster.get("image")),
-                    ("created", output.when(cluster.get("created_at"))),
-                    ("ready", output.when(cluster.get("ready_at"))),
-                    ("expires", output.when(cluster.get("expires_at"))),
-                    ("idle", f"{activity['idle_minutes']} min" if activity else None),
-                    ("dashboard", endpoints.get("dashboard_proxy_url")),
-                ]
-            )
-        )
-        show_timeline(cluster.get("events") or [])
-
-    output.emit(s.mode, cluster, show)
+KIND = CliKind(
+    noun="cluster",
+    name_help=NAME_HELP,
+    collection="clusters",
+    app=app,
+    delete_command="down",
+    helps={
+        "ls": "Your tenant's clusters, with their state and why they wait.",
+        "status": "A cluster's state, shape, connection and timeline.",
+        "delete": "Delete a cluster (or withdraw a waiting request).",
+    },
+    columns=(
+        Column("NAME", lambda c: c["name"]),
+        Column("STATE", lambda c: output.state_text(c["state"])),
+        Column("FLAVOR", output.flavor),
+        Column("WORKERS", lambda c: c.get("workers")),
+        Column("GPUS", lambda c: c.get("gpus")),
+        Column("OWNER", lambda c: c.get("owner")),
+        Column("EXPIRES", lambda c: output.when(c.get("expires_at"))),
+        Column("NOTE", _waiting),
+    ),
+    status_fields=_status_fields,
+    empty_hint="No clusters. `gangway up --flavor FLAVOR` asks for one.",
+)
+workloads.register(KIND)
 
 
 # -- changing --------------------------------------------------------------------------
 
 
 def _act(s: Session, name: str, action: str, body: Any, said: str) -> None:
-    cluster = s.client.post(cluster_path(s, name, f"{action}/"), body, what=_what(s, name))
+    cluster = s.client.post(
+        workloads.item_path(s, KIND, name, f"{action}/"), body, what=workloads.what(s, KIND, name)
+    )
     output.emit(s.mode, cluster, lambda: output.stdout.print(f"{escape(said)} {describe(cluster)}"))
 
 
@@ -414,7 +343,11 @@ def extend(
         hours = durations.parse_hours(duration)
     except ValueError as exc:
         raise CliError(str(exc), code=exitcodes.USAGE) from None
-    cluster = s.client.post(cluster_path(s, name, "extend/"), {"hours": hours}, what=_what(s, name))
+    cluster = s.client.post(
+        workloads.item_path(s, KIND, name, "extend/"),
+        {"hours": hours},
+        what=workloads.what(s, KIND, name),
+    )
     output.emit(
         s.mode,
         cluster,
@@ -457,44 +390,16 @@ def keepalive(
 
 
 @app.command()
-def down(
-    ctx: typer.Context,
-    name: NameArg,
-    wait: Annotated[bool, typer.Option("--wait", help="Wait until it is gone.")] = False,
-    tenant: TenantOpt = None,
-    output_option: OutputOpt = None,
-) -> None:
-    """Delete a cluster (or withdraw a waiting request)."""
-    s = session(ctx, output_option, tenant=tenant)
-    cluster = s.client.delete(cluster_path(s, name), what=_what(s, name))
-    if wait:
-        try:
-            while True:
-                cluster = get_cluster(s, name)
-                time.sleep(POLL_SECONDS)
-        except CliError as gone:
-            if gone.code != exitcodes.NOT_FOUND:
-                raise
-    output.emit(
-        s.mode,
-        cluster,
-        lambda: output.stdout.print(
-            f"{escape(name)} deleted." if wait else f"Deleting {escape(name)}."
-        ),
-    )
-
-
-@app.command()
 def manifests(
     ctx: typer.Context, name: NameArg, tenant: TenantOpt = None, output_option: OutputOpt = None
 ) -> None:
     """The Kubernetes objects of a cluster, as YAML (JSON with -o json)."""
     s = session(ctx, output_option, tenant=tenant)
-    path = cluster_path(s, name, "manifests/")
+    path = workloads.item_path(s, KIND, name, "manifests/")
     if s.json:
-        output.print_json(s.client.get(path, what=_what(s, name)))
+        output.print_json(s.client.get(path, what=workloads.what(s, KIND, name)))
     else:
-        text = s.client.get(path, accept="application/yaml", what=_what(s, name))
+        text = s.client.get(path, accept="application/yaml", what=workloads.what(s, KIND, name))
         sys.stdout.write(str(text))
 
 
@@ -530,15 +435,11 @@ def logs(
 ) -> None:
     """A pod's log: the head's by default; `--pod` another (listed in -o json)."""
     s = session(ctx, output_option, tenant=tenant)
-    if follow and s.json:
-        raise CliError("--follow prints text; leave out -o json", code=exitcodes.USAGE)
-    path = cluster_path(s, name, "logs/")
-    answer = s.client.get(path, params=_log_params(pod, container, tail), what=_what(s, name))
-    if s.json:
-        output.print_json(answer)
+    workloads.no_json_follow(s, follow)
+    path = workloads.item_path(s, KIND, name, "logs/")
+    answer = workloads.read_log(s, KIND, name, _log_params(pod, container, tail))
+    if answer is None:
         return
-    if not answer.get("text") and answer.get("message"):
-        output.stderr.print(escape(str(answer["message"])))
     seen = print_log_text(answer.get("text", ""))
     try:
         while follow:
@@ -567,7 +468,7 @@ def dashboard(
 ) -> None:
     """Open the cluster's Ray dashboard (through the control plane) in a browser."""
     s = session(ctx, output_option, tenant=tenant)
-    cluster = get_cluster(s, name)
+    cluster = workloads.get_item(s, KIND, name)
     url = (cluster.get("endpoints") or {}).get("dashboard_proxy_url")
     if not url:
         raise CliError(

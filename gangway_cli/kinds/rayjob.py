@@ -1,5 +1,6 @@
-"""Job commands: ``job submit``, ``job ls``, ``job status``, ``job logs``, ``job stop``
-and ``job rm``, on ``/api/v1/tenants/{tenant}/jobs/``.
+"""The batch job kind on the command line: what ``job ls``, ``job status`` and ``job rm``
+show of a job (:data:`KIND`), and the commands only a job has: ``job submit``,
+``job logs`` and ``job stop``, on ``/api/v1/tenants/{tenant}/jobs/``.
 
 ``--follow`` polls the job and its driver log (the API serves the log's tail, not a
 stream), prints new lines as they come, and exits with the job's outcome: 0 when it
@@ -17,26 +18,16 @@ from rich.markup import escape
 
 from gangway_cli import durations, exitcodes, output
 from gangway_cli.app import OutputOpt, Session, TenantOpt, job_app, session
-from gangway_cli.commands.clusters import flavors_body, parse_env
+from gangway_cli.commands import workloads
+from gangway_cli.commands.workloads import CliKind, Column
 from gangway_cli.errors import CliError
 from gangway_cli.follow import new_lines
 
 POLL_SECONDS = 1.0
 ENDED = ("succeeded", "failed", "stopped", "deleting", "deleted")
 
-JobArg = Annotated[str, typer.Argument(help="The job's name (`gangway job ls` lists them).")]
-
-
-def _path(s: Session, name: str = "", rest: str = "") -> str:
-    return s.tenant_path(f"jobs/{name}/{rest}" if name else "jobs/")
-
-
-def _what(s: Session, name: str) -> str:
-    return f"job '{name}' in tenant '{s.tenant()}'"
-
-
-def _job(s: Session, name: str) -> dict[str, Any]:
-    return dict(s.client.get(_path(s, name), what=_what(s, name)))
+NAME_HELP = "The job's name (`gangway job ls` lists them)."
+JobArg = Annotated[str, typer.Argument(help=NAME_HELP)]
 
 
 def outcome_code(job: dict[str, Any]) -> int:
@@ -51,7 +42,7 @@ def follow_job(s: Session, name: str, *, log_to_stdout: bool) -> dict[str, Any]:
     seen: list[str] = []
     state = ""
     while True:
-        job = _job(s, name)
+        job = workloads.get_item(s, KIND, name)
         if job.get("state") != state:
             state = str(job.get("state"))
             note = job.get("queue") and output.queue_line(job["queue"], s.tenant())
@@ -59,7 +50,7 @@ def follow_job(s: Session, name: str, *, log_to_stdout: bool) -> dict[str, Any]:
                 f"{escape(name)}: {output.state_text(state)}"
                 + (f" - {escape(note)}" if note else "")
             )
-        log = s.client.get(_path(s, name, "logs/"), params={"tail": 1000})
+        log = s.client.get(workloads.item_path(s, KIND, name, "logs/"), params={"tail": 1000})
         current = str(log.get("text", "")).splitlines()
         for line in new_lines(seen, current):
             write(line + "\n")
@@ -96,7 +87,7 @@ def job_body(
     if where.get("cluster"):
         body["cluster"] = where["cluster"]
     elif where.get("flavor"):
-        body.update(flavors_body(str(where["flavor"])))
+        body.update(workloads.flavors_body(str(where["flavor"])))
     else:
         raise CliError(
             "where should it run? give --flavor (GPUs of its own) or --cluster NAME",
@@ -105,7 +96,7 @@ def job_body(
     body.update({k: v for k, v in shape.items() if v is not None})
     env = {k: v for k, v in runtime_env.items() if v}
     if "env_vars" in env:
-        env["env_vars"] = parse_env(env["env_vars"])
+        env["env_vars"] = workloads.parse_env(env["env_vars"])
     if env:
         body["runtime_env"] = env
     if deadline:
@@ -157,7 +148,7 @@ def submit(
         runtime_env={"working_dir": working_dir, "pip": pip, "env_vars": env},
         deadline=deadline,
     )
-    job = s.client.post(_path(s), body)
+    job = s.client.post(workloads.item_path(s, KIND), body)
     job_name = str(job["name"])
     output.stderr.print(f"Submitted [bold]{escape(job_name)}[/] in {escape(s.tenant())}.")
     if follow:
@@ -179,63 +170,46 @@ def submit(
         raise typer.Exit(outcome_code(job))
 
 
-@job_app.command("ls")
-def list_jobs(
-    ctx: typer.Context, tenant: TenantOpt = None, output_option: OutputOpt = None
-) -> None:
-    """Your tenant's jobs."""
-    s = session(ctx, output_option, tenant=tenant)
-    items = s.client.get_all(_path(s), {"ordering": "-created_at"})
-
-    def show() -> None:
-        rows = [
-            (
-                j["name"],
-                output.state_text(j.get("state")),
-                output.flavor(j),
-                j.get("owner"),
-                (j.get("job") or {}).get("entrypoint"),
-                output.when(j.get("created_at")),
-                j.get("gpu_hours"),
-            )
-            for j in items
-        ]
-        columns = ["NAME", "STATE", "FLAVOR", "OWNER", "ENTRYPOINT", "CREATED", "GPU-H"]
-        output.stdout.print(output.table(columns, rows))
-
-    output.emit(s.mode, items, show)
+def _status_fields(job: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
+    run = job.get("job") or {}
+    return [
+        ("name", job["name"]),
+        ("state", job.get("state")),
+        ("waiting", output.queue_line(job.get("queue"), tenant)),
+        ("entrypoint", run.get("entrypoint")),
+        ("cluster", run.get("cluster")),
+        ("ray status", run.get("job_status")),
+        ("message", run.get("message")),
+        ("flavor", output.flavor(job)),
+        ("gpu-hours", job.get("gpu_hours")),
+    ]
 
 
-@job_app.command("status")
-def job_status(
-    ctx: typer.Context, name: JobArg, tenant: TenantOpt = None, output_option: OutputOpt = None
-) -> None:
-    """A job's state, run and timeline."""
-    from gangway_cli.commands.clusters import show_timeline
-
-    s = session(ctx, output_option, tenant=tenant)
-    job = _job(s, name)
-
-    def show() -> None:
-        run = job.get("job") or {}
-        output.stdout.print(
-            output.fields(
-                [
-                    ("name", job["name"]),
-                    ("state", job.get("state")),
-                    ("waiting", output.queue_line(job.get("queue"), s.tenant())),
-                    ("entrypoint", run.get("entrypoint")),
-                    ("cluster", run.get("cluster")),
-                    ("ray status", run.get("job_status")),
-                    ("message", run.get("message")),
-                    ("flavor", output.flavor(job)),
-                    ("gpu-hours", job.get("gpu_hours")),
-                ]
-            )
-        )
-        show_timeline(job.get("events") or [])
-
-    output.emit(s.mode, job, show)
+KIND = CliKind(
+    noun="job",
+    name_help=NAME_HELP,
+    collection="jobs",
+    app=job_app,
+    delete_command="rm",
+    helps={
+        "ls": "Your tenant's jobs.",
+        "status": "A job's state, run and timeline.",
+        "delete": "Delete a job (and, if it runs, stop it).",
+    },
+    columns=(
+        Column("NAME", lambda j: j["name"]),
+        Column("STATE", lambda j: output.state_text(j.get("state"))),
+        Column("FLAVOR", output.flavor),
+        Column("OWNER", lambda j: j.get("owner")),
+        Column("ENTRYPOINT", lambda j: (j.get("job") or {}).get("entrypoint")),
+        Column("CREATED", lambda j: output.when(j.get("created_at"))),
+        Column("GPU-H", lambda j: j.get("gpu_hours")),
+    ),
+    status_fields=_status_fields,
+    list_filters=False,
+    delete_waits=False,
+)
+workloads.register(KIND)
 
 
 @job_app.command("logs")
@@ -251,18 +225,13 @@ def job_logs(
 ) -> None:
     """The driver's output."""
     s = session(ctx, output_option, tenant=tenant)
-    if follow and s.json:
-        raise CliError("--follow prints text; leave out -o json", code=exitcodes.USAGE)
+    workloads.no_json_follow(s, follow)
     if not follow:
-        answer = s.client.get(_path(s, name, "logs/"), params={"tail": tail}, what=_what(s, name))
-        if s.json:
-            output.print_json(answer)
-            return
-        if not answer.get("text") and answer.get("message"):
-            output.stderr.print(escape(str(answer["message"])))
-        sys.stdout.write(str(answer.get("text", "")))
+        answer = workloads.read_log(s, KIND, name, {"tail": tail})
+        if answer is not None:
+            sys.stdout.write(str(answer.get("text", "")))
         return
-    _job(s, name)  # a 404 names the job before following
+    workloads.get_item(s, KIND, name)  # a 404 names the job before following
     try:
         job = follow_job(s, name, log_to_stdout=True)
     except KeyboardInterrupt:
@@ -277,19 +246,11 @@ def job_stop(
 ) -> None:
     """Stop a job (it ends `stopped`; its GPUs go back)."""
     s = session(ctx, output_option, tenant=tenant)
-    job = s.client.post(_path(s, name, "stop/"), what=_what(s, name))
+    job = s.client.post(
+        workloads.item_path(s, KIND, name, "stop/"), what=workloads.what(s, KIND, name)
+    )
     output.emit(
         s.mode,
         job,
         lambda: output.stdout.print(f"{escape(name)}: {output.state_text(job.get('state'))}"),
     )
-
-
-@job_app.command("rm")
-def job_rm(
-    ctx: typer.Context, name: JobArg, tenant: TenantOpt = None, output_option: OutputOpt = None
-) -> None:
-    """Delete a job (and, if it runs, stop it)."""
-    s = session(ctx, output_option, tenant=tenant)
-    job = s.client.delete(_path(s, name), what=_what(s, name))
-    output.emit(s.mode, job, lambda: output.stdout.print(f"Deleting {escape(name)}."))

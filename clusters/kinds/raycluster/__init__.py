@@ -1,0 +1,1 @@
+"""The RayCluster kind: an interactive Ray cluster of its own."""

@@ -11,6 +11,7 @@ from rest_framework import serializers
 from clusters.models import ClusterKind
 from clusters.requests import services
 from clusters.requests.services import MAX_FLAVORS
+from clusters.shapes import MIN_HOURS
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField
 from tenants.models import GpuFlavor
@@ -40,6 +41,16 @@ class FlavorField(drf.SlugRelatedField):
             )
         super().fail(key, **kwargs)
         raise AssertionError("unreachable")  # fail() always raises
+
+
+class TtlHoursField(JsonIntegerField):
+    """``ttl_hours``: the schema declares its floor (1), while the service checks both
+    bounds (the upper one is the tenant's) in the words the dashboard and verdict use, so
+    the field itself refuses nothing but a non-integer."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.min_value = MIN_HOURS  # read by the schema generator; no validator added
 
 
 class ClusterCreateInput(drf.Serializer):
@@ -82,7 +93,7 @@ class ClusterCreateInput(drf.Serializer):
     gpu_fraction = serializers.DecimalField(
         max_digits=4, decimal_places=3, required=False, allow_null=True, default=None
     )
-    ttl_hours = JsonIntegerField(
+    ttl_hours = TtlHoursField(
         required=False,
         allow_null=True,
         default=None,

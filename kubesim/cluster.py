@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any, Protocol
 
-from kubesim import errors, podsecurity
+from kubesim import errors, podsecurity, rbac
 from kubesim.admission import Quota
 from kubesim.autoscaler import Autoscaler
 from kubesim.clock import Clock
@@ -88,6 +88,8 @@ class Cluster:
         # The store's watches wait on a condition of this same lock (see Store).
         self.store = Store(self.lock, watch_history)
         self.fleet = load_fleet(fleet)
+        # Bearer token -> (kubeconfig user, identity): the defaults and the fleet's users.
+        self.tokens = rbac.token_table(self.fleet)
         self.startup_delay = startup_delay
         self.kai_enabled = kai
         self.kueue_enabled = kueue
@@ -141,6 +143,7 @@ class Cluster:
                     )
             self.rebuild_nodes()
             self.install_crds()
+            rbac.install_policy(self)
             self.settle()
 
     def install_crds(self) -> None:

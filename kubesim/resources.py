@@ -119,6 +119,31 @@ BUILTINS: list[ResourceType] = [
     _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     _builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    # The self-reviews (reviews.py): create-only, stored nowhere.
+    _builtin(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        False,
+        verbs=["create"],
+    ),
+    _builtin(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        False,
+        verbs=["create"],
+    ),
+    _builtin(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        False,
+        verbs=["create"],
+    ),
     _builtin(
         "apiextensions.k8s.io",
         "v1",

@@ -306,11 +306,13 @@ class Cluster:
             self._check_namespace(rt, ns, name)
         if self.store.get(rt.key, ns, name) is not None:
             raise errors.already_exists(rt.plural, rt.group, name)
-        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
+        # managedFields are the API verbs' to write (verbs.py), never a client's.
+        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "generation"):
             meta.pop(k, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now()
-        meta["generation"] = 1
+        if rt.has_generation:
+            meta["generation"] = 1
         if rt.kind == "Pod":
             default_pod(obj)
             if admit:

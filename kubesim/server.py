@@ -571,6 +571,9 @@ class Handler(BaseHTTPRequestHandler):
                 named = f"metadata.name={name}"
                 params["fieldSelector"] = f"{selector},{named}" if selector else named
             return self._watch(rt, version, ns, params)
+        if ctype != "application/apply-patch+yaml" and not params.get("fieldManager"):
+            # The API server names an update's manager after the client's User-Agent.
+            params["fieldManager"] = (self.headers.get("User-Agent") or "").split("/")[0]
         want_table = "as=Table" in (self.headers.get("Accept") or "")
         with cluster.lock:
             cluster.warnings = []

@@ -43,7 +43,7 @@ def test_a_refused_rayjob_says_what_to_grant(
         assert applied.returncode == 0, applied.stderr
         gangway = tmp_path / "gangway.kubeconfig"
         settings.KUBECONFIG = sim.write_kubeconfig(str(gangway), context="gangway")
-        with engine_worker(tmp_path):
+        with engine_worker(tmp_path) as worker:
             body = {"name": "train", "entrypoint": "python train.py", "flavor": "l4", "workers": 1}
             response = as_user(bob).post(JOBS, body, format="json")
             assert response.status_code == 201, response.content
@@ -61,3 +61,5 @@ def test_a_refused_rayjob_says_what_to_grant(
         'rayjobs.ray.io "train" is forbidden: User "system:serviceaccount:gangway-system:gangway" '
         'cannot patch resource "rayjobs" in API group "ray.io" in the namespace "gw-acme"'
     ), row.last_error
+    # The worker logs the same words.
+    assert "may not patch or create rayjobs in gw-acme: grant" in worker.log.read_text()

@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any, Protocol
 
-from kubesim import errors, podsecurity
+from kubesim import errors, podsecurity, rbac
 from kubesim.admission import Quota
 from kubesim.autoscaler import Autoscaler
 from kubesim.clock import Clock
@@ -89,6 +89,8 @@ class Cluster:
         # The store's watches wait on a condition of this same lock (see Store).
         self.store = Store(self.lock, watch_history)
         self.fleet = load_fleet(fleet)
+        # Bearer token -> (kubeconfig user, identity): the defaults and the fleet's users.
+        self.tokens = rbac.token_table(self.fleet)
         self.startup_delay = startup_delay
         self.kai_enabled = kai
         self.kueue_enabled = kueue
@@ -145,6 +147,7 @@ class Cluster:
                     )
             self.rebuild_nodes()
             self.install_crds()
+            rbac.install_policy(self)
             self.settle()
 
     def install_crds(self) -> None:
@@ -311,11 +314,13 @@ class Cluster:
             self._check_namespace(rt, ns, name)
         if self.store.get(rt.key, ns, name) is not None:
             raise errors.already_exists(rt.plural, rt.group, name)
-        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
+        # managedFields are the API verbs' to write (verbs.py), never a client's.
+        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "generation"):
             meta.pop(k, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now()
-        meta["generation"] = 1
+        if rt.has_generation:
+            meta["generation"] = 1
         if rt.kind == "Pod":
             default_pod(obj)
             if admit:

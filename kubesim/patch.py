@@ -1,5 +1,5 @@
 """Patch flavours: JSON merge patch (RFC 7386), a strategic merge patch for built-in kinds,
-JSON patch (RFC 6902) and the simplified server-side apply merge.
+and JSON patch (RFC 6902); server-side apply's merge is ``managedfields.py``'s.
 
 The strategic merge patch knows the merge keys of the lists that matter in practice
 (containers by name, ports by containerPort/port, env by name, volumes by name, ...) and the
@@ -188,14 +188,3 @@ def _remove(doc: Any, parts: list[str]) -> None:
         parent.pop(int(parts[-1]))
     else:
         del parent[parts[-1]]
-
-
-def apply_merge(live: Any, applied: Any) -> Any:
-    """Simplified server-side apply: maps merge recursively, lists and scalars are replaced
-    by the applied value. Field ownership is not tracked (see README)."""
-    if isinstance(live, dict) and isinstance(applied, dict):
-        out = dict(live)
-        for key, value in applied.items():
-            out[key] = apply_merge(live.get(key), value)
-        return out
-    return copy.deepcopy(applied)

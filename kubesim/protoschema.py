@@ -48,6 +48,8 @@ KINDS: dict[str, frozenset[str]] = {
     "rbac.authorization.k8s.io/v1": frozenset(
         {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
     ),
+    "authorization.k8s.io/v1": frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"}),
+    "authentication.k8s.io/v1": frozenset({"SelfSubjectReview"}),
 }
 # DELETE bodies: client-go stamps DeleteOptions with the apiVersion of the resource's group.
 ANY_VERSION_KINDS = frozenset({"DeleteOptions"})
@@ -435,6 +437,27 @@ Role: metadata=1:ObjectMeta rules=2:[PolicyRule]
 RoleBinding: metadata=1:ObjectMeta subjects=2:[Subject] roleRef=3:RoleRef
 RoleRef: apiGroup=1! kind=2! name=3!
 Subject: kind=1! apiGroup=2 name=3! namespace=4
+
+# authorization.k8s.io/v1 and authentication.k8s.io/v1: the self-reviews (the selectors of
+# ResourceAttributes and UserInfo's extra are not described)
+NonResourceAttributes: path=1 verb=2
+NonResourceRule: verbs=1:[string] nonResourceURLs=2:[string]
+ResourceAttributes: namespace=1 verb=2 group=3 version=4 resource=5 subresource=6 name=7
+ResourceRule: verbs=1:[string] apiGroups=2:[string] resources=3:[string]
+    resourceNames=4:[string]
+SelfSubjectAccessReview: metadata=1:ObjectMeta spec=2:SelfSubjectAccessReviewSpec
+    status=3:SubjectAccessReviewStatus
+SelfSubjectAccessReviewSpec: resourceAttributes=1:ResourceAttributes
+    nonResourceAttributes=2:NonResourceAttributes
+SelfSubjectReview: metadata=1:ObjectMeta status=2:SelfSubjectReviewStatus
+SelfSubjectReviewStatus: userInfo=1:UserInfo
+SelfSubjectRulesReview: metadata=1:ObjectMeta spec=2:SelfSubjectRulesReviewSpec
+    status=3:SubjectRulesReviewStatus
+SelfSubjectRulesReviewSpec: namespace=1
+SubjectAccessReviewStatus: allowed=1:bool! reason=2 evaluationError=3 denied=4:bool
+SubjectRulesReviewStatus: resourceRules=1:[ResourceRule] nonResourceRules=2:[NonResourceRule]
+    incomplete=3:bool! evaluationError=4
+UserInfo: username=1 uid=2 groups=3:[string]
 """
 
 

@@ -61,9 +61,26 @@ class ResourceType:
         return self.crd is not None
 
     @property
+    def has_generation(self) -> bool:
+        """Whether objects carry ``metadata.generation``: custom kinds and the built-ins whose
+        registry strategies set it (a spec that controllers observe), not ConfigMaps,
+        Secrets, Namespaces, Nodes, Services and the like."""
+        return self.is_custom or self.key in _GENERATION_KEYS
+
+    @property
     def list_kind(self) -> str:
         """Kind of the list wrapper."""
         return f"{self.kind}List"
+
+
+_GENERATION_KEYS = frozenset(
+    {
+        "pods",
+        "jobs.batch",
+        "networkpolicies.networking.k8s.io",
+        "customresourcedefinitions.apiextensions.k8s.io",
+    }
+)
 
 
 def _builtin(
@@ -119,6 +136,31 @@ BUILTINS: list[ResourceType] = [
     _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     _builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    # The self-reviews (reviews.py): create-only, stored nowhere.
+    _builtin(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        False,
+        verbs=["create"],
+    ),
+    _builtin(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        False,
+        verbs=["create"],
+    ),
+    _builtin(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        False,
+        verbs=["create"],
+    ),
     _builtin(
         "apiextensions.k8s.io",
         "v1",

@@ -27,6 +27,8 @@ import yaml
 from kubesim import errors, openapi, podlogs, protobuf, serviceproxy, verbs, watch, websocket
 from kubesim.errors import ApiError
 from kubesim.faults import RESET, Seen, verb_of
+from kubesim.rbac import ADMIN, authenticate, authorize
+from kubesim.reviews import REVIEW_KEYS, review
 
 if TYPE_CHECKING:
     from kubesim.sim import KubeSim
@@ -110,6 +112,7 @@ class Handler(BaseHTTPRequestHandler):
     server: Server
     _seen: Seen | None = None  # the current request as fault injection saw it
     _reset = False  # the current answer is to be cut halfway (an injected RESET)
+    _user = ADMIN  # who sent the current request
 
     def setup(self) -> None:
         """Disable Nagle's algorithm on the connection."""
@@ -416,6 +419,8 @@ class Handler(BaseHTTPRequestHandler):
             if self._fault(method, path, params) is None:  # dropped: no answer at all
                 self.close_connection = True
                 return
+            self._user = authenticate(sim.cluster, self.headers)
+            authorize(sim.cluster, self._user, method, split.path, params)
             if proxied is not None:
                 self._proxy(method, proxied, split)
             else:
@@ -561,6 +566,8 @@ class Handler(BaseHTTPRequestHandler):
                 404, "NotFound", "the server could not find the requested resource"
             )
         body, ctype = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else (None, "")
+        if rt.key in REVIEW_KEYS:
+            return self._send(201, review(cluster, self._user, rt, method, body))
         if method == "GET" and watch.is_watch(params) and not sub and (legacy_watch or not name):
             # ``?watch`` on a named object is ignored (a plain GET), as the API server does.
             if name:
@@ -568,6 +575,9 @@ class Handler(BaseHTTPRequestHandler):
                 named = f"metadata.name={name}"
                 params["fieldSelector"] = f"{selector},{named}" if selector else named
             return self._watch(rt, version, ns, params)
+        if ctype != "application/apply-patch+yaml" and not params.get("fieldManager"):
+            # The API server names an update's manager after the client's User-Agent.
+            params["fieldManager"] = (self.headers.get("User-Agent") or "").split("/")[0]
         want_table = "as=Table" in (self.headers.get("Accept") or "")
         with cluster.lock:
             cluster.warnings = []

@@ -342,29 +342,34 @@ class KubeSim:
 
     # -- kubeconfig --------------------------------------------------------------------
 
-    def kubeconfig(self) -> dict[str, Any]:
-        """A kubeconfig for this server (plain HTTP, no credentials)."""
+    def kubeconfig(self, context: str = "kubesim") -> dict[str, Any]:
+        """A kubeconfig for this server (plain HTTP): a user and a context per known token
+        (``kubesim``, the admin; ``gangway``, its service account; the fleet's users),
+        ``context`` the current one."""
+        names = [name for name, _ in self.cluster.tokens.values()]
+        if context not in names:
+            raise ValueError(f"no user {context!r}: one of {names}")
+        users, contexts = [], []
+        for token, (name, _) in self.cluster.tokens.items():
+            users.append({"name": name, "user": {"token": token}})
+            ctx = {"cluster": "kubesim", "user": name, "namespace": "default"}
+            contexts.append({"name": name, "context": ctx})
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "current-context": "kubesim",
+            "current-context": context,
             "clusters": [{"name": "kubesim", "cluster": {"server": self.url}}],
-            "users": [{"name": "kubesim", "user": {"token": "kubesim"}}],
-            "contexts": [
-                {
-                    "name": "kubesim",
-                    "context": {"cluster": "kubesim", "user": "kubesim", "namespace": "default"},
-                }
-            ],
+            "users": users,
+            "contexts": contexts,
             "preferences": {},
         }
 
-    def write_kubeconfig(self, path: str) -> str:
-        """Write the kubeconfig to ``path`` and return the path."""
+    def write_kubeconfig(self, path: str, context: str = "kubesim") -> str:
+        """Write the kubeconfig (current ``context``) to ``path`` and return the path."""
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:
-            yaml.safe_dump(self.kubeconfig(), fh, sort_keys=False)
+            yaml.safe_dump(self.kubeconfig(context), fh, sort_keys=False)
         return path
 
     # -- direct reads for tests ----------------------------------------------------------

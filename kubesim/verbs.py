@@ -16,8 +16,8 @@ import copy
 import json
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, fieldlabels, tables
-from kubesim.patch import apply_merge, json_patch, merge_patch, strategic_merge_patch
+from kubesim import errors, fieldlabels, managedfields, tables
+from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
 from kubesim.resources import ResourceType
 from kubesim.store import Obj, SelectorError, parse_field_selector
 from kubesim.validation import drop_nulls, validate_builtin, validate_metadata, validate_pod_update
@@ -170,15 +170,42 @@ def _prepare(cluster: Cluster, rt: ResourceType, version: str, body: Any, strict
     return body
 
 
+def _omit_empty(meta: dict[str, Any]) -> None:
+    """Drop empty metadata maps and lists, as the API server's typed ObjectMeta does
+    (``omitempty``): a patch leaving ``annotations: {}`` stores no annotations."""
+    for key in ("labels", "annotations", "finalizers", "ownerReferences", "managedFields"):
+        if key in meta and not meta[key]:
+            del meta[key]
+
+
+def _manager(params: dict[str, str]) -> str:
+    return params.get("fieldManager") or "unknown"
+
+
 def create(
-    cluster: Cluster, rt: ResourceType, version: str, ns: str, body: Any, params: dict[str, str]
+    cluster: Cluster,
+    rt: ResourceType,
+    version: str,
+    ns: str,
+    body: Any,
+    params: dict[str, str],
+    apply: bool = False,
 ) -> Obj:
-    """POST to a collection."""
+    """POST to a collection (or a server-side apply of an absent object, ``apply``)."""
     if "create" not in rt.verbs:
         raise errors.method_not_allowed()
     strict = params.get("fieldValidation", "") == "Strict"
     obj = _prepare(cluster, rt, version, body, strict)
     meta = obj.setdefault("metadata", {})
+    _omit_empty(meta)
+    meta.pop("managedFields", None)
+    if apply:
+        force = params.get("force") in ("true", "1")
+        _, managed = managedfields.applied(rt, version, None, obj, obj, _manager(params), "", force)
+    else:
+        managed = managedfields.updated(rt, version, None, obj, _manager(params), "")
+    if managed:
+        meta["managedFields"] = managed
     if rt.namespaced:
         if meta.get("namespace") and meta["namespace"] != ns:
             raise errors.bad_request(
@@ -255,8 +282,10 @@ def _write_update(  # noqa: C901
     new: Obj,
     subresource: str,
     params: dict[str, str],
+    managed: list[dict[str, Any]] | None = None,
 ) -> Obj:
-    """Shared tail of PUT and PATCH: checks, generation, store, settle."""
+    """Shared tail of PUT and PATCH: checks, generation, managed fields (``managed``: an
+    apply's, already worked out), store, settle."""
     strict = params.get("fieldValidation", "") == "Strict"
     meta, ometa = new.setdefault("metadata", {}), old["metadata"]
     if meta.get("name", ometa["name"]) != ometa["name"]:
@@ -292,9 +321,13 @@ def _write_update(  # noqa: C901
             meta[k] = ometa[k]
         else:
             meta.pop(k, None)
-    meta.pop("managedFields", None)
+    _omit_empty(meta)
+    if managed is None:
+        managed = managedfields.updated(rt, version, old, new, _manager(params), subresource)
+    meta["managedFields"] = managed
+    _omit_empty(meta)
     new["apiVersion"], new["kind"] = rt.api_version(), rt.kind
-    if subresource != "status":
+    if subresource != "status" and rt.has_generation:
         changed = {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
             k: v for k, v in old.items() if k not in ("metadata", "status")
         }
@@ -370,11 +403,23 @@ def patch(  # noqa: C901
             if subresource:
                 raise errors.not_found(rt.plural, rt.group, name)
             body.setdefault("metadata", {})["name"] = name
-            return create(cluster, rt, version, ns, body, params)
-        new = apply_merge(copy.deepcopy(obj), drop_nulls(body))
+            return create(cluster, rt, version, ns, body, params, apply=True)
+        config = drop_nulls(body)
+        schema = managedfields.schema_of(rt, version)
+        new = managedfields.merge(copy.deepcopy(obj), config, schema)
+        new, managed = managedfields.applied(
+            rt,
+            version,
+            obj,
+            config,
+            new,
+            _manager(params),
+            subresource,
+            params.get("force") in ("true", "1"),
+        )
         if not (body.get("metadata") or {}).get("resourceVersion"):
             new["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
-        return _write_update(cluster, rt, version, obj, new, subresource, params)
+        return _write_update(cluster, rt, version, obj, new, subresource, params, managed)
     if obj is None:
         raise errors.not_found(rt.plural, rt.group, name)
     current = copy.deepcopy(obj)

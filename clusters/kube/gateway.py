@@ -32,7 +32,7 @@ from django.conf import settings
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from clusters.kube import notbefore
+from clusters.kube import forbidden, notbefore
 
 FIELD_MANAGER = "gangway"
 # A request that is safe to repeat and failed transiently (not a 429) is sent again, at
@@ -330,7 +330,34 @@ class Gateway:
             error = classify(exc, what=what)
             if isinstance(error, TransientKubeError) and error.retry_after:
                 notbefore.hold(scope, held, error.retry_after)
+            if error.status == 403 and isinstance(error, PermanentKubeError):
+                why = forbidden.explain(
+                    what,
+                    error.message,
+                    method=method,
+                    path=path,
+                    query=query,
+                    content_type=headers.get("Content-Type", ""),
+                    review=self._review,
+                )
+                error = PermanentKubeError(why, status=403)
             raise error from exc
+
+    def _review(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST one access review (what :mod:`clusters.kube.forbidden` asks)."""
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        response = self._send(
+            "POST",
+            path,
+            what=f"POST {path}",
+            scope="read",
+            query=[],
+            headers=headers,
+            body=body,
+            timeout=self._timeout,
+        )
+        answer: dict[str, Any] = orjson.loads(_body(response, what=f"POST {path}") or b"{}")
+        return answer
 
     def _call(
         self,

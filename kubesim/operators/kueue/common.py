@@ -83,6 +83,16 @@ def is_finished(wl: Obj) -> bool:
     )
 
 
+def is_admitted(wl: Obj) -> bool:
+    """The Workload is admitted (``Admitted`` True): it reserved quota and every admission
+    check is Ready, so Kueue started its job. A reservation that waits for its checks is
+    not: its job stays suspended by Kueue."""
+    return any(
+        c.get("type") == "Admitted" and c.get("status") == "True"
+        for c in (wl.get("status") or {}).get("conditions") or []
+    )
+
+
 def condition(
     ctype: str, status: bool, reason: str, message: str, old: list[dict[str, Any]]
 ) -> dict[str, Any]:

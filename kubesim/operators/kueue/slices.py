@@ -28,6 +28,7 @@ from kubesim.operators.kueue.common import (
     SLICE_NAME,
     WL,
     condition,
+    is_admitted,
     is_elastic,
     is_finished,
     owning_job,
@@ -189,7 +190,7 @@ def _follow_suspend(kueue: Kueue, job: Obj, key: str, live: list[Obj], sel: Obj)
     job resumed with no slice holding quota queues again, suspended until admitted."""
     cluster = kueue.cluster
     suspended = bool(job["spec"].get("suspend"))
-    if suspended and any(_reserved(w) for w in live):
+    if suspended and any(is_admitted(w) for w in live):
         msg = "The workload is deactivated by the job's user"
         for wl in live:
             set_pending(cluster, wl, "Stopped", msg, active=False)
@@ -291,11 +292,7 @@ def replace(kueue: Kueue, old: Obj, new: Obj) -> None:
 def _active_slice(cluster: Cluster, wl: Obj) -> bool:
     """``wl`` is its job's newest unfinished, not evicted slice holding quota, and
     admitted: the one whose counts cap how many pods run."""
-    admitted = any(
-        c.get("type") == "Admitted" and c.get("status") == "True"
-        for c in get_path(wl, "status", "conditions", default=[])
-    )
-    if not admitted or is_finished(wl) or _evicted(wl):
+    if not is_admitted(wl) or is_finished(wl) or _evicted(wl):
         return False
     found = owning_job(cluster, wl)
     if found is None:

@@ -31,6 +31,7 @@ from kubesim.operators.kueue.common import (
     WL,
     WPC,
     condition,
+    is_admitted,
     is_finished,
     touch_job,
     workload_name,
@@ -246,18 +247,24 @@ def sync_job(kueue: Kueue, job: Obj, key: str = RC) -> bool:
 
 def follow_suspend(kueue: Kueue, wl: Obj, job: Obj, key: str) -> bool:
     """The job's user suspended admitted ``wl``'s job: release the quota and stop
-    queueing; resumed one that is not admitted: back into the queue, the job suspended
-    until Kueue admits it. True when anything was written."""
+    queueing; resumed one that holds no quota: back into the queue, the job suspended
+    until Kueue admits it. A job suspended while its Workload's quota reservation waits
+    for admission checks is Kueue's doing, not its user's: it stays so (and is suspended
+    again if resumed early). True when anything was written."""
     cluster = kueue.cluster
     suspended = bool((job.get("spec") or {}).get("suspend"))
-    admitted = bool(get_path(wl, "status", "admission"))
-    if suspended and admitted:
+    reserved = bool(get_path(wl, "status", "admission"))
+    if suspended and is_admitted(wl):
         set_pending(
             cluster, wl, "Stopped", "The workload is deactivated by the job's user", active=False
         )
         kueue.need_admit = True
         return True
-    if not suspended and not admitted:
+    if not suspended and reserved and not is_admitted(wl):
+        job["spec"]["suspend"] = True
+        touch_job(cluster, key, job)
+        return True
+    if not suspended and not reserved:
         wl["spec"]["active"] = True
         wl["spec"]["podSets"] = pod_sets(job, key)
         cluster.update_object(cluster.rt(WL), wl)

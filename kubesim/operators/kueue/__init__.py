@@ -1,11 +1,12 @@
-"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters and
-RayJobs (the RayJob integration: see ``workloads.py``; a RayJob's Workload finishes when the
-RayJob does, and Kueue's RayJob webhook refusals are in :meth:`Kueue._validate_rayjob`).
+"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters,
+RayJobs and batch/v1 Jobs (the job integrations: see ``workloads.py``; a RayJob's or Job's
+Workload finishes when the job does, and Kueue's RayJob webhook refusals are in
+:meth:`Kueue._validate_rayjob`; elastic jobs, on by default: ``slices.py``).
 
 With ``kueue=True``: a RayCluster created with the ``kueue.x-k8s.io/queue-name`` label is
-suspended (Kueue's webhook; a queued one with the in-tree autoscaler is refused, 403, as
-Kueue's validating webhook does), gets a Workload owned by it with one pod set per group
-(once the WorkloadPriorityClass it names exists), and waits in its ClusterQueue.
+suspended (Kueue's webhook; a queued one with the in-tree autoscaler that is not elastic is
+refused, 403, as Kueue's validating webhook does), gets a Workload owned by it with one pod
+set per group (once the WorkloadPriorityClass it names exists), and waits in its ClusterQueue.
 Admission runs in priority then FIFO order per ClusterQueue (BestEffortFIFO, or
 StrictFIFO when the queue says so): each pod set gets the first flavor whose
 ResourceFlavor ``nodeLabels`` agree with its nodeSelector and whose quota (nominal, plus

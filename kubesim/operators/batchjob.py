@@ -183,6 +183,9 @@ class JobController:
                         for p in pods
                         if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
                     ]
+                elif want < 0:
+                    active = self._delete_extra(active, -want)
+                    busy = True
         if (finished == "Failed" or (finished is None and spec.get("suspend"))) and active:
             # The controller deletes the pods still running when the Job fails or is
             # suspended.
@@ -191,6 +194,19 @@ class JobController:
             busy = True
             active = []
         return self._write_status(job, active, succeeded, failed, finished, now) or busy
+
+    def _delete_extra(self, active: list[Obj], count: int) -> list[Obj]:
+        """Parallelism was lowered: delete ``count`` active pods as the controller does,
+        those not running first, then the newest; the pods left."""
+        newest_first = sorted(
+            active, key=lambda p: p["metadata"]["creationTimestamp"], reverse=True
+        )
+        doomed = sorted(
+            newest_first, key=lambda p: (p.get("status") or {}).get("phase") == "Running"
+        )[:count]
+        for p in doomed:
+            self.cluster.delete_object(self.cluster.rt("pods"), p)
+        return [p for p in active if p not in doomed]
 
     @staticmethod
     def _key(job: Obj) -> JobKey:

@@ -190,7 +190,7 @@ def test_a_job_without_a_queue_name_is_not_kueues(
     assert [p.status.phase for p in pods_of(core, "unqueued")] == ["Running"] * 3
 
 
-def test_the_elastic_job_sample_scales_up_through_a_new_slice(
+def test_the_elastic_job_sample_scales_through_workload_slices(
     kubectl: Kubectl, custom: client.CustomObjectsApi, core: client.CoreV1Api
 ) -> None:
     kubectl("apply", "-f", str(CORPUS / "single-clusterqueue-setup.yaml"))
@@ -216,3 +216,13 @@ def test_the_elastic_job_sample_scales_up_through_a_new_slice(
     pods = pods_of(core, "sample-elastic-job")
     assert [(p.status.phase, p.spec.scheduling_gates) for p in pods] == [("Running", None)] * 5
     assert cq_cpu(custom) == "500m"
+
+    # Scaling down shrinks the admitted slice in place; the Job controller deletes pods.
+    kubectl("patch", "job", "sample-elastic-job", "-p", '{"spec":{"parallelism":2}}')
+    items = custom.list_namespaced_custom_object(*KQ, "default", "workloads")["items"]
+    assert len(items) == 2
+    live = [w for w in items if not any(c["type"] == "Finished" for c in w["status"]["conditions"])]
+    assert [w["metadata"]["name"] for w in live] == [second["metadata"]["name"]]
+    assert live[0]["spec"]["podSets"][0]["count"] == 2
+    assert len(pods_of(core, "sample-elastic-job")) == 2
+    assert cq_cpu(custom) == "200m"

@@ -121,7 +121,13 @@ def test_the_autoscaling_raycluster_sample_scales_through_workload_slices(
     # Scale up within the quota: a new slice replaces the first.
     scale(kubectl, "raycluster-complete", 3)
     first, second = workloads(custom, "raycluster-complete")
-    name2 = kueue_name("RayCluster", "ray.io", "raycluster-complete", uid, "2")
+    # Kueue hashes the job's generation in: 1 at creation, 2 once Kueue unsuspended it,
+    # 3 after the scale (replacing a slice leaves the spec as it was).
+    gen = kubectl(
+        "get", "raycluster", "raycluster-complete", "-o", "jsonpath={.metadata.generation}"
+    )
+    assert gen.stdout == "3"
+    name2 = kueue_name("RayCluster", "ray.io", "raycluster-complete", uid, "3")
     assert second["metadata"]["name"] == name2
     assert second["metadata"]["annotations"] == {
         "kueue.x-k8s.io/elastic-job": "true",
@@ -183,7 +189,7 @@ def test_the_autoscaling_raycluster_sample_scales_through_workload_slices(
     assert len(workers(core, "raycluster-complete")) == 1
     assert cq_cpu(custom) == "2500m"
     out = kubectl("get", "workloads", "-o", "name").stdout.split()
-    assert len(out) == 3  # generations 1, 2 and 3 (the third shrank in place)
+    assert len(out) == 3  # the first, the scale to 3, the scale to 8 (then 2, then 1)
 
 
 def test_the_ray_autoscaling_rayjob_sample_is_an_elastic_workload(

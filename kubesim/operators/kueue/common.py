@@ -128,8 +128,13 @@ def owning_raycluster(cluster: Cluster, wl: Obj) -> Obj | None:
     return found[1] if found is not None and found[0] == RC else None
 
 
-def touch_job(cluster: Cluster, key: str, job: Obj) -> None:
-    """Write the job Kueue changed (suspend, node selectors) and have its operator look."""
+def touch_job(cluster: Cluster, key: str, job: Obj, spec_changed: bool = True) -> None:
+    """Write the job Kueue changed (suspend, node selectors; ``spec_changed`` False: only
+    its metadata) and have its operator look. Kueue writes through the API server, which
+    bumps ``metadata.generation`` on a change of the spec (an elastic job's slice names
+    hash it in)."""
+    if spec_changed:
+        job["metadata"]["generation"] = int(job["metadata"].get("generation", 1)) + 1
     cluster.update_object(cluster.rt(key), job)
     ref = (job["metadata"]["namespace"], job["metadata"]["name"])
     # The operators ignore in-place writes (their own status writes): tell them.

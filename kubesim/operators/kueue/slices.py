@@ -120,7 +120,7 @@ def _record_sizes(cluster: Cluster, job: Obj, sets: list[dict[str, Any]]) -> boo
     if all(annotations.get(k) == v for k, v in want.items()):
         return False
     annotations.update(want)
-    touch_job(cluster, RJ, job)
+    touch_job(cluster, RJ, job, spec_changed=False)
     return True
 
 

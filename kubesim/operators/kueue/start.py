@@ -7,6 +7,7 @@ their ``podSetUpdates``).
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from kubesim.operators.kueue.common import (
@@ -37,6 +38,7 @@ def start_job(
     if found is None:
         return
     key, job = found
+    before = json.dumps(job.get("spec"), sort_keys=True)
     flavors = {psa["name"]: set(psa["flavors"].values()) for psa in assignment}
     chain = (wl["metadata"].get("annotations") or {}).get(SLICE_NAME)
     for name, template in job_templates(key, job):
@@ -57,7 +59,7 @@ def start_job(
             if update.get("name") == name:
                 _apply_update(template, update)
     job["spec"]["suspend"] = False
-    touch_job(cluster, key, job)
+    touch_job(cluster, key, job, json.dumps(job["spec"], sort_keys=True) != before)
     cluster.record_event(
         wl, "Normal", "Admitted", f"Admitted by ClusterQueue {cq_name}", "kueue-admission"
     )
@@ -74,4 +76,5 @@ def _apply_update(template: dict[str, Any], update: dict[str, Any]) -> None:
             update["nodeSelector"]
         )
     if update.get("tolerations"):
-        template.setdefault("spec", {}).setdefault("tolerations", []).extend(update["tolerations"])
+        have = template.setdefault("spec", {}).setdefault("tolerations", [])
+        have.extend(t for t in update["tolerations"] if t not in have)

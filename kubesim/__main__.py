@@ -10,6 +10,7 @@ from types import FrameType
 
 from kubesim.cluster import DEFAULT_EVENT_TTL
 from kubesim.fleet import DEMO_FLEET
+from kubesim.operators.kueue import parse_feature_gates
 from kubesim.sim import KubeSim
 from kubesim.store import DEFAULT_WATCH_HISTORY
 from kubesim.watch import DEFAULT_BOOKMARK_INTERVAL
@@ -26,6 +27,15 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _feature_gates(text: str) -> str:
+    """Check ``--kueue-feature-gates`` at parse time."""
+    try:
+        parse_feature_gates(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The CLI's options."""
     p = argparse.ArgumentParser(
@@ -39,6 +49,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--startup-delay", type=float, default=0.0, help="seconds before a bound pod is Running"
     )
     p.add_argument("--kueue", action="store_true", help="emulate Kueue admission")
+    p.add_argument(
+        "--kueue-feature-gates",
+        type=_feature_gates,
+        default=None,
+        help="Kueue feature gates over v0.19's defaults, as Kueue's --feature-gates "
+        "(e.g. ElasticJobsViaWorkloadSlices=false)",
+    )
     p.add_argument("--kai", action="store_true", help="emulate KAI GPU sharing")
     p.add_argument(
         "--snapshot",
@@ -127,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         booking_time=args.provisioning_request_booking_time,
         watch_history=args.watch_history,
         watch_bookmark_interval=args.watch_bookmark_interval,
+        kueue_feature_gates=args.kueue_feature_gates,
     )
     sim.set_rayjob_defaults(run_seconds=args.rayjob_run_seconds, outcome=args.rayjob_outcome)
     sim.start()

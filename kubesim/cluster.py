@@ -67,6 +67,7 @@ class Cluster:
         kueue: bool = False,
         kai: bool = False,
         event_ttl: float = DEFAULT_EVENT_TTL,
+        kueue_feature_gates: str | dict[str, bool] | None = None,
         clock: Clock | None = None,
         scale_up_delay: float | None = None,
         scale_down_unneeded_time: float | None = None,
@@ -94,6 +95,7 @@ class Cluster:
         self.startup_delay = startup_delay
         self.kai_enabled = kai
         self.kueue_enabled = kueue
+        self.kueue_feature_gates = kueue_feature_gates
         self.ip_counter = 0
         self.svc_counter = 0
         self.events_index: dict[tuple[str, str, str], tuple[str, str]] = {}
@@ -334,7 +336,7 @@ class Cluster:
             default_namespace(obj)
         elif rt.key == "jobs.batch":
             default_job(obj)
-        if rt.is_custom:
+        if rt.is_custom or rt.key == "jobs.batch":
             self.kueue.mutate(rt, obj)
         if admit and rt.kind not in ("Event",):
             self.quota.admit(rt, obj, None)

@@ -3,7 +3,8 @@
 Pending pods are bound to nodes whose free allocatable fits their requests, whose labels
 match their nodeSelector and required node affinity, and whose NoSchedule/NoExecute taints
 their tolerations cover. A pod that fits nowhere stays Pending with a ``FailedScheduling``
-event worded as kube-scheduler words it. With KAI emulation, ``kai-scheduler`` pods with a
+event worded as kube-scheduler words it; one with ``schedulingGates`` waits, ``SchedulingGated``,
+until they are removed. With KAI emulation, ``kai-scheduler`` pods with a
 ``gpu-fraction`` (or ``gpu-memory``) annotation share GPUs.
 
 Cost: pods with identical scheduling requirements share a signature; static filters
@@ -148,6 +149,8 @@ class Scheduler:
         self.placed: dict[PodKey, Placement] = {}
         self.pending: dict[str, dict[PodKey, PodReq]] = {}
         self.new: dict[PodKey, PodReq] = {}
+        # Pods held back by scheduling gates (``spec.schedulingGates``) until they are gone.
+        self.gated: set[PodKey] = set()
         self.static: dict[str, tuple[list[str], Counter[str]]] = {}
         self.retry_all = False
         # Set by :meth:`flush_unschedulable`: the next retry pass records FailedScheduling
@@ -212,6 +215,10 @@ class Scheduler:
                     self.retry_all = True
             elif old is None:
                 self._admit_new(key, new)
+            elif key in self.gated and not (new.get("spec") or {}).get("schedulingGates"):
+                # Its last scheduling gate was removed: it queues for scheduling now.
+                self.gated.discard(key)
+                self._admit_new(key, new)
 
     def _admit_new(self, key: PodKey, pod: Obj) -> None:
         self.seq += 1
@@ -248,6 +255,7 @@ class Scheduler:
 
     def _forget(self, key: PodKey) -> None:
         self.new.pop(key, None)
+        self.gated.discard(key)
         for group in self.pending.values():
             group.pop(key, None)
         placement = self.placed.pop(key, None)
@@ -466,6 +474,22 @@ class Scheduler:
         )
         self.cluster.kubelet.pod_bound(req.key)
 
+    def _gate(self, key: PodKey, pod: Obj) -> None:
+        """A pod with scheduling gates waits outside the scheduling queue until they are
+        all removed, with ``PodScheduled`` False ``SchedulingGated`` (no event)."""
+        self.gated.add(key)
+        pod.setdefault("status", {})["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates",
+                "lastProbeTime": None,
+                "lastTransitionTime": now(),
+            }
+        ]
+        self.cluster.update_object(self.cluster.rt("pods"), pod)
+
     def _unschedulable(self, pod: Obj, message: str, component: str = DEFAULT) -> None:
         cond = {
             "type": "PodScheduled",
@@ -529,6 +553,10 @@ class Scheduler:
             del self.new[key]
             pod = self.cluster.store.get("pods", *key)
             if pod is None:
+                continue
+            if pod["spec"].get("schedulingGates"):
+                self._gate(key, pod)
+                busy = True
                 continue
             sched = pod["spec"].get("schedulerName", DEFAULT)
             if sched == KAI and not self.cluster.kai_enabled:

@@ -41,6 +41,8 @@ class KubeSim:
     ``scale_up_delay``, ``scale_down_unneeded_time``, ``booking_time`` (seconds): the
     cluster autoscaler's timings (see ``autoscaler.py``); None takes the fleet's
     ``autoscaler`` keys, else the defaults (30 s, 600 s, 600 s).
+    ``kueue_feature_gates``: Kueue's feature gates over its v0.19 defaults, as Kueue's
+    ``--feature-gates`` (``"ElasticJobsViaWorkloadSlices=false"``) or a dict.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class KubeSim:
         booking_time: float | None = None,
         watch_history: int = DEFAULT_WATCH_HISTORY,
         watch_bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
+        kueue_feature_gates: str | dict[str, bool] | None = None,
     ) -> None:
         if watch_bookmark_interval <= 0:
             raise ValueError("watch_bookmark_interval must be positive (seconds)")
@@ -78,6 +81,7 @@ class KubeSim:
             scale_down_unneeded_time=scale_down_unneeded_time,
             booking_time=booking_time,
             watch_history=watch_history,
+            kueue_feature_gates=kueue_feature_gates,
         )
         self.watch_bookmark_interval = float(watch_bookmark_interval)
         # Open watch streams (each holds a server thread): tests check that a client
@@ -416,6 +420,39 @@ class KubeSim:
             data = json.load(fh)
         self.cluster.restore(data)
 
+    def _admin_kueue_evict(self, b: dict[str, Any]) -> dict[str, Any]:
+        """``POST /_kubesim/kueue/evict``: evict a job's Workload as Kueue does."""
+        if not self.cluster.kueue_enabled:
+            raise errors.bad_request("kubesim runs without --kueue")
+        with self.cluster.lock:
+            wl = self.cluster.kueue.evict(
+                str(b.get("namespace", "")),
+                str(b.get("name", "")),
+                str(b.get("reason", "Preempted")),
+                b.get("message"),
+            )
+            self.cluster.settle()
+            return {"status": "evicted", "workload": wl["metadata"]["name"]}
+
+    def _admin_pod_exit(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /_kubesim/pods/exit``: the containers of running pod ``namespace/name``
+        exit with ``exitCode`` (0 by default), as if their process ended (containers do not
+        run in kubesim)."""
+        ns, name = str(body.get("namespace", "")), str(body.get("name", ""))
+        try:
+            code = int(body.get("exitCode", 0))
+        except (TypeError, ValueError):
+            raise errors.bad_request("exitCode must be an integer") from None
+        with self.cluster.lock:
+            pod = self.cluster.store.get("pods", ns, name)
+            if pod is None:
+                raise errors.ApiError(404, "NotFound", f'pods "{name}" not found')
+            if get_path(pod, "status", "phase") != "Running":
+                raise errors.bad_request(f"pod {ns}/{name} is not Running")
+            self.cluster.kubelet.terminate(pod, code)
+            self.cluster.settle()
+            return {"status": "exited", "phase": pod["status"]["phase"]}
+
     def _admin_proxy_requests(self, method: str) -> dict[str, Any]:
         """``GET`` (the recorded proxy requests) or ``DELETE`` (forget them)."""
         if method == "DELETE":
@@ -443,20 +480,6 @@ class KubeSim:
         )
         return self.faults.stats()["config"]
 
-    def _admin_evict(self, b: dict[str, Any]) -> dict[str, Any]:
-        """``POST /_kubesim/kueue/evict``: Kueue evicts a workload."""
-        if not self.cluster.kueue_enabled:
-            raise errors.bad_request("kubesim runs without --kueue")
-        with self.cluster.lock:
-            wl = self.cluster.kueue.evict(
-                str(b.get("namespace", "")),
-                str(b.get("name", "")),
-                str(b.get("reason", "Preempted")),
-                b.get("message"),
-            )
-            self.cluster.settle()
-            return {"status": "evicted", "workload": wl["metadata"]["name"]}
-
     def admin(self, method: str, path: str, body: Any) -> dict[str, Any]:
         """``/_kubesim/...``: faults, reset, stats, snapshot, Kueue evictions (never
         faulted)."""
@@ -482,8 +505,12 @@ class KubeSim:
         if path == "/_kubesim/stats" and method == "DELETE":
             self.faults.reset_stats()
             return {"status": "cleared"}
-        if path == "/_kubesim/kueue/evict" and method == "POST":
-            return self._admin_evict(body or {})
+        actions = {
+            "/_kubesim/kueue/evict": self._admin_kueue_evict,
+            "/_kubesim/pods/exit": self._admin_pod_exit,
+        }
+        if method == "POST" and path in actions:
+            return actions[path](body if isinstance(body, dict) else {})
         if path == "/_kubesim/proxy-requests" and method in ("GET", "DELETE"):
             return self._admin_proxy_requests(method)
         if path == "/_kubesim/snapshot" and method == "POST":

@@ -401,7 +401,11 @@ def validate_builtin(rt: ResourceType, obj: dict[str, Any]) -> None:  # noqa: C9
 
 
 def validate_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
-    """Pod specs are immutable but for images, tolerations added and deadlines."""
+    """Pod specs are immutable but for images, tolerations added, deadlines, and
+    scheduling gates removed (with nodeSelector added) while the pod is gated."""
+    old_gates = (old.get("spec") or {}).get("schedulingGates") or []
+    new_gates = (new.get("spec") or {}).get("schedulingGates") or []
+    gated = bool(old_gates) and all(g in old_gates for g in new_gates)
 
     def scrub(spec: dict[str, Any]) -> dict[str, Any]:
         s = json.loads(json.dumps(spec))
@@ -409,6 +413,9 @@ def validate_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
             c.pop("image", None)
         for k in ("tolerations", "activeDeadlineSeconds", "nodeName"):
             s.pop(k, None)
+        if gated:
+            s.pop("schedulingGates", None)
+            s.pop("nodeSelector", None)
         return s
 
     if scrub(old.get("spec") or {}) != scrub(new.get("spec") or {}):

@@ -18,10 +18,14 @@ What it does, as kube-controller-manager's Job controller does it:
 * ``status.active``/``ready``/``succeeded``/``failed``/``terminating``, ``startTime``,
   ``uncountedTerminatedPods``, as the controller keeps them.
 
+* ``spec.suspend`` (Kueue's lever): no pods while suspended (running ones are deleted),
+  condition ``Suspended`` True (``JobSuspended``), then False (``JobResumed``) with
+  ``startTime`` reset when resumed.
+
 Simplified: no ``batch.kubernetes.io/job-tracking`` finalizer on pods (pods are counted at
-once), no Indexed mode, ``podFailurePolicy``, ``successPolicy``, ``activeDeadlineSeconds``,
-``ttlSecondsAfterFinished`` or ``suspend`` handling; a running pod does not end by itself
-(only a simulated process such as the RayJob submitter ends its pod).
+once), no Indexed mode, ``podFailurePolicy``, ``successPolicy``, ``activeDeadlineSeconds``
+or ``ttlSecondsAfterFinished``; a running pod does not end by itself (a simulated process
+such as the RayJob submitter ends its pod, or the admin ``POST /_kubesim/pods/exit``).
 """
 
 from __future__ import annotations
@@ -179,13 +183,30 @@ class JobController:
                         for p in pods
                         if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
                     ]
-        if finished == "Failed" and active:
-            # The controller deletes the pods still running when the Job fails.
+                elif want < 0:
+                    active = self._delete_extra(active, -want)
+                    busy = True
+        if (finished == "Failed" or (finished is None and spec.get("suspend"))) and active:
+            # The controller deletes the pods still running when the Job fails or is
+            # suspended.
             for p in active:
                 self.cluster.delete_object(self.cluster.rt("pods"), p)
             busy = True
             active = []
         return self._write_status(job, active, succeeded, failed, finished, now) or busy
+
+    def _delete_extra(self, active: list[Obj], count: int) -> list[Obj]:
+        """Parallelism was lowered: delete ``count`` active pods as the controller does,
+        those not running first, then the newest; the pods left."""
+        newest_first = sorted(
+            active, key=lambda p: p["metadata"]["creationTimestamp"], reverse=True
+        )
+        doomed = sorted(
+            newest_first, key=lambda p: (p.get("status") or {}).get("phase") == "Running"
+        )[:count]
+        for p in doomed:
+            self.cluster.delete_object(self.cluster.rt("pods"), p)
+        return [p for p in active if p not in doomed]
 
     @staticmethod
     def _key(job: Obj) -> JobKey:
@@ -238,6 +259,34 @@ class JobController:
         )
         return pod
 
+    def _suspension(self, job: Obj, status: dict[str, Any], when: str) -> None:
+        """The ``Suspended`` condition as the Job controller keeps it: True (``JobSuspended``)
+        while ``spec.suspend`` is set; on resume False (``JobResumed``) and ``startTime``
+        reset to now; an event for each turn."""
+        conds = list(status.get("conditions") or [])
+        prev = next((c for c in conds if c.get("type") == "Suspended"), None)
+        suspended = bool(job["spec"].get("suspend"))
+        if suspended == (prev is not None and prev.get("status") == "True"):
+            return
+        if not suspended and prev is None:
+            return  # never suspended: nothing to resume
+        reason, message = (
+            ("JobSuspended", "Job suspended") if suspended else ("JobResumed", "Job resumed")
+        )
+        cond = {
+            "type": "Suspended",
+            "status": "True" if suspended else "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": when,
+            "lastTransitionTime": when,
+        }
+        status["conditions"] = [c for c in conds if c.get("type") != "Suspended"] + [cond]
+        if not suspended:
+            status["startTime"] = when
+        event = "Suspended" if suspended else "Resumed"
+        self.cluster.record_event(job, "Normal", event, message, "job-controller")
+
     def _write_status(
         self,
         job: Obj,
@@ -250,7 +299,10 @@ class JobController:
         old = job.get("status") or {}
         when = stamp(now)
         status: dict[str, Any] = {k: v for k, v in old.items() if k in ("startTime", "conditions")}
-        status.setdefault("startTime", when)
+        if finished is None:
+            self._suspension(job, status, when)
+        if not job["spec"].get("suspend"):
+            status.setdefault("startTime", when)
         ready = sum(
             1
             for p in active

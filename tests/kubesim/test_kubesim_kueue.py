@@ -451,9 +451,9 @@ def test_kueue_refuses_an_autoscaling_raycluster(ksim: KubeSim, kapi: client.Api
     assert refused.value.status == 403
     assert json.loads(refused.value.body)["message"] == (
         'admission webhook "vraycluster.kb.io" denied the request: '
-        "spec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job can use "
-        "autoscaling only when the ElasticJobsViaWorkloadSlices feature gate is on and the "
-        "job is an elastic job"
+        "spec.enableInTreeAutoscaling: Invalid value: true: a kueue-managed RayCluster can use "
+        "autoscaling only as an elastic job: enable the ElasticJobsViaWorkloadSlices feature "
+        'gate and set the "kueue.x-k8s.io/elastic-job": "true" annotation'
     )
     body["spec"]["enableInTreeAutoscaling"] = False
     apply(custom, body)

@@ -499,3 +499,24 @@ def test_a_queue_with_a_missing_or_inactive_check_admits_nothing(
         == "True"
     )
     assert check_state(co)["state"] == "Ready"
+
+
+def test_a_job_rewritten_while_its_checks_are_pending_keeps_its_reservation(
+    co: client.CustomObjectsApi, v1: client.CoreV1Api
+) -> None:
+    setup(co, v1)
+    v1.create_namespaced_pod("default", pod_manifest("squatter", gpu=8, tolerate=True))
+    submit(co, "job", workers=3)
+    assert check_state(co)["state"] == "Pending"
+    assert suspended(co, "job")
+    # Its owner applies the RayCluster again (as gangway's reconciler does) while Kueue
+    # holds it suspended for its checks: that is not a user's suspend.
+    co.patch_namespaced_custom_object(
+        "ray.io", "v1", NS, "rayclusters", "job", {"metadata": {"labels": {"again": "1"}}}
+    )
+    wl = workload(co)
+    assert wl["spec"]["active"] is True
+    assert wl_cond(wl, "QuotaReserved")["status"] == "True"  # type: ignore[index]
+    v1.delete_namespaced_pod("squatter", "default")
+    assert wl_cond(workload(co), "Admitted")["status"] == "True"  # type: ignore[index]
+    assert not suspended(co, "job")

@@ -1,11 +1,12 @@
-"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters and
-RayJobs (the RayJob integration: see ``workloads.py``; a RayJob's Workload finishes when the
-RayJob does, and Kueue's RayJob webhook refusals are in :meth:`Kueue._validate_rayjob`).
+"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters,
+RayJobs and batch/v1 Jobs (the job integrations: see ``workloads.py``; a RayJob's or Job's
+Workload finishes when the job does, and Kueue's RayJob webhook refusals are in
+:meth:`Kueue._validate_rayjob`; elastic jobs, on by default: ``slices.py``).
 
 With ``kueue=True``: a RayCluster created with the ``kueue.x-k8s.io/queue-name`` label is
-suspended (Kueue's webhook; a queued one with the in-tree autoscaler is refused, 403, as
-Kueue's validating webhook does), gets a Workload owned by it with one pod set per group
-(once the WorkloadPriorityClass it names exists), and waits in its ClusterQueue.
+suspended (Kueue's webhook; a queued one with the in-tree autoscaler that is not elastic is
+refused, 403, as Kueue's validating webhook does), gets a Workload owned by it with one pod
+set per group (once the WorkloadPriorityClass it names exists), and waits in its ClusterQueue.
 Admission runs in priority then FIFO order per ClusterQueue (BestEffortFIFO, or
 StrictFIFO when the queue says so): each pod set gets the first flavor whose
 ResourceFlavor ``nodeLabels`` agree with its nodeSelector and whose quota (nominal, plus
@@ -45,21 +46,27 @@ from kubesim import errors
 from kubesim.autoscaler import PR
 from kubesim.operators.kueue.admission import admit_all
 from kubesim.operators.kueue.common import (
+    ELASTIC_ANNOTATION,
     EVICTIONS,
+    JOB,
+    KIND_KEYS,
     QUEUE_LABEL,
     RC,
     RJ,
+    SLICE_NAME,
     WATCHED,
     WL,
     WPC,
     condition,
+    is_elastic,
     is_finished,
     owning_job,
     touch_job,
 )
 from kubesim.operators.kueue.provisioning import AC, PRC, sync_checks
+from kubesim.operators.kueue.slices import gate_templates, sync_slices, ungate
 from kubesim.operators.kueue.visibility import pending_workloads
-from kubesim.operators.kueue.workloads import sync_job, workload_for
+from kubesim.operators.kueue.workloads import sync_job, workloads_of
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
@@ -86,20 +93,59 @@ def queued_raycluster(obj: Obj) -> bool:
 
 
 def queued_job(key: str, obj: Obj) -> bool:
-    """A job Kueue manages: a queued RayCluster (see above), or a RayJob labelled with a
-    queue that brings its own cluster (one using ``clusterSelector`` alone is not managed)."""
+    """A job Kueue manages: a queued RayCluster (see above); a RayJob labelled with a
+    queue that brings its own cluster (one using ``clusterSelector`` alone is not managed);
+    a Job labelled with a queue whose controller is not a kind Kueue manages (a RayJob's
+    submitter Job is not)."""
+    meta = obj.get("metadata") or {}
     if key == RC:
         return queued_raycluster(obj)
-    if key != RJ or QUEUE_LABEL not in ((obj.get("metadata") or {}).get("labels") or {}):
+    if key not in (RJ, JOB) or QUEUE_LABEL not in (meta.get("labels") or {}):
         return False
+    if key == JOB:
+        return not any(
+            o.get("controller") and o.get("kind") in KIND_KEYS
+            for o in meta.get("ownerReferences") or []
+        )
     spec = obj.get("spec") or {}
     return not (spec.get("clusterSelector") and not spec.get("rayClusterSpec"))
 
 
-AUTOSCALING_REFUSAL = (
-    "a kueue managed job can use autoscaling only when the ElasticJobsViaWorkloadSlices "
-    "feature gate is on and the job is an elastic job"
+# Kueue v0.19's webhooks on a queued job that uses Ray's in-tree autoscaler without being
+# elastic (the RayCluster webhook names the gate and the annotation; the RayJob one not).
+RAYCLUSTER_AUTOSCALING_REFUSAL = (
+    "a kueue-managed RayCluster can use autoscaling only as an elastic job: enable the "
+    f'ElasticJobsViaWorkloadSlices feature gate and set the "{ELASTIC_ANNOTATION}": "true" '
+    "annotation"
 )
+AUTOSCALING_REFUSAL = (
+    "a kueue managed job should only use autoscaling when workload slicing is enabled"
+)
+# Kueue's feature gates this emulation reads, with their v0.19 defaults.
+FEATURE_GATES = {"ElasticJobsViaWorkloadSlices": True}
+
+
+def parse_feature_gates(text: str | dict[str, bool] | None) -> dict[str, bool]:
+    """Kueue's ``--feature-gates`` (``Name=true,Other=false``, or a dict) over the
+    defaults; an unknown gate or a value other than true/false is a ValueError."""
+    gates = dict(FEATURE_GATES)
+    items = text.items() if isinstance(text, dict) else []
+    if isinstance(text, str):
+        pairs = [p.strip() for p in text.split(",") if p.strip()]
+        parsed = []
+        for pair in pairs:
+            name, sep, value = pair.partition("=")
+            if not sep or value.strip().lower() not in ("true", "false"):
+                raise ValueError(f"invalid feature gate {pair!r}: want Name=true|false")
+            parsed.append((name.strip(), value.strip().lower() == "true"))
+        items = parsed
+    for name, on in items:
+        if name not in FEATURE_GATES:
+            raise ValueError(
+                f"unknown Kueue feature gate {name!r} (emulated: {', '.join(FEATURE_GATES)})"
+            )
+        gates[name] = bool(on)
+    return gates
 
 
 class Kueue:
@@ -107,10 +153,13 @@ class Kueue:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        self.feature_gates = parse_feature_gates(cluster.kueue_feature_gates)
         self.reset()
 
     def reset(self) -> None:
         """Forget pending work."""
+        # The elastic job ungater has pods to look at (slices.py).
+        self.need_ungate = False
         # (storage key, namespace, name) of jobs to sync.
         self.dirty: set[tuple[str, str, str]] = set()
         # Jobs naming a WorkloadPriorityClass that does not exist yet: Kueue cannot build
@@ -126,25 +175,29 @@ class Kueue:
         """Kueue emulation is on."""
         return self.cluster.kueue_enabled
 
+    @property
+    def elastic_enabled(self) -> bool:
+        """Kueue's ElasticJobsViaWorkloadSlices feature gate (on by default)."""
+        return self.feature_gates["ElasticJobsViaWorkloadSlices"]
+
     def validate(self, rt: ResourceType, obj: Obj) -> None:
-        """Kueue's RayCluster webhook (create and update): a queued RayCluster may not use
-        the in-tree autoscaler, since Kueue admits it at one fixed size (elastic jobs, the
-        exception, need an alpha feature gate that is off by default and not emulated)."""
+        """Kueue's RayCluster and RayJob webhooks (create and update): a queued job may use
+        the in-tree autoscaler only as an elastic job (Kueue admits others at one size)."""
         if not self.enabled:
             return
         if rt.key == RJ and QUEUE_LABEL in ((obj.get("metadata") or {}).get("labels") or {}):
             self._validate_rayjob(obj)
             return
-        if rt.key != RC or not queued_raycluster(obj):
+        if rt.key != RC or not queued_raycluster(obj) or is_elastic(self.cluster, obj):
             return
         if (obj.get("spec") or {}).get("enableInTreeAutoscaling") is True:
             raise errors.webhook_denied(
                 "vraycluster.kb.io",
-                f"spec.enableInTreeAutoscaling: Invalid value: true: {AUTOSCALING_REFUSAL}",
+                "spec.enableInTreeAutoscaling: Invalid value: true: "
+                + RAYCLUSTER_AUTOSCALING_REFUSAL,
             )
 
-    @staticmethod
-    def _validate_rayjob(obj: Obj) -> None:
+    def _validate_rayjob(self, obj: Obj) -> None:
         """Kueue's RayJob webhook (``vrayjob.kb.io``) for a queued RayJob."""
         spec = obj.get("spec") or {}
         selector, cluster_spec = spec.get("clusterSelector"), spec.get("rayClusterSpec")
@@ -168,7 +221,9 @@ class Kueue:
                 "spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job "
                 "should delete the cluster after finishing"
             )
-        if cluster_spec.get("enableInTreeAutoscaling") is True:
+        if cluster_spec.get("enableInTreeAutoscaling") is True and not is_elastic(
+            self.cluster, obj
+        ):
             causes.append(
                 "spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: "
                 + AUTOSCALING_REFUSAL
@@ -178,9 +233,14 @@ class Kueue:
             raise errors.webhook_denied("vrayjob.kb.io", text)
 
     def mutate(self, rt: ResourceType, obj: Obj) -> None:
-        """Kueue's webhook: a queued job starts suspended."""
-        if self.enabled and queued_job(rt.key, obj):
+        """Kueue's webhooks on create: a queued job starts suspended; an elastic RayCluster
+        or Job has its pod templates gated."""
+        if not self.enabled:
+            return
+        if queued_job(rt.key, obj):
             obj.setdefault("spec", {})["suspend"] = True
+        if rt.key in (RC, JOB) and is_elastic(self.cluster, obj):
+            gate_templates(rt.key, obj)
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
         """Queued RayClusters and Kueue objects trigger reconciliation."""
@@ -193,10 +253,19 @@ class Kueue:
             self.need_checks = True
             if rt.key == AC:
                 self.need_admit = True  # a ClusterQueue's checks turn (in)active
+        if rt.kind == "Pod":
+            if (ref["metadata"].get("annotations") or {}).get(SLICE_NAME):
+                self.need_ungate = True  # a pod of an elastic job came, changed or went
+            return
+        if rt.key in (WL, RC) and is_elastic(self.cluster, ref):
+            self._elastic_changed(rt, new)
         if queued_job(rt.key, ref):
-            # A RayJob's status is written in place by its controller, and Kueue must see
-            # it finish: every write of a RayJob counts (sync_job is idempotent).
-            if new is not None and (old is not new or rt.key == RJ):
+            # A RayJob's or Job's status is written in place by its controller, and Kueue
+            # must see it finish; an elastic RayCluster's replicas may be scaled in place:
+            # those writes count too (syncing is idempotent).
+            if new is not None and (
+                old is not new or rt.key in (RJ, JOB) or is_elastic(self.cluster, new)
+            ):
                 self.dirty.add((rt.key, ref["metadata"]["namespace"], ref["metadata"]["name"]))
             if new is None:
                 self.need_admit = True
@@ -205,6 +274,16 @@ class Kueue:
             if rt.key == WPC and new is not None:
                 self.dirty |= self.waiting_for_class
                 self.waiting_for_class.clear()
+
+    def _elastic_changed(self, rt: ResourceType, new: Obj | None) -> None:
+        """An elastic Workload changed (the ungater looks again), or an elastic RayCluster:
+        when a RayJob owns it, the Ray autoscaler scaling it scales the RayJob's job."""
+        if rt.key == WL:
+            self.need_ungate = True
+            return
+        for o in (new or {}).get("metadata", {}).get("ownerReferences") or []:
+            if o.get("kind") == "RayJob" and o.get("controller"):
+                self.dirty.add((RJ, new["metadata"]["namespace"], o["name"]))  # type: ignore[index]
 
     # -- reconcile -----------------------------------------------------------------------
 
@@ -217,13 +296,17 @@ class Kueue:
             key, ns, name = self.dirty.pop()
             job = self.cluster.store.get(key, ns, name)
             if job is not None and not job["metadata"].get("deletionTimestamp"):
-                busy = sync_job(self, job, key) or busy
+                sync = sync_slices if is_elastic(self.cluster, job) else sync_job
+                busy = sync(self, job, key) or busy
         if self.need_admit:
             self.need_admit = False
             busy = admit_all(self) or busy
         if self.need_checks:
             self.need_checks = False
             busy = sync_checks(self) or busy
+        if self.need_ungate:
+            self.need_ungate = False
+            busy = ungate(self) or busy
         return busy
 
     # -- eviction ------------------------------------------------------------------------
@@ -239,8 +322,13 @@ class Kueue:
         rc = self.cluster.store.get(RC, namespace, name)
         if rc is None or not queued_raycluster(rc):
             rc = self.cluster.store.get(RJ, namespace, name) or rc
-        wl = workload_for(self.cluster, rc) if rc is not None else None
-        if wl is None or not get_path(wl, "status", "admission") or is_finished(wl):
+        held = [
+            w
+            for w in (workloads_of(self.cluster, rc) if rc is not None else [])
+            if get_path(w, "status", "admission") and not is_finished(w)
+        ]
+        wl = held[-1] if held else None
+        if wl is None:
             raise errors.bad_request(f"RayCluster {namespace}/{name} has no admitted Workload")
         text = message or EVICTIONS[reason].format(ns=namespace, name=wl["metadata"]["name"])
         self.evict_workload(
@@ -327,4 +415,4 @@ class Kueue:
         return pending_workloads(self.cluster, method, path)
 
 
-__all__ = ["REQUEUE_BACKOFF_SECONDS", "Kueue"]
+__all__ = ["FEATURE_GATES", "REQUEUE_BACKOFF_SECONDS", "Kueue", "parse_feature_gates"]

@@ -5,8 +5,9 @@ priority then creation order. One pass admits, per ClusterQueue, each that fits 
 preemption where the queue allows it); BestEffortFIFO lets a later Workload past one that
 does not fit, StrictFIFO blocks the rest of the queue behind it. An admitted Workload gets
 ``status.admission`` and ``QuotaReserved``/``Admitted`` (a past eviction turns
-``Previously: ...``), and its RayCluster is unsuspended with the flavors' node labels in
-its pod templates; one that does not fit gets ``QuotaReserved`` False with the reason.
+``Previously: ...``), and its job is unsuspended with the flavors' node labels in its pod
+templates; one that does not fit gets ``QuotaReserved`` False with the reason. An elastic
+job's scale-up slice takes over the quota of the slice it replaces (``slices.py``).
 ClusterQueue and LocalQueue status (counts, flavor usage) are rewritten after each pass.
 """
 
@@ -32,6 +33,7 @@ from kubesim.operators.kueue.provisioning import (
     initial_states,
 )
 from kubesim.operators.kueue.quota import Usage, assign, flavor_quotas, reserved
+from kubesim.operators.kueue.slices import replace, replaced_slice, slice_flavors, without
 from kubesim.operators.kueue.start import start_job
 from kubesim.operators.kueue.workloads import set_pending
 from kubesim.store import Obj
@@ -90,19 +92,32 @@ def admit_all(kueue: Kueue) -> bool:
                 )
                 busy = set_pending(cluster, wl, "Inadmissible", msg) or busy
                 continue
+            # An elastic job's scale-up slice counts the quota of the slice it replaces
+            # as its own, on that slice's flavors.
+            replaced = replaced_slice(cluster, wl, cq_name)
+            base = without(use, replaced) if replaced is not None else use
+            only = slice_flavors(replaced) if replaced is not None else None
             assignment, why = (
                 (None, ("Workload is waiting behind an older one in a StrictFIFO queue"))
                 if blocked
-                else assign(cluster, wl, cq, use)
+                else assign(cluster, wl, cq, base, only=only)
             )
-            if assignment is None and not blocked and preempt_for(kueue, wl, cq, use):
-                use = reserved(cluster)
+            if (
+                assignment is None
+                and not blocked
+                and replaced is None
+                and preempt_for(kueue, wl, cq, use)
+            ):
+                base = use = reserved(cluster)
                 assignment, why = assign(cluster, wl, cq, use)
             if assignment is None:
                 blocked = blocked or strict
                 busy = set_pending(cluster, wl, "Pending", why) or busy
                 continue
+            use = base
             _admit(cluster, wl, cq_name, assignment)
+            if replaced is not None:
+                replace(kueue, replaced, wl)
             busy = True
     _write_queue_status(cluster, use)
     return busy

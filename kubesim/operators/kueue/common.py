@@ -17,9 +17,20 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 RC = "rayclusters.ray.io"
 RJ = "rayjobs.ray.io"
-# The job kinds Kueue integrates here: storage key -> the kind's lower-case name, which
-# prefixes the Workload's name.
-JOB_KINDS = {RC: "raycluster", RJ: "rayjob"}
+JOB = "jobs.batch"
+# The job kinds Kueue integrates here: storage key -> (kind, API group), which Kueue hashes
+# into the Workload's name (the lower-cased kind prefixes it).
+JOB_KINDS = {RC: ("RayCluster", "ray.io"), RJ: ("RayJob", "ray.io"), JOB: ("Job", "batch")}
+KIND_KEYS = {kind: key for key, (kind, _) in JOB_KINDS.items()}
+# Elastic jobs (the ElasticJobsViaWorkloadSlices feature): the job's opt-in annotation (also
+# put on its Workloads), the scheduling gate Kueue's webhook puts on its pod templates, the
+# annotations linking the slices of one job, and the pod set label Kueue puts on pods.
+ELASTIC_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"
+SLICE_NAME = "kueue.x-k8s.io/workload-slice-name"
+REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 WL = "workloads.kueue.x-k8s.io"
 CQ = "clusterqueues.kueue.x-k8s.io"
 LQ = "localqueues.kueue.x-k8s.io"
@@ -46,15 +57,38 @@ EVICTIONS = {
 ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted")
 
 
-def workload_name(job_name: str, uid: str, kind: str = "raycluster") -> str:
-    """``<kind>-<name>-<hash>`` as Kueue names a job's Workload."""
-    return f"{kind}-{job_name}"[:57] + "-" + hashlib.sha1(uid.encode()).hexdigest()[:5]
+def workload_name(job: Obj, key: str, extra: str = "") -> str:
+    """``<kind>-<name>-<hash>`` as Kueue names the Workload of ``job`` (storage key
+    ``key``): the hash is SHA-1 of kind, group, name, uid and, for the slices of an elastic
+    job, ``extra`` (the job's generation), one per line; the prefix is cut at 247 chars."""
+    kind, group = JOB_KINDS[key]
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    parts = [kind, group, name, uid] + ([extra] if extra else [])
+    digest = hashlib.sha1("\n".join(parts).encode()).hexdigest()[:5]
+    return f"{kind.lower()}-{name}"[:247] + "-" + digest
+
+
+def is_elastic(cluster: Cluster, obj: Obj) -> bool:
+    """An elastic job or Workload: the ElasticJobsViaWorkloadSlices feature gate is on and
+    it carries ``kueue.x-k8s.io/elastic-job: "true"``."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return cluster.kueue.elastic_enabled and annotations.get(ELASTIC_ANNOTATION) == "true"
 
 
 def is_finished(wl: Obj) -> bool:
     """The Workload has the ``Finished`` condition: it no longer holds quota."""
     return any(
         c.get("type") == "Finished" and c.get("status") == "True"
+        for c in (wl.get("status") or {}).get("conditions") or []
+    )
+
+
+def is_admitted(wl: Obj) -> bool:
+    """The Workload is admitted (``Admitted`` True): it reserved quota and every admission
+    check is Ready, so Kueue started its job. A reservation that waits for its checks is
+    not: its job stays suspended by Kueue."""
+    return any(
+        c.get("type") == "Admitted" and c.get("status") == "True"
         for c in (wl.get("status") or {}).get("conditions") or []
     )
 
@@ -81,7 +115,7 @@ def owning_job(cluster: Cluster, wl: Obj) -> tuple[str, Obj] | None:
     """The job (RayCluster or RayJob: its storage key and object) that owns Workload
     ``wl``, if it still exists."""
     for o in wl["metadata"].get("ownerReferences") or []:
-        key = {"RayCluster": RC, "RayJob": RJ}.get(o.get("kind", ""))
+        key = KIND_KEYS.get(o.get("kind", ""))
         if key is not None:
             obj = cluster.store.get(key, wl["metadata"]["namespace"], o["name"])
             return (key, obj) if obj is not None else None
@@ -94,12 +128,18 @@ def owning_raycluster(cluster: Cluster, wl: Obj) -> Obj | None:
     return found[1] if found is not None and found[0] == RC else None
 
 
-def touch_job(cluster: Cluster, key: str, job: Obj) -> None:
-    """Write the job Kueue changed (suspend, node selectors) and have its operator look."""
+def touch_job(cluster: Cluster, key: str, job: Obj, spec_changed: bool = True) -> None:
+    """Write the job Kueue changed (suspend, node selectors; ``spec_changed`` False: only
+    its metadata) and have its operator look. Kueue writes through the API server, which
+    bumps ``metadata.generation`` on a change of the spec (an elastic job's slice names
+    hash it in)."""
+    if spec_changed:
+        job["metadata"]["generation"] = int(job["metadata"].get("generation", 1)) + 1
     cluster.update_object(cluster.rt(key), job)
     ref = (job["metadata"]["namespace"], job["metadata"]["name"])
     # The operators ignore in-place writes (their own status writes): tell them.
-    (cluster.kuberay if key == RC else cluster.rayjob).dirty.add(ref)
+    operator = cluster.kuberay if key == RC else cluster.rayjob if key == RJ else cluster.jobs
+    operator.dirty.add(ref)
 
 
 def cohort_root(cluster: Cluster, name: str) -> str:

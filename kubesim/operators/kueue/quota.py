@@ -34,21 +34,24 @@ def reserved(cluster: Cluster) -> Usage:
         adm = get_path(wl, "status", "admission")
         if not adm or is_finished(wl):
             continue
-        counter = use.setdefault(adm["clusterQueue"], Counter())
-        for psa in adm.get("podSetAssignments") or []:
-            for res, flavor in (psa.get("flavors") or {}).items():
-                amount = (psa.get("resourceUsage") or {}).get(res, "0")
-                counter[(flavor, res)] += quantity.amount(res, amount)
+        use.setdefault(adm["clusterQueue"], Counter()).update(workload_usage(wl))
     return use
 
 
 def workload_usage(wl: Obj) -> Counter[tuple[str, str]]:
-    """What admitted Workload ``wl`` reserves, as (flavor, resource) -> amount."""
+    """What admitted Workload ``wl`` reserves, as (flavor, resource) -> amount: each pod
+    set's admitted usage, scaled down when its count in the spec is now lower (an elastic
+    job that shrank in place), as Kueue counts it."""
     used: Counter[tuple[str, str]] = Counter()
+    counts = {ps.get("name"): int(ps.get("count", 1)) for ps in wl["spec"].get("podSets") or []}
     for psa in get_path(wl, "status", "admission", "podSetAssignments", default=[]):
+        admitted = int(psa.get("count") or counts.get(psa["name"], 1))
+        now_count = min(counts.get(psa["name"], admitted), admitted)
         for res, flavor in (psa.get("flavors") or {}).items():
-            amount = (psa.get("resourceUsage") or {}).get(res, "0")
-            used[(flavor, res)] += quantity.amount(res, amount)
+            amount = quantity.amount(res, (psa.get("resourceUsage") or {}).get(res, "0"))
+            if now_count < admitted and admitted:
+                amount = amount // admitted * now_count
+            used[(flavor, res)] += amount
     return used
 
 
@@ -127,9 +130,11 @@ def assign(  # noqa: C901
     cq: Obj,
     use: Usage,
     nominal_only: bool = False,
+    only: dict[str, dict[str, str]] | None = None,
 ) -> tuple[list[dict[str, Any]] | None, str]:
-    """Flavors for every pod set of ``wl`` in ``cq``, or None and the reason none fit.
-    When all fit, what it assigns is added to ``use``."""
+    """Flavors for every pod set of ``wl`` in ``cq``, or None and the reason none fit
+    (``only``: per pod set, the one flavor each resource must take). When all fit, what
+    it assigns is added to ``use``."""
     taken: Counter[tuple[str, str]] = Counter()
     assignments = []
     cq_name = cq["metadata"]["name"]
@@ -147,6 +152,9 @@ def assign(  # noqa: C901
                 if res not in (rg.get("coveredResources") or []):
                     continue
                 for fl in rg.get("flavors") or []:
+                    fixed = (only or {}).get(ps["name"], {}).get(res)
+                    if fixed is not None and fl["name"] != fixed:
+                        continue
                     rf = cluster.store.get(RF, "", fl["name"])
                     labels = get_path(rf, "spec", "nodeLabels", default={})
                     if any(k in selector and selector[k] != v for k, v in labels.items()):

@@ -1,17 +1,17 @@
-"""Kueue's job integrations for RayClusters and RayJobs: one Workload per queued job.
+"""Kueue's job integrations (RayCluster, RayJob, batch/v1 Job): the Workload of each job.
 
 A queued job (``kueue.x-k8s.io/queue-name``) gets a Workload it owns, named as Kueue names
-it (``raycluster-<name>-<hash>``, ``rayjob-<name>-<hash>``), with a ``head`` pod set and one
-per worker group at its desired size — for a RayJob those of ``spec.rayClusterSpec`` plus,
-in K8sJobMode, a ``submitter`` pod set of one (``spec.submitterPodTemplate``, else KubeRay's
-default submitter: the head's image, requests 500m/200Mi, limits 1/1Gi), as Kueue's RayJob
-integration builds them — and the priority of the WorkloadPriorityClass it names (none is
-made until that class exists). When its user suspends an admitted job the Workload releases
-its quota and stops queueing; when its user resumes one that is not admitted it goes back
-to the queue and the job is suspended again until Kueue admits it. A RayJob whose
-``jobDeploymentStatus`` is ``Complete`` or ``Failed`` finishes its Workload (condition
-``Finished``, reason ``Succeeded`` or ``Failed``, the RayJob's message), which then holds no
-quota.
+it (``raycluster-<name>-<hash>``, ``rayjob-...``, ``job-...``), with the pod sets Kueue's
+integration builds: a ``head`` pod set (with KubeRay's ``autoscaler`` sidecar when the
+cluster autoscales) and one per worker group at its desired size — for a RayJob those of
+``spec.rayClusterSpec`` plus, in K8sJobMode, a ``submitter`` pod set of one (the user's
+``spec.submitterPodTemplate``, else KubeRay's default submitter: the head's image, requests
+500m/200Mi, limits 1/1Gi) — or, for a Job, ``main`` of ``min(parallelism, completions)``
+pods; and the priority of the WorkloadPriorityClass it names (none is made until that class
+exists). A user's suspend of an admitted job releases its quota; a resume queues it again.
+A finished RayJob (``jobDeploymentStatus`` Complete/Failed) or Job (condition
+Complete/Failed) finishes its Workload (``Finished``, reason ``Succeeded`` or ``Failed``,
+the job's message), which then holds no quota. Elastic jobs: ``slices.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from kubesim.operators.kuberay import desired_workers
 from kubesim.operators.kueue.common import (
     ADMISSION_CONDITIONS,
-    JOB_KINDS,
+    JOB,
+    JOB_UID_LABEL,
     PRIORITY_LABEL,
     QUEUE_LABEL,
     RC,
@@ -30,6 +31,7 @@ from kubesim.operators.kueue.common import (
     WL,
     WPC,
     condition,
+    is_admitted,
     is_finished,
     touch_job,
     workload_name,
@@ -41,13 +43,31 @@ if TYPE_CHECKING:
     from kubesim.cluster import Cluster
     from kubesim.operators.kueue import Kueue
 
+# The Job controller's labels on a Job's pod template that Kueue leaves out of the pod set.
+JOB_MANAGED_LABELS = ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid")
 
-def workload_for(cluster: Cluster, rc: Obj) -> Obj | None:
-    """The Workload Kueue made for job ``rc`` (it owns it), if any."""
-    for key, ns, name in cluster.store.dependents(rc["metadata"]["uid"]):
+
+def workloads_of(cluster: Cluster, job: Obj) -> list[Obj]:
+    """Every Workload job ``job`` owns (an elastic job's slices), oldest first."""
+    out = []
+    for key, ns, name in cluster.store.dependents(job["metadata"]["uid"]):
         if key == WL:
-            return cluster.store.get(key, ns, name)
-    return None
+            wl = cluster.store.get(key, ns, name)
+            if wl is not None:
+                out.append(wl)
+    out.sort(
+        key=lambda w: (w["metadata"]["creationTimestamp"], int(w["metadata"]["resourceVersion"]))
+    )
+    return out
+
+
+def workload_for(cluster: Cluster, job: Obj) -> Obj | None:
+    """The Workload Kueue made for ``job``: its newest unfinished one (an elastic job's
+    newest slice), else its newest."""
+    wls = workloads_of(cluster, job)
+    live = [w for w in wls if not is_finished(w)]
+    chosen = live or wls
+    return chosen[-1] if chosen else None
 
 
 def submitter_template(rj: Obj) -> dict[str, Any]:
@@ -84,6 +104,8 @@ def job_templates(key: str, job: Obj) -> list[tuple[str, Any]]:
     flavor's node labels; a RayJob's default submitter template is written into its spec
     then, as Kueue does."""
     spec = job.get("spec") or {}
+    if key == JOB:
+        return [("main", spec.get("template"))]
     cluster_spec = (spec.get("rayClusterSpec") or {}) if key == RJ else spec
     out: list[tuple[str, Any]] = [("head", get_path(cluster_spec, "headGroupSpec", "template"))]
     out += [
@@ -95,19 +117,38 @@ def job_templates(key: str, job: Obj) -> list[tuple[str, Any]]:
     return out
 
 
-def pod_sets(rc: Obj, key: str = RC) -> list[dict[str, Any]]:
+def _head_template(cluster_spec: dict[str, Any]) -> dict[str, Any]:
+    """The head pod set's template: with in-tree autoscaling KubeRay adds its
+    ``autoscaler`` sidecar to the head pod (``autoscalerOptions.resources``, else 500m and
+    512Mi), and Kueue counts it."""
+    template: dict[str, Any] = copy.deepcopy(
+        get_path(cluster_spec, "headGroupSpec", "template", default={})
+    )
+    if cluster_spec.get("enableInTreeAutoscaling") is True:
+        default = {"cpu": "500m", "memory": "512Mi"}
+        resources = get_path(cluster_spec, "autoscalerOptions", "resources") or {
+            "requests": dict(default),
+            "limits": dict(default),
+        }
+        containers = template.setdefault("spec", {}).setdefault("containers", [])
+        containers.append({"name": "autoscaler", "resources": copy.deepcopy(resources)})
+    return template
+
+
+def pod_sets(job: Obj, key: str = RC) -> list[dict[str, Any]]:
     """The Workload's pod sets: ``head`` and one per worker group, at full size (and a
-    RayJob's ``submitter``)."""
-    spec = rc.get("spec") or {}
+    RayJob's ``submitter``), or a Job's ``main``."""
+    spec = job.get("spec") or {}
+    if key == JOB:
+        template = copy.deepcopy(spec.get("template") or {})
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        for label in JOB_MANAGED_LABELS:
+            labels.pop(label, None)
+        count = min(int(spec.get("parallelism", 1)), int(spec.get("completions") or 2**31))
+        return [{"name": "main", "count": count, "template": template}]
     if key == RJ:
         spec = spec.get("rayClusterSpec") or {}
-    sets = [
-        {
-            "name": "head",
-            "count": 1,
-            "template": copy.deepcopy(get_path(spec, "headGroupSpec", "template", default={})),
-        }
-    ]
+    sets = [{"name": "head", "count": 1, "template": _head_template(spec)}]
     for g in spec.get("workerGroupSpecs") or []:
         sets.append(
             {
@@ -116,107 +157,139 @@ def pod_sets(rc: Obj, key: str = RC) -> list[dict[str, Any]]:
                 "template": copy.deepcopy(g.get("template") or {}),
             }
         )
-    if key == RJ and _has_submitter(rc):
+    if key == RJ and _has_submitter(job):
         sets.append(
-            {"name": "submitter", "count": 1, "template": copy.deepcopy(submitter_template(rc))}
+            {"name": "submitter", "count": 1, "template": copy.deepcopy(submitter_template(job))}
         )
     return sets
 
 
-def sync_job(kueue: Kueue, rc: Obj, key: str = RC) -> bool:
-    """Bring job ``rc``'s (a RayCluster or, ``key`` RJ, a RayJob) Workload in line with
-    it: create it (once its priority class exists), finish it when the RayJob finished,
-    release its quota when its user suspends it, queue it again when its user resumes it.
-    True when anything was written."""
+def outcome(key: str, job: Obj) -> tuple[bool, str] | None:
+    """(succeeded, message) once the job finished, as Kueue's integration reads it: a
+    RayJob's ``jobDeploymentStatus`` Complete or Failed (success: ``jobStatus``
+    SUCCEEDED), a Job's Complete or Failed condition; None while it runs (a RayCluster
+    never finishes)."""
+    st = job.get("status") or {}
+    if key == RJ and st.get("jobDeploymentStatus") in ("Complete", "Failed"):
+        return st.get("jobStatus") == "SUCCEEDED", str(st.get("message", ""))
+    if key == JOB:
+        for c in st.get("conditions") or []:
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+                return c["type"] == "Complete", str(c.get("message", ""))
+    return None
+
+
+def new_workload(
+    kueue: Kueue, job: Obj, key: str, extra: str = "", annotations: dict[str, str] | None = None
+) -> Obj | None:
+    """Create the Workload of ``job`` (``extra``: an elastic slice's name part, with its
+    ``annotations``) and queue it; None (and retried once it exists) while the
+    WorkloadPriorityClass it names is missing."""
     cluster = kueue.cluster
-    wl = workload_for(cluster, rc)
-    if wl is not None and key == RJ:
-        deploy = get_path(rc, "status", "jobDeploymentStatus")
-        if deploy in ("Complete", "Failed"):
-            return _finish(kueue, wl, rc)
+    labels = job["metadata"].get("labels") or {}
+    prio, prio_ref = 0, None
+    pc = labels.get(PRIORITY_LABEL)
+    wpc = cluster.store.get(WPC, "", pc) if pc else None
+    if pc and wpc is None:
+        kueue.waiting_for_class.add((key, job["metadata"]["namespace"], job["metadata"]["name"]))
+        return None
+    if wpc is not None:
+        prio = int(wpc.get("value", 0))
+        prio_ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": pc}
+    wl: Obj = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": workload_name(job, key, extra),
+            "namespace": job["metadata"]["namespace"],
+            "labels": {JOB_UID_LABEL: job["metadata"]["uid"]},
+            "ownerReferences": [owner_ref(job)],
+        },
+        "spec": {
+            "queueName": labels[QUEUE_LABEL],
+            "podSets": pod_sets(job, key),
+            "priority": prio,
+            "active": True,
+        },
+    }
+    if annotations:
+        wl["metadata"]["annotations"] = dict(annotations)
+    if prio_ref:
+        wl["spec"]["priorityClassRef"] = prio_ref
+    cluster.create_object(cluster.rt(WL), wl, admit=False)
+    kueue.need_admit = True
+    return wl
+
+
+def sync_job(kueue: Kueue, job: Obj, key: str = RC) -> bool:
+    """Bring ``job``'s (a RayCluster, RayJob or Job: storage ``key``) Workload in line
+    with it: create it (once its priority class exists), finish it when the job finished,
+    release its quota when its user suspends it, queue it again when its user resumes it.
+    True when anything was written. (An elastic job's slices: ``slices.sync_slices``.)"""
+    cluster = kueue.cluster
+    wl = workload_for(cluster, job)
+    if wl is not None:
+        done = outcome(key, job)
+        if done is not None:
+            return finish(kueue, wl, job, *done)
         if is_finished(wl):
             return False
-    labels = rc["metadata"].get("labels") or {}
-    suspended = bool((rc.get("spec") or {}).get("suspend"))
+    suspended = bool((job.get("spec") or {}).get("suspend"))
     if wl is None:
-        prio, prio_ref = 0, None
-        pc = labels.get(PRIORITY_LABEL)
-        wpc = cluster.store.get(WPC, "", pc) if pc else None
-        if pc and wpc is None:
-            kueue.waiting_for_class.add((key, rc["metadata"]["namespace"], rc["metadata"]["name"]))
+        if new_workload(kueue, job, key) is None:
             return False
-        if wpc is not None:
-            prio = int(wpc.get("value", 0))
-            prio_ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": pc}
-        wl = {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {
-                "name": workload_name(
-                    rc["metadata"]["name"], rc["metadata"]["uid"], JOB_KINDS[key]
-                ),
-                "namespace": rc["metadata"]["namespace"],
-                "labels": {"kueue.x-k8s.io/job-uid": rc["metadata"]["uid"]},
-                "ownerReferences": [owner_ref(rc)],
-            },
-            "spec": {
-                "queueName": labels[QUEUE_LABEL],
-                "podSets": pod_sets(rc, key),
-                "priority": prio,
-                "active": True,
-            },
-        }
-        if prio_ref:
-            wl["spec"]["priorityClassRef"] = prio_ref
         if not suspended:
-            rc["spec"]["suspend"] = True  # a job created running goes back to the queue
-            touch_job(cluster, key, rc)
-        cluster.create_object(cluster.rt(WL), wl, admit=False)
-        kueue.need_admit = True
+            job["spec"]["suspend"] = True  # a job created running goes back to the queue
+            touch_job(cluster, key, job)
         return True
-    # Admitted, not only holding quota: a Workload whose quota is reserved waits, its job
-    # suspended, for its admission checks (Kueue's workload.IsAdmitted reads the
-    # condition). Taking that for a user's suspension deactivated gangs waiting for nodes.
-    admitted = any(
-        c.get("type") == "Admitted" and c.get("status") == "True"
-        for c in get_path(wl, "status", "conditions", default=[])
-    )
-    if suspended and admitted:
-        # Suspended by its user: release the quota and stop queueing until resumed.
+    return follow_suspend(kueue, wl, job, key)
+
+
+def follow_suspend(kueue: Kueue, wl: Obj, job: Obj, key: str) -> bool:
+    """The job's user suspended admitted ``wl``'s job: release the quota and stop
+    queueing; resumed one that holds no quota: back into the queue, the job suspended
+    until Kueue admits it. A job suspended while its Workload's quota reservation waits
+    for admission checks is Kueue's doing, not its user's: it stays so (and is suspended
+    again if resumed early). True when anything was written."""
+    cluster = kueue.cluster
+    suspended = bool((job.get("spec") or {}).get("suspend"))
+    reserved = bool(get_path(wl, "status", "admission"))
+    if suspended and is_admitted(wl):
         set_pending(
             cluster, wl, "Stopped", "The workload is deactivated by the job's user", active=False
         )
         kueue.need_admit = True
         return True
-    if not suspended and not admitted:
-        # Resumed by its user (or started without admission): back into the queue.
+    if not suspended and reserved and not is_admitted(wl):
+        job["spec"]["suspend"] = True
+        touch_job(cluster, key, job)
+        return True
+    if not suspended and not reserved:
         wl["spec"]["active"] = True
-        wl["spec"]["podSets"] = pod_sets(rc, key)
+        wl["spec"]["podSets"] = pod_sets(job, key)
         cluster.update_object(cluster.rt(WL), wl)
-        rc["spec"]["suspend"] = True
-        touch_job(cluster, key, rc)
+        job["spec"]["suspend"] = True
+        touch_job(cluster, key, job)
         kueue.need_admit = True
         return True
     return False
 
 
-def _finish(kueue: Kueue, wl: Obj, rj: Obj) -> bool:
+def finish(kueue: Kueue, wl: Obj, job: Obj, ok: bool, message: str) -> bool:
     """Kueue's job reconciler on a finished job: the Workload ``Finished`` (reason
-    ``Succeeded`` when the Ray job SUCCEEDED, else ``Failed``; the RayJob's message), its
-    quota released; an event ``FinishedWorkload`` on the job."""
+    ``Succeeded`` or ``Failed``, the job's message), its quota released; an event
+    ``FinishedWorkload`` on the job."""
     if is_finished(wl):
         return False
     cluster = kueue.cluster
-    st = rj.get("status") or {}
-    ok = st.get("jobStatus") == "SUCCEEDED"
     old = get_path(wl, "status", "conditions", default=[])
     wl.setdefault("status", {})["conditions"] = [
         *[c for c in old if c.get("type") != "Finished"],
-        condition("Finished", True, "Succeeded" if ok else "Failed", st.get("message", ""), old),
+        condition("Finished", True, "Succeeded" if ok else "Failed", message, old),
     ]
     cluster.update_object(cluster.rt(WL), wl)
     cluster.record_event(
-        rj,
+        job,
         "Normal",
         "FinishedWorkload",
         f"Workload '{wl['metadata']['namespace']}/{wl['metadata']['name']}' is declared finished",

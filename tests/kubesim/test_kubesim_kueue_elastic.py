@@ -79,9 +79,26 @@ def cq_cpu(custom: client.CustomObjectsApi) -> str:
     return str(next(r["total"] for r in flavor["resources"] if r["name"] == "cpu"))
 
 
-def scale(kubectl: Kubectl, cluster: str, replicas: int) -> None:
-    """Scale worker group 0 as the Ray autoscaler does (a patch of ``replicas``)."""
-    patch = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas}]
+def scale(
+    kubectl: Kubectl, cluster: str, replicas: int, core: client.CoreV1Api | None = None
+) -> None:
+    """Scale worker group 0 as the Ray autoscaler does: a patch of ``replicas`` and, to
+    scale down (``core`` given), the pods to go in ``workersToDelete`` — with in-tree
+    autoscaling KubeRay deletes only the workers named there (waiting ones first here,
+    then the newest)."""
+    patch: list[dict[str, Any]] = [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas}
+    ]
+    if core is not None:
+        pods = sorted(
+            workers(core, cluster),
+            key=lambda p: (p.status.phase == "Running", -p.metadata.creation_timestamp.timestamp()),
+        )
+        doomed = [p.metadata.name for p in pods[: max(len(pods) - replicas, 0)]]
+        strategy = {"workersToDelete": doomed}
+        patch.append(
+            {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": strategy}
+        )
     kubectl("patch", "raycluster", cluster, "--type=json", "-p", json.dumps(patch))
 
 
@@ -173,7 +190,7 @@ def test_the_autoscaling_raycluster_sample_scales_through_workload_slices(
 
     # Back down to 2 while the replacement waits: it shrinks and fits, replacing the
     # admitted slice.
-    scale(kubectl, "raycluster-complete", 2)
+    scale(kubectl, "raycluster-complete", 2, core)
     live = [w for w in workloads(custom, "raycluster-complete") if "Finished" not in conds(w)]
     assert [w["metadata"]["name"] for w in live] == [third["metadata"]["name"]]
     assert conds(live[0])["Admitted"] == ("True", "Admitted")
@@ -182,7 +199,7 @@ def test_the_autoscaling_raycluster_sample_scales_through_workload_slices(
     assert cq_cpu(custom) == "3500m"
 
     # A scale-down of an admitted slice shrinks it in place: no new slice.
-    scale(kubectl, "raycluster-complete", 1)
+    scale(kubectl, "raycluster-complete", 1, core)
     live = [w for w in workloads(custom, "raycluster-complete") if "Finished" not in conds(w)]
     assert [w["metadata"]["name"] for w in live] == [third["metadata"]["name"]]
     assert live[0]["spec"]["podSets"][1]["count"] == 1

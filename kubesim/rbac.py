@@ -52,10 +52,11 @@ def service_account(namespace: str, name: str) -> User:
 
 ADMIN = User("kubernetes-admin", (MASTERS, AUTHENTICATED))
 # Tokens every kubesim knows: its admin (the kubeconfig's default user) and gangway's own
-# service account, as deploy/base/serviceaccounts.yaml names it.
+# service accounts, as deploy/base/serviceaccounts.yaml names them (the worker's, the web's).
 DEFAULT_TOKENS: dict[str, tuple[str, User]] = {
     "kubesim": ("kubesim", ADMIN),
     "gangway": ("gangway", service_account("gangway-system", "gangway")),
+    "gangway-web": ("gangway-web", service_account("gangway-system", "gangway-web")),
 }
 
 

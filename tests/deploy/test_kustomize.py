@@ -35,13 +35,18 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 NAMESPACE = "gangway-system"
 WORKER_SA = "gangway"
+WEB_SA = "gangway-web"
 TARGETS = ["base", "overlays/dev", "overlays/production", "overlays/kueue", "kai"]
 K8S_VERSION = kubernetes_validate.latest_version()
 
 # Write verbs: nothing the control plane does needs `update` (server-side apply is a PATCH)
 # or `deletecollection`; these must never appear.
 WRITE_VERBS = {"create", "patch", "update", "delete", "deletecollection"}
-FORBIDDEN_VERBS = {"*", "update", "deletecollection", "escalate", "bind", "impersonate", "watch"}
+FORBIDDEN_VERBS = {"*", "update", "deletecollection", "escalate", "bind", "impersonate"}
+# The one resource whose `update` is granted: the web carries a user's PUT to their Ray
+# dashboard (Ray's package upload) through the service proxy, which Kubernetes authorizes
+# as `update` on services/proxy.
+PROXY = ("", "services/proxy")
 # API groups of gateway.KINDS and when the control plane uses them. A kind in a group
 # missing here fails test_every_group_the_gateway_knows_is_classified: decide its gate.
 ALWAYS = "always"
@@ -395,14 +400,21 @@ def group_of(api_version: str) -> str:
     return api_version.rpartition("/")[0]
 
 
-def grants(docs: tuple[dict[str, Any], ...]) -> dict[tuple[str, str], set[str]]:
-    """(apiGroup, resource) -> verbs, over every role bound to the worker's account."""
+def grants(
+    docs: tuple[dict[str, Any], ...], account: str = WORKER_SA
+) -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) -> verbs, over every role bound to ``account`` (the worker's,
+    or the web's)."""
     roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}
     found: dict[tuple[str, str], set[str]] = defaultdict(set)
     for binding in of_kind(docs, "ClusterRoleBinding") + of_kind(docs, "RoleBinding"):
         subjects = binding["subjects"]
-        assert subjects == [{"kind": "ServiceAccount", "name": WORKER_SA, "namespace": NAMESPACE}]
+        assert len(subjects) == 1 and subjects[0]["kind"] == "ServiceAccount", subjects
+        assert subjects[0]["namespace"] == NAMESPACE
+        assert subjects[0]["name"] in (WORKER_SA, WEB_SA), subjects
         assert binding["kind"] == "ClusterRoleBinding"
+        if subjects[0]["name"] != account:
+            continue
         role = roles[binding["roleRef"]["name"]]
         for rule in role["rules"]:
             assert "nonResourceURLs" not in rule and "resourceNames" not in rule
@@ -411,7 +423,7 @@ def grants(docs: tuple[dict[str, Any], ...]) -> dict[tuple[str, str], set[str]]:
                     found[(group, resource)] |= set(rule["verbs"])
     assert not of_kind(docs, "Role")
     bound = {b["roleRef"]["name"] for b in of_kind(docs, "ClusterRoleBinding")}
-    assert bound == set(roles), "every ClusterRole is bound, and only to the worker"
+    assert bound == set(roles), "every ClusterRole is bound"
     return found
 
 
@@ -430,19 +442,41 @@ def test_every_group_the_gateway_knows_is_classified() -> None:
     assert not unknown, f"gateway.KINDS has kinds in {unknown}: add them to GROUP_GATES + RBAC"
 
 
+@pytest.mark.parametrize("account", [WORKER_SA, WEB_SA])
 @pytest.mark.parametrize("target", TARGETS)
-def test_rbac_grants_nothing_broad_or_sensitive(target: str) -> None:
-    found = grants(render(target))
+def test_rbac_grants_nothing_broad_or_sensitive(target: str, account: str) -> None:
+    found = grants(render(target), account)
+    assert found, f"{account} holds no role"
     for (group, resource), verbs in found.items():
         assert "*" not in group and "*" not in resource, (group, resource)
-        assert not verbs & FORBIDDEN_VERBS, (group, resource, verbs & FORBIDDEN_VERBS)
+        forbidden = FORBIDDEN_VERBS - ({"update"} if (group, resource) == PROXY else set())
+        assert not verbs & forbidden, (group, resource, verbs & forbidden)
         assert resource not in {"secrets", "configmaps"}, resource
         assert group != "rbac.authorization.k8s.io", resource
         if group == "" and resource.startswith("pods"):
-            # Pods are read, and a job's driver output with them (pods/log, get only);
-            # never exec, attach, port-forward or eviction.
-            allowed = {"pods": {"get", "list"}, "pods/log": {"get"}}
+            # Pods are read (the worker's informers watch them), and a job's driver output
+            # with them (pods/log, get only); never exec, attach, port-forward or eviction.
+            reads = {"get", "list", "watch"} if account == WORKER_SA else {"get", "list"}
+            allowed = {"pods": reads, "pods/log": {"get"}}
             assert verbs == allowed.get(resource), (resource, verbs)
+
+
+def test_the_web_writes_nothing_but_its_users_ray_requests() -> None:
+    web = grants(render("base"), WEB_SA)
+    for key, verbs in web.items():
+        if key != PROXY:
+            assert verbs <= {"get", "list"}, (key, verbs)
+    assert web[PROXY] == {"get", "create", "update", "patch", "delete"}
+
+
+def test_the_worker_may_watch_what_its_informers_list() -> None:
+    from clusters.engine import reconciler
+
+    found = grants(render("base"))
+    for api_version, kind, _ in reconciler._lists().values():
+        key = (group_of(api_version), gateway.kind_of(api_version, kind).plural)
+        assert {"list", "watch"} <= found.get(key, set()), f"the informers cannot watch {key}"
+    assert "get" in found[PROXY]  # idle detection reads Ray dashboards
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -543,14 +577,14 @@ def test_kueue_mode_may_ask_for_queue_positions() -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_only_the_worker_holds_the_cluster_role(target: str) -> None:
+def test_each_process_holds_only_its_own_role(target: str) -> None:
     docs = render(target)
     accounts = {}
     for owner, pod in pod_templates(docs):
         spec = pod["spec"]
         accounts[owner] = (spec["serviceAccountName"], spec.get("automountServiceAccountToken"))
     assert accounts["gangway-worker"] == (WORKER_SA, True)
-    # Web reads only /version (readiness), which needs a token but no role.
+    # The web reads what its pages show live and proxies to Ray dashboards (its own role).
     assert accounts["gangway-web"] == ("gangway-web", True)
     assert accounts["gangway-beat"] == ("gangway-web", False)
     assert accounts["gangway-migrate"] == ("gangway-web", False)

@@ -1,7 +1,7 @@
 """The Django admin as a read-only window on the tables, for every model registered in it.
 
 Every write of the product goes through a service, which validates it and records its
-audit event in the same transaction (tenants/services.py, clusters/requests/services.py). The
+audit event in the same transaction (tenants/services/, clusters/requests/services.py). The
 admin's own forms would skip both: a tenant's slug and namespace moved, a role raised,
 and no audit row. So this admin site makes *every* registration read-only as it is
 registered: its own, Django's users and groups, knox's tokens and any model registered

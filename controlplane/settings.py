@@ -392,7 +392,7 @@ SPECTACULAR_SETTINGS = {
     ],
     # The notification kinds are one choice set wherever they appear.
     "ENUM_NAME_OVERRIDES": {
-        "NotificationKindEnum": "notifications.kinds.EventKind",
+        "NotificationKindEnum": "notifications.event_kinds.EventKind",
         "ClusterKindEnum": "clusters.models.ClusterKind",
     },
 }

@@ -21,7 +21,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from clusters.models import ClusterEvent, ClusterRequest
-from notifications import kinds
+from notifications import event_kinds
 from notifications.models import (
     DEFAULT_EMAIL,
     DEFAULT_WEBHOOK,
@@ -49,26 +49,26 @@ class PassReport:
     cursor: int = 0
 
 
-def payload_of(event: ClusterEvent, derived: kinds.Derived) -> dict[str, Any]:
+def payload_of(event: ClusterEvent, derived: event_kinds.Derived) -> dict[str, Any]:
     """What a notice of ``event`` says (the body's fields, without its delivery id)."""
     cluster: ClusterRequest = event.cluster
     tenant: Tenant = cluster.tenant
     noun = "Job" if cluster.is_job else "Cluster"
     what = f"{noun} {cluster.name} in {tenant.slug}"
     kind = derived.kind
-    if kind == kinds.EventKind.CLUSTER_READY:
+    if kind == event_kinds.EventKind.CLUSTER_READY:
         text = f"{what} is ready."
-    elif kind == kinds.EventKind.EXPIRING_SOON:
+    elif kind == event_kinds.EventKind.EXPIRING_SOON:
         text = f"{what} expires soon: {event.message}"
-    elif kind == kinds.EventKind.IDLE_WARNING:
+    elif kind == event_kinds.EventKind.IDLE_WARNING:
         text = f"{what} is idle and will be suspended: {event.message}"
-    elif kind == kinds.EventKind.RECLAIM_WARNING:
+    elif kind == event_kinds.EventKind.RECLAIM_WARNING:
         text = f"{what} will be suspended to give borrowed GPUs back: {event.message}"
-    elif kind == kinds.EventKind.HELD:
+    elif kind == event_kinds.EventKind.HELD:
         text = f"{what} was put {event.message}."
-    elif kind == kinds.EventKind.SUSPENDED:
-        text = f"{what} {kinds.SUSPENSION_CAUSES[derived.reason]}."
-    elif kind == kinds.EventKind.FAILED:
+    elif kind == event_kinds.EventKind.SUSPENDED:
+        text = f"{what} {event_kinds.SUSPENSION_CAUSES[derived.reason]}."
+    elif kind == event_kinds.EventKind.FAILED:
         text = f"{what} failed: {event.message}"
     else:
         text = f"{what} finished: {event.to_state}."
@@ -136,7 +136,7 @@ def _deliveries(
     event: ClusterEvent, recipients: _Recipients, now: datetime, created: list[int]
 ) -> None:
     cluster = event.cluster
-    derived = kinds.derive(
+    derived = event_kinds.derive(
         from_state=event.from_state,
         to_state=event.to_state,
         reason=event.reason,
@@ -179,7 +179,7 @@ def _deliveries(
 
 
 def _maybe_notable(event: ClusterEvent) -> bool:
-    return kinds.maybe_notable(
+    return event_kinds.maybe_notable(
         from_state=event.from_state, to_state=event.to_state, reason=event.reason
     )
 

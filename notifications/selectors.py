@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from notifications import mailsink
-from notifications.kinds import EventKind
+from notifications.event_kinds import EventKind
 from notifications.models import (
     DEFAULT_EMAIL,
     DEFAULT_WEBHOOK,

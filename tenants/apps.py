@@ -14,7 +14,7 @@ class TenantsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here: these modules read models, which exist only once apps are loaded.
-        from tenants.metrics import refresh_tenant_gauges
+        from tenants.gauges import refresh_tenant_gauges
         from tenants.signals import on_login_failed
         from tenants.sso import checks  # noqa: F401  (registers the OIDC_ROLE_RULES check)
 

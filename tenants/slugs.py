@@ -37,7 +37,7 @@ class TenantSlugValidator(RegexValidator):
 
     Why 40: the slug names the tenant's namespace, ``TENANT_NAMESPACE_PREFIX`` + slug, and
     a namespace is a DNS label of at most 63 characters; the prefix may be up to 23
-    (controlplane/settings.py), so 63 - 23 = 40 holds under every prefix. Everything else
+    (controlplane/settings/k8s.py), so 63 - 23 = 40 holds under every prefix. Everything else
     built from the slug is looser: the ``gangway.io/tenant`` label value (at most 63), the
     Kueue ClusterQueue and KAI queue (named after the namespace), the head Service's DNS
     name ``<cluster>-head-svc.<namespace>.svc`` (each label at most 63), the audit log's

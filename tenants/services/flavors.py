@@ -13,20 +13,21 @@ from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record, audit_snapshot
 from tenants.models import GpuFlavor
 from tenants.selectors import flavor_references
+from tenants.services.edits import edit_and_audit
 from tenants.services.guards import require_platform_admin
 
-# What a platform admin may change on a flavor; its name is fixed once created.
-FLAVOR_EDITABLE = frozenset(
-    {
-        "gpu_product",
-        "gpus_per_node",
-        "cpu_per_node",
-        "memory_per_node_gib",
-        "node_count",
-        "max_node_count",
-        "sharing",
-    }
+# A flavor's node facts, in the order the API shows them: what a platform admin may
+# change on a flavor (its name is fixed once created).
+FLAVOR_NODE_FACTS = (
+    "gpu_product",
+    "gpus_per_node",
+    "cpu_per_node",
+    "memory_per_node_gib",
+    "node_count",
+    "max_node_count",
+    "sharing",
 )
+FLAVOR_EDITABLE = frozenset(FLAVOR_NODE_FACTS)
 
 
 @transaction.atomic
@@ -80,16 +81,13 @@ def flavor_update(*, actor: Any, flavor: GpuFlavor, changes: Mapping[str, Any]) 
     if unknown:
         raise ValidationError({key: ["This field cannot be changed."] for key in unknown})
     fields = sorted(set(changes) & FLAVOR_EDITABLE)
-    before = audit_snapshot(flavor, fields)
-    for name in fields:
-        setattr(flavor, name, changes[name])
-    flavor.full_clean()
-    flavor.save(update_fields=fields or None)
-    audit_record(
+    edit_and_audit(
         actor=actor,
-        action="flavor.update",
         obj=flavor,
-        data={"before": before, "after": audit_snapshot(flavor, fields)},
+        changes=changes,
+        fields=fields,
+        check=GpuFlavor.full_clean,
+        action="flavor.update",
     )
     return flavor
 

@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from tenants.audit import audit_record, audit_snapshot
 from tenants.models import Role, Tenant, tenant_namespace
 from tenants.selectors import role_in_tenant
+from tenants.services.edits import edit_and_audit
 from tenants.services.guards import ensure_visible, require_platform_admin
 
 POLICY_FIELDS = (
@@ -105,17 +106,14 @@ def tenant_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, Any]) -> 
         raise ValidationError(errors)
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     fields = sorted(set(changes) & TENANT_EDITABLE)
-    before = audit_snapshot(tenant, fields)
-    for name in fields:
-        setattr(tenant, name, changes[name])
-    _tenant_clean(tenant)
-    tenant.save(update_fields=fields or None)
-    audit_record(
+    edit_and_audit(
         actor=actor,
-        action="tenant.update",
         obj=tenant,
+        changes=changes,
+        fields=fields,
+        check=_tenant_clean,
+        action="tenant.update",
         tenant=tenant,
-        data={"before": before, "after": audit_snapshot(tenant, fields)},
     )
     ensure_visible(actor=actor, tenant=tenant)
     return tenant
@@ -151,10 +149,20 @@ def tenant_policy_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, An
     if errors:
         raise ValidationError(errors)
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
-    fields = sorted(changes)
-    before = audit_snapshot(tenant, fields)
-    for name in fields:
-        setattr(tenant, name, changes[name])
+    edit_and_audit(
+        actor=actor,
+        obj=tenant,
+        changes=changes,
+        fields=sorted(changes),
+        check=_policy_clean,
+        action="tenant.policy",
+        tenant=tenant,
+    )
+    return tenant
+
+
+def _policy_clean(tenant: Tenant) -> None:
+    # A tenant admin is told the platform's maximum, which they cannot change.
     if tenant.dev_ttl_hours > tenant.max_ttl_hours:
         raise ValidationError(
             {
@@ -165,15 +173,6 @@ def tenant_policy_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, An
             }
         )
     tenant.full_clean()
-    tenant.save(update_fields=fields or None)
-    audit_record(
-        actor=actor,
-        action="tenant.policy",
-        obj=tenant,
-        tenant=tenant,
-        data={"before": before, "after": audit_snapshot(tenant, fields)},
-    )
-    return tenant
 
 
 def _tenant_clean(tenant: Tenant) -> None:

@@ -17,28 +17,15 @@ def token_issue(*, user: Any) -> tuple[AuthToken, str]:
     Only a hash of the key is stored (knox), so the key is shown once, here.
     """
     instance, key = AuthToken.objects.create(user=user)
-    audit_record(
-        actor=user,
-        action="token.create",
-        object_type="authtoken",
-        object_id=instance.digest[:16],
-        object_repr=f"token of {user.get_username()}",
-        data={"expiry": instance.expiry.isoformat() if instance.expiry else None},
-    )
+    expiry = instance.expiry.isoformat() if instance.expiry else None
+    _audit_token("token.create", instance, data={"expiry": expiry})
     return instance, key
 
 
 @transaction.atomic
 def token_revoke(*, token: AuthToken) -> None:
     """Revoke (delete) one API token; requests bearing it are refused from now on."""
-    user = token.user
-    audit_record(
-        actor=user,
-        action="token.revoke",
-        object_type="authtoken",
-        object_id=token.digest[:16],
-        object_repr=f"token of {user.get_username()}",
-    )
+    _audit_token("token.revoke", token)
     token.delete()
 
 
@@ -58,3 +45,15 @@ def token_revoke_all(*, user: Any) -> int:
     )
     tokens.delete()
     return len(ids)
+
+
+def _audit_token(action: str, token: AuthToken, data: dict[str, Any] | None = None) -> None:
+    # A token is named by the start of its digest, never by its key.
+    audit_record(
+        actor=token.user,
+        action=action,
+        object_type="authtoken",
+        object_id=token.digest[:16],
+        object_repr=f"token of {token.user.get_username()}",
+        data=data,
+    )

@@ -65,48 +65,49 @@ def user_set_active(*, actor: Any, user: Any, active: bool) -> Any:
     """Deactivate a user (they can no longer sign in, and their API tokens and sessions
     end at once) or activate them again (platform admins only). Nobody deactivates
     themselves, and the last active platform admin stays."""
-    require_platform_admin(actor)
-    user = get_user_model().objects.select_for_update().get(pk=user.pk)
-    if user.is_active == active:
-        return user
-    if not active:
-        _refuse_losing_an_admin(
-            actor=actor, user=user, self_refusal="You cannot deactivate yourself."
-        )
-    user.is_active = active
-    user.save(update_fields=["is_active"])
-    revoked = 0
-    if not active:
-        # Sessions need no sweep: the authentication backend (a ModelBackend) refuses an
-        # inactive user on every request, so their sessions end at the next one.
-        revoked = AuthToken.objects.filter(user=user).delete()[0]
-    audit_record(
+    return _user_switch(
         actor=actor,
+        user=user,
+        field="is_active",
+        on=active,
+        self_refusal="You cannot deactivate yourself.",
         action="user.activate" if active else "user.deactivate",
-        obj=user,
-        data={"username": user.get_username(), "tokens_revoked": revoked},
     )
-    return user
 
 
 @transaction.atomic
 def user_set_platform_admin(*, actor: Any, user: Any, admin: bool) -> Any:
     """Make a user a platform admin or take it away (platform admins only); the last
     active platform admin cannot be taken away, nor can you demote yourself."""
+    return _user_switch(
+        actor=actor,
+        user=user,
+        field="is_staff",
+        on=admin,
+        self_refusal="You cannot demote yourself; ask another admin.",
+        action="user.platform_admin" if admin else "user.platform_admin_removed",
+    )
+
+
+def _user_switch(
+    *, actor: Any, user: Any, field: str, on: bool, self_refusal: str, action: str
+) -> Any:
+    """Turn one of ``user``'s flags (``is_active``, ``is_staff``) on or off; turning it off
+    never takes away the actor's own or the last active platform admin."""
     require_platform_admin(actor)
     user = get_user_model().objects.select_for_update().get(pk=user.pk)
-    if user.is_staff == admin:
+    if getattr(user, field) == on:
         return user
-    if not admin:
-        _refuse_losing_an_admin(
-            actor=actor, user=user, self_refusal="You cannot demote yourself; ask another admin."
-        )
-    user.is_staff = admin
-    user.save(update_fields=["is_staff"])
-    audit_record(
-        actor=actor,
-        action="user.platform_admin" if admin else "user.platform_admin_removed",
-        obj=user,
-        data={"username": user.get_username(), "is_staff": admin},
-    )
+    if not on:
+        _refuse_losing_an_admin(actor=actor, user=user, self_refusal=self_refusal)
+    setattr(user, field, on)
+    user.save(update_fields=[field])
+    data: dict[str, Any] = {"username": user.get_username()}
+    if field == "is_active":
+        # Sessions need no sweep: the authentication backend (a ModelBackend) refuses an
+        # inactive user on every request, so their sessions end at the next one.
+        data["tokens_revoked"] = 0 if on else AuthToken.objects.filter(user=user).delete()[0]
+    else:
+        data["is_staff"] = on
+    audit_record(actor=actor, action=action, obj=user, data=data)
     return user

@@ -8,7 +8,7 @@ from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
 )
-from rest_framework import permissions, status, viewsets
+from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,7 +22,7 @@ from tenants.filters import (
 from tenants.models import GpuFlavor
 
 
-class FlavorViewSet(viewsets.GenericViewSet[GpuFlavor]):
+class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[GpuFlavor]):
     """The GPU catalogue: everybody reads it, platform admins change it."""
 
     permission_classes = [permissions.IsAuthenticated, PlatformAdminWrites]
@@ -34,10 +34,6 @@ class FlavorViewSet(viewsets.GenericViewSet[GpuFlavor]):
 
     def get_queryset(self) -> Any:
         return selectors.flavor_list()
-
-    def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        return self.get_paginated_response(s.FlavorOutSerializer(page, many=True).data)
 
     def retrieve(self, request: Request, name: str) -> Response:
         return Response(s.FlavorOutSerializer(self.get_object()).data)

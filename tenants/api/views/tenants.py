@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import (
     extend_schema,
 )
-from rest_framework import permissions, status, viewsets
+from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -43,7 +43,7 @@ def _policy_errors() -> Iterator[None]:
         ) from exc
 
 
-class TenantViewSet(viewsets.GenericViewSet[Tenant]):
+class TenantViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Tenant]):
     """Tenants: members read their own, platform admins read all, create and change."""
 
     permission_classes = [permissions.IsAuthenticated, PlatformAdminWrites]
@@ -56,10 +56,6 @@ class TenantViewSet(viewsets.GenericViewSet[Tenant]):
 
     def get_queryset(self) -> Any:
         return selectors.tenant_list(user=self.request.user)
-
-    def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        return self.get_paginated_response(s.TenantOutSerializer(page, many=True).data)
 
     def retrieve(self, request: Request, slug: str) -> Response:
         return Response(s.TenantOutSerializer(self.get_object()).data)

@@ -10,7 +10,7 @@ from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
 )
-from rest_framework import permissions, status, viewsets
+from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -26,7 +26,7 @@ from tenants.filters import (
 from tenants.services import passwords
 
 
-class UserViewSet(viewsets.GenericViewSet[AbstractUser]):
+class UserViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[AbstractUser]):
     """User accounts: platform admins list and create them; anyone reads ``me``."""
 
     permission_classes = [permissions.IsAuthenticated, PlatformAdminActions]
@@ -38,10 +38,6 @@ class UserViewSet(viewsets.GenericViewSet[AbstractUser]):
 
     def get_queryset(self) -> Any:
         return selectors.user_list()
-
-    def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        return self.get_paginated_response(s.UserOutSerializer(page, many=True).data)
 
     @extend_schema(request=s.UserInSerializer, responses={201: s.UserOutSerializer})
     def create(self, request: Request) -> Response:

@@ -31,8 +31,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Celery's Django fix-up closes the database connection before and after every task
 # unless this is set; it then closes it only every this many tasks. A worker process
-# runs hundreds of short tasks a second in a burst, and a new connection each time
-# (PostgreSQL starts a backend for each) cost more than many of the tasks.
+# runs hundreds of short tasks a second in a burst, and a new connection for each
+# (PostgreSQL starts a backend per connection) would cost more than the task.
 # controlplane/celery.py gives each task what Django gives each request instead: a
 # connection past CONN_MAX_AGE or one that failed is closed, and a kept one is
 # health-checked before its first query.
@@ -51,9 +51,9 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # A page of a tenant's cluster list is served again from the cache while nothing it shows
 # has changed (clusters/api/listcache.py), for at most this long; 0 renders every list.
 CLUSTER_LIST_CACHE_SECONDS = env_int("CLUSTER_LIST_CACHE_SECONDS", 60, minimum=0)
-# On a queue large enough that reading it for a dry-run takes a while (15,000 waiting
-# requests: a second), a verdict answers from the last reading, at most this old, while
-# the next is read in the background (clusters/queue/recorded.py); 0 always waits.
+# On a queue large enough that reading it for a dry-run takes a while, a verdict
+# answers from the last reading, at most this old, while the next is read in the
+# background (clusters/queue/recorded.py); 0 always waits.
 DRY_RUN_STALE_SECONDS = env_float("DRY_RUN_STALE_SECONDS", 10.0)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
@@ -64,13 +64,12 @@ RECONCILE_NUDGE_DELAY_SECONDS = env_float("RECONCILE_NUDGE_DELAY_SECONDS", 0.5)
 # A coalesced pass asked for sooner than this after the last one started waits until
 # then (clusters.enqueue): under a stream of nudges each pass takes a larger batch, and
 # a pass's fixed cost (its snapshot of the whole fleet) is paid a bounded number of times
-# per second. A nudge on a quiet system starts a pass at once. Measured in
-# docs/benchmarks.md (end to end): back-to-back admission passes spent more CPU than
-# the requests they admitted.
+# per second, not once per request. A nudge on a quiet system starts a pass at once
+# (docs/benchmarks.md, end to end, shows the effect).
 ADMISSION_PASS_INTERVAL_SECONDS = env_float("ADMISSION_PASS_INTERVAL_SECONDS", 0.5)
 RECONCILE_PASS_INTERVAL_SECONDS = env_float("RECONCILE_PASS_INTERVAL_SECONDS", 0.0)
 # The same for the provision pass over rows marked for a step (deletions, suspensions,
-# jobs' RayJobs): a burst of 1,000 deletes ran 423 passes of 2.4 rows each without it.
+# jobs' RayJobs), so that a burst of deletes shares passes instead of one per row.
 PROVISION_PASS_INTERVAL_SECONDS = env_float("PROVISION_PASS_INTERVAL_SECONDS", 0.2)
 # A reconcile pass folds only the rows whose row or objects changed since a fold that
 # changed nothing (clusters.engine.foldmemo); this often it folds every row again, as an

@@ -49,6 +49,22 @@ class PassReport:
     cursor: int = 0
 
 
+_SUSPENDED = event_kinds.EventKind.SUSPENDED
+# What a notice of each kind says: {what} names the workload, {message} is the event's.
+_TEXTS = {
+    event_kinds.EventKind.CLUSTER_READY: "{what} is ready.",
+    event_kinds.EventKind.EXPIRING_SOON: "{what} expires soon: {message}",
+    event_kinds.EventKind.IDLE_WARNING: "{what} is idle and will be suspended: {message}",
+    event_kinds.EventKind.RECLAIM_WARNING: (
+        "{what} will be suspended to give borrowed GPUs back: {message}"
+    ),
+    event_kinds.EventKind.HELD: "{what} was put {message}.",
+    _SUSPENDED: "{what} {cause}.",
+    event_kinds.EventKind.FAILED: "{what} failed: {message}",
+}
+_FINISHED = "{what} finished: {state}."
+
+
 def payload_of(event: ClusterEvent, derived: event_kinds.Derived) -> dict[str, Any]:
     """What a notice of ``event`` says (the body's fields, without its delivery id)."""
     cluster: ClusterRequest = event.cluster
@@ -56,22 +72,10 @@ def payload_of(event: ClusterEvent, derived: event_kinds.Derived) -> dict[str, A
     noun = "Job" if cluster.is_job else "Cluster"
     what = f"{noun} {cluster.name} in {tenant.slug}"
     kind = derived.kind
-    if kind == event_kinds.EventKind.CLUSTER_READY:
-        text = f"{what} is ready."
-    elif kind == event_kinds.EventKind.EXPIRING_SOON:
-        text = f"{what} expires soon: {event.message}"
-    elif kind == event_kinds.EventKind.IDLE_WARNING:
-        text = f"{what} is idle and will be suspended: {event.message}"
-    elif kind == event_kinds.EventKind.RECLAIM_WARNING:
-        text = f"{what} will be suspended to give borrowed GPUs back: {event.message}"
-    elif kind == event_kinds.EventKind.HELD:
-        text = f"{what} was put {event.message}."
-    elif kind == event_kinds.EventKind.SUSPENDED:
-        text = f"{what} {event_kinds.SUSPENSION_CAUSES[derived.reason]}."
-    elif kind == event_kinds.EventKind.FAILED:
-        text = f"{what} failed: {event.message}"
-    else:
-        text = f"{what} finished: {event.to_state}."
+    cause = event_kinds.SUSPENSION_CAUSES[derived.reason] if kind == _SUSPENDED else ""
+    text = _TEXTS.get(kind, _FINISHED).format(
+        what=what, message=event.message, state=event.to_state, cause=cause
+    )
     section = "jobs" if cluster.is_job else "clusters"
     return {
         "text": text,

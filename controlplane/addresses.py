@@ -1,14 +1,10 @@
 """The client's address: one rule for every throttle, lockout, audit row and log line.
 
-``X-Forwarded-For`` is a list that every proxy on the way extends with the address it
-received the connection from. Only the entries appended by proxies we run can be
-believed; anything to their left was written by the client. So with
-``TRUSTED_PROXY_COUNT`` = N proxies in front of the app, the client is the N-th entry
-from the right, and with none (the default) the header is ignored and the client is
-the TCP peer, ``REMOTE_ADDR``.
-
-DRF's own ``get_ident`` is not used: with its default ``NUM_PROXIES = None`` it keys
-throttles on the whole header, which a client rewrites at will.
+Every proxy appends the address it saw to ``X-Forwarded-For``; only the entries of
+proxies we run can be believed. With ``TRUSTED_PROXY_COUNT`` = N the client is the N-th
+entry from the right; with none (the default) the header is ignored and the client is
+``REMOTE_ADDR``. DRF's ``get_ident`` is not used: by default it keys throttles on the
+whole header, which a client rewrites at will.
 """
 
 from __future__ import annotations

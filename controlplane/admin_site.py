@@ -1,13 +1,11 @@
 """The Django admin as a read-only window on the tables, for every model registered in it.
 
-Every write of the product goes through a service, which validates it and records its
-audit event in the same transaction (tenants/services.py, clusters/requests/services.py). The
-admin's own forms would skip both: a tenant's slug and namespace moved, a role raised,
-and no audit row. So this admin site makes *every* registration read-only as it is
-registered: its own, Django's users and groups, knox's tokens and any model registered
-later. Nothing in the admin can add, change or delete a row; changes are made through
-the API or the dashboard. ``settings.INSTALLED_APPS`` names :class:`GangwayAdminConfig`
-instead of ``django.contrib.admin``, which makes this the default ``admin.site``.
+Every write goes through a service, which validates it and audits it in the same
+transaction; the admin's own forms would skip both. So this site makes every
+registration read-only as it is registered (its own, Django's users and groups, knox's
+tokens, any model registered later); changes are made through the API or the dashboard.
+``INSTALLED_APPS`` names :class:`GangwayAdminConfig` instead of ``django.contrib.admin``,
+which makes this the default ``admin.site``.
 """
 
 from __future__ import annotations

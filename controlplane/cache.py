@@ -1,11 +1,9 @@
 """Django's Redis cache, with one Redis client per server instead of one per operation.
 
-Django's ``RedisCacheClient`` builds a new ``redis.Redis`` around the server's
-connection pool for every ``get`` and ``set``. Building one is not free (it copies
-redis-py's table of response callbacks), and on a cached page of the cluster list it was
-about a tenth of the request's CPU. A ``redis.Redis`` only borrows connections from its
-pool for each command, so one client per pool serves every thread of the process; the
-pool itself notices a fork and opens new connections in the child.
+Django's ``RedisCacheClient`` builds a new ``redis.Redis`` for every ``get`` and ``set``,
+which is not free (it copies redis-py's table of response callbacks). A ``redis.Redis``
+only borrows connections from its pool for each command, so one client per pool serves
+every thread of the process; the pool notices a fork and opens new connections in the child.
 """
 
 from __future__ import annotations

@@ -22,14 +22,9 @@ app.autodiscover_tasks()
 @task_prerun.connect
 @task_postrun.connect
 def close_old_connections(sender: Any = None, **kwargs: Any) -> None:
-    """Around every task, what Django does around every request: close a database
-    connection that failed or is older than ``CONN_MAX_AGE``, and have a kept one
-    health-checked before its first query (``CONN_HEALTH_CHECKS``). Celery's own
-    per-task close is relaxed by ``CELERY_DB_REUSE_MAX`` (settings).
-
-    Not for a task run inline (eagerly): it runs inside its caller's transaction, as
-    Celery's fix-up leaves it too.
-    """
+    """Around every task, what Django does around every request: close a connection
+    that failed or outlived ``CONN_MAX_AGE``; a kept one is health-checked first."""
+    # An eager task runs inside its caller's transaction: its connection is the caller's.
     if getattr(getattr(sender, "request", None), "is_eager", False):
         return
     from django.db import close_old_connections as close

@@ -1,18 +1,11 @@
 """Start-up checks of what a production process needs beyond its settings.
 
-Two deploy checks live here: the collected static files, and a cache shared by every
-web process (sign-in lockouts and API throttles count in it). One check runs with every
-command: the Ray image allow-list (``RAY_IMAGE_ALLOWLIST``, ``RAY_IMAGE_DEFAULT``) must
-name image references and include the default, or no request could be served.
-
-In production the static files are served from the hashed manifest that
-``collectstatic`` writes (``CompressedManifestStaticFilesStorage``). Without it, or with
-one older than the code, every ``{% static %}`` raises and every page — the dashboard,
-the admin, ``/api/docs/`` — answers 500 while ``/healthz`` stays green. So the web
-server refuses to start instead (``controlplane/wsgi.py``, ``asgi.py``), and
-``manage.py check --deploy`` reports the same error. It is a deploy check, not one that
-every command runs: ``migrate``, the Celery worker and ``collectstatic`` itself have no
-use for static files and must not need them.
+Deploy checks: the collected static files (without the hashed manifest every page would
+answer 500 while ``/healthz`` stays green, so the web server refuses to start instead,
+see ``wsgi.py``/``asgi.py``), and a cache shared by every web process (lockouts and
+throttles count in it). They are deploy checks because ``migrate``, the worker and
+``collectstatic`` have no use for static files. One check runs with every command: the
+Ray image allow-list must name image references and include the default.
 """
 
 from __future__ import annotations

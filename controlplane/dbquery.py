@@ -1,16 +1,11 @@
 """psycopg's cache of parsed queries, widened to the rows gangway writes.
 
-Before it sends a query, psycopg splits the SQL at its ``%s`` placeholders (a regular
-expression over the whole text) and keeps the result in a small LRU cache keyed by the
-text. It caches only queries of at most 50 parameters, and a cluster request row has 54
-columns: every create's INSERT (and every save of a whole row) was split afresh, a tenth
-of a create's CPU in the web server. :func:`widen_parsed_query_cache` raises the limit
-to 100 parameters at start-up. The cache keeps its bounds: 128 entries, each query at
-most 4 KiB long (psycopg's own limit, unchanged), so the long ``IN (...)`` lists of
-varying length that the limit keeps out are still kept out by their length.
-
-The limit is a module constant of psycopg (pinned in requirements.txt), read on each
-query; tests/controlplane/test_dbquery.py fails if a release stops honouring it.
+psycopg splits each query at its ``%s`` placeholders and caches the result, but only for
+queries of at most 50 parameters; a cluster request row has more columns, so every
+create's INSERT would be split afresh. :func:`widen_parsed_query_cache` raises the limit
+to 100 at start-up; the cache keeps its other bounds (128 entries, 4 KiB a query). The
+limit is a psycopg module constant (pinned in requirements.txt);
+tests/controlplane/test_dbquery.py fails if a release stops honouring it.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Timestamps read from PostgreSQL by psycopg's C loader instead of Django's Python one.
 
-With ``USE_TZ`` Django registers, on every connection, a ``timestamptz`` loader that
-subclasses psycopg's *pure-Python* loader (to replace each value's tzinfo with the
-connection's time zone, UTC here). It parses every timestamp in Python, about 4 µs each:
-a reconcile pass over 1,000 live clusters reads some 12,000 of them, and in the
-end-to-end benchmark that parsing was a tenth of the worker's CPU.
-
-Django keeps the session's ``TimeZone`` at UTC (``ensure_timezone`` runs as each
-connection opens), and psycopg's C loader then returns the very same values, in
-``datetime.timezone.utc``, five times faster. :func:`use_c_timestamp_loader` registers
-it on each new connection when both hold; otherwise Django's loader stays. The class
-carries the ``timezone`` attribute Django compares when it makes a cursor, so Django sees
-its own time zone and does not register its loader again per cursor.
+With ``USE_TZ`` Django registers on every connection a ``timestamptz`` loader built on
+psycopg's pure-Python one, slow on the reconciler's reads of thousands of rows. The
+session's ``TimeZone`` is UTC, so psycopg's C loader returns the very same values:
+:func:`use_c_timestamp_loader` registers it on each new connection when both hold. The
+class carries the ``timezone`` attribute Django compares when it makes a cursor, so
+Django does not register its own loader again per cursor.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """The embedded Celery broker of ``make run``: Kombu's SQLAlchemy transport on an SQLite file.
 
-Selected by ``CELERY_BROKER_URL=sqlite:///<path>`` (the default, ``var/broker.sqlite3``).
-A message is one row, written and taken in SQLite transactions, so a worker can never
-read a message that is still being written and a process killed mid-publish leaves
-either the whole row or none of it. (Kombu's filesystem transport, used before, lets a
-reader open a message file between its creation and its first write and died on the
-empty JSON under load.)
-
-Three things differ from Kombu's stock transport, each for the shared-file case of
-``make run`` (the web server, the worker and beat all write the one file):
-
-* the engine opens SQLite in WAL mode with a busy timeout, so readers never block the
-  writer and a writer waits for the lock instead of failing;
-* taking a message deletes its row in one ``BEGIN IMMEDIATE`` transaction (the stock
-  transport keeps every delivered row forever, marked invisible, and its poll query
-  slows as they pile up); an idle poll is a plain read that takes no lock;
-* a queue declared by two processes at once is not an error (the stock transport raises
-  on the duplicate), and a publish is one plain INSERT (the stock one goes through the
-  ORM's unit of work, several times slower).
-
-Like every Kombu virtual transport it keeps a delivered but unacknowledged message in
-the worker's memory: a graceful stop puts it back, a SIGKILL loses it. That is a nudge
-lost, not work: the sweeper re-sends rows that make no progress (see README).
-Production uses Redis.
+Selected by ``CELERY_BROKER_URL=sqlite:///<path>`` (the default). A message is one row,
+written and taken in SQLite transactions, so no reader sees half a message. Unlike the
+stock transport: SQLite runs in WAL mode with a busy timeout (the web server, worker and
+beat share the file); taking a message deletes its row in one ``BEGIN IMMEDIATE``
+transaction, so polls do not slow as delivered rows pile up; a queue declared twice is
+not an error and a publish is one plain INSERT. A SIGKILLed worker loses the message it
+held: a nudge lost, not work (the sweeper re-sends stalled rows). Production uses Redis.
 """
 
 from __future__ import annotations

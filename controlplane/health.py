@@ -26,13 +26,8 @@ CHECKS: dict[str, Callable[[], None]] = {}
 
 
 def register_check(name: str, check: Callable[[], None]) -> None:
-    """Add a readiness check: ``check`` raises when the dependency does not answer.
-
-    /readyz runs the checks in registration order and reports each under ``name``. The
-    shared kit registers the database and the broker here; an app registers what only it
-    needs (clusters: the Kubernetes API) in ``AppConfig.ready()``, so that this module
-    never imports the apps built on it. Registering a name again replaces its check.
-    """
+    """Add (or replace) the readiness check ``name``: ``check`` raises when it fails."""
+    # Apps register theirs in AppConfig.ready(), so this module imports none of them.
     CHECKS[name] = check
 
 

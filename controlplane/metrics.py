@@ -39,12 +39,9 @@ _ON_SCRAPE: list[Callable[[], None]] = []
 
 
 def on_scrape(refresh: Callable[[], None]) -> Callable[[], None]:
-    """Register ``refresh`` to recompute some database-derived gauges at each scrape.
-
-    The apps that own the tables register their refreshers in ``AppConfig.ready()``, so
-    that this shared module never imports them. Registering the same function twice is
-    harmless. Returns ``refresh``, so it may be used as a decorator.
-    """
+    """Recompute some database-derived gauges with ``refresh`` at each scrape (once,
+    however often it is registered); usable as a decorator."""
+    # Apps register theirs in AppConfig.ready(), so this module imports none of them.
     if refresh not in _ON_SCRAPE:
         _ON_SCRAPE.append(refresh)
     return refresh

@@ -1,18 +1,13 @@
 """Model rows read with plain SQL, built exactly as the ORM builds them.
 
-A few reads run on every API request or every create (the token lookup, the tenant
-with the caller's role, the flavor a create names). Compiling their ORM queries cost
-more CPU than PostgreSQL takes to answer them, so they are written in SQL; this module
-turns the columns they select back into model instances the way a queryset does: each
-value through the converters the ORM would apply (SQLite, behind ``make run``, gives
-naive datetimes and integer booleans), the instance through ``Model.from_db``.
+A few reads run on every API request or create (the token lookup, the tenant with the
+caller's role, a flavor by name), where compiling the ORM's query costs more than the
+database's answer. This turns their columns back into instances as a queryset does: each
+value through the ORM's converters, the instance through ``Model.from_db``::
 
     flavors = ModelRows(GpuFlavor, "f")
     cursor.execute(f"SELECT {flavors.columns} FROM tenants_gpuflavor f WHERE ...")
-    flavor = flavors.build(cursor.fetchone())
-
-A row may carry more columns after the model's own (``build(row, start)`` reads the
-model's from ``start``; ``width`` says how many there are).
+    flavor = flavors.build(cursor.fetchone())  # build(row, start) for later columns
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """WebSocket handshakes through Django's views, under the ASGI server.
 
-A WebSocket connection is an HTTP ``GET`` with an ``Upgrade`` header. :class:`WebSocketGate`
-turns the ASGI ``websocket`` scope into that ``GET`` and runs it through the whole Django
-stack (middleware, URL resolution, the view), so a view that takes WebSockets decides who
-may connect exactly as it decides for plain HTTP: the same authentication, the same
-permission checks, the same refusals. The view then answers either
-
-- :class:`WebSocketAccept`, which carries the conversation to hold once the handshake is
-  taken (an ``async`` callable of ASGI's ``receive`` and ``send``), or
-- any other response: the handshake is refused with that response's status, headers and
-  body (ASGI's ``websocket.http.response``), as an HTTP server would answer.
-
-Only views marked with :func:`accepts_websocket` are called; a handshake on any other
-path is refused 404 before a view runs, so no page's side effects happen on a stray
-upgrade. :func:`handshake` tells a view whether its request is a WebSocket handshake.
-
-:func:`streaming_body` is the other half of serving Django under ASGI: a response
-streamed from a blocking iterator must be consumed chunk by chunk in a thread, or Django
-reads it whole before sending anything.
+:class:`WebSocketGate` turns the ASGI ``websocket`` scope into the ``GET`` it is and runs
+it through the whole Django stack, so a view decides who may connect exactly as for plain
+HTTP. The view answers :class:`WebSocketAccept` (the conversation to hold) or any other
+response, which refuses the handshake with that status and body. Only views marked with
+:func:`accepts_websocket` are called; elsewhere a handshake is a 404 before any view runs.
+:func:`streaming_body` consumes a blocking streamed response chunk by chunk in a thread.
 """
 
 from __future__ import annotations
@@ -66,10 +54,7 @@ def accepts_websocket(view: View) -> View:
 
 
 def handshake(request: HttpRequest) -> Handshake | None:
-    """The WebSocket handshake ``request`` is, or ``None`` for a plain HTTP request.
-
-    Only the gate sets it: an ``Upgrade`` header sent to the WSGI server, or over HTTP to
-    the ASGI one, is a plain request (the server answers it as such)."""
+    """The WebSocket handshake ``request`` is (only the gate sets one), or ``None``."""
     found = getattr(request, _HANDSHAKE, None)
     return found if isinstance(found, Handshake) else None
 

@@ -1,6 +1,6 @@
 """The dashboard's password forms. They parse and match the two typings of a new
 password; every rule (the old password, Django's validators, single sign-on accounts)
-is :mod:`tenants.passwords`', whose errors come back on these fields."""
+is :mod:`tenants.services.passwords`', whose errors come back on these fields."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django import forms
 from django.contrib.auth.forms import SetPasswordForm
 from django.contrib.auth.password_validation import password_validators_help_texts
 
-from tenants import passwords
+from tenants.services import passwords
 
 _NEW_HELP = " ".join(password_validators_help_texts())
 
@@ -40,7 +40,7 @@ class PasswordChangeForm(forms.Form):
 
 class ResetPasswordForm(SetPasswordForm):  # type: ignore[type-arg]
     """The end of a reset by email (Django's view checks the link): the new password is
-    stored by :func:`tenants.passwords.password_reset_complete`, which audits it."""
+    stored by :func:`tenants.services.passwords.password_reset_complete`, which audits it."""
 
     def save(self, commit: bool = True) -> Any:
         passwords.password_reset_complete(

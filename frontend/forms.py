@@ -26,7 +26,7 @@ from clusters.models import ClusterKind
 from clusters.requests.services import resolve_flavors
 from clusters.selectors import job_hosts_of
 from clusters.spec import ClusterSpec
-from notifications.kinds import EventKind
+from notifications.event_kinds import EventKind
 from notifications.services import PreferenceLine
 from tenants.models import Role, Tenant
 from tenants.selectors import default_flavor_name, flavor_list, unknown_flavor_message

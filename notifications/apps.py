@@ -16,8 +16,8 @@ class NotificationsConfig(AppConfig):
         from django.db.models.signals import post_save
 
         from clusters.models import ClusterEvent
-        from notifications.addresses import parse_allowed_hosts
         from notifications.enqueue import coalesce_dispatch
+        from notifications.public_addresses import parse_allowed_hosts
         from notifications.signals import kick_dispatcher
 
         try:  # a typo here would otherwise refuse the very receiver it names

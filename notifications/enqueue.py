@@ -27,8 +27,7 @@ def dispatch_started() -> None:
 
 
 def dispatch_again() -> None:
-    """Ask for another dispatch pass a little later (this one found another running,
-    which may have read the events before the one that asked)."""
+    """Ask for another dispatch pass a little later (another was running)."""
     request_pass(DISPATCH, countdown=BUSY_RETRY_SECONDS)
 
 
@@ -52,7 +51,6 @@ def deliver_after_commit(delivery_ids: list[int]) -> None:
 
 
 def dispatch_after_commit() -> None:
-    """Ask for a dispatch pass once the current transaction commits (coalesced as the
-    engine's passes are: a burst of notable events sends one message, not one each)."""
+    """Ask for a dispatch pass (coalesced) once the current transaction commits."""
     # robust: a broker that is down must not fail the request that wrote the event.
     transaction.on_commit(lambda: request_pass(DISPATCH), robust=True)

@@ -1,14 +1,11 @@
 """A local SMTP server that keeps every mail it is sent as a file: ``make run``'s mail.
 
 ``python -m notifications.mailsink --port 8124 --dir var/mail`` listens on loopback
-(aiosmtpd) and writes each message it accepts to its own ``.eml`` file in the
-directory, named by when it arrived, with the envelope's sender and recipients added as
-``X-Envelope-From`` and ``X-Envelope-To`` headers; it prints a line per mail. Nothing is
-relayed anywhere. The dashboard's Mail page reads the directory (``MAIL_SINK_DIR``)
-through :func:`mails` and :func:`mail`; any mail reader opens the files too.
-
-It is for a machine without a mail server (``make run``); a deployment sets
-``EMAIL_HOST`` to its own and leaves ``MAIL_SINK_DIR`` empty.
+(aiosmtpd) and writes each message to its own ``.eml`` file, named by when it arrived,
+with ``X-Envelope-From`` and ``X-Envelope-To`` headers added; nothing is relayed. The
+dashboard's Mail page reads the directory (``MAIL_SINK_DIR``) through :func:`mails` and
+:func:`mail`. A deployment sets ``EMAIL_HOST`` to its own server and leaves
+``MAIL_SINK_DIR`` empty.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import models
 
 from clusters.models import ClusterEvent
-from notifications.kinds import DELIVERY_KINDS, EventKind
+from notifications.event_kinds import DELIVERY_KINDS, EventKind
 from tenants.models import TenantOwned
 
 URL_MAX_LENGTH = 500

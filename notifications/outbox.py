@@ -21,7 +21,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from clusters.models import ClusterEvent, ClusterRequest
-from notifications import kinds
+from notifications import event_kinds
 from notifications.models import (
     DEFAULT_EMAIL,
     DEFAULT_WEBHOOK,
@@ -49,31 +49,34 @@ class PassReport:
     cursor: int = 0
 
 
-def payload_of(event: ClusterEvent, derived: kinds.Derived) -> dict[str, Any]:
+_SUSPENDED = event_kinds.EventKind.SUSPENDED
+# What a notice of each kind says: {what} names the workload, {message} is the event's.
+_TEXTS = {
+    event_kinds.EventKind.CLUSTER_READY: "{what} is ready.",
+    event_kinds.EventKind.EXPIRING_SOON: "{what} expires soon: {message}",
+    event_kinds.EventKind.IDLE_WARNING: "{what} is idle and will be suspended: {message}",
+    event_kinds.EventKind.RECLAIM_WARNING: (
+        "{what} will be suspended to give borrowed GPUs back: {message}"
+    ),
+    event_kinds.EventKind.HELD: "{what} was put {message}.",
+    event_kinds.EventKind.PODS_FAILING: "{what} {message}",
+    _SUSPENDED: "{what} {cause}.",
+    event_kinds.EventKind.FAILED: "{what} failed: {message}",
+}
+_FINISHED = "{what} finished: {state}."
+
+
+def payload_of(event: ClusterEvent, derived: event_kinds.Derived) -> dict[str, Any]:
     """What a notice of ``event`` says (the body's fields, without its delivery id)."""
     cluster: ClusterRequest = event.cluster
     tenant: Tenant = cluster.tenant
     noun = "Job" if cluster.is_job else "Cluster"
     what = f"{noun} {cluster.name} in {tenant.slug}"
     kind = derived.kind
-    if kind == kinds.EventKind.CLUSTER_READY:
-        text = f"{what} is ready."
-    elif kind == kinds.EventKind.EXPIRING_SOON:
-        text = f"{what} expires soon: {event.message}"
-    elif kind == kinds.EventKind.IDLE_WARNING:
-        text = f"{what} is idle and will be suspended: {event.message}"
-    elif kind == kinds.EventKind.RECLAIM_WARNING:
-        text = f"{what} will be suspended to give borrowed GPUs back: {event.message}"
-    elif kind == kinds.EventKind.PODS_FAILING:
-        text = f"{what} {event.message}"
-    elif kind == kinds.EventKind.HELD:
-        text = f"{what} was put {event.message}."
-    elif kind == kinds.EventKind.SUSPENDED:
-        text = f"{what} {kinds.SUSPENSION_CAUSES[derived.reason]}."
-    elif kind == kinds.EventKind.FAILED:
-        text = f"{what} failed: {event.message}"
-    else:
-        text = f"{what} finished: {event.to_state}."
+    cause = event_kinds.SUSPENSION_CAUSES[derived.reason] if kind == _SUSPENDED else ""
+    text = _TEXTS.get(kind, _FINISHED).format(
+        what=what, message=event.message, state=event.to_state, cause=cause
+    )
     section = "jobs" if cluster.is_job else "clusters"
     return {
         "text": text,
@@ -138,7 +141,7 @@ def _deliveries(
     event: ClusterEvent, recipients: _Recipients, now: datetime, created: list[int]
 ) -> None:
     cluster = event.cluster
-    derived = kinds.derive(
+    derived = event_kinds.derive(
         from_state=event.from_state,
         to_state=event.to_state,
         reason=event.reason,
@@ -181,7 +184,7 @@ def _deliveries(
 
 
 def _maybe_notable(event: ClusterEvent) -> bool:
-    return kinds.maybe_notable(
+    return event_kinds.maybe_notable(
         from_state=event.from_state, to_state=event.to_state, reason=event.reason
     )
 

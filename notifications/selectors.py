@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from notifications import mailsink
-from notifications.kinds import EventKind
+from notifications.event_kinds import EventKind
 from notifications.models import (
     DEFAULT_EMAIL,
     DEFAULT_WEBHOOK,
@@ -68,14 +68,13 @@ def tenant_deliveries(*, tenant: Tenant) -> QuerySet[Delivery]:
 
 
 def mail_sink_dir() -> Path | None:
-    """Where the local mail sink keeps its mails (``MAIL_SINK_DIR``), or ``None`` when
-    there is none (production: mail goes to a real server)."""
+    """Where the local mail sink keeps its mails (``MAIL_SINK_DIR``), or ``None``."""
     return Path(settings.MAIL_SINK_DIR) if settings.MAIL_SINK_DIR else None
 
 
 def _recipient(user: Any) -> str | None:
-    """Whose mails ``user`` may read: everybody's for a platform admin, else their own
-    (a user without an email address reads none)."""
+    # Whose mails ``user`` may read: None (everybody's) for a platform admin, else their
+    # own address ("" when they have none: they read none).
     return None if user.is_staff else (user.email or "")
 
 

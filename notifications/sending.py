@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
-from notifications import addresses, signing
+from notifications import public_addresses, signing
 
 USER_AGENT = "gangway-notifications/1"
 
@@ -86,7 +86,7 @@ def _retry_after(response: urllib3.BaseHTTPResponse) -> float | None:
 def post_webhook(*, url: str, secret: str, notice: Notice) -> int:
     """POST the notice to ``url``, signed with ``secret``; returns the status code.
 
-    The host is resolved once and checked (:mod:`notifications.addresses`); the request
+    The host is resolved once and checked (:mod:`notifications.public_addresses`); the request
     goes to that address, with the URL's host in ``Host`` (and SNI). Redirects are not
     followed (the signed body goes where it was configured to, only). Connection
     errors, timeouts, 5xx and 429 are transient; any other non-2xx is permanent.
@@ -97,15 +97,17 @@ def post_webhook(*, url: str, secret: str, notice: Notice) -> int:
     scheme = parts.scheme.lower()
     try:
         port = parts.port or (443 if scheme == "https" else 80)
-        address = addresses.pinned_address(
+        address = public_addresses.pinned_address(
             host,
             port,
-            allowed=addresses.parse_allowed_hosts(settings.NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS),
+            allowed=public_addresses.parse_allowed_hosts(
+                settings.NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS
+            ),
             allow_any=settings.NOTIFY_ALLOW_PRIVATE_WEBHOOKS,
         )
     except ValueError as exc:
         raise SendError(f"{shown} is not a valid URL", permanent=True) from exc
-    except addresses.AddressRefused as exc:
+    except public_addresses.AddressRefused as exc:
         raise SendError(exc.message, permanent=exc.permanent) from exc
     body = notice.body()
     timestamp = str(int(time.time()))

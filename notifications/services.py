@@ -16,7 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from notifications import enqueue, signing
-from notifications.kinds import TEST, EventKind
+from notifications.event_kinds import TEST, EventKind
 from notifications.models import (
     OPEN,
     URL_MAX_LENGTH,

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from notifications import enqueue
-from notifications.kinds import maybe_notable
+from notifications.event_kinds import maybe_notable
 
 log = logging.getLogger(__name__)
 

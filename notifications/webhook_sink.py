@@ -1,13 +1,10 @@
 """A demo webhook receiver: ``make run``'s own, so webhooks can be seen working.
 
 ``python -m notifications.webhook_sink --port 8125 --dir var/webhooks`` listens on
-loopback; each POST it receives is answered 200 and kept as one JSON file in the
-directory (path, gangway's ``X-Gangway-*`` headers, the body as sent), with a line on
-its log. ``GET /`` lists what arrived, newest first. It checks no signature: it
-cannot know the secret a tenant was shown.
-
-It is reachable only because make run names it in
-``NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS``; any other loopback address stays refused.
+loopback; each POST is answered 200 and kept as one JSON file (path, ``X-Gangway-*``
+headers, the body as sent). ``GET /`` lists what arrived, newest first. It checks no
+signature: it cannot know the secret a tenant was shown. It is reachable only because
+make run names it in ``NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS``.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ class TenantsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here: these modules read models, which exist only once apps are loaded.
-        from tenants.lockout import on_login_failed
-        from tenants.metrics import refresh_tenant_gauges
+        from tenants.gauges import refresh_tenant_gauges
+        from tenants.signals import on_login_failed
         from tenants.sso import checks  # noqa: F401  (registers the OIDC_ROLE_RULES check)
 
         # Every failed password check, whichever view asked, is counted and audited.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from django.db import models, transaction
@@ -48,3 +50,13 @@ def audit_record(
         request_id=current_request_id(),
         data=data or {},
     )
+
+
+def audit_snapshot(obj: Any, fields: Sequence[str]) -> dict[str, Any]:
+    """``obj``'s ``fields`` as an audit event's JSON data; decimals (a tenant's weight)
+    are kept exact, as strings."""
+    return {
+        name: str(value) if isinstance(value, Decimal) else value
+        for name in fields
+        for value in [getattr(obj, name)]
+    }

@@ -3,7 +3,7 @@
 It is the only entry of ``AUTHENTICATION_BACKENDS``, so every way of proving a
 password - the API's token endpoint, the dashboard's ``/login/``, Django's
 ``/admin/login/`` and any future caller of ``authenticate()`` - passes the same
-lockout check. Failures are counted by :func:`tenants.lockout.on_login_failed`.
+lockout check. Failures are counted by :func:`tenants.signals.on_login_failed`.
 """
 
 from __future__ import annotations

@@ -1,40 +1,26 @@
 """Sign-in lockout: failed password checks counted per username and per client address.
 
-Both counts matter. Per username, because an attacker spreading guesses for one
-account over many addresses must still be stopped; per address, because one client
-trying one password on many accounts ("spraying") never trips any account's limit.
-``LOGIN_MAX_FAILURES_PER_USER`` (or ``..._PER_ADDRESS``) failures within
-``LOGIN_FAILURE_WINDOW_SECONDS`` lock that username (or address) for
-``LOGIN_LOCKOUT_SECONDS``; while locked, even the right password is refused without
-being checked, so a lockout teaches an attacker nothing.
-
-The counters live in Django's cache (shared through Redis when ``CACHE_URL`` is set).
-A successful sign-in restarts the username's count, not the address's: otherwise an
-attacker holding one valid account could keep resetting the count of their address.
-Under a burst of concurrent guesses a few may be checked past the limit before the
-lock is written; the lock then holds for all of them.
-
-The failure count is driven by Django's ``user_login_failed`` signal, which fires when
-every backend refused the credentials, whichever view asked.
+Per username, so that guesses for one account spread over many addresses are stopped;
+per address, so that one client trying one password on many accounts is stopped too.
+Too many failures within ``LOGIN_FAILURE_WINDOW_SECONDS`` lock the username (or
+address) for ``LOGIN_LOCKOUT_SECONDS``; while locked, even the right password is refused
+unchecked, so a lockout teaches an attacker nothing. The counters live in Django's cache
+(Redis when ``CACHE_URL`` is set). A right password restarts the username's count, not
+the address's, or one valid account could keep resetting its address's count.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
 from controlplane.addresses import address_bucket, client_address
-from tenants import services
-
-logger = logging.getLogger(__name__)
 
 USER = "user"
 ADDRESS = "address"
@@ -117,31 +103,3 @@ def failure_record(request: Any, username: str) -> list[Lockout]:
 def failures_clear(username: str) -> None:
     """A right password: the username's failures so far no longer count."""
     cache.delete(_username_key(username))
-
-
-def on_login_failed(
-    sender: Any, credentials: dict[str, Any], request: Any = None, **_: Any
-) -> None:
-    """``user_login_failed`` receiver: count the failure and audit it.
-
-    An attempt refused because a lockout was already in force was never checked: it
-    is logged but neither counted nor audited, so a flood of them cannot grow the
-    audit table faster than the limits allow.
-    """
-    if "password" not in credentials:
-        return  # some other kind of credential: not a password check
-    username = str(credentials.get(get_user_model().USERNAME_FIELD) or "")
-    address = client_address(request) if request is not None else ""
-    if lockout_for(request, username) is not None:
-        logger.warning(
-            "sign-in refused while locked out: username=%r address=%s", username, address
-        )
-        return
-    started = failure_record(request, username)
-    services.sign_in_failure_record(
-        username=username,
-        address=address,
-        path=getattr(request, "path", ""),
-        lockouts=started,
-    )
-    logger.info("sign-in failed: username=%r address=%s", username, address)

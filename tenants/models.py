@@ -109,14 +109,11 @@ class TenantQuerySet(models.QuerySet["Tenant"]):
         return self.all()
 
     def lock(self, pk: int) -> None:
-        """Lock the tenant's row until the transaction ends (``SELECT ... FOR UPDATE``),
-        so that the writes one tenant's caps and quota bound are checked one at a time.
-
-        Plain SQL, as every create takes this lock: the ORM's
-        ``select_for_update().filter(pk=...).first()`` spent more CPU compiling than the
-        lock costs. Without row locks (SQLite, behind ``make run``) it does nothing: its
-        transactions there begin ``IMMEDIATE`` and so run one at a time anyway.
-        """
+        """Lock the tenant's row until the transaction ends, so that the writes its caps
+        and quota bound are checked one at a time (a no-op on SQLite, whose
+        ``IMMEDIATE`` transactions run one at a time anyway)."""
+        # Plain SQL: every create takes this lock, and compiling the ORM's
+        # select_for_update() query would cost more than the lock itself.
         if not connection.features.has_select_for_update:
             return
         with connection.cursor() as cursor:
@@ -479,8 +476,7 @@ class GpuFlavor(models.Model):
 
     @property
     def most_nodes(self) -> int:
-        """The most nodes the flavor can ever have: what "can this ever fit" is judged
-        against (its node group at its maximum)."""
+        """The most nodes the flavor can ever have (what "can this ever fit" is judged by)."""
         return max(self.node_count, self.max_node_count or 0)
 
     @property

@@ -48,10 +48,9 @@ def tenant_with_role(*, user: Any, slug: str) -> tuple[Tenant, str | None] | Non
     ``visible_to`` would add a DISTINCT and the role a subquery): a tenant the user is
     no member of is not found, which is what ``visible_to`` says of it.
 
-    The query is written in SQL because it is the one every scoped request makes:
-    building it through the ORM, or even a raw queryset, took more CPU than PostgreSQL
-    takes to answer it (about 0.5 ms a request on a small machine); the row is built as
-    the ORM builds it (:mod:`controlplane.rows`).
+    The query is written in SQL because every scoped request makes it, and building it
+    through the ORM costs more than PostgreSQL's answer; the row is built as the ORM
+    builds it (:mod:`controlplane.rows`).
     """
     rows = ModelRows(Tenant, "t")
     tenants, memberships = Tenant._meta.db_table, Membership._meta.db_table
@@ -128,9 +127,8 @@ def default_flavor_name(tenant: Tenant) -> str | None:
 def flavor_named(name: str) -> GpuFlavor | None:
     """The catalogue row named ``name``, or ``None``.
 
-    Every create names its flavor: one plain SQL statement (:mod:`controlplane.rows`),
-    as compiling ``GpuFlavor.objects.get(name=...)`` was a tenth of a create's CPU in
-    the web server.
+    Every create names its flavor, so this is one plain SQL statement
+    (:mod:`controlplane.rows`) rather than a query the ORM compiles each time.
     """
     if "\x00" in name:
         return None  # no name holds a NUL, and PostgreSQL refuses one in a query
@@ -169,8 +167,7 @@ def quota_list(*, tenant: Tenant) -> QuerySet[Quota]:
 
 
 def audit_list(*, user: Any) -> QuerySet[AuditEvent]:
-    """Audit events the user may read: all (platform admins), their tenants' (tenant
-    admins), none (engineers and viewers)."""
+    """Audit events the user may read (``AuditEvent.objects.visible_to``), newest first."""
     return AuditEvent.objects.visible_to(user).order_by("-at", "-id")
 
 
@@ -197,8 +194,7 @@ def token_get(*, user: Any, token_id: str) -> AuthToken:
 
 
 def cohort_parents() -> dict[str, str]:
-    """The cohort tree as the admission pass reads it: each cohort with a parent, by
-    name (``Cohort`` rows without one are roots, as are cohorts with no row)."""
+    """Each cohort that has a parent, by name: the tree as the admission pass reads it."""
     return dict(Cohort.objects.exclude(parent="").values_list("name", "parent"))
 
 
@@ -208,11 +204,8 @@ def cohort_list() -> QuerySet[Cohort]:
 
 
 def cohort_path(name: str, parents: dict[str, str]) -> list[str]:
-    """``name`` and its ancestors up to its root. A walk that comes back to a name it has
-    seen (a loop, which ``services.cohort_set`` refuses) stops before repeating it.
-
-    The admission core walks the same tree with ``clusters.admission.cohort_root``; it
-    may not import this layer, nor this layer it."""
+    """``name`` and its ancestors up to its root, stopping before a name seen twice."""
+    # clusters.admission.cohort_root walks the same tree: neither layer may import the other.
     path = [name]
     while (parent := parents.get(path[-1])) and parent not in path:
         path.append(parent)

@@ -8,10 +8,16 @@ from django.core.validators import RegexValidator
 from django.utils.deconstruct import deconstructible
 
 # Names that belong to Kubernetes itself: its ``default`` namespace and every ``kube-*``
-# one (kube-system, kube-public, kube-node-lease; Kubernetes reserves the prefix).
+# one (kube-system, kube-public, kube-node-lease; Kubernetes reserves the prefix). The
+# slug stands bare in the tenant label, the URLs, the CLI's ``--tenant`` and the audit
+# log, where ``kube-system`` or ``default`` would read as Kubernetes' own namespace.
 KUBERNETES_NAMESPACE_PREFIX = "kube-"
 KUBERNETES_DEFAULT_NAMESPACE = "default"
 
+# The slug names the tenant's namespace, ``TENANT_NAMESPACE_PREFIX`` + slug, a DNS label
+# of at most 63 characters; the prefix may be up to 23 (controlplane/settings/k8s.py), so
+# 40 holds under every prefix. Everything else built from the slug is looser (the tenant
+# label value, the Kueue and KAI queues, the head Service's DNS name, the audit column).
 SLUG_MAX_LENGTH = 40
 
 SLUG_HELP = (
@@ -30,24 +36,8 @@ SLUG_PATTERN = (
 
 @deconstructible(path="tenants.slugs.TenantSlugValidator")
 class TenantSlugValidator(RegexValidator):
-    """Whether a string may be a new tenant's slug.
-
-    Lowercase letters, digits and '-', starting with a letter, not ending with '-',
-    1-40 characters, not ``default`` and not ``kube-*``.
-
-    Why 40: the slug names the tenant's namespace, ``TENANT_NAMESPACE_PREFIX`` + slug, and
-    a namespace is a DNS label of at most 63 characters; the prefix may be up to 23
-    (controlplane/settings.py), so 63 - 23 = 40 holds under every prefix. Everything else
-    built from the slug is looser: the ``gangway.io/tenant`` label value (at most 63), the
-    Kueue ClusterQueue and KAI queue (named after the namespace), the head Service's DNS
-    name ``<cluster>-head-svc.<namespace>.svc`` (each label at most 63), the audit log's
-    ``tenant_slug`` column (40). Why not Kubernetes' names: the slug stands bare in the
-    tenant label, the URLs, the CLI's ``--tenant`` and the audit log, where ``kube-system``
-    or ``default`` would read as Kubernetes' own namespace.
-
-    A tenant created under an older rule keeps its slug and keeps working: the slug never
-    changes, so it is checked only when a tenant is created (``Tenant.clean_fields``).
-    """
+    """Whether a string may be a new tenant's slug (:data:`SLUG_HELP` says the rule);
+    checked only at creation, so an existing tenant's slug keeps working."""
 
     regex = SLUG_PATTERN
     message = SLUG_HELP

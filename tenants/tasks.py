@@ -9,11 +9,7 @@ from knox.models import AuthToken
 
 @shared_task(name="tenants.tasks.purge_expired_tokens")
 def purge_expired_tokens() -> int:
-    """Delete API tokens past their expiry; returns how many.
-
-    Authentication checks only the token a request presents
-    (:class:`controlplane.api.authentication.TokenAuthentication`), so the user's other
-    expired tokens wait here; they authenticate nothing meanwhile.
-    """
+    """Delete API tokens past their expiry (authentication reads only the token it is
+    shown, so the others wait for this); returns how many."""
     deleted: int = AuthToken.objects.filter(expiry__lt=timezone.now()).delete()[0]
     return deleted

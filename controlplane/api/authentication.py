@@ -1,27 +1,12 @@
 """Token authentication that refuses a malformed token before it reaches a query.
 
-knox decodes the credentials as UTF-8 and looks them up by prefix, so a header such as
-``Authorization: Token <NUL>...`` (PostgreSQL refuses NUL bytes) or one that is not
-UTF-8 was a 500 on every endpoint. A token is letters, digits, ``-`` and ``_``;
-anything else is a 401 like any unknown token.
-
-knox also reads every token of the user on every request, to delete the expired ones
-among them: a second query on each authenticated request, growing with the user's
-tokens. Here a request checks only the token it presents; the beat task
-:func:`tenants.tasks.purge_expired_tokens` deletes the others once they expire (an
-expired token authenticates nothing either way, and the token list hides it).
-
-A token is accepted as ``Authorization: Token <token>`` (knox's keyword, what the
-``gangway`` command line sends) and as ``Authorization: Bearer <token>`` (what clients
-generated from the OpenAPI schema send). ``Bearer`` is shared with the identity
-provider's access tokens (:mod:`tenants.sso.authentication`): a value shaped like a JSON
-Web Token (two dots; a gangway token is hex and has none) is left to that authenticator,
-anything else is checked here, so a wrong bearer value is the same 401 as a wrong
-``Token`` value, whether single sign-on is on or not.
-
-And knox's lookup (the tokens with the presented key prefix, with their users) is read
-in one plain SQL statement: every API request authenticates, and compiling the ORM's
-join was a tenth of a create's CPU. The loop over the candidates is knox's.
+A token is letters, digits, ``-`` and ``_``: anything else (a NUL byte, bytes that are not
+UTF-8) is a 401 like any unknown token, never a query that fails. A request checks only the
+token it presents (``tenants.tasks.purge_expired_tokens`` deletes expired ones), and knox's
+lookup is one plain SQL statement, because every API request authenticates. Accepted as
+``Token <token>`` (the CLI) and ``Bearer <token>`` (generated clients); a bearer value shaped
+like a JSON Web Token is left to :mod:`tenants.sso.authentication`, so a wrong bearer value
+is the same 401 whether single sign-on is on or not.
 """
 
 from __future__ import annotations
@@ -52,8 +37,7 @@ _KEYWORDS = (b"token", b"bearer")
 
 
 def is_jwt_shaped(credentials: bytes) -> bool:
-    """Whether a bearer credential is shaped like a JSON Web Token (header.payload.sig),
-    which a gangway API token never is."""
+    """Whether a bearer credential is shaped like a JWT (a gangway token never is)."""
     return credentials.count(b".") == 2
 
 
@@ -108,7 +92,7 @@ def _candidates(key: str) -> list[AuthToken]:
     ``AuthToken.objects.filter(token_key=key).select_related("user")`` reads them.
 
     Every API request authenticates, and compiling that query (a join over every column
-    of both tables) cost more CPU than the rest of a list request's own queries: it is
+    of both tables) would cost more than the rest of a list request's own queries, so it is
     one plain SQL statement, its rows built as the ORM builds them
     (:mod:`controlplane.rows`).
     """

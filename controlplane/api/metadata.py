@@ -1,14 +1,11 @@
 """``OPTIONS`` on any API route: which methods the caller may use there, and nothing to
 anyone who may use none.
 
-DRF's own answer describes the serializers of ``PUT`` and ``POST`` after looking the
-object up with the view's ``get_object``, which assumes a lookup keyword every route
-does not have (a 500 on the notification preferences, the quotas and the cohorts), and
-it answers 200 to a caller whom every method of the route refuses (anyone's
-``OPTIONS /api/v1/users/``, another tenant's ``OPTIONS`` on a tenant's page). Here the
-route is checked as each of its methods would be (authentication, permissions, and the
-object the URL names), and the answer is the first refusal if every method refuses;
-otherwise the methods the caller may use. Field descriptions are the OpenAPI schema's.
+DRF's own answer looks the object up with ``get_object``, which assumes a lookup keyword
+not every route has, and answers 200 to a caller every method refuses. Here the route is
+checked as each of its methods would be (authentication, permissions, the object the URL
+names): every method refusing gives the first refusal, otherwise the methods the caller
+may use. Field descriptions are the OpenAPI schema's.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The API's only body parser: JSON, with bounds a hostile body cannot get past.
 
-Python's ``json`` recurses once per nesting level, so a body of 50,000 ``[`` raises
-``RecursionError`` (a 500) before any serializer sees it, and ``1e999999`` parses as
-``inf``. :func:`loads` refuses both with a :class:`~rest_framework.exceptions.ParseError`
-(a 400 in the project's error format): nesting is measured before decoding, numbers
-must be finite and short. Request bodies of this API are flat documents a few levels
-deep, so the bounds never refuse a real request.
-
-JSON may also spell a lone UTF-16 surrogate (``"\\ud800"``), which decodes to a Python
-string that is no Unicode text: PostgreSQL's driver cannot encode it and a renderer
-echoing it back fails, so it was a 500 wherever it reached. It is refused here, in keys
-and values alike. (Query strings and form bodies cannot carry one: Django decodes them
-from UTF-8 bytes, replacing what is not UTF-8.)
+Python's ``json`` recurses once per nesting level (50,000 ``[`` raise ``RecursionError``)
+and parses ``1e999999`` as ``inf``; a lone UTF-16 surrogate (``"\\ud800"``) decodes to a
+string PostgreSQL cannot store. :func:`loads` refuses all three with a 400 in the
+project's error format: nesting is measured before decoding, numbers must be finite and
+short, surrogates are refused in keys and values. The API's bodies are flat documents a
+few levels deep, so the bounds never refuse a real request.
 """
 
 from __future__ import annotations

@@ -24,8 +24,7 @@ class ClientAddressIdent:
 
 
 class AuthThrottle(ClientAddressIdent, AnonRateThrottle):
-    """Limits password logins per client address, wrong or right (brute-force
-    protection; failed ones are also counted by the sign-in lockout)."""
+    """Limits password logins per client address, wrong or right (brute force)."""
 
     scope = "auth"
 

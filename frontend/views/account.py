@@ -24,7 +24,7 @@ from django.urls import reverse
 
 from frontend.account_forms import PasswordChangeForm, ResetPasswordForm
 from frontend.admin_forms import attach_errors
-from tenants import passwords
+from tenants.services import passwords
 
 MUST_CHANGE = "password_must_change"
 

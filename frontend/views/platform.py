@@ -26,8 +26,9 @@ from clusters.requests import tenancy
 from controlplane.exceptions import ServiceConflict
 from frontend import admin_forms as f
 from frontend.views.common import HtmxHttpRequest
-from tenants import passwords, selectors, services
+from tenants import selectors, services
 from tenants.models import Cohort, GpuFlavor, Membership, Quota, Tenant
+from tenants.services import passwords
 
 
 def require_platform_admin(request: HttpRequest) -> None:

@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonBooleanField, StrictSerializer
-from notifications.kinds import EventKind
+from notifications.event_kinds import EventKind
 from notifications.models import URL_MAX_LENGTH
 
 

@@ -20,6 +20,7 @@ from controlplane.api.serializers import (
     StrictSerializer,
 )
 from tenants.models import AuditEvent, Cohort, GpuFlavor, Membership, Role, Tenant
+from tenants.services.flavors import FLAVOR_NODE_FACTS
 from tenants.slugs import SLUG_HELP, validate_tenant_slug
 
 # --- Auth and users -----------------------------------------------------------------
@@ -146,16 +147,7 @@ class SsoConfigSerializer(serializers.Serializer[dict[str, Any]]):
 
 # --- Flavors ------------------------------------------------------------------------
 
-FLAVOR_FIELDS = [
-    "name",
-    "gpu_product",
-    "gpus_per_node",
-    "cpu_per_node",
-    "memory_per_node_gib",
-    "node_count",
-    "max_node_count",
-    "sharing",
-]
+FLAVOR_FIELDS = ["name", *FLAVOR_NODE_FACTS]
 
 
 class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):

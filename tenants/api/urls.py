@@ -29,9 +29,7 @@ register_converter(UsernameConverter, "username")
 
 
 class CohortNameConverter(UsernameConverter):
-    """A cohort name as ``Tenant.cohort`` allows it (a DNS label of at most 40): a PUT
-    to any other name is a 404, like every path naming nothing, not a create that fails.
-    The value passes through unchanged, as a username does."""
+    """A cohort name (a DNS label of at most 40): a PUT to any other name is a 404."""
 
     regex = r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?"
 

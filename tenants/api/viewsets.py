@@ -1,13 +1,10 @@
 """The scoped base for every tenant-owned API endpoint (STYLE 2 and 3).
 
 The tenant is resolved once from the URL (``tenant_slug``) through
-``Tenant.objects.visible_to(user)``: a tenant the user cannot see is a 404, exactly
-like a tenant that does not exist, so the API never confirms another tenant's
-existence. Subclasses implement :meth:`scoped_queryset` and may not override
-``get_queryset``; each action declares the least role it needs in ``action_roles``.
-
-It lives in the tenants app, not in ``controlplane.api``, because it needs tenants'
-models and selectors and the shared kit may not import the apps built on it.
+``Tenant.objects.visible_to(user)``: a tenant the user cannot see is a 404, like one that
+does not exist. Subclasses implement :meth:`scoped_queryset` (never ``get_queryset``) and
+declare the least role of each action in ``action_roles``. It lives here, not in
+``controlplane.api``, because the shared kit may not import the apps built on it.
 """
 
 from __future__ import annotations
@@ -73,8 +70,7 @@ class TenantScopedViewSet(viewsets.GenericViewSet[_MT]):
 
     @property
     def tenant_role(self) -> str | None:
-        """The caller's role in the tenant, resolved with it; services take it as ``role``
-        instead of reading it again."""
+        """The caller's role in the tenant, resolved with it (services take it as ``role``)."""
         return self._tenant_and_role[1]
 
     def check_permissions(self, request: Request) -> None:
@@ -95,10 +91,9 @@ class TenantScopedViewSet(viewsets.GenericViewSet[_MT]):
     def get_object(self) -> Any:
         """The object named in the URL, among the tenant's (404 otherwise).
 
-        DRF's own also runs the list's filter backends (django-filter, ordering) over
-        the queryset first: a list's query parameters, which have no say in which
-        object a name means, and whose filter form was a tenth of a delete's time. The
-        tenant scope is the queryset's own (:meth:`scoped_queryset`), not a filter's."""
+        Unlike DRF's, it skips the list's filter backends: a list's query parameters
+        have no say in which object a name means, and building their form costs time.
+        The tenant scope is the queryset's own (:meth:`scoped_queryset`)."""
         lookup_url_kwarg = self.lookup_url_kwarg or self.lookup_field
         assert lookup_url_kwarg in self.kwargs, f"{type(self).__name__} has no URL keyword"
         obj = get_object_or_404(

@@ -1,16 +1,12 @@
 """``Authorization: Bearer <access token>`` from the identity provider, for the API.
 
-The token is checked against the provider's published keys (``tokens``), then the
-identity it names is synced (``identity``): a user who has left a group loses its role at
-the next request after ``OIDC_SYNC_CACHE_SECONDS``. A token without the groups claim
-(some providers put groups only in the ID token) has its groups read from the provider's
-userinfo endpoint, cached as briefly. A refused token is a 401 that says why; nothing is
-written for it.
-
-Only a bearer value shaped like a JSON Web Token is read here: gangway's own API tokens
-are accepted after ``Bearer`` too, by :mod:`controlplane.api.authentication`, which sees
-the header first. With single sign-on off, a provider token is refused with a message
-that names the header gangway's own tokens use, rather than silently ignored.
+The token is checked against the provider's keys (``tokens``), then its identity is synced
+(``identity``), so a user who left a group loses its role within ``OIDC_SYNC_CACHE_SECONDS``.
+A token without the groups claim has them read from the userinfo endpoint, cached as
+briefly. A refused token is a 401 that says why; nothing is written for it. Only values
+shaped like a JSON Web Token are read here (gangway's own tokens after ``Bearer`` are
+:mod:`controlplane.api.authentication`'s); with single sign-on off, a provider token is
+refused with a message naming the header gangway's own tokens use.
 """
 
 from __future__ import annotations

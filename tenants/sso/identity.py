@@ -1,18 +1,12 @@
 """From a signed-in identity to a gangway user with the roles its groups grant.
 
-:func:`identity_sync` is the one service every way in calls (the browser's callback, a
-bearer token, a dashboard session's periodic check). It finds the user by the identity's
-issuer and subject (never by username alone: a provider account named like a local one
-must not take it over unless ``OIDC_LINK_EXISTING_USERS`` says so), creates it on first
-sign-in, and makes the memberships that came from the provider match the groups: added,
-changed or removed, each change audited with the identity provider as the actor.
-Memberships granted locally are left alone unless the provider now grants a role in the
-same tenant, which it then owns.
-
-A bearer token is checked on every request, so its sync is skipped while the same
-identity arrives with the same groups within ``OIDC_SYNC_CACHE_SECONDS``: a change at the
-provider still takes effect at the next request after the cache, and a steady stream of
-API calls costs one cache read, not a transaction.
+:func:`identity_sync` is the one service every way in calls. It finds the user by issuer
+and subject (never by username alone, unless ``OIDC_LINK_EXISTING_USERS``), creates it on
+first sign-in, and makes the provider's memberships match the groups, each change audited
+with the identity provider as the actor. Locally granted memberships stay unless the
+provider now grants a role in that tenant. A bearer token's sync is skipped while the same
+identity arrives with the same groups within ``OIDC_SYNC_CACHE_SECONDS``, so a stream of
+API calls costs a cache read, not a transaction.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The OpenID provider as gangway sees it: its metadata, and the dashboard's client.
 
-The metadata (``<issuer>/.well-known/openid-configuration``) names every endpoint, so
-configuring a provider takes its issuer URL and a client, nothing more. It is fetched
-once and kept for ``OIDC_JWKS_CACHE_SECONDS`` in each process: a provider that moves an
-endpoint is followed within minutes, and a request never waits on discovery twice.
-
-The browser's flow uses Authlib's Django client, which does the parts that are easy to
-get subtly wrong: PKCE (S256) and the state kept in the session, the nonce, and the ID
-token's signature, issuer, audience and expiry. Chosen over mozilla-django-oidc because
-it reads the provider's metadata (mozilla-django-oidc wants every endpoint configured by
-hand) and has RP-initiated logout built in.
+The metadata (``<issuer>/.well-known/openid-configuration``) names every endpoint, so a
+provider is configured by its issuer URL and a client; it is kept for
+``OIDC_JWKS_CACHE_SECONDS`` in each process. The browser's flow uses Authlib's Django
+client, which does the parts easy to get subtly wrong (PKCE, state, nonce, the ID token's
+checks) and reads the metadata, where mozilla-django-oidc wants every endpoint by hand.
 """
 
 from __future__ import annotations
@@ -69,6 +64,16 @@ def metadata() -> dict[str, Any]:
     return document
 
 
+def call(method: str, url: str, **kwargs: Any) -> requests.Response | None:
+    """One request to the provider: its response, or None when it cannot be reached or
+    fails on its side (a 5xx), which every caller treats alike: ask again later."""
+    try:
+        response = requests.request(method, url, timeout=settings.OIDC_TIMEOUT_SECONDS, **kwargs)
+    except requests.RequestException:
+        return None
+    return None if response.status_code >= 500 else response
+
+
 def userinfo(access_token: str) -> dict[str, Any] | int | None:
     """The provider's userinfo for ``access_token``: its claims, the HTTP status of a
     refusal (401, 403), or None when the provider cannot be reached or answers nonsense."""
@@ -78,15 +83,8 @@ def userinfo(access_token: str) -> dict[str, Any] | int | None:
         return None
     if not endpoint:
         return None
-    try:
-        response = requests.get(
-            endpoint,
-            headers={"Authorization": f"Bearer {access_token}"},
-            timeout=settings.OIDC_TIMEOUT_SECONDS,
-        )
-    except requests.RequestException:
-        return None
-    if response.status_code >= 500:
+    response = call("GET", endpoint, headers={"Authorization": f"Bearer {access_token}"})
+    if response is None:
         return None
     if response.status_code != 200:
         return response.status_code

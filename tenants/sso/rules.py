@@ -1,15 +1,10 @@
 """The group-to-role rules: which tenant roles a set of provider groups grants.
 
-``OIDC_ROLE_RULES`` is a list of rules separated by spaces, commas or new lines, each
-``GROUP=ROLE`` or ``GROUP=TENANT:ROLE``:
-
-- ``gpu-{tenant}-admins=admin``: a group named like the pattern grants the role in the
-  tenant whose slug fills ``{tenant}`` (``gpu-vision-admins`` -> ``vision``, admin);
-- ``research=vision:viewer``: a group granting a role in one named tenant.
-
-A user in several matching groups gets the highest role each tenant is granted. Rules
-are pure data here; which tenants exist is the caller's business. Groups that match no
-rule grant nothing.
+``OIDC_ROLE_RULES`` lists rules separated by spaces, commas or new lines, each
+``GROUP=ROLE`` (a pattern: ``gpu-{tenant}-admins=admin`` grants admin in the tenant whose
+slug fills ``{tenant}``) or ``GROUP=TENANT:ROLE`` (``research=vision:viewer``). A user in
+several matching groups gets the highest role each tenant is granted; groups that match
+no rule grant nothing. Rules are pure data; which tenants exist is the caller's business.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ import logging
 import time
 from typing import Any
 
-import requests
 from django.conf import settings
 
 from tenants.sso import identity, provider
@@ -50,16 +49,13 @@ def _refresh(record: dict[str, Any], meta: dict[str, Any]) -> bool | None:
     """Refresh the access token in ``record``: True done, False refused, None unreachable."""
     if not record.get("refresh_token"):
         return False
-    try:
-        response = requests.post(
-            meta["token_endpoint"],
-            data={"grant_type": "refresh_token", "refresh_token": record["refresh_token"]},
-            auth=(settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET),
-            timeout=settings.OIDC_TIMEOUT_SECONDS,
-        )
-    except requests.RequestException:
-        return None
-    if response.status_code >= 500:
+    response = provider.call(
+        "POST",
+        meta["token_endpoint"],
+        data={"grant_type": "refresh_token", "refresh_token": record["refresh_token"]},
+        auth=(settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET),
+    )
+    if response is None:
         return None
     if response.status_code != 200:
         return False

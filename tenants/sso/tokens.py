@@ -1,13 +1,10 @@
 """Checking a bearer access token from the provider: signature, issuer, audience, time.
 
-The provider's public keys come from its ``jwks_uri`` through PyJWT's ``PyJWKClient``,
-which keeps the key set for ``OIDC_JWKS_CACHE_SECONDS`` and fetches it again when a
-token names a key it has not seen (a rotation), at most once per
-``OIDC_JWKS_MIN_REFRESH_SECONDS`` so that tokens with made-up key ids cannot make every
-request call the provider. Only the asymmetric algorithms of ``OIDC_ALGORITHMS`` are
-accepted: ``alg: none`` and shared-secret algorithms are refused before any key is read.
-
-Nothing here writes anything: a refused token leaves no trace but a 401.
+The keys come from the provider's ``jwks_uri`` through PyJWT's ``PyJWKClient``, kept for
+``OIDC_JWKS_CACHE_SECONDS`` and fetched again for an unseen key id at most once per
+``OIDC_JWKS_MIN_REFRESH_SECONDS``, so made-up key ids cannot make every request call the
+provider. Only the asymmetric algorithms of ``OIDC_ALGORITHMS`` are accepted. Nothing here
+writes: a refused token leaves no trace but a 401.
 """
 
 from __future__ import annotations

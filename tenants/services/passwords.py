@@ -1,14 +1,11 @@
-"""Password services: change your own, a platform admin's temporary password or reset
-link, and the end of a reset by email. The dashboard and the API both call these.
+"""Passwords: change your own, a platform admin's temporary password or reset link, and
+the end of a reset by email; the dashboard and the API both call these.
 
-Every change is checked by Django's ``AUTH_PASSWORD_VALIDATORS``, audited (never with
-the password) and ends the account's other sessions: Django signs out a session whose
-password hash no longer matches. API tokens (knox) survive a change you make yourself
-(you know the old password: the CLI on your laptop is still yours) and are revoked when
-an admin sets a temporary password or a reset link is used (whoever held the account
-before may hold a token too). An account that signs in through the identity provider
-(tenants/sso) has no usable password here: every service refuses it with
-:func:`sso_message`.
+Every change passes Django's validators, is audited (never with the password) and ends
+the account's other sessions. API tokens survive a change you make yourself (you knew
+the old password) and are revoked when an admin sets a temporary password or a reset
+link is used (whoever held the account before may hold a token too). An account that
+signs in through the identity provider has no password here: each service refuses it.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import PasswordResetForm
 from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.tokens import default_token_generator
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.encoding import force_bytes
@@ -29,7 +26,7 @@ from knox.models import AuthToken
 
 from tenants.audit import audit_record
 from tenants.models import PasswordState
-from tenants.selectors import is_platform_admin
+from tenants.services.guards import require_platform_admin
 
 RESET_SUBJECT_TEMPLATE = "tenants/password_reset_subject.txt"
 RESET_EMAIL_TEMPLATE = "tenants/password_reset_email.txt"
@@ -105,8 +102,7 @@ def password_change(*, user: Any, old_password: str, new_password: str) -> None:
 def password_set_temporary(*, actor: Any, user: Any, password: str) -> None:
     """A platform admin sets a temporary password for ``user``, who must change it at
     the next sign-in. Their sessions end and their API tokens are revoked."""
-    if not is_platform_admin(actor):
-        raise PermissionDenied("Only platform admins may do this.")
+    require_platform_admin(actor)
     _replace(
         actor=actor,
         user=user,
@@ -122,8 +118,7 @@ def password_reset_link_send(*, actor: Any, user: Any, protocol: str, domain: st
     """A platform admin mails ``user`` a link to choose a new password (Django's reset
     link and mail, as the sign-in page's "Forgot your password?" sends). The mail goes
     after commit, through ``EMAIL_BACKEND``."""
-    if not is_platform_admin(actor):
-        raise PermissionDenied("Only platform admins may do this.")
+    require_platform_admin(actor)
     _refuse_sso(user, "send_reset_link")
     if not user.email:
         raise ValidationError(

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from notifications import addresses, sending
+from notifications import public_addresses, sending
 from notifications.sending import Notice, SendError, post_webhook
 
 # Teredo stores its client's IPv4 address inverted in the last 32 bits.
@@ -112,14 +112,14 @@ PUBLIC = [
 
 @pytest.mark.parametrize("host", REFUSED)
 def test_a_non_public_address_is_refused(host: str) -> None:
-    with pytest.raises(addresses.AddressRefused, match="non-public") as refused:
-        addresses.pinned_address(host, 443, allowed=())
+    with pytest.raises(public_addresses.AddressRefused, match="non-public") as refused:
+        public_addresses.pinned_address(host, 443, allowed=())
     assert refused.value.permanent
 
 
 @pytest.mark.parametrize(("host", "pinned"), PUBLIC)
 def test_a_public_address_is_pinned(host: str, pinned: str) -> None:
-    assert addresses.pinned_address(host, 443, allowed=()) == ipaddress.ip_address(pinned)
+    assert public_addresses.pinned_address(host, 443, allowed=()) == ipaddress.ip_address(pinned)
 
 
 def test_the_table_is_large_enough_and_unwraps_every_embedding() -> None:
@@ -133,9 +133,9 @@ def test_the_table_is_large_enough_and_unwraps_every_embedding() -> None:
         ("2002:a9fe:a9fe::", "169.254.169.254"),
         (_TEREDO + "5601:5601", "169.254.169.254"),
     ]:
-        assert addresses.embedded_ipv4(v6(form)) == ipaddress.IPv4Address(inner)
-    assert addresses.embedded_ipv4(v6("::1")) is None
-    assert addresses.embedded_ipv4(v6("2606:4700:4700::1111")) is None
+        assert public_addresses.embedded_ipv4(v6(form)) == ipaddress.IPv4Address(inner)
+    assert public_addresses.embedded_ipv4(v6("::1")) is None
+    assert public_addresses.embedded_ipv4(v6("2606:4700:4700::1111")) is None
 
 
 def test_any_private_answer_among_several_refuses_the_host(monkeypatch: Any) -> None:
@@ -147,26 +147,26 @@ def test_any_private_answer_among_several_refuses_the_host(monkeypatch: Any) -> 
         return real(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", resolver)
-    with pytest.raises(addresses.AddressRefused, match="non-public"):
-        addresses.pinned_address("mixed.example", 443, allowed=())
+    with pytest.raises(public_addresses.AddressRefused, match="non-public"):
+        public_addresses.pinned_address("mixed.example", 443, allowed=())
 
 
 def test_the_allow_list_names_hosts_and_ports() -> None:
-    allowed = addresses.parse_allowed_hosts(" 127.0.0.1:8125, Receiver.Internal,[::1]:9000,")
+    allowed = public_addresses.parse_allowed_hosts(" 127.0.0.1:8125, Receiver.Internal,[::1]:9000,")
     assert [(a.host, a.port) for a in allowed] == [
         ("127.0.0.1", 8125),
         ("receiver.internal", None),
         ("::1", 9000),
     ]
-    pin = addresses.pinned_address
+    pin = public_addresses.pinned_address
     assert pin("127.0.0.1", 8125, allowed=allowed) == ipaddress.ip_address("127.0.0.1")
     assert pin("::1", 9000, allowed=allowed) == ipaddress.ip_address("::1")
     for host, port in [("127.0.0.1", 8126), ("localhost", 8125), ("::1", 9001)]:
-        with pytest.raises(addresses.AddressRefused):
+        with pytest.raises(public_addresses.AddressRefused):
             pin(host, port, allowed=allowed)
     for bad in ["127.0.0.1:http", "host:0", ":8125", "[::1]:99999"]:
         with pytest.raises(ValueError):
-            addresses.parse_allowed_hosts(bad)
+            public_addresses.parse_allowed_hosts(bad)
 
 
 # --- The send path, against real servers on loopback -----------------------------------

@@ -1,23 +1,13 @@
 """Where a webhook may be sent: public addresses only, unless a deployment names a host.
 
-A webhook URL is chosen by a user, so sending to it must not reach what only the
-control plane can reach (loopback, the pod and service networks, the cloud's metadata
-service at 169.254.169.254). :func:`pinned_address` resolves the host once, refuses it
-if any address it resolves to is not public, and returns the one address to connect
-to: the caller connects to that exact IP, so a DNS answer that changes after the check
-(rebinding) cannot move the connection.
-
-``ipaddress.is_global`` alone is not enough: an IPv6 address can carry an IPv4 address
-inside it (IPv4-mapped, SIIT, IPv4-compatible, NAT64, 6to4, Teredo), and on a host with
-NAT64 or a 6to4/Teredo relay such an address reaches the IPv4 inside. Every such form
-is unwrapped and the IPv4 inside is judged instead. NAT64's local-use prefix
-64:ff9b:1::/48 (RFC 8215) is a site's own translator, whose embedding depends on a
-prefix length we cannot know: it is always refused.
-
-``NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS`` names hosts (``host`` or ``host:port``) a
-deployment lets webhooks reach although they are not public, e.g. an in-cluster
-receiver; ``NOTIFY_ALLOW_PRIVATE_WEBHOOKS`` lets every host through (development).
-Even then the address is resolved once and pinned.
+A webhook URL is a user's choice, so it must not reach what only the control plane can
+(loopback, the pod network, the cloud's metadata service). :func:`pinned_address` resolves
+the host once, refuses it if any address is not public, and returns the one address to
+connect to, so a DNS answer that changes after the check cannot move the connection.
+IPv4 carried inside IPv6 (mapped, SIIT, NAT64, 6to4, Teredo) is unwrapped and judged;
+the local-use NAT64 prefix 64:ff9b:1::/48 is always refused. Hosts named in
+``NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS`` (or every host, with
+``NOTIFY_ALLOW_PRIVATE_WEBHOOKS``) pass, still resolved once and pinned.
 """
 
 from __future__ import annotations

@@ -1,0 +1,31 @@
+"""Periodic work (Celery beat)."""
+
+from __future__ import annotations
+
+from controlplane.settings.notices import (
+    NOTIFY_DISPATCH_INTERVAL_SECONDS,
+    NOTIFY_SWEEP_INTERVAL_SECONDS,
+)
+from controlplane.settings.workers import (
+    ACTIVITY_CHECK_SECONDS,
+    RECONCILE_INTERVAL_SECONDS,
+    SWEEP_INTERVAL_SECONDS,
+)
+
+# Periodic work: the reconciler, the outbox sweeper and a safety-net admission pass
+# (every write also nudges these, so the beat is only the backstop).
+CELERY_BEAT_SCHEDULE = {
+    "reconcile": {"task": "clusters.tasks.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
+    "sweep": {"task": "clusters.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+    "admission": {"task": "clusters.tasks.admission_pass", "schedule": 15.0},
+    "activity": {"task": "clusters.tasks.check_activity", "schedule": ACTIVITY_CHECK_SECONDS},
+    "notify-dispatch": {
+        "task": "notifications.tasks.dispatch",
+        "schedule": NOTIFY_DISPATCH_INTERVAL_SECONDS,
+    },
+    "notify-sweep": {
+        "task": "notifications.tasks.sweep",
+        "schedule": NOTIFY_SWEEP_INTERVAL_SECONDS,
+    },
+    "purge-expired-tokens": {"task": "tenants.tasks.purge_expired_tokens", "schedule": 3600.0},
+}

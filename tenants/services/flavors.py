@@ -1,0 +1,111 @@
+"""The GPU catalogue: add, change and remove flavors (platform admins only)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
+
+from controlplane.exceptions import ServiceConflict
+from tenants.audit import audit_record, audit_snapshot
+from tenants.models import GpuFlavor
+from tenants.selectors import flavor_references
+from tenants.services.edits import edit_and_audit
+from tenants.services.guards import require_platform_admin
+
+# A flavor's node facts, in the order the API shows them: what a platform admin may
+# change on a flavor (its name is fixed once created).
+FLAVOR_NODE_FACTS = (
+    "gpu_product",
+    "gpus_per_node",
+    "cpu_per_node",
+    "memory_per_node_gib",
+    "node_count",
+    "max_node_count",
+    "sharing",
+)
+FLAVOR_EDITABLE = frozenset(FLAVOR_NODE_FACTS)
+
+
+@transaction.atomic
+def flavor_create(
+    *,
+    actor: Any,
+    name: str,
+    gpu_product: str,
+    gpus_per_node: int,
+    cpu_per_node: int,
+    memory_per_node_gib: int,
+    node_count: int = 0,
+    max_node_count: int | None = None,
+    sharing: bool = False,
+) -> GpuFlavor:
+    """Add a GPU flavor to the catalogue (platform admins only)."""
+    require_platform_admin(actor)
+    flavor = GpuFlavor(
+        name=name,
+        gpu_product=gpu_product,
+        gpus_per_node=gpus_per_node,
+        cpu_per_node=cpu_per_node,
+        memory_per_node_gib=memory_per_node_gib,
+        node_count=node_count,
+        max_node_count=max_node_count,
+        sharing=sharing,
+    )
+    flavor.full_clean()
+    try:
+        with transaction.atomic():
+            flavor.save()
+    except IntegrityError as exc:  # created concurrently since full_clean looked
+        raise ValidationError({"name": [f"A flavor named {name!r} already exists."]}) from exc
+    audit_record(
+        actor=actor,
+        action="flavor.create",
+        obj=flavor,
+        data=audit_snapshot(flavor, ["name", *sorted(FLAVOR_EDITABLE)]),
+    )
+    return flavor
+
+
+@transaction.atomic
+def flavor_update(*, actor: Any, flavor: GpuFlavor, changes: Mapping[str, Any]) -> GpuFlavor:
+    """Change a flavor's node facts (platform admins only); its name is immutable
+    because quotas, clusters and Kubernetes labels refer to it."""
+    require_platform_admin(actor)
+    if "name" in changes and changes["name"] != flavor.name:
+        raise ValidationError({"name": ["A flavor's name cannot be changed."]})
+    unknown = sorted(set(changes) - FLAVOR_EDITABLE - {"name"})
+    if unknown:
+        raise ValidationError({key: ["This field cannot be changed."] for key in unknown})
+    fields = sorted(set(changes) & FLAVOR_EDITABLE)
+    edit_and_audit(
+        actor=actor,
+        obj=flavor,
+        changes=changes,
+        fields=fields,
+        check=GpuFlavor.full_clean,
+        action="flavor.update",
+    )
+    return flavor
+
+
+@transaction.atomic
+def flavor_delete(*, actor: Any, flavor: GpuFlavor) -> None:
+    """Remove a flavor nobody uses (platform admins only); a flavor still named by a
+    quota or a cluster request is a conflict, since deleting it would orphan them."""
+    require_platform_admin(actor)
+    flavor = GpuFlavor.objects.select_for_update().get(pk=flavor.pk)
+    quotas, clusters = flavor_references(flavor=flavor)
+    if quotas or clusters:
+        raise ServiceConflict(
+            f"Flavor {flavor.name} is still used by {quotas} quota(s) and {clusters} "
+            "cluster request(s); remove those first."
+        )
+    audit_record(actor=actor, action="flavor.delete", obj=flavor, data={"name": flavor.name})
+    try:
+        flavor.delete()
+    except ProtectedError as exc:  # a reference created since the check above
+        raise ServiceConflict(f"Flavor {flavor.name} is still in use.") from exc

@@ -15,7 +15,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from clusters.states import LIVE, State
+from clusters.domain.states import LIVE, State
 from tenants.models import GpuFlavor, Tenant, TenantOwned, TenantOwnedQuerySet
 
 
@@ -106,7 +106,7 @@ class ClusterRequest(TenantOwned):
         default=dict,
         blank=True,
         help_text="Environment variables set on its Ray containers, {name: value}, checked "
-        "by clusters.environment.validate_env.",
+        "by clusters.domain.environment.validate_env.",
     )
     container_gpus = models.BooleanField(
         default=False,

@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import Count, F, Prefetch, Sum
 from django.utils import timezone
 
-from clusters import usage
+from clusters.domain.states import State
 from clusters.engine import idle
 from clusters.models import (
     ClusterEvent,
@@ -20,7 +20,7 @@ from clusters.models import (
     UsageSpan,
     Workload,
 )
-from clusters.states import State
+from clusters.rows import usage
 from tenants.models import Quota, Tenant
 
 
@@ -246,7 +246,7 @@ def queue_list(*, tenant: Tenant | None = None) -> ClusterRequestQuerySet:
 def _hours_by_user(
     buckets: dict[usage.Bucket, Decimal],
 ) -> tuple[Decimal, dict[str, Decimal], dict[str, Decimal], dict[tuple[str, str], Decimal]]:
-    """GPU-hours of per-day buckets (:func:`clusters.usage.hours_by_day`) in total, by
+    """GPU-hours of per-day buckets (:func:`clusters.rows.usage.hours_by_day`) in total, by
     user, by flavor and by both."""
     by_user: dict[str, Decimal] = defaultdict(Decimal)
     by_flavor: dict[str, Decimal] = defaultdict(Decimal)
@@ -272,7 +272,7 @@ def usage_summary(
 
     Each span counts for the part of it inside the period; open spans run to ``until``
     (or now, if earlier). ``hours`` are the tenant's usage and idle buckets of the period
-    (:func:`clusters.usage.period_hours`) when the caller has read them already, for
+    (:func:`clusters.rows.usage.period_hours`) when the caller has read them already, for
     its daily rows too; otherwise they are read here (two queries).
     """
 

@@ -20,16 +20,16 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
-from clusters import enqueue
-from clusters.engine import capacity, idle, jobs, provisioning
+from clusters.domain.states import State
+from clusters.engine import idle, jobs, provisioning, scale_up
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
-from clusters.queue.capacity import anyone_waiting as waiting_for_capacity
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.queue.free_capacity import anyone_waiting as waiting_for_capacity
+from clusters.rows import enqueue
+from clusters.rows.transitions import transition
 from controlplane import metrics
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ PROVISION_PASS_BATCH = 50
 @shared_task(name=enqueue.PROVISION_REQUESTED, acks_late=True)
 def provision_requested() -> int:
     """The provision pass: converge the rows marked for a provisioning step
-    (:func:`clusters.enqueue.provision_marked`), in a batch as :func:`provision_clusters`
+    (:func:`clusters.rows.enqueue.provision_marked`), in a batch as :func:`provision_clusters`
     does; returns how many it took."""
     enqueue.pass_started(enqueue.PROVISION_REQUESTED)
     taken = provisioning.take_requested(PROVISION_PASS_BATCH)
@@ -281,7 +281,7 @@ def check_activity() -> dict[str, int]:
 @shared_task(name=enqueue.REQUEST_CAPACITY, bind=True, acks_late=True, max_retries=8)
 def request_capacity(self: Any, cluster_id: int) -> None:
     """Write the ProvisioningRequest a waiting request asks the cluster autoscaler for
-    its nodes with (:mod:`clusters.engine.capacity`). A lost or failed message is not
+    its nodes with (:mod:`clusters.engine.scale_up`). A lost or failed message is not
     lost work: every reconcile pass writes it again while it is missing."""
     cluster = (
         ClusterRequest.objects.unscoped()
@@ -292,7 +292,7 @@ def request_capacity(self: Any, cluster_id: int) -> None:
     if cluster is None:
         return
     try:
-        capacity.request_capacity(cluster, get_gateway())
+        scale_up.request_capacity(cluster, get_gateway())
     except TransientKubeError as exc:
         raise self.retry(
             countdown=backoff_seconds(self.request.retries + 1, exc.retry_after), exc=exc

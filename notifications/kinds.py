@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.db import models
 
-from clusters.states import JOB_FINISHED, State
+from clusters.domain.states import JOB_FINISHED, State
 
 
 class EventKind(models.TextChoices):

@@ -166,7 +166,7 @@ def _fresh_cache() -> Any:
     from django.core.cache import cache
 
     from clusters.engine import foldmemo
-    from clusters.queue import recorded
+    from clusters.queue import dry_run_cache as recorded
 
     cache.clear()
     recorded.forget()

@@ -7,7 +7,6 @@ and writes the :class:`Decision` back.
 """
 
 from clusters.admission.decide import decide
-from clusters.admission.dry_run import Alternative, Verdict, VerdictReason, dry_run
 from clusters.admission.eta import format_eta
 from clusters.admission.snapshot import (
     CAPACITY,
@@ -37,6 +36,7 @@ from clusters.admission.snapshot import (
     TenantQ,
     cohort_root,
 )
+from clusters.admission.verdict import Alternative, Verdict, VerdictReason, dry_run
 
 __all__ = [
     "CAPACITY",

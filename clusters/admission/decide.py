@@ -16,7 +16,7 @@ nothing created after an aged request is ordered before it within its priority, 
 starts at the latest once the requests ahead of it have started and the clusters then
 running in its pool have expired (``tests/clusters/admission/test_properties.py``).
 
-Reclaimed capacity goes to what asked for it (:mod:`clusters.admission.promises`): a
+Reclaimed capacity goes to what asked for it (:mod:`clusters.admission.reclaim_promises`): a
 request for which borrowers' clusters are suspended is promised what they free, until it
 is admitted, in this pass and later ones. Within its priority it goes first, like an aged
 request, and if it still cannot start once they are suspended (say no node is wholly
@@ -36,9 +36,10 @@ from decimal import Decimal
 from typing import Protocol
 
 from clusters.admission.caps import CapBreach
+from clusters.admission.counts_in_words import count, plural
 from clusters.admission.eta import Wait, WaitKey, estimate
 from clusters.admission.ledger import Ledger, Pool, fmt
-from clusters.admission.promises import Promises
+from clusters.admission.reclaim_promises import Promises
 from clusters.admission.snapshot import (
     CAPACITY,
     COHORT_QUOTA,
@@ -57,7 +58,6 @@ from clusters.admission.snapshot import (
     Running,
     Snapshot,
 )
-from clusters.admission.words import count, plural
 
 # A request that can never fit still sits in the queue (a quota may have shrunk after it
 # was accepted); it is shown with the nearest waiting reason.

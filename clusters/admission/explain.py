@@ -1,6 +1,6 @@
 """Why a waiting request stands where it does, in words a person reads.
 
-:func:`order_notes` walks a :class:`~clusters.admission.recorded.RecordedPass` (the pass
+:func:`order_notes` walks a :class:`~clusters.admission.recorded_pass.RecordedPass` (the pass
 the dry-run records) and, for every waiting request, compares it with the nearest request
 of another tenant ahead of it in the same flavor's queue, on the very heap keys the pass
 popped them by (:func:`~clusters.admission.decide.head_key`): priority class, explicit
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from clusters.admission.decide import _HeadKey
-from clusters.admission.recorded import RecordedPass
+from clusters.admission.recorded_pass import RecordedPass
 from clusters.admission.snapshot import (
     CAPACITY,
     COHORT_QUOTA,

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from clusters.admission.counts_in_words import count
 from clusters.admission.eta import format_eta
 from clusters.admission.snapshot import PROD, Pending
-from clusters.admission.words import count
 
 FITS_NOW = "fits_now"
 WILL_QUEUE = "will_queue"

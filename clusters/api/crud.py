@@ -2,7 +2,7 @@
 suspend, resume and extend. Mixed into ``ClusterViewSet`` (clusters/api/views.py).
 
 Views only translate HTTP to service calls: rules live in :mod:`clusters.requests.services` and
-:mod:`clusters.shapes`, so the dashboard enforces exactly the same ones.
+:mod:`clusters.domain.shapes`, so the dashboard enforces exactly the same ones.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters import selectors, shapes
+from clusters import selectors
 from clusters.api.output import ClusterListItemOut, ClusterOut
 from clusters.api.serializers import ClusterCreateInput
+from clusters.domain import shapes
 from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
 from clusters.requests import controls, services
-from clusters.spec import ClusterSpec
+from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import JsonIntegerField, StrictSerializer
 from controlplane.api.viewsets import bodyless
 from tenants.models import Role, Tenant

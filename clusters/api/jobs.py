@@ -28,14 +28,14 @@ from clusters.api.serializers import (
     FlavorField,
     accept_flavors,
 )
+from clusters.domain.shapes import DNS_LABEL_PATTERN
 from clusters.filters import ClusterFilter
-from clusters.jobs import logs as job_logs
-from clusters.jobs.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
+from clusters.kinds.rayjob.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
+from clusters.live import driver_logs as job_logs
 from clusters.models import ClusterRequest, Workload
 from clusters.requests import jobs as services
-from clusters.requests.verdicts import dry_run_verdict
-from clusters.shapes import DNS_LABEL_PATTERN
-from clusters.spec import PAYLOAD_FIELDS, ClusterSpec
+from clusters.requests.dry_run import dry_run_verdict
+from clusters.rows.spec import PAYLOAD_FIELDS, ClusterSpec
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless

@@ -43,9 +43,9 @@ from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
+from clusters.domain.states import State
 from clusters.models import ClusterRequest
 from clusters.selectors import idle_minutes
-from clusters.states import State
 from tenants.models import GpuFlavor, Tenant
 
 # v2: an entry is a Page (rendered bytes), no longer the response data; a process still

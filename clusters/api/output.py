@@ -10,10 +10,10 @@ from rest_framework import serializers
 from rest_framework.fields import Field, SkipField
 from rest_framework.relations import PKOnlyObject, RelatedField
 
-from clusters.images import ray_version, resolve_image
+from clusters.domain.images import ray_version, resolve_image
 from clusters.models import ClusterEvent, ClusterRequest
+from clusters.queue.waiting import waiting
 from clusters.selectors import cluster_activity, cluster_endpoints
-from clusters.waiting import waiting
 from controlplane.api import generics as drf
 
 

@@ -86,7 +86,7 @@ class ClusterCreateInput(drf.Serializer):
         required=False,
         allow_null=True,
         default=None,
-        # The bounds are the tenant's (clusters.shapes.ttl_hours_range), checked by the
+        # The bounds are the tenant's (clusters.domain.shapes.ttl_hours_range), checked by the
         # service for create and dry-run alike, in the words the dashboard uses too.
         help_text="Time to live in whole hours, from 1 to the tenant's max_ttl_hours "
         "(dev default: the tenant's dev_ttl_hours; prod: none).",

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from clusters.domain.states import State
 from clusters.kube.gateway import Gateway
 from clusters.models import ClusterRequest
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.rows.transitions import transition
 
 RAYCLUSTER = ("ray.io/v1", "RayCluster")
 

@@ -38,8 +38,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from clusters.domain.states import State
 from clusters.models import ClusterRequest, Job, Workload
-from clusters.states import State
 
 # The columns a fold reads besides the row's identity (tenant and name never change).
 _FOLDED_COLUMNS = (

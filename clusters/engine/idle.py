@@ -31,12 +31,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import lifecycle
+from clusters.domain.states import State
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.kube.raydash import Activity, DashboardUnreachable, read_activity
 from clusters.models import ClusterKind, ClusterRequest, IdleSpan, Workload
-from clusters.states import State
-from clusters.transitions import note
+from clusters.rows import lifecycle
+from clusters.rows.transitions import note
 from controlplane.exceptions import ServiceConflict
 
 # Dashboards read at once: each read is two small HTTP calls through the API server.

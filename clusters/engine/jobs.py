@@ -7,7 +7,7 @@ suspended while it waits; admission unsuspends it, and KubeRay brings its Ray cl
 up, submits the driver and tears the cluster down when the driver ends
 (``shutdownAfterJobFinishes``). The row follows KubeRay's ``status.jobStatus`` and
 ``jobDeploymentStatus``; a job keeps its GPUs until the pods that hold them are gone
-(:func:`clusters.transitions.release_gpus`), and the end of the driver's output is kept
+(:func:`clusters.rows.transitions.release_gpus`), and the end of the driver's output is kept
 on the row when the job ends, so logs outlive the pods.
 """
 
@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from clusters.domain.states import JOB_FINISHED, State
 from clusters.engine.deletion import finish_deletion
 from clusters.kube import labels
 from clusters.kube.bundles import BatchBundles, apply_into
@@ -29,8 +30,7 @@ from clusters.kube.manifests import rayjob
 from clusters.models import ClusterRequest, Job
 from clusters.queue.backends import manifest_options, queue_backend
 from clusters.queue.interface import QueueView
-from clusters.states import JOB_FINISHED, State
-from clusters.transitions import release_gpus, transition, transition_many
+from clusters.rows.transitions import release_gpus, transition, transition_many
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +240,7 @@ def fold_job(
     GPUs were released (capacity freed). ``view`` is the queue backend's (Kueue's
     verdicts on waiting and running jobs). ``release``: a job whose GPUs may go back is
     put there instead, for the caller to release in bulk
-    (:func:`clusters.transitions.release_gpus_many`)."""
+    (:func:`clusters.rows.transitions.release_gpus_many`)."""
     state = cluster.state
     if state == State.DELETING or state in JOB_FINISHED:
         return _fold_ended(cluster, rj, pods, gw, release)

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import transaction
 
+from clusters.domain.states import State
 from clusters.engine import jobs
 from clusters.engine.deletion import converge_deletion, delete_raycluster
 from clusters.kube.bundles import BatchBundles, apply_into
@@ -21,8 +22,7 @@ from clusters.kube.gateway import Gateway, get_gateway
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options, queue_backend
-from clusters.states import State
-from clusters.transitions import transition_many
+from clusters.rows.transitions import transition_many
 
 
 def cluster_objects(cluster: ClusterRequest) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ A pass reads every kind from the informers' caches (one LIST and then a WATCH pe
 kept by the worker process: :mod:`clusters.engine.informers`), or, where a kind's watch
 is not open, with one LIST per kind, concurrently (RayClusters, RayJobs, pods, nodes,
 namespaces and the FailedScheduling events, filtered by the API server — never a GET per
-cluster), records the free GPU capacity per flavor (:mod:`clusters.queue.capacity`), then for
+cluster), records the free GPU capacity per flavor (:mod:`clusters.queue.free_capacity`), then for
 every row that is not deleted and changed since a fold of it that changed nothing (its
 row or its objects: :mod:`clusters.engine.foldmemo`; the others are skipped, so that a
 pass costs what changed, not the fleet):
@@ -27,7 +27,7 @@ pass costs what changed, not the fleet):
 * folds each job's RayJob (KubeRay's job status) into its row and releases a finished
   job's GPUs once its pods are gone (:mod:`clusters.engine.jobs`);
 * folds the cluster autoscaler's answers to the requests that asked it for nodes
-  (:mod:`clusters.engine.capacity`), and deletes the ProvisioningRequests nobody waits on;
+  (:mod:`clusters.engine.scale_up`), and deletes the ProvisioningRequests nobody waits on;
 * deletes managed RayClusters and RayJobs that no live row wants (orphans).
 It returns what it did, so the task can run an admission pass when capacity freed.
 """
@@ -49,20 +49,19 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from clusters import lifecycle
-from clusters.engine import capacity as capacity_requests
-from clusters.engine import foldmemo, informers, jobs, provisioning
+from clusters.domain.states import HOLDS_QUOTA, LIVE, WANTS_RAYCLUSTER, State
+from clusters.engine import foldmemo, informers, jobs, provisioning, scale_up
 from clusters.engine.deletion import DELETED_MESSAGE, RAYCLUSTER, delete_raycluster
 from clusters.engine.readiness import is_ready, waiting_reason
 from clusters.kube import labels
 from clusters.kube.bundles import ensure_bundle, forget_bundle, quotas_by_tenant
 from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest
-from clusters.queue import capacity
+from clusters.queue import free_capacity
 from clusters.queue.backends import queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
-from clusters.states import HOLDS_QUOTA, LIVE, WANTS_RAYCLUSTER, State
-from clusters.transitions import note, release_gpus_many, transition, transition_many
+from clusters.rows import lifecycle
+from clusters.rows.transitions import note, release_gpus_many, transition, transition_many
 from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -203,7 +202,7 @@ def _reconcile(gw: Gateway | None) -> Report:
     quiet, acted = _fold_rows(rows, plan.stamps, seen, gw, backend, view, report, now)
     _write_batch(report, now)
     try:
-        report.provisioned = capacity_requests.fold_capacity(rows, gw)
+        report.provisioned = scale_up.fold_capacity(rows, gw)
     except KubeError as exc:
         report.errors.append(f"capacity requests: {exc.message}")
     _keep_bundles(live, tenants, gw, report)
@@ -508,7 +507,7 @@ def _observe(gw: Gateway) -> _Seen:
 
     listed_at, jobs_listed_at = fresh("rayclusters"), fresh("rayjobs")
     all_pods = results["pods"]
-    capacity_grew = capacity.record(capacity.free_by_product(results["nodes"], all_pods))
+    capacity_grew = free_capacity.record(free_capacity.free_by_product(results["nodes"], all_pods))
     managed_key, managed_value = labels.managed_selector().split("=", 1)
     pods: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     pods_by_id: dict[int, list[dict[str, Any]]] = defaultdict(list)

@@ -22,12 +22,12 @@ from typing import Any
 import yaml
 from django.conf import settings
 
-from clusters import shapes
-from clusters.images import ray_version, resolve_image
+from clusters.domain import shapes
+from clusters.domain.images import ray_version, resolve_image
 from clusters.kube import cdi
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
-from clusters.kube.capacity import consume_annotations
+from clusters.kube.provisioning_requests import consume_annotations
 from clusters.kube.queues import (
     KAI_SCHEDULER,
     LOCAL_QUEUE_NAME,
@@ -319,7 +319,7 @@ def network_policies(tenant: Any, *, control_plane_namespace: str) -> list[Manif
 
 def user_env(cluster: Any) -> list[Manifest]:
     """The request's own environment variables, sorted by name. They follow gangway's
-    and never repeat one of its names: :mod:`clusters.environment` refuses every name
+    and never repeat one of its names: :mod:`clusters.domain.environment` refuses every name
     gangway, KubeRay or the NVIDIA runtime sets."""
     env = getattr(cluster, "env", None) or {}
     return [{"name": str(name), "value": str(env[name])} for name in sorted(env)]

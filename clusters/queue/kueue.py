@@ -17,8 +17,8 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from clusters import enqueue, lifecycle
 from clusters.admission.snapshot import CAPACITY, WAITING_FOR_NODES
+from clusters.domain.states import State
 from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
@@ -29,8 +29,8 @@ from clusters.kube.queues import GPU, KUEUE_API, LOCAL_QUEUE_NAME
 from clusters.models import ClusterRequest
 from clusters.queue.interface import PassResult, QueueBackend, QueueView
 from clusters.queue.writeback import admit
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.rows import enqueue, lifecycle
+from clusters.rows.transitions import transition
 from tenants.models import GpuFlavor, Quota, Tenant
 from tenants.selectors import cohort_parents
 

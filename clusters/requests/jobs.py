@@ -5,7 +5,7 @@ ever fit", per-engineer caps (:func:`clusters.requests.services.cluster_request_
 — plus its own fields (entrypoint, ``runtime_env``, limits, the host cluster), every
 fault at once. It is written in state ``queued`` and waits in the one queue; a job on
 one of its owner's ready dev clusters takes no GPUs and skips the queue (``starting``
-at once). Every move goes through :func:`clusters.transitions.transition`, audited in
+at once). Every move goes through :func:`clusters.rows.transitions.transition`, audited in
 the same transaction, with the work asked for after commit.
 """
 
@@ -21,9 +21,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from clusters import enqueue, lifecycle, rules, shapes
-from clusters.jobs.runtime_env import validate_runtime_env
-from clusters.jobs.spec import (
+from clusters.domain import shapes
+from clusters.domain.states import JOB_FINISHED, State
+from clusters.kinds.rayjob.runtime_env import validate_runtime_env
+from clusters.kinds.rayjob.spec import (
     MAX_DEADLINE_SECONDS,
     MAX_ENTRYPOINT,
     MAX_JOB_NAME,
@@ -32,10 +33,11 @@ from clusters.jobs.spec import (
 )
 from clusters.models import ClusterKind, ClusterRequest, Job, Workload
 from clusters.queue.backends import queue_backend
+from clusters.requests import rules
 from clusters.requests import services as requests
-from clusters.spec import ClusterSpec
-from clusters.states import JOB_FINISHED, State
-from clusters.transitions import note, transition
+from clusters.rows import enqueue, lifecycle
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import note, transition
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import Tenant

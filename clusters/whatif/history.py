@@ -19,10 +19,10 @@ from django.conf import settings
 from django.db.models import Q
 
 from clusters.admission import FlavorQ, QuotaQ
+from clusters.domain.states import State
 from clusters.models import ClusterRequest, IdleSpan, UsageSpan
-from clusters.queue.snapshot import tenant_q
-from clusters.spec import ClusterSpec
-from clusters.states import State
+from clusters.queue.snapshot_reads import tenant_q
+from clusters.rows.spec import ClusterSpec
 from clusters.whatif.model import Demand, IdlePolicy, Workload, World
 from tenants.models import GpuFlavor, Quota, Tenant
 from tenants.selectors import cohort_parents

@@ -16,15 +16,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from clusters import rules, selectors
-from clusters.access import logs as cluster_logs
-from clusters.jobs.logs import LogBounds
+from clusters import selectors
+from clusters.domain.states import LIVE, State
 from clusters.kube.manifests import cluster_manifests, to_yaml
+from clusters.live import pod_logs as cluster_logs
+from clusters.live.driver_logs import LogBounds
 from clusters.models import ClusterRequest, Workload
 from clusters.queue.backends import manifest_options
-from clusters.requests import services
-from clusters.requests.verdicts import dry_run_verdict
-from clusters.states import LIVE, State
+from clusters.requests import rules, services
+from clusters.requests.dry_run import dry_run_verdict
 from controlplane.exceptions import ServiceConflict
 from frontend.forms import ClusterForm, ExtendForm
 from frontend.views.common import HtmxHttpRequest, TenantPage, require_requester, tenant_page

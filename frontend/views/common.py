@@ -9,8 +9,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django_htmx.middleware import HtmxDetails
 
-from clusters import rules
 from clusters.models import ClusterKind
+from clusters.requests import rules
 from tenants.models import Tenant
 from tenants.selectors import role_in_tenant
 

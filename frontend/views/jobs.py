@@ -3,7 +3,7 @@ its live driver log, and its buttons (stop, delete).
 
 Like the cluster pages, each write is one call of the service the jobs API calls
 (:mod:`clusters.requests.jobs`), the verdict is :func:`dry_run_verdict`'s and the log is
-:func:`clusters.jobs.logs.driver_log`'s: the dashboard decides only what to show.
+:func:`clusters.live.driver_logs.driver_log`'s: the dashboard decides only what to show.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from clusters import rules, selectors
+from clusters import selectors
+from clusters.domain.states import JOB_FINISHED, State
 from clusters.filters import ClusterFilter
-from clusters.jobs.logs import LogBounds, driver_log
+from clusters.live.driver_logs import LogBounds, driver_log
 from clusters.models import ClusterRequest, Workload
 from clusters.requests import jobs as services
-from clusters.requests.verdicts import dry_run_verdict
-from clusters.states import JOB_FINISHED, State
+from clusters.requests import rules
+from clusters.requests.dry_run import dry_run_verdict
 from controlplane.exceptions import ServiceConflict
 from frontend.forms import JobForm
 from frontend.views.common import HtmxHttpRequest, TenantPage, require_requester, tenant_page

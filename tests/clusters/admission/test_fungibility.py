@@ -23,16 +23,16 @@ from clusters.admission import (
     QuotaQ,
     Snapshot,
     decide,
-    dry_run,
 )
+from clusters.admission import verdict as dry_run
 from clusters.admission.decide import _HeadKey, _Pass
-from clusters.admission.dry_run import _judge
 from clusters.admission.eta import Wait
 from clusters.admission.ledger import Pool
-from clusters.admission.recorded import RecordedPass
+from clusters.admission.recorded_pass import RecordedPass
+from clusters.admission.verdict import _judge
 from tests.clusters.admission.helpers import H100, L4, NOW, minutes, pending, running, snapshot
 from tests.clusters.admission.test_properties import PER_NODE, snapshots
-from tests.clusters.admission.test_recorded import _candidate
+from tests.clusters.admission.test_recorded_pass import _candidate
 
 L4_OPTION = FlavorOption("l4", Decimal(1), Decimal(4), Decimal(16))
 

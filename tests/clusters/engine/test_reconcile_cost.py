@@ -13,12 +13,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from clusters.domain.states import State
 from clusters.engine import provisioning
 from clusters.engine.deletion import delete_raycluster
 from clusters.engine.reconciler import reconcile_once
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
-from clusters.states import State
 from tests.factories import QuotaFactory, TenantFactory
 
 

@@ -19,7 +19,7 @@ from hypothesis import assume, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from clusters.environment import validate_env
+from clusters.domain.environment import validate_env
 from clusters.kube import cdi
 from clusters.kube.manifests import cluster_manifests, raycluster, tenant_bundle
 from tests.clusters.kube.schemas import K8S_VERSION, validate_object

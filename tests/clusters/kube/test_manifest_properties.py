@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from clusters import shapes
+from clusters.domain import shapes
 from clusters.kube.manifests import raycluster
 
 VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from django.core.exceptions import ValidationError
 
-from clusters import shapes
+from clusters.domain import shapes
 from clusters.kube import bundles
 from clusters.kube import labels as lbl
 from clusters.kube.manifests import (

@@ -1,0 +1,1 @@
+"""Workload kinds: one package per kind, found through a registry."""

@@ -1,0 +1,1 @@
+"""Interactive Ray clusters: a RayCluster that runs until it is deleted or reclaimed."""

@@ -21,7 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from clusters.domain.states import State
-from clusters.engine import idle, jobs, provisioning, scale_up
+from clusters.engine import idle, provisioning, scale_up
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
@@ -166,8 +166,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
     )
     gw = get_gateway()
     bundles = BatchBundles(row.tenant_id for row in rows)
-    applied: list[ClusterRequest] = []  # moved to provisioning together, below
-    started: list[ClusterRequest] = []  # admitted jobs, moved to starting together
+    admitted: list[ClusterRequest] = []  # moved on together, below
     moved = deleting = False
     for cluster in rows:
         if not provisioning.wants_provisioning(cluster):
@@ -180,8 +179,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
                 cluster,
                 gw,
                 bundles=bundles,
-                applied=applied,
-                started=started,
+                admitted=admitted,
                 finish_deletion=False,
             )
             deleting = deleting or cluster.state == State.DELETING
@@ -199,9 +197,9 @@ def _converge_batch(cluster_ids: list[int]) -> None:
             _fail(cluster, exc.message)
             continue
         moved = moved or cluster.state in (State.DELETED, State.PROVISIONING)
-    if provisioning.mark_applied(applied):
+    started = provisioning.mark_started(admitted)
+    if any(row.state == State.PROVISIONING for row in started):
         moved = True
-    jobs.mark_started(started)
     if moved:
         _nudge_after_batch()
     elif deleting:

@@ -263,7 +263,7 @@ def diagnose(rig: Rig, rows: list[Any], *, log_lines: int = 15) -> str:
 
 def _audit_objects(rows: dict[int, Any], result: Audit) -> None:
     """Duplicates and orphans among the managed RayClusters, RayJobs and pods."""
-    from clusters.domain.states import WANTS_RAYCLUSTER
+    from clusters.kinds.raycluster.states import WANTS_RAYCLUSTER
     from clusters.kube.gateway import get_gateway
 
     gw = get_gateway()

@@ -22,6 +22,7 @@ from clusters.admission.snapshot import (
     TENANT_TOTAL,
     USER_CAP,
     WAITING_FOR_NODES,
+    Alternative,
     Decision,
     FlavorOption,
     FlavorQ,
@@ -34,9 +35,11 @@ from clusters.admission.snapshot import (
     Running,
     Snapshot,
     TenantQ,
+    Verdict,
+    VerdictReason,
     cohort_root,
 )
-from clusters.admission.verdict import Alternative, Verdict, VerdictReason, dry_run
+from clusters.admission.verdict import dry_run
 
 __all__ = [
     "CAPACITY",

@@ -11,7 +11,7 @@ pass. Bounded wait: once a skipped request has aged, it *holds* the pool that bl
 (the tenant's quota, the cohort's unused quota, or the flavor's free capacity) and
 every later request that would draw from that pool waits with ``head_of_line``, except
 one that fits on partly used nodes while the holder is a production cluster waiting for
-whole nodes (:meth:`_Pass._fits_beside`: those GPUs are no use to it). Since
+whole nodes (:meth:`PassState._fits_beside`: those GPUs are no use to it). Since
 nothing created after an aged request is ordered before it within its priority, it
 starts at the latest once the requests ahead of it have started and the clusters then
 running in its pool have expired (``tests/clusters/admission/test_properties.py``).
@@ -84,7 +84,7 @@ def _minutes(seconds: float) -> str:
     return f"{minutes} min" if minutes < 120 else f"{round(minutes / 60)} h"
 
 
-class _Pass:
+class PassState:
     """The mutable state of one pass; :func:`decide` is its only user."""
 
     def __init__(self, snap: Snapshot, *, explain: bool = True) -> None:
@@ -406,13 +406,13 @@ class _Pass:
 
     # -- the pass -----------------------------------------------------------------
 
-    def order(self) -> tuple[dict[str, list[Pending]], list[_HeadKey]]:
+    def order(self) -> tuple[dict[str, list[Pending]], list[HeadKey]]:
         """Each tenant's queue, sorted, and the heap of their heads."""
         aged_before = self.aged_before
         queues: dict[str, list[Pending]] = defaultdict(list)
         for p in self.snap.pending:
             queues[p.tenant].append(p)
-        heap: list[_HeadKey] = []
+        heap: list[HeadKey] = []
         for queue in queues.values():
             queue.sort(key=lambda p: tenant_order(p, aged_before))
             heapq.heappush(heap, self.head_key(queue[0]))
@@ -523,7 +523,7 @@ class _Pass:
             watch.finished(self, admitted, waits)
         return decision
 
-    def fork(self) -> _Pass:
+    def fork(self) -> PassState:
         """A copy of the pass's state that can go on without changing this one (the
         dry-run's checkpoints). What only grows as a pure memo is shared."""
         other = copy.copy(self)
@@ -542,16 +542,16 @@ class _Pass:
         other.decision = Decision(reclaim=list(self.decision.reclaim))
         return other
 
-    def head_key(self, p: Pending) -> _HeadKey:
+    def head_key(self, p: Pending) -> HeadKey:
         """``p``'s place in the heap of tenant heads, given its tenant's share now."""
         return head_key(p, self.aged_before, self.led.share[p.tenant])
 
 
 # (class, -priority, aged?, share, created, id, tenant): the heap of tenant heads.
-_HeadKey = tuple[int, int, int, float, float, int, str]
+HeadKey = tuple[int, int, int, float, float, int, str]
 
 
-def head_key(p: Pending, aged_before: datetime, share: float) -> _HeadKey:
+def head_key(p: Pending, aged_before: datetime, share: float) -> HeadKey:
     """Where ``p`` goes among the tenants' heads when its tenant's share is ``share``."""
     created = p.created_at.timestamp()
     klass = -1 if p.kind == PROD else 0
@@ -577,19 +577,19 @@ def tenant_order(p: Pending, aged_before: datetime) -> tuple[bool, int, int, dat
 class PassWatcher(Protocol):
     """What sees every step of a pass (the dry-run's recorder)."""
 
-    def before_step(self, state: _Pass) -> None:
+    def before_step(self, state: PassState) -> None:
         """Called before each step, with the state it starts from."""
 
     def after_step(
         self,
-        state: _Pass,
-        key: _HeadKey,
+        state: PassState,
+        key: HeadKey,
         p: Pending,
         outcome: tuple[str, str, Pool] | None,
     ) -> None:
         """Called after each step: the heap key popped, the request, its outcome."""
 
-    def finished(self, state: _Pass, admitted: list[Pending], waits: list[Wait]) -> None:
+    def finished(self, state: PassState, admitted: list[Pending], waits: list[Wait]) -> None:
         """Called once the pass has decided everything."""
 
 
@@ -635,7 +635,7 @@ def decide(snapshot: Snapshot, *, explain: bool = True) -> Decision:
     """Decide one admission pass over ``snapshot`` (pure: the snapshot is not changed).
     ``explain=False`` leaves out the waiting requests' status (the what-if simulator
     reads only what starts, what is reclaimed and what is earmarked)."""
-    return _Pass(snapshot, explain=explain).run()
+    return PassState(snapshot, explain=explain).run()
 
 
 def _quota_message(p: Pending, used: Decimal, nominal: int, borrow: int) -> str:

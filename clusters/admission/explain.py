@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from clusters.admission.decide import _HeadKey
+from clusters.admission.decide import HeadKey
 from clusters.admission.recorded_pass import RecordedPass
 from clusters.admission.snapshot import (
     CAPACITY,
@@ -57,7 +57,7 @@ class _Seen:
     """A waiting request already passed on one flavor's queue, with its heap key."""
 
     item: Pending
-    key: _HeadKey
+    key: HeadKey
 
 
 def _share(value: float, other: float) -> str:
@@ -73,9 +73,9 @@ def _minutes(aging: timedelta) -> str:
 
 def explain_pair(
     ahead: Pending,
-    ahead_key: _HeadKey,
+    ahead_key: HeadKey,
     behind: Pending,
-    behind_key: _HeadKey,
+    behind_key: HeadKey,
     *,
     aging: timedelta,
     name: Callable[[str], str] = str,

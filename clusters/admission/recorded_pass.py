@@ -26,11 +26,21 @@ from collections import defaultdict
 from datetime import datetime
 from math import isqrt
 
-from clusters.admission.decide import _HeadKey, _Pass, head_key, tenant_order
+from clusters.admission.decide import HeadKey, PassState, head_key, tenant_order
 from clusters.admission.eta import Wait, estimate
 from clusters.admission.ledger import Pool
-from clusters.admission.snapshot import DEV, RECLAIM_PENDING, Decision, Pending, Snapshot
-from clusters.admission.verdict import FITS_NOW, NEVER_FITS, WILL_QUEUE, Verdict, VerdictReason
+from clusters.admission.snapshot import (
+    DEV,
+    FITS_NOW,
+    NEVER_FITS,
+    RECLAIM_PENDING,
+    WILL_QUEUE,
+    Decision,
+    Pending,
+    Snapshot,
+    Verdict,
+    VerdictReason,
+)
 
 
 class RecordedPass:
@@ -45,11 +55,11 @@ class RecordedPass:
         self.snap = snapshot
         # Checkpoints every sqrt(n) steps balance their cost against the replay's.
         self.every = every or max(32, isqrt(len(snapshot.pending)))
-        self.keys: list[_HeadKey] = []
+        self.keys: list[HeadKey] = []
         self.items: list[Pending] = []
         self.step_of: dict[int, int] = {}
         self.share_after: list[float] = []
-        self.checkpoints: list[_Pass] = []
+        self.checkpoints: list[PassState] = []
         self.wait_steps_by_tenant: dict[str, list[int]] = defaultdict(list)
         self.wait_steps_by_flavor: dict[str, list[int]] = defaultdict(list)
         self.waits_by_pool: dict[Pool, list[tuple[int, Wait]]] = defaultdict(list)
@@ -58,7 +68,7 @@ class RecordedPass:
         self.pool_of: dict[int, Pool] = {}
         self.last_reclaim: dict[tuple[str, str], int] = {}
         self._asked: dict[tuple[str, str], int] = {}
-        state = _Pass(snapshot)
+        state = PassState(snapshot)
         self.aged_before = state.aged_before
         self.initial_share = dict(state.led.share)
         # Each tenant's queue in its own order, as the pass sorts it.
@@ -77,13 +87,13 @@ class RecordedPass:
 
     # -- the recorder (PassWatcher) ---------------------------------------------------
 
-    def before_step(self, state: _Pass) -> None:
+    def before_step(self, state: PassState) -> None:
         """Keep a checkpoint every ``every`` steps."""
         if len(self.keys) % self.every == 0:
             self.checkpoints.append(state.fork())
 
     def after_step(
-        self, state: _Pass, key: _HeadKey, p: Pending, outcome: tuple[str, str, Pool] | None
+        self, state: PassState, key: HeadKey, p: Pending, outcome: tuple[str, str, Pool] | None
     ) -> None:
         """Record the step's heap key, request, its tenant's share after it and where it
         waits."""
@@ -104,7 +114,7 @@ class RecordedPass:
                 self.wait_steps_by_flavor[option.flavor].append(step)
                 self.waits_by_pool[pool].append((step, Wait(option, reason, pool)))
 
-    def finished(self, state: _Pass, admitted: list[Pending], waits: list[Wait]) -> None:
+    def finished(self, state: PassState, admitted: list[Pending], waits: list[Wait]) -> None:
         """Keep the final state: the ETA of a waiting candidate is estimated against it."""
         self.final = state
         self.admitted = admitted
@@ -163,7 +173,7 @@ class RecordedPass:
         step = self.entry_step(candidate)
         base = min(step // self.every, len(self.checkpoints) - 1) if self.checkpoints else -1
         if base < 0:
-            state = _Pass(self.snap)  # nothing queued: the candidate is the first step
+            state = PassState(self.snap)  # nothing queued: the candidate is the first step
             replay_from = 0
         else:
             state = self.checkpoints[base].fork()

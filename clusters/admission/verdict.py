@@ -10,62 +10,23 @@ pass where the candidate would enter instead of running a whole pass per verdict
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from clusters.admission import verdict_text as text
 from clusters.admission.decide import decide
 from clusters.admission.ledger import Ledger
-from clusters.admission.snapshot import FlavorStanding, Pending, Snapshot
-
-if TYPE_CHECKING:
-    from clusters.admission.recorded_pass import RecordedPass
-
-FITS_NOW = text.FITS_NOW
-WILL_QUEUE = text.WILL_QUEUE
-NEVER_FITS = "never_fits"
-
-
-@dataclass(frozen=True)
-class VerdictReason:
-    """A reason code (a queue reason or a never-fits code) and its plain message."""
-
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """The same request on another flavor, where it would start now or queue."""
-
-    flavor: str
-    verdict: str
-    eta: datetime | None
-    message: str
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What the dry-run says. ``position``/``flavor_position``/``eta`` are set for
-    ``will_queue``; ``headline`` is its first sentence ("Fits now on h100: 2 whole
-    nodes, 16 GPUs charged."), ``summary`` the choices soonest first ("Starts on l4 now
-    (1 GPU charged), or on h100 in about 40 min (1 GPU charged)."): see
-    :mod:`.verdict_text`."""
-
-    verdict: str
-    reasons: list[VerdictReason] = field(default_factory=list)
-    position: int | None = None
-    flavor_position: int | None = None
-    eta: datetime | None = None
-    alternatives: list[Alternative] = field(default_factory=list)
-    summary: str = ""
-    # The flavor it would start on (``fits_now``); for a request that accepts several,
-    # the first of them that fits now.
-    flavor: str | None = None
-    # ``will_queue`` for a request that accepts several flavors: its standing on each.
-    flavors: tuple[FlavorStanding, ...] = ()
-    headline: str = ""
+from clusters.admission.recorded_pass import RecordedPass
+from clusters.admission.snapshot import (
+    FITS_NOW,
+    NEVER_FITS,
+    WILL_QUEUE,
+    Alternative,
+    Pending,
+    Snapshot,
+    Verdict,
+    VerdictReason,
+)
 
 
 def _judge(snapshot: Snapshot, candidate: Pending, recorded: RecordedPass | None) -> Verdict:

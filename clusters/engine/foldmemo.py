@@ -39,7 +39,7 @@ from django.conf import settings
 from django.db import connection
 
 from clusters.domain.states import State
-from clusters.models import ClusterRequest, Job, Workload
+from clusters.models import ClusterRequest, Job
 
 # The columns a fold reads besides the row's identity (tenant and name never change).
 _FOLDED_COLUMNS = (
@@ -75,7 +75,7 @@ class LiveRow:
     tenant_id: int
     name: str
     state: str
-    is_job: bool
+    workload: str
     expires_at: datetime | None
     asks_for_capacity: bool
     stamp: tuple[Any, ...]
@@ -107,7 +107,7 @@ def live_rows() -> list[LiveRow]:
             tenant_id=row[1],
             name=row[2],
             state=row[state],
-            is_job=row[3] == Workload.JOB,
+            workload=row[3],
             expires_at=row[expires],
             asks_for_capacity=bool(row[4]),
             stamp=row[5:],

@@ -1,5 +1,5 @@
 """Reading a job's driver output: from its submitter pod while it exists, else the tail
-kept on the row when the job ended (:func:`clusters.engine.jobs.keep_log_tail`).
+kept on the row when the job ended (:func:`clusters.kinds.rayjob.engine.keep_log_tail`).
 
 Bounded both ways — a number of lines and a number of bytes — so a chatty driver cannot
 make the control plane read or send megabytes. The API and the dashboard's live tail
@@ -15,7 +15,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from clusters.domain.states import State
-from clusters.engine import jobs as engine
+from clusters.kinds.rayjob import engine
 from clusters.kube.gateway import KubeError, PermanentKubeError, get_gateway
 from clusters.models import ClusterRequest
 

@@ -19,6 +19,7 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.admission.snapshot import CAPACITY, WAITING_FOR_NODES
 from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_of
 from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
@@ -188,12 +189,12 @@ def fold_queued(
     if is_admitted(workload):
         now = timezone.now()
         if admit([cluster], now=now, placed={cluster.pk: admitted_flavor(workload) or ""}):
+            kind = kind_of(cluster)
             transition(
                 cluster,
-                State.STARTING if cluster.is_job else State.PROVISIONING,
+                kind.started,
                 reason="applied",
-                message="admitted by Kueue; "
-                + ("its Ray cluster is starting" if cluster.is_job else "waiting for its pods"),
+                message=f"admitted by Kueue; {kind.started_message}",
             )
             return True
         return False

@@ -22,7 +22,8 @@ from django.utils import timezone
 
 from clusters import admission as adm
 from clusters.domain.states import State
-from clusters.models import ClusterKind, ClusterRequest, Job, Workload
+from clusters.domain.workload_kinds import kind_named, kind_of
+from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue import free_capacity
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
 from controlplane.rows import ModelRows
@@ -87,16 +88,9 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
 
 
 def _job_deadline_seconds(row: ClusterRequest) -> int | None:
-    """A job's ``active_deadline_seconds`` (a candidate's from its unsaved details)."""
-    if not row.is_job:
-        return None
-    details = getattr(row, "_job_details", None)
-    if details is None and row.pk is not None:
-        try:
-            details = row.job  # loaded with the row where the caller selected it
-        except Job.DoesNotExist:
-            return None
-    return details.active_deadline_seconds if details is not None else None
+    """A row's deadline in seconds, if its kind gives it one (a job's
+    ``active_deadline_seconds``)."""
+    return kind_of(row).behaviour.deadline_seconds(row)
 
 
 def _with_deadline(pending: adm.Pending, deadline_seconds: int | None) -> adm.Pending:
@@ -296,8 +290,8 @@ def _running(flavors: dict[int, GpuFlavor]) -> list[tuple[adm.Running, str]]:
                 )
                 nodes_of[key] = spec.charged_workers()
             nodes = nodes_of[key]
-        is_job = values["workload"] == Workload.JOB
-        deadline = values["job__active_deadline_seconds"] if is_job else None
+        # A row without details of a kind (a cluster's) reads NULL here.
+        deadline = values["job__active_deadline_seconds"]
         admitted_at = values["admitted_at"]
         ends = admitted_at + timedelta(seconds=deadline) if deadline and admitted_at else None
         row = adm.Running(
@@ -314,7 +308,7 @@ def _running(flavors: dict[int, GpuFlavor]) -> list[tuple[adm.Running, str]]:
             expires_at=values["expires_at"] or ends,
             nodes=nodes,
             suspend_at=values["reclaim_after"],
-            reclaimable=not is_job,
+            reclaimable=kind_named(values["workload"]).reclaimable,
         )
         running.append((row, values["state"]))
     return running

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 
 from clusters import admission as adm
 from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_of
 from clusters.models import ClusterRequest
 from clusters.queue.snapshot_reads import QueuedRow
 from clusters.rows import lifecycle
@@ -232,9 +233,7 @@ def _admitted_message(row: ClusterRequest) -> str:
     admitted = (
         f"admitted on {row.flavor.name}" if len(row.accepted_flavors or []) > 1 else "admitted"
     )
-    return (
-        f"{admitted}; starting its RayJob" if row.is_job else f"{admitted}; applying its RayCluster"
-    )
+    return f"{admitted}; {kind_of(row).admitted_message}"
 
 
 # Capacity on demand: how long after a failed ProvisioningRequest the pass asks again.

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from clusters import admission as adm
-from clusters.admission.verdict import FITS_NOW, NEVER_FITS
+from clusters.admission.snapshot import FITS_NOW, NEVER_FITS
 from clusters.admission.verdict_text import NEVER_FITS_HEADLINE
 from clusters.kinds.rayjob.spec import JobSpec
 from clusters.kube.manifests import cluster_manifests

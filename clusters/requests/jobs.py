@@ -22,7 +22,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from clusters.domain import shapes
-from clusters.domain.states import JOB_FINISHED, State
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import interactive_workloads
+from clusters.kinds.rayjob.kind import KIND as JOB_KIND
 from clusters.kinds.rayjob.runtime_env import validate_runtime_env
 from clusters.kinds.rayjob.spec import (
     MAX_DEADLINE_SECONDS,
@@ -31,7 +33,8 @@ from clusters.kinds.rayjob.spec import (
     MAX_TTL_AFTER_FINISHED,
     JobSpec,
 )
-from clusters.models import ClusterKind, ClusterRequest, Job, Workload
+from clusters.kinds.rayjob.states import JOB_FINISHED
+from clusters.models import ClusterKind, ClusterRequest, Job
 from clusters.queue.backends import queue_backend
 from clusters.requests import rules
 from clusters.requests import services as requests
@@ -102,7 +105,7 @@ def _host(*, actor: Any, tenant: Tenant, name: str) -> tuple[ClusterRequest | No
     """The dev cluster a job would run on, or why it cannot."""
     host = (
         ClusterRequest.objects.unscoped()
-        .filter(tenant=tenant, name=name, workload=Workload.CLUSTER)
+        .filter(tenant=tenant, name=name, workload__in=interactive_workloads())
         .exclude(state=State.DELETED)
         .select_related("flavor")
         .first()
@@ -191,7 +194,7 @@ def job_check(
         request = ClusterRequest(
             tenant=tenant,
             owner=actor,
-            workload=Workload.JOB,
+            workload=JOB_KIND.workload,
             name=name or _default_name(actor),
             kind=ClusterKind.DEV,
             flavor=host.flavor,
@@ -213,7 +216,7 @@ def job_check(
     except requests.NeverFits as exc:
         if errors:
             raise ValidationError(errors) from None
-        exc.cluster.workload = Workload.JOB
+        exc.cluster.workload = JOB_KIND.workload
         exc.cluster.ttl_hours = None
         exc.cluster._job_details = details  # type: ignore[attr-defined]
         raise
@@ -221,7 +224,7 @@ def job_check(
         raise ValidationError({**exc.message_dict, **errors}) from None
     if errors:
         raise ValidationError(errors)
-    request.workload = Workload.JOB
+    request.workload = JOB_KIND.workload
     # A job ends by itself (or at its deadline): it has no time to live of its own.
     request.ttl_hours = None
     request._job_details = details  # type: ignore[attr-defined]

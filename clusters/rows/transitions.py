@@ -14,7 +14,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.domain.states import ACQUIRES, JOB_RELEASES, RELEASES, State, check_transition
+from clusters.domain.states import ACQUIRES, State
+from clusters.domain.workload_kinds import kind_named, kind_of
 from clusters.models import ClusterEvent, ClusterRequest, IdleSpan, UsageSpan
 
 
@@ -33,7 +34,8 @@ def transition(
     updated too. ``attempts`` is reset, since a new state is progress.
     """
     current = cluster.state
-    check_transition(current, to, job=cluster.is_job)
+    kind = kind_of(cluster)
+    kind.check_transition(current, to)
     now = timezone.now()
     values = {"state": to, "progress_at": now, "updated_at": now, "attempts": 0, **fields}
     if to == State.QUEUED:
@@ -41,8 +43,7 @@ def transition(
         # this one's; it asks again if it needs to.
         values.update(capacity_state="", capacity_request="", capacity_message="")
     held_before = cluster.holds_gpus
-    releases = JOB_RELEASES if cluster.is_job else RELEASES
-    held_after = True if to in ACQUIRES else False if to in releases else held_before
+    held_after = True if to in ACQUIRES else False if to in kind.releases else held_before
     values["holds_gpus"] = held_after
     if held_before and not held_after:
         values["gpus_released_at"] = now
@@ -79,20 +80,18 @@ def transition_many(
     usage span per row, inserted in bulk (the rows' tenant, flavor and owner should be
     loaded with them: each span names the owner and the flavor).
     """
-    groups: dict[tuple[str, bool, bool], list[ClusterRequest]] = {}
+    groups: dict[tuple[str, bool, str], list[ClusterRequest]] = {}
     for cluster in clusters:
-        check_transition(cluster.state, to, job=cluster.is_job)
-        key = (cluster.state, cluster.holds_gpus, cluster.is_job)
+        kind_of(cluster).check_transition(cluster.state, to)
+        key = (cluster.state, cluster.holds_gpus, cluster.workload)
         groups.setdefault(key, []).append(cluster)
     now = timezone.now()
     moved: list[ClusterRequest] = []
     released: list[int] = []
     acquired: list[ClusterRequest] = []
     with transaction.atomic():
-        for (current, held_before, is_job), group in groups.items():
-            held_after = to in ACQUIRES or (
-                held_before and to not in (JOB_RELEASES if is_job else RELEASES)
-            )
+        for (current, held_before, workload), group in groups.items():
+            held_after = to in ACQUIRES or (held_before and to not in kind_named(workload).releases)
             values = {"state": to, "progress_at": now, "updated_at": now, "attempts": 0}
             if to == State.QUEUED:
                 values.update(capacity_state="", capacity_request="", capacity_message="")

@@ -22,8 +22,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from clusters import selectors
-from clusters.domain.states import JOB_FINISHED, State
+from clusters.domain.states import State
 from clusters.filters import ClusterFilter
+from clusters.kinds.rayjob.states import JOB_FINISHED
 from clusters.live.driver_logs import LogBounds, driver_log
 from clusters.models import ClusterRequest, Workload
 from clusters.requests import jobs as services

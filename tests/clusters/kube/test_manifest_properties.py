@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from clusters.domain import shapes
-from clusters.kube.manifests import raycluster
+from clusters.kinds.raycluster.manifests import raycluster
 
 VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -1,5 +1,5 @@
 """Unit tests of the state machine and the one helper that moves rows
-(clusters.domain.states, clusters.rows.transitions)."""
+(clusters.kinds.*.states, clusters.rows.transitions)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from clusters.domain.states import (
-    JOB_TRANSITIONS,
-    TRANSITIONS,
-    InvalidTransition,
-    State,
-    can_transition,
-)
+from clusters.domain.states import InvalidTransition, State
+from clusters.domain.workload_kinds import kind_named
+from clusters.kinds.raycluster.states import TRANSITIONS
+from clusters.kinds.rayjob.states import JOB_TRANSITIONS
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 from clusters.rows.transitions import note, release_gpus, release_gpus_many, transition
 
@@ -26,12 +23,12 @@ def test_every_state_is_in_the_map_and_deleted_is_final() -> None:
     assert set(TRANSITIONS) | set(JOB_TRANSITIONS) == set(State)
     assert not TRANSITIONS[State.DELETED]
     assert not JOB_TRANSITIONS[State.DELETED]
-    assert not can_transition(State.DELETED, State.READY)
+    assert not kind_named("cluster").can_transition(State.DELETED, State.READY)
     # Each map moves only to its own states: a cluster never runs, a job is never ready.
     for moves, own in ((TRANSITIONS, set(TRANSITIONS)), (JOB_TRANSITIONS, set(JOB_TRANSITIONS))):
         assert set().union(*moves.values()) <= own
-    assert not can_transition(State.READY, State.RUNNING)
-    assert not can_transition(State.STARTING, State.READY, job=True)
+    assert not kind_named("cluster").can_transition(State.READY, State.RUNNING)
+    assert not kind_named("job").can_transition(State.STARTING, State.READY)
 
 
 def test_an_impossible_move_raises_and_changes_nothing(make_cluster: Any) -> None:

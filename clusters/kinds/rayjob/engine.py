@@ -1,5 +1,5 @@
-"""The engine's side of jobs: apply each job's RayJob as its row asks, and fold what
-KubeRay reports of the run back into the row.
+"""How a job's row and its RayJob are kept in step: apply the RayJob as the row asks,
+and fold what KubeRay reports of the run back into the row.
 
 A job's row moves ``queued -> admitted -> starting -> running -> succeeded | failed |
 stopped`` (DESIGN "States"). The RayJob exists from the moment the job is queued,
@@ -21,16 +21,21 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from clusters.domain.states import JOB_FINISHED, State
-from clusters.engine.deletion import finish_deletion
+from clusters.domain.states import LIVE, State
+from clusters.engine.deletion import RELEASED_MESSAGE
+from clusters.engine.deletion import finish_deletion as _finish_deletion
+from clusters.engine.pass_state import Fold, Key, Seen
+from clusters.kinds.rayjob.manifests import manifests, rayjob
+from clusters.kinds.rayjob.states import JOB_FINISHED
 from clusters.kube import labels
 from clusters.kube.bundles import BatchBundles, apply_into
 from clusters.kube.gateway import Gateway, KubeError
-from clusters.kube.manifests import rayjob
 from clusters.models import ClusterRequest, Job
 from clusters.queue.backends import manifest_options, queue_backend
-from clusters.queue.interface import QueueView
+from clusters.queue.interface import QueueBackend, QueueView
 from clusters.rows.transitions import release_gpus, transition, transition_many
+
+__all__ = ["manifests"]
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +45,6 @@ LOG_TAIL_LINES = 500
 LOG_TAIL_BYTES = 64 * 1024
 # How long a failing log read may hold back the deletion of a stopped or deleted job.
 LOG_TAIL_PATIENCE = timedelta(seconds=60)
-RELEASED_MESSAGE = "its pods are gone; GPUs released"
 # Ray's job statuses (status.jobStatus) and where each leaves the row.
 RAY_ENDS = {"SUCCEEDED": State.SUCCEEDED, "FAILED": State.FAILED, "STOPPED": State.STOPPED}
 
@@ -70,13 +74,13 @@ def job_manifest(cluster: ClusterRequest) -> dict[str, Any]:
     return rayjob(cluster, job_of(cluster), suspend=wanted_suspend(cluster), **options)
 
 
-def apply_job(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
+def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
     """Apply the tenant bundle (through ``bundles`` in a batch) and the job's RayJob
     (idempotent)."""
     apply_into(cluster.tenant, gw, [job_manifest(cluster)], bundles=bundles)
 
 
-def delete_rayjob(gw: Gateway, namespace: str, name: str) -> None:
+def delete_object(gw: Gateway, namespace: str, name: str) -> None:
     """Ask Kubernetes to delete a RayJob (its RayCluster, submitter and pods follow)."""
     gw.delete("ray.io/v1", "RayJob", name, namespace)
 
@@ -99,29 +103,30 @@ def holding_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
 STARTED_MESSAGE = "RayJob unsuspended; its Ray cluster is starting"
 
 
-def converge_job(
+def converge(
     cluster: ClusterRequest,
     gw: Gateway,
     *,
     bundles: BatchBundles | None = None,
-    started: list[ClusterRequest] | None = None,
+    admitted: list[ClusterRequest] | None = None,
+    finish_deletion: bool = True,
 ) -> None:
-    """Do what the job row's state asks of Kubernetes (idempotent, like ``converge``).
-    ``started``: an admitted job whose RayJob was unsuspended is put there instead of
-    being moved to ``starting`` at once, so that a batch moves its jobs together
-    (:func:`mark_started`)."""
+    """Do what the job row's state asks of Kubernetes (idempotent). ``admitted``: an
+    admitted job whose RayJob was unsuspended is put there instead of being moved to
+    ``starting`` at once, so that a batch moves its jobs together (:func:`mark_started`).
+    A deleting job's deletion is always finished here once its RayJob and pods are gone."""
     state = cluster.state
     if state in (State.QUEUED, State.STARTING, State.RUNNING):
-        apply_job(cluster, gw, bundles=bundles)
+        apply(cluster, gw, bundles=bundles)
     elif state == State.ADMITTED:
-        apply_job(cluster, gw, bundles=bundles)
-        if started is not None:
-            started.append(cluster)
+        apply(cluster, gw, bundles=bundles)
+        if admitted is not None:
+            admitted.append(cluster)
         else:
             mark_started([cluster])
     elif state == State.STOPPED:
         keep_log_tail_before_deleting(cluster, gw)
-        delete_rayjob(gw, cluster.namespace, cluster.name)
+        delete_object(gw, cluster.namespace, cluster.name)
         release_if_gone(cluster, gw)
     elif state in JOB_FINISHED:
         if job_of(cluster).log_tail is None:
@@ -129,9 +134,9 @@ def converge_job(
         release_if_gone(cluster, gw)
     elif state == State.DELETING:
         keep_log_tail_before_deleting(cluster, gw)
-        delete_rayjob(gw, cluster.namespace, cluster.name)
+        delete_object(gw, cluster.namespace, cluster.name)
         if gw.get(*RAYJOB, cluster.name, cluster.namespace) is None and not pods_of(gw, cluster):
-            finish_deletion(cluster)
+            _finish_deletion(cluster)
 
 
 def mark_started(jobs: list[ClusterRequest]) -> list[ClusterRequest]:
@@ -248,10 +253,10 @@ def fold_job(
         if state == State.RUNNING:
             _end(cluster, State.FAILED, "vanished", "its RayJob vanished while the driver ran")
             return False
-        apply_job(cluster, gw)  # queued, admitted or starting: (re)create it
+        apply(cluster, gw)  # queued, admitted or starting: (re)create it
         return False
     if state in (State.QUEUED, State.STARTING, State.RUNNING) and _suspend_drifted(cluster, rj):
-        apply_job(cluster, gw)
+        apply(cluster, gw)
         return False
     kueue = queued_by_kueue(cluster)
     if state == State.QUEUED:
@@ -314,11 +319,11 @@ def _fold_ended(
     gone = rj is None or bool(rj["metadata"].get("deletionTimestamp"))
     if state in (State.DELETING, State.STOPPED) and not gone:
         keep_log_tail_before_deleting(cluster, gw, pods)
-        delete_rayjob(gw, cluster.namespace, cluster.name)
+        delete_object(gw, cluster.namespace, cluster.name)
         return False
     if state == State.DELETING:
         if rj is None and not pods:
-            return finish_deletion(cluster)
+            return _finish_deletion(cluster)
         return False
     if job_of(cluster).log_tail is None and pods:
         keep_log_tail(cluster, gw, pods)  # an earlier read failed: its pods are still here
@@ -380,3 +385,60 @@ def _end(
         )
     if gw is not None:
         keep_log_tail(cluster, gw, pods)
+
+
+def wants_provisioning(cluster: ClusterRequest) -> bool:
+    """A job's RayJob is written while it waits; a finished one may still have pods to
+    see off: every state but ``deleted`` asks something of Kubernetes."""
+    return cluster.state != State.DELETED
+
+
+def wants_object(state: str, backend: QueueBackend) -> bool:
+    """Every job row that is not deleted wants its RayJob (the others are orphans)."""
+    return True
+
+
+def needs_bundle(state: str) -> bool:
+    """Whether a job in ``state`` needs its tenant's namespace bundle."""
+    return state in LIVE
+
+
+def orphan(obj: dict[str, Any]) -> bool:
+    """A managed RayJob no row wants is always ours to delete."""
+    return True
+
+
+def deadline_seconds(cluster: ClusterRequest) -> int | None:
+    """A job's ``active_deadline_seconds`` (a candidate's from its unsaved details)."""
+    details = getattr(cluster, "_job_details", None)
+    if details is None and cluster.pk is not None:
+        try:
+            details = cluster.job  # loaded with the row where the caller selected it
+        except Job.DoesNotExist:
+            return None
+    return details.active_deadline_seconds if details is not None else None
+
+
+def objects_stamp(seen: Seen, key: Key, pk: int) -> tuple[Any, ...]:
+    """What a job's fold reads of Kubernetes, by resourceVersion: its RayJob and every
+    pod of the job (its Ray pods and its submitter)."""
+    rj = seen.object("RayJob", key)
+    return (
+        rj["metadata"]["resourceVersion"] if rj is not None else None,
+        tuple(p["metadata"].get("resourceVersion") for p in seen.pods_by_id.get(pk, ())),
+    )
+
+
+def fold(cluster: ClusterRequest, fold: Fold) -> None:
+    """Fold one job's RayJob and pods into its row (:func:`fold_job`), releasing its
+    GPUs in bulk at the end of the pass."""
+    report = fold.report
+    if fold_job(
+        cluster,
+        fold.seen.object("RayJob", fold.key),
+        fold.seen.pods_by_id.get(cluster.pk, []),
+        fold.gw,
+        fold.view,
+        release=report.batch.to_release,
+    ):
+        report.released.append(cluster.pk)

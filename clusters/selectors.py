@@ -30,8 +30,7 @@ def cluster_list(
     """A tenant's cluster requests (or jobs: ``workload``; both: ``None``) with what their
     representation needs, in one query."""
     # Through the tenant's reverse relation rather than ``for_tenant``: the same filter,
-    # and every row's ``tenant`` is this instance instead of a copy joined in per row
-    # (a fifth of a list page's ORM time).
+    # and every row's ``tenant`` is this instance instead of a copy joined in per row.
     queryset: ClusterRequestQuerySet = tenant.clusters.all()
     if workload is not None:
         queryset = queryset.filter(workload=workload)

@@ -111,8 +111,8 @@ def _nudge_after_batch() -> None:
       batch to finish asks (each checks after its own rows moved, so of two batches
       that finish together at least one sees the other's done; and beat's pass runs
       every ``RECONCILE_INTERVAL_SECONDS`` whatever happens).
-    * Otherwise at once: this was the last of it, and the fixed wait had been half of
-      the time from the last create until all were ready in the end-to-end benchmark.
+    * Otherwise at once: this was the last of it, and waiting would only delay the rows
+      it made ready.
     """
     if enqueue.is_requested(enqueue.ADMISSION_PASS):
         _nudge_reconcile()

@@ -1,4 +1,4 @@
-"""Admission and queue status, as pure functions over a snapshot (issue 6).
+"""Admission and queue status, as pure functions over a snapshot.
 
 ``decide(snapshot)`` is one admission pass; ``dry_run(snapshot, candidate)`` says whether a
 request would start now, queue, or never fit; ``format_eta`` renders an ETA. Nothing in

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from clusters.admission.decide import HeadKey
+from clusters.admission.queue_order import HeadKey
 from clusters.admission.recorded_pass import RecordedPass
 from clusters.admission.snapshot import (
     CAPACITY,

@@ -26,9 +26,10 @@ from collections import defaultdict
 from datetime import datetime
 from math import isqrt
 
-from clusters.admission.decide import HeadKey, PassState, head_key, tenant_order
+from clusters.admission.decide import PassState
 from clusters.admission.eta import Wait, estimate
 from clusters.admission.ledger import Pool
+from clusters.admission.queue_order import HeadKey, head_key, tenant_order
 from clusters.admission.snapshot import (
     DEV,
     FITS_NOW,

@@ -137,12 +137,11 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         events.
 
         The service's instance holds every column as written and the tenant, flavor and
-        owner it was built from, so the row is not read again (that was a fifth of the
-        request's time). A create's service also hands back the events it wrote, the
-        request's whole timeline when it committed (``events_known``); a delete's are
-        read. With Celery eager (some tests), the nudges sent on commit ran their tasks
-        inline and may have moved the row: it is read again, as after any other write
-        (:meth:`_out`).
+        owner it was built from, so the row is not read again. A create's service also
+        hands back the events it wrote, the request's whole timeline when it committed
+        (``events_known``); a delete's are read. With Celery eager (some tests), the
+        nudges sent on commit ran their tasks inline and may have moved the row: it is
+        read again, as after any other write (:meth:`_out`).
         """
         if current_app.conf.task_always_eager:
             return self._out(cluster, code)

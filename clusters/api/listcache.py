@@ -48,8 +48,8 @@ from clusters.models import ClusterRequest
 from clusters.selectors import idle_minutes
 from tenants.models import GpuFlavor, Tenant
 
-# v2: an entry is a Page (rendered bytes), no longer the response data; a process still
-# running the code before it never reads one.
+# The version in the key changes with what an entry holds (a Page of rendered bytes), so
+# a process running other code never reads an entry it cannot use.
 _KEY_PREFIX = "cluster-list:v2"
 
 

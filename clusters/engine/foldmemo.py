@@ -83,7 +83,7 @@ class LiveRow:
 
 def live_rows() -> list[LiveRow]:
     """Every row that is not deleted, with its stamp, in one query (no model instances:
-    at thousands of rows the ORM's were most of a steady pass)."""
+    at thousands of rows they would cost more than the rest of a steady pass)."""
     table = ClusterRequest._meta.db_table
     jobs = Job._meta.db_table
     postgres = connection.vendor == "postgresql"

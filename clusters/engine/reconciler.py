@@ -82,8 +82,8 @@ def _without_cycle_collection() -> Iterator[None]:
     """Pause the cyclic garbage collector for the length of a pass.
 
     A pass holds the decoded LISTs — millions of small dicts and lists at thousands of
-    clusters — and every full collection triggered meanwhile walks all of them: measured,
-    that was most of the database half of a 5,000-cluster pass. Nothing a pass builds
+    clusters — and every full collection triggered meanwhile walks all of them, at
+    thousands of clusters a large share of the pass. Nothing a pass builds
     needs the cycle collector (plain JSON has no cycles; reference counting frees it);
     collection resumes when the pass ends.
     """

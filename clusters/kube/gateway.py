@@ -174,8 +174,8 @@ class Gateway:
             timeout=self._timeout,
         )
         data = read_body(response, what=what)
-        # orjson: a LIST of thousands of pods is megabytes, and decoding it was most of a
-        # reconcile pass with the standard library's json.
+        # orjson: a LIST of thousands of pods is megabytes, several times faster to decode
+        # than with the standard library's json.
         return orjson.loads(data) if data else {}
 
     def version(self) -> dict[str, Any]:

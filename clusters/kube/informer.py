@@ -1,8 +1,7 @@
 """Informers: a cache of one kind of object, filled by a LIST and kept by a WATCH.
 
-A reconcile pass used to LIST every kind it reads, every time: at 5,000 clusters most of
-a steady pass, which had nothing to do, was the API server encoding and this process
-decoding the same unchanged objects. An informer lists once and then watches from the
+Listing every kind on every pass would have the API server encode, and this process
+decode, the same unchanged objects again and again. An informer lists once, then watches from the
 list's ``resourceVersion``; each event (added, modified, deleted) updates the cache, so a
 pass reads what is already in memory and the API server sends only what changed.
 

@@ -271,8 +271,8 @@ def _running(flavors: dict[int, GpuFlavor]) -> list[tuple[adm.Running, str]]:
     """Every request that holds GPUs as the pure pass sees it, with its state.
 
     Read as plain values, as :func:`_queued` reads the queue: a pass runs again after
-    every burst of requests, and building a model object (with its tenant, flavor and
-    job) for each of a thousand running clusters was most of what a pass cost.
+    every burst of requests, and a model object (with its tenant, flavor and job) for
+    each of a thousand running clusters would cost more than the pass itself.
     """
     nodes_of: dict[tuple[object, ...], int] = {}
     running = []

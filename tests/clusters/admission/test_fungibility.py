@@ -25,9 +25,10 @@ from clusters.admission import (
     decide,
 )
 from clusters.admission import verdict as dry_run
-from clusters.admission.decide import HeadKey, PassState
+from clusters.admission.decide import PassState
 from clusters.admission.eta import Wait
 from clusters.admission.ledger import Pool
+from clusters.admission.queue_order import HeadKey
 from clusters.admission.recorded_pass import RecordedPass
 from clusters.admission.verdict import _judge
 from tests.clusters.admission.helpers import H100, L4, NOW, minutes, pending, running, snapshot

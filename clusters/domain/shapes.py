@@ -138,12 +138,9 @@ def worker_resources(
 def charged_workers(
     *, kind: str, workers: int, min_workers: int | None = None, max_workers: int | None = None
 ) -> int:
-    """How many workers a request is charged for: the most it may ever run.
-
-    A fixed-size cluster runs ``workers``; an autoscaling production cluster may grow to
-    ``max_workers`` without asking anyone, so it is charged that, and can never grow past
-    its tenant's quota, the cohort or the fleet.
-    """
+    """How many workers a request is charged for: the most it may ever run (an
+    autoscaling production cluster may grow to ``max_workers`` unasked, so it is charged
+    that and never grows past its quota, the cohort or the fleet)."""
     return replica_bounds(
         kind=kind, workers=workers, min_workers=min_workers, max_workers=max_workers
     )[2]
@@ -346,10 +343,8 @@ def validate_extend_hours(hours: Any) -> int:
 
 
 def ttl_hours_range(tenant: Any) -> tuple[int, int]:
-    """The TTLs a request in ``tenant`` may ask for, in whole hours: from 1 to the
-    tenant's maximum. The service checks it and the dashboard's form takes its HTML
-    ``min``/``max`` (and error message) from it, so the browser, the verdict panel and the
-    API refuse the same values."""
+    """The TTLs a request in ``tenant`` may ask for, in whole hours (the service, the
+    form's ``min``/``max`` and the verdict panel all refuse the same values)."""
     return MIN_HOURS, int(tenant.max_ttl_hours)
 
 

@@ -322,12 +322,7 @@ def raycluster(
     }
 
 
-def manifests(
-    cluster: Any,
-    *,
-    image: str | None = None,
-    queue_mode: str = "builtin",
-    kai_enabled: bool = False,
-) -> list[Manifest]:
-    """What is applied for one interactive cluster: its RayCluster."""
-    return [raycluster(cluster, image=image, queue_mode=queue_mode, kai_enabled=kai_enabled)]
+def manifests(cluster: Any, **options: Any) -> list[Manifest]:
+    """What is applied for one interactive cluster: its RayCluster (``options`` as for
+    :func:`raycluster`)."""
+    return [raycluster(cluster, **options)]

@@ -117,13 +117,8 @@ def rayjob(
     }
 
 
-def manifests(
-    cluster: Any,
-    *,
-    image: str | None = None,
-    queue_mode: str = "builtin",
-    kai_enabled: bool = False,
-) -> list[Manifest]:
-    """What is applied for one job: its RayJob (a candidate's details are unsaved)."""
+def manifests(cluster: Any, **options: Any) -> list[Manifest]:
+    """What is applied for one job: its RayJob (a candidate's details are unsaved;
+    ``options`` as for :func:`rayjob`)."""
     job = getattr(cluster, "_job_details", None) or cluster.job
-    return [rayjob(cluster, job, image=image, queue_mode=queue_mode, kai_enabled=kai_enabled)]
+    return [rayjob(cluster, job, **options)]

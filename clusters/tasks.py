@@ -122,17 +122,8 @@ def _nudge_after_batch() -> None:
 
 @shared_task(name=enqueue.PROVISION_MANY, acks_late=True)
 def provision_clusters(cluster_ids: list[int]) -> None:
-    """Converge a batch of cluster requests (what one admission pass admitted).
-
-    The rows are read in one query and each tenant's bundle is ensured once, from quota
-    rows read in one query for the batch (only for rows that apply objects, as
-    :func:`provisioning.converge` decides), which is most of what a cluster costs
-    besides its own apply; the admitted rows it applied move to
-    ``provisioning`` together at the end. A row that meets a transient error
-    goes to :func:`provision_cluster`, which owns retries and backoff; a refusal fails
-    that request at once, as there. The batch never retries as a whole, so one bad row
-    does not hold up the others.
-    """
+    """Converge a batch of requests (what one admission pass admitted), one row at a
+    time; a row's transient error goes to its own task (:func:`provision_cluster`)."""
     _converge_batch(cluster_ids)
 
 
@@ -157,7 +148,10 @@ def provision_requested() -> int:
 
 
 def _converge_batch(cluster_ids: list[int]) -> None:
-    """Converge a batch of rows (see :func:`provision_clusters`)."""
+    """Converge a batch of rows read in one query, each tenant's bundle ensured once for
+    the batch; the admitted rows move on together at the end. A row's transient error
+    goes to its own task and a refusal fails that row: the batch never retries as a
+    whole, so one bad row does not hold up the others."""
     rows = list(
         ClusterRequest.objects.unscoped()
         .select_related("tenant", "flavor", "owner", "job")

@@ -1,31 +1,13 @@
 """The dry-run's snapshot and recorded pass, kept per process while the database is unchanged.
 
-A verdict needs the snapshot and the pass over it (:class:`clusters.admission.recorded_pass.
-RecordedPass`); reading and recording them costs about as much as an admission pass. They
-are kept, per process, under a digest of every row the snapshot reads: on PostgreSQL one
-statement XORs ``hash_record_extended`` of each row (all of its columns) of the requests
-that are queued, suspended or hold GPUs, and of every tenant, quota and flavor, with their
-counts. Any insert, update or delete of such a row, or a row entering or leaving those
-states, changes the digest, and the next verdict reads afresh.
-
-The snapshot also depends on the time: requests age, observed free capacity goes stale,
-and ETAs and messages count from ``now``. An entry is therefore kept at most
-:data:`KEEP_FOR` after it was read, and never past the moment a queued request ages or a
-flavor's observed capacity stops being fresh; within that window a verdict is the one a
-whole pass at the entry's ``now`` gives (its ``now`` is older by the time reading took).
-The digest is read before the snapshot, so a change committed in between can only cause
-one more rebuild, never a stale entry. Other databases (SQLite)
-have no such aggregate: every verdict reads afresh.
-
-**A large queue is answered while the next recording is made.** At 15,000 waiting
-requests reading and recording took a second, and on a busy queue almost every verdict
-found the digest changed: the dashboard's live verdict panel waited a second per
-keystroke. An entry that took :data:`SLOW_BUILD` or longer to make therefore keeps
-answering, for at most ``DRY_RUN_STALE_SECONDS`` after its ``now``, while a background
-thread records the next one (one at a time per process, and not before the entry is
-twice its cost old: at most half a core on readings while the queue keeps changing); a
-verdict says the moment it read the queue (``as_of``). A small queue, quick to read, is
-always read afresh.
+Reading and recording them costs about an admission pass. They are kept under a digest
+of every row the snapshot reads (on PostgreSQL one statement XORs
+``hash_record_extended`` of each), so any write changes it; and at most :data:`KEEP_FOR`,
+never past a request's aging or a flavor's capacity going stale (the snapshot depends on
+``now``). The digest is read before the snapshot, so a race costs a rebuild, never a
+stale entry. An entry that took :data:`SLOW_BUILD` or longer keeps answering for at most
+``DRY_RUN_STALE_SECONDS`` while a background thread records the next (one at a time),
+and a verdict says when it read the queue (``as_of``). SQLite reads afresh every time.
 """
 
 from __future__ import annotations

@@ -87,16 +87,10 @@ def provision(cluster_id: int) -> None:
 
 
 def provision_marked() -> None:
-    """Ask, after commit, for the provision pass: it converges every row whose
-    ``provision_requested_at`` is set, as the caller set it in its own write.
-
-    What a request changes one row at a time (a deletion, a suspension, a job's RayJob
-    to write) is marked on the row and taken by a coalesced pass, in batches: a burst
-    of 1,000 deletes costs a handful of messages and batches instead of 1,000 of each.
-    The mark is the outbox: a pass whose message is lost is re-sent by the sweeper
-    (:func:`resend_stale`), and a row whose mark was taken by a pass that died is
-    converged by the reconciler and the sweeper, as a lost message's was.
-    """
+    """Ask, after commit, for the provision pass, which converges every row marked
+    ``provision_requested_at`` (the mark is the outbox: :func:`resend_stale`)."""
+    # One coalesced pass per burst: a thousand deletes cost a handful of messages, and a
+    # pass that dies leaves its rows to the reconciler and the sweeper.
     transaction.on_commit(lambda: request_pass(PROVISION_REQUESTED))
 
 

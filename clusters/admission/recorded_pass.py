@@ -16,7 +16,7 @@ runs the whole pass: the candidate would count against the caps of its owner's r
 behind it and one of those did not already wait over its cap, it would be aged or
 earmarked (it would hold a pool), or it changed the reclaim memo of a (cohort, flavor)
 that a later step asks to reclaim. So a verdict is always the one the whole pass gives
-(``tests/clusters/admission/test_recorded.py`` checks it on random queues).
+(``tests/clusters/admission/test_recorded_pass.py`` checks it on random queues).
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ class Behaviour(Protocol):
         gw: Any,
         *,
         bundles: Any = None,
-        admitted: list[Any] | None = None,
         finish_deletion: bool = True,
     ) -> None: ...
 

@@ -70,13 +70,17 @@ def converge(
     is put there instead of being moved on at once, so that a batch moves all of its rows
     together (:func:`mark_started`). ``finish_deletion`` false: a deleting row's objects
     are deleted and the rest is left to the reconciler, which finishes deletions in bulk."""
-    kind_of(cluster).behaviour.converge(
-        cluster,
-        gw or get_gateway(),
-        bundles=bundles,
-        admitted=admitted,
-        finish_deletion=finish_deletion,
-    )
+    gw = gw or get_gateway()
+    behaviour = kind_of(cluster).behaviour
+    if cluster.state == State.ADMITTED:
+        # Every kind starts alike: its objects are applied, then the row moves on.
+        behaviour.apply(cluster, gw, bundles=bundles)
+        if admitted is not None:
+            admitted.append(cluster)
+        else:
+            behaviour.mark_started([cluster])
+        return
+    behaviour.converge(cluster, gw, bundles=bundles, finish_deletion=finish_deletion)
 
 
 def mark_started(rows: list[ClusterRequest]) -> list[ClusterRequest]:

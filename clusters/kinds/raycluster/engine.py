@@ -88,23 +88,16 @@ def converge(
     gw: Gateway,
     *,
     bundles: BatchBundles | None = None,
-    admitted: list[ClusterRequest] | None = None,
     finish_deletion: bool = True,
 ) -> None:
-    """Do the one thing the row's state asks of Kubernetes (see the registry's
-    :class:`~clusters.domain.workload_kinds.Behaviour`)."""
+    """Do the one thing the row's state asks of Kubernetes, past admission (see the
+    registry's :class:`~clusters.domain.workload_kinds.Behaviour`)."""
     backend = queue_backend()
     state = cluster.state
     if state == State.QUEUED:
         if backend.provisions_queued:
             # The backend holds it suspended until admitted.
             apply(cluster, gw, bundles=bundles)
-    elif state == State.ADMITTED:
-        apply(cluster, gw, bundles=bundles)
-        if admitted is not None:
-            admitted.append(cluster)
-        else:
-            mark_started([cluster])
     elif state == State.SUSPENDED and backend.suspend_deletes:
         delete_object(gw, cluster.namespace, cluster.name)
     elif state in (State.PROVISIONING, State.READY, State.SUSPENDED):

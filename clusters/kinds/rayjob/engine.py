@@ -108,22 +108,13 @@ def converge(
     gw: Gateway,
     *,
     bundles: BatchBundles | None = None,
-    admitted: list[ClusterRequest] | None = None,
     finish_deletion: bool = True,
 ) -> None:
-    """Do what the job row's state asks of Kubernetes (idempotent). ``admitted``: an
-    admitted job whose RayJob was unsuspended is put there instead of being moved to
-    ``starting`` at once, so that a batch moves its jobs together (:func:`mark_started`).
-    A deleting job's deletion is always finished here once its RayJob and pods are gone."""
+    """Do what the job row's state asks of Kubernetes past admission (idempotent). A
+    deleting job's deletion is always finished here once its RayJob and pods are gone."""
     state = cluster.state
     if state in (State.QUEUED, State.STARTING, State.RUNNING):
         apply(cluster, gw, bundles=bundles)
-    elif state == State.ADMITTED:
-        apply(cluster, gw, bundles=bundles)
-        if admitted is not None:
-            admitted.append(cluster)
-        else:
-            mark_started([cluster])
     elif state == State.STOPPED:
         keep_log_tail_before_deleting(cluster, gw)
         delete_object(gw, cluster.namespace, cluster.name)

@@ -70,16 +70,10 @@ def converge(
     gw: Any,
     *,
     bundles: Any = None,
-    admitted: list[Any] | None = None,
     finish_deletion: bool = True,
 ) -> None:
-    if row.state in (State.ADMITTED, State.PROVISIONING, State.READY):
+    if row.state in (State.PROVISIONING, State.READY):
         apply(row, gw, bundles=bundles)
-        if row.state == State.ADMITTED:
-            if admitted is not None:
-                admitted.append(row)
-            else:
-                mark_started([row])
     elif row.state == State.DELETING:
         delete_object(gw, row.namespace, row.name)
 

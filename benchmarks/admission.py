@@ -29,8 +29,8 @@ from clusters.admission import (
     Snapshot,
     TenantQ,
     decide,
+    dry_run,
 )
-from clusters.admission import verdict as dry_run
 from clusters.admission.recorded_pass import RecordedPass
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -23,8 +23,8 @@ from clusters.admission import (
     QuotaQ,
     Snapshot,
     decide,
+    dry_run,
 )
-from clusters.admission import verdict as dry_run
 from clusters.admission.decide import PassState
 from clusters.admission.eta import Wait
 from clusters.admission.ledger import Pool

@@ -15,8 +15,7 @@ from decimal import Decimal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusters.admission import Pending, Snapshot, decide
-from clusters.admission import verdict as dry_run
+from clusters.admission import Pending, Snapshot, decide, dry_run
 from clusters.admission.counts_in_words import count, number, plural
 from tests.clusters.admission.helpers import NOW, minutes, pending, running, snapshot
 from tests.clusters.admission.test_properties import PER_NODE, snapshots

@@ -31,8 +31,8 @@ from clusters.admission import (
     TenantQ,
     cohort_root,
     decide,
+    dry_run,
 )
-from clusters.admission import verdict as dry_run
 from tests.clusters.admission.helpers import NOW, minutes
 
 TENANTS = ["acme", "globex", "initech", "umbrella"]

@@ -16,8 +16,7 @@ from decimal import Decimal
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from clusters.admission import Pending, Snapshot, TenantQ, decide
-from clusters.admission import verdict as dry_run
+from clusters.admission import Pending, Snapshot, TenantQ, decide, dry_run
 from clusters.admission.recorded_pass import RecordedPass
 from clusters.admission.verdict import _judge
 from tests.clusters.admission.helpers import pending, snapshot

@@ -25,9 +25,9 @@ from clusters.admission import (
     Snapshot,
     TenantQ,
     decide,
+    dry_run,
     format_eta,
 )
-from clusters.admission import verdict as dry_run
 from clusters.admission.eta import _simulate
 from tests.clusters.admission.helpers import L4, NOW, minutes, pending, running, snapshot
 

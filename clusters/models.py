@@ -106,7 +106,7 @@ class ClusterRequest(TenantOwned):
         default=dict,
         blank=True,
         help_text="Environment variables set on its Ray containers, {name: value}, checked "
-        "by clusters.domain.environment.validate_env.",
+        "by clusters.environment.validate_env.",
     )
     container_gpus = models.BooleanField(
         default=False,

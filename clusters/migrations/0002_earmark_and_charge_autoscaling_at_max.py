@@ -7,7 +7,7 @@ sidecar on its head. Their ``gpus``, ``cpu`` and ``memory_gib`` are recomputed f
 span split now (the old one closed, a new one at the new charge) and an event saying so.
 The arithmetic is frozen here (the old demand was linear in the worker count, with a head
 of 2 CPU and 8 GiB; the sidecar asks 0.5 CPU and 0.5 GiB) so that later changes to
-``clusters.domain.shapes`` cannot change this step.
+``clusters.shapes`` cannot change this step.
 """
 
 from decimal import Decimal

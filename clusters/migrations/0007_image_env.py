@@ -4,35 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("clusters", "0006_capacity_requests"),
+        ('clusters', '0006_capacity_requests'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="clusterrequest",
-            name="container_gpus",
-            field=models.BooleanField(
-                default=False,
-                help_text="Ray runtime environments that run containers see exactly the pod's GPUs: each GPU worker writes a CDI spec of its own GPUs (docs/containers.md).",
-            ),
+            model_name='clusterrequest',
+            name='container_gpus',
+            field=models.BooleanField(default=False, help_text="Ray runtime environments that run containers see exactly the pod's GPUs: each GPU worker writes a CDI spec of its own GPUs (docs/containers.md)."),
         ),
         migrations.AddField(
-            model_name="clusterrequest",
-            name="env",
-            field=models.JSONField(
-                blank=True,
-                default=dict,
-                help_text="Environment variables set on its Ray containers, {name: value}, checked by clusters.domain.environment.validate_env.",
-            ),
+            model_name='clusterrequest',
+            name='env',
+            field=models.JSONField(blank=True, default=dict, help_text='Environment variables set on its Ray containers, {name: value}, checked by clusters.environment.validate_env.'),
         ),
         migrations.AlterField(
-            model_name="clusterrequest",
-            name="image",
-            field=models.CharField(
-                blank=True,
-                help_text="The Ray image of its head and workers, from RAY_IMAGE_ALLOWLIST (empty on older rows: the default image).",
-                max_length=255,
-            ),
+            model_name='clusterrequest',
+            name='image',
+            field=models.CharField(blank=True, help_text='The Ray image of its head and workers, from RAY_IMAGE_ALLOWLIST (empty on older rows: the default image).', max_length=255),
         ),
     ]

@@ -31,7 +31,7 @@ from clusters.admission import (
     decide,
     dry_run,
 )
-from clusters.admission.recorded import RecordedPass
+from clusters.admission.recorded_pass import RecordedPass
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 TENANTS = 30

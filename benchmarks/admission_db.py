@@ -153,10 +153,10 @@ def _dry_run_figures(waiting: int) -> dict[str, float]:
     from django.utils import timezone
 
     from clusters.models import ClusterRequest
-    from clusters.queue import recorded
-    from clusters.queue.snapshot import build_snapshot
-    from clusters.requests import verdicts
-    from clusters.spec import ClusterSpec
+    from clusters.queue import dry_run_cache as recorded
+    from clusters.queue.snapshot_reads import build_snapshot
+    from clusters.requests import dry_run as verdicts
+    from clusters.rows.spec import ClusterSpec
     from tenants.models import GpuFlavor, Membership, Tenant
 
     tenant = Tenant.objects.unscoped().get(slug="team00")

@@ -301,7 +301,7 @@ def _straight_to_kubesim(sim_url: str, kubeconfig: str) -> dict[str, Any]:
     from clusters.kube.manifests import cluster_manifests
     from clusters.models import ClusterRequest
     from clusters.requests.services import build_request
-    from clusters.spec import ClusterSpec
+    from clusters.rows.spec import ClusterSpec
     from tenants.models import GpuFlavor, Tenant
 
     flavor = GpuFlavor.objects.get(name="h100")

@@ -31,8 +31,8 @@ def _fill(size: int) -> None:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
+    from clusters.domain.states import State
     from clusters.models import ClusterRequest
-    from clusters.states import State
     from tenants.models import Quota, Tenant
 
     support.truncate_product_tables()

@@ -23,7 +23,7 @@ class ClustersConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, once apps are loaded: gauges reads models, and health imports the
         # REST framework, which loads the token model.
-        from clusters.gauges import refresh_cluster_gauges
+        from clusters.api.gauges import refresh_cluster_gauges
         from controlplane import health
 
         # After the shared kit's database and broker checks, as /readyz has always listed them.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import django_filters
 
+from clusters.domain.states import State
 from clusters.models import ClusterKind, ClusterRequest
-from clusters.states import State
 
 
 class ClusterFilter(django_filters.FilterSet):

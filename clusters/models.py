@@ -15,7 +15,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from clusters.states import LIVE, State
+from clusters.domain.states import LIVE, State
 from tenants.models import GpuFlavor, Tenant, TenantOwned, TenantOwnedQuerySet
 
 

@@ -10,7 +10,8 @@ from django.db import connection
 from django.db.models import Count, F, Prefetch, Sum
 from django.utils import timezone
 
-from clusters import usage
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import DEFAULT_WORKLOAD, kind_named, kind_of
 from clusters.engine import idle
 from clusters.models import (
     ClusterEvent,
@@ -18,27 +19,27 @@ from clusters.models import (
     ClusterRequest,
     ClusterRequestQuerySet,
     UsageSpan,
-    Workload,
 )
-from clusters.states import State
+from clusters.rows import usage
 from tenants.models import Quota, Tenant
 
 
 def cluster_list(
-    *, tenant: Tenant, workload: str | None = Workload.CLUSTER
+    *, tenant: Tenant, workload: str | None = DEFAULT_WORKLOAD
 ) -> ClusterRequestQuerySet:
     """A tenant's cluster requests (or jobs: ``workload``; both: ``None``) with what their
     representation needs, in one query."""
     # Through the tenant's reverse relation rather than ``for_tenant``: the same filter,
-    # and every row's ``tenant`` is this instance instead of a copy joined in per row
-    # (a fifth of a list page's ORM time).
+    # and every row's ``tenant`` is this instance instead of a copy joined in per row.
     queryset: ClusterRequestQuerySet = tenant.clusters.all()
     if workload is not None:
         queryset = queryset.filter(workload=workload)
     related = ["flavor", "owner"]
-    if workload == Workload.JOB:
-        related += ["job", "job__host"]
-        queryset = queryset.prefetch_related("usage_spans")
+    if workload is not None:
+        kind = kind_named(workload)
+        related += kind.list_related
+        if kind.list_prefetch:
+            queryset = queryset.prefetch_related(*kind.list_prefetch)
     return queryset.select_related(*related).order_by("-created_at", "-id")
 
 
@@ -79,7 +80,7 @@ def _newest_events(count: int, to_attr: str) -> Prefetch[Any]:
 
 
 def cluster_list_items(
-    *, tenant: Tenant, workload: str = Workload.CLUSTER
+    *, tenant: Tenant, workload: str = DEFAULT_WORKLOAD
 ) -> ClusterRequestQuerySet:
     """:func:`cluster_list` for the API's list: each row also carries its newest event
     (``latest_events``, a list of at most one, newest first) in one query for the page,
@@ -94,7 +95,7 @@ def cluster_list_items(
     return queryset.prefetch_related(Prefetch("events", queryset=newest, to_attr="latest_events"))
 
 
-def cluster_detail(*, tenant: Tenant, pk: int, workload: str = Workload.CLUSTER) -> ClusterRequest:
+def cluster_detail(*, tenant: Tenant, pk: int, workload: str = DEFAULT_WORKLOAD) -> ClusterRequest:
     """One cluster by primary key with its newest :data:`EVENTS_SHOWN` events as
     ``recent_events``, newest first, in two queries: the detail's representation.
 
@@ -116,7 +117,7 @@ def with_recent_events(cluster: ClusterRequest) -> ClusterRequest:
 
 
 def cluster_for_page(
-    *, tenant: Tenant, name: str, pk: int | None = None, workload: str | None = Workload.CLUSTER
+    *, tenant: Tenant, name: str, pk: int | None = None, workload: str | None = DEFAULT_WORKLOAD
 ) -> ClusterRequest | None:
     """The cluster (or job: ``workload``; either: ``None``) a page about ``name`` shows,
     deleted ones included (their final record), with its whole event history prefetched
@@ -202,7 +203,7 @@ def cluster_activity(cluster: ClusterRequest, *, now: Any = None) -> dict[str, A
     """A ready cluster's use as last read from Ray: when it was last active, for how long
     it has been idle, and the idle policy's next step (warning, suspension). ``None`` for
     a cluster that is not ready (nothing runs to be idle)."""
-    if cluster.state != State.READY or cluster.workload != Workload.CLUSTER:
+    if cluster.state != State.READY or not kind_of(cluster).interactive:
         return None
     now = now or timezone.now()
     last = cluster.last_active_at or cluster.ready_at
@@ -246,7 +247,7 @@ def queue_list(*, tenant: Tenant | None = None) -> ClusterRequestQuerySet:
 def _hours_by_user(
     buckets: dict[usage.Bucket, Decimal],
 ) -> tuple[Decimal, dict[str, Decimal], dict[str, Decimal], dict[tuple[str, str], Decimal]]:
-    """GPU-hours of per-day buckets (:func:`clusters.usage.hours_by_day`) in total, by
+    """GPU-hours of per-day buckets (:func:`clusters.rows.usage.hours_by_day`) in total, by
     user, by flavor and by both."""
     by_user: dict[str, Decimal] = defaultdict(Decimal)
     by_flavor: dict[str, Decimal] = defaultdict(Decimal)
@@ -272,7 +273,7 @@ def usage_summary(
 
     Each span counts for the part of it inside the period; open spans run to ``until``
     (or now, if earlier). ``hours`` are the tenant's usage and idle buckets of the period
-    (:func:`clusters.usage.period_hours`) when the caller has read them already, for
+    (:func:`clusters.rows.usage.period_hours`) when the caller has read them already, for
     its daily rows too; otherwise they are read here (two queries).
     """
 

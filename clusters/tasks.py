@@ -20,16 +20,16 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
-from clusters import enqueue
-from clusters.engine import capacity, idle, jobs, provisioning
+from clusters.domain.states import State
+from clusters.engine import idle, provisioning, scale_up
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
-from clusters.queue.capacity import anyone_waiting as waiting_for_capacity
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.queue.free_capacity import anyone_waiting as waiting_for_capacity
+from clusters.rows import enqueue
+from clusters.rows.transitions import transition
 from controlplane import metrics
 
 log = logging.getLogger(__name__)
@@ -111,8 +111,8 @@ def _nudge_after_batch() -> None:
       batch to finish asks (each checks after its own rows moved, so of two batches
       that finish together at least one sees the other's done; and beat's pass runs
       every ``RECONCILE_INTERVAL_SECONDS`` whatever happens).
-    * Otherwise at once: this was the last of it, and the fixed wait had been half of
-      the time from the last create until all were ready in the end-to-end benchmark.
+    * Otherwise at once: this was the last of it, and waiting would only delay the rows
+      it made ready.
     """
     if enqueue.is_requested(enqueue.ADMISSION_PASS):
         _nudge_reconcile()
@@ -122,17 +122,8 @@ def _nudge_after_batch() -> None:
 
 @shared_task(name=enqueue.PROVISION_MANY, acks_late=True)
 def provision_clusters(cluster_ids: list[int]) -> None:
-    """Converge a batch of cluster requests (what one admission pass admitted).
-
-    The rows are read in one query and each tenant's bundle is ensured once, from quota
-    rows read in one query for the batch (only for rows that apply objects, as
-    :func:`provisioning.converge` decides), which is most of what a cluster costs
-    besides its own apply; the admitted rows it applied move to
-    ``provisioning`` together at the end. A row that meets a transient error
-    goes to :func:`provision_cluster`, which owns retries and backoff; a refusal fails
-    that request at once, as there. The batch never retries as a whole, so one bad row
-    does not hold up the others.
-    """
+    """Converge a batch of requests (what one admission pass admitted), one row at a
+    time; a row's transient error goes to its own task (:func:`provision_cluster`)."""
     _converge_batch(cluster_ids)
 
 
@@ -144,7 +135,7 @@ PROVISION_PASS_BATCH = 50
 @shared_task(name=enqueue.PROVISION_REQUESTED, acks_late=True)
 def provision_requested() -> int:
     """The provision pass: converge the rows marked for a provisioning step
-    (:func:`clusters.enqueue.provision_marked`), in a batch as :func:`provision_clusters`
+    (:func:`clusters.rows.enqueue.provision_marked`), in a batch as :func:`provision_clusters`
     does; returns how many it took."""
     enqueue.pass_started(enqueue.PROVISION_REQUESTED)
     taken = provisioning.take_requested(PROVISION_PASS_BATCH)
@@ -157,7 +148,10 @@ def provision_requested() -> int:
 
 
 def _converge_batch(cluster_ids: list[int]) -> None:
-    """Converge a batch of rows (see :func:`provision_clusters`)."""
+    """Converge a batch of rows read in one query, each tenant's bundle ensured once for
+    the batch; the admitted rows move on together at the end. A row's transient error
+    goes to its own task and a refusal fails that row: the batch never retries as a
+    whole, so one bad row does not hold up the others."""
     rows = list(
         ClusterRequest.objects.unscoped()
         .select_related("tenant", "flavor", "owner", "job")
@@ -166,8 +160,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
     )
     gw = get_gateway()
     bundles = BatchBundles(row.tenant_id for row in rows)
-    applied: list[ClusterRequest] = []  # moved to provisioning together, below
-    started: list[ClusterRequest] = []  # admitted jobs, moved to starting together
+    admitted: list[ClusterRequest] = []  # moved on together, below
     moved = deleting = False
     for cluster in rows:
         if not provisioning.wants_provisioning(cluster):
@@ -180,8 +173,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
                 cluster,
                 gw,
                 bundles=bundles,
-                applied=applied,
-                started=started,
+                admitted=admitted,
                 finish_deletion=False,
             )
             deleting = deleting or cluster.state == State.DELETING
@@ -199,9 +191,9 @@ def _converge_batch(cluster_ids: list[int]) -> None:
             _fail(cluster, exc.message)
             continue
         moved = moved or cluster.state in (State.DELETED, State.PROVISIONING)
-    if provisioning.mark_applied(applied):
+    started = provisioning.mark_started(admitted)
+    if any(row.state == State.PROVISIONING for row in started):
         moved = True
-    jobs.mark_started(started)
     if moved:
         _nudge_after_batch()
     elif deleting:
@@ -281,7 +273,7 @@ def check_activity() -> dict[str, int]:
 @shared_task(name=enqueue.REQUEST_CAPACITY, bind=True, acks_late=True, max_retries=8)
 def request_capacity(self: Any, cluster_id: int) -> None:
     """Write the ProvisioningRequest a waiting request asks the cluster autoscaler for
-    its nodes with (:mod:`clusters.engine.capacity`). A lost or failed message is not
+    its nodes with (:mod:`clusters.engine.scale_up`). A lost or failed message is not
     lost work: every reconcile pass writes it again while it is missing."""
     cluster = (
         ClusterRequest.objects.unscoped()
@@ -292,7 +284,7 @@ def request_capacity(self: Any, cluster_id: int) -> None:
     if cluster is None:
         return
     try:
-        capacity.request_capacity(cluster, get_gateway())
+        scale_up.request_capacity(cluster, get_gateway())
     except TransientKubeError as exc:
         raise self.retry(
             countdown=backoff_seconds(self.request.retries + 1, exc.retry_after), exc=exc

@@ -1,5 +1,5 @@
 """The form of ``RAY_PROXY_ORIGIN``, read by the settings (to validate it and admit its
-host) and by ``clusters/access/origin.py`` (to serve it): ``scheme://host[:port]``, or
+host) and by ``clusters/live/ray_origin.py`` (to serve it): ``scheme://host[:port]``, or
 ``scheme://{cluster}.domain[:port]`` for an origin per cluster. Lowercase, no path."""
 
 from __future__ import annotations

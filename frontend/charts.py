@@ -3,7 +3,7 @@
 No chart library and no script: a view turns numbers into rectangles here and the
 template ``frontend/partials/usage_chart.html`` writes them out. Colours come from CSS
 classes (``chart-s0`` ... in gangway.css), so the strict CSP (no inline styles) holds.
-Presentation only: the numbers come from :mod:`clusters.usage`.
+Presentation only: the numbers come from :mod:`clusters.rows.usage`.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
-from clusters import shapes
-from clusters.environment import validate_env
-from clusters.images import allowed_images
-from clusters.jobs.spec import (
+from clusters.domain import shapes
+from clusters.domain.environment import validate_env
+from clusters.domain.images import allowed_images
+from clusters.kinds.rayjob.spec import (
     MAX_DEADLINE_SECONDS,
     MAX_JOB_NAME,
     MAX_TTL_AFTER_FINISHED,
@@ -24,8 +24,8 @@ from clusters.jobs.spec import (
 )
 from clusters.models import ClusterKind
 from clusters.requests.services import resolve_flavors
+from clusters.rows.spec import ClusterSpec
 from clusters.selectors import job_hosts_of
-from clusters.spec import ClusterSpec
 from notifications.event_kinds import EventKind
 from notifications.services import PreferenceLine
 from tenants.models import Role, Tenant
@@ -101,7 +101,7 @@ def container_gpus_field() -> forms.BooleanField:
 def parse_env_lines(text: str) -> dict[str, str]:
     """``KEY=VALUE`` lines (blank lines skipped, the value may hold ``=``) as a dict,
     or a ``ValidationError`` with one message per faulty line, in the words of
-    :func:`clusters.environment.validate_env` (the one set of rules) with its line."""
+    :func:`clusters.domain.environment.validate_env` (the one set of rules) with its line."""
     variables: dict[str, str] = {}
     lines: dict[str, int] = {}
     faults: list[str] = []
@@ -174,7 +174,7 @@ def start_on_default_flavor(form: forms.Form, tenant: Tenant) -> None:
 
 def ttl_hours_field(tenant: Tenant) -> forms.IntegerField:
     """The TTL input: its HTML bounds and its error are the services' rule
-    (:func:`clusters.shapes.ttl_hours_range`), so the browser refuses what the verdict
+    (:func:`clusters.domain.shapes.ttl_hours_range`), so the browser refuses what the verdict
     panel and the API refuse, and says so in the same words."""
     low, high = shapes.ttl_hours_range(tenant)
     message = shapes.ttl_hours_message(tenant)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from celery import current_app
 from django.db import transaction
 
-from clusters.enqueue import pass_started, register_pass, request_pass
+from clusters.rows.enqueue import pass_started, register_pass, request_pass
 
 DISPATCH = "notifications.tasks.dispatch"
 DELIVER = "notifications.tasks.deliver"
 SWEEP = "notifications.tasks.sweep"
-# The PendingPass row of the dispatch pass (clusters.enqueue coalesces it).
+# The PendingPass row of the dispatch pass (clusters.rows.enqueue coalesces it).
 DISPATCH_PENDING = "notify-dispatch"
 # A dispatch that found another running asks again this much later.
 BUSY_RETRY_SECONDS = 0.5

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from django.db import models
 
-from clusters.states import JOB_FINISHED, State
+from clusters.domain.states import State
+from clusters.kinds.rayjob.states import JOB_FINISHED
 
 
 class EventKind(models.TextChoices):

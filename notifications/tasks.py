@@ -38,7 +38,7 @@ def backoff_seconds(attempt: int, retry_after: float | None = None) -> float:
 def dispatch() -> dict[str, int]:
     """Turn new ClusterEvents into deliveries and send them (a few batches a run).
 
-    Coalesced (:mod:`clusters.enqueue`): events committed from now on ask for the next
+    Coalesced (:mod:`clusters.rows.enqueue`): events committed from now on ask for the next
     pass. If another pass holds the cursor, it may have read before the event that
     asked for this one, so this one asks again a little later."""
     enqueue.dispatch_started()

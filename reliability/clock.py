@@ -112,7 +112,7 @@ def exercise(rig: Rig, people: People, *, quick: bool) -> Result:
 def _create(owner: People, names: list[str]) -> list[int]:
     """One-GPU dev clusters of ``owner``'s admin, with a day's TTL; their ids."""
     from clusters.requests import services
-    from clusters.spec import ClusterSpec
+    from clusters.rows.spec import ClusterSpec
 
     return [
         services.cluster_request_create(

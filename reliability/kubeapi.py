@@ -221,12 +221,12 @@ def _tenants(people: People, count: int) -> list[Any]:
 
 def exercise(rig: Rig, people: People, *, quick: bool) -> Result:  # noqa: C901
     """Run the phases; see the module docstring."""
-    from clusters.jobs.spec import JobSpec
+    from clusters.kinds.rayjob.spec import JobSpec
     from clusters.kube.gateway import get_gateway
     from clusters.models import ClusterEvent, ClusterRequest, Job, UsageSpan
     from clusters.requests import jobs as jobs_services
     from clusters.requests import services
-    from clusters.spec import ClusterSpec
+    from clusters.rows.spec import ClusterSpec
     from reliability.rig import pods_of
 
     plan = QUICK if quick else FULL
@@ -432,7 +432,7 @@ FOUND = (
     "KubeError` as urllib3's `ProtocolError` (clusters/kube/gateway.py, "
     "clusters/kube/raydash.py; `tests/clusters/kube/test_gateway.py::"
     "test_an_answer_cut_mid_body_is_transient_on_every_verb`, "
-    "`tests/clusters/access/test_idle_e2e.py::"
+    "`tests/clusters/live/test_idle_e2e.py::"
     "test_a_dashboard_answer_cut_mid_body_is_unreachable_not_an_error`); the sweeper "
     "re-sent a stale row's message at every sweep while the last one still waited in the "
     "queue, so that with 35 deleting rows the queue grew past 6,000 messages, the "
@@ -449,7 +449,7 @@ FOUND = (
     "and a stopped or deleted job's RayJob waits for it (`tests/clusters/engine/"
     "test_jobs.py::test_a_driver_log_that_cannot_be_read_is_read_again_before_its_pods_go`); "
     "the idle detector read a dashboard again 0.4-0.7 s after a 429 asking for 1 s "
-    "(clusters/kube/raydash.py; `tests/clusters/access/test_idle_e2e.py::"
+    "(clusters/kube/raydash.py; `tests/clusters/live/test_idle_e2e.py::"
     "test_a_dashboard_read_refused_with_429_waits_its_retry_after`)."
 )
 

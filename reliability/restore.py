@@ -75,7 +75,7 @@ def exercise(rig: Rig, people: People, *, quick: bool, database_url: str) -> Res
     from benchmarks import support
     from clusters.models import ClusterRequest
     from clusters.requests import services
-    from clusters.spec import ClusterSpec
+    from clusters.rows.spec import ClusterSpec
 
     plan = QUICK if quick else FULL
     result = Result(counts=dict(plan))

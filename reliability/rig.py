@@ -207,8 +207,8 @@ class Audit:
 def audit(expected: dict[int, str]) -> Audit:
     """Compare the rows and Kubernetes with ``expected`` (request id -> the state it
     should have reached) once the stack has converged."""
+    from clusters.domain.states import HOLDS_QUOTA
     from clusters.models import ClusterRequest, UsageSpan
-    from clusters.states import HOLDS_QUOTA
 
     result = Audit()
     rows = {r.pk: r for r in ClusterRequest.objects.unscoped().filter(pk__in=list(expected))}
@@ -263,8 +263,8 @@ def diagnose(rig: Rig, rows: list[Any], *, log_lines: int = 15) -> str:
 
 def _audit_objects(rows: dict[int, Any], result: Audit) -> None:
     """Duplicates and orphans among the managed RayClusters, RayJobs and pods."""
+    from clusters.kinds.raycluster.states import WANTS_RAYCLUSTER
     from clusters.kube.gateway import get_gateway
-    from clusters.states import WANTS_RAYCLUSTER
 
     gw = get_gateway()
     rcs = gw.list("ray.io/v1", "RayCluster", label_selector=MANAGED)

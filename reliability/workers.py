@@ -77,11 +77,11 @@ def inject(rig: Rig, rng: random.Random, count: int, phase: str, result: Result)
 
 def exercise(rig: Rig, people: People, inbox: Inbox, *, quick: bool) -> Result:
     """Run the rounds; see the module docstring."""
-    from clusters.jobs.spec import JobSpec
+    from clusters.kinds.rayjob.spec import JobSpec
     from clusters.models import ClusterRequest
     from clusters.requests import jobs as jobs_services
     from clusters.requests import services
-    from clusters.spec import ClusterSpec
+    from clusters.rows.spec import ClusterSpec
 
     plan = QUICK if quick else FULL
     rng = random.Random(SEED)

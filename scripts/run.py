@@ -354,7 +354,7 @@ def ray_origin(args: argparse.Namespace, env: dict[str, str]) -> int | None:
 
 def _ray_web(port: int) -> Child:
     """The Ray origin's web server: the same application, which answers requests for
-    that host with the dashboards only (clusters/access/origin.py)."""
+    that host with the dashboards only (clusters/live/ray_origin.py)."""
     return Child("rayweb", web_command(port))
 
 

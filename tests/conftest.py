@@ -50,7 +50,7 @@ def _dry_runs_read_afresh(settings: Any) -> None:
     checks a verdict right after changing the queue, and on a loaded machine even a small
     queue's reading may take as long as a large one's (``recorded.SLOW_BUILD``), which
     would answer from the last reading. The stale answers are tested on their own
-    (tests/clusters/queue/test_recorded.py, tests/frontend/test_pages.py)."""
+    (tests/clusters/queue/test_dry_run_cache.py, tests/frontend/test_pages.py)."""
     settings.DRY_RUN_STALE_SECONDS = 0
 
 
@@ -166,7 +166,7 @@ def _fresh_cache() -> Any:
     from django.core.cache import cache
 
     from clusters.engine import foldmemo
-    from clusters.queue import recorded
+    from clusters.queue import dry_run_cache as recorded
 
     cache.clear()
     recorded.forget()

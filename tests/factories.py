@@ -79,8 +79,8 @@ def usage_span(
     of ``flavor`` from ``start`` to ``end`` (``None``: still held), and, with ``idle``,
     an idle stretch of it. Returns the cluster row (ready while it holds GPUs, else
     deleted)."""
+    from clusters.domain.states import State
     from clusters.models import ClusterRequest, IdleSpan, UsageSpan
-    from clusters.states import State
 
     username = owner.get_username()  # type: ignore[attr-defined]
     cluster = ClusterRequest.objects.create(

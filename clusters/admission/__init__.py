@@ -1,4 +1,4 @@
-"""Admission and queue status, as pure functions over a snapshot (issue 6).
+"""Admission and queue status, as pure functions over a snapshot.
 
 ``decide(snapshot)`` is one admission pass; ``dry_run(snapshot, candidate)`` says whether a
 request would start now, queue, or never fit; ``format_eta`` renders an ETA. Nothing in
@@ -7,7 +7,6 @@ and writes the :class:`Decision` back.
 """
 
 from clusters.admission.decide import decide
-from clusters.admission.dry_run import Alternative, Verdict, VerdictReason, dry_run
 from clusters.admission.eta import format_eta
 from clusters.admission.snapshot import (
     CAPACITY,
@@ -23,6 +22,7 @@ from clusters.admission.snapshot import (
     TENANT_TOTAL,
     USER_CAP,
     WAITING_FOR_NODES,
+    Alternative,
     Decision,
     FlavorOption,
     FlavorQ,
@@ -35,8 +35,11 @@ from clusters.admission.snapshot import (
     Running,
     Snapshot,
     TenantQ,
+    Verdict,
+    VerdictReason,
     cohort_root,
 )
+from clusters.admission.verdict import dry_run
 
 __all__ = [
     "CAPACITY",

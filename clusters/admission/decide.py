@@ -1,28 +1,12 @@
 """One admission pass: which queued requests start now, and why the others wait.
 
-Order (DESIGN "Data flow", step 3): priority class (prod above dev) and explicit
-priority first; within one priority, requests that have waited longer than
-``Snapshot.aging`` (oldest first); then the tenant's weighted dominant share (lowest
-first, updated as the pass admits); then age. Each tenant's queue is sorted once and a
-heap holds one head per tenant, so a pass costs O(n log n + n log T).
-
-Best effort: a request that does not fit is skipped and smaller ones behind it may
-pass. Bounded wait: once a skipped request has aged, it *holds* the pool that blocks it
-(the tenant's quota, the cohort's unused quota, or the flavor's free capacity) and
-every later request that would draw from that pool waits with ``head_of_line``, except
-one that fits on partly used nodes while the holder is a production cluster waiting for
-whole nodes (:meth:`_Pass._fits_beside`: those GPUs are no use to it). Since
-nothing created after an aged request is ordered before it within its priority, it
-starts at the latest once the requests ahead of it have started and the clusters then
-running in its pool have expired (``tests/clusters/admission/test_properties.py``).
-
-Reclaimed capacity goes to what asked for it (:mod:`clusters.admission.promises`): a
-request for which borrowers' clusters are suspended is promised what they free, until it
-is admitted, in this pass and later ones. Within its priority it goes first, like an aged
-request, and if it still cannot start once they are suspended (say no node is wholly
-free) it holds the pool that blocks it, as an aged request does.
-
-Gang: a request is charged its whole gang's GPUs, CPU and memory, or nothing.
+Order (DESIGN "Data flow", step 3): priority class and explicit priority; then requests
+aged past ``Snapshot.aging``; then the tenant's weighted dominant share; then age. A heap
+holds one head per tenant, so a pass costs O(n log n + n log T). A request that does not
+fit is skipped; once aged it *holds* the pool that blocks it, so it starts at the latest
+when what is ahead of it has started (``tests/clusters/admission/test_properties.py``).
+A request that reclaimed capacity is promised what it frees
+(:mod:`clusters.admission.reclaim_promises`). A gang is charged whole, or not at all.
 """
 
 from __future__ import annotations
@@ -35,10 +19,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
 
-from clusters.admission.caps import CapBreach
 from clusters.admission.eta import Wait, WaitKey, estimate
 from clusters.admission.ledger import Ledger, Pool, fmt
-from clusters.admission.promises import Promises
+from clusters.admission.queue_order import HeadKey, head_key, tenant_order
+from clusters.admission.reclaim_promises import Promises
 from clusters.admission.snapshot import (
     CAPACITY,
     COHORT_QUOTA,
@@ -57,7 +41,14 @@ from clusters.admission.snapshot import (
     Running,
     Snapshot,
 )
-from clusters.admission.words import count, plural
+from clusters.admission.wait_messages import (
+    cap_message,
+    cohort_message,
+    free_words,
+    minutes_words,
+    promised_message,
+    quota_message,
+)
 
 # A request that can never fit still sits in the queue (a quota may have shrunk after it
 # was accepted); it is shown with the nearest waiting reason.
@@ -68,23 +59,11 @@ _NEVER_TO_REASON = {
 }
 
 
-def _free(amount: Decimal | int, noun: str, what: str = "free") -> str:
-    """``no h100 GPUs are free``, ``1 h100 GPU is free``, ``2 h100 nodes are entirely free``."""
-    if amount <= 0:
-        return f"no {plural(noun, 0)} are {what}"
-    return f"{count(amount, noun)} {'is' if amount == 1 else 'are'} {what}"
-
-
 # A promised request that waits for one of these still waits for what the reclaim frees.
 _STILL_PROMISED = (RECLAIM_PENDING, COHORT_QUOTA, CAPACITY, HEAD_OF_LINE)
 
 
-def _minutes(seconds: float) -> str:
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 120 else f"{round(minutes / 60)} h"
-
-
-class _Pass:
+class PassState:
     """The mutable state of one pass; :func:`decide` is its only user."""
 
     def __init__(self, snap: Snapshot, *, explain: bool = True) -> None:
@@ -141,7 +120,7 @@ class _Pass:
         breach = led.cap_breach(p)
         if breach is not None:
             return self._why(
-                USER_CAP, ("u", p.tenant, str(p.owner)), lambda: _cap_message(p, breach)
+                USER_CAP, ("u", p.tenant, str(p.owner)), lambda: cap_message(p, breach)
             )
         # CPU and memory bind like GPUs do: say what is needed against what is unused.
         if tenant.cpu_quota and led.cpu[p.tenant] + p.cpu > tenant.cpu_quota:
@@ -172,7 +151,7 @@ class _Pass:
         used = led.usage[key]
         if used + p.gpus > nominal + borrow:
             return self._why(
-                TENANT_QUOTA, ("t", *key), lambda: _quota_message(p, used, nominal, borrow)
+                TENANT_QUOTA, ("t", *key), lambda: quota_message(p, used, nominal, borrow)
             )
         promises = self.promises
         promised = promises.tenant_for(p)
@@ -205,7 +184,7 @@ class _Pass:
             return self._why(
                 COHORT_QUOTA,
                 ("c", *ckey),
-                lambda: _cohort_message(p, ckey[0], in_use, cohort_total, used, nominal),
+                lambda: cohort_message(p, ckey[0], in_use, cohort_total, used, nominal),
             )
         free = led.free.get(p.flavor)
         if free is not None and p.booked != p.flavor:
@@ -218,7 +197,7 @@ class _Pass:
                     CAPACITY,
                     ("f", p.flavor),
                     lambda: (
-                        f"No room on the fleet: {_free(free, f'{p.flavor} GPU')} and this "
+                        f"No room on the fleet: {free_words(free, f'{p.flavor} GPU')} and this "
                         f"cluster needs {fmt(p.gpus)}."
                     ),
                 )
@@ -228,9 +207,9 @@ class _Pass:
                     CAPACITY,
                     ("f", p.flavor),
                     lambda: (
-                        f"No room on the fleet: a production worker takes a whole node and "
-                        f"{_free(nodes, f'{p.flavor} node', 'entirely free')}; {p.workers} are "
-                        "needed."
+                        "No room on the fleet: a production worker takes a whole node and "
+                        + free_words(nodes, f"{p.flavor} node", "entirely free")
+                        + f"; {p.workers} are needed."
                     ),
                 )
         return None
@@ -299,7 +278,7 @@ class _Pass:
             if freed < deficit:
                 self.reclaim_failed[ckey] = (deficit, led.cohort_usage[ckey])
                 return None
-        grace = _minutes(self.snap.reclaim_grace.total_seconds())
+        grace = minutes_words(self.snap.reclaim_grace.total_seconds())
         default_end = self.snap.now + self.snap.reclaim_grace
         done = self.reclaim_done.get(ckey, self.snap.now)
         for r in chosen:
@@ -344,8 +323,8 @@ class _Pass:
             if not self.explain:
                 return HEAD_OF_LINE, "", pool
             if holder.id in self.promises.holders and holder.created_at > self.aged_before:
-                return (HEAD_OF_LINE, _promised_message(f"request {holder.id}", p.flavor), pool)
-            waited = _minutes((self.snap.now - holder.created_at).total_seconds())
+                return (HEAD_OF_LINE, promised_message(f"request {holder.id}", p.flavor), pool)
+            waited = minutes_words((self.snap.now - holder.created_at).total_seconds())
             return (
                 HEAD_OF_LINE,
                 f"Held behind request {holder.id}, which has waited {waited} and now "
@@ -382,7 +361,7 @@ class _Pass:
             return HEAD_OF_LINE, "", pool
         holder = self.promises.holder(p, pool)
         who = f"request {holder.id}" if holder is not None else "another request"
-        return (HEAD_OF_LINE, _promised_message(who, p.flavor), pool)
+        return (HEAD_OF_LINE, promised_message(who, p.flavor), pool)
 
     def _victims(self, ckey: tuple[str, str]) -> list[Running]:
         found = self.victims.get(ckey)
@@ -406,13 +385,13 @@ class _Pass:
 
     # -- the pass -----------------------------------------------------------------
 
-    def order(self) -> tuple[dict[str, list[Pending]], list[_HeadKey]]:
+    def order(self) -> tuple[dict[str, list[Pending]], list[HeadKey]]:
         """Each tenant's queue, sorted, and the heap of their heads."""
         aged_before = self.aged_before
         queues: dict[str, list[Pending]] = defaultdict(list)
         for p in self.snap.pending:
             queues[p.tenant].append(p)
-        heap: list[_HeadKey] = []
+        heap: list[HeadKey] = []
         for queue in queues.values():
             queue.sort(key=lambda p: tenant_order(p, aged_before))
             heapq.heappush(heap, self.head_key(queue[0]))
@@ -523,7 +502,7 @@ class _Pass:
             watch.finished(self, admitted, waits)
         return decision
 
-    def fork(self) -> _Pass:
+    def fork(self) -> PassState:
         """A copy of the pass's state that can go on without changing this one (the
         dry-run's checkpoints). What only grows as a pure memo is shared."""
         other = copy.copy(self)
@@ -542,54 +521,27 @@ class _Pass:
         other.decision = Decision(reclaim=list(self.decision.reclaim))
         return other
 
-    def head_key(self, p: Pending) -> _HeadKey:
+    def head_key(self, p: Pending) -> HeadKey:
         """``p``'s place in the heap of tenant heads, given its tenant's share now."""
         return head_key(p, self.aged_before, self.led.share[p.tenant])
-
-
-# (class, -priority, aged?, share, created, id, tenant): the heap of tenant heads.
-_HeadKey = tuple[int, int, int, float, float, int, str]
-
-
-def head_key(p: Pending, aged_before: datetime, share: float) -> _HeadKey:
-    """Where ``p`` goes among the tenants' heads when its tenant's share is ``share``."""
-    created = p.created_at.timestamp()
-    klass = -1 if p.kind == PROD else 0
-    if p.created_at <= aged_before or p.earmarked:
-        # Aged requests go first within their priority, oldest first, whatever their
-        # tenant's share: this is what bounds their wait. So do requests promised what
-        # a reclaim frees: it is theirs.
-        return (klass, -p.priority, 0, 0.0, created, p.id, p.tenant)
-    return (klass, -p.priority, 1, share, created, p.id, p.tenant)
-
-
-def tenant_order(p: Pending, aged_before: datetime) -> tuple[bool, int, int, datetime, int]:
-    """``p``'s place in its tenant's own queue."""
-    return (
-        p.kind != PROD,
-        -p.priority,
-        0 if p.earmarked or p.created_at <= aged_before else 1,
-        p.created_at,
-        p.id,
-    )
 
 
 class PassWatcher(Protocol):
     """What sees every step of a pass (the dry-run's recorder)."""
 
-    def before_step(self, state: _Pass) -> None:
+    def before_step(self, state: PassState) -> None:
         """Called before each step, with the state it starts from."""
 
     def after_step(
         self,
-        state: _Pass,
-        key: _HeadKey,
+        state: PassState,
+        key: HeadKey,
         p: Pending,
         outcome: tuple[str, str, Pool] | None,
     ) -> None:
         """Called after each step: the heap key popped, the request, its outcome."""
 
-    def finished(self, state: _Pass, admitted: list[Pending], waits: list[Wait]) -> None:
+    def finished(self, state: PassState, admitted: list[Pending], waits: list[Wait]) -> None:
         """Called once the pass has decided everything."""
 
 
@@ -624,66 +576,8 @@ def _key(p: Pending) -> WaitKey:
     return (p.id, p.flavor)
 
 
-def _promised_message(who: str, flavor: str) -> str:
-    return (
-        f"Held behind {who}, for which {flavor} GPUs are being taken back from borrowing "
-        "teams: what they free is promised to it, so it goes first."
-    )
-
-
 def decide(snapshot: Snapshot, *, explain: bool = True) -> Decision:
     """Decide one admission pass over ``snapshot`` (pure: the snapshot is not changed).
     ``explain=False`` leaves out the waiting requests' status (the what-if simulator
     reads only what starts, what is reclaimed and what is earmarked)."""
-    return _Pass(snapshot, explain=explain).run()
-
-
-def _quota_message(p: Pending, used: Decimal, nominal: int, borrow: int) -> str:
-    """Why a request waits over its tenant's quota on its flavor, borrowing included."""
-    may = f" and may borrow {borrow} more" if borrow else " and cannot borrow more"
-    short = used + p.gpus - nominal - borrow
-    verb = "is" if short == 1 else "are"
-    return (
-        f"{p.tenant} is using {fmt(used)} of its {count(nominal, p.flavor + ' GPU')}"
-        f"{may}: {fmt(short)} more {verb} needed."
-    )
-
-
-def _cohort_message(
-    p: Pending, cohort: str, cohort_usage: Decimal, cohort_total: int, used: Decimal, nominal: int
-) -> str:
-    """Why a request waits for its cohort's unused quota."""
-    unused = max(cohort_total - cohort_usage, Decimal(0))
-    gpus = f"{p.flavor} GPU"
-    if unused:
-        left = (
-            f"only {fmt(unused)} of the {cohort} cohort's "
-            f"{count(cohort_total, gpus)} {'is' if unused == 1 else 'are'} unused"
-        )
-    elif cohort_total == 1:
-        left = f"the {cohort} cohort's only {gpus} is in use"
-    else:
-        left = (
-            f"the {cohort} cohort has no unused {plural(gpus, 0)} (all {cohort_total} are in use)"
-        )
-    lacking = used + p.gpus - nominal
-    asks = (
-        f"{p.tenant} would have to borrow {count(lacking, gpus)}"
-        if lacking > 0
-        # Within its own quota, but the borrowers' clusters cannot be reclaimed.
-        else f"{p.tenant} is within its nominal {p.flavor} quota"
-    )
-    return f"{asks}, but {left}."
-
-
-def _cap_message(p: Pending, breach: CapBreach) -> str:
-    """Why a waiting request is over its owner's cap, as the queue shows it."""
-    if breach.limit == "clusters":
-        return (
-            f"Its owner already runs {count(breach.clusters, 'dev cluster')} in {p.tenant}, "
-            "the most one engineer may run at once."
-        )
-    return (
-        f"Its owner already holds {count(breach.gpus, 'dev GPU')} in {p.tenant}; with "
-        f"{fmt(p.gpus)} more they would pass the limit of {breach.cap} per engineer."
-    )
+    return PassState(snapshot, explain=explain).run()

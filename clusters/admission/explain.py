@@ -1,6 +1,6 @@
 """Why a waiting request stands where it does, in words a person reads.
 
-:func:`order_notes` walks a :class:`~clusters.admission.recorded.RecordedPass` (the pass
+:func:`order_notes` walks a :class:`~clusters.admission.recorded_pass.RecordedPass` (the pass
 the dry-run records) and, for every waiting request, compares it with the nearest request
 of another tenant ahead of it in the same flavor's queue, on the very heap keys the pass
 popped them by (:func:`~clusters.admission.decide.head_key`): priority class, explicit
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from clusters.admission.decide import _HeadKey
-from clusters.admission.recorded import RecordedPass
+from clusters.admission.queue_order import HeadKey
+from clusters.admission.recorded_pass import RecordedPass
 from clusters.admission.snapshot import (
     CAPACITY,
     COHORT_QUOTA,
@@ -57,7 +57,7 @@ class _Seen:
     """A waiting request already passed on one flavor's queue, with its heap key."""
 
     item: Pending
-    key: _HeadKey
+    key: HeadKey
 
 
 def _share(value: float, other: float) -> str:
@@ -73,9 +73,9 @@ def _minutes(aging: timedelta) -> str:
 
 def explain_pair(
     ahead: Pending,
-    ahead_key: _HeadKey,
+    ahead_key: HeadKey,
     behind: Pending,
-    behind_key: _HeadKey,
+    behind_key: HeadKey,
     *,
     aging: timedelta,
     name: Callable[[str], str] = str,

@@ -15,6 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from clusters.admission.caps import CapBreach, user_cap_breach
+from clusters.admission.counts_in_words import count, number
 from clusters.admission.snapshot import (
     DEV,
     FLAVOR_UNKNOWN,
@@ -30,7 +31,6 @@ from clusters.admission.snapshot import (
     TenantQ,
     cohort_root,
 )
-from clusters.admission.words import count, number
 
 # A pool is what a request draws from and what an aged request may hold for itself:
 # ("t", tenant, flavor) tenant GPU quota, ("c", cohort, flavor) the cohort's nominal GPUs,

@@ -314,3 +314,51 @@ class Decision:
     reclaim: list[Reclaim] = field(default_factory=list)
     ledger: dict[tuple[str, str], Decimal] = field(default_factory=dict)
     earmarked: list[int] = field(default_factory=list)
+
+
+# --- the dry-run's verdict ------------------------------------------------------------
+
+FITS_NOW = "fits_now"
+WILL_QUEUE = "will_queue"
+NEVER_FITS = "never_fits"
+
+
+@dataclass(frozen=True)
+class VerdictReason:
+    """A reason code (a queue reason or a never-fits code) and its plain message."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """The same request on another flavor, where it would start now or queue."""
+
+    flavor: str
+    verdict: str
+    eta: datetime | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the dry-run says. ``position``/``flavor_position``/``eta`` are set for
+    ``will_queue``; ``headline`` is its first sentence ("Fits now on h100: 2 whole
+    nodes, 16 GPUs charged."), ``summary`` the choices soonest first ("Starts on l4 now
+    (1 GPU charged), or on h100 in about 40 min (1 GPU charged)."): see
+    :mod:`clusters.admission.verdict_text`."""
+
+    verdict: str
+    reasons: list[VerdictReason] = field(default_factory=list)
+    position: int | None = None
+    flavor_position: int | None = None
+    eta: datetime | None = None
+    alternatives: list[Alternative] = field(default_factory=list)
+    summary: str = ""
+    # The flavor it would start on (``fits_now``); for a request that accepts several,
+    # the first of them that fits now.
+    flavor: str | None = None
+    # ``will_queue`` for a request that accepts several flavors: its standing on each.
+    flavors: tuple[FlavorStanding, ...] = ()
+    headline: str = ""

@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from clusters.admission.counts_in_words import count
 from clusters.admission.eta import format_eta
-from clusters.admission.snapshot import PROD, Pending
-from clusters.admission.words import count
+from clusters.admission.snapshot import FITS_NOW, PROD, WILL_QUEUE, Pending
 
-FITS_NOW = "fits_now"
-WILL_QUEUE = "will_queue"
 NEVER_FITS_HEADLINE = "Never fits."
 
 

@@ -2,7 +2,7 @@
 suspend, resume and extend. Mixed into ``ClusterViewSet`` (clusters/api/views.py).
 
 Views only translate HTTP to service calls: rules live in :mod:`clusters.requests.services` and
-:mod:`clusters.shapes`, so the dashboard enforces exactly the same ones.
+:mod:`clusters.domain.shapes`, so the dashboard enforces exactly the same ones.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters import selectors, shapes
+from clusters import selectors
 from clusters.api.output import ClusterListItemOut, ClusterOut
 from clusters.api.serializers import ClusterCreateInput
+from clusters.domain import shapes
 from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
 from clusters.requests import controls, services
-from clusters.spec import ClusterSpec
+from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import JsonIntegerField, StrictSerializer
 from controlplane.api.viewsets import bodyless
 from tenants.models import Role, Tenant
@@ -136,12 +137,11 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         events.
 
         The service's instance holds every column as written and the tenant, flavor and
-        owner it was built from, so the row is not read again (that was a fifth of the
-        request's time). A create's service also hands back the events it wrote, the
-        request's whole timeline when it committed (``events_known``); a delete's are
-        read. With Celery eager (some tests), the nudges sent on commit ran their tasks
-        inline and may have moved the row: it is read again, as after any other write
-        (:meth:`_out`).
+        owner it was built from, so the row is not read again. A create's service also
+        hands back the events it wrote, the request's whole timeline when it committed
+        (``events_known``); a delete's are read. With Celery eager (some tests), the
+        nudges sent on commit ran their tasks inline and may have moved the row: it is
+        read again, as after any other write (:meth:`_out`).
         """
         if current_app.conf.task_always_eager:
             return self._out(cluster, code)

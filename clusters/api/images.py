@@ -2,7 +2,7 @@
 
 Everybody signed in reads it, as they read the GPU catalogue: it is what the create
 bodies' ``image`` accepts, each with the Ray version its tag names and the default
-marked. The list is the settings' (:func:`clusters.images.allowed_images`).
+marked. The list is the settings' (:func:`clusters.domain.images.allowed_images`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from clusters.images import allowed_images
+from clusters.domain.images import allowed_images
 from controlplane.api import generics as drf
 
 

@@ -28,14 +28,15 @@ from clusters.api.serializers import (
     FlavorField,
     accept_flavors,
 )
+from clusters.domain.shapes import DNS_LABEL_PATTERN
 from clusters.filters import ClusterFilter
-from clusters.jobs import logs as job_logs
-from clusters.jobs.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
-from clusters.models import ClusterRequest, Workload
+from clusters.kinds.rayjob.kind import KIND as JOB_KIND
+from clusters.kinds.rayjob.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
+from clusters.live import driver_logs as job_logs
+from clusters.models import ClusterRequest
 from clusters.requests import jobs as services
-from clusters.requests.verdicts import dry_run_verdict
-from clusters.shapes import DNS_LABEL_PATTERN
-from clusters.spec import PAYLOAD_FIELDS, ClusterSpec
+from clusters.requests.dry_run import dry_run_verdict
+from clusters.rows.spec import PAYLOAD_FIELDS, ClusterSpec
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless
@@ -206,9 +207,9 @@ class JobViewSet(
 
     def scoped_queryset(self, tenant: Tenant) -> Any:
         if self.action == "list":
-            queryset = selectors.cluster_list_items(tenant=tenant, workload=Workload.JOB)
+            queryset = selectors.cluster_list_items(tenant=tenant, workload=JOB_KIND.workload)
         else:
-            queryset = selectors.cluster_list(tenant=tenant, workload=Workload.JOB)
+            queryset = selectors.cluster_list(tenant=tenant, workload=JOB_KIND.workload)
         return queryset.not_deleted()
 
     def get_object(self) -> ClusterRequest:
@@ -219,7 +220,7 @@ class JobViewSet(
         return job
 
     def _out(self, job: ClusterRequest, code: int = status.HTTP_200_OK) -> Response:
-        fresh = selectors.cluster_detail(tenant=self.tenant, pk=job.pk, workload=Workload.JOB)
+        fresh = selectors.cluster_detail(tenant=self.tenant, pk=job.pk, workload=JOB_KIND.workload)
         return Response(JobOut(fresh).data, status=code)
 
     def _answer_created(self, job: ClusterRequest) -> Response:

@@ -1,31 +1,13 @@
 """A page of a tenant's cluster list, served again while nothing it shows has changed.
 
-Rendering a page of 50 clusters through the ORM and DRF costs about 20 ms of CPU, and a
-dashboard polls it. What a page shows is a function of the tenant's cluster rows, their
-events, the tenant, the flavors and the owners, and, for the idle minutes of ready
-clusters, of the clock. The page is kept in the cache under a *fingerprint* of those
-rows that PostgreSQL computes in one small query, so that any write to them (through the
-ORM, a queryset ``update()``, raw SQL or another process) makes a new key:
-
-* only the rows a list can show count (a deleted request is never listed; deleting one
-  takes it out of the count);
-* every row version has its own ``(xmin, ctid)``: an ``UPDATE`` writes a new version,
-  whatever the columns it sets, so a sum of their hashes changes with any row changed,
-  and ``count(*)`` with any row added or removed (``updated_at`` would not do: a
-  queryset ``update()`` does not set it);
-* events: inserting one writes a new version of its cluster's row in the same
-  transaction (a PostgreSQL trigger, clusters/migrations/0010), so the cluster rows'
-  versions cover their events too, without reading the events table;
-* the clock: the one thing a page shows that changes with time alone, the idle minutes
-  of idle ready clusters, is brought up to date each time the page is served (see
-  :func:`get`); an entry lives at most ``CLUSTER_LIST_CACHE_SECONDS``.
-
-The fingerprint is read *before* the page, so an entry is never older than its key. The
-key also holds the whole request URL (page, size, filters, ordering and the host the
-links are built with) and the media type it was rendered as. Output does not depend on
-the caller's role. An entry is the rendered bytes: serving one costs neither unpickling
-fifty items nor encoding them as JSON again. Only PostgreSQL has
-``xmin`` and ``ctid``: elsewhere (SQLite for ``make run``) every list is rendered afresh.
+A dashboard polls the list, and rendering a page through the ORM and DRF costs tens of
+milliseconds of CPU. A page is kept under a *fingerprint* PostgreSQL computes in one
+small query over the rows a list can show: the sum of their row versions' ``(xmin,
+ctid)`` hashes and their count, so any write (ORM, ``update()``, raw SQL, another
+process) makes a new key; an event's insert rewrites its cluster's row (a trigger,
+migration 0010). The clock's part, idle minutes, is brought up to date when a page is
+served (:func:`get`). The fingerprint is read before the page, the key holds the whole
+URL and media type, and an entry is the rendered bytes. SQLite renders afresh.
 """
 
 from __future__ import annotations
@@ -43,13 +25,13 @@ from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
+from clusters.domain.states import State
 from clusters.models import ClusterRequest
 from clusters.selectors import idle_minutes
-from clusters.states import State
 from tenants.models import GpuFlavor, Tenant
 
-# v2: an entry is a Page (rendered bytes), no longer the response data; a process still
-# running the code before it never reads one.
+# The version in the key changes with what an entry holds (a Page of rendered bytes), so
+# a process running other code never reads an entry it cannot use.
 _KEY_PREFIX = "cluster-list:v2"
 
 

@@ -10,10 +10,10 @@ from rest_framework import serializers
 from rest_framework.fields import Field, SkipField
 from rest_framework.relations import PKOnlyObject, RelatedField
 
-from clusters.images import ray_version, resolve_image
+from clusters.domain.images import ray_version, resolve_image
 from clusters.models import ClusterEvent, ClusterRequest
+from clusters.queue.waiting import waiting
 from clusters.selectors import cluster_activity, cluster_endpoints
-from clusters.waiting import waiting
 from controlplane.api import generics as drf
 
 
@@ -318,7 +318,7 @@ class ClusterListItemOut(FlatModelOut):
     @cached_property
     def _event_out(self) -> ClusterEventOut:
         # One event serializer for every row: a ModelSerializer builds its fields on
-        # first use, and building them again per row was a third of a list's time.
+        # first use, and building them again per row would weigh on every list.
         return ClusterEventOut()
 
     @extend_schema_field(ClusterEventOut(allow_null=True))

@@ -8,10 +8,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
+from clusters.domain.shapes import MIN_HOURS
 from clusters.models import ClusterKind
 from clusters.requests import services
 from clusters.requests.services import MAX_FLAVORS
-from clusters.shapes import MIN_HOURS
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField
 from tenants.models import GpuFlavor
@@ -97,7 +97,7 @@ class ClusterCreateInput(drf.Serializer):
         required=False,
         allow_null=True,
         default=None,
-        # The bounds are the tenant's (clusters.shapes.ttl_hours_range), checked by the
+        # The bounds are the tenant's (clusters.domain.shapes.ttl_hours_range), checked by the
         # service for create and dry-run alike, in the words the dashboard uses too.
         help_text="Time to live in whole hours, from 1 to the tenant's max_ttl_hours "
         "(dev default: the tenant's dev_ttl_hours; prod: none).",

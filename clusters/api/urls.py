@@ -6,7 +6,7 @@ from rest_framework.routers import SimpleRouter
 from clusters.api.images import ImageListView
 from clusters.api.jobs import JobViewSet
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
-from clusters.api.rayproxy import ray_proxy
+from clusters.api.ray_views import ray_proxy
 from clusters.api.views import ClusterViewSet
 
 router = SimpleRouter()

@@ -19,7 +19,6 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters.access import logs as cluster_logs
 from clusters.api import listcache
 from clusters.api.crud import ClusterCrudMixin
 from clusters.api.renderers import LOG_RENDERERS, MANIFEST_RENDERERS, manifest_responses
@@ -29,14 +28,15 @@ from clusters.api.serializers import (
     DryRunOutput,
     ManifestsOutput,
 )
-from clusters.jobs.logs import LogBounds
+from clusters.domain.shapes import DNS_LABEL_PATTERN
 from clusters.kube.manifests import cluster_manifests
+from clusters.live import pod_logs as cluster_logs
+from clusters.live.driver_logs import LogBounds
 from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options
-from clusters.requests.verdicts import dry_run_verdict
+from clusters.requests.dry_run import dry_run_verdict
+from clusters.rows.spec import ClusterSpec
 from clusters.selectors import cluster_list, cluster_list_items, with_recent_events
-from clusters.shapes import DNS_LABEL_PATTERN
-from clusters.spec import ClusterSpec
 from tenants.api.viewsets import TenantScopedViewSet
 from tenants.models import Role, Tenant
 
@@ -112,7 +112,7 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
     def dry_run(self, request: Request, tenant_slug: str) -> Response:
         """Would this request start now, queue (where, until when) or never fit? Writes nothing.
 
-        The verdict is :func:`clusters.requests.verdicts.dry_run_verdict`, which the dashboard's
+        The verdict is :func:`clusters.requests.dry_run.dry_run_verdict`, which the dashboard's
         verdict panel calls too.
         """
         body = ClusterCreateInput(

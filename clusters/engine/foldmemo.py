@@ -1,30 +1,13 @@
 """What a reconcile pass may skip: the rows whose fold last changed nothing, with the
 same inputs since.
 
-A pass folds a row from two inputs: the row itself and the row's objects as the pass's
-LISTs found them. Folding is deterministic in them, apart from the clock (expiry and its
-warning), so a row whose fold last did nothing — no write to the cluster, nothing for the
-pass's bulk writes, no error — does nothing again while neither input changed. The pass
-then reads every live row's *stamp* in one light query and loads, folds and writes only
-the rows whose stamp moved: the cost of a pass follows what changed, not the fleet.
-
-* **The row's stamp** is PostgreSQL's ``xmin`` (the transaction that wrote this version
-  of the row: every UPDATE, from any code path, gives a new one) with the columns a fold
-  reads. The columns catch what ``xmin`` cannot: two writes in one transaction, as a
-  test's own transaction makes them.
-* **The objects' stamp** is their ``resourceVersion``s (the RayCluster's, each pod's,
-  each FailedScheduling event's): Kubernetes gives an object a new one on every write.
-* A batch job's row stamp also carries its Job row's (``xmin`` and the run's columns a
-  fold reads), and its objects' stamp is its RayJob's and its pods' ``resourceVersion``s.
-* Always folded: rows waiting on the cluster autoscaler (the capacity fold reads them
-  all), rows within the expiry warning of their end (the clock), and every row under a
-  queue backend whose view of a row the stamps do not cover (Kueue's verdicts), or on a
-  database without ``xmin`` (SQLite).
-* Every ``RECONCILE_FULL_PASS_SECONDS`` a pass folds everything again, as an informer
-  resyncs: a safety net for an input nobody thought of, not a part of the design.
-
-The memo is the worker process's own (a forked child starts with a copy, which stays
-right: a stamp says what a row was, not who folded it).
+Folding is deterministic in the row and its objects (apart from the clock), so a row
+whose last fold did nothing does nothing again while neither changed. A row's *stamp* is
+PostgreSQL's ``xmin`` with the columns a fold reads (and its Job row's, for a job); its
+objects' stamp is their ``resourceVersion``s, as its kind reads them. Always folded:
+rows waiting on the autoscaler, near their expiry, under a backend the stamps do not
+cover (Kueue) or without ``xmin`` (SQLite); every ``RECONCILE_FULL_PASS_SECONDS``
+everything is folded again. The memo is the worker process's own.
 """
 
 from __future__ import annotations
@@ -38,8 +21,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from clusters.models import ClusterRequest, Job, Workload
-from clusters.states import State
+from clusters.domain.states import State
+from clusters.models import ClusterRequest, Job
 
 # The columns a fold reads besides the row's identity (tenant and name never change).
 _FOLDED_COLUMNS = (
@@ -75,7 +58,7 @@ class LiveRow:
     tenant_id: int
     name: str
     state: str
-    is_job: bool
+    workload: str
     expires_at: datetime | None
     asks_for_capacity: bool
     stamp: tuple[Any, ...]
@@ -83,7 +66,7 @@ class LiveRow:
 
 def live_rows() -> list[LiveRow]:
     """Every row that is not deleted, with its stamp, in one query (no model instances:
-    at thousands of rows the ORM's were most of a steady pass)."""
+    at thousands of rows they would cost more than the rest of a steady pass)."""
     table = ClusterRequest._meta.db_table
     jobs = Job._meta.db_table
     postgres = connection.vendor == "postgresql"
@@ -107,7 +90,7 @@ def live_rows() -> list[LiveRow]:
             tenant_id=row[1],
             name=row[2],
             state=row[state],
-            is_job=row[3] == Workload.JOB,
+            workload=row[3],
             expires_at=row[expires],
             asks_for_capacity=bool(row[4]),
             stamp=row[5:],

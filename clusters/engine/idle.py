@@ -31,12 +31,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import lifecycle
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import interactive_workloads
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.kube.raydash import Activity, DashboardUnreachable, read_activity
-from clusters.models import ClusterKind, ClusterRequest, IdleSpan, Workload
-from clusters.states import State
-from clusters.transitions import note
+from clusters.models import ClusterKind, ClusterRequest, IdleSpan
+from clusters.rows import lifecycle
+from clusters.rows.transitions import note
 from controlplane.exceptions import ServiceConflict
 
 # Dashboards read at once: each read is two small HTTP calls through the API server.
@@ -81,7 +82,7 @@ def check_activity(*, now: datetime.datetime | None = None) -> IdleReport:
     report = IdleReport()
     clusters = list(
         ClusterRequest.objects.unscoped()
-        .filter(state=State.READY, workload=Workload.CLUSTER)
+        .filter(state=State.READY, workload__in=interactive_workloads())
         .select_related("tenant", "owner", "flavor")
         .order_by("pk")
     )

@@ -23,9 +23,9 @@ from celery import current_app
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from clusters import enqueue
 from clusters.kube.gateway import Gateway, own_gateway
 from clusters.kube.informer import Informer, View
+from clusters.rows import enqueue
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from clusters.admission import words
+from clusters.admission import counts_in_words as words
 
 PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 # The prefix every trouble reason starts with, so a fold can tell a new trouble apart.

@@ -1,52 +1,28 @@
-"""Provisioning steps: make Kubernetes match one cluster request's row.
+"""Provisioning steps: make Kubernetes match one request's row.
 
-:func:`converge` looks at the row's state and does the one idempotent thing that state
-asks for — apply the tenant bundle and the RayCluster, suspend it, or delete it and
-finish the deletion once its pods are gone. It is safe to run twice, in parallel, or
-after a crash at any point: applies are server-side applies of deterministic objects,
-deletes of absent objects succeed, and state moves are conditional UPDATEs. What differs
-between queueing modes is asked of the queue backend (:mod:`clusters.queue.interface`).
+:func:`converge` asks the row's kind (``clusters/kinds/<kind>/engine.py``) to do the one
+idempotent thing its state asks for; this module also takes the rows marked for a
+provisioning step. Safe to run twice, in parallel, or after a crash at any point.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import transaction
 
-from clusters.engine import jobs
-from clusters.engine.deletion import converge_deletion, delete_raycluster
-from clusters.kube.bundles import BatchBundles, apply_into
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_named, kind_of
+from clusters.kube.bundles import BatchBundles
 from clusters.kube.gateway import Gateway, get_gateway
-from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
-from clusters.queue.backends import manifest_options, queue_backend
-from clusters.states import State
-from clusters.transitions import transition_many
-
-
-def cluster_objects(cluster: ClusterRequest) -> list[dict[str, Any]]:
-    """The objects applied for one cluster, with ``spec.suspend`` following the row
-    (unless the queue backend suspends RayClusters itself)."""
-    objects = cluster_manifests(cluster, **manifest_options())
-    if not queue_backend().provisions_queued:
-        for obj in objects:
-            if obj.get("kind") == "RayCluster":
-                obj["spec"]["suspend"] = cluster.state == State.SUSPENDED
-    return objects
 
 
 def apply_cluster(
     cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None
 ) -> None:
-    """Apply the tenant bundle and the cluster's objects (idempotent).
-
-    ``bundles``: a batch passes the same :class:`BatchBundles` for all its rows, so each
-    tenant's bundle is rendered and checked once, from quota rows read in one query."""
-    if cluster.is_job:
-        jobs.apply_job(cluster, gw, bundles=bundles)
-        return
-    apply_into(cluster.tenant, gw, cluster_objects(cluster), bundles=bundles)
+    """Apply the tenant bundle and the request's objects, as its kind builds them
+    (idempotent). ``bundles``: a batch passes the same :class:`BatchBundles` for all its
+    rows, so each tenant's bundle is rendered and checked once."""
+    kind_of(cluster).behaviour.apply(cluster, gw, bundles=bundles)
 
 
 def take_requested(limit: int) -> list[int]:
@@ -77,14 +53,8 @@ def any_admitted() -> bool:
 
 
 def wants_provisioning(cluster: ClusterRequest) -> bool:
-    """Whether the row's state asks anything of Kubernetes now."""
-    if cluster.is_job:
-        # A job's RayJob is written while it waits; a finished one may still have pods
-        # to see off.
-        return cluster.state != State.DELETED
-    if cluster.state in (State.DELETED, State.FAILED):
-        return False
-    return cluster.state != State.QUEUED or queue_backend().provisions_queued
+    """Whether the row's state asks anything of Kubernetes now (its kind says)."""
+    return kind_of(cluster).behaviour.wants_provisioning(cluster)
 
 
 def converge(
@@ -92,52 +62,35 @@ def converge(
     gw: Gateway | None = None,
     *,
     bundles: BatchBundles | None = None,
-    applied: list[ClusterRequest] | None = None,
-    started: list[ClusterRequest] | None = None,
+    admitted: list[ClusterRequest] | None = None,
     finish_deletion: bool = True,
 ) -> None:
-    """Do what the row's state asks of Kubernetes; see the module docstring. ``bundles``
-    as for :func:`apply_cluster`. ``applied``: an admitted cluster whose objects were
-    applied is put there instead of being moved to ``provisioning`` at once, so that a
-    batch moves all of its rows together (:func:`mark_applied`); ``started`` is the
-    same for admitted jobs (:func:`jobs.mark_started`). ``finish_deletion``
-    false: a deleting cluster's RayCluster is deleted and nothing more is asked (a
-    batch leaves the rest to the reconciler, which sees its pods go in the LISTs it
-    makes anyway and finishes deletions in bulk)."""
+    """Do what the row's state asks of Kubernetes, as its kind does it. ``bundles`` as
+    for :func:`apply_cluster`. ``admitted``: an admitted row whose objects were applied
+    is put there instead of being moved on at once, so that a batch moves all of its rows
+    together (:func:`mark_started`). ``finish_deletion`` false: a deleting row's objects
+    are deleted and the rest is left to the reconciler, which finishes deletions in bulk."""
     gw = gw or get_gateway()
-    if cluster.is_job:
-        jobs.converge_job(cluster, gw, bundles=bundles, started=started)
+    behaviour = kind_of(cluster).behaviour
+    if cluster.state == State.ADMITTED:
+        # Every kind starts alike: its objects are applied, then the row moves on.
+        behaviour.apply(cluster, gw, bundles=bundles)
+        if admitted is not None:
+            admitted.append(cluster)
+        else:
+            behaviour.mark_started([cluster])
         return
-    backend = queue_backend()
-    state = cluster.state
-    if state == State.QUEUED:
-        if backend.provisions_queued:
-            # The backend holds it suspended until admitted.
-            apply_cluster(cluster, gw, bundles=bundles)
-    elif state == State.ADMITTED:
-        apply_cluster(cluster, gw, bundles=bundles)
-        if applied is not None:
-            applied.append(cluster)
-        else:
-            mark_applied([cluster])
-    elif state == State.SUSPENDED and backend.suspend_deletes:
-        delete_raycluster(gw, cluster.namespace, cluster.name)
-    elif state in (State.PROVISIONING, State.READY, State.SUSPENDED):
-        apply_cluster(cluster, gw, bundles=bundles)
-    elif state == State.DELETING:
-        if finish_deletion:
-            converge_deletion(cluster, gw)
-        else:
-            delete_raycluster(gw, cluster.namespace, cluster.name)
+    behaviour.converge(cluster, gw, bundles=bundles, finish_deletion=finish_deletion)
 
 
-def mark_applied(clusters: list[ClusterRequest]) -> list[ClusterRequest]:
-    """Move admitted clusters whose objects were applied to ``provisioning`` (in a
-    constant number of queries); returns those moved. A crash before this leaves them
-    ``admitted``, and the sweeper converges them again (applies are idempotent)."""
-    return transition_many(
-        clusters,
-        State.PROVISIONING,
-        reason="applied",
-        message="RayCluster applied; waiting for its pods",
-    )
+def mark_started(rows: list[ClusterRequest]) -> list[ClusterRequest]:
+    """Move admitted rows whose objects were applied on, each as its kind starts (in a
+    constant number of queries per kind); returns those moved. A crash before this
+    leaves them ``admitted``, and the sweeper converges them again."""
+    by_kind: dict[str, list[ClusterRequest]] = {}
+    for row in rows:
+        by_kind.setdefault(row.workload, []).append(row)
+    moved: list[ClusterRequest] = []
+    for workload, group in by_kind.items():
+        moved.extend(kind_named(workload).behaviour.mark_started(group))
+    return moved

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.admission import words
+from clusters.admission import counts_in_words
 from clusters.engine.pod_trouble import pod_trouble
 from clusters.models import ClusterKind, ClusterRequest
 
@@ -47,10 +47,10 @@ def waiting_reason(
             needs = "a CPU node" if role == "head" else f"a node with a free {cluster.flavor.name}"
             return f"waiting for {needs}: {event.get('message', '').strip()}"[:500]
     if pending:
-        return f"{words.count(len(pending), 'pod')} waiting to be scheduled"
+        return f"{counts_in_words.count(len(pending), 'pod')} waiting to be scheduled"
     unready = [p for p in pods if not pod_ready(p)]
     if unready:
-        return f"{words.count(len(unready), 'pod')} starting"
+        return f"{counts_in_words.count(len(unready), 'pod')} starting"
     return "waiting for KubeRay to report the cluster ready"
 
 

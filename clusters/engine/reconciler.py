@@ -1,35 +1,13 @@
 """The reconciler: one pass folds the cluster's truth into the rows and repairs drift.
 
-A pass reads every kind from the informers' caches (one LIST and then a WATCH per kind,
-kept by the worker process: :mod:`clusters.engine.informers`), or, where a kind's watch
-is not open, with one LIST per kind, concurrently (RayClusters, RayJobs, pods, nodes,
-namespaces and the FailedScheduling events, filtered by the API server — never a GET per
-cluster), records the free GPU capacity per flavor (:mod:`clusters.queue.capacity`), then for
-every row that is not deleted and changed since a fold of it that changed nothing (its
-row or its objects: :mod:`clusters.engine.foldmemo`; the others are skipped, so that a
-pass costs what changed, not the fleet):
-
-* folds RayCluster status and pod state into the row: ``ready`` only when the head and
-  every desired worker are running and ready; otherwise ``state_reason`` says in plain
-  words what the pods wait for, from their conditions and FailedScheduling events;
-* recreates objects that vanished (and the namespace bundle with them);
-* finishes deletions once the RayCluster and its pods are gone;
-* never calls an object missing from LISTs older than its row's last move (or while
-  the row waits for its provision pass): such a row waits for the next pass
-  (``_listed_after``), and when its cache has still not caught up with the move
-  :data:`READ_THROUGH_AFTER` later (a quiet kind), that one object is read directly
-  (``_read_through``);
-* warns owners once when a cluster is about to expire, and deletes clusters whose TTL
-  ran out (reason ``expired``);
-* keeps each tenant's namespace bundle (ResourceQuota and all) in step with its quota;
-* lets the queue backend fold its view in (in Kueue mode: Kueue's verdicts on queued
-  requests, and running clusters Kueue evicted, which go back to the queue);
-* folds each job's RayJob (KubeRay's job status) into its row and releases a finished
-  job's GPUs once its pods are gone (:mod:`clusters.engine.jobs`);
-* folds the cluster autoscaler's answers to the requests that asked it for nodes
-  (:mod:`clusters.engine.capacity`), and deletes the ProvisioningRequests nobody waits on;
-* deletes managed RayClusters and RayJobs that no live row wants (orphans).
-It returns what it did, so the task can run an admission pass when capacity freed.
+A pass reads every kind of object from the informers' caches (:mod:`.informers`), or
+with one LIST per kind, concurrently; records the free GPU capacity per flavor; then
+folds every row that changed since a fold of it that changed nothing (:mod:`.foldmemo`)
+through its kind (``clusters/kinds/<kind>/engine.py``: readiness, recreation, deletion,
+expiry, the queue backend's verdicts). It never calls an object missing from LISTs
+older than its row's last move (:func:`_listed_after`, :func:`_read_through`); it keeps
+each tenant's namespace bundle, folds the autoscaler's answers and deletes orphans. It
+returns what it did, so the task can run an admission pass when capacity freed.
 """
 
 from __future__ import annotations
@@ -45,24 +23,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
-from clusters import lifecycle
-from clusters.engine import capacity as capacity_requests
-from clusters.engine import foldmemo, informers, jobs, pod_trouble, provisioning
-from clusters.engine.deletion import DELETED_MESSAGE, RAYCLUSTER, delete_raycluster
-from clusters.engine.readiness import is_ready, waiting_reason
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_named, kind_of, kinds
+from clusters.engine import foldmemo, informers, scale_up
+from clusters.engine.deletion import DELETED_MESSAGE, RELEASED_MESSAGE
+from clusters.engine.pass_state import Fold, Report, Seen
 from clusters.kube import labels
 from clusters.kube.bundles import ensure_bundle, forget_bundle, quotas_by_tenant
 from clusters.kube.gateway import Gateway, KubeError, get_gateway
-from clusters.models import ClusterEvent, ClusterRequest
-from clusters.queue import capacity
+from clusters.models import ClusterRequest
+from clusters.queue import free_capacity
 from clusters.queue.backends import queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
-from clusters.states import HOLDS_QUOTA, LIVE, WANTS_RAYCLUSTER, State
-from clusters.transitions import note, release_gpus_many, transition, transition_many
+from clusters.rows.transitions import release_gpus_many, transition_many
 from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -75,60 +51,6 @@ log = logging.getLogger(__name__)
 READ_THROUGH_AFTER = timedelta(seconds=0.5)
 # At most this many direct reads per pass (the others wait for the next pass).
 MAX_READ_THROUGH = 50
-
-
-@dataclass
-class _Batch:
-    """Row writes a pass makes in bulk at its end, in a constant number of queries."""
-
-    to_ready: list[ClusterRequest] = field(default_factory=list)
-    # Deleting rows whose RayCluster and pods are gone, by deletion reason.
-    to_delete: dict[str, list[ClusterRequest]] = field(default_factory=lambda: defaultdict(list))
-    # Finished jobs whose pods are gone: their GPUs go back.
-    to_release: list[ClusterRequest] = field(default_factory=list)
-    # (state the row was read in, new state_reason) -> primary keys
-    reasons: dict[tuple[str, str], list[int]] = field(default_factory=lambda: defaultdict(list))
-
-
-@dataclass
-class Report:
-    """What one reconcile pass did (for logs, tests and the admission nudge)."""
-
-    ready: list[int] = field(default_factory=list)
-    recreated: list[int] = field(default_factory=list)
-    deleted: list[int] = field(default_factory=list)
-    expired: list[int] = field(default_factory=list)
-    orphans: list[str] = field(default_factory=list)
-    released: list[int] = field(default_factory=list)
-    # Waiting requests whose nodes the cluster autoscaler provisioned: admissible now.
-    provisioned: list[int] = field(default_factory=list)
-    evicted: list[int] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    # Rows left to the next pass: they changed after this pass's LISTs began, and their
-    # RayCluster (a job's RayJob) is not in them (see _listed_after).
-    deferred: list[int] = field(default_factory=list)
-    # Objects read directly because their cache had not caught up (see _read_through).
-    read_through: int = 0
-    batch: _Batch = field(default_factory=_Batch, repr=False)
-
-    # The cluster reported more free GPUs or nodes than at the last observation.
-    capacity_grew: bool = False
-    # Rows folded, and rows skipped as unchanged since a fold that changed nothing
-    # (clusters.engine.foldmemo).
-    folded: int = 0
-    skipped: int = 0
-
-    @property
-    def freed_capacity(self) -> bool:
-        return bool(self.deleted or self.expired or self.released or self.provisioned)
-
-    @property
-    def placeable_grew(self) -> bool:
-        """Whether a request waiting for capacity may fit now. Admission counts the GPUs
-        of admitted and provisioning clusters against the observed free GPUs (their pods
-        may not be bound yet): rows moved to ready stop counting, and the observation
-        itself may show more free."""
-        return bool(self.ready) or self.capacity_grew
 
 
 # The session-level advisory lock that keeps reconcile passes one at a time.
@@ -160,8 +82,8 @@ def _without_cycle_collection() -> Iterator[None]:
     """Pause the cyclic garbage collector for the length of a pass.
 
     A pass holds the decoded LISTs — millions of small dicts and lists at thousands of
-    clusters — and every full collection triggered meanwhile walks all of them: measured,
-    that was most of the database half of a 5,000-cluster pass. Nothing a pass builds
+    clusters — and every full collection triggered meanwhile walks all of them, at
+    thousands of clusters a large share of the pass. Nothing a pass builds
     needs the cycle collector (plain JSON has no cycles; reference counting frees it);
     collection resumes when the pass ends.
     """
@@ -203,12 +125,11 @@ def _reconcile(gw: Gateway | None) -> Report:
     quiet, acted = _fold_rows(rows, plan.stamps, seen, gw, backend, view, report, now)
     _write_batch(report, now)
     try:
-        report.provisioned = capacity_requests.fold_capacity(rows, gw)
+        report.provisioned = scale_up.fold_capacity(rows, gw)
     except KubeError as exc:
         report.errors.append(f"capacity requests: {exc.message}")
     _keep_bundles(live, tenants, gw, report)
-    _delete_orphans(seen.rayclusters, plan.wanted, gw, report)
-    _delete_orphan_jobs(seen.rayjobs, plan.wanted_jobs, gw, report)
+    _delete_orphans(seen, plan.wanted, gw, report)
     if memo is not None:
         # Only now: a pass cut short by an error must not leave rows remembered as
         # settled whose bulk writes never happened.
@@ -222,14 +143,14 @@ class _Plan:
     the objects the live rows want (the others are orphans)."""
 
     stamps: dict[int, Any] = field(default_factory=dict)
-    wanted: set[tuple[str, str]] = field(default_factory=set)
-    wanted_jobs: set[tuple[str, str]] = field(default_factory=set)
+    # Keys of the objects live rows want, by object kind.
+    wanted: dict[str, set[tuple[str, str]]] = field(default_factory=lambda: defaultdict(set))
 
 
 def _plan(
     live: list[foldmemo.LiveRow],
     tenants: dict[int, Tenant],
-    seen: _Seen,
+    seen: Seen,
     backend: QueueBackend,
     memo: foldmemo.FoldMemo | None,
     now: Any,
@@ -241,19 +162,14 @@ def _plan(
         if tenant is None:
             continue  # deleted since the rows were read, and they with it
         key = (tenant.namespace, live_row.name)
-        if live_row.is_job:
-            plan.wanted_jobs.add(key)
-        elif _wants_raycluster(live_row.state, backend):
-            plan.wanted.add(key)
+        kind = kind_named(live_row.workload)
+        behaviour = kind.behaviour
+        if behaviour.wants_object(live_row.state, backend):
+            plan.wanted[kind.object_kind].add(key)
         if memo is None or foldmemo.always_folded(live_row, now):
             plan.stamps[live_row.pk] = None
             continue
-        objects = (
-            _job_objects_stamp(seen, key, live_row.pk)
-            if live_row.is_job
-            else _objects_stamp(seen, key)
-        )
-        stamp = (live_row.stamp, objects)
+        stamp = (live_row.stamp, behaviour.objects_stamp(seen, key, live_row.pk))
         if not memo.unchanged(live_row.pk, stamp):
             plan.stamps[live_row.pk] = stamp
     return plan
@@ -262,7 +178,7 @@ def _plan(
 def _fold_rows(
     rows: list[ClusterRequest],
     stamps: dict[int, Any],
-    seen: _Seen,
+    seen: Seen,
     gw: Gateway,
     backend: QueueBackend,
     view: QueueView,
@@ -281,18 +197,8 @@ def _fold_rows(
             if not _listed_after(cluster, seen, key):
                 report.deferred.append(cluster.pk)
                 continue
-            if cluster.is_job:
-                if jobs.fold_job(
-                    cluster,
-                    seen.rayjobs.get(key),
-                    seen.pods_by_id.get(cluster.pk, []),
-                    gw,
-                    view,
-                    release=report.batch.to_release,
-                ):
-                    report.released.append(cluster.pk)
-                continue
-            _reconcile_row(cluster, seen, key, gw, backend, view, report, now)
+            fold = Fold(seen, key, gw, backend, view, report, now)
+            kind_of(cluster).behaviour.fold(cluster, fold)
         except KubeError as exc:
             report.errors.append(f"{cluster}: {exc.message}")
             log.warning("reconcile %s: %s", cluster, exc.message)
@@ -327,7 +233,7 @@ def _rows_to_fold(
     return folded
 
 
-def _read_through(rows: list[ClusterRequest], seen: _Seen, gw: Gateway, now: datetime) -> int:
+def _read_through(rows: list[ClusterRequest], seen: Seen, gw: Gateway, now: datetime) -> int:
     """GET the object of each row the pass would defer (``_listed_after``) whose move is
     :data:`READ_THROUGH_AFTER` old, at most :data:`MAX_READ_THROUGH`; returns how many.
 
@@ -348,23 +254,23 @@ def _read_through(rows: list[ClusterRequest], seen: _Seen, gw: Gateway, now: dat
     read = 0
     for row in sorted(doubtful, key=lambda row: row.progress_at)[:MAX_READ_THROUGH]:
         key = (row.namespace, row.name)
-        api_version, kind = jobs.RAYJOB if row.is_job else RAYCLUSTER
+        kind = kind_of(row)
         try:
-            obj = gw.get(api_version, kind, row.name, row.namespace)
+            obj = gw.get(kind.api_version, kind.object_kind, row.name, row.namespace)
         except KubeError as exc:
-            log.info("read %s %s directly: %s", kind, key, exc.message)
+            log.info("read %s %s directly: %s", kind.object_kind, key, exc.message)
             continue
         read += 1
         if obj is None:
-            seen.confirmed_missing.add((kind, key))
+            seen.confirmed_missing.add((kind.object_kind, key))
         else:
-            (seen.rayjobs if row.is_job else seen.rayclusters)[key] = obj
+            seen.objects.setdefault(kind.object_kind, {})[key] = obj
     return read
 
 
-def _listed_after(cluster: ClusterRequest, seen: _Seen, key: tuple[str, str]) -> bool:
-    """Whether this pass's LISTs may tell the row that its RayCluster (a job's RayJob)
-    is missing.
+def _listed_after(cluster: ClusterRequest, seen: Seen, key: tuple[str, str]) -> bool:
+    """Whether this pass's LISTs may tell the row that its object (a cluster's
+    RayCluster, a job's RayJob) is missing.
 
     The objects of a state are written after the row moves to it (a batch applies,
     then moves its rows to provisioning or starting; the provision pass writes a job's
@@ -375,41 +281,13 @@ def _listed_after(cluster: ClusterRequest, seen: _Seen, key: tuple[str, str]) ->
     applied since, or call a running job's RayJob vanished. Such a row is left to the
     next pass, whose LISTs are newer (and it is not remembered as settled). A row whose
     object is listed is folded as usual."""
-    listed = seen.rayjobs.get(key) if cluster.is_job else seen.rayclusters.get(key)
-    if listed is not None:
+    object_kind = kind_of(cluster).object_kind
+    if seen.object(object_kind, key) is not None:
         return True
-    if (jobs.RAYJOB[1] if cluster.is_job else RAYCLUSTER[1], key) in seen.confirmed_missing:
+    if (object_kind, key) in seen.confirmed_missing:
         return True
-    listed_at = seen.jobs_listed_at if cluster.is_job else seen.listed_at
+    listed_at = seen.listed_at[object_kind]
     return cluster.provision_requested_at is None and cluster.progress_at < listed_at
-
-
-def _objects_stamp(seen: _Seen, key: tuple[str, str]) -> tuple[Any, ...]:
-    """What a cluster row's fold reads of the cluster, by resourceVersion: its RayCluster,
-    its pods and their FailedScheduling events (Kubernetes gives an object a new
-    resourceVersion on every write)."""
-    rc = seen.rayclusters.get(key)
-    pods = seen.pods.get(key, ())
-    events = seen.events
-    return (
-        rc["metadata"]["resourceVersion"] if rc is not None else None,
-        tuple(p["metadata"].get("resourceVersion") for p in pods),
-        tuple(
-            events[uid]["metadata"].get("resourceVersion")
-            for p in pods
-            if (uid := p["metadata"].get("uid", "")) in events
-        ),
-    )
-
-
-def _job_objects_stamp(seen: _Seen, key: tuple[str, str], pk: int) -> tuple[Any, ...]:
-    """What a job's fold reads of Kubernetes, by resourceVersion: its RayJob and every
-    pod of the job (its Ray pods and its submitter)."""
-    rj = seen.rayjobs.get(key)
-    return (
-        rj["metadata"]["resourceVersion"] if rj is not None else None,
-        tuple(p["metadata"].get("resourceVersion") for p in seen.pods_by_id.get(pk, ())),
-    )
 
 
 def _effects(report: Report, gw: Gateway) -> tuple[int, ...]:
@@ -447,35 +325,13 @@ def _write_batch(report: Report, now: Any) -> None:
         ready_at=now,
     )
     report.ready.extend(c.pk for c in moved)
-    released = release_gpus_many(report.batch.to_release, message=jobs.RELEASED_MESSAGE)
+    released = release_gpus_many(report.batch.to_release, message=RELEASED_MESSAGE)
     report.released.extend(c.pk for c in released)
     for (state, reason), pks in report.batch.reasons.items():
         ClusterRequest.objects.filter(pk__in=pks, state=state).update(state_reason=reason)
 
 
-@dataclass
-class _Seen:
-    """What one pass read from the cluster, keyed by (namespace, RayCluster name)."""
-
-    rayclusters: dict[tuple[str, str], dict[str, Any]]
-    rayjobs: dict[tuple[str, str], dict[str, Any]]
-    pods: dict[tuple[str, str], list[dict[str, Any]]]
-    # Managed pods by the request id they are labelled with (a job's pods: its Ray
-    # cluster's, named by KubeRay, and its submitter's).
-    pods_by_id: dict[int, list[dict[str, Any]]]
-    namespaces: set[str]
-    events: dict[str, dict[str, Any]]
-    # How fresh the RayClusters read are (when their LIST began, or what their cache is
-    # known to hold): what they lack may have been written since.
-    listed_at: datetime
-    # The same for the RayJobs, which a job's row is folded from.
-    jobs_listed_at: datetime
-    capacity_grew: bool = False
-    # (kind, key) of objects a direct read found missing after their row's last move.
-    confirmed_missing: set[tuple[str, tuple[str, str]]] = field(default_factory=set)
-
-
-def _observe(gw: Gateway) -> _Seen:
+def _observe(gw: Gateway) -> Seen:
     """Every kind a pass reads: from the informers' caches where their watch is open
     (:mod:`clusters.engine.informers`), else one LIST per kind, issued concurrently;
     records the free GPU capacity per flavor.
@@ -496,19 +352,18 @@ def _observe(gw: Gateway) -> _Seen:
     results = {what: view.items for what, view in views.items()}
     results.update({what: future.result() for what, future in futures.items()})
 
-    # What a row's fold may call missing (its RayCluster, a job's RayJob) is as fresh as
-    # that kind's cache (a LIST holds what was written before it began), each by its
-    # own: no RayJob changes while clusters are deleted, and a quiet kind's cache is
-    # known fresh only up to the grace. The pods whose absence finishes a deletion were
-    # written long before the row moved to deleting, so a cache has them.
-    def fresh(kind: str) -> datetime:
-        if kind not in views:
+    # What a row's fold may call missing (its kind's object) is as fresh as that kind's
+    # cache (a LIST holds what was written before it began), each by its own: a quiet
+    # kind's cache is known fresh only up to the grace. The pods whose absence finishes
+    # a deletion were written long before the row moved to deleting, so a cache has them.
+    def fresh(what: str) -> datetime:
+        if what not in views:
             return started
-        return min(started, datetime.fromtimestamp(views[kind].fresh_at, tz=UTC))
+        return min(started, datetime.fromtimestamp(views[what].fresh_at, tz=UTC))
 
-    listed_at, jobs_listed_at = fresh("rayclusters"), fresh("rayjobs")
+    object_kinds = {kind.object_kind for kind in kinds().values()}
     all_pods = results["pods"]
-    capacity_grew = capacity.record(capacity.free_by_product(results["nodes"], all_pods))
+    capacity_grew = free_capacity.record(free_capacity.free_by_product(results["nodes"], all_pods))
     managed_key, managed_value = labels.managed_selector().split("=", 1)
     pods: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     pods_by_id: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -523,20 +378,16 @@ def _observe(gw: Gateway) -> _Seen:
     events = {
         (event.get("involvedObject") or {}).get("uid", ""): event for event in results["events"]
     }
-    return _Seen(
-        rayclusters={
-            (rc["metadata"]["namespace"], rc["metadata"]["name"]): rc
-            for rc in results["rayclusters"]
-        },
-        rayjobs={
-            (rj["metadata"]["namespace"], rj["metadata"]["name"]): rj for rj in results["rayjobs"]
+    return Seen(
+        objects={
+            what: {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in results[what]}
+            for what in object_kinds
         },
         pods=pods,
         pods_by_id=pods_by_id,
         namespaces={ns["metadata"]["name"] for ns in results["namespaces"]},
         events=events,
-        listed_at=listed_at,
-        jobs_listed_at=jobs_listed_at,
+        listed_at={what: fresh(what) for what in object_kinds},
         capacity_grew=capacity_grew,
     )
 
@@ -559,11 +410,14 @@ def _list_threads(size: int) -> ThreadPoolExecutor:
 
 
 def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:
-    """What a pass lists: apiVersion, kind and selectors, by name."""
+    """What a pass lists: apiVersion, kind and selectors, by name (each workload kind's
+    objects under their kind)."""
     managed = {"label_selector": labels.managed_selector()}
+    objects = {
+        kind.object_kind: (kind.api_version, kind.object_kind, managed) for kind in kinds().values()
+    }
     return {
-        "rayclusters": ("ray.io/v1", "RayCluster", managed),
-        "rayjobs": ("ray.io/v1", "RayJob", managed),
+        **objects,
         # Every pod, not only ours: the free capacity per GPU flavor counts them all.
         "pods": ("v1", "Pod", {}),
         "nodes": ("v1", "Node", {}),
@@ -578,16 +432,6 @@ def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:
     }
 
 
-def _wants_raycluster(state: str, backend: QueueBackend) -> bool:
-    """Whether a row in ``state`` wants its RayCluster to exist (others' RayClusters are
-    orphans)."""
-    if state == State.QUEUED:
-        return backend.provisions_queued
-    if state == State.SUSPENDED:
-        return not backend.suspend_deletes
-    return state in WANTS_RAYCLUSTER
-
-
 def _keep_bundles(
     live: list[foldmemo.LiveRow], tenants: dict[int, Tenant], gw: Gateway, report: Report
 ) -> None:
@@ -597,8 +441,7 @@ def _keep_bundles(
     needing = {
         row.tenant_id: tenants[row.tenant_id]
         for row in live
-        if row.tenant_id in tenants
-        and (row.state in WANTS_RAYCLUSTER or (row.is_job and row.state in LIVE))
+        if row.tenant_id in tenants and kind_named(row.workload).behaviour.needs_bundle(row.state)
     }
     quotas = quotas_by_tenant(needing)
     for tenant_id, tenant in needing.items():
@@ -609,154 +452,19 @@ def _keep_bundles(
 
 
 def _delete_orphans(
-    rayclusters: dict[tuple[str, str], dict[str, Any]],
-    wanted: set[tuple[str, str]],
-    gw: Gateway,
-    report: Report,
+    seen: Seen, wanted: dict[str, set[tuple[str, str]]], gw: Gateway, report: Report
 ) -> None:
-    """Delete managed RayClusters that no live row wants (a job's RayCluster is its
-    RayJob's: KubeRay made it and copies the job's labels onto it, and it goes with it)."""
-    for key, rc in rayclusters.items():
-        owners = rc["metadata"].get("ownerReferences") or []
-        if any(ref.get("kind") == "RayJob" for ref in owners):
-            continue
-        if key not in wanted and not rc["metadata"].get("deletionTimestamp"):
+    """Delete each kind's managed objects that no live row wants and that are the kind's
+    to delete (:meth:`Behaviour.orphan`)."""
+    for kind in kinds().values():
+        behaviour = kind.behaviour
+        for key, obj in seen.objects.get(kind.object_kind, {}).items():
+            if key in wanted[kind.object_kind] or obj["metadata"].get("deletionTimestamp"):
+                continue
+            if not behaviour.orphan(obj):
+                continue
             try:
-                delete_raycluster(gw, *key)
+                behaviour.delete_object(gw, *key)
                 report.orphans.append(f"{key[0]}/{key[1]}")
             except KubeError as exc:
-                report.errors.append(f"orphan {key}: {exc.message}")
-
-
-def _delete_orphan_jobs(
-    rayjobs: dict[tuple[str, str], dict[str, Any]],
-    wanted: set[tuple[str, str]],
-    gw: Gateway,
-    report: Report,
-) -> None:
-    """Delete managed RayJobs that no row wants (their row is deleted, or never was)."""
-    for key, rj in rayjobs.items():
-        if key not in wanted and not rj["metadata"].get("deletionTimestamp"):
-            try:
-                jobs.delete_rayjob(gw, *key)
-                report.orphans.append(f"{key[0]}/{key[1]}")
-            except KubeError as exc:
-                report.errors.append(f"orphan job {key}: {exc.message}")
-
-
-def _reconcile_row(
-    cluster: ClusterRequest,
-    seen: _Seen,
-    key: tuple[str, str],
-    gw: Gateway,
-    backend: QueueBackend,
-    view: QueueView,
-    report: Report,
-    now: Any,
-) -> None:
-    """Fold one row's objects into it, or repair them; see the module docstring."""
-    rc = seen.rayclusters.get(key)
-    state = cluster.state
-    if state == State.QUEUED and backend.provisions_queued:
-        # The backend queues the RayCluster itself (held suspended until admitted).
-        if rc is None:
-            provisioning.apply_cluster(cluster, gw)
-        else:
-            view.fold_waiting(cluster)
-        return
-    if state == State.SUSPENDED and backend.suspend_deletes:
-        if rc is not None and not rc["metadata"].get("deletionTimestamp"):
-            delete_raycluster(gw, cluster.namespace, cluster.name)
-        return
-    if state in HOLDS_QUOTA and rc is not None and view.fold_eviction(cluster):
-        report.evicted.append(cluster.pk)
-        return
-    if state in LIVE and cluster.expires_at and cluster.expires_at <= now:
-        lifecycle.request_deletion(cluster, reason="expired")
-        report.expired.append(cluster.pk)
-        return
-    pods = seen.pods.get(key, [])
-    if state == State.DELETING:
-        if rc is not None and not rc["metadata"].get("deletionTimestamp"):
-            delete_raycluster(gw, cluster.namespace, cluster.name)
-        elif rc is None and not pods:
-            # Moved with the others at the end of the pass (finish_deletion in bulk).
-            report.batch.to_delete[cluster.deletion_reason or "deleted"].append(cluster)
-        return
-    if state in (State.PROVISIONING, State.READY, State.SUSPENDED):
-        _warn_of_expiry(cluster, now)
-        _fold_running(cluster, rc, pods, seen.events, gw, report, now)
-
-
-def _fold_running(
-    cluster: ClusterRequest,
-    rc: dict[str, Any] | None,
-    pods: list[dict[str, Any]],
-    events: dict[str, dict[str, Any]],
-    gw: Gateway,
-    report: Report,
-    now: Any,
-) -> None:
-    """A provisioning, ready or suspended row: recreate what vanished, fold readiness."""
-    state = cluster.state
-    if rc is None:
-        provisioning.apply_cluster(cluster, gw)
-        report.recreated.append(cluster.pk)
-        if state == State.READY:
-            transition(
-                cluster,
-                State.PROVISIONING,
-                reason="recreated",
-                message="its RayCluster vanished and was recreated",
-                ready_at=None,
-            )
-        return
-    if state == State.SUSPENDED:
-        if not (rc.get("spec") or {}).get("suspend"):
-            provisioning.apply_cluster(cluster, gw)
-        return
-    ready = is_ready(cluster, rc, pods)
-    if ready and state == State.PROVISIONING:
-        report.batch.to_ready.append(cluster)
-    elif not ready:
-        reason = waiting_reason(cluster, pods, events)
-        if state == State.READY:
-            transition(
-                cluster, State.PROVISIONING, reason="degraded", message=reason, ready_at=None
-            )
-        elif reason != cluster.state_reason:
-            report.batch.reasons[(state, reason)].append(cluster.pk)
-        _tell_of_trouble(cluster, reason)
-
-
-def _tell_of_trouble(cluster: ClusterRequest, reason: str) -> None:
-    """Tell the owner once when the cluster's pods start failing (not at each restart):
-    the page shows it as the reason, and every warning the page shows is also sent."""
-    if not reason.startswith(pod_trouble.PREFIX) or cluster.state_reason.startswith(
-        pod_trouble.PREFIX
-    ):
-        return
-    events = ClusterEvent.objects.filter(cluster_id=cluster.pk)
-    ready = events.filter(to_state=State.READY).order_by("-id").values_list("id", flat=True)
-    since = ready.first() or 0
-    if not events.filter(reason="pods_failing", id__gt=since).exists():
-        note(cluster, reason="pods_failing", message=reason)
-
-
-def _warn_of_expiry(cluster: ClusterRequest, now: Any) -> None:
-    """Tell the owner, once, that the cluster expires soon and can be extended (USERS 1)."""
-    warning = timedelta(minutes=settings.EXPIRY_WARNING_MINUTES)
-    if not cluster.expires_at or cluster.expiry_warned_at or cluster.expires_at - now > warning:
-        return
-    with transaction.atomic():  # the mark and its event are seen together
-        claimed = ClusterRequest.objects.filter(
-            pk=cluster.pk, expiry_warned_at__isnull=True
-        ).update(expiry_warned_at=now)
-        if claimed:
-            minutes = max(int((cluster.expires_at - now).total_seconds() // 60), 0)
-            note(
-                cluster,
-                reason="expiry_warning",
-                message=f"expires at {cluster.expires_at:%H:%M} UTC (in {minutes} min) and its "
-                "GPUs will be released; extend it to keep it",
-            )
+                report.errors.append(f"orphan {kind.noun} {key}: {exc.message}")

@@ -1,1 +1,1 @@
-"""Workload kinds: one package per kind of request (the registry comes with the re-cut)."""
+"""Workload kinds: one package per kind, found through a registry."""

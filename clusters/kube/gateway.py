@@ -1,29 +1,19 @@
 """The only module that talks to Kubernetes (it alone imports the ``kubernetes`` client).
 
-Everything above it deals in plain dicts (the manifests) and two exceptions:
-:class:`TransientKubeError` — worth retrying (timeouts, connection errors, 429 with its
-``Retry-After``, 5xx, 409 conflicts) — and :class:`PermanentKubeError` — retrying cannot
-help (400, 403, unexpected 404, 422) — each with a message a person can read (STYLE 7).
-
+Everything above it deals in plain dicts and two exceptions (:mod:`clusters.kube.errors`).
 Writes are server-side apply with one fixed field manager, so applying the same object
-twice is a no-op and applying a changed one converges. Reads are LISTs by label selector
-across namespaces, one per kind, so the reconciler never issues a GET per cluster, and
-WATCHes from a LIST's resourceVersion (:mod:`clusters.kube.informer` keeps caches with
-them).
-The client is configured from ``settings.KUBECONFIG`` or, when that is empty, from the
-pod's in-cluster service account.
+twice is a no-op; reads are LISTs by label selector across namespaces, one per kind, and
+WATCHes from a LIST's resourceVersion (:mod:`clusters.kube.informer`). The client is
+configured from ``settings.KUBECONFIG`` or else the pod's in-cluster service account.
 """
 
 from __future__ import annotations
 
 import builtins
-import json
 import os
-import ssl
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator
 from typing import Any
 
 import orjson
@@ -33,6 +23,45 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from clusters.kube import forbidden, notbefore
+from clusters.kube.errors import (
+    TERMINATING,
+    KubeError,
+    NamespaceMissing,
+    PermanentKubeError,
+    TransientKubeError,
+    WatchExpired,
+    retry_after,
+    status_body,
+    status_message,
+    transport_error,
+    watch_error,
+)
+from clusters.kube.resources import KINDS, Kind, kind_of
+from clusters.kube.responses import (
+    ProxiedResponse,
+    UpgradeTarget,
+    proxy_path,
+    read_body,
+    stream_lines,
+    tls_context,
+)
+
+__all__ = [
+    "KINDS",
+    "Gateway",
+    "Kind",
+    "KubeError",
+    "NamespaceMissing",
+    "PermanentKubeError",
+    "ProxiedResponse",
+    "TransientKubeError",
+    "UpgradeTarget",
+    "WatchExpired",
+    "classify",
+    "get_gateway",
+    "kind_of",
+    "own_gateway",
+]
 
 FIELD_MANAGER = "gangway"
 # A request that is safe to repeat and failed transiently (not a 429) is sent again, at
@@ -44,235 +73,24 @@ RETRY_BACKOFF_SECONDS = 0.1
 WATCH_READ_MARGIN_SECONDS = 15
 
 
-@dataclass(frozen=True)
-class Kind:
-    """Where a kind lives in the API: its group/version, plural and scope."""
-
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        """The REST path of the collection (or of one object when ``name`` is given)."""
-        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        return f"{base}/{name}" if name else base
-
-
-_KINDS = [
-    Kind("v1", "Namespace", "namespaces", namespaced=False),
-    Kind("v1", "ServiceAccount", "serviceaccounts"),
-    Kind("v1", "ResourceQuota", "resourcequotas"),
-    Kind("v1", "LimitRange", "limitranges"),
-    Kind("v1", "Pod", "pods"),
-    Kind("v1", "Service", "services"),
-    Kind("v1", "Event", "events"),
-    Kind("v1", "Node", "nodes", namespaced=False),
-    Kind("v1", "PodTemplate", "podtemplates"),
-    Kind("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "provisioningrequests"),
-    Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
-    Kind("ray.io/v1", "RayCluster", "rayclusters"),
-    Kind("ray.io/v1", "RayJob", "rayjobs"),
-    Kind("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", namespaced=False),
-    Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", namespaced=False),
-    Kind("kueue.x-k8s.io/v1beta2", "Cohort", "cohorts", namespaced=False),
-    Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues"),
-    Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads"),
-    Kind("kueue.x-k8s.io/v1beta2", "AdmissionCheck", "admissionchecks", namespaced=False),
-    Kind(
-        "kueue.x-k8s.io/v1beta2",
-        "ProvisioningRequestConfig",
-        "provisioningrequestconfigs",
-        namespaced=False,
-    ),
-    Kind(
-        "kueue.x-k8s.io/v1beta2",
-        "WorkloadPriorityClass",
-        "workloadpriorityclasses",
-        namespaced=False,
-    ),
-    Kind("scheduling.run.ai/v2", "Queue", "queues", namespaced=False),
-]
-KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in _KINDS}
-
-
-def kind_of(api_version: str, kind: str) -> Kind:
-    """The :class:`Kind` for an apiVersion/kind pair; unknown kinds are a programming error."""
-    try:
-        return KINDS[(api_version, kind)]
-    except KeyError:
-        raise PermanentKubeError(f"gangway does not know the kind {api_version}/{kind}") from None
-
-
-class KubeError(Exception):
-    """A failed Kubernetes call, with a readable message and the HTTP status (0: none)."""
-
-    def __init__(self, message: str, *, status: int = 0) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-
-
-class TransientKubeError(KubeError):
-    """Worth retrying; ``retry_after`` is the server's requested wait, in seconds."""
-
-    def __init__(self, message: str, *, status: int = 0, retry_after: float | None = None):
-        super().__init__(message, status=status)
-        self.retry_after = retry_after
-
-
-class PermanentKubeError(KubeError):
-    """Retrying will not help: the request itself is wrong or refused."""
-
-
-class NamespaceMissing(PermanentKubeError):
-    """A 404 whose missing object is a namespace (``namespaces "x" not found``): a
-    write into a namespace that does not exist. Retrying the same write will not help;
-    creating the namespace first will (:func:`clusters.kube.bundles.apply_into`)."""
-
-
-# What an API server says when something is created in a namespace being deleted: it
-# is gone soon, and can be created again then.
-_TERMINATING = "because it is being terminated"
-
-
-def _status_body(exc: ApiException) -> dict[str, Any]:
-    try:
-        body = json.loads(exc.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    return body if isinstance(body, dict) else {}
-
-
-def _status_message(exc: ApiException) -> str:
-    message = _status_body(exc).get("message")
-    return str(message or exc.reason or "no message")
-
-
-def _retry_after(exc: ApiException) -> float | None:
-    headers = exc.headers or {}
-    value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return max(float(value), 0.0) if value is not None else None
-    except ValueError:
-        return None
-
-
 def classify(exc: Exception, *, what: str) -> KubeError:
     """Map a client exception to a transient or permanent :class:`KubeError`."""
     if isinstance(exc, KubeError):
         return exc
     if isinstance(exc, ApiException):
         status = int(exc.status or 0)
-        message = f"{what}: {status} {_status_message(exc)}"
+        message = f"{what}: {status} {status_message(exc)}"
         if status == 429:
-            return TransientKubeError(message, status=status, retry_after=_retry_after(exc))
+            return TransientKubeError(message, status=status, retry_after=retry_after(exc))
         if status == 409 or status >= 500 or status == 0:
-            return TransientKubeError(message, status=status, retry_after=_retry_after(exc))
-        if status == 403 and _TERMINATING in message:
+            return TransientKubeError(message, status=status, retry_after=retry_after(exc))
+        if status == 403 and TERMINATING in message:
             return TransientKubeError(message, status=status)
-        details = _status_body(exc).get("details") or {}
+        details = status_body(exc).get("details") or {}
         if status == 404 and isinstance(details, dict) and details.get("kind") == "namespaces":
             return NamespaceMissing(message, status=status)
         return PermanentKubeError(message, status=status)
-    if isinstance(exc, urllib3.exceptions.HTTPError | OSError | TimeoutError):
-        return TransientKubeError(f"{what}: cannot reach the Kubernetes API ({exc})")
-    return PermanentKubeError(f"{what}: {type(exc).__name__}: {exc}")
-
-
-class ProxiedResponse:
-    """A backend's answer through the service proxy: status, headers and a body read in
-    chunks (:meth:`chunks`), so a large or endless answer is relayed, never buffered."""
-
-    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
-        self._response = response
-        self.status = int(response.status)
-        self.headers: dict[str, str] = {k.lower(): v for k, v in response.headers.items()}
-
-    def chunks(self, size: int = 64 * 1024) -> Any:
-        """The body, chunk by chunk; the connection goes back to the pool at the end."""
-        finished = False
-        try:
-            yield from self._response.stream(size, decode_content=False)
-            finished = True
-        finally:
-            self.close(finished=finished)
-
-    def read(self, limit: int) -> bytes:
-        """At most ``limit`` bytes of the body (for answers the control plane reads itself);
-        a connection that breaks meanwhile is a :class:`TransientKubeError`."""
-        try:
-            data = bytes(self._response.read(limit, decode_content=True) or b"")
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise classify(exc, what="read an answer through the service proxy") from exc
-        finally:
-            self.close(finished=False)
-        return data
-
-    def close(self, *, finished: bool = False) -> None:
-        """Give the connection back to the pool when the body was read to its end; drop it
-        otherwise, since unread bytes would be taken for the next answer on it."""
-        if not finished:
-            self._response.close()
-        self._response.release_conn()
-
-
-@dataclass(frozen=True)
-class UpgradeTarget:
-    """Where to open a WebSocket through the API server's service proxy: the ``ws(s)://``
-    URL, the headers to send (the caller's and the API server's credentials) and the TLS
-    context of the kubeconfig (``None`` for plain HTTP)."""
-
-    url: str
-    headers: dict[str, str]
-    ssl: ssl.SSLContext | None
-
-
-class WatchExpired(PermanentKubeError):
-    """A watch from a resourceVersion the API server no longer keeps (410 Gone): the
-    watcher must list again and watch from the new list's version."""
-
-
-def _watch_error(status: dict[str, Any], *, what: str) -> KubeError:
-    """The exception for a watch's ``ERROR`` event (its object is a ``Status``)."""
-    code = int(status.get("code") or 0)
-    message = f"{what}: {code} {status.get('message') or status.get('reason') or 'error'}"
-    if code == 410:
-        return WatchExpired(message, status=code)
-    if code == 429 or code >= 500:
-        return TransientKubeError(message, status=code)
-    return PermanentKubeError(message, status=code)
-
-
-def _body(response: Any, *, what: str) -> bytes:
-    """The whole body of an answer (the client's raw response), read now. A connection
-    that breaks while the body is on its way is transient, as one that breaks before it:
-    the Kubernetes API suite's resets mid-body escaped every caller's ``except KubeError``
-    as urllib3's ProtocolError."""
-    # Not hasattr(response, "data"): that reads the body, outside the try.
-    raw = response[0] if isinstance(response, tuple) else response
-    try:
-        return bytes(raw.data or b"")
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise classify(exc, what=what) from exc
-
-
-def _lines(response: Any) -> Iterator[bytes]:
-    """The newline-delimited documents of a streamed body, as they arrive."""
-    pending = b""
-    for chunk in response.stream(64 * 1024, decode_content=False):
-        pending += chunk
-        if b"\n" not in pending:
-            continue
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending
+    return transport_error(exc, what=what)
 
 
 class Gateway:
@@ -297,16 +115,10 @@ class Gateway:
         body: Any = None,
         timeout: float | tuple[float, float],
     ) -> Any:
-        """Send one request and answer the transport's raw response (not read), or raise
-        the classified :class:`KubeError`.
-
-        A request the API server throttled is not sent again before its Retry-After, by
-        any process (clusters/kube/notbefore.py): the Kubernetes API suite caught a DELETE
-        re-sent by the next pass 0.4 s after a 429 that asked for 1 s, and the next pass's
-        LISTs sooner still. Reads and writes of a path (``scope``) are held apart, and the
-        deadline is that API server's: another cluster (or another test's simulator) has
-        its own.
-        """
+        """Send one request; the transport's raw response (not read), or the classified
+        :class:`KubeError` (a 403 explained by access reviews: :mod:`.forbidden`). A path
+        the API server throttled is not sent again before its Retry-After by any process
+        (:mod:`.notbefore`); reads and writes (``scope``) are held apart, per API server."""
         held = f"{self._api.configuration.host}{path}"
         left = notbefore.wait(scope, held)
         if left > 0:
@@ -356,7 +168,7 @@ class Gateway:
             body=body,
             timeout=self._timeout,
         )
-        answer: dict[str, Any] = orjson.loads(_body(response, what=f"POST {path}") or b"{}")
+        answer: dict[str, Any] = orjson.loads(read_body(response, what=f"POST {path}") or b"{}")
         return answer
 
     def _call(
@@ -382,9 +194,9 @@ class Gateway:
             body=body,
             timeout=self._timeout,
         )
-        data = _body(response, what=what)
-        # orjson: a LIST of thousands of pods is megabytes, and decoding it was most of a
-        # reconcile pass with the standard library's json.
+        data = read_body(response, what=what)
+        # orjson: a LIST of thousands of pods is megabytes, several times faster to decode
+        # than with the standard library's json.
         return orjson.loads(data) if data else {}
 
     def version(self) -> dict[str, Any]:
@@ -526,15 +338,10 @@ class Gateway:
         timeout_seconds: int = 300,
         opened: Callable[[], None] | None = None,
     ) -> Generator[dict[str, Any], None, None]:
-        """The changes to a kind after ``resource_version``, as the API server's watch
-        events (``{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}``), until
-        the server ends the watch (``timeout_seconds``) or the caller stops reading.
-
-        Bookmarks are asked for, so that a quiet watch still learns how far it is. An
-        ``ERROR`` event is raised: :class:`WatchExpired` for 410 (the version is older
-        than the server keeps: list again), a :class:`KubeError` otherwise. ``opened`` is
-        called once the server has answered, i.e. once it has registered the watch.
-        """
+        """A kind's watch events after ``resource_version`` (bookmarks asked for, so a
+        quiet watch still learns how far it is) until the server ends it or the caller
+        stops reading. An ``ERROR`` event raises: :class:`WatchExpired` for 410 (list
+        again), else a :class:`KubeError`. ``opened``: called once the server answered."""
         query = [
             ("watch", "true"),
             ("resourceVersion", resource_version),
@@ -562,10 +369,10 @@ class Gateway:
             opened()
         finished = False
         try:
-            for line in _lines(raw):
+            for line in stream_lines(raw):
                 event = orjson.loads(line)
                 if event.get("type") == "ERROR":
-                    raise _watch_error(event.get("object") or {}, what=what)
+                    raise watch_error(event.get("object") or {}, what=what)
                 yield event
             finished = True
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -581,18 +388,10 @@ class Gateway:
         return self._repeat(lambda: self._call(method, path, what=what, **kwargs))
 
     def _repeat(self, request: Callable[[], Any]) -> Any:
-        """Send ``request`` (one that is safe to repeat) again when the answer was
-        transient, at most :data:`RETRY_ATTEMPTS` times in all.
-
-        client-go's reflectors and controllers retry the same way. Giving up at the first
-        transient answer meant that a reconcile pass of many LIST pages rarely got through,
-        and a provisioning attempt of several applies rarely did either: with a quarter of
-        requests failing and lists paged at 20 items, clusters were still not ready after
-        300 s, and one failed for good after 8 attempts (``make reliability``'s Kubernetes
-        API suite). A 429 is not asked again here: it goes up at once, so that the caller
-        waits its Retry-After as it always has (a task's retry, a pass's next period, the
-        shared deadline of clusters/kube/applied.py) instead of holding a worker asleep.
-        """
+        """Send ``request`` (safe to repeat) again after a transient answer, at most
+        :data:`RETRY_ATTEMPTS` times, as client-go does: under a lossy API server, a pass of
+        many LIST pages must still get through. A 429 goes up at once, so that the caller
+        waits its Retry-After (task retry, next pass) instead of holding a worker asleep."""
         for attempt in range(RETRY_ATTEMPTS):
             try:
                 return request()
@@ -611,11 +410,8 @@ class Gateway:
         tail_lines: int | None = None,
         limit_bytes: int | None = None,
     ) -> str | None:
-        """A pod's log (``pods/log``), as text; ``None`` when the pod does not exist.
-
-        A pod whose container has not started yet is a :class:`PermanentKubeError` with
-        the API server's words (400), which callers show as they are.
-        """
+        """A pod's log (``pods/log``) as text; ``None`` when the pod does not exist. A
+        container not started yet is a :class:`PermanentKubeError` (400, the server's words)."""
         query: list[tuple[str, str]] = []
         if container:
             query.append(("container", container))
@@ -636,7 +432,7 @@ class Gateway:
                 headers={"Accept": "text/plain, */*"},
                 timeout=self._timeout,
             )
-            return _body(response, what=what)
+            return read_body(response, what=what)
 
         # Asked again as any read is: a finished job's log is read once, before its pods
         # go, and one transient answer lost 3 of 8 jobs' output in the Kubernetes API
@@ -662,15 +458,10 @@ class Gateway:
         body: bytes | None = None,
         timeout: float | None = None,
     ) -> ProxiedResponse:
-        """Send one HTTP request to a service through the API server's service proxy
-        (``/api/v1/namespaces/{ns}/services/{svc}:{port}/proxy/{path}``), streaming.
-
-        ``path`` and ``query`` are passed as they are (already URL-encoded), so a trailing
-        slash or an encoded character reaches the backend as the caller sent it. Unlike
-        the other calls, any HTTP status is an answer, not an error: the caller relays it.
-        Only a failure to get an answer at all raises :class:`TransientKubeError`.
-        """
-        url = f"{self._api.configuration.host}{_proxy_path(namespace, service, port, path, query)}"
+        """One HTTP request to a service through the API server's service proxy,
+        streaming; ``path`` and ``query`` go as given (already URL-encoded). Any status is
+        an answer the caller relays; only getting none raises :class:`TransientKubeError`."""
+        url = f"{self._api.configuration.host}{proxy_path(namespace, service, port, path, query)}"
         sent = self._with_credentials(headers)
         try:
             response = self._api.rest_client.pool_manager.request(
@@ -705,9 +496,9 @@ class Gateway:
         scheme, _, host = str(configuration.host).partition("://")
         url = (
             f"{'wss' if scheme == 'https' else 'ws'}://{host}"
-            f"{_proxy_path(namespace, service, port, path, query)}"
+            f"{proxy_path(namespace, service, port, path, query)}"
         )
-        tls = _tls_context(configuration) if scheme == "https" else None
+        tls = tls_context(configuration) if scheme == "https" else None
         return UpgradeTarget(url, self._with_credentials(headers), tls)
 
     def _with_credentials(self, headers: dict[str, str] | None) -> dict[str, str]:
@@ -764,24 +555,6 @@ _cached: tuple[tuple[str, int], Gateway] | None = None
 def gateway_agent() -> str:
     """The ``User-Agent`` this process's gateway sends: it names the process."""
     return f"gangway-engine (pid {os.getpid()})"
-
-
-def _proxy_path(namespace: str, service: str, port: str, path: str, query: str) -> str:
-    """The service proxy's path (and query) for ``path`` of ``service:port``."""
-    found = f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/{path.lstrip('/')}"
-    return f"{found}?{query}" if query else found
-
-
-def _tls_context(configuration: client.Configuration) -> ssl.SSLContext:
-    """The TLS the REST client uses, for a connection opened outside it: the kubeconfig's
-    CA, client certificate and verification settings."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 def _build(kubeconfig: str) -> Gateway:

@@ -1,36 +1,13 @@
 """Informers: a cache of one kind of object, filled by a LIST and kept by a WATCH.
 
-A reconcile pass used to LIST every kind it reads, every time: at 5,000 clusters most of
-a steady pass, which had nothing to do, was the API server encoding and this process
-decoding the same unchanged objects. An informer lists once and then watches from the
-list's ``resourceVersion``; each event (added, modified, deleted) updates the cache, so a
-pass reads what is already in memory and the API server sends only what changed.
-
-The loop is client-go's reflector's: list, watch from the list's version, on the server's
-end of a watch (its ``timeoutSeconds``) or a broken connection watch again from the last
-version seen, and list again only when the server no longer keeps that version (410
-Gone, :class:`~clusters.kube.gateway.WatchExpired`).
-
-**How fresh is a cache?** A watch delivers events in ``resourceVersion`` order, a moment
-after they happen. :meth:`Informer.fresh_at` is a time before which every write of the
-kind is known to be in the cache:
-
-* when the cache was (re)filled by a LIST: when that LIST began;
-* when a *probe* is confirmed: a pass reads the server's current version ``R`` at time
-  ``t`` (:meth:`~clusters.kube.gateway.Gateway.current_version`; Kubernetes' versions are
-  etcd revisions, shared by every kind) and the cache then sees an event or bookmark of
-  version ``R`` or later. Every write before ``t`` has a version up to ``R``, and the
-  watch sends them in order, so they are all in: fresh at ``t``. A pass waits a moment
-  for this (:meth:`Informer.wait_for`), so that a busy kind is as fresh as a LIST
-  would have been;
-* a kind with no write since ``t`` never reaches ``R`` (other kinds' writes moved it):
-  a watch open for ``grace`` seconds is taken to have delivered every write older than
-  ``grace`` seconds (``RECONCILE_WATCH_GRACE_SECONDS``; delivery takes milliseconds).
-
-Callers that act on an object's *absence* compare its row's last move with that time
-(:func:`clusters.engine.reconciler._listed_after`), as controllers keep expectations of
-their own writes. A cache whose watch is not open is not used (``None`` from
-:meth:`Informer.view`): the pass LISTs that kind instead.
+Listing every kind on every pass would have the API server encode, and this process
+decode, the same unchanged objects again and again. An informer lists once, then
+watches from the list's ``resourceVersion`` (client-go's reflector loop: watch again
+from the last version seen, list again on 410 Gone). :meth:`Informer.fresh_at` is a
+time before which every write of the kind is in the cache: when its LIST began, when a
+probe of the server's current version is confirmed (:meth:`Informer.wait_for`), or the
+watch's ``grace`` for a quiet kind. Callers acting on an absence compare with it
+(:func:`clusters.engine.reconciler._listed_after`); a cache not watching is not used.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from clusters import shapes
+from clusters.domain import shapes
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
 

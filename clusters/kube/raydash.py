@@ -3,7 +3,7 @@
 The control plane never needs a route of its own to a Ray head: the API server forwards
 ``/api/v1/namespaces/{ns}/services/{cluster}-head-svc:dashboard/proxy/...`` to the head's
 dashboard (port 8265, named ``dashboard`` in the service KubeRay makes). The same path
-serves the browser's reverse proxy (``clusters/access/proxy.py``) and the idle detector
+serves the browser's reverse proxy (``clusters/live/ray_proxy.py``) and the idle detector
 (:func:`read_activity`), so whatever reaches the API server reaches the dashboards, with
 no Ingress per cluster.
 

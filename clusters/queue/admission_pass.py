@@ -17,10 +17,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from clusters import admission as adm
-from clusters import enqueue
+from clusters.domain.states import State
 from clusters.models import ClusterRequest
 from clusters.queue.interface import PassResult
-from clusters.queue.snapshot import build_snapshot
+from clusters.queue.snapshot_reads import build_snapshot
 from clusters.queue.writeback import (
     admit,
     apply_capacity_words,
@@ -29,7 +29,7 @@ from clusters.queue.writeback import (
     apply_waiting,
     ask_for_capacity,
 )
-from clusters.states import State
+from clusters.rows import enqueue
 from controlplane import metrics
 
 log = logging.getLogger(__name__)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from clusters import enqueue
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.queue.interface import PassResult, QueueBackend
+from clusters.rows import enqueue
 
 
 class BuiltinQueue(QueueBackend):

@@ -17,8 +17,9 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from clusters import enqueue, lifecycle
 from clusters.admission.snapshot import CAPACITY, WAITING_FOR_NODES
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_of
 from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
@@ -29,8 +30,8 @@ from clusters.kube.queues import GPU, KUEUE_API, LOCAL_QUEUE_NAME
 from clusters.models import ClusterRequest
 from clusters.queue.interface import PassResult, QueueBackend, QueueView
 from clusters.queue.writeback import admit
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.rows import enqueue, lifecycle
+from clusters.rows.transitions import transition
 from tenants.models import GpuFlavor, Quota, Tenant
 from tenants.selectors import cohort_parents
 
@@ -188,12 +189,12 @@ def fold_queued(
     if is_admitted(workload):
         now = timezone.now()
         if admit([cluster], now=now, placed={cluster.pk: admitted_flavor(workload) or ""}):
+            kind = kind_of(cluster)
             transition(
                 cluster,
-                State.STARTING if cluster.is_job else State.PROVISIONING,
+                kind.started,
                 reason="applied",
-                message="admitted by Kueue; "
-                + ("its Ray cluster is starting" if cluster.is_job else "waiting for its pods"),
+                message=f"admitted by Kueue; {kind.started_message}",
             )
             return True
         return False

@@ -24,7 +24,7 @@ from typing import Any
 
 from clusters import admission as adm
 from clusters.models import ClusterRequest
-from clusters.queue.snapshot import build_snapshot
+from clusters.queue.snapshot_reads import build_snapshot
 from tenants.models import GpuFlavor, Quota, Tenant
 
 

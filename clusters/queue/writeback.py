@@ -18,12 +18,13 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from clusters import admission as adm
-from clusters import lifecycle
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_of
 from clusters.models import ClusterRequest
-from clusters.queue.snapshot import QueuedRow
-from clusters.spec import ClusterSpec
-from clusters.states import State
-from clusters.transitions import note, transition, transition_many
+from clusters.queue.snapshot_reads import QueuedRow
+from clusters.rows import lifecycle
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import note, transition, transition_many
 from tenants.models import GpuFlavor
 
 
@@ -232,9 +233,7 @@ def _admitted_message(row: ClusterRequest) -> str:
     admitted = (
         f"admitted on {row.flavor.name}" if len(row.accepted_flavors or []) > 1 else "admitted"
     )
-    return (
-        f"{admitted}; starting its RayJob" if row.is_job else f"{admitted}; applying its RayCluster"
-    )
+    return f"{admitted}; {kind_of(row).admitted_message}"
 
 
 # Capacity on demand: how long after a failed ProvisioningRequest the pass asks again.
@@ -245,7 +244,7 @@ def ask_for_capacity(decision: adm.Decision, *, now: datetime) -> list[int]:
     """Mark the requests the quota admits but the current nodes cannot hold, on a flavor
     whose node group can grow, as asking the cluster autoscaler for their nodes (a
     failed ask is repeated after :data:`CAPACITY_RETRY_AFTER`); returns their ids, for
-    the task that writes each ProvisioningRequest (:mod:`clusters.engine.capacity`)."""
+    the task that writes each ProvisioningRequest (:mod:`clusters.engine.scale_up`)."""
     growable = [f.pk for f in GpuFlavor.objects.all() if f.can_grow]
     blocked = [pk for pk, status in decision.waiting.items() if status.reason == adm.CAPACITY]
     if not growable or not blocked:
@@ -300,7 +299,7 @@ def apply_capacity_words(*, now: datetime) -> None:
     for row in rows:
         asked = row.capacity_requested_at or now
         if row.capacity_state == "requested" and row.last_error:
-            # Its ProvisioningRequest is not written (clusters/engine/capacity.py): the
+            # Its ProvisioningRequest is not written (clusters/engine/scale_up.py): the
             # autoscaler was never asked, so nothing of its answer is awaited.
             reason = adm.WAITING_FOR_NODES
             message = (

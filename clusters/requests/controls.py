@@ -23,11 +23,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import lifecycle
+from clusters.domain.states import LIVE, State
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
-from clusters.states import LIVE, State
-from clusters.transitions import note
+from clusters.rows import lifecycle
+from clusters.rows.transitions import note
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import Role

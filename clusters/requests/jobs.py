@@ -5,7 +5,7 @@ ever fit", per-engineer caps (:func:`clusters.requests.services.cluster_request_
 — plus its own fields (entrypoint, ``runtime_env``, limits, the host cluster), every
 fault at once. It is written in state ``queued`` and waits in the one queue; a job on
 one of its owner's ready dev clusters takes no GPUs and skips the queue (``starting``
-at once). Every move goes through :func:`clusters.transitions.transition`, audited in
+at once). Every move goes through :func:`clusters.rows.transitions.transition`, audited in
 the same transaction, with the work asked for after commit.
 """
 
@@ -21,21 +21,26 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from clusters import enqueue, lifecycle, rules, shapes
-from clusters.jobs.runtime_env import validate_runtime_env
-from clusters.jobs.spec import (
+from clusters.domain import shapes
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import interactive_workloads
+from clusters.kinds.rayjob.kind import KIND as JOB_KIND
+from clusters.kinds.rayjob.runtime_env import validate_runtime_env
+from clusters.kinds.rayjob.spec import (
     MAX_DEADLINE_SECONDS,
     MAX_ENTRYPOINT,
     MAX_JOB_NAME,
     MAX_TTL_AFTER_FINISHED,
     JobSpec,
 )
-from clusters.models import ClusterKind, ClusterRequest, Job, Workload
+from clusters.kinds.rayjob.states import JOB_FINISHED
+from clusters.models import ClusterKind, ClusterRequest, Job
 from clusters.queue.backends import queue_backend
+from clusters.requests import rules
 from clusters.requests import services as requests
-from clusters.spec import ClusterSpec
-from clusters.states import JOB_FINISHED, State
-from clusters.transitions import note, transition
+from clusters.rows import enqueue, lifecycle
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import note, transition
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import Tenant
@@ -100,7 +105,7 @@ def _host(*, actor: Any, tenant: Tenant, name: str) -> tuple[ClusterRequest | No
     """The dev cluster a job would run on, or why it cannot."""
     host = (
         ClusterRequest.objects.unscoped()
-        .filter(tenant=tenant, name=name, workload=Workload.CLUSTER)
+        .filter(tenant=tenant, name=name, workload__in=interactive_workloads())
         .exclude(state=State.DELETED)
         .select_related("flavor")
         .first()
@@ -189,7 +194,7 @@ def job_check(
         request = ClusterRequest(
             tenant=tenant,
             owner=actor,
-            workload=Workload.JOB,
+            workload=JOB_KIND.workload,
             name=name or _default_name(actor),
             kind=ClusterKind.DEV,
             flavor=host.flavor,
@@ -211,7 +216,7 @@ def job_check(
     except requests.NeverFits as exc:
         if errors:
             raise ValidationError(errors) from None
-        exc.cluster.workload = Workload.JOB
+        exc.cluster.workload = JOB_KIND.workload
         exc.cluster.ttl_hours = None
         exc.cluster._job_details = details  # type: ignore[attr-defined]
         raise
@@ -219,7 +224,7 @@ def job_check(
         raise ValidationError({**exc.message_dict, **errors}) from None
     if errors:
         raise ValidationError(errors)
-    request.workload = Workload.JOB
+    request.workload = JOB_KIND.workload
     # A job ends by itself (or at its deadline): it has no time to live of its own.
     request.ttl_hours = None
     request._job_details = details  # type: ignore[attr-defined]

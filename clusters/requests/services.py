@@ -1,10 +1,10 @@
 """Engineers' writes on cluster requests: create, delete, suspend, resume, extend.
 
-Each service checks that the actor may act (:mod:`clusters.rules`), is atomic, audits
-in the same transaction, moves state only through :func:`clusters.transitions.transition`
-(the moves the system makes too live in :mod:`clusters.lifecycle`), and asks for work
+Each service checks that the actor may act (:mod:`clusters.requests.rules`), is atomic, audits
+in the same transaction, moves state only through :func:`clusters.rows.transitions.transition`
+(the moves the system makes too live in :mod:`clusters.rows.lifecycle`), and asks for work
 after commit (the row is the desired state; a lost nudge only delays work, the sweeper
-picks it up). A request arrives as a :class:`clusters.spec.ClusterSpec` and is checked
+picks it up). A request arrives as a :class:`clusters.rows.spec.ClusterSpec` and is checked
 once, by :func:`cluster_request_check`, which the dry-run shares.
 """
 
@@ -19,17 +19,19 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from clusters import lifecycle, rules, shapes
 from clusters.admission.ledger import Ledger
+from clusters.domain import shapes
+from clusters.domain.states import LIVE, State
 from clusters.engine import idle
 from clusters.models import ClusterEvent, ClusterKind, ClusterRequest
 from clusters.queue.backends import queue_backend
-from clusters.queue.snapshot import pending_of, policy_snapshot
+from clusters.queue.snapshot_reads import pending_of, policy_snapshot
 from clusters.queue.writeback import place_on
-from clusters.spec import ClusterSpec
-from clusters.states import LIVE, State
-from clusters.transitions import note, transition
-from clusters.usage import budget_deprioritises, budget_status
+from clusters.requests import rules
+from clusters.rows import lifecycle
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import note, transition
+from clusters.rows.usage import budget_deprioritises, budget_status
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import GpuFlavor, Role, Tenant
@@ -121,7 +123,7 @@ def cluster_request_check(
     """Every check a request must pass to be queued, in order; returns the unsaved row.
 
     :func:`cluster_request_create` runs it under the tenant's lock and the dry-run
-    verdict (:mod:`clusters.requests.verdicts`) runs it before asking admission, so the
+    verdict (:mod:`clusters.requests.dry_run`) runs it before asking admission, so the
     verdict cannot promise what submission then refuses. In order:
 
     1. role: a production cluster needs a tenant admin, any other an engineer
@@ -348,7 +350,7 @@ def _require_manage(*, actor: Any, cluster: ClusterRequest, role: str | None = N
 def cluster_delete(
     *, actor: Any, cluster: ClusterRequest, reason: str = "deleted", role: str | None = None
 ) -> ClusterRequest:
-    """Ask for the cluster's deletion (:func:`clusters.lifecycle.request_deletion`);
+    """Ask for the cluster's deletion (:func:`clusters.rows.lifecycle.request_deletion`);
     its GPUs are released once its pods are gone. ``actor`` ``None`` means the system;
     ``role`` is the actor's role when the caller already holds it (read when omitted)."""
     if actor is not None:
@@ -365,7 +367,7 @@ def cluster_suspend(
     why: str = "",
     role: str | None = None,
 ) -> ClusterRequest:
-    """Suspend a running cluster (:func:`clusters.lifecycle.suspend`): its pods go, its
+    """Suspend a running cluster (:func:`clusters.rows.lifecycle.suspend`): its pods go, its
     GPUs return to the pool, the row stays. ``why`` is a person's reason, which the
     owner reads in the timeline as "suspended by <actor>: <why>". ``role`` as for
     :func:`cluster_delete`."""

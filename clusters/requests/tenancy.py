@@ -15,8 +15,8 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from clusters.domain.states import LIVE, State
 from clusters.models import ClusterRequest
-from clusters.states import LIVE, State
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import Tenant

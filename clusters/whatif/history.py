@@ -19,10 +19,11 @@ from django.conf import settings
 from django.db.models import Q
 
 from clusters.admission import FlavorQ, QuotaQ
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_of
 from clusters.models import ClusterRequest, IdleSpan, UsageSpan
-from clusters.queue.snapshot import tenant_q
-from clusters.spec import ClusterSpec
-from clusters.states import State
+from clusters.queue.snapshot_reads import tenant_q
+from clusters.rows.spec import ClusterSpec
 from clusters.whatif.model import Demand, IdlePolicy, Workload, World
 from tenants.models import GpuFlavor, Quota, Tenant
 from tenants.selectors import cohort_parents
@@ -102,7 +103,7 @@ def recorded_period(*, start: datetime, end: datetime) -> Workload:
                 hold=max(held, 1.0) if used else period,
                 busy=(idle_at - first).total_seconds() if idle_at and first else None,
                 ttl=row.ttl_hours * 3600.0 if row.ttl_hours else None,
-                job=row.is_job,
+                job=not kind_of(row).reclaimable,
                 priority=row.priority,
                 recorded_wait=(
                     (used[0][0] - row.created_at).total_seconds() if used and not before else None

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from clusters.admission import PROD, FlavorQ, QuotaQ, TenantQ
 
-# The three policies a run compares (issue 19): the product's, strict FIFO on plain
+# The three policies a run compares: the product's, strict FIFO on plain
 # per-team quotas (no borrowing, no fungibility, no idle suspension), and the product's
 # without reclaim and without idle suspension.
 POLICY = "policy"

@@ -52,8 +52,8 @@ MIDDLEWARE = [
     "controlplane.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # The Ray dashboards' own origin (RAY_PROXY_ORIGIN) is answered here, before any of
-    # the product's sessions, cookies or pages (clusters/access/origin.py).
-    "clusters.access.origin.RayOriginMiddleware",
+    # the product's sessions, cookies or pages (clusters/live/ray_origin.py).
+    "clusters.live.ray_origin.RayOriginMiddleware",
     # Before WhiteNoise, so that static files carry the policies too.
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",

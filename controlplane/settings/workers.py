@@ -53,7 +53,7 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CLUSTER_LIST_CACHE_SECONDS = env_int("CLUSTER_LIST_CACHE_SECONDS", 60, minimum=0)
 # On a queue large enough that reading it for a dry-run takes a while, a verdict
 # answers from the last reading, at most this old, while the next is read in the
-# background (clusters/queue/recorded.py); 0 always waits.
+# background (clusters/queue/dry_run_cache.py); 0 always waits.
 DRY_RUN_STALE_SECONDS = env_float("DRY_RUN_STALE_SECONDS", 10.0)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
@@ -62,7 +62,7 @@ SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 30.0)
 # the last batch of a burst, with nothing more on its way, asks at once (clusters.tasks).
 RECONCILE_NUDGE_DELAY_SECONDS = env_float("RECONCILE_NUDGE_DELAY_SECONDS", 0.5)
 # A coalesced pass asked for sooner than this after the last one started waits until
-# then (clusters.enqueue): under a stream of nudges each pass takes a larger batch, and
+# then (clusters.rows.enqueue): under a stream of nudges each pass takes a larger batch, and
 # a pass's fixed cost (its snapshot of the whole fleet) is paid a bounded number of times
 # per second, not once per request. A nudge on a quiet system starts a pass at once
 # (docs/benchmarks.md, end to end, shows the effect).

@@ -13,11 +13,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from clusters import selectors, usage
-from clusters.admission import format_eta, words
+from clusters import selectors
+from clusters.admission import counts_in_words as words
+from clusters.admission import format_eta
 from clusters.admission.explain import reason_label
-from clusters.images import ray_version, resolve_image
-from clusters.waiting import waiting
+from clusters.domain.images import ray_version, resolve_image
+from clusters.queue.waiting import waiting
+from clusters.rows import usage
 from frontend.kinds import pages_for, route_names
 
 register = template.Library()
@@ -159,7 +161,7 @@ def queue_line(cluster: Any) -> str:
 
 @register.simple_tag
 def waiting_message(cluster: Any) -> str:
-    """Why a queued request waits, in its own sentence (:func:`clusters.waiting.waiting`)."""
+    """Why a queued request waits, in its own sentence (:func:`clusters.queue.waiting.waiting`)."""
     found = waiting(cluster)
     return found.message if found is not None else ""
 

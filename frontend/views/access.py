@@ -6,8 +6,8 @@ origin, where the session and CSRF cookies live:
 
 - With ``RAY_PROXY_ORIGIN`` set, this route only redirects: to the dashboards' own origin,
   with a short-lived grant for this user, cluster, role and path
-  (``clusters/access/origin.py``).
-- Without it, ``clusters/access/proxy.py`` relays the dashboard here (stripping the
+  (``clusters/live/ray_origin.py``).
+- Without it, ``clusters/live/ray_proxy.py`` relays the dashboard here (stripping the
   session cookie on the way), and every answer carries ``Content-Security-Policy:
   sandbox``: the browser gives the page an opaque origin of its own and runs none of its
   scripts, so it cannot read or use the product's cookies. Ray's own UI, a JavaScript
@@ -30,9 +30,9 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from clusters.access.grants import issue_grant
-from clusters.access.origin import configured_origin, grant_url
-from clusters.access.proxy import SAFE_METHODS, Caller, relay, same_origin, visible_cluster
+from clusters.live.ray_grants import issue_grant
+from clusters.live.ray_origin import configured_origin, grant_url
+from clusters.live.ray_proxy import SAFE_METHODS, Caller, relay, same_origin, visible_cluster
 from controlplane.websocket import accepts_websocket, handshake
 
 # The product's policy plus what a static dashboard page needs (Ray styles inline), in

@@ -9,9 +9,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django_htmx.middleware import HtmxDetails
 
-from clusters import rules, selectors
+from clusters import selectors
+from clusters.domain.states import State
 from clusters.models import ClusterKind, ClusterRequest
-from clusters.states import State
+from clusters.requests import rules
 from tenants.models import Tenant
 from tenants.selectors import role_in_tenant
 

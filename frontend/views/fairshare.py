@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 
-from clusters import fleet
+from clusters.live import fleet
 from frontend.views.common import HtmxHttpRequest
 from tenants.selectors import is_platform_admin
 

@@ -10,7 +10,8 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from clusters import fleet, selectors
+from clusters import selectors
+from clusters.live import fleet
 from frontend.views.common import HtmxHttpRequest, tenant_page
 from tenants.selectors import is_platform_admin, tenant_list
 

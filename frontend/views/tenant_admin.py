@@ -18,9 +18,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from clusters.domain.states import State
 from clusters.requests import controls
 from clusters.requests import services as requests
-from clusters.states import State
 from frontend import admin_forms as f
 from frontend.views.common import TenantPage, live_request, tenant_page
 from frontend.views.platform import run, submitted

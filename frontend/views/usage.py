@@ -1,7 +1,7 @@
 """Usage pages: a tenant's GPU-hours over time (``/t/<slug>/usage/``) and every
 tenant's (``/usage/``, platform admins), as charts and as CSV (``?format=csv``).
 
-Both read :func:`clusters.usage.daily_usage` over a window of 7, 30 or 90 UTC days
+Both read :func:`clusters.rows.usage.daily_usage` over a window of 7, 30 or 90 UTC days
 ending today; the CSV carries the very rows the charts are drawn from.
 """
 
@@ -16,7 +16,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from clusters import selectors, usage
+from clusters import selectors
+from clusters.rows import usage
 from frontend.charts import Chart, stacked_days
 from frontend.views.common import tenant_page
 from tenants.selectors import is_platform_admin

@@ -18,11 +18,12 @@ from django.shortcuts import redirect, render
 from django.utils.module_loading import import_string
 from django.views.decorators.http import require_POST, require_safe
 
-from clusters import rules, selectors
+from clusters import selectors
+from clusters.domain.states import State
 from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
-from clusters.requests.verdicts import dry_run_verdict
-from clusters.states import State
+from clusters.requests import rules
+from clusters.requests.dry_run import dry_run_verdict
 from controlplane.exceptions import ServiceConflict
 from frontend.kinds import KindPages, pages_for, route_names
 from frontend.views.common import (

@@ -138,7 +138,7 @@ ROUTES = {
     # Without a Kubernetes API the answer says so, in the log's message (200).
     ONE + "logs/": Route(methods={"GET": Case(READERS, kwargs=_bobs("ready"))}),
     # The proxy to a suspended cluster's Ray dashboard: every member is told it is not
-    # ready (409) and forwarded nothing; the proxy's forwarding is in tests/clusters/access.
+    # ready (409) and forwarded nothing; the proxy's forwarding is in tests/clusters/live.
     ONE + "ray/{path}": Route(
         passthrough=True,
         methods={

@@ -11,7 +11,7 @@ on each, and those answers must agree with the table (a 500 on ``OPTIONS`` once 
   (controlplane/api/metadata.py). A dashboard page answers OPTIONS as its GET or with a
   405, and a form's target (no GET) with a 405 or what its POST would get.
 - The Ray proxies answer HEAD as a GET; OPTIONS is on no role's allow-list of Ray's
-  routes (clusters/access/ray_routes.py), so whoever may see the cluster gets a 403.
+  routes (clusters/live/ray_routes.py), so whoever may see the cluster gets a 403.
 """
 
 from __future__ import annotations

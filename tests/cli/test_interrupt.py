@@ -32,7 +32,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def quiet(monkeypatch: Any) -> None:
     """No worker: the request stays queued (the services' nudges are dropped)."""
-    from clusters import enqueue
+    from clusters.rows import enqueue
 
     monkeypatch.setattr(enqueue, "send", lambda *a, **k: None)
 

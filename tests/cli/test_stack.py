@@ -35,7 +35,7 @@ Cli = Callable[..., Run]
 @pytest.fixture
 def quiet(monkeypatch: Any) -> None:
     """No worker in this test: the services' after-commit nudges are dropped."""
-    from clusters import enqueue
+    from clusters.rows import enqueue
 
     monkeypatch.setattr(enqueue, "send", lambda *a, **k: None)
 

@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from clusters import shapes
+from clusters.domain import shapes
 
 BEFORE = ("clusters", "0001_initial")
 AFTER = ("clusters", "0002_earmark_and_charge_autoscaling_at_max")

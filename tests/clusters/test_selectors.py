@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from clusters import selectors
-from clusters.states import State
+from clusters.domain.states import State
 
 pytestmark = pytest.mark.django_db
 

@@ -26,7 +26,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from clusters.kube import bundles, capacity, gateway, manifests
+from clusters.kube import bundles, gateway, manifests
+from clusters.kube import provisioning_requests as capacity
 from clusters.models import ClusterRequest, Job
 from clusters.queue import kueue
 from tenants.models import GpuFlavor, Quota, Tenant

@@ -43,7 +43,7 @@ def launch_args() -> dict[str, Any]:
 def quiet_nudges(monkeypatch: Any) -> None:
     """No worker runs in the browser tests: services' after-commit nudges are dropped,
     and the tests run the admission pass themselves when they want a state change."""
-    from clusters import enqueue
+    from clusters.rows import enqueue
 
     monkeypatch.setattr(enqueue, "send", lambda *a, **k: None)
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from clusters.domain.states import State
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
-from clusters.spec import ClusterSpec
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import transition
 
 
 def make_ready(cluster: ClusterRequest) -> ClusterRequest:

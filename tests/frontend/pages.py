@@ -18,16 +18,16 @@ from typing import Any
 
 from django.urls import get_resolver
 
-from clusters.jobs.spec import JobSpec
+from clusters.kinds.rayjob.spec import JobSpec
 from clusters.requests.jobs import job_create
-from clusters.spec import ClusterSpec
+from clusters.rows.spec import ClusterSpec
 from tests.access.matrix import url_kwargs
 from tests.access.test_route_matrix import ROUTES, _walk
 from tests.frontend.conftest import make_ready
 from tests.frontend.test_browser import sign_in
 
 # Routes that answer GET but are not pages to look at: a download, Ray's own dashboard
-# behind the proxy (tests/clusters/access), and the fragments htmx swaps into a page
+# behind the proxy (tests/clusters/live), and the fragments htmx swaps into a page
 # (walked as part of that page).
 NOT_PAGES = (".yaml", "/ray/{path}", "/log/")
 # The roles of issue #41: viewer, engineer, tenant admin of acme; the platform admin.

@@ -23,23 +23,23 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
+from clusters.domain.states import State
 from clusters.engine import provisioning
 from clusters.engine.idle import apply_activity, check_activity
-from clusters.jobs.spec import JobSpec
+from clusters.kinds.rayjob.spec import JobSpec
 from clusters.kube.gateway import get_gateway
 from clusters.kube.raydash import Activity
 from clusters.models import ClusterEvent, ClusterRequest, Job, UsageSpan
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
 from clusters.requests.jobs import job_create
-from clusters.spec import ClusterSpec
-from clusters.states import State
-from clusters.transitions import release_gpus, transition
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import release_gpus, transition
 from tenants.demo import DEMO_PASSWORD, demo_seed
 from tenants.models import GpuFlavor, Tenant
 from tenants.services import tenant_update
-from tests.clusters.access.conftest import head_ready
 from tests.clusters.engine.conftest import running_kubesim, wait_for
+from tests.clusters.live.conftest import head_ready
 from tests.factories import usage_span
 
 OUT = os.environ.get("GANGWAY_SCREENSHOTS_DIR", "docs/screenshots")

@@ -11,11 +11,11 @@ import pytest
 from django.contrib.auth import get_user_model
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
+from clusters.domain.states import State
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services as requests
-from clusters.spec import ClusterSpec
-from clusters.states import State
+from clusters.rows.spec import ClusterSpec
 from tenants import services
 from tenants.models import Membership, Quota, Role, Tenant
 from tests.frontend.test_browser import PASSWORD, sign_in

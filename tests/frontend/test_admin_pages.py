@@ -13,9 +13,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from knox.models import AuthToken
 
+from clusters.domain.states import State
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
-from clusters.states import State
 from tenants.models import AuditEvent, Membership, Quota, Role, Tenant
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 

@@ -69,7 +69,7 @@ def test_suspend_asks_first_and_a_deleted_cluster_keeps_its_page(
 ) -> None:
     from playwright.sync_api import expect
 
-    from clusters.states import State
+    from clusters.domain.states import State
     from tests.frontend.test_pages import _finish_deletion
 
     base = live_server.url
@@ -159,7 +159,7 @@ def test_the_capacity_page_and_catalogue_flag_nodes_the_cluster_lacks(
 ) -> None:
     from playwright.sync_api import expect
 
-    from clusters.queue import capacity
+    from clusters.queue import free_capacity as capacity
     from tests.factories import GpuFlavorFactory
 
     GpuFlavorFactory(name="a100", gpu_product="NVIDIA-A100-SXM4-80GB", node_count=2)

@@ -14,11 +14,11 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from clusters.domain.states import State
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
-from clusters.spec import ClusterSpec
-from clusters.states import State
+from clusters.rows.spec import ClusterSpec
 from tenants.models import GpuFlavor, Quota
 from tests.clusters.engine.conftest import running_kubesim
 from tests.factories import GpuFlavorFactory, QuotaFactory, TenantFactory, UserFactory
@@ -269,7 +269,7 @@ def _populate(start: int, n: int) -> None:
 
 @pytest.mark.parametrize("url", [*PLATFORM_PAGES, "/queue/"])
 def test_platform_pages_cost_the_same_queries_for_more_rows(root: Any, url: str) -> None:
-    from clusters.queue import recorded
+    from clusters.queue import dry_run_cache as recorded
 
     client = client_for(root)
     counts = []

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
-from clusters.jobs.spec import JobSpec
+from clusters.kinds.rayjob.spec import JobSpec
 from clusters.models import ClusterRequest
 from clusters.requests.jobs import job_create
-from clusters.spec import ClusterSpec
+from clusters.rows.spec import ClusterSpec
 from tests.access.routes_frontend import ROUTES
 from tests.frontend.conftest import make_ready
 from tests.frontend.test_browser import sign_in
@@ -111,7 +111,7 @@ def dashboard_pages(kwargs: dict[str, str]) -> list[str]:
         if template.endswith("/log/"):
             continue  # a fragment htmx fetches into the job's page, checked there
         if "/ray/" in template:
-            continue  # the Ray dashboard's own pages (tests/clusters/access)
+            continue  # the Ray dashboard's own pages (tests/clusters/live)
         if "GET" in route.methods:
             name = kwargs["job"] if "/jobs/" in template else kwargs["name"]
             # The route's own targets (a flavor's name, a tenant's slug) where it has them.

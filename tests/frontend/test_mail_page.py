@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
-from clusters.transitions import transition
+from clusters.rows.transitions import transition
 from notifications import outbox, tasks
 from tests.frontend.test_browser import sign_in
 from tests.notifications.conftest import MailSink, fast_notify, mail_sink, make_cluster

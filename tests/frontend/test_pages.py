@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.html import escape
 
+from clusters.domain.states import State
 from clusters.models import ClusterRequest
-from clusters.states import State
 from tenants.models import AuditEvent
 from tests.frontend.conftest import make_ready
 
@@ -217,7 +217,7 @@ def test_verdict_panel_will_queue_with_position_eta_and_alternatives(
 def test_verdict_panel_says_when_a_large_queue_was_read(
     bob: Any, alice: Any, request_cluster: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from clusters.queue import recorded
+    from clusters.queue import dry_run_cache as recorded
 
     for name in ("fill-a", "fill-b"):
         make_ready(request_cluster(alice, name=name, kind="prod", workers=1, ttl_hours=2))
@@ -383,7 +383,7 @@ def test_platform_admins_see_every_tenants_queue(
 def test_extend_refuses_bad_hours_and_changes_nothing(
     bob: Any, ready_cluster: Any, hours: str
 ) -> None:
-    from clusters import shapes
+    from clusters.domain import shapes
 
     before = (ready_cluster.ttl_hours, ready_cluster.expires_at, AuditEvent.objects.count())
     response = client_for(bob).post("/t/acme/clusters/bob-ready/extend/", {"hours": hours})
@@ -414,7 +414,7 @@ def _finish_deletion(cluster: Any) -> None:
     """What the provision task does once the pods are gone."""
     from django.utils import timezone
 
-    from clusters.transitions import transition
+    from clusters.rows.transitions import transition
 
     cluster.refresh_from_db()
     transition(

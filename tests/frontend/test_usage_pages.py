@@ -18,7 +18,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from clusters import usage
+from clusters.rows import usage
 from tests.factories import usage_span
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

@@ -11,8 +11,8 @@ import pytest
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
 from clusters.models import ClusterRequest
-from clusters.requests.verdicts import dry_run_verdict
-from clusters.spec import ClusterSpec
+from clusters.requests.dry_run import dry_run_verdict
+from clusters.rows.spec import ClusterSpec
 from tenants.models import GpuFlavor
 from tests.frontend.test_browser import sign_in
 

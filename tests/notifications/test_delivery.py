@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core import mail
 
-from clusters.transitions import note, transition
+from clusters.rows.transitions import note, transition
 from notifications import outbox, services, tasks
 from notifications.models import Delivery, DeliveryStatus, HandledEvent, TenantWebhook
 from tests.notifications.conftest import Receiver, make_cluster

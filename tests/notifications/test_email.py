@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiosmtpd.controller import Controller
 
-from clusters.transitions import transition
+from clusters.rows.transitions import transition
 from notifications import outbox, tasks
 from notifications.models import Delivery, DeliveryStatus
 from tests.mail_server import Inbox, smtp_server

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from clusters.transitions import transition
+from clusters.rows.transitions import transition
 from notifications import outbox, tasks
 from notifications.models import Delivery, DeliveryStatus
 from tests.notifications.conftest import MailSink, make_cluster

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from clusters.models import ClusterEvent
-from clusters.transitions import note, transition
+from clusters.rows.transitions import note, transition
 from notifications import outbox, tasks
 from notifications.models import Delivery, DispatchCursor, HandledEvent
 from tests.notifications.conftest import make_cluster

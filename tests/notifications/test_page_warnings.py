@@ -16,14 +16,14 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from clusters.domain.states import State
 from clusters.engine.idle import apply_activity
 from clusters.kube.raydash import Activity
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import controls, services
-from clusters.spec import ClusterSpec
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import transition
 from notifications import outbox, tasks
 from notifications.models import Delivery, DeliveryStatus
 from tests.factories import borrower_fills_the_fleet

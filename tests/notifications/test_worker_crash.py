@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from clusters.transitions import transition
+from clusters.rows.transitions import transition
 from notifications import services
 from notifications.models import Delivery, DeliveryStatus
 from tests.clusters.engine.conftest import kubesim, wait_for, worker  # noqa: F401

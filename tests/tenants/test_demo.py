@@ -9,12 +9,12 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
 
+from clusters.domain.shapes import DEV_MAX_WORKERS
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
+from clusters.requests.dry_run import dry_run_verdict
 from clusters.requests.services import cluster_request_create
-from clusters.requests.verdicts import dry_run_verdict
-from clusters.shapes import DEV_MAX_WORKERS
-from clusters.spec import ClusterSpec
+from clusters.rows.spec import ClusterSpec
 from kubesim.fleet import load_fleet
 from tenants.demo import FLAVORS, TENANTS, demo_seed
 from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant

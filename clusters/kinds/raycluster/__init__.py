@@ -1,1 +1,1 @@
-"""The RayCluster kind: an interactive Ray cluster of its own."""
+"""Interactive Ray clusters: a RayCluster that runs until it is deleted or reclaimed."""

@@ -1,1 +1,1 @@
-"""The RayJob kind: a batch job whose Ray cluster lives as long as its driver."""
+"""Batch jobs: a RayJob that waits in the queue, runs its driver and gives its GPUs back."""

@@ -22,7 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["dry_run"]:
-            from clusters.engine.dryrun import reconcile_dry_run
+            from clusters.engine.rehearsal import reconcile_dry_run
 
             plan = reconcile_dry_run()
             for line in plan.lines():

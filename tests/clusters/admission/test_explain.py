@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from clusters.admission import REASONS, TenantQ
 from clusters.admission.explain import explain_pair, order_notes, reason_label
-from clusters.admission.recorded import RecordedPass
+from clusters.admission.recorded_pass import RecordedPass
 from tests.clusters.admission.helpers import NOW, minutes, pending, running, snapshot
 
 # acme holds 16 of the fleet's 32 H100s and may not borrow: whatever it asks for waits.

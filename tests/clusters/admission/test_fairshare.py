@@ -8,7 +8,7 @@ from decimal import Decimal
 from clusters.admission import QuotaQ, TenantQ
 from clusters.admission.fairshare import fair_share, lent_by
 from clusters.admission.ledger import Ledger
-from clusters.admission.recorded import RecordedPass
+from clusters.admission.recorded_pass import RecordedPass
 from tests.clusters.admission.helpers import pending, running, snapshot
 
 QUOTAS = [

@@ -25,14 +25,15 @@ from clusters.admission import (
     decide,
     dry_run,
 )
-from clusters.admission.decide import _HeadKey, _Pass
-from clusters.admission.dry_run import _judge
+from clusters.admission.decide import PassState
 from clusters.admission.eta import Wait
 from clusters.admission.ledger import Pool
-from clusters.admission.recorded import RecordedPass
+from clusters.admission.queue_order import HeadKey
+from clusters.admission.recorded_pass import RecordedPass
+from clusters.admission.verdict import _judge
 from tests.clusters.admission.helpers import H100, L4, NOW, minutes, pending, running, snapshot
 from tests.clusters.admission.test_properties import PER_NODE, snapshots
-from tests.clusters.admission.test_recorded import _candidate
+from tests.clusters.admission.test_recorded_pass import _candidate
 
 L4_OPTION = FlavorOption("l4", Decimal(1), Decimal(4), Decimal(16))
 
@@ -207,14 +208,14 @@ class _Checker:
     that each more preferred one, asked alone from the state before that step, waits."""
 
     def __init__(self) -> None:
-        self.before: _Pass | None = None
+        self.before: PassState | None = None
         self.fallbacks_taken = 0
 
-    def before_step(self, state: _Pass) -> None:
+    def before_step(self, state: PassState) -> None:
         self.before = state.fork()
 
     def after_step(
-        self, state: _Pass, key: _HeadKey, p: Pending, outcome: tuple[str, str, Pool] | None
+        self, state: PassState, key: HeadKey, p: Pending, outcome: tuple[str, str, Pool] | None
     ) -> None:
         if outcome is not None:
             return
@@ -228,7 +229,7 @@ class _Checker:
             alone = replace(option, fallbacks=())
             assert self.before.fork().step(alone) is not None, (p.id, option.flavor)
 
-    def finished(self, state: _Pass, admitted: list[Pending], waits: list[Wait]) -> None:
+    def finished(self, state: PassState, admitted: list[Pending], waits: list[Wait]) -> None:
         pass
 
 
@@ -238,7 +239,7 @@ def test_a_less_preferred_flavor_only_when_every_preferred_one_did_not_fit(
     snap: Snapshot,
 ) -> None:
     checker = _Checker()
-    decision = _Pass(snap).run(checker)
+    decision = PassState(snap).run(checker)
     assert decision == decide(snap)
 
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusters.admission import Pending, Snapshot, decide, dry_run
-from clusters.admission.words import count, number, plural
+from clusters.admission.counts_in_words import count, number, plural
 from tests.clusters.admission.helpers import NOW, minutes, pending, running, snapshot
 from tests.clusters.admission.test_properties import PER_NODE, snapshots
 

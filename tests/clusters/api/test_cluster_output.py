@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from clusters.models import ClusterEvent, ClusterRequest
-from clusters.queue import recorded
+from clusters.queue import dry_run_cache as recorded
 from clusters.selectors import EVENTS_SHOWN
 from tests.factories import UserFactory
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from clusters import shapes
+from clusters.domain import shapes
 from clusters.models import ClusterRequest
 from tenants.models import AuditEvent
 

@@ -12,9 +12,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from clusters import transitions
+from clusters.domain.states import State
 from clusters.models import ClusterEvent, ClusterRequest
-from clusters.states import State
+from clusters.rows import transitions
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from clusters import enqueue, tasks
+from clusters import tasks
+from clusters.domain.states import State
 from clusters.engine import informers, reconciler
 from clusters.engine.reconciler import reconcile_once
 from clusters.kube import informer as informer_module
@@ -22,7 +23,7 @@ from clusters.kube import labels
 from clusters.kube.gateway import get_gateway
 from clusters.kube.informer import Informer
 from clusters.models import ClusterRequest, PendingPass
-from clusters.states import State
+from clusters.rows import enqueue
 from kubesim import KubeSim
 from tests.clusters.engine.conftest import wait_for
 from tests.clusters.engine.test_reconcile_cost import _provisioning_clusters, kube_requests

@@ -20,7 +20,7 @@ from django.db.models import F
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 from clusters.requests import services
-from clusters.spec import ClusterSpec
+from clusters.rows.spec import ClusterSpec
 from kubesim import KubeSim
 from tenants.models import AuditEvent, Quota
 from tests.clusters.engine.conftest import running_kubesim, wait_for

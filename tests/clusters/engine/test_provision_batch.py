@@ -11,11 +11,12 @@ from typing import Any
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from clusters import enqueue, tasks
+from clusters import tasks
+from clusters.domain.states import State
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
-from clusters.states import State
+from clusters.rows import enqueue
 from tests.clusters.conftest import Broker
 from tests.clusters.engine.conftest import room_for_l4
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters import enqueue, tasks
+from clusters import tasks
+from clusters.domain.states import State
 from clusters.engine.reconciler import reconcile_once
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, PendingPass
 from clusters.queue.admission_pass import run_admission_pass
-from clusters.states import State
+from clusters.rows import enqueue
 from tests.clusters.conftest import Broker
 from tests.clusters.engine.conftest import room_for_l4
 

@@ -13,12 +13,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from clusters.domain.states import State
 from clusters.engine import provisioning
-from clusters.engine.deletion import delete_raycluster
 from clusters.engine.reconciler import reconcile_once
+from clusters.kinds.raycluster.engine import delete_object as delete_raycluster
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
-from clusters.states import State
 from tests.factories import QuotaFactory, TenantFactory
 
 
@@ -320,7 +320,7 @@ def test_an_object_missing_from_lists_older_than_its_row_is_left_to_the_next_pas
 
 
 def test_a_jobs_submitter_is_found_in_the_pods_a_pass_read(kubesim: Any, make_cluster: Any) -> None:
-    from clusters.engine import jobs
+    from clusters.kinds.rayjob import engine as jobs
 
     row = make_cluster(name="train")
     submitter = {

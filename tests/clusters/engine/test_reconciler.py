@@ -11,7 +11,7 @@ from django.utils import timezone
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.requests import services
-from clusters.spec import ClusterSpec
+from clusters.rows.spec import ClusterSpec
 from tenants.models import GpuFlavor, Quota
 from tests.clusters.engine.conftest import wait_for
 
@@ -146,7 +146,8 @@ def test_a_request_refused_for_capacity_is_admitted_once_the_clusters_ahead_are_
     free ones (its pods may not be bound yet). The reconcile pass that moves it to ready
     stops that count, so it asks for an admission pass when a request waits for capacity:
     nothing else would (no create, and beat's backstop comes every 15 s)."""
-    from clusters import enqueue, tasks
+    from clusters import tasks
+    from clusters.rows import enqueue
 
     _roomy(acme)
     Quota.objects.filter(tenant=acme, flavor=l4).update(gpus=4)

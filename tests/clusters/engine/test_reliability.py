@@ -22,7 +22,7 @@ from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, UsageSpan
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
-from clusters.spec import ClusterSpec
+from clusters.rows.spec import ClusterSpec
 from tenants.models import Quota
 from tests.clusters.engine.conftest import engine_worker, wait_for
 from tests.factories import MembershipFactory, UserFactory

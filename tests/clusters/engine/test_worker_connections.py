@@ -14,8 +14,8 @@ from typing import Any
 
 from django.db import connection
 
-from clusters import enqueue
 from clusters.models import PendingPass
+from clusters.rows import enqueue
 from kubesim import KubeSim
 from tests.clusters.engine.conftest import engine_worker, wait_for
 

@@ -15,7 +15,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-from clusters.shapes import GROUP_NAME_RE, MAX_NAME_LENGTH, MAX_WORKER_GROUPS
+from clusters.domain.shapes import GROUP_NAME_RE, MAX_NAME_LENGTH, MAX_WORKER_GROUPS
 
 CRD_DIR = Path(os.environ.get("GANGWAY_CRD_DIR", "/work/shared/crds"))
 # The newest Kubernetes the installed kubernetes-validate ships schemas for.

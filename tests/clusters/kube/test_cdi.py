@@ -19,9 +19,10 @@ from hypothesis import assume, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from clusters.environment import validate_env
+from clusters.domain.environment import validate_env
+from clusters.kinds.raycluster.manifests import raycluster
 from clusters.kube import cdi
-from clusters.kube.manifests import cluster_manifests, raycluster, tenant_bundle
+from clusters.kube.manifests import cluster_manifests, tenant_bundle
 from tests.clusters.kube.schemas import K8S_VERSION, validate_object
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ from django.core.exceptions import ValidationError
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from clusters import shapes
-from clusters.kube.manifests import raycluster
+from clusters.domain import shapes
+from clusters.kinds.raycluster.manifests import raycluster
 
 VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

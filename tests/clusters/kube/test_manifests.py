@@ -10,14 +10,14 @@ import pytest
 import yaml
 from django.core.exceptions import ValidationError
 
-from clusters import shapes
+from clusters.domain import shapes
+from clusters.kinds.raycluster.manifests import raycluster
 from clusters.kube import bundles
 from clusters.kube import labels as lbl
 from clusters.kube.manifests import (
     cluster_manifests,
     kai_queue,
     kueue_objects,
-    raycluster,
     tenant_bundle,
     to_yaml,
 )

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from clusters.domain.states import State
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
-from clusters.spec import ClusterSpec
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import transition
 from tenants.models import Quota
 
 pytestmark = pytest.mark.django_db

@@ -15,9 +15,10 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from clusters import enqueue, tasks
+from clusters import tasks
 from clusters.models import PendingPass
 from clusters.queue.admission_pass import _LOCK_KEY
+from clusters.rows import enqueue
 from tests.clusters.conftest import Broker
 
 CREATE = "/api/v1/tenants/acme/clusters/"
@@ -184,7 +185,7 @@ def test_a_burst_of_notable_events_sends_one_dispatch_pass(
     broker: Broker, acme: Any, bob: Any
 ) -> None:
     from clusters.models import ClusterRequest
-    from clusters.transitions import transition
+    from clusters.rows.transitions import transition
     from notifications import enqueue as notify
     from notifications import tasks as notify_tasks
     from tenants.models import GpuFlavor

@@ -14,7 +14,7 @@ import pytest
 
 from clusters.models import ClusterRequest, UsageSpan
 from clusters.queue.admission_pass import run_admission_pass
-from clusters.queue.snapshot import build_snapshot
+from clusters.queue.snapshot_reads import build_snapshot
 from tenants.models import Quota
 
 pytestmark = pytest.mark.django_db
@@ -131,9 +131,9 @@ def test_kueue_mode_records_the_flavor_kueue_admitted_on() -> None:
 def test_resumed_it_waits_on_its_first_preference_again(
     as_user: Any, bob: Any, roomy: Any, l4: Any
 ) -> None:
+    from clusters.domain.states import State
     from clusters.requests import services
-    from clusters.states import State
-    from clusters.transitions import transition
+    from clusters.rows.transitions import transition
 
     api = as_user(bob)
     _create(api, "hog", flavor="h100")

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from clusters.jobs.spec import JobSpec
+from clusters.domain.states import State
+from clusters.kinds.rayjob.spec import JobSpec
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
-from clusters.queue.snapshot import build_snapshot, pending_of
+from clusters.queue.snapshot_reads import build_snapshot, pending_of
 from clusters.requests import jobs, services
-from clusters.spec import ClusterSpec
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import transition
 from tests.factories import borrower_fills_the_fleet
 
 pytestmark = pytest.mark.django_db

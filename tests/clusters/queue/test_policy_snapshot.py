@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from clusters.admission.snapshot import QuotaQ
-from clusters.queue.snapshot import policy_snapshot
+from clusters.queue.snapshot_reads import policy_snapshot
 from tenants.models import Quota
 
 pytestmark = pytest.mark.django_db

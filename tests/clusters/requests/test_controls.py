@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from clusters.domain.states import State
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import controls, services
-from clusters.spec import ClusterSpec
-from clusters.states import State
+from clusters.rows.spec import ClusterSpec
 from controlplane.exceptions import ServiceConflict
 from tenants.models import AuditEvent
 

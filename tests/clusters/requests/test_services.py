@@ -1,6 +1,6 @@
 """Unit tests of the request services and the rules they share (clusters.requests,
-clusters.rules, clusters.lifecycle), against PostgreSQL; no worker runs, so after-commit
-nudges only leave messages behind."""
+clusters.requests.rules, clusters.rows.lifecycle), against PostgreSQL; no worker runs, so
+after-commit nudges only leave messages behind."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from clusters import rules
+from clusters.domain.states import State
 from clusters.models import ClusterRequest
-from clusters.requests import services
-from clusters.spec import ClusterSpec
-from clusters.states import State
-from clusters.transitions import transition
+from clusters.requests import rules, services
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import transition
 from controlplane.exceptions import ServiceConflict
 from tenants.models import AuditEvent
 

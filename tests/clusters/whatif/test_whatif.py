@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+from clusters.domain.states import State
 from clusters.models import ClusterRequest, UsageSpan
-from clusters.states import State
 from clusters.whatif import services
 from clusters.whatif.history import recorded_period, world_now
 from clusters.whatif.simulator import simulate

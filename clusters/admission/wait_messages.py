@@ -1,0 +1,82 @@
+"""Why a request waits, in the sentences an admission pass writes on it: over its
+tenant's quota, waiting for its cohort's unused quota, over its owner's cap, or behind a
+request that reclaimed capacity is promised to."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from clusters.admission.caps import CapBreach
+from clusters.admission.counts_in_words import count, plural
+from clusters.admission.ledger import fmt
+from clusters.admission.snapshot import Pending
+
+
+def free_words(amount: Decimal | int, noun: str, what: str = "free") -> str:
+    """``no h100 GPUs are free``, ``1 h100 GPU is free``, ``2 h100 nodes are entirely free``."""
+    if amount <= 0:
+        return f"no {plural(noun, 0)} are {what}"
+    return f"{count(amount, noun)} {'is' if amount == 1 else 'are'} {what}"
+
+
+def minutes_words(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{round(minutes / 60)} h"
+
+
+def promised_message(who: str, flavor: str) -> str:
+    return (
+        f"Held behind {who}, for which {flavor} GPUs are being taken back from borrowing "
+        "teams: what they free is promised to it, so it goes first."
+    )
+
+
+def quota_message(p: Pending, used: Decimal, nominal: int, borrow: int) -> str:
+    """Why a request waits over its tenant's quota on its flavor, borrowing included."""
+    may = f" and may borrow {borrow} more" if borrow else " and cannot borrow more"
+    short = used + p.gpus - nominal - borrow
+    verb = "is" if short == 1 else "are"
+    return (
+        f"{p.tenant} is using {fmt(used)} of its {count(nominal, p.flavor + ' GPU')}"
+        f"{may}: {fmt(short)} more {verb} needed."
+    )
+
+
+def cohort_message(
+    p: Pending, cohort: str, cohort_usage: Decimal, cohort_total: int, used: Decimal, nominal: int
+) -> str:
+    """Why a request waits for its cohort's unused quota."""
+    unused = max(cohort_total - cohort_usage, Decimal(0))
+    gpus = f"{p.flavor} GPU"
+    if unused:
+        left = (
+            f"only {fmt(unused)} of the {cohort} cohort's "
+            f"{count(cohort_total, gpus)} {'is' if unused == 1 else 'are'} unused"
+        )
+    elif cohort_total == 1:
+        left = f"the {cohort} cohort's only {gpus} is in use"
+    else:
+        left = (
+            f"the {cohort} cohort has no unused {plural(gpus, 0)} (all {cohort_total} are in use)"
+        )
+    lacking = used + p.gpus - nominal
+    asks = (
+        f"{p.tenant} would have to borrow {count(lacking, gpus)}"
+        if lacking > 0
+        # Within its own quota, but the borrowers' clusters cannot be reclaimed.
+        else f"{p.tenant} is within its nominal {p.flavor} quota"
+    )
+    return f"{asks}, but {left}."
+
+
+def cap_message(p: Pending, breach: CapBreach) -> str:
+    """Why a waiting request is over its owner's cap, as the queue shows it."""
+    if breach.limit == "clusters":
+        return (
+            f"Its owner already runs {count(breach.clusters, 'dev cluster')} in {p.tenant}, "
+            "the most one engineer may run at once."
+        )
+    return (
+        f"Its owner already holds {count(breach.gpus, 'dev GPU')} in {p.tenant}; with "
+        f"{fmt(p.gpus)} more they would pass the limit of {breach.cap} per engineer."
+    )

@@ -1,0 +1,68 @@
+"""``/api/v1/tenants/{slug}/clusters/{name}/ray/...``: the Ray dashboard for API tokens.
+
+For programs, Ray's Jobs SDK first of all::
+
+    JobSubmissionClient(api_proxy_url, headers={"Authorization": "Token <token>"})
+
+(``"Bearer <token>"`` works the same, as on the rest of the API.)
+
+A plain Django view, not a DRF one: the answer is the dashboard's, streamed as it comes
+(``clusters/live/ray_proxy.py``), not a serialized representation. Authentication is
+the API's token (knox, after ``Token`` or ``Bearer``) only, so no CSRF token is needed
+and none of the browser's cookies matter; without a valid token the answer is the API's
+401. So a browser that only has the product's session cookie never gets a cluster's
+page rendered on the product's origin; and in case a token's holder opens an answer in
+one, every answer carries ``Content-Security-Policy: sandbox`` (no scripts, an opaque
+origin), which Ray's SDK and CLI ignore.
+A WebSocket handshake (Ray's ``tail_job_logs``) is the same request under the ASGI
+server, with the same answers.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+
+from clusters.live.ray_proxy import Caller, relay, visible_cluster
+from controlplane.api.authentication import TokenAuthentication
+from controlplane.api.errors import error_body
+from controlplane.websocket import accepts_websocket
+
+
+def _unauthenticated(message: str, code: str = "not_authenticated") -> HttpResponse:
+    response = JsonResponse(error_body(code, message), status=401)
+    response["WWW-Authenticate"] = "Token"
+    return response
+
+
+@accepts_websocket  # Ray's log tail, decided as any other request here
+@csrf_exempt
+def ray_proxy(
+    request: HttpRequest, tenant_slug: str, name: str, path: str = ""
+) -> HttpResponseBase:
+    """Forward to the cluster's Ray dashboard for the token's user (see the module)."""
+    authenticator = TokenAuthentication()
+    try:
+        found = authenticator.authenticate(Request(request))
+    except AuthenticationFailed as exc:
+        return _unauthenticated(str(exc.detail), "authentication_failed")
+    if found is None:
+        return _unauthenticated(
+            "Send an API token: 'Authorization: Token <token>' or 'Authorization: Bearer "
+            "<token>' (POST /api/v1/auth/token/)."
+        )
+    user, token = found
+    try:
+        cluster, role = visible_cluster(user=user, slug=tenant_slug, name=name)
+    except Http404:
+        # The API's one 404 body: it never says which part of the path named nothing.
+        return JsonResponse(error_body("not_found", "Not found."), status=404)
+    caller = Caller(user=user, role=role, via="api", session=str(token.token_key))
+    base = f"/api/v1/tenants/{tenant_slug}/clusters/{name}/ray/"
+    response = relay(request, cluster=cluster, caller=caller, path=path, base=base)
+    # Read by django-csp's middleware, as its decorators set it.
+    setattr(response, "_csp_update", {"sandbox": True})  # noqa: B010
+    return response

@@ -1,0 +1,1 @@
+"""The request's vocabulary, pure, beneath the models: states, shapes, environment, images."""

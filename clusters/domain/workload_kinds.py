@@ -1,0 +1,131 @@
+"""The registry of workload kinds: what the shared code may ask of a kind, and which
+package answers for each ``ClusterRequest.workload`` value.
+
+A kind's package (``clusters/kinds/<name>/``) describes itself in a :class:`Kind`, found
+by :data:`KIND_MODULES`; what it does (manifests, converging and folding rows) sits in
+its :attr:`Kind.engine` module. Both are imported by name on first use, so the shared
+layers never import a kind. Adding a kind adds its package and a line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from clusters.domain.states import InvalidTransition, State
+
+KIND_MODULES = ("clusters.kinds.raycluster.kind", "clusters.kinds.rayjob.kind")
+# The ``workload`` of a request that names none (the model's default; lists without one).
+DEFAULT_WORKLOAD = "cluster"
+
+
+class Behaviour(Protocol):
+    """What a kind's engine module answers; ``row`` is a ``ClusterRequest`` of the kind."""
+
+    def manifests(self, row: Any, **options: Any) -> list[dict[str, Any]]: ...
+
+    def apply(self, row: Any, gw: Any, *, bundles: Any = None) -> None: ...
+
+    def converge(
+        self,
+        row: Any,
+        gw: Any,
+        *,
+        bundles: Any = None,
+        finish_deletion: bool = True,
+    ) -> None: ...
+
+    def mark_started(self, rows: list[Any]) -> list[Any]: ...
+
+    def wants_provisioning(self, row: Any) -> bool: ...
+
+    def wants_object(self, state: str, backend: Any) -> bool: ...
+
+    def needs_bundle(self, state: str) -> bool: ...
+
+    def objects_stamp(self, seen: Any, key: tuple[str, str], pk: int) -> tuple[Any, ...]: ...
+
+    def fold(self, row: Any, fold: Any) -> None: ...
+
+    def orphan(self, obj: dict[str, Any]) -> bool: ...
+
+    def delete_object(self, gw: Any, namespace: str, name: str) -> None: ...
+
+    def deadline_seconds(self, row: Any) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One workload kind as the shared code sees it."""
+
+    workload: str  # the row's ``workload`` value
+    noun: str  # "cluster", "job": in messages
+    api_version: str  # the object a row of this kind is folded from
+    object_kind: str
+    plural: str  # its resource name in the API's paths
+    transitions: Mapping[State, frozenset[State]]
+    releases: frozenset[State]  # states whose entry gives the GPUs back
+    started: State  # where admission's applied objects move a row
+    started_message: str  # said when Kueue admits it
+    admitted_message: str  # said when the built-in queue admits it
+    reclaimable: bool  # may be suspended to give quota back
+    interactive: bool  # has a Ray dashboard, is reclaimed when idle
+    engine: str  # dotted path of its :class:`Behaviour` module
+    # What a list of the kind's rows loads with them: its details' relations, prefetches.
+    list_related: tuple[str, ...] = ()
+    list_prefetch: tuple[str, ...] = ()
+
+    @property
+    def behaviour(self) -> Behaviour:
+        """The kind's engine module (imported on first use)."""
+        return cast(Behaviour, importlib.import_module(self.engine))
+
+    def can_transition(self, current: str, target: str) -> bool:
+        """Whether this kind's map allows ``current`` -> ``target``."""
+        return State(target) in self.transitions.get(State(current), frozenset())
+
+    def check_transition(self, current: str, target: str) -> None:
+        """Raise :class:`InvalidTransition` unless ``current`` -> ``target`` is allowed."""
+        if not self.can_transition(current, target):
+            raise InvalidTransition(current, target)
+
+
+_KINDS: dict[str, Kind] = {}
+
+
+def kinds() -> dict[str, Kind]:
+    """Every registered kind by its ``workload`` value, those of :data:`KIND_MODULES` first."""
+    if not _KINDS:
+        for name in KIND_MODULES:
+            register(importlib.import_module(name).KIND)
+    return _KINDS
+
+
+def register(kind: Kind) -> None:
+    """Add a kind (or replace the one of its ``workload`` value)."""
+    _KINDS[kind.workload] = kind
+
+
+def unregister(workload: str) -> None:
+    """Forget a kind added by :func:`register` (tests)."""
+    kinds().pop(workload, None)
+
+
+def kind_named(workload: str) -> Kind:
+    """The kind of a ``workload`` value."""
+    return kinds()[workload]
+
+
+def kind_of(row: Any) -> Kind:
+    """The kind of a request row (or of anything with a ``workload``; without one, the
+    first of :data:`KIND_MODULES`, as the model's default)."""
+    every = kinds()
+    workload = getattr(row, "workload", None)
+    return every[workload] if workload else next(iter(every.values()))
+
+
+def interactive_workloads() -> list[str]:
+    """The ``workload`` values of the interactive kinds (a Ray dashboard, idle reclaim)."""
+    return [kind.workload for kind in kinds().values() if kind.interactive]

@@ -1,0 +1,23 @@
+"""The interactive Ray cluster as the registry knows it."""
+
+from __future__ import annotations
+
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import Kind
+from clusters.kinds.raycluster.states import RELEASES, TRANSITIONS
+
+KIND = Kind(
+    workload="cluster",
+    noun="cluster",
+    api_version="ray.io/v1",
+    object_kind="RayCluster",
+    plural="rayclusters",
+    transitions=TRANSITIONS,
+    releases=RELEASES,
+    started=State.PROVISIONING,
+    started_message="waiting for its pods",
+    admitted_message="applying its RayCluster",
+    reclaimable=True,
+    interactive=True,
+    engine="clusters.kinds.raycluster.engine",
+)

@@ -1,0 +1,435 @@
+"""How a job's row and its RayJob are kept in step: apply the RayJob as the row asks,
+and fold what KubeRay reports of the run back into the row.
+
+A job's row moves ``queued -> admitted -> starting -> running -> succeeded | failed |
+stopped`` (DESIGN "States"). The RayJob exists from the moment the job is queued,
+suspended while it waits; admission unsuspends it, and KubeRay brings its Ray cluster
+up, submits the driver and tears the cluster down when the driver ends
+(``shutdownAfterJobFinishes``). The row follows KubeRay's ``status.jobStatus`` and
+``jobDeploymentStatus``; a job keeps its GPUs until the pods that hold them are gone
+(:func:`clusters.rows.transitions.release_gpus`), and the end of the driver's output is kept
+on the row when the job ends, so logs outlive the pods.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from clusters.domain.states import LIVE, State
+from clusters.engine.deletion import RELEASED_MESSAGE
+from clusters.engine.deletion import finish_deletion as _finish_deletion
+from clusters.engine.pass_state import Fold, Key, Seen
+from clusters.kinds.rayjob.manifests import manifests, rayjob
+from clusters.kinds.rayjob.states import JOB_FINISHED
+from clusters.kube import labels
+from clusters.kube.bundles import BatchBundles, apply_into
+from clusters.kube.gateway import Gateway, KubeError
+from clusters.models import ClusterRequest, Job
+from clusters.queue.backends import manifest_options, queue_backend
+from clusters.queue.interface import QueueBackend, QueueView
+from clusters.rows.transitions import release_gpus, transition, transition_many
+
+__all__ = ["manifests"]
+
+log = logging.getLogger(__name__)
+
+RAYJOB = ("ray.io/v1", "RayJob")
+SUBMITTER_CONTAINER = "ray-job-submitter"
+LOG_TAIL_LINES = 500
+LOG_TAIL_BYTES = 64 * 1024
+# How long a failing log read may hold back the deletion of a stopped or deleted job.
+LOG_TAIL_PATIENCE = timedelta(seconds=60)
+# Ray's job statuses (status.jobStatus) and where each leaves the row.
+RAY_ENDS = {"SUCCEEDED": State.SUCCEEDED, "FAILED": State.FAILED, "STOPPED": State.STOPPED}
+
+
+def job_of(cluster: ClusterRequest) -> Job:
+    """The job details of a job request (read once per row object)."""
+    return cluster.job
+
+
+def queued_by_kueue(cluster: ClusterRequest) -> bool:
+    """Whether Kueue queues this job, suspending and unsuspending its RayJob itself
+    (Kueue mode, and a job with a Ray cluster of its own rather than on a host)."""
+    return queue_backend().provisions_queued and job_of(cluster).host_id is None
+
+
+def wanted_suspend(cluster: ClusterRequest) -> bool | None:
+    """The RayJob's ``spec.suspend`` as the row's state asks: suspended while it waits
+    in the built-in queue; ``None`` where Kueue suspends and unsuspends it itself."""
+    if queued_by_kueue(cluster):
+        return None
+    return cluster.state == State.QUEUED
+
+
+def job_manifest(cluster: ClusterRequest) -> dict[str, Any]:
+    """The RayJob as applied now (suspended or not: :func:`wanted_suspend`)."""
+    options = manifest_options()
+    return rayjob(cluster, job_of(cluster), suspend=wanted_suspend(cluster), **options)
+
+
+def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
+    """Apply the tenant bundle (through ``bundles`` in a batch) and the job's RayJob
+    (idempotent)."""
+    apply_into(cluster.tenant, gw, [job_manifest(cluster)], bundles=bundles)
+
+
+def delete_object(gw: Gateway, namespace: str, name: str) -> None:
+    """Ask Kubernetes to delete a RayJob (its RayCluster, submitter and pods follow)."""
+    gw.delete("ray.io/v1", "RayJob", name, namespace)
+
+
+def pods_of(gw: Gateway, cluster: ClusterRequest) -> list[dict[str, Any]]:
+    """Every pod of the job (its Ray pods and its submitter), by the request's id label."""
+    return gw.list(
+        "v1",
+        "Pod",
+        namespace=cluster.namespace,
+        label_selector=f"{labels.CLUSTER_ID}={cluster.pk},{labels.managed_selector()}",
+    )
+
+
+def holding_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods that still hold resources: not finished (a completed submitter holds none)."""
+    return [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+
+STARTED_MESSAGE = "RayJob unsuspended; its Ray cluster is starting"
+
+
+def converge(
+    cluster: ClusterRequest,
+    gw: Gateway,
+    *,
+    bundles: BatchBundles | None = None,
+    finish_deletion: bool = True,
+) -> None:
+    """Do what the job row's state asks of Kubernetes past admission (idempotent). A
+    deleting job's deletion is always finished here once its RayJob and pods are gone."""
+    state = cluster.state
+    if state in (State.QUEUED, State.STARTING, State.RUNNING):
+        apply(cluster, gw, bundles=bundles)
+    elif state == State.STOPPED:
+        keep_log_tail_before_deleting(cluster, gw)
+        delete_object(gw, cluster.namespace, cluster.name)
+        release_if_gone(cluster, gw)
+    elif state in JOB_FINISHED:
+        if job_of(cluster).log_tail is None:
+            keep_log_tail(cluster, gw)
+        release_if_gone(cluster, gw)
+    elif state == State.DELETING:
+        keep_log_tail_before_deleting(cluster, gw)
+        delete_object(gw, cluster.namespace, cluster.name)
+        if gw.get(*RAYJOB, cluster.name, cluster.namespace) is None and not pods_of(gw, cluster):
+            _finish_deletion(cluster)
+
+
+def mark_started(jobs: list[ClusterRequest]) -> list[ClusterRequest]:
+    """Move admitted jobs whose RayJob was unsuspended to ``starting`` (in a constant
+    number of queries); returns those moved. A crash before this leaves them
+    ``admitted``, and the sweeper converges them again (applies are idempotent)."""
+    if not jobs:
+        return []
+    return transition_many(jobs, State.STARTING, reason="applied", message=STARTED_MESSAGE)
+
+
+def release_if_gone(cluster: ClusterRequest, gw: Gateway) -> None:
+    """Release a finished job's GPUs once none of its pods holds any."""
+    if cluster.holds_gpus and not holding_pods(pods_of(gw, cluster)):
+        release_gpus(cluster, message=RELEASED_MESSAGE)
+
+
+def keep_log_tail(
+    cluster: ClusterRequest, gw: Gateway, pods: list[dict[str, Any]] | None = None
+) -> None:
+    """Keep the end of the driver's output on the row, once, before its pods go.
+
+    ``log_tail`` is NULL until then; an empty string means there was nothing to keep
+    (no output, or no submitter pod left), so a job is never read again after that.
+    A failed read raises :class:`KubeError`: the caller's pass counts it as an error and
+    a later pass reads again while the submitter pod is still there.
+    ``pods``: the job's pods as a reconcile pass read them (else they are listed)."""
+    job = job_of(cluster)
+    if job.log_tail is not None:
+        return
+    text = read_driver_log(
+        cluster, gw, tail_lines=LOG_TAIL_LINES, limit_bytes=LOG_TAIL_BYTES, pods=pods
+    )
+    Job.objects.filter(pk=cluster.pk, log_tail__isnull=True).update(log_tail=text or "")
+    job.log_tail = text or ""
+
+
+def keep_log_tail_before_deleting(
+    cluster: ClusterRequest, gw: Gateway, pods: list[dict[str, Any]] | None = None
+) -> None:
+    """Keep the driver's output before the RayJob (and so its pods) is deleted; a read
+    that keeps failing holds the deletion back for :data:`LOG_TAIL_PATIENCE` at most,
+    after which the deletion goes ahead without it."""
+    try:
+        keep_log_tail(cluster, gw, pods)
+    except KubeError as exc:
+        if timezone.now() - cluster.updated_at < LOG_TAIL_PATIENCE:
+            raise
+        log.warning("log tail of %s given up: %s", cluster, exc.message)
+
+
+def submitter_pod(
+    cluster: ClusterRequest, gw: Gateway, pods: list[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
+    """The pod that submitted the driver and follows its output (newest if several).
+
+    ``pods``: the job's pods as the caller read them (a reconcile pass, from its caches:
+    listing them again was a request per finished job); listed when they hold none."""
+    submitters = [
+        p
+        for p in (pods if pods is not None else pods_of(gw, cluster))
+        if SUBMITTER_CONTAINER
+        in {c.get("name") for c in (p.get("spec") or {}).get("containers", [])}
+    ]
+    if not submitters and pods is not None:
+        return submitter_pod(cluster, gw)  # the caller's view may predate the pod
+    submitters.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+    return submitters[-1] if submitters else None
+
+
+def read_driver_log(
+    cluster: ClusterRequest,
+    gw: Gateway,
+    *,
+    tail_lines: int | None = None,
+    limit_bytes: int | None = None,
+    pods: list[dict[str, Any]] | None = None,
+) -> str | None:
+    """The driver's output through ``pods/log`` of the submitter; ``None`` without one.
+    ``pods`` as for :func:`submitter_pod`."""
+    pod = submitter_pod(cluster, gw, pods)
+    if pod is None:
+        return None
+    return gw.pod_log(
+        cluster.namespace,
+        pod["metadata"]["name"],
+        container=SUBMITTER_CONTAINER,
+        tail_lines=tail_lines,
+        limit_bytes=limit_bytes,
+    )
+
+
+def _time(value: Any) -> datetime | None:
+    return parse_datetime(value) if isinstance(value, str) and value else None
+
+
+def fold_job(
+    cluster: ClusterRequest,
+    rj: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    gw: Gateway,
+    view: QueueView | None = None,
+    release: list[ClusterRequest] | None = None,
+) -> bool:
+    """Fold one job's RayJob and pods into its row, or repair them; True when the job's
+    GPUs were released (capacity freed). ``view`` is the queue backend's (Kueue's
+    verdicts on waiting and running jobs). ``release``: a job whose GPUs may go back is
+    put there instead, for the caller to release in bulk
+    (:func:`clusters.rows.transitions.release_gpus_many`)."""
+    state = cluster.state
+    if state == State.DELETING or state in JOB_FINISHED:
+        return _fold_ended(cluster, rj, pods, gw, release)
+    if rj is None:
+        if state == State.RUNNING:
+            _end(cluster, State.FAILED, "vanished", "its RayJob vanished while the driver ran")
+            return False
+        apply(cluster, gw)  # queued, admitted or starting: (re)create it
+        return False
+    if state in (State.QUEUED, State.STARTING, State.RUNNING) and _suspend_drifted(cluster, rj):
+        apply(cluster, gw)
+        return False
+    kueue = queued_by_kueue(cluster)
+    if state == State.QUEUED:
+        if kueue and view is not None:
+            view.fold_waiting(cluster)  # Kueue's position and reason, or its admission
+        return False  # else the built-in queue decides; the provision task unsuspends
+    if state == State.ADMITTED:
+        return False
+    if kueue and view is not None and view.fold_eviction(cluster):
+        return True  # Kueue took its quota back: it waits again, its GPUs released
+    _record_status(cluster, rj)
+    status = rj.get("status") or {}
+    ray_status = str(status.get("jobStatus") or "")
+    deployment = str(status.get("jobDeploymentStatus") or "")
+    message = str(status.get("message") or "")
+    if ray_status in RAY_ENDS or deployment in ("Complete", "Failed"):
+        end = RAY_ENDS.get(ray_status, State.FAILED if deployment == "Failed" else State.SUCCEEDED)
+        reason = str(status.get("reason") or "") or end.value
+        if deployment == "Failed" and end == State.SUCCEEDED:
+            end = State.FAILED
+        _end(
+            cluster, end, reason, message or _default_message(end), gw=gw, status=status, pods=pods
+        )
+        return False
+    if ray_status == "RUNNING" and state == State.STARTING:
+        transition(
+            cluster,
+            State.RUNNING,
+            reason="running",
+            message="the driver is running",
+        )
+        Job.objects.filter(pk=cluster.pk, started_at__isnull=True).update(
+            started_at=_time(status.get("startTime")) or timezone.now()
+        )
+    return False
+
+
+def _suspend_drifted(cluster: ClusterRequest, rj: dict[str, Any]) -> bool:
+    """Whether the RayJob is suspended, or not, against what the row's state asks.
+
+    Two writes of one RayJob can race, and the last wins: a provision pass that read the
+    row while it waited applies it suspended, and lands after the batch that admitted
+    the job unsuspended it (seen once in 1,000 jobs with four worker threads: the job
+    stayed ``starting`` with a suspended RayJob). A queued job's RayJob found unsuspended
+    would run without admission. Either way the fold applies it again."""
+    wanted = wanted_suspend(cluster)
+    return wanted is not None and bool((rj.get("spec") or {}).get("suspend")) != wanted
+
+
+def _fold_ended(
+    cluster: ClusterRequest,
+    rj: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    gw: Gateway,
+    release: list[ClusterRequest] | None,
+) -> bool:
+    """A deleting, stopped or finished job: see its RayJob (and pods) off, then finish
+    the deletion or release the GPUs (or leave them to ``release``)."""
+    state = cluster.state
+    gone = rj is None or bool(rj["metadata"].get("deletionTimestamp"))
+    if state in (State.DELETING, State.STOPPED) and not gone:
+        keep_log_tail_before_deleting(cluster, gw, pods)
+        delete_object(gw, cluster.namespace, cluster.name)
+        return False
+    if state == State.DELETING:
+        if rj is None and not pods:
+            return _finish_deletion(cluster)
+        return False
+    if job_of(cluster).log_tail is None and pods:
+        keep_log_tail(cluster, gw, pods)  # an earlier read failed: its pods are still here
+    if cluster.holds_gpus and not holding_pods(pods):
+        if release is not None:
+            release.append(cluster)
+            return False
+        return release_gpus(cluster, message=RELEASED_MESSAGE)
+    return False
+
+
+def _default_message(end: State) -> str:
+    return {
+        State.SUCCEEDED: "the driver exited successfully",
+        State.FAILED: "the job failed",
+        State.STOPPED: "the job was stopped",
+    }.get(end, "")
+
+
+def _record_status(cluster: ClusterRequest, rj: dict[str, Any]) -> None:
+    """Copy what KubeRay reports (job id, its RayCluster, Ray's status) when it changed."""
+    status = rj.get("status") or {}
+    job = job_of(cluster)
+    fields = {
+        "ray_job_id": str(status.get("jobId") or ""),
+        "ray_cluster_name": str(status.get("rayClusterName") or ""),
+        "job_status": str(status.get("jobStatus") or ""),
+    }
+    changed = {k: v for k, v in fields.items() if v and getattr(job, k) != v}
+    if changed:
+        Job.objects.filter(pk=cluster.pk).update(**changed)
+        for key, value in changed.items():
+            setattr(job, key, value)
+
+
+def _end(
+    cluster: ClusterRequest,
+    end: State,
+    reason: str,
+    message: str,
+    *,
+    gw: Gateway | None = None,
+    status: dict[str, Any] | None = None,
+    pods: list[dict[str, Any]] | None = None,
+) -> None:
+    """Move a job to where it ended, recording Ray's message and the times, then keep
+    the driver's output (with ``gw``; ``pods`` as for :func:`keep_log_tail`)."""
+    status = status or {}
+    now = timezone.now()
+    # One transaction: nobody may read the job as ended without Ray's message and times
+    # (a reader between the two writes saw "failed" with no reason).
+    with transaction.atomic():
+        if not transition(cluster, end, reason=reason[:64], message=message[:500]):
+            return
+        Job.objects.filter(pk=cluster.pk).update(
+            message=message,
+            started_at=_time(status.get("startTime")) or job_of(cluster).started_at or None,
+            ended_at=_time(status.get("endTime")) or now,
+        )
+    if gw is not None:
+        keep_log_tail(cluster, gw, pods)
+
+
+def wants_provisioning(cluster: ClusterRequest) -> bool:
+    """A job's RayJob is written while it waits; a finished one may still have pods to
+    see off: every state but ``deleted`` asks something of Kubernetes."""
+    return cluster.state != State.DELETED
+
+
+def wants_object(state: str, backend: QueueBackend) -> bool:
+    """Every job row that is not deleted wants its RayJob (the others are orphans)."""
+    return True
+
+
+def needs_bundle(state: str) -> bool:
+    """Whether a job in ``state`` needs its tenant's namespace bundle."""
+    return state in LIVE
+
+
+def orphan(obj: dict[str, Any]) -> bool:
+    """A managed RayJob no row wants is always ours to delete."""
+    return True
+
+
+def deadline_seconds(cluster: ClusterRequest) -> int | None:
+    """A job's ``active_deadline_seconds`` (a candidate's from its unsaved details)."""
+    details = getattr(cluster, "_job_details", None)
+    if details is None and cluster.pk is not None:
+        try:
+            details = cluster.job  # loaded with the row where the caller selected it
+        except Job.DoesNotExist:
+            return None
+    return details.active_deadline_seconds if details is not None else None
+
+
+def objects_stamp(seen: Seen, key: Key, pk: int) -> tuple[Any, ...]:
+    """What a job's fold reads of Kubernetes, by resourceVersion: its RayJob and every
+    pod of the job (its Ray pods and its submitter)."""
+    rj = seen.object("RayJob", key)
+    return (
+        rj["metadata"]["resourceVersion"] if rj is not None else None,
+        tuple(p["metadata"].get("resourceVersion") for p in seen.pods_by_id.get(pk, ())),
+    )
+
+
+def fold(cluster: ClusterRequest, fold: Fold) -> None:
+    """Fold one job's RayJob and pods into its row (:func:`fold_job`), releasing its
+    GPUs in bulk at the end of the pass."""
+    report = fold.report
+    if fold_job(
+        cluster,
+        fold.seen.object("RayJob", fold.key),
+        fold.seen.pods_by_id.get(cluster.pk, []),
+        fold.gw,
+        fold.view,
+        release=report.batch.to_release,
+    ):
+        report.released.append(cluster.pk)

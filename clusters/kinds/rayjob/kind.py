@@ -1,0 +1,25 @@
+"""The batch job as the registry knows it."""
+
+from __future__ import annotations
+
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import Kind
+from clusters.kinds.rayjob.states import JOB_RELEASES, JOB_TRANSITIONS
+
+KIND = Kind(
+    workload="job",
+    noun="job",
+    api_version="ray.io/v1",
+    object_kind="RayJob",
+    plural="rayjobs",
+    transitions=JOB_TRANSITIONS,
+    releases=JOB_RELEASES,
+    started=State.STARTING,
+    started_message="its Ray cluster is starting",
+    admitted_message="starting its RayJob",
+    reclaimable=False,
+    interactive=False,
+    engine="clusters.kinds.rayjob.engine",
+    list_related=("job", "job__host"),
+    list_prefetch=("usage_spans",),
+)

@@ -1,0 +1,124 @@
+"""A job's object: its ``RayJob``, pure, rows in and dicts out. Its Ray cluster is the
+RayCluster an interactive cluster of the same shape gets (one code path for the GPU
+rules)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import yaml
+
+from clusters.domain.images import resolve_image
+from clusters.kinds.raycluster.manifests import raycluster
+from clusters.kube import labels as lbl
+from clusters.kube.manifests import (
+    SERVICE_ACCOUNT,
+    VOID_ENV,
+    Manifest,
+    container_resources,
+    container_security_context,
+    object_metadata,
+    pod_security_context,
+)
+from clusters.kube.queues import LOCAL_QUEUE_NAME
+
+SUBMITTER_CPU = Decimal("0.5")
+SUBMITTER_MEMORY_GIB = Decimal("0.5")
+# KubeRay's key for "run on this existing RayCluster" in ``clusterSelector``.
+HOST_SELECTOR_KEY = "ray.io/cluster"
+
+
+def _submitter_template(cluster: Any, image: str, pod_labels: dict[str, str]) -> Manifest:
+    """The pod that runs ``ray job submit`` and follows the driver's output (KubeRay's
+    K8sJobMode). KubeRay fills in the command; what is set here is what the platform
+    requires of every pod: hardened, blind to GPUs, small, and labelled as ours so the
+    reconciler finds it (and its logs) by the request's id."""
+    container = {
+        "name": "ray-job-submitter",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [dict(VOID_ENV)],
+        "resources": container_resources(SUBMITTER_CPU, SUBMITTER_MEMORY_GIB),
+        "securityContext": container_security_context(),
+    }
+    return {
+        "metadata": {"labels": dict(sorted(pod_labels.items()))},
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": SERVICE_ACCOUNT,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": pod_security_context(),
+            "containers": [container],
+        },
+    }
+
+
+def rayjob(
+    cluster: Any,
+    job: Any,
+    *,
+    image: str | None = None,
+    queue_mode: str = "builtin",
+    kai_enabled: bool = False,
+    suspend: bool | None = None,
+) -> Manifest:
+    """The ``ray.io/v1`` RayJob of one job request (saved or not).
+
+    Its Ray cluster is the RayCluster a cluster request of the same shape would get
+    (:func:`raycluster`: one code path, so the GPU rules hold for jobs too), torn down as
+    soon as the driver ends (``shutdownAfterJobFinishes``; ``ttlSecondsAfterFinished``
+    keeps it that long for inspection). A job with a host runs on that existing
+    RayCluster (``clusterSelector``) and brings none. ``suspend`` is left out when the
+    queue backend owns it (Kueue unsuspends what it admits).
+    """
+    chosen = resolve_image(cluster, image)
+    labels = lbl.cluster_labels(cluster)
+    object_labels = dict(labels)
+    host = getattr(job, "host", None)
+    spec: Manifest = {
+        "entrypoint": str(job.entrypoint),
+        "submissionMode": "K8sJobMode",
+        # A failed driver is a result to report, not something to run again unasked.
+        "backoffLimit": 0,
+    }
+    if job.runtime_env:
+        spec["runtimeEnvYAML"] = yaml.safe_dump(dict(job.runtime_env), sort_keys=True)
+    if job.active_deadline_seconds:
+        spec["activeDeadlineSeconds"] = int(job.active_deadline_seconds)
+    if host is not None:
+        # Kueue refuses to manage a RayJob that uses an existing cluster: it takes no
+        # quota of its own, so it joins no queue.
+        spec["clusterSelector"] = {HOST_SELECTOR_KEY: str(host.name)}
+        spec["shutdownAfterJobFinishes"] = False
+    else:
+        if queue_mode == "kueue":
+            object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
+            object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
+        spec["shutdownAfterJobFinishes"] = True
+        spec["ttlSecondsAfterFinished"] = int(job.ttl_seconds_after_finished or 0)
+        # Shaped as the queue mode shapes a RayCluster (under Kueue, a request of several
+        # flavors leaves the choice to Kueue); the RayCluster's own queue labels are not
+        # part of its spec, and the RayJob carries them instead.
+        spec["rayClusterSpec"] = raycluster(
+            cluster, image=chosen, queue_mode=queue_mode, kai_enabled=kai_enabled
+        )["spec"]
+    spec["submitterPodTemplate"] = _submitter_template(cluster, chosen, labels)
+    if suspend is not None:
+        spec["suspend"] = suspend
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": object_metadata(
+            str(cluster.name), object_labels, str(cluster.tenant.namespace)
+        ),
+        "spec": spec,
+    }
+
+
+def manifests(cluster: Any, **options: Any) -> list[Manifest]:
+    """What is applied for one job: its RayJob (a candidate's details are unsaved;
+    ``options`` as for :func:`rayjob`)."""
+    job = getattr(cluster, "_job_details", None) or cluster.job
+    return [rayjob(cluster, job, **options)]

@@ -1,0 +1,77 @@
+"""The kinds of object gangway reads and writes, with their API paths: a fixed table,
+and each workload kind's own object (:mod:`clusters.domain.workload_kinds`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clusters.domain import workload_kinds
+from clusters.kube.errors import PermanentKubeError
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Where a kind lives in the API: its group/version, plural and scope."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The REST path of the collection (or of one object when ``name`` is given)."""
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+_KINDS = [
+    Kind("v1", "Namespace", "namespaces", namespaced=False),
+    Kind("v1", "ServiceAccount", "serviceaccounts"),
+    Kind("v1", "ResourceQuota", "resourcequotas"),
+    Kind("v1", "LimitRange", "limitranges"),
+    Kind("v1", "Pod", "pods"),
+    Kind("v1", "Service", "services"),
+    Kind("v1", "Event", "events"),
+    Kind("v1", "Node", "nodes", namespaced=False),
+    Kind("v1", "PodTemplate", "podtemplates"),
+    Kind("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "provisioningrequests"),
+    Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
+    Kind("ray.io/v1", "RayCluster", "rayclusters"),
+    Kind("ray.io/v1", "RayJob", "rayjobs"),
+    Kind("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", namespaced=False),
+    Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", namespaced=False),
+    Kind("kueue.x-k8s.io/v1beta2", "Cohort", "cohorts", namespaced=False),
+    Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues"),
+    Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads"),
+    Kind("kueue.x-k8s.io/v1beta2", "AdmissionCheck", "admissionchecks", namespaced=False),
+    Kind(
+        "kueue.x-k8s.io/v1beta2",
+        "ProvisioningRequestConfig",
+        "provisioningrequestconfigs",
+        namespaced=False,
+    ),
+    Kind(
+        "kueue.x-k8s.io/v1beta2",
+        "WorkloadPriorityClass",
+        "workloadpriorityclasses",
+        namespaced=False,
+    ),
+    Kind("scheduling.run.ai/v2", "Queue", "queues", namespaced=False),
+]
+KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in _KINDS}
+
+
+def kind_of(api_version: str, kind: str) -> Kind:
+    """The :class:`Kind` for an apiVersion/kind pair, the table's or a workload kind's
+    object; unknown kinds are a programming error."""
+    try:
+        return KINDS[(api_version, kind)]
+    except KeyError:
+        pass
+    for workload in workload_kinds.kinds().values():
+        if (workload.api_version, workload.object_kind) == (api_version, kind):
+            return Kind(api_version, kind, workload.plural)
+    raise PermanentKubeError(f"gangway does not know the kind {api_version}/{kind}")

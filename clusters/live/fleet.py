@@ -1,0 +1,217 @@
+"""Reads for the platform's pages: the fleet's capacity per flavor and per node, fair
+share per cohort, and why each waiting request stands where it does.
+
+Capacity per flavor comes from the database (the catalogue, what admission charges, the
+reconciler's last observation); per node it comes from Kubernetes, through the gateway
+production uses (one LIST of nodes and one of pods), kept :data:`NODES_CACHE_SECONDS` in
+Django's cache so that pages polling every few seconds do not each ask the API server.
+Fair share and the order notes read the dry-run's recorded pass
+(:func:`clusters.queue.dry_run_cache.recorded_snapshot`): the numbers the queue is ordered by.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Count, Sum
+
+from clusters.admission.explain import order_notes
+from clusters.admission.fairshare import CohortShare, fair_share
+from clusters.domain.states import State
+from clusters.kube import labels
+from clusters.kube.gateway import KubeError, get_gateway
+from clusters.models import ClusterRequest
+from clusters.queue import free_capacity
+from clusters.queue.dry_run_cache import recorded_snapshot
+from tenants.models import GpuFlavor, Quota
+
+log = logging.getLogger(__name__)
+
+NODES_CACHE_KEY = "gangway:fleet:nodes"
+NODES_CACHE_SECONDS = 5
+# The stylesheet's colours for tenants' segments of a bar (``seg-0`` ...).
+TENANT_COLOURS = 6
+
+
+def _percent(part: Any, whole: Any) -> int:
+    return min(100, round(100 * float(part) / float(whole))) if whole else 0
+
+
+@dataclass
+class FlavorCapacity:
+    """One flavor: the catalogue's nodes and GPUs, what admission has handed out, the
+    reconciler's last observation (``None``: none recent), and the waiting demand."""
+
+    flavor: GpuFlavor
+    allocated: Decimal
+    waiting: Decimal
+    waiting_requests: int
+    held: list[dict[str, Any]] = field(default_factory=list)
+    observed_free_gpus: int | None = None
+    observed_free_nodes: int | None = None
+
+    @property
+    def total(self) -> int:
+        return self.flavor.total_gpus
+
+    @property
+    def free(self) -> Decimal:
+        return max(Decimal(self.total) - self.allocated, Decimal(0))
+
+    @property
+    def free_percent(self) -> int:
+        return _percent(self.free, self.total)
+
+    @property
+    def whole_nodes_free(self) -> int:
+        """Nodes with every GPU free: as observed when recent, else what the free GPUs
+        would fill at best."""
+        if self.observed_free_nodes is not None:
+            return self.observed_free_nodes
+        return int(self.free // self.flavor.gpus_per_node)
+
+
+def capacity_by_flavor() -> list[FlavorCapacity]:
+    """Every flavor with GPUs held per tenant and waiting demand: three queries whatever
+    the number of flavors, tenants and requests.
+
+    ``held`` is ``{"tenant", "gpus", "percent", "colour"}`` per tenant (of the flavor's GPUs), most
+    first. Waiting demand is the GPUs of queued requests (not on hold) whose first
+    preference is the flavor.
+    """
+    flavors = list(GpuFlavor.objects.all())
+    held: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in (
+        ClusterRequest.objects.unscoped()
+        .filter(holds_gpus=True)
+        .values("flavor_id", "tenant__slug")
+        .annotate(gpus=Sum("gpus"))
+        .order_by("flavor_id", "-gpus", "tenant__slug")
+    ):
+        held[row["flavor_id"]].append({"tenant": row["tenant__slug"], "gpus": row["gpus"]})
+    waiting = {
+        row["flavor_id"]: row
+        for row in ClusterRequest.objects.unscoped()
+        .filter(state=State.QUEUED, held_at__isnull=True)
+        .values("flavor_id")
+        .annotate(gpus=Sum("gpus"), n=Count("id"))
+        .order_by("flavor_id")
+    }
+    # A tenant keeps its colour from one flavor's bar to the next.
+    tenants = sorted({row["tenant"] for rows in held.values() for row in rows})
+    colour = {slug: i % TENANT_COLOURS for i, slug in enumerate(tenants)}
+    out = []
+    for flavor in flavors:
+        rows = held[flavor.pk]
+        for row in rows:
+            row["percent"] = _percent(row["gpus"], flavor.total_gpus)
+            row["colour"] = colour[row["tenant"]]
+        fresh = free_capacity.fresh(flavor)
+        out.append(
+            FlavorCapacity(
+                flavor=flavor,
+                allocated=sum((r["gpus"] for r in rows), Decimal(0)),
+                waiting=waiting.get(flavor.pk, {}).get("gpus") or Decimal(0),
+                waiting_requests=waiting.get(flavor.pk, {}).get("n") or 0,
+                held=rows,
+                observed_free_gpus=flavor.observed_free_gpus if fresh else None,
+                observed_free_nodes=flavor.observed_free_nodes if fresh else None,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A node for the grid: its use and the clusters on it as ``tenant/name``."""
+
+    name: str
+    flavor: str
+    ready: bool
+    allocatable: int
+    used: int
+    free: int
+    percent: int
+    clusters: tuple[str, ...]
+    others: int
+
+
+@dataclass(frozen=True)
+class NodeGrid:
+    """The nodes of every flavor, or why they could not be read (``error``)."""
+
+    nodes: tuple[NodeRow, ...] = ()
+    error: str = ""
+
+
+def _read_nodes() -> tuple[list[free_capacity.NodeUse], str]:
+    try:
+        gateway = get_gateway()
+        nodes = gateway.list("v1", "Node")
+        pods = gateway.list("v1", "Pod")
+    except KubeError as exc:
+        log.warning("capacity page: %s", exc.message)
+        return [], f"Kubernetes could not be reached ({exc.message}); try again shortly."
+    return free_capacity.node_use(nodes, pods, id_label=labels.CLUSTER_ID), ""
+
+
+def node_grid() -> NodeGrid:
+    """Every GPU node with its GPUs used and free and the clusters on it, read from
+    Kubernetes at most once per :data:`NODES_CACHE_SECONDS` (an unreachable API server
+    too: a page says so instead of failing). One query names the clusters."""
+    cached = cache.get(NODES_CACHE_KEY)
+    if cached is None:
+        cached = _read_nodes()
+        cache.set(NODES_CACHE_KEY, cached, NODES_CACHE_SECONDS)
+    uses, error = cached
+    if error:
+        return NodeGrid(error=error)
+    ids = {pk for use in uses for pk in use.workloads}
+    names = {
+        pk: f"{slug}/{name}"
+        for pk, slug, name in ClusterRequest.objects.unscoped()
+        .filter(pk__in=ids)
+        .values_list("pk", "tenant__slug", "name")
+    }
+    flavor_of = dict(GpuFlavor.objects.values_list("gpu_product", "name"))
+    return NodeGrid(
+        nodes=tuple(
+            NodeRow(
+                name=use.name,
+                flavor=flavor_of.get(use.product, use.product),
+                ready=use.ready,
+                allocatable=use.allocatable,
+                used=use.used,
+                free=use.free,
+                percent=_percent(use.used, use.allocatable),
+                clusters=tuple(names.get(pk, f"request {pk}") for pk in use.workloads),
+                others=use.others,
+            )
+            for use in uses
+        )
+    )
+
+
+def fair_share_by_cohort() -> list[CohortShare]:
+    """Every cohort's tenants with nominal, used, borrowed and lent GPUs per flavor, their
+    weights and weighted dominant shares, from the admission core's own ledger."""
+    snapshot, recorded = recorded_snapshot()
+    lend_limits = {
+        (slug, flavor): limit
+        for slug, flavor, limit in Quota.objects.unscoped().values_list(
+            "tenant__slug", "flavor__name", "lend_limit"
+        )
+    }
+    return fair_share(snapshot, lend_limits=lend_limits, waiting_pools=recorded.pool_of)
+
+
+def queue_notes(*, viewer: str | None = None) -> dict[int, str]:
+    """Why each waiting request comes after the request of another tenant ahead of it,
+    by request id; ``viewer``: the tenant whose page it is (others go unnamed)."""
+    _, recorded = recorded_snapshot()
+    return order_notes(recorded, viewer=viewer)

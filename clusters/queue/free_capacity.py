@@ -1,0 +1,207 @@
+"""What the cluster can still place, per GPU flavor, from its nodes and bound pods.
+
+The reconciler already lists every pod each pass; with one more LIST (nodes) it knows,
+for each ``nvidia.com/gpu.product``, how many GPUs no bound pod requests and how many
+nodes have all their GPUs free. Those figures are written on the flavor rows, and the
+admission pass uses them while they are fresh (capacity awareness): it then refuses to
+admit what the cluster cannot place, and says so with the ``capacity`` reason instead of
+leaving pods Pending behind an "admitted" label.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.utils import timezone
+
+from clusters.admission.snapshot import CAPACITY
+from clusters.domain.states import State
+from clusters.kube.quantities import GPU, GPU_PRODUCT_LABEL
+from clusters.models import ClusterRequest
+from tenants.models import GpuFlavor
+
+PRODUCT_LABEL = GPU_PRODUCT_LABEL
+# Figures older than this are ignored (the reconciler may be down).
+FRESH_FOR = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class Free:
+    """Free GPUs and wholly free nodes of one GPU product, and its ready nodes (``seen``:
+    what the cluster has of the nodes the catalogue lists)."""
+
+    gpus: int
+    nodes: int
+    seen: int = 0
+
+
+def _gpus(value: Any) -> int:
+    try:
+        return int(str(value or "0"))
+    except ValueError:
+        return 0
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    unschedulable = (node.get("spec") or {}).get("unschedulable", False)
+    return not unschedulable and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+    )
+
+
+def pod_gpus(pod: dict[str, Any]) -> int:
+    """GPUs a pod takes from its node (none once it has ended)."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return 0
+    gpus = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        limits = (container.get("resources") or {}).get("limits") or {}
+        gpus += _gpus(requests.get(GPU, limits.get(GPU)))
+    if (pod.get("metadata") or {}).get("annotations", {}).get("gpu-fraction"):
+        gpus += 1  # a shared GPU is taken whole from the node's pool
+    return gpus
+
+
+def free_by_product(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Free]:
+    """Free GPUs and free nodes per product, from node allocatable minus bound pods."""
+    used: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            used[node] += pod_gpus(pod)
+    free_gpus: dict[str, int] = defaultdict(int)
+    free_nodes: dict[str, int] = defaultdict(int)
+    seen: dict[str, int] = defaultdict(int)
+    for node in nodes:
+        product = ((node.get("metadata") or {}).get("labels") or {}).get(PRODUCT_LABEL)
+        if not product or not _ready(node):
+            continue
+        allocatable = _gpus(((node.get("status") or {}).get("allocatable") or {}).get(GPU))
+        left = max(allocatable - used[node["metadata"]["name"]], 0)
+        free_gpus[product] += left
+        free_nodes[product] += 1 if allocatable and left == allocatable else 0
+        seen[product] += 1
+    return {p: Free(free_gpus[p], free_nodes[p], seen[p]) for p in free_gpus}
+
+
+@dataclass(frozen=True)
+class NodeUse:
+    """One GPU node as the API server lists it: its product, GPUs allocatable and taken
+    by bound pods, and the managed clusters with pods on it (``workloads``: their
+    ``gangway.dev/cluster-id`` labels; ``others``: GPUs of pods gangway does not manage)."""
+
+    name: str
+    product: str
+    ready: bool
+    allocatable: int
+    used: int
+    workloads: tuple[int, ...]
+    others: int
+
+    @property
+    def free(self) -> int:
+        return max(self.allocatable - self.used, 0)
+
+
+def node_use(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], *, id_label: str
+) -> list[NodeUse]:
+    """Every node with a GPU product label, by name, with what its bound pods take and
+    which requests (``id_label`` of managed pods) run there."""
+    used: dict[str, int] = defaultdict(int)
+    others: dict[str, int] = defaultdict(int)
+    workloads: dict[str, set[int]] = defaultdict(set)
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        gpus = pod_gpus(pod)
+        if not node or not gpus:
+            continue
+        used[node] += gpus
+        request_id = ((pod.get("metadata") or {}).get("labels") or {}).get(id_label, "")
+        if request_id.isdigit():
+            workloads[node].add(int(request_id))
+        else:
+            others[node] += gpus
+    out = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        product = (meta.get("labels") or {}).get(PRODUCT_LABEL)
+        if not product:
+            continue
+        name = meta.get("name", "")
+        out.append(
+            NodeUse(
+                name=name,
+                product=product,
+                ready=_ready(node),
+                allocatable=_gpus(((node.get("status") or {}).get("allocatable") or {}).get(GPU)),
+                used=used[name],
+                workloads=tuple(sorted(workloads[name])),
+                others=others[name],
+            )
+        )
+    return sorted(out, key=lambda n: n.name)
+
+
+def record(free: dict[str, Free]) -> bool:
+    """Write the observation on every flavor (a product absent from the cluster: 0 free,
+    no nodes); returns whether any flavor has more free GPUs or nodes than last observed."""
+    now = timezone.now()
+    grew = False
+    for flavor in GpuFlavor.objects.all():
+        seen = free.get(flavor.gpu_product, Free(0, 0))
+        grew = grew or (
+            flavor.observed_free_gpus is None
+            or seen.gpus > flavor.observed_free_gpus
+            or seen.nodes > (flavor.observed_free_nodes or 0)
+        )
+        GpuFlavor.objects.filter(pk=flavor.pk).update(
+            observed_free_gpus=seen.gpus,
+            observed_free_nodes=seen.nodes,
+            observed_nodes=seen.seen,
+            observed_at=now,
+        )
+    return grew
+
+
+def anyone_waiting() -> bool:
+    """Whether a queued request waits for capacity (the ``capacity`` reason)."""
+    return (
+        ClusterRequest.objects.unscoped().filter(state=State.QUEUED, queue_reason=CAPACITY).exists()
+    )
+
+
+def fresh(flavor: GpuFlavor) -> bool:
+    """Whether the flavor's observation is recent enough to act on."""
+    return flavor.observed_at is not None and timezone.now() - flavor.observed_at < FRESH_FOR
+
+
+def free_for_admission(
+    flavor: GpuFlavor, *, held: Decimal, unplaced: Decimal, unplaced_nodes: int
+) -> tuple[Decimal | None, int | None]:
+    """Free GPUs and nodes the pass may hand out for a flavor.
+
+    Always bounded by the catalogue (its GPUs less what admitted clusters hold, an
+    autoscaling cluster at its largest size). When the cluster was observed recently, also
+    by what it reported free less what admitted clusters will still take but whose pods
+    are not bound yet (``unplaced``). Whole free nodes never exceed what those GPUs fill:
+    a node an autoscaling cluster may still grow onto looks free, but is not.
+    """
+    if not flavor.node_count:
+        return None, None
+    # A node group that can grow is bounded by its maximum here: the nodes it has now
+    # bound it through what the cluster reports free.
+    gpus = max(Decimal(flavor.max_gpus) - held, Decimal(0))
+    nodes: int | None = None
+    if fresh(flavor) and flavor.observed_free_gpus is not None:
+        gpus = max(min(gpus, Decimal(flavor.observed_free_gpus) - unplaced), Decimal(0))
+        nodes = max((flavor.observed_free_nodes or 0) - unplaced_nodes, 0)
+        nodes = min(nodes, int(gpus // flavor.gpus_per_node))
+    return gpus, nodes

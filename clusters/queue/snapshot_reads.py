@@ -1,0 +1,458 @@
+"""The admission pass's reads: the database as the pure decision sees it.
+
+:func:`build_snapshot` reads one query per table (tenants, flavors, quotas, clusters
+holding GPUs, queued clusters) into the pure dataclasses of :mod:`clusters.admission`;
+:func:`policy_snapshot` reads only what says whether a request could ever fit. The same
+snapshot serves the dry-run, so a verdict is computed by the very code the next pass
+runs; :mod:`clusters.queue.writeback` writes a decision back.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Q
+from django.utils import timezone
+
+from clusters import admission as adm
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_named, kind_of
+from clusters.models import ClusterKind, ClusterRequest
+from clusters.queue import free_capacity
+from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
+from controlplane.rows import ModelRows
+from tenants.models import GpuFlavor, Quota, Tenant
+from tenants.selectors import cohort_parents
+
+
+def _pending(
+    *,
+    pk: int,
+    tenant: str,
+    owner: int,
+    spec: ClusterSpec,
+    gpus: Decimal,
+    cpu: Decimal,
+    memory_gib: Decimal,
+    created_at: datetime,
+    earmarked: bool = False,
+) -> adm.Pending:
+    """The pure view of one request: its demand as charged (an autoscaling cluster at its
+    largest size, like its ``gpus``) and its shape from its spec."""
+    return adm.Pending(
+        id=pk,
+        tenant=tenant,
+        owner=owner,
+        flavor=spec.flavor.name,
+        kind=spec.kind,
+        gpus=Decimal(gpus),
+        created_at=created_at,
+        cpu=Decimal(cpu),
+        memory_gib=Decimal(memory_gib),
+        priority=spec.priority,
+        workers=spec.charged_workers(),
+        worker_gpus=spec.worker_gpus(),
+        ttl=timedelta(hours=spec.ttl_hours) if spec.ttl_hours else None,
+        earmarked=earmarked,
+    )
+
+
+def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
+    """The pure view of a queued (or candidate, unsaved) request."""
+    spec = ClusterSpec.of(row)
+    pending = _with_deadline(
+        _pending(
+            pk=pk if pk is not None else row.pk,
+            tenant=row.tenant.slug,
+            owner=row.owner_id or 0,
+            spec=spec,
+            gpus=row.gpus,
+            cpu=row.cpu,
+            memory_gib=row.memory_gib,
+            created_at=row.created_at or timezone.now(),
+            earmarked=row.earmarked_at is not None,
+        ),
+        _job_deadline_seconds(row),
+    )
+    names = spec.flavor_names()
+    if len(names) < 2:
+        return pending
+    options = flavor_options(spec, GpuFlavor.objects.in_bulk(list(names), field_name="name"))
+    return with_options(pending, options)
+
+
+def _job_deadline_seconds(row: ClusterRequest) -> int | None:
+    """A row's deadline in seconds, if its kind gives it one (a job's
+    ``active_deadline_seconds``)."""
+    return kind_of(row).behaviour.deadline_seconds(row)
+
+
+def _with_deadline(pending: adm.Pending, deadline_seconds: int | None) -> adm.Pending:
+    """A job with a deadline ends by then once it starts (KubeRay stops it): that is its
+    TTL for the queue, which counts on it in the ETAs of what waits behind it."""
+    if pending.ttl is not None or not deadline_seconds:
+        return pending
+    return replace(pending, ttl=timedelta(seconds=deadline_seconds))
+
+
+def flavor_options(spec: ClusterSpec, by_name: dict[str, GpuFlavor]) -> list[adm.FlavorOption]:
+    """What ``spec`` asks of each flavor it accepts, most preferred first: a dev worker
+    is one GPU on any of them, but its CPU and memory slice (and a prod worker's whole
+    node) differ. A flavor gone from the catalogue is skipped."""
+    options = []
+    for name in spec.flavor_names():
+        flavor = by_name.get(name)
+        if flavor is None:
+            continue
+        on = spec.only_on(flavor)
+        need = on.demand()
+        options.append(
+            adm.FlavorOption(name, need.gpus, need.cpu, need.memory_gib, on.worker_gpus())
+        )
+    return options
+
+
+def with_options(pending: adm.Pending, options: list[adm.FlavorOption]) -> adm.Pending:
+    """``pending`` accepting ``options`` in order: the first is its own flavor and demand
+    (while it waits, the first preference, whatever flavor it last ran on)."""
+    if not options:
+        return pending
+    first = options[0]
+    return replace(
+        pending,
+        flavor=first.flavor,
+        gpus=first.gpus,
+        cpu=first.cpu,
+        memory_gib=first.memory_gib,
+        worker_gpus=first.worker_gpus,
+        fallbacks=tuple(options[1:]),
+    )
+
+
+@dataclass
+class QueuedRow:
+    """A queued request as the pass reads it: its id and its current queue fields.
+
+    Read as plain values (not model instances): at 15,000 waiting requests, building
+    model objects and parsing their every column is most of a pass's cost.
+    """
+
+    id: int
+    queue: tuple[int | None, int | None, str, str, datetime | None, list[dict[str, Any]]]
+
+
+_QUEUED_FIELDS = (
+    "id",
+    "tenant__slug",
+    "owner_id",
+    *SPEC_COLUMNS,
+    "gpus",
+    "cpu",
+    "memory_gib",
+    "created_at",
+    "earmarked_at",
+    "capacity_state",
+    "job__active_deadline_seconds",
+)
+_QUEUE_FIELDS = (
+    "queue_position",
+    "queue_flavor_position",
+    "queue_reason",
+    "queue_message",
+    "queue_eta",
+    "queue_flavors",
+)
+
+
+# The spec columns that shape a request as admission sees it (its name does not).
+_SHAPE_COLUMNS = tuple(c for c in SPEC_COLUMNS if c != "name")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a queued request's spec contributes to its pure view, computed once per
+    distinct shape: a long queue holds thousands of rows of a few dozen shapes."""
+
+    flavor: str
+    kind: str
+    priority: int
+    workers: int
+    worker_gpus: Decimal
+    ttl: timedelta | None
+    # Every flavor it accepts with its demand there, when it accepts more than one.
+    options: list[adm.FlavorOption]
+
+
+def _shape(flavor: GpuFlavor, values: dict[str, Any], by_name: dict[str, GpuFlavor]) -> _Shape:
+    spec = ClusterSpec(flavor=flavor, **{c: values[c] for c in _SHAPE_COLUMNS if c != "flavor_id"})
+    many = len(spec.flavor_names()) > 1
+    return _Shape(
+        flavor=flavor.name,
+        kind=spec.kind,
+        priority=spec.priority,
+        workers=spec.charged_workers(),
+        worker_gpus=spec.worker_gpus(),
+        ttl=timedelta(hours=spec.ttl_hours) if spec.ttl_hours else None,
+        options=flavor_options(spec, by_name) if many else [],
+    )
+
+
+def _shape_key(values: dict[str, Any]) -> tuple[object, ...]:
+    return tuple(
+        tuple(values[c] or ()) if c == "accepted_flavors" else values[c] for c in _SHAPE_COLUMNS
+    )
+
+
+def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[QueuedRow]]:
+    pending: list[adm.Pending] = []
+    rows: list[QueuedRow] = []
+    memo: dict[tuple[object, ...], _Shape] = {}
+    by_name = {f.name: f for f in flavors.values()}
+    fields = tuple(f for f in _QUEUED_FIELDS if f != "name")
+    for values in (
+        ClusterRequest.objects.unscoped()
+        .filter(state=State.QUEUED, held_at__isnull=True)  # a held request waits aside
+        .values(*fields, *_QUEUE_FIELDS)
+    ):
+        key = _shape_key(values)
+        shape = memo.get(key)
+        if shape is None:
+            shape = memo[key] = _shape(flavors[values["flavor_id"]], values, by_name)
+        # The same fields as :func:`_pending`, without a spec per row.
+        request = adm.Pending(
+            id=values["id"],
+            tenant=values["tenant__slug"],
+            owner=values["owner_id"],
+            flavor=shape.flavor,
+            kind=shape.kind,
+            gpus=Decimal(values["gpus"]),
+            created_at=values["created_at"],
+            cpu=Decimal(values["cpu"]),
+            memory_gib=Decimal(values["memory_gib"]),
+            priority=shape.priority,
+            workers=shape.workers,
+            worker_gpus=shape.worker_gpus,
+            ttl=shape.ttl,
+            earmarked=values["earmarked_at"] is not None,
+            # Nodes the cluster autoscaler provisioned for it (capacity on demand).
+            booked=shape.flavor if values["capacity_state"] == "provisioned" else "",
+        )
+        request = _with_deadline(request, values["job__active_deadline_seconds"])
+        pending.append(with_options(request, shape.options))
+        queue = tuple(values[f] for f in _QUEUE_FIELDS)
+        rows.append(QueuedRow(values["id"], queue))
+    return pending, rows
+
+
+_HOLDING_FIELDS = (
+    "id",
+    "tenant__slug",
+    "owner_id",
+    "workload",
+    "state",
+    *_SHAPE_COLUMNS,  # flavor_id among them
+    "gpus",
+    "cpu",
+    "memory_gib",
+    "admitted_at",
+    "expires_at",
+    "reclaim_after",
+    "job__active_deadline_seconds",
+)
+
+
+def _running(flavors: dict[int, GpuFlavor]) -> list[tuple[adm.Running, str]]:
+    """Every request that holds GPUs as the pure pass sees it, with its state.
+
+    Read as plain values, as :func:`_queued` reads the queue: a pass runs again after
+    every burst of requests, and a model object (with its tenant, flavor and job) for
+    each of a thousand running clusters would cost more than the pass itself.
+    """
+    nodes_of: dict[tuple[object, ...], int] = {}
+    running = []
+    for values in (
+        ClusterRequest.objects.unscoped().filter(holds_gpus=True).values(*_HOLDING_FIELDS)
+    ):
+        nodes = 0
+        if values["kind"] == ClusterKind.PROD:
+            # Whole nodes a prod cluster is charged for: its workers at their largest.
+            key = _shape_key(values)
+            if key not in nodes_of:
+                spec = ClusterSpec(
+                    flavor=flavors[values["flavor_id"]],
+                    **{c: values[c] for c in _SHAPE_COLUMNS if c != "flavor_id"},
+                )
+                nodes_of[key] = spec.charged_workers()
+            nodes = nodes_of[key]
+        # A row without details of a kind (a cluster's) reads NULL here.
+        deadline = values["job__active_deadline_seconds"]
+        admitted_at = values["admitted_at"]
+        ends = admitted_at + timedelta(seconds=deadline) if deadline and admitted_at else None
+        row = adm.Running(
+            id=values["id"],
+            tenant=values["tenant__slug"],
+            owner=values["owner_id"],
+            flavor=flavors[values["flavor_id"]].name,
+            kind=values["kind"],
+            gpus=Decimal(values["gpus"]),
+            cpu=Decimal(values["cpu"]),
+            memory_gib=Decimal(values["memory_gib"]),
+            priority=values["priority"],
+            admitted_at=admitted_at,
+            expires_at=values["expires_at"] or ends,
+            nodes=nodes,
+            suspend_at=values["reclaim_after"],
+            reclaimable=kind_named(values["workload"]).reclaimable,
+        )
+        running.append((row, values["state"]))
+    return running
+
+
+def _parked() -> list[adm.Parked]:
+    """Suspended dev clusters and held dev requests, which count against their owners'
+    caps (a hold must not let an engineer queue more than the caps allow)."""
+    parked = Q(state=State.SUSPENDED) | Q(state=State.QUEUED, held_at__isnull=False)
+    return [
+        adm.Parked(tenant=v["tenant__slug"], owner=v["owner_id"], gpus=Decimal(v["gpus"]))
+        for v in ClusterRequest.objects.unscoped()
+        .filter(parked, kind=ClusterKind.DEV)
+        .values("tenant__slug", "owner_id", "gpus")
+    ]
+
+
+def tenant_q(tenant: Tenant) -> adm.TenantQ:
+    """A tenant's admission policy as the pure decision reads it."""
+    return adm.TenantQ(
+        slug=tenant.slug,
+        cohort=tenant.cohort,
+        weight=Decimal(tenant.weight),
+        cpu_quota=tenant.cpu_quota,
+        memory_quota_gib=tenant.memory_quota_gib,
+        max_dev_clusters_per_user=tenant.max_dev_clusters_per_user,
+        max_dev_gpus_per_user=tenant.max_dev_gpus_per_user,
+    )
+
+
+def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor, alone: bool = False) -> adm.Snapshot:
+    """What says whether a request of ``tenant`` on ``flavor`` could ever fit: the
+    tenants of its cohort's tree, their quotas on the flavor and the flavor's fleet size.
+
+    Nothing running or queued is read (three small queries), so submission can ask
+    admission's "never fits" question on every request. ``alone``: the tenant and its
+    own quota only, as if it had no cohort (one query); what fits there fits with the
+    cohort too, since a cohort only adds what the tenant may borrow.
+    """
+    quotas: Any
+    if alone:
+        parents: dict[str, str] = {}
+        cohort = [tenant]
+        quotas = _own_quota(tenant, flavor)
+    else:
+        parents = cohort_parents()
+        root = adm.cohort_root(tenant.cohort, parents)
+        tree = {root, *(name for name in parents if adm.cohort_root(name, parents) == root)}
+        cohort = list(Tenant.objects.unscoped().filter(cohort__in=tree))
+        quotas = Quota.objects.unscoped().filter(tenant__in=cohort, flavor=flavor)
+    slugs = {t.pk: t.slug for t in cohort}
+    return adm.Snapshot(
+        now=timezone.now(),
+        tenants=[tenant_q(t) for t in cohort],
+        flavors=[
+            adm.FlavorQ(
+                name=flavor.name,
+                gpus_per_node=flavor.gpus_per_node,
+                node_count=flavor.most_nodes,
+            )
+        ],
+        quotas=[
+            adm.QuotaQ(
+                tenant=slugs[q.tenant_id],
+                flavor=flavor.name,
+                gpus=q.gpus,
+                borrow_limit=q.borrow_limit,
+                lend_limit=q.lend_limit,
+            )
+            for q in quotas
+        ],
+        cohort_parents=parents,
+    )
+
+
+def _own_quota(tenant: Tenant, flavor: GpuFlavor) -> list[Quota]:
+    """The tenant's quota row on ``flavor`` (none or one), in plain SQL
+    (:mod:`controlplane.rows`): every create asks "could it ever fit?" under the tenant's
+    lock, and compiling the ORM query cost more than running it."""
+    quotas = ModelRows(Quota, "q")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {quotas.columns} FROM {Quota._meta.db_table} q "
+            "WHERE q.tenant_id = %s AND q.flavor_id = %s",
+            [tenant.pk, flavor.pk],
+        )
+        return [quotas.build(row) for row in cursor.fetchall()]
+
+
+def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[QueuedRow]]:
+    """The snapshot of the whole system, and the queued rows it was built from."""
+    now = now or timezone.now()
+    tenants = list(Tenant.objects.unscoped())
+    flavors = list(GpuFlavor.objects.all())
+    quotas = list(Quota.objects.unscoped().select_related("tenant", "flavor"))
+    by_pk = {f.pk: f for f in flavors}
+    running = _running(by_pk)
+    pending, queued = _queued(by_pk)
+    held: dict[str, Decimal] = defaultdict(Decimal)
+    # Admitted clusters whose pods may not be bound yet: the cluster's free figures do
+    # not include them, so the pass must not hand their GPUs out a second time.
+    unplaced: dict[str, Decimal] = defaultdict(Decimal)
+    unplaced_nodes: dict[str, int] = defaultdict(int)
+    for r, state in running:
+        held[r.flavor] += r.gpus
+        if state in (State.ADMITTED, State.PROVISIONING):
+            unplaced[r.flavor] += r.gpus
+            unplaced_nodes[r.flavor] += r.nodes
+    free = {
+        f.name: free_capacity.free_for_admission(
+            f, held=held[f.name], unplaced=unplaced[f.name], unplaced_nodes=unplaced_nodes[f.name]
+        )
+        for f in flavors
+    }
+    snapshot = adm.Snapshot(
+        now=now,
+        tenants=[tenant_q(t) for t in tenants],
+        flavors=[
+            adm.FlavorQ(
+                name=f.name,
+                gpus_per_node=f.gpus_per_node,
+                node_count=f.most_nodes,
+                # The catalogue's GPUs less what admitted clusters hold, and, when the
+                # reconciler saw the cluster recently, what is really free there.
+                free_gpus=free[f.name][0],
+                free_nodes=free[f.name][1],
+            )
+            for f in flavors
+        ],
+        quotas=[
+            adm.QuotaQ(
+                tenant=q.tenant.slug,
+                flavor=q.flavor.name,
+                gpus=q.gpus,
+                borrow_limit=q.borrow_limit,
+                lend_limit=q.lend_limit,
+            )
+            for q in quotas
+        ],
+        running=[r for r, _ in running],
+        pending=pending,
+        parked=_parked(),
+        aging=timedelta(seconds=settings.ADMISSION_AGING_SECONDS),
+        reclaim_grace=timedelta(seconds=settings.RECLAIM_GRACE_SECONDS),
+        cohort_parents=cohort_parents(),
+    )
+    return snapshot, queued

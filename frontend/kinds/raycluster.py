@@ -1,0 +1,151 @@
+"""The dashboard's pages of a Ray cluster, as data the shared views and templates fill in:
+the words, the list's columns, the detail page's sections, the new form, the buttons and
+the log panel. Fragments that only a cluster has are templates under ``TEMPLATES``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from clusters import selectors
+from clusters.domain import shapes
+from clusters.domain.states import LIVE, State
+from clusters.kinds.rayjob.spec import JobSpec
+from clusters.kube.manifests import cluster_manifests, to_yaml
+from clusters.live import pod_logs as cluster_logs
+from clusters.live.driver_logs import LogBounds
+from clusters.models import ClusterRequest, Workload
+from clusters.queue.backends import manifest_options
+from clusters.requests import services
+from clusters.rows.spec import ClusterSpec
+
+WORKLOAD: str = Workload.CLUSTER
+NOUN = "cluster"
+PLURAL = "clusters"
+HEADING = "Clusters"
+# Under the tenant's URL: the new form and one cluster's pages; the list is the tenant's home.
+PATH = "clusters/"
+LIST_PATH = ""
+TEMPLATES = "frontend/kinds/raycluster/"
+# Named, not imported: the dashboard's forms sit above clusters/ in the layers.
+NEW_FORM = "frontend.forms.ClusterForm"
+SUBMIT_LABEL = "Request cluster"
+DETAIL_TITLE = "{name} · {tenant}"
+# None: the list filter offers every state of the FilterSet.
+LIST_STATES: tuple[str, ...] | None = None
+# After Name and Owner, which every kind's list starts with: (heading, cell class).
+LIST_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("Kind", ""),
+    ("Shape", ""),
+    ("State", ""),
+    ("Where it stands", ""),
+)
+
+EXTEND_CHOICES = (4, 24)
+LOG_TAILS = (100, 200, 1000, 5000)
+
+
+class ExtendForm(forms.Form):
+    """The extend buttons' ``hours``: the bounds of :func:`shapes.validate_extend_hours`,
+    which the service checks again."""
+
+    hours = forms.IntegerField(
+        min_value=shapes.MIN_HOURS,
+        max_value=shapes.MAX_HOURS,
+        error_messages={
+            "required": shapes.EXTEND_HOURS_MESSAGE,
+            "invalid": shapes.EXTEND_HOURS_MESSAGE,
+            "min_value": shapes.EXTEND_HOURS_MESSAGE,
+            "max_value": shapes.EXTEND_HOURS_MESSAGE,
+        },
+    )
+
+    def clean_hours(self) -> int:
+        """The hours, in the service's bounds."""
+        return shapes.validate_extend_hours(self.cleaned_data["hours"])
+
+
+def _extend(actor: Any, cluster: ClusterRequest, role: str | None, data: Any) -> ClusterRequest:
+    form = ExtendForm(data)
+    if not form.is_valid():
+        raise ValidationError(list(form.errors["hours"]))
+    return services.cluster_extend(actor=actor, cluster=cluster, hours=form.cleaned_data["hours"])
+
+
+# A button: its service (actor, row, the actor's role, the POST data) and what it says done.
+ACTIONS: dict[str, tuple[Callable[[Any, ClusterRequest, str | None, Any], ClusterRequest], str]] = {
+    "suspend": (
+        lambda actor, row, role, data: services.cluster_suspend(actor=actor, cluster=row),
+        "Suspended; its GPUs went back to the pool.",
+    ),
+    "resume": (
+        lambda actor, row, role, data: services.cluster_resume(actor=actor, cluster=row),
+        "Resumed; it is back in the queue.",
+    ),
+    "delete": (
+        lambda actor, row, role, data: services.cluster_delete(actor=actor, cluster=row),
+        "Deletion requested; its GPUs are released once its pods are gone.",
+    ),
+    "extend": (_extend, "Extended."),
+    "keepalive": (
+        lambda actor, row, role, data: services.cluster_keepalive(actor=actor, cluster=row),
+        "Kept alive: its idle clock starts again.",
+    ),
+}
+
+
+def create(
+    *, actor: Any, tenant: Any, role: str | None, spec: ClusterSpec | None, job: JobSpec | None
+) -> ClusterRequest:
+    """Submit the new form's request (a cluster has no job part)."""
+    assert spec is not None
+    return services.cluster_request_create(actor=actor, tenant=tenant, spec=spec)
+
+
+def annotate_row(row: ClusterRequest) -> None:
+    """What a list row shows besides the row: how to reach the cluster."""
+    row.endpoints = selectors.cluster_endpoints(row)  # type: ignore[attr-defined]
+
+
+def detail_context(
+    row: ClusterRequest, *, actor: Any, role: str | None, base_url: str
+) -> dict[str, Any]:
+    """The cluster's sections of its page (and of the polled fragment)."""
+    return {
+        "endpoints": selectors.cluster_endpoints(row, base_url=base_url),
+        "may_extend": services.can_extend(row),
+        "is_live": row.state in LIVE,
+        "extend_choices": EXTEND_CHOICES,
+        "gpu_hours": selectors.cluster_gpu_hours(row),
+        "activity": selectors.cluster_activity(row),
+    }
+
+
+def manifests_yaml(row: ClusterRequest) -> str:
+    """The cluster's Kubernetes objects as gangway applies them."""
+    return to_yaml(cluster_manifests(row, **manifest_options()))
+
+
+# The Kubernetes objects as a download (``manifests.yaml`` beside the page).
+MANIFESTS: Callable[[ClusterRequest], str] | None = manifests_yaml
+
+
+def page_context(row: ClusterRequest) -> dict[str, Any]:
+    """What only the whole page shows (outside the polled fragment): the manifests."""
+    return {} if row.state == State.DELETED else {"manifests_yaml": manifests_yaml(row)}
+
+
+def log_context(row: ClusterRequest, query: Mapping[str, Any]) -> dict[str, Any]:
+    """One pod's tail (the head's unless ``pod``), for the log panel; a bad parameter or a
+    deleted cluster is a ``ValidationError``."""
+    if row.state == State.DELETED:
+        raise ValidationError(f"{row.name} was deleted; nothing can be done to it any more.")
+    bounds = LogBounds.parse(query)
+    pod, container = cluster_logs.parse_choice(query)
+    found = cluster_logs.pod_log(row, pod=pod, container=container, bounds=bounds)
+    # The first load follows; after that the form says (an unticked box is not sent).
+    follow = "pod" not in query or query.get("follow") == "1"
+    return {"log": found, "follow": follow, "tail": bounds.tail, "tail_choices": LOG_TAILS}

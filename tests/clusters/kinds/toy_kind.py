@@ -1,0 +1,124 @@
+"""The smallest third workload kind, as a test fixture: its object is a ConfigMap.
+
+It is registered through :func:`clusters.domain.workload_kinds.register` only; nothing
+of the shared code names it. Its module is its own :class:`Behaviour`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import Kind
+from clusters.engine.pass_state import Fold, Key, Seen
+from clusters.kube import labels
+from clusters.kube.bundles import apply_into
+from clusters.rows.transitions import transition_many
+
+TOY_LABEL = "gangway.test/toy"
+
+KIND = Kind(
+    workload="toy",
+    noun="toy",
+    api_version="v1",
+    object_kind="ConfigMap",
+    plural="configmaps",
+    transitions={
+        State.QUEUED: frozenset({State.ADMITTED, State.DELETING}),
+        State.ADMITTED: frozenset({State.PROVISIONING, State.DELETING}),
+        State.PROVISIONING: frozenset({State.READY, State.DELETING}),
+        State.READY: frozenset({State.DELETING}),
+        State.DELETING: frozenset({State.DELETED}),
+        State.DELETED: frozenset(),
+    },
+    releases=frozenset({State.QUEUED, State.DELETED}),
+    started=State.PROVISIONING,
+    started_message="its ConfigMap is written",
+    admitted_message="writing its ConfigMap",
+    reclaimable=False,
+    interactive=False,
+    engine=__name__,
+)
+
+
+def manifests(row: Any, **options: Any) -> list[dict[str, Any]]:
+    """One ConfigMap named as the row, labelled as every managed object plus a toy label."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": str(row.name),
+                "namespace": str(row.tenant.namespace),
+                "labels": {**labels.cluster_labels(row), TOY_LABEL: "1"},
+            },
+            "data": {"workers": str(row.workers)},
+        }
+    ]
+
+
+def apply(row: Any, gw: Any, *, bundles: Any = None) -> None:
+    apply_into(row.tenant, gw, manifests(row), bundles=bundles)
+
+
+def delete_object(gw: Any, namespace: str, name: str) -> None:
+    gw.delete("v1", "ConfigMap", name, namespace)
+
+
+def converge(
+    row: Any,
+    gw: Any,
+    *,
+    bundles: Any = None,
+    finish_deletion: bool = True,
+) -> None:
+    if row.state in (State.PROVISIONING, State.READY):
+        apply(row, gw, bundles=bundles)
+    elif row.state == State.DELETING:
+        delete_object(gw, row.namespace, row.name)
+
+
+def mark_started(rows: list[Any]) -> list[Any]:
+    return transition_many(rows, State.PROVISIONING, reason="applied", message="written")
+
+
+def wants_provisioning(row: Any) -> bool:
+    return row.state not in (State.QUEUED, State.DELETED)
+
+
+def wants_object(state: str, backend: Any) -> bool:
+    return state != State.QUEUED
+
+
+def needs_bundle(state: str) -> bool:
+    return state != State.QUEUED
+
+
+def objects_stamp(seen: Seen, key: Key, pk: int) -> tuple[Any, ...]:
+    obj = seen.object("ConfigMap", key)
+    return (obj["metadata"]["resourceVersion"] if obj is not None else None,)
+
+
+def fold(row: Any, fold: Fold) -> None:
+    """Ready once its ConfigMap is there; deleted once it is gone."""
+    obj = fold.seen.object("ConfigMap", fold.key)
+    batch = fold.report.batch
+    if row.state == State.DELETING:
+        if obj is not None and not obj["metadata"].get("deletionTimestamp"):
+            delete_object(fold.gw, row.namespace, row.name)
+        elif obj is None:
+            batch.to_delete[row.deletion_reason or "deleted"].append(row)
+    elif row.state in (State.PROVISIONING, State.READY) and obj is None:
+        apply(row, fold.gw)
+        fold.report.recreated.append(row.pk)
+    elif row.state == State.PROVISIONING:
+        batch.to_ready.append(row)
+
+
+def orphan(obj: dict[str, Any]) -> bool:
+    """Only the toy's own ConfigMaps (the tenant bundle may hold managed ones)."""
+    return (obj["metadata"].get("labels") or {}).get(TOY_LABEL) == "1"
+
+
+def deadline_seconds(row: Any) -> int | None:
+    return None

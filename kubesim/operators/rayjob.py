@@ -42,11 +42,16 @@ from __future__ import annotations
 
 import copy
 import heapq
-import re
 from typing import TYPE_CHECKING, Any
 
 from kubesim.errors import ApiError
 from kubesim.operators import batchjob
+from kubesim.operators.rayjob_submitter import (
+    check_submitter,
+    rayjob_labels,
+    submitter_template,
+)
+from kubesim.operators.rayjob_validation import validate
 from kubesim.operators.rayruntime import DriverRun
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
@@ -59,73 +64,9 @@ KEY = "rayjobs.ray.io"
 RC = "rayclusters.ray.io"
 FINALIZER = "ray.io/rayjob-finalizer"
 COMPONENT = "rayjob-controller"
-SUBMITTER_CONTAINER = "ray-job-submitter"
 DASHBOARD_PORT = 8265
 TERMINAL_DEPLOY = ("Complete", "Failed", "ValidationFailed")
 JobKey = tuple[str, str]
-
-
-def rayjob_labels(name: str) -> dict[str, str]:
-    """The labels KubeRay puts on what a RayJob creates."""
-    return {
-        "ray.io/originated-from-cr-name": name,
-        "ray.io/originated-from-crd": "RayJob",
-        "app.kubernetes.io/created-by": "kuberay-operator",
-    }
-
-
-# KubeRay's MaxRayJobNameLength: the RayCluster limit (53) minus the "-xxxxx" it appends.
-MAX_NAME = 47
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS1035_ERROR = (
-    "[a lowercase RFC 1035 label must consist of lower case alphanumeric characters or '-', "
-    "start with an alphabetic character, and end with an alphanumeric character (e.g. "
-    "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')]"
-)
-
-
-def validate(rj: Obj) -> str | None:
-    """KubeRay's ``ValidateRayJobMetadata`` and ``ValidateRayJobSpec``, for the rules
-    kubesim emulates; the message."""
-    name = rj["metadata"]["name"]
-    meta_bad = "The RayJob metadata is invalid: RayJob name should "
-    if len(name) > MAX_NAME:
-        return meta_bad + f"be no more than {MAX_NAME} characters"
-    if not DNS1035.match(name):
-        return meta_bad + f"be a valid DNS1035 label: {DNS1035_ERROR}"
-    return _validate_spec(rj.get("spec") or {})
-
-
-def _validate_spec(spec: dict[str, Any]) -> str | None:
-    bad = "The RayJob spec is invalid: "
-    selector = spec.get("clusterSelector") or {}
-    mode = spec.get("submissionMode") or "K8sJobMode"
-    if spec.get("suspend") and not spec.get("shutdownAfterJobFinishes"):
-        return bad + (
-            "a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended"
-        )
-    if int(spec.get("ttlSecondsAfterFinished") or 0) < 0:
-        return bad + "TTLSecondsAfterFinished must be a non-negative integer"
-    if selector and spec.get("suspend"):
-        return bad + "the ClusterSelector mode doesn't support the suspend operation"
-    if not selector and not spec.get("rayClusterSpec"):
-        return bad + "one of RayClusterSpec or ClusterSelector must be set"
-    if selector and not selector.get("ray.io/cluster"):
-        return "cluster name in ClusterSelector should not be empty"
-    if selector and spec.get("backoffLimit") is not None and int(spec["backoffLimit"]) > 0:
-        return bad + "BackoffLimit is incompatible with ClusterSelector mode"
-    if mode == "InteractiveMode" and int(spec.get("backoffLimit") or 0) > 0:
-        return bad + "BackoffLimit is incompatible with InteractiveMode"
-    ads = spec.get("activeDeadlineSeconds")
-    if ads is not None and int(ads) <= 0:
-        return bad + "activeDeadlineSeconds must be a positive integer"
-    prds = spec.get("preRunningDeadlineSeconds")
-    if prds is not None and int(prds) <= 0:
-        return bad + "preRunningDeadlineSeconds must be a positive integer"
-    bl = spec.get("backoffLimit")
-    if bl is not None and int(bl) < 0:
-        return bad + "backoffLimit must be a positive integer"
-    return None
 
 
 class RayJobController:
@@ -422,78 +363,6 @@ class RayJobController:
                 return f"{name}-head-svc.{ns}.svc.cluster.local:{p['port']}"
         return None
 
-    def submitter_template(self, rj: Obj, st: dict[str, Any], rc: Obj) -> dict[str, Any]:
-        """KubeRay's submitter pod template: ``spec.submitterPodTemplate``, else one
-        ``ray-job-submitter`` container with the head's image (requests 500m/200Mi, limits
-        1/1Gi, restartPolicy Never); the ``ray job`` command unless the template has one;
-        ``PYTHONUNBUFFERED``, ``RAY_DASHBOARD_ADDRESS``, ``RAY_JOB_SUBMISSION_ID``."""
-        spec = rj.get("spec") or {}
-        if spec.get("submitterPodTemplate"):
-            template = copy.deepcopy(spec["submitterPodTemplate"])
-        else:
-            head = get_path(rc, "spec", "headGroupSpec", "template", "spec", "containers")
-            image = (head or [{}])[0].get("image", "rayproject/ray:latest")
-            template = {
-                "spec": {
-                    "containers": [
-                        {
-                            "name": SUBMITTER_CONTAINER,
-                            "image": image,
-                            "resources": {
-                                "limits": {"cpu": "1", "memory": "1Gi"},
-                                "requests": {"cpu": "500m", "memory": "200Mi"},
-                            },
-                        }
-                    ],
-                    "restartPolicy": "Never",
-                }
-            }
-        container = template.setdefault("spec", {}).setdefault("containers", [{}])[0]
-        if not container.get("command"):
-            container["command"] = ["/bin/bash", "-ce", "--"]
-            container["args"] = [" ".join(self.submit_command(rj, st))]
-        env = container.setdefault("env", [])
-        env.append({"name": "PYTHONUNBUFFERED", "value": "1"})
-        env.append({"name": "RAY_DASHBOARD_ADDRESS", "value": st.get("dashboardURL", "")})
-        env.append({"name": "RAY_JOB_SUBMISSION_ID", "value": st.get("jobId", "")})
-        meta = template.setdefault("metadata", {})
-        meta.setdefault("labels", {}).update(rayjob_labels(rj["metadata"]["name"]))
-        return template
-
-    @staticmethod
-    def submit_command(rj: Obj, st: dict[str, Any]) -> list[str]:
-        """KubeRay's K8sJobMode submitter command (``BuildJobSubmitCommand``): wait for
-        the GCS, submit unless already submitted, follow the logs."""
-        spec = rj.get("spec") or {}
-        address = st.get("dashboardURL", "")
-        if not address.startswith("http://"):
-            address = "http://" + address
-        job_id = st.get("jobId", "")
-        health = (
-            'python -c "import urllib.request; '
-            f"urllib.request.urlopen('{address}/api/gcs_healthz', timeout=10)\""
-        )
-        cmd = ["until", health, ">/dev/null", "2>&1", ";", "do", "echo"]
-        cmd += [f'"Waiting for Ray Dashboard GCS to become healthy at {address} ..."']
-        cmd += [";", "sleep", "2", ";", "done", ";", "if", "!", "ray", "job", "status"]
-        cmd += ["--address", address, job_id, ">/dev/null", "2>&1", ";", "then"]
-        cmd += ["ray", "job", "submit", "--address", address, "--no-wait"]
-        if spec.get("runtimeEnvYAML"):
-            cmd += ["--runtime-env-json", '"<runtimeEnvYAML as JSON>"']
-        if job_id:
-            cmd += ["--submission-id", job_id]
-        for field, flag in (
-            ("entrypointNumCpus", "--entrypoint-num-cpus"),
-            ("entrypointNumGpus", "--entrypoint-num-gpus"),
-        ):
-            if spec.get(field):
-                cmd += [flag, f"{float(spec[field]):f}"]
-        if spec.get("entrypointResources"):
-            cmd += ["--entrypoint-resources", f'"{spec["entrypointResources"]}"']
-        cmd += ["--", str(spec.get("entrypoint", "")).strip(), ";", "fi", ";"]
-        cmd += ["ray", "job", "logs", "--address", address, "--follow", job_id]
-        return cmd
-
     def _ensure_submitter(self, rj: Obj, st: dict[str, Any], rc: Obj) -> bool:
         """The submitter Job ``<rayjob name>`` exists (created if not); False on error."""
         ns, name = rj["metadata"]["namespace"], rj["metadata"]["name"]
@@ -512,7 +381,7 @@ class RayJobController:
             },
             "spec": {
                 "backoffLimit": 2 if backoff is None else int(backoff),
-                "template": self.submitter_template(rj, st, rc),
+                "template": submitter_template(rj, st, rc),
             },
         }
         try:
@@ -536,7 +405,7 @@ class RayJobController:
         mode = spec.get("submissionMode") or "K8sJobMode"
         finished: str | None = None
         if mode == "K8sJobMode":
-            done, finished = self._check_submitter(rj, st)
+            done, finished = check_submitter(self.cluster.store, rj, st)
             if done:
                 return
         run = self.cluster.rayruntime.job(ns, rc["metadata"]["name"], st.get("jobId", ""))
@@ -631,32 +500,6 @@ class RayJobController:
             return False
         self._event(rj, "Normal", "CreatedService", f"Created the service {ns}/{svc_name}")
         return True
-
-    def _check_submitter(self, rj: Obj, st: dict[str, Any]) -> tuple[bool, str | None]:
-        """KubeRay's ``checkSubmitterAndUpdateStatusIfNeeded`` for K8sJobMode: (stop here,
-        when the submitter Job finished). A Failed Job fails the RayJob."""
-        job = self.cluster.store.get(
-            batchjob.KEY, rj["metadata"]["namespace"], rj["metadata"]["name"]
-        )
-        if job is None:
-            return True, None  # KubeRay logs the error and requeues
-        if batchjob.is_finished(job) != "Failed":
-            return False, batchjob.finished_at(job)
-        st["jobDeploymentStatus"] = "Failed"
-        if st.get("jobStatus") == "FAILED":
-            st["reason"] = "AppFailed"
-        else:
-            cond = next(
-                c
-                for c in job["status"]["conditions"]
-                if c["type"] == "Failed" and c["status"] == "True"
-            )
-            st["reason"] = "SubmissionFailed"
-            st["message"] = (
-                f"Job submission has failed. Reason: {cond.get('reason', '')}. "
-                f"Message: {cond.get('message', '')}"
-            )
-        return True, None
 
     def _release(self, rj: Obj, st: dict[str, Any]) -> None:
         """Delete the RayCluster (unless selected) and the submitter Job, with events."""

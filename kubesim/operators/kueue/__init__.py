@@ -43,7 +43,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
-from kubesim.autoscaler import PR
+from kubesim.nodegroups import PR
 from kubesim.operators.kueue.admission import admit_all
 from kubesim.operators.kueue.common import (
     ELASTIC_ANNOTATION,

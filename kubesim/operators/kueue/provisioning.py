@@ -43,7 +43,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from kubesim.autoscaler import CONSUME, PR, PT, cond_true, find_cond
+from kubesim.nodegroups import CONSUME, PR, PT, cond_true, find_cond
 from kubesim.operators.kueue.common import RF, WL, condition, owning_job, touch_job
 from kubesim.operators.kueue.start import start_job
 from kubesim.store import Obj

@@ -31,7 +31,7 @@ from kubesim.rbac import ADMIN, authenticate, authorize
 from kubesim.reviews import REVIEW_KEYS, review
 
 if TYPE_CHECKING:
-    from kubesim.sim import KubeSim
+    from kubesim.simulator import Simulator
 
 VERSION = {
     "major": "1",
@@ -85,7 +85,7 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], sim: KubeSim) -> None:
+    def __init__(self, address: tuple[str, int], sim: Simulator) -> None:
         self.sim = sim
         # Set when the server stops. Its connection threads outlive it (keep-alive, a
         # request asleep in an injected delay): like a stopped API server's, whatever they

@@ -1,4 +1,4 @@
-"""No import cycle in tenants/, notifications/ or controlplane/, counting the imports
+"""No import cycle in tenants/, notifications/, controlplane/ or kubesim/, counting the imports
 under ``if TYPE_CHECKING:``, which ``.importlinter`` leaves out for every package.
 
 A cycle that only annotations close still couples two modules both ways. The graph is
@@ -13,7 +13,16 @@ from pathlib import Path
 import grimp
 import pytest
 
-PACKAGES = ("tenants", "notifications", "controlplane")
+PACKAGES = ("tenants", "notifications", "controlplane", "kubesim")
+# kubesim.cluster and its controllers still import each other (the controllers for their
+# type hints): strict, so the mark must go once that cycle is broken.
+ROOTS = [
+    *PACKAGES[:-1],
+    pytest.param(
+        "kubesim",
+        marks=pytest.mark.xfail(strict=True, reason="kubesim.cluster <-> its controllers"),
+    ),
+]
 
 
 def _sibling_cycles(graph: grimp.ImportGraph, package: str) -> list[list[str]]:
@@ -64,7 +73,7 @@ def graph() -> grimp.ImportGraph:
     return grimp.build_graph(*PACKAGES, exclude_type_checking_imports=False)
 
 
-@pytest.mark.parametrize("root", PACKAGES)
+@pytest.mark.parametrize("root", ROOTS)
 def test_no_cycle_at_any_depth_type_checking_imports_included(
     graph: grimp.ImportGraph, root: str
 ) -> None:

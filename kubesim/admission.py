@@ -15,7 +15,7 @@ from kubesim.resources import ResourceType
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 # Object counts with a legacy (unprefixed) quota name.
 _LEGACY_COUNTS = {
@@ -92,7 +92,7 @@ def usage_of(rt: ResourceType, obj: Obj) -> Counter[str]:
 class Quota:
     """ResourceQuota admission and status, LimitRange defaulting."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.usage: dict[str, Counter[str]] = {}
         self.dirty: set[str] = set()

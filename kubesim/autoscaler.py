@@ -87,7 +87,7 @@ from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 
 def _unschedulable(pod: Obj | None) -> bool:
@@ -104,7 +104,7 @@ class Autoscaler(ScaleUp):
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: ClusterView,
         scale_up_delay: float | None = None,
         scale_down_unneeded_time: float | None = None,
         booking_time: float | None = None,

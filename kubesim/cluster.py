@@ -16,12 +16,13 @@ import heapq
 import threading
 import time
 import uuid
-from typing import Any, Protocol
+from typing import Any
 
 from kubesim import errors, podsecurity, rbac
 from kubesim.admission import Quota
 from kubesim.autoscaler import Autoscaler
 from kubesim.clock import Clock
+from kubesim.controller import Controller
 from kubesim.defaults import default_namespace, default_pod, default_service
 from kubesim.deletion import Deletion
 from kubesim.errors import ApiError
@@ -45,16 +46,6 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 DEFAULT_EVENT_TTL = 3600.0
 # kube-scheduler's podMaxInUnschedulablePodsDuration: waiting pods are retried this often.
 UNSCHEDULABLE_FLUSH_SECONDS = 300.0
-
-
-class Controller(Protocol):
-    """What the cluster asks of each emulated controller."""
-
-    def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
-        """Note a write (``old`` None on create, ``new`` None on delete)."""
-
-    def reconcile(self) -> bool:
-        """Do pending work; True when anything was written."""
 
 
 class Cluster:
@@ -101,20 +92,22 @@ class Cluster:
         self.events_index: dict[tuple[str, str, str], tuple[str, str]] = {}
         self.warnings: list[str] = []
         self.quota = Quota(self)
-        self.kubelet = Kubelet(self)
-        self.scheduler = Scheduler(self)
-        self.kuberay = KubeRay(self)
-        self.kueue = Kueue(self)
-        self.rayjob = RayJobController(self)
-        self.jobs = JobController(self)
+        self.kubelet: Kubelet = Kubelet(self)
+        self.scheduler: Scheduler = Scheduler(self)
+        self.kuberay: KubeRay = KubeRay(self)
+        self.kueue: Kueue = Kueue(self)
+        self.rayjob: RayJobController = RayJobController(self)
+        self.jobs: JobController = JobController(self)
         # The simulated driver's defaults: the fleet file's ``rayjobs:``, then the setter.
         self.rayjob_defaults = RayJobDefaults.from_fleet(self.fleet)
-        self.rayruntime = RayRuntime(self, self.rayjob_defaults)
+        self.rayruntime: RayRuntime = RayRuntime(self, self.rayjob_defaults)
         # The Ray autoscaler sidecars of RayClusters with in-tree autoscaling.
-        self.rayautoscaler = RayAutoscaler(self)
+        self.rayautoscaler: RayAutoscaler = RayAutoscaler(self)
         # The cluster autoscaler (node groups, ProvisioningRequests); None: the fleet's
         # ``autoscaler`` timings or the defaults.
-        self.autoscaler = Autoscaler(self, scale_up_delay, scale_down_unneeded_time, booking_time)
+        self.autoscaler: Autoscaler = Autoscaler(
+            self, scale_up_delay, scale_down_unneeded_time, booking_time
+        )
         # The kubelet follows the scheduler: pods bound in a pass start in the same pass.
         # The autoscaler looks after both, at the capacity the pass left.
         self.controllers: list[Controller] = [

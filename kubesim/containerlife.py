@@ -12,7 +12,7 @@ from kubesim.store import Obj
 from kubesim.util import stamp
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 PodKey = tuple[str, str]
 # The kubelet writes ErrImagePull, then ImagePullBackOff on its next sync.
@@ -34,7 +34,7 @@ def _field(name: str) -> str:
 class ContainerLife:
     """Starts, fails and restarts containers for the kubelet (every node's in one)."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.reset()
 

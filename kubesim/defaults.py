@@ -15,7 +15,7 @@ from kubesim.admission import pod_totals
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -53,7 +53,7 @@ def default_pod(pod: Obj) -> None:
     }
 
 
-def default_service(svc: Obj, cluster: Cluster) -> None:
+def default_service(svc: Obj, cluster: ClusterView) -> None:
     """Fill a new Service's defaults: type ClusterIP, a cluster IP (unless headless),
     port protocols and target ports, node ports for NodePort and LoadBalancer."""
     spec = svc.setdefault("spec", {})

@@ -19,13 +19,13 @@ from kubesim.store import Obj
 from kubesim.util import now
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 
 class Deletion:
     """Deletes objects for the cluster and finishes what finalizers and dependents held."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.reset()
 

@@ -27,13 +27,13 @@ from kubesim.util import get_path, stamp
 NOT_READY = "node.kubernetes.io/not-ready"
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 
 class Kubelet:
     """Starts the pods the scheduler bound (every node's kubelet in one)."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.faults = PodFaults()
         self.life = ContainerLife(cluster)

@@ -22,20 +22,19 @@ client goes), 404 for a missing pod; answers are ``text/plain``.
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
 from kubesim.errors import ApiError, Cause
+from kubesim.operators.driverlogs import Line, driver_lines, driver_output, ray_stamp
 from kubesim.store import Obj
 from kubesim.util import get_path, parse_time, stamp_nano
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
-    from kubesim.operators.rayruntime import DriverRun, SubmitterTrace
+    from kubesim.controller import ClusterView
+    from kubesim.operators.rayruntime import SubmitterTrace
 
-Line = tuple[float, str]
 GENERIC_PERIOD = 60.0
 
 
@@ -169,16 +168,10 @@ def window(pod: Obj, container: str, previous: bool) -> Window:
     )
 
 
-def _ray_stamp(t: float) -> str:
-    """Ray's Python logging prefix: ``2026-01-02 03:04:05,678``."""
-    when = datetime.datetime.fromtimestamp(t, datetime.UTC)
-    return when.strftime("%Y-%m-%d %H:%M:%S,") + f"{int(t * 1000) % 1000:03d}"
-
-
-def _head_lines(cluster: Cluster, pod: Obj, w: Window) -> list[Line]:
+def _head_lines(cluster: ClusterView, pod: Obj, w: Window) -> list[Line]:
     ip = get_path(pod, "status", "podIP", default="127.0.0.1")
     t = w.start
-    p = _ray_stamp(t)
+    p = ray_stamp(t)
     out = [
         (t, f"{p}\tINFO usage_lib.py:467 -- Usage stats collection is disabled."),
         (t, f"{p}\tINFO scripts.py:865 -- Local node IP: {ip}"),
@@ -218,7 +211,7 @@ def _head_lines(cluster: Cluster, pod: Obj, w: Window) -> list[Line]:
         out.append(
             (
                 run.submitted,
-                f"{_ray_stamp(run.submitted)}\tINFO job_manager.py:531 -- "
+                f"{ray_stamp(run.submitted)}\tINFO job_manager.py:531 -- "
                 f"Starting job with submission_id: {run.job_id}",
             )
         )
@@ -227,7 +220,7 @@ def _head_lines(cluster: Cluster, pod: Obj, w: Window) -> list[Line]:
             out.append(
                 (
                     end,
-                    f"{_ray_stamp(end)}\tINFO job_manager.py:303 -- "
+                    f"{ray_stamp(end)}\tINFO job_manager.py:303 -- "
                     f"Job {run.job_id} finished: {run.status(end)}",
                 )
             )
@@ -240,7 +233,7 @@ def _worker_lines(pod: Obj, w: Window) -> list[Line]:
     ns = pod["metadata"]["namespace"]
     head = f"{labels.get('ray.io/cluster', 'ray')}-head-svc.{ns}.svc.cluster.local:6379"
     group = labels.get("ray.io/group", "")
-    p = _ray_stamp(w.start)
+    p = ray_stamp(w.start)
     return [
         (w.start, f"{p}\tINFO scripts.py:1047 -- Local node IP: {ip}"),
         (w.start, f"{p}\tSUCC scripts.py:1063 -- --------------------"),
@@ -261,69 +254,6 @@ def _worker_lines(pod: Obj, w: Window) -> list[Line]:
     ]
 
 
-def driver_output(run: DriverRun, address: str, clamp: float, until: float) -> list[Line]:
-    """What the driver itself prints by ``until`` (its job log, ``GET /api/jobs/<id>/logs``):
-    the connection to the cluster, then a line a second while it runs. ``clamp``: no line
-    before it (a reader that attached later sees the earlier lines then)."""
-    out: list[Line] = []
-    start = run.start
-    end = run.end_time(until)
-    stop = min(until, end if end is not None else until)
-    if until >= start and (run.stopped is None or run.stopped > start):
-        t = max(start, clamp)
-        p = _ray_stamp(start)
-        host = address.split("://")[-1].rsplit(":", 1)[0]
-        out += [
-            (
-                t,
-                f"{p}\tINFO worker.py:1642 -- Using address {host}:6379 set in the "
-                "environment variable RAY_ADDRESS",
-            ),
-            (
-                t,
-                f"{p}\tINFO worker.py:1783 -- Connecting to existing Ray cluster at "
-                f"address: {host}:6379...",
-            ),
-            (
-                t,
-                f"{p}\tINFO worker.py:1959 -- Connected to Ray cluster. View the "
-                f"dashboard at {address}",
-            ),
-        ]
-        step = 1
-        while start + step <= stop and (end is None or start + step < end):
-            at = start + step
-            out.append(
-                (
-                    max(at, clamp),
-                    f"[{run.entrypoint or 'driver'}] step {step}: running ({step}s elapsed)",
-                )
-            )
-            step += 1
-    return out
-
-
-def _driver_lines(run: DriverRun, address: str, clamp: float, until: float) -> list[Line]:
-    """What ``ray job logs --follow`` prints: the driver's output, then the end."""
-    out = driver_output(run, address, clamp, until)
-    end = run.end_time(until)
-    if end is not None and end <= until:
-        t = max(end, clamp)
-        status = run.status(until)
-        rule = "-" * 55
-        if status == "SUCCEEDED":
-            out += [(t, rule), (t, f"Job '{run.job_id}' succeeded"), (t, rule)]
-        elif status == "STOPPED":
-            out += [(t, rule), (t, f"Job '{run.job_id}' was stopped"), (t, rule)]
-        else:
-            out += [(t, rule), (t, f"Job '{run.job_id}' failed"), (t, rule)]
-            out += [
-                (t, f"Status message: {line}") if i == 0 else (t, line)
-                for i, line in enumerate(run.message.splitlines())
-            ]
-    return out
-
-
 def _submitter_lines(trace: SubmitterTrace, w: Window, until: float) -> list[Line]:
     address = trace.address if trace.address.startswith("http") else f"http://{trace.address}"
     out: list[Line] = []
@@ -338,7 +268,7 @@ def _submitter_lines(trace: SubmitterTrace, w: Window, until: float) -> list[Lin
         return out
     if trace.submitted_here:
         s = run.submitted
-        p = _ray_stamp(s)
+        p = ray_stamp(s)
         rule = "-" * 55
         out += [
             (s, f"{p}\tINFO cli.py:39 -- Job submission server address: {address}"),
@@ -354,12 +284,12 @@ def _submitter_lines(trace: SubmitterTrace, w: Window, until: float) -> list[Lin
             (s, f"{p}\tINFO cli.py:300 -- ray job stop {run.job_id}"),
         ]
     horizon = until if trace.lost is None else min(until, trace.lost)
-    out += _driver_lines(run, address, w.start, horizon)
+    out += driver_lines(run, address, w.start, horizon)
     if trace.lost is not None and trace.lost <= until:
         out.append(
             (
                 trace.lost,
-                f"{_ray_stamp(trace.lost)}\tERROR -- Failed to connect to Ray at address: "
+                f"{ray_stamp(trace.lost)}\tERROR -- Failed to connect to Ray at address: "
                 f"{address}: the connection was lost",
             )
         )
@@ -388,7 +318,7 @@ def _generic_lines(pod: Obj, container: str, w: Window, until: float) -> list[Li
     return out
 
 
-def lines(cluster: Cluster, pod: Obj, container: str, w: Window, until: float) -> list[Line]:
+def lines(cluster: ClusterView, pod: Obj, container: str, w: Window, until: float) -> list[Line]:
     """Every line the container wrote by ``until`` (and, if it ended, its end), sorted."""
     # finishedAt has second precision (floored): a line written in the container's last
     # second must not be cut off.
@@ -439,7 +369,7 @@ class LogRead:
 
 
 def read(
-    cluster: Cluster, ns: str, name: str, opts: LogOptions, seen: int | None = None
+    cluster: ClusterView, ns: str, name: str, opts: LogOptions, seen: int | None = None
 ) -> LogRead:
     """Read (with the cluster lock held) the log of ``ns/name``; ``seen`` None for the first
     read of a request (options applied), else the lines already sent by a follow."""

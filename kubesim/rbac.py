@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim import errors
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 RBAC = "rbac.authorization.k8s.io"
 MASTERS = "system:masters"
@@ -75,7 +75,7 @@ def token_table(fleet: dict[str, Any]) -> dict[str, tuple[str, User]]:
     return table
 
 
-def authenticate(cluster: Cluster, headers: Any) -> User:
+def authenticate(cluster: ClusterView, headers: Any) -> User:
     """The caller of a request: its ``Authorization: Bearer`` token's user, then who it
     impersonates (``Impersonate-User``/``-Group``, what ``kubectl --as`` sends), as the API
     server authenticates. A request without a token the table knows is kubesim's admin:
@@ -91,7 +91,7 @@ def authenticate(cluster: Cluster, headers: Any) -> User:
     return user if not target else _impersonate(cluster, user, target, headers)
 
 
-def _impersonate(cluster: Cluster, user: User, target: str, headers: Any) -> User:
+def _impersonate(cluster: ClusterView, user: User, target: str, headers: Any) -> User:
     """``user`` acting as ``target`` (with the requested groups), if RBAC lets it."""
     groups = tuple(headers.get_all("Impersonate-Group") or ())
     if target.startswith("system:serviceaccount:") and target.count(":") == 3:
@@ -211,7 +211,7 @@ def _labels_match(labels: dict[str, str], selector: dict[str, Any]) -> bool:
     return bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
 
 
-def _cluster_role_rules(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+def _cluster_role_rules(cluster: ClusterView, name: str) -> list[dict[str, Any]]:
     """A ClusterRole's rules; an aggregated one's are those of the roles it selects (the
     aggregation controller's work, done when asked)."""
     role = cluster.store.get(f"clusterroles.{RBAC}", "", name)
@@ -228,14 +228,16 @@ def _cluster_role_rules(cluster: Cluster, name: str) -> list[dict[str, Any]]:
     return rules
 
 
-def _role_rules(cluster: Cluster, ref: dict[str, Any], ns: str) -> list[dict[str, Any]]:
+def _role_rules(cluster: ClusterView, ref: dict[str, Any], ns: str) -> list[dict[str, Any]]:
     if ref.get("kind") == "ClusterRole":
         return _cluster_role_rules(cluster, str(ref.get("name")))
     role = cluster.store.get(f"roles.{RBAC}", ns, str(ref.get("name")))
     return list(role.get("rules") or []) if role is not None else []
 
 
-def granted(cluster: Cluster, user: User, namespace: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def granted(
+    cluster: ClusterView, user: User, namespace: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every rule granted to ``user`` in ``namespace`` (cluster-wide ones too), each with
     the binding that grants it as RBAC describes it."""
     for crb in cluster.store.iter(f"clusterrolebindings.{RBAC}"):
@@ -264,7 +266,7 @@ def granted(cluster: Cluster, user: User, namespace: str) -> Iterator[tuple[str,
                 break
 
 
-def decide(cluster: Cluster, user: User, attrs: Attributes) -> tuple[bool, str]:
+def decide(cluster: ClusterView, user: User, attrs: Attributes) -> tuple[bool, str]:
     """Whether RBAC allows the request, and why (``RBAC: allowed by ...``, else empty)."""
     for source, rule in granted(cluster, user, attrs.namespace):
         if rule_allows(attrs, rule):
@@ -284,7 +286,9 @@ def forbidden_message(user: User, attrs: Attributes) -> str:
     )
 
 
-def authorize(cluster: Cluster, user: User, method: str, path: str, params: dict[str, str]) -> None:
+def authorize(
+    cluster: ClusterView, user: User, method: str, path: str, params: dict[str, str]
+) -> None:
     """Refuse a request RBAC does not allow with 403 Forbidden, as the API server words it
     (privileged users pass at once)."""
     if user.privileged:
@@ -397,7 +401,7 @@ BOOTSTRAP: list[dict[str, Any]] = [
 ]
 
 
-def install_policy(cluster: Cluster) -> None:
+def install_policy(cluster: ClusterView) -> None:
     """Create the bootstrap ClusterRoles and bindings that are missing (as kube-apiserver
     reconciles its bootstrap policy at start)."""
     for obj in BOOTSTRAP:

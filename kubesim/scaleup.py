@@ -23,14 +23,14 @@ from kubesim.scheduler import NodeInfo, PodKey
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 
 class ScaleUp:
     """Scale-up of node groups for pods that fit nowhere (the autoscaler's state is
     declared here; :class:`~kubesim.autoscaler.Autoscaler` sets it)."""
 
-    cluster: Cluster
+    cluster: ClusterView
     groups: dict[str, NodeGroup]
     upcoming: list[Upcoming]
     scale_up_delay: float
@@ -272,7 +272,9 @@ class ScaleUp:
             names = self._new_names(group, max(room, 0)) if room > 0 else []
             template = self._template_info(group, "template")
             kinds = {id(p): p for p in pods}.values()  # the templates, once each
-            why = next((r for p in kinds if (r := self.cluster.scheduler.why_not(p, template))), [])
+            why: list[str] = next(
+                (r for p in kinds if (r := self.cluster.scheduler.why_not(p, template))), []
+            )
             if why:
                 for text in why:
                     reasons[text] = reasons.get(text, 0) + 1

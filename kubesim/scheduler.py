@@ -28,7 +28,7 @@ from kubesim.taints import taint_text, tolerates
 from kubesim.util import get_path, now
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 GPU = "nvidia.com/gpu"
 KAI = "kai-scheduler"
@@ -139,7 +139,7 @@ def fraction_of(pod: Obj, node_gpu_memory: int = 0) -> float:
 class Scheduler:
     """Binds pending pods to nodes and hands them to the kubelet."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.reset()
 

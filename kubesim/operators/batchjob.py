@@ -40,7 +40,7 @@ from kubesim.store import Obj
 from kubesim.util import owner_ref, parse_time, stamp, suffix
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 KEY = "jobs.batch"
 JobKey = tuple[str, str]
@@ -96,7 +96,7 @@ def finished_at(job: Obj) -> str | None:
 class JobController:
     """Keeps each Job's pods and status (the Job controller of kube-controller-manager)."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.reset()
 

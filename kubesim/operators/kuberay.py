@@ -25,7 +25,7 @@ from kubesim.store import Obj
 from kubesim.util import get_path, now, owner_ref, suffix
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 KEY = "rayclusters.ray.io"
 DEFAULT_PORTS = {"client": 10001, "gcs-server": 6379, "dashboard": 8265}
@@ -58,7 +58,7 @@ def desired_workers(group: dict[str, Any]) -> int:
 class KubeRay:
     """Reconciles RayClusters into pods, a head service and status."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.reset()
 

@@ -30,7 +30,7 @@ from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 RC = "rayclusters.ray.io"
 UPDATE_INTERVAL_S = 5.0
@@ -273,7 +273,7 @@ def _scale_up(view: _View, unplaced: list[Bundle]) -> Counter[str]:
 class RayAutoscaler:
     """The autoscaler sidecars of every RayCluster with in-tree autoscaling."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.reset()
 

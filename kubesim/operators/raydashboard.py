@@ -21,7 +21,7 @@ health module; ``/api/jobs/`` keeps its slash, ``/api/jobs`` is a 404):
   still running); ``DELETE /api/jobs/{id}``: ``{"deleted": true}`` for a terminal job, else
   500 with the job manager's ``Attempted to delete job 'x', but it is in a non-terminal
   state RUNNING.``; ``GET /api/jobs/{id}/logs``: ``{"logs": "..."}``, the driver's output
-  (``podlogs.driver_output``, the lines a submitter pod also prints), ``""`` before the
+  (``driverlogs.driver_output``, the lines a submitter pod also prints), ``""`` before the
   driver starts. Stop, delete and logs of a ``DRIVER`` job are 400 as in Ray.
 * ``GET /api/component_activities``: ``{"driver": {"is_active", "reason", "timestamp",
   "last_activity_at"}}``: ACTIVE with ``Number of active drivers: N`` while any driver runs
@@ -66,14 +66,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from kubesim import podlogs
-from kubesim.operators import raydemand
+from kubesim.operators import driverlogs, raydemand
 from kubesim.operators.rayruntime import RC, TERMINAL, DriverRun
 from kubesim.store import Obj
 from kubesim.util import get_path
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 DASHBOARD_PORT = 8265
 GCS_PORT = 6379
@@ -157,7 +156,7 @@ def ray_version(pod: Obj) -> str:
 class Dashboard:
     """The dashboard of one head pod, for one request (read with the cluster lock held)."""
 
-    def __init__(self, cluster: Cluster, rc: Obj | None, pod: Obj) -> None:
+    def __init__(self, cluster: ClusterView, rc: Obj | None, pod: Obj) -> None:
         self.cluster = cluster
         self.pod = pod
         self.ns = pod["metadata"]["namespace"]
@@ -290,7 +289,7 @@ class Dashboard:
         if not self._started(run):
             return ""
         address = f"http://{self.ip}:{ray_ports(self.rc)['dashboard']}"
-        lines = [text for _, text in podlogs.driver_output(run, address, run.start, self.now)]
+        lines = [text for _, text in driverlogs.driver_output(run, address, run.start, self.now)]
         if run.status(self.now) == "FAILED" and "\n" in run.message:
             lines += run.message.split("\n", 1)[1].splitlines()
         return "".join(f"{line}\n" for line in lines)
@@ -525,7 +524,7 @@ head {esc(self.ip)}.</p>
 
 
 def log_tail(
-    cluster: Cluster, ns: str, name: str, ident: str
+    cluster: ClusterView, ns: str, name: str, ident: str
 ) -> Callable[[int], tuple[str, bool] | None]:
     """What a log tail's WebSocket polls: a fresh look at job ``ident`` of the head of
     RayCluster ``ns/name`` each time (under the cluster's lock); None once the head or

@@ -58,7 +58,7 @@ from kubesim.store import Obj
 from kubesim.util import get_path, owner_ref, parse_time, stamp, suffix
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 KEY = "rayjobs.ray.io"
 RC = "rayclusters.ray.io"
@@ -72,7 +72,7 @@ JobKey = tuple[str, str]
 class RayJobController:
     """Reconciles RayJobs into a RayCluster, a submitter Job and the RayJob status."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.reset()
 

@@ -56,7 +56,7 @@ from kubesim.store import Obj
 from kubesim.util import get_path
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 RC = "rayclusters.ray.io"
 RJ = "rayjobs.ray.io"
@@ -225,7 +225,7 @@ def _float(value: Any, default: float) -> float:
 class RayRuntime:
     """Job tables of the Ray heads and the submitter pods' behaviour."""
 
-    def __init__(self, cluster: Cluster, defaults: RayJobDefaults) -> None:
+    def __init__(self, cluster: ClusterView, defaults: RayJobDefaults) -> None:
         self.cluster = cluster
         self.defaults = defaults
         self.reset()

@@ -72,7 +72,7 @@ from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 CHECK_WATCHED = {WL, PR, AC, PRC}
 
@@ -151,7 +151,7 @@ def parse_feature_gates(text: str | dict[str, bool] | None) -> dict[str, bool]:
 class Kueue:
     """Workloads for queued RayClusters, quota reservation, admission, visibility."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.feature_gates = parse_feature_gates(cluster.kueue_feature_gates)
         self.reset()

@@ -40,11 +40,11 @@ from kubesim.store import Obj
 from kubesim.util import get_path
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
     from kubesim.operators.kueue import Kueue
 
 
-def pending_by_cq(cluster: Cluster) -> dict[str, list[Obj]]:
+def pending_by_cq(cluster: ClusterView) -> dict[str, list[Obj]]:
     """The Workloads waiting in each ClusterQueue (by name; "" when their LocalQueue does
     not exist), in the order Kueue admits them: priority, then age."""
     out: dict[str, list[Obj]] = {}
@@ -123,7 +123,7 @@ def admit_all(kueue: Kueue) -> bool:
     return busy
 
 
-def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, Any]]) -> None:
+def _admit(cluster: ClusterView, wl: Obj, cq_name: str, assignment: list[dict[str, Any]]) -> None:
     """Reserve quota for ``wl`` in ClusterQueue ``cq_name`` with ``assignment``. Without
     admission checks it is admitted at once and its job started; with some it waits,
     ``Admitted`` False, until they are Ready (``provisioning.py``)."""
@@ -171,7 +171,7 @@ def _admit(cluster: Cluster, wl: Obj, cq_name: str, assignment: list[dict[str, A
     start_job(cluster, wl, cq_name)
 
 
-def _write_queue_status(cluster: Cluster, use: Usage) -> None:
+def _write_queue_status(cluster: ClusterView, use: Usage) -> None:
     """ClusterQueue and LocalQueue status: pending, reserving and admitted counts, flavor
     usage."""
     pending = pending_by_cq(cluster)

@@ -11,7 +11,7 @@ from kubesim.store import Obj
 from kubesim.util import now
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -68,7 +68,7 @@ def workload_name(job: Obj, key: str, extra: str = "") -> str:
     return f"{kind.lower()}-{name}"[:247] + "-" + digest
 
 
-def is_elastic(cluster: Cluster, obj: Obj) -> bool:
+def is_elastic(cluster: ClusterView, obj: Obj) -> bool:
     """An elastic job or Workload: the ElasticJobsViaWorkloadSlices feature gate is on and
     it carries ``kueue.x-k8s.io/elastic-job: "true"``."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -111,7 +111,7 @@ def condition(
     }
 
 
-def owning_job(cluster: Cluster, wl: Obj) -> tuple[str, Obj] | None:
+def owning_job(cluster: ClusterView, wl: Obj) -> tuple[str, Obj] | None:
     """The job (RayCluster or RayJob: its storage key and object) that owns Workload
     ``wl``, if it still exists."""
     for o in wl["metadata"].get("ownerReferences") or []:
@@ -122,13 +122,13 @@ def owning_job(cluster: Cluster, wl: Obj) -> tuple[str, Obj] | None:
     return None
 
 
-def owning_raycluster(cluster: Cluster, wl: Obj) -> Obj | None:
+def owning_raycluster(cluster: ClusterView, wl: Obj) -> Obj | None:
     """The RayCluster that owns Workload ``wl``, if it still exists."""
     found = owning_job(cluster, wl)
     return found[1] if found is not None and found[0] == RC else None
 
 
-def touch_job(cluster: Cluster, key: str, job: Obj, spec_changed: bool = True) -> None:
+def touch_job(cluster: ClusterView, key: str, job: Obj, spec_changed: bool = True) -> None:
     """Write the job Kueue changed (suspend, node selectors; ``spec_changed`` False: only
     its metadata) and have its operator look. Kueue writes through the API server, which
     bumps ``metadata.generation`` on a change of the spec (an elastic job's slice names
@@ -142,7 +142,7 @@ def touch_job(cluster: Cluster, key: str, job: Obj, spec_changed: bool = True) -
     operator.dirty.add(ref)
 
 
-def cohort_root(cluster: Cluster, name: str) -> str:
+def cohort_root(cluster: ClusterView, name: str) -> str:
     """The root of cohort ``name``'s tree: Cohort objects name their parent in
     ``spec.parentName``; a cohort without an object, or without a parent, is a root. The
     ClusterQueues of every cohort under one root borrow each other's unused quota. (Kueue

@@ -18,7 +18,7 @@ from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
     from kubesim.operators.kueue import Kueue
 
 
@@ -106,6 +106,6 @@ def _newest_first(timestamp: str) -> int:
     return -int(parse_time(timestamp).timestamp())
 
 
-def _same_tree(cluster: Cluster, cohort: str, other: str | None) -> bool:
+def _same_tree(cluster: ClusterView, cohort: str, other: str | None) -> bool:
     """Whether cohort ``other`` is in the tree of ``cohort`` (reclaim spans a tree)."""
     return bool(other) and cohort_root(cluster, str(other)) == cohort_root(cluster, cohort)

@@ -50,7 +50,7 @@ from kubesim.store import Obj
 from kubesim.util import get_path, owner_ref, parse_time
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
     from kubesim.operators.kueue import Kueue
 
 AC = "admissionchecks.kueue.x-k8s.io"
@@ -98,7 +98,7 @@ def checks_for(cq: Obj | None, assignment: list[dict[str, Any]]) -> list[str]:
     return names
 
 
-def inactive_checks(cluster: Cluster, cq: Obj) -> tuple[str, str] | None:
+def inactive_checks(cluster: ClusterView, cq: Obj) -> tuple[str, str] | None:
     """Why ClusterQueue ``cq`` cannot admit because of its admission checks (Kueue's
     ``Active`` False reason and message), or None: a check it names is missing, or not
     ``Active`` (set by the check's controller; kubesim runs only the provisioning one, so
@@ -141,13 +141,13 @@ def initial_states(wl: Obj, names: list[str], stamp: str) -> list[dict[str, Any]
     ]
 
 
-def _stamp(cluster: Cluster) -> str:
+def _stamp(cluster: ClusterView) -> str:
     return datetime.datetime.fromtimestamp(cluster.clock.time(), datetime.UTC).strftime(
         "%Y-%m-%dT%H:%M:%SZ"
     )
 
 
-def _config(cluster: Cluster, ac: Obj) -> Obj | None:
+def _config(cluster: ClusterView, ac: Obj) -> Obj | None:
     """The ProvisioningRequestConfig an AdmissionCheck's parameters name, if it exists."""
     ref = get_path(ac, "spec", "parameters") or {}
     if ref.get("kind") != "ProvisioningRequestConfig" or ref.get("apiGroup") != "kueue.x-k8s.io":
@@ -183,7 +183,7 @@ def _backoff(prc: Obj, attempt: int) -> float:
 # -- the AdmissionChecks' own status ------------------------------------------------------
 
 
-def _sync_admission_checks(cluster: Cluster) -> bool:
+def _sync_admission_checks(cluster: ClusterView) -> bool:
     """``Active`` on each provisioning AdmissionCheck, as Kueue's check reconciler writes it."""
     busy = False
     for ac in list(cluster.store.iter(AC)):
@@ -231,7 +231,7 @@ def sync_checks(kueue: Kueue) -> bool:
     return busy
 
 
-def _owned_requests(cluster: Cluster, wl: Obj, check: str) -> dict[int, Obj]:
+def _owned_requests(cluster: ClusterView, wl: Obj, check: str) -> dict[int, Obj]:
     """The ProvisioningRequests of ``wl`` for ``check``, by attempt."""
     prefix = re.escape(limit_name(f"{wl['metadata']['name']}-{check}-"))
     pattern = re.compile(f"^{prefix}([0-9]+)$")
@@ -390,7 +390,7 @@ def _request_podsets(pr: Obj) -> list[str]:
 
 
 def _create_request(
-    cluster: Cluster,
+    cluster: ClusterView,
     wl: Obj,
     check: str,
     attempt: int,
@@ -463,7 +463,7 @@ def _create_request(
         )
 
 
-def _admit_checked(cluster: Cluster, wl: Obj) -> None:
+def _admit_checked(cluster: ClusterView, wl: Obj) -> None:
     """Every check is Ready: the Workload is admitted and its job started with the
     checks' podSetUpdates."""
 

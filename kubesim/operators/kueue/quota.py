@@ -21,13 +21,13 @@ from kubesim.taints import tolerates
 from kubesim.util import get_path
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 # Reserved quota per ClusterQueue name: (flavor, resource) -> amount.
 Usage = dict[str, Counter[tuple[str, str]]]
 
 
-def reserved(cluster: Cluster) -> Usage:
+def reserved(cluster: ClusterView) -> Usage:
     """Reserved quota per ClusterQueue as (flavor, resource) -> amount."""
     use: Usage = {}
     for wl in cluster.store.iter(WL):
@@ -85,7 +85,7 @@ def kept_quotas(cq: Obj) -> dict[tuple[str, str], int]:
 
 
 def available(
-    cluster: Cluster,
+    cluster: ClusterView,
     cq: Obj,
     key: tuple[str, str],
     use: Usage,
@@ -125,7 +125,7 @@ def available(
 # Named exception to ruff's C901 (max-complexity 12): Kueue's flavor assignment: one branch per
 # resource and borrowing case.
 def assign(  # noqa: C901
-    cluster: Cluster,
+    cluster: ClusterView,
     wl: Obj,
     cq: Obj,
     use: Usage,
@@ -208,7 +208,7 @@ def assign(  # noqa: C901
     return assignments, ""
 
 
-def fits(cluster: Cluster, wl: Obj, cq: Obj, use: Usage) -> bool:
+def fits(cluster: ClusterView, wl: Obj, cq: Obj, use: Usage) -> bool:
     """``wl`` would fit ``cq``'s own nominal quota given ``use`` (left untouched)."""
     trial = {name: Counter(counter) for name, counter in use.items()}
     return assign(cluster, wl, cq, trial, nominal_only=True)[0] is not None

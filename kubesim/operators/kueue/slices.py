@@ -48,7 +48,7 @@ from kubesim.store import Obj
 from kubesim.util import get_path
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
     from kubesim.operators.kueue import Kueue
 
 # KubeRay's RayCluster of an elastic RayJob: what Kueue records on the RayJob.
@@ -78,12 +78,12 @@ def _counts(sets: list[dict[str, Any]]) -> dict[str, int]:
     return {ps["name"]: int(ps.get("count", 1)) for ps in sets}
 
 
-def _rayjob_cluster(cluster: Cluster, job: Obj) -> Obj | None:
+def _rayjob_cluster(cluster: ClusterView, job: Obj) -> Obj | None:
     name = get_path(job, "status", "rayClusterName")
     return cluster.store.get(RC, job["metadata"]["namespace"], name) if name else None
 
 
-def _pod_sets(cluster: Cluster, job: Obj, key: str) -> list[dict[str, Any]]:
+def _pod_sets(cluster: ClusterView, job: Obj, key: str) -> list[dict[str, Any]]:
     """The job's pod sets; an autoscaling RayJob's worker counts are those of the
     RayCluster KubeRay made for it (the Ray autoscaler scales that one)."""
     sets = pod_sets(job, key)
@@ -98,7 +98,7 @@ def _pod_sets(cluster: Cluster, job: Obj, key: str) -> list[dict[str, Any]]:
     return sets
 
 
-def _name_extra(cluster: Cluster, job: Obj, key: str) -> str:
+def _name_extra(cluster: ClusterView, job: Obj, key: str) -> str:
     """What Kueue hashes into a slice's name besides the job: its generation (a RayJob's
     followed by ``_<its RayCluster's generation>``)."""
     extra = str(job["metadata"].get("generation", 1))
@@ -106,7 +106,7 @@ def _name_extra(cluster: Cluster, job: Obj, key: str) -> str:
     return f"{extra}_{rc_gen}" if key == RJ and rc_gen else extra
 
 
-def _record_sizes(cluster: Cluster, job: Obj, sets: list[dict[str, Any]]) -> bool:
+def _record_sizes(cluster: ClusterView, job: Obj, sets: list[dict[str, Any]]) -> bool:
     """An elastic RayJob carries its pod set sizes and its RayCluster's generation as
     annotations (Kueue writes them before each slice decision)."""
     rc = _rayjob_cluster(cluster, job)
@@ -244,7 +244,7 @@ def sync_slices(kueue: Kueue, job: Obj, key: str) -> bool:
 # -- admission of a replacement ------------------------------------------------------------
 
 
-def replaced_slice(cluster: Cluster, wl: Obj, cq_name: str) -> Obj | None:
+def replaced_slice(cluster: ClusterView, wl: Obj, cq_name: str) -> Obj | None:
     """The admitted slice that pending slice ``wl`` replaces, when it holds quota in the
     same ClusterQueue ``cq_name``."""
     target = (wl["metadata"].get("annotations") or {}).get(REPLACEMENT_FOR)
@@ -289,7 +289,7 @@ def replace(kueue: Kueue, old: Obj, new: Obj) -> None:
 # -- the elastic job ungater ---------------------------------------------------------------
 
 
-def _active_slice(cluster: Cluster, wl: Obj) -> bool:
+def _active_slice(cluster: ClusterView, wl: Obj) -> bool:
     """``wl`` is its job's newest unfinished, not evicted slice holding quota, and
     admitted: the one whose counts cap how many pods run."""
     if not is_admitted(wl) or is_finished(wl) or _evicted(wl):

@@ -23,11 +23,11 @@ from kubesim.store import Obj
 from kubesim.util import get_path
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 
 def start_job(
-    cluster: Cluster, wl: Obj, cq_name: str, updates: list[dict[str, Any]] | None = None
+    cluster: ClusterView, wl: Obj, cq_name: str, updates: list[dict[str, Any]] | None = None
 ) -> None:
     """Admitted ``wl``'s job (a RayCluster, RayJob or Job) runs: unsuspended with the
     flavors' node labels, the ``kueue.x-k8s.io/podset`` label and the admission checks'

@@ -17,10 +17,10 @@ from kubesim.store import Obj
 from kubesim.util import get_path
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
 
 
-def pending_workloads(cluster: Cluster, method: str, path: str) -> dict[str, Any]:
+def pending_workloads(cluster: ClusterView, method: str, path: str) -> dict[str, Any]:
     """``.../localqueues/{lq}/pendingworkloads`` and ``.../clusterqueues/{cq}/...``."""
     parts = [p for p in path.split("/") if p]
     if method != "GET" or len(parts) < 3 or parts[1] != VIS:

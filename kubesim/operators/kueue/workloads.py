@@ -40,14 +40,14 @@ from kubesim.store import Obj
 from kubesim.util import get_path, owner_ref
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.controller import ClusterView
     from kubesim.operators.kueue import Kueue
 
 # The Job controller's labels on a Job's pod template that Kueue leaves out of the pod set.
 JOB_MANAGED_LABELS = ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid")
 
 
-def workloads_of(cluster: Cluster, job: Obj) -> list[Obj]:
+def workloads_of(cluster: ClusterView, job: Obj) -> list[Obj]:
     """Every Workload job ``job`` owns (an elastic job's slices), oldest first."""
     out = []
     for key, ns, name in cluster.store.dependents(job["metadata"]["uid"]):
@@ -61,7 +61,7 @@ def workloads_of(cluster: Cluster, job: Obj) -> list[Obj]:
     return out
 
 
-def workload_for(cluster: Cluster, job: Obj) -> Obj | None:
+def workload_for(cluster: ClusterView, job: Obj) -> Obj | None:
     """The Workload Kueue made for ``job``: its newest unfinished one (an elastic job's
     newest slice), else its newest."""
     wls = workloads_of(cluster, job)
@@ -299,7 +299,9 @@ def finish(kueue: Kueue, wl: Obj, job: Obj, ok: bool, message: str) -> bool:
     return True
 
 
-def set_pending(cluster: Cluster, wl: Obj, reason: str, message: str, active: bool = True) -> bool:
+def set_pending(
+    cluster: ClusterView, wl: Obj, reason: str, message: str, active: bool = True
+) -> bool:
     """Workload ``wl`` holds no quota: ``QuotaReserved`` False with ``reason`` and
     ``message`` (and ``Admitted`` False if it was admitted); ``active`` False stops it
     queueing. True when anything changed."""

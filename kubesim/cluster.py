@@ -22,7 +22,7 @@ from kubesim import errors, podsecurity, rbac
 from kubesim.admission import Quota
 from kubesim.autoscaler import Autoscaler
 from kubesim.clock import Clock
-from kubesim.controller import Controller
+from kubesim.controller import Controller, Timed
 from kubesim.defaults import default_namespace, default_pod, default_service
 from kubesim.deletion import Deletion
 from kubesim.errors import ApiError
@@ -110,7 +110,8 @@ class Cluster:
         )
         # The kubelet follows the scheduler: pods bound in a pass start in the same pass.
         # The autoscaler looks after both, at the capacity the pass left.
-        self.controllers: list[Controller] = [
+        self.controllers: list[Controller] = []
+        for controller in (
             self.kueue,
             self.kuberay,
             self.rayjob,
@@ -121,11 +122,25 @@ class Cluster:
             self.rayautoscaler,
             self.autoscaler,
             self.quota,
+        ):
+            self.register(controller)
+        # The controllers with timers, woken in this order by :meth:`tick`.
+        self.timed: list[Timed] = [
+            self.kubelet,
+            self.rayjob,
+            self.jobs,
+            self.rayruntime,
+            self.rayautoscaler,
         ]
         self.deletion = Deletion(self)
         self.bootstrap()
 
     # -- bootstrap ---------------------------------------------------------------------
+
+    def register(self, controller: Controller) -> None:
+        """Run ``controller`` in this cluster: reset with the store, told of every write
+        and reconciled by :meth:`settle`, after those registered before it."""
+        self.controllers.append(controller)
 
     def rt(self, key: str) -> ResourceType:
         """Resource type by storage key."""
@@ -189,16 +204,8 @@ class Cluster:
             self._event_deadline.clear()
             self._event_heap.clear()
             self.deletion.reset()
-            self.scheduler.reset()
-            self.kubelet.reset()
-            self.quota.reset()
-            self.kuberay.reset()
-            self.kueue.reset()
-            self.rayjob.reset()
-            self.jobs.reset()
-            self.rayruntime.reset()
-            self.rayautoscaler.reset()
-            self.autoscaler.reset()
+            for c in self.controllers:
+                c.reset()
             self.bootstrap()
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -213,19 +220,8 @@ class Cluster:
             self._event_deadline.clear()
             self._event_heap.clear()
             self.deletion.reset()
-            for c in (
-                self.scheduler,
-                self.kubelet,
-                self.quota,
-                self.kuberay,
-                self.kueue,
-                self.autoscaler,
-            ):
+            for c in self.controllers:
                 c.reset()
-            self.rayjob.reset()
-            self.jobs.reset()
-            self.rayruntime.reset()
-            self.rayautoscaler.reset()
             for ev in self.store.iter("events"):
                 inv = ev.get("involvedObject") or {}
                 self.events_index[
@@ -479,13 +475,7 @@ class Cluster:
             started = self.kubelet.start_due_pods(time.monotonic())
             at = self.clock.time()
             # Each is called (no short-circuit): every due timer marks its object dirty.
-            woke = [
-                self.kubelet.wake_due(at),
-                self.rayjob.wake_due(at),
-                self.jobs.wake_due(at),
-                self.rayruntime.wake_due(at),
-                self.rayautoscaler.wake_due(at),
-            ]
+            woke = [c.wake_due(at) for c in self.timed]
             scaled = self.autoscaler.tick()
             if self.kueue.requeue_due() or started or any(woke) or scaled:
                 self.settle()

@@ -14,13 +14,24 @@ from kubesim.validation import Validator
 
 
 class Controller(Protocol):
-    """What the cluster asks of each emulated controller."""
+    """What the cluster asks of each emulated controller it runs (see
+    :meth:`kubesim.cluster.Cluster.register`)."""
+
+    def reset(self) -> None:
+        """Forget in-memory state (the store was wiped or restored)."""
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
         """Note a write (``old`` None on create, ``new`` None on delete)."""
 
     def reconcile(self) -> bool:
         """Do pending work; True when anything was written."""
+
+
+class Timed(Protocol):
+    """A controller with timers, woken by the cluster's tick."""
+
+    def wake_due(self, at: float) -> bool:
+        """Mark what each timer due by ``at`` names for work; whether any was due."""
 
 
 class ClusterView(Protocol):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-import uuid
 from typing import Any, Protocol
 
 from kubesim import errors, podsecurity, rbac
@@ -36,7 +35,7 @@ from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime
 from kubesim.resources import Registry, ResourceType
 from kubesim.scheduler import Scheduler
 from kubesim.store import DEFAULT_WATCH_HISTORY, Obj, Store
-from kubesim.util import ip_from_index, now, now_micro, parse_time, suffix
+from kubesim.util import ip_from_index, new_uid, now, now_micro, parse_time, random_hex, suffix
 from kubesim.validation import Validator, validate_metadata
 
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
@@ -280,6 +279,9 @@ class Cluster:
             )
 
     def _notify(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
+        # No controller acts on Events, the commonest write (the kubelet's per container).
+        if rt.kind == "Event":
+            return
         for c in self.controllers:
             c.on_change(rt, old, new)
 
@@ -319,7 +321,7 @@ class Cluster:
         # managedFields are the API verbs' to write (verbs.py), never a client's.
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "generation"):
             meta.pop(k, None)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uid()
         meta["creationTimestamp"] = now()
         if rt.has_generation:
             meta["generation"] = 1
@@ -402,7 +404,7 @@ class Cluster:
             ev["lastTimestamp"] = stamp
             self.update_object(rt, ev)
             return
-        name = f"{meta['name']}.{uuid.uuid4().hex[:16]}"
+        name = f"{meta['name']}.{random_hex(16)}"
         source: dict[str, str] = {"component": component}
         if host:
             source["host"] = host

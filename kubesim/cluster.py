@@ -437,7 +437,15 @@ class Cluster:
             ev["involvedObject"].pop("namespace")
         if self.store.get("namespaces", "", ns) is None:
             return
-        self.create_object(rt, ev, admit=False)
+        # create_object's steps that apply to an Event the simulator writes itself (its name
+        # is fresh; an Event takes no defaults, admission or generation), in its order.
+        ev_meta = ev["metadata"]
+        ev_meta["uid"] = new_uid()
+        ev_meta["creationTimestamp"] = stamp
+        ev_meta["resourceVersion"] = self.store.next_rv()
+        self.store.put(rt.key, ev)
+        self._set_event_deadline(ev, self.clock.time())
+        self._notify(rt, None, ev)
         self.events_index[key] = (ns, name)
 
     # -- event TTL (kube-apiserver --event-ttl) -----------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-import uuid
 from typing import Any
 
 from kubesim import errors, podsecurity, rbac
@@ -37,7 +36,7 @@ from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime
 from kubesim.resources import Registry, ResourceType
 from kubesim.scheduler import Scheduler
 from kubesim.store import DEFAULT_WATCH_HISTORY, Obj, Store
-from kubesim.util import ip_from_index, now, now_micro, parse_time, suffix
+from kubesim.util import ip_from_index, new_uid, now, now_micro, parse_time, random_hex, suffix
 from kubesim.validation import Validator, validate_metadata
 
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
@@ -269,6 +268,9 @@ class Cluster:
             )
 
     def _notify(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
+        # No controller acts on Events, the commonest write (the kubelet's per container).
+        if rt.kind == "Event":
+            return
         for c in self.controllers:
             c.on_change(rt, old, new)
 
@@ -308,7 +310,7 @@ class Cluster:
         # managedFields are the API verbs' to write (verbs.py), never a client's.
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "generation"):
             meta.pop(k, None)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uid()
         meta["creationTimestamp"] = now()
         if rt.has_generation:
             meta["generation"] = 1
@@ -391,7 +393,7 @@ class Cluster:
             ev["lastTimestamp"] = stamp
             self.update_object(rt, ev)
             return
-        name = f"{meta['name']}.{uuid.uuid4().hex[:16]}"
+        name = f"{meta['name']}.{random_hex(16)}"
         source: dict[str, str] = {"component": component}
         if host:
             source["host"] = host
@@ -424,7 +426,15 @@ class Cluster:
             ev["involvedObject"].pop("namespace")
         if self.store.get("namespaces", "", ns) is None:
             return
-        self.create_object(rt, ev, admit=False)
+        # create_object's steps that apply to an Event the simulator writes itself (its name
+        # is fresh; an Event takes no defaults, admission or generation), in its order.
+        ev_meta = ev["metadata"]
+        ev_meta["uid"] = new_uid()
+        ev_meta["creationTimestamp"] = stamp
+        ev_meta["resourceVersion"] = self.store.next_rv()
+        self.store.put(rt.key, ev)
+        self._set_event_deadline(ev, self.clock.time())
+        self._notify(rt, None, ev)
         self.events_index[key] = (ns, name)
 
     # -- event TTL (kube-apiserver --event-ttl) -----------------------------------------

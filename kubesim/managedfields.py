@@ -71,9 +71,9 @@ def _child(schema: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
         return None
     props = schema.get("properties") or {}
     if key in props:
-        return dict(props[key])
+        return props[key]  # type: ignore[no-any-return]
     extra = schema.get("additionalProperties")
-    return dict(extra) if isinstance(extra, dict) else None
+    return extra if isinstance(extra, dict) else None
 
 
 def _item_key(item: dict[str, Any], keys: list[str]) -> str:
@@ -146,7 +146,7 @@ def _child_items(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     if schema is None:
         return None
     items = schema.get("items")
-    return dict(items) if isinstance(items, dict) else None
+    return items if isinstance(items, dict) else None
 
 
 def schema_of(rt: ResourceType, version: str) -> dict[str, Any] | None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import datetime
 import functools
+import math
+import os
 import random
 import string
+import time
 from typing import Any
 
 _ALNUM = string.ascii_lowercase + string.digits
@@ -13,16 +16,53 @@ _ALNUM = string.ascii_lowercase + string.digits
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
+# The last second ``now`` (and ``stamp``) formatted, and its text: a write stamps several
+# fields and events within one second, and strftime is a large share of a small write.
+_now_cache: tuple[int, str] = (-1, "")
+_stamp_cache: tuple[int, str] = (-(1 << 62), "")
+# uids come from a private generator seeded from the OS: they need to be unique, not
+# unguessable, and one system call per object (pods and their events) is measurable.
+_uid_rng = random.Random(os.urandom(32))
+_UID_MASK = ~((0xC000 << 48) | (0xF000 << 64)) & ((1 << 128) - 1)
+_UID_BITS = (0x8000 << 48) | (4 << 76)
+
+
 def now() -> str:
     """Current time as RFC 3339 in UTC, second precision (as metav1.Time prints)."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _now_cache
+    second = int(time.time())
+    cached = _now_cache
+    if cached[0] == second:
+        return cached[1]
+    text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+    _now_cache = (second, text)
+    return text
+
+
+def new_uid() -> str:
+    """A random version-4 UUID, as the API server gives each object."""
+    # The version (4) and variant (10) bits set as uuid.UUID(version=4) sets them.
+    n = (_uid_rng.getrandbits(128) & _UID_MASK) | _UID_BITS
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def random_hex(digits: int) -> str:
+    """``digits`` random lowercase hex digits (event name suffixes)."""
+    return f"{_uid_rng.getrandbits(4 * digits):0{digits}x}"
 
 
 def stamp(seconds: float) -> str:
     """``seconds`` since the epoch as RFC 3339 in UTC, second precision: for time stamps
     that must agree with the simulator's clock (a ``ManualClock`` in tests)."""
-    when = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _stamp_cache
+    second = math.floor(seconds)
+    cached = _stamp_cache
+    if cached[0] == second:
+        return cached[1]
+    text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+    _stamp_cache = (second, text)
+    return text
 
 
 def stamp_nano(seconds: float) -> str:

@@ -81,10 +81,14 @@ def status_message(exc: Any) -> str:
     return str(message or exc.reason or "no message")
 
 
-def retry_after(exc: Any) -> float | None:
-    headers = exc.headers or {}
-    value = headers.get("Retry-After") or headers.get("retry-after")
+def retry_after_seconds(value: Any) -> float | None:
+    """Seconds a ``Retry-After`` header asks for; ``None`` when absent or unreadable."""
     try:
         return max(float(value), 0.0) if value is not None else None
-    except ValueError:
+    except (TypeError, ValueError):
         return None
+
+
+def retry_after(exc: Any) -> float | None:
+    headers = exc.headers or {}
+    return retry_after_seconds(headers.get("Retry-After") or headers.get("retry-after"))

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from clusters.kube import notbefore
+from clusters.kube.errors import retry_after_seconds
 from clusters.kube.gateway import Gateway, TransientKubeError
 
 DASHBOARD_PORT_NAME = "dashboard"
@@ -87,7 +88,9 @@ def _get_json(gw: Gateway, namespace: str, ray_cluster: str, path: str) -> Any:
     except TransientKubeError as exc:
         raise DashboardUnreachable(exc.message) from exc
     if answer.status == 429:
-        notbefore.hold("dashboard", held, _retry_after(answer.headers.get("retry-after")))
+        asked = retry_after_seconds(answer.headers.get("retry-after"))
+        # 1 s when it gives none we can read; never more than 5 minutes of silence.
+        notbefore.hold("dashboard", held, min(1.0 if asked is None else asked, 300.0))
     if answer.status != 200:
         text = body[:300].decode("utf-8", errors="replace").strip()
         raise DashboardUnreachable(f"GET {path} answered {answer.status}: {text}")
@@ -95,14 +98,6 @@ def _get_json(gw: Gateway, namespace: str, ray_cluster: str, path: str) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise DashboardUnreachable(f"GET {path} did not answer JSON ({exc})") from exc
-
-
-def _retry_after(value: str | None) -> float:
-    """Seconds a 429's ``Retry-After`` asks for (1 s when it gives none we can read)."""
-    try:
-        return min(max(float(value or 1), 0.0), 300.0)
-    except ValueError:
-        return 1.0
 
 
 def read_activity(gw: Gateway, namespace: str, ray_cluster: str) -> Activity:

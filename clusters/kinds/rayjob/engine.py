@@ -120,8 +120,7 @@ def converge(
         delete_object(gw, cluster.namespace, cluster.name)
         release_if_gone(cluster, gw)
     elif state in JOB_FINISHED:
-        if job_of(cluster).log_tail is None:
-            keep_log_tail(cluster, gw)
+        keep_log_tail(cluster, gw)  # once: an earlier read may have failed
         release_if_gone(cluster, gw)
     elif state == State.DELETING:
         keep_log_tail_before_deleting(cluster, gw)

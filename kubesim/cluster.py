@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from kubesim import errors, podsecurity, rbac
@@ -27,6 +28,7 @@ from kubesim.deletion import Deletion
 from kubesim.errors import ApiError
 from kubesim.fleet import build_nodes, load_fleet, node_conditions
 from kubesim.kubelet import Kubelet
+from kubesim.localproc import LocalProcesses
 from kubesim.operators.batchjob import JobController, default_job
 from kubesim.operators.kuberay import KubeRay
 from kubesim.operators.kueue import Kueue
@@ -63,6 +65,7 @@ class Cluster:
         scale_down_unneeded_time: float | None = None,
         booking_time: float | None = None,
         watch_history: int = DEFAULT_WATCH_HISTORY,
+        procs_root: Path | None = None,
     ) -> None:
         if event_ttl <= 0:
             raise ValueError("event_ttl must be positive (seconds)")
@@ -123,6 +126,10 @@ class Cluster:
             self.quota,
         ):
             self.register(controller)
+        # Real processes behind pods (``localproc.py``): registered last, so a pod is
+        # launched once every controller has written what it makes of the pass.
+        self.localprocs = LocalProcesses(self, procs_root)
+        self.register(self.localprocs)
         # The controllers with timers, woken in this order by :meth:`tick`.
         self.timed: list[Timed] = [
             self.kubelet,

@@ -61,6 +61,7 @@ class ClusterView(Protocol):
     jobs: Any
     rayruntime: Any
     autoscaler: Any
+    localprocs: Any
 
     def rt(self, key: str) -> ResourceType:
         """The resource type of ``key`` (``plural.group``)."""

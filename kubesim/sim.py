@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Self
 
 import yaml
@@ -36,6 +37,8 @@ class KubeSim:
     at start when it exists and saved to it on stop and periodically. ``event_ttl``: seconds
     an event lives after its last write (kube-apiserver's ``--event-ttl``, 1 h by default).
     ``clock``: where expiry reads the time (a :class:`kubesim.clock.ManualClock` in tests).
+    ``procs_root``: the folder real processes behind pods run in (``localproc.py``); None:
+    no process runs, every pod is simulated.
     Simulated Ray drivers (RayJobs) take their defaults from the fleet's ``rayjobs:`` and
     :meth:`set_rayjob_defaults`.
     ``scale_up_delay``, ``scale_down_unneeded_time``, ``booking_time`` (seconds): the
@@ -63,6 +66,7 @@ class KubeSim:
         watch_history: int = DEFAULT_WATCH_HISTORY,
         watch_bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
         kueue_feature_gates: str | dict[str, bool] | None = None,
+        procs_root: str | None = None,
     ) -> None:
         if watch_bookmark_interval <= 0:
             raise ValueError("watch_bookmark_interval must be positive (seconds)")
@@ -82,6 +86,7 @@ class KubeSim:
             booking_time=booking_time,
             watch_history=watch_history,
             kueue_feature_gates=kueue_feature_gates,
+            procs_root=Path(procs_root) if procs_root else None,
         )
         self.watch_bookmark_interval = float(watch_bookmark_interval)
         # Open watch streams (each holds a server thread): tests check that a client
@@ -158,6 +163,11 @@ class KubeSim:
         self._threads = [serve, ticker]
         for t in self._threads:
             t.start()
+        if self.cluster.localprocs.enabled:
+            # Pods still Running from before a restart get their processes again.
+            with self.cluster.lock:
+                self.cluster.localprocs.reset()
+                self.cluster.settle()
         return self
 
     def stop(self) -> None:
@@ -172,6 +182,7 @@ class KubeSim:
         for t in self._threads:
             t.join(timeout=5)
         self._threads = []
+        self.cluster.localprocs.close()
         if self.snapshot_path:
             self.save_snapshot(self.snapshot_path)
 

@@ -1,0 +1,260 @@
+"""Real local processes behind simulated pods (real Ray heads, notebooks, sshd).
+
+A *launcher* looks at a pod that has just become Running and returns the processes it
+wants (:class:`ProcessSpec`); :class:`LocalProcesses` starts them in their own process
+group under ``<root>/<namespace>/<pod>/<name>/`` (output in ``output.log``), maps the pod
+ports they serve to loopback ports (:meth:`LocalProcesses.address`, read by the service
+proxy and port-forward), and stops them when the pod stops running (deleted, terminating,
+failed or succeeded), on a store wipe or restore, and when kubesim stops. A process tree
+whose resident memory passes its spec's bound is killed, as a container's OOM kill is.
+Without a ``root`` nothing is launched: pods stay simulated, as the benchmarks want.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kubesim.resources import ResourceType
+from kubesim.store import Obj
+from kubesim.util import get_path
+
+if TYPE_CHECKING:
+    from kubesim.controller import ClusterView
+
+PodKey = tuple[str, str]
+DEFAULT_MEMORY_BYTES = 2 << 30
+# SIGTERM first, as the kubelet does; the grace is short because nothing here holds data.
+STOP_GRACE_SECONDS = 5.0
+MEMORY_POLL_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process a launcher wants for a pod. ``ports`` maps the pod's container ports
+    to the loopback ports the process listens on (:func:`free_port` picks them)."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    ports: dict[int, int] = field(default_factory=dict)
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
+
+
+Launcher = Callable[["ClusterView", Obj], list[ProcessSpec]]
+
+
+@dataclass
+class Running:
+    """A started process and what it serves."""
+
+    spec: ProcessSpec
+    popen: subprocess.Popen[bytes]
+    workdir: Path
+    oom_killed: bool = False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A loopback port nothing listens on now (the kernel's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _running(pod: Obj) -> bool:
+    return (
+        get_path(pod, "status", "phase") == "Running"
+        and not pod["metadata"].get("deletionTimestamp")
+        and bool(get_path(pod, "status", "podIP"))
+    )
+
+
+class LocalProcesses:
+    """The cluster's real processes, a controller told of every pod write."""
+
+    def __init__(self, cluster: ClusterView, root: Path | None = None) -> None:
+        self.cluster = cluster
+        self.root = root
+        self.launchers: list[Launcher] = []
+        self.by_pod: dict[PodKey, dict[str, Running]] = {}
+        self._to_start: set[PodKey] = set()
+        self._to_stop: set[PodKey] = set()
+        self._lock = threading.Lock()
+        self._watchdog: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether real processes run at all (a root was given)."""
+        return self.root is not None
+
+    def add_launcher(self, launcher: Launcher) -> None:
+        """Ask ``launcher`` about every pod that starts running from now on."""
+        self.launchers.append(launcher)
+
+    # -- the controller protocol -----------------------------------------------------
+
+    def reset(self) -> None:
+        """The store was wiped or restored: no process outlives the pods it served."""
+        self.stop_all()
+        if self.enabled:
+            self._to_start = {
+                (p["metadata"]["namespace"], p["metadata"]["name"])
+                for p in self.cluster.store.iter("pods")
+                if _running(p)
+            }
+
+    def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
+        """Queue a start when a pod turns Running, a stop when it stops running."""
+        if not self.enabled or rt.kind != "Pod" or not self.launchers:
+            return
+        pod = new if new is not None else old
+        assert pod is not None
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if new is not None and _running(new):
+            if key not in self.by_pod:
+                self._to_start.add(key)
+        elif key in self.by_pod or key in self._to_start:
+            self._to_start.discard(key)
+            self._to_stop.add(key)
+
+    def reconcile(self) -> bool:
+        """Start and stop what the writes asked for; never writes objects."""
+        while self._to_stop:
+            self.stop_pod(self._to_stop.pop())
+        while self._to_start:
+            key = self._to_start.pop()
+            pod = self.cluster.store.get("pods", *key)
+            if pod is not None and _running(pod):
+                self._start_pod(key, pod)
+        return False
+
+    # -- starting and stopping -------------------------------------------------------
+
+    def _start_pod(self, key: PodKey, pod: Obj) -> None:
+        assert self.root is not None
+        specs = [spec for launcher in self.launchers for spec in launcher(self.cluster, pod)]
+        started: dict[str, Running] = {}
+        for spec in specs:
+            workdir = self.root / key[0] / key[1] / spec.name
+            workdir.mkdir(parents=True, exist_ok=True)
+            with open(workdir / "output.log", "ab") as out:
+                popen = subprocess.Popen(
+                    spec.argv,
+                    cwd=workdir,
+                    env={**os.environ, **spec.env},
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            started[spec.name] = Running(spec, popen, workdir)
+        if started:
+            with self._lock:
+                self.by_pod[key] = started
+            self._ensure_watchdog()
+
+    def stop_pod(self, key: PodKey) -> None:
+        """End every process of the pod (process group: SIGTERM, then SIGKILL)."""
+        with self._lock:
+            procs = self.by_pod.pop(key, {})
+        for run in procs.values():
+            _stop_group(run.popen)
+
+    def stop_all(self) -> None:
+        """End every process (kubesim is stopping, or the store was reset)."""
+        with self._lock:
+            keys = list(self.by_pod)
+        for key in keys:
+            self.stop_pod(key)
+        self._to_start.clear()
+        self._to_stop.clear()
+
+    def close(self) -> None:
+        """Stop everything and the memory watchdog; the root's files stay for reading."""
+        self._closed.set()
+        self.stop_all()
+
+    # -- reads -----------------------------------------------------------------------
+
+    def address(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
+        """The loopback address serving ``port`` of the pod, when a live process does."""
+        with self._lock:
+            procs = self.by_pod.get((namespace, pod), {})
+            for run in procs.values():
+                if port in run.spec.ports and run.popen.poll() is None:
+                    return ("127.0.0.1", run.spec.ports[port])
+        return None
+
+    def processes(self, namespace: str, pod: str) -> dict[str, Running]:
+        """The pod's processes by name (a copy)."""
+        with self._lock:
+            return dict(self.by_pod.get((namespace, pod), {}))
+
+    # -- memory bound ----------------------------------------------------------------
+
+    def _ensure_watchdog(self) -> None:
+        if self._watchdog is None or not self._watchdog.is_alive():
+            self._closed.clear()
+            self._watchdog = threading.Thread(
+                target=self._watch_memory, name="kubesim-localproc-memory", daemon=True
+            )
+            self._watchdog.start()
+
+    def _watch_memory(self) -> None:
+        while not self._closed.wait(MEMORY_POLL_SECONDS):
+            with self._lock:
+                runs = [r for procs in self.by_pod.values() for r in procs.values()]
+            for run in runs:
+                if run.popen.poll() is None and group_rss(run.popen.pid) > run.spec.memory_bytes:
+                    run.oom_killed = True
+                    _signal_group(run.popen.pid, signal.SIGKILL)
+
+
+def group_rss(pgid: int) -> int:
+    """Resident bytes of every process in the process group ``pgid`` (from /proc)."""
+    total = 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            # Fields after the command's closing parenthesis: state ppid pgrp ...
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:
+                total += int(Path(entry.path, "statm").read_text().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _stop_group(popen: subprocess.Popen[bytes]) -> None:
+    _signal_group(popen.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    while time.monotonic() < deadline and popen.poll() is None:
+        time.sleep(0.05)
+    # Children may outlive the leader: the group gets SIGKILL either way.
+    _signal_group(popen.pid, signal.SIGKILL)
+    popen.wait()
+
+
+def clear_root(root: Path) -> None:
+    """Remove what earlier runs left under ``root`` (kubesim starts with no processes)."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,131 @@
+"""Real processes behind simulated pods: started when the pod runs, reachable on the
+loopback port mapped to the pod's port, ended with the pod, on reset and at stop, and
+killed when they pass their memory bound."""
+
+from __future__ import annotations
+
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from kubesim import KubeSim
+from kubesim.localproc import ProcessSpec, free_port
+from tests.kubesim.kubesim_helpers import pod_manifest
+
+SERVE_LABEL = "test.kubesim/serve"
+
+
+def http_launcher(cluster: Any, pod: dict[str, Any]) -> list[ProcessSpec]:
+    """A test launcher: pods labelled ``test.kubesim/serve`` get Python's HTTP server on
+    their port 8080 (and a memory hog when the label says ``hog``)."""
+    label = (pod["metadata"].get("labels") or {}).get(SERVE_LABEL)
+    if label == "http":
+        port = free_port()
+        argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+        return [ProcessSpec("http", argv, ports={8080: port})]
+    if label == "hog":
+        hog = "x = bytearray(300 << 20); import time; time.sleep(60)"
+        return [ProcessSpec("hog", [sys.executable, "-c", hog], memory_bytes=100 << 20)]
+    return []
+
+
+@pytest.fixture
+def psim(tmp_path: Path) -> Iterator[KubeSim]:
+    s = KubeSim(startup_delay=0.0, procs_root=str(tmp_path / "procs"))
+    s.cluster.localprocs.add_launcher(http_launcher)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def pcore(psim: KubeSim, tmp_path: Path) -> Iterator[client.CoreV1Api]:
+    from kubernetes import config
+
+    api = config.new_client_from_config(config_file=psim.write_kubeconfig(str(tmp_path / "kc")))
+    try:
+        yield client.CoreV1Api(api)
+    finally:
+        api.close()
+
+
+def wait_for(check: Any, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not reached")
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status)
+    except OSError:
+        return 0
+
+
+def _served_pod(name: str, label: str) -> dict[str, Any]:
+    body = pod_manifest(name)
+    body["metadata"]["labels"] = {SERVE_LABEL: label}
+    return body
+
+
+def test_process_serves_the_pod_port_and_ends_with_the_pod(
+    psim: KubeSim, pcore: client.CoreV1Api
+) -> None:
+    pcore.create_namespaced_pod("default", _served_pod("web", "http"))
+    addr = wait_for(lambda: psim.cluster.localprocs.address("default", "web", 8080))
+    assert addr[0] == "127.0.0.1"
+    assert wait_for(lambda: _get(f"http://127.0.0.1:{addr[1]}/") == 200)
+    # Another port of the pod, and a pod without the label, have nothing behind them.
+    assert psim.cluster.localprocs.address("default", "web", 9090) is None
+    pcore.create_namespaced_pod("default", _served_pod("plain", "none"))
+    assert psim.cluster.localprocs.processes("default", "plain") == {}
+
+    popen = psim.cluster.localprocs.processes("default", "web")["http"].popen
+    pcore.delete_namespaced_pod("web", "default", grace_period_seconds=0)
+    wait_for(lambda: popen.poll() is not None)
+    assert psim.cluster.localprocs.address("default", "web", 8080) is None
+    assert _get(f"http://127.0.0.1:{addr[1]}/") == 0
+
+
+def test_every_process_ends_when_kubesim_stops_and_returns_on_restart(
+    psim: KubeSim, pcore: client.CoreV1Api
+) -> None:
+    pcore.create_namespaced_pod("default", _served_pod("web", "http"))
+    wait_for(lambda: psim.cluster.localprocs.address("default", "web", 8080))
+    popen = psim.cluster.localprocs.processes("default", "web")["http"].popen
+    psim.restart(keep_state=True)
+    assert popen.poll() is not None
+    # The pod is still Running after the restart, so its process is launched again.
+    addr = wait_for(lambda: psim.cluster.localprocs.address("default", "web", 8080))
+    assert wait_for(lambda: _get(f"http://127.0.0.1:{addr[1]}/") == 200)
+    again = psim.cluster.localprocs.processes("default", "web")["http"].popen
+    assert again.pid != popen.pid
+    psim.stop()
+    assert again.poll() is not None
+
+
+def test_a_process_over_its_memory_bound_is_killed(psim: KubeSim, pcore: client.CoreV1Api) -> None:
+    pcore.create_namespaced_pod("default", _served_pod("hog", "hog"))
+    run = wait_for(lambda: psim.cluster.localprocs.processes("default", "hog").get("hog"))
+    wait_for(lambda: run.popen.poll() is not None, timeout=30)
+    assert run.oom_killed
+
+
+def test_without_a_root_nothing_is_launched(sim: KubeSim, core: client.CoreV1Api) -> None:
+    sim.cluster.localprocs.add_launcher(http_launcher)
+    core.create_namespaced_pod("default", _served_pod("web", "http"))
+    assert not sim.cluster.localprocs.enabled
+    assert sim.cluster.localprocs.processes("default", "web") == {}

@@ -61,6 +61,8 @@ class ClusterView(Protocol):
     jobs: Any
     rayruntime: Any
     autoscaler: Any
+    rayserve: Any
+    rayservice: Any
 
     def rt(self, key: str) -> ResourceType:
         """The resource type of ``key`` (``plural.group``)."""

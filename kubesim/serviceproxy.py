@@ -25,8 +25,9 @@ them, and when the backend takes it (101) the connection becomes the backend's W
 (``websocket.py``; the Ray dashboard's log tail); a backend that answers otherwise is
 relayed like any answer.
 
-Backends: kubesim runs no processes, so only the Ray dashboard answers
-(``operators/raydashboard.py``): a Ray head pod (``ray.io/node-type: head``) on its
+Backends: kubesim runs no processes, so only the Ray dashboard and the Serve proxy answer:
+port 8000 of a Ray pod whose head runs Serve answers as its Serve proxy
+(``operators/rayserve_api.py``); the dashboard (``operators/raydashboard.py``): a Ray head pod (``ray.io/node-type: head``) on its
 dashboard port (8265, or ``rayStartParams.dashboard-port``). Its GCS (6379) and Ray client
 (10001) ports speak gRPC, and an HTTP/1.1 request to them fails as Go's transport fails on
 an HTTP/2 server's first frame: 503 ``error trying to reach service: net/http: HTTP/1.x
@@ -54,6 +55,7 @@ from urllib.parse import unquote
 
 from kubesim import errors
 from kubesim.errors import ApiError
+from kubesim.operators import rayserve_api
 from kubesim.operators.raydashboard import Dashboard, Reply, ray_ports
 from kubesim.store import Obj
 from kubesim.util import get_path
@@ -220,6 +222,10 @@ def forward(
                 "net/http: HTTP/1.x transport connection broken: malformed HTTP response "
                 f'"{_HTTP2_SETTINGS}"'
             )
+    if labels.get("ray.io/cluster") and target.port == rayserve_api.SERVE_PORT:
+        served = rayserve_api.proxy(cluster, pod, method, path, body)
+        if served is not None:
+            return served
     raise _unreachable(f"dial tcp {ip}:{target.port}: connect: connection refused")
 
 

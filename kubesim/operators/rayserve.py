@@ -171,6 +171,8 @@ class RayServe:
     def reset(self) -> None:
         """Forget every instance (Serve lives in the head; no GCS fault tolerance)."""
         self.instances: dict[Key, ServeInstance] = {}
+        # What each instance's statuses looked like when last stepped.
+        self.seen: dict[Key, str] = {}
         self.dirty: set[Key] = set()
         self.timers: list[tuple[float, str, str]] = []
 
@@ -281,7 +283,7 @@ class RayServe:
         inst = self.instances.get((ns, name))
         if inst is None:
             return False
-        before = self.fingerprint(inst)
+        before = self.seen.get((ns, name))
         now = self.cluster.clock.time()
         rc = self._rc(ns, name)
         load = _load(get_path(rc, "metadata", "annotations", ANN_LOAD))
@@ -292,7 +294,8 @@ class RayServe:
                 if dep.autoscaling is not None:
                     self._autoscale(ns, name, app, dep, load, now)
         self._place(ns, name, inst, now)
-        return self.fingerprint(inst) != before
+        after = self.seen[(ns, name)] = self.fingerprint(inst)
+        return after != before
 
     def _autoscale(
         self, ns: str, name: str, app: Application, dep: Deployment, load: dict[str, float], now: float
@@ -308,8 +311,10 @@ class RayServe:
         if want == dep.target:
             dep.wanted = None
             return
-        if dep.wanted != want:
-            dep.wanted, dep.wanted_since = want, now
+        # Serve's delays count how long the decision has pointed the same way.
+        if dep.wanted is None or (dep.wanted > dep.target) != (want > dep.target):
+            dep.wanted_since = now
+        dep.wanted = want
         delay = float(cfg.get("upscale_delay_s" if want > dep.target else "downscale_delay_s",
                               30 if want > dep.target else 600))
         if now - dep.wanted_since >= delay:

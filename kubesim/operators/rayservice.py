@@ -548,13 +548,17 @@ class RayServiceController:
             st["pendingServiceStatus"] = pen = {"rayClusterName": name}
             if inc:
                 pen["targetCapacity"] = 0 if act.get("rayClusterName") else 100
-        serve_svc = svcs[1] if svcs is not None else None
+        ns = rs["metadata"]["namespace"]
+        serve_svc = (
+            svcs[1]
+            if svcs is not None
+            else self.cluster.store.get("services", ns, f"{rs['metadata']['name']}-serve-svc")
+        )
         st["numServeEndpoints"] = self._endpoints(serve_svc)
         pname = pending["metadata"]["name"] if pending is not None else None
-        if inc and pname and pname != get_path(serve_svc, "spec", "selector", "ray.io/cluster"):
+        if inc and active is not None and pname and pname != get_path(serve_svc, "spec", "selector", "ray.io/cluster"):
             # During an incremental upgrade the pending cluster serves too.
             selector = {"ray.io/cluster": pname, SERVE_LABEL: "true"}
-            ns = rs["metadata"]["namespace"]
             st["numServeEndpoints"] += self._endpoints(
                 {"metadata": {"namespace": ns}, "spec": {"selector": selector}}
             )

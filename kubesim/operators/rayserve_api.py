@@ -57,8 +57,11 @@ def _node_id(pod_name: str) -> str:
     return hashlib.sha224(pod_name.encode()).hexdigest()
 
 
-def serve_api(cluster: ClusterView, ns: str, name: str, method: str, body: bytes) -> Reply:
-    """``/api/serve/applications/`` of the head of RayCluster ``ns/name``."""
+def serve_api(
+    cluster: ClusterView, ns: str, name: str, method: str, body: bytes, notify: bool = True
+) -> Reply:
+    """``/api/serve/applications/`` of the head of RayCluster ``ns/name``; ``notify``: tell
+    the RayService controller (not when it is the caller)."""
     from kubesim.operators.rayserve import parse_config
 
     serve = cluster.rayserve
@@ -71,11 +74,13 @@ def serve_api(cluster: ClusterView, ns: str, name: str, method: str, body: bytes
         if inst is None:
             return _reply(400, f"1 validation error for ServeDeploySchema\n{why}", TEXT)
         serve.deploy(ns, name, inst)
-        cluster.rayservice.serve_changed(ns, name)
+        if notify:
+            cluster.rayservice.serve_changed(ns, name)
         return _reply(200, "", TEXT)
     if method == "DELETE":
         serve.shutdown(ns, name)
-        cluster.rayservice.serve_changed(ns, name)
+        if notify:
+            cluster.rayservice.serve_changed(ns, name)
         return _reply(200, "", TEXT)
     return _reply(200, details(cluster, ns, name))
 

@@ -97,6 +97,7 @@ class RayServiceController:
         self.dirty: set[Key] = set()
         self.timers: list[tuple[float, str, str]] = []
         self.cache: dict[tuple[str, str, str], str] = {}
+        self.last_put: dict[tuple[str, str, str], float] = {}
         self.doomed: dict[tuple[str, str], float] = {}
         self.owners: dict[Key, str] = {}
 
@@ -330,7 +331,12 @@ class RayServiceController:
         config = rs["spec"].get("serveConfigV2") or ""
         cache_key = (ns, rs["metadata"]["name"], name)
         statuses = serve.statuses(ns, name)
-        if not skip and (self.cache.get(cache_key) != config or not statuses):
+        now = self.cluster.clock.time()
+        stale = self.cache.get(cache_key) != config
+        # With no application on the head KubeRay submits again, once per requeue (2 s).
+        again = not statuses and now >= self.last_put.get(cache_key, -1e18) + 2.0
+        if not skip and (stale or again):
+            self.last_put[cache_key] = now
             try:
                 doc = yaml.safe_load(config) if config else {"applications": []}
                 body = json.dumps(doc).encode()
@@ -342,7 +348,7 @@ class RayServiceController:
                 side = "activeServiceStatus" if is_active else "pendingServiceStatus"
                 doc["target_capacity"] = get_path(st, side, "targetCapacity")
                 body = json.dumps(doc).encode()
-            reply = rayserve_api.serve_api(self.cluster, ns, name, "PUT", body)
+            reply = rayserve_api.serve_api(self.cluster, ns, name, "PUT", body, notify=False)
             if reply.status != 200:
                 self._event(rs, "Warning", "FailedToUpdateServeApplications",
                             f"Failed to update serve applications to the RayCluster {ns}/{name}: "
@@ -352,6 +358,9 @@ class RayServiceController:
             self._event(rs, "Normal", "UpdatedServeApplications",
                         f"Updated serve applications to the RayCluster {ns}/{name}")
             statuses = serve.statuses(ns, name)
+            if not statuses:
+                # No application: KubeRay submits again at its next requeue (2 s).
+                self.wake_at(now + 2.0, ns, rs["metadata"]["name"])
         if upg.incremental(rs) and upgrading:
             self._target_capacity(rs, rc, st, is_active)
         apps = {}
@@ -618,10 +627,11 @@ class RayServiceController:
                 (s.get(side) or {}).get("rayClusterStatus", {}).pop("lastUpdateTime", None)
             return s
 
+        # Go's omitempty: empty strings and a zero count go, the two structs stay.
+        st = {k: v for k, v in st.items() if v not in ("", None) and (v or isinstance(v, dict))}
         if view(old) == view(st):
             return False
         st["lastUpdateTime"] = stamp(self.cluster.clock.time())
-        # Go's omitempty: empty strings and a zero count go, the two structs stay.
-        rs["status"] = {k: v for k, v in st.items() if v not in ("", None) and (v or isinstance(v, dict))}
+        rs["status"] = st
         self.cluster.update_object(self.cluster.rt(KEY), rs)
         return True

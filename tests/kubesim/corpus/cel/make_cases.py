@@ -814,8 +814,10 @@ def raycluster_spec(**extra: Any) -> dict[str, Any]:
 for kind, abbr, wrap in (
     ("RayCluster", "rc", lambda spec: spec),
     ("RayJob", "rj", lambda spec: {"entrypoint": "python -c 'print(1)'", "rayClusterSpec": spec}),
+    ("RayService", "rs", lambda spec: {"rayClusterConfig": spec}),
 ):
-    prefix = "spec" if kind == "RayCluster" else "spec.rayClusterSpec"
+    field_name = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}.get(kind, "")
+    prefix = f"spec.{field_name}" if field_name else "spec"
     b = obj(
         kind,
         "ray.io/v1",
@@ -826,9 +828,9 @@ for kind, abbr, wrap in (
     good = copy.deepcopy(b)
     good["metadata"]["labels"] = {"touched": "yes"}
     bad = copy.deepcopy(b)
-    (bad["spec"] if kind == "RayCluster" else bad["spec"]["rayClusterSpec"])[
-        "gcsFaultToleranceOptions"
-    ]["backend"] = "rocksdb"
+    (bad["spec"][field_name] if field_name else bad["spec"])["gcsFaultToleranceOptions"][
+        "backend"
+    ] = "rocksdb"
     case(
         f"{kind.lower()}-v1-{'' if kind == 'RayCluster' else 'cluster-'}gcs-backend-immutable",
         kind,
@@ -848,7 +850,7 @@ for kind, abbr, wrap in (
         ns=True,
     )
     bad = copy.deepcopy(b)
-    (bad["spec"] if kind == "RayCluster" else bad["spec"]["rayClusterSpec"])["managedBy"] = (
+    (bad["spec"][field_name] if field_name else bad["spec"])["managedBy"] = (
         "kueue.x-k8s.io/multikueue"
     )
     case(
@@ -919,6 +921,34 @@ case(
     "create",
     rayjob("rj-managed-by-job-value", managedBy="example.com/mine"),
     rayjob("rj-managed-by-job-value", managedBy="kueue.x-k8s.io/multikueue"),
+)
+
+def rayservice(name: str, **spec: Any) -> dict[str, Any]:
+    """A RayService with a one-head cluster (plus ``spec`` keys)."""
+    return obj("RayService", "ray.io/v1", name, {"rayClusterConfig": raycluster_spec(), **spec}, ns=True)
+
+
+b = rayservice("rs-managed-by-svc", managedBy="ray.io/kuberay-operator")
+case(
+    "rayservice-v1-managed-by-immutable",
+    "RayService",
+    "v1",
+    "spec.managedBy",
+    "the managedBy field is immutable",
+    "update",
+    with_spec(b, managedBy="kueue.x-k8s.io/multikueue"),
+    with_spec(b, rayClusterDeletionDelaySeconds=30),
+    base=b,
+)
+case(
+    "rayservice-v1-managed-by-value",
+    "RayService",
+    "v1",
+    "spec.managedBy",
+    MANAGED_BY_VALUES,
+    "create",
+    rayservice("rs-managed-by-svc-value", managedBy="example.com/mine"),
+    rayservice("rs-managed-by-svc-value", managedBy="kueue.x-k8s.io/multikueue"),
 )
 DELETE = {"policy": "DeleteCluster"}
 for slug, field, message, bad, good in (

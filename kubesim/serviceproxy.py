@@ -25,9 +25,8 @@ them, and when the backend takes it (101) the connection becomes the backend's W
 (``websocket.py``; the Ray dashboard's log tail); a backend that answers otherwise is
 relayed like any answer.
 
-Backends: kubesim runs no processes, so only the Ray dashboard and the Serve proxy answer:
-port 8000 of a Ray pod whose head runs Serve answers as its Serve proxy
-(``operators/rayserve_api.py``); the dashboard (``operators/raydashboard.py``): a Ray head pod (``ray.io/node-type: head``) on its
+Backends: kubesim runs no processes, so only the Ray dashboard answers
+(``operators/raydashboard.py``): a Ray head pod (``ray.io/node-type: head``) on its
 dashboard port (8265, or ``rayStartParams.dashboard-port``). Its GCS (6379) and Ray client
 (10001) ports speak gRPC, and an HTTP/1.1 request to them fails as Go's transport fails on
 an HTTP/2 server's first frame: 503 ``error trying to reach service: net/http: HTTP/1.x
@@ -35,7 +34,8 @@ transport connection broken: malformed HTTP response "..."``. Any other port of 
 has nothing listening: 503 ``error trying to reach service: dial tcp <ip>:<port>: connect:
 connection refused``. ``https:`` to the plain-HTTP dashboard is 503 ``... tls: first
 record does not look like a TLS handshake``. These are the API server's own
-``ServiceUnavailable`` Status bodies.
+``ServiceUnavailable`` Status bodies. Port 8000 of a Ray pod whose head runs Ray Serve
+answers as Serve's proxy (``operators/rayserve_api.py``).
 
 :class:`ProxyLog` keeps the last requests received on proxy paths (method, service,
 path, query, headers and cookies as the client sent them, the headers the API server

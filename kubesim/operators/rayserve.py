@@ -298,7 +298,13 @@ class RayServe:
         return after != before
 
     def _autoscale(
-        self, ns: str, name: str, app: Application, dep: Deployment, load: dict[str, float], now: float
+        self,
+        ns: str,
+        name: str,
+        app: Application,
+        dep: Deployment,
+        load: dict[str, float],
+        now: float,
     ) -> None:
         cfg = dep.autoscaling or {}
         window = float(cfg.get("look_back_period_s", 30))
@@ -315,8 +321,12 @@ class RayServe:
         if dep.wanted is None or (dep.wanted > dep.target) != (want > dep.target):
             dep.wanted_since = now
         dep.wanted = want
-        delay = float(cfg.get("upscale_delay_s" if want > dep.target else "downscale_delay_s",
-                              30 if want > dep.target else 600))
+        delay = float(
+            cfg.get(
+                "upscale_delay_s" if want > dep.target else "downscale_delay_s",
+                30 if want > dep.target else 600,
+            )
+        )
         if now - dep.wanted_since >= delay:
             dep.target, dep.wanted = want, None
         else:
@@ -395,7 +405,9 @@ class RayServe:
             ok = all(d["status"] == "HEALTHY" for d in deps.values())
             out[app.name] = {
                 "status": "RUNNING" if ok else "DEPLOYING",
-                "message": "" if ok else "Deploying app. Waiting for deployments to become HEALTHY.",
+                "message": ""
+                if ok
+                else "Deploying app. Waiting for deployments to become HEALTHY.",
                 "deployments": deps,
             }
         return out

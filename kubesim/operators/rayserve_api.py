@@ -130,9 +130,7 @@ def details(cluster: ClusterView, ns: str, name: str) -> dict[str, Any]:
                 if dst.get("status") == "HEALTHY"
                 else "CONFIG_UPDATE_STARTED",
                 "message": dst.get("message", ""),
-                "deployment_config": {
-                    k: v for k, v in dep.config.items() if k not in ("name",)
-                },
+                "deployment_config": {k: v for k, v in dep.config.items() if k not in ("name",)},
                 "target_num_replicas": dep.target,
                 "required_resources": dict(dep.actor),
                 "replicas": [
@@ -140,7 +138,7 @@ def details(cluster: ClusterView, ns: str, name: str) -> dict[str, Any]:
                         "replica_id": r.replica_id,
                         "state": "RUNNING" if r.node else "PENDING_ALLOCATION",
                         "node_id": _node_id(r.node) if r.node else None,
-                        "node_ip": ips.get(r.node or "", None),
+                        "node_ip": ips.get(r.node or ""),
                         "actor_name": f"SERVE_REPLICA::{app.name}#{dep.name}#{r.replica_id}",
                         "start_time_s": r.started,
                     }

@@ -51,7 +51,9 @@ SERVE_LABEL = "ray.io/serve"
 Key = tuple[str, str]
 
 
-def _cond(st: dict[str, Any], ctype: str, status: str, reason: str, message: str, gen: int, at: str) -> None:
+def _cond(
+    st: dict[str, Any], ctype: str, status: str, reason: str, message: str, gen: int, at: str
+) -> None:
     """``meta.SetStatusCondition``: the transition time moves only with the status."""
     conds = st.setdefault("conditions", [])
     for c in conds:
@@ -197,7 +199,9 @@ class RayServiceController:
             if deleting or (due is not None and now >= due):
                 self.cluster.delete_object(self.cluster.rt(RC), rc)
                 self.doomed.pop((ns, name), None)
-                self._event(rs, "Normal", "DeletedRayCluster", f"Deleted the RayCluster {ns}/{name}")
+                self._event(
+                    rs, "Normal", "DeletedRayCluster", f"Deleted the RayCluster {ns}/{name}"
+                )
                 deleted = True
             elif due is None:
                 self.doomed[(ns, name)] = now + delay
@@ -230,7 +234,12 @@ class RayServiceController:
         problem = upg.validate(rs)
         if problem is not None:
             if not any(c.get("reason") == "ValidationFailed" for c in st.get("conditions") or []):
-                self._event(rs, "Warning", "InvalidRayServiceSpec", f"{meta['namespace']}/{meta['name']}: {problem}")
+                self._event(
+                    rs,
+                    "Warning",
+                    "InvalidRayServiceSpec",
+                    f"{meta['namespace']}/{meta['name']}: {problem}",
+                )
             _cond(st, "Ready", "False", "ValidationFailed", problem, gen, at)
             return self._write(rs, old, st) or wrote
 
@@ -245,9 +254,12 @@ class RayServiceController:
         active_apps: dict[str, Any] | None = None
         if pending is not None:
             pending_ready, pending_apps = self._serve(rs, pending, st, upgrading)
-        if active is not None and pending is None and not upg.should_prepare(rs, active, None, False):
-            active_ready, active_apps = self._serve(rs, active, st, upgrading)
-        elif active is not None and pending is not None and inc:
+        # The active cluster's Serve is reconciled when no upgrade is under way, and
+        # alongside the pending one during an incremental upgrade.
+        if active is not None and (
+            (pending is None and not upg.should_prepare(rs, active, None, False))
+            or (pending is not None and inc)
+        ):
             active_ready, active_apps = self._serve(rs, active, st, upgrading)
 
         svcs: tuple[Obj, Obj] | None = None
@@ -257,7 +269,9 @@ class RayServiceController:
                 target = pending
             assert target is not None
             svcs = self._services(rs, target)
-        self._status(rs, st, svcs, active, pending, active_apps, pending_apps, pending_ready, gen, at)
+        self._status(
+            rs, st, svcs, active, pending, active_apps, pending_apps, pending_ready, gen, at
+        )
         return self._write(rs, old, st) or wrote
 
     def _reconcile_clusters(self, rs: Obj, st: dict[str, Any]) -> tuple[Obj | None, Obj | None]:
@@ -269,12 +283,16 @@ class RayServiceController:
         active = self.cluster.store.get(RC, ns, aname) if aname else None
         pending = self.cluster.store.get(RC, ns, pname) if pname else None
         if pname and pending is None:
-            rc = upg.build_cluster(rs, pname)
+            built = upg.build_cluster(rs, pname)
             try:
-                pending = self.cluster.create_object(rt, rc)
+                pending = self.cluster.create_object(rt, built)
             except ApiError as exc:
-                self._event(rs, "Warning", "FailedToCreateRayCluster",
-                            f"Failed to create the RayCluster {ns}/{pname}: {exc.message}")
+                self._event(
+                    rs,
+                    "Warning",
+                    "FailedToCreateRayCluster",
+                    f"Failed to create the RayCluster {ns}/{pname}: {exc.message}",
+                )
                 return active, None
             self.owners[(ns, pname)] = rs["metadata"]["name"]
             self._event(rs, "Normal", "CreatedRayCluster", f"Created the RayCluster {ns}/{pname}")
@@ -287,11 +305,20 @@ class RayServiceController:
                     self.cluster.kueue.validate(rt, new)
                     self.cluster.update_object(rt, new, rc)
                 except ApiError as exc:
-                    self._event(rs, "Warning", "FailedToUpdateRayCluster",
-                                f"Failed to update the {which} RayCluster {ns}/{rc['metadata']['name']}: {exc.message}")
+                    self._event(
+                        rs,
+                        "Warning",
+                        "FailedToUpdateRayCluster",
+                        f"Failed to update the {which} RayCluster "
+                        f"{ns}/{rc['metadata']['name']}: {exc.message}",
+                    )
                     continue
-                self._event(rs, "Normal", "UpdatedRayCluster",
-                            f"Updated the {which} RayCluster {ns}/{rc['metadata']['name']}")
+                self._event(
+                    rs,
+                    "Normal",
+                    "UpdatedRayCluster",
+                    f"Updated the {which} RayCluster {ns}/{rc['metadata']['name']}",
+                )
                 if which == "active":
                     active = new
                 else:
@@ -308,7 +335,9 @@ class RayServiceController:
         if pod is None or pod["metadata"].get("deletionTimestamp"):
             return
         ns = rc["metadata"]["namespace"]
-        healthy = (ns, rc["metadata"]["name"]) in self.cluster.rayserve.instances and _pod_ready(pod)
+        healthy = (ns, rc["metadata"]["name"]) in self.cluster.rayserve.instances and _pod_ready(
+            pod
+        )
         label = "false" if rs["spec"].get("excludeHeadPodFromServeSvc") else str(healthy).lower()
         labels = pod["metadata"].setdefault("labels", {})
         if labels.get(SERVE_LABEL) == label:
@@ -316,10 +345,16 @@ class RayServiceController:
         new = copy.deepcopy(pod)
         new["metadata"]["labels"][SERVE_LABEL] = label
         self.cluster.update_object(self.cluster.rt("pods"), new, pod)
-        self._event(rs, "Normal", "UpdatedHeadPodServeLabel",
-                    f'Updated the serve label to "{label}" for the Head Pod {ns}/{pod["metadata"]["name"]}')
+        self._event(
+            rs,
+            "Normal",
+            "UpdatedHeadPodServeLabel",
+            f'Updated the serve label to "{label}" for the Head Pod {ns}/{pod["metadata"]["name"]}',
+        )
 
-    def _serve(self, rs: Obj, rc: Obj, st: dict[str, Any], upgrading: bool) -> tuple[bool, dict[str, Any] | None]:
+    def _serve(
+        self, rs: Obj, rc: Obj, st: dict[str, Any], upgrading: bool
+    ) -> tuple[bool, dict[str, Any] | None]:
         """``reconcileServe``: apply the config when needed; (all RUNNING, app statuses)."""
         ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
         pod = self._head_pod(rc)
@@ -341,8 +376,12 @@ class RayServiceController:
                 doc = yaml.safe_load(config) if config else {"applications": []}
                 body = json.dumps(doc).encode()
             except (yaml.YAMLError, TypeError) as exc:
-                self._event(rs, "Warning", "FailedToUpdateServeApplications",
-                            f"Failed to update serve applications to the RayCluster {ns}/{name}: {exc}")
+                self._event(
+                    rs,
+                    "Warning",
+                    "FailedToUpdateServeApplications",
+                    f"Failed to update serve applications to the RayCluster {ns}/{name}: {exc}",
+                )
                 return False, None
             if upg.incremental(rs) and upgrading and isinstance(doc, dict):
                 side = "activeServiceStatus" if is_active else "pendingServiceStatus"
@@ -350,13 +389,21 @@ class RayServiceController:
                 body = json.dumps(doc).encode()
             reply = rayserve_api.serve_api(self.cluster, ns, name, "PUT", body, notify=False)
             if reply.status != 200:
-                self._event(rs, "Warning", "FailedToUpdateServeApplications",
-                            f"Failed to update serve applications to the RayCluster {ns}/{name}: "
-                            f"{reply.body.decode()}")
+                self._event(
+                    rs,
+                    "Warning",
+                    "FailedToUpdateServeApplications",
+                    f"Failed to update serve applications to the RayCluster {ns}/{name}: "
+                    f"{reply.body.decode()}",
+                )
                 return False, None
             self.cache[cache_key] = config
-            self._event(rs, "Normal", "UpdatedServeApplications",
-                        f"Updated serve applications to the RayCluster {ns}/{name}")
+            self._event(
+                rs,
+                "Normal",
+                "UpdatedServeApplications",
+                f"Updated serve applications to the RayCluster {ns}/{name}",
+            )
             statuses = serve.statuses(ns, name)
             if not statuses:
                 # No application: KubeRay submits again at its next requeue (2 s).
@@ -368,9 +415,7 @@ class RayServiceController:
             entry: dict[str, Any] = {"status": s["status"]}
             if s["message"]:
                 entry["message"] = s["message"]
-            deps = {
-                d: {k: v for k, v in ds.items() if v} for d, ds in s["deployments"].items()
-            }
+            deps = {d: {k: v for k, v in ds.items() if v} for d, ds in s["deployments"].items()}
             if deps:
                 entry["serveDeploymentStatuses"] = deps
             apps[app] = entry
@@ -390,8 +435,12 @@ class RayServiceController:
         self.cluster.rayserve.step(ns, name)
         side = "activeServiceStatus" if is_active else "pendingServiceStatus"
         st[side]["targetCapacity"] = goal
-        self._event(rs, "Normal", "UpdatedServeTargetCapacity",
-                    f"Updated target_capacity of serve applications to to the RayCluster {ns}/{name}")
+        self._event(
+            rs,
+            "Normal",
+            "UpdatedServeTargetCapacity",
+            f"Updated target_capacity of serve applications to to the RayCluster {ns}/{name}",
+        )
 
     # -- services -----------------------------------------------------------------------
 
@@ -431,10 +480,16 @@ class RayServiceController:
     def _serve_svc(self, rs: Obj, rc: Obj) -> Obj:
         ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
         rsname = rs["metadata"]["name"]
-        containers = get_path(rc, "spec", "headGroupSpec", "template", "spec", "containers", default=[])
+        containers = get_path(
+            rc, "spec", "headGroupSpec", "template", "spec", "containers", default=[]
+        )
         ports = [
-            {"name": p["name"], "port": int(p["containerPort"]), "protocol": "TCP",
-             "targetPort": int(p["containerPort"])}
+            {
+                "name": p["name"],
+                "port": int(p["containerPort"]),
+                "protocol": "TCP",
+                "targetPort": int(p["containerPort"]),
+            }
             for p in (containers[0].get("ports") or [] if containers else [])
             if p.get("name") == "serve" or str(p.get("name", "")).startswith("serve-")
         ]
@@ -494,7 +549,11 @@ class RayServiceController:
         ns = svc["metadata"]["namespace"]
         sel = svc["spec"].get("selector") or {}
         rc = sel.get("ray.io/cluster", "")
-        proxies = dict(self.cluster.rayserve.nodes(ns, rc)) if (ns, rc) in self.cluster.rayserve.instances else {}
+        proxies = (
+            dict(self.cluster.rayserve.nodes(ns, rc))
+            if (ns, rc) in self.cluster.rayserve.instances
+            else {}
+        )
         count = 0
         for pod in self.cluster.store.iter("pods", ns):
             labels = pod["metadata"].get("labels") or {}
@@ -527,31 +586,8 @@ class RayServiceController:
             if apps:
                 side["applicationStatuses"] = apps
         inc = upg.incremental(rs)
-        upgrading = _is_true(st, "UpgradeInProgress")
-        serving = False
-        pending_name = pen.get("rayClusterName")
-        if svcs is not None:
-            if inc and pending is not None and upgrading:
-                self._traffic(rs, st, pending_ready, at)
-            points = get_path(svcs[1], "spec", "selector", "ray.io/cluster")
-            promote = False
-            if inc:
-                if upgrading:
-                    promote = (
-                        int(pen.get("targetCapacity", 0)) == 100
-                        and int(pen.get("trafficRoutedPercent", 0)) == 100
-                        and int(act.get("targetCapacity", 100)) == 0
-                    )
-                elif not act.get("rayClusterName") and pen.get("rayClusterName"):
-                    promote = True
-            elif act.get("rayClusterName") != points:
-                promote = True
-            if promote:
-                st["activeServiceStatus"], st["pendingServiceStatus"] = pen, {}
-                act, pen = st["activeServiceStatus"], st["pendingServiceStatus"]
-                if inc:
-                    act["targetCapacity"], act["trafficRoutedPercent"] = 100, 100
-            serving = points == pending_name
+        serving = self._promote(rs, st, svcs, pending, pending_ready, at)
+        act, pen = st["activeServiceStatus"], st["pendingServiceStatus"]
         if upg.should_prepare(rs, active, pending, serving):
             name = upg.new_name(rs)
             st["pendingServiceStatus"] = pen = {"rayClusterName": name}
@@ -565,7 +601,12 @@ class RayServiceController:
         )
         st["numServeEndpoints"] = self._endpoints(serve_svc)
         pname = pending["metadata"]["name"] if pending is not None else None
-        if inc and active is not None and pname and pname != get_path(serve_svc, "spec", "selector", "ray.io/cluster"):
+        if (
+            inc
+            and active is not None
+            and pname
+            and pname != get_path(serve_svc, "spec", "selector", "ray.io/cluster")
+        ):
             # During an incremental upgrade the pending cluster serves too.
             selector = {"ray.io/cluster": pname, SERVE_LABEL: "true"}
             st["numServeEndpoints"] += self._endpoints(
@@ -576,6 +617,44 @@ class RayServiceController:
         for side in (st["activeServiceStatus"], st["pendingServiceStatus"]):
             if not side.get("rayClusterStatus"):
                 side.pop("rayClusterStatus", None)
+
+    def _promote(
+        self,
+        rs: Obj,
+        st: dict[str, Any],
+        svcs: tuple[Obj, Obj] | None,
+        pending: Obj | None,
+        pending_ready: bool,
+        at: str,
+    ) -> bool:
+        """``reconcilePromotionAndServingStatus`` (with the incremental upgrade's traffic
+        weights first): promote the pending cluster when the services point at it (or,
+        incrementally, when it has all capacity and traffic); whether they point at the
+        pending cluster."""
+        if svcs is None:
+            return False
+        act, pen = st["activeServiceStatus"], st["pendingServiceStatus"]
+        inc = upg.incremental(rs)
+        upgrading = _is_true(st, "UpgradeInProgress")
+        pending_name = pen.get("rayClusterName")
+        if inc and pending is not None and upgrading:
+            self._traffic(rs, st, pending_ready, at)
+        points = get_path(svcs[1], "spec", "selector", "ray.io/cluster")
+        if inc and upgrading:
+            promote = (
+                int(pen.get("targetCapacity", 0)) == 100
+                and int(pen.get("trafficRoutedPercent", 0)) == 100
+                and int(act.get("targetCapacity", 100)) == 0
+            )
+        elif inc:
+            promote = not act.get("rayClusterName") and bool(pending_name)
+        else:
+            promote = act.get("rayClusterName") != points
+        if promote:
+            st["activeServiceStatus"], st["pendingServiceStatus"] = pen, {}
+            if inc:
+                pen["targetCapacity"], pen["trafficRoutedPercent"] = 100, 100
+        return bool(points == pending_name)
 
     def _traffic(self, rs: Obj, st: dict[str, Any], pending_ready: bool, at: str) -> None:
         """The HTTPRoute's weights (``calculateTrafficRoutedPercent``) into the status."""
@@ -598,24 +677,60 @@ class RayServiceController:
             _cond(st, "Ready", "False", "Initializing", msg, gen, at)
             _cond(st, "UpgradeInProgress", "False", "Initializing", msg, gen, at)
         if st["numServeEndpoints"] > 0:
-            _cond(st, "Ready", "True", "NonZeroServeEndpoints",
-                  "Number of serve endpoints is greater than 0", gen, at)
+            _cond(
+                st,
+                "Ready",
+                "True",
+                "NonZeroServeEndpoints",
+                "Number of serve endpoints is greater than 0",
+                gen,
+                at,
+            )
         elif _is_true(st, "Ready"):
-            _cond(st, "Ready", "False", "ZeroServeEndpoints", "Number of serve endpoints dropped to 0", gen, at)
+            _cond(
+                st,
+                "Ready",
+                "False",
+                "ZeroServeEndpoints",
+                "Number of serve endpoints dropped to 0",
+                gen,
+                at,
+            )
         act = get_path(st, "activeServiceStatus", "rayClusterName")
         pen = get_path(st, "pendingServiceStatus", "rayClusterName")
         if act and pen:
-            _cond(st, "UpgradeInProgress", "True", "BothActivePendingClustersExist",
-                  "Both active and pending Ray clusters exist", gen, at)
+            _cond(
+                st,
+                "UpgradeInProgress",
+                "True",
+                "BothActivePendingClustersExist",
+                "Both active and pending Ray clusters exist",
+                gen,
+                at,
+            )
         elif act:
-            _cond(st, "UpgradeInProgress", "False", "NoPendingCluster",
-                  "Active Ray cluster exists and no pending Ray cluster", gen, at)
+            _cond(
+                st,
+                "UpgradeInProgress",
+                "False",
+                "NoPendingCluster",
+                "Active Ray cluster exists and no pending Ray cluster",
+                gen,
+                at,
+            )
         else:
             cur = next((c for c in st["conditions"] if c["type"] == "UpgradeInProgress"), None)
             if cur is None or cur["reason"] not in ("Initializing", "InitializingTimeout"):
-                _cond(st, "UpgradeInProgress", "Unknown", "NoActiveCluster",
-                      "No active Ray cluster exists, and the RayService is not initializing. "
-                      "Please open a GitHub issue in the KubeRay repository.", gen, at)
+                _cond(
+                    st,
+                    "UpgradeInProgress",
+                    "Unknown",
+                    "NoActiveCluster",
+                    "No active Ray cluster exists, and the RayService is not initializing. "
+                    "Please open a GitHub issue in the KubeRay repository.",
+                    gen,
+                    at,
+                )
 
     def _write(self, rs: Obj, old: dict[str, Any], st: dict[str, Any]) -> bool:
         """``updateStatusIfChanged``: write only when the status moved."""

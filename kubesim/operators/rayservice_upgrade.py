@@ -172,7 +172,9 @@ def capacity_goal(rs: Obj, st: dict[str, Any], which: str) -> int | None:
     return None
 
 
-def traffic_step(rs: Obj, st: dict[str, Any], pending_ready: bool, now: float, last: float | None) -> tuple[int, int, float | None]:
+def traffic_step(
+    rs: Obj, st: dict[str, Any], pending_ready: bool, now: float, last: float | None
+) -> tuple[int, int, float | None]:
     """``calculateTrafficRoutedPercent``: (active weight, pending weight, when the next
     step is due or None)."""
     act, pen = st["activeServiceStatus"], st["pendingServiceStatus"]
@@ -194,7 +196,9 @@ def traffic_step(rs: Obj, st: dict[str, Any], pending_ready: bool, now: float, l
 def validate(rs: Obj) -> str | None:
     """KubeRay's ``ValidateRayServiceSpec`` (the rules emulated), else None."""
     spec = rs.get("spec") or {}
-    head_svc = get_path(spec, "rayClusterConfig", "headGroupSpec", "headService", "metadata", "name")
+    head_svc = get_path(
+        spec, "rayClusterConfig", "headGroupSpec", "headService", "metadata", "name"
+    )
     if head_svc:
         return (
             "The RayService spec is invalid: spec.rayClusterConfig.headGroupSpec.headService."

@@ -99,7 +99,9 @@ def cond(rs: dict[str, Any], ctype: str) -> tuple[str, str]:
     raise AssertionError(f"no condition {ctype}")
 
 
-def call(sim: KubeSim, path: str = "/hello/world", svc: str = "svc-serve-svc:serve") -> requests.Response:
+def call(
+    sim: KubeSim, path: str = "/hello/world", svc: str = "svc-serve-svc:serve"
+) -> requests.Response:
     """A Serve HTTP request through the API server's service proxy."""
     return requests.get(f"{sim.url}/api/v1/namespaces/{NS}/services/{svc}/proxy{path}", timeout=10)
 
@@ -126,7 +128,10 @@ def test_a_rayservice_becomes_ready_and_serves(
     assert st["serviceStatus"] == "Running" and st["numServeEndpoints"] == 1
     assert st["observedGeneration"] == 1
     app = st["activeServiceStatus"]["applicationStatuses"]["hello"]
-    assert app == {"status": "RUNNING", "serveDeploymentStatuses": {"Greeter": {"status": "HEALTHY"}}}
+    assert app == {
+        "status": "RUNNING",
+        "serveDeploymentStatuses": {"Greeter": {"status": "HEALTHY"}},
+    }
     assert rs["metadata"]["finalizers"] == ["ray.io/rayservice-finalizer"]
 
     rc = custom.get_namespaced_custom_object(G, V, NS, "rayclusters", active)
@@ -161,7 +166,10 @@ def test_a_new_serve_config_is_applied_in_place(
 ) -> None:
     rs = create(custom, rayservice())
     active = rs["status"]["activeServiceStatus"]["rayClusterName"]
-    patch(custom, {"spec": {"serveConfigV2": SERVE_CONFIG.replace("num_replicas: 2", "num_replicas: 3")}})
+    patch(
+        custom,
+        {"spec": {"serveConfigV2": SERVE_CONFIG.replace("num_replicas: 2", "num_replicas: 3")}},
+    )
     rs = get(custom)
     assert rs["status"]["activeServiceStatus"]["rayClusterName"] == active
     assert rs["status"]["pendingServiceStatus"] == {}
@@ -208,7 +216,10 @@ def test_new_cluster_upgrade_serves_throughout_then_switches(
     assert answered_by[:4] == [old] * 4 and answered_by[4] == new
     assert call(sim).json()["rayCluster"] == new
 
-    names = lambda: [c["metadata"]["name"] for c in custom.list_namespaced_custom_object(G, V, NS, "rayclusters")["items"]]  # noqa: E731
+    def names() -> list[str]:
+        items = custom.list_namespaced_custom_object(G, V, NS, "rayclusters")["items"]
+        return [c["metadata"]["name"] for c in items]
+
     assert sorted(names()) == sorted([old, new])
     # The switch came 10 s after the change, 2.5 s ago: the old cluster goes 30 s after it.
     advance(sim, clock, 25)
@@ -280,8 +291,12 @@ def test_incremental_upgrade_moves_traffic_in_steps(
         if not pen:
             break
         seen.append(
-            (act.get("targetCapacity"), act.get("trafficRoutedPercent"),
-             pen.get("targetCapacity"), pen.get("trafficRoutedPercent"))
+            (
+                act.get("targetCapacity"),
+                act.get("trafficRoutedPercent"),
+                pen.get("targetCapacity"),
+                pen.get("trafficRoutedPercent"),
+            )
         )
         assert cond(rs, "UpgradeInProgress") == ("True", "BothActivePendingClustersExist")
         advance(sim, clock, 10)
@@ -330,8 +345,14 @@ applications:
     worker["spec"]["tolerations"] = [GPU_TOLERATION]
     worker["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-L4"}
     cfg["workerGroupSpecs"] = [
-        {"groupName": "gpu", "replicas": 0, "minReplicas": 0, "maxReplicas": 4,
-         "rayStartParams": {}, "template": worker}
+        {
+            "groupName": "gpu",
+            "replicas": 0,
+            "minReplicas": 0,
+            "maxReplicas": 4,
+            "rayStartParams": {},
+            "template": worker,
+        }
     ]
     create(custom, body)
 
@@ -360,7 +381,9 @@ applications:
         advance(sim, clock, 5)
     assert gpu_workers() == 3
     rs = get(custom)
-    assert rs["status"]["activeServiceStatus"]["applicationStatuses"]["model"]["status"] == "RUNNING"
+    assert (
+        rs["status"]["activeServiceStatus"]["applicationStatuses"]["model"]["status"] == "RUNNING"
+    )
     # No more load: back to min_replicas after downscale_delay_s, idle workers go.
     for _ in range(30):
         advance(sim, clock, 5)

@@ -923,9 +923,12 @@ case(
     rayjob("rj-managed-by-job-value", managedBy="kueue.x-k8s.io/multikueue"),
 )
 
+
 def rayservice(name: str, **spec: Any) -> dict[str, Any]:
     """A RayService with a one-head cluster (plus ``spec`` keys)."""
-    return obj("RayService", "ray.io/v1", name, {"rayClusterConfig": raycluster_spec(), **spec}, ns=True)
+    return obj(
+        "RayService", "ray.io/v1", name, {"rayClusterConfig": raycluster_spec(), **spec}, ns=True
+    )
 
 
 b = rayservice("rs-managed-by-svc", managedBy="ray.io/kuberay-operator")

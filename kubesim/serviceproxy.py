@@ -225,7 +225,7 @@ def forward(
     if labels.get("ray.io/cluster") and target.port == rayserve_api.SERVE_PORT:
         served = rayserve_api.proxy(cluster, pod, method, path, body)
         if served is not None:
-            return served
+            return Reply(*served)
     raise _unreachable(f"dial tcp {ip}:{target.port}: connect: connection refused")
 
 

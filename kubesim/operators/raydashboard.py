@@ -466,7 +466,7 @@ head {esc(self.ip)}.</p>
                 reply = _text("405: Method Not Allowed", 405)
                 reply.headers["Allow"] = "DELETE,GET,HEAD,PUT"
                 return reply
-            return rayserve_api.serve_api(self.cluster, self.ns, self.name, method, body)
+            return Reply(*rayserve_api.serve_api(self.cluster, self.ns, self.name, method, body))
         fixed: dict[str, tuple[str, ...]] = {
             "/": ("GET",),
             "/api/version": ("GET",),

@@ -39,7 +39,10 @@ from kubesim.util import get_path
 
 if TYPE_CHECKING:
     from kubesim.controller import ClusterView
-    from kubesim.operators.raydashboard import Reply
+
+# An answer: (status, content type, body); the dashboard and the proxy wrap it in their
+# ``Reply`` (this module stays below ``raydashboard``, which routes to it).
+Reply = tuple[int, str, bytes]
 
 SERVE_PORT = 8000
 JSON = "application/json; charset=utf-8"
@@ -47,10 +50,8 @@ TEXT = "text/plain; charset=utf-8"
 
 
 def _reply(status: int, body: Any, content_type: str = JSON) -> Reply:
-    from kubesim.operators.raydashboard import Reply
-
     data = json.dumps(body) if content_type == JSON else str(body)
-    return Reply(status, content_type, data.encode())
+    return status, content_type, data.encode()
 
 
 def _node_id(pod_name: str) -> str:

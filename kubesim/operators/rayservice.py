@@ -34,6 +34,7 @@ import yaml
 
 from kubesim.errors import ApiError
 from kubesim.operators import rayserve_api
+from kubesim.operators import rayservice_status as rss
 from kubesim.operators import rayservice_upgrade as upg
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
@@ -47,42 +48,8 @@ RC = "rayclusters.ray.io"
 FINALIZER = "ray.io/rayservice-finalizer"
 COMPONENT = "rayservice-controller"
 DEFAULT_DELETION_DELAY = 60.0
-SERVE_LABEL = "ray.io/serve"
+SERVE_LABEL = rss.SERVE_LABEL
 Key = tuple[str, str]
-
-
-def _cond(
-    st: dict[str, Any], ctype: str, status: str, reason: str, message: str, gen: int, at: str
-) -> None:
-    """``meta.SetStatusCondition``: the transition time moves only with the status."""
-    conds = st.setdefault("conditions", [])
-    for c in conds:
-        if c["type"] == ctype:
-            if c["status"] != status:
-                c["lastTransitionTime"] = at
-            c.update(status=status, reason=reason, message=message, observedGeneration=gen)
-            return
-    conds.append(
-        {
-            "type": ctype,
-            "status": status,
-            "observedGeneration": gen,
-            "lastTransitionTime": at,
-            "reason": reason,
-            "message": message,
-        }
-    )
-
-
-def _is_true(st: dict[str, Any], ctype: str) -> bool:
-    return any(c["type"] == ctype and c["status"] == "True" for c in st.get("conditions") or [])
-
-
-def _pod_ready(pod: Obj) -> bool:
-    return get_path(pod, "status", "phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in get_path(pod, "status", "conditions", default=[])
-    )
 
 
 class RayServiceController:
@@ -240,12 +207,12 @@ class RayServiceController:
                     "InvalidRayServiceSpec",
                     f"{meta['namespace']}/{meta['name']}: {problem}",
                 )
-            _cond(st, "Ready", "False", "ValidationFailed", problem, gen, at)
+            rss.set_condition(st, "Ready", "False", "ValidationFailed", problem, gen, at)
             return self._write(rs, old, st) or wrote
 
         active, pending = self._reconcile_clusters(rs, st)
         inc = upg.incremental(rs)
-        upgrading = _is_true(st, "UpgradeInProgress")
+        upgrading = rss.is_true(st, "UpgradeInProgress")
         for rc in (active, pending):
             if rc is not None:
                 self._head_label(rs, rc)
@@ -297,7 +264,7 @@ class RayServiceController:
             self.owners[(ns, pname)] = rs["metadata"]["name"]
             self._event(rs, "Normal", "CreatedRayCluster", f"Created the RayCluster {ns}/{pname}")
             return active, pending
-        upgrading = _is_true(st, "UpgradeInProgress")
+        upgrading = rss.is_true(st, "UpgradeInProgress")
         for which, rc in (("active", active), ("pending", pending)):
             if rc is not None and upg.should_update(rs, rc, which == "active", upgrading):
                 new = upg.updated_cluster(rs, rc)
@@ -335,7 +302,7 @@ class RayServiceController:
         if pod is None or pod["metadata"].get("deletionTimestamp"):
             return
         ns = rc["metadata"]["namespace"]
-        healthy = (ns, rc["metadata"]["name"]) in self.cluster.rayserve.instances and _pod_ready(
+        healthy = (ns, rc["metadata"]["name"]) in self.cluster.rayserve.instances and rss.pod_ready(
             pod
         )
         label = "false" if rs["spec"].get("excludeHeadPodFromServeSvc") else str(healthy).lower()
@@ -358,7 +325,7 @@ class RayServiceController:
         """``reconcileServe``: apply the config when needed; (all RUNNING, app statuses)."""
         ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
         pod = self._head_pod(rc)
-        if pod is None or not _pod_ready(pod):
+        if pod is None or not rss.pod_ready(pod):
             return False, None
         serve = self.cluster.rayserve
         is_active = name == get_path(st, "activeServiceStatus", "rayClusterName")
@@ -388,13 +355,13 @@ class RayServiceController:
                 doc["target_capacity"] = get_path(st, side, "targetCapacity")
                 body = json.dumps(doc).encode()
             reply = rayserve_api.serve_api(self.cluster, ns, name, "PUT", body, notify=False)
-            if reply.status != 200:
+            if reply[0] != 200:
                 self._event(
                     rs,
                     "Warning",
                     "FailedToUpdateServeApplications",
                     f"Failed to update serve applications to the RayCluster {ns}/{name}: "
-                    f"{reply.body.decode()}",
+                    f"{reply[2].decode()}",
                 )
                 return False, None
             self.cache[cache_key] = config
@@ -447,81 +414,9 @@ class RayServiceController:
     def _services(self, rs: Obj, rc: Obj) -> tuple[Obj, Obj]:
         """``reconcileServicesToReadyCluster``: the head and serve services, created or
         re-pointed to ``rc``."""
-        head = self._service(rs, rc, self._head_svc(rs, rc))
-        serve = self._service(rs, rc, self._serve_svc(rs, rc))
+        head = self._service(rs, rc, rss.head_service(self.cluster.store, rs, rc))
+        serve = self._service(rs, rc, rss.serve_service(rs, rc))
         return head, serve
-
-    def _labels(self, rs: Obj) -> dict[str, str]:
-        return {
-            "ray.io/originated-from-cr-name": rs["metadata"]["name"],
-            "ray.io/originated-from-crd": "RayService",
-        }
-
-    def _head_svc(self, rs: Obj, rc: Obj) -> Obj:
-        ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
-        own = self.cluster.store.get("services", ns, f"{name}-head-svc")
-        ports = copy.deepcopy(get_path(own, "spec", "ports", default=[]))
-        return {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {
-                "name": f"{rs['metadata']['name']}-head-svc",
-                "namespace": ns,
-                "labels": {**self._labels(rs), "ray.io/node-type": "head"},
-            },
-            "spec": {
-                "type": get_path(rs, "spec", "rayClusterConfig", "headGroupSpec", "serviceType")
-                or "ClusterIP",
-                "selector": {"ray.io/cluster": name, "ray.io/node-type": "head"},
-                "ports": ports,
-            },
-        }
-
-    def _serve_svc(self, rs: Obj, rc: Obj) -> Obj:
-        ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
-        rsname = rs["metadata"]["name"]
-        containers = get_path(
-            rc, "spec", "headGroupSpec", "template", "spec", "containers", default=[]
-        )
-        ports = [
-            {
-                "name": p["name"],
-                "port": int(p["containerPort"]),
-                "protocol": "TCP",
-                "targetPort": int(p["containerPort"]),
-            }
-            for p in (containers[0].get("ports") or [] if containers else [])
-            if p.get("name") == "serve" or str(p.get("name", "")).startswith("serve-")
-        ]
-        if not ports and not rs["spec"].get("serveService"):
-            ports = [{"name": "serve", "port": 8000, "protocol": "TCP", "targetPort": 8000}]
-        labels = {**self._labels(rs), SERVE_LABEL: f"{rsname}-serve"}
-        selector = {"ray.io/cluster": name, SERVE_LABEL: "true"}
-        user = rs["spec"].get("serveService")
-        if user:
-            svc = copy.deepcopy(user)
-            svc.update(apiVersion="v1", kind="Service")
-            smeta = svc.setdefault("metadata", {})
-            smeta["name"] = smeta.get("name") or f"{rsname}-serve-svc"
-            smeta["namespace"] = ns
-            smeta["labels"] = {**(smeta.get("labels") or {}), **labels}
-            sspec = svc.setdefault("spec", {})
-            sspec["selector"] = selector
-            if ports:
-                by_name = {p.get("name"): p for p in sspec.get("ports") or []}
-                sspec["ports"] = [by_name.get(p["name"], p) for p in ports]
-            return svc
-        return {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": f"{rsname}-serve-svc", "namespace": ns, "labels": labels},
-            "spec": {
-                "type": get_path(rs, "spec", "rayClusterConfig", "headGroupSpec", "serviceType")
-                or "ClusterIP",
-                "selector": selector,
-                "ports": ports,
-            },
-        }
 
     def _service(self, rs: Obj, rc: Obj, want: Obj) -> Obj:
         """``reconcileServices``: create, or re-point when the cluster switches."""
@@ -541,25 +436,6 @@ class RayServiceController:
         svc = self.cluster.create_object(rt, want)
         self._event(rs, "Normal", "CreatedService", f"Created the service {ns}/{name}")
         return svc
-
-    def _endpoints(self, svc: Obj | None) -> int:
-        """Ready pods behind the serve service whose node runs a Serve proxy."""
-        if svc is None:
-            return 0
-        ns = svc["metadata"]["namespace"]
-        sel = svc["spec"].get("selector") or {}
-        rc = sel.get("ray.io/cluster", "")
-        proxies = (
-            dict(self.cluster.rayserve.nodes(ns, rc))
-            if (ns, rc) in self.cluster.rayserve.instances
-            else {}
-        )
-        count = 0
-        for pod in self.cluster.store.iter("pods", ns):
-            labels = pod["metadata"].get("labels") or {}
-            if all(labels.get(k) == v for k, v in sel.items()) and _pod_ready(pod):
-                count += pod["metadata"]["name"] in proxies
-        return count
 
     # -- status -------------------------------------------------------------------------
 
@@ -599,7 +475,7 @@ class RayServiceController:
             if svcs is not None
             else self.cluster.store.get("services", ns, f"{rs['metadata']['name']}-serve-svc")
         )
-        st["numServeEndpoints"] = self._endpoints(serve_svc)
+        st["numServeEndpoints"] = rss.endpoints(self.cluster, serve_svc)
         pname = pending["metadata"]["name"] if pending is not None else None
         if (
             inc
@@ -609,11 +485,11 @@ class RayServiceController:
         ):
             # During an incremental upgrade the pending cluster serves too.
             selector = {"ray.io/cluster": pname, SERVE_LABEL: "true"}
-            st["numServeEndpoints"] += self._endpoints(
-                {"metadata": {"namespace": ns}, "spec": {"selector": selector}}
+            st["numServeEndpoints"] += rss.endpoints(
+                self.cluster, {"metadata": {"namespace": ns}, "spec": {"selector": selector}}
             )
-        self._conditions(st, gen, at)
-        st["serviceStatus"] = "Running" if _is_true(st, "Ready") else ""
+        rss.conditions(st, gen, at)
+        st["serviceStatus"] = "Running" if rss.is_true(st, "Ready") else ""
         for side in (st["activeServiceStatus"], st["pendingServiceStatus"]):
             if not side.get("rayClusterStatus"):
                 side.pop("rayClusterStatus", None)
@@ -635,7 +511,7 @@ class RayServiceController:
             return False
         act, pen = st["activeServiceStatus"], st["pendingServiceStatus"]
         inc = upg.incremental(rs)
-        upgrading = _is_true(st, "UpgradeInProgress")
+        upgrading = rss.is_true(st, "UpgradeInProgress")
         pending_name = pen.get("rayClusterName")
         if inc and pending is not None and upgrading:
             self._traffic(rs, st, pending_ready, at)
@@ -669,68 +545,6 @@ class RayServiceController:
             pen["trafficRoutedPercent"], pen["lastTrafficMigratedTime"] = p, at
         if due is not None:
             self.wake_at(due, rs["metadata"]["namespace"], rs["metadata"]["name"])
-
-    def _conditions(self, st: dict[str, Any], gen: int, at: str) -> None:
-        """``calculateConditions``."""
-        if not st.get("conditions"):
-            msg = "RayService is initializing"
-            _cond(st, "Ready", "False", "Initializing", msg, gen, at)
-            _cond(st, "UpgradeInProgress", "False", "Initializing", msg, gen, at)
-        if st["numServeEndpoints"] > 0:
-            _cond(
-                st,
-                "Ready",
-                "True",
-                "NonZeroServeEndpoints",
-                "Number of serve endpoints is greater than 0",
-                gen,
-                at,
-            )
-        elif _is_true(st, "Ready"):
-            _cond(
-                st,
-                "Ready",
-                "False",
-                "ZeroServeEndpoints",
-                "Number of serve endpoints dropped to 0",
-                gen,
-                at,
-            )
-        act = get_path(st, "activeServiceStatus", "rayClusterName")
-        pen = get_path(st, "pendingServiceStatus", "rayClusterName")
-        if act and pen:
-            _cond(
-                st,
-                "UpgradeInProgress",
-                "True",
-                "BothActivePendingClustersExist",
-                "Both active and pending Ray clusters exist",
-                gen,
-                at,
-            )
-        elif act:
-            _cond(
-                st,
-                "UpgradeInProgress",
-                "False",
-                "NoPendingCluster",
-                "Active Ray cluster exists and no pending Ray cluster",
-                gen,
-                at,
-            )
-        else:
-            cur = next((c for c in st["conditions"] if c["type"] == "UpgradeInProgress"), None)
-            if cur is None or cur["reason"] not in ("Initializing", "InitializingTimeout"):
-                _cond(
-                    st,
-                    "UpgradeInProgress",
-                    "Unknown",
-                    "NoActiveCluster",
-                    "No active Ray cluster exists, and the RayService is not initializing. "
-                    "Please open a GitHub issue in the KubeRay repository.",
-                    gen,
-                    at,
-                )
 
     def _write(self, rs: Obj, old: dict[str, Any], st: dict[str, Any]) -> bool:
         """``updateStatusIfChanged``: write only when the status moved."""

@@ -5,15 +5,14 @@ second one waits for quota, initializing, until the first is deleted."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
-from kubesim_helpers import GPU_TOLERATION, H100
+from kubesim_helpers import H100
 from test_kubesim_kueue import KQ, setup_queues
-from test_kubesim_rayservice import head, rayservice
+from test_kubesim_rayservice import gpu_group, rayservice
 
 from kubesim import KubeSim
 
@@ -39,30 +38,15 @@ def queued_service(name: str) -> dict[str, Any]:
     """A RayService with one 8-GPU H100 worker, in local queue ``lq``."""
     body = rayservice(name)
     body["metadata"].update(namespace=NS, labels={"kueue.x-k8s.io/queue-name": "lq"})
-    worker = copy.deepcopy(head()["template"])
-    worker["spec"]["containers"][0].update(
-        name="ray-worker",
-        resources={"limits": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"}},
-        ports=[],
-    )
-    worker["spec"]["tolerations"] = [GPU_TOLERATION]
-    worker["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": H100}
     body["spec"]["rayClusterConfig"]["workerGroupSpecs"] = [
-        {
-            "groupName": "gpu",
-            "replicas": 1,
-            "minReplicas": 1,
-            "maxReplicas": 1,
-            "rayStartParams": {},
-            "template": worker,
-        }
+        gpu_group(H100, 8, "32", "256Gi", 1, 1, 1)
     ]
     return body
 
 
 def ready(custom: client.CustomObjectsApi, name: str) -> tuple[str, str]:
     rs = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayservices", name)
-    found = [c for c in rs["status"]["conditions"] if c["type"] == "Ready"][0]
+    found = next(c for c in rs["status"]["conditions"] if c["type"] == "Ready")
     return found["status"], found["reason"]
 
 
@@ -90,7 +74,7 @@ def test_queued_rayservices_wait_for_quota_and_become_ready(
     custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", queued_service("two"))
     assert ready(custom, "two") == ("False", "Initializing")
     wl = workload(custom, "two")
-    reserved = [c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved"][0]
+    reserved = next(c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved")
     assert reserved["status"] == "False" and "insufficient unused quota" in reserved["message"]
     cluster = wl["metadata"]["ownerReferences"][0]["name"]
     rc = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", cluster)

@@ -62,6 +62,28 @@ def head(image: str = "rayproject/ray:2.49.2") -> dict[str, Any]:
     }
 
 
+def gpu_group(
+    product: str, gpus: int, cpu: str, memory: str, replicas: int, lo: int, hi: int
+) -> dict[str, Any]:
+    """A worker group of ``gpus``-GPU workers on ``product`` nodes (tolerating their taint)."""
+    worker = copy.deepcopy(head()["template"])
+    worker["spec"]["containers"][0].update(
+        name="ray-worker",
+        resources={"limits": {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus)}},
+        ports=[],
+    )
+    worker["spec"]["tolerations"] = [GPU_TOLERATION]
+    worker["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": product}
+    return {
+        "groupName": "gpu",
+        "replicas": replicas,
+        "minReplicas": lo,
+        "maxReplicas": hi,
+        "rayStartParams": {},
+        "template": worker,
+    }
+
+
 def rayservice(name: str = "svc", **spec: Any) -> dict[str, Any]:
     """A RayService with a head-only cluster."""
     body: dict[str, Any] = {
@@ -336,24 +358,7 @@ applications:
     cfg = body["spec"]["rayClusterConfig"]
     cfg["enableInTreeAutoscaling"] = True
     cfg["headGroupSpec"]["rayStartParams"] = {"num-cpus": "0"}
-    worker = copy.deepcopy(head()["template"])
-    worker["spec"]["containers"][0].update(
-        name="ray-worker",
-        resources={"limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}},
-        ports=[],
-    )
-    worker["spec"]["tolerations"] = [GPU_TOLERATION]
-    worker["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-L4"}
-    cfg["workerGroupSpecs"] = [
-        {
-            "groupName": "gpu",
-            "replicas": 0,
-            "minReplicas": 0,
-            "maxReplicas": 4,
-            "rayStartParams": {},
-            "template": worker,
-        }
-    ]
+    cfg["workerGroupSpecs"] = [gpu_group("NVIDIA-L4", 1, "4", "16Gi", 0, 0, 4)]
     create(custom, body)
 
     def gpu_workers() -> int:

@@ -900,30 +900,6 @@ def rayjob(name: str, **spec: Any) -> dict[str, Any]:
     )
 
 
-b = rayjob("rj-managed-by-job", managedBy="ray.io/kuberay-operator")
-case(
-    "rayjob-v1-managed-by-immutable",
-    "RayJob",
-    "v1",
-    "spec.managedBy",
-    "the managedBy field is immutable",
-    "update",
-    with_spec(b, managedBy="kueue.x-k8s.io/multikueue"),
-    with_spec(b, ttlSecondsAfterFinished=60),
-    base=b,
-)
-case(
-    "rayjob-v1-managed-by-value",
-    "RayJob",
-    "v1",
-    "spec.managedBy",
-    MANAGED_BY_VALUES,
-    "create",
-    rayjob("rj-managed-by-job-value", managedBy="example.com/mine"),
-    rayjob("rj-managed-by-job-value", managedBy="kueue.x-k8s.io/multikueue"),
-)
-
-
 def rayservice(name: str, **spec: Any) -> dict[str, Any]:
     """A RayService with a one-head cluster (plus ``spec`` keys)."""
     return obj(
@@ -931,28 +907,32 @@ def rayservice(name: str, **spec: Any) -> dict[str, Any]:
     )
 
 
-b = rayservice("rs-managed-by-svc", managedBy="ray.io/kuberay-operator")
-case(
-    "rayservice-v1-managed-by-immutable",
-    "RayService",
-    "v1",
-    "spec.managedBy",
-    "the managedBy field is immutable",
-    "update",
-    with_spec(b, managedBy="kueue.x-k8s.io/multikueue"),
-    with_spec(b, rayClusterDeletionDelaySeconds=30),
-    base=b,
-)
-case(
-    "rayservice-v1-managed-by-value",
-    "RayService",
-    "v1",
-    "spec.managedBy",
-    MANAGED_BY_VALUES,
-    "create",
-    rayservice("rs-managed-by-svc-value", managedBy="example.com/mine"),
-    rayservice("rs-managed-by-svc-value", managedBy="kueue.x-k8s.io/multikueue"),
-)
+for kind, make, abbr, touch in (
+    ("RayJob", rayjob, "job", {"ttlSecondsAfterFinished": 60}),
+    ("RayService", rayservice, "svc", {"rayClusterDeletionDelaySeconds": 30}),
+):
+    b = make(f"r{abbr[0]}-managed-by-{abbr}", managedBy="ray.io/kuberay-operator")
+    case(
+        f"{kind.lower()}-v1-managed-by-immutable",
+        kind,
+        "v1",
+        "spec.managedBy",
+        "the managedBy field is immutable",
+        "update",
+        with_spec(b, managedBy="kueue.x-k8s.io/multikueue"),
+        with_spec(b, **touch),
+        base=b,
+    )
+    case(
+        f"{kind.lower()}-v1-managed-by-value",
+        kind,
+        "v1",
+        "spec.managedBy",
+        MANAGED_BY_VALUES,
+        "create",
+        make(f"r{abbr[0]}-managed-by-{abbr}-value", managedBy="example.com/mine"),
+        make(f"r{abbr[0]}-managed-by-{abbr}-value", managedBy="kueue.x-k8s.io/multikueue"),
+    )
 DELETE = {"policy": "DeleteCluster"}
 for slug, field, message, bad, good in (
     (

@@ -198,8 +198,13 @@ class RayServe:
                 self.cluster.rayservice.serve_changed(*key)
                 return
             self.dirty.add(key)
-        elif rt.key == RC and new is None:
-            self.instances.pop((meta["namespace"], meta["name"]), None)
+        elif rt.key == RC:
+            key = (meta["namespace"], meta["name"])
+            if new is None:
+                self.instances.pop(key, None)
+            elif key in self.instances and old is not new:
+                # Its annotations carry the load knob and the deploy time.
+                self.dirty.add(key)
 
     def wake_due(self, at: float) -> bool:
         """Mark instances whose timer is due (deploys finishing, autoscaling delays)."""

@@ -419,3 +419,60 @@ def test_exclude_head_pod_from_serve_service(
         assert json.loads(call(sim).text)["code"] == 503
     else:
         assert cond(rs, "Ready") == ("True", "NonZeroServeEndpoints")
+
+
+def test_the_dashboards_serve_api_on_a_plain_raycluster(
+    sim: KubeSim, clock: ManualClock, custom: client.CustomObjectsApi
+) -> None:
+    body = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "rc", "namespace": NS},
+        "spec": {"headGroupSpec": head()},
+    }
+    custom.create_namespaced_custom_object(G, V, NS, "rayclusters", body)
+    url = f"{sim.url}/api/v1/namespaces/{NS}/services/rc-head-svc:dashboard/proxy"
+    assert requests.get(f"{url}/api/serve/applications/", timeout=10).json()["applications"] == {}
+    bad = requests.put(f"{url}/api/serve/applications/", json={"apps": []}, timeout=10)
+    assert bad.status_code == 400 and "applications" in bad.text
+    config = {
+        "applications": [
+            {
+                "name": "echo",
+                "import_path": "echo:app",
+                "route_prefix": "/",
+                "deployments": [
+                    {
+                        "name": "Echo",
+                        "autoscaling_config": {
+                            "min_replicas": 1,
+                            "max_replicas": 3,
+                            "target_ongoing_requests": 2,
+                            "upscale_delay_s": 0,
+                        },
+                    }
+                ],
+            }
+        ]
+    }
+    assert requests.put(f"{url}/api/serve/applications/", json=config, timeout=10).ok
+    app = serve_details(sim, "rc")["applications"]["echo"]
+    assert app["status"] == "RUNNING" and app["deployments"]["Echo"]["target_num_replicas"] == 1
+    # The simulator's load knob: 5 ongoing requests at 2 a replica want 3 replicas.
+    custom.patch_namespaced_custom_object(
+        G,
+        V,
+        NS,
+        "rayclusters",
+        "rc",
+        {"metadata": {"annotations": {"kubesim.io/serve-load": json.dumps({"Echo": 5})}}},
+    )
+    advance(sim, clock, 1)
+    assert (
+        serve_details(sim, "rc")["applications"]["echo"]["deployments"]["Echo"][
+            "target_num_replicas"
+        ]
+        == 3
+    )
+    assert requests.delete(f"{url}/api/serve/applications/", timeout=10).ok
+    assert serve_details(sim, "rc")["applications"] == {}

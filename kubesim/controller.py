@@ -57,12 +57,12 @@ class ClusterView(Protocol):
     scheduler: Any
     kuberay: Any
     kueue: Any
+    rayserve: Any
+    rayservice: Any
     rayjob: Any
     jobs: Any
     rayruntime: Any
     autoscaler: Any
-    rayserve: Any
-    rayservice: Any
 
     def rt(self, key: str) -> ResourceType:
         """The resource type of ``key`` (``plural.group``)."""

@@ -35,6 +35,8 @@ from kubesim.operators.kueue import Kueue
 from kubesim.operators.rayautoscaler import RayAutoscaler
 from kubesim.operators.rayjob import RayJobController
 from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime
+from kubesim.operators.rayserve import RayServe
+from kubesim.operators.rayservice import RayServiceController
 from kubesim.resources import Registry, ResourceType
 from kubesim.scheduler import Scheduler
 from kubesim.store import DEFAULT_WATCH_HISTORY, Obj, Store
@@ -105,6 +107,9 @@ class Cluster:
         self.rayruntime: RayRuntime = RayRuntime(self, self.rayjob_defaults)
         # The Ray autoscaler sidecars of RayClusters with in-tree autoscaling.
         self.rayautoscaler: RayAutoscaler = RayAutoscaler(self)
+        # Ray Serve on the heads, and KubeRay's RayService controller.
+        self.rayserve: RayServe = RayServe(self)
+        self.rayservice: RayServiceController = RayServiceController(self)
         # The cluster autoscaler (node groups, ProvisioningRequests); None: the fleet's
         # ``autoscaler`` timings or the defaults.
         self.autoscaler: Autoscaler = Autoscaler(
@@ -124,6 +129,8 @@ class Cluster:
             self.rayautoscaler,
             self.autoscaler,
             self.quota,
+            self.rayserve,
+            self.rayservice,
         ):
             self.register(controller)
         # Real processes behind pods (``localproc.py``): registered last, so a pod is
@@ -137,6 +144,8 @@ class Cluster:
             self.jobs,
             self.rayruntime,
             self.rayautoscaler,
+            self.rayserve,
+            self.rayservice,
         ]
         self.deletion = Deletion(self)
         self.bootstrap()

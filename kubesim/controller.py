@@ -57,6 +57,8 @@ class ClusterView(Protocol):
     scheduler: Any
     kuberay: Any
     kueue: Any
+    rayserve: Any
+    rayservice: Any
     rayjob: Any
     jobs: Any
     rayruntime: Any

@@ -34,7 +34,8 @@ transport connection broken: malformed HTTP response "..."``. Any other port of 
 has nothing listening: 503 ``error trying to reach service: dial tcp <ip>:<port>: connect:
 connection refused``. ``https:`` to the plain-HTTP dashboard is 503 ``... tls: first
 record does not look like a TLS handshake``. These are the API server's own
-``ServiceUnavailable`` Status bodies.
+``ServiceUnavailable`` Status bodies. Port 8000 of a Ray pod whose head runs Ray Serve
+answers as Serve's proxy (``operators/rayserve_api.py``).
 
 :class:`ProxyLog` keeps the last requests received on proxy paths (method, service,
 path, query, headers and cookies as the client sent them, the headers the API server
@@ -54,6 +55,7 @@ from urllib.parse import unquote
 
 from kubesim import errors
 from kubesim.errors import ApiError
+from kubesim.operators import rayserve_api
 from kubesim.operators.raydashboard import Dashboard, Reply, ray_ports
 from kubesim.store import Obj
 from kubesim.util import get_path
@@ -220,6 +222,10 @@ def forward(
                 "net/http: HTTP/1.x transport connection broken: malformed HTTP response "
                 f'"{_HTTP2_SETTINGS}"'
             )
+    if labels.get("ray.io/cluster") and target.port == rayserve_api.SERVE_PORT:
+        served = rayserve_api.proxy(cluster, pod, method, path, body)
+        if served is not None:
+            return Reply(*served)
     raise _unreachable(f"dial tcp {ip}:{target.port}: connect: connection refused")
 
 

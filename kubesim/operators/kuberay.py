@@ -133,6 +133,12 @@ class KubeRay:
         meta = copy.deepcopy(template.get("metadata") or {})
         labels = dict(meta.get("labels") or {})
         labels.update(self._labels(rc, node_type, group))
+        if (
+            node_type == "worker"
+            and rc["metadata"].get("labels", {}).get("ray.io/originated-from-crd") == "RayService"
+        ):
+            # KubeRay's pod builder: a RayService's workers join its serve service.
+            labels.setdefault("ray.io/serve", "true")
         pod_name = (
             f"{name}-head-{suffix()}"
             if node_type == "head"

@@ -380,7 +380,8 @@ class RayAutoscaler:
                 out.append(run.entrypoint_resources)
             if run.status(now) == "RUNNING":
                 out += run.demand
-        return out
+        # Ray Serve's replica actors (``rayserve.py``), placed or waiting.
+        return out + self.cluster.rayserve.demand(ns, name)
 
     def _update(self, rc: Obj, state: ScalerState, now: float) -> bool:
         spec = rc["spec"]

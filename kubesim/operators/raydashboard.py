@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from kubesim.operators import driverlogs, raydemand
+from kubesim.operators import driverlogs, raydemand, rayserve_api
 from kubesim.operators.rayruntime import RC, TERMINAL, DriverRun
 from kubesim.store import Obj
 from kubesim.util import get_path
@@ -461,6 +461,12 @@ head {esc(self.ip)}.</p>
     ) -> Reply:
         """Answer one request (``path`` decoded, without the query; ``upgrade``: it asks
         for a WebSocket)."""
+        if path == "/api/serve/applications/":
+            if method not in ("GET", "PUT", "DELETE"):
+                reply = _text("405: Method Not Allowed", 405)
+                reply.headers["Allow"] = "DELETE,GET,HEAD,PUT"
+                return reply
+            return Reply(*rayserve_api.serve_api(self.cluster, self.ns, self.name, method, body))
         fixed: dict[str, tuple[str, ...]] = {
             "/": ("GET",),
             "/api/version": ("GET",),

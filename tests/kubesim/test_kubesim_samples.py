@@ -122,6 +122,6 @@ def test_sample_objects_of_served_kinds_are_accepted(sample: str, tmp_path: Path
 def test_the_corpus_holds_the_samples_named_in_its_readme() -> None:
     """Each sample's source is written down."""
     readme = (CORPUS / "README.md").read_text()
-    assert len(SAMPLES) == 84
+    assert len(SAMPLES) == 99
     missing = [s for s in SAMPLES if Path(s).name not in readme]
     assert not missing

@@ -814,8 +814,10 @@ def raycluster_spec(**extra: Any) -> dict[str, Any]:
 for kind, abbr, wrap in (
     ("RayCluster", "rc", lambda spec: spec),
     ("RayJob", "rj", lambda spec: {"entrypoint": "python -c 'print(1)'", "rayClusterSpec": spec}),
+    ("RayService", "rs", lambda spec: {"rayClusterConfig": spec}),
 ):
-    prefix = "spec" if kind == "RayCluster" else "spec.rayClusterSpec"
+    field_name = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}.get(kind, "")
+    prefix = f"spec.{field_name}" if field_name else "spec"
     b = obj(
         kind,
         "ray.io/v1",
@@ -826,9 +828,9 @@ for kind, abbr, wrap in (
     good = copy.deepcopy(b)
     good["metadata"]["labels"] = {"touched": "yes"}
     bad = copy.deepcopy(b)
-    (bad["spec"] if kind == "RayCluster" else bad["spec"]["rayClusterSpec"])[
-        "gcsFaultToleranceOptions"
-    ]["backend"] = "rocksdb"
+    (bad["spec"][field_name] if field_name else bad["spec"])["gcsFaultToleranceOptions"][
+        "backend"
+    ] = "rocksdb"
     case(
         f"{kind.lower()}-v1-{'' if kind == 'RayCluster' else 'cluster-'}gcs-backend-immutable",
         kind,
@@ -848,7 +850,7 @@ for kind, abbr, wrap in (
         ns=True,
     )
     bad = copy.deepcopy(b)
-    (bad["spec"] if kind == "RayCluster" else bad["spec"]["rayClusterSpec"])["managedBy"] = (
+    (bad["spec"][field_name] if field_name else bad["spec"])["managedBy"] = (
         "kueue.x-k8s.io/multikueue"
     )
     case(
@@ -898,28 +900,39 @@ def rayjob(name: str, **spec: Any) -> dict[str, Any]:
     )
 
 
-b = rayjob("rj-managed-by-job", managedBy="ray.io/kuberay-operator")
-case(
-    "rayjob-v1-managed-by-immutable",
-    "RayJob",
-    "v1",
-    "spec.managedBy",
-    "the managedBy field is immutable",
-    "update",
-    with_spec(b, managedBy="kueue.x-k8s.io/multikueue"),
-    with_spec(b, ttlSecondsAfterFinished=60),
-    base=b,
-)
-case(
-    "rayjob-v1-managed-by-value",
-    "RayJob",
-    "v1",
-    "spec.managedBy",
-    MANAGED_BY_VALUES,
-    "create",
-    rayjob("rj-managed-by-job-value", managedBy="example.com/mine"),
-    rayjob("rj-managed-by-job-value", managedBy="kueue.x-k8s.io/multikueue"),
-)
+def rayservice(name: str, **spec: Any) -> dict[str, Any]:
+    """A RayService with a one-head cluster (plus ``spec`` keys)."""
+    return obj(
+        "RayService", "ray.io/v1", name, {"rayClusterConfig": raycluster_spec(), **spec}, ns=True
+    )
+
+
+for kind, make, abbr, touch in (
+    ("RayJob", rayjob, "job", {"ttlSecondsAfterFinished": 60}),
+    ("RayService", rayservice, "svc", {"rayClusterDeletionDelaySeconds": 30}),
+):
+    b = make(f"r{abbr[0]}-managed-by-{abbr}", managedBy="ray.io/kuberay-operator")
+    case(
+        f"{kind.lower()}-v1-managed-by-immutable",
+        kind,
+        "v1",
+        "spec.managedBy",
+        "the managedBy field is immutable",
+        "update",
+        with_spec(b, managedBy="kueue.x-k8s.io/multikueue"),
+        with_spec(b, **touch),
+        base=b,
+    )
+    case(
+        f"{kind.lower()}-v1-managed-by-value",
+        kind,
+        "v1",
+        "spec.managedBy",
+        MANAGED_BY_VALUES,
+        "create",
+        make(f"r{abbr[0]}-managed-by-{abbr}-value", managedBy="example.com/mine"),
+        make(f"r{abbr[0]}-managed-by-{abbr}-value", managedBy="kueue.x-k8s.io/multikueue"),
+    )
 DELETE = {"policy": "DeleteCluster"}
 for slug, field, message, bad, good in (
     (

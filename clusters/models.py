@@ -259,11 +259,6 @@ class ClusterRequest(TenantOwned):
         """The Kubernetes namespace the cluster lives in (its tenant's)."""
         return self.tenant.namespace
 
-    @property
-    def is_job(self) -> bool:
-        """Whether this request is a batch job (a RayJob) rather than a cluster."""
-        return self.workload == Workload.JOB
-
 
 class Job(models.Model):
     """The batch part of a job request: what it runs, and how its run went.

@@ -21,6 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from clusters.domain.states import State
+from clusters.domain.workload_kinds import row_relations
 from clusters.engine import idle, provisioning, scale_up
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
@@ -61,7 +62,7 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
     """Converge one cluster request's Kubernetes objects with its row."""
     cluster = (
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", "job")
+        .select_related("tenant", "flavor", "owner", *row_relations())
         .filter(pk=cluster_id)
         .first()
     )
@@ -154,7 +155,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
     whole, so one bad row does not hold up the others."""
     rows = list(
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", "job")
+        .select_related("tenant", "flavor", "owner", *row_relations())
         .filter(pk__in=cluster_ids)
         .order_by("pk")
     )
@@ -277,7 +278,7 @@ def request_capacity(self: Any, cluster_id: int) -> None:
     lost work: every reconcile pass writes it again while it is missing."""
     cluster = (
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", "job")
+        .select_related("tenant", "flavor", "owner", *row_relations())
         .filter(pk=cluster_id)
         .first()
     )

@@ -27,7 +27,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import kind_named, kind_of, kinds
+from clusters.domain.workload_kinds import kind_named, kind_of, kinds, row_relations
 from clusters.engine import foldmemo, informers, scale_up
 from clusters.engine.deletion import DELETED_MESSAGE, RELEASED_MESSAGE
 from clusters.engine.pass_state import Fold, Report, Seen
@@ -221,7 +221,7 @@ def _rows_to_fold(
         return []
     # prefetch, not select_related: a few flavors and owners shared by thousands of
     # rows are read once each instead of once per row.
-    query = ClusterRequest.objects.unscoped().prefetch_related("flavor", "owner", "job")
+    query = ClusterRequest.objects.unscoped().prefetch_related("flavor", "owner", *row_relations())
     if len(stamps) == live:
         # All of them (the first pass, a full pass, SQLite, Kueue): no list of ids.
         rows = list(query.not_deleted())

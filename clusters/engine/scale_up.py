@@ -20,6 +20,7 @@ from typing import Any
 from django.db import transaction
 
 from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_of
 from clusters.kube import provisioning_requests
 from clusters.kube.bundles import apply_into
 from clusters.kube.conditions import condition
@@ -38,7 +39,9 @@ NEEDS_REQUEST = frozenset({State.QUEUED, State.ADMITTED, State.PROVISIONING, Sta
 
 def _ray_cluster_spec(cluster: ClusterRequest) -> dict[str, Any]:
     (obj,) = cluster_manifests(cluster, **manifest_options())
-    return dict(obj["spec"]["rayClusterSpec"] if obj["kind"] == "RayJob" else obj["spec"])
+    for key in kind_of(cluster).ray_cluster_spec_at:
+        obj = obj[key]
+    return dict(obj)
 
 
 def request_capacity(cluster: ClusterRequest, gw: Gateway) -> None:

@@ -44,12 +44,6 @@ class ClusterRequestQuerySet(TenantOwnedQuerySet):
     def not_deleted(self) -> ClusterRequestQuerySet:
         return self.exclude(state=State.DELETED)
 
-    def clusters(self) -> ClusterRequestQuerySet:
-        return self.filter(workload=Workload.CLUSTER)
-
-    def jobs(self) -> ClusterRequestQuerySet:
-        return self.filter(workload=Workload.JOB)
-
 
 class ClusterRequest(TenantOwned):
     """One engineer's request for a Ray cluster, from the queue to its deletion.

@@ -73,7 +73,7 @@ class Report:
 class Seen:
     """What one pass read from the cluster."""
 
-    # Each kind's objects by its object kind ("RayCluster"), keyed by (namespace, name).
+    # Each kind's objects by its ``Kind.object_kind``, keyed by (namespace, name).
     objects: dict[str, dict[Key, dict[str, Any]]]
     # Managed pods by (namespace, their ``ray.io/cluster`` label).
     pods: dict[Key, list[dict[str, Any]]]

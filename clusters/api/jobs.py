@@ -224,14 +224,8 @@ class JobViewSet(
         return Response(JobOut(fresh).data, status=code)
 
     def _answer_created(self, job: ClusterRequest) -> Response:
-        """The answer to a submission: the row as the service saved it, with its run
-        (``job.job``, cached when the service linked the two) and its host.
-
-        Reading the job back through the detail's selector was half of a submission's
-        time; only its events and usage spans are read here (the service may have
-        written an event of its own). With Celery eager (some tests), the nudges sent
-        on commit ran their tasks inline and may have moved the row: it is read again
-        (:meth:`_out`)."""
+        """A submission's answer: the row as the service saved it, with its run and host;
+        only its events and usage spans are read. Celery eager: read again (:meth:`_out`)."""
         if current_app.conf.task_always_eager:
             return self._out(job, status.HTTP_201_CREATED)
         selectors.with_recent_events(job)

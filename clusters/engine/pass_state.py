@@ -62,10 +62,7 @@ class Report:
 
     @property
     def placeable_grew(self) -> bool:
-        """Whether a request waiting for capacity may fit now. Admission counts the GPUs
-        of admitted and provisioning clusters against the observed free GPUs (their pods
-        may not be bound yet): rows moved to ready stop counting, and the observation
-        itself may show more free."""
+        """Whether a request waiting for capacity may fit now (rows went ready, or more free)."""
         return bool(self.ready) or self.capacity_grew
 
 

@@ -1,13 +1,11 @@
 """The reconciler: one pass folds the cluster's truth into the rows and repairs drift.
 
-A pass reads every kind of object from the informers' caches (:mod:`.informers`), or
-with one LIST per kind, concurrently; records the free GPU capacity per flavor; then
-folds every row that changed since a fold of it that changed nothing (:mod:`.foldmemo`)
-through its kind (``clusters/kinds/<kind>/engine.py``: readiness, recreation, deletion,
-expiry, the queue backend's verdicts). It never calls an object missing from LISTs
-older than its row's last move (:func:`_listed_after`, :func:`_read_through`); it keeps
-each tenant's namespace bundle, folds the autoscaler's answers and deletes orphans. It
-returns what it did, so the task can run an admission pass when capacity freed.
+A pass reads every kind of object from the informers' caches (:mod:`.informers`) or one
+LIST per kind, records free GPUs per flavor, then folds every row that may have changed
+(:mod:`.foldmemo`) through its kind's ``engine.fold``. It never calls an object missing
+from LISTs older than its row's last move (:func:`_listed_after`); it keeps each
+tenant's bundle, folds the autoscaler's answers and deletes orphans, and returns what it
+did so the task can run an admission pass when capacity freed.
 """
 
 from __future__ import annotations
@@ -79,14 +77,9 @@ def reconcile_exclusive(gw: Gateway | None = None) -> Report | None:
 
 @contextmanager
 def _without_cycle_collection() -> Iterator[None]:
-    """Pause the cyclic garbage collector for the length of a pass.
-
-    A pass holds the decoded LISTs — millions of small dicts and lists at thousands of
-    clusters — and every full collection triggered meanwhile walks all of them, at
-    thousands of clusters a large share of the pass. Nothing a pass builds
-    needs the cycle collector (plain JSON has no cycles; reference counting frees it);
-    collection resumes when the pass ends.
-    """
+    """Pause the cyclic garbage collector for a pass: the decoded LISTs are millions
+    of small objects that every full collection would walk, and plain JSON has no
+    cycles (reference counting frees it)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -269,18 +262,10 @@ def _read_through(rows: list[ClusterRequest], seen: Seen, gw: Gateway, now: date
 
 
 def _listed_after(cluster: ClusterRequest, seen: Seen, key: tuple[str, str]) -> bool:
-    """Whether this pass's LISTs may tell the row that its object (a cluster's
-    RayCluster, a job's RayJob) is missing.
-
-    The objects of a state are written after the row moves to it (a batch applies,
-    then moves its rows to provisioning or starting; the provision pass writes a job's
-    RayJob, or deletes a RayCluster, after the request's commit). A LIST that began
-    before the row's last move, or while the row still waits for its provision pass
-    (``provision_requested_at``), may predate those writes: acting on its absence
-    would apply the object a second time, finish a deletion whose RayCluster was
-    applied since, or call a running job's RayJob vanished. Such a row is left to the
-    next pass, whose LISTs are newer (and it is not remembered as settled). A row whose
-    object is listed is folded as usual."""
+    """Whether this pass's LISTs may say the row's object is missing: not if they began
+    before the row's last move or while it waits for its provision pass, since the
+    object may be written after (acting on it would apply it twice, finish a deletion
+    early, or call a running job vanished). Such a row waits for a newer pass."""
     object_kind = kind_of(cluster).object_kind
     if seen.object(object_kind, key) is not None:
         return True

@@ -1,13 +1,11 @@
 """``/api/v1/tenants/{slug}/clusters/{name}/ray/...``: the Ray dashboard for API tokens,
-for Ray's Jobs SDK first of all::
-
-    JobSubmissionClient(api_proxy_url, headers={"Authorization": "Token <token>"})
-
-A plain Django view streaming the dashboard's answer (``clusters/live/ray_proxy.py``).
-Only the API's token authenticates (no cookies, so no CSRF; else the API's 401), so a
-browser with just the session cookie never gets a cluster's page on the product's
-origin; every answer carries ``Content-Security-Policy: sandbox`` in case one is opened
-in a browser. A WebSocket handshake (``tail_job_logs``) gets the same answers under ASGI.
+for Ray's Jobs SDK first of all (``JobSubmissionClient(url, headers={"Authorization":
+"Token <token>"})``). A plain Django view streaming the dashboard's answer
+(``clusters/live/ray_proxy.py``). Only the API's token authenticates (no cookies, so no
+CSRF; else the API's 401), so a browser with just the session cookie never gets a
+cluster's page on the product's origin; every answer carries
+``Content-Security-Policy: sandbox`` in case one is opened in a browser. A WebSocket
+handshake (``tail_job_logs``) gets the same answers under ASGI.
 """
 
 from __future__ import annotations

@@ -4,10 +4,9 @@ A pass (beat, every ``ACTIVITY_CHECK_SECONDS``) reads each ready cluster's dashb
 (:func:`clusters.kube.raydash.read_activity`), records ``last_active_at``, keeps the idle
 ledger (:class:`clusters.models.IdleSpan`) and applies the tenant's policy
 (``idle_suspend_minutes``; dev only unless ``idle_suspend_prod``): idle that long, the
-owner is warned; still idle ``IDLE_GRACE_MINUTES`` later, the cluster is suspended (its
-GPUs go back, its spec stays). Any use cancels the warning. An unreadable dashboard is
-never taken for idleness, and every write is conditional on the row as read, so two
-overlapping passes (or a pass and a person) act once.
+owner is warned; still idle ``IDLE_GRACE_MINUTES`` later, it is suspended (GPUs back,
+spec kept). Any use cancels the warning; an unreadable dashboard is never idleness; each
+write is conditional on the row as read, so overlapping passes act once.
 """
 
 from __future__ import annotations

@@ -88,8 +88,7 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
 
 
 def _job_deadline_seconds(row: ClusterRequest) -> int | None:
-    """A row's deadline in seconds, if its kind gives it one (a job's
-    ``active_deadline_seconds``)."""
+    """A row's deadline in seconds, if its kind gives it one."""
     return kind_of(row).behaviour.deadline_seconds(row)
 
 

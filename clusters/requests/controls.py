@@ -1,17 +1,10 @@
 """Queue controls for tenant admins: a request's priority, and holding it back.
 
-A tenant admin orders their own tenant's work: they raise or lower a request's priority
-within ``CLUSTER_PRIORITY_MIN``..``CLUSTER_PRIORITY_MAX`` (higher goes first among the
-tenant's requests of the same kind, DESIGN's queue order), and put a queued request on
-hold (the admission pass passes over it, and its place is kept for nobody) until they
-release it. Platform admins act as admins of every tenant. Each control takes a reason,
-which the owner reads in the request's timeline, and is audited with the actor.
-
-Suspending a running cluster with a reason is :func:`clusters.requests.services.
-cluster_suspend`; the dashboard's queue controls call it with the admin's reason.
-
-Only the built-in queue orders requests itself: under Kueue, Kueue's own priority
-classes and queueing decide, so these controls refuse with a 409 that says so.
+A tenant admin (a platform admin, in any tenant) raises or lowers a request's priority
+within ``CLUSTER_PRIORITY_MIN``..``CLUSTER_PRIORITY_MAX`` and holds a queued request
+back until released (the pass skips it; its place is kept for nobody). Each takes a
+reason, which the owner reads in the timeline, and is audited. Only the built-in queue
+orders requests itself: under Kueue these controls refuse with a 409 that says so.
 """
 
 from __future__ import annotations

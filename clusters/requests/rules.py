@@ -38,11 +38,8 @@ def requester_refusal(*, tenant: Tenant, role: str | None, kind: str = ClusterKi
 
 
 def can_manage(*, actor: Any, cluster: ClusterRequest, role: str | None = None) -> bool:
-    """Engineers manage their own clusters; tenant admins manage every cluster.
-
-    The services enforce it; the dashboard asks it only to decide which buttons to show.
-    ``role`` is the actor's role in the cluster's tenant if the caller already knows it.
-    """
+    """Engineers manage their own clusters, tenant admins every one (the services
+    enforce it; pages ask it for buttons). ``role``: the actor's, if known."""
     role = role or role_in_tenant(user=actor, tenant=cluster.tenant)
     if role == Role.ADMIN:
         return True

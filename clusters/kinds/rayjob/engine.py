@@ -281,9 +281,8 @@ def fold_job(
 
 
 def _suspend_drifted(cluster: ClusterRequest, rj: dict[str, Any]) -> bool:
-    """Whether the RayJob's ``suspend`` disagrees with the row's state: two writes of
-    it race (a stale provision pass lands after admission's), and an unsuspended
-    queued job would run without admission; the fold applies it again."""
+    """Whether ``suspend`` disagrees with the row (a stale provision pass can land after
+    admission's write; unsuspended while queued, it runs unadmitted): apply again."""
     wanted = wanted_suspend(cluster)
     return wanted is not None and bool((rj.get("spec") or {}).get("suspend")) != wanted
 

@@ -6,8 +6,7 @@ climbing out of the proxy (the control plane's credentials must reach only the
 dashboard), a body over ``RAY_PROXY_MAX_BODY_MB`` and a route off ``ray_routes.py``'s
 allow-list; forwards only allowed headers both ways (never the session cookie, CSRF
 token or ``Authorization``); streams the answer; hands WebSockets to ``ray_websocket.py``;
-audits once per session and counts a visit as activity, so a person looking keeps an
-idle cluster from being suspended.
+audits once per session and counts a visit as activity (a person looking is use).
 """
 
 from __future__ import annotations

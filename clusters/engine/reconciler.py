@@ -233,7 +233,7 @@ def _read_through(rows: list[ClusterRequest], seen: Seen, gw: Gateway, now: date
     A GET answers from the API server as of now, after the row's move (the row was read
     after this pass began): what it finds is folded as a LIST's item would be, and what
     it does not find is known missing (``seen.confirmed_missing``). A failed GET leaves
-    the row deferred. Pods come from the caches as before: those whose absence finishes
+    the row deferred. Pods still come from the caches: those whose absence finishes
     a deletion were written long before the row moved.
     """
     due = now - READ_THROUGH_AFTER

@@ -104,8 +104,8 @@ def ensure_bundle(
 class BatchBundles:
     """Ensures the bundles of the tenants of a batch of rows: each tenant's once, with
     the quota rows of all of them read in one query up front (a batch of admitted
-    clusters spans many tenants; reading each tenant's quotas as its first row came
-    was a query per row)."""
+    clusters spans many tenants, and reading each tenant's quotas as its first row came
+    would be a query per row)."""
 
     def __init__(self, tenant_ids: Iterable[int]) -> None:
         self._quotas = quotas_by_tenant(set(tenant_ids))

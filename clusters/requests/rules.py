@@ -53,7 +53,7 @@ def owner_dev_usage(
     alike) and the GPUs they ask for; ``excluding`` leaves one request out.
 
     Plain SQL: it runs under the tenant's lock in every create, where compiling the ORM's
-    aggregate over a join took a tenth of the request's CPU. It says what
+    aggregate over a join costs more than the query. It says what
     ``ClusterRequest.objects.live().filter(tenant=, owner=, kind=DEV)
     .exclude(job__host__isnull=False)`` counts (``tests/clusters/requests``).
     """

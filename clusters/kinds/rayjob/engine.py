@@ -179,8 +179,8 @@ def submitter_pod(
 ) -> dict[str, Any] | None:
     """The pod that submitted the driver and follows its output (newest if several).
 
-    ``pods``: the job's pods as the caller read them (a reconcile pass, from its caches:
-    listing them again was a request per finished job); listed when they hold none."""
+    ``pods``: the job's pods as the caller read them (a reconcile pass, from its caches,
+    rather than a request per finished job); listed when they hold none."""
     submitters = [
         p
         for p in (pods if pods is not None else pods_of(gw, cluster))

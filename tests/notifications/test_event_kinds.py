@@ -46,9 +46,7 @@ def test_ready_after_provisioning_and_the_warning_notes() -> None:
 
 
 def test_suspension_keeps_a_known_cause_and_expiry_counts_as_one() -> None:
-    idle = derive(
-        from_state=State.READY, to_state=State.SUSPENDED, reason="idle", finished=CLUSTER
-    )
+    idle = derive(from_state=State.READY, to_state=State.SUSPENDED, reason="idle", finished=CLUSTER)
     other = derive(
         from_state=State.READY, to_state=State.SUSPENDED, reason="whatever", finished=CLUSTER
     )
@@ -76,6 +74,7 @@ def test_unremarkable_events_are_told_to_nobody() -> None:
 def test_maybe_notable_asks_every_registered_kind() -> None:
     # Notable for a job only (a cluster never enters succeeded), yet a candidate.
     assert maybe_notable(from_state=State.RUNNING, to_state=State.SUCCEEDED, reason="done")
-    assert derive(
-        from_state=State.RUNNING, to_state=State.SUCCEEDED, reason="done", finished=CLUSTER
-    ) is None
+    assert (
+        derive(from_state=State.RUNNING, to_state=State.SUCCEEDED, reason="done", finished=CLUSTER)
+        is None
+    )

@@ -63,6 +63,18 @@ def object_metadata(name: str, labels: dict[str, str], namespace: str | None = N
     return meta
 
 
+def request_object(
+    api_version: str, kind: str, cluster: Any, labels: dict[str, str], spec: Manifest
+) -> Manifest:
+    """A request's object of ``kind``: named after the request, in its tenant's namespace."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": object_metadata(str(cluster.name), labels, str(cluster.tenant.namespace)),
+        "spec": spec,
+    }
+
+
 def container_security_context() -> Manifest:
     """Restricted Pod Security: non-root, no escalation, no capabilities, seccomp default."""
     return {

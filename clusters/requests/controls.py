@@ -58,6 +58,26 @@ def _clean_reason(reason: str) -> str:
     return reason
 
 
+def _queue_change(
+    cluster: ClusterRequest,
+    *,
+    actor: Any,
+    fields: dict[str, Any],
+    note_reason: str,
+    message: str,
+    action: str,
+    data: dict[str, Any],
+) -> None:
+    """Write ``fields`` on the locked row, tell its timeline and the audit log, and have
+    the queue counted again (the requests around it may move)."""
+    ClusterRequest.objects.filter(pk=cluster.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(cluster, name, value)
+    note(cluster, reason=note_reason, message=message, actor=actor)
+    audit_record(actor=actor, action=action, obj=cluster, tenant=cluster.tenant, data=data)
+    queue_backend().request_queued(cluster.pk)
+
+
 def cluster_set_priority(
     *,
     actor: Any,
@@ -83,22 +103,15 @@ def cluster_set_priority(
         before = cluster.priority
         if before == priority:
             return cluster
-        ClusterRequest.objects.filter(pk=cluster.pk).update(priority=priority)
-        cluster.priority = priority
-        note(
+        _queue_change(
             cluster,
-            reason="priority_changed",
+            actor=actor,
+            fields={"priority": priority},
+            note_reason="priority_changed",
             message=f"priority {before} -> {priority}: {reason}",
-            actor=actor,
-        )
-        audit_record(
-            actor=actor,
             action="cluster.priority",
-            obj=cluster,
-            tenant=cluster.tenant,
             data={"before": before, "after": priority, "reason": reason},
         )
-        queue_backend().request_queued(cluster.pk)
     return cluster
 
 
@@ -130,19 +143,16 @@ def cluster_hold(
             "queue_eta": None,
             "queue_flavors": [],
         }
-        ClusterRequest.objects.filter(pk=cluster.pk).update(**fields)
-        for name, value in fields.items():
-            setattr(cluster, name, value)
-        note(cluster, reason="held", message=f"on hold: {reason}", actor=actor)
-        audit_record(
+        # The requests behind it move up: positions are re-counted by a pass.
+        _queue_change(
+            cluster,
             actor=actor,
+            fields=fields,
+            note_reason="held",
+            message=f"on hold: {reason}",
             action="cluster.hold",
-            obj=cluster,
-            tenant=cluster.tenant,
             data={"reason": reason},
         )
-        # The requests behind it move up: positions are re-counted by a pass.
-        queue_backend().request_queued(cluster.pk)
     return cluster
 
 
@@ -157,18 +167,13 @@ def cluster_release(
         cluster = lifecycle.locked(cluster)
         if cluster.held_at is None:
             raise ServiceConflict("This request is not on hold.", code="not_held")
-        fields = {"held_at": None, "hold_reason": "", "queue_reason": "", "queue_message": ""}
-        ClusterRequest.objects.filter(pk=cluster.pk).update(**fields)
-        for name, value in fields.items():
-            setattr(cluster, name, value)
-        message = f"released from hold: {reason}" if reason else "released from hold"
-        note(cluster, reason="released", message=message, actor=actor)
-        audit_record(
+        _queue_change(
+            cluster,
             actor=actor,
+            fields={"held_at": None, "hold_reason": "", "queue_reason": "", "queue_message": ""},
+            note_reason="released",
+            message=f"released from hold: {reason}" if reason else "released from hold",
             action="cluster.release",
-            obj=cluster,
-            tenant=cluster.tenant,
             data={"reason": reason},
         )
-        queue_backend().request_queued(cluster.pk)
     return cluster

@@ -380,12 +380,9 @@ def cluster_resume(
     ``role`` as for :func:`cluster_delete`."""
     _require_manage(actor=actor, cluster=cluster, role=role)
     with transaction.atomic():
-        cluster = lifecycle.locked(cluster)
-        if cluster.state != State.SUSPENDED:
-            raise ServiceConflict(
-                f"Only a suspended cluster can be resumed; this one is {cluster.state}.",
-                code="invalid_state",
-            )
+        cluster = lifecycle.locked_in(
+            cluster, State.SUSPENDED, "Only a suspended cluster can be resumed"
+        )
         rules.check_user_caps(
             tenant=cluster.tenant,
             owner=cluster.owner,
@@ -477,12 +474,9 @@ def cluster_keepalive(
     _require_manage(actor=actor, cluster=cluster, role=role)
     now = timezone.now()
     with transaction.atomic():
-        cluster = lifecycle.locked(cluster)
-        if cluster.state != State.READY:
-            raise ServiceConflict(
-                f"Only a ready cluster can be kept alive; this one is {cluster.state}.",
-                code="invalid_state",
-            )
+        cluster = lifecycle.locked_in(
+            cluster, State.READY, "Only a ready cluster can be kept alive"
+        )
         idle.mark_used(cluster.pk, now)
         cluster.last_active_at = now
         cluster.idle_warned_at = None

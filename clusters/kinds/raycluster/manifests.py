@@ -33,8 +33,8 @@ from clusters.kube.manifests import (
     Manifest,
     container_resources,
     container_security_context,
-    object_metadata,
     pod_security_context,
+    request_object,
     shm_volume,
 )
 from clusters.kube.provisioning_requests import consume_annotations
@@ -311,14 +311,7 @@ def raycluster(
         for group in spec["workerGroupSpecs"]:
             meta = group["template"]["metadata"]
             meta["annotations"] = {**meta.get("annotations", {}), **consume_annotations(booked)}
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": object_metadata(
-            str(cluster.name), object_labels, str(cluster.tenant.namespace)
-        ),
-        "spec": spec,
-    }
+    return request_object("ray.io/v1", "RayCluster", cluster, object_labels, spec)
 
 
 def manifests(cluster: Any, **options: Any) -> list[Manifest]:

@@ -9,7 +9,7 @@ import pytest
 
 from clusters.domain.states import State
 from clusters.models import ClusterRequest
-from clusters.rows.lifecycle import locked, request_deletion, requeue_evicted, suspend
+from clusters.rows.lifecycle import locked, locked_in, request_deletion, requeue_evicted, suspend
 from clusters.rows.transitions import transition
 from controlplane.exceptions import ServiceConflict
 from tenants.models import AuditEvent
@@ -74,3 +74,13 @@ def test_an_eviction_queues_the_row_again_with_kueue_s_words(make_cluster: Any) 
     # A queued row is not evicted again.
     assert requeue_evicted(back, reason="Preempted", message="", queue_reason="quota") == back
     assert AuditEvent.objects.filter(action="cluster.evict").count() == 1
+
+
+def test_locked_in_refuses_a_row_in_another_state_in_its_words(make_cluster: Any) -> None:
+    cluster = make_cluster()
+    cluster.save()
+    assert locked_in(cluster, State.QUEUED, "Only a queued request").pk == cluster.pk
+    with pytest.raises(ServiceConflict) as refused:
+        locked_in(cluster, State.READY, "Only a ready cluster can be kept alive")
+    assert refused.value.code == "invalid_state"
+    assert refused.value.message == "Only a ready cluster can be kept alive; this one is queued."

@@ -20,11 +20,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters import selectors
-from clusters.api.output import ClusterListItemOut, ClusterOut
 from clusters.api.serializers import ClusterCreateInput
 from clusters.domain import shapes
 from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
+from clusters.output.request import ClusterListItemOut, ClusterOut
 from clusters.requests import controls, services
 from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import JsonIntegerField, StrictSerializer

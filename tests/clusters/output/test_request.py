@@ -14,8 +14,8 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIRequestFactory
 
-from clusters.kinds.rayjob.output import JobOut
 from clusters.api.queue_views import QueueEntryOut
+from clusters.kinds.rayjob.output import JobOut
 from clusters.models import ClusterEvent, Job, Workload
 from clusters.output.request import ClusterListItemOut, ClusterOut, FlatModelOut
 from clusters.selectors import cluster_list, cluster_list_items, with_recent_events

@@ -1,7 +1,5 @@
 """The WATCH verb: a stream of ADDED / MODIFIED / DELETED / BOOKMARK / ERROR events, as
-the API server's watch cache serves it.
-
-:func:`parse_options` checks the query first; a :class:`WatchStream` is positioned in the
+the API server's watch cache serves it. :func:`parse_options` checks the query first; a :class:`WatchStream` is positioned in the
 store's history (``store.py``) and encodes its kind's matching changes, with the lock
 held. Modelled: initial ADDED events, 410 and too-new resourceVersions, selectors on old
 and new state, bookmarks, WatchList and Table output. The controllers change some

@@ -1,7 +1,5 @@
 """An emulation of Kubernetes' Job controller (``batch/v1`` Job), enough for KubeRay's
-RayJob submitter and for plain one-pod Jobs.
-
-As kube-controller-manager does: defaults at create (:func:`default_job`), pods from the
+RayJob submitter and for plain one-pod Jobs. As kube-controller-manager does: defaults at create (:func:`default_job`), pods from the
 template owned by the Job through the normal pod path, failed pods replaced after the
 pod-failure backoff up to ``backoffLimit`` (then ``Failed``), ``Complete`` at
 ``completions``, the status counts, and ``spec.suspend`` (Kueue's lever). Simplified: no

@@ -1,7 +1,5 @@
 """Kueue's admission checks, and its ProvisioningRequest admission check controller
-(``pkg/controller/admissionchecks/provisioning``).
-
-A Workload reserving quota in a ClusterQueue with checks waits suspended
+(``pkg/controller/admissionchecks/provisioning``). A Workload reserving quota in a ClusterQueue with checks waits suspended
 (``UnsatisfiedChecks``) until every check is ``Ready``, then is admitted with their
 ``podSetUpdates``. For a ``kueue.x-k8s.io/provisioning-request`` check, a
 ProvisioningRequest (and its PodTemplates) is made per attempt from the config, and its

@@ -1,11 +1,12 @@
 """The WATCH verb: a stream of ADDED / MODIFIED / DELETED / BOOKMARK / ERROR events, as
-the API server's watch cache serves it. :func:`parse_options` checks the query first; a :class:`WatchStream` is positioned in the
-store's history (``store.py``) and encodes its kind's matching changes, with the lock
-held. Modelled: initial ADDED events, 410 and too-new resourceVersions, selectors on old
-and new state, bookmarks, WatchList and Table output. The controllers change some
-objects in place before writing them again, so such a change is merged into the later
-one (ADDED then MODIFIED arrives as one ADDED); versions only grow and nothing after a
-client's position is skipped, so resuming from any event misses nothing.
+the API server's watch cache serves it. :func:`parse_options` checks the query first; a
+:class:`WatchStream` is positioned in the store's history (``store.py``) and encodes its
+kind's matching changes, with the lock held. Modelled: initial ADDED events, 410 and
+too-new resourceVersions, selectors on old and new state, bookmarks, WatchList and Table
+output. The controllers change some objects in place before writing them again, so such
+a change is merged into the later one (ADDED then MODIFIED arrives as one ADDED);
+versions only grow and nothing after a client's position is skipped, so resuming from
+any event misses nothing.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """An emulation of Kubernetes' Job controller (``batch/v1`` Job), enough for KubeRay's
-RayJob submitter and for plain one-pod Jobs. As kube-controller-manager does: defaults at create (:func:`default_job`), pods from the
-template owned by the Job through the normal pod path, failed pods replaced after the
-pod-failure backoff up to ``backoffLimit`` (then ``Failed``), ``Complete`` at
-``completions``, the status counts, and ``spec.suspend`` (Kueue's lever). Simplified: no
-job-tracking finalizer, Indexed mode, ``podFailurePolicy``, ``successPolicy``, deadline
-or TTL; a running pod ends only when a simulated process (the RayJob submitter) or the
-admin ``POST /_kubesim/pods/exit`` ends it.
+RayJob submitter and for plain one-pod Jobs. As kube-controller-manager does: defaults
+at create (:func:`default_job`), pods from the template owned by the Job through the
+normal pod path, failed pods replaced after the pod-failure backoff up to
+``backoffLimit`` (then ``Failed``), ``Complete`` at ``completions``, the status counts,
+and ``spec.suspend`` (Kueue's lever). Simplified: no job-tracking finalizer, Indexed
+mode, ``podFailurePolicy``, ``successPolicy``, deadline or TTL; a running pod ends only
+when a simulated process (the RayJob submitter) or the admin
+``POST /_kubesim/pods/exit`` ends it.
 """
 
 from __future__ import annotations

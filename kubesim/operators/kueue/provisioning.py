@@ -1,11 +1,12 @@
 """Kueue's admission checks, and its ProvisioningRequest admission check controller
-(``pkg/controller/admissionchecks/provisioning``). A Workload reserving quota in a ClusterQueue with checks waits suspended
-(``UnsatisfiedChecks``) until every check is ``Ready``, then is admitted with their
-``podSetUpdates``. For a ``kueue.x-k8s.io/provisioning-request`` check, a
-ProvisioningRequest (and its PodTemplates) is made per attempt from the config, and its
-conditions map onto the check: ``Provisioned`` -> ``Ready``, ``Failed`` or an early
-``BookingExpired`` -> ``Retry`` (evict, requeue with backoff) or ``Rejected`` (evict and
-deactivate) past the backoff limit. Other controllers' checks stay ``Pending``.
+(``pkg/controller/admissionchecks/provisioning``). A Workload reserving quota in a
+ClusterQueue with checks waits suspended (``UnsatisfiedChecks``) until every check is
+``Ready``, then is admitted with their ``podSetUpdates``. For a
+``kueue.x-k8s.io/provisioning-request`` check, a ProvisioningRequest (and its
+PodTemplates) is made per attempt from the config, and its conditions map onto the
+check: ``Provisioned`` -> ``Ready``, ``Failed`` or an early ``BookingExpired`` ->
+``Retry`` (evict, requeue with backoff) or ``Rejected`` (evict and deactivate) past the
+backoff limit. Other controllers' checks stay ``Pending``.
 """
 
 from __future__ import annotations

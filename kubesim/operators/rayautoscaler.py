@@ -6,8 +6,8 @@ the head is Running and Ready, it reads the RayCluster, places the demand of the
 worker pods for what does not fit (within each group's min/max, the pending pods capped by
 ``upscalingMode`` as Ray's ``upscaling_speed`` caps them), removes workers idle for
 ``idleTimeoutSeconds`` (least recently used first, down to minReplicas), and writes
-``replicas`` and ``scaleStrategy.workersToDelete`` as its JSON patches do, clearing
-``workersToDelete`` once KubeRay has deleted those pods (``safe_to_scale``).
+``replicas`` and ``scaleStrategy.workersToDelete`` as its patches do, clearing the latter
+once KubeRay has deleted those pods (``safe_to_scale``).
 """
 
 from __future__ import annotations

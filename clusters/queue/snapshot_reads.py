@@ -122,16 +122,7 @@ def with_options(pending: adm.Pending, options: list[adm.FlavorOption]) -> adm.P
     (while it waits, the first preference, whatever flavor it last ran on)."""
     if not options:
         return pending
-    first = options[0]
-    return replace(
-        pending,
-        flavor=first.flavor,
-        gpus=first.gpus,
-        cpu=first.cpu,
-        memory_gib=first.memory_gib,
-        worker_gpus=first.worker_gpus,
-        fallbacks=tuple(options[1:]),
-    )
+    return pending.on(options[0], fallbacks=tuple(options[1:]))
 
 
 @dataclass

@@ -167,8 +167,7 @@ def _jobs_done() -> int:
 
     return (
         ClusterRequest.objects.unscoped()
-        .jobs()
-        .filter(state="succeeded", holds_gpus=False, gpus_released_at__isnull=False)
+        .filter(workload="job", state="succeeded", holds_gpus=False, gpus_released_at__isnull=False)
         .count()
     )
 

@@ -44,12 +44,6 @@ class ClusterRequestQuerySet(TenantOwnedQuerySet):
     def not_deleted(self) -> ClusterRequestQuerySet:
         return self.exclude(state=State.DELETED)
 
-    def clusters(self) -> ClusterRequestQuerySet:
-        return self.filter(workload=Workload.CLUSTER)
-
-    def jobs(self) -> ClusterRequestQuerySet:
-        return self.filter(workload=Workload.JOB)
-
 
 class ClusterRequest(TenantOwned):
     """One engineer's request for a Ray cluster, from the queue to its deletion.
@@ -258,11 +252,6 @@ class ClusterRequest(TenantOwned):
     def namespace(self) -> str:
         """The Kubernetes namespace the cluster lives in (its tenant's)."""
         return self.tenant.namespace
-
-    @property
-    def is_job(self) -> bool:
-        """Whether this request is a batch job (a RayJob) rather than a cluster."""
-        return self.workload == Workload.JOB
 
 
 class Job(models.Model):

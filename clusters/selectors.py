@@ -96,14 +96,8 @@ def cluster_list_items(
 
 
 def cluster_detail(*, tenant: Tenant, pk: int, workload: str = DEFAULT_WORKLOAD) -> ClusterRequest:
-    """One cluster by primary key with its newest :data:`EVENTS_SHOWN` events as
-    ``recent_events``, newest first, in two queries: the detail's representation.
-
-    For the answer of a write, which reads its row again after the commit. (A sliced
-    prefetch would number the events of every row with a window function; for one row a
-    plain ``ORDER BY ... LIMIT`` says the same, and compiling the window query was a
-    third of a create's time in Python.)
-    """
+    """One row with its newest :data:`EVENTS_SHOWN` events (a write's answer; a plain
+    ``LIMIT``, as a sliced prefetch's window query costs more to compile)."""
     cluster: ClusterRequest = cluster_list(tenant=tenant, workload=workload).get(pk=pk)
     return with_recent_events(cluster)
 
@@ -194,8 +188,7 @@ def cluster_endpoints(cluster: ClusterRequest, *, base_url: str = "") -> dict[st
 
 
 def idle_minutes(last_active_at: Any, now: Any) -> int:
-    """Whole minutes from ``last_active_at`` to ``now`` (0 if it is in the future): the
-    only part of :func:`cluster_activity` that changes with the clock alone."""
+    """Whole minutes since ``last_active_at`` (0 if ahead): what the clock alone moves."""
     return max(int((now - last_active_at).total_seconds() // 60), 0)
 
 

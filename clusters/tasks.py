@@ -21,6 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from clusters.domain.states import State
+from clusters.domain.workload_kinds import row_relations
 from clusters.engine import idle, provisioning, scale_up
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
@@ -61,7 +62,7 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
     """Converge one cluster request's Kubernetes objects with its row."""
     cluster = (
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", "job")
+        .select_related("tenant", "flavor", "owner", *row_relations())
         .filter(pk=cluster_id)
         .first()
     )
@@ -94,26 +95,16 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
 
 
 def _nudge_reconcile(*, at_once: bool = False) -> None:
-    """A deletion finished (capacity freed) or a cluster was applied: let the reconciler
-    and the queue see it soon rather than at the next beat. The nudge is coalesced and
-    slightly delayed, so a burst of provisions shares one pass (``at_once``: when
-    nothing would share the wait)."""
+    """Let the reconciler see freed or applied capacity soon; coalesced and slightly
+    delayed so a burst shares one pass (``at_once``: none would)."""
     delay = 0.0 if at_once else settings.RECONCILE_NUDGE_DELAY_SECONDS
     enqueue.request_pass(enqueue.RECONCILE, countdown=delay)
 
 
 def _nudge_after_batch() -> None:
-    """Ask for the reconcile pass that sees a batch's clusters ready.
-
-    * While an admission pass is asked for, a burst goes on: the nudge waits
-      ``RECONCILE_NUDGE_DELAY_SECONDS``, so that the burst's batches share one pass.
-    * Otherwise, while another batch's rows are still admitted, not at all: the last
-      batch to finish asks (each checks after its own rows moved, so of two batches
-      that finish together at least one sees the other's done; and beat's pass runs
-      every ``RECONCILE_INTERVAL_SECONDS`` whatever happens).
-    * Otherwise at once: this was the last of it, and waiting would only delay the rows
-      it made ready.
-    """
+    """Ask for the pass that sees a batch ready: delayed while a burst goes on (an
+    admission pass is asked for), not at all while other batches' rows are admitted
+    (the last one asks; beat runs anyway), else at once."""
     if enqueue.is_requested(enqueue.ADMISSION_PASS):
         _nudge_reconcile()
     elif not provisioning.any_admitted():
@@ -122,8 +113,7 @@ def _nudge_after_batch() -> None:
 
 @shared_task(name=enqueue.PROVISION_MANY, acks_late=True)
 def provision_clusters(cluster_ids: list[int]) -> None:
-    """Converge a batch of requests (what one admission pass admitted), one row at a
-    time; a row's transient error goes to its own task (:func:`provision_cluster`)."""
+    """Converge a batch of admitted rows (a row's transient error: its own task)."""
     _converge_batch(cluster_ids)
 
 
@@ -154,7 +144,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
     whole, so one bad row does not hold up the others."""
     rows = list(
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", "job")
+        .select_related("tenant", "flavor", "owner", *row_relations())
         .filter(pk__in=cluster_ids)
         .order_by("pk")
     )
@@ -202,12 +192,8 @@ def _converge_batch(cluster_ids: list[int]) -> None:
 
 @shared_task(name=enqueue.ADMISSION_PASS, acks_late=True)
 def admission_pass() -> list[int]:
-    """Run one admission pass (the pass itself takes the lock; a no-op under Kueue).
-
-    If another pass holds the lock, this one asks for a pass again rather than waiting
-    in a worker process: the running pass may have read its snapshot before the change
-    that nudged this one.
-    """
+    """Run one admission pass (a no-op under Kueue). If another holds the lock, ask
+    again rather than wait: it may have read its snapshot before this nudge's change."""
     enqueue.pass_started(enqueue.ADMISSION_PASS)
     result = queue_backend().admission_pass()
     if result.busy:
@@ -277,7 +263,7 @@ def request_capacity(self: Any, cluster_id: int) -> None:
     lost work: every reconcile pass writes it again while it is missing."""
     cluster = (
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", "job")
+        .select_related("tenant", "flavor", "owner", *row_relations())
         .filter(pk=cluster_id)
         .first()
     )

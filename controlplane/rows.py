@@ -1,9 +1,8 @@
 """Model rows read with plain SQL, built exactly as the ORM builds them.
 
-A few reads run on every API request or create (the token lookup, the tenant with the
-caller's role, a flavor by name), where compiling the ORM's query costs more than the
-database's answer. This turns their columns back into instances as a queryset does: each
-value through the ORM's converters, the instance through ``Model.from_db``::
+A few reads run on every API request or create (the token, the tenant with the caller's
+role, a flavor by name), where compiling the ORM's query costs more than the answer.
+Values go through the ORM's converters and the instance through ``Model.from_db``::
 
     flavors = ModelRows(GpuFlavor, "f")
     cursor.execute(f"SELECT {flavors.columns} FROM tenants_gpuflavor f WHERE ...")

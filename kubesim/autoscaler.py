@@ -1,47 +1,13 @@
 """The cluster autoscaler of the simulated cluster: node groups that grow and shrink, and
-ProvisioningRequests (``autoscaling.x-k8s.io/v1``).
+ProvisioningRequests (``autoscaling.x-k8s.io/v1``), as cluster-autoscaler handles them.
 
-A fleet pool with a ``maxCount`` is a node group: the autoscaler may add nodes to it (named
-like the pool's others, with the same labels, taints and allocatable) up to ``maxCount``,
-and removes an added node once it has been empty for ``scaleDownUnneededTime``. The
-pool's first ``count`` nodes are its minimum and are never removed.
-
-ProvisioningRequests are handled as cluster-autoscaler handles them
-(``cluster-autoscaler/provisioningrequest``):
-
-- ``check-capacity.autoscaling.x-k8s.io``: ``Provisioned=True`` (``CapacityIsFound``) when
-  every pod of the request fits on the current free capacity, else ``Provisioned=False``
-  (``CapacityIsNotFound``, retried whenever capacity may have changed); with the parameter
-  ``noRetry: "true"`` a miss is final: ``Failed=True``.
-- ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``: ``Provisioned=True``
-  (``CapacityIsFound``) when the pods fit now; else, if one node group grown to at most its
-  max can hold every pod that does not fit, the nodes are requested and the request is
-  ``Provisioned=True`` (``CapacityIsProvisioned``) at once — "best effort": CA admits
-  without waiting for the nodes, which register (Ready) ``scaleUpDelay`` later; else
-  nothing is added (atomic: no partial scale-up) and the request is
-  ``Provisioned=False`` (``CapacityIsNotFound``, "CA will try to find it later"), retried.
-- Any other class: left alone, as CA ignores classes it does not handle.
-- Every request CA handles is ``Accepted=True``. One that is not provisioned within 7 days
-  of its creation gets ``Failed=True`` (``Expired``); one whose pod template is missing
-  ``Failed=True`` (``FailedToCreatePods``).
-- Capacity of a provisioned request is booked for ``provisioningRequestBookingTime`` (CA's
-  10 minutes) from its ``Provisioned`` transition, then ``BookingExpired=True``
-  (``CapacityReservationTimeExpired``). As in CA, a booking is what the *autoscaler*
-  sees: later requests are checked against the capacity left after booked pods are placed,
-  and a node added for a booked request is not scaled down; kube-scheduler does not know
-  bookings (neither does the real one). Pods annotated
-  ``autoscaling.x-k8s.io/consume-provisioning-request: <name>`` (or the older
-  ``cluster-autoscaler.kubernetes.io/consume-provisioning-request``) consume the booking:
-  each such pod that exists replaces one booked pod. Deleting the request ends its booking.
-
-Events as CA writes them (component ``cluster-autoscaler``): ``TriggeredScaleUp`` /
-``NotTriggerScaleUp`` on the ProvisioningRequest (CA writes them on the request's pods,
-which in CA are in-memory copies of the template), ``ScaleDown`` and ``ScaleDownEmpty`` on
-a removed node, which is first tainted ``ToBeDeletedByClusterAutoscaler``.
-
-Time comes from the cluster's clock (``ManualClock.advance`` in tests); the ticker calls
-:meth:`Autoscaler.tick`. Condition time stamps are written from that clock too, so that
-expiries derived from them agree with it.
+A pool with a ``maxCount`` grows up to it and loses an added node empty for
+``scaleDownUnneededTime``. ``check-capacity`` requests are provisioned when their pods fit
+now; ``best-effort-atomic-scale-up`` ones also when one node group can grow to hold them
+all (at once, the nodes Ready ``scaleUpDelay`` later; never a partial scale-up); other
+classes are ignored. Provisioned capacity is booked for the autoscaler for 10 minutes,
+consumed by pods annotated with the request; unprovisioned requests expire after 7
+days. Events as CA writes them; time from the cluster's clock (:meth:`Autoscaler.tick`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Time as kubesim's time-driven behaviour sees it, so that tests can move it by hand.
 
-:class:`Clock` reads the real wall clock; :class:`ManualClock` stands still until a test
-calls :meth:`ManualClock.advance`, so that an expiry of an hour is tested without sleeping
-an hour. Behaviour that depends on elapsed time reads the clock: event TTL, the
-scheduler's periodic retry, RayJob deadlines and TTLs, simulated Ray drivers, the Job
-controller's backoff, pod logs, Kueue's requeue backoffs, the cluster autoscaler's node
-boots, bookings and scale-down. The time stamps those write (pod and container start and
-finish, RayJob and Job times, the autoscaler's and Kueue's admission checks' conditions)
-come from it too (``util.stamp``); other time stamps still come from the real clock
-(``util.now``). ``advance`` does not run anything by itself: the ticker thread does within
-50 ms, or a test calls ``sim.cluster.tick()``.
+:class:`Clock` reads the wall clock; :class:`ManualClock` stands still until a test calls
+:meth:`ManualClock.advance`, so an hour's expiry is tested without sleeping an hour.
+Everything that depends on elapsed time (TTLs, retries, deadlines, drivers, backoffs,
+pod logs, node boots) reads it, and so do the time stamps those write (``util.stamp``);
+others come from the real clock (``util.now``). ``advance`` runs nothing itself: the
+ticker thread does within 50 ms, or a test calls ``sim.cluster.tick()``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Deletion semantics: finalizers, cascading through ownerReferences, namespace termination.
 
-An object with finalizers gets a ``deletionTimestamp`` and stays until its finalizers are
-removed (:meth:`Cluster.update_object` then removes it). ``propagationPolicy`` Background
-(the default) and Foreground delete dependents at once, synchronously; a dependent that
-another live owner still references only loses the reference. Foreground keeps the owner,
-with the ``foregroundDeletion`` finalizer, only while a dependent is held by a finalizer;
-Orphan strips the owner reference from the dependents. Deleting a namespace marks it
-Terminating, deletes its contents and removes it as soon as it is empty. What waits is
-finished by :meth:`Deletion.finish`, which the cluster runs in every settle pass.
+An object with finalizers gets a ``deletionTimestamp`` and stays until they are removed.
+Background (the default) and Foreground delete dependents at once (one another live owner
+references only loses the reference); Foreground keeps the owner, with
+``foregroundDeletion``, only while a dependent is held by a finalizer; Orphan strips the
+dependents' owner reference. A deleted namespace is Terminating until it is empty. What
+waits is finished by :meth:`Deletion.finish`, run in every settle pass.
 """
 
 from __future__ import annotations

@@ -1,33 +1,12 @@
 """Fault injection: a fraction of API requests answered with an error or delayed.
 
-Each request (admin paths excepted) is faulted with probability ``rate``. A faulted request
-waits ``delay_ms`` and is then answered with one of ``codes`` (picked uniformly) carrying a
-realistic ``Status`` body; with no codes it is only delayed and then served normally.
-Besides HTTP statuses, three codes name faults of the connection rather than of the
-answer, as an API server behind a load balancer shows them: :data:`DROPPED` (0), the
-connection closed without an answer; :data:`RESET` (-1), the answer's status line, headers
-and half its body sent, then the connection reset (the request itself was carried out,
-as it is when a connection breaks while the answer is on its way; on a watch, the stream
-is cut a moment after it opened, without its end); :data:`SLOW` (-2), the request served
-normally but only after ``slow_ms`` (longer than a client's timeout, say). 410 is answered
-only to watches, as the API server does: an ``ERROR`` event with a ``410 Expired`` Status
-(``too old resource version``) on a 200 stream; for any other request it is not among the
-codes picked. With
-``max_page`` set, a list answers at most that many items a page whatever its ``limit``
-(an API server may answer fewer than asked), so that clients must follow ``continue``.
-``verb_rates`` gives a verb (:data:`VERBS`) a rate of its own, so that a rare one (a
-namespace's create) is faulted as often as needed; with ``rotate`` each verb's faults take
-the codes in turn rather than at random, so that every code lands on every verb once that
-verb has had as many faults as there are codes (the turn is kept across settings); with
-``floor`` each verb's first requests after the setting are faulted whatever the rate, so
-that a phase of a test that turns faults on at its start faults every verb it sends;
-``spare`` names clients (``User-Agent``) never faulted, a test's own reads.
-Every request is kept in :attr:`Faults.history` (the last 100,000) as a :class:`Seen`:
-when it came, its method, verb (:func:`verb_of`), path and injected code, the client's
-``User-Agent``, and when
-an injected error was answered. From it a test can tell whether a client waited the
-``Retry-After`` it was told: a request that came before the refusal was answered, or from
-another process, could not have known of it.
+Each request (admin paths excepted) is faulted with probability ``rate``: it waits
+``delay_ms`` and is answered with one of ``codes`` and a realistic ``Status`` body (no
+codes: only delayed). Besides HTTP statuses, :data:`DROPPED`, :data:`RESET` and
+:data:`SLOW` are faults of the connection, as behind a load balancer; 410 goes only to
+watches, as an ``ERROR`` event. :meth:`Faults.set` says what else may be set. Every
+request is kept in :attr:`Faults.history` as a :class:`Seen`, so a test can tell
+whether a client waited the ``Retry-After`` it was told.
 """
 
 from __future__ import annotations
@@ -157,7 +136,15 @@ class Faults:
         floor: int = 0,
         spare: Any = (),
     ) -> None:
-        """Turn injection on (replacing any previous setting)."""
+        """Turn injection on (replacing any previous setting). :data:`DROPPED` closes the
+        connection unanswered; :data:`RESET` sends half an answer (the request was carried
+        out) then resets; :data:`SLOW` serves after ``slow_ms``. ``max_page`` caps a
+        list's page whatever its ``limit``, so clients must follow ``continue``;
+        ``verb_rates`` gives a verb (:data:`VERBS`) a rate of its own, so a rare one is
+        faulted as often as needed; ``rotate`` makes each verb's faults take the codes in
+        turn, so every code lands on every verb; ``floor`` faults each verb's first
+        requests whatever the rate; ``spare`` names clients (``User-Agent``) never
+        faulted, a test's own reads."""
         rates = {str(v): float(r) for v, r in (verb_rates or {}).items()}
         if not all(0.0 <= r <= 1.0 for r in [float(rate), *rates.values()]):
             raise ValueError("rate must be between 0 and 1")

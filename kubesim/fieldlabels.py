@@ -1,16 +1,11 @@
 """Which field selectors each kind accepts, as the API server decides it.
 
-A real API server does not select on arbitrary paths: each kind registers the field labels
-it supports (``AddFieldLabelConversionFunc`` in Kubernetes' ``pkg/apis/core/v1``), custom
-resources support ``metadata.name`` and (when namespaced) ``metadata.namespace``, and every
-other kind falls back to those two. A list call naming any other label is refused with 400
-BadRequest and the API server's own wording, which differs between the three cases; kubesim
-reproduces that, so a client that works here does not meet a 400 on a real cluster.
-
-Some labels are not plain paths: an Event's ``source`` is ``source.component``, or the
-``reportingComponent`` when that is empty; a Pod's ``spec.host`` is the old name of
-``spec.nodeName``. :func:`convert` turns labels into the paths :func:`kubesim.store.field_value`
-reads (``a|b`` means "``a``, or ``b`` when ``a`` is empty").
+Each kind registers the field labels it supports; custom resources and every other kind
+take ``metadata.name`` and (namespaced) ``metadata.namespace``. Any other label is a 400
+with the API server's own wording, so a client that works here meets no 400 on a real
+cluster. Some labels are not plain paths (an Event's ``source``, a Pod's ``spec.host``):
+:func:`convert` turns labels into the paths :func:`kubesim.store.field_value` reads
+(``a|b``: ``a``, or ``b`` when ``a`` is empty).
 """
 
 from __future__ import annotations

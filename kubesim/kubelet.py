@@ -1,14 +1,11 @@
 """The kubelet of the simulated cluster: bound pods become Running and Ready.
 
-The scheduler hands each pod it binds (and each pod created already bound to a node) to
-the kubelet. With ``startup_delay`` 0 the pod starts in the same settle pass: containers
-started and ready, a pod IP from 10.244.0.0/16, the Ready conditions. With a delay the pod
-first shows ``ContainerCreating``, and the ticker starts it once the delay is over. Each
-start writes the kubelet's events (``Pulling``/``Pulled``, ``Created``, ``Started``). A
-simulated process (the RayJob submitter) ends a pod through :meth:`Kubelet.terminate`.
-Failures (an image the registry lacks, a crash, an OOM kill, a node not ready) are
-``podfaults.py``'s knobs; ``containerlife.py`` runs a faulty container's restarts.
-Time stamps come from the cluster's clock (a test's ``ManualClock``, ``podlogs.py``).
+The scheduler hands it each pod it binds. With ``startup_delay`` 0 a pod starts in the
+same settle pass (containers ready, a pod IP, Ready conditions); with a delay it shows
+``ContainerCreating`` until the ticker starts it. Each start writes the kubelet's
+events; a simulated process ends a pod through :meth:`Kubelet.terminate`. Failures are
+``podfaults.py``'s knobs, restarts ``containerlife.py``'s; time stamps come from the
+cluster's clock.
 """
 
 from __future__ import annotations

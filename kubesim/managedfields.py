@@ -1,13 +1,11 @@
 """Field ownership: ``metadata.managedFields`` as the API server's field manager keeps it.
 
-A field set is a set of paths; each path element is written as FieldsV1 writes it:
-``f:<name>`` a field of a map or struct, ``k:<json>`` an item of an associative list by
-its keys (``x-kubernetes-list-map-keys``; built-ins by their merge keys), ``v:<json>`` an
-item of a set. Atomic lists and maps are leaves. An update (create, PUT, PATCH) gives
-its manager the fields it changed or added and takes them from the others; a
-server-side apply owns exactly the fields it sent, removes those it sent last time and no
-longer does (unless someone else owns them), and is refused with 409 when it would change
-a field another manager owns, unless forced.
+A field set is a set of FieldsV1 paths (``f:<name>``, ``k:<json>`` for an associative
+list's item by its keys, ``v:<json>`` for a set's item; atomic lists and maps are
+leaves). An update gives its manager the fields it changed and takes them from the
+others; a server-side apply owns exactly the fields it sent, drops those it no longer
+sends (unless another owns them), and is a 409 when it would change another manager's
+field, unless forced.
 """
 
 from __future__ import annotations

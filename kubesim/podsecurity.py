@@ -1,16 +1,11 @@
 """Pod Security admission: a namespace's ``pod-security.kubernetes.io/enforce`` level.
 
-The API server refuses (403) a pod that breaks the Pod Security Standard its namespace
-enforces, naming every broken control as Kubernetes words them (``violates PodSecurity
-"restricted:latest": allowPrivilegeEscalation != false (container "c" must set ...)``).
-A controller's pod (KubeRay's workers, a Job's pods) is refused the same way, which its
-controller reports as an event. ``privileged`` or no label enforces nothing.
-
-The controls checked are the ones a workload's pod can break through its spec: host
-namespaces, privileged containers, added capabilities, hostPath volumes, host ports,
-an Unconfined seccomp profile (baseline); and for ``restricted`` also privilege
-escalation, dropping ALL capabilities, non-root, a seccomp profile and the volume
-types. Windows, AppArmor, SELinux, sysctls and /proc mount types are not modelled.
+A pod that breaks its namespace's standard is refused (403) naming every broken control
+as Kubernetes words them; a controller's pod is refused the same way and the controller
+reports it as an event. Checked: what a pod's spec can break (host namespaces,
+privileged, capabilities, hostPath, host ports, Unconfined seccomp; for ``restricted``
+also escalation, dropping ALL, non-root, a seccomp profile, volume types). Windows,
+AppArmor, SELinux, sysctls and /proc mount types are not modelled.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Kubernetes protobuf request bodies, decoded into the JSON form of the object they carry.
 
-kubectl sends the imperative creates of built-in kinds (``kubectl create namespace``,
-``configmap``, ``secret``, ``serviceaccount``, ``quota``, ``service``, ``role``, ...) as
-``application/vnd.kubernetes.protobuf``. Such a body is the 4-byte magic ``k8s\\0`` followed by
-a ``runtime.Unknown`` message: typeMeta=1 {apiVersion=1, kind=2}, raw=2 (the object's own
-message), contentEncoding=3, contentType=4. :func:`decode` turns it into the dict a JSON client
-would have sent for the same Go object, so validation, defaults and storage stay on the one
-JSON path; kubesim answers in JSON, which kubectl accepts.
-
-The wire format is protobuf's (varints, length-delimited fields, fixed 32/64-bit values); the
-messages are described by the tables in ``protoschema.py``. A field the tables do not know is
-refused unless it is empty (Go's encoder writes every non-pointer field, even a zero one), so
-that nothing a client sent is silently lost.
+kubectl sends its imperative creates of built-in kinds as
+``application/vnd.kubernetes.protobuf``: ``k8s\\0`` and a ``runtime.Unknown`` message.
+:func:`decode` turns it into the dict a JSON client would have sent, so validation,
+defaults and storage stay on the one JSON path. The messages are described in
+``protoschema.py``; a field the tables do not know is refused unless it is empty (Go
+writes every non-pointer field), so nothing a client sent is silently lost.
 """
 
 from __future__ import annotations
@@ -84,8 +78,7 @@ def decode(body: bytes) -> dict[str, Any]:  # noqa: C901
 
 
 def decode_message(buf: bytes, name: str) -> dict[str, Any]:
-    """The JSON form of one message of ``protoschema.MESSAGES`` (``PodSpec``, ``ObjectMeta``,
-    ...) given its bytes, without the envelope."""
+    """The JSON form of one message of ``protoschema.MESSAGES``, without the envelope."""
     return _message(buf, name, "")
 
 

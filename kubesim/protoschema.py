@@ -1,23 +1,12 @@
 """Field tables of the Kubernetes protobuf messages kubesim decodes (see ``protobuf.py``).
 
-The numbers, names and types are facts of the published API: the ``generated.proto`` files of
-k8s.io/api (core/v1, batch/v1, networking/v1, rbac/v1) and k8s.io/apimachinery (meta/v1, resource,
-intstr), joined with the JSON tags of the Go types they describe, as of their main branches
-in July 2026 (a superset of what kubectl 1.37 sends: field numbers are never reused). They
-cover every message reachable from the built-in kinds kubesim serves, plus ``DeleteOptions``.
-To add a field, add ``name=number:type`` to its message; ``_parse`` checks that every message
-named is described.
-
-One message per entry; an entry continues on indented lines::
-
-    Name: field=number[:type][!] ...
-
-``type`` is ``string`` (when left out), ``bytes``, ``int`` (any varint integer), ``bool``,
-``double`` or a message name; ``[T]`` is a repeated field and ``{T}`` a ``map<string, T>``.
-A field named ``*`` is an embedded Go struct whose fields JSON writes into the parent
-(``Volume`` and its ``VolumeSource``). ``!`` keeps a zero value: the Go field is a pointer
-(sent only when set) or its JSON tag has no ``omitempty``. Other zero values are dropped, as
-the JSON encoding drops them, because Go's protobuf encoding writes every non-pointer field.
+Facts of the published ``generated.proto`` files of k8s.io/api and apimachinery, joined
+with their Go types' JSON tags. One message per entry, continued on indented lines:
+``Name: field=number[:type][!] ...``, ``type`` one of ``string`` (the default),
+``bytes``, ``int``, ``bool``, ``double`` or a message; ``[T]`` repeated, ``{T}`` a map;
+``*`` an embedded struct; ``!`` keeps a zero value (a pointer, or no ``omitempty``),
+other zero values are dropped as JSON drops them. ``_parse`` checks every named message
+is described.
 """
 
 from __future__ import annotations

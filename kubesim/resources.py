@@ -62,9 +62,7 @@ class ResourceType:
 
     @property
     def has_generation(self) -> bool:
-        """Whether objects carry ``metadata.generation``: custom kinds and the built-ins whose
-        registry strategies set it (a spec that controllers observe), not ConfigMaps,
-        Secrets, Namespaces, Nodes, Services and the like."""
+        """Whether objects carry ``metadata.generation`` (custom kinds, spec-bearing built-ins)."""
         return self.is_custom or self.key in _GENERATION_KEYS
 
     @property

@@ -1,15 +1,11 @@
 """The scheduler of the simulated cluster (the kubelet, which starts bound pods, is kubelet.py).
 
-Pending pods are bound to nodes whose free allocatable fits their requests, whose labels
-match their nodeSelector and required node affinity, and whose NoSchedule/NoExecute taints
-their tolerations cover. A pod that fits nowhere stays Pending with a ``FailedScheduling``
-event worded as kube-scheduler words it; one with ``schedulingGates`` waits, ``SchedulingGated``,
-until they are removed. With KAI emulation, ``kai-scheduler`` pods with a
-``gpu-fraction`` (or ``gpu-memory``) annotation share GPUs.
-
-Cost: pods with identical scheduling requirements share a signature; static filters
-(taints, selectors) are cached per signature, and a retry pass stops at the first pod of a
-signature that does not fit, so retries cost O(signatures x nodes), not O(pods x nodes).
+Pending pods are bound to nodes whose free allocatable, labels, required affinity and
+taints fit them; one that fits nowhere stays Pending with kube-scheduler's
+``FailedScheduling`` words, one with ``schedulingGates`` waits. With KAI emulation,
+``gpu-fraction`` pods share GPUs. Pods with identical requirements share a signature
+whose static filters are cached, and a retry stops at a signature's first misfit, so
+retries cost O(signatures x nodes), not O(pods x nodes).
 """
 
 from __future__ import annotations
@@ -159,11 +155,8 @@ class Scheduler:
         self.seq = 0
 
     def flush_unschedulable(self) -> None:
-        """Retry every waiting pod, as kube-scheduler does with pods left unschedulable for
-        podMaxInUnschedulablePodsDuration (5 minutes) even when nothing changed. Each pod
-        that still does not fit gets its FailedScheduling event again (``count`` bumped), so
-        that the event of a pod waiting for hours outlives the event TTL, as on a real
-        cluster."""
+        """Retry every waiting pod, as kube-scheduler does every 5 minutes; a misfit's event
+        is written again, so it outlives the event TTL as on a real cluster."""
         if self.pending:
             self.retry_all = True
             self.flush = True
@@ -406,9 +399,7 @@ class Scheduler:
         ]
 
     def why_not(self, pod: Obj, info: NodeInfo) -> list[str]:
-        """Why ``pod`` (a pod, or a pod template's ``{metadata, spec}``) cannot go on
-        ``info``, in kube-scheduler's words; [] when it fits. The same filters as a bind:
-        unschedulable, taints, nodeSelector and required node affinity, free resources."""
+        """Why ``pod`` (or a template) cannot go on ``info``, in kube-scheduler's words."""
         req, _ = pod_totals(pod)
         return self._why_not(pod.get("spec") or {}, PodReq(("", ""), 0, "", req), info)
 

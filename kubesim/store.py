@@ -1,14 +1,10 @@
 """The object store: every object by (resource, namespace, name), plus the indexes the
 controllers need (dependents by owner uid) and the selector logic of list calls.
 
-The store knows nothing of HTTP or of admission; it just keeps objects, hands out
-resourceVersions from one counter, and answers selections quickly. Callers hold the
-simulator's lock around it.
-
-It also keeps the recent history of changes that watches are served from (``watch.py``),
-as the API server's watch cache does: every write and every removal appends a
-:class:`Change` to a bounded deque, oldest dropped first. Recording a change is O(1) and
-encodes nothing; a watch encodes what it sends, when it sends it.
+It knows nothing of HTTP or admission: it keeps objects, hands out resourceVersions from
+one counter and answers selections quickly, under the simulator's lock. As the API
+server's watch cache, it keeps the recent changes watches are served from (``watch.py``)
+in a bounded deque: recording is O(1) and encodes nothing; a watch encodes what it sends.
 """
 
 from __future__ import annotations
@@ -256,9 +252,7 @@ class Store:
             self.changed.notify_all()
 
     def changes_after(self, rv: int) -> int:
-        """The number (see :attr:`appended`) of the first retained change with a
-        resourceVersion above ``rv``; the caller has checked that ``rv`` is not below
-        :attr:`floor`."""
+        """The number of the first retained change above ``rv`` (not below :attr:`floor`)."""
         index = bisect.bisect_right(self.history, rv, key=lambda c: c.rv)
         return self.appended - len(self.history) + index
 

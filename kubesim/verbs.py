@@ -1,13 +1,10 @@
 """The API verbs: what the API server does with each request on a resource.
 
-One function per verb (get, list, create, replace, patch in its four flavours, delete and
-delete-collection), reached through :func:`handle` with the cluster's lock held. They check
-what a request may do (preconditions, resourceVersion conflicts, names, immutable fields,
-``dryRun``, ``fieldValidation``), write through the cluster's pipeline
-(:meth:`Cluster.create_object`, :meth:`Cluster.update_object`,
-:meth:`Cluster.delete_object`) and settle the controllers, so that the answer shows a
-settled cluster. ``server.py`` parses HTTP and routes here; the answers are objects,
-Tables or a ``Status``, shaped as the API server shapes them.
+One function per verb, reached through :func:`handle` with the cluster's lock held. Each
+checks what the request may do (preconditions, conflicts, names, immutable fields,
+``dryRun``, ``fieldValidation``), writes through the cluster's pipeline and settles the
+controllers, so the answer shows a settled cluster. ``server.py`` parses HTTP and routes
+here; answers are objects, Tables or a ``Status``, as the API server shapes them.
 """
 
 from __future__ import annotations

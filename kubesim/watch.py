@@ -1,43 +1,12 @@
 """The WATCH verb: a stream of ADDED / MODIFIED / DELETED / BOOKMARK / ERROR events, as
-the API server's watch cache serves it.
-
-``server.py`` parses the request and owns the socket; this module decides what to send.
-:func:`parse_options` checks the query before anything is streamed (the API server's
-``ValidateListOptions`` and its field selector conversion). A :class:`WatchStream` is
-positioned in the store's history of changes (``store.py``) and turns the changes of its
-kind, namespace and selectors into encoded event lines; every method that reads the store
-is called with the cluster's lock held, and the server writes the lines after releasing it.
-
-Kubernetes behaviour modelled:
-
-- ``resourceVersion`` unset or ``"0"``: synthetic ADDED events for the current objects
-  (sorted by namespace and name), then the changes after them; ``N``: every change after
-  ``N``, or, when the history no longer reaches back to ``N``, one ERROR event carrying a
-  ``410 Expired`` Status (``too old resource version: N (M)``) on a 200 stream. A
-  resourceVersion newer than the store's waits up to 3 s for it (the watch cache's
-  ``blockTimeout``), then ends with a ``504 Timeout`` ERROR event (``Too large resource
-  version``), which makes client-go re-list.
-- Selectors are applied per event, old and new state both: an object that starts matching
-  arrives as ADDED, one that stops matching as DELETED carrying its previous state with the
-  event's resourceVersion.
-- ``allowWatchBookmarks``: a BOOKMARK (the kind's apiVersion and kind, and
-  ``metadata.resourceVersion``) every ``bookmark_interval`` seconds, and one 2 s before
-  the timeout closes the stream (the cacher's ``nextBookmarkTime``).
-- WatchList: ``sendInitialEvents=true`` with ``resourceVersionMatch=NotOlderThan`` sends
-  the current objects as ADDED, then (with bookmarks allowed) a BOOKMARK annotated
-  ``k8s.io/initial-events-end: "true"``. As with the WatchList feature gate on, a watch
-  from resourceVersion unset or ``"0"`` is defaulted to that mode.
-- Table output (``as=Table``, what ``kubectl get -w`` asks for): each event's object is a
-  one-row Table; only the first carries ``columnDefinitions`` (the API server sets
-  ``NoHeaders`` after the first event).
-
-One simplification is forced by the simulator's controllers, which change some stored
-objects in place (the scheduler binding a pod, the kubelet starting it) before writing
-them again with a new resourceVersion: the earlier state is then gone. Such a change is
-not sent on its own; it is merged into the later change that wrote the state the object
-now has (ADDED then MODIFIED arrives as one ADDED). Event resourceVersions still only
-grow, and nothing after the client's position is skipped, so a client resuming from any
-event's resourceVersion misses nothing.
+the API server's watch cache serves it. :func:`parse_options` checks the query first; a
+:class:`WatchStream` is positioned in the store's history (``store.py``) and encodes its
+kind's matching changes, with the lock held. Modelled: initial ADDED events, 410 and
+too-new resourceVersions, selectors on old and new state, bookmarks, WatchList and Table
+output. The controllers change some objects in place before writing them again, so such
+a change is merged into the later one (ADDED then MODIFIED arrives as one ADDED);
+versions only grow and nothing after a client's position is skipped, so resuming from
+any event misses nothing.
 """
 
 from __future__ import annotations
@@ -226,9 +195,7 @@ def parse_options(
 
 
 def next_bookmark(now: float, deadline: float, interval: float) -> float:
-    """When the next BOOKMARK is due: ``interval`` from now, or 2 s before the deadline
-    if that comes first; ``inf`` when that moment has passed (the cacher's
-    ``nextBookmarkTime``)."""
+    """When the next BOOKMARK is due (2 s before ``deadline`` at the latest; ``inf``: past)."""
     due = min(now + interval, deadline - BOOKMARK_BEFORE_TIMEOUT)
     return due if due >= now else math.inf
 

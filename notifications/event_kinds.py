@@ -1,19 +1,20 @@
 """Which cluster events users hear about: the notification kinds and the one rule that
 derives a kind from a :class:`clusters.models.ClusterEvent`.
 
-The rule reads only the event's states and reason (and whether the request is a job),
-so the engine writes nothing new for notifications: the events it already records are
-the outbox. Pure functions, no database.
+The rule reads only the event's states and reason (and which states end a run of the
+request's kind), so the engine writes nothing new for notifications: the events it
+already records are the outbox. Pure functions, no database.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from django.db import models
 
 from clusters.domain.states import State
-from clusters.kinds.rayjob.states import JOB_FINISHED
+from clusters.domain.workload_kinds import kinds
 
 
 class EventKind(models.TextChoices):
@@ -52,12 +53,15 @@ class Derived:
     reason: str
 
 
-def derive(*, from_state: str, to_state: str, reason: str, is_job: bool) -> Derived | None:
-    """The notification kind of one ClusterEvent, or ``None`` if nobody is told of it.
+def derive(
+    *, from_state: str, to_state: str, reason: str, finished: Collection[str]
+) -> Derived | None:
+    """The notification kind of one ClusterEvent, or ``None`` if nobody is told of it;
+    ``finished`` are the states that end a run of the request's kind (``Kind.finished``).
 
-    - ``job_finished``: a job entering ``succeeded``, ``failed`` or ``stopped`` (a job's
-      failure is told as a finished job, not also as ``failed``);
-    - ``failed``: a cluster entering ``failed``;
+    - ``job_finished``: entering one of ``finished`` (a job's ``succeeded``, ``failed``
+      or ``stopped``; a failure there is told as a finished run, not also as ``failed``);
+    - ``failed``: entering ``failed`` otherwise;
     - ``cluster_ready``: ``provisioning`` -> ``ready``;
     - ``expiring_soon``: the note ``expiry_warning``; ``idle_warning``: the note
       ``idle_warning``; ``reclaim_warning``: the note ``reclaim_warning`` (borrowed
@@ -69,9 +73,9 @@ def derive(*, from_state: str, to_state: str, reason: str, is_job: bool) -> Deri
       person's ``suspended``), or entering ``deleting`` with reason ``expired``.
     """
     moved = from_state != to_state
-    if is_job and moved and to_state in JOB_FINISHED:
+    if moved and to_state in finished:
         return Derived(EventKind.JOB_FINISHED, reason)
-    if not is_job and moved and to_state == State.FAILED:
+    if moved and to_state == State.FAILED:
         return Derived(EventKind.FAILED, reason)
     if moved and to_state == State.READY and from_state == State.PROVISIONING:
         return Derived(EventKind.CLUSTER_READY, reason)
@@ -93,9 +97,10 @@ def derive(*, from_state: str, to_state: str, reason: str, is_job: bool) -> Deri
 
 
 def maybe_notable(*, from_state: str, to_state: str, reason: str) -> bool:
-    """Whether an event could be notable for a cluster or a job: cheap, no query (the
+    """Whether an event could be notable for a request of any kind: cheap, no query (the
     dispatcher decides exactly)."""
     return any(
-        derive(from_state=from_state, to_state=to_state, reason=reason, is_job=job) is not None
-        for job in (False, True)
+        derive(from_state=from_state, to_state=to_state, reason=reason, finished=kind.finished)
+        is not None
+        for kind in kinds().values()
     )

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from clusters.domain.workload_kinds import kind_of
 from clusters.models import ClusterEvent, ClusterRequest
 from notifications import event_kinds
 from notifications.models import (
@@ -70,14 +71,13 @@ def payload_of(event: ClusterEvent, derived: event_kinds.Derived) -> dict[str, A
     """What a notice of ``event`` says (the body's fields, without its delivery id)."""
     cluster: ClusterRequest = event.cluster
     tenant: Tenant = cluster.tenant
-    noun = "Job" if cluster.is_job else "Cluster"
-    what = f"{noun} {cluster.name} in {tenant.slug}"
+    of = kind_of(cluster)
+    what = f"{of.noun.capitalize()} {cluster.name} in {tenant.slug}"
     kind = derived.kind
     cause = event_kinds.SUSPENSION_CAUSES[derived.reason] if kind == _SUSPENDED else ""
     text = _TEXTS.get(kind, _FINISHED).format(
         what=what, message=event.message, state=event.to_state, cause=cause
     )
-    section = "jobs" if cluster.is_job else "clusters"
     return {
         "text": text,
         "subject": f"{what}: {kind.label.lower()}",
@@ -89,7 +89,7 @@ def payload_of(event: ClusterEvent, derived: event_kinds.Derived) -> dict[str, A
         "state": event.to_state,
         "reason": derived.reason,
         "message": event.message,
-        "url": f"{settings.PUBLIC_BASE_URL}/t/{tenant.slug}/{section}/{cluster.name}/",
+        "url": f"{settings.PUBLIC_BASE_URL}/t/{tenant.slug}/{of.section}/{cluster.name}/",
         "at": event.at.isoformat(),
     }
 
@@ -145,7 +145,7 @@ def _deliveries(
         from_state=event.from_state,
         to_state=event.to_state,
         reason=event.reason,
-        is_job=cluster.is_job,
+        finished=kind_of(cluster).finished,
     )
     if derived is None:
         return

@@ -1,13 +1,11 @@
 """Where a webhook may be sent: public addresses only, unless a deployment names a host.
 
 A webhook URL is a user's choice, so it must not reach what only the control plane can
-(loopback, the pod network, the cloud's metadata service). :func:`pinned_address` resolves
-the host once, refuses it if any address is not public, and returns the one address to
-connect to, so a DNS answer that changes after the check cannot move the connection.
-IPv4 carried inside IPv6 (mapped, SIIT, NAT64, 6to4, Teredo) is unwrapped and judged;
-the local-use NAT64 prefix 64:ff9b:1::/48 is always refused. Hosts named in
-``NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS`` (or every host, with
-``NOTIFY_ALLOW_PRIVATE_WEBHOOKS``) pass, still resolved once and pinned.
+(loopback, the pod network, cloud metadata). :func:`pinned_address` resolves the host
+once, refuses it if any address is not public (IPv4 inside IPv6 unwrapped; the local
+NAT64 prefix 64:ff9b:1::/48 always refused) and returns the one address to connect to,
+so a changed DNS answer cannot move the connection. ``NOTIFY_WEBHOOK_ALLOWED_PRIVATE_HOSTS``
+(or ``NOTIFY_ALLOW_PRIVATE_WEBHOOKS``) lets hosts pass, still resolved once and pinned.
 """
 
 from __future__ import annotations

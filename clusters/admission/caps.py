@@ -1,13 +1,10 @@
 """The per-engineer caps on dev clusters: one rule for submission, dry-run and admission.
 
-A tenant may cap how many dev clusters, and how many dev GPUs, one engineer has at once.
-What counts is every live dev request of the engineer that was asked for before this
-one — running, admitted, suspended (it may take its GPUs back without asking) and
-queued — so that a cap cannot be dodged by queueing more requests than it allows. At
-submission every live request is earlier; in an admission pass, a queued request counts
-the owner's queued ones ahead of it in the queue (higher priority, or the same and
-older), so a lower-priority request never holds back a higher one, and when a cap is
-lowered the requests at the front go first.
+A tenant may cap how many dev clusters, and dev GPUs, one engineer has at once. Every
+live dev request of the engineer asked for before this one counts (running, admitted,
+suspended, queued), so queueing more than the cap allows cannot dodge it. In a pass, a
+queued request counts only the owner's queued ones ahead of it, so a lower-priority
+request never holds back a higher one and a lowered cap lets the front go first.
 """
 
 from __future__ import annotations

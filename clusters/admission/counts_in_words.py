@@ -19,11 +19,8 @@ def number(amount: Decimal | int | float) -> str:
 
 
 def plural(noun: str, amount: Decimal | int | float) -> str:
-    """``noun`` as it reads after ``amount``: singular for exactly one, else plural.
-
-    The plural is the noun's last word plus "s" (``dev cluster`` -> ``dev clusters``),
-    except for the few nouns listed in ``_PLURALS``.
-    """
+    """``noun`` after ``amount``: singular for exactly one, else its last word plus "s"
+    (or its entry in ``_PLURALS``)."""
     if Decimal(str(amount)) == 1:
         return noun
     return _PLURALS.get(noun, f"{noun}s")

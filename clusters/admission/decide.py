@@ -215,9 +215,7 @@ class PassState:
         return None
 
     def _why(self, reason: str, pool: Pool, say: Callable[[], str]) -> tuple[str, str, Pool]:
-        """Why a request waits, as (reason, message, pool); the message is written only
-        when the pass explains (the what-if simulator reads none, and a long queue's
-        messages are most of a pass's cost)."""
+        """(reason, message, pool); the message only when the pass explains (it costs)."""
         return reason, say() if self.explain else "", pool
 
     def draws_from(self, p: Pending) -> list[Pool]:
@@ -577,7 +575,5 @@ def _key(p: Pending) -> WaitKey:
 
 
 def decide(snapshot: Snapshot, *, explain: bool = True) -> Decision:
-    """Decide one admission pass over ``snapshot`` (pure: the snapshot is not changed).
-    ``explain=False`` leaves out the waiting requests' status (the what-if simulator
-    reads only what starts, what is reclaimed and what is earmarked)."""
+    """One admission pass over ``snapshot``, which stays unchanged (pure)."""
     return PassState(snapshot, explain=explain).run()

@@ -1,16 +1,11 @@
 """When a waiting request should start: a forward simulation per pool.
 
-Each waiting request is blocked by one pool (its reason says which). For every pool
-the simulation walks that pool's waiting requests in queue order against a heap of
-future releases — the expiries of running clusters, of the clusters admitted by this
-pass, and of the waiting requests ahead once they would have started — and gives each
-request the time at which enough has been released for it. Nothing is re-decided per
-request, so the cost is O(n log n) overall.
-
-Assumptions (they make the ETA an estimate, not a promise): nothing new arrives,
-clusters live until their TTL, a request is held only by the pool of its current
-reason, and whole-node placement of prod workers is not modelled. A pool whose blockers
-have no TTL yields ``None`` ("unknown").
+Each pool's waiting requests are walked in queue order against a heap of future releases
+(running clusters' expiries, this pass's admissions, the requests ahead once started):
+O(n log n), nothing re-decided. An estimate, not a promise: it assumes nothing new
+arrives, clusters live until their TTL, a request is held only by its current reason's
+pool, and ignores whole-node placement of prod workers. A pool whose blockers have no
+TTL yields ``None`` ("unknown").
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Why a waiting request stands where it does, in words a person reads.
 
-:func:`order_notes` walks a :class:`~clusters.admission.recorded_pass.RecordedPass` (the pass
-the dry-run records) and, for every waiting request, compares it with the nearest request
-of another tenant ahead of it in the same flavor's queue, on the very heap keys the pass
-popped them by (:func:`~clusters.admission.decide.head_key`): priority class, explicit
-priority, aged or promised, the tenant's weighted dominant share, then age. The sentence
-names the first of these that differs, so it is true to the order the pass produced:
-"speech is ahead: its weighted share is 0.21, vision's is 0.48."
-
-:func:`reason_label` turns the public ``queue.reason`` codes into the words pages show
-(the codes stay in the API). Pure, like the rest of :mod:`clusters.admission`.
+:func:`order_notes` compares each waiting request of a
+:class:`~clusters.admission.recorded_pass.RecordedPass` with the nearest request of another
+tenant ahead of it in the flavor's queue, on the very heap keys the pass popped them by,
+and names the first that differs, so the sentence is true to the pass's order: "speech is
+ahead: its weighted share is 0.21, vision's is 0.48." :func:`reason_label` puts the public
+``queue.reason`` codes into the words pages show. Pure.
 """
 
 from __future__ import annotations

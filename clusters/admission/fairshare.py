@@ -1,15 +1,11 @@
 """Fair share, explained: per cohort, tenant and flavor, what the admission core counts.
 
-:func:`fair_share` reads a snapshot through the pass's own :class:`~clusters.admission.
-ledger.Ledger` (nominal quotas, GPUs held, each flavor's scale, the weighted share of
-:func:`~clusters.admission.ledger.weighted_share`), so the page shows the numbers the
-queue is ordered by, never a second formula. On top it says what each tenant borrows
-(held above its nominal quota) and lends: the part of its unused nominal quota that the
-cohort's borrowers are using, at most its ``lend_limit`` (``None``: all of it). What the
-borrowers use is attributed to the lenders in proportion to what each may lend.
-
-CPU and memory quotas are shown with whether they bind: a waiting request of the tenant
-waits on them (its pool, as the recorded pass saw it). Pure.
+:func:`fair_share` reads a snapshot through the pass's own
+:class:`~clusters.admission.ledger.Ledger`, so the page shows the numbers the queue is
+ordered by, never a second formula. On top it says what each tenant borrows (held above
+its nominal quota) and lends (its unused quota the borrowers use, at most ``lend_limit``,
+shared among lenders in proportion), and whether CPU and memory quotas bind (a waiting
+request of the tenant waits on them). Pure.
 """
 
 from __future__ import annotations

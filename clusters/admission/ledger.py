@@ -44,15 +44,12 @@ def fmt(amount: Decimal | int) -> str:
 
 
 def fleet_scale(total_gpus: int) -> float:
-    """What one GPU of a flavor weighs in a share: one over the flavor's fleet size, so
-    that a GPU of a scarce flavor weighs more than a GPU of a plentiful one."""
+    """One GPU's weight in a share: scarce flavors' GPUs weigh more."""
     return 1.0 / max(total_gpus, 1)
 
 
 def weighted_share(used: Decimal | float, scale: float, weight: Decimal | float) -> float:
-    """A tenant's weighted share of one flavor: the GPUs it holds there times the flavor's
-    :func:`fleet_scale`, divided by its fair-share weight. Its dominant share, the largest
-    over flavors, is what orders tenants within a priority (lowest first)."""
+    """GPUs held on a flavor times its :func:`fleet_scale`, over the tenant's weight."""
     return float(used) * scale / float(weight)
 
 

@@ -1,15 +1,10 @@
 """What one admission pass has promised to the requests that quota is reclaimed for.
 
-When a request within its tenant's nominal quota finds its cohort full of borrowers, the
-pass suspends borrowers' clusters for it (``decide``'s reclaim). What they free is
-*promised* to that request until it is admitted: its GPUs are reserved in the cohort, on
-the fleet and in its tenant's nominal quota, and no request the pass reaches after it
-may take them, unless enough is left for every promise once the borrowers are suspended
-(``releasing``). The mark outlives the pass (``Pending.earmarked``): a later pass reaches
-an earmarked request first within its priority and promises it again if it still waits,
-so what was reclaimed for it is never handed to a request of the same or a lower
-priority. Pure; every check is O(1), naming the request one is held behind scans the
-(few) promises.
+When a request within its nominal quota finds its cohort full of borrowers, the pass
+suspends borrowers for it; what they free is *promised* to it until it is admitted, and
+no request reached later may take it unless enough is left for every promise. The mark
+outlives the pass (``Pending.earmarked``), so what was reclaimed for a request is never
+handed to one of the same or a lower priority. Pure; every check is O(1).
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The dry-run without a whole pass per verdict: one recorded pass, forked where it matters.
 
-:func:`~clusters.admission.verdict.dry_run` answers "what if this request were queued
-too?" by running :func:`~clusters.admission.decide` again with the candidate added: a
-whole pass per verdict (and per alternative flavor). :class:`RecordedPass` runs the
-pass over the waiting queue once, keeping every step's heap key and a checkpoint of the
-pass's state every ``every`` steps. A candidate is then judged by working out the step at
-which the pass would reach it (its place in its tenant's queue, then the first step whose
-head sorts after it), forking the checkpoint before that step, replaying at most
-``every`` steps and deciding the candidate with the very code the pass runs.
-
-When the candidate waits, the rest of the pass is the recorded one (a waiting request
-takes nothing), so its ETA is the pass's own estimate over its pool's requests ahead of
-it. Where that does not hold, :meth:`RecordedPass.judge` returns ``None`` and the caller
-runs the whole pass: the candidate would count against the caps of its owner's requests
-behind it and one of those did not already wait over its cap, it would be aged or
-earmarked (it would hold a pool), or it changed the reclaim memo of a (cohort, flavor)
-that a later step asks to reclaim. So a verdict is always the one the whole pass gives
-(``tests/clusters/admission/test_recorded_pass.py`` checks it on random queues).
+:class:`RecordedPass` runs the pass over the waiting queue once, keeping each step's heap
+key and a checkpoint every ``every`` steps. A candidate is judged by finding the step at
+which the pass would reach it, forking the checkpoint before it and replaying at most
+``every`` steps with the pass's own code. Where the rest of the pass could change (caps
+of the owner's later requests, aging, earmarks, a reclaim memo a later step reads),
+:meth:`RecordedPass.judge` returns ``None`` and the caller runs the whole pass, so a
+verdict is always the whole pass's (``tests/clusters/admission/test_recorded_pass.py``).
 """
 
 from __future__ import annotations

@@ -185,6 +185,18 @@ class Pending:
     # does not bind it, since its nodes are being added for it; the quota still does.
     booked: str = ""
 
+    def on(self, option: FlavorOption, fallbacks: tuple[FlavorOption, ...] = ()) -> Pending:
+        """This request on ``option``'s flavor, with its demand there."""
+        return replace(
+            self,
+            flavor=option.flavor,
+            gpus=option.gpus,
+            cpu=option.cpu,
+            memory_gib=option.memory_gib,
+            worker_gpus=option.worker_gpus,
+            fallbacks=fallbacks,
+        )
+
     def options(self) -> tuple[Pending, ...]:
         """The request on each flavor it accepts, most preferred first (itself first)."""
         if not self.fallbacks:
@@ -196,21 +208,7 @@ class Pending:
         # Kept on the (frozen) request: a pass asks every time it reaches it, and a
         # caller that passes the same request to many passes (the what-if simulator)
         # builds them once.
-        return (
-            self,
-            *(
-                replace(
-                    self,
-                    flavor=o.flavor,
-                    gpus=o.gpus,
-                    cpu=o.cpu,
-                    memory_gib=o.memory_gib,
-                    worker_gpus=o.worker_gpus,
-                    fallbacks=(),
-                )
-                for o in self.fallbacks
-            ),
-        )
+        return (self, *(self.on(o) for o in self.fallbacks))
 
     @property
     def rank(self) -> tuple[int, int]:

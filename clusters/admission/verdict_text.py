@@ -60,8 +60,7 @@ def option(options: Sequence[Pending], verdict: str, eta: datetime | None, now: 
 
 
 def summary(choices: Sequence[str]) -> str:
-    """The choices, soonest first: ``Starts on l4 now (1 GPU charged), or on h100 in
-    about 40 min (1 GPU charged).``"""
+    """The choices, soonest first: ``Starts on l4 now, or on h100 in about 40 min.``"""
     return f"Starts {', or '.join(choices)}." if choices else ""
 
 

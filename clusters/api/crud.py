@@ -20,11 +20,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters import selectors
-from clusters.api.output import ClusterListItemOut, ClusterOut
 from clusters.api.serializers import ClusterCreateInput
 from clusters.domain import shapes
 from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
+from clusters.output.request import ClusterListItemOut, ClusterOut
 from clusters.requests import controls, services
 from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import JsonIntegerField, StrictSerializer
@@ -133,16 +133,9 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     def _answer(
         self, cluster: ClusterRequest, code: int, *, events_known: bool = False
     ) -> Response:
-        """The answer to a create or a delete: the row as the service left it, with its
-        events.
-
-        The service's instance holds every column as written and the tenant, flavor and
-        owner it was built from, so the row is not read again. A create's service also
-        hands back the events it wrote, the request's whole timeline when it committed
-        (``events_known``); a delete's are read. With Celery eager (some tests), the
-        nudges sent on commit ran their tasks inline and may have moved the row: it is
-        read again, as after any other write (:meth:`_out`).
-        """
+        """A create's or delete's answer: the row as the service left it (not read again),
+        with its events (a create's service hands them back: ``events_known``). With Celery
+        eager the commit's nudges may have moved the row: it is read again (:meth:`_out`)."""
         if current_app.conf.task_always_eager:
             return self._out(cluster, code)
         fresh = cluster if events_known else selectors.with_recent_events(cluster)

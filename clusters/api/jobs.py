@@ -13,14 +13,13 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db.models import prefetch_related_objects
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters import selectors
-from clusters.api.output import ClusterOut, EndpointsOut
 from clusters.api.renderers import LOG_RENDERERS, MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import (
     ClusterCreateInput,
@@ -31,13 +30,13 @@ from clusters.api.serializers import (
 from clusters.domain.shapes import DNS_LABEL_PATTERN
 from clusters.filters import ClusterFilter
 from clusters.kinds.rayjob.kind import KIND as JOB_KIND
+from clusters.kinds.rayjob.output import JobLogsOut, JobOut
 from clusters.kinds.rayjob.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
 from clusters.live import driver_logs as job_logs
 from clusters.models import ClusterRequest
 from clusters.requests import jobs as services
 from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import PAYLOAD_FIELDS, ClusterSpec
-from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless
 from tenants.api.viewsets import TenantScopedViewSet
@@ -127,63 +126,6 @@ def _specs(data: dict[str, Any]) -> tuple[ClusterSpec | None, JobSpec]:
     return ClusterSpec.from_data(shape), job
 
 
-class JobRunOut(drf.Serializer):
-    """What a job runs and how its run went."""
-
-    entrypoint = serializers.CharField()
-    runtime_env = serializers.JSONField()
-    active_deadline_seconds = serializers.IntegerField(allow_null=True)
-    ttl_seconds_after_finished = serializers.IntegerField()
-    cluster = serializers.CharField(
-        source="host.name", allow_null=True, default=None, help_text="The host dev cluster."
-    )
-    ray_job_id = serializers.CharField()
-    ray_cluster_name = serializers.CharField()
-    job_status = serializers.CharField(help_text="Ray's status of the job.")
-    message = serializers.CharField()
-    started_at = serializers.DateTimeField(allow_null=True)
-    ended_at = serializers.DateTimeField(allow_null=True)
-
-
-class JobOut(ClusterOut):
-    """A job as the API returns it: the request's fields (state, queue, GPUs, history)
-    and the run's (``job``), with ``gpu_hours`` and when its GPUs were released."""
-
-    job = JobRunOut()
-    gpu_hours = serializers.SerializerMethodField()
-
-    class Meta(ClusterOut.Meta):
-        fields = [
-            *[f for f in ClusterOut.Meta.fields if f not in ("ttl_hours", "suspended_at")],
-            "gpus_released_at",
-            "job",
-            "gpu_hours",
-        ]
-        read_only_fields = fields
-
-    @extend_schema_field(EndpointsOut(allow_null=True))
-    def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
-        return None  # a job's Ray cluster is its own; reach it through its logs
-
-    @extend_schema_field(serializers.FloatField())
-    def get_gpu_hours(self, obj: ClusterRequest) -> float:
-        return round(float(selectors.gpu_hours_of(obj)), 4)
-
-
-class JobLogsOut(drf.Serializer):
-    """The driver's output: the last ``tail`` lines (at most ``limit_bytes``)."""
-
-    origin = serializers.ChoiceField(
-        choices=["pod", "saved", "none"],
-        help_text="pod: read now from the submitter pod; saved: kept when the job ended "
-        "(its pods are gone); none: nothing yet.",
-    )
-    pod = serializers.CharField(allow_blank=True)
-    text = serializers.CharField(allow_blank=True)
-    truncated = serializers.BooleanField()
-    message = serializers.CharField(allow_blank=True)
-
-
 class JobViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet[ClusterRequest]
 ):
@@ -224,14 +166,8 @@ class JobViewSet(
         return Response(JobOut(fresh).data, status=code)
 
     def _answer_created(self, job: ClusterRequest) -> Response:
-        """The answer to a submission: the row as the service saved it, with its run
-        (``job.job``, cached when the service linked the two) and its host.
-
-        Reading the job back through the detail's selector was half of a submission's
-        time; only its events and usage spans are read here (the service may have
-        written an event of its own). With Celery eager (some tests), the nudges sent
-        on commit ran their tasks inline and may have moved the row: it is read again
-        (:meth:`_out`)."""
+        """A submission's answer: the row as the service saved it, with its run and host;
+        only its events and usage spans are read. Celery eager: read again (:meth:`_out`)."""
         if current_app.conf.task_always_eager:
             return self._out(job, status.HTTP_201_CREATED)
         selectors.with_recent_events(job)

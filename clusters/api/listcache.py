@@ -1,13 +1,11 @@
 """A page of a tenant's cluster list, served again while nothing it shows has changed.
 
-A dashboard polls the list, and rendering a page through the ORM and DRF costs tens of
-milliseconds of CPU. A page is kept under a *fingerprint* PostgreSQL computes in one
-small query over the rows a list can show: the sum of their row versions' ``(xmin,
-ctid)`` hashes and their count, so any write (ORM, ``update()``, raw SQL, another
-process) makes a new key; an event's insert rewrites its cluster's row (a trigger,
-migration 0010). The clock's part, idle minutes, is brought up to date when a page is
-served (:func:`get`). The fingerprint is read before the page, the key holds the whole
-URL and media type, and an entry is the rendered bytes. SQLite renders afresh.
+Dashboards poll the list and rendering a page costs tens of milliseconds of CPU. A page
+is kept under a *fingerprint* PostgreSQL computes in one small query: the count and sum
+of the listable rows' ``(xmin, ctid)`` hashes, so any write by anyone makes a new key (an
+event's insert rewrites its cluster's row: a trigger, migration 0010). Idle minutes, the
+clock's part, are brought up to date when a page is served (:func:`get`). The key holds
+the whole URL and media type; an entry is the rendered bytes. SQLite renders afresh.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters import selectors
-from clusters.api.output import FlatModelOut, QueueFlavorOut, accepted_flavors
 from clusters.models import ClusterRequest
+from clusters.output.request import FlatModelOut, QueueFlavorOut, accepted_flavors
 from clusters.rows import usage
 from controlplane.api import generics as drf
 from tenants.api.viewsets import TenantScopedViewSet

@@ -1,21 +1,11 @@
-"""``/api/v1/tenants/{slug}/clusters/{name}/ray/...``: the Ray dashboard for API tokens.
-
-For programs, Ray's Jobs SDK first of all::
-
-    JobSubmissionClient(api_proxy_url, headers={"Authorization": "Token <token>"})
-
-(``"Bearer <token>"`` works the same, as on the rest of the API.)
-
-A plain Django view, not a DRF one: the answer is the dashboard's, streamed as it comes
-(``clusters/live/ray_proxy.py``), not a serialized representation. Authentication is
-the API's token (knox, after ``Token`` or ``Bearer``) only, so no CSRF token is needed
-and none of the browser's cookies matter; without a valid token the answer is the API's
-401. So a browser that only has the product's session cookie never gets a cluster's
-page rendered on the product's origin; and in case a token's holder opens an answer in
-one, every answer carries ``Content-Security-Policy: sandbox`` (no scripts, an opaque
-origin), which Ray's SDK and CLI ignore.
-A WebSocket handshake (Ray's ``tail_job_logs``) is the same request under the ASGI
-server, with the same answers.
+"""``/api/v1/tenants/{slug}/clusters/{name}/ray/...``: the Ray dashboard for API tokens,
+for Ray's Jobs SDK first of all (``JobSubmissionClient(url, headers={"Authorization":
+"Token <token>"})``). A plain Django view streaming the dashboard's answer
+(``clusters/live/ray_proxy.py``). Only the API's token authenticates (no cookies, so no
+CSRF; else the API's 401), so a browser with just the session cookie never gets a
+cluster's page on the product's origin; every answer carries
+``Content-Security-Policy: sandbox`` in case one is opened in a browser. A WebSocket
+handshake (``tail_job_logs``) gets the same answers under ASGI.
 """
 
 from __future__ import annotations

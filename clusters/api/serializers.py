@@ -143,8 +143,7 @@ class ClusterCreateInput(drf.Serializer):
         return super().to_internal_value(data)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """``flavors`` or ``flavor``, not both: as the spec's ``flavor`` (the first
-        preference) and ``accepted_flavors`` (every name, in order)."""
+        """``flavors`` or ``flavor``, not both: the spec's ``flavor`` and ``accepted_flavors``."""
         return accept_flavors(attrs, required=True)
 
 

@@ -1,16 +1,11 @@
 """Environment variables a request may set on its Ray containers: the one set of rules.
 
-Pure (no database, no settings): the cluster and job services call
-:func:`validate_env` on a request's ``env``, and a job's ``runtime_env.env_vars``
-(:mod:`clusters.kinds.rayjob.runtime_env`) asks :func:`refusal` about each name, so the names a
-user may not set are listed once, here, each with the reason a user reads.
-
-A name is refused when setting it could defeat the GPU rules (what decides which
-devices a process sees, or which driver libraries it loads), break Ray or KubeRay (the
-variables they set to start and find the cluster), point a pod's container runtime
-somewhere else, or give pip another package index or options (``PIP_*``: the same
-rule :mod:`clusters.kinds.rayjob.pip_requirements` applies to ``runtime_env.pip``).
-docs/containers.md lists them with the same reasons.
+Pure: the services call :func:`validate_env` on a request's ``env`` and a job's
+``runtime_env.env_vars`` asks :func:`refusal`, so the refused names are listed once,
+each with the reason a user reads (docs/containers.md lists the same). A name is
+refused when setting it could defeat the GPU rules (which devices a process sees, which
+driver libraries it loads), break Ray or KubeRay, point the container runtime elsewhere,
+or give pip another index or options (``PIP_*``, as for ``runtime_env.pip``).
 """
 
 from __future__ import annotations

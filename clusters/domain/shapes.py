@@ -332,19 +332,15 @@ def validate_worker_groups(groups: Sequence[WorkerGroup], *, flavor: Any) -> Non
 
 
 def validate_extend_hours(hours: Any) -> int:
-    """The hours of an extension: a whole number from 1 to :data:`MAX_HOURS` (a year).
-
-    The one rule behind ``POST .../extend/`` and the dashboard's extend buttons; the
-    tenant's maximum lifetime is checked against the cluster by the service.
-    """
+    """An extension's hours, a whole number from 1 to :data:`MAX_HOURS` (a year): the
+    API's and the dashboard's one rule (the service checks the tenant's maximum)."""
     if isinstance(hours, bool) or not isinstance(hours, int) or not MIN_HOURS <= hours <= MAX_HOURS:
         raise ValidationError({"hours": EXTEND_HOURS_MESSAGE})
     return int(hours)
 
 
 def ttl_hours_range(tenant: Any) -> tuple[int, int]:
-    """The TTLs a request in ``tenant`` may ask for, in whole hours (the service, the
-    form's ``min``/``max`` and the verdict panel all refuse the same values)."""
+    """The whole-hour TTLs a request in ``tenant`` may ask for (service, form, verdict)."""
     return MIN_HOURS, int(tenant.max_ttl_hours)
 
 
@@ -355,11 +351,8 @@ def ttl_hours_message(tenant: Any) -> str:
 
 
 def resolve_ttl_hours(*, tenant: Any, kind: str, ttl_hours: int | None) -> int | None:
-    """The TTL a request gets: the tenant's dev default for dev; none unless asked for prod.
-
-    Production clusters serve long-running work, so they do not expire unless the request
-    sets a TTL; dev clusters always expire (users' first complaint is idle GPUs).
-    """
+    """The TTL a request gets: the tenant's dev default for dev (idle GPUs are the first
+    complaint); none for prod unless asked (it serves long-running work)."""
     if ttl_hours is not None:
         return ttl_hours
     return int(tenant.dev_ttl_hours) if kind == "dev" else None

@@ -62,6 +62,7 @@ class Kind:
 
     workload: str  # the row's ``workload`` value
     noun: str  # "cluster", "job": in messages
+    section: str  # "clusters", "jobs": its pages' segment of the dashboard's paths
     api_version: str  # the object a row of this kind is folded from
     object_kind: str
     plural: str  # its resource name in the API's paths
@@ -73,6 +74,12 @@ class Kind:
     reclaimable: bool  # may be suspended to give quota back
     interactive: bool  # has a Ray dashboard, is reclaimed when idle
     engine: str  # dotted path of its :class:`Behaviour` module
+    # Where its object holds the RayCluster spec that nodes are asked for.
+    ray_cluster_spec_at: tuple[str, ...] = ("spec",)
+    # States whose entry ends a run: its owner is told the run finished (not that it failed).
+    finished: frozenset[State] = frozenset()
+    # The relations of its rows that hold its details (read with a row to converge it).
+    related: tuple[str, ...] = ()
     # What a list of the kind's rows loads with them: its details' relations, prefetches.
     list_related: tuple[str, ...] = ()
     list_prefetch: tuple[str, ...] = ()
@@ -124,6 +131,11 @@ def kind_of(row: Any) -> Kind:
     every = kinds()
     workload = getattr(row, "workload", None)
     return every[workload] if workload else next(iter(every.values()))
+
+
+def row_relations() -> tuple[str, ...]:
+    """Every kind's :attr:`Kind.related`: what a query of rows of any kind loads with them."""
+    return tuple(name for kind in kinds().values() for name in kind.related)
 
 
 def interactive_workloads() -> list[str]:

@@ -1,13 +1,11 @@
 """What a reconcile pass may skip: the rows whose fold last changed nothing, with the
 same inputs since.
 
-Folding is deterministic in the row and its objects (apart from the clock), so a row
-whose last fold did nothing does nothing again while neither changed. A row's *stamp* is
-PostgreSQL's ``xmin`` with the columns a fold reads (and its Job row's, for a job); its
-objects' stamp is their ``resourceVersion``s, as its kind reads them. Always folded:
-rows waiting on the autoscaler, near their expiry, under a backend the stamps do not
-cover (Kueue) or without ``xmin`` (SQLite); every ``RECONCILE_FULL_PASS_SECONDS``
-everything is folded again. The memo is the worker process's own.
+Folding is deterministic in the row and its objects (the clock aside), so such a row
+would do nothing again. A row's *stamp* is its ``xmin`` and the columns a fold reads (its
+Job row's too); its objects' is their ``resourceVersion``s. Always folded: rows waiting on
+the autoscaler or near expiry, Kueue's and SQLite's (no stamps), and everything every
+``RECONCILE_FULL_PASS_SECONDS``. The memo is the worker process's own.
 """
 
 from __future__ import annotations

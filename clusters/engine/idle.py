@@ -1,23 +1,12 @@
 """Idle GPUs go back: read each ready cluster's activity from Ray, warn, then suspend.
 
-A pass (the ``clusters.tasks.check_activity`` beat task, every ``ACTIVITY_CHECK_SECONDS``)
-reads every ready cluster's activity through its dashboard
-(:func:`clusters.kube.raydash.read_activity`, a few at a time) and, for each:
-
-1. records ``last_active_at`` (now while a driver or job runs, else the latest moment Ray
-   reports, never earlier than the cluster became ready) and what was found;
-2. keeps the idle ledger (:class:`clusters.models.IdleSpan`): a span opens when the cluster
-   is found idle, back-dated to its last activity, and closes when it is used again;
-3. applies the tenant's policy (``idle_suspend_minutes``, 0 = off; dev clusters only
-   unless ``idle_suspend_prod``): idle that long, the owner is warned once (an
-   ``idle_warning`` event, which notifications deliver); still idle ``IDLE_GRACE_MINUTES``
-   after the warning, the cluster is suspended (reason ``idle``): its GPUs go back, its
-   spec stays, and resuming it goes back through the queue. Any use after the warning
-   (a job, a driver, a visit through the dashboard proxy, "keep alive") cancels it.
-
-A dashboard that cannot be read is never taken for idleness: the cluster's clock stops
-until the next successful read. Each write is conditional on the row still being ready
-and as read, so two overlapping passes (or a pass racing a person) act once.
+A pass (beat, every ``ACTIVITY_CHECK_SECONDS``) reads each ready cluster's dashboard
+(:func:`clusters.kube.raydash.read_activity`), records ``last_active_at``, keeps the idle
+ledger (:class:`clusters.models.IdleSpan`) and applies the tenant's policy
+(``idle_suspend_minutes``; dev only unless ``idle_suspend_prod``): idle that long, the
+owner is warned; still idle ``IDLE_GRACE_MINUTES`` later, it is suspended (GPUs back,
+spec kept). Any use cancels the warning; an unreadable dashboard is never idleness; each
+write is conditional on the row as read, so overlapping passes act once.
 """
 
 from __future__ import annotations

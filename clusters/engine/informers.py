@@ -1,14 +1,12 @@
 """The reconciler's informers: a watched cache of every kind a pass reads, kept for the
 life of the worker process (:mod:`clusters.kube.informer` says how a cache stays fresh).
 
-A pass takes the API server's current version, waits a moment for the caches to reach
-it (``RECONCILE_WATCH_WAIT_SECONDS``) and reads them instead of listing; a kind whose
-watch is not open is listed as before. Every change a watch delivers asks for a
-reconcile pass (coalesced, at most one pending; ``RECONCILE_WATCH_NUDGE_SECONDS`` apart
-from one process), so that passes follow the cluster instead of beat's period.
-
-``RECONCILE_WATCH`` turns it off: every pass lists every kind (the suite's in-process
-tests do, since they check a pass's outcome right after writing to the cluster).
+A pass waits a moment for the caches to reach the API server's current version
+(``RECONCILE_WATCH_WAIT_SECONDS``) and reads them instead of listing; a kind without an
+open watch is listed. Every change asks for a pass (coalesced,
+``RECONCILE_WATCH_NUDGE_SECONDS`` apart), so passes follow the cluster, not beat's
+period. ``RECONCILE_WATCH`` off: every pass lists (the in-process tests, which check a
+pass's outcome right after writing).
 """
 
 from __future__ import annotations

@@ -62,10 +62,7 @@ class Report:
 
     @property
     def placeable_grew(self) -> bool:
-        """Whether a request waiting for capacity may fit now. Admission counts the GPUs
-        of admitted and provisioning clusters against the observed free GPUs (their pods
-        may not be bound yet): rows moved to ready stop counting, and the observation
-        itself may show more free."""
+        """Whether a request waiting for capacity may fit now (rows went ready, or more free)."""
         return bool(self.ready) or self.capacity_grew
 
 
@@ -73,7 +70,7 @@ class Report:
 class Seen:
     """What one pass read from the cluster."""
 
-    # Each kind's objects by its object kind ("RayCluster"), keyed by (namespace, name).
+    # Each kind's objects by its ``Kind.object_kind``, keyed by (namespace, name).
     objects: dict[str, dict[Key, dict[str, Any]]]
     # Managed pods by (namespace, their ``ray.io/cluster`` label).
     pods: dict[Key, list[dict[str, Any]]]

@@ -19,9 +19,7 @@ from clusters.models import ClusterRequest
 def apply_cluster(
     cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None
 ) -> None:
-    """Apply the tenant bundle and the request's objects, as its kind builds them
-    (idempotent). ``bundles``: a batch passes the same :class:`BatchBundles` for all its
-    rows, so each tenant's bundle is rendered and checked once."""
+    """Apply the tenant bundle and the row's objects (idempotent; ``bundles``: a batch's)."""
     kind_of(cluster).behaviour.apply(cluster, gw, bundles=bundles)
 
 

@@ -1,13 +1,11 @@
 """The reconciler: one pass folds the cluster's truth into the rows and repairs drift.
 
-A pass reads every kind of object from the informers' caches (:mod:`.informers`), or
-with one LIST per kind, concurrently; records the free GPU capacity per flavor; then
-folds every row that changed since a fold of it that changed nothing (:mod:`.foldmemo`)
-through its kind (``clusters/kinds/<kind>/engine.py``: readiness, recreation, deletion,
-expiry, the queue backend's verdicts). It never calls an object missing from LISTs
-older than its row's last move (:func:`_listed_after`, :func:`_read_through`); it keeps
-each tenant's namespace bundle, folds the autoscaler's answers and deletes orphans. It
-returns what it did, so the task can run an admission pass when capacity freed.
+A pass reads every kind of object from the informers' caches (:mod:`.informers`) or one
+LIST per kind, records free GPUs per flavor, then folds every row that may have changed
+(:mod:`.foldmemo`) through its kind's ``engine.fold``. It never calls an object missing
+from LISTs older than its row's last move (:func:`_listed_after`); it keeps each
+tenant's bundle, folds the autoscaler's answers and deletes orphans, and returns what it
+did so the task can run an admission pass when capacity freed.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import kind_named, kind_of, kinds
+from clusters.domain.workload_kinds import kind_named, kind_of, kinds, row_relations
 from clusters.engine import foldmemo, informers, scale_up
 from clusters.engine.deletion import DELETED_MESSAGE, RELEASED_MESSAGE
 from clusters.engine.pass_state import Fold, Report, Seen
@@ -79,14 +77,9 @@ def reconcile_exclusive(gw: Gateway | None = None) -> Report | None:
 
 @contextmanager
 def _without_cycle_collection() -> Iterator[None]:
-    """Pause the cyclic garbage collector for the length of a pass.
-
-    A pass holds the decoded LISTs — millions of small dicts and lists at thousands of
-    clusters — and every full collection triggered meanwhile walks all of them, at
-    thousands of clusters a large share of the pass. Nothing a pass builds
-    needs the cycle collector (plain JSON has no cycles; reference counting frees it);
-    collection resumes when the pass ends.
-    """
+    """Pause the cyclic garbage collector for a pass: the decoded LISTs are millions
+    of small objects that every full collection would walk, and plain JSON has no
+    cycles (reference counting frees it)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -221,7 +214,7 @@ def _rows_to_fold(
         return []
     # prefetch, not select_related: a few flavors and owners shared by thousands of
     # rows are read once each instead of once per row.
-    query = ClusterRequest.objects.unscoped().prefetch_related("flavor", "owner", "job")
+    query = ClusterRequest.objects.unscoped().prefetch_related("flavor", "owner", *row_relations())
     if len(stamps) == live:
         # All of them (the first pass, a full pass, SQLite, Kueue): no list of ids.
         rows = list(query.not_deleted())
@@ -240,7 +233,7 @@ def _read_through(rows: list[ClusterRequest], seen: Seen, gw: Gateway, now: date
     A GET answers from the API server as of now, after the row's move (the row was read
     after this pass began): what it finds is folded as a LIST's item would be, and what
     it does not find is known missing (``seen.confirmed_missing``). A failed GET leaves
-    the row deferred. Pods come from the caches as before: those whose absence finishes
+    the row deferred. Pods still come from the caches: those whose absence finishes
     a deletion were written long before the row moved.
     """
     due = now - READ_THROUGH_AFTER
@@ -269,18 +262,10 @@ def _read_through(rows: list[ClusterRequest], seen: Seen, gw: Gateway, now: date
 
 
 def _listed_after(cluster: ClusterRequest, seen: Seen, key: tuple[str, str]) -> bool:
-    """Whether this pass's LISTs may tell the row that its object (a cluster's
-    RayCluster, a job's RayJob) is missing.
-
-    The objects of a state are written after the row moves to it (a batch applies,
-    then moves its rows to provisioning or starting; the provision pass writes a job's
-    RayJob, or deletes a RayCluster, after the request's commit). A LIST that began
-    before the row's last move, or while the row still waits for its provision pass
-    (``provision_requested_at``), may predate those writes: acting on its absence
-    would apply the object a second time, finish a deletion whose RayCluster was
-    applied since, or call a running job's RayJob vanished. Such a row is left to the
-    next pass, whose LISTs are newer (and it is not remembered as settled). A row whose
-    object is listed is folded as usual."""
+    """Whether this pass's LISTs may say the row's object is missing: not if they began
+    before the row's last move or while it waits for its provision pass, since the
+    object may be written after (acting on it would apply it twice, finish a deletion
+    early, or call a running job vanished). Such a row waits for a newer pass."""
     object_kind = kind_of(cluster).object_kind
     if seen.object(object_kind, key) is not None:
         return True

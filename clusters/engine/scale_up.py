@@ -1,15 +1,12 @@
 """Capacity on demand (built-in queue): ask the cluster autoscaler for a gang's nodes
 and follow its answer.
 
-The admission pass marks a request the quota admits but the current nodes cannot hold,
-on a flavor whose node group can grow (``capacity_state`` ``requested``, with the name
-of its ProvisioningRequest); :func:`request_capacity` (a task) writes the request and
-its PodTemplates (:mod:`clusters.kube.provisioning_requests`). Each reconcile pass folds the
-autoscaler's conditions into the rows (:func:`fold_capacity`): ``Provisioned`` makes the
-gang admissible on that flavor whatever is free now (the nodes are on their way, booked
-for it); ``Failed``, or a booking that lapsed before the gang was admitted, puts it back
-in line with the autoscaler's words and a time to ask again. Requests whose gang no
-longer waits for them are deleted.
+The admission pass marks a request the quota admits but the nodes cannot hold, on a
+flavor that can grow (``capacity_state`` ``requested``); :func:`request_capacity` writes
+its ProvisioningRequest and PodTemplates. Each reconcile pass folds the autoscaler's
+answer (:func:`fold_capacity`): ``Provisioned`` makes the gang admissible on that flavor
+(the nodes are booked for it); ``Failed``, or a lapsed booking, puts it back in line
+with a time to ask again. Requests no gang waits for are deleted.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from clusters.domain.states import State
+from clusters.domain.workload_kinds import kind_of
 from clusters.kube import provisioning_requests
 from clusters.kube.bundles import apply_into
 from clusters.kube.conditions import condition
@@ -38,7 +36,9 @@ NEEDS_REQUEST = frozenset({State.QUEUED, State.ADMITTED, State.PROVISIONING, Sta
 
 def _ray_cluster_spec(cluster: ClusterRequest) -> dict[str, Any]:
     (obj,) = cluster_manifests(cluster, **manifest_options())
-    return dict(obj["spec"]["rayClusterSpec"] if obj["kind"] == "RayJob" else obj["spec"])
+    for key in kind_of(cluster).ray_cluster_spec_at:
+        obj = obj[key]
+    return dict(obj)
 
 
 def request_capacity(cluster: ClusterRequest, gw: Gateway) -> None:

@@ -1,17 +1,12 @@
 """Remembering what this process last applied, so that unchanged objects are not re-sent.
 
-The reconciler keeps every tenant's namespace bundle and, in Kueue mode, the Kueue
-queues in step with the tables on every pass. Re-applying identical objects each pass
-would be pure load on the API server, so each writer keeps an :class:`AppliedCache`:
-a digest of the objects last applied under a key. The cache is per process and is lost
-on restart, which costs one idempotent re-apply; it is forgotten for a key whenever the
-objects may be gone from the cluster (say a namespace vanished). One lock guards it,
-since Celery's threads and the web app's may write at once.
-
-A 429's ``Retry-After`` must hold for every process, though: the worker's prefork
-children each keep a cache, and one child's periodic pass re-sent a bundle 0.12 s after
-the API server had told the other to wait a second. So the deadline is also kept for
-every process (:mod:`clusters.kube.notbefore`), under the writer's name and the key.
+Every pass keeps the tenants' bundles (and Kueue's queues) in step with the tables;
+re-applying identical objects would be pure load on the API server. So each writer keeps
+an :class:`AppliedCache`, a digest of what it last applied under a key, per process
+(a restart costs one idempotent re-apply) and forgotten when the objects may be gone;
+one lock guards it (Celery's and the web app's threads). A 429's ``Retry-After`` must
+hold for every process, though (the worker's prefork children each keep a cache), so
+that deadline is kept across processes (:mod:`clusters.kube.notbefore`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """A tenant's namespace bundle: claiming the namespace and keeping its objects applied.
 
 Every tenant gets one namespace with a ResourceQuota, LimitRange and network policies
-(and a KAI queue when KAI is on, its LocalQueue in Kueue mode), rendered by
-:func:`clusters.kube.manifests.tenant_bundle` from the tenant's quota rows.
-:func:`ensure_bundle` claims the namespace first — gangway never writes into a namespace
-it did not create for this tenant — and re-applies the bundle only when it changed since
-this process last applied it (:mod:`clusters.kube.applied`).
-
-Everything else written into a tenant's namespace (RayClusters, RayJobs, the
-ProvisioningRequests that ask for nodes) goes through :func:`apply_into`, which ensures
-the bundle first and builds it again when the namespace turns out to be gone.
+(and its KAI queue or Kueue LocalQueue), rendered from its quota rows.
+:func:`ensure_bundle` claims the namespace first (gangway never writes into one it did
+not create for the tenant) and re-applies only what changed (:mod:`clusters.kube.applied`).
+Everything else written there goes through :func:`apply_into`, which ensures the bundle
+first and builds it again when the namespace turns out to be gone.
 """
 
 from __future__ import annotations
@@ -93,13 +89,9 @@ def claim_namespace(tenant: Tenant, namespace: dict[str, Any], gw: Gateway) -> N
 def ensure_bundle(
     tenant: Tenant, gw: Gateway, *, force: bool = False, quotas: list[Quota] | None = None
 ) -> bool:
-    """Apply the tenant's bundle unless this process already applied the same one.
-
-    The namespace is claimed first (:func:`claim_namespace`), so a bundle is never
-    applied into a namespace gangway does not own. Returns whether it applied.
-    ``quotas``: the tenant's quota rows, when the caller read them for many tenants at
-    once (else they are read here).
-    """
+    """Apply the tenant's bundle, its namespace claimed first, unless this process
+    applied the same one; returns whether it applied. ``quotas``: the tenant's rows,
+    when the caller read them for many tenants."""
 
     def write(objects: list[dict[str, Any]]) -> None:
         claim_namespace(tenant, next(o for o in objects if o["kind"] == "Namespace"), gw)
@@ -112,8 +104,8 @@ def ensure_bundle(
 class BatchBundles:
     """Ensures the bundles of the tenants of a batch of rows: each tenant's once, with
     the quota rows of all of them read in one query up front (a batch of admitted
-    clusters spans many tenants; reading each tenant's quotas as its first row came
-    was a query per row)."""
+    clusters spans many tenants, and reading each tenant's quotas as its first row came
+    would be a query per row)."""
 
     def __init__(self, tenant_ids: Iterable[int]) -> None:
         self._quotas = quotas_by_tenant(set(tenant_ids))

@@ -1,19 +1,11 @@
 """Containers that see exactly their pod's GPUs: the ``container_gpus`` opt-in (pure).
 
-Ray runs a runtime environment's container (``image_uri``) with podman inside the
-worker pod. Podman finds GPUs through CDI specs, and a node-wide spec would offer a
-nested container every GPU of the node, not the ones Kubernetes gave this pod (the
-GPU-operator post of the domain brief, seed 001). So each GPU worker gets:
-
-- an init container, ``gpu-cdi-spec``, that asks for the same GPUs as the worker and
-  writes a CDI spec of exactly those into an ``emptyDir``;
-- the Ray container mounts that volume read-only and points podman at it
-  (``CONTAINERS_CONF_OVERRIDE`` names a ``containers.conf`` whose ``cdi_spec_dirs`` is
-  the volume), so ``--device nvidia.com/gpu=all`` means "all of this pod's GPUs";
-- what rootless podman needs and Pod Security ``baseline`` allows: the SETUID and
-  SETGID capabilities, privilege escalation (``newuidmap`` is setuid) and the
-  platform's Localhost seccomp profile. Never privileged, never a hostPath.
-
+Ray runs a runtime environment's container (``image_uri``) with podman in the worker
+pod, and a node-wide CDI spec would show it every GPU of the node. So each GPU worker
+gets an init container writing a CDI spec of exactly its GPUs into an ``emptyDir``,
+which the Ray container's podman is pointed at (``CONTAINERS_CONF_OVERRIDE``), and what
+rootless podman needs within Pod Security ``baseline`` (SETUID/SETGID, privilege
+escalation, the Localhost seccomp profile): never privileged, never a hostPath.
 docs/containers.md says what works, what does not, and why ``restricted`` refuses it.
 """
 
@@ -76,17 +68,10 @@ print(f"CDI spec for {len(gpus)} GPU(s) written to {out}")
 def init_container(
     *, image: str, gpu_resource: str, gpus: str, security_context: Manifest
 ) -> Manifest:
-    """The init container that writes the pod's CDI spec.
-
-    It asks for the same number of GPUs as the Ray container. The kubelet's device
-    manager hands devices allocated to an init container back to the pod's app
-    containers first (its ``devicesToReuse``), so with equal counts the Ray container
-    gets exactly the GPUs described here; and the pod's effective request is
-    max(largest init container, sum of app containers), so the GPUs are not counted
-    twice by the scheduler or the ResourceQuota. Its CPU and memory are small, with
-    requests equal to limits so the pod keeps its Guaranteed QoS. It runs as hardened
-    as every gangway container (``security_context``).
-    """
+    """The init container writing the pod's CDI spec: it asks for as many GPUs as the
+    Ray container, and the kubelet hands an init container's devices to the app
+    containers first, so the Ray container gets exactly these (and the pod's request,
+    max(init, sum of apps), counts them once). Requests equal limits: Guaranteed QoS."""
     amounts = {"cpu": INIT_CPU, "memory": INIT_MEMORY, gpu_resource: gpus}
     return {
         "name": INIT_CONTAINER,

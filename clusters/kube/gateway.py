@@ -383,8 +383,7 @@ class Gateway:
             raw.release_conn()
 
     def _again(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
-        """:meth:`_call` for a request that is safe to repeat (a GET, a server-side apply,
-        a merge patch, a DELETE), asked again as :meth:`_repeat` says."""
+        """:meth:`_call` for a repeatable request, asked again as :meth:`_repeat` says."""
         return self._repeat(lambda: self._call(method, path, what=what, **kwargs))
 
     def _repeat(self, request: Callable[[], Any]) -> Any:
@@ -577,8 +576,7 @@ def _build(kubeconfig: str) -> Gateway:
 
 
 def own_gateway() -> Gateway:
-    """A gateway with connections of its own, for a long-lived reader (an informer's
-    watch holds a connection for minutes, which the shared pool should not lend)."""
+    """A gateway with its own connections, for a watch that holds one for minutes."""
     return _build(settings.KUBECONFIG)
 
 

@@ -1,13 +1,11 @@
 """Informers: a cache of one kind of object, filled by a LIST and kept by a WATCH.
 
-Listing every kind on every pass would have the API server encode, and this process
-decode, the same unchanged objects again and again. An informer lists once, then
-watches from the list's ``resourceVersion`` (client-go's reflector loop: watch again
-from the last version seen, list again on 410 Gone). :meth:`Informer.fresh_at` is a
-time before which every write of the kind is in the cache: when its LIST began, when a
-probe of the server's current version is confirmed (:meth:`Informer.wait_for`), or the
-watch's ``grace`` for a quiet kind. Callers acting on an absence compare with it
-(:func:`clusters.engine.reconciler._listed_after`); a cache not watching is not used.
+Listing every kind on every pass would encode and decode the same unchanged objects
+again and again. An informer lists once, then watches from the list's
+``resourceVersion`` (client-go's reflector loop; list again on 410 Gone).
+:meth:`Informer.fresh_at` is a time before which every write of the kind is in the
+cache; callers acting on an absence compare with it
+(:func:`clusters.engine.reconciler._listed_after`). A cache not watching is not used.
 """
 
 from __future__ import annotations

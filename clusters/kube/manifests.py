@@ -1,16 +1,11 @@
 """Kubernetes objects from rows: pure functions, rows in and plain dicts out, no I/O.
 
-The tenant bundle (namespace, service account, quota, limits, network policies) and the
-pieces every pod shares are built here; each kind builds its own objects
-(``kinds/<kind>/manifests.py``); the Kueue and KAI queue objects live in
-:mod:`clusters.kube.queues` and are re-exported. Callers pass rows whose relations are
-already loaded (``select_related("tenant", "flavor", "owner")``) or unsaved instances
-with them set; nothing here queries. Same rows in, byte-identical objects out: that is
-what makes the golden files and idempotent server-side applies work.
-
-Shapes follow DESIGN "Cluster shapes": the head has no GPU, runs on a CPU node and has
-``NVIDIA_VISIBLE_DEVICES=void``; dev workers take one GPU and a proportional slice of a
-node; production workers take a whole node; fractional dev workers are scheduled by KAI.
+The tenant bundle and the pieces every pod shares are built here; each kind builds its
+own objects (``kinds/<kind>/manifests.py``); the queues' objects are in
+:mod:`clusters.kube.queues`. Rows come with their relations loaded; nothing here
+queries. Same rows in, byte-identical objects out: the golden files and idempotent
+server-side applies rely on it. Shapes follow DESIGN "Cluster shapes" (a GPU-less head
+on a CPU node, dev workers with one GPU, prod workers with a whole node).
 """
 
 from __future__ import annotations
@@ -66,6 +61,18 @@ def object_metadata(name: str, labels: dict[str, str], namespace: str | None = N
         meta["namespace"] = namespace
     meta["labels"] = dict(sorted(labels.items()))
     return meta
+
+
+def request_object(
+    api_version: str, kind: str, cluster: Any, labels: dict[str, str], spec: Manifest
+) -> Manifest:
+    """A request's object of ``kind``: named after the request, in its tenant's namespace."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": object_metadata(str(cluster.name), labels, str(cluster.tenant.namespace)),
+        "spec": spec,
+    }
 
 
 def container_security_context() -> Manifest:
@@ -147,8 +154,7 @@ def tenant_bundle(
 
 
 def pod_security_level(tenant: Any) -> str:
-    """The Pod Security Standard the tenant's namespace enforces: its ``pod_security``
-    (``baseline`` unless a platform admin chose ``restricted``)."""
+    """The tenant namespace's Pod Security Standard (``baseline`` unless ``restricted``)."""
     return str(getattr(tenant, "pod_security", "") or "baseline")
 
 

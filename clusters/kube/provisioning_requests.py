@@ -1,13 +1,11 @@
 """Capacity on demand (built-in queue): the ProvisioningRequest that asks the cluster
 autoscaler for a gang's nodes, and the PodTemplates it points at. Pure: rows -> objects.
 
-A request the quota admits but the current nodes cannot hold, on a flavor whose node
-group can grow, gets one ``autoscaling.x-k8s.io/v1`` ProvisioningRequest of class
-``best-effort-atomic-scale-up``: the autoscaler adds the nodes for every GPU pod of the
-gang, or none. Its pod sets are the gang's worker groups exactly as the manifests build
-them (so the autoscaler reasons about the very pods that will run). Once it reports
-``Provisioned``, the request is admitted and its workers carry the annotation that
-consumes the booking (:func:`consume_annotations`).
+One ``best-effort-atomic-scale-up`` request per gang: the autoscaler adds the nodes
+for every GPU pod of the gang, or none. Its pod sets are the gang's worker groups as the
+manifests build them, so it reasons about the very pods that will run; once
+``Provisioned``, the workers carry the annotation that consumes the booking
+(:func:`consume_annotations`).
 """
 
 from __future__ import annotations

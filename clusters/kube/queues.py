@@ -1,18 +1,11 @@
 """Queue objects for Kueue mode and for KAI fractional sharing: pure, rows in, dicts out.
 
-Kueue (``kueue.x-k8s.io/v1beta2``): a ResourceFlavor per catalogue flavor plus one for
-the Ray heads, a ClusterQueue per tenant (its cohort, nominal and borrowing quota per
-flavor, preemption and fair-sharing weight), a LocalQueue in each tenant namespace and
-the ``dev``/``prod`` WorkloadPriorityClasses, and a Cohort per cohort with a parent (the
-cohort tree). KAI (``scheduling.run.ai/v2``): a Queue per
-tenant for fractional dev GPUs.
-
-Why a separate flavor for heads: a Ray head asks for CPU and memory only. If it could be
-assigned a GPU flavor, Kueue would add that flavor's node labels to the head pod and put
-it on a GPU node, taking room a whole-node worker needs. GPU flavors therefore declare
-the GPU nodes' taint (``nodeTaints``), which a head does not tolerate, and carry no
-``tolerations`` of their own (Kueue counts those as the pod's when checking taints, and
-would inject them); the workers bring their own toleration.
+Kueue: a ResourceFlavor per flavor plus one for Ray heads, a ClusterQueue per tenant,
+a LocalQueue per namespace, the ``dev``/``prod`` priority classes and the cohort tree.
+KAI: a Queue per tenant for fractional dev GPUs. Heads get their own flavor because a
+head given a GPU flavor would be put on a GPU node, taking room a whole-node worker
+needs: GPU flavors declare the GPU nodes' taint, which heads do not tolerate, and no
+``tolerations`` of their own (Kueue would inject them); workers bring their own.
 """
 
 from __future__ import annotations
@@ -138,8 +131,7 @@ def _round(value: Decimal) -> Decimal:
 
 
 def growable(flavors: Iterable[Any]) -> list[str]:
-    """Names of the flavors whose node group can grow (``max_node_count`` above its
-    nodes), sorted."""
+    """Names of the flavors whose node group can grow, sorted."""
     return sorted(str(f.name) for f in flavors if getattr(f, "can_grow", False))
 
 

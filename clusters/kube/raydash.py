@@ -1,19 +1,11 @@
 """Talking to a cluster's Ray dashboard through the Kubernetes API's service proxy.
 
-The control plane never needs a route of its own to a Ray head: the API server forwards
-``/api/v1/namespaces/{ns}/services/{cluster}-head-svc:dashboard/proxy/...`` to the head's
-dashboard (port 8265, named ``dashboard`` in the service KubeRay makes). The same path
-serves the browser's reverse proxy (``clusters/live/ray_proxy.py``) and the idle detector
-(:func:`read_activity`), so whatever reaches the API server reaches the dashboards, with
-no Ingress per cluster.
-
-What "active" means is Ray's own view, read from two endpoints of the dashboard:
-
-- ``GET /api/component_activities``: the ``driver`` component is ``ACTIVE`` while a driver
-  other than the dashboard's own runs (a ``ray.init`` session, a job's entrypoint), with
-  ``last_activity_at`` (seconds since the epoch) when it last was;
-- ``GET /api/jobs/``: a job ``PENDING`` or ``RUNNING`` is activity now; the latest start or
-  end of any job is activity then (a job submitted and finished between two reads).
+The API server's service proxy (``.../services/{cluster}-head-svc:dashboard/proxy/``)
+reaches the head's dashboard, so the browser's reverse proxy
+(``clusters/live/ray_proxy.py``) and the idle detector (:func:`read_activity`) need no
+route or Ingress of their own. "Active" is Ray's own view: ``/api/component_activities``
+(a driver other than the dashboard's runs, or last ran at ``last_activity_at``) and
+``/api/jobs/`` (a pending or running job is activity now, any job's start or end then).
 """
 
 from __future__ import annotations

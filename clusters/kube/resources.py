@@ -39,8 +39,6 @@ _KINDS = [
     Kind("v1", "PodTemplate", "podtemplates"),
     Kind("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "provisioningrequests"),
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
-    Kind("ray.io/v1", "RayCluster", "rayclusters"),
-    Kind("ray.io/v1", "RayJob", "rayjobs"),
     Kind("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", namespaced=False),
     Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", namespaced=False),
     Kind("kueue.x-k8s.io/v1beta2", "Cohort", "cohorts", namespaced=False),
@@ -73,5 +71,6 @@ def kind_of(api_version: str, kind: str) -> Kind:
         pass
     for workload in workload_kinds.kinds().values():
         if (workload.api_version, workload.object_kind) == (api_version, kind):
-            return Kind(api_version, kind, workload.plural)
+            found = KINDS[(api_version, kind)] = Kind(api_version, kind, workload.plural)
+            return found
     raise PermanentKubeError(f"gangway does not know the kind {api_version}/{kind}")

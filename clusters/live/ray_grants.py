@@ -1,16 +1,12 @@
 """The signed tokens that carry a user from the product to the Ray dashboard's own origin.
 
-The product's session never reaches that origin (its cookie is the product host's only).
-Instead the product's Ray route, for a signed-in user who may see the cluster, issues a
-**grant**: a token signed with the product's ``SECRET_KEY`` (salted for this one purpose)
-that names the tenant, the cluster (by name and id), the user and their role, and the
-dashboard path to open. It is valid for ``RAY_PROXY_GRANT_SECONDS`` and once only.
-
-The Ray origin redeems it for a **dashboard session**: a cookie of its own, signed with
-another salt, scoped to that cluster's path, valid for ``RAY_PROXY_SESSION_MINUTES``. Every
-request on it checks again that the user still sees the cluster with the same role
-(``origin.py``), so a grant or a session outlives neither a lost membership nor a change
-of role.
+The product's session cookie never reaches that origin. The product's Ray route issues a
+**grant** instead: a token signed with ``SECRET_KEY`` (salted for this purpose) naming
+the tenant, cluster, user, role and dashboard path, valid once for
+``RAY_PROXY_GRANT_SECONDS``. The Ray origin redeems it for a **dashboard session**, a
+cookie of its own scoped to the cluster's path; every request on it checks again that
+the user still sees the cluster with the same role (``ray_origin.py``), so neither
+outlives a lost membership or a change of role.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """The Ray dashboard on an origin of its own (``RAY_PROXY_ORIGIN``, docs/access.md).
 
-Whatever a cluster's head serves is code its users control. Served on the product's
-origin, a script in it would run with the rights of whoever looks at it. So, once a
-deployment names an origin for the dashboards, the product's Ray route only redirects there
-with a grant (``grants.py``), and this module serves that origin:
-
-- ``/grant?g=<grant>`` redeems a grant for a cookie of this origin, scoped to the
-  cluster's path (``HttpOnly``, ``SameSite=Lax``, ``Secure`` over https), and redirects to
-  the dashboard;
-- ``/c/{tenant}/{cluster}/{path}`` is the cluster's dashboard, relayed by
-  ``proxy.relay`` for the cookie's user, who must still see the cluster with the same role
-  (else: a GET goes back to the product for a new grant, anything else is a 401);
-- every other path is a 404. The product's pages, API and static files are never served
-  here, and its session cookie is never read: :class:`RayOriginMiddleware` answers the
-  origin's requests before the session, CSRF and authentication middleware run.
-
-``RAY_PROXY_ORIGIN`` is ``scheme://host[:port]``, one origin for every cluster, or
-``scheme://{cluster}.suffix[:port]`` for an origin per cluster (a wildcard DNS name and
-certificate): then one cluster's page cannot read another's either.
+A head serves code its users control; on the product's origin a script in it would run
+with the rights of whoever looks. So the product's Ray route only redirects here with a
+grant (``ray_grants.py``), and this origin serves ``/grant?g=`` (redeemed for a cookie
+scoped to the cluster's path), ``/c/{tenant}/{cluster}/{path}`` (the dashboard, relayed
+for a user who still sees the cluster) and 404 for anything else: never the product's
+pages, and :class:`RayOriginMiddleware` answers before the session middleware reads a
+cookie. ``scheme://{cluster}.suffix`` gives each cluster an origin of its own.
 """
 
 from __future__ import annotations

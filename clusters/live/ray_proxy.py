@@ -1,26 +1,12 @@
 """The authenticated reverse proxy to a cluster's Ray dashboard.
 
-``/t/{slug}/clusters/{name}/ray/...`` (the browser, signed in) and
-``/api/v1/tenants/{slug}/clusters/{name}/ray/...`` (a token, e.g. Ray's Jobs SDK) both end
-here, after their view has decided who the user is and that they may see the cluster
-(another tenant's cluster is a 404 before anything is forwarded). :func:`relay` then:
-
-- refuses what must not be forwarded: a path that climbs out of the proxy (``..``: the
-  service proxy is a path on the Kubernetes API, and the control plane's credentials must
-  never reach anything but the dashboard), a body over ``RAY_PROXY_MAX_BODY_MB``, a route
-  that is not on the allow-list of ``ray_routes.py`` for the caller (a viewer reads; what
-  changes the cluster, ``GET /api/actors/kill`` included, is for those who may manage it);
-- forwards only an allow-list of request headers, so the product's session cookie, its
-  CSRF token and the caller's ``Authorization`` never reach the cluster;
-- relays the answer as a stream (a log tail or a large download is never buffered, under
-  WSGI or ASGI), with
-  an allow-list of response headers (no ``Set-Cookie`` from the cluster lands on the
-  product's origin) and a path-absolute ``Location`` rewritten under the proxy;
-- takes a WebSocket handshake (Ray's log tail) after the same checks, relaying the
-  conversation through the service proxy (``clusters/live/ray_websocket.py``);
-- records an audit event once per session and cluster, not per request, and counts the
-  visit as activity on the cluster (at most once a minute), so a person looking at the
-  dashboard keeps an idle cluster from being suspended.
+The dashboard's route under ``/t/...`` (signed in) and ``/api/v1/...`` (a token) end here
+once their view has decided who may see the cluster. :func:`relay` refuses a path
+climbing out of the proxy (the control plane's credentials must reach only the
+dashboard), a body over ``RAY_PROXY_MAX_BODY_MB`` and a route off ``ray_routes.py``'s
+allow-list; forwards only allowed headers both ways (never the session cookie, CSRF
+token or ``Authorization``); streams the answer; hands WebSockets to ``ray_websocket.py``;
+audits once per session and counts a visit as activity (a person looking is use).
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Which of the Ray dashboard's routes the proxy forwards, and for whom.
 
-Ray's dashboard (2.49) has no authorisation of its own, and a few of its ``GET`` routes
-change what runs on the cluster (``GET /api/actors/kill?actor_id=...`` kills an actor, the
-profiling routes attach py-spy or memray to a live worker). Telling reads from writes by the
-HTTP method is therefore not enough: the proxy forwards an **allow-list** of routes, each
-marked as a read (anyone who may see the cluster) or a change (whoever may manage it: the
-cluster's owner and the tenant's admins). Every other route is refused, for everyone.
-
-The table follows the routes Ray's dashboard head registers (the job module, the state API,
-the node, actor, reporter, event, data, train, serve and health modules, and the static
-UI). A route Ray adds later stays refused until it is added here.
-
-One function answers the question for every transport: the HTTP relay
-(``clusters/live/ray_proxy.py``) and a WebSocket relay (Ray's job log tail) call
-:func:`ray_route_allowed` or :func:`route_refusal` with the decoded dashboard path.
-``HEAD`` follows ``GET`` (aiohttp runs the ``GET`` handler for it); ``OPTIONS`` and any
-other method Ray has no handler for are refused.
+Ray's dashboard has no authorisation, and some ``GET`` routes change what runs
+(``/api/actors/kill``, the profilers), so the method says too little: the proxy forwards
+an **allow-list** of the routes Ray's head registers, each a read (who may see the
+cluster) or a change (who may manage it). Every other route, one Ray adds later
+included, is refused for everyone. The HTTP and WebSocket relays both ask
+:func:`ray_route_allowed` or :func:`route_refusal`. ``HEAD`` follows ``GET``; methods Ray
+has no handler for are refused.
 """
 
 from __future__ import annotations
@@ -106,13 +97,9 @@ def _find(method: str, path: str) -> RayRoute | None:
 
 
 def route_refusal(*, method: str, path: str, can_manage: bool) -> str | None:
-    """Why ``method path`` is not forwarded for a caller who may (``can_manage``) or may
-    not change the cluster; ``None`` when it is forwarded.
-
-    ``path`` is the decoded dashboard path, with or without its leading slash, without
-    the query. It is matched exactly (case, slashes, dots): a spelling Ray would route
-    elsewhere, or not at all, is not on the list.
-    """
+    """Why ``method path`` is not forwarded for this caller (``None``: it is); ``path``,
+    decoded, without query, is matched exactly, so a spelling Ray would route
+    elsewhere is not on the list."""
     route = _find(method.upper(), path[1:] if path.startswith("/") else path)
     if route is None:
         return NOT_FORWARDED

@@ -1,21 +1,12 @@
 """WebSockets through the Ray dashboard proxy (Ray's log tail, ``/api/jobs/{id}/logs/tail``).
 
-The handshake is decided by the proxy's HTTP path (``clusters/live/ray_proxy.py``:
-:func:`~clusters.live.ray_proxy.relay` and every check before it), which, for a handshake,
-answers :func:`accept` instead of forwarding an HTTP request. The conversation here then:
-
-- opens the upstream WebSocket through the Kubernetes API's service proxy (which carries
-  upgrades to the dashboard) with the headers the HTTP relay would forward; an upstream
-  that refuses the handshake (Ray's 404 for an unknown job, say) refuses the client's with
-  the same status and body, and one that cannot be reached is the proxy's 502;
-- takes the client's handshake with the subprotocol the upstream chose;
-- never follows a redirect (an upstream's redirect is its refusal, relayed like any);
-- relays messages both ways as they are (text stays text, binary stays binary). Each side
-  is read only as fast as the other side takes what was read, so a slow reader holds its
-  writer back instead of the proxy buffering without bound;
-- closes each side when the other closes, with its close code and reason; a connection
-  lost without a close is reported to the other side as 1014 (bad gateway) from the
-  dashboard, and 1001 (going away) to the dashboard from a client.
+The handshake is decided by the HTTP path (:func:`~clusters.live.ray_proxy.relay` and its
+checks), which answers :func:`accept`. The upstream socket goes through the Kubernetes
+API's service proxy with the headers the HTTP relay forwards; its refusal is relayed
+with its status and body, an unreachable one is a 502, and a redirect is never
+followed. Messages pass both ways as they are, each side read only as fast as the other
+takes them (no unbounded buffer); a close is passed on with its code, a lost connection
+as 1014 to the client and 1001 to the dashboard.
 """
 
 from __future__ import annotations
@@ -58,8 +49,7 @@ def accept(handshake: Handshake, target: UpgradeTarget, *, cluster_name: str) ->
 
 
 def _sendable(code: int) -> bool:
-    """Whether a close frame may carry ``code`` (1005, 1006 and 1015 are only ever
-    reported, never sent; 3000-4999 are the applications')."""
+    """Whether a close frame may carry ``code`` (1005, 1006, 1015 are never sent)."""
     return code in EXTERNAL_CLOSE_CODES or 3000 <= code < 5000
 
 

@@ -1,13 +1,11 @@
 """The dry-run's snapshot and recorded pass, kept per process while the database is unchanged.
 
-Reading and recording them costs about an admission pass. They are kept under a digest
-of every row the snapshot reads (on PostgreSQL one statement XORs
-``hash_record_extended`` of each), so any write changes it; and at most :data:`KEEP_FOR`,
-never past a request's aging or a flavor's capacity going stale (the snapshot depends on
-``now``). The digest is read before the snapshot, so a race costs a rebuild, never a
-stale entry. An entry that took :data:`SLOW_BUILD` or longer keeps answering for at most
-``DRY_RUN_STALE_SECONDS`` while a background thread records the next (one at a time),
-and a verdict says when it read the queue (``as_of``). SQLite reads afresh every time.
+Building them costs about an admission pass. They are kept under a digest of every row
+the snapshot reads (on PostgreSQL one statement XORs ``hash_record_extended``), read
+before the snapshot so a race costs a rebuild, never a stale entry; at most
+:data:`KEEP_FOR`, since the snapshot depends on ``now``. A slow build
+(:data:`SLOW_BUILD`) keeps answering for ``DRY_RUN_STALE_SECONDS`` while a thread records
+the next, and the verdict says when it read the queue (``as_of``). SQLite reads afresh.
 """
 
 from __future__ import annotations

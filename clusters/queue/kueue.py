@@ -19,7 +19,7 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.admission.snapshot import CAPACITY, WAITING_FOR_NODES
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import kind_of
+from clusters.domain.workload_kinds import kind_of, kinds
 from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
@@ -79,13 +79,14 @@ def forget_queues() -> None:
 
 
 def workloads_by_cluster(gw: Gateway) -> dict[tuple[str, str], dict[str, Any]]:
-    """Kueue Workloads keyed by (namespace, name of the RayCluster or RayJob they queue),
-    from one LIST (a request's RayCluster or RayJob is named after it)."""
+    """Kueue Workloads keyed by (namespace, name of the workload kind's object they queue),
+    from one LIST (a request's object is named after it)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
+    objects = {kind.object_kind for kind in kinds().values()}
     for workload in gw.list("kueue.x-k8s.io/v1beta2", "Workload"):
         meta = workload.get("metadata") or {}
         for owner in meta.get("ownerReferences") or []:
-            if owner.get("kind") in ("RayCluster", "RayJob"):
+            if owner.get("kind") in objects:
                 found[(meta.get("namespace", ""), owner.get("name", ""))] = workload
     return found
 

@@ -1,17 +1,10 @@
 """What a quota change would do, before it is saved: the platform admin's live preview.
 
-Three answers, all computed from today's snapshot by the same pure admission core that
-runs every pass (no second scheduler):
-
-1. **Oversubscription**: the sum of nominal quotas per flavor, over the whole fleet and
-   per cohort, against the GPUs the fleet has (a 400-GPU quota on a 32-GPU fleet is
-   a warning, not silence).
-2. **Requests it would admit**: one admission pass with the changed quotas; the waiting
-   requests it admits that today's pass would not.
-3. **New borrowers**: the tenant's flavors where it would then hold more than its new
-   nominal quota, and the clusters that a lender could reclaim from it as a result.
-
-Nothing here writes.
+From today's snapshot, by the admission core every pass runs (no second scheduler):
+oversubscription (nominal quotas per flavor, fleet-wide and per cohort, against the
+fleet's GPUs), the waiting requests one pass with the new quotas would admit that
+today's would not, and the flavors where the tenant would become a borrower (with what
+a lender could then reclaim from it). Nothing here writes.
 """
 
 from __future__ import annotations

@@ -88,8 +88,7 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
 
 
 def _job_deadline_seconds(row: ClusterRequest) -> int | None:
-    """A row's deadline in seconds, if its kind gives it one (a job's
-    ``active_deadline_seconds``)."""
+    """A row's deadline in seconds, if its kind gives it one."""
     return kind_of(row).behaviour.deadline_seconds(row)
 
 
@@ -123,16 +122,7 @@ def with_options(pending: adm.Pending, options: list[adm.FlavorOption]) -> adm.P
     (while it waits, the first preference, whatever flavor it last ran on)."""
     if not options:
         return pending
-    first = options[0]
-    return replace(
-        pending,
-        flavor=first.flavor,
-        gpus=first.gpus,
-        cpu=first.cpu,
-        memory_gib=first.memory_gib,
-        worker_gpus=first.worker_gpus,
-        fallbacks=tuple(options[1:]),
-    )
+    return pending.on(options[0], fallbacks=tuple(options[1:]))
 
 
 @dataclass

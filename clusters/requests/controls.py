@@ -1,17 +1,10 @@
 """Queue controls for tenant admins: a request's priority, and holding it back.
 
-A tenant admin orders their own tenant's work: they raise or lower a request's priority
-within ``CLUSTER_PRIORITY_MIN``..``CLUSTER_PRIORITY_MAX`` (higher goes first among the
-tenant's requests of the same kind, DESIGN's queue order), and put a queued request on
-hold (the admission pass passes over it, and its place is kept for nobody) until they
-release it. Platform admins act as admins of every tenant. Each control takes a reason,
-which the owner reads in the request's timeline, and is audited with the actor.
-
-Suspending a running cluster with a reason is :func:`clusters.requests.services.
-cluster_suspend`; the dashboard's queue controls call it with the admin's reason.
-
-Only the built-in queue orders requests itself: under Kueue, Kueue's own priority
-classes and queueing decide, so these controls refuse with a 409 that says so.
+A tenant admin (a platform admin, in any tenant) raises or lowers a request's priority
+within ``CLUSTER_PRIORITY_MIN``..``CLUSTER_PRIORITY_MAX`` and holds a queued request
+back until released (the pass skips it; its place is kept for nobody). Each takes a
+reason, which the owner reads in the timeline, and is audited. Only the built-in queue
+orders requests itself: under Kueue these controls refuse with a 409 that says so.
 """
 
 from __future__ import annotations
@@ -65,6 +58,26 @@ def _clean_reason(reason: str) -> str:
     return reason
 
 
+def _queue_change(
+    cluster: ClusterRequest,
+    *,
+    actor: Any,
+    fields: dict[str, Any],
+    note_reason: str,
+    message: str,
+    action: str,
+    data: dict[str, Any],
+) -> None:
+    """Write ``fields`` on the locked row, tell its timeline and the audit log, and have
+    the queue counted again (the requests around it may move)."""
+    ClusterRequest.objects.filter(pk=cluster.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(cluster, name, value)
+    note(cluster, reason=note_reason, message=message, actor=actor)
+    audit_record(actor=actor, action=action, obj=cluster, tenant=cluster.tenant, data=data)
+    queue_backend().request_queued(cluster.pk)
+
+
 def cluster_set_priority(
     *,
     actor: Any,
@@ -90,22 +103,15 @@ def cluster_set_priority(
         before = cluster.priority
         if before == priority:
             return cluster
-        ClusterRequest.objects.filter(pk=cluster.pk).update(priority=priority)
-        cluster.priority = priority
-        note(
+        _queue_change(
             cluster,
-            reason="priority_changed",
+            actor=actor,
+            fields={"priority": priority},
+            note_reason="priority_changed",
             message=f"priority {before} -> {priority}: {reason}",
-            actor=actor,
-        )
-        audit_record(
-            actor=actor,
             action="cluster.priority",
-            obj=cluster,
-            tenant=cluster.tenant,
             data={"before": before, "after": priority, "reason": reason},
         )
-        queue_backend().request_queued(cluster.pk)
     return cluster
 
 
@@ -137,19 +143,16 @@ def cluster_hold(
             "queue_eta": None,
             "queue_flavors": [],
         }
-        ClusterRequest.objects.filter(pk=cluster.pk).update(**fields)
-        for name, value in fields.items():
-            setattr(cluster, name, value)
-        note(cluster, reason="held", message=f"on hold: {reason}", actor=actor)
-        audit_record(
+        # The requests behind it move up: positions are re-counted by a pass.
+        _queue_change(
+            cluster,
             actor=actor,
+            fields=fields,
+            note_reason="held",
+            message=f"on hold: {reason}",
             action="cluster.hold",
-            obj=cluster,
-            tenant=cluster.tenant,
             data={"reason": reason},
         )
-        # The requests behind it move up: positions are re-counted by a pass.
-        queue_backend().request_queued(cluster.pk)
     return cluster
 
 
@@ -164,18 +167,13 @@ def cluster_release(
         cluster = lifecycle.locked(cluster)
         if cluster.held_at is None:
             raise ServiceConflict("This request is not on hold.", code="not_held")
-        fields = {"held_at": None, "hold_reason": "", "queue_reason": "", "queue_message": ""}
-        ClusterRequest.objects.filter(pk=cluster.pk).update(**fields)
-        for name, value in fields.items():
-            setattr(cluster, name, value)
-        message = f"released from hold: {reason}" if reason else "released from hold"
-        note(cluster, reason="released", message=message, actor=actor)
-        audit_record(
+        _queue_change(
+            cluster,
             actor=actor,
+            fields={"held_at": None, "hold_reason": "", "queue_reason": "", "queue_message": ""},
+            note_reason="released",
+            message=f"released from hold: {reason}" if reason else "released from hold",
             action="cluster.release",
-            obj=cluster,
-            tenant=cluster.tenant,
             data={"reason": reason},
         )
-        queue_backend().request_queued(cluster.pk)
     return cluster

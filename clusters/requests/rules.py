@@ -38,11 +38,8 @@ def requester_refusal(*, tenant: Tenant, role: str | None, kind: str = ClusterKi
 
 
 def can_manage(*, actor: Any, cluster: ClusterRequest, role: str | None = None) -> bool:
-    """Engineers manage their own clusters; tenant admins manage every cluster.
-
-    The services enforce it; the dashboard asks it only to decide which buttons to show.
-    ``role`` is the actor's role in the cluster's tenant if the caller already knows it.
-    """
+    """Engineers manage their own clusters, tenant admins every one (the services
+    enforce it; pages ask it for buttons). ``role``: the actor's, if known."""
     role = role or role_in_tenant(user=actor, tenant=cluster.tenant)
     if role == Role.ADMIN:
         return True
@@ -56,7 +53,7 @@ def owner_dev_usage(
     alike) and the GPUs they ask for; ``excluding`` leaves one request out.
 
     Plain SQL: it runs under the tenant's lock in every create, where compiling the ORM's
-    aggregate over a join took a tenth of the request's CPU. It says what
+    aggregate over a join costs more than the query. It says what
     ``ClusterRequest.objects.live().filter(tenant=, owner=, kind=DEV)
     .exclude(job__host__isnull=False)`` counts (``tests/clusters/requests``).
     """

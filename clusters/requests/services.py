@@ -82,14 +82,9 @@ def resolve_flavors(names: list[str]) -> list[GpuFlavor]:
 
 
 def request_never_fits(cluster: ClusterRequest) -> list[tuple[str, str]]:
-    """Why an unsaved request could never be admitted, by the same rules the admission
-    pass applies (fleet size, the tenant's and its cohort's quotas, the per-engineer GPU
-    cap); empty when it could.
-
-    Asked first of the tenant's own quota alone (one query): a cohort can only raise
-    what the tenant may hold (by what it may borrow), never lower it, so a request that
-    fits alone fits, and the cohort's tree is read only to judge one that does not.
-    """
+    """Why an unsaved request could never be admitted (the pass's rules); empty if it
+    could. The tenant's own quota is asked first, in one query: a cohort only raises
+    what a tenant may hold, so one that fits alone fits."""
     pending = pending_of(cluster, pk=-1)
     alone = policy_snapshot(tenant=cluster.tenant, flavor=cluster.flavor, alone=True)
     if not Ledger(alone).never_fits(pending):
@@ -274,8 +269,7 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
 
 
 def budget_lowered(cluster: ClusterRequest, spec: ClusterSpec) -> bool:
-    """Whether :func:`build_request` lowered the request's priority for its tenant's
-    budget (nothing else lowers it)."""
+    """Whether :func:`build_request` lowered the priority for the tenant's budget."""
     return cluster.priority != spec.priority
 
 
@@ -386,12 +380,9 @@ def cluster_resume(
     ``role`` as for :func:`cluster_delete`."""
     _require_manage(actor=actor, cluster=cluster, role=role)
     with transaction.atomic():
-        cluster = lifecycle.locked(cluster)
-        if cluster.state != State.SUSPENDED:
-            raise ServiceConflict(
-                f"Only a suspended cluster can be resumed; this one is {cluster.state}.",
-                code="invalid_state",
-            )
+        cluster = lifecycle.locked_in(
+            cluster, State.SUSPENDED, "Only a suspended cluster can be resumed"
+        )
         rules.check_user_caps(
             tenant=cluster.tenant,
             owner=cluster.owner,
@@ -483,12 +474,9 @@ def cluster_keepalive(
     _require_manage(actor=actor, cluster=cluster, role=role)
     now = timezone.now()
     with transaction.atomic():
-        cluster = lifecycle.locked(cluster)
-        if cluster.state != State.READY:
-            raise ServiceConflict(
-                f"Only a ready cluster can be kept alive; this one is {cluster.state}.",
-                code="invalid_state",
-            )
+        cluster = lifecycle.locked_in(
+            cluster, State.READY, "Only a ready cluster can be kept alive"
+        )
         idle.mark_used(cluster.pk, now)
         cluster.last_active_at = now
         cluster.idle_warned_at = None

@@ -1,19 +1,12 @@
 """Work for the Celery tasks, sent by task name once the current transaction commits.
 
-Services, the admission pass and the engine ask for work through this module instead of
-importing :mod:`clusters.tasks`, so that nothing below the tasks imports them (the
-layer contracts in ``.importlinter`` hold it). A message carries only a primary key:
-the row is the desired state, and a message that never arrives only delays work, since
-the sweeper re-sends it (:func:`clusters.tasks.sweep`).
-
-Passes (admission, reconcile, and the provision pass over the rows marked for a
-provisioning step) are *coalesced*: however many nudges arrive, at most one message per
-pass is pending (:class:`clusters.models.PendingPass`), and the pass that runs sees
-everything committed before it started. A burst of 1,000 creates thus costs a handful of
-admission passes, not 1,000, and a burst of 1,000 deletes a few dozen provision batches.
-A pass asked for soon after the last one started waits for the rest of its interval
-(``ADMISSION_PASS_INTERVAL_SECONDS``, ``PROVISION_PASS_INTERVAL_SECONDS``), so that a
-steady stream of nudges is taken in batches.
+Nothing below :mod:`clusters.tasks` may import it (``.importlinter``), so services, the
+pass and the engine ask for work here. A message carries only a primary key: the row is
+the desired state, and a lost message only delays work (the sweeper re-sends it).
+Passes are *coalesced*: at most one message per pass is pending
+(:class:`clusters.models.PendingPass`) and a pass sees everything committed before it
+started, so a burst costs a handful of passes; one asked for soon after the last started
+waits out its interval, so a steady stream of nudges is taken in batches.
 """
 
 from __future__ import annotations
@@ -43,9 +36,7 @@ PASSES = {ADMISSION_PASS: "admission", RECONCILE: "reconcile", PROVISION_REQUEST
 
 
 def register_pass(task: str, pending: str) -> None:
-    """Coalesce another app's whole-table pass ``task`` as the engine's own are: at most
-    one message pending (the PendingPass row ``pending``), re-sent by the sweeper when
-    it is lost. Called from that app's ``ready()``; the task calls :func:`pass_started`."""
+    """Coalesce another app's pass ``task`` (PendingPass row ``pending``) as ours are."""
     PASSES[task] = pending
 
 
@@ -87,21 +78,15 @@ def provision(cluster_id: int) -> None:
 
 
 def provision_marked() -> None:
-    """Ask, after commit, for the provision pass, which converges every row marked
-    ``provision_requested_at`` (the mark is the outbox: :func:`resend_stale`)."""
+    """After commit, ask for the provision pass over rows marked ``provision_requested_at``."""
     # One coalesced pass per burst: a thousand deletes cost a handful of messages, and a
     # pass that dies leaves its rows to the reconciler and the sweeper.
     transaction.on_commit(lambda: request_pass(PROVISION_REQUESTED))
 
 
 def provision_many(cluster_ids: list[int], *, batch: int = 25) -> None:
-    """Converge many clusters' objects after commit, ``batch`` rows per message.
-
-    An admission pass that admits hundreds of requests sends a few messages rather than
-    one per row: each batch loads its rows in one query and ensures each tenant's bundle
-    once. Batches stay small so that every worker process gets a share; a row a batch
-    cannot finish falls back to :data:`PROVISION` (its own retries and backoff).
-    """
+    """Converge many rows after commit, ``batch`` per message (small, so every worker
+    gets a share; a row a batch cannot finish goes to :data:`PROVISION`)."""
     for start in range(0, len(cluster_ids), batch):
         after_commit(PROVISION_MANY, cluster_ids[start : start + batch])
 
@@ -117,16 +102,11 @@ def reconcile() -> None:
 
 
 def request_pass(name: str, *, countdown: float = 0, paced: bool = True) -> bool:
-    """Send the pass ``name`` unless one is already pending; returns whether it sent.
-
-    ``countdown`` delays the pass, so that the nudges of the next moments coalesce into it
-    too (see ``settings.RECONCILE_NUDGE_DELAY_SECONDS``); so does the pass's interval, if
-    the last pass started less than that ago (:func:`_pace`), unless ``paced`` is false
-    (a pass that left work it knows of asks for the next at once). The claim is its own short
-    statement, made after the caller's transaction committed, so it never holds a lock
-    across a request. If the process dies between the claim and the send, the claim
-    stays and :func:`resend_stale` sends it later.
-    """
+    """Send the pass ``name`` unless one is pending; returns whether it sent.
+    ``countdown`` and the pass's interval (:func:`_pace`, unless not ``paced``) let the
+    next moments' nudges join it. The claim is a short statement after the caller's
+    commit (no lock held across a request); if the send is lost the claim stays, and
+    :func:`resend_stale` sends it later."""
     if current_app.conf.task_always_eager:
         send(name)
         return True

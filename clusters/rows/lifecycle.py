@@ -45,6 +45,15 @@ def locked(cluster: ClusterRequest) -> ClusterRequest:
 _RELATED = ("tenant", "flavor", "owner")
 
 
+def locked_in(cluster: ClusterRequest, state: str, refusal: str) -> ClusterRequest:
+    """:func:`locked`, refused (``ServiceConflict`` ``invalid_state``) unless the row is in
+    ``state``; ``refusal`` says what only such a row may do ("Only a ready cluster ...")."""
+    row = locked(cluster)
+    if row.state != state:
+        raise ServiceConflict(f"{refusal}; this one is {row.state}.", code="invalid_state")
+    return row
+
+
 def request_deletion(
     cluster: ClusterRequest, *, actor: Any = None, reason: str = "deleted"
 ) -> ClusterRequest:

@@ -141,10 +141,10 @@ def transition_many(
 
 
 def release_gpus(cluster: ClusterRequest, *, message: str) -> bool:
-    """Give a finished job's GPUs back once its pods are gone, without a state change.
+    """Give a finished run's GPUs back once its pods are gone, without a state change.
 
-    A job's terminal states keep its GPUs (:data:`clusters.kinds.rayjob.states.JOB_FINISHED`): they
-    count until the pods that hold them are gone, as for a deleted cluster. The claim is
+    A run's end states (:attr:`Kind.finished`) keep its GPUs: they count until the pods
+    that hold them are gone, as for a deleted cluster. The claim is
     conditional (``WHERE holds_gpus``), so two reconcile passes release once; the usage
     span is closed and the moment recorded in ``gpus_released_at``.
     """

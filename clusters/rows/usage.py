@@ -1,17 +1,12 @@
 """GPU-hours over time and monthly budgets: the usage ledger read by day.
 
 The ledger is :class:`~clusters.models.UsageSpan` (GPUs held) and
-:class:`~clusters.models.IdleSpan` (held while Ray showed no use). These reads cut each
-span at UTC midnights into per-day buckets: a span that crosses midnight counts on both
-days, and an open span (``ended_at`` empty) runs to now. Each ledger is read in one
-query whatever the number of spans: on PostgreSQL the database cuts and sums the spans
-and returns one row per bucket (:func:`_hours_sql`), so a report costs the web process
-the same however long the history; elsewhere (the SQLite of ``make run``) the spans are
-read and bucketed in Python (:func:`_hours_python`), which is the reference the SQL is
-tested against.
-
-The budget reads (:func:`budget_status`, :func:`budget_deprioritises`) are what the
-dashboard's banner, the create service and the dry-run share.
+:class:`~clusters.models.IdleSpan` (held while Ray showed no use), cut at UTC midnights
+into per-day buckets (an open span runs to now). On PostgreSQL the database cuts and
+sums in one query per ledger (:func:`_hours_sql`), so a report costs the web process the
+same however long the history; elsewhere Python buckets the spans
+(:func:`_hours_python`, the reference the SQL is tested against). The budget reads are
+shared by the dashboard's banner, the create service and the dry-run.
 """
 
 from __future__ import annotations
@@ -144,11 +139,8 @@ def _hours_sql(spans: QuerySet[Any], since: datetime, end: datetime) -> dict[Buc
 def period_hours(
     *, tenant: Tenant | None, since: datetime, until: datetime, now: datetime | None = None
 ) -> tuple[dict[Bucket, Decimal], dict[Bucket, Decimal]]:
-    """The usage and idle buckets (:func:`hours_by_day`) of a tenant (every tenant's
-    when ``None``) between ``since`` and ``until``, open spans to ``until`` or now,
-    whichever is earlier: two queries, from which both a summary
-    (:func:`clusters.selectors.usage_summary`) and the daily rows (:func:`day_rows`)
-    are made."""
+    """Usage and idle buckets of a tenant (``None``: every one) from ``since`` to
+    ``until`` (open spans to then or now): two queries for summary and day rows."""
     end = min(until, now or timezone.now())
     usage = UsageSpan.objects.unscoped() if tenant is None else UsageSpan.objects.for_tenant(tenant)
     idle = IdleSpan.objects.unscoped() if tenant is None else IdleSpan.objects.for_tenant(tenant)
@@ -158,9 +150,7 @@ def period_hours(
 def daily_usage(
     *, tenant: Tenant | None, since: datetime, until: datetime, now: datetime | None = None
 ) -> list[DayUsage]:
-    """GPU-hours per UTC day, tenant, user and flavor between ``since`` and ``until``
-    (a tenant's, or every tenant's when ``None``), each split into active and idle:
-    :func:`day_rows` of :func:`period_hours`."""
+    """GPU-hours per day, tenant, user and flavor, active and idle (:func:`day_rows`)."""
     return day_rows(*period_hours(tenant=tenant, since=since, until=until, now=now))
 
 

@@ -1,13 +1,10 @@
 """The recorded history as the simulator replays it: the world as it is and a period's requests.
 
-:func:`world_now` reads the catalogue, tenants, quotas and idle policies (the world as it
-is); :func:`recorded_period` turns the requests of a period into :class:`Demand` rows:
-when each was asked for, how long it held GPUs (its usage spans), how long it was used
-before its first idle span, and the wait it had (first usage span minus creation).
-
-What the record cannot say is left out and said so (docs/whatif.md): a request deleted
-before it ever started is not replayed (the simulator does not model people giving up),
-and a cluster's life after the period is not known (it is cut at the period's end).
+:func:`world_now` reads the catalogue, tenants, quotas and idle policies;
+:func:`recorded_period` turns a period's requests into :class:`Demand` rows (when asked
+for, how long GPUs were held and used, the wait it had). What the record cannot say is
+left out and said so (docs/whatif.md): a request deleted before it started is not
+replayed (people giving up are not modelled), and a life past the period is cut there.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The figures of a run: allocation while oversubscribed, fairness, waits, GPU-hours.
 
-Definitions (docs/whatif.md says the same in prose):
-
-* **Allocation while oversubscribed**: over the time a flavor's demand (GPUs held plus
-  GPUs asked for by waiting requests, on their first preference) exceeds its GPUs, the
-  GPUs held divided by the GPUs there are, summed over flavors (GPU-seconds over
-  GPU-seconds). 100% is the limit.
-* **Fairness**: Jain's index ``(sum x)^2 / (n sum x^2)`` over the tenants and flavors
-  where a tenant had a request waiting while the flavor was oversubscribed, of
-  ``x = the GPUs it held there on average over that time / its weight`` (1.0: each
-  tenant, while it wanted more, held the same GPUs per unit of weight as the others
-  that wanted more of that flavor). Tenants are compared within a flavor only.
-* **Wait**: seconds queued, summed over each time a request queued (a reclaimed cluster
-  queues again), up to the end of the period for one still waiting.
-* **Starved**: a request that waited longer than ``starve_after`` (default 12 h).
-* **Idle GPU-hours reclaimed**: the GPU-hours from an idle suspension to when the cluster
-  would otherwise have ended (its owner deleting it or its TTL).
+Defined in docs/whatif.md. In short: *allocation* is GPUs held over GPUs there are while
+a flavor's demand exceeds them; *fairness* is Jain's index over tenants of a flavor,
+while each wanted more, of the GPUs held per unit of weight; a *wait* sums every time a
+request queued (a reclaimed one queues again); *starved* waited over ``starve_after``;
+*idle GPU-hours reclaimed* run from an idle suspension to when the cluster would have
+ended otherwise.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """The what-if planner: the world as it is against a changed one, on the same requests.
 
-``whatif_compare`` is what ``python manage.py whatif`` and the platform page both call. It
-takes a workload (a recorded period of the request history, or a seeded synthetic week
-on kubesim's large fleet), applies the changes to a copy of the world, replays the
-workload on both with :func:`clusters.whatif.simulator.simulate` (the product's own
-admission pass) and returns the figures side by side.
-
-Changes are written one per line (the command takes them as ``--change``), e.g.::
-
-    nodes:h100=+8          eight more H100 nodes (nodes:h100=72 sets the count)
-    quota:vision/h100=32   vision's nominal H100 quota becomes 32 GPUs
-    borrow:vision/h100=0   vision may borrow no H100 beyond its quota
-    weight:vision=2        vision's fair-share weight becomes 2
-    idle:vision=30         vision's idle clusters are warned after 30 min (0: off;
-                           idle:*=30 for every tenant)
+``whatif_compare`` (``manage.py whatif`` and the platform page) replays a workload (a
+recorded period, or a seeded synthetic week) on the world and on a changed copy with the
+product's own admission pass, and returns the figures side by side. Changes, one a
+line: ``nodes:h100=+8`` (or ``=72``), ``quota:vision/h100=32``, ``borrow:vision/h100=0``,
+``weight:vision=2``, ``idle:vision=30`` (0: off; ``idle:*`` for every tenant).
 """
 
 from __future__ import annotations

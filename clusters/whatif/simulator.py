@@ -1,27 +1,12 @@
 """An event-driven, time-accelerated replay of the queue: the product's own pass, no other.
 
-The clock jumps from event to event (an arrival, a cluster ending or expiring, an idle
-suspension, a reclaim's grace running out, a periodic tick while anything waits so that
-aging is seen). After every instant with events the simulator builds a
-:class:`~clusters.admission.Snapshot` of its state and runs
-:func:`clusters.admission.decide` on it, exactly as the admission task does; it then
-places what was admitted on nodes, warns and later suspends the reclaim victims the pass
-chose (as ``clusters.queue.writeback.apply_reclaim`` does) and keeps the pass's earmarks.
-
-Placement is node by node: a dev worker takes its GPUs on the fullest node that still has
-room, a prod worker a whole free node, so fragmentation shows. Heads (CPU nodes), image
-pulls, pod start-up and the reconciler's latency are not modelled (docs/whatif.md).
-
-Deterministic: events at one instant are handled in the order they were scheduled, and
-nothing reads a clock or a random source.
-
-A pass that would only repeat the last one is skipped. The pass reads the state, and the
-clock only through which requests have aged (it is run without explanations, whose ETAs
-are the only other use of the time). So when the last pass changed nothing (admitted,
-earmarked, warned, reprieved or suspended nothing), no event has changed the state since,
-no waiting request has aged since and no warned cluster's grace has run out, another pass
-would decide the same and change nothing either: the tick that asks for it is skipped.
-The figures are the same as with every pass run (``tests/clusters/whatif``).
+The clock jumps from event to event; at each instant with events the state becomes a
+:class:`~clusters.admission.Snapshot` for :func:`clusters.admission.decide`, as in the
+admission task, and what it admits is placed node by node (dev on the fullest node with
+room, prod on a whole free node, so fragmentation shows). Heads, pulls, start-up and the
+reconciler's latency are not modelled (docs/whatif.md). Deterministic. A pass that could
+only repeat the last one (nothing changed, aged or ran out of grace since) is skipped;
+the figures are the same as with every pass run (``tests/clusters/whatif``).
 """
 
 from __future__ import annotations

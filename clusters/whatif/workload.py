@@ -1,29 +1,12 @@
 """A seeded synthetic week on kubesim's large fleet (64 x 8 H100, 32 x 1 L4).
 
-Ten tenants in two cohorts, with fair-share weights 1, 2 and 3 and nominal H100 quotas in
-proportion to them (the cohort's quotas add up to its half of the fleet), each free to
-borrow up to its nominal again. Each tenant sends, in proportion to its weight:
-
-* **dev clusters**: 1 to 8 one-GPU workers, an 8 h TTL, held for an exponential time
-  (mean 4 h) of which only the first part is used: the rest is idle, for the idle policy
-  to find. A third accept L4 as well as H100 (or the other way round);
-* **batch jobs**: 8 to 32 GPUs, running 1 to 10 h;
-* **production clusters**: 1 to 4 whole H100 nodes for 1 to 3 days.
-
-**The rhythm of a week.** The period starts on a Monday at 00:00 UTC. Requests arrive at
-their peak rate in working hours (Monday to Friday, 08:00 to 20:00 UTC) and at a fraction
-of it otherwise (:data:`RHYTHM`): people ask for dev clusters by day, far fewer at night
-and at the weekend; batch jobs are sent by day and by scripts at any hour, so they slow
-down less; production clusters are rolled out on working days. In working hours the
-requests arriving ask for ``load`` times the fleet's GPU-hours (:data:`LOAD`, 1.5, by
-default): the fleet is oversubscribed by day, and queues build up. Over the whole week
-they ask for about 0.8 of the fleet's GPU-hours (0.52 times ``load``), so nights and the
-weekend drain what the days left waiting, as on a platform that is busy but not
-hopelessly short of GPUs. A backlog that grows all week (offered load above 1 on
-average) is not a week anyone runs for long, and its waits say more about the load than
-about the queue.
-
-The same seed gives the same week, request for request.
+Ten tenants in two cohorts, weights 1 to 3 and H100 quotas in proportion, each free to
+borrow its nominal again, send dev clusters (1-8 GPUs, mostly idle after a while), batch
+jobs (8-32 GPUs, 1-10 h) and production clusters (1-4 whole nodes, 1-3 days). Arrivals
+peak in working hours (:data:`RHYTHM`) at ``load`` times the fleet (:data:`LOAD`): the
+fleet is oversubscribed by day and nights drain it, about 0.8 of the fleet over the
+week, because a backlog growing all week says more about the load than the queue. The
+same seed gives the same week.
 """
 
 from __future__ import annotations

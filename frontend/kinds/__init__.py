@@ -27,6 +27,7 @@ class KindPages(Protocol):
     TEMPLATES: str
     NEW_FORM: str
     SUBMIT_LABEL: str
+    NAV_NEW: str | None
     DETAIL_TITLE: str
     LIST_STATES: tuple[str, ...] | None
     LIST_COLUMNS: tuple[tuple[str, str], ...]

@@ -33,6 +33,8 @@ TEMPLATES = "frontend/kinds/raycluster/"
 # Named, not imported: the dashboard's forms sit above clusters/ in the layers.
 NEW_FORM = "frontend.forms.ClusterForm"
 SUBMIT_LABEL = "Request cluster"
+# The tenant menu's link to the new form (a request starts from here most often).
+NAV_NEW: str | None = "New cluster"
 DETAIL_TITLE = "{name} · {tenant}"
 # None: the list filter offers every state of the FilterSet.
 LIST_STATES: tuple[str, ...] | None = None

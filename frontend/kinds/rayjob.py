@@ -27,6 +27,8 @@ TEMPLATES = "frontend/kinds/rayjob/"
 # Named, not imported: the dashboard's forms sit above clusters/ in the layers.
 NEW_FORM = "frontend.forms.JobForm"
 SUBMIT_LABEL = "Submit job"
+# The tenant menu has no link to the new form: the jobs list offers it.
+NAV_NEW: str | None = None
 DETAIL_TITLE = "{name} · {tenant} jobs"
 # The states a job passes through, in the order it does: the list's filter offers these.
 LIST_STATES: tuple[str, ...] | None = (

@@ -20,7 +20,7 @@ from clusters.admission.explain import reason_label
 from clusters.domain.images import ray_version, resolve_image
 from clusters.queue.waiting import waiting
 from clusters.rows import usage
-from frontend.kinds import pages_for, route_names
+from frontend.kinds import all_pages, pages_for, route_names
 
 register = template.Library()
 
@@ -121,6 +121,16 @@ def shape(request: Any) -> str:
 def reason_words(code: str | None) -> str:
     """A ``queue.reason`` code in words ("team quota used up"): pages never show the code."""
     return reason_label(code) if code else ""
+
+
+@register.simple_tag
+def kinds_nav() -> list[dict[str, Any]]:
+    """The tenant menu's links of each kind: its list's and new form's URL names, its
+    heading, and the words of a link to its new form (None: the menu offers none)."""
+    return [
+        {**route_names(kind), "heading": kind.HEADING, "new_words": kind.NAV_NEW}
+        for kind in all_pages().values()
+    ]
 
 
 @register.simple_tag

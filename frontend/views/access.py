@@ -1,22 +1,12 @@
 """The Ray dashboard in the browser: ``/t/{slug}/clusters/{name}/ray/...``.
 
-The signed-in user's session decides who they are and that they may see the cluster.
-What a cluster's head serves is its users' code, so it must not run on the product's
-origin, where the session and CSRF cookies live:
-
-- With ``RAY_PROXY_ORIGIN`` set, this route only redirects: to the dashboards' own origin,
-  with a short-lived grant for this user, cluster, role and path
-  (``clusters/live/ray_origin.py``).
-- Without it, ``clusters/live/ray_proxy.py`` relays the dashboard here (stripping the
-  session cookie on the way), and every answer carries ``Content-Security-Policy:
-  sandbox``: the browser gives the page an opaque origin of its own and runs none of its
-  scripts, so it cannot read or use the product's cookies. Ray's own UI, a JavaScript
-  application, then shows nothing; the JSON routes and static pages read as before.
-
-Writes (a POST from Ray's UI carries no Django CSRF token) are forwarded only when the
-browser says they came from the same origin (``proxy.same_origin``): a cross-site form or
-script gets a 403, and so does a cross-site WebSocket (the log tail), which its page could
-read.
+The session says who may see the cluster; what its head serves is its users' code, so it
+must not run on the product's origin. With ``RAY_PROXY_ORIGIN`` this route only
+redirects there with a short-lived grant (``clusters/live/ray_origin.py``); without it,
+``clusters/live/ray_proxy.py`` relays here with ``Content-Security-Policy: sandbox`` (an
+opaque origin, no scripts: Ray's JavaScript UI shows nothing, its JSON and static pages
+read). Writes and WebSockets (a POST from Ray's UI has no CSRF token) are forwarded only
+when the browser says they came from the same origin (``same_origin``): else a 403.
 """
 
 from __future__ import annotations

@@ -82,12 +82,9 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 
 def database_unavailable(request: HttpRequest) -> HttpResponse:
-    """503 with ``Retry-After``: the database could not be reached (down, restarting,
-    its connection dropped). Django hands every uncaught exception to :func:`server_error`,
-    including one raised in a middleware before any view ran (loading the session or the
-    user), so this is the one place that turns a lost database into an answer a client
-    can act on: nothing was changed, ask again shortly. The next request opens a new
-    connection, so the app recovers on its own once the database is back."""
+    """503 with ``Retry-After`` for a lost database, raised in a view or a middleware:
+    every such exception reaches :func:`server_error`. Nothing was changed; the next
+    request opens a new connection, so the app recovers once the database is back."""
     reason = (
         "The database is unavailable for a moment; nothing was changed. "
         f"Try again in {DATABASE_RETRY_AFTER_SECONDS} seconds."

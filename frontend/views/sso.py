@@ -1,13 +1,11 @@
 """The browser's side of single sign-on: sign in at the provider, come back, sign out.
 
-``/sso/login/`` sends the browser to the provider with an authorization-code request
-(PKCE S256, state and nonce kept in the session by Authlib); ``/sso/callback/`` trades
-the code for tokens, checks the ID token, syncs the user and its roles
-(``tenants.sso.identity``) and signs the session in. ``/logout/`` ends the session and,
-when the session came from the provider and it publishes an end-session endpoint, sends
-the browser there too (RP-initiated logout), so that the next sign-in asks for a password
-again. Every failure is the sign-in page with a message saying what happened, never a
-server error.
+``/sso/login/`` sends the browser to the provider (authorization code, PKCE S256, state
+and nonce in the session by Authlib); ``/sso/callback/`` trades the code, checks the ID
+token, syncs the user and roles (``tenants.sso.identity``) and signs in. ``/logout/``
+also sends a provider's session to its end-session endpoint (RP-initiated logout), so
+the next sign-in asks for a password. A failure is the sign-in page saying what
+happened, never a server error.
 """
 
 from __future__ import annotations

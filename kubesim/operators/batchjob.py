@@ -1,31 +1,12 @@
 """An emulation of Kubernetes' Job controller (``batch/v1`` Job), enough for KubeRay's
-RayJob submitter and for plain one-pod Jobs.
-
-What it does, as kube-controller-manager's Job controller does it:
-
-* defaulting at create (``Cluster.create_object`` calls :func:`default_job`): the selector
-  ``batch.kubernetes.io/controller-uid=<uid>``, the same labels (and the legacy
-  ``controller-uid``/``job-name``) on the pod template, ``parallelism``/``completions`` 1,
-  ``backoffLimit`` 6, ``completionMode: NonIndexed``, ``suspend: false``,
-  ``podReplacementPolicy: TerminatingOrFailed``, ``manualSelector`` unset;
-* pods ``<job>-<5 chars>`` from the template, owned by the Job (controller reference),
-  through the normal pod path (LimitRange, ResourceQuota, scheduler, kubelet);
-* a failed pod is replaced after the pod-failure backoff (10 s, doubling per failure, at
-  most 6 min) while ``status.failed <= backoffLimit``; beyond it the Job fails with
-  ``FailureTarget`` and ``Failed`` (reason ``BackoffLimitExceeded``, "Job has reached the
-  specified backoff limit"); ``completions`` succeeded pods give ``SuccessCriteriaMet`` and
-  ``Complete`` (reason ``CompletionsReached``) and ``completionTime``;
-* ``status.active``/``ready``/``succeeded``/``failed``/``terminating``, ``startTime``,
-  ``uncountedTerminatedPods``, as the controller keeps them.
-
-* ``spec.suspend`` (Kueue's lever): no pods while suspended (running ones are deleted),
-  condition ``Suspended`` True (``JobSuspended``), then False (``JobResumed``) with
-  ``startTime`` reset when resumed.
-
-Simplified: no ``batch.kubernetes.io/job-tracking`` finalizer on pods (pods are counted at
-once), no Indexed mode, ``podFailurePolicy``, ``successPolicy``, ``activeDeadlineSeconds``
-or ``ttlSecondsAfterFinished``; a running pod does not end by itself (a simulated process
-such as the RayJob submitter ends its pod, or the admin ``POST /_kubesim/pods/exit``).
+RayJob submitter and for plain one-pod Jobs. As kube-controller-manager does: defaults
+at create (:func:`default_job`), pods from the template owned by the Job through the
+normal pod path, failed pods replaced after the pod-failure backoff up to
+``backoffLimit`` (then ``Failed``), ``Complete`` at ``completions``, the status counts,
+and ``spec.suspend`` (Kueue's lever). Simplified: no job-tracking finalizer, Indexed
+mode, ``podFailurePolicy``, ``successPolicy``, deadline or TTL; a running pod ends only
+when a simulated process (the RayJob submitter) or the admin
+``POST /_kubesim/pods/exit`` ends it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""Ray's autoscaler, simulated as the head's ``autoscaler`` sidecar runs it (``ray
-kuberay-autoscaler`` with KubeRay's node provider, Ray 2.x): every
-``AUTOSCALER_UPDATE_INTERVAL_S`` (the sidecar's env, default 5 s) on the cluster clock, while
-the head is Running and Ready, it reads the RayCluster, places the demand of the head's jobs
+"""Ray's autoscaler, simulated as the head's ``autoscaler`` sidecar runs it (KubeRay's node
+provider, Ray 2.x): every ``AUTOSCALER_UPDATE_INTERVAL_S`` (default 5 s) on the cluster
+clock, while the head is Running and Ready, it places the demand of the head's jobs
 (``raydemand.py``) on the Ray nodes (head, then connected workers, first fit), launches
-worker pods for what does not fit (within each group's min/max, the pending pods capped by
-``upscalingMode`` as Ray's ``upscaling_speed`` caps them), removes workers idle for
-``idleTimeoutSeconds`` (least recently used first, down to minReplicas), and writes
-``replicas`` and ``scaleStrategy.workersToDelete`` as its JSON patches do, clearing
-``workersToDelete`` once KubeRay has deleted those pods (``safe_to_scale``).
+worker pods for what does not fit (within each group's min/max, pending pods capped by
+``upscalingMode``), removes workers idle for ``idleTimeoutSeconds`` (least recently used
+first, down to minReplicas), and writes ``replicas`` and ``scaleStrategy.workersToDelete``
+as its patches do, clearing the latter once KubeRay deleted those pods (``safe_to_scale``).
 """
 
 from __future__ import annotations

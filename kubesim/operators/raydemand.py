@@ -3,7 +3,6 @@ RayJob's ``entrypointNumCpus``/``entrypointNumGpus``/``entrypointResources``, th
 ``entrypoint_num_cpus``/``_num_gpus``/``_memory``/``_resources``) and its tasks' bundles,
 which only a simulator knob says: ``kubesim.io/job-demand`` (RayJob annotation, job API
 metadata) and ``kubesim.io/ray-driver-demand`` (RayCluster, for its interactive driver).
-
 A knob is JSON: a list of bundles, each a map of Ray resource (``CPU``, ``GPU``, ``memory``
 in bytes or a quantity such as ``"4Gi"``, custom names) to an amount, with an optional
 ``"count"`` repeating it: ``[{"GPU": 1, "CPU": 4, "count": 8}]``. A value that does not

@@ -52,11 +52,7 @@ def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None 
 
 
 def delete_object(gw: Gateway, namespace: str, name: str) -> None:
-    """Ask Kubernetes to delete a RayCluster (its pods follow); absent is fine.
-
-    The one RayCluster delete of the product (deploy's RBAC test reads the kinds deleted
-    from calls written out like this one).
-    """
+    """Delete a RayCluster (its pods follow; absent is fine): deploy's RBAC test reads this call."""
     gw.delete("ray.io/v1", "RayCluster", name, namespace)
 
 
@@ -111,9 +107,7 @@ def converge(
 
 
 def mark_started(clusters: list[ClusterRequest]) -> list[ClusterRequest]:
-    """Move admitted clusters whose objects were applied to ``provisioning`` (in a
-    constant number of queries); returns those moved. A crash before this leaves them
-    ``admitted``, and the sweeper converges them again (applies are idempotent)."""
+    """Move admitted clusters whose objects were applied to ``provisioning``; returns them."""
     return transition_many(clusters, State.PROVISIONING, reason="applied", message=APPLIED_MESSAGE)
 
 
@@ -132,8 +126,7 @@ def needs_bundle(state: str) -> bool:
 
 
 def orphan(obj: dict[str, Any]) -> bool:
-    """Whether a managed RayCluster no row wants is ours to delete: one owned by another
-    object (a RayJob's, which KubeRay made and labelled as its job) goes with its owner."""
+    """Whether a managed RayCluster no row wants is ours (a RayJob's goes with its owner)."""
     return not obj["metadata"].get("ownerReferences")
 
 

@@ -33,8 +33,8 @@ from clusters.kube.manifests import (
     Manifest,
     container_resources,
     container_security_context,
-    object_metadata,
     pod_security_context,
+    request_object,
     shm_volume,
 )
 from clusters.kube.provisioning_requests import consume_annotations
@@ -42,9 +42,8 @@ from clusters.kube.queues import KAI_SCHEDULER, LOCAL_QUEUE_NAME, kai_queue_name
 
 
 def user_env(cluster: Any) -> list[Manifest]:
-    """The request's own environment variables, sorted by name. They follow gangway's
-    and never repeat one of its names: :mod:`clusters.domain.environment` refuses every name
-    gangway, KubeRay or the NVIDIA runtime sets."""
+    """The request's own variables, sorted, after gangway's (which
+    :mod:`clusters.domain.environment` keeps them from repeating)."""
     env = getattr(cluster, "env", None) or {}
     return [{"name": str(name), "value": str(env[name])} for name in sorted(env)]
 
@@ -312,17 +311,9 @@ def raycluster(
         for group in spec["workerGroupSpecs"]:
             meta = group["template"]["metadata"]
             meta["annotations"] = {**meta.get("annotations", {}), **consume_annotations(booked)}
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": object_metadata(
-            str(cluster.name), object_labels, str(cluster.tenant.namespace)
-        ),
-        "spec": spec,
-    }
+    return request_object("ray.io/v1", "RayCluster", cluster, object_labels, spec)
 
 
 def manifests(cluster: Any, **options: Any) -> list[Manifest]:
-    """What is applied for one interactive cluster: its RayCluster (``options`` as for
-    :func:`raycluster`)."""
+    """One interactive cluster's objects: its RayCluster (``options`` as :func:`raycluster`)."""
     return [raycluster(cluster, **options)]

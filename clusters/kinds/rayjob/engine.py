@@ -1,14 +1,12 @@
 """How a job's row and its RayJob are kept in step: apply the RayJob as the row asks,
 and fold what KubeRay reports of the run back into the row.
 
-A job's row moves ``queued -> admitted -> starting -> running -> succeeded | failed |
-stopped`` (DESIGN "States"). The RayJob exists from the moment the job is queued,
-suspended while it waits; admission unsuspends it, and KubeRay brings its Ray cluster
-up, submits the driver and tears the cluster down when the driver ends
-(``shutdownAfterJobFinishes``). The row follows KubeRay's ``status.jobStatus`` and
-``jobDeploymentStatus``; a job keeps its GPUs until the pods that hold them are gone
-(:func:`clusters.rows.transitions.release_gpus`), and the end of the driver's output is kept
-on the row when the job ends, so logs outlive the pods.
+A job moves ``queued -> admitted -> starting -> running -> succeeded | failed | stopped``
+(DESIGN "States"). Its RayJob exists, suspended, from the moment it is queued; admission
+unsuspends it and KubeRay brings up its Ray cluster, runs the driver and tears the
+cluster down after. The row follows ``status.jobStatus`` and ``jobDeploymentStatus``,
+keeps its GPUs until their pods are gone (:func:`clusters.rows.transitions.release_gpus`)
+and keeps the end of the driver's output, so logs outlive the pods.
 """
 
 from __future__ import annotations
@@ -55,8 +53,7 @@ def job_of(cluster: ClusterRequest) -> Job:
 
 
 def queued_by_kueue(cluster: ClusterRequest) -> bool:
-    """Whether Kueue queues this job, suspending and unsuspending its RayJob itself
-    (Kueue mode, and a job with a Ray cluster of its own rather than on a host)."""
+    """Whether Kueue (un)suspends this job's RayJob itself (Kueue mode, its own Ray cluster)."""
     return queue_backend().provisions_queued and job_of(cluster).host_id is None
 
 
@@ -75,8 +72,7 @@ def job_manifest(cluster: ClusterRequest) -> dict[str, Any]:
 
 
 def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
-    """Apply the tenant bundle (through ``bundles`` in a batch) and the job's RayJob
-    (idempotent)."""
+    """Apply the tenant bundle (``bundles``: a batch's) and the job's RayJob (idempotent)."""
     apply_into(cluster.tenant, gw, [job_manifest(cluster)], bundles=bundles)
 
 
@@ -183,8 +179,8 @@ def submitter_pod(
 ) -> dict[str, Any] | None:
     """The pod that submitted the driver and follows its output (newest if several).
 
-    ``pods``: the job's pods as the caller read them (a reconcile pass, from its caches:
-    listing them again was a request per finished job); listed when they hold none."""
+    ``pods``: the job's pods as the caller read them (a reconcile pass, from its caches,
+    rather than a request per finished job); listed when they hold none."""
     submitters = [
         p
         for p in (pods if pods is not None else pods_of(gw, cluster))
@@ -285,13 +281,8 @@ def fold_job(
 
 
 def _suspend_drifted(cluster: ClusterRequest, rj: dict[str, Any]) -> bool:
-    """Whether the RayJob is suspended, or not, against what the row's state asks.
-
-    Two writes of one RayJob can race, and the last wins: a provision pass that read the
-    row while it waited applies it suspended, and lands after the batch that admitted
-    the job unsuspended it (seen once in 1,000 jobs with four worker threads: the job
-    stayed ``starting`` with a suspended RayJob). A queued job's RayJob found unsuspended
-    would run without admission. Either way the fold applies it again."""
+    """Whether ``suspend`` disagrees with the row (a stale provision pass can land after
+    admission's write; unsuspended while queued, it runs unadmitted): apply again."""
     wanted = wanted_suspend(cluster)
     return wanted is not None and bool((rj.get("spec") or {}).get("suspend")) != wanted
 
@@ -378,8 +369,7 @@ def _end(
 
 
 def wants_provisioning(cluster: ClusterRequest) -> bool:
-    """A job's RayJob is written while it waits; a finished one may still have pods to
-    see off: every state but ``deleted`` asks something of Kubernetes."""
+    """Every state but ``deleted`` asks something of Kubernetes (a RayJob, pods to see off)."""
     return cluster.state != State.DELETED
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import Kind
-from clusters.kinds.rayjob.states import JOB_RELEASES, JOB_TRANSITIONS
+from clusters.kinds.rayjob.states import JOB_FINISHED, JOB_RELEASES, JOB_TRANSITIONS
 
 KIND = Kind(
     workload="job",
     noun="job",
+    section="jobs",
     api_version="ray.io/v1",
     object_kind="RayJob",
     plural="rayjobs",
@@ -20,6 +21,9 @@ KIND = Kind(
     reclaimable=False,
     interactive=False,
     engine="clusters.kinds.rayjob.engine",
+    ray_cluster_spec_at=("spec", "rayClusterSpec"),
+    finished=JOB_FINISHED,
+    related=("job",),
     list_related=("job", "job__host"),
     list_prefetch=("usage_spans",),
 )

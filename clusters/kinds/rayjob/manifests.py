@@ -18,8 +18,8 @@ from clusters.kube.manifests import (
     Manifest,
     container_resources,
     container_security_context,
-    object_metadata,
     pod_security_context,
+    request_object,
 )
 from clusters.kube.queues import LOCAL_QUEUE_NAME
 
@@ -107,14 +107,7 @@ def rayjob(
     spec["submitterPodTemplate"] = _submitter_template(cluster, chosen, labels)
     if suspend is not None:
         spec["suspend"] = suspend
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": object_metadata(
-            str(cluster.name), object_labels, str(cluster.tenant.namespace)
-        ),
-        "spec": spec,
-    }
+    return request_object("ray.io/v1", "RayJob", cluster, object_labels, spec)
 
 
 def manifests(cluster: Any, **options: Any) -> list[Manifest]:

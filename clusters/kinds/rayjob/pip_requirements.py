@@ -1,14 +1,11 @@
 """Checking one entry of a job's ``runtime_env.pip``: exactly one PEP 508 requirement.
 
-Ray writes the entries into a requirements file and runs ``pip install -r`` on it, so an
-entry is read with pip's requirements-file rules: a line break (pip splits lines the way
-:meth:`str.splitlines` does, Unicode separators included) starts a new line, ``#`` after
-whitespace starts a comment, a trailing backslash joins the next line, ``${NAME}`` is
-replaced by the cluster's environment, and ``-``-prefixed words are pip options
-(``--index-url``, ``-r``, ``--hash`` ...). Any of these would let a job choose the package
-index or read files and variables it should not; only a requirement — a name with extras,
-a version specifier and an environment marker — passes, and ``name @ https://...`` only
-when the tenant's policy allows direct URL references.
+Ray writes the entries into a requirements file for ``pip install -r``, so an entry is
+read with that file's rules: line breaks (as :meth:`str.splitlines`), ``#`` comments,
+backslash continuations, ``${NAME}`` expansion and ``-`` options (``--index-url``,
+``-r`` ...). Any of them would let a job choose the index or read files and variables
+it should not: only a requirement passes (name, extras, specifier, marker), and
+``name @ https://...`` only where the tenant's policy allows direct URLs.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Checking a job's ``runtime_env``: what Ray will install and set before the driver runs.
 
-Ray accepts many keys; a job submitted through the control plane may use the ones a
-shared GPU platform can support safely — code from a URI (``working_dir``,
-``py_modules``), ``pip`` packages (each one requirement, no pip options:
-:mod:`clusters.kinds.rayjob.pip_requirements`) and ``env_vars`` — and never sets a variable that
-:mod:`clusters.domain.environment` refuses (what decides which GPUs a process sees, such as
-``NVIDIA_*`` and ``CUDA_VISIBLE_DEVICES``, and Ray's own settings): the same names a
-request's ``env`` may not set, listed once there. Every fault is reported at once,
-under the key it concerns.
+Of Ray's many keys a shared GPU platform supports safely: code from a URI
+(``working_dir``, ``py_modules``), ``pip`` packages (one requirement each:
+:mod:`clusters.kinds.rayjob.pip_requirements`) and ``env_vars``, never one that
+:mod:`clusters.domain.environment` refuses (which GPUs a process sees, Ray's own
+settings). Every fault is reported at once, under the key it concerns.
 """
 
 from __future__ import annotations

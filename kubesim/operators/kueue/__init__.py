@@ -1,39 +1,12 @@
-"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters,
-RayJobs and batch/v1 Jobs (the job integrations: see ``workloads.py``; a RayJob's or Job's
-Workload finishes when the job does, and Kueue's RayJob webhook refusals are in
-:meth:`Kueue._validate_rayjob`; elastic jobs, on by default: ``slices.py``).
-
-With ``kueue=True``: a RayCluster created with the ``kueue.x-k8s.io/queue-name`` label is
-suspended (Kueue's webhook; a queued one with the in-tree autoscaler that is not elastic is
-refused, 403, as Kueue's validating webhook does), gets a Workload owned by it with one pod
-set per group (once the WorkloadPriorityClass it names exists), and waits in its ClusterQueue.
-Admission runs in priority then FIFO order per ClusterQueue (BestEffortFIFO, or
-StrictFIFO when the queue says so): each pod set gets the first flavor whose
-ResourceFlavor ``nodeLabels`` agree with its nodeSelector and whose quota (nominal, plus
-what the cohort's other queues leave unused, within ``borrowingLimit``) fits. An
-admitted Workload gets ``status.admission`` and the ``QuotaReserved``/``Admitted``
-conditions, and its RayCluster is unsuspended with the flavor's node labels injected. The
-reservation is released when the RayCluster is deleted or suspended by its user.
-
-Preemption, as the ClusterQueue's ``spec.preemption`` allows: a pending Workload that does
-not fit may evict lower-priority Workloads of its own queue (``withinClusterQueue``) and
-Workloads of queues of its cohort that borrow (``reclaimWithinCohort``), others' first,
-then lowest priority, then newest, only as many as it needs and only if it then fits its
-own nominal quota. An eviction (also :meth:`Kueue.evict`, the admin knob for
-``PodsReadyTimeout`` and ``InactiveWorkload``) does what Kueue does: conditions
-``Evicted`` (and ``Preempted``) True with Kueue's reasons and messages, the RayCluster
-suspended, the quota released (``QuotaReserved`` False ``Pending``, ``Admitted`` False),
-``Requeued``; a preempted Workload queues again at once, a timed-out one after a backoff
-(``status.requeueState``), a deactivated one when ``spec.active`` is set back to true.
-Re-admission turns ``Evicted``/``Preempted`` False ("Previously: ..."). Admission checks
-and the ProvisioningRequest check controller: ``provisioning.py``. Not emulated: fair
+"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters, RayJobs
+and batch/v1 Jobs: :class:`Kueue`, the controller the cluster drives (webhooks, change
+tracking, the reconcile loop, evictions). A queued job is suspended and gets a Workload
+(``workloads.py``, elastic jobs in ``slices.py``), admitted in priority then FIFO order
+per ClusterQueue on the first flavor whose labels and quota fit (``admission.py``,
+``quota.py``), preempting as ``spec.preemption`` allows (``preemption.py``); an eviction
+does what Kueue does (conditions, suspend, release, requeue with backoff). Admission
+checks: ``provisioning.py``; the visibility API: ``visibility.py``. Not emulated: fair
 sharing, topology, partial admission, ``borrowWithinCohort``.
-
-Layout: this module holds :class:`Kueue`, the controller the cluster drives (webhooks,
-change tracking, the reconcile loop) and the evictions; ``workloads.py`` the Workload of
-each queued RayCluster; ``admission.py`` the queues and admission; ``quota.py`` quota
-arithmetic and flavor assignment; ``preemption.py``; ``visibility.py`` the visibility API;
-``common.py`` names and helpers they share.
 """
 
 from __future__ import annotations
@@ -410,8 +383,7 @@ class Kueue:
     # -- visibility API ------------------------------------------------------------------
 
     def visibility(self, method: str, path: str) -> dict[str, Any]:
-        """``.../localqueues/{lq}/pendingworkloads`` and ``.../clusterqueues/{cq}/...``
-        (see ``visibility.py``)."""
+        """The visibility API's pending workloads (see ``visibility.py``)."""
         return pending_workloads(self.cluster, method, path)
 
 

@@ -1,14 +1,12 @@
 """Kueue's admission: the queues' order, quota reservation, and the queues' status.
 
-Pending Workloads (active, not backing off) wait in their LocalQueue's ClusterQueue, in
-priority then creation order. One pass admits, per ClusterQueue, each that fits (after
-preemption where the queue allows it); BestEffortFIFO lets a later Workload past one that
-does not fit, StrictFIFO blocks the rest of the queue behind it. An admitted Workload gets
-``status.admission`` and ``QuotaReserved``/``Admitted`` (a past eviction turns
-``Previously: ...``), and its job is unsuspended with the flavors' node labels in its pod
-templates; one that does not fit gets ``QuotaReserved`` False with the reason. An elastic
-job's scale-up slice takes over the quota of the slice it replaces (``slices.py``).
-ClusterQueue and LocalQueue status (counts, flavor usage) are rewritten after each pass.
+Pending Workloads wait in their ClusterQueue in priority then creation order. A pass
+admits, per ClusterQueue, each that fits (after preemption where allowed); BestEffortFIFO
+lets a later Workload past one that does not fit, StrictFIFO blocks behind it. Admitted:
+``status.admission``, ``QuotaReserved``/``Admitted``, the job unsuspended with the
+flavors' node labels; not fitting: ``QuotaReserved`` False with the reason. An elastic
+job's scale-up slice takes over its old slice's quota (``slices.py``). The queues'
+status is rewritten after each pass.
 """
 
 from __future__ import annotations

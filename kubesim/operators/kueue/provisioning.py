@@ -1,38 +1,12 @@
 """Kueue's admission checks, and its ProvisioningRequest admission check controller
-(``pkg/controller/admissionchecks/provisioning``).
-
-A ClusterQueue names AdmissionChecks in ``spec.admissionChecks`` (v1beta1) or
-``spec.admissionChecksStrategy.admissionChecks[]`` (``onFlavors``: only Workloads given one of
-those flavors). A Workload reserving quota in such a queue gets ``status.admissionChecks``
-(each ``Pending``) and ``Admitted=False`` (``UnsatisfiedChecks``); its job stays suspended
-until every check is ``Ready``, then it is admitted as without checks, with the checks'
-``podSetUpdates`` applied to its pod templates.
-
-For a check whose ``controllerName`` is ``kueue.x-k8s.io/provisioning-request`` and whose
-``parameters`` name a ProvisioningRequestConfig, the controller (as Kueue's):
-
-- marks the AdmissionCheck ``Active`` (``BadParametersRef`` when the config is missing);
-- creates, for a Workload holding quota and having a pod set that requests one of the
-  config's ``managedResources`` (all resources when empty), a ProvisioningRequest named
-  ``<workload>-<check>-<attempt>`` owned by the Workload, with the config's class and
-  parameters (plus the Workload's ``provreq.kueue.x-k8s.io/<key>`` annotations), and one
-  PodTemplate ``ppt-<request>-<podset>`` per such pod set, owned by the request, carrying the
-  pod set's template with the assigned flavor's node labels; no such pod set: the check is
-  ``Ready`` ("the provisioning request is not needed");
-- maps the request's conditions onto the check: ``Provisioned=True`` -> ``Ready`` with
-  ``podSetUpdates`` annotating each pod set with ``autoscaling.x-k8s.io/consume-provisioning-
-  request`` and ``autoscaling.x-k8s.io/provisioning-class-name``; ``Failed=True`` (or
-  ``BookingExpired=True`` before admission) -> ``Retry`` while the attempt number is within
-  the config's ``retryStrategy.backoffLimitCount`` (else ``Rejected``); otherwise ``Pending``
-  with the request's ``Provisioned`` message.
-
-``Retry`` evicts the Workload (``Evicted`` ``AdmissionCheck``, quota released) and requeues it
-after ``backoffBaseSeconds * 2^(attempt-1)`` capped at ``backoffMaxSeconds``
-(``status.requeueState``); once it reserves quota again the next attempt's request is
-made. ``Rejected`` evicts and deactivates it (``DeactivatedDueToAdmissionCheck``,
-``spec.active=false``). Either way the checks are reset to ``Pending``. Checks of other
-controllers are never decided (no such controller runs here): they stay ``Pending``. A
-ClusterQueue naming a missing or inactive check admits nothing (:func:`inactive_checks`).
+(``pkg/controller/admissionchecks/provisioning``). A Workload reserving quota in a
+ClusterQueue with checks waits suspended (``UnsatisfiedChecks``) until every check is
+``Ready``, then is admitted with their ``podSetUpdates``. For a
+``kueue.x-k8s.io/provisioning-request`` check, a ProvisioningRequest (and its
+PodTemplates) is made per attempt from the config, and its conditions map onto the
+check: ``Provisioned`` -> ``Ready``, ``Failed`` or an early ``BookingExpired`` ->
+``Retry`` (evict, requeue with backoff) or ``Rejected`` (evict and deactivate) past the
+backoff limit. Other controllers' checks stay ``Pending``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Elastic jobs: Kueue's ElasticJobsViaWorkloadSlices (Beta, on by default since 0.18).
 
-A job annotated ``kueue.x-k8s.io/elastic-job: "true"`` (RayCluster, RayJob, Job) has its
-pod templates gated (``kueue.x-k8s.io/elastic-job`` scheduling gate, Kueue's webhook) and a
-chain of Workload slices: the first one is queued and admitted as usual. When the job scales
-down (fewer workers, a smaller parallelism) its admitted slice shrinks in place. When it
-scales up, a new slice ``<kind>-<name>-<hash of the generation>`` with the new counts,
-annotated ``kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<old slice>``, queues; it
-is admitted on the old slice's flavors, counting the old slice's quota as its own, and the
-old slice is then ``Finished`` (reason ``WorkloadSliceReplaced``). Meanwhile the job runs
-on: its new pods stay gated until a slice grants them (the elastic job ungater).
+A job annotated ``kueue.x-k8s.io/elastic-job: "true"`` has its pod templates gated and a
+chain of Workload slices. Scaling down shrinks the admitted slice in place; scaling up
+queues a new slice (``workload-slice-replacement-for`` the old one), admitted on the old
+slice's flavors counting its quota as its own, after which the old one is ``Finished``
+(``WorkloadSliceReplaced``). The job runs on meanwhile; new pods stay gated until a
+slice grants them.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Kueue's job integrations (RayCluster, RayJob, batch/v1 Job): the Workload of each job.
 
-A queued job (``kueue.x-k8s.io/queue-name``) gets a Workload it owns, named as Kueue names
-it (``raycluster-<name>-<hash>``, ``rayjob-...``, ``job-...``), with the pod sets Kueue's
-integration builds: a ``head`` pod set (with KubeRay's ``autoscaler`` sidecar when the
-cluster autoscales) and one per worker group at its desired size — for a RayJob those of
-``spec.rayClusterSpec`` plus, in K8sJobMode, a ``submitter`` pod set of one (the user's
-``spec.submitterPodTemplate``, else KubeRay's default submitter: the head's image, requests
-500m/200Mi, limits 1/1Gi) — or, for a Job, ``main`` of ``min(parallelism, completions)``
-pods; and the priority of the WorkloadPriorityClass it names (none is made until that class
-exists). A user's suspend of an admitted job releases its quota; a resume queues it again.
-A finished RayJob (``jobDeploymentStatus`` Complete/Failed) or Job (condition
-Complete/Failed) finishes its Workload (``Finished``, reason ``Succeeded`` or ``Failed``,
-the job's message), which then holds no quota. Elastic jobs: ``slices.py``.
+A queued job gets a Workload it owns, named and shaped as Kueue's integration builds it:
+a ``head`` pod set and one per worker group (a RayJob adds its ``submitter`` in
+K8sJobMode), or a Job's ``main``, with the priority of the WorkloadPriorityClass it names
+(none until that class exists). A user's suspend releases the quota, a resume queues it
+again; a finished RayJob or Job finishes its Workload, which then holds no quota.
+Elastic jobs: ``slices.py``.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ TOY_LABEL = "gangway.test/toy"
 KIND = Kind(
     workload="toy",
     noun="toy",
+    section="toys",
     api_version="v1",
     object_kind="ConfigMap",
     plural="configmaps",

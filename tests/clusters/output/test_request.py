@@ -14,10 +14,10 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIRequestFactory
 
-from clusters.api.jobs import JobOut
-from clusters.api.output import ClusterListItemOut, ClusterOut, FlatModelOut
 from clusters.api.queue_views import QueueEntryOut
+from clusters.kinds.rayjob.output import JobOut
 from clusters.models import ClusterEvent, Job, Workload
+from clusters.output.request import ClusterListItemOut, ClusterOut, FlatModelOut
 from clusters.selectors import cluster_list, cluster_list_items, with_recent_events
 
 pytestmark = pytest.mark.django_db

@@ -1,8 +1,8 @@
 """The idle policy, one reading at a time (clusters/engine/idle.py ``apply_activity``).
 
 What Ray says is given as an :class:`Activity` here; reading it from a dashboard through
-the service proxy is covered end to end in ``test_idle_e2e.py``. Times are explicit
-(``now``) so that an hour of idleness takes no time.
+the service proxy is covered end to end in ``tests/clusters/live/test_idle_e2e.py``.
+Times are explicit (``now``) so that an hour of idleness takes no time.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from clusters.kube.raydash import Activity
 from clusters.models import ClusterEvent, ClusterRequest, IdleSpan, UsageSpan
 from clusters.requests import services
 from clusters.selectors import cluster_activity, usage_summary
-from tests.frontend.conftest import make_ready
+from tests.frontend.conftest import make_ready, request_cluster
+
+__all__ = ["request_cluster"]  # a fixture, used by name
 
 IDLE = Activity(active=False, last_active_at=None, reason="no Ray driver or job is running")
 BUSY = Activity(active=True, last_active_at=None, reason="job raysubmit_1 is running")

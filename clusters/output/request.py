@@ -77,7 +77,7 @@ class FlatModelOut(drf.ModelSerializer):
     on the serializer at hand. The values are still rendered by each field's
     ``to_representation``, so the output is the same, and anything the quick read cannot
     take (a mapping, a callable, a missing attribute, a related field) goes through DRF's
-    ``get_attribute`` as before.
+    ``get_attribute``.
     """
 
     _plan_of_class: ClassVar[Plan | None]  # set on each class by _shared_plan

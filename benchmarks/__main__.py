@@ -25,6 +25,7 @@ MODULES = [
     "benchmarks.api",
     "benchmarks.create_cost",
     "benchmarks.kubesim",
+    "benchmarks.real_ray",
     "benchmarks.scheduling",
 ]
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"

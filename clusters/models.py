@@ -27,11 +27,13 @@ class ClusterKind(models.TextChoices):
 
 
 class Workload(models.TextChoices):
-    """What a request runs: an interactive Ray cluster, or a batch job (a RayJob) whose
-    Ray cluster lives only as long as its driver runs."""
+    """What a request runs: an interactive Ray cluster, a batch job (a RayJob) whose
+    Ray cluster lives only as long as its driver runs, or a long-running Ray Serve
+    service (a RayService)."""
 
     CLUSTER = "cluster", "Cluster"
     JOB = "job", "Job"
+    SERVICE = "service", "Service"
 
 
 class ClusterRequestQuerySet(TenantOwnedQuerySet):
@@ -106,6 +108,16 @@ class ClusterRequest(TenantOwned):
         default=False,
         help_text="Ray runtime environments that run containers see exactly the pod's GPUs: "
         "each GPU worker writes a CDI spec of its own GPUs (docs/containers.md).",
+    )
+    notebook = models.BooleanField(
+        default=False,
+        help_text="The head runs JupyterLab, reached through the product's proxy by the "
+        "owner and the tenant's admins (docs/notebooks.md).",
+    )
+    ssh = models.BooleanField(
+        default=False,
+        help_text="The head runs an SSH server on its port named ssh, accepting the keys of "
+        "the owner and the tenant's admins (docs/tunnels.md).",
     )
 
     gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal("0"))
@@ -296,6 +308,33 @@ class Job(models.Model):
         return f"job {self.request_id}: {self.entrypoint[:40]}"
 
 
+class Service(models.Model):
+    """The serving part of a service request: its Serve config, how it is upgraded, and
+    what KubeRay last reported of it.
+
+    One row per :class:`ClusterRequest` whose ``workload`` is ``service`` (same primary
+    key). The request carries the shape, the queue and the state; this carries the
+    ``serveConfigV2`` YAML and the upgrade strategy the RayService is built from, and
+    the applications' statuses, the active and pending RayClusters and whether an
+    upgrade is in progress, as folded from the RayService's status.
+    """
+
+    request = models.OneToOneField(
+        ClusterRequest, on_delete=models.CASCADE, primary_key=True, related_name="service"
+    )
+    serve_config = models.TextField(help_text="Ray Serve's config (serveConfigV2), as YAML.")
+    upgrade_type = models.CharField(max_length=40, default="NewCluster")
+    upgrade_options = models.JSONField(default=dict, blank=True)
+    applications = models.JSONField(default=dict, blank=True)
+    active_cluster = models.CharField(max_length=128, blank=True)
+    pending_cluster = models.CharField(max_length=128, blank=True)
+    upgrading = models.BooleanField(default=False)
+    serve_endpoints = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"service {self.request_id}"
+
+
 class ClusterEvent(models.Model):
     """One state transition (or notable moment) of a cluster request, for its history."""
 
@@ -405,3 +444,30 @@ class PendingPass(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} pass (requested {self.requested_at or 'never'})"
+
+
+class Tunnel(models.Model):
+    """One TCP connection carried to a cluster's head through the product (``gangway
+    port-forward`` or ``gangway ssh``): who, which port, when it opened and closed, and the
+    bytes each way. Open rows (``closed_at`` empty, seen within the heartbeat) are use
+    of the cluster for idle detection (clusters/engine/tunnel_activity.py)."""
+
+    cluster = models.ForeignKey(ClusterRequest, on_delete=models.CASCADE, related_name="tunnels")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    username = models.CharField(max_length=150)
+    port = models.PositiveIntegerField()
+    purpose = models.CharField(max_length=16, default="port-forward")
+    opened_at = models.DateTimeField(auto_now_add=True)
+    seen_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    bytes_in = models.BigIntegerField(default=0)
+    bytes_out = models.BigIntegerField(default=0)
+    close_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["cluster", "closed_at"], name="tunnel_cluster_open")]
+
+    def __str__(self) -> str:
+        return f"{self.username} to {self.cluster}:{self.port} ({self.purpose})"

@@ -184,6 +184,10 @@ def cluster_endpoints(cluster: ClusterRequest, *, base_url: str = "") -> dict[st
             "print(client.get_job_status(job))"
         ),
         "port_forward_snippet": 'import ray\nray.init("ray://localhost:10001")',
+        # Opened by the owner and the tenant's admins (docs/notebooks.md).
+        "notebook_url": (
+            f"{base_url}/t/{slug}/clusters/{cluster.name}/notebook/" if cluster.notebook else None
+        ),
     }
 
 

@@ -4,7 +4,8 @@
 it through the whole Django stack, so a view decides who may connect exactly as for plain
 HTTP. The view answers :class:`WebSocketAccept` (the conversation to hold) or any other
 response, which refuses the handshake with that status and body. Only views marked with
-:func:`accepts_websocket` are called; elsewhere a handshake is a 404 before any view runs.
+:func:`accepts_websocket` are called (and the clusters' own origin, whose middleware
+answers all of it); elsewhere a handshake is a 404 before any view runs.
 :func:`streaming_body` consumes a blocking streamed response chunk by chunk in a thread.
 """
 
@@ -16,10 +17,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import Resolver404, get_resolver, set_script_prefix
+
+from controlplane.rayorigin import serves_host
 
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -86,7 +90,13 @@ def _offered_subprotocols(scope: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(p) for p in scope.get("subprotocols") or ())
 
 
-def _takes_websocket(path: str) -> bool:
+def _takes_websocket(path: str, scope: dict[str, Any]) -> bool:
+    # The clusters' own origin (RAY_PROXY_ORIGIN) is answered by its middleware, which
+    # decides about every path of it (a dashboard's log tail, a notebook's kernels).
+    origin = settings.RAY_PROXY_ORIGIN
+    host = dict(scope.get("headers") or ()).get(b"host", b"").decode("latin-1")
+    if origin and host and serves_host(origin, host):
+        return True
     try:
         match = get_resolver().resolve(path)
     except Resolver404:
@@ -108,7 +118,7 @@ class WebSocketGate(ASGIHandler):
             return
         set_script_prefix(get_script_prefix(scope))
         path = scope["path"].removeprefix(get_script_prefix(scope).rstrip("/"))
-        if not _takes_websocket(path):
+        if not _takes_websocket(path, scope):
             await refuse(send, HttpResponse("Not Found", status=404, content_type="text/plain"))
             return
         from django.core import signals

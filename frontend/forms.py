@@ -22,6 +22,11 @@ from clusters.kinds.rayjob.spec import (
     MAX_TTL_AFTER_FINISHED,
     JobSpec,
 )
+from clusters.kinds.rayservice.spec import (
+    INCREMENTAL,
+    UPGRADE_TYPES,
+    ServiceSpec,
+)
 from clusters.models import ClusterKind
 from clusters.requests.services import resolve_flavors
 from clusters.rows.spec import ClusterSpec
@@ -232,6 +237,18 @@ class ClusterForm(LabelledErrorsForm):
         help_text="KEY=VALUE, one per line, set in the head and every worker. Names that "
         "decide which GPUs a process sees or that Ray, KubeRay or Kubernetes set "
         "(NVIDIA_*, CUDA_*, RAY_*, LD_*, ...) are refused.",
+    )
+    notebook = forms.BooleanField(
+        required=False,
+        label="JupyterLab on the head",
+        help_text="Open it from the cluster's page; only you and the tenant's admins can. "
+        "The image must have jupyterlab installed.",
+    )
+    ssh = forms.BooleanField(
+        required=False,
+        label="SSH to the head",
+        help_text="For gangway ssh and VS Code Remote-SSH: the head accepts the SSH keys of "
+        "your profile (and of the team's admins).",
     )
 
     warning_fields = ("gpu_fraction",)
@@ -520,3 +537,35 @@ class WebhookForm(forms.Form):
     kinds = forms.MultipleChoiceField(
         choices=EventKind.choices, widget=forms.CheckboxSelectMultiple, label="Events"
     )
+
+
+class ServiceForm(ClusterForm):
+    """The new-service form: a cluster's shape (no time to live: a service runs until
+    deleted), its Serve config and upgrade strategy. The checks are
+    :func:`clusters.requests.serving.service_check`'s."""
+
+    serve_config = forms.CharField(
+        strip=False,
+        label="Serve config",
+        widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
+        help_text="Ray Serve's config (serveConfigV2) as YAML: applications with "
+        "import_path and deployments (ray_actor_options.num_gpus, autoscaling_config).",
+    )
+    upgrade_type = forms.ChoiceField(
+        choices=[(t, t) for t in UPGRADE_TYPES if t != INCREMENTAL],
+        initial="NewCluster",
+        label="Upgrade strategy",
+        help_text="NewCluster: a changed Ray cluster comes up beside the old one and "
+        "takes the traffic when ready; None: cluster changes are not rolled out.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        del self.fields["ttl_hours"]
+        self.fields["name"].required = True
+
+    def specs(self) -> tuple[ClusterSpec, ServiceSpec]:  # type: ignore[override]
+        """The cleaned form as the services take it: the shape and the service's part."""
+        data = self.cleaned_data
+        service = ServiceSpec(serve_config=data["serve_config"], upgrade_type=data["upgrade_type"])
+        return ClusterSpec.from_data(data), service

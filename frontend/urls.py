@@ -7,7 +7,7 @@ from django.urls import URLPattern, path, re_path
 
 from frontend import views
 from frontend.kinds import KindPages, all_pages, route_names
-from frontend.views import account, mail, platform, sso, tenant_admin, whatif
+from frontend.views import account, mail, platform, ssh_keys, sso, tenant_admin, whatif
 from frontend.views import workloads as w
 from tenants.forms import SignInForm
 
@@ -42,6 +42,8 @@ urlpatterns = [
     ),
     path("logout/", sso.sign_out, name="logout"),
     path("account/password/", account.password_change, name="password-change"),
+    path("account/ssh-keys/", ssh_keys.ssh_keys, name="ssh-keys"),
+    path("account/ssh-keys/<int:key_id>/remove/", ssh_keys.ssh_key_remove, name="ssh-key-remove"),
     path("password-reset/", account.PasswordResetView.as_view(), name="password_reset"),
     path(
         "password-reset/sent/",
@@ -135,5 +137,6 @@ urlpatterns = [
         views.ray_dashboard,
         name="cluster-ray",
     ),
+    path(CLUSTER + "notebook/", views.notebook_open, name="cluster-notebook"),
     *(route for workload, kind in all_pages().items() for route in _kind_routes(workload, kind)),
 ]

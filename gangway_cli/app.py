@@ -19,7 +19,7 @@ from gangway_cli.client import ApiClient, connect
 from gangway_cli.errors import CliError
 
 HELP = (
-    "Request, watch, connect to and tear down Ray clusters and jobs on gangway. "
+    "Request, watch, connect to and tear down Ray clusters, jobs and services on gangway. "
     "Start with `gangway login --server URL`; docs/cli.md has the details."
 )
 
@@ -36,6 +36,12 @@ job_app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(job_app, name="job")
+service_app = typer.Typer(
+    help="Ray Serve services: submit, list, upgrade, delete.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(service_app, name="service")
 
 
 class OutputMode(StrEnum):

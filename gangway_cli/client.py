@@ -129,6 +129,9 @@ class ApiClient:
     def post(self, path: str, body: Any = None, **kwargs: Any) -> Any:
         return self.request("POST", path, json=body, **kwargs)
 
+    def patch(self, path: str, body: Any = None, **kwargs: Any) -> Any:
+        return self.request("PATCH", path, json=body, **kwargs)
+
     def delete(self, path: str, **kwargs: Any) -> Any:
         return self.request("DELETE", path, **kwargs)
 

@@ -19,7 +19,7 @@ from gangway_cli.commands import auth  # noqa: F401  (registers its commands)
 # Commands are listed in `gangway --help` in the order they register: sign-in first, the
 # workload kinds' next, then the rest.
 from gangway_cli import kinds  # noqa: F401
-from gangway_cli.commands import misc  # noqa: F401
+from gangway_cli.commands import misc, tunnels  # noqa: F401
 from gangway_cli.errors import CliError
 
 

@@ -7,10 +7,12 @@ import gc
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 
 from kubesim.cluster import DEFAULT_EVENT_TTL
 from kubesim.fleet import DEMO_FLEET
+from kubesim.localproc import clear_root
 from kubesim.operators.kueue import parse_feature_gates
 from kubesim.sim import KubeSim
 from kubesim.store import DEFAULT_WATCH_HISTORY
@@ -124,6 +126,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds between BOOKMARK events on watches that allow them (default: 60, "
         "the API server's)",
     )
+    p.add_argument(
+        "--real-ray",
+        type=int,
+        default=None,
+        help="run real Ray (heads, workers, RayJob drivers) for the first N RayClusters "
+        "(default: the fleet's realRay, else 0: every cluster simulated)",
+    )
+    p.add_argument(
+        "--procs-root",
+        default="kubesim-procs",
+        help="folder the real processes behind pods run in (real Ray, JupyterLab, sshd; "
+        "kubesim/README.md), emptied at start (default: ./kubesim-procs)",
+    )
     return p.parse_args(argv)
 
 
@@ -146,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         watch_history=args.watch_history,
         watch_bookmark_interval=args.watch_bookmark_interval,
         kueue_feature_gates=args.kueue_feature_gates,
+        procs_root=args.procs_root,
+        real_ray=args.real_ray,
     )
     sim.set_rayjob_defaults(run_seconds=args.rayjob_run_seconds, outcome=args.rayjob_outcome)
+    if sim.cluster.realray is not None:
+        clear_root(Path(args.procs_root))
     sim.start()
     # What start-up built (API schemas, CRDs, compiled rules, the fleet) lives as long as
     # the process: kept out of the collector's full passes, which would walk it again at
@@ -159,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"kubesim listening on {sim.url} ({nodes} nodes from {args.config}"
         + (f", kubeconfig {args.kubeconfig_out}" if args.kubeconfig_out else "")
+        + (f", real Ray for {real.heads} clusters" if (real := sim.cluster.realray) else "")
         + ")",
         flush=True,
     )

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubesim import errors, podsecurity, rbac
+from kubesim import errors, notebooks, podsecurity, rbac, sshd
 from kubesim.admission import Quota
 from kubesim.autoscaler import Autoscaler
 from kubesim.clock import Clock
@@ -37,6 +37,7 @@ from kubesim.operators.rayjob import RayJobController
 from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime
 from kubesim.operators.rayserve import RayServe
 from kubesim.operators.rayservice import RayServiceController
+from kubesim.operators.realray import RealRay
 from kubesim.resources import Registry, ResourceType
 from kubesim.scheduler import Scheduler
 from kubesim.store import DEFAULT_WATCH_HISTORY, Obj, Store
@@ -68,6 +69,7 @@ class Cluster:
         booking_time: float | None = None,
         watch_history: int = DEFAULT_WATCH_HISTORY,
         procs_root: Path | None = None,
+        real_ray: int | None = None,
     ) -> None:
         if event_ttl <= 0:
             raise ValueError("event_ttl must be positive (seconds)")
@@ -135,8 +137,17 @@ class Cluster:
             self.register(controller)
         # Real processes behind pods (``localproc.py``): registered last, so a pod is
         # launched once every controller has written what it makes of the pass.
-        self.localprocs = LocalProcesses(self, procs_root)
+        self.localprocs: LocalProcesses = LocalProcesses(self, procs_root)
         self.register(self.localprocs)
+        # Real Ray heads for the first N RayClusters (the fleet's ``realRay``, else 0).
+        heads = int(self.fleet.get("realRay") or 0) if real_ray is None else real_ray
+        self.realray: RealRay | None = None
+        if procs_root is not None and heads > 0:
+            self.realray = RealRay(self, heads)
+            self.localprocs.add_launcher(self.realray.launch)
+        # After Ray's: a notebook's kernels join the head that pass started (RAY_ADDRESS).
+        self.localprocs.add_launcher(notebooks.launch)
+        self.localprocs.add_launcher(sshd.launcher)
         # The controllers with timers, woken in this order by :meth:`tick`.
         self.timed: list[Timed] = [
             self.kubelet,

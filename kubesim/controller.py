@@ -64,6 +64,7 @@ class ClusterView(Protocol):
     rayruntime: Any
     autoscaler: Any
     localprocs: Any
+    realray: Any
 
     def rt(self, key: str) -> ResourceType:
         """The resource type of ``key`` (``plural.group``)."""

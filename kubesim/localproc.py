@@ -7,6 +7,10 @@ ports they serve to loopback ports (:meth:`LocalProcesses.address`, read by the 
 proxy and port-forward), and stops them when the pod stops running (deleted, terminating,
 failed or succeeded), on a store wipe or restore, and when kubesim stops. A process tree
 whose resident memory passes its spec's bound is killed, as a container's OOM kill is.
+A process that exits by itself is started again after a back-off, as a container is.
+A spec may carry a readiness probe (an HTTP GET on one of its ports: the pod is not Ready
+until it answers 2xx, nor after its process ends) and may be the pod's main process (its
+exit ends the pod's containers with its exit code, as a container's exit does).
 Without a ``root`` nothing is launched: pods stay simulated, as the benchmarks want.
 """
 
@@ -20,6 +24,8 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +43,9 @@ DEFAULT_MEMORY_BYTES = 2 << 30
 # SIGTERM first, as the kubelet does; the grace is short because nothing here holds data.
 STOP_GRACE_SECONDS = 5.0
 MEMORY_POLL_SECONDS = 2.0
+# Probes and exits are looked at this often (the kubelet's probes run every few seconds).
+PROBE_POLL_SECONDS = 0.5
+RESTART_BACKOFF_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,11 @@ class ProcessSpec:
     env: dict[str, str] = field(default_factory=dict)
     ports: dict[int, int] = field(default_factory=dict)
     memory_bytes: int = DEFAULT_MEMORY_BYTES
+    # Readiness probe: GET ``ready_path`` on the pod port ``ready_port`` (0: no probe).
+    ready_port: int = 0
+    ready_path: str = "/"
+    # The pod's main process: when it exits, the pod's containers exit with its code.
+    main: bool = False
 
 
 Launcher = Callable[["ClusterView", Obj], list[ProcessSpec]]
@@ -62,6 +76,10 @@ class Running:
     popen: subprocess.Popen[bytes]
     workdir: Path
     oom_killed: bool = False
+    ready: bool = False
+    stopping: bool = False
+    restarts: int = 0
+    restart_at: float | None = None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -143,25 +161,20 @@ class LocalProcesses:
 
     def _start_pod(self, key: PodKey, pod: Obj) -> None:
         assert self.root is not None
-        specs = [spec for launcher in self.launchers for spec in launcher(self.cluster, pod)]
         started: dict[str, Running] = {}
-        for spec in specs:
-            workdir = self.root / key[0] / key[1] / spec.name
-            workdir.mkdir(parents=True, exist_ok=True)
-            with open(workdir / "output.log", "ab") as out:
-                popen = subprocess.Popen(
-                    spec.argv,
-                    cwd=workdir,
-                    env={**os.environ, **spec.env},
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            started[spec.name] = Running(spec, popen, workdir)
+        for launcher in self.launchers:
+            for spec in launcher(self.cluster, pod):
+                workdir = self.root / key[0] / key[1] / spec.name
+                workdir.mkdir(parents=True, exist_ok=True)
+                started[spec.name] = Running(spec, _popen(spec, workdir), workdir)
+            if started:
+                # A later launcher sees what earlier ones started: a notebook finds the
+                # pod's real Ray head (its GCS port) through :meth:`address`.
+                with self._lock:
+                    self.by_pod[key] = dict(started)
         if started:
-            with self._lock:
-                self.by_pod[key] = started
+            # A probed pod is not Ready before its probes answer.
+            self._write_readiness(pod, list(started.values()))
             self._ensure_watchdog()
 
     def stop_pod(self, key: PodKey) -> None:
@@ -169,6 +182,7 @@ class LocalProcesses:
         with self._lock:
             procs = self.by_pod.pop(key, {})
         for run in procs.values():
+            run.stopping = True
             _stop_group(run.popen)
 
     def stop_all(self) -> None:
@@ -196,6 +210,10 @@ class LocalProcesses:
                     return ("127.0.0.1", run.spec.ports[port])
         return None
 
+    def launched(self, key: PodKey) -> bool:
+        """Whether the pod's launchers were asked (its processes run) or are due to be."""
+        return key in self.by_pod or key in self._to_start
+
     def processes(self, namespace: str, pod: str) -> dict[str, Running]:
         """The pod's processes by name (a copy)."""
         with self._lock:
@@ -212,13 +230,104 @@ class LocalProcesses:
             self._watchdog.start()
 
     def _watch_memory(self) -> None:
-        while not self._closed.wait(MEMORY_POLL_SECONDS):
+        last_memory = 0.0
+        while not self._closed.wait(PROBE_POLL_SECONDS):
             with self._lock:
-                runs = [r for procs in self.by_pod.values() for r in procs.values()]
-            for run in runs:
+                pods = {key: list(procs.values()) for key, procs in self.by_pod.items()}
+            for key, runs in pods.items():
+                self._probe(key, runs)
+            if time.monotonic() - last_memory < MEMORY_POLL_SECONDS:
+                continue
+            last_memory = time.monotonic()
+            for run in (r for runs in pods.values() for r in runs):
                 if run.popen.poll() is None and group_rss(run.popen.pid) > run.spec.memory_bytes:
                     run.oom_killed = True
                     _signal_group(run.popen.pid, signal.SIGKILL)
+
+    # -- readiness and exits -------------------------------------------------------------
+
+    def _probe(self, key: PodKey, runs: list[Running]) -> None:
+        """Probe the pod's processes; write the pod when its readiness or life changed."""
+        changed = False
+        exited: Running | None = None
+        for run in runs:
+            alive = run.popen.poll() is None
+            if run.spec.main and not alive and not run.stopping:
+                exited = run
+            elif not alive and not run.stopping:
+                self._restart(run)
+            if not run.spec.ready_port:
+                continue
+            ready = alive and _answers(run.spec.ports.get(run.spec.ready_port), run.spec.ready_path)
+            if ready != run.ready:
+                run.ready, changed = ready, True
+        if not changed and exited is None:
+            return
+        with self.cluster.lock:
+            pod = self.cluster.store.get("pods", *key)
+            if pod is None or not _running(pod) or self.by_pod.get(key) is None:
+                return
+            if exited is not None:
+                exited.stopping = True
+                code = exited.popen.returncode
+                reason = "OOMKilled" if exited.oom_killed else ""
+                self.cluster.kubelet.terminate(pod, 137 if code < 0 else code, reason=reason)
+            else:
+                self._write_readiness(pod, runs)
+            self.cluster.settle()
+
+    def _restart(self, run: Running) -> None:
+        """Start a process that exited by itself again after a back-off doubling from 1 s
+        to 5 min, as the kubelet restarts a container; what its group left is killed."""
+        now = time.monotonic()
+        if run.restart_at is None:
+            run.restart_at = now + min(RESTART_BACKOFF_SECONDS * 2**run.restarts, 300.0)
+            return
+        if now < run.restart_at or self._closed.is_set():
+            return
+        _signal_group(run.popen.pid, signal.SIGKILL)
+        with self._lock:
+            if run.stopping:
+                return
+            run.popen = _popen(run.spec, run.workdir)
+        run.restarts += 1
+        run.restart_at = None
+
+    def _write_readiness(self, pod: Obj, runs: list[Running]) -> None:
+        probed = [r for r in runs if r.spec.ready_port]
+        if not probed:
+            return
+        ready = all(r.ready for r in probed)
+        statuses = get_path(pod, "status", "containerStatuses", default=[]) or []
+        if all(bool(cs.get("ready")) == ready for cs in statuses):
+            return
+        for cs in statuses:
+            if "running" in (cs.get("state") or {}):
+                cs["ready"] = ready
+        self.cluster.kubelet.life.rewrite(pod)
+
+
+def _popen(spec: ProcessSpec, workdir: Path) -> subprocess.Popen[bytes]:
+    with open(workdir / "output.log", "ab") as out:
+        return subprocess.Popen(
+            spec.argv,
+            cwd=workdir,
+            env={**os.environ, **spec.env},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _answers(port: int | None, path: str) -> bool:
+    if not port:
+        return False
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+            return 200 <= int(resp.status) < 300
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
 
 
 def group_rss(pgid: int) -> int:

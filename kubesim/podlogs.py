@@ -8,7 +8,9 @@ the GCS wait loop, ``ray job submit --no-wait`` (``Job submission server address
 ``Job '<id>' submitted successfully``), the driver's lines (one a second while it runs) and
 the end (``Job '<id>' succeeded`` / ``Job '<id>' failed`` with the status message); any
 other container a start line and a line a minute. Each line carries the time it was
-"written", so ``sinceSeconds``/``sinceTime``, ``timestamps`` and ``follow`` behave.
+"written", so ``sinceSeconds``/``sinceTime``, ``timestamps`` and ``follow`` behave. A pod
+whose processes are real (``localproc.py``, e.g. real Ray) shows their output instead, every
+line stamped with the container's start.
 
 The options and refusals are the API server's (``PodLogOptions`` and the kubelet's
 checks): ``container`` (400 ``container x is not valid for pod y``; with several containers
@@ -23,6 +25,7 @@ client goes), 404 for a missing pod; answers are ``text/plain``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
@@ -327,7 +330,10 @@ def lines(cluster: ClusterView, pod: Obj, container: str, w: Window, until: floa
     key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
     trace = cluster.rayruntime.traces.get(key)
     first = (get_path(pod, "spec", "containers", default=[{}]) or [{}])[0].get("name")
-    if trace is not None and container == first:
+    real = _real_output(cluster, key) if container == first else None
+    if real is not None:
+        out = [(w.start, text) for text in real]
+    elif trace is not None and container == first:
         out = _submitter_lines(trace, w, horizon)
     elif labels.get("ray.io/node-type") == "head" and container == first:
         out = _head_lines(cluster, pod, w)
@@ -337,6 +343,18 @@ def lines(cluster: ClusterView, pod: Obj, container: str, w: Window, until: floa
         out = _generic_lines(pod, container, w, horizon)
     out = [(t, text) for t, text in out if t <= horizon]
     out.sort(key=lambda item: item[0])
+    return out
+
+
+def _real_output(cluster: ClusterView, key: tuple[str, str]) -> list[str] | None:
+    """What the pod's real processes wrote (kept after they end), or None if it had none."""
+    root = cluster.localprocs.root
+    folder = Path(root, *key) if root is not None else None
+    if folder is None or not folder.is_dir():
+        return None
+    out: list[str] = []
+    for log in sorted(folder.glob("*/output.log")):
+        out += log.read_text(errors="replace").splitlines()
     return out
 
 

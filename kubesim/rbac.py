@@ -10,7 +10,7 @@ server's 403. The token table is a simulator knob (the fleet's ``users:``; see R
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
@@ -126,6 +126,7 @@ class Attributes:
     name: str = ""
 
 
+_CONNECT = frozenset({"exec", "attach", "portforward"})
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -294,10 +295,16 @@ def authorize(
     if user.privileged:
         return
     attrs = attributes(method, path, params)
-    with cluster.lock:
-        allowed, _ = decide(cluster, user, attrs)
-    if not allowed:
-        raise _forbidden(user, attrs)
+    checks = [attrs]
+    if attrs.verb == "get" and attrs.resource == "pods" and attrs.subresource in _CONNECT:
+        # A WebSocket GET of exec, attach or portforward also needs ``create``
+        # (AuthorizePodWebsocketUpgradeCreatePermission, on by default since 1.31).
+        checks.append(replace(attrs, verb="create"))
+    for check in checks:
+        with cluster.lock:
+            allowed, _ = decide(cluster, user, check)
+        if not allowed:
+            raise _forbidden(user, check)
 
 
 def _forbidden(user: User, attrs: Attributes) -> errors.ApiError:

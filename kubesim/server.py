@@ -24,9 +24,20 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import yaml
 
-from kubesim import errors, openapi, podlogs, protobuf, serviceproxy, verbs, watch, websocket
+from kubesim import (
+    errors,
+    localrelay,
+    openapi,
+    podlogs,
+    protobuf,
+    serviceproxy,
+    verbs,
+    watch,
+    websocket,
+)
 from kubesim.errors import ApiError
 from kubesim.faults import RESET, Seen, verb_of
+from kubesim.portforward import serve as serve_portforward
 from kubesim.rbac import ADMIN, authenticate, authorize
 from kubesim.reviews import REVIEW_KEYS, review
 
@@ -243,13 +254,7 @@ class Handler(BaseHTTPRequestHandler):
         budget = opts.limit_bytes
         body = first.body if budget is None else first.body[:budget]
         if not opts.follow:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-cache, private")
-            self.end_headers()
-            self._write_body(body)
-            return
+            return self._send(200, body, content_type="text/plain")
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Transfer-Encoding", "chunked")
@@ -454,9 +459,32 @@ class Handler(BaseHTTPRequestHandler):
         upgrade = method == "GET" and serviceproxy.wants_upgrade(headers)
         with cluster.lock:
             target = serviceproxy.resolve(cluster, proxied.namespace, proxied.service_id)
-            reply = serviceproxy.forward(
-                cluster, target, method, proxied.path, raw, upgrade=upgrade
+            local = serviceproxy.local_address(cluster, target)
+            reply = (
+                None
+                if local is not None
+                else serviceproxy.forward(
+                    cluster, target, method, proxied.path, raw, upgrade=upgrade
+                )
             )
+        if reply is None:
+            assert local is not None
+            # A real process serves the port: the connection is relayed to it as is,
+            # outside the cluster's lock, and closed after.
+            self.close_connection = True
+            self._status = localrelay.relay(
+                self.connection,
+                self.rfile,
+                local,
+                method=method,
+                target=proxied.raw_path + (f"?{split.query}" if split.query else ""),
+                headers=headers,
+                body=raw,
+                client_ip=self.client_address[0],
+                upgrade=upgrade,
+                stopping=self.server.sim.stopping.is_set,
+            )
+            return
         if reply.tail is not None:
             self._websocket(reply.tail, headers)
             return
@@ -480,6 +508,13 @@ class Handler(BaseHTTPRequestHandler):
             websocket.stream_text(conversation, look, self.server.sim.stopping, _TAIL_POLL)
         except OSError:
             return  # the client went while we wrote
+
+    def _portforward(self, ns: str, name: str) -> None:
+        """``pods/portforward``: the kubelet's WebSocket channels (``portforward.py``)."""
+        headers = list(self.headers.items())
+        sim, sock, out = self.server.sim, self.connection, self.wfile
+        self._status = serve_portforward(sim, sock, out, self.path, headers, (ns, name))
+        self.close_connection = True
 
     # Named exception to ruff's C901 (max-complexity 12): the URL grammar of the Kubernetes API, one
     # branch per path shape kubectl sends.
@@ -528,14 +563,11 @@ class Handler(BaseHTTPRequestHandler):
                     404, "NotFound", "the server could not find the requested resource"
                 )
             return self._send(200, doc)
-        if (
-            group == ""
-            and len(rest) == 5
-            and rest[0] == "namespaces"
-            and rest[2:5:2] == ["pods", "log"]
-        ):
-            if method != "GET":
+        if group == "" and len(rest) == 5 and rest[0] == "namespaces" and rest[2] == "pods":
+            if rest[4] not in ("log", "portforward") or method != "GET":
                 raise errors.method_not_allowed()
+            if rest[4] == "portforward":
+                return self._portforward(rest[1], rest[3])
             return self._pod_log(rest[1], rest[3], params)
         legacy_watch = rest[0] == "watch" and len(rest) > 1
         if legacy_watch:

@@ -25,7 +25,10 @@ them, and when the backend takes it (101) the connection becomes the backend's W
 (``websocket.py``; the Ray dashboard's log tail); a backend that answers otherwise is
 relayed like any answer.
 
-Backends: kubesim runs no processes, so only the Ray dashboard answers
+Backends: a port a real process serves (``localproc.py``: a real Ray head's dashboard,
+client, serve and metrics ports; JupyterLab on a notebook head) is relayed to it as the API
+server relays to a pod (``localrelay.py``: path and query as sent, the answer byte for
+byte, WebSockets piped). Otherwise only the simulated Ray dashboard answers
 (``operators/raydashboard.py``): a Ray head pod (``ray.io/node-type: head``) on its
 dashboard port (8265, or ``rayStartParams.dashboard-port``). Its GCS (6379) and Ray client
 (10001) ports speak gRPC, and an HTTP/1.1 request to them fails as Go's transport fails on
@@ -89,6 +92,7 @@ class ProxyPath:
     namespace: str
     service_id: str  # name, name:port or scheme:name:port, decoded
     path: str | None  # the backend's path, decoded; None for ``.../proxy`` alone
+    raw_path: str = "/"  # the backend's path as sent (still percent-encoded)
 
 
 def match(raw_path: str) -> ProxyPath | None:
@@ -98,7 +102,10 @@ def match(raw_path: str) -> ProxyPath | None:
         return None
     rest = found.group(3)
     return ProxyPath(
-        unquote(found.group(1)), unquote(found.group(2)), unquote(rest) if rest else None
+        unquote(found.group(1)),
+        unquote(found.group(2)),
+        unquote(rest) if rest else None,
+        rest or "/",
     )
 
 
@@ -198,6 +205,15 @@ def resolve(cluster: Cluster, ns: str, service_id: str) -> Target:
 
 def _unreachable(reason: str) -> ApiError:
     return ApiError(503, "ServiceUnavailable", f"error trying to reach service: {reason}")
+
+
+def local_address(cluster: Cluster, target: Target) -> tuple[str, int] | None:
+    """The loopback address of a real process serving the target's port (``localproc``),
+    which ``server.py`` relays the connection to (``localrelay.py``); else None."""
+    meta = target.pod["metadata"]
+    if target.scheme == "https":
+        return None
+    return cluster.localprocs.address(meta["namespace"], meta["name"], target.port)
 
 
 def forward(
@@ -300,4 +316,12 @@ class ProxyLog:
             self._items.clear()
 
 
-__all__ = ["ProxyLog", "ProxyPath", "Target", "forward", "match", "resolve", "wants_upgrade"]
+__all__ = [
+    "ProxyLog",
+    "ProxyPath",
+    "Target",
+    "forward",
+    "match",
+    "resolve",
+    "wants_upgrade",
+]

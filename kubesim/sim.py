@@ -38,7 +38,8 @@ class KubeSim:
     an event lives after its last write (kube-apiserver's ``--event-ttl``, 1 h by default).
     ``clock``: where expiry reads the time (a :class:`kubesim.clock.ManualClock` in tests).
     ``procs_root``: the folder real processes behind pods run in (``localproc.py``); None:
-    no process runs, every pod is simulated.
+    no process runs, every pod is simulated. ``real_ray``: how many RayClusters run real
+    Ray (``operators/realray.py``; needs ``procs_root``); None: the fleet's ``realRay``.
     Simulated Ray drivers (RayJobs) take their defaults from the fleet's ``rayjobs:`` and
     :meth:`set_rayjob_defaults`.
     ``scale_up_delay``, ``scale_down_unneeded_time``, ``booking_time`` (seconds): the
@@ -67,6 +68,7 @@ class KubeSim:
         watch_bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
         kueue_feature_gates: str | dict[str, bool] | None = None,
         procs_root: str | None = None,
+        real_ray: int | None = None,
     ) -> None:
         if watch_bookmark_interval <= 0:
             raise ValueError("watch_bookmark_interval must be positive (seconds)")
@@ -87,6 +89,7 @@ class KubeSim:
             watch_history=watch_history,
             kueue_feature_gates=kueue_feature_gates,
             procs_root=Path(procs_root) if procs_root else None,
+            real_ray=real_ray,
         )
         self.watch_bookmark_interval = float(watch_bookmark_interval)
         # Open watch streams (each holds a server thread): tests check that a client
@@ -183,6 +186,8 @@ class KubeSim:
             t.join(timeout=5)
         self._threads = []
         self.cluster.localprocs.close()
+        if self.cluster.realray is not None:
+            self.cluster.realray.close()
         if self.snapshot_path:
             self.save_snapshot(self.snapshot_path)
 

@@ -15,9 +15,8 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from websockets.datastructures import Headers
 from websockets.frames import CloseCode
 from websockets.http11 import Request
 from websockets.protocol import State
@@ -81,12 +80,31 @@ class Conversation:
 
 
 def accept(
-    sock: socket.socket, out: io.BufferedIOBase, path: str, headers: list[tuple[str, str]]
+    sock: socket.socket,
+    out: io.BufferedIOBase,
+    path: str,
+    headers: list[tuple[str, str]],
+    *,
+    subprotocols: list[str] | None = None,
+    select_subprotocol: Callable[[ServerProtocol, Sequence[str]], str | None] | None = None,
 ) -> Conversation | None:
     """Answer the handshake: 101 and the conversation, or the protocol's refusal (an
-    invalid handshake) and None."""
-    protocol = ServerProtocol()
-    response = protocol.accept(Request(path, Headers(headers)))
+    invalid handshake, or no subprotocol the server speaks) and None."""
+    protocol = ServerProtocol(
+        subprotocols=subprotocols,  # type: ignore[arg-type]
+        select_subprotocol=select_subprotocol,  # type: ignore[arg-type]
+    )
+    # The protocol parses the handshake itself (it then reads frames, not HTTP, from
+    # what follows): it is given the request as the client sent it.
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers)
+    protocol.receive_data(f"GET {path} HTTP/1.1\r\n{head}\r\n".encode("latin-1"))
+    request = next((e for e in protocol.events_received() if isinstance(e, Request)), None)
+    if request is None:
+        response = protocol.reject(
+            400, f"Failed to open a WebSocket connection: {protocol.handshake_exc}"
+        )
+    else:
+        response = protocol.accept(request)
     protocol.send_response(response)
     conversation = Conversation(sock, out, protocol)
     conversation.flush()

@@ -21,6 +21,10 @@ and a demo webhook receiver (WEBHOOK_PORT, PORT+5) keeps every webhook under
 var/webhooks/; each demo tenant has a webhook to it, the one private address webhooks
 may reach. Setting EMAIL_HOST (or EMAIL_BACKEND) sends mail your way instead.
 
+The first REAL_RAY clusters (2 unless set; --real-ray) run real Ray in kubesim when the
+ray package is installed (requirements.txt has it): real heads, workers, dashboards and
+jobs, under var/kubesim-procs/ (kubesim/README.md, "Real Ray").
+
 Clusters' Ray dashboards get an origin of their own (RAY_PROXY_ORIGIN, docs/access.md):
 http://localhost:<PORT+1>, a second web server on the next port. Another host than the
 product's 127.0.0.1, because browsers keep cookies per host, not per port. A
@@ -30,6 +34,7 @@ RAY_PROXY_ORIGIN set in the environment is used as it is, and no second server s
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import secrets
 import signal
@@ -48,6 +53,8 @@ STABLE_SECONDS = 30.0
 # This many exits in a row, each within STABLE_SECONDS of starting, and make run gives up.
 MAX_QUICK_EXITS = 5
 MAX_PAUSE_SECONDS = 16
+# Clusters whose Ray is real in kubesim (a head costs about 1.5 GB and a few CPU-seconds).
+DEFAULT_REAL_RAY = 2
 STOP_TIMEOUT_SECONDS = 10
 
 
@@ -235,6 +242,13 @@ def _arguments() -> argparse.Namespace:
         help="the demo webhook receiver's port (default: PORT+5)",
     )
     parser.add_argument(
+        "--real-ray",
+        type=int,
+        default=int(os.environ.get("REAL_RAY") or DEFAULT_REAL_RAY),
+        help="clusters that run real Ray in kubesim, when the ray package is installed "
+        f"(REAL_RAY; default {DEFAULT_REAL_RAY}; 0: every cluster simulated)",
+    )
+    parser.add_argument(
         "--startup-delay",
         type=float,
         default=2.0,
@@ -287,8 +301,17 @@ def _kubesim(args: argparse.Namespace, env: dict[str, str]) -> Child:
             str(args.startup_delay),
             "--snapshot",
             str(VAR / "kubesim-state.json"),
+            "--real-ray",
+            str(real_ray_clusters(args.real_ray)),
+            "--procs-root",
+            str(VAR / "kubesim-procs"),
         ],
     )
+
+
+def real_ray_clusters(asked: int) -> int:
+    """How many clusters kubesim runs real Ray for: as asked, when Ray is installed."""
+    return asked if importlib.util.find_spec("ray") is not None else 0
 
 
 def own_mail_sink(environ: dict[str, str]) -> bool:
@@ -437,6 +460,13 @@ def _start(
         say(f"  mail:     {VAR}/mail/*.eml  (and http://127.0.0.1:{args.port}/mail/)")
     say(f"  webhooks: {demo_webhook_url(args)} keeps each under {VAR}/webhooks/")
     say(f"  Ray dashboards: {env['RAY_PROXY_ORIGIN']}/  (their own origin, docs/access.md)")
+    if any(child.name == "kubesim" for child in children):
+        real = real_ray_clusters(args.real_ray)
+        say(
+            f"  real Ray: the first {real} clusters run real Ray heads and workers (REAL_RAY)"
+            if real
+            else "  real Ray: off (REAL_RAY=0, or the ray package is not installed)"
+        )
     say(f"  logs:     {VAR}/*.log     Ctrl-C stops everything.\n")
 
 

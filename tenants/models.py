@@ -587,3 +587,7 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.object_repr}"
+
+
+# Users' SSH keys live in their own module; imported here so the app registers them.
+from tenants.ssh_keys import SshKey  # noqa: E402, F401

@@ -16,6 +16,7 @@ from knox.models import AuthToken
 
 from controlplane.rows import ModelRows
 from tenants.models import AuditEvent, Cohort, GpuFlavor, Membership, Quota, Role, Tenant
+from tenants.ssh_keys import SshKey
 
 # A token's public id: the start of knox's digest (a hash; the key itself is never kept).
 TOKEN_ID = re.compile(r"[0-9a-f]{16}")
@@ -250,3 +251,16 @@ def cohort_tree() -> list[CohortNode]:
 def cohort_node(name: str) -> CohortNode | None:
     """One cohort of :func:`cohort_tree` (``None``: no row, tenant or child names it)."""
     return next((node for node in cohort_tree() if node.name == name), None)
+
+
+def ssh_key_list(*, user: Any) -> Any:
+    """``user``'s own SSH public keys, oldest first."""
+    return SshKey.objects.filter(user=user).order_by("created_at", "id")
+
+
+def ssh_keys_for_cluster(*, tenant: Any, owner: Any) -> list[str]:
+    """The public key lines a cluster with SSH accepts: its owner's and its tenant's
+    admins' (the people who may open a tunnel to it), each key once."""
+    admins = Membership.objects.filter(tenant=tenant, role=Role.ADMIN).values("user_id")
+    keys = SshKey.objects.filter(Q(user=owner) | Q(user_id__in=admins))
+    return sorted({k.public_key for k in keys.only("public_key")})

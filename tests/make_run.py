@@ -118,6 +118,8 @@ class MakeRun:
             "KUBE_PORT": str(self.kube_port),
             "MAIL_PORT": str(self.mail_port),
             "WEBHOOK_PORT": str(self.webhook_port),
+            # Clusters stay simulated unless a test asks for real Ray.
+            "REAL_RAY": "0",
             **env,
         }
         self.proc = subprocess.Popen(

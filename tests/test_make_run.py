@@ -107,6 +107,7 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
     assert code == 0
     assert "gangway-demo" in stack.output  # the logins were printed
     assert f"gangway:  http://127.0.0.1:{stack.port}/" in stack.output
+    assert "real Ray: off (REAL_RAY=0" in stack.output
     exits = [line for line in stack.output.splitlines() if " exited with " in line]
     assert len(exits) == 1 and exits[0].startswith("worker exited with code -9"), exits
     for busy in (stack.port, stack.port + 1, stack.kube_port, stack.mail_port, stack.webhook_port):

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
-from django.db.models import prefetch_related_objects
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, serializers, status
+from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters import selectors
+from clusters.api.kind_views import KindViewSet
 from clusters.api.renderers import LOG_RENDERERS, MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import (
     ClusterCreateInput,
@@ -27,20 +25,16 @@ from clusters.api.serializers import (
     FlavorField,
     accept_flavors,
 )
-from clusters.domain.shapes import DNS_LABEL_PATTERN
-from clusters.filters import ClusterFilter
 from clusters.kinds.rayjob.kind import KIND as JOB_KIND
 from clusters.kinds.rayjob.output import JobLogsOut, JobOut
 from clusters.kinds.rayjob.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
 from clusters.live import driver_logs as job_logs
-from clusters.models import ClusterRequest
 from clusters.requests import jobs as services
 from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import PAYLOAD_FIELDS, ClusterSpec
 from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless
-from tenants.api.viewsets import TenantScopedViewSet
-from tenants.models import Role, Tenant
+from tenants.models import Role
 
 
 class JobCreateInput(ClusterCreateInput):
@@ -126,16 +120,10 @@ def _specs(data: dict[str, Any]) -> tuple[ClusterSpec | None, JobSpec]:
     return ClusterSpec.from_data(shape), job
 
 
-class JobViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet[ClusterRequest]
-):
+class JobViewSet(KindViewSet):
     """Batch jobs of one tenant, looked up by name."""
 
-    queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
-    lookup_field = "name"
-    lookup_value_regex = DNS_LABEL_PATTERN
-    filterset_class = ClusterFilter
-    ordering_fields = ["created_at", "state", "name"]
+    kind = JOB_KIND
     serializer_class = JobOut
     action_roles = {
         "list": Role.VIEWER,
@@ -146,33 +134,6 @@ class JobViewSet(
         "stop": Role.ENGINEER,
         "dry_run": Role.ENGINEER,
     }
-
-    def scoped_queryset(self, tenant: Tenant) -> Any:
-        if self.action == "list":
-            queryset = selectors.cluster_list_items(tenant=tenant, workload=JOB_KIND.workload)
-        else:
-            queryset = selectors.cluster_list(tenant=tenant, workload=JOB_KIND.workload)
-        return queryset.not_deleted()
-
-    def get_object(self) -> ClusterRequest:
-        job: ClusterRequest = super().get_object()
-        if self.action == "retrieve":
-            # Its history by a plain ORDER BY ... LIMIT (see ClusterViewSet.get_object).
-            selectors.with_recent_events(job)
-        return job
-
-    def _out(self, job: ClusterRequest, code: int = status.HTTP_200_OK) -> Response:
-        fresh = selectors.cluster_detail(tenant=self.tenant, pk=job.pk, workload=JOB_KIND.workload)
-        return Response(JobOut(fresh).data, status=code)
-
-    def _answer_created(self, job: ClusterRequest) -> Response:
-        """A submission's answer: the row as the service saved it, with its run and host;
-        only its events and usage spans are read. Celery eager: read again (:meth:`_out`)."""
-        if current_app.conf.task_always_eager:
-            return self._out(job, status.HTTP_201_CREATED)
-        selectors.with_recent_events(job)
-        prefetch_related_objects([job], "usage_spans")
-        return Response(JobOut(job).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=JobCreateInput, responses={201: JobOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:

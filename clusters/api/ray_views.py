@@ -22,7 +22,7 @@ from controlplane.api.errors import error_body
 from controlplane.websocket import accepts_websocket
 
 
-def _unauthenticated(message: str, code: str = "not_authenticated") -> HttpResponse:
+def unauthenticated(message: str, code: str = "not_authenticated") -> HttpResponse:
     response = JsonResponse(error_body(code, message), status=401)
     response["WWW-Authenticate"] = "Token"
     return response
@@ -38,9 +38,9 @@ def ray_proxy(
     try:
         found = authenticator.authenticate(Request(request))
     except AuthenticationFailed as exc:
-        return _unauthenticated(str(exc.detail), "authentication_failed")
+        return unauthenticated(str(exc.detail), "authentication_failed")
     if found is None:
-        return _unauthenticated(
+        return unauthenticated(
             "Send an API token: 'Authorization: Token <token>' or 'Authorization: Bearer "
             "<token>' (POST /api/v1/auth/token/)."
         )

@@ -55,7 +55,7 @@ class TtlHoursField(JsonIntegerField):
 
 class ClusterCreateInput(drf.Serializer):
     """``{name?, kind, flavor | flavors, workers, min_workers, max_workers, gpu_fraction,
-    ttl_hours, image, env, container_gpus}``.
+    ttl_hours, image, env, container_gpus, notebook}``.
 
     Unknown fields are refused (a typo like ``max_worker`` must not silently create a
     fixed-size cluster). This serializer only parses and resolves the flavor by name:
@@ -133,6 +133,21 @@ class ClusterCreateInput(drf.Serializer):
         "exactly each GPU worker's own GPUs, through a CDI spec written per pod. Needs "
         "whole GPUs, the platform's seccomp profile and a tenant whose Pod Security "
         "level is baseline (docs/containers.md).",
+    )
+    notebook = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Run JupyterLab on the head (the image must have jupyterlab installed). "
+        "It opens from the cluster's page through the product's proxy origin, for the "
+        "cluster's owner and the tenant's admins only; kernels run on the head and "
+        "`ray.init()` there joins the cluster (docs/notebooks.md).",
+    )
+    ssh = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Run an SSH server on the head for `gangway ssh` (and VS Code Remote-SSH), "
+        "accepting the SSH keys in the profiles of the owner and the tenant's admins "
+        "(docs/tunnels.md).",
     )
 
     def to_internal_value(self, data: Any) -> Any:

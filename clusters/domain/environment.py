@@ -45,6 +45,8 @@ RUNTIME_REASON = (
     "own GPUs when containers are enabled"
 )
 
+NOTEBOOK_REASON = "tells JupyterLab on the head where the product's proxy serves it"
+
 # Prefixes (upper case) and the reason a name starting with one is refused.
 REFUSED_PREFIXES: tuple[tuple[str, str], ...] = (
     ("NVIDIA_", GPU_REASON),
@@ -71,6 +73,8 @@ REFUSED_NAMES: dict[str, str] = {
     "MY_POD_NAME": KUBE_REASON,
     "FQ_RAY_IP": KUBE_REASON,
     "REDIS_PASSWORD": RAY_REASON,
+    "GANGWAY_NOTEBOOK_BASE_URL": NOTEBOOK_REASON,
+    "GANGWAY_NOTEBOOK_PORT": NOTEBOOK_REASON,
 }
 # Ray settings that only change how output reads: harmless, and asked for.
 ALLOWED_RAY: frozenset[str] = frozenset({"RAY_DEDUP_LOGS", "RAY_COLOR_PREFIX"})

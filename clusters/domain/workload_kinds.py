@@ -16,7 +16,11 @@ from typing import Any, Protocol, cast
 
 from clusters.domain.states import InvalidTransition, State
 
-KIND_MODULES = ("clusters.kinds.raycluster.kind", "clusters.kinds.rayjob.kind")
+KIND_MODULES = (
+    "clusters.kinds.raycluster.kind",
+    "clusters.kinds.rayjob.kind",
+    "clusters.kinds.rayservice.kind",
+)
 # The ``workload`` of a request that names none (the model's default; lists without one).
 DEFAULT_WORKLOAD = "cluster"
 

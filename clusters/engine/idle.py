@@ -1,7 +1,8 @@
 """Idle GPUs go back: read each ready cluster's activity from Ray, warn, then suspend.
 
 A pass (beat, every ``ACTIVITY_CHECK_SECONDS``) reads each ready cluster's dashboard
-(:func:`clusters.kube.raydash.read_activity`), records ``last_active_at``, keeps the idle
+(:func:`clusters.kube.raydash.read_activity`; a notebook's busy kernels too,
+``notebook_activity.py``), records ``last_active_at``, keeps the idle
 ledger (:class:`clusters.models.IdleSpan`) and applies the tenant's policy
 (``idle_suspend_minutes``; dev only unless ``idle_suspend_prod``): idle that long, the
 owner is warned; still idle ``IDLE_GRACE_MINUTES`` later, it is suspended (GPUs back,
@@ -22,6 +23,8 @@ from django.utils import timezone
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import interactive_workloads
+from clusters.engine import notebook_activity
+from clusters.engine.tunnel_activity import with_tunnels
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.kube.raydash import Activity, DashboardUnreachable, read_activity
 from clusters.models import ClusterKind, ClusterRequest, IdleSpan
@@ -60,9 +63,11 @@ def idle_deadline(cluster: ClusterRequest) -> datetime.datetime | None:
 
 def _read(gw: Gateway, cluster: ClusterRequest) -> Activity | DashboardUnreachable:
     try:
-        return read_activity(gw, cluster.namespace, cluster.name)
+        found = read_activity(gw, cluster.namespace, cluster.name)
     except DashboardUnreachable as exc:
         return exc
+    # Sources of use besides Ray, each in its own module.
+    return notebook_activity.with_notebook(gw, cluster, found)
 
 
 def check_activity(*, now: datetime.datetime | None = None) -> IdleReport:
@@ -89,6 +94,7 @@ def check_activity(*, now: datetime.datetime | None = None) -> IdleReport:
                 activity_note=f"activity unknown: {activity.message}"[:300],
             )
             continue
+        activity = with_tunnels(cluster, activity, now=now)
         apply_activity(cluster, activity, now=now, report=report)
     return report
 

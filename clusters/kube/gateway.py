@@ -489,14 +489,16 @@ class Gateway:
     ) -> UpgradeTarget:
         """Where a WebSocket to a service goes through the API server's service proxy,
         which carries upgrades to the backend (``path`` and ``query`` as for
-        :meth:`service_proxy`). The connection itself is the caller's to open: it is
-        held for as long as the conversation lasts, which no pooled request should be."""
+        :meth:`service_proxy`)."""
+        return self.upgrade(proxy_path(namespace, service, port, path, query), headers)
+
+    def upgrade(self, path: str, headers: dict[str, str] | None = None) -> UpgradeTarget:
+        """Where a WebSocket to the API server's ``path`` (query included) goes, with the
+        credentials (``pods/portforward``, a service proxy). The connection is the
+        caller's to open: it lasts as long as the conversation, as no pooled one should."""
         configuration = self._api.configuration
         scheme, _, host = str(configuration.host).partition("://")
-        url = (
-            f"{'wss' if scheme == 'https' else 'ws'}://{host}"
-            f"{proxy_path(namespace, service, port, path, query)}"
-        )
+        url = f"{'wss' if scheme == 'https' else 'ws'}://{host}{path}"
         tls = tls_context(configuration) if scheme == "https" else None
         return UpgradeTarget(url, self._with_credentials(headers), tls)
 

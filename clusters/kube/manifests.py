@@ -43,6 +43,8 @@ RAY_UID = 1000  # the ``ray`` user of the rayproject/ray images
 RAY_GID = 100
 DASHBOARD_PORT = 8265
 CLIENT_PORT = 10001
+# JupyterLab on a head that asked for a notebook (docs/notebooks.md).
+NOTEBOOK_PORT = 8888
 GCS_PORT = 6379
 AUTOSCALER_IDLE_TIMEOUT_SECONDS = 300
 # Ray puts its object store in /dev/shm; a memory-backed emptyDir sized to a share of the
@@ -267,6 +269,7 @@ def network_policies(tenant: Any, *, control_plane_namespace: str) -> list[Manif
                         "ports": [
                             {"protocol": "TCP", "port": DASHBOARD_PORT},
                             {"protocol": "TCP", "port": CLIENT_PORT},
+                            {"protocol": "TCP", "port": NOTEBOOK_PORT},
                         ],
                     },
                     # The dashboard proxy goes through the API server's service proxy,
@@ -275,7 +278,10 @@ def network_policies(tenant: Any, *, control_plane_namespace: str) -> list[Manif
                         [
                             {
                                 "from": [{"ipBlock": {"cidr": cidr}} for cidr in apiserver],
-                                "ports": [{"protocol": "TCP", "port": DASHBOARD_PORT}],
+                                "ports": [
+                                    {"protocol": "TCP", "port": DASHBOARD_PORT},
+                                    {"protocol": "TCP", "port": NOTEBOOK_PORT},
+                                ],
                             }
                         ]
                         if apiserver

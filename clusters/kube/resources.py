@@ -34,6 +34,7 @@ _KINDS = [
     Kind("v1", "LimitRange", "limitranges"),
     Kind("v1", "Pod", "pods"),
     Kind("v1", "Service", "services"),
+    Kind("v1", "Secret", "secrets"),
     Kind("v1", "Event", "events"),
     Kind("v1", "Node", "nodes", namespaced=False),
     Kind("v1", "PodTemplate", "podtemplates"),

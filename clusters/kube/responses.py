@@ -31,6 +31,10 @@ class ProxiedResponse:
         finally:
             self.close(finished=finished)
 
+    def header_list(self, name: str) -> list[str]:
+        """Every value of a header the backend may repeat (``Set-Cookie``), in order."""
+        return list(self._response.headers.getlist(name))
+
     def read(self, limit: int) -> bytes:
         """At most ``limit`` bytes of the body (for answers the control plane reads itself);
         a connection that breaks meanwhile is a :class:`TransientKubeError`."""

@@ -4,7 +4,8 @@ A head serves code its users control; on the product's origin a script in it wou
 with the rights of whoever looks. So the product's Ray route only redirects here with a
 grant (``ray_grants.py``), and this origin serves ``/grant?g=`` (redeemed for a cookie
 scoped to the cluster's path), ``/c/{tenant}/{cluster}/{path}`` (the dashboard, relayed
-for a user who still sees the cluster) and 404 for anything else: never the product's
+for a user who still sees the cluster; ``.../notebook/``: its JupyterLab,
+``notebook_proxy.py``) and 404 for anything else: never the product's
 pages, and :class:`RayOriginMiddleware` answers before the session middleware reads a
 cookie. ``scheme://{cluster}.suffix`` gives each cluster an origin of its own.
 """
@@ -32,6 +33,7 @@ from django.http import (
 from django.http.response import HttpResponseBase
 from django.utils.html import escape
 
+from clusters.live import notebook_proxy
 from clusters.live.ray_grants import (
     SESSION_COOKIE,
     DashboardPass,
@@ -226,6 +228,8 @@ def dashboard(
             status=403,
         )
     caller = Caller(user=user, role=role, via="browser", session=f"rayorigin:{session.sid}")
+    if notebook_proxy.is_notebook_path(path):
+        return notebook_proxy.relay(request, cluster=cluster, caller=caller, path=path)
     return relay(request, cluster=cluster, caller=caller, path=path, base=f"/c/{slug}/{name}/")
 
 

@@ -83,7 +83,8 @@ class Caller:
     session: str
 
 
-def _refusal(status: int, code: str, message: str) -> HttpResponse:
+def refusal(status: int, code: str, message: str) -> HttpResponse:
+    """A refusal as the API words one: ``{"error": {"code", "message"}}``."""
     return JsonResponse(error_body(code, message), status=status)
 
 
@@ -111,7 +112,7 @@ def role_label(caller: Caller, cluster: ClusterRequest) -> str:
     return f"a {caller.role or 'non-member'}"
 
 
-def _route_refused(request: HttpRequest, message: str) -> HttpResponse:
+def route_refused(request: HttpRequest, message: str) -> HttpResponse:
     """The 403 of a route off the allow-list: HTML for a browser's page load, else JSON."""
     accept = request.headers.get("Accept", "")
     if "text/html" in accept and "json" not in accept:
@@ -121,7 +122,7 @@ def _route_refused(request: HttpRequest, message: str) -> HttpResponse:
             f"<p>{escape(message)}</p></body></html>"
         )
         return HttpResponse(page, status=403, content_type="text/html; charset=utf-8")
-    return _refusal(403, "permission_denied", message)
+    return refusal(403, "permission_denied", message)
 
 
 def visible_cluster(*, user: Any, slug: str, name: str) -> tuple[ClusterRequest, str | None]:
@@ -154,9 +155,14 @@ def upstream_path(path: str) -> str | None:
     return quote(decoded, safe="/:@!$&'()*+,;=-._~")
 
 
-def _forwarded_headers(request: HttpRequest, base: str) -> dict[str, str]:
+def forwarded_headers(
+    request: HttpRequest, base: str, more: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """The allow-listed request headers (and ``more``) for the cluster, with the prefix."""
     headers = {
-        name: value for name in _FORWARDED_REQUEST_HEADERS if (value := request.headers.get(name))
+        name: value
+        for name in (*_FORWARDED_REQUEST_HEADERS, *more)
+        if (value := request.headers.get(name))
     }
     # Where the dashboard is mounted, for an app that builds links (the convention of
     # proxies that serve an app under a prefix).
@@ -164,10 +170,11 @@ def _forwarded_headers(request: HttpRequest, base: str) -> dict[str, str]:
     return headers
 
 
-def _read_body(request: HttpRequest) -> bytes | HttpResponse | None:
+def read_body(request: HttpRequest) -> bytes | HttpResponse | None:
+    """The body to forward (``None`` when empty), or the 413 of one over the limit."""
     limit = settings.RAY_PROXY_MAX_BODY_MB * 1024 * 1024
     declared = request.headers.get("Content-Length") or "0"
-    too_big = _refusal(
+    too_big = refusal(
         413,
         "body_too_large",
         f"The proxy forwards bodies of at most {settings.RAY_PROXY_MAX_BODY_MB} MiB "
@@ -183,7 +190,12 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse | None:
     return body or None
 
 
-def _relayed(request: HttpRequest, answer: Any, base: str) -> HttpResponseBase:
+def relayed(
+    request: HttpRequest, answer: Any, base: str, *, rebase_location: bool = True
+) -> StreamingHttpResponse:
+    """The backend's answer as a stream with the allow-listed headers; a path-absolute
+    ``Location`` goes under ``base`` unless the backend already knows its prefix
+    (``rebase_location`` false)."""
     response = StreamingHttpResponse(streaming_body(request, answer.chunks()), status=answer.status)
     response["Content-Type"] = answer.headers.get("content-type", "application/octet-stream")
     for name in _RELAYED_RESPONSE_HEADERS:
@@ -191,21 +203,24 @@ def _relayed(request: HttpRequest, answer: Any, base: str) -> HttpResponseBase:
             response[name] = answer.headers[name]
     location = answer.headers.get("location")
     if location:
-        response["Location"] = base + location[1:] if location.startswith("/") else location
+        rebased = rebase_location and location.startswith("/")
+        response["Location"] = base + location[1:] if rebased else location
     response["X-Content-Type-Options"] = "nosniff"
     return response
 
 
-def _record_session(caller: Caller, cluster: ClusterRequest, path: str) -> None:
-    """One audit event per sign-in (or token) and cluster every twelve hours, and a
-    touch of the cluster's activity at most once a minute."""
+def record_session(
+    caller: Caller, cluster: ClusterRequest, path: str, action: str = AUDIT_ACTION
+) -> None:
+    """One ``action`` audit event per sign-in (or token) and cluster every twelve hours,
+    and a touch of the cluster's activity at most once a minute."""
     digest = hashlib.sha256(caller.session.encode()).hexdigest()[:16]
-    key = f"rayproxy:audit:{cluster.pk}:{caller.user.pk}:{digest}"
+    key = f"rayproxy:audit:{action}:{cluster.pk}:{caller.user.pk}:{digest}"
     if cache.add(key, 1, timeout=int(_AUDIT_PERIOD.total_seconds())):
         with transaction.atomic():
             audit_record(
                 actor=caller.user,
-                action=AUDIT_ACTION,
+                action=action,
                 obj=cluster,
                 tenant=cluster.tenant,
                 data={"via": caller.via, "path": "/" + path[:200]},
@@ -224,10 +239,10 @@ def relay(
     """
     method = request.method or "GET"
     if method not in METHODS:
-        return _refusal(405, "method_not_allowed", f"The proxy does not forward {method}.")
+        return refusal(405, "method_not_allowed", f"The proxy does not forward {method}.")
     target = upstream_path(path)
     if target is None:
-        return _refusal(400, "bad_path", "The path may not contain '.' or '..' segments.")
+        return refusal(400, "bad_path", "The path may not contain '.' or '..' segments.")
     # The route is judged on the path exactly as it is forwarded (decoded once more than
     # Django did: upstream_path decodes what Django left encoded, and sends that).
     route = unquote(target)
@@ -241,40 +256,59 @@ def relay(
                 f" Only {cluster.owner.get_username()} and the tenant's admins may; you may "
                 "look at its dashboard."
             )
-        return _route_refused(request, message)
+        return route_refused(request, message)
     if cluster.state != State.READY:
-        return _refusal(
+        return refusal(
             409,
             "not_ready",
             f"{cluster.name} is {cluster.get_state_display().lower()}; its Ray dashboard can "
             "be reached once it is ready.",
         )
-    body = _read_body(request)
+    body = read_body(request)
     if isinstance(body, HttpResponse):
         return body
-    _record_session(caller, cluster, target)
-    upgrade = handshake(request)
+    record_session(caller, cluster, target)
     where = (cluster.namespace, head_service(cluster.name), DASHBOARD_PORT_NAME, target)
     query = request.META.get("QUERY_STRING", "")
-    headers = _forwarded_headers(request, base)
+    headers = forwarded_headers(request, base)
     try:
-        gateway = get_gateway()
-        if upgrade is not None:
-            to = gateway.service_proxy_upgrade(*where, query=query, headers=headers)
-            return ray_websocket.accept(upgrade, to, cluster_name=cluster.name)
-        answer = gateway.service_proxy(
-            method,
-            *where,
-            query=query,
-            headers=headers,
-            body=body,
-            timeout=settings.RAY_PROXY_READ_TIMEOUT_SECONDS,
+        answer = send_upstream(
+            where, request=request, query=query, headers=headers, body=body, cluster=cluster
         )
     except KubeError as exc:
-        return _refusal(
+        return refusal(
             502,
             "dashboard_unreachable",
             f"The Ray dashboard of {cluster.name} could not be reached through the "
             f"Kubernetes API: {exc.message}",
         )
-    return _relayed(request, answer, base)
+    if isinstance(answer, HttpResponseBase):
+        return answer  # the WebSocket relay
+    return relayed(request, answer, base)
+
+
+def send_upstream(
+    where: tuple[str, str, str, str],
+    *,
+    request: HttpRequest,
+    query: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    cluster: ClusterRequest,
+) -> Any:
+    """Send ``request`` to ``where`` (namespace, service, port, path) through the service
+    proxy: the answer to relay, or for a WebSocket handshake the relay that takes it.
+    :class:`KubeError` when it cannot be reached."""
+    gateway = get_gateway()
+    upgrade = handshake(request)
+    if upgrade is not None:
+        to = gateway.service_proxy_upgrade(*where, query=query, headers=headers)
+        return ray_websocket.accept(upgrade, to, cluster_name=cluster.name)
+    return gateway.service_proxy(
+        request.method or "GET",
+        *where,
+        query=query,
+        headers=headers,
+        body=body,
+        timeout=settings.RAY_PROXY_READ_TIMEOUT_SECONDS,
+    )

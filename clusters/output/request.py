@@ -187,6 +187,11 @@ class EndpointsOut(drf.Serializer):
     port_forward = serializers.CharField(help_text="kubectl command forwarding 8265 and 10001.")
     jobs_snippet = serializers.CharField(help_text="Ray's Jobs SDK through the proxy.")
     port_forward_snippet = serializers.CharField(help_text="ray.init over the port-forward.")
+    notebook_url = serializers.CharField(
+        allow_null=True,
+        help_text="JupyterLab on the head, for a signed-in browser of the owner or a tenant "
+        "admin (null: the cluster was not requested with a notebook).",
+    )
 
 
 class ActivityOut(drf.Serializer):
@@ -261,6 +266,8 @@ class ClusterListItemOut(FlatModelOut):
             "ray_version",
             "env",
             "container_gpus",
+            "notebook",
+            "ssh",
             "gpus",
             "owner",
             "state",

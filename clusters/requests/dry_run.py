@@ -7,6 +7,7 @@ alternatives are computed in one place (STYLE 4). It writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -43,6 +44,7 @@ def dry_run_verdict(
     spec: ClusterSpec | None,
     role: str | None = None,
     job: JobSpec | None = None,
+    kind_check: Callable[[ClusterSpec], ClusterRequest] | None = None,
 ) -> dict[str, Any]:
     """Would this request start now, queue (where, until when) or never fit?
 
@@ -56,11 +58,15 @@ def dry_run_verdict(
     request added; alternatives are the same request on the other flavors of the
     catalogue (:meth:`ClusterSpec.on_flavor`), where submission would accept it.
     ``role`` is the owner's role in the tenant when the caller holds it (read once here
-    otherwise, not once per flavor).
+    otherwise, not once per flavor). ``kind_check`` is a kind's own check of a shape
+    (its create's, returning the unsaved row) in place of the cluster's.
     """
     role = role or role_in_tenant(user=owner, tenant=tenant)
 
     def check(candidate: ClusterSpec | None) -> ClusterRequest:
+        if kind_check is not None:
+            assert candidate is not None
+            return kind_check(candidate)
         if job is None:
             assert candidate is not None
             return services.cluster_request_check(

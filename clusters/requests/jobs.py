@@ -209,25 +209,17 @@ def job_check(
         request._job_details = details  # type: ignore[attr-defined]
         return request, details
     checked = replace(spec, name=name or _default_name(actor))
-    try:
-        request = requests.cluster_request_check(
-            actor=actor, tenant=tenant, spec=checked, role=role, check_name=False
-        )
-    except requests.NeverFits as exc:
-        if errors:
-            raise ValidationError(errors) from None
-        exc.cluster.workload = JOB_KIND.workload
-        exc.cluster.ttl_hours = None
-        exc.cluster._job_details = details  # type: ignore[attr-defined]
-        raise
-    except ValidationError as exc:
-        raise ValidationError({**exc.message_dict, **errors}) from None
-    if errors:
-        raise ValidationError(errors)
-    request.workload = JOB_KIND.workload
-    # A job ends by itself (or at its deadline): it has no time to live of its own.
-    request.ttl_hours = None
-    request._job_details = details  # type: ignore[attr-defined]
+    request = requests.kind_request_check(
+        kind=JOB_KIND,
+        details=details,
+        details_attr="_job_details",
+        errors=errors,
+        actor=actor,
+        tenant=tenant,
+        spec=checked,
+        role=role,
+        check_name=False,
+    )
     return request, details
 
 

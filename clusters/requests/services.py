@@ -22,6 +22,7 @@ from django.utils import timezone
 from clusters.admission.ledger import Ledger
 from clusters.domain import shapes
 from clusters.domain.states import LIVE, State
+from clusters.domain.workload_kinds import Kind
 from clusters.engine import idle
 from clusters.models import ClusterEvent, ClusterKind, ClusterRequest
 from clusters.queue.backends import queue_backend
@@ -170,6 +171,34 @@ def cluster_request_check(
         raise NeverFits(never, cluster)
     rules.check_user_caps(tenant=tenant, owner=actor, kind=spec.kind, gpus=cluster.gpus)
     return cluster
+
+
+def kind_request_check(
+    *, kind: Kind, details: Any, details_attr: str, errors: dict[str, list[str]], **check: Any
+) -> ClusterRequest:
+    """:func:`cluster_request_check` for a row of another kind (a job, a service): the
+    kind's own field ``errors`` are told with the shared ones, and the row (also the one a
+    :class:`NeverFits` carries for the verdict) is the kind's, with its unsaved details and
+    no time to live: such a row ends by itself or when it is deleted."""
+
+    def mark(row: ClusterRequest) -> None:
+        row.workload = kind.workload
+        row.ttl_hours = None
+        setattr(row, details_attr, details)
+
+    try:
+        request = cluster_request_check(**check)
+    except NeverFits as exc:
+        if errors:
+            raise ValidationError(errors) from None
+        mark(exc.cluster)
+        raise
+    except ValidationError as exc:
+        raise ValidationError({**exc.message_dict, **errors}) from None
+    if errors:
+        raise ValidationError(errors)
+    mark(request)
+    return request
 
 
 def _check_other_flavors(
@@ -330,6 +359,8 @@ def cluster_request_create(
                 # Names only: values may be what a member would rather not see copied.
                 "env": sorted(cluster.env),
                 "container_gpus": cluster.container_gpus,
+                "notebook": cluster.notebook,
+                "ssh": cluster.ssh,
             },
         )
         queue_backend().request_queued(cluster.pk)

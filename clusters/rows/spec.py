@@ -45,6 +45,9 @@ class ClusterSpec:
     image: str = ""
     env: Mapping[str, str] = field(default_factory=dict, hash=False)
     container_gpus: bool = False
+    notebook: bool = False
+    # An SSH server on the head for ``gangway ssh`` (docs/tunnels.md).
+    ssh: bool = False
 
     def __post_init__(self) -> None:
         # A row gives its JSON list back; a spec keeps a tuple (hashable, immutable).
@@ -112,7 +115,7 @@ class ClusterSpec:
 
 # The fields of what the pods run: no part of a request's shape or demand, so the
 # admission snapshot does not read them (``env`` would also be unhashable there).
-PAYLOAD_FIELDS = ("image", "env", "container_gpus")
+PAYLOAD_FIELDS = ("image", "env", "container_gpus", "notebook", "ssh")
 # The row's columns a spec is read back from for admission (the flavor by its key).
 SPEC_COLUMNS = (
     *(f.name for f in fields(ClusterSpec) if f.name not in ("flavor", *PAYLOAD_FIELDS)),

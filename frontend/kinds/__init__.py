@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from clusters.kinds.rayjob.spec import JobSpec
 from clusters.models import ClusterRequest, Workload
 from clusters.rows.spec import ClusterSpec
 from frontend.kinds import raycluster as raycluster_pages
 from frontend.kinds import rayjob as rayjob_pages
+from frontend.kinds import rayservice as rayservice_pages
 
 Action = Callable[[Any, ClusterRequest, str | None, Any], ClusterRequest]
 
@@ -41,8 +41,12 @@ class KindPages(Protocol):
         tenant: Any,
         role: str | None,
         spec: ClusterSpec | None,
-        job: JobSpec | None,
+        details: Any,
     ) -> ClusterRequest: ...
+
+    def verdict(
+        self, *, tenant: Any, owner: Any, role: str | None, spec: ClusterSpec | None, details: Any
+    ) -> dict[str, Any]: ...
 
     def annotate_row(self, row: ClusterRequest) -> None: ...
 
@@ -57,7 +61,12 @@ class KindPages(Protocol):
 
 _RAYCLUSTER: KindPages = raycluster_pages
 _RAYJOB: KindPages = rayjob_pages
-_PAGES: dict[str, KindPages] = {Workload.CLUSTER: _RAYCLUSTER, Workload.JOB: _RAYJOB}
+_RAYSERVICE: KindPages = rayservice_pages
+_PAGES: dict[str, KindPages] = {
+    Workload.CLUSTER: _RAYCLUSTER,
+    Workload.JOB: _RAYJOB,
+    Workload.SERVICE: _RAYSERVICE,
+}
 
 
 def pages_for(workload: str) -> KindPages:

@@ -13,13 +13,13 @@ from django.core.exceptions import ValidationError
 from clusters import selectors
 from clusters.domain import shapes
 from clusters.domain.states import LIVE, State
-from clusters.kinds.rayjob.spec import JobSpec
 from clusters.kube.manifests import cluster_manifests, to_yaml
 from clusters.live import pod_logs as cluster_logs
 from clusters.live.driver_logs import LogBounds
 from clusters.models import ClusterRequest, Workload
 from clusters.queue.backends import manifest_options
 from clusters.requests import services
+from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
 
 WORKLOAD: str = Workload.CLUSTER
@@ -100,11 +100,18 @@ ACTIONS: dict[str, tuple[Callable[[Any, ClusterRequest, str | None, Any], Cluste
 
 
 def create(
-    *, actor: Any, tenant: Any, role: str | None, spec: ClusterSpec | None, job: JobSpec | None
+    *, actor: Any, tenant: Any, role: str | None, spec: ClusterSpec | None, details: Any
 ) -> ClusterRequest:
-    """Submit the new form's request (a cluster has no job part)."""
+    """Submit the new form's request (a cluster has no part of its own: ``details``)."""
     assert spec is not None
     return services.cluster_request_create(actor=actor, tenant=tenant, spec=spec)
+
+
+def verdict(
+    *, tenant: Any, owner: Any, role: str | None, spec: ClusterSpec | None, details: Any
+) -> dict[str, Any]:
+    """The dry-run verdict of the form as it stands."""
+    return dry_run_verdict(tenant=tenant, owner=owner, spec=spec, role=role)
 
 
 def annotate_row(row: ClusterRequest) -> None:

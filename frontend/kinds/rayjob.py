@@ -15,6 +15,7 @@ from clusters.kinds.rayjob.states import JOB_FINISHED
 from clusters.live.driver_logs import LogBounds, driver_log
 from clusters.models import ClusterRequest, Workload
 from clusters.requests import jobs as services
+from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
 
 WORKLOAD: str = Workload.JOB
@@ -71,11 +72,18 @@ ACTIONS: dict[str, tuple[Callable[[Any, ClusterRequest, str | None, Any], Cluste
 
 
 def create(
-    *, actor: Any, tenant: Any, role: str | None, spec: ClusterSpec | None, job: JobSpec | None
+    *, actor: Any, tenant: Any, role: str | None, spec: ClusterSpec | None, details: Any
 ) -> ClusterRequest:
     """Submit the new form's job (``spec`` is None for one on the user's dev cluster)."""
-    assert job is not None
-    return services.job_create(actor=actor, tenant=tenant, spec=spec, job=job, role=role)
+    assert isinstance(details, JobSpec)
+    return services.job_create(actor=actor, tenant=tenant, spec=spec, job=details, role=role)
+
+
+def verdict(
+    *, tenant: Any, owner: Any, role: str | None, spec: ClusterSpec | None, details: Any
+) -> dict[str, Any]:
+    """The dry-run verdict of the form as it stands, with the job's own checks."""
+    return dry_run_verdict(tenant=tenant, owner=owner, spec=spec, job=details, role=role)
 
 
 def annotate_row(row: ClusterRequest) -> None:

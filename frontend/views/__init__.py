@@ -3,7 +3,7 @@ REST API calls too (STYLE 4). Pages live in :mod:`.pages`, every kind's list, fo
 detail, log and actions in :mod:`.workloads` (filled from :mod:`frontend.kinds`), usage in
 :mod:`.usage`, the audit log in :mod:`.audit`."""
 
-from frontend.views.access import ray_dashboard
+from frontend.views.access import notebook_open, ray_dashboard
 from frontend.views.audit import audit_page, tenant_audit_page
 from frontend.views.capacity import capacity_page
 from frontend.views.fairshare import fairshare_page
@@ -22,6 +22,7 @@ __all__ = [
     "fairshare_page",
     "global_queue",
     "home",
+    "notebook_open",
     "notifications_page",
     "platform_usage_page",
     "queue",

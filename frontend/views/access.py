@@ -1,4 +1,5 @@
-"""The Ray dashboard in the browser: ``/t/{slug}/clusters/{name}/ray/...``.
+"""The Ray dashboard in the browser: ``/t/{slug}/clusters/{name}/ray/...``, and the
+cluster's JupyterLab: ``/t/{slug}/clusters/{name}/notebook/`` (on the Ray origin only).
 
 The session says who may see the cluster; what its head serves is its users' code, so it
 must not run on the product's origin. With ``RAY_PROXY_ORIGIN`` this route only
@@ -16,10 +17,11 @@ from urllib.parse import quote
 from csp.constants import SELF, UNSAFE_INLINE
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
+from clusters.live import notebook_proxy
 from clusters.live.ray_grants import issue_grant
 from clusters.live.ray_origin import configured_origin, grant_url
 from clusters.live.ray_proxy import SAFE_METHODS, Caller, relay, same_origin, visible_cluster
@@ -70,3 +72,27 @@ def ray_dashboard(request: HttpRequest, slug: str, name: str, path: str = "") ->
     # Read by django-csp's middleware, as its decorators set it.
     setattr(response, "_csp_update", SANDBOXED)  # noqa: B010
     return response
+
+
+@login_required
+def notebook_open(request: HttpRequest, slug: str, name: str) -> HttpResponseBase:
+    """ "Open JupyterLab": a grant to the cluster's notebook on the Ray origin, for its
+    owner and the tenant's admins. A notebook runs its users' code, so it is never
+    relayed on the product's origin: without ``RAY_PROXY_ORIGIN`` it does not open."""
+    cluster, role = visible_cluster(user=request.user, slug=slug, name=name)
+    if not cluster.notebook:
+        raise Http404(f"{name} was not requested with a notebook.")
+    caller = Caller(user=request.user, role=role, via="browser", session="")
+    why = notebook_proxy.refusal_reason(caller=caller, cluster=cluster)
+    if why is not None:
+        raise PermissionDenied(why)
+    origin = configured_origin()
+    if origin is None:
+        return HttpResponse(
+            "JupyterLab is served only on the clusters' own origin, which this deployment "
+            "has not set up (RAY_PROXY_ORIGIN, docs/access.md).",
+            status=409,
+            content_type="text/plain; charset=utf-8",
+        )
+    grant = issue_grant(cluster=cluster, user=request.user, role=role, next_path="notebook/lab")
+    return HttpResponseRedirect(grant_url(origin, slug=slug, name=name, grant=grant))

@@ -23,7 +23,6 @@ from clusters.domain.states import State
 from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
 from clusters.requests import rules
-from clusters.requests.dry_run import dry_run_verdict
 from controlplane.exceptions import ServiceConflict
 from frontend.kinds import KindPages, pages_for, route_names
 from frontend.views.common import (
@@ -93,10 +92,10 @@ def workload_new(request: HtmxHttpRequest, slug: str, workload: str) -> HttpResp
     form = _form(request, page, kind, request.POST if request.method == "POST" else None)
     banner = ""
     if request.method == "POST" and form.is_valid():
-        spec, job = form.specs()
+        spec, details = form.specs()
         try:
             created = kind.create(
-                actor=request.user, tenant=page.tenant, role=page.role, spec=spec, job=job
+                actor=request.user, tenant=page.tenant, role=page.role, spec=spec, details=details
             )
         except ValidationError as exc:
             form.add_service_errors(exc)
@@ -131,10 +130,10 @@ def workload_verdict(request: HtmxHttpRequest, slug: str, workload: str) -> Http
     verdict = None
     refusal = None
     if form.is_valid():
-        spec, job = form.specs()
+        spec, details = form.specs()
         try:
-            verdict = dry_run_verdict(
-                tenant=page.tenant, owner=request.user, spec=spec, job=job, role=page.role
+            verdict = kind.verdict(
+                tenant=page.tenant, owner=request.user, role=page.role, spec=spec, details=details
             )
         except ValidationError as exc:
             form.add_service_errors(exc)

@@ -6,7 +6,7 @@ the command line is an HTTP client that imports nothing of the server (nor Djang
 Adding a kind adds a module and a line below.
 """
 
-from gangway_cli.kinds import raycluster, rayjob
+from gangway_cli.kinds import raycluster, rayjob, rayservice
 
 # Importing a kind's module registers its commands, the shared ones included.
-KINDS = (raycluster.KIND, rayjob.KIND)
+KINDS = (raycluster.KIND, rayjob.KIND, rayservice.KIND)

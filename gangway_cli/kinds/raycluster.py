@@ -207,6 +207,12 @@ def up(
     env: Annotated[
         list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE for the Ray containers.")
     ] = None,
+    notebook: Annotated[
+        bool, typer.Option("--notebook", help="Run JupyterLab on the head (`gangway status`).")
+    ] = False,
+    ssh: Annotated[
+        bool, typer.Option("--ssh", help="Run an SSH server on the head (`gangway ssh`).")
+    ] = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow until ready.")] = True,
     timeout: Annotated[
         str | None, typer.Option(help="Give up waiting after this long (e.g. 30m).")
@@ -233,6 +239,8 @@ def up(
         body["image"] = image
     if env:
         body["env"] = workloads.parse_env(env)
+    # The head's extras are asked for only when wanted, so older servers still answer.
+    body.update({key: True for key, wanted in (("notebook", notebook), ("ssh", ssh)) if wanted})
     verdict = s.client.post(s.tenant_path("clusters/dry-run/"), body)
     show_verdict(verdict)
     if verdict.get("verdict") == "never_fits":
@@ -289,6 +297,7 @@ def _status_fields(cluster: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("expires", output.when(cluster.get("expires_at"))),
         ("idle", f"{activity['idle_minutes']} min" if activity else None),
         ("dashboard", endpoints.get("dashboard_proxy_url")),
+        ("notebook", endpoints.get("notebook_url")),
     ]
 
 

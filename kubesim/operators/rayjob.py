@@ -57,6 +57,9 @@ from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import get_path, owner_ref, parse_time, stamp, suffix
 
+# How often the state of a job on a real Ray head (``realray.py``) is read again.
+REAL_JOB_POLL_SECONDS = 2.0
+
 if TYPE_CHECKING:
     from kubesim.controller import ClusterView
 
@@ -418,6 +421,10 @@ class RayJobController:
                 st["message"] = "Submitter completed but Ray job not found in RayCluster."
             return
         self._follow(st, rc, run, now, mode != "K8sJobMode" or finished is not None)
+        real = self.cluster.realray
+        if real is not None and real.is_real(ns, rc["metadata"]["name"]):
+            # A real driver's end has no timer: its head is asked again shortly.
+            self.wake_at(now + REAL_JOB_POLL_SECONDS, ns, rj["metadata"]["name"])
 
     @staticmethod
     def _follow(

@@ -30,15 +30,8 @@ turns ``idle`` (or goes) the driver disconnects then, which is the head's last d
 activity.
 
 The head's GCS also keeps the runtime env packages uploaded through the dashboard
-(``PUT /api/packages/gcs/_ray_pkg_<hash>.zip``, what ``ray job submit --working-dir``
-sends): a job whose runtime env (``working_dir``, ``py_modules``) names a ``gcs://``
-package the head does not have fails when it would have started, as Ray's runtime env
-setup fails (``runtime_env setup failed: ...``), without its driver ever running.
-
-Simplified: the job table and the packages live as long as the head pod (no GCS fault
-tolerance); the packages' contents are not kept, only that they were uploaded; a job
-submitted to a head by anything but a submitter pod (HTTPMode) goes through
-:meth:`RayRuntime.submit` directly.
+(kubesim/README.md); the table and packages live as long as the head pod (no GCS fault
+tolerance). A cluster that runs real Ray (``realray.py``) has its real head's table.
 """
 
 from __future__ import annotations
@@ -249,13 +242,23 @@ class RayRuntime:
 
     # -- the job table (the dashboard's job API) ----------------------------------------
 
+    def _real(self, ns: str, cluster: str) -> Any:
+        real = self.cluster.realray  # ``realray.py``'s RealRay, when kubesim runs real Ray
+        return real if real is not None and real.is_real(ns, cluster) else None
+
     def job(self, ns: str, cluster: str, job_id: str) -> DriverRun | None:
-        """``GET /api/jobs/<id>`` on the head of RayCluster ``ns/cluster``."""
-        return self.heads.get((ns, cluster), {}).get(job_id)
+        """``GET /api/jobs/<id>`` on the head of RayCluster ``ns/cluster`` (a real head's
+        when the cluster runs real Ray)."""
+        real = self._real(ns, cluster)
+        found: DriverRun | None = real.job(ns, cluster, job_id) if real is not None else None
+        return found if real is not None else self.heads.get((ns, cluster), {}).get(job_id)
 
     def submit(self, ns: str, cluster: str, job_id: str, rayjob: Obj | None) -> DriverRun:
-        """Submit a RayJob's job to a head; the driver's timing and outcome come from the
-        RayJob's annotations, else the defaults."""
+        """Submit a RayJob's job to a head (a real one is sent it); the driver's timing and
+        outcome come from the RayJob's annotations, else the defaults."""
+        if (real := self._real(ns, cluster)) is not None:
+            sent: DriverRun = real.submit(ns, cluster, job_id, rayjob)
+            return sent
         table = self.heads.setdefault((ns, cluster), {})
         if job_id in table:
             return table[job_id]
@@ -436,6 +439,9 @@ class RayRuntime:
 
     def stop(self, ns: str, cluster: str, job_id: str) -> None:
         """``ray job stop``: a job not yet ended is STOPPED now."""
+        real = self._real(ns, cluster)
+        if real is not None:
+            return real.stop(ns, cluster, job_id)
         run = self.job(ns, cluster, job_id)
         now = self.cluster.clock.time()
         if run is not None and run.end_time(now) is None:
@@ -561,6 +567,8 @@ class RayRuntime:
             trace.lost = now
             self._exit(pod, 1)
             return True
+        if cluster is not None and self._real(ns, cluster) is not None:
+            return False  # a real submitter process (``realray.py``) does the work
         if cluster is None or not self.head_ready(ns, cluster):
             trace.waited = True
             self.waiters[key] = (ns, cluster or "")

@@ -16,6 +16,7 @@ from rest_framework import serializers
 
 from controlplane.api.serializers import (
     JsonIntegerField,
+    JsonStringField,
     StrictModelSerializer,
     StrictSerializer,
 )
@@ -442,3 +443,20 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
             "data",
         ]
         read_only_fields = fields
+
+
+class SshKeyInSerializer(StrictSerializer):
+    """Add an SSH public key: one OpenSSH line (``ssh-ed25519 AAAA... comment``)."""
+
+    public_key = JsonStringField(trim_whitespace=True, max_length=16384)
+    name = JsonStringField(required=False, allow_blank=True, max_length=100, default="")
+
+
+class SshKeyOutSerializer(serializers.Serializer[Any]):
+    """One of your SSH public keys."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    fingerprint = serializers.CharField()
+    public_key = serializers.CharField()
+    created_at = serializers.DateTimeField()

@@ -52,6 +52,16 @@ urlpatterns = [
     path("users/", views.UserViewSet.as_view({"get": "list", "post": "create"}), name="users"),
     path("users/me/", views.UserViewSet.as_view({"get": "me"}), name="users-me"),
     path(
+        "users/me/ssh-keys/",
+        views.SshKeyViewSet.as_view({"get": "list", "post": "create"}),
+        name="users-me-ssh-keys",
+    ),
+    path(
+        "users/me/ssh-keys/<int:pk>/",
+        views.SshKeyViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
+        name="users-me-ssh-key",
+    ),
+    path(
         "users/me/password/",
         views.UserViewSet.as_view({"post": "change_password"}),
         name="users-me-password",

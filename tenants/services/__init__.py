@@ -17,6 +17,7 @@ from tenants.services.members import (
 )
 from tenants.services.quotas import QuotaLine, quota_set
 from tenants.services.sign_ins import sign_in_failure_record
+from tenants.services.ssh_keys import ssh_key_add, ssh_key_remove
 from tenants.services.tenants import (
     POLICY_FIELDS,
     TENANT_ADMIN_POLICY,
@@ -47,6 +48,8 @@ __all__ = [
     "membership_set_role",
     "quota_set",
     "sign_in_failure_record",
+    "ssh_key_add",
+    "ssh_key_remove",
     "tenant_create",
     "tenant_policy_update",
     "tenant_update",

@@ -139,6 +139,16 @@ ROUTES = {
     ONE + "logs/": Route(methods={"GET": Case(READERS, kwargs=_bobs("ready"))}),
     # The proxy to a suspended cluster's Ray dashboard: every member is told it is not
     # ready (409) and forwarded nothing; the proxy's forwarding is in tests/clusters/live.
+    # A tunnel is a WebSocket (tests/clusters/live/test_tunnels.py); a plain GET without
+    # a port is refused: 403 for whoever may not manage the cluster, else 400.
+    ONE + "tunnel/": Route(
+        passthrough=True,
+        methods={
+            "GET": Case(
+                members(viewer=403, engineer=400, admin=400, platform=400), kwargs=_bobs("ready")
+            )
+        },
+    ),
     ONE + "ray/{path}": Route(
         passthrough=True,
         methods={

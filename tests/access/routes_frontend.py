@@ -12,7 +12,7 @@ from clusters.models import ClusterRequest, Job
 from tenants.models import GpuFlavor
 from tests.access.matrix import Case, Route, members, statuses
 from tests.access.routes_clusters import _bobs
-from tests.access.routes_tenants import cohort_row
+from tests.access.routes_tenants import _engineers_key, cohort_row
 
 TENANT = "t/{slug}/"
 READ = statuses(anonymous=302, outsider=404, viewer=200, engineer=200, admin=200, platform=200)
@@ -84,6 +84,21 @@ ROUTES = {
                 kwargs=lambda w: (
                     {"slug": "acme", "name": "bob-paused", "path": "api/version"} | _paused(w)
                 ),
+            )
+        },
+    ),
+    # bob's notebook: its owner and the tenant's admin may open it (409 here: the matrix
+    # runs without the clusters' origin, which alone serves notebooks), and so may a
+    # platform admin, an admin of every tenant; nobody else may.
+    TENANT + "clusters/{name}/notebook/": Route(
+        session=True,
+        methods={
+            "GET": Case(
+                members(viewer=403, engineer=409, admin=409, platform=409) | {"anonymous": 302},
+                kwargs=lambda w: {
+                    "slug": "acme",
+                    "name": _bobs("ready", "bob-nb", notebook=True)(w)["name"],
+                },
             )
         },
     ),
@@ -188,6 +203,26 @@ ROUTES["account/password/"] = Route(
     methods={
         "GET": Case(
             statuses(anonymous=302, outsider=200, viewer=200, engineer=200, admin=200, platform=200)
+        )
+    },
+)
+# Your own SSH keys: every signed-in user has the page; removing another's key is a 404.
+ROUTES["account/ssh-keys/"] = Route(
+    session=True,
+    methods={
+        "GET": Case(
+            statuses(anonymous=302, outsider=200, viewer=200, engineer=200, admin=200, platform=200)
+        )
+    },
+)
+ROUTES["account/ssh-keys/{key_id}/remove/"] = Route(
+    session=True,
+    methods={
+        "POST": Case(
+            statuses(
+                anonymous=302, outsider=404, viewer=404, engineer=302, admin=404, platform=404
+            ),
+            kwargs=lambda w: {"key_id": _engineers_key(w)["pk"]},
         )
     },
 )

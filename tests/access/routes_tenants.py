@@ -10,6 +10,23 @@ from knox.models import AuthToken
 from tests.access.matrix import Case, Route, everyone, members, platform_only, statuses
 
 SPARE_TOKEN_ID = "5a5a5a5a5a5a5a5a"
+# An ed25519 public key of 32 arbitrary bytes: nobody holds its private half.
+SAMPLE_SSH_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG8eeY1k0q2gqgWQ9U0o2H4QzkP1Vv0y6x7oKJ3s1T0c matrix"
+)
+
+
+def _engineers_key(world: Any) -> dict[str, str]:
+    """The engineer's SSH key (added when missing), for DELETE."""
+    from tenants.ssh_keys import SshKey, parse_public_key
+
+    parsed = parse_public_key(SAMPLE_SSH_KEY)
+    key, _ = SshKey.objects.get_or_create(
+        user=world.actors["engineer"],
+        fingerprint=parsed.fingerprint,
+        defaults={"public_key": parsed.line},
+    )
+    return {"pk": str(key.pk)}
 
 
 def _spare_tokens(world: Any) -> dict[str, str]:
@@ -69,6 +86,25 @@ ROUTES = {
         }
     ),
     "api/v1/users/me/": Route(methods={"GET": Case(everyone(200))}),
+    "api/v1/users/me/ssh-keys/": Route(
+        methods={
+            "GET": Case(everyone(200)),
+            "POST": Case(everyone(201), body=lambda w: {"public_key": SAMPLE_SSH_KEY}),
+        }
+    ),
+    # Each user's own keys only: another's is a 404.
+    "api/v1/users/me/ssh-keys/{pk}/": Route(
+        methods={
+            "GET": Case(
+                statuses(outsider=404, viewer=404, engineer=200, admin=404, platform=404),
+                kwargs=_engineers_key,
+            ),
+            "DELETE": Case(
+                statuses(outsider=404, viewer=404, engineer=204, admin=404, platform=404),
+                kwargs=_engineers_key,
+            ),
+        }
+    ),
     "api/v1/users/me/password/": Route(
         methods={
             "POST": Case(

@@ -25,6 +25,7 @@ from tests.access.test_route_matrix import ROUTES, world  # noqa: F401 (fixture)
 MANIFESTS = "api/v1/tenants/{tenant_slug}/clusters/{name}/manifests/"
 DRY_RUN = "api/v1/tenants/{tenant_slug}/clusters/dry-run/"
 JOBS_DRY_RUN = "api/v1/tenants/{tenant_slug}/jobs/dry-run/"
+SERVICES_DRY_RUN = "api/v1/tenants/{tenant_slug}/services/dry-run/"
 BROWSABLE = BrowsableAPIRenderer in api_settings.DEFAULT_RENDERER_CLASSES
 
 
@@ -40,7 +41,7 @@ def _api(methods: tuple[str, ...]) -> list[Any]:
 
 def _offered(template: str, fmt: str) -> bool:
     if fmt == "yaml":
-        return template in (MANIFESTS, DRY_RUN, JOBS_DRY_RUN)
+        return template in (MANIFESTS, DRY_RUN, JOBS_DRY_RUN, SERVICES_DRY_RUN)
     return fmt == "json" or (fmt == "api" and BROWSABLE)
 
 

@@ -202,6 +202,8 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
         elif expected == 302:  # a form that worked goes to the page of what it changed
             if template.startswith("notifications/"):
                 assert response["Location"] == "/notifications/"
+            elif template.startswith("account/ssh-keys/"):
+                assert response["Location"] == "/account/ssh-keys/"
             elif template.startswith("t/{slug}/webhooks/"):
                 assert response["Location"] == f"/t/{kwargs['slug']}/webhooks/"
             elif template.startswith("platform/"):
@@ -210,8 +212,9 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
                 assert response["Location"] == f"/t/{kwargs['slug']}/members/"
             elif "/manage/" in template:  # a queue control: back to the queue
                 assert response["Location"] == f"/t/{kwargs['slug']}/queue/"
-            else:  # the cluster's (or job's) page
-                kind = "jobs" if template.startswith("t/{slug}/jobs/") else "clusters"
+            else:  # the page of the cluster (or job, or service)
+                section = template.split("/")[2]
+                kind = section if section in ("jobs", "services") else "clusters"
                 assert response["Location"].startswith(f"/t/{kwargs['slug']}/{kind}/")
         return
     client = _client(world.actors[actor])

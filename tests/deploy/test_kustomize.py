@@ -26,9 +26,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from clusters.kube import bundles, gateway, manifests
+from clusters.kube import bundles, gateway, manifests, ssh
 from clusters.kube import provisioning_requests as capacity
-from clusters.models import ClusterRequest, Job
+from clusters.models import ClusterRequest, Job, Service
 from clusters.queue import kueue
 from tenants.models import GpuFlavor, Quota, Tenant
 
@@ -48,6 +48,11 @@ FORBIDDEN_VERBS = {"*", "update", "deletecollection", "escalate", "bind", "imper
 # dashboard (Ray's package upload) through the service proxy, which Kubernetes authorizes
 # as `update` on services/proxy.
 PROXY = ("", "services/proxy")
+# The worker writes one kind of Secret (a cluster's SSH public keys) and reads none; the
+# web opens tunnels to head pods (docs/tunnels.md).
+SECRETS = ("", "secrets")
+SECRET_WRITES = {"create", "patch", "delete"}
+PORT_FORWARD = ("", "pods/portforward")
 # API groups of gateway.KINDS and when the control plane uses them. A kind in a group
 # missing here fails test_every_group_the_gateway_knows_is_classified: decide its gate.
 ALWAYS = "always"
@@ -452,21 +457,28 @@ def test_rbac_grants_nothing_broad_or_sensitive(target: str, account: str) -> No
         assert "*" not in group and "*" not in resource, (group, resource)
         forbidden = FORBIDDEN_VERBS - ({"update"} if (group, resource) == PROXY else set())
         assert not verbs & forbidden, (group, resource, verbs & forbidden)
-        assert resource not in {"secrets", "configmaps"}, resource
+        if (group, resource) == SECRETS and account == WORKER_SA:
+            assert verbs == SECRET_WRITES, verbs  # written, never read
+        else:
+            assert resource not in {"secrets", "configmaps"}, resource
         assert group != "rbac.authorization.k8s.io", resource
         if group == "" and resource.startswith("pods"):
             # Pods are read (the worker's informers watch them), and a job's driver output
-            # with them (pods/log, get only); never exec, attach, port-forward or eviction.
+            # with them (pods/log, get only); the web opens port-forwards (tunnels, get and
+            # create, as Kubernetes authorizes the WebSocket); never exec, attach or eviction.
             reads = {"get", "list", "watch"} if account == WORKER_SA else {"get", "list"}
             allowed = {"pods": reads, "pods/log": {"get"}}
+            if account == WEB_SA:
+                allowed["pods/portforward"] = {"get", "create"}
             assert verbs == allowed.get(resource), (resource, verbs)
 
 
 def test_the_web_writes_nothing_but_its_users_ray_requests() -> None:
     web = grants(render("base"), WEB_SA)
     for key, verbs in web.items():
-        if key != PROXY:
+        if key not in (PROXY, PORT_FORWARD):
             assert verbs <= {"get", "list"}, (key, verbs)
+    assert web[PORT_FORWARD] == {"get", "create"}
     assert web[PROXY] == {"get", "create", "update", "patch", "delete"}
 
 
@@ -487,7 +499,9 @@ def test_every_kind_the_gateway_knows_is_readable_when_used(target: str) -> None
     on = gates_on(docs)
     for kind in gateway.KINDS.values():
         key = (group_of(kind.api_version), kind.plural)
-        if GROUP_GATES[key[0]] in on:
+        if key == SECRETS:
+            assert found.get(key) == SECRET_WRITES, f"{target}: {key} {found.get(key)}"
+        elif GROUP_GATES[key[0]] in on:
             assert {"get", "list"} <= found.get(key, set()), f"{target}: cannot read {key}"
         else:
             # Least privilege: a mode that is off gets none of its kinds.
@@ -530,9 +544,18 @@ def applied_kinds(acme: Any, bob: Any, h100: Any, l4: Any, settings: Any) -> set
         tenant=acme, owner=bob, flavor=h100, name="bob-job", kind="dev", workload="job"
     )
     job._job_details = Job(entrypoint="python train.py")  # type: ignore[attr-defined]
+    service = ClusterRequest(
+        tenant=acme, owner=bob, flavor=h100, name="bob-svc", kind="dev", workload="service"
+    )
+    service._service_details = Service(  # type: ignore[attr-defined]
+        serve_config="applications:\n  - import_path: app:main\n"
+    )
     objects += manifests.cluster_manifests(dev, queue_mode="kueue")
+    # A cluster with SSH: its keys Secret (clusters/kinds/raycluster/engine.py).
+    objects.append(ssh.keys_secret(dev, ["ssh-ed25519 AAAA test"]))
     objects += manifests.cluster_manifests(frac, kai_enabled=True)
     objects += manifests.cluster_manifests(job)
+    objects += manifests.cluster_manifests(service)
     spec = manifests.cluster_manifests(dev)[0]["spec"]
     objects += capacity.capacity_objects(dev, spec, name="bob-dev-nodes-1")
     objects += manifests.kueue_objects(

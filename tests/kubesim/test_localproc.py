@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,15 @@ from kubesim.localproc import ProcessSpec, free_port
 from tests.kubesim.kubesim_helpers import pod_manifest
 
 SERVE_LABEL = "test.kubesim/serve"
+GATED = """
+import http.server, os, sys
+class Gate(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if os.path.exists("open") else 503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Gate).serve_forever()
+"""
 
 
 def http_launcher(cluster: Any, pod: dict[str, Any]) -> list[ProcessSpec]:
@@ -29,6 +39,22 @@ def http_launcher(cluster: Any, pod: dict[str, Any]) -> list[ProcessSpec]:
         port = free_port()
         argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
         return [ProcessSpec("http", argv, ports={8080: port})]
+    if label == "gated":
+        # Answers 503 until the file ``open`` exists in its working directory.
+        port = free_port()
+        return [
+            ProcessSpec(
+                "gated",
+                [sys.executable, "-c", GATED, str(port)],
+                ports={8080: port},
+                ready_port=8080,
+                ready_path="/healthz",
+            )
+        ]
+    if label in ("exit3", "flaky"):
+        main = label == "exit3"
+        code = "import sys; sys.exit(3)"
+        return [ProcessSpec(label, [sys.executable, "-c", code], main=main)]
     if label == "hog":
         hog = "x = bytearray(300 << 20); import time; time.sleep(60)"
         return [ProcessSpec("hog", [sys.executable, "-c", hog], memory_bytes=100 << 20)]
@@ -65,6 +91,16 @@ def wait_for(check: Any, timeout: float = 20.0) -> Any:
             return value
         time.sleep(0.1)
     raise AssertionError("condition not reached")
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
 
 
 def _get(url: str) -> int:
@@ -129,3 +165,57 @@ def test_without_a_root_nothing_is_launched(sim: KubeSim, core: client.CoreV1Api
     core.create_namespaced_pod("default", _served_pod("web", "http"))
     assert not sim.cluster.localprocs.enabled
     assert sim.cluster.localprocs.processes("default", "web") == {}
+
+
+def _ready(pcore: client.CoreV1Api, name: str) -> bool:
+    pod = pcore.read_namespaced_pod(name, "default")
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def test_a_probed_pod_is_ready_only_while_its_process_answers(
+    psim: KubeSim, pcore: client.CoreV1Api
+) -> None:
+    pcore.create_namespaced_pod("default", _served_pod("gated", "gated"))
+    addr = wait_for(lambda: psim.cluster.localprocs.address("default", "gated", 8080))
+    # Serving, but answering 503: not Ready.
+    wait_for(lambda: _status(f"http://127.0.0.1:{addr[1]}/healthz") == 503)
+    assert not _ready(pcore, "gated")
+    run = psim.cluster.localprocs.processes("default", "gated")["gated"]
+    (run.workdir / "open").touch()
+    wait_for(lambda: _ready(pcore, "gated"))
+    # The process goes: the pod is not Ready until it is back and answers again.
+    run.popen.kill()
+    wait_for(lambda: not _ready(pcore, "gated"))
+    wait_for(lambda: _ready(pcore, "gated"))
+    assert psim.cluster.localprocs.processes("default", "gated")["gated"].restarts == 1
+
+
+def test_the_main_process_s_exit_ends_the_pod_and_others_are_restarted(
+    psim: KubeSim, pcore: client.CoreV1Api
+) -> None:
+    pcore.create_namespaced_pod("default", _served_pod("job", "exit3"))
+    wait_for(lambda: pcore.read_namespaced_pod("job", "default").status.phase == "Failed")
+    (status,) = pcore.read_namespaced_pod("job", "default").status.container_statuses
+    assert status.state.terminated.exit_code == 3
+    assert psim.cluster.localprocs.processes("default", "job") == {}
+
+    pcore.create_namespaced_pod("default", _served_pod("flaky", "flaky"))
+    wait_for(lambda: psim.cluster.localprocs.processes("default", "flaky")["flaky"].restarts >= 2)
+    assert pcore.read_namespaced_pod("flaky", "default").status.phase == "Running"
+
+
+def test_a_later_launcher_sees_the_ports_an_earlier_one_started(
+    psim: KubeSim, pcore: client.CoreV1Api
+) -> None:
+    """As a notebook's launcher finds the real Ray head started for the same pod."""
+    seen: list[tuple[str, int] | None] = []
+
+    def second(cluster: Any, pod: dict[str, Any]) -> list[ProcessSpec]:
+        meta = pod["metadata"]
+        seen.append(cluster.localprocs.address(meta["namespace"], meta["name"], 8080))
+        return []
+
+    psim.cluster.localprocs.add_launcher(second)
+    pcore.create_namespaced_pod("default", _served_pod("web", "http"))
+    addr = wait_for(lambda: psim.cluster.localprocs.address("default", "web", 8080))
+    assert seen == [addr]

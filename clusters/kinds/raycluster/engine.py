@@ -21,6 +21,7 @@ from clusters.engine.pass_state import Fold, Key, Seen
 from clusters.engine.readiness import is_ready, waiting_reason
 from clusters.kinds.raycluster.manifests import manifests
 from clusters.kinds.raycluster.states import WANTS_RAYCLUSTER
+from clusters.kube import ssh
 from clusters.kube.bundles import BatchBundles, apply_into
 from clusters.kube.gateway import Gateway
 from clusters.models import ClusterEvent, ClusterRequest
@@ -28,6 +29,7 @@ from clusters.queue.backends import manifest_options, queue_backend
 from clusters.queue.interface import QueueBackend
 from clusters.rows import lifecycle
 from clusters.rows.transitions import note, transition, transition_many
+from tenants.selectors import ssh_keys_for_cluster
 
 __all__ = ["manifests"]
 
@@ -39,6 +41,10 @@ def cluster_objects(cluster: ClusterRequest) -> list[dict[str, Any]]:
     """The objects applied for one cluster, with ``spec.suspend`` following the row
     (unless the queue backend suspends RayClusters itself)."""
     objects = manifests(cluster, **manifest_options())
+    if cluster.ssh:
+        # The keys as they are now: provisioning (and a resume) applies them again.
+        keys = ssh_keys_for_cluster(tenant=cluster.tenant, owner=cluster.owner)
+        objects.insert(0, ssh.keys_secret(cluster, keys))
     if not queue_backend().provisions_queued:
         for obj in objects:
             if obj.get("kind") == "RayCluster":
@@ -54,6 +60,7 @@ def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None 
 def delete_object(gw: Gateway, namespace: str, name: str) -> None:
     """Delete a RayCluster (its pods follow; absent is fine): deploy's RBAC test reads this call."""
     gw.delete("ray.io/v1", "RayCluster", name, namespace)
+    gw.delete("v1", "Secret", ssh.secret_name(name), namespace)
 
 
 def gone(cluster: ClusterRequest, gw: Gateway) -> bool:

@@ -17,7 +17,7 @@ from django.conf import settings
 
 from clusters.domain import shapes
 from clusters.domain.images import ray_version, resolve_image
-from clusters.kube import cdi
+from clusters.kube import cdi, notebook, ssh
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
 from clusters.kube.manifests import (
@@ -49,7 +49,7 @@ def user_env(cluster: Any) -> list[Manifest]:
 
 
 def _head_group(cluster: Any, image: str, pod_labels: dict[str, str]) -> Manifest:
-    container = {
+    container: Manifest = {
         "name": "ray-head",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
@@ -65,14 +65,22 @@ def _head_group(cluster: Any, image: str, pod_labels: dict[str, str]) -> Manifes
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
+    params = {"dashboard-host": "0.0.0.0", "num-gpus": "0"}
+    if getattr(cluster, "notebook", False):
+        notebook.head_container_patch(container, slug=cluster.tenant.slug, name=str(cluster.name))
+        # ``ray start`` returns, and the container's args (JupyterLab) keep it running.
+        params["block"] = "false"
+    spec = _pod_spec([container], shapes.HEAD_MEMORY_GIB)
+    if getattr(cluster, "ssh", False):
+        ssh.add_to_head(container, spec, str(cluster.name))
     return {
         "serviceType": "ClusterIP",
-        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
+        "rayStartParams": params,
         "template": {
             "metadata": {"labels": dict(sorted(pod_labels.items()))},
             # No GPU toleration and no GPU selector: the head runs on a CPU node and never
             # takes room a whole-node worker needs.
-            "spec": _pod_spec([container], shapes.HEAD_MEMORY_GIB),
+            "spec": spec,
         },
     }
 

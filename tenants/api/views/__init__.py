@@ -12,6 +12,7 @@ from tenants.api.views.cohorts import CohortViewSet
 from tenants.api.views.flavors import FlavorViewSet
 from tenants.api.views.members import MemberViewSet
 from tenants.api.views.quotas import QuotaViewSet
+from tenants.api.views.ssh_keys import SshKeyViewSet
 from tenants.api.views.tenants import PolicyViewSet, TenantViewSet
 from tenants.api.views.users import UserViewSet
 
@@ -22,6 +23,7 @@ __all__ = [
     "MemberViewSet",
     "PolicyViewSet",
     "QuotaViewSet",
+    "SshKeyViewSet",
     "SsoConfigView",
     "TenantViewSet",
     "TokenView",

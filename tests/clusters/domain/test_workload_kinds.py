@@ -20,7 +20,7 @@ from clusters.domain.workload_kinds import (
 
 
 def test_every_kind_module_is_registered_under_its_workload() -> None:
-    assert list(kinds()) == ["cluster", "job"]
+    assert list(kinds()) == ["cluster", "job", "service"]
     assert len(KIND_MODULES) == len(kinds())
     assert interactive_workloads() == ["cluster"]
 

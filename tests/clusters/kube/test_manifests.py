@@ -207,7 +207,8 @@ def test_control_plane_reaches_only_ray_ports(acme: Any) -> None:
     assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "ops"
     }
-    assert sorted(p["port"] for p in rule["ports"]) == [8265, 10001]
+    # The dashboard, Ray client and a head's notebook (docs/notebooks.md).
+    assert sorted(p["port"] for p in rule["ports"]) == [8265, 8888, 10001]
 
 
 def test_cluster_queue_quota_per_flavor(acme: Any, h100: Any, l4: Any, settings: Any) -> None:

@@ -1,0 +1,157 @@
+"""Service endpoints under ``/api/v1/tenants/{slug}/services/``: create, list, detail,
+update (a new Serve config or image: an upgrade), delete and a dry-run.
+
+A service's body is a cluster request's shape plus its Serve config and upgrade
+strategy; the checks are the services' (:mod:`clusters.requests.serving`), and the
+dry-run is the clusters' verdict with the service's RayService as its manifest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from clusters.api.kind_views import KindViewSet
+from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
+from clusters.api.serializers import ClusterCreateInput, DryRunOutput
+from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
+from clusters.kinds.rayservice.output import ServiceOut
+from clusters.kinds.rayservice.spec import (
+    MAX_SERVE_CONFIG,
+    UPGRADE_OPTIONS,
+    UPGRADE_TYPES,
+    ServiceSpec,
+)
+from clusters.models import ClusterRequest
+from clusters.requests import serving
+from clusters.requests.dry_run import dry_run_verdict
+from clusters.rows.spec import ClusterSpec
+from controlplane.api.serializers import StrictSerializer
+from tenants.models import Role
+
+SERVE_CONFIG_HELP = (
+    "Ray Serve's config (KubeRay's serveConfigV2) as YAML: applications with name, "
+    "import_path, route_prefix and deployments (num_replicas or autoscaling_config, "
+    "ray_actor_options with num_gpus)."
+)
+
+
+class UpgradeStrategyIn(StrictSerializer):
+    """KubeRay's ``upgradeStrategy``: ``type`` and, for an incremental upgrade, its
+    ``cluster_upgrade_options`` (``maxSurgePercent``, ``stepSizePercent``,
+    ``intervalSeconds``; checked by the service)."""
+
+    type = serializers.ChoiceField(choices=UPGRADE_TYPES, default="NewCluster")
+    cluster_upgrade_options = serializers.DictField(
+        child=serializers.JSONField(),
+        required=False,
+        default=dict,
+        help_text="With NewClusterWithIncrementalUpgrade: " + ", ".join(UPGRADE_OPTIONS) + ".",
+    )
+
+
+class ServiceCreateInput(ClusterCreateInput):
+    """A cluster request's body without ``ttl_hours`` (a service runs until deleted),
+    plus ``serve_config`` and ``upgrade_strategy``."""
+
+    ttl_hours = None  # type: ignore[assignment]
+    serve_config = serializers.CharField(
+        max_length=MAX_SERVE_CONFIG, trim_whitespace=False, help_text=SERVE_CONFIG_HELP
+    )
+    upgrade_strategy = UpgradeStrategyIn(required=False)
+
+
+class ServiceUpdateInput(StrictSerializer):
+    """Body of ``PATCH .../services/{name}/``: a new Serve config and/or image."""
+
+    serve_config = serializers.CharField(
+        required=False, max_length=MAX_SERVE_CONFIG, trim_whitespace=False
+    )
+    image = serializers.CharField(required=False, max_length=255)
+
+
+def _specs(data: dict[str, Any]) -> tuple[ClusterSpec, ServiceSpec]:
+    return ClusterSpec.from_data(data), ServiceSpec.from_data(data)
+
+
+class ServiceViewSet(KindViewSet):
+    """Ray Serve services of one tenant, looked up by name."""
+
+    kind = SERVICE_KIND
+    serializer_class = ServiceOut
+    action_roles = {
+        "list": Role.VIEWER,
+        "retrieve": Role.VIEWER,
+        "create": Role.ENGINEER,
+        "partial_update": Role.ENGINEER,
+        "destroy": Role.ENGINEER,
+        "dry_run": Role.ENGINEER,
+    }
+
+    @extend_schema(request=ServiceCreateInput, responses={201: ServiceOut})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        body = ServiceCreateInput(data=request.data, context={"tenant": self.tenant})
+        body.is_valid(raise_exception=True)
+        spec, service = _specs(dict(body.validated_data))
+        created = serving.service_create(
+            actor=request.user,
+            tenant=self.tenant,
+            spec=spec,
+            service=service,
+            role=self.tenant_role,
+        )
+        return self._answer_created(created)
+
+    @extend_schema(request=ServiceUpdateInput, responses=ServiceOut)
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        body = ServiceUpdateInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        row: ClusterRequest = serving.service_update(
+            actor=request.user,
+            request=self.get_object(),
+            role=self.tenant_role,
+            **body.validated_data,
+        )
+        return self._out(row)
+
+    @extend_schema(responses={202: ServiceOut})
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        row = serving.service_delete(
+            actor=request.user, request=self.get_object(), role=self.tenant_role
+        )
+        return self._out(row, status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=ServiceCreateInput, responses=manifest_responses(DryRunOutput))
+    @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
+    def dry_run(self, request: Request, tenant_slug: str) -> Response:
+        """Would this service start now, queue (where, until when) or never fit?"""
+        body = ServiceCreateInput(
+            data=request.data,
+            context={"tenant": self.tenant, "kai_enabled": settings.KAI_ENABLED},
+        )
+        body.is_valid(raise_exception=True)
+        spec, service = _specs(dict(body.validated_data))
+
+        def check(candidate: ClusterSpec) -> ClusterRequest:
+            return serving.service_check(
+                actor=request.user,
+                tenant=self.tenant,
+                spec=candidate,
+                service=service,
+                role=self.tenant_role,
+            )[0]
+
+        result = dry_run_verdict(
+            tenant=self.tenant,
+            owner=request.user,
+            spec=spec,
+            role=self.tenant_role,
+            kind_check=check,
+        )
+        return Response(result, status=status.HTTP_200_OK)

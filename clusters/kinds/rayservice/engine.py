@@ -1,0 +1,215 @@
+"""How a service's row and its RayService are kept in step: apply the RayService as
+the row asks, and fold what KubeRay reports of it back into the row.
+
+A service moves ``queued -> admitted -> starting -> ready`` (``states.py``). Its
+RayService is applied once it is admitted; KubeRay brings up its RayCluster and deploys
+the Serve config. The row is ``ready`` while the RayService's ``Ready`` condition is
+true, and keeps the applications' statuses, the active and pending clusters and whether
+an upgrade is in progress on its :class:`~clusters.models.Service` details.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.domain.states import State
+from clusters.engine.deletion import finish_deletion as _finish_deletion
+from clusters.engine.pass_state import Fold, Key, Seen
+from clusters.kinds.rayservice.manifests import manifests, rayservice
+from clusters.kinds.rayservice.states import WANTS_RAYSERVICE
+from clusters.kube import labels
+from clusters.kube.bundles import BatchBundles, apply_into
+from clusters.kube.gateway import Gateway
+from clusters.models import ClusterRequest, Service
+from clusters.queue.backends import manifest_options
+from clusters.queue.interface import QueueBackend
+from clusters.rows.transitions import transition, transition_many
+
+__all__ = ["manifests"]
+
+RAYSERVICE = ("ray.io/v1", "RayService")
+STARTED_MESSAGE = "RayService applied; its Ray cluster and Serve applications are starting"
+
+
+def service_of(cluster: ClusterRequest) -> Service:
+    """The service details of a service request (read once per row object)."""
+    return cluster.service
+
+
+def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
+    """Apply the tenant bundle and the service's RayService (idempotent)."""
+    obj = rayservice(cluster, service_of(cluster), **manifest_options())
+    apply_into(cluster.tenant, gw, [obj], bundles=bundles)
+
+
+def delete_object(gw: Gateway, namespace: str, name: str) -> None:
+    """Delete a RayService (KubeRay deletes its RayClusters; their pods follow)."""
+    gw.delete("ray.io/v1", "RayService", name, namespace)
+
+
+def _pods(gw: Gateway, cluster: ClusterRequest) -> list[dict[str, Any]]:
+    return gw.list(
+        "v1",
+        "Pod",
+        namespace=cluster.namespace,
+        label_selector=f"{labels.CLUSTER_ID}={cluster.pk},{labels.managed_selector()}",
+    )
+
+
+def converge(
+    cluster: ClusterRequest,
+    gw: Gateway,
+    *,
+    bundles: BatchBundles | None = None,
+    finish_deletion: bool = True,
+) -> None:
+    """Do what the row's state asks of Kubernetes past admission (idempotent)."""
+    state = cluster.state
+    if state in (State.ADMITTED, State.STARTING, State.READY):
+        apply(cluster, gw, bundles=bundles)
+    elif state in (State.DELETING, State.FAILED):
+        delete_object(gw, cluster.namespace, cluster.name)
+        gone = gw.get(*RAYSERVICE, cluster.name, cluster.namespace) is None
+        if state == State.DELETING and finish_deletion and gone and not _pods(gw, cluster):
+            _finish_deletion(cluster)
+
+
+def mark_started(rows: list[ClusterRequest]) -> list[ClusterRequest]:
+    """Move admitted services whose RayService was applied to ``starting``."""
+    return transition_many(rows, State.STARTING, reason="applied", message=STARTED_MESSAGE)
+
+
+def wants_provisioning(cluster: ClusterRequest) -> bool:
+    """Past the queue, every state but ``deleted`` asks something of Kubernetes."""
+    return cluster.state not in (State.QUEUED, State.DELETED)
+
+
+def wants_object(state: str, backend: QueueBackend) -> bool:
+    """Whether a row in ``state`` wants its RayService (others' are orphans)."""
+    return state in WANTS_RAYSERVICE
+
+
+def needs_bundle(state: str) -> bool:
+    """Whether a service in ``state`` needs its tenant's namespace bundle."""
+    return state in WANTS_RAYSERVICE
+
+
+def orphan(obj: dict[str, Any]) -> bool:
+    """A managed RayService no row wants is always ours to delete."""
+    return True
+
+
+def deadline_seconds(cluster: ClusterRequest) -> int | None:
+    """A service runs until it is deleted."""
+    return None
+
+
+def objects_stamp(seen: Seen, key: Key, pk: int) -> tuple[Any, ...]:
+    """What a service's fold reads, by resourceVersion: its RayService and its pods."""
+    rs = seen.object("RayService", key)
+    return (
+        rs["metadata"]["resourceVersion"] if rs is not None else None,
+        tuple(p["metadata"].get("resourceVersion") for p in seen.pods_by_id.get(pk, ())),
+    )
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The RayService's condition of type ``kind`` (empty when it has none yet)."""
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+
+
+def applications(side: dict[str, Any]) -> dict[str, Any]:
+    """One side's (active or pending) applications: status, message, deployments."""
+    found: dict[str, Any] = {}
+    for name, app in sorted((side.get("applicationStatuses") or {}).items()):
+        deployments = app.get("serveDeploymentStatuses") or {}
+        found[name] = {
+            "status": str(app.get("status") or ""),
+            "message": str(app.get("message") or ""),
+            "deployments": {
+                d: {"status": str(s.get("status") or ""), "message": str(s.get("message") or "")}
+                for d, s in sorted(deployments.items())
+            },
+        }
+    return found
+
+
+def record_status(cluster: ClusterRequest, rs: dict[str, Any]) -> None:
+    """Copy what KubeRay reports onto the service's details when it changed."""
+    status = rs.get("status") or {}
+    active = status.get("activeServiceStatus") or {}
+    pending = status.get("pendingServiceStatus") or {}
+    fields = {
+        "applications": applications(active) or applications(pending),
+        "active_cluster": str(active.get("rayClusterName") or ""),
+        "pending_cluster": str(pending.get("rayClusterName") or ""),
+        "upgrading": condition(status, "UpgradeInProgress").get("status") == "True",
+        "serve_endpoints": int(status.get("numServeEndpoints") or 0),
+    }
+    details = service_of(cluster)
+    changed = {k: v for k, v in fields.items() if getattr(details, k) != v}
+    if changed:
+        Service.objects.filter(pk=cluster.pk).update(**changed)
+        for key, value in changed.items():
+            setattr(details, key, value)
+
+
+def fold(cluster: ClusterRequest, fold: Fold) -> None:
+    """Fold one service's RayService into its row, or repair it."""
+    rs = fold.seen.object("RayService", fold.key)
+    state = cluster.state
+    gw, report = fold.gw, fold.report
+    if state == State.DELETING:
+        if rs is not None and not rs["metadata"].get("deletionTimestamp"):
+            delete_object(gw, cluster.namespace, cluster.name)
+        elif rs is None and not fold.seen.pods_by_id.get(cluster.pk):
+            report.batch.to_delete[cluster.deletion_reason or "deleted"].append(cluster)
+        return
+    if state not in (State.STARTING, State.READY):
+        return  # queued or admitted: the queue and the provision pass move it
+    if rs is None:
+        apply(cluster, gw)
+        report.recreated.append(cluster.pk)
+        if state == State.READY:
+            transition(
+                cluster,
+                State.STARTING,
+                reason="recreated",
+                message="its RayService vanished and was recreated",
+                ready_at=None,
+            )
+        return
+    record_status(cluster, rs)
+    ready = condition(rs.get("status") or {}, "Ready")
+    if ready.get("reason") == "ValidationFailed":
+        transition(
+            cluster,
+            State.FAILED,
+            reason="invalid",
+            message=str(ready.get("message") or "KubeRay refused the RayService")[:500],
+            last_error=str(ready.get("message") or ""),
+        )
+    elif ready.get("status") == "True":
+        if state == State.STARTING:
+            report.batch.to_ready.append(cluster)
+    elif state == State.READY:
+        transition(
+            cluster,
+            State.STARTING,
+            reason="degraded",
+            message=str(ready.get("message") or "no Serve endpoint is ready")[:500],
+            ready_at=None,
+        )
+    else:
+        reason = _waiting(cluster)
+        if reason != cluster.state_reason:
+            report.batch.reasons[(state, reason)].append(cluster.pk)
+
+
+def _waiting(cluster: ClusterRequest) -> str:
+    """What a starting service waits for, from its applications' statuses."""
+    apps = service_of(cluster).applications
+    if not apps:
+        return "waiting for its Ray cluster's head"
+    waiting = sorted(name for name, app in apps.items() if app["status"] != "RUNNING")
+    return "waiting for applications: " + ", ".join(waiting) if waiting else "waiting for endpoints"

@@ -1,0 +1,27 @@
+"""The Ray Serve service as the registry knows it."""
+
+from __future__ import annotations
+
+from clusters.domain.states import State
+from clusters.domain.workload_kinds import Kind
+from clusters.kinds.rayservice.states import SERVICE_RELEASES, SERVICE_TRANSITIONS
+
+KIND = Kind(
+    workload="service",
+    noun="service",
+    section="services",
+    api_version="ray.io/v1",
+    object_kind="RayService",
+    plural="rayservices",
+    transitions=SERVICE_TRANSITIONS,
+    releases=SERVICE_RELEASES,
+    started=State.STARTING,
+    started_message="its Ray cluster and Serve applications are starting",
+    admitted_message="applying its RayService",
+    reclaimable=False,
+    interactive=False,
+    engine="clusters.kinds.rayservice.engine",
+    ray_cluster_spec_at=("spec", "rayClusterConfig"),
+    related=("service",),
+    list_related=("service",),
+)

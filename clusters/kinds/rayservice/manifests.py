@@ -1,0 +1,83 @@
+"""A service's object: its ``RayService``, pure, rows in and dicts out. Its Ray cluster
+is the RayCluster an interactive cluster of the same shape gets (one code path for the
+GPU rules), with the head's Serve port named as KubeRay's serve service looks for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.domain import shapes
+from clusters.domain.images import resolve_image
+from clusters.kinds.raycluster.manifests import raycluster
+from clusters.kinds.rayservice.spec import INCREMENTAL
+from clusters.kube import labels as lbl
+from clusters.kube.manifests import Manifest, request_object
+from clusters.kube.queues import LOCAL_QUEUE_NAME
+
+SERVE_PORT = 8000
+# KubeRay requires a Gateway class for incremental upgrades; the product routes no
+# traffic through a Gateway (yet), so this names the class it would use.
+GATEWAY_CLASS_NAME = "gangway-serve"
+
+
+def autoscales(cluster: Any) -> bool:
+    """Whether the service's worker group autoscales (an incremental upgrade needs it)."""
+    _, low, high = shapes.replica_bounds(
+        kind=str(cluster.kind),
+        workers=int(cluster.workers),
+        min_workers=cluster.min_workers,
+        max_workers=cluster.max_workers,
+    )
+    return low != high
+
+
+def _with_serve_port(spec: Manifest) -> Manifest:
+    """The cluster spec with the head container's ``serve`` port (KubeRay's serve
+    service targets it)."""
+    head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+    ports = head.setdefault("ports", [])
+    if not any(p.get("name") == "serve" for p in ports):
+        ports.append({"name": "serve", "containerPort": SERVE_PORT, "protocol": "TCP"})
+    return spec
+
+
+def upgrade_strategy(details: Any) -> Manifest:
+    """KubeRay's ``upgradeStrategy`` of the service's details."""
+    strategy: Manifest = {"type": str(details.upgrade_type)}
+    if details.upgrade_type == INCREMENTAL:
+        options = dict(details.upgrade_options or {})
+        strategy["clusterUpgradeOptions"] = {
+            "gatewayClassName": GATEWAY_CLASS_NAME,
+            **{k: int(v) for k, v in sorted(options.items())},
+        }
+    return strategy
+
+
+def rayservice(
+    cluster: Any,
+    details: Any,
+    *,
+    image: str | None = None,
+    queue_mode: str = "builtin",
+    kai_enabled: bool = False,
+) -> Manifest:
+    """The ``ray.io/v1`` RayService of one service request (saved or not)."""
+    chosen = resolve_image(cluster, image)
+    object_labels = dict(lbl.cluster_labels(cluster))
+    if queue_mode == "kueue":
+        object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
+        object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
+    ray_cluster = raycluster(cluster, image=chosen, queue_mode=queue_mode, kai_enabled=kai_enabled)
+    spec: Manifest = {
+        "serveConfigV2": str(details.serve_config),
+        "upgradeStrategy": upgrade_strategy(details),
+        "rayClusterConfig": _with_serve_port(ray_cluster["spec"]),
+    }
+    return request_object("ray.io/v1", "RayService", cluster, object_labels, spec)
+
+
+def manifests(cluster: Any, **options: Any) -> list[Manifest]:
+    """What is applied for one service: its RayService (a candidate's details are
+    unsaved; ``options`` as for :func:`rayservice`)."""
+    details = getattr(cluster, "_service_details", None) or cluster.service
+    return [rayservice(cluster, details, **options)]

@@ -1,0 +1,179 @@
+"""Engineers' writes on services: create, update (an upgrade), delete.
+
+A service is checked with the same code as a cluster request — role, shape, name,
+"can it ever fit", per-engineer caps (:func:`clusters.requests.services.cluster_request_check`)
+— plus its Serve config and upgrade strategy, every fault at once. It waits in the one
+queue and is charged as a cluster of its shape is. A new Serve config or image is an
+upgrade: the row and its details change, and the provision pass applies the RayService
+again (KubeRay updates the applications in place or brings up a new cluster).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from clusters.domain import shapes
+from clusters.domain.states import State
+from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
+from clusters.kinds.rayservice.manifests import autoscales
+from clusters.kinds.rayservice.spec import MAX_SERVICE_NAME, ServiceSpec, validate_service
+from clusters.models import ClusterRequest, Service
+from clusters.queue.backends import queue_backend
+from clusters.requests import rules
+from clusters.requests import services as requests
+from clusters.rows import enqueue, lifecycle
+from clusters.rows.spec import ClusterSpec
+from clusters.rows.transitions import note
+from controlplane.exceptions import ServiceConflict
+from tenants.audit import audit_record
+from tenants.models import Tenant
+
+# Where an upgrade is applied at once (before admission, the RayService does not exist).
+APPLIED = frozenset({State.ADMITTED, State.STARTING, State.READY})
+UPDATABLE = frozenset({State.QUEUED, *APPLIED})
+
+
+def _details(service: ServiceSpec, errors: dict[str, list[str]], *, autoscaling: bool) -> Service:
+    try:
+        validate_service(service, autoscales=autoscaling)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    return Service(
+        serve_config=service.serve_config,
+        upgrade_type=service.upgrade_type,
+        upgrade_options=dict(service.upgrade_options),
+    )
+
+
+def service_check(
+    *, actor: Any, tenant: Tenant, spec: ClusterSpec, service: ServiceSpec, role: str | None = None
+) -> tuple[ClusterRequest, Service]:
+    """Every check a service must pass to be queued; the unsaved request and details.
+    Raises as :func:`~clusters.requests.services.cluster_request_check` does, with the
+    service's own faults reported together with the shape's."""
+    if queue_backend().provisions_queued:
+        raise ServiceConflict(
+            "Services are not available in this queue mode yet (only the built-in queue).",
+            code="unsupported",
+        )
+    errors: dict[str, list[str]] = {}
+    if spec.name and len(spec.name) > MAX_SERVICE_NAME:
+        errors["name"] = [
+            f"At most {MAX_SERVICE_NAME} characters "
+            "(KubeRay names the service's clusters after it)."
+        ]
+    probe = ClusterRequest(**spec.shape())
+    details = _details(service, errors, autoscaling=autoscales(probe))
+    request = requests.kind_request_check(
+        kind=SERVICE_KIND,
+        details=details,
+        details_attr="_service_details",
+        errors=errors,
+        actor=actor,
+        tenant=tenant,
+        spec=spec,
+        role=role,
+    )
+    return request, details
+
+
+def service_create(
+    *, actor: Any, tenant: Tenant, spec: ClusterSpec, service: ServiceSpec, role: str | None = None
+) -> ClusterRequest:
+    """Check a service (:func:`service_check`) and queue it."""
+    with transaction.atomic():
+        Tenant.objects.lock(tenant.pk)
+        request, details = service_check(
+            actor=actor, tenant=tenant, spec=spec, service=service, role=role
+        )
+        try:
+            request.save()
+        except IntegrityError:
+            raise ValidationError(
+                {"name": f"A cluster, job or service named {request.name!r} already exists."}
+            ) from None
+        details.request = request
+        details.save(force_insert=True)
+        note(request, reason="requested", message="service requested", actor=actor)
+        audit_record(
+            actor=actor,
+            action="service.create",
+            obj=request,
+            tenant=tenant,
+            data={
+                "kind": request.kind,
+                "flavor": request.flavor.name,
+                "workers": request.workers,
+                "gpus": str(request.gpus),
+                "upgrade": details.upgrade_type,
+            },
+        )
+        queue_backend().request_queued(request.pk)
+    return request
+
+
+def service_update(
+    *,
+    actor: Any,
+    request: ClusterRequest,
+    serve_config: str | None = None,
+    image: str | None = None,
+    role: str | None = None,
+) -> ClusterRequest:
+    """Upgrade a service: a new Serve config and/or image. Refused (``ServiceConflict``
+    ``invalid_state``) once it is being deleted or failed; nothing changes on a 4xx."""
+    if not rules.can_manage(actor=actor, cluster=request, role=role):
+        raise PermissionDenied("Only the service's owner or a tenant admin may change it.")
+    with transaction.atomic():
+        request = lifecycle.locked(request)
+        if request.state not in UPDATABLE:
+            raise ServiceConflict(
+                f"{request.name} is {request.state}; it can no longer be changed.",
+                code="invalid_state",
+            )
+        details = Service.objects.select_for_update().get(pk=request.pk)
+        changed: list[str] = []
+        if serve_config is not None and serve_config != details.serve_config:
+            asked = ServiceSpec(
+                serve_config=serve_config,
+                upgrade_type=details.upgrade_type,
+                upgrade_options=details.upgrade_options,
+            )
+            validate_service(asked, autoscales=autoscales(request))
+            details.serve_config = serve_config
+            details.save(update_fields=["serve_config"])
+            changed.append("Serve config")
+        if image and image != request.image:
+            allowed = list(settings.RAY_IMAGE_ALLOWLIST)
+            if image not in allowed:
+                raise ValidationError({"image": [shapes.image_refusal(image, allowed)]})
+            request.image = image
+            changed.append(f"image {image}")
+        if not changed:
+            return request
+        if request.state in APPLIED:
+            request.provision_requested_at = timezone.now()
+        request.save(update_fields=["image", "provision_requested_at", "updated_at"])
+        note(request, reason="upgrade", message="new " + " and ".join(changed), actor=actor)
+        audit_record(
+            actor=actor,
+            action="service.update",
+            obj=request,
+            tenant=request.tenant,
+            data={"changed": changed},
+        )
+        if request.state in APPLIED:
+            enqueue.provision_marked()
+    return request
+
+
+def service_delete(
+    *, actor: Any, request: ClusterRequest, role: str | None = None
+) -> ClusterRequest:
+    """Delete a service; its GPUs are released once its pods are gone."""
+    return requests.cluster_delete(actor=actor, cluster=request, role=role)

@@ -1,0 +1,159 @@
+"""The Ray Serve service kind on the command line: what ``service ls``, ``service
+status`` and ``service rm`` show of a service (:data:`KIND`), and the commands only a
+service has: ``service submit`` and ``service upgrade``, on
+``/api/v1/tenants/{tenant}/services/``. The Serve config is a YAML file (``-`` reads
+standard input), sent as it is: the server checks it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from gangway_cli import exitcodes, output
+from gangway_cli.app import OutputOpt, TenantOpt, service_app, session
+from gangway_cli.commands import workloads
+from gangway_cli.commands.workloads import CliKind, Column
+from gangway_cli.errors import CliError
+
+NAME_HELP = "The service's name (`gangway service ls` lists them)."
+ConfigOpt = Annotated[
+    str,
+    typer.Option(
+        "--config", "-c", help="Ray Serve config (serveConfigV2) YAML file; - reads stdin."
+    ),
+]
+
+
+def read_config(path: str) -> str:
+    """The Serve config's text from a file, or from standard input for ``-``."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}", code=exitcodes.USAGE) from None
+
+
+def applications_line(service: dict[str, Any]) -> str:
+    """``app RUNNING, other DEPLOYING``: each application's status."""
+    apps = (service.get("service") or {}).get("applications") or {}
+    return ", ".join(f"{name} {app.get('status')}" for name, app in sorted(apps.items()))
+
+
+@service_app.command()
+def submit(
+    ctx: typer.Context,
+    config: ConfigOpt,
+    name: Annotated[str, typer.Option(help="Name.")],
+    flavor: Annotated[str, typer.Option("--flavor", "-f", help="GPU flavor, or several: h100,l4.")],
+    workers: Annotated[int | None, typer.Option("--workers", "-w", min=0)] = None,
+    min_workers: Annotated[int | None, typer.Option(min=0)] = None,
+    max_workers: Annotated[int | None, typer.Option(min=0)] = None,
+    kind: Annotated[str | None, typer.Option(help="dev or prod.")] = None,
+    image: Annotated[str | None, typer.Option(help="Ray image.")] = None,
+    upgrade: Annotated[
+        str | None,
+        typer.Option(help="NewCluster (default), NewClusterWithIncrementalUpgrade or None."),
+    ] = None,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Submit a Ray Serve service: a RayService of the given shape serving the config."""
+    s = session(ctx, output_option, tenant=tenant)
+    body: dict[str, Any] = {"name": name, "serve_config": read_config(config)}
+    body.update(workloads.flavors_body(flavor))
+    shape = {
+        "workers": workers,
+        "min_workers": min_workers,
+        "max_workers": max_workers,
+        "kind": kind,
+        "image": image,
+    }
+    body.update({k: v for k, v in shape.items() if v is not None})
+    if upgrade:
+        body["upgrade_strategy"] = {"type": upgrade}
+    service = s.client.post(workloads.item_path(s, KIND), body)
+    output.stderr.print(f"Submitted [bold]{escape(name)}[/] in {escape(s.tenant())}.")
+    output.emit(
+        s.mode,
+        service,
+        lambda: output.stdout.print(f"{escape(name)}: {output.state_text(service.get('state'))}"),
+    )
+
+
+@service_app.command()
+def upgrade(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help=NAME_HELP)],
+    config: Annotated[
+        str | None,
+        typer.Option("--config", "-c", help="New Serve config YAML file; - reads stdin."),
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="New Ray image.")] = None,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Upgrade a service: a new Serve config and/or image."""
+    s = session(ctx, output_option, tenant=tenant)
+    body: dict[str, Any] = {}
+    if config:
+        body["serve_config"] = read_config(config)
+    if image:
+        body["image"] = image
+    if not body:
+        raise CliError("nothing to upgrade: give --config or --image", code=exitcodes.USAGE)
+    service = s.client.patch(
+        workloads.item_path(s, KIND, name), body, what=workloads.what(s, KIND, name)
+    )
+    output.emit(
+        s.mode,
+        service,
+        lambda: output.stdout.print(f"{escape(name)}: upgrade requested"),
+    )
+
+
+def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
+    serving = service.get("service") or {}
+    return [
+        ("name", service["name"]),
+        ("state", service.get("state")),
+        ("waiting", output.queue_line(service.get("queue"), tenant)),
+        ("applications", applications_line(service)),
+        ("active cluster", serving.get("active_cluster")),
+        ("pending cluster", serving.get("pending_cluster")),
+        ("upgrading", "yes" if serving.get("upgrading") else "no"),
+        ("upgrade strategy", (serving.get("upgrade_strategy") or {}).get("type")),
+        ("serve endpoints", serving.get("serve_endpoints")),
+        ("flavor", output.flavor(service)),
+    ]
+
+
+KIND = CliKind(
+    noun="service",
+    name_help=NAME_HELP,
+    collection="services",
+    app=service_app,
+    delete_command="rm",
+    helps={
+        "ls": "Your tenant's services.",
+        "status": "A service's state, applications and timeline.",
+        "delete": "Delete a service (its RayService and Ray cluster go).",
+    },
+    columns=(
+        Column("NAME", lambda s: s["name"]),
+        Column("STATE", lambda s: output.state_text(s.get("state"))),
+        Column("FLAVOR", output.flavor),
+        Column("OWNER", lambda s: s.get("owner")),
+        Column("APPLICATIONS", applications_line),
+        Column("CREATED", lambda s: output.when(s.get("created_at"))),
+    ),
+    status_fields=_status_fields,
+    list_filters=False,
+    delete_waits=True,
+)
+workloads.register(KIND)

@@ -1,0 +1,51 @@
+"""``/api/v1/users/me/ssh-keys/``: the caller's own SSH public keys (list, add, remove)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import permissions, status, viewsets
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from controlplane.api.throttles import WriteThrottle
+from tenants import selectors, services
+from tenants.api import serializers as s
+from tenants.ssh_keys import SshKey
+
+
+class SshKeyViewSet(viewsets.GenericViewSet[Any]):
+    """Your SSH public keys: clusters asked for with ``ssh: true`` accept them."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    throttle_classes = [WriteThrottle]
+    serializer_class = s.SshKeyOutSerializer
+    filterset_class = None
+    queryset = SshKey.objects.none()  # for the schema; requests use get_queryset
+
+    def get_queryset(self) -> Any:
+        return selectors.ssh_key_list(user=self.request.user)
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(s.SshKeyOutSerializer(page, many=True).data)
+
+    @extend_schema(request=s.SshKeyInSerializer, responses={201: s.SshKeyOutSerializer})
+    def create(self, request: Request) -> Response:
+        body = s.SshKeyInSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        key = services.ssh_key_add(user=request.user, **body.validated_data)
+        return Response(s.SshKeyOutSerializer(key).data, status=status.HTTP_201_CREATED)
+
+    def retrieve(self, request: Request, pk: int) -> Response:
+        key = self.get_queryset().filter(pk=pk).first()
+        if key is None:
+            raise NotFound()
+        return Response(s.SshKeyOutSerializer(key).data)
+
+    @extend_schema(responses={204: OpenApiResponse(description="Removed.")})
+    def destroy(self, request: Request, pk: int) -> Response:
+        services.ssh_key_remove(user=request.user, key_id=pk)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,63 @@
+"""``gangway service``: submit from a Serve config file, list, status, upgrade and
+delete a service through the live API (the row is the server's; no worker runs, so the
+service stays queued)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters.models import ClusterRequest, Service
+from gangway_cli import exitcodes
+from tests.cli.conftest import Run
+from tests.clusters.kinds.rayservice.samples import AUTOSCALING, STABLE_DIFFUSION
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+Cli = Callable[..., Run]
+
+
+def test_a_service_is_submitted_listed_upgraded_and_deleted(
+    cli: Cli, login: Any, bob: Any, tmp_path: Path
+) -> None:
+    login("bob")
+    config = tmp_path / "serve.yaml"
+    config.write_text(STABLE_DIFFUSION)
+    done = cli("service", "submit", "--name", "sd", "-f", "l4", "-c", str(config))
+    assert done.code == 0, done
+    assert "sd: queued" in done.out
+    assert Service.objects.get(request__name="sd").serve_config == STABLE_DIFFUSION
+
+    listed = cli("service", "ls")
+    assert listed.code == 0, listed
+    (line,) = [row for row in listed.out.splitlines() if row.startswith("sd ")]
+    assert "queued" in line and "l4" in line
+
+    status = cli("service", "status", "sd", "-o", "json")
+    assert status.code == 0, status
+    assert status.json()["service"]["upgrade_strategy"]["type"] == "NewCluster"
+
+    upgraded = cli("service", "upgrade", "sd", "-c", "-", stdin=AUTOSCALING)
+    assert upgraded.code == 0, upgraded
+    assert Service.objects.get(request__name="sd").serve_config == AUTOSCALING
+
+    gone = cli("service", "rm", "sd")
+    assert gone.code == 0, gone
+    assert ClusterRequest.objects.get(name="sd").state in ("deleting", "deleted")
+
+
+def test_a_wrong_config_is_refused_with_the_servers_words(
+    cli: Cli, login: Any, bob: Any, tmp_path: Path
+) -> None:
+    login("bob")
+    config = tmp_path / "serve.yaml"
+    config.write_text("applications:\n  - name: a\n")
+    done = cli("service", "submit", "--name", "sd", "-f", "l4", "-c", str(config))
+    assert done.code != 0 and "import_path" in done.err, done
+    missing = cli("service", "submit", "--name", "sd", "-f", "l4", "-c", str(tmp_path / "no"))
+    assert missing.code == exitcodes.USAGE and "cannot read" in missing.err, missing
+    assert cli("service", "upgrade", "sd").code == exitcodes.USAGE
+    assert not ClusterRequest.objects.exists()

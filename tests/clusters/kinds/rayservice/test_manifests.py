@@ -1,0 +1,94 @@
+"""A service's object (clusters.kinds.rayservice.manifests): a RayService whose
+``rayClusterConfig`` is the RayCluster spec a cluster of its shape gets, and which
+kubesim's RayService schema and rules accept, for every upgrade strategy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from clusters.kinds.raycluster.manifests import raycluster
+from clusters.kinds.rayservice.manifests import GATEWAY_CLASS_NAME, SERVE_PORT, manifests
+from clusters.kinds.rayservice.manifests import rayservice as build
+from clusters.kube.bundles import apply_into
+from clusters.kube.gateway import get_gateway
+from tests.clusters.engine.conftest import running_kubesim
+from tests.clusters.kinds.rayservice.samples import AUTOSCALING, STABLE_DIFFUSION
+
+pytestmark = pytest.mark.django_db
+
+INCREMENTAL = SimpleNamespace(
+    serve_config=AUTOSCALING,
+    upgrade_type="NewClusterWithIncrementalUpgrade",
+    upgrade_options={"maxSurgePercent": 50, "stepSizePercent": 25, "intervalSeconds": 10},
+)
+
+
+def _details(**fields: Any) -> Any:
+    values = {"serve_config": STABLE_DIFFUSION, "upgrade_type": "NewCluster"}
+    values.update(upgrade_options={}, **fields)
+    return SimpleNamespace(**values)
+
+
+def _autoscaling(make_cluster: Any, alice: Any) -> Any:
+    return make_cluster(
+        owner=alice, name="echo", kind="prod", workers=1, min_workers=1, max_workers=3
+    )
+
+
+def test_a_rayservice_embeds_the_clusters_raycluster_spec(make_cluster: Any) -> None:
+    row = make_cluster(name="sd", workload="service")
+    obj = build(row, _details())
+    assert obj["kind"] == "RayService" and obj["metadata"]["name"] == "sd"
+    assert obj["spec"]["serveConfigV2"] == STABLE_DIFFUSION
+    assert obj["spec"]["upgradeStrategy"] == {"type": "NewCluster"}
+    spec = raycluster(row)["spec"]
+    head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["ports"].append({"name": "serve", "containerPort": SERVE_PORT, "protocol": "TCP"})
+    assert obj["spec"]["rayClusterConfig"] == spec
+
+
+def test_an_incremental_upgrade_carries_its_options(make_cluster: Any, alice: Any) -> None:
+    obj = build(_autoscaling(make_cluster, alice), INCREMENTAL)
+    assert obj["spec"]["upgradeStrategy"] == {
+        "type": "NewClusterWithIncrementalUpgrade",
+        "clusterUpgradeOptions": {
+            "gatewayClassName": GATEWAY_CLASS_NAME,
+            "intervalSeconds": 10,
+            "maxSurgePercent": 50,
+            "stepSizePercent": 25,
+        },
+    }
+    assert obj["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is True
+
+
+def test_a_candidates_unsaved_details_are_used(make_cluster: Any) -> None:
+    row = make_cluster(name="sd", workload="service")
+    row._service_details = _details(upgrade_type="None")
+    (obj,) = manifests(row)
+    assert obj["spec"]["upgradeStrategy"] == {"type": "None"}
+
+
+def test_kubesim_accepts_every_strategy(
+    make_cluster: Any, alice: Any, tmp_path: Path, settings: Any
+) -> None:
+    rows = [
+        (make_cluster(name="sd-new", workload="service"), _details()),
+        (make_cluster(name="sd-none", workload="service"), _details(upgrade_type="None")),
+        (_autoscaling(make_cluster, alice), INCREMENTAL),
+    ]
+    with running_kubesim(tmp_path, settings):
+        gw = get_gateway()
+        for row, details in rows:
+            obj = build(row, details)
+            apply_into(row.tenant, gw, [obj])
+            stored = gw.get("ray.io/v1", "RayService", row.name, row.namespace)
+            assert stored is not None
+            # Nothing was pruned: the stored spec is what was applied.
+            assert stored["spec"]["upgradeStrategy"] == obj["spec"]["upgradeStrategy"]
+            assert stored["spec"]["serveConfigV2"] == obj["spec"]["serveConfigV2"]
+            head = stored["spec"]["rayClusterConfig"]["headGroupSpec"]
+            assert head == obj["spec"]["rayClusterConfig"]["headGroupSpec"]

@@ -1,0 +1,202 @@
+"""Ray's own client and Ray's own dashboard, through the product, against a real Ray head:
+kubesim runs real Ray for bob's dev cluster (``real_ray=1``: a head and two single-GPU
+workers as real Ray nodes), the web server runs as ``make run`` starts it, and the
+product's Ray proxy relays to the head through the Kubernetes API's service proxy.
+
+One kubesim and its real cluster serve the whole module (a real head takes seconds to
+start): each test makes the database rows again and applies the same RayCluster, which
+the running head keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from ray.job_submission import JobStatus
+
+from clusters.engine import provisioning
+from clusters.kube.gateway import get_gateway
+from clusters.models import ClusterRequest
+from kubesim import KubeSim
+from tests.clusters.engine.conftest import wait_for
+from tests.clusters.live.conftest import head_ready
+from tests.clusters.live.test_proxy_browser import _open_dashboard, bob_signed_in, ray_origin
+from tests.clusters.live.test_ray_client import ROUTE, _client, _ray, _tail, _token, web
+from tests.frontend.conftest import make_ready
+
+__all__ = ["bob_signed_in", "ray_origin", "web"]
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# A real head on a busy two-core machine takes up to a couple of minutes to answer.
+START_TIMEOUT = 400.0
+RESOURCES = "import ray; ray.init(); print('resources', ray.cluster_resources())"
+
+
+@pytest.fixture(scope="module")
+def real_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSim]:
+    root = tmp_path_factory.mktemp("procs")
+    sim = KubeSim(fleet=None, port=0, startup_delay=0.0, procs_root=str(root), real_ray=1)
+    sim.start()
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def kubesim(real_sim: KubeSim, tmp_path: Path, settings: Any) -> KubeSim:
+    """The module's kubesim, the test's settings pointed at it."""
+    kubeconfig = tmp_path / "kubeconfig"
+    real_sim.write_kubeconfig(str(kubeconfig))
+    settings.KUBECONFIG = str(kubeconfig)
+    return real_sim
+
+
+@pytest.fixture
+def live_cluster(
+    kubesim: KubeSim, bob: Any, request_cluster: Any, monkeypatch: Any
+) -> ClusterRequest:
+    """bob's dev cluster with two single-GPU workers, ready, its Ray real."""
+    from tests.frontend.browser import quiet_nudges
+
+    quiet_nudges(monkeypatch)
+    cluster = make_ready(request_cluster(bob, name="bob-live", workers=2))
+    ClusterRequest.objects.filter(pk=cluster.pk).update(ready_at=timezone.now())
+    cluster = ClusterRequest.objects.select_related("tenant", "owner", "flavor").get(pk=cluster.pk)
+    provisioning.apply_cluster(cluster, get_gateway())
+    wait_for(lambda: head_ready(cluster), timeout=START_TIMEOUT, what="the real head to answer")
+    # Every worker a real Ray node too: the RayCluster is ready once all its pods are.
+    wait_for(
+        lambda: _rc_state(kubesim, cluster) == "ready",
+        timeout=START_TIMEOUT,
+        what=lambda: f"the workers to join: {_rc_state(kubesim, cluster)}",
+    )
+    realray = kubesim.cluster.realray
+    assert realray is not None and realray.is_real(cluster.namespace, cluster.name)
+    return cluster
+
+
+def _rc_state(sim: KubeSim, cluster: ClusterRequest) -> str:
+    rc = sim.get("rayclusters.ray.io", cluster.namespace, cluster.name)
+    return str(((rc or {}).get("status") or {}).get("state") or "")
+
+
+def test_ray_job_cli_submits_follows_lists_and_stops_on_a_real_head(
+    web: str, bob: Any, kubesim: KubeSim, tmp_path: Path, live_cluster: ClusterRequest
+) -> None:
+    live_cluster.refresh_from_db()
+    assert live_cluster.state == "ready", (live_cluster.state, live_cluster.state_reason)
+    address = ["--address", f"{web}{ROUTE}"]
+    headers = ["--headers", json.dumps({"Authorization": f"Token {_token(bob)}"})]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "helper.py").write_text("WORD = 'shipped with the working dir'\n")
+    (project / "main.py").write_text("import helper\nprint('main says', helper.WORD)\n")
+
+    submitted = _ray(
+        "submit",
+        *address,
+        *headers,
+        "--working-dir",
+        str(project),
+        "--",
+        "python",
+        "main.py",
+        cwd=tmp_path,
+    )
+    output = submitted.stdout + submitted.stderr
+    assert submitted.returncode == 0, output
+    assert "main says shipped with the working dir" in output  # followed by default
+    assert "succeeded" in output
+    job_id = output.split("Job '", 1)[1].split("'", 1)[0]
+
+    listed = _ray("list", *address, *headers, cwd=tmp_path)
+    assert listed.returncode == 0 and job_id in listed.stdout, listed
+    followed = _ray("logs", "--follow", job_id, *address, *headers, cwd=tmp_path)
+    assert followed.returncode == 0, followed.stderr
+    assert "main says shipped with the working dir" in followed.stdout
+
+    sleeper = "import time; print('sleeping', flush=True); time.sleep(600)"
+    started = _ray(
+        "submit", "--no-wait", *address, *headers, "--", "python", "-c", sleeper, cwd=tmp_path
+    )
+    assert started.returncode == 0, started.stderr
+    long_id = (started.stdout + started.stderr).split("Job '", 1)[1].split("'", 1)[0]
+    client = _client(web, bob)
+    wait_for(lambda: client.get_job_status(long_id) == JobStatus.RUNNING, timeout=120)
+    stopped = _ray("stop", long_id, *address, *headers, cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stderr
+    wait_for(lambda: client.get_job_status(long_id) == JobStatus.STOPPED, timeout=60)
+
+
+def test_the_jobs_sdk_tails_a_real_driver_that_sees_the_cluster_s_gpus(
+    web: str, bob: Any, kubesim: KubeSim
+) -> None:
+    client = _client(web, bob)
+    job_id = client.submit_job(entrypoint=f'python -c "{RESOURCES}"')
+    followed = "".join(_tail(client, job_id))  # the WebSocket, to the real head
+    # Two dev workers of one GPU each: Ray's scheduler sees two GPUs, the head none.
+    assert "'GPU': 2.0" in followed, followed
+    assert client.get_job_status(job_id) == JobStatus.SUCCEEDED
+    assert job_id in [job.submission_id for job in client.list_jobs()]
+    assert "'GPU': 2.0" in client.get_job_logs(job_id)
+    tails = [r for r in kubesim.proxy_requests() if r["path"].endswith("/logs/tail")]
+    assert tails and all(r["status"] == 101 for r in tails)
+
+
+def test_a_job_on_the_real_cluster_runs_its_entrypoint_for_real(
+    web: str, bob: Any, as_user: Any, kubesim: KubeSim, live_cluster: ClusterRequest
+) -> None:
+    api = as_user(bob)
+    body = {"name": "gpus", "entrypoint": f'python -c "{RESOURCES}"', "cluster": "bob-live"}
+    response = api.post("/api/v1/tenants/acme/jobs/", body, format="json")
+    assert response.status_code == 201, response.content
+
+    def ended() -> str:
+        row = ClusterRequest.objects.unscoped().get(name="gpus")
+        return row.state if row.state in ("succeeded", "failed", "stopped") else ""
+
+    assert wait_for(ended, timeout=START_TIMEOUT, what="the job to end") == "succeeded"
+    # The RayJob's submitter ran `ray job submit` and followed the real driver: its log is
+    # the driver's real output, the cluster's two GPUs in it.
+    logs = api.get("/api/v1/tenants/acme/jobs/gpus/logs/").json()
+    assert "'GPU': 2.0" in logs["text"], logs
+    jobs = {j.entrypoint: j for j in _client(web, bob).list_jobs()}
+    assert jobs[f'python -c "{RESOURCES}"'].status == JobStatus.SUCCEEDED
+
+
+@pytest.mark.browser
+def test_the_real_ray_dashboard_works_in_chromium_on_its_origin(
+    bob_signed_in: Any, live_server: Any, kubesim: KubeSim, ray_origin: str, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    page = bob_signed_in
+    answers: list[tuple[int, str]] = []
+    page.context.on("response", lambda r: answers.append((r.status, r.url)))
+    dashboard = _open_dashboard(page, live_server.url)
+    assert dashboard.url == f"{ray_origin}/c/acme/bob-live/"
+    # Ray's own single-page application renders the cluster: its nodes are the pods.
+    dashboard.goto(f"{ray_origin}/c/acme/bob-live/#/cluster")
+    alive = dashboard.get_by_text("ALIVE", exact=True)
+    expect(alive.first).to_be_visible(timeout=120_000)
+    dashboard.wait_for_load_state("networkidle")
+    assert alive.count() >= 3  # the head's node and both workers'
+    api = [(status, url) for status, url in answers if "/c/acme/bob-live/" in url]
+    assert any("/nodes" in url for _, url in api), api
+    # Ray answers its Grafana and Prometheus checks 500 when neither runs beside it (none
+    # does here, nor in a cluster without them); every other call of the page succeeds.
+    unmonitored = ("/api/grafana_health", "/api/prometheus_health")
+    failed = [(s, u) for s, u in api if s >= 400 and not u.endswith(unmonitored)]
+    assert failed == []
+    out = Path(os.environ.get("GANGWAY_SCREENSHOTS_DIR") or tmp_path)
+    dashboard.set_viewport_size({"width": 1280, "height": 720})
+    dashboard.screenshot(path=str(out / "ray-dashboard.png"))
+    assert (out / "ray-dashboard.png").stat().st_size > 10_000

@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -210,6 +211,15 @@ class LocalProcesses:
                     return ("127.0.0.1", run.spec.ports[port])
         return None
 
+    def real_ports(self, key: PodKey) -> set[int] | None:
+        """The pod ports its real processes serve (or will: a dead one's stay claimed);
+        ``None`` while its start is pending and they are not known yet."""
+        with self._lock:
+            if key in self._to_start:
+                return None
+            procs = self.by_pod.get(key, {})
+            return {port for run in procs.values() for port in run.spec.ports}
+
     def launched(self, key: PodKey) -> bool:
         """Whether the pod's launchers were asked (its processes run) or are due to be."""
         return key in self.by_pod or key in self._to_start
@@ -305,6 +315,14 @@ class LocalProcesses:
             if "running" in (cs.get("state") or {}):
                 cs["ready"] = ready
         self.cluster.kubelet.life.rewrite(pod)
+
+
+def python_module(module: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that run one of this checkout's modules (``python -m``)
+    in a pod's process: it runs in its own folder, so the checkout goes on its path."""
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    return [sys.executable, "-m", module, *args], {"PYTHONPATH": path}
 
 
 def _popen(spec: ProcessSpec, workdir: Path) -> subprocess.Popen[bytes]:

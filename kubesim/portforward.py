@@ -6,10 +6,10 @@ WebSocket whose subprotocol is the kubelet's choice among ``v4.channel.k8s.io``,
 data channel ``2i`` and the error channel ``2i+1``; every message starts with its channel
 byte (an ASCII digit under base64), and the first on each channel carries the port as a
 little-endian uint16. Behind a port: the pod's real process when one serves it
-(``cluster.localprocs.address``); else, for a port a container declares, an echo stand-in
-(what is sent comes back); else the kubelet's error on the error channel, as for a port
-nothing in the pod listens on. The conversation ends when every port is done, the client
-closes, or kubesim stops.
+(``cluster.localprocs.address``); else, for a port a container declares and no real
+process is meant to serve, an echo stand-in (what is sent comes back); else the
+kubelet's error on the error channel, as for a port nothing in the pod listens on. The
+conversation ends when every port is done, the client closes, or kubesim stops.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import io
 import select
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
@@ -208,11 +208,21 @@ class Forward:
 
 
 def connect_ports(
-    ports: list[int], pod: Obj, address: dict[int, tuple[str, int] | None]
+    ports: list[int],
+    pod: Obj,
+    address: dict[int, tuple[str, int] | None],
+    *,
+    real_ports: Collection[int] | None = (),
 ) -> list[Port]:
-    """What is behind each port: the real process, the echo stand-in, or the error."""
+    """What is behind each port: the real process, the echo stand-in, or the error.
+
+    ``real_ports`` are those kubesim runs (or is about to run: ``None``, not known yet)
+    a real process for. The echo never stands in for one of them: until its process
+    listens the port is refused, as the kubelet refuses one nothing listens on, so a
+    client retries instead of speaking to an echo."""
     meta = pod["metadata"]
-    declared = declared_ports(pod)
+    declared = declared_ports(pod) if real_ports is not None else set()
+    declared -= set(real_ports or ())
     found: list[Port] = []
     for index, number in enumerate(ports):
         port = Port(index, number)
@@ -257,7 +267,7 @@ def serve(
     assert pod is not None
     procs: LocalProcesses = getattr(cluster, "localprocs")  # noqa: B009 (typed here)
     where = {p: procs.address(ns, name, p) for p in ports}
-    behind = connect_ports(ports, pod, where)
+    behind = connect_ports(ports, pod, where, real_ports=procs.real_ports((ns, name)))
     conversation = websocket.accept(
         sock, out, raw_path, headers, subprotocols=list(PROTOCOLS), select_subprotocol=_choose
     )

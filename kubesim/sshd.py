@@ -18,11 +18,10 @@ import asyncio
 import base64
 import binascii
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubesim.localproc import ProcessSpec, free_port
+from kubesim.localproc import ProcessSpec, free_port, python_module
 from kubesim.store import Obj
 from kubesim.util import get_path
 
@@ -72,8 +71,8 @@ def launcher(cluster: ClusterView, pod: Obj) -> list[ProcessSpec]:
     if keys is None:
         return []
     local = free_port()
-    argv = [sys.executable, "-m", "kubesim.sshd", "--port", str(local)]
-    env = {KEYS_ENV: keys}
+    argv, env = python_module("kubesim.sshd", "--port", str(local))
+    env[KEYS_ENV] = keys
     return [ProcessSpec("sshd", argv, env=env, ports={port: local}, memory_bytes=SSHD_MEMORY_BYTES)]
 
 

@@ -240,9 +240,11 @@ class Traffic:
             last and not first and len(mine) > 2
         ):
             with self.lock:
-                if not self.live[who]:
-                    return self.pick(n + 1)
-                name = self.live[who].pop(0)
+                name = self.live[who].pop(0) if self.live[who] else None
+            if name is None:
+                # Deleted by an earlier slot since ``mine`` was read: the next request instead
+                # (outside the lock, which ``pick`` takes again).
+                return self.pick(n + 1)
             one = f"{clusters}{name}/"
 
             def delete(session: Any) -> Any:

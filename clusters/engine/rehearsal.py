@@ -44,8 +44,8 @@ class Plan:
 class RecordingGateway:
     """Reads go to the real gateway; writes are recorded in the plan and never sent.
 
-    A write answers what the API server would in the common case (the object as sent,
-    ``True`` for a deletion), which is all the reconciler reads of those answers.
+    A write answers what the API server would in the common case (the object as sent;
+    for a deletion, whether the object is there), which is all the reconciler reads.
     """
 
     def __init__(self, real: Gateway, plan: Plan) -> None:
@@ -84,6 +84,10 @@ class RecordingGateway:
         *,
         propagation: str = "Background",
     ) -> bool:
+        # A deletion of what is not there changes nothing (the real one answers False):
+        # the plan lists only objects that would go.
+        if self._real.get(api_version, kind, name, namespace) is None:
+            return False
         self._plan.deletes.append(f"{kind} {namespace + '/' if namespace else ''}{name}")
         return True
 

@@ -57,7 +57,7 @@ urlpatterns = [
         name="users-me-ssh-keys",
     ),
     path(
-        "users/me/ssh-keys/<int:pk>/",
+        "users/me/ssh-keys/<int:key_id>/",
         views.SshKeyViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="users-me-ssh-key",
     ),

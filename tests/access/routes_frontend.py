@@ -222,7 +222,7 @@ ROUTES["account/ssh-keys/{key_id}/remove/"] = Route(
             statuses(
                 anonymous=302, outsider=404, viewer=404, engineer=302, admin=404, platform=404
             ),
-            kwargs=lambda w: {"key_id": _engineers_key(w)["pk"]},
+            kwargs=_engineers_key,
         )
     },
 )

@@ -26,7 +26,7 @@ def _engineers_key(world: Any) -> dict[str, str]:
         fingerprint=parsed.fingerprint,
         defaults={"public_key": parsed.line},
     )
-    return {"pk": str(key.pk)}
+    return {"key_id": str(key.pk)}
 
 
 def _spare_tokens(world: Any) -> dict[str, str]:
@@ -93,7 +93,7 @@ ROUTES = {
         }
     ),
     # Each user's own keys only: another's is a 404.
-    "api/v1/users/me/ssh-keys/{pk}/": Route(
+    "api/v1/users/me/ssh-keys/{key_id}/": Route(
         methods={
             "GET": Case(
                 statuses(outsider=404, viewer=404, engineer=200, admin=404, platform=404),

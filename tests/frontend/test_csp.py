@@ -110,8 +110,10 @@ def dashboard_pages(kwargs: dict[str, str]) -> list[str]:
     for template, route in sorted(ROUTES.items()):
         if template.endswith("/log/"):
             continue  # a fragment htmx fetches into the job's page, checked there
-        if "/ray/" in template:
-            continue  # the Ray dashboard's own pages (tests/clusters/live)
+        if "/ray/" in template or template.endswith("/notebook/"):
+            # The Ray dashboard's and JupyterLab's own pages, served on the clusters'
+            # origin (tests/clusters/live).
+            continue
         if "GET" in route.methods:
             name = kwargs["job"] if "/jobs/" in template else kwargs["name"]
             # The route's own targets (a flavor's name, a tenant's slug) where it has them.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,6 +68,14 @@ def psim(tmp_path: Path) -> Iterator[KubeSim]:
         s.stop()
 
 
+def _accepts(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
 def test_sshd_accepts_the_secrets_keys_and_runs_commands_in_its_folder(
     psim: KubeSim, tmp_path: Path
 ) -> None:
@@ -82,14 +91,19 @@ def test_sshd_accepts_the_secrets_keys_and_runs_commands_in_its_folder(
         },
     )
     core.create_namespaced_pod("default", ssh_pod("head", "keys"))
-    host, port = wait_for(lambda: psim.cluster.localprocs.address("default", "head", 2222))
+    # Generous waits: on a loaded machine the sshd's interpreter takes its time to start.
+    host, port = wait_for(
+        lambda: psim.cluster.localprocs.address("default", "head", 2222), timeout=120
+    )
+    wait_for(lambda: _accepts(host, port), timeout=120)
     known = tmp_path / "known_hosts"
 
     def run(key: Path, command: str) -> subprocess.CompletedProcess[str]:
         argv = ssh_argv(key, known, "-p", str(port), f"ray@{host}", command)
-        return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
-    done = wait_for(lambda: (r := run(good, "pwd; echo on-the-head")).returncode == 0 and r)
+    done = run(good, "pwd; echo on-the-head")
+    assert done.returncode == 0, done.stderr
     workdir = psim.cluster.localprocs.processes("default", "head")["sshd"].workdir
     assert done.stdout.split() == [str(workdir), "on-the-head"]
     assert run(good, "exit 3").returncode == 3

@@ -24,6 +24,7 @@ class SshKeyViewSet(viewsets.GenericViewSet[Any]):
     serializer_class = s.SshKeyOutSerializer
     filterset_class = None
     queryset = SshKey.objects.none()  # for the schema; requests use get_queryset
+    lookup_url_kwarg = "key_id"
 
     def get_queryset(self) -> Any:
         return selectors.ssh_key_list(user=self.request.user)
@@ -39,13 +40,13 @@ class SshKeyViewSet(viewsets.GenericViewSet[Any]):
         key = services.ssh_key_add(user=request.user, **body.validated_data)
         return Response(s.SshKeyOutSerializer(key).data, status=status.HTTP_201_CREATED)
 
-    def retrieve(self, request: Request, pk: int) -> Response:
-        key = self.get_queryset().filter(pk=pk).first()
+    def retrieve(self, request: Request, key_id: int) -> Response:
+        key = self.get_queryset().filter(pk=key_id).first()
         if key is None:
             raise NotFound()
         return Response(s.SshKeyOutSerializer(key).data)
 
     @extend_schema(responses={204: OpenApiResponse(description="Removed.")})
-    def destroy(self, request: Request, pk: int) -> Response:
-        services.ssh_key_remove(user=request.user, key_id=pk)
+    def destroy(self, request: Request, key_id: int) -> Response:
+        services.ssh_key_remove(user=request.user, key_id=key_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -14,12 +14,17 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters.domain.states import State
+from clusters.domain.workload_kinds import kinds
 from clusters.engine import provisioning
 from clusters.engine.reconciler import reconcile_once
 from clusters.kinds.raycluster.engine import delete_object as delete_raycluster
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 from tests.factories import QuotaFactory, TenantFactory
+
+# A steady pass LISTs each workload kind's objects, then pods, nodes, namespaces and
+# scheduling events.
+_LISTS_PER_PASS = len(kinds()) + 4
 
 
 @contextmanager
@@ -95,9 +100,9 @@ def test_a_pass_costs_the_same_for_2_and_20_clusters(
     large = _cost(20, [acme, globex, initech], bob, h100)
 
     assert small == large
-    # One LIST per kind (RayClusters, RayJobs, pods, nodes, namespaces, scheduling
+    # One LIST per kind (each workload kind's objects, pods, nodes, namespaces, scheduling
     # events) and nothing else: no GET per cluster, no write when nothing changed.
-    assert large["steady"][0] == {"GET": 6}
+    assert large["steady"][0] == {"GET": _LISTS_PER_PASS}
     # The 20 rows that became ready were moved together, each with its event.
     assert ClusterRequest.objects.filter(state=State.READY).count() == 20
     assert ClusterEvent.objects.filter(reason="ready").count() == 20
@@ -192,7 +197,7 @@ def test_a_steady_pass_folds_no_row_and_still_lists_every_kind(
     assert (steady.folded, steady.skipped) == (0, 20)
     # The LISTs are what tells it nothing changed (resourceVersions), and the rows' stamps
     # are one light query: no row is loaded whole (``image`` is read by no stamp).
-    assert dict(calls) == {"GET": 6}
+    assert dict(calls) == {"GET": _LISTS_PER_PASS}
     assert not [q for q in queries.captured_queries if '"image"' in q["sql"]]
     assert any('"image"' in q["sql"] for q in _full_pass_queries())
     assert not steady.ready and not steady.errors

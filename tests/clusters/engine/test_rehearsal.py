@@ -67,7 +67,9 @@ def test_the_dry_run_lists_what_the_pass_would_do_and_does_none_of_it(
     assert "would delete RayCluster gw-acme/stray" in lines
     assert any(line.endswith("RayCluster gw-acme/kept-1") for line in lines), lines
     assert not any("kept-0" in line and "delete" in line for line in lines), lines
-    assert lines[-1].startswith("dry run: 1 deletions,") and "nothing was changed" in lines[-1]
+    assert lines[-1].startswith("dry run: 1 deletions,") and "nothing was changed" in lines[-1], (
+        lines
+    )
     # Nothing happened: Kubernetes and the rows are as they were.
     assert _names() == {"kept-0", "stray"}
     assert ClusterEvent.objects.count() == events

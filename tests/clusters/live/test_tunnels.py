@@ -76,12 +76,22 @@ def ssh_cluster(
     head = get_gateway().list(
         "v1", "Pod", namespace=cluster.namespace, label_selector="ray.io/node-type=head"
     )[0]["metadata"]["name"]
-    wait_for(
+    # Generous waits: on a loaded machine the sshd's interpreter takes its time to start.
+    host, port = wait_for(
         lambda: kubesim.cluster.localprocs.address(cluster.namespace, head, 2222),
-        timeout=30,
+        timeout=120,
         what="the head's sshd",
     )
+    wait_for(lambda: _accepts(host, port), timeout=120, what="the head's sshd to listen")
     return cluster
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError:
+        return False
+    return True
 
 
 @pytest.fixture
@@ -133,7 +143,7 @@ def test_ssh_with_gangway_as_proxycommand_runs_a_command_on_the_head(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "hello from sshd"
@@ -159,7 +169,7 @@ def test_ssh_with_gangway_as_proxycommand_runs_a_command_on_the_head(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
     )
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == "Linux"
@@ -254,7 +264,7 @@ def test_only_the_owner_and_the_tenants_admins_open_tunnels(
         env=cli_env(web, dave, tmp_path),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
     )
     assert done.returncode == 5
     assert "the tunnel was refused (403)" in done.stderr

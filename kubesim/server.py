@@ -5,20 +5,18 @@ serves discovery, OpenAPI and the admin API under ``/_kubesim``. Service proxy p
 routes get, so that the proxied path and query reach the backend as sent.
 
 Watches (``?watch=true`` on a collection, or the legacy ``/watch/`` paths) are chunked
-streams of JSON event lines; ``watch.py`` decides what they carry, :meth:`Handler._watch`
-writes them, never holding the cluster's lock while it writes.
+streams of JSON event lines; ``watch.py`` decides what they carry, ``streams.py`` writes
+them, never holding the cluster's lock while it writes.
 """
 
 from __future__ import annotations
 
 import json
-import select
 import socket
 import struct
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from math import inf
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
@@ -28,9 +26,9 @@ from kubesim import (
     errors,
     localrelay,
     openapi,
-    podlogs,
     protobuf,
     serviceproxy,
+    streams,
     verbs,
     watch,
     websocket,
@@ -65,10 +63,6 @@ _JSON_TYPES = frozenset(
     }
 )
 _YAML_TYPES = frozenset({"application/yaml", "application/apply-patch+yaml"})
-# How often an idle watch wakes to notice a client that left or kubesim stopping.
-_WATCH_POLL = 0.25
-# How long a watch whose connection is to be reset (an injected RESET) streams first.
-_WATCH_CUT_SECONDS = 0.5
 # How often a WebSocket to the Ray dashboard's log tail looks for new output.
 _TAIL_POLL = 0.2
 
@@ -244,129 +238,10 @@ class Handler(BaseHTTPRequestHandler):
         raise errors.unsupported_media(ctype)
 
     def _pod_log(self, ns: str, name: str, params: dict[str, str]) -> None:
-        """``pods/log``: one text/plain answer, or with ``follow`` a chunked stream that
-        polls for new lines (the lock is held only for each read, so other requests go on)
-        until the container terminates, the pod goes, the client leaves or kubesim stops."""
-        cluster = self.server.sim.cluster
-        opts = podlogs.LogOptions.parse(name, params)
-        with cluster.lock:
-            first = podlogs.read(cluster, ns, name, opts)
-        budget = opts.limit_bytes
-        body = first.body if budget is None else first.body[:budget]
-        if not opts.follow:
-            return self._send(200, body, content_type="text/plain")
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Cache-Control", "no-cache, private")
-        self.end_headers()
-        self.close_connection = True
-        seen, done = first.seen, first.done
-        if budget is not None:
-            budget -= len(body)
-        self._chunk(body)
-        stop = self.server.sim.stopping
-        while not done and (budget is None or budget > 0) and not stop.wait(0.1):
-            if self._client_gone():
-                return
-            try:
-                with cluster.lock:
-                    more = podlogs.read(cluster, ns, name, opts, seen)
-            except ApiError:
-                break  # the pod is gone
-            seen, done = more.seen, more.done
-            data = more.body if budget is None else more.body[:budget]
-            if budget is not None:
-                budget -= len(data)
-            self._chunk(data)
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        streams.pod_log(self, ns, name, params)
 
     def _watch(self, rt: Any, version: str, ns: str | None, params: dict[str, str]) -> None:
-        """A watch: the query checked (errors answered as usual), then a chunked stream
-        of event lines until ``timeoutSeconds`` (or the API server's 30 to 60 minutes),
-        an ERROR event, kubesim stopping or the client leaving. Events are encoded under
-        the cluster's lock and written after it is released, so a slow client holds up
-        nobody."""
-        sim = self.server.sim
-        cluster = sim.cluster
-        opts = watch.parse_options(rt, params)
-        accept = self.headers.get("Accept") or ""
-        stream = watch.WatchStream(
-            cluster,
-            rt,
-            version,
-            ns,
-            opts,
-            table="as=Table" in accept,
-            include=params.get("includeObject") or "Metadata",
-        )
-        start = time.monotonic()
-        deadline = start + opts.timeout
-        with cluster.lock:
-            frames = stream.open()
-            if self._seen is not None and self._seen.code == 410:
-                frames = stream.expire()
-        if self._reset:
-            # Cut a moment after it opened: events may be on their way, the end never is.
-            deadline = min(deadline, start + _WATCH_CUT_SECONDS)
-        breaks = sim.watch_breaks
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Cache-Control", "no-cache, private")
-        self.end_headers()
-        self.close_connection = True
-        interval = sim.watch_bookmark_interval
-        bookmark_at = watch.next_bookmark(start, deadline, interval) if opts.bookmarks else inf
-        with sim.watch_opened():
-            try:
-                self._chunk(b"".join(frames))
-                while not stream.ended and not self._watch_over(deadline):
-                    if sim.watch_breaks != breaks:  # break_watches(): cut without an end
-                        self._reset = True
-                        break
-                    with cluster.lock:
-                        cluster.expire_events()
-                        frames = stream.drain()
-                        if not frames and not stream.ended:
-                            until = min(deadline, bookmark_at) - time.monotonic()
-                            stream.wait(max(0.0, min(until, _WATCH_POLL)))
-                            frames = stream.drain()
-                        now = time.monotonic()
-                        if now >= bookmark_at and not stream.ended:
-                            frames.append(stream.bookmark())
-                            bookmark_at = watch.next_bookmark(now, deadline, interval)
-                    if frames:
-                        self._chunk(b"".join(frames))
-                    elif self._client_gone():
-                        return
-                if self._reset:
-                    self._cut()
-                    return
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-            except OSError:
-                return  # the client went while we wrote
-
-    def _watch_over(self, deadline: float) -> bool:
-        """Past the watch's deadline, or kubesim stopping (or stopped)."""
-        return (
-            time.monotonic() >= deadline or self.server.sim.stopping.is_set() or self.server.closed
-        )
-
-    def _client_gone(self) -> bool:
-        """The client closed its end (a quiet follow writes nothing that would notice)."""
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
-        except OSError:
-            return True
-
-    def _chunk(self, data: bytes) -> None:
-        if data:
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
+        streams.watch_stream(self, rt, version, ns, params)
 
     def _fault(self, method: str, path: str, params: dict[str, str]) -> Seen | None:
         """Apply fault injection to one request: sleep its delay, cap a list's page, raise

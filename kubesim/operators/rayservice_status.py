@@ -134,6 +134,12 @@ def endpoints(cluster: ClusterView, svc: Obj | None) -> int:
     sel = svc["spec"].get("selector") or {}
     rc = sel.get("ray.io/cluster", "")
     proxies = dict(cluster.rayserve.nodes(ns, rc)) if (ns, rc) in cluster.rayserve.instances else {}
+    if cluster.rayservice.real.proxy_healthy(ns, rc):
+        proxies = {
+            get_path(
+                cluster.store.get("rayclusters.ray.io", ns, rc), "status", "head", "podName"
+            ): {}
+        }
     count = 0
     for pod in cluster.store.iter("pods", ns):
         labels = pod["metadata"].get("labels") or {}

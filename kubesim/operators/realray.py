@@ -58,6 +58,11 @@ RAY_ENV = {
     "RAY_enable_worker_prestart": "0",
     "RAY_prestart_worker_first_driver": "0",
     "PYTHONUNBUFFERED": "1",
+    # The folder holding kubesim (the repository root) first: Serve applications shipped
+    # beside it (``demo_serve``) import on the real heads without a runtime_env.
+    "PYTHONPATH": os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p
+    ),
     # The dashboard's nine module processes get 30 s to start, too few on a busy machine.
     "RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT": "300",
 }

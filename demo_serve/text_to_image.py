@@ -78,4 +78,5 @@ class StableDiffusionV2:
         return render(prompt, img_size)
 
 
-entrypoint = APIIngress.bind(StableDiffusionV2.bind())
+# ``@serve.deployment`` makes each class a Deployment, which mypy cannot see on a class.
+entrypoint = APIIngress.bind(StableDiffusionV2.bind())  # type: ignore[attr-defined]

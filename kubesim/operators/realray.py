@@ -291,7 +291,14 @@ class RealRay:
             "ray-worker",
             ["/bin/bash", "-c", script],
             env=RAY_ENV,
-            ports={METRICS_PORT: p["metrics"], AGENT_PORT: p["agent"]},
+            # Serve runs one proxy, on the head (every node here shares one host and one
+            # Serve port: ``realserve.py``); a worker's 8000 reaches it, as a worker's own
+            # proxy would route to the same replicas.
+            ports={
+                METRICS_PORT: p["metrics"],
+                AGENT_PORT: p["agent"],
+                SERVE_PORT: slot.ports["serve"],
+            },
             memory_bytes=WORKER_MEMORY_BYTES,
             ready_port=AGENT_PORT,
             ready_path="/api/local_raylet_healthz",

@@ -155,6 +155,14 @@ class RealRay:
         """Whether RayCluster ``ns/name`` runs real Ray."""
         return (ns, name) in self.slots and self.slot(ns, name) is not None
 
+    def claim(self, ns: str, name: str) -> bool:
+        """Whether RayCluster ``ns/name`` runs (or will run) real Ray: a free slot is taken
+        now, as its head pod's start would take it, unless that head already runs
+        simulated. For controllers that must not act on a simulated head for a moment."""
+        if self.is_real(ns, name):
+            return True
+        return not self._head_simulated(ns, name) and self.slot(ns, name, take=True) is not None
+
     def dashboard(self, ns: str, name: str) -> str | None:
         """``http://127.0.0.1:<port>`` of the cluster's real dashboard, when it has one."""
         slot = self.slot(ns, name)

@@ -93,7 +93,7 @@ class RealServe:
     def is_real(self, ns: str, name: str) -> bool:
         """Whether RayCluster ``ns/name`` runs real Ray (and so real Serve)."""
         real = self.cluster.realray
-        return real is not None and real.is_real(ns, name)
+        return real is not None and real.claim(ns, name)
 
     def apply(self, ns: str, name: str, doc: dict[str, Any]) -> tuple[bool, str]:
         """Ask for ``doc`` on the head; (applied already, the last PUT's error)."""

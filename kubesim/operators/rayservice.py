@@ -36,6 +36,7 @@ from kubesim.errors import ApiError
 from kubesim.operators import rayserve_api
 from kubesim.operators import rayservice_status as rss
 from kubesim.operators import rayservice_upgrade as upg
+from kubesim.operators.realserve import RealServe
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import get_path, owner_ref, parse_time, stamp
@@ -59,6 +60,7 @@ class RayServiceController:
 
     def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
+        self.real = RealServe(cluster)  # Serve on heads that run real Ray
         self.reset()
 
     def reset(self) -> None:
@@ -302,9 +304,12 @@ class RayServiceController:
         if pod is None or pod["metadata"].get("deletionTimestamp"):
             return
         ns = rc["metadata"]["namespace"]
-        healthy = (ns, rc["metadata"]["name"]) in self.cluster.rayserve.instances and rss.pod_ready(
-            pod
-        )
+        name = rc["metadata"]["name"]
+        healthy = (
+            self.real.proxy_healthy(ns, name)
+            if self.real.is_real(ns, name)
+            else (ns, name) in self.cluster.rayserve.instances
+        ) and rss.pod_ready(pod)
         label = "false" if rs["spec"].get("excludeHeadPodFromServeSvc") else str(healthy).lower()
         labels = pod["metadata"].setdefault("labels", {})
         if labels.get(SERVE_LABEL) == label:
@@ -331,6 +336,8 @@ class RayServiceController:
         is_active = name == get_path(st, "activeServiceStatus", "rayClusterName")
         skip = is_active and upg.incremental(rs) and upgrading
         config = rs["spec"].get("serveConfigV2") or ""
+        if self.real.is_real(ns, name):
+            return self._serve_real(rs, rc, config)
         cache_key = (ns, rs["metadata"]["name"], name)
         statuses = serve.statuses(ns, name)
         now = self.cluster.clock.time()
@@ -377,6 +384,30 @@ class RayServiceController:
                 self.wake_at(now + 2.0, ns, rs["metadata"]["name"])
         if upg.incremental(rs) and upgrading:
             self._target_capacity(rs, rc, st, is_active)
+        return self._applications(statuses)
+
+    def _serve_real(self, rs: Obj, rc: Obj, config: str) -> tuple[bool, dict[str, Any] | None]:
+        """``reconcileServe`` against a real head (``realserve.py``): the config handed to
+        its Serve API thread, the statuses it last read (the thread wakes us when they change)."""
+        ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
+        key, error = (ns, rs["metadata"]["name"], name), "serveConfigV2 is not a mapping"
+        try:
+            doc = yaml.safe_load(config) if config else {"applications": []}
+        except yaml.YAMLError as exc:
+            doc, error = None, str(exc)
+        if isinstance(doc, dict):
+            applied, error = self.real.apply(ns, name, doc)
+            if applied and self.cache.get(key) != config:
+                self.cache[key] = config
+                msg = f"Updated serve applications to the RayCluster {ns}/{name}"
+                self._event(rs, "Normal", "UpdatedServeApplications", msg)
+        if error:
+            msg = f"Failed to update serve applications to the RayCluster {ns}/{name}: {error}"
+            self._event(rs, "Warning", "FailedToUpdateServeApplications", msg)
+        return self._applications(self.real.statuses(ns, name) if not error else None)
+
+    def _applications(self, statuses: dict[str, Any] | None) -> tuple[bool, dict[str, Any] | None]:
+        """The applications' statuses as KubeRay writes them; ready when all RUNNING."""
         apps = {}
         for app, s in (statuses or {}).items():
             entry: dict[str, Any] = {"status": s["status"]}

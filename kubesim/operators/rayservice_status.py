@@ -134,11 +134,13 @@ def endpoints(cluster: ClusterView, svc: Obj | None) -> int:
     sel = svc["spec"].get("selector") or {}
     rc = sel.get("ray.io/cluster", "")
     proxies = dict(cluster.rayserve.nodes(ns, rc)) if (ns, rc) in cluster.rayserve.instances else {}
+    # On real Ray every Ray pod's 8000 reaches the head's proxy (``realray.py``).
+    real = cluster.rayservice.real.proxy_healthy(ns, rc)
     count = 0
     for pod in cluster.store.iter("pods", ns):
         labels = pod["metadata"].get("labels") or {}
         if all(labels.get(k) == v for k, v in sel.items()) and pod_ready(pod):
-            count += pod["metadata"]["name"] in proxies
+            count += real or pod["metadata"]["name"] in proxies
     return count
 
 

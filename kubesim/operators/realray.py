@@ -58,6 +58,11 @@ RAY_ENV = {
     "RAY_enable_worker_prestart": "0",
     "RAY_prestart_worker_first_driver": "0",
     "PYTHONUNBUFFERED": "1",
+    # The folder holding kubesim (the repository root) first: Serve applications shipped
+    # beside it (``demo_serve``) import on the real heads without a runtime_env.
+    "PYTHONPATH": os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p
+    ),
     # The dashboard's nine module processes get 30 s to start, too few on a busy machine.
     "RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT": "300",
 }
@@ -149,6 +154,14 @@ class RealRay:
     def is_real(self, ns: str, name: str) -> bool:
         """Whether RayCluster ``ns/name`` runs real Ray."""
         return (ns, name) in self.slots and self.slot(ns, name) is not None
+
+    def claim(self, ns: str, name: str) -> bool:
+        """Whether RayCluster ``ns/name`` runs (or will run) real Ray: a free slot is taken
+        now, as its head pod's start would take it, unless that head already runs
+        simulated. For controllers that must not act on a simulated head for a moment."""
+        if self.is_real(ns, name):
+            return True
+        return not self._head_simulated(ns, name) and self.slot(ns, name, take=True) is not None
 
     def dashboard(self, ns: str, name: str) -> str | None:
         """``http://127.0.0.1:<port>`` of the cluster's real dashboard, when it has one."""
@@ -286,7 +299,14 @@ class RealRay:
             "ray-worker",
             ["/bin/bash", "-c", script],
             env=RAY_ENV,
-            ports={METRICS_PORT: p["metrics"], AGENT_PORT: p["agent"]},
+            # Serve runs one proxy, on the head (every node here shares one host and one
+            # Serve port: ``realserve.py``); a worker's 8000 reaches it, as a worker's own
+            # proxy would route to the same replicas.
+            ports={
+                METRICS_PORT: p["metrics"],
+                AGENT_PORT: p["agent"],
+                SERVE_PORT: slot.ports["serve"],
+            },
             memory_bytes=WORKER_MEMORY_BYTES,
             ready_port=AGENT_PORT,
             ready_path="/api/local_raylet_healthz",

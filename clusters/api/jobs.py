@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -124,6 +123,7 @@ class JobViewSet(KindViewSet):
     """Batch jobs of one tenant, looked up by name."""
 
     kind = JOB_KIND
+    create_input = JobCreateInput
     serializer_class = JobOut
     action_roles = {
         "list": Role.VIEWER,
@@ -137,9 +137,7 @@ class JobViewSet(KindViewSet):
 
     @extend_schema(request=JobCreateInput, responses={201: JobOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        body = JobCreateInput(data=request.data, context={"tenant": self.tenant})
-        body.is_valid(raise_exception=True)
-        spec, job = _specs(dict(body.validated_data))
+        spec, job = self._parsed(request, _specs)
         created = services.job_create(
             actor=request.user, tenant=self.tenant, spec=spec, job=job, role=self.tenant_role
         )
@@ -184,12 +182,7 @@ class JobViewSet(KindViewSet):
     @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
     def dry_run(self, request: Request, tenant_slug: str) -> Response:
         """Would this job start now, queue (where, until when) or never fit? Writes nothing."""
-        body = JobCreateInput(
-            data=request.data,
-            context={"tenant": self.tenant, "kai_enabled": settings.KAI_ENABLED},
-        )
-        body.is_valid(raise_exception=True)
-        spec, job = _specs(dict(body.validated_data))
+        spec, job = self._parsed(request, _specs, dry_run=True)
         result = dry_run_verdict(
             tenant=self.tenant, owner=request.user, spec=spec, job=job, role=self.tenant_role
         )

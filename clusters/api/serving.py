@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -84,6 +83,7 @@ class ServiceViewSet(KindViewSet):
     """Ray Serve services of one tenant, looked up by name."""
 
     kind = SERVICE_KIND
+    create_input = ServiceCreateInput
     serializer_class = ServiceOut
     action_roles = {
         "list": Role.VIEWER,
@@ -96,9 +96,7 @@ class ServiceViewSet(KindViewSet):
 
     @extend_schema(request=ServiceCreateInput, responses={201: ServiceOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        body = ServiceCreateInput(data=request.data, context={"tenant": self.tenant})
-        body.is_valid(raise_exception=True)
-        spec, service = _specs(dict(body.validated_data))
+        spec, service = self._parsed(request, _specs)
         created = serving.service_create(
             actor=request.user,
             tenant=self.tenant,
@@ -131,12 +129,7 @@ class ServiceViewSet(KindViewSet):
     @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
     def dry_run(self, request: Request, tenant_slug: str) -> Response:
         """Would this service start now, queue (where, until when) or never fit?"""
-        body = ServiceCreateInput(
-            data=request.data,
-            context={"tenant": self.tenant, "kai_enabled": settings.KAI_ENABLED},
-        )
-        body.is_valid(raise_exception=True)
-        spec, service = _specs(dict(body.validated_data))
+        spec, service = self._parsed(request, _specs, dry_run=True)
 
         def check(candidate: ClusterSpec) -> ClusterRequest:
             return serving.service_check(

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from clusters.domain import shapes
@@ -260,15 +260,7 @@ def job_create(
         marked = bool(details.host) or not queue_backend().provisions_queued
         if marked:
             request.provision_requested_at = timezone.now()
-        try:
-            request.save()
-        except IntegrityError:
-            raise ValidationError(
-                {"name": f"A cluster or job named {request.name!r} already exists."}
-            ) from None
-        details.request = request
-        # Its primary key is the request's, so a plain save() would try an UPDATE first.
-        details.save(force_insert=True)
+        requests.kind_request_save(request, details)
         note(
             request,
             reason="requested",

@@ -16,6 +16,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from clusters.domain import shapes
 from clusters.domain.environment import validate_env
 from clusters.domain.images import allowed_images
+from clusters.kinds.rayjob.selectors import job_hosts_of
 from clusters.kinds.rayjob.spec import (
     MAX_DEADLINE_SECONDS,
     MAX_JOB_NAME,
@@ -30,7 +31,6 @@ from clusters.kinds.rayservice.spec import (
 from clusters.models import ClusterKind
 from clusters.requests.services import resolve_flavors
 from clusters.rows.spec import ClusterSpec
-from clusters.selectors import job_hosts_of
 from notifications.event_kinds import EventKind
 from notifications.services import PreferenceLine
 from tenants.models import Role, Tenant

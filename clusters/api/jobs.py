@@ -29,7 +29,6 @@ from clusters.kinds.rayjob.output import JobLogsOut, JobOut
 from clusters.kinds.rayjob.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
 from clusters.live import driver_logs as job_logs
 from clusters.requests import jobs as services
-from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import PAYLOAD_FIELDS, ClusterSpec
 from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless
@@ -183,7 +182,7 @@ class JobViewSet(KindViewSet):
     def dry_run(self, request: Request, tenant_slug: str) -> Response:
         """Would this job start now, queue (where, until when) or never fit? Writes nothing."""
         spec, job = self._parsed(request, _specs, dry_run=True)
-        result = dry_run_verdict(
+        result = services.job_dry_run(
             tenant=self.tenant, owner=request.user, spec=spec, job=job, role=self.tenant_role
         )
         return Response(result, status=status.HTTP_200_OK)

@@ -111,6 +111,7 @@ def verdict(
     *, tenant: Any, owner: Any, role: str | None, spec: ClusterSpec | None, details: Any
 ) -> dict[str, Any]:
     """The dry-run verdict of the form as it stands."""
+    assert spec is not None
     return dry_run_verdict(tenant=tenant, owner=owner, spec=spec, role=role)
 
 

@@ -311,7 +311,7 @@ class JobForm(LabelledErrorsForm):
     working_dir, pip packages one per line and ``KEY=VALUE`` environment lines).
 
     Like :class:`ClusterForm`, it parses and offers choices only; the checks are
-    :func:`clusters.requests.jobs.job_check`'s, whose ``ValidationError`` comes back on
+    :func:`clusters.kinds.rayjob.requests.job_check`'s, whose ``ValidationError`` comes back on
     these fields through :meth:`add_service_errors`. Entrypoint and host are free text
     here on purpose, so that their faults read in the service's words.
     """
@@ -542,7 +542,7 @@ class WebhookForm(forms.Form):
 class ServiceForm(ClusterForm):
     """The new-service form: a cluster's shape (no time to live: a service runs until
     deleted), its Serve config and upgrade strategy. The checks are
-    :func:`clusters.requests.serving.service_check`'s."""
+    :func:`clusters.kinds.rayservice.requests.service_check`'s."""
 
     serve_config = forms.CharField(
         strip=False,

@@ -10,11 +10,12 @@ from typing import Any
 
 from clusters import selectors
 from clusters.domain.states import State
+from clusters.kinds.rayjob import requests as services
+from clusters.kinds.rayjob.driver_logs import driver_log
 from clusters.kinds.rayjob.spec import JobSpec
 from clusters.kinds.rayjob.states import JOB_FINISHED
-from clusters.live.driver_logs import LogBounds, driver_log
+from clusters.live.log_bounds import LogBounds
 from clusters.models import ClusterRequest, Workload
-from clusters.requests import jobs as services
 from clusters.rows.spec import ClusterSpec
 
 WORKLOAD: str = Workload.JOB

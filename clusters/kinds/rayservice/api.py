@@ -2,7 +2,7 @@
 update (a new Serve config or image: an upgrade), delete and a dry-run.
 
 A service's body is a cluster request's shape plus its Serve config and upgrade
-strategy; the checks are the services' (:mod:`clusters.requests.serving`), and the
+strategy; the checks are the services' (:mod:`clusters.kinds.rayservice.requests`), and the
 dry-run is the clusters' verdict with the service's RayService as its manifest.
 """
 
@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from clusters.api.kind_views import KindViewSet
 from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import ClusterCreateInput, DryRunOutput
+from clusters.kinds.rayservice import requests as serving
 from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
 from clusters.kinds.rayservice.output import ServiceOut
 from clusters.kinds.rayservice.spec import (
@@ -28,7 +29,6 @@ from clusters.kinds.rayservice.spec import (
     ServiceSpec,
 )
 from clusters.models import ClusterRequest
-from clusters.requests import serving
 from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import StrictSerializer

@@ -24,11 +24,12 @@ from clusters.api.serializers import (
     FlavorField,
     accept_flavors,
 )
+from clusters.kinds.rayjob import driver_logs as job_logs
+from clusters.kinds.rayjob import requests as services
 from clusters.kinds.rayjob.kind import KIND as JOB_KIND
 from clusters.kinds.rayjob.output import JobLogsOut, JobOut
 from clusters.kinds.rayjob.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
-from clusters.live import driver_logs as job_logs
-from clusters.requests import jobs as services
+from clusters.live.log_bounds import LogBounds
 from clusters.rows.spec import PAYLOAD_FIELDS, ClusterSpec
 from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless
@@ -173,7 +174,7 @@ class JobViewSet(KindViewSet):
         """The driver's output, from the submitter pod through ``pods/log`` while it
         exists, else the tail kept when the job ended. ``?format=text`` (or ``Accept:
         text/plain``) answers the text alone."""
-        bounds = job_logs.LogBounds.parse(request.query_params)
+        bounds = LogBounds.parse(request.query_params)
         found = job_logs.driver_log(self.get_object(), bounds)
         return Response(JobLogsOut(found).data)
 

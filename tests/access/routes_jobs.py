@@ -19,10 +19,10 @@ ONE = JOBS + "{name}/"
 BODY = {"entrypoint": "python train.py", "flavor": "l4", "workers": 1}
 
 
-def _bobs() -> Any:
+def _bobs(name: str = "bob-job") -> Any:
     return bobs_queued(
         workload="job",
-        name="bob-job",
+        name=name,
         details=lambda row: Job.objects.create(request=row, entrypoint="python train.py"),
     )
 

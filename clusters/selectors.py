@@ -15,7 +15,6 @@ from clusters.domain.workload_kinds import DEFAULT_WORKLOAD, kind_named, kind_of
 from clusters.engine import idle
 from clusters.models import (
     ClusterEvent,
-    ClusterKind,
     ClusterRequest,
     ClusterRequestQuerySet,
     UsageSpan,
@@ -41,17 +40,6 @@ def cluster_list(
         if kind.list_prefetch:
             queryset = queryset.prefetch_related(*kind.list_prefetch)
     return queryset.select_related(*related).order_by("-created_at", "-id")
-
-
-def job_hosts_of(*, tenant: Tenant, owner: Any) -> list[str]:
-    """Names of the owner's ready dev clusters in the tenant: where a job of theirs may run
-    instead of on a Ray cluster of its own (the service checks it again on submission)."""
-    return list(
-        cluster_list(tenant=tenant)
-        .filter(owner=owner, kind=ClusterKind.DEV, state=State.READY)
-        .order_by("name")
-        .values_list("name", flat=True)
-    )
 
 
 def gpu_hours_of(request: ClusterRequest) -> Decimal:

@@ -16,6 +16,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from clusters.domain import shapes
 from clusters.domain.environment import validate_env
 from clusters.domain.images import allowed_images
+from clusters.kinds.rayjob.selectors import job_hosts_of
 from clusters.kinds.rayjob.spec import (
     MAX_DEADLINE_SECONDS,
     MAX_JOB_NAME,
@@ -30,7 +31,6 @@ from clusters.kinds.rayservice.spec import (
 from clusters.models import ClusterKind
 from clusters.requests.services import resolve_flavors
 from clusters.rows.spec import ClusterSpec
-from clusters.selectors import job_hosts_of
 from notifications.event_kinds import EventKind
 from notifications.services import PreferenceLine
 from tenants.models import Role, Tenant
@@ -311,7 +311,7 @@ class JobForm(LabelledErrorsForm):
     working_dir, pip packages one per line and ``KEY=VALUE`` environment lines).
 
     Like :class:`ClusterForm`, it parses and offers choices only; the checks are
-    :func:`clusters.requests.jobs.job_check`'s, whose ``ValidationError`` comes back on
+    :func:`clusters.kinds.rayjob.requests.job_check`'s, whose ``ValidationError`` comes back on
     these fields through :meth:`add_service_errors`. Entrypoint and host are free text
     here on purpose, so that their faults read in the service's words.
     """
@@ -542,7 +542,7 @@ class WebhookForm(forms.Form):
 class ServiceForm(ClusterForm):
     """The new-service form: a cluster's shape (no time to live: a service runs until
     deleted), its Serve config and upgrade strategy. The checks are
-    :func:`clusters.requests.serving.service_check`'s."""
+    :func:`clusters.kinds.rayservice.requests.service_check`'s."""
 
     serve_config = forms.CharField(
         strip=False,

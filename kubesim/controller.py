@@ -4,6 +4,7 @@ controllers type against :class:`ClusterView` rather than importing
 
 from __future__ import annotations
 
+import heapq
 import threading
 from typing import Any, Protocol
 
@@ -32,6 +33,37 @@ class Timed(Protocol):
 
     def wake_due(self, at: float) -> bool:
         """Mark what each timer due by ``at`` names for work; whether any was due."""
+
+
+class TimerHeap:
+    """A controller's timers on the cluster clock, each naming an object (namespace, name)
+    to reconcile again; a timer set twice for the same time and object is kept once."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, str, str]] = []
+        self._set: set[tuple[float, str, str]] = set()
+
+    def wake_at(self, at: float, ns: str, name: str) -> None:
+        """Name ``ns/name`` again at ``at``."""
+        entry = (at, ns, name)
+        if entry not in self._set:
+            self._set.add(entry)
+            heapq.heappush(self._heap, entry)
+
+    def pop_due(self, at: float) -> list[tuple[float, str, str]]:
+        """Remove and return the timers due by ``at``, earliest first."""
+        due = []
+        while self._heap and self._heap[0][0] <= at:
+            entry = heapq.heappop(self._heap)
+            self._set.discard(entry)
+            due.append(entry)
+        return due
+
+    def mark_due(self, at: float, dirty: set[tuple[str, str]]) -> bool:
+        """Add what each timer due by ``at`` names to ``dirty``; whether any was due."""
+        due = self.pop_due(at)
+        dirty.update((ns, name) for _, ns, name in due)
+        return bool(due)
 
 
 class ClusterView(Protocol):

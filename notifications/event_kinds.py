@@ -28,7 +28,8 @@ class EventKind(models.TextChoices):
     PODS_FAILING = "pods_failing", "Pods cannot start"
     SUSPENDED = "suspended", "Suspended, reclaimed or expired"
     FAILED = "failed", "Cluster failed"
-    JOB_FINISHED = "job_finished", "Job finished"
+    # A run of any kind entered one of its `Kind.finished` states; value and label are public.
+    RUN_FINISHED = "job_finished", "Job finished"
 
 
 # A delivery's kind: one of the above, or a test sent from the webhooks page or API.
@@ -74,7 +75,7 @@ def derive(
     """
     moved = from_state != to_state
     if moved and to_state in finished:
-        return Derived(EventKind.JOB_FINISHED, reason)
+        return Derived(EventKind.RUN_FINISHED, reason)
     if moved and to_state == State.FAILED:
         return Derived(EventKind.FAILED, reason)
     if moved and to_state == State.READY and from_state == State.PROVISIONING:

@@ -221,10 +221,10 @@ def _tenants(people: People, count: int) -> list[Any]:
 
 def exercise(rig: Rig, people: People, *, quick: bool) -> Result:  # noqa: C901
     """Run the phases; see the module docstring."""
+    from clusters.kinds.rayjob import requests as jobs_services
     from clusters.kinds.rayjob.spec import JobSpec
     from clusters.kube.gateway import get_gateway
     from clusters.models import ClusterEvent, ClusterRequest, Job, UsageSpan
-    from clusters.requests import jobs as jobs_services
     from clusters.requests import services
     from clusters.rows.spec import ClusterSpec
     from reliability.rig import pods_of

@@ -77,9 +77,9 @@ def inject(rig: Rig, rng: random.Random, count: int, phase: str, result: Result)
 
 def exercise(rig: Rig, people: People, inbox: Inbox, *, quick: bool) -> Result:
     """Run the rounds; see the module docstring."""
+    from clusters.kinds.rayjob import requests as jobs_services
     from clusters.kinds.rayjob.spec import JobSpec
     from clusters.models import ClusterRequest
-    from clusters.requests import jobs as jobs_services
     from clusters.requests import services
     from clusters.rows.spec import ClusterSpec
 

@@ -3,11 +3,14 @@ looked up by name, read back after a write with the kind's output serializer."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from celery import current_app
+from django.conf import settings
 from django.db.models import prefetch_related_objects
 from rest_framework import mixins, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
@@ -26,6 +29,8 @@ class KindViewSet(
     """One kind's rows of one tenant (``kind``), shown with ``serializer_class``."""
 
     kind: ClassVar[Kind]
+    # The kind's create body (also its dry-run's): a cluster request's shape and its own fields.
+    create_input: ClassVar[type[BaseSerializer[Any]]]
     queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
     lookup_field = "name"
     lookup_value_regex = DNS_LABEL_PATTERN
@@ -62,3 +67,15 @@ class KindViewSet(
         selectors.with_recent_events(row)
         prefetch_related_objects([row], "usage_spans")
         return Response(self._output(row).data, status=status.HTTP_201_CREATED)
+
+    def _parsed(
+        self, request: Request, split: Callable[[dict[str, Any]], Any], *, dry_run: bool = False
+    ) -> Any:
+        """The create body checked by :attr:`create_input` and ``split`` into what the
+        kind's service takes (a 400 on bad input); a dry-run also checks KAI's terms."""
+        context: dict[str, Any] = {"tenant": self.tenant}
+        if dry_run:
+            context["kai_enabled"] = settings.KAI_ENABLED
+        body = self.create_input(data=request.data, context=context)
+        body.is_valid(raise_exception=True)
+        return split(dict(body.validated_data))

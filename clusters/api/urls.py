@@ -2,20 +2,22 @@
 queue, usage, images)."""
 
 from django.urls import include, path, re_path
+from django.utils.module_loading import import_string
 from rest_framework.routers import SimpleRouter
 
 from clusters.api.images import ImageListView
-from clusters.api.jobs import JobViewSet
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
 from clusters.api.ray_views import ray_proxy
-from clusters.api.serving import ServiceViewSet
 from clusters.api.tunnel_views import tunnel
 from clusters.api.views import ClusterViewSet
+from clusters.domain.workload_kinds import kinds
 
 router = SimpleRouter()
 router.register("clusters", ClusterViewSet, basename="cluster")
-router.register("jobs", JobViewSet, basename="job")
-router.register("services", ServiceViewSet, basename="service")
+# Every other kind's API, named by the registry (the kinds sit above the interfaces).
+for kind in kinds().values():
+    if kind.api:
+        router.register(kind.section, import_string(kind.api), basename=kind.noun)
 
 urlpatterns = [
     # Before the router: ``{name}/ray/`` would otherwise be taken for an action's path.

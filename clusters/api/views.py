@@ -31,7 +31,7 @@ from clusters.api.serializers import (
 from clusters.domain.shapes import DNS_LABEL_PATTERN
 from clusters.kube.manifests import cluster_manifests
 from clusters.live import pod_logs as cluster_logs
-from clusters.live.driver_logs import LogBounds
+from clusters.live.log_bounds import LogBounds
 from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options
 from clusters.requests.dry_run import dry_run_verdict

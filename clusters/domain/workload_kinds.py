@@ -78,6 +78,8 @@ class Kind:
     reclaimable: bool  # may be suspended to give quota back
     interactive: bool  # has a Ray dashboard, is reclaimed when idle
     engine: str  # dotted path of its :class:`Behaviour` module
+    # Dotted path of its API viewset, routed under ``tenants/{slug}/<section>/`` (none: no API).
+    api: str = ""
     # Where its object holds the RayCluster spec that nodes are asked for.
     ray_cluster_spec_at: tuple[str, ...] = ("spec",)
     # States whose entry ends a run: its owner is told the run finished (not that it failed).

@@ -2,7 +2,7 @@
 
 The API (``GET .../clusters/{name}/logs/?pod=&container=&tail=&limit_bytes=``) and the
 cluster page's live tail both read through :func:`pod_log`. Bounded like a job's log
-(:class:`clusters.live.driver_logs.LogBounds`: lines and bytes), so a chatty worker cannot make
+(:class:`clusters.live.log_bounds.LogBounds`: lines and bytes), so a chatty worker cannot make
 the control plane read or send megabytes. Only the cluster's own pods can be read: the
 pod named must carry the cluster's ``ray.io/cluster`` label in the tenant's namespace.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from clusters.kube.gateway import KubeError, PermanentKubeError, get_gateway
-from clusters.live.driver_logs import LogBounds, bounded
+from clusters.live.log_bounds import LogBounds, bounded
 from clusters.models import ClusterRequest
 
 _POD_NAME_MAX = 253

@@ -78,7 +78,7 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
             created_at=row.created_at or timezone.now(),
             earmarked=row.earmarked_at is not None,
         ),
-        _job_deadline_seconds(row),
+        _deadline_seconds(row),
     )
     names = spec.flavor_names()
     if len(names) < 2:
@@ -87,7 +87,7 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
     return with_options(pending, options)
 
 
-def _job_deadline_seconds(row: ClusterRequest) -> int | None:
+def _deadline_seconds(row: ClusterRequest) -> int | None:
     """A row's deadline in seconds, if its kind gives it one."""
     return kind_of(row).behaviour.deadline_seconds(row)
 

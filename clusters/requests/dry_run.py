@@ -12,19 +12,17 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.utils import timezone
 
 from clusters import admission as adm
 from clusters.admission.snapshot import FITS_NOW, NEVER_FITS
 from clusters.admission.verdict_text import NEVER_FITS_HEADLINE
-from clusters.kinds.rayjob.spec import JobSpec
 from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options
 from clusters.queue.dry_run_cache import recorded_snapshot
 from clusters.queue.snapshot_reads import pending_of
 from clusters.queue.writeback import place_on
-from clusters.requests import jobs, services
+from clusters.requests import services
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.usage import BUDGET_OVER_MESSAGE
 from controlplane.exceptions import ServiceConflict
@@ -32,7 +30,6 @@ from tenants.models import GpuFlavor, Tenant
 from tenants.selectors import role_in_tenant
 
 DRY_RUN_NAME = "dry-run-cluster"
-DRY_RUN_JOB_NAME = "dry-run-job"
 # The candidate is not a row: an id no saved request can have keeps it apart in the pass.
 _CANDIDATE_ID = -1
 
@@ -41,10 +38,10 @@ def dry_run_verdict(
     *,
     tenant: Tenant,
     owner: Any,
-    spec: ClusterSpec | None,
+    spec: ClusterSpec,
     role: str | None = None,
-    job: JobSpec | None = None,
     kind_check: Callable[[ClusterSpec], ClusterRequest] | None = None,
+    default_name: str = DRY_RUN_NAME,
 ) -> dict[str, Any]:
     """Would this request start now, queue (where, until when) or never fit?
 
@@ -59,33 +56,25 @@ def dry_run_verdict(
     catalogue (:meth:`ClusterSpec.on_flavor`), where submission would accept it.
     ``role`` is the owner's role in the tenant when the caller holds it (read once here
     otherwise, not once per flavor). ``kind_check`` is a kind's own check of a shape
-    (its create's, returning the unsaved row) in place of the cluster's.
+    (its create's, returning the unsaved row) in place of the cluster's; a request named
+    by neither ``spec`` nor the kind is shown as ``default_name`` (empty: as checked).
     """
     role = role or role_in_tenant(user=owner, tenant=tenant)
 
-    def check(candidate: ClusterSpec | None) -> ClusterRequest:
+    def check(candidate: ClusterSpec) -> ClusterRequest:
         if kind_check is not None:
-            assert candidate is not None
             return kind_check(candidate)
-        if job is None:
-            assert candidate is not None
-            return services.cluster_request_check(
-                actor=owner, tenant=tenant, spec=candidate, role=role
-            )
-        return jobs.job_check(actor=owner, tenant=tenant, spec=candidate, job=job, role=role)[0]
+        return services.cluster_request_check(actor=owner, tenant=tenant, spec=candidate, role=role)
 
     never: list[tuple[str, str]] = []
     try:
         cluster = check(spec)
     except services.NeverFits as exc:
         never, cluster = exc.reasons, exc.cluster
-    if job is not None and job.host:
-        return _hosted_verdict(cluster, job.host)
-    assert spec is not None
     # Said before submission: the create service lowers it the same way (build_request).
     budget_note = BUDGET_OVER_MESSAGE if services.budget_lowered(cluster, spec) else ""
-    if not (spec.name or (job and job.name)):
-        cluster.name = DRY_RUN_JOB_NAME if job else DRY_RUN_NAME  # submission generates one
+    if not spec.name and default_name:
+        cluster.name = default_name  # submission generates one
     # The snapshot and its recorded pass, kept while nothing they read has changed
     # (clusters.queue.dry_run_cache), so a verdict forks the pass instead of re-running it.
     snapshot, recorded = recorded_snapshot()
@@ -136,28 +125,4 @@ def dry_run_verdict(
         # When the queue was read: a large one's verdict may come from the last reading.
         "as_of": snapshot.now,
         "manifests": cluster_manifests(cluster, **manifest_options()),
-    }
-
-
-def _hosted_verdict(job: ClusterRequest, host: str) -> dict[str, Any]:
-    """A job on one of its owner's ready clusters waits for nothing: it takes no GPUs."""
-    if not job.name:
-        job.name = DRY_RUN_JOB_NAME
-    return {
-        "verdict": FITS_NOW,
-        "headline": f"Starts now on {host}; it takes no new GPUs.",
-        "reasons": [
-            {"code": "hosted", "message": f"It runs on {host}, whose GPUs you already hold."}
-        ],
-        "summary": f"Starts now on {host}; it takes no new GPUs.",
-        "position": None,
-        "flavor_position": None,
-        "eta": None,
-        "eta_text": "",
-        "alternatives": [],
-        "flavor": None,
-        "flavors": [],
-        "budget_note": "",
-        "as_of": timezone.now(),  # the queue is not read: nothing waits
-        "manifests": cluster_manifests(job, **manifest_options()),
     }

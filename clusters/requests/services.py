@@ -20,7 +20,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from clusters.admission.ledger import Ledger
-from clusters.domain import shapes
+from clusters.domain import shapes, workload_kinds
 from clusters.domain.states import LIVE, State
 from clusters.domain.workload_kinds import Kind
 from clusters.engine import idle
@@ -199,6 +199,22 @@ def kind_request_check(
         raise ValidationError(errors)
     mark(request)
     return request
+
+
+def kind_request_save(request: ClusterRequest, details: Any) -> None:
+    """Save a checked row of a kind (:func:`kind_request_check`) and its details, in the
+    caller's transaction; a name another row took meanwhile is a 400 on ``name``."""
+    try:
+        request.save()
+    except IntegrityError:
+        nouns = [kind.noun for kind in workload_kinds.kinds().values()]
+        said = ", ".join(nouns[:-1]) + f" or {nouns[-1]}" if len(nouns) > 1 else nouns[0]
+        raise ValidationError(
+            {"name": f"A {said} named {request.name!r} already exists."}
+        ) from None
+    details.request = request
+    # Its primary key is the request's, so a plain save() would try an UPDATE first.
+    details.save(force_insert=True)
 
 
 def _check_other_flavors(

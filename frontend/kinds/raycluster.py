@@ -15,7 +15,7 @@ from clusters.domain import shapes
 from clusters.domain.states import LIVE, State
 from clusters.kube.manifests import cluster_manifests, to_yaml
 from clusters.live import pod_logs as cluster_logs
-from clusters.live.driver_logs import LogBounds
+from clusters.live.log_bounds import LogBounds
 from clusters.models import ClusterRequest, Workload
 from clusters.queue.backends import manifest_options
 from clusters.requests import services
@@ -111,6 +111,7 @@ def verdict(
     *, tenant: Any, owner: Any, role: str | None, spec: ClusterSpec | None, details: Any
 ) -> dict[str, Any]:
     """The dry-run verdict of the form as it stands."""
+    assert spec is not None
     return dry_run_verdict(tenant=tenant, owner=owner, spec=spec, role=role)
 
 

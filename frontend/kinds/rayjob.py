@@ -10,12 +10,12 @@ from typing import Any
 
 from clusters import selectors
 from clusters.domain.states import State
+from clusters.kinds.rayjob import requests as services
+from clusters.kinds.rayjob.driver_logs import driver_log
 from clusters.kinds.rayjob.spec import JobSpec
 from clusters.kinds.rayjob.states import JOB_FINISHED
-from clusters.live.driver_logs import LogBounds, driver_log
+from clusters.live.log_bounds import LogBounds
 from clusters.models import ClusterRequest, Workload
-from clusters.requests import jobs as services
-from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
 
 WORKLOAD: str = Workload.JOB
@@ -83,7 +83,7 @@ def verdict(
     *, tenant: Any, owner: Any, role: str | None, spec: ClusterSpec | None, details: Any
 ) -> dict[str, Any]:
     """The dry-run verdict of the form as it stands, with the job's own checks."""
-    return dry_run_verdict(tenant=tenant, owner=owner, spec=spec, job=details, role=role)
+    return services.job_dry_run(tenant=tenant, owner=owner, spec=spec, job=details, role=role)
 
 
 def annotate_row(row: ClusterRequest) -> None:

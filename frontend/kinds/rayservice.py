@@ -10,11 +10,11 @@ from typing import Any
 
 from clusters import selectors
 from clusters.domain.states import State
+from clusters.kinds.rayservice import requests as serving
 from clusters.kinds.rayservice.spec import ServiceSpec
 from clusters.kube.manifests import cluster_manifests, to_yaml
 from clusters.models import ClusterRequest, Workload
 from clusters.queue.backends import manifest_options
-from clusters.requests import serving
 from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
 

@@ -12,9 +12,9 @@ when a simulated process (the RayJob submitter) or the admin
 from __future__ import annotations
 
 import copy
-import heapq
 from typing import TYPE_CHECKING, Any
 
+from kubesim.controller import TimerHeap
 from kubesim.errors import ApiError
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
@@ -85,7 +85,7 @@ class JobController:
         """Forget pending work (the store was wiped or reloaded)."""
         self.dirty: set[JobKey] = set()
         # (due time on the cluster clock, ns, name): Jobs waiting out a pod-failure backoff.
-        self.timers: list[tuple[float, str, str]] = []
+        self.timers = TimerHeap()
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
         """Job writes by others and writes of owned pods mark the Job dirty."""
@@ -102,12 +102,7 @@ class JobController:
 
     def wake_due(self, at: float) -> bool:
         """Mark Jobs whose backoff is over dirty (ticker); True when any was."""
-        woke = False
-        while self.timers and self.timers[0][0] <= at:
-            _, ns, name = heapq.heappop(self.timers)
-            self.dirty.add((ns, name))
-            woke = True
-        return woke
+        return self.timers.mark_due(at, self.dirty)
 
     def reconcile(self) -> bool:
         """Reconcile every dirty Job; True when anything was written."""
@@ -152,7 +147,7 @@ class JobController:
                 want = min(parallelism, completions - succeeded) - len(active)
                 due = self._backoff_due(pods, failed)
                 if want > 0 and due > now:
-                    heapq.heappush(self.timers, (due, *self._key(job)))
+                    self.timers.wake_at(due, *self._key(job))
                 elif want > 0:
                     for _ in range(want):
                         if self._create_pod(job) is None:

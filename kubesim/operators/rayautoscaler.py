@@ -11,7 +11,6 @@ as its patches do, clearing the latter once KubeRay deleted those pods (``safe_t
 from __future__ import annotations
 
 import copy
-import heapq
 import json
 import math
 from collections import Counter
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubesim import quantity
+from kubesim.controller import TimerHeap
 from kubesim.errors import ApiError
 from kubesim.operators import autoscalersidecar as sidecar
 from kubesim.operators import raydemand
@@ -280,7 +280,7 @@ class RayAutoscaler:
         self.states: dict[Key, ScalerState] = {}
         self.dirty: set[Key] = set()
         self.next_pass: dict[Key, float] = {}
-        self.timers: list[tuple[float, str, str]] = []
+        self.timers = TimerHeap()
 
     # -- controller protocol ------------------------------------------------------------
 
@@ -305,8 +305,7 @@ class RayAutoscaler:
     def wake_due(self, at: float) -> bool:
         """Mark the clusters whose next pass is due (ticker)."""
         woke = False
-        while self.timers and self.timers[0][0] <= at:
-            when, ns, name = heapq.heappop(self.timers)
+        for when, ns, name in self.timers.pop_due(at):
             if self.next_pass.get((ns, name)) == when:
                 self.dirty.add((ns, name))
                 woke = True
@@ -358,7 +357,7 @@ class RayAutoscaler:
         except ValueError:
             interval = UPDATE_INTERVAL_S
         self.next_pass[key] = now + interval
-        heapq.heappush(self.timers, (now + interval, ns, name))
+        self.timers.wake_at(now + interval, ns, name)
         return self._update(rc, self.states.setdefault(key, ScalerState()), now)
 
     def _demand(self, rc: Obj, now: float) -> list[Bundle]:

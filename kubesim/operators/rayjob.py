@@ -41,9 +41,9 @@ alone. Time is the cluster's clock; a timer wakes each RayJob when something is 
 from __future__ import annotations
 
 import copy
-import heapq
 from typing import TYPE_CHECKING, Any
 
+from kubesim.controller import TimerHeap
 from kubesim.errors import ApiError
 from kubesim.operators import batchjob
 from kubesim.operators.rayjob_submitter import (
@@ -82,8 +82,7 @@ class RayJobController:
     def reset(self) -> None:
         """Forget pending work and timers."""
         self.dirty: set[JobKey] = set()
-        self.timers: list[tuple[float, str, str]] = []
-        self.pending: set[tuple[float, str, str]] = set()
+        self.timers = TimerHeap()
 
     # -- controller protocol --------------------------------------------------------------
 
@@ -102,22 +101,12 @@ class RayJobController:
                     self.dirty.add((meta["namespace"], owner["name"]))
 
     def wake_at(self, at: float, ns: str, name: str) -> None:
-        """Reconcile ``ns/name`` again at ``at`` (cluster clock); a timer already set for
-        the same time is not set twice."""
-        entry = (at, ns, name)
-        if entry not in self.pending:
-            self.pending.add(entry)
-            heapq.heappush(self.timers, entry)
+        """Reconcile ``ns/name`` again at ``at`` (cluster clock)."""
+        self.timers.wake_at(at, ns, name)
 
     def wake_due(self, at: float) -> bool:
         """Mark RayJobs whose timer is due dirty (ticker); True when any was."""
-        woke = False
-        while self.timers and self.timers[0][0] <= at:
-            entry = heapq.heappop(self.timers)
-            self.pending.discard(entry)
-            self.dirty.add(entry[1:])
-            woke = True
-        return woke
+        return self.timers.mark_due(at, self.dirty)
 
     def reconcile(self) -> bool:
         """Reconcile every dirty RayJob; True when anything was written."""

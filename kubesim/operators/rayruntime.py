@@ -36,13 +36,13 @@ tolerance). A cluster that runs real Ray (``realray.py``) has its real head's ta
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from kubesim.controller import TimerHeap
 from kubesim.operators import raydemand
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
@@ -236,7 +236,7 @@ class RayRuntime:
         self.waiters: dict[PodKey, HeadKey] = {}
         # Per submitter pod, for ``podlogs.py``: until the pod is deleted.
         self.traces: dict[PodKey, SubmitterTrace] = {}
-        self.timers: list[tuple[float, str, str]] = []
+        self.timers = TimerHeap()
         # Per head, the packages uploaded to its GCS (``PUT /api/packages/...``): URI to size.
         self.packages: dict[HeadKey, dict[str, int]] = {}
 
@@ -492,12 +492,7 @@ class RayRuntime:
 
     def wake_due(self, at: float) -> bool:
         """Mark submitter pods whose driver has ended dirty (ticker)."""
-        woke = False
-        while self.timers and self.timers[0][0] <= at:
-            _, ns, name = heapq.heappop(self.timers)
-            self.dirty.add((ns, name))
-            woke = True
-        return woke
+        return self.timers.mark_due(at, self.dirty)
 
     def reconcile(self) -> bool:
         """Advance every dirty submitter pod and interactive driver."""
@@ -587,7 +582,7 @@ class RayRuntime:
         self.following[key] = ((ns, cluster), job_id)
         ended = run.end_time(now)
         if ended is None:
-            heapq.heappush(self.timers, (run.end, ns, name))
+            self.timers.wake_at(run.end, ns, name)
             return False
         self._exit(pod, 0 if run.status(now) == "SUCCEEDED" else 1)
         return True

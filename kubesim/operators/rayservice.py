@@ -26,12 +26,12 @@ proxy), conditions ``Ready`` and ``UpgradeInProgress`` with KubeRay's reasons,
 from __future__ import annotations
 
 import copy
-import heapq
 import json
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from kubesim.controller import TimerHeap
 from kubesim.errors import ApiError
 from kubesim.operators import rayserve_api
 from kubesim.operators import rayservice_status as rss
@@ -66,7 +66,7 @@ class RayServiceController:
     def reset(self) -> None:
         """Forget pending work, timers, the Serve config cache and deletion times."""
         self.dirty: set[Key] = set()
-        self.timers: list[tuple[float, str, str]] = []
+        self.timers = TimerHeap()
         self.cache: dict[tuple[str, str, str], str] = {}
         self.last_put: dict[tuple[str, str, str], float] = {}
         self.doomed: dict[tuple[str, str], float] = {}
@@ -109,16 +109,11 @@ class RayServiceController:
 
     def wake_at(self, at: float, ns: str, name: str) -> None:
         """Reconcile ``ns/name`` again at ``at`` (cluster clock)."""
-        heapq.heappush(self.timers, (at, ns, name))
+        self.timers.wake_at(at, ns, name)
 
     def wake_due(self, at: float) -> bool:
         """Mark RayServices whose timer is due dirty."""
-        woke = False
-        while self.timers and self.timers[0][0] <= at:
-            _, ns, name = heapq.heappop(self.timers)
-            self.dirty.add((ns, name))
-            woke = True
-        return woke
+        return self.timers.mark_due(at, self.dirty)
 
     def reconcile(self) -> bool:
         """Reconcile every dirty RayService; True when anything was written."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.models import ClusterRequest, Service
-from tenants.models import GpuFlavor
+from clusters.models import Service
+from tests.access.kind_routes import READERS, WRITERS, bobs_queued, collection_routes
 from tests.access.matrix import Case, Route, members, statuses
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
 
@@ -19,51 +19,23 @@ ONE = SERVICES + "{name}/"
 TENANT = "t/{slug}/"
 BODY = {"flavor": "l4", "workers": 1, "serve_config": STABLE_DIFFUSION}
 
-
-def _bobs(w: Any) -> dict[str, str]:
-    """bob's queued service in acme, with its Service row."""
-    request, created = ClusterRequest.objects.get_or_create(
-        tenant=w.acme,
-        name="bob-svc",
-        defaults={
-            "owner": w.actors["engineer"],
-            "workload": "service",
-            "kind": "dev",
-            "flavor": GpuFlavor.objects.get(name="l4"),
-            "workers": 1,
-            "gpus": 1,
-            "state": "queued",
-        },
-    )
-    if created:
-        Service.objects.create(request=request, serve_config=STABLE_DIFFUSION)
-    return {"tenant_slug": "acme", "name": "bob-svc"}
+# bob's queued service in acme, with its Service row.
+_bobs = bobs_queued(
+    workload="service",
+    name="bob-svc",
+    details=lambda row: Service.objects.create(request=row, serve_config=STABLE_DIFFUSION),
+)
 
 
 def _page(w: Any) -> dict[str, str]:
     return {"slug": "acme", "name": _bobs(w)["name"]}
 
 
-READERS = members(viewer=200, engineer=200, admin=200, platform=200)
-WRITERS = members(viewer=403, engineer=200, admin=200, platform=200)
 READ = statuses(anonymous=302, outsider=404, viewer=200, engineer=200, admin=200, platform=200)
 ACT = {**members(viewer=403, engineer=302, admin=302, platform=302), "anonymous": 302}
 
 ROUTES = {
-    SERVICES: Route(
-        kwargs={"tenant_slug": "acme"},
-        methods={
-            "GET": Case(READERS),
-            "POST": Case(
-                members(viewer=403, engineer=201, admin=201, platform=201),
-                body=lambda w: dict(BODY),
-            ),
-        },
-    ),
-    SERVICES + "dry-run/": Route(
-        kwargs={"tenant_slug": "acme"},
-        methods={"POST": Case(WRITERS, body=lambda w: dict(BODY))},
-    ),
+    **collection_routes(SERVICES, BODY),
     ONE: Route(
         methods={
             "GET": Case(READERS, kwargs=_bobs),

@@ -18,8 +18,8 @@ from typing import Any
 
 from django.urls import get_resolver
 
+from clusters.kinds.rayjob.requests import job_create
 from clusters.kinds.rayjob.spec import JobSpec
-from clusters.requests.jobs import job_create
 from clusters.rows.spec import ClusterSpec
 from tests.access.matrix import url_kwargs
 from tests.access.test_route_matrix import ROUTES, _walk

@@ -26,13 +26,13 @@ import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE fir
 from clusters.domain.states import State
 from clusters.engine import provisioning
 from clusters.engine.idle import apply_activity, check_activity
+from clusters.kinds.rayjob.requests import job_create
 from clusters.kinds.rayjob.spec import JobSpec
 from clusters.kube.gateway import get_gateway
 from clusters.kube.raydash import Activity
 from clusters.models import ClusterEvent, ClusterRequest, Job, UsageSpan
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
-from clusters.requests.jobs import job_create
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import release_gpus, transition
 from tenants.demo import DEMO_PASSWORD, demo_seed

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
+from clusters.kinds.rayjob.requests import job_create
 from clusters.kinds.rayjob.spec import JobSpec
 from clusters.models import ClusterRequest
-from clusters.requests.jobs import job_create
 from clusters.rows.spec import ClusterSpec
 from tests.access.routes_frontend import ROUTES
 from tests.frontend.conftest import make_ready

@@ -12,9 +12,9 @@ from django.utils.html import escape
 
 from clusters.admission.explain import reason_label
 from clusters.domain.states import State
+from clusters.kinds.rayjob import requests as job_services
 from clusters.kinds.rayjob.spec import JobSpec
 from clusters.models import ClusterRequest, Job
-from clusters.requests import jobs as job_services
 from clusters.rows.spec import ClusterSpec
 from tenants.models import AuditEvent
 from tests.frontend.test_pages import client_for
@@ -284,7 +284,7 @@ class FakeGateway:
 def test_log_panel_reads_a_running_driver_live_and_bounded(
     bob: Any, queued_job: Any, monkeypatch: Any
 ) -> None:
-    from clusters.live import driver_logs as logs
+    from clusters.kinds.rayjob import driver_logs as logs
 
     ClusterRequest.objects.filter(pk=queued_job.pk).update(state=State.RUNNING)
     lines = "".join(f"step {n}\n" for n in range(1000))

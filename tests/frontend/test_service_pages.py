@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from clusters.domain.states import State
+from clusters.kinds.rayservice import requests as serving
 from clusters.kinds.rayservice.spec import ServiceSpec
 from clusters.models import ClusterRequest, Service
-from clusters.requests import serving
 from clusters.rows.spec import ClusterSpec
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
 from tests.frontend.test_pages import client_for

@@ -18,7 +18,7 @@ JOB = kind_named("job").finished
 def test_a_job_entering_an_end_is_told_as_finished_never_as_failed(end: str) -> None:
     derived = derive(from_state=State.RUNNING, to_state=end, reason="ended", finished=JOB)
     assert derived is not None
-    assert (derived.kind, derived.reason) == (EventKind.JOB_FINISHED, "ended")
+    assert (derived.kind, derived.reason) == (EventKind.RUN_FINISHED, "ended")
 
 
 def test_a_cluster_entering_failed_is_told_as_failed() -> None:

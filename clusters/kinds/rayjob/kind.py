@@ -21,6 +21,7 @@ KIND = Kind(
     reclaimable=False,
     interactive=False,
     engine="clusters.kinds.rayjob.engine",
+    api="clusters.kinds.rayjob.api.JobViewSet",
     ray_cluster_spec_at=("spec", "rayClusterSpec"),
     finished=JOB_FINISHED,
     related=("job",),

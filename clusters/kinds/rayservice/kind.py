@@ -21,6 +21,7 @@ KIND = Kind(
     reclaimable=False,
     interactive=False,
     engine="clusters.kinds.rayservice.engine",
+    api="clusters.kinds.rayservice.api.ServiceViewSet",
     ray_cluster_spec_at=("spec", "rayClusterConfig"),
     related=("service",),
     list_related=("service",),

@@ -20,6 +20,7 @@ from django.conf import settings
 
 from benchmarks.support import CeleryProcess, engine_env
 from kubesim import KubeSim
+from tests.clusters.engine.growing_fleet import make_h100_growable
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -125,3 +126,9 @@ def engine_worker(
 def worker(transactional_db: Any, kubesim: KubeSim, tmp_path: Path) -> Iterator[Worker]:
     with engine_worker(tmp_path) as handle:
         yield handle
+
+
+@pytest.fixture
+def growing(h100: Any, acme: Any) -> Any:
+    """The H100 flavor as a growable fleet has it (:func:`make_h100_growable`)."""
+    return make_h100_growable(h100, acme)

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from clusters.kube.gateway import get_gateway
+from clusters.models import ClusterRequest
 from kubesim import KubeSim
 from tenants.models import Quota
 
@@ -35,6 +36,11 @@ def make_h100_growable(h100: Any, acme: Any) -> Any:
     h100.save()
     Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=24, borrow_limit=0)
     return h100
+
+
+def named_row(name: str) -> ClusterRequest:
+    """The request row ``name``, of whichever tenant."""
+    return ClusterRequest.objects.unscoped().get(name=name)
 
 
 def h100_nodes() -> int:

@@ -18,7 +18,7 @@ from django.test import Client
 from clusters.models import ClusterRequest
 from kubesim import KubeSim
 from tests.clusters.engine.conftest import wait_for
-from tests.clusters.engine.growing_fleet import growing_kubesim, h100_nodes, make_h100_growable
+from tests.clusters.engine.growing_fleet import growing_kubesim, h100_nodes, named_row
 
 CLUSTERS = "/api/v1/tenants/acme/clusters/"
 PROVREQS = "provisioningrequests.autoscaling.x-k8s.io"
@@ -30,22 +30,13 @@ def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
         yield sim
 
 
-@pytest.fixture
-def growing(h100: Any, acme: Any) -> Any:
-    return make_h100_growable(h100, acme)
-
-
-def _row(name: str) -> ClusterRequest:
-    return ClusterRequest.objects.unscoped().get(name=name)
-
-
 def test_a_gang_asks_for_nodes_waits_and_starts_on_them(
     worker: Any, kubesim: Any, growing: Any, as_user: Any, alice: Any
 ) -> None:
     api = as_user(alice)
     one = {"name": "one", "kind": "prod", "flavor": "h100", "workers": 1}
     assert api.post(CLUSTERS, one, format="json").status_code == 201
-    wait_for(lambda: _row("one").state == "ready", what="a 1-node cluster ready", timeout=60)
+    wait_for(lambda: named_row("one").state == "ready", what="a 1-node cluster ready", timeout=60)
 
     # Two whole nodes: the quota has room (24), the fleet one busy node and room to add
     # one: the autoscaler cannot hold the gang atomically yet, and says so.
@@ -72,9 +63,9 @@ def test_a_gang_asks_for_nodes_waits_and_starts_on_them(
 
     # The first cluster goes: its node and one new one hold the gang.
     assert api.delete(CLUSTERS + "one/").status_code == 202
-    wait_for(lambda: _row("two").state == "ready", what="admitted and ready", timeout=90)
+    wait_for(lambda: named_row("two").state == "ready", what="admitted and ready", timeout=90)
     assert h100_nodes() == 2
-    row = _row("two")
+    row = named_row("two")
     assert row.events.filter(reason="nodes_provisioned").exists()
     # Nobody waits on the request any more: it is gone, with its pod templates.
     wait_for(lambda: not kubesim.list(PROVREQS, "gw-acme"), what="the request cleaned up")
@@ -90,7 +81,7 @@ def test_a_failed_request_puts_the_gang_back_in_line(
     assert api.post(CLUSTERS, three, format="json").status_code == 400
     one = {"name": "one", "kind": "prod", "flavor": "h100", "workers": 1}
     assert api.post(CLUSTERS, one, format="json").status_code == 201
-    wait_for(lambda: _row("one").state == "ready", what="ready", timeout=60)
+    wait_for(lambda: named_row("one").state == "ready", what="ready", timeout=60)
     two = {"name": "two", "kind": "prod", "flavor": "h100", "workers": 2}
     assert api.post(CLUSTERS, two, format="json").status_code == 201
     wait_for(lambda: kubesim.list(PROVREQS, "gw-acme"), what="the request written")
@@ -117,15 +108,18 @@ def test_a_failed_request_puts_the_gang_back_in_line(
     assert row.events.filter(reason="capacity_failed").exists()
     wait_for(
         lambda: (
-            "could not add h100 nodes: ProvisioningRequest is expired" in _row("two").queue_message
+            "could not add h100 nodes: ProvisioningRequest is expired"
+            in named_row("two").queue_message
         ),
         what="the reason the user reads",
     )
-    assert _row("two").queue_reason == "capacity"
+    assert named_row("two").queue_reason == "capacity"
     wait_for(lambda: not kubesim.list(PROVREQS, "gw-acme"), what="the failed request deleted")
 
     # After the retry delay it asks again, with a new request.
     ClusterRequest.objects.filter(name="two").update(
-        capacity_requested_at=_row("two").capacity_requested_at - timedelta(minutes=6)
+        capacity_requested_at=named_row("two").capacity_requested_at - timedelta(minutes=6)
     )
-    wait_for(lambda: _row("two").capacity_request == "two-nodes-2", what="asked again", timeout=30)
+    wait_for(
+        lambda: named_row("two").capacity_request == "two-nodes-2", what="asked again", timeout=30
+    )

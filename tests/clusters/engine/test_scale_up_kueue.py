@@ -16,7 +16,7 @@ from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
 from kubesim import KubeSim
 from tests.clusters.engine.conftest import wait_for
-from tests.clusters.engine.growing_fleet import growing_kubesim, h100_nodes, make_h100_growable
+from tests.clusters.engine.growing_fleet import growing_kubesim, h100_nodes, named_row
 
 CLUSTERS = "/api/v1/tenants/acme/clusters/"
 
@@ -27,15 +27,6 @@ def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
         yield sim
 
 
-@pytest.fixture
-def growing(h100: Any, acme: Any) -> Any:
-    return make_h100_growable(h100, acme)
-
-
-def _row(name: str) -> ClusterRequest:
-    return ClusterRequest.objects.unscoped().get(name=name)
-
-
 def test_a_gang_waits_for_nodes_and_is_admitted_when_they_come(
     worker: Any, kubesim: Any, growing: Any, as_user: Any, alice: Any
 ) -> None:
@@ -43,7 +34,7 @@ def test_a_gang_waits_for_nodes_and_is_admitted_when_they_come(
     api = as_user(alice)
     one = {"name": "one", "kind": "prod", "flavor": "h100", "workers": 1}
     assert api.post(CLUSTERS, one, format="json").status_code == 201
-    wait_for(lambda: _row("one").state == "ready", what="a 1-node cluster ready", timeout=90)
+    wait_for(lambda: named_row("one").state == "ready", what="a 1-node cluster ready", timeout=90)
     check = gw.get("kueue.x-k8s.io/v1beta2", "AdmissionCheck", "gangway-capacity")
     assert check is not None and check["spec"]["controllerName"].endswith("provisioning-request")
     queue = gw.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "gw-acme")
@@ -65,7 +56,7 @@ def test_a_gang_waits_for_nodes_and_is_admitted_when_they_come(
 
     # The first cluster goes: its node and one new one hold the gang.
     assert api.delete(CLUSTERS + "one/").status_code == 202
-    wait_for(lambda: _row("two").state == "ready", what="admitted and ready", timeout=120)
+    wait_for(lambda: named_row("two").state == "ready", what="admitted and ready", timeout=120)
     assert h100_nodes() == 2
     requests = kubesim.list("provisioningrequests.autoscaling.x-k8s.io", "gw-acme")
     assert any(
@@ -81,7 +72,7 @@ def test_when_the_autoscaler_fails_kueue_puts_the_gang_back_in_line(
     api = as_user(alice)
     one = {"name": "one", "kind": "prod", "flavor": "h100", "workers": 1}
     assert api.post(CLUSTERS, one, format="json").status_code == 201
-    wait_for(lambda: _row("one").state == "ready", what="a 1-node cluster ready", timeout=90)
+    wait_for(lambda: named_row("one").state == "ready", what="a 1-node cluster ready", timeout=90)
     two = {"name": "two", "kind": "prod", "flavor": "h100", "workers": 2}
     assert api.post(CLUSTERS, two, format="json").status_code == 201
     # Kueue names its request after the Workload of two's RayCluster.

@@ -11,11 +11,12 @@ import pytest
 from django.utils import timezone
 
 from clusters.domain.states import State
+from clusters.kinds.rayjob import requests as jobs
 from clusters.kinds.rayjob.spec import JobSpec
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.queue.snapshot_reads import build_snapshot, pending_of
-from clusters.requests import jobs, services
+from clusters.requests import services
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import transition
 from tests.factories import borrower_fills_the_fleet

@@ -2,7 +2,7 @@
 update (a new Serve config or image: an upgrade), delete and a dry-run.
 
 A service's body is a cluster request's shape plus its Serve config and upgrade
-strategy; the checks are the services' (:mod:`clusters.requests.serving`), and the
+strategy; the checks are the services' (:mod:`clusters.kinds.rayservice.requests`), and the
 dry-run is the clusters' verdict with the service's RayService as its manifest.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -20,6 +19,7 @@ from rest_framework.response import Response
 from clusters.api.kind_views import KindViewSet
 from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import ClusterCreateInput, DryRunOutput
+from clusters.kinds.rayservice import requests as serving
 from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
 from clusters.kinds.rayservice.output import ServiceOut
 from clusters.kinds.rayservice.spec import (
@@ -29,7 +29,6 @@ from clusters.kinds.rayservice.spec import (
     ServiceSpec,
 )
 from clusters.models import ClusterRequest
-from clusters.requests import serving
 from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import StrictSerializer
@@ -84,6 +83,7 @@ class ServiceViewSet(KindViewSet):
     """Ray Serve services of one tenant, looked up by name."""
 
     kind = SERVICE_KIND
+    create_input = ServiceCreateInput
     serializer_class = ServiceOut
     action_roles = {
         "list": Role.VIEWER,
@@ -96,9 +96,7 @@ class ServiceViewSet(KindViewSet):
 
     @extend_schema(request=ServiceCreateInput, responses={201: ServiceOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        body = ServiceCreateInput(data=request.data, context={"tenant": self.tenant})
-        body.is_valid(raise_exception=True)
-        spec, service = _specs(dict(body.validated_data))
+        spec, service = self._parsed(request, _specs)
         created = serving.service_create(
             actor=request.user,
             tenant=self.tenant,
@@ -131,12 +129,7 @@ class ServiceViewSet(KindViewSet):
     @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
     def dry_run(self, request: Request, tenant_slug: str) -> Response:
         """Would this service start now, queue (where, until when) or never fit?"""
-        body = ServiceCreateInput(
-            data=request.data,
-            context={"tenant": self.tenant, "kai_enabled": settings.KAI_ENABLED},
-        )
-        body.is_valid(raise_exception=True)
-        spec, service = _specs(dict(body.validated_data))
+        spec, service = self._parsed(request, _specs, dry_run=True)
 
         def check(candidate: ClusterSpec) -> ClusterRequest:
             return serving.service_check(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -25,12 +24,12 @@ from clusters.api.serializers import (
     FlavorField,
     accept_flavors,
 )
+from clusters.kinds.rayjob import driver_logs as job_logs
+from clusters.kinds.rayjob import requests as services
 from clusters.kinds.rayjob.kind import KIND as JOB_KIND
 from clusters.kinds.rayjob.output import JobLogsOut, JobOut
 from clusters.kinds.rayjob.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
-from clusters.live import driver_logs as job_logs
-from clusters.requests import jobs as services
-from clusters.requests.dry_run import dry_run_verdict
+from clusters.live.log_bounds import LogBounds
 from clusters.rows.spec import PAYLOAD_FIELDS, ClusterSpec
 from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless
@@ -124,6 +123,7 @@ class JobViewSet(KindViewSet):
     """Batch jobs of one tenant, looked up by name."""
 
     kind = JOB_KIND
+    create_input = JobCreateInput
     serializer_class = JobOut
     action_roles = {
         "list": Role.VIEWER,
@@ -137,9 +137,7 @@ class JobViewSet(KindViewSet):
 
     @extend_schema(request=JobCreateInput, responses={201: JobOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        body = JobCreateInput(data=request.data, context={"tenant": self.tenant})
-        body.is_valid(raise_exception=True)
-        spec, job = _specs(dict(body.validated_data))
+        spec, job = self._parsed(request, _specs)
         created = services.job_create(
             actor=request.user, tenant=self.tenant, spec=spec, job=job, role=self.tenant_role
         )
@@ -176,7 +174,7 @@ class JobViewSet(KindViewSet):
         """The driver's output, from the submitter pod through ``pods/log`` while it
         exists, else the tail kept when the job ended. ``?format=text`` (or ``Accept:
         text/plain``) answers the text alone."""
-        bounds = job_logs.LogBounds.parse(request.query_params)
+        bounds = LogBounds.parse(request.query_params)
         found = job_logs.driver_log(self.get_object(), bounds)
         return Response(JobLogsOut(found).data)
 
@@ -184,13 +182,8 @@ class JobViewSet(KindViewSet):
     @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
     def dry_run(self, request: Request, tenant_slug: str) -> Response:
         """Would this job start now, queue (where, until when) or never fit? Writes nothing."""
-        body = JobCreateInput(
-            data=request.data,
-            context={"tenant": self.tenant, "kai_enabled": settings.KAI_ENABLED},
-        )
-        body.is_valid(raise_exception=True)
-        spec, job = _specs(dict(body.validated_data))
-        result = dry_run_verdict(
+        spec, job = self._parsed(request, _specs, dry_run=True)
+        result = services.job_dry_run(
             tenant=self.tenant, owner=request.user, spec=spec, job=job, role=self.tenant_role
         )
         return Response(result, status=status.HTTP_200_OK)

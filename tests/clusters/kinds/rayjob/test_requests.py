@@ -1,4 +1,4 @@
-"""The job services (clusters.requests.jobs) on the database, without a worker: a job is
+"""The job services (clusters.kinds.rayjob.requests) on the database, without a worker: a job is
 queued with its run's details and audited, refused with nothing written when its body
 is wrong, and stopped only while it has not ended."""
 
@@ -10,9 +10,9 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from clusters.domain.states import State
+from clusters.kinds.rayjob import requests as jobs
 from clusters.kinds.rayjob.spec import JobSpec
 from clusters.models import ClusterRequest, Job, Workload
-from clusters.requests import jobs
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import transition
 from controlplane.exceptions import ServiceConflict

@@ -18,9 +18,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from clusters.admission.snapshot import FITS_NOW
 from clusters.domain import shapes
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import interactive_workloads
@@ -34,10 +35,12 @@ from clusters.kinds.rayjob.spec import (
     JobSpec,
 )
 from clusters.kinds.rayjob.states import JOB_FINISHED
+from clusters.kube.manifests import cluster_manifests
 from clusters.models import ClusterKind, ClusterRequest, Job
-from clusters.queue.backends import queue_backend
+from clusters.queue.backends import manifest_options, queue_backend
 from clusters.requests import rules
 from clusters.requests import services as requests
+from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows import enqueue, lifecycle
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import note, transition
@@ -46,6 +49,8 @@ from tenants.audit import audit_record
 from tenants.models import Tenant
 from tenants.selectors import role_in_tenant
 
+# A dry-run job named by nobody is shown with this name (submission generates one).
+DRY_RUN_JOB_NAME = "dry-run-job"
 STOPPABLE = frozenset({State.QUEUED, State.ADMITTED, State.STARTING, State.RUNNING})
 
 
@@ -260,15 +265,7 @@ def job_create(
         marked = bool(details.host) or not queue_backend().provisions_queued
         if marked:
             request.provision_requested_at = timezone.now()
-        try:
-            request.save()
-        except IntegrityError:
-            raise ValidationError(
-                {"name": f"A cluster or job named {request.name!r} already exists."}
-            ) from None
-        details.request = request
-        # Its primary key is the request's, so a plain save() would try an UPDATE first.
-        details.save(force_insert=True)
+        requests.kind_request_save(request, details)
         note(
             request,
             reason="requested",
@@ -341,3 +338,50 @@ def job_stop(*, actor: Any, request: ClusterRequest, role: str | None = None) ->
 def job_delete(*, actor: Any, request: ClusterRequest, role: str | None = None) -> ClusterRequest:
     """Delete a job (stopping it if it runs); its GPUs are released once its pods are gone."""
     return requests.cluster_delete(actor=actor, cluster=request, role=role)
+
+
+def job_dry_run(
+    *, tenant: Tenant, owner: Any, spec: ClusterSpec | None, job: JobSpec, role: str | None = None
+) -> dict[str, Any]:
+    """The dry-run verdict of a job (:func:`clusters.requests.dry_run.dry_run_verdict`
+    with the job's own checks); a job on one of its owner's clusters waits for nothing."""
+    role = role or role_in_tenant(user=owner, tenant=tenant)
+
+    def check(candidate: ClusterSpec | None) -> ClusterRequest:
+        return job_check(actor=owner, tenant=tenant, spec=candidate, job=job, role=role)[0]
+
+    if job.host:
+        return _hosted_verdict(check(spec), job.host)
+    assert spec is not None
+    return dry_run_verdict(
+        tenant=tenant,
+        owner=owner,
+        spec=spec,
+        role=role,
+        kind_check=check,
+        default_name="" if job.name else DRY_RUN_JOB_NAME,
+    )
+
+
+def _hosted_verdict(job: ClusterRequest, host: str) -> dict[str, Any]:
+    """A job on one of its owner's ready clusters waits for nothing: it takes no GPUs."""
+    if not job.name:
+        job.name = DRY_RUN_JOB_NAME
+    return {
+        "verdict": FITS_NOW,
+        "headline": f"Starts now on {host}; it takes no new GPUs.",
+        "reasons": [
+            {"code": "hosted", "message": f"It runs on {host}, whose GPUs you already hold."}
+        ],
+        "summary": f"Starts now on {host}; it takes no new GPUs.",
+        "position": None,
+        "flavor_position": None,
+        "eta": None,
+        "eta_text": "",
+        "alternatives": [],
+        "flavor": None,
+        "flavors": [],
+        "budget_note": "",
+        "as_of": timezone.now(),  # the queue is not read: nothing waits
+        "manifests": cluster_manifests(job, **manifest_options()),
+    }

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from clusters.domain import shapes
@@ -91,14 +91,7 @@ def service_create(
         request, details = service_check(
             actor=actor, tenant=tenant, spec=spec, service=service, role=role
         )
-        try:
-            request.save()
-        except IntegrityError:
-            raise ValidationError(
-                {"name": f"A cluster, job or service named {request.name!r} already exists."}
-            ) from None
-        details.request = request
-        details.save(force_insert=True)
+        requests.kind_request_save(request, details)
         note(request, reason="requested", message="service requested", actor=actor)
         audit_record(
             actor=actor,

@@ -1,4 +1,5 @@
-"""A job's driver output within bounds (clusters.live.driver_logs): the query's bounds
+"""A job's driver output within bounds (clusters.kinds.rayjob.driver_logs; the bounds are
+clusters.live.log_bounds): the query's bounds
 are checked as the schema says, and the tail keeps the newest lines within the byte
 limit, saying when it cut. Reading the submitter pod is covered end to end in
 ``tests/clusters/engine/test_jobs.py``."""
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from clusters.live.driver_logs import MAX_TAIL, LogBounds, bounded, driver_log
+from clusters.kinds.rayjob.driver_logs import driver_log
+from clusters.live.log_bounds import MAX_TAIL, LogBounds, bounded
 from clusters.models import Job, Workload
 
 

@@ -42,7 +42,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from clusters.kinds.rayservice.spec import ServiceSpec
         from clusters.models import ClusterRequest
-        from clusters.requests.serving import service_create
+        from clusters.kinds.rayservice.requests import service_create
         from clusters.rows.spec import ClusterSpec
         from tenants.models import GpuFlavor, Tenant
 

@@ -37,7 +37,9 @@ WAYS = {
 class Forward:
     """A running ``kubectl port-forward``, its local ports announced."""
 
-    def __init__(self, psim: KubeSim, tmp_path: Path, way: str, target: str, *ports: str):
+    def __init__(
+        self, psim: KubeSim, tmp_path: Path, way: str, target: str, *ports: str, announced: str = ""
+    ) -> None:
         kubeconfig = psim.write_kubeconfig(str(tmp_path / "kubeconfig"))
         env = {**os.environ, "KUBECTL_PORT_FORWARD_WEBSOCKETS": str(way == "websocket").lower()}
         assert KUBECTL is not None
@@ -51,6 +53,7 @@ class Forward:
         assert self.process.stdout is not None
         for spec in ports:
             local, remote = spec.split(":")
+            remote = announced or remote
             line = self.process.stdout.readline()
             assert line.startswith(f"Forwarding from 127.0.0.1:{local} -> {remote}"), line
 
@@ -142,3 +145,24 @@ def test_kubectl_port_forward_to_a_pod_that_is_not_running_is_refused(
     )
     assert done.returncode == 1
     assert 'pods "nosuch" not found' in done.stderr
+
+
+def test_kubectl_port_forward_to_a_service_reaches_a_pod_it_selects(
+    psim: KubeSim, api: client.ApiClient, tmp_path: Path
+) -> None:
+    core = client.CoreV1Api(api)
+    body = _pod("plain", [7000])
+    body["metadata"]["labels"]["app"] = "echo"
+    core.create_namespaced_pod("default", body)
+    service = {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": 7000}]}
+    core.create_namespaced_service("default", {"metadata": {"name": "echo"}, "spec": service})
+    _running(core, "plain")
+    local = free_port()
+    # kubectl resolves the service to a pod and its port 80 to the pod's 7000 itself.
+    forward = Forward(psim, tmp_path, "websocket", "service/echo", f"{local}:80", announced="7000")
+    try:
+        with socket.create_connection(("127.0.0.1", local), timeout=30) as conn:
+            conn.sendall(b"through the service")
+            assert _recv_exactly(conn, 19) == b"through the service"
+    finally:
+        forward.stop()

@@ -65,7 +65,7 @@ class Request:
     data_stream: int = 0
     behind: Port | None = None
     done: bool = False
-    pending: list[bytes] = field(default_factory=list)
+    pending: list[spdy.Frame] = field(default_factory=list)
 
 
 class Session:
@@ -133,6 +133,10 @@ class Session:
         if behind.error:
             self.send(self.codec.data(request.error_stream, behind.error.encode()))
             self._finish(request)
+        # What the data stream carried before the error stream came, in order.
+        early, request.pending = request.pending, []
+        for frame in early:
+            self._data(frame)
 
     def _data(self, frame: spdy.Frame) -> None:
         request = self.streams.get(frame.stream)
@@ -140,7 +144,7 @@ class Session:
             return  # the error stream carries nothing from the client
         behind = request.behind
         if behind is None:
-            request.pending.append(frame.payload)
+            request.pending.append(frame)
         elif behind.echo:
             if frame.payload:
                 self.send(self.codec.data(request.data_stream, frame.payload))

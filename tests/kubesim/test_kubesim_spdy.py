@@ -121,3 +121,14 @@ def test_an_upgrade_without_the_stream_protocol_is_refused(
     sock, head = _upgrade(psim, "plain", None)
     sock.close()
     assert head.startswith(b"HTTP/1.1 400 ")
+
+
+def test_data_sent_before_the_error_stream_opens_is_relayed_once_it_does(
+    session: Client,
+) -> None:
+    session.syn_stream(1, {"streamtype": "data", "port": "7000", "requestid": "9"})
+    session.data(1, b"early")
+    session.syn_stream(3, {"streamtype": "error", "port": "7000", "requestid": "9"})
+    frames = [session.next() for _ in range(3)]
+    assert [(f.kind, f.stream) for f in frames[:2]] == [(spdy.SYN_REPLY, 1), (spdy.SYN_REPLY, 3)]
+    assert (frames[2].kind, frames[2].stream, frames[2].payload) == (0, 1, b"early")

@@ -189,8 +189,18 @@ RAY_CLIENT = (
 )
 
 
+def _client_server_logs(sim: KubeSim, cluster: ClusterRequest) -> str:
+    """The head's Ray Client server logs (what a failed ``ray.init`` could not say)."""
+    realray = sim.cluster.realray
+    slot = realray.slots.get((cluster.namespace, cluster.name)) if realray else None
+    if slot is None:
+        return "no real head"
+    logs = sorted(Path(slot.temp_dir).glob("session_latest/logs/ray_client_server*"))
+    return "\n".join(f"{p.name}: {p.read_text(errors='replace')[-1500:]}" for p in logs)
+
+
 def test_ray_client_connects_through_gangway_port_forward(
-    web: str, bob: Any, tmp_path: Path, live_cluster: ClusterRequest
+    web: str, bob: Any, kubesim: KubeSim, tmp_path: Path, live_cluster: ClusterRequest
 ) -> None:
     local = free_port()
     forward = subprocess.Popen(
@@ -214,7 +224,11 @@ def test_ray_client_connects_through_gangway_port_forward(
         forward.terminate()
         forward.wait(timeout=30)
     out = driver.stdout
-    assert driver.returncode == 0, (out, driver.stderr[-3000:])
+    assert driver.returncode == 0, (
+        out,
+        driver.stderr[-3000:],
+        _client_server_logs(kubesim, live_cluster),
+    )
     # The cluster's shape, as its head's scheduler sees it: two one-GPU workers.
     assert "'GPU': 2.0" in out, out
     # The GPU task ran on a worker of the cluster, not on the head where the driver is.

@@ -28,6 +28,7 @@ from kubesim import (
     openapi,
     protobuf,
     serviceproxy,
+    spdyforward,
     streams,
     verbs,
     watch,
@@ -388,8 +389,14 @@ class Handler(BaseHTTPRequestHandler):
         """``pods/portforward``: the kubelet's WebSocket channels (``portforward.py``)."""
         headers = list(self.headers.items())
         sim, sock, out = self.server.sim, self.connection, self.wfile
-        self._status = serve_portforward(sim, sock, out, self.path, headers, (ns, name))
         self.close_connection = True
+        if spdyforward.asks_spdy(headers):  # kubectl's own protocol (spdyforward.py)
+            self._status = spdyforward.serve_upgrade(sim, sock, out, headers, (ns, name))
+        elif spdyforward.asks_tunnel(headers):
+            args = (sim, sock, out, self.path, headers, (ns, name))
+            self._status = spdyforward.serve_tunnel(*args)
+        else:
+            self._status = serve_portforward(sim, sock, out, self.path, headers, (ns, name))
 
     # Named exception to ruff's C901 (max-complexity 12): the URL grammar of the Kubernetes API, one
     # branch per path shape kubectl sends.
@@ -439,7 +446,9 @@ class Handler(BaseHTTPRequestHandler):
                 )
             return self._send(200, doc)
         if group == "" and len(rest) == 5 and rest[0] == "namespaces" and rest[2] == "pods":
-            if rest[4] not in ("log", "portforward") or method != "GET":
+            # kubectl POSTs its SPDY upgrade; a WebSocket's handshake is a GET.
+            allowed = ("GET", "POST") if rest[4] == "portforward" else ("GET",)
+            if rest[4] not in ("log", "portforward") or method not in allowed:
                 raise errors.method_not_allowed()
             if rest[4] == "portforward":
                 return self._portforward(rest[1], rest[3])

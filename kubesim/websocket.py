@@ -87,9 +87,11 @@ def accept(
     *,
     subprotocols: list[str] | None = None,
     select_subprotocol: Callable[[ServerProtocol, Sequence[str]], str | None] | None = None,
+    chosen: str | None = None,
 ) -> Conversation | None:
     """Answer the handshake: 101 and the conversation, or the protocol's refusal (an
-    invalid handshake, or no subprotocol the server speaks) and None."""
+    invalid handshake, or no subprotocol the server speaks) and None. ``chosen`` is a
+    subprotocol the caller picked itself (one the library's token grammar refuses)."""
     protocol = ServerProtocol(
         subprotocols=subprotocols,  # type: ignore[arg-type]
         select_subprotocol=select_subprotocol,  # type: ignore[arg-type]
@@ -105,6 +107,8 @@ def accept(
         )
     else:
         response = protocol.accept(request)
+        if chosen and response.status_code == 101:
+            response.headers["Sec-WebSocket-Protocol"] = chosen
     protocol.send_response(response)
     conversation = Conversation(sock, out, protocol)
     conversation.flush()

@@ -2,6 +2,8 @@
 starts ``jupyter lab`` behind the head pod), bob's dev cluster asked with ``notebook``,
 and the web server as ``make run`` starts it (uvicorn, so WebSockets pass), serving the
 product on ``127.0.0.1`` and the clusters' origin on ``localhost`` of the same port.
+``real_ray_notebook_stack`` is the same with real Ray behind the cluster (``real_ray=1``,
+two one-GPU workers as real Ray nodes), so that ``ray.init()`` in a notebook joins it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,25 +84,61 @@ def _jupyter_answers(cluster: ClusterRequest) -> bool:
 def notebook_stack(
     tmp_path: Path, settings: Any, bob: Any, request_cluster: Any, monkeypatch: Any
 ) -> Iterator[Stack]:
+    with _stack(tmp_path, settings, bob, request_cluster, monkeypatch) as stack:
+        yield stack
+
+
+@pytest.fixture
+def real_ray_notebook_stack(
+    tmp_path: Path, settings: Any, bob: Any, request_cluster: Any, monkeypatch: Any
+) -> Iterator[Stack]:
+    with _stack(tmp_path, settings, bob, request_cluster, monkeypatch, real_ray=True) as stack:
+        yield stack
+
+
+# A real head on a busy two-core machine takes up to a couple of minutes to answer.
+REAL_START_TIMEOUT = 400.0
+
+
+@contextmanager
+def _stack(
+    tmp_path: Path,
+    settings: Any,
+    bob: Any,
+    request_cluster: Any,
+    monkeypatch: Any,
+    *,
+    real_ray: bool = False,
+) -> Iterator[Stack]:
     from tests.frontend.browser import quiet_nudges
 
     quiet_nudges(monkeypatch)
-    sim = KubeSim(fleet=None, port=0, procs_root=str(tmp_path / "procs")).start()
+    procs = str(tmp_path / "procs")
+    sim = KubeSim(fleet=None, port=0, procs_root=procs, real_ray=int(real_ray)).start()
     processes = Processes(tmp_path)
+    start = REAL_START_TIMEOUT if real_ray else 30
     try:
         kubeconfig = tmp_path / "kubeconfig"
         sim.write_kubeconfig(str(kubeconfig))
         settings.KUBECONFIG = str(kubeconfig)
-        cluster = make_ready(request_cluster(bob, name=NAME, notebook=True))
+        workers = 2 if real_ray else 1
+        cluster = make_ready(request_cluster(bob, name=NAME, notebook=True, workers=workers))
         ClusterRequest.objects.filter(pk=cluster.pk).update(ready_at=timezone.now())
         cluster = ClusterRequest.objects.select_related("tenant", "owner", "flavor").get(
             pk=cluster.pk
         )
         provisioning.apply_cluster(cluster, get_gateway())
-        wait_for(lambda: head_ready(cluster), timeout=30, what="the head pod to be ready")
+        wait_for(lambda: head_ready(cluster), timeout=start, what="the head pod to be ready")
+        if real_ray:
+            # Every worker a real Ray node too: the RayCluster is ready once all its pods are.
+            wait_for(
+                lambda: _rc_state(sim, cluster) == "ready",
+                timeout=start,
+                what=lambda: f"the workers to join: {_rc_state(sim, cluster)}",
+            )
         wait_for(
             lambda: _jupyter_answers(cluster),
-            timeout=90,
+            timeout=start if real_ray else 90,
             what=lambda: (
                 "JupyterLab through the service proxy: "
                 + _log(tmp_path / "procs" / cluster.namespace)
@@ -127,6 +166,11 @@ def notebook_stack(
         sim.stop()
         if os.environ.get("SHOW_WEB_LOG") and (tmp_path / "web.log").exists():
             print((tmp_path / "web.log").read_text()[-5000:])
+
+
+def _rc_state(sim: KubeSim, cluster: ClusterRequest) -> str:
+    rc = sim.get("rayclusters.ray.io", cluster.namespace, cluster.name)
+    return str(((rc or {}).get("status") or {}).get("state") or "")
 
 
 def _log(where: Path) -> str:

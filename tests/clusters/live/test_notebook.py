@@ -25,9 +25,15 @@ import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE fir
 from clusters.engine import idle
 from clusters.models import ClusterRequest
 from tests.clusters.engine.conftest import wait_for
-from tests.clusters.live.notebook_stack import NAME, Stack, notebook_stack, signed_in
+from tests.clusters.live.notebook_stack import (
+    NAME,
+    Stack,
+    notebook_stack,
+    real_ray_notebook_stack,
+    signed_in,
+)
 
-__all__ = ["notebook_stack"]
+__all__ = ["notebook_stack", "real_ray_notebook_stack"]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -214,13 +220,11 @@ def test_a_busy_kernel_keeps_the_cluster_alive_and_its_page_says_so(
     assert cluster.last_active_at < cluster.activity_checked_at  # idle since then
 
 
-@pytest.mark.browser
-def test_open_jupyterlab_from_the_cluster_page_and_run_code_in_chromium(
-    notebook_stack: Stack, page: Any
-) -> None:
+def _open_lab(stack: Stack, page: Any) -> Any:
+    """bob follows "Open JupyterLab" from the cluster's page and opens a new notebook
+    whose kernel is connected; its page."""
     from playwright.sync_api import expect
 
-    stack = notebook_stack
     # bob's session, made here (the test users' password hasher is the tests' own).
     session = signed_in(stack, "bob")
     page.context.add_cookies(
@@ -243,13 +247,46 @@ def test_open_jupyterlab_from_the_cluster_page_and_run_code_in_chromium(
     expect(lab.get_by_role("button", name="Python 3 (ipykernel) | Idle", exact=True)).to_be_visible(
         timeout=90_000
     )
+    return lab
+
+
+def _run_cell(lab: Any, code: str) -> None:
+    """Type ``code`` in the notebook's first cell and run it."""
+    from playwright.sync_api import expect
+
     cell = lab.locator(".jp-Notebook .jp-Cell .cm-content").first
     cell.click()
     expect(cell).to_be_focused(timeout=30_000)  # the editor takes keys only once it has focus
-    lab.keyboard.type("print(6*7)")
-    expect(cell).to_have_text("print(6*7)")
+    lab.keyboard.type(code)
+    expect(cell).to_have_text(code)
     lab.keyboard.press("Shift+Enter")
+
+
+@pytest.mark.browser
+def test_open_jupyterlab_from_the_cluster_page_and_run_code_in_chromium(
+    notebook_stack: Stack, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    lab = _open_lab(notebook_stack, page)
+    _run_cell(lab, "print(6*7)")
     expect(lab.locator(".jp-OutputArea-output").first).to_have_text("42", timeout=60_000)
+
+
+@pytest.mark.browser
+def test_ray_init_in_a_notebook_joins_the_clusters_real_head_in_chromium(
+    real_ray_notebook_stack: Stack, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    lab = _open_lab(real_ray_notebook_stack, page)
+    _run_cell(lab, "import ray; ray.init(); print(ray.cluster_resources())")
+    # The cluster's two one-GPU workers: ray.init() joined its head (a Ray of its own,
+    # started by the kernel, would have no GPU).
+    output = lab.locator(".jp-OutputArea-output", has_text="'GPU': 2.0")
+    expect(output).to_be_visible(timeout=300_000)
+    joined = lab.locator(".jp-OutputArea-output", has_text="Connecting to existing Ray cluster")
+    expect(joined).to_be_visible()
     if os.environ.get("GANGWAY_SCREENSHOTS_DIR"):
         # JupyterLab asks once whether to fetch its news; answered, the prompt goes.
         prompt = lab.get_by_text("Would you like to get notified about official Jupyter news?")

@@ -40,9 +40,9 @@ class Command(BaseCommand):
     help = "Request the demo service text-to-image for the demo tenant (idempotent)."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from clusters.kinds.rayservice.requests import service_create
         from clusters.kinds.rayservice.spec import ServiceSpec
         from clusters.models import ClusterRequest
-        from clusters.kinds.rayservice.requests import service_create
         from clusters.rows.spec import ClusterSpec
         from tenants.models import GpuFlavor, Tenant
 

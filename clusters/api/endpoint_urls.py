@@ -5,9 +5,10 @@ from django.urls import re_path
 
 from clusters.api.endpoint_views import serve_endpoint
 
+# Any segment is taken (a malformed name is the endpoint's JSON 404, as the API's are).
 urlpatterns = [
     re_path(
-        r"^serve/(?P<slug>[-a-zA-Z0-9_]+)/(?P<name>[-a-z0-9]+)(?:/(?P<path>.*))?$",
+        r"^serve/(?P<slug>[^/]+)/(?P<name>[^/]+)/(?P<path>.*)$",
         serve_endpoint,
         name="service-endpoint",
     ),

@@ -14,11 +14,9 @@ from clusters.live.serve_endpoint import relay
 
 
 @csrf_exempt
-def serve_endpoint(
-    request: HttpRequest, slug: str, name: str, path: str | None = None
-) -> HttpResponseBase:
+def serve_endpoint(request: HttpRequest, slug: str, name: str, path: str) -> HttpResponseBase:
     """Relay the request to the service's Serve proxy (see the module)."""
-    response = relay(request, slug=slug, name=name, path=path or "")
+    response = relay(request, slug=slug, name=name, path=path)
     # Read by django-csp's middleware, as its decorators set it.
     setattr(response, "_csp_update", {"sandbox": True})  # noqa: B010
     return response

@@ -44,8 +44,11 @@ class ServiceTokenCreatedOut(ServiceTokenOut):
 
 
 class ServiceTokenListOut(drf.Serializer):
-    """A service's invoke tokens."""
+    """A page of a service's invoke tokens."""
 
+    count = serializers.IntegerField()
+    next = serializers.CharField(allow_null=True)
+    previous = serializers.CharField(allow_null=True)
     results = ServiceTokenOut(many=True)
 
 
@@ -66,6 +69,8 @@ class ServiceEndpointActions:
 
     get_object: Any
     tenant_role: Any
+    paginate_queryset: Any
+    get_paginated_response: Any
 
     @extend_schema(
         methods=["GET"], responses=ServiceTokenListOut, operation_id="services_tokens_list"
@@ -80,9 +85,9 @@ class ServiceEndpointActions:
     def tokens(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The service's invoke tokens; POST creates one (its secret shown once)."""
         row = self.get_object()
-        if request.method == "GET":
-            found = serve_access.service_tokens(request=row)
-            return Response({"results": ServiceTokenOut(found, many=True).data})
+        if request.method != "POST":  # GET, and HEAD with it
+            page = self.paginate_queryset(serve_access.service_tokens(request=row))
+            return self.get_paginated_response(ServiceTokenOut(page, many=True).data)
         body = ServiceTokenIn(data=request.data)
         body.is_valid(raise_exception=True)
         token, secret = serve_access.service_token_create(

@@ -13,6 +13,7 @@ invoke token of another service), 503 (not ready, with why), 502 (unreachable).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,8 @@ from tenants.models import Tenant
 from tenants.selectors import tenant_with_role
 
 SERVE_PORT = "serve"
+_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,64}")
+_NAME = re.compile(r"[-a-z0-9]{1,63}")
 METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
 # What identifies the caller to the product, and hop-by-hop headers, stay here.
 _KEPT_REQUEST_HEADERS = frozenset(
@@ -74,14 +77,17 @@ def _not_found() -> HttpResponse:
     return refusal(404, "not_found", "Not found.")
 
 
-def _unauthenticated(message: str) -> HttpResponse:
-    response = refusal(401, "not_authenticated", message)
-    response["WWW-Authenticate"] = 'Bearer realm="gangway services"'
+def _unauthenticated(message: str, code: str = "not_authenticated") -> HttpResponse:
+    response = refusal(401, code, message)
+    response["WWW-Authenticate"] = "Token"  # as the API's; "Bearer" is accepted too
     return response
 
 
 def _find(slug: str, name: str) -> ClusterRequest | None:
-    """The live service ``name`` of tenant ``slug`` (any caller's view of it)."""
+    """The live service ``name`` of tenant ``slug`` (any caller's view of it); ``None``
+    for names no tenant or service can have, before they reach a query."""
+    if not (_SLUG.fullmatch(slug) and _NAME.fullmatch(name)):
+        return None
     return (
         ClusterRequest.objects.unscoped()
         .not_deleted()
@@ -104,12 +110,14 @@ def _credential(request: HttpRequest) -> Credential | HttpResponse | None:
             .first()
         )
         if token is None:
-            return _unauthenticated("This invoke token is not valid (revoked or mistyped).")
+            return _unauthenticated(
+                "This invoke token is not valid (revoked or mistyped).", "authentication_failed"
+            )
         return Credential(token=token)
     try:
         found = TokenAuthentication().authenticate(Request(request))
     except AuthenticationFailed as exc:
-        return _unauthenticated(str(exc.detail))
+        return _unauthenticated(str(exc.detail), "authentication_failed")
     if found is None:
         return _unauthenticated("Send 'Authorization: Bearer <token>'.")
     return Credential(user=found[0])

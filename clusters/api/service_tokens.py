@@ -87,7 +87,8 @@ class ServiceEndpointActions:
         row = self.get_object()
         if request.method != "POST":  # GET, and HEAD with it
             page = self.paginate_queryset(serve_access.service_tokens(request=row))
-            return self.get_paginated_response(ServiceTokenOut(page, many=True).data)
+            listed: Response = self.get_paginated_response(ServiceTokenOut(page, many=True).data)
+            return listed
         body = ServiceTokenIn(data=request.data)
         body.is_valid(raise_exception=True)
         token, secret = serve_access.service_token_create(

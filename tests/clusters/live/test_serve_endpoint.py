@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from django.test import Client
+from django.utils import timezone
 from knox.models import AuthToken
 
 from clusters.models import ClusterRequest, Service, ServiceToken
@@ -36,7 +37,7 @@ def _api_token(user: Any) -> str:
 
 
 def _queued_service(tenant: Any, owner: Any, name: str) -> ClusterRequest:
-    """A second service of the tenant, queued (never applied)."""
+    """A second service of the tenant, queued and held by an admin (never admitted)."""
     row = ClusterRequest.objects.create(
         tenant=tenant,
         name=name,
@@ -48,6 +49,8 @@ def _queued_service(tenant: Any, owner: Any, name: str) -> ClusterRequest:
         gpus=1,
         state="queued",
         queue_reason="quota",
+        held_at=timezone.now(),
+        hold_reason="kept waiting for the test",
     )
     Service.objects.create(request=row, serve_config=STABLE_DIFFUSION)
     return row

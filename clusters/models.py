@@ -330,9 +330,39 @@ class Service(models.Model):
     pending_cluster = models.CharField(max_length=128, blank=True)
     upgrading = models.BooleanField(default=False)
     serve_endpoints = models.PositiveIntegerField(default=0)
+    public = models.BooleanField(
+        default=False, help_text="Whether its endpoint answers callers without a token."
+    )
+    requests_total = models.PositiveBigIntegerField(
+        default=0, help_text="Requests relayed through its endpoint (flushed from Redis)."
+    )
 
     def __str__(self) -> str:
         return f"service {self.request_id}"
+
+
+class ServiceToken(models.Model):
+    """A scoped token that may invoke one service's endpoint and nothing else.
+
+    Stored as the SHA-256 digest of the secret (shown once at creation) and its first
+    characters (``prefix``) to tell tokens apart in lists; revoking deletes the row.
+    """
+
+    service = models.ForeignKey(Service, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=64)
+    prefix = models.CharField(max_length=16)
+    digest = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}...)"
 
 
 class ClusterEvent(models.Model):

@@ -28,6 +28,8 @@ urlpatterns = [
     path("api/v1/", include("clusters.api.urls")),
     path("api/v1/", include("notifications.api.urls")),
     path("admin/", admin.site.urls),
+    # Services' endpoints (docs/services.md): any method, any route under the service.
+    path("", include("clusters.api.endpoint_urls")),
     path("", include("frontend.urls")),
 ]
 

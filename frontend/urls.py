@@ -7,12 +7,22 @@ from django.urls import URLPattern, path, re_path
 
 from frontend import views
 from frontend.kinds import KindPages, all_pages, route_names
-from frontend.views import account, mail, platform, ssh_keys, sso, tenant_admin, whatif
+from frontend.views import (
+    account,
+    mail,
+    platform,
+    service_endpoint,
+    ssh_keys,
+    sso,
+    tenant_admin,
+    whatif,
+)
 from frontend.views import workloads as w
 from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
 CLUSTER = TENANT + "clusters/<slug:name>/"
+SERVICE = TENANT + "services/<slug:name>/"
 
 
 def _kind_routes(workload: str, kind: KindPages) -> list[URLPattern]:
@@ -138,5 +148,17 @@ urlpatterns = [
         name="cluster-ray",
     ),
     path(CLUSTER + "notebook/", views.notebook_open, name="cluster-notebook"),
+    # Before the kinds' routes: ``{name}/tokens/`` would be taken for an action.
+    path(
+        SERVICE + "tokens/",
+        service_endpoint.service_token_create,
+        name="service-token-create",
+    ),
+    path(
+        SERVICE + "tokens/<int:token_id>/revoke/",
+        service_endpoint.service_token_revoke,
+        name="service-token-revoke",
+    ),
+    path(SERVICE + "public/", service_endpoint.service_public, name="service-public"),
     *(route for workload, kind in all_pages().items() for route in _kind_routes(workload, kind)),
 ]

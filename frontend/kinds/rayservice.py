@@ -11,12 +11,17 @@ from typing import Any
 from clusters import selectors
 from clusters.domain.states import State
 from clusters.kinds.rayservice import requests as serving
+from clusters.kinds.rayservice.output import curl_example, endpoint_url
 from clusters.kinds.rayservice.spec import ServiceSpec
 from clusters.kube.manifests import cluster_manifests, to_yaml
+from clusters.live import serve_access
 from clusters.models import ClusterRequest, Workload
 from clusters.queue.backends import manifest_options
+from clusters.requests import rules
 from clusters.requests.dry_run import dry_run_verdict
+from clusters.rows import serve_counts
 from clusters.rows.spec import ClusterSpec
+from tenants.models import Role
 
 WORKLOAD: str = Workload.SERVICE
 NOUN = "service"
@@ -85,11 +90,21 @@ def annotate_row(row: ClusterRequest) -> None:
 def detail_context(
     row: ClusterRequest, *, actor: Any, role: str | None, base_url: str
 ) -> dict[str, Any]:
-    """The service's sections of its page (and of the polled fragment)."""
+    """The service's sections of its page (and of the polled fragment): its endpoint
+    with a curl example, its requests and, for its owner and the tenant's admins, its
+    invoke tokens."""
+    url = endpoint_url(row.tenant.slug, row.name)
+    may_manage_tokens = rules.can_manage(actor=actor, cluster=row, role=role)
     return {
         "serving": row.service,
         "may_delete": row.state not in (State.DELETING, State.DELETED),
         "gpu_hours": selectors.cluster_gpu_hours(row),
+        "endpoint_url": url,
+        "endpoint_curl": curl_example(url, row.service.public),
+        "endpoint_requests": serve_counts.requests_total(row.service),
+        "may_manage_tokens": may_manage_tokens,
+        "may_set_public": role == Role.ADMIN,
+        "tokens": list(serve_access.service_tokens(request=row)) if may_manage_tokens else [],
     }
 
 

@@ -169,10 +169,27 @@ def _detail_context(
     )
 
 
-def _detail_page(
-    request: HttpRequest, page: TenantPage, kind: KindPages, row: ClusterRequest, status: int = 200
+def detail_page(
+    request: HttpRequest,
+    page: TenantPage,
+    kind: KindPages,
+    row: ClusterRequest,
+    status: int = 200,
+    **extra: Any,
 ) -> HttpResponse:
-    context = {**_detail_context(request, page, kind, row), **kind.page_context(row)}
+    """The request's whole page, with ``extra`` in its context (a secret shown once)."""
+    return _detail_page(request, page, kind, row, status, **extra)
+
+
+def _detail_page(
+    request: HttpRequest,
+    page: TenantPage,
+    kind: KindPages,
+    row: ClusterRequest,
+    status: int = 200,
+    **extra: Any,
+) -> HttpResponse:
+    context = {**_detail_context(request, page, kind, row), **kind.page_context(row), **extra}
     context["title"] = kind.DETAIL_TITLE.format(name=row.name, tenant=page.tenant.slug)
     return render(request, "frontend/workload_detail.html", context, status=status)
 

@@ -129,6 +129,9 @@ def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("upgrading", "yes" if serving.get("upgrading") else "no"),
         ("upgrade strategy", (serving.get("upgrade_strategy") or {}).get("type")),
         ("serve endpoints", serving.get("serve_endpoints")),
+        ("endpoint", (service.get("service_endpoint") or {}).get("url")),
+        ("public", "yes" if (service.get("service_endpoint") or {}).get("public") else "no"),
+        ("requests", (service.get("service_endpoint") or {}).get("requests")),
         ("flavor", output.flavor(service)),
     ]
 

@@ -44,6 +44,7 @@ def test_a_path_parameter_naming_nothing_is_a_json_404(
         "name": "h100",
         "username": "bob",
         "webhook_id": "1",
+        "token_id": "1",
         "path": "",
     }
     for method in route.methods:

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from clusters.api.kind_views import KindViewSet
 from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import ClusterCreateInput, DryRunOutput
+from clusters.api.service_tokens import ServiceEndpointActions
 from clusters.kinds.rayservice import requests as serving
 from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
 from clusters.kinds.rayservice.output import ServiceOut
@@ -79,7 +80,7 @@ def _specs(data: dict[str, Any]) -> tuple[ClusterSpec, ServiceSpec]:
     return ClusterSpec.from_data(data), ServiceSpec.from_data(data)
 
 
-class ServiceViewSet(KindViewSet):
+class ServiceViewSet(ServiceEndpointActions, KindViewSet):
     """Ray Serve services of one tenant, looked up by name."""
 
     kind = SERVICE_KIND
@@ -92,6 +93,10 @@ class ServiceViewSet(KindViewSet):
         "partial_update": Role.ENGINEER,
         "destroy": Role.ENGINEER,
         "dry_run": Role.ENGINEER,
+        # The services decide further: the owner or an admin; public, an admin only.
+        "tokens": Role.ENGINEER,
+        "token_revoke": Role.ENGINEER,
+        "public": Role.ADMIN,
     }
 
     @extend_schema(request=ServiceCreateInput, responses={201: ServiceOut})

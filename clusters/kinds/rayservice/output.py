@@ -4,12 +4,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.models import ClusterRequest
 from clusters.output.request import ClusterOut, EndpointsOut
+from clusters.rows import serve_counts
 from controlplane.api import generics as drf
+
+
+def endpoint_url(slug: str, name: str) -> str:
+    """A service's endpoint through the product (``clusters/live/serve_endpoint.py``)."""
+    return f"{settings.PUBLIC_BASE_URL}/serve/{slug}/{name}/"
+
+
+def curl_example(url: str, public: bool) -> str:
+    """A request to the endpoint, for the page and the API to show."""
+    auth = "" if public else ' -H "Authorization: Bearer $GANGWAY_TOKEN"'
+    return f"curl{auth} {url}"
+
+
+class ServiceEndpointOut(drf.Serializer):
+    """Where and how a service is called through the product."""
+
+    url = serializers.CharField(help_text="The endpoint: add an application's route.")
+    public = serializers.BooleanField(help_text="Whether it answers callers without a token.")
+    requests = serializers.IntegerField(help_text="Requests relayed through the endpoint.")
+    curl = serializers.CharField(help_text="An example request.")
 
 
 class UpgradeStrategyOut(drf.Serializer):
@@ -38,14 +60,27 @@ class ServiceOut(ClusterOut):
     history) and its serving details (``service``)."""
 
     service = ServingOut()
+    service_endpoint = serializers.SerializerMethodField()
 
     class Meta(ClusterOut.Meta):
         fields = [
             *[f for f in ClusterOut.Meta.fields if f not in ("ttl_hours", "suspended_at")],
             "service",
+            "service_endpoint",
         ]
         read_only_fields = fields
 
     @extend_schema_field(EndpointsOut(allow_null=True))
     def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
         return None  # no endpoint through the product yet (docs/services.md)
+
+    @extend_schema_field(ServiceEndpointOut)
+    def get_service_endpoint(self, obj: ClusterRequest) -> dict[str, Any]:
+        url = endpoint_url(obj.tenant.slug, obj.name)
+        details = obj.service
+        return {
+            "url": url,
+            "public": details.public,
+            "requests": serve_counts.requests_total(details),
+            "curl": curl_example(url, details.public),
+        }

@@ -7,17 +7,43 @@ nobody; both end when their subject does, the client leaves or kubesim stops.
 
 from __future__ import annotations
 
+import io
 import select
 import socket
 import time
+from email.message import Message
 from math import inf
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kubesim import podlogs, watch
 from kubesim.errors import ApiError
+from kubesim.faults import Seen
 
-if TYPE_CHECKING:
-    from kubesim.server import Handler
+
+class Handler(Protocol):
+    """What a stream needs of the request's handler (``server.Handler``, which imports
+    this module: a protocol keeps the two out of an import cycle)."""
+
+    server: Any  # server.Server: its ``sim`` and whether it is ``closed``
+    headers: Message
+    wfile: io.BufferedIOBase
+    connection: socket.socket
+    close_connection: bool
+    _seen: Seen | None
+    _reset: bool
+
+    def send_response(self, code: int, message: str | None = None) -> None: ...
+    def send_header(self, keyword: str, value: str) -> None: ...
+    def end_headers(self) -> None: ...
+    def _cut(self) -> None: ...
+    def _send(
+        self,
+        code: int,
+        body: Any,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None: ...
+
 
 # How often an idle watch wakes to notice a client that left or kubesim stopping.
 _WATCH_POLL = 0.25

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,16 +20,14 @@ import pytest
 from django.utils import timezone
 from ray.job_submission import JobStatus
 
-from benchmarks.support import free_port
 from clusters.engine import provisioning
 from clusters.kube.gateway import get_gateway
-from clusters.models import ClusterRequest, Tunnel
+from clusters.models import ClusterRequest
 from kubesim import KubeSim
 from tests.clusters.engine.conftest import wait_for
 from tests.clusters.live.conftest import head_ready
 from tests.clusters.live.test_proxy_browser import _open_dashboard, bob_signed_in, ray_origin
 from tests.clusters.live.test_ray_client import ROUTE, _client, _ray, _tail, _token, web
-from tests.clusters.live.test_tunnels import GANGWAY, cli_env
 from tests.frontend.conftest import make_ready
 
 __all__ = ["bob_signed_in", "ray_origin", "web"]
@@ -196,45 +192,6 @@ def _client_server_logs(sim: KubeSim, cluster: ClusterRequest) -> str:
         return "no real head"
     logs = sorted(Path(slot.temp_dir).glob("session_latest/logs/ray_client_server*"))
     return "\n".join(f"{p.name}: {p.read_text(errors='replace')[-1500:]}" for p in logs)
-
-
-def test_ray_client_connects_through_gangway_port_forward(
-    web: str, bob: Any, kubesim: KubeSim, tmp_path: Path, live_cluster: ClusterRequest
-) -> None:
-    local = free_port()
-    forward = subprocess.Popen(
-        [GANGWAY, "port-forward", "bob-live", f"{local}:10001"],
-        env=cli_env(web, bob, tmp_path),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert forward.stderr is not None
-        assert f"127.0.0.1:{local} -> bob-live:10001" in forward.stderr.readline()
-        driver = subprocess.run(
-            [sys.executable, "-c", RAY_CLIENT, f"ray://127.0.0.1:{local}"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=START_TIMEOUT,
-            env={**os.environ, "PYTHONWARNINGS": "ignore", "RAY_USAGE_STATS_ENABLED": "0"},
-        )
-    finally:
-        forward.terminate()
-        forward.wait(timeout=30)
-    out = driver.stdout
-    assert driver.returncode == 0, (
-        out,
-        driver.stderr[-3000:],
-        _client_server_logs(kubesim, live_cluster),
-    )
-    # The cluster's shape, as its head's scheduler sees it: two one-GPU workers.
-    assert "'GPU': 2.0" in out, out
-    # A one-GPU task was scheduled and ran on one of the cluster's nodes (the head has no
-    # GPU, so a worker): Ray Client drives the cluster, not just reads it.
-    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
-    assert len(lines["node"]) == 56, out  # a Ray node id
-    assert Tunnel.objects.filter(port=10001, purpose="port-forward").exists()
 
 
 @pytest.mark.browser

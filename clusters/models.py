@@ -266,6 +266,42 @@ class ClusterRequest(TenantOwned):
         return self.tenant.namespace
 
 
+class Surge(models.Model):
+    """GPUs a running request needs for a while beside those it holds: its surge.
+
+    A kind records one when a change it is asked for needs a second gang of GPUs before
+    the first gives its own back (a service's upgrade to a new Ray cluster). The admission
+    pass sees a waiting surge as queued demand of its request (same tenant, owner, kind
+    and priority) and writes its standing here; once admitted (``admitted_at``) it holds
+    its GPUs like an admitted gang, with a usage span of its own, until the kind releases
+    it (the row is deleted). ``purpose`` says what it is for in a word ("upgrade");
+    ``change`` is the kind's own record of it (the shared code never reads it);
+    ``applied_at`` is when the kind carried it out.
+    """
+
+    request = models.OneToOneField(
+        ClusterRequest, on_delete=models.CASCADE, primary_key=True, related_name="surge"
+    )
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
+    gpus = models.DecimalField(max_digits=10, decimal_places=3)
+    cpu = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
+    memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
+    purpose = models.CharField(
+        max_length=40, default="surge", help_text="What it is for, as messages say it."
+    )
+    change = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    queue_reason = models.CharField(max_length=32, blank=True)
+    queue_message = models.CharField(max_length=500, blank=True)
+    queue_eta = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"surge of {self.request_id}: {self.gpus} GPUs"
+
+
 class Job(models.Model):
     """The batch part of a job request: what it runs, and how its run went.
 
@@ -395,8 +431,9 @@ class UsageSpan(TenantOwned):
 
     Opened when a request enters a quota-holding state (admission), closed when it leaves
     (suspension, deletion finished, failure). A suspended-then-resumed cluster has one
-    span per admission. GPU-hours are ``gpus x (ended_at or now - started_at)``; the
-    tenant, owner and flavor are copied so the ledger survives renames and deletions.
+    span per admission; an admitted :class:`Surge` has its own (``surge``) beside it.
+    GPU-hours are ``gpus x (ended_at or now - started_at)``; the tenant, owner and flavor
+    are copied so the ledger survives renames and deletions.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="usage_spans")
@@ -409,12 +446,17 @@ class UsageSpan(TenantOwned):
     gpus = models.DecimalField(max_digits=10, decimal_places=3)
     started_at = models.DateTimeField(db_index=True)
     ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    surge = models.BooleanField(
+        default=False, help_text="Held by the request's surge (Surge), beside its own GPUs."
+    )
 
     class Meta:
         ordering = ["started_at", "id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["cluster"], condition=Q(ended_at__isnull=True), name="one_open_span"
+                fields=["cluster", "surge"],
+                condition=Q(ended_at__isnull=True),
+                name="one_open_span_each",
             ),
         ]
 

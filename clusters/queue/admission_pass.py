@@ -19,6 +19,7 @@ from django.utils import timezone
 from clusters import admission as adm
 from clusters.domain.states import State
 from clusters.models import ClusterRequest
+from clusters.queue import surge_demand
 from clusters.queue.interface import PassResult
 from clusters.queue.snapshot_reads import build_snapshot
 from clusters.queue.writeback import (
@@ -55,14 +56,15 @@ def run_admission_pass() -> PassResult:
         now = timezone.now()
         snapshot, queued = build_snapshot(now=now)
         decision = adm.decide(snapshot)
+        requests = surge_demand.requests_only(decision.admitted)
         chosen = {
             row.pk: row
             for row in ClusterRequest.objects.unscoped()
-            .filter(pk__in=decision.admitted, state=State.QUEUED)
+            .filter(pk__in=requests, state=State.QUEUED)
             .select_related("tenant", "flavor", "owner")
         }
         result.admitted = admit(
-            [chosen[pk] for pk in decision.admitted if pk in chosen],
+            [chosen[pk] for pk in requests if pk in chosen],
             now=now,
             placed=decision.placed,
         )
@@ -70,6 +72,7 @@ def run_admission_pass() -> PassResult:
             metrics.ADMITTED.labels(chosen[pk].tenant.slug).inc()
         enqueue.provision_many(result.admitted)
         apply_waiting(queued, decision)
+        surge_demand.write_back(decision, now=now)
         for pk in ask_for_capacity(decision, now=now):
             enqueue.after_commit(enqueue.REQUEST_CAPACITY, pk)
         apply_capacity_words(now=now)

@@ -68,7 +68,7 @@ def quota_preview(*, tenant: Tenant, lines: Sequence[ProposedLine]) -> Preview:
     totals = _totals(tenant=tenant, before=snapshot.quotas, after=changed.quotas)
     today = set(adm.decide(snapshot).admitted)
     then = adm.decide(changed)
-    newly = [pk for pk in then.admitted if pk not in today]
+    newly = [pk for pk in then.admitted if pk not in today and pk > 0]  # surges: < 0
     rows = {
         row.pk: row
         for row in ClusterRequest.objects.unscoped()

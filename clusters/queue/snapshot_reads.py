@@ -24,7 +24,7 @@ from clusters import admission as adm
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_named, kind_of
 from clusters.models import ClusterKind, ClusterRequest
-from clusters.queue import free_capacity
+from clusters.queue import free_capacity, surge_demand
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
 from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Quota, Tenant
@@ -389,7 +389,8 @@ def _own_quota(tenant: Tenant, flavor: GpuFlavor) -> list[Quota]:
 
 
 def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[QueuedRow]]:
-    """The snapshot of the whole system, and the queued rows it was built from."""
+    """The snapshot of the whole system, and the queued rows it was built from (requests'
+    surges are in it too, under their own ids: :mod:`clusters.queue.surge_demand`)."""
     now = now or timezone.now()
     tenants = list(Tenant.objects.unscoped())
     flavors = list(GpuFlavor.objects.all())
@@ -397,6 +398,10 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     by_pk = {f.pk: f for f in flavors}
     running = _running(by_pk)
     pending, queued = _queued(by_pk)
+    # Surges (a service's upgrade to a new Ray cluster): queued demand and GPUs held.
+    surging = surge_demand.read()
+    pending += surging.waiting
+    running += [(r, State.ADMITTED if unplaced else State.READY) for r, unplaced in surging.holding]
     held: dict[str, Decimal] = defaultdict(Decimal)
     # Admitted clusters whose pods may not be bound yet: the cluster's free figures do
     # not include them, so the pass must not hand their GPUs out a second time.

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from clusters.domain.states import ACQUIRES, State
 from clusters.domain.workload_kinds import kind_named, kind_of
-from clusters.models import ClusterEvent, ClusterRequest, IdleSpan, UsageSpan
+from clusters.models import ClusterEvent, ClusterRequest, IdleSpan, Surge, UsageSpan
 
 
 def transition(
@@ -137,6 +137,7 @@ def transition_many(
             IdleSpan.objects.filter(cluster_id__in=released, ended_at__isnull=True).update(
                 ended_at=now
             )
+            _surges_released(released)
     return moved
 
 
@@ -202,6 +203,7 @@ def release_gpus_many(clusters: list[ClusterRequest], *, message: str) -> list[C
         )
         UsageSpan.objects.filter(cluster_id__in=ids, ended_at__isnull=True).update(ended_at=now)
         IdleSpan.objects.filter(cluster_id__in=ids, ended_at__isnull=True).update(ended_at=now)
+        _surges_released(ids)
     for cluster in released:
         cluster.holds_gpus = False
         cluster.gpus_released_at = now
@@ -236,6 +238,15 @@ def _ledger(cluster: ClusterRequest, held_before: bool, held_after: bool, now: A
         UsageSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)
         # Idle time ends with the GPUs (clusters/engine/idle.py keeps the idle ledger).
         IdleSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)
+        _surges_released([cluster.pk])
+
+
+def _surges_released(ids: list[int]) -> None:
+    """The requests gave their GPUs back, their surges' too (their usage spans are closed
+    with the requests'): a surge whose change was carried out is over; one admitted but
+    not carried out waits in line again, so that the change it is for is not lost."""
+    Surge.objects.filter(pk__in=ids, applied_at__isnull=False).delete()
+    Surge.objects.filter(pk__in=ids, admitted_at__isnull=False).update(admitted_at=None)
 
 
 def _usage_span(cluster: ClusterRequest, now: Any) -> UsageSpan:

@@ -11,7 +11,8 @@ from typing import Any
 from clusters import selectors
 from clusters.domain.states import State
 from clusters.kinds.rayservice import requests as serving
-from clusters.kinds.rayservice.output import curl_example, endpoint_url
+from clusters.kinds.rayservice import upgrade
+from clusters.kinds.rayservice.output import curl_example, endpoint_url, surge_out
 from clusters.kinds.rayservice.spec import ServiceSpec
 from clusters.kube.manifests import cluster_manifests, to_yaml
 from clusters.live import serve_access
@@ -97,6 +98,7 @@ def detail_context(
     may_manage_tokens = rules.can_manage(actor=actor, cluster=row, role=role)
     return {
         "serving": row.service,
+        "upgrade_surge": surge_out(upgrade.surge_of(row)),
         "may_delete": row.state not in (State.DELETING, State.DELETED),
         "gpu_hours": selectors.cluster_gpu_hours(row),
         "endpoint_url": url,

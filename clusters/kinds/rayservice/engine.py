@@ -15,6 +15,7 @@ from typing import Any
 from clusters.domain.states import State
 from clusters.engine.deletion import finish_deletion as _finish_deletion
 from clusters.engine.pass_state import Fold, Key, Seen
+from clusters.kinds.rayservice import upgrade
 from clusters.kinds.rayservice.manifests import manifests, rayservice
 from clusters.kinds.rayservice.states import WANTS_RAYSERVICE
 from clusters.kube import labels
@@ -66,6 +67,7 @@ def converge(
     """Do what the row's state asks of Kubernetes past admission (idempotent)."""
     state = cluster.state
     if state in (State.ADMITTED, State.STARTING, State.READY):
+        upgrade.surge_step(cluster)  # an admitted upgrade is written on the row first
         apply(cluster, gw, bundles=bundles)
     elif state in (State.DELETING, State.FAILED):
         delete_object(gw, cluster.namespace, cluster.name)
@@ -180,6 +182,7 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
             )
         return
     record_status(cluster, rs)
+    upgrade.surge_step(cluster, fold.seen.pods_by_id.get(cluster.pk, []))
     ready = condition(rs.get("status") or {}, "Ready")
     if ready.get("reason") == "ValidationFailed":
         transition(

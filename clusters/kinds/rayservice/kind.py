@@ -23,6 +23,6 @@ KIND = Kind(
     engine="clusters.kinds.rayservice.engine",
     api="clusters.kinds.rayservice.api.ServiceViewSet",
     ray_cluster_spec_at=("spec", "rayClusterConfig"),
-    related=("service",),
-    list_related=("service",),
+    related=("service", "surge"),
+    list_related=("service", "surge__flavor"),
 )

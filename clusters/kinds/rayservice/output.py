@@ -8,7 +8,8 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from clusters.models import ClusterRequest
+from clusters.kinds.rayservice import upgrade
+from clusters.models import ClusterRequest, Surge
 from clusters.output.request import ClusterOut, EndpointsOut
 from clusters.rows import serve_counts
 from controlplane.api import generics as drf
@@ -55,24 +56,75 @@ class ServingOut(drf.Serializer):
     serve_endpoints = serializers.IntegerField(help_text="Ready pods behind its serve service.")
 
 
+class UpgradeSurgeOut(drf.Serializer):
+    """The GPUs an upgrade to a new Ray cluster takes beside the serving one, and where
+    they stand: ``waiting`` in the queue (with its position, reason, message and ETA),
+    ``admitted`` (charged; the change is being applied) or ``applied`` (charged until
+    KubeRay switched and the old cluster is gone)."""
+
+    state = serializers.ChoiceField(choices=["waiting", "admitted", "applied"])
+    gpus = serializers.DecimalField(max_digits=10, decimal_places=3)
+    flavor = serializers.CharField()
+    image = serializers.CharField(allow_null=True, help_text="The image it upgrades to.")
+    serve_config_changed = serializers.BooleanField(
+        help_text="Whether it also brings a new Serve config (shown once applied)."
+    )
+    message = serializers.CharField(help_text='"upgrade waits for 8 h100 GPUs: <why>".')
+    position = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField(help_text="The queue's reason code while it waits.")
+    eta = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    admitted_at = serializers.DateTimeField(allow_null=True)
+
+
+def surge_out(surge: Surge | None) -> dict[str, Any] | None:
+    """A service's upgrade surge as :class:`UpgradeSurgeOut` shows it (``None``: none)."""
+    if surge is None:
+        return None
+    state = (
+        "waiting" if surge.admitted_at is None else "applied" if surge.applied_at else "admitted"
+    )
+    return {
+        "state": state,
+        "gpus": surge.gpus,
+        "flavor": surge.flavor.name,
+        "image": surge.change.get("image"),
+        "serve_config_changed": "serve_config" in surge.change,
+        "message": surge.queue_message,
+        "position": surge.queue_position,
+        "reason": surge.queue_reason,
+        "eta": surge.queue_eta,
+        "created_at": surge.created_at,
+        "admitted_at": surge.admitted_at,
+    }
+
+
 class ServiceOut(ClusterOut):
     """A service as the API returns it: the request's fields (state, queue, GPUs,
-    history) and its serving details (``service``)."""
+    history), its serving details (``service``) and the surge of an upgrade under way
+    (``upgrade_surge``, null without one)."""
 
     service = ServingOut()
     service_endpoint = serializers.SerializerMethodField()
+    upgrade_surge = serializers.SerializerMethodField()
 
     class Meta(ClusterOut.Meta):
         fields = [
             *[f for f in ClusterOut.Meta.fields if f not in ("ttl_hours", "suspended_at")],
             "service",
             "service_endpoint",
+            "upgrade_surge",
         ]
         read_only_fields = fields
 
     @extend_schema_field(EndpointsOut(allow_null=True))
     def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
         return None  # no endpoint through the product yet (docs/services.md)
+
+    @extend_schema_field(UpgradeSurgeOut(allow_null=True))
+    def get_upgrade_surge(self, obj: ClusterRequest) -> dict[str, Any] | None:
+        found = surge_out(upgrade.surge_of(obj))
+        return UpgradeSurgeOut(found).data if found is not None else None
 
     @extend_schema_field(ServiceEndpointOut)
     def get_service_endpoint(self, obj: ClusterRequest) -> dict[str, Any]:

@@ -5,7 +5,9 @@ A service is checked with the same code as a cluster request — role, shape, na
 — plus its Serve config and upgrade strategy, every fault at once. It waits in the one
 queue and is charged as a cluster of its shape is. A new Serve config or image is an
 upgrade: the row and its details change, and the provision pass applies the RayService
-again (KubeRay updates the applications in place or brings up a new cluster).
+again (KubeRay updates the applications in place); a new image for a service that serves
+waits first for the surge of GPUs its second cluster needs
+(:mod:`clusters.kinds.rayservice.upgrade`).
 """
 
 from __future__ import annotations
@@ -15,27 +17,25 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.utils import timezone
 
 from clusters.domain import shapes
 from clusters.domain.states import State
+from clusters.kinds.rayservice import upgrade
 from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
 from clusters.kinds.rayservice.manifests import autoscales
 from clusters.kinds.rayservice.spec import MAX_SERVICE_NAME, ServiceSpec, validate_service
-from clusters.models import ClusterRequest, Service
+from clusters.models import ClusterRequest, Service, Surge
 from clusters.queue.backends import queue_backend
 from clusters.requests import rules
 from clusters.requests import services as requests
-from clusters.rows import enqueue, lifecycle
+from clusters.rows import lifecycle, surges
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import note
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import Tenant
 
-# Where an upgrade is applied at once (before admission, the RayService does not exist).
-APPLIED = frozenset({State.ADMITTED, State.STARTING, State.READY})
-UPDATABLE = frozenset({State.QUEUED, *APPLIED})
+UPDATABLE = frozenset({State.QUEUED, *upgrade.APPLIED})
 
 
 def _details(service: ServiceSpec, errors: dict[str, list[str]], *, autoscaling: bool) -> Service:
@@ -118,8 +118,11 @@ def service_update(
     image: str | None = None,
     role: str | None = None,
 ) -> ClusterRequest:
-    """Upgrade a service: a new Serve config and/or image. Refused (``ServiceConflict``
-    ``invalid_state``) once it is being deleted or failed; nothing changes on a 4xx."""
+    """Upgrade a service: a new Serve config and/or image. A new image for a service that
+    serves brings a second Ray cluster up: the change waits for that surge's admission
+    (:mod:`clusters.kinds.rayservice.upgrade`); anything else is applied at once. Refused
+    (``ServiceConflict``) once it is being deleted or failed, or while an admitted
+    upgrade is under way; nothing changes on a 4xx."""
     if not rules.can_manage(actor=actor, cluster=request, role=role):
         raise PermissionDenied("Only the service's owner or a tenant admin may change it.")
     with transaction.atomic():
@@ -130,39 +133,67 @@ def service_update(
                 code="invalid_state",
             )
         details = Service.objects.select_for_update().get(pk=request.pk)
-        changed: list[str] = []
-        if serve_config is not None and serve_config != details.serve_config:
+        waiting = Surge.objects.select_for_update().filter(pk=request.pk).first()
+        if waiting is not None and waiting.admitted_at is not None:
+            raise ServiceConflict(
+                f"{request.name} is being upgraded; change it again once the upgrade is over.",
+                code="upgrade_in_progress",
+            )
+        # What is asked, over what an upgrade waiting for its surge already asks.
+        before = waiting.change if waiting is not None else {}
+        config_now = before.get("serve_config", details.serve_config)
+        image_now = before.get("image") or request.image
+        change = dict(before)
+        if serve_config is not None and serve_config != config_now:
             asked = ServiceSpec(
                 serve_config=serve_config,
                 upgrade_type=details.upgrade_type,
                 upgrade_options=details.upgrade_options,
             )
             validate_service(asked, autoscales=autoscales(request))
-            details.serve_config = serve_config
-            details.save(update_fields=["serve_config"])
-            changed.append("Serve config")
-        if image and image != request.image:
+            change["serve_config"] = serve_config
+        if image and image != image_now:
             allowed = list(settings.RAY_IMAGE_ALLOWLIST)
             if image not in allowed:
                 raise ValidationError({"image": [shapes.image_refusal(image, allowed)]})
-            request.image = image
-            changed.append(f"image {image}")
-        if not changed:
+            change["image"] = image
+        if change == before:
             return request
-        if request.state in APPLIED:
-            request.provision_requested_at = timezone.now()
-        request.save(update_fields=["image", "provision_requested_at", "updated_at"])
-        note(request, reason="upgrade", message="new " + " and ".join(changed), actor=actor)
+        said = " and ".join(_asked(change, before))
+        if change.get("image", request.image) != request.image and upgrade.takes_new_cluster(
+            request, details
+        ):
+            surge = upgrade.record(request, change)
+            note(
+                request,
+                reason="upgrade_queued",
+                message=f"new {said}: the upgrade waits for {surges.words(surge)} "
+                "for its new Ray cluster",
+                actor=actor,
+            )
+        else:
+            upgrade.carry_out(request, details, change)
+            if waiting is not None:
+                waiting.delete()
+            note(request, reason="upgrade", message=f"new {said}", actor=actor)
         audit_record(
             actor=actor,
             action="service.update",
             obj=request,
             tenant=request.tenant,
-            data={"changed": changed},
+            data={"changed": _asked(change, before)},
         )
-        if request.state in APPLIED:
-            enqueue.provision_marked()
     return request
+
+
+def _asked(change: dict[str, Any], before: dict[str, Any]) -> list[str]:
+    """What a PATCH asks anew, in words (["Serve config", "image rayproject/ray:..."])."""
+    said: list[str] = []
+    if change.get("serve_config") != before.get("serve_config"):
+        said.append("Serve config")
+    if change.get("image") != before.get("image"):
+        said.append(f"image {change['image']}")
+    return said
 
 
 def service_delete(

@@ -321,11 +321,11 @@ class PassState:
             if not self.explain:
                 return HEAD_OF_LINE, "", pool
             if holder.id in self.promises.holders and holder.created_at > self.aged_before:
-                return (HEAD_OF_LINE, promised_message(f"request {holder.id}", p.flavor), pool)
+                return (HEAD_OF_LINE, promised_message(_named(holder), p.flavor), pool)
             waited = minutes_words((self.snap.now - holder.created_at).total_seconds())
             return (
                 HEAD_OF_LINE,
-                f"Held behind request {holder.id}, which has waited {waited} and now "
+                f"Held behind {_named(holder)}, which has waited {waited} and now "
                 "goes first for the same GPUs, so that smaller requests cannot keep "
                 "passing it.",
                 pool,
@@ -358,7 +358,7 @@ class PassState:
         if not self.explain:
             return HEAD_OF_LINE, "", pool
         holder = self.promises.holder(p, pool)
-        who = f"request {holder.id}" if holder is not None else "another request"
+        who = _named(holder) if holder is not None else "another request"
         return (HEAD_OF_LINE, promised_message(who, p.flavor), pool)
 
     def _victims(self, ckey: tuple[str, str]) -> list[Running]:
@@ -568,6 +568,12 @@ def queue_status(
         min(known) if known else None,
         flavors,
     )
+
+
+def _named(p: Pending) -> str:
+    """A request in a message; a negative id is a running request's surge (the
+    integrator's :mod:`clusters.queue.surge_demand`)."""
+    return f"request {p.id}" if p.id >= 0 else f"the surge of request {-p.id}"
 
 
 def _key(p: Pending) -> WaitKey:

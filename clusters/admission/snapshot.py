@@ -163,7 +163,9 @@ class Pending:
     back. ``earmarked``: an earlier pass reclaimed borrowed quota for it, so what that
     frees is promised to it (see :class:`Decision`). ``fallbacks`` are the flavors it
     also accepts, in order of preference after ``flavor`` (flavor fungibility): the pass
-    admits it on the first of them that fits now, never on two. ``booked``: see below."""
+    admits it on the first of them that fits now, never on two. ``booked``: see below.
+    A negative ``id`` is the surge of the running request ``-id`` (more GPUs it needs
+    for a while, e.g. a service's upgrade), queued and admitted as any request is."""
 
     id: int
     tenant: str

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from clusters import admission as adm
 from clusters.domain.states import State
@@ -60,34 +61,29 @@ def read() -> SurgeDemand:
         request = surge.request
         spec = ClusterSpec.of(request)
         workers = spec.charged_workers()
+        demand: dict[str, Any] = {
+            "id": surge_id(request.pk),
+            "tenant": request.tenant.slug,
+            "owner": request.owner_id,
+            "flavor": surge.flavor.name,
+            "kind": request.kind,
+            "gpus": Decimal(surge.gpus),
+            "cpu": Decimal(surge.cpu),
+            "memory_gib": Decimal(surge.memory_gib),
+            "priority": request.priority,
+        }
         if surge.admitted_at is None:
             waiting.append(
                 adm.Pending(
-                    id=surge_id(request.pk),
-                    tenant=request.tenant.slug,
-                    owner=request.owner_id,
-                    flavor=surge.flavor.name,
-                    kind=request.kind,
-                    gpus=Decimal(surge.gpus),
+                    **demand,
                     created_at=surge.created_at,
-                    cpu=Decimal(surge.cpu),
-                    memory_gib=Decimal(surge.memory_gib),
-                    priority=request.priority,
                     workers=workers,
                     worker_gpus=spec.worker_gpus(),
                 )
             )
             continue
         running = adm.Running(
-            id=surge_id(request.pk),
-            tenant=request.tenant.slug,
-            owner=request.owner_id,
-            flavor=surge.flavor.name,
-            kind=request.kind,
-            gpus=Decimal(surge.gpus),
-            cpu=Decimal(surge.cpu),
-            memory_gib=Decimal(surge.memory_gib),
-            priority=request.priority,
+            **demand,
             admitted_at=surge.admitted_at,
             nodes=workers if request.kind == ClusterKind.PROD else 0,
             reclaimable=False,

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from clusters.models import ClusterRequest, Surge, UsageSpan
 from clusters.rows import enqueue
-from clusters.rows.transitions import note
+from clusters.rows.transitions import note, usage_span
 
 
 def record(
@@ -71,16 +71,7 @@ def admit(surges: Iterable[tuple[Surge, ClusterRequest]], *, now: datetime) -> l
             )
             if not claimed:
                 continue
-            UsageSpan.objects.create(
-                tenant_id=request.tenant_id,
-                cluster_id=request.pk,
-                username=request.owner.get_username(),
-                flavor_name=surge.flavor.name,
-                kind=request.kind,
-                gpus=surge.gpus,
-                started_at=now,
-                surge=True,
-            )
+            usage_span(request, now, surge=surge).save()
             ClusterRequest.objects.filter(pk=request.pk).update(provision_requested_at=now)
             note(
                 request,

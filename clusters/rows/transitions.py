@@ -129,7 +129,7 @@ def transition_many(
                     setattr(cluster, name, value)
             moved.extend(rows)
         if acquired:
-            UsageSpan.objects.bulk_create(_usage_span(cluster, now) for cluster in acquired)
+            UsageSpan.objects.bulk_create(usage_span(cluster, now) for cluster in acquired)
         if released:
             UsageSpan.objects.filter(cluster_id__in=released, ended_at__isnull=True).update(
                 ended_at=now
@@ -233,7 +233,7 @@ def _event(
 def _ledger(cluster: ClusterRequest, held_before: bool, held_after: bool, now: Any) -> None:
     """Open a usage span when the request takes its GPUs, close it when it gives them back."""
     if held_after and not held_before:
-        _usage_span(cluster, now).save()
+        usage_span(cluster, now).save()
     elif held_before and not held_after:
         UsageSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)
         # Idle time ends with the GPUs (clusters/engine/idle.py keeps the idle ledger).
@@ -249,14 +249,16 @@ def _surges_released(ids: list[int]) -> None:
     Surge.objects.filter(pk__in=ids, admitted_at__isnull=False).update(admitted_at=None)
 
 
-def _usage_span(cluster: ClusterRequest, now: Any) -> UsageSpan:
-    """The usage span a request opens when it takes its GPUs (unsaved)."""
+def usage_span(cluster: ClusterRequest, now: Any, *, surge: Surge | None = None) -> UsageSpan:
+    """The usage span a request opens when it takes its GPUs, or its ``surge`` when that
+    is admitted (unsaved)."""
     return UsageSpan(
         tenant_id=cluster.tenant_id,
         cluster_id=cluster.pk,
         username=cluster.owner.get_username(),
-        flavor_name=cluster.flavor.name,
+        flavor_name=(surge or cluster).flavor.name,
         kind=cluster.kind,
-        gpus=cluster.gpus,
+        gpus=(surge or cluster).gpus,
         started_at=now,
+        surge=surge is not None,
     )

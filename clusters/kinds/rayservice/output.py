@@ -62,7 +62,7 @@ class UpgradeSurgeOut(drf.Serializer):
     ``admitted`` (charged; the change is being applied) or ``applied`` (charged until
     KubeRay switched and the old cluster is gone)."""
 
-    state = serializers.ChoiceField(choices=["waiting", "admitted", "applied"])
+    state = serializers.CharField(help_text="waiting, admitted or applied.")
     gpus = serializers.DecimalField(max_digits=10, decimal_places=3)
     flavor = serializers.CharField()
     image = serializers.CharField(allow_null=True, help_text="The image it upgrades to.")

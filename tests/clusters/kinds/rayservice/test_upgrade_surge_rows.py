@@ -56,6 +56,13 @@ def _fresh(row: ClusterRequest) -> ClusterRequest:
     )
 
 
+def _admitted_upgrade(row: ClusterRequest, bob: Any, acme: Any, l4: Any) -> None:
+    """A new image for ``row``, its surge admitted (room made for it), not carried out."""
+    serving.service_update(actor=bob, request=row, image=OTHER)
+    room_for_l4(acme, l4, 2)
+    run_admission_pass()
+
+
 def _spans(row: ClusterRequest, *, surge: bool) -> list[UsageSpan]:
     return list(UsageSpan.objects.unscoped().filter(cluster_id=row.pk, surge=surge))
 
@@ -151,9 +158,7 @@ def test_bad_input_or_an_upgrade_under_way_changes_nothing(
 def test_a_surge_admitted_but_not_carried_out_outlives_its_requests_release(
     serving_sd: ClusterRequest, bob: Any, acme: Any, l4: Any
 ) -> None:
-    serving.service_update(actor=bob, request=serving_sd, image=OTHER)
-    room_for_l4(acme, l4, 2)
-    run_admission_pass()
+    _admitted_upgrade(serving_sd, bob, acme, l4)
     # The service goes back through the queue before its kind carried the upgrade out.
     row = _fresh(serving_sd)
     transition(row, State.QUEUED, reason="evicted")
@@ -170,9 +175,7 @@ def test_a_surge_admitted_but_not_carried_out_outlives_its_requests_release(
 def test_a_failed_service_gives_its_surge_back(
     serving_sd: ClusterRequest, bob: Any, acme: Any, l4: Any
 ) -> None:
-    serving.service_update(actor=bob, request=serving_sd, image=OTHER)
-    room_for_l4(acme, l4, 2)
-    run_admission_pass()
+    _admitted_upgrade(serving_sd, bob, acme, l4)
     upgrade.surge_step(_fresh(serving_sd))
     row = _fresh(serving_sd)
     transition(row, State.FAILED, reason="invalid")

@@ -18,6 +18,9 @@ from clusters.domain.states import ACQUIRES, State
 from clusters.domain.workload_kinds import kind_named, kind_of
 from clusters.models import ClusterEvent, ClusterRequest, IdleSpan, Surge, UsageSpan
 
+# Where a request's surge has no more use (its GPUs given back for good).
+_ENDED = frozenset({State.DELETED, State.FAILED})
+
 
 def transition(
     cluster: ClusterRequest,
@@ -54,7 +57,7 @@ def transition(
         if not claimed:
             return False
         _event(cluster, actor, current, to, reason, message)
-        _ledger(cluster, held_before, held_after, now)
+        _ledger(cluster, held_before, held_after, now, ended=to in _ENDED)
     for key, value in values.items():
         setattr(cluster, key, value)
     return True
@@ -137,7 +140,7 @@ def transition_many(
             IdleSpan.objects.filter(cluster_id__in=released, ended_at__isnull=True).update(
                 ended_at=now
             )
-            _surges_released(released)
+            _surges_released(released, ended=to in _ENDED)
     return moved
 
 
@@ -157,7 +160,7 @@ def release_gpus(cluster: ClusterRequest, *, message: str) -> bool:
         if not claimed:
             return False
         _event(cluster, None, cluster.state, cluster.state, "gpus_released", message)
-        _ledger(cluster, True, False, now)
+        _ledger(cluster, True, False, now, ended=True)
     cluster.holds_gpus = False
     cluster.gpus_released_at = now
     return True
@@ -203,7 +206,7 @@ def release_gpus_many(clusters: list[ClusterRequest], *, message: str) -> list[C
         )
         UsageSpan.objects.filter(cluster_id__in=ids, ended_at__isnull=True).update(ended_at=now)
         IdleSpan.objects.filter(cluster_id__in=ids, ended_at__isnull=True).update(ended_at=now)
-        _surges_released(ids)
+        _surges_released(ids, ended=True)
     for cluster in released:
         cluster.holds_gpus = False
         cluster.gpus_released_at = now
@@ -230,7 +233,9 @@ def _event(
     )
 
 
-def _ledger(cluster: ClusterRequest, held_before: bool, held_after: bool, now: Any) -> None:
+def _ledger(
+    cluster: ClusterRequest, held_before: bool, held_after: bool, now: Any, *, ended: bool
+) -> None:
     """Open a usage span when the request takes its GPUs, close it when it gives them back."""
     if held_after and not held_before:
         usage_span(cluster, now).save()
@@ -238,15 +243,20 @@ def _ledger(cluster: ClusterRequest, held_before: bool, held_after: bool, now: A
         UsageSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)
         # Idle time ends with the GPUs (clusters/engine/idle.py keeps the idle ledger).
         IdleSpan.objects.filter(cluster_id=cluster.pk, ended_at__isnull=True).update(ended_at=now)
-        _surges_released([cluster.pk])
+        _surges_released([cluster.pk], ended=ended)
 
 
-def _surges_released(ids: list[int]) -> None:
+def _surges_released(ids: list[int], *, ended: bool) -> None:
     """The requests gave their GPUs back, their surges' too (their usage spans are closed
-    with the requests'): a surge whose change was carried out is over; one admitted but
-    not carried out waits in line again, so that the change it is for is not lost."""
-    Surge.objects.filter(pk__in=ids, applied_at__isnull=False).delete()
-    Surge.objects.filter(pk__in=ids, admitted_at__isnull=False).update(admitted_at=None)
+    with the requests'). A request that ``ended`` (deleted, failed, its run over) has no
+    use for its surge; otherwise a surge whose change was carried out is over, and one
+    admitted but not carried out waits in line again, so that its change is not lost."""
+    surges = Surge.objects.filter(pk__in=ids)
+    if ended:
+        surges.delete()
+        return
+    surges.filter(applied_at__isnull=False).delete()
+    surges.filter(admitted_at__isnull=False).update(admitted_at=None)
 
 
 def usage_span(cluster: ClusterRequest, now: Any, *, surge: Surge | None = None) -> UsageSpan:

@@ -181,3 +181,16 @@ def test_a_failed_service_gives_its_surge_back(
     transition(row, State.FAILED, reason="invalid")
     assert not Surge.objects.exists()
     assert all(s.ended_at is not None for s in UsageSpan.objects.unscoped())
+
+
+def test_a_waiting_surge_ends_with_its_deleted_service(
+    serving_sd: ClusterRequest, bob: Any, acme: Any, l4: Any
+) -> None:
+    serving.service_update(actor=bob, request=serving_sd, image=OTHER)
+    run_admission_pass()  # no room: it waits
+    serving.service_delete(actor=bob, request=serving_sd)
+    room_for_l4(acme, l4, 2)
+    run_admission_pass()  # room now, but a deleting service's surge is not offered
+    assert Surge.objects.get(pk=serving_sd.pk).admitted_at is None
+    transition(_fresh(serving_sd), State.DELETED, reason="deleted")
+    assert not Surge.objects.exists()

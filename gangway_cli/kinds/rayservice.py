@@ -8,6 +8,7 @@ standard input), sent as it is: the server checks it.
 from __future__ import annotations
 
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -110,10 +111,20 @@ def upgrade(
     service = s.client.patch(
         workloads.item_path(s, KIND, name), body, what=workloads.what(s, KIND, name)
     )
-    output.emit(
-        s.mode,
-        service,
-        lambda: output.stdout.print(f"{escape(name)}: upgrade requested"),
+    said = upgrade_line(service) or "upgrade requested"
+    output.emit(s.mode, service, lambda: output.stdout.print(f"{escape(name)}: {escape(said)}"))
+
+
+def upgrade_line(service: dict[str, Any]) -> str:
+    """Where an upgrade's surge (its new Ray cluster's GPUs) stands; empty without one."""
+    surge = service.get("upgrade_surge")
+    if not surge:
+        return ""
+    if surge.get("state") == "waiting":
+        return str(surge.get("message") or "upgrade waits for its turn in the queue")
+    gpus = format(Decimal(str(surge.get("gpus") or 0)).normalize(), "f")
+    return (
+        f"upgrade under way: {gpus} {surge.get('flavor')} GPU(s) charged beside the serving cluster"
     )
 
 
@@ -127,6 +138,7 @@ def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("active cluster", serving.get("active_cluster")),
         ("pending cluster", serving.get("pending_cluster")),
         ("upgrading", "yes" if serving.get("upgrading") else "no"),
+        ("upgrade", upgrade_line(service)),
         ("upgrade strategy", (serving.get("upgrade_strategy") or {}).get("type")),
         ("serve endpoints", serving.get("serve_endpoints")),
         ("endpoint", (service.get("service_endpoint") or {}).get("url")),

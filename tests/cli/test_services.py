@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from clusters.models import ClusterRequest, Service
+from clusters.models import ClusterRequest, Service, Surge
 from gangway_cli import exitcodes
 from tests.cli.conftest import Run
 from tests.clusters.kinds.rayservice.samples import AUTOSCALING, STABLE_DIFFUSION
@@ -43,6 +43,13 @@ def test_a_service_is_submitted_listed_upgraded_and_deleted(
     upgraded = cli("service", "upgrade", "sd", "-c", "-", stdin=AUTOSCALING)
     assert upgraded.code == 0, upgraded
     assert Service.objects.get(request__name="sd").serve_config == AUTOSCALING
+
+    # An upgrade waiting for its surge says so (the engine's tests bring one about).
+    row = ClusterRequest.objects.get(name="sd")
+    said = "upgrade waits for 1 l4 GPU: l4 quota is in use"
+    Surge.objects.create(request=row, flavor=row.flavor, gpus=1, queue_message=said)
+    status = cli("service", "status", "sd")
+    assert status.code == 0 and said in status.out, status
 
     gone = cli("service", "rm", "sd")
     assert gone.code == 0, gone

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import Kind
+from clusters.domain.workload_kinds import Details, Kind
 from clusters.kinds.rayservice.states import SERVICE_RELEASES, SERVICE_TRANSITIONS
 
 KIND = Kind(
@@ -25,4 +25,16 @@ KIND = Kind(
     ray_cluster_spec_at=("spec", "rayClusterConfig"),
     related=("service",),
     list_related=("service",),
+    details=Details(
+        model="clusters.models.Service",
+        relation="service",
+        # What a fold compares with the RayService's status before it writes it back.
+        folded=(
+            "applications",
+            "active_cluster",
+            "pending_cluster",
+            "upgrading",
+            "serve_endpoints",
+        ),
+    ),
 )

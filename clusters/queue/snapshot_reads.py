@@ -94,7 +94,7 @@ def _deadline_seconds(row: ClusterRequest) -> int | None:
 
 
 def _with_deadline(pending: adm.Pending, deadline_seconds: int | None) -> adm.Pending:
-    """A job with a deadline ends by then once it starts (KubeRay stops it): that is its
+    """A run with a deadline ends by then once it starts (its operator stops it): that is its
     TTL for the queue, which counts on it in the ETAs of what waits behind it."""
     if pending.ttl is not None or not deadline_seconds:
         return pending

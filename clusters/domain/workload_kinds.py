@@ -94,31 +94,46 @@ class Kind:
     """One workload kind as the shared code sees it."""
 
     workload: str  # the row's ``workload`` value
-    noun: str  # "cluster", "job": in messages
-    section: str  # "clusters", "jobs": its pages' segment of the dashboard's paths
     api_version: str  # the object a row of this kind is folded from
     object_kind: str
-    plural: str  # its resource name in the API's paths
     transitions: Mapping[State, frozenset[State]]
     releases: frozenset[State]  # states whose entry gives the GPUs back
     started: State  # where admission's applied objects move a row
     started_message: str  # said when Kueue admits it
     admitted_message: str  # said when the built-in queue admits it
-    reclaimable: bool  # may be suspended to give quota back
-    interactive: bool  # has a Ray dashboard, is reclaimed when idle
     engine: str  # dotted path of its :class:`Behaviour` module
+    noun: str = ""  # "cluster", "job": in messages (its ``workload`` unless given)
+    section: str = ""  # its pages' segment of the dashboard's paths (the noun's plural)
+    plural: str = ""  # its resource name in the API's paths (the object kind's plural)
+    reclaimable: bool = False  # may be suspended to give quota back
+    interactive: bool = False  # has a Ray dashboard, is reclaimed when idle
     # Dotted path of its API viewset, routed under ``tenants/{slug}/<section>/`` (none: no API).
     api: str = ""
     # Where its object holds the RayCluster spec that nodes are asked for.
     ray_cluster_spec_at: tuple[str, ...] = ("spec",)
     # States whose entry ends a run: its owner is told the run finished (not that it failed).
     finished: frozenset[State] = frozenset()
-    # The relations of its rows that hold its details (read with a row to converge it).
+    details: Details | None = None  # its own table, if it has one
+    # The relations of its rows read with a row to converge it (its details' relation).
     related: tuple[str, ...] = ()
-    # What a list of the kind's rows loads with them: its details' relations, prefetches.
+    # What a list of the kind's rows loads with them (``related`` unless given), prefetches.
     list_related: tuple[str, ...] = ()
     list_prefetch: tuple[str, ...] = ()
-    details: Details | None = None  # its own table, if it has one
+
+    def __post_init__(self) -> None:
+        noun = self.noun or self.workload
+        related = self.related or (
+            (self.details.relation,) if self.details and self.details.relation else ()
+        )
+        derived = {
+            "noun": noun,
+            "section": self.section or f"{noun}s",
+            "plural": self.plural or f"{self.object_kind.lower()}s",
+            "related": related,
+            "list_related": self.list_related or related,
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)  # frozen: set once, as it is built
 
     @property
     def behaviour(self) -> Behaviour:

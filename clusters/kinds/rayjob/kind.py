@@ -8,23 +8,17 @@ from clusters.kinds.rayjob.states import JOB_FINISHED, JOB_RELEASES, JOB_TRANSIT
 
 KIND = Kind(
     workload="job",
-    noun="job",
-    section="jobs",
     api_version="ray.io/v1",
     object_kind="RayJob",
-    plural="rayjobs",
     transitions=JOB_TRANSITIONS,
     releases=JOB_RELEASES,
     started=State.STARTING,
     started_message="its Ray cluster is starting",
     admitted_message="starting its RayJob",
-    reclaimable=False,
-    interactive=False,
     engine="clusters.kinds.rayjob.engine",
     api="clusters.kinds.rayjob.api.JobViewSet",
     ray_cluster_spec_at=("spec", "rayClusterSpec"),
     finished=JOB_FINISHED,
-    related=("job",),
     list_related=("job", "job__host"),
     list_prefetch=("usage_spans",),
     details=Details(

@@ -8,23 +8,16 @@ from clusters.kinds.rayservice.states import SERVICE_RELEASES, SERVICE_TRANSITIO
 
 KIND = Kind(
     workload="service",
-    noun="service",
-    section="services",
     api_version="ray.io/v1",
     object_kind="RayService",
-    plural="rayservices",
     transitions=SERVICE_TRANSITIONS,
     releases=SERVICE_RELEASES,
     started=State.STARTING,
     started_message="its Ray cluster and Serve applications are starting",
     admitted_message="applying its RayService",
-    reclaimable=False,
-    interactive=False,
     engine="clusters.kinds.rayservice.engine",
     api="clusters.kinds.rayservice.api.ServiceViewSet",
     ray_cluster_spec_at=("spec", "rayClusterConfig"),
-    related=("service",),
-    list_related=("service",),
     details=Details(
         model="clusters.models.Service",
         relation="service",

@@ -41,11 +41,8 @@ class ToyDetails(models.Model):
 
 KIND = Kind(
     workload="toy",
-    noun="toy",
-    section="toys",
     api_version="v1",
     object_kind="ConfigMap",
-    plural="configmaps",
     transitions={
         State.QUEUED: frozenset({State.ADMITTED, State.DELETING}),
         State.ADMITTED: frozenset({State.PROVISIONING, State.DELETING}),
@@ -58,8 +55,6 @@ KIND = Kind(
     started=State.PROVISIONING,
     started_message="its ConfigMap is written",
     admitted_message="writing its ConfigMap",
-    reclaimable=False,
-    interactive=False,
     engine=__name__,
     details=Details(model=f"{__name__}.ToyDetails", folded=("colour",)),
 )

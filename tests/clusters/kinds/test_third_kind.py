@@ -63,6 +63,15 @@ def _configmap(settings: Any, row: ClusterRequest) -> dict[str, Any] | None:
     return json.loads(done.stdout) if done.stdout.strip() else None
 
 
+def _applied_toy(make_cluster: Any, name: str) -> ClusterRequest:
+    """An admitted toy, its details in their default colour, its ConfigMap applied."""
+    row: ClusterRequest = make_cluster(workload="toy", name=name, state=State.ADMITTED)
+    row.save()
+    toy_kind.ToyDetails.objects.create(request_id=row.pk)
+    provisioning.converge(row)
+    return row
+
+
 def test_a_third_kind_runs_through_the_shared_flow(
     toy: None, broker: Any, tmp_path: Path, settings: Any, make_cluster: Any
 ) -> None:
@@ -97,9 +106,7 @@ def test_an_unwanted_toy_object_is_an_orphan_and_others_are_left(
     toy: None, broker: Any, tmp_path: Path, settings: Any, make_cluster: Any
 ) -> None:
     with running_kubesim(tmp_path, settings):
-        row = make_cluster(workload="toy", name="toy-two", state=State.ADMITTED)
-        row.save()
-        provisioning.converge(row)
+        row = _applied_toy(make_cluster, "toy-two")
         ClusterRequest.objects.filter(pk=row.pk).delete()  # the row goes, its object stays
         report = reconcile_once()
         assert report.orphans == [f"{row.namespace}/toy-two"]
@@ -110,10 +117,7 @@ def test_a_write_to_the_toy_s_own_table_gets_its_row_folded_again(
     toy: None, broker: Any, tmp_path: Path, settings: Any, make_cluster: Any
 ) -> None:
     with running_kubesim(tmp_path, settings):
-        row = make_cluster(workload="toy", name="toy-three", state=State.ADMITTED)
-        row.save()
-        toy_kind.ToyDetails.objects.create(request_id=row.pk, colour="grey")
-        provisioning.converge(row)
+        row = _applied_toy(make_cluster, "toy-three")
         assert row.pk in reconcile_once().ready
         reconcile_once()  # folded without effect: its stamps are remembered
         quiet = reconcile_once()

@@ -426,32 +426,47 @@ class ClusterEvent(models.Model):
         return f"{self.cluster}: {self.from_state} -> {self.to_state} ({self.reason})"
 
 
-class UsageSpan(TenantOwned):
+class GpuSpan(TenantOwned):
+    """A stretch of time a cluster held GPUs (abstract): who and what, copied so that the
+    ledger survives renames and deletions; open while ``ended_at`` is empty."""
+
+    username = models.CharField(max_length=150)
+    flavor_name = models.CharField(max_length=40)
+    gpus = models.DecimalField(max_digits=10, decimal_places=3)
+    started_at = models.DateTimeField(db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["started_at", "id"]
+
+    @staticmethod
+    def one_open(name: str) -> models.UniqueConstraint:
+        """At most one open span per cluster."""
+        return models.UniqueConstraint(
+            fields=["cluster"], condition=Q(ended_at__isnull=True), name=name
+        )
+
+
+class UsageSpan(GpuSpan):
     """One stretch of time during which a cluster held GPUs: the usage ledger.
 
     Opened when a request enters a quota-holding state (admission), closed when it leaves
     (suspension, deletion finished, failure). A suspended-then-resumed cluster has one
     span per admission; an admitted :class:`Surge` has its own (``surge``) beside it.
-    GPU-hours are ``gpus x (ended_at or now - started_at)``; the tenant, owner and flavor
-    are copied so the ledger survives renames and deletions.
+    GPU-hours are ``gpus x (ended_at or now - started_at)``.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="usage_spans")
     cluster = models.ForeignKey(
         ClusterRequest, on_delete=models.CASCADE, related_name="usage_spans"
     )
-    username = models.CharField(max_length=150)
-    flavor_name = models.CharField(max_length=40)
     kind = models.CharField(max_length=8, choices=ClusterKind.choices)
-    gpus = models.DecimalField(max_digits=10, decimal_places=3)
-    started_at = models.DateTimeField(db_index=True)
-    ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
     surge = models.BooleanField(
         default=False, help_text="Held by the request's surge (Surge), beside its own GPUs."
     )
 
-    class Meta:
-        ordering = ["started_at", "id"]
+    class Meta(GpuSpan.Meta):
         constraints = [
             models.UniqueConstraint(
                 fields=["cluster", "surge"],
@@ -464,7 +479,7 @@ class UsageSpan(TenantOwned):
         return f"{self.cluster}: {self.gpus} GPUs from {self.started_at}"
 
 
-class IdleSpan(TenantOwned):
+class IdleSpan(GpuSpan):
     """One stretch of time during which a cluster held GPUs and Ray showed it unused.
 
     Opened when the activity check first finds the cluster idle, back-dated to its last
@@ -475,19 +490,9 @@ class IdleSpan(TenantOwned):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="idle_spans")
     cluster = models.ForeignKey(ClusterRequest, on_delete=models.CASCADE, related_name="idle_spans")
-    username = models.CharField(max_length=150)
-    flavor_name = models.CharField(max_length=40)
-    gpus = models.DecimalField(max_digits=10, decimal_places=3)
-    started_at = models.DateTimeField(db_index=True)
-    ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
-    class Meta:
-        ordering = ["started_at", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["cluster"], condition=Q(ended_at__isnull=True), name="one_open_idle_span"
-            ),
-        ]
+    class Meta(GpuSpan.Meta):
+        constraints = [GpuSpan.one_open("one_open_idle_span")]
 
     def __str__(self) -> str:
         return f"{self.cluster}: idle with {self.gpus} GPUs from {self.started_at}"

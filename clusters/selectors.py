@@ -26,7 +26,7 @@ from tenants.models import Quota, Tenant
 def cluster_list(
     *, tenant: Tenant, workload: str | None = DEFAULT_WORKLOAD
 ) -> ClusterRequestQuerySet:
-    """A tenant's cluster requests (or jobs: ``workload``; both: ``None``) with what their
+    """A tenant's requests of one kind (``workload``; every kind: ``None``) with what their
     representation needs, in one query."""
     # Through the tenant's reverse relation rather than ``for_tenant``: the same filter,
     # and every row's ``tenant`` is this instance instead of a copy joined in per row.
@@ -101,7 +101,7 @@ def with_recent_events(cluster: ClusterRequest) -> ClusterRequest:
 def cluster_for_page(
     *, tenant: Tenant, name: str, pk: int | None = None, workload: str | None = DEFAULT_WORKLOAD
 ) -> ClusterRequest | None:
-    """The cluster (or job: ``workload``; either: ``None``) a page about ``name`` shows,
+    """The request of a kind (``workload``; any: ``None``) a page about ``name`` shows,
     deleted ones included (their final record), with its whole event history prefetched
     (``events``).
 

@@ -29,7 +29,7 @@ urlpatterns = [
     path("api/v1/", include("notifications.api.urls")),
     path("admin/", admin.site.urls),
     # Services' endpoints (docs/services.md): any method, any route under the service.
-    path("", include("clusters.api.endpoint_urls")),
+    path("", include("clusters.kinds.rayservice.endpoint_urls")),
     path("", include("frontend.urls")),
 ]
 

@@ -104,7 +104,20 @@ class QuotaQ:
 
 
 @dataclass(frozen=True)
-class Running:
+class Asking:
+    """Who asks for what: the fields every request admission weighs has (those below
+    add theirs after these)."""
+
+    id: int
+    tenant: str
+    owner: int
+    flavor: str
+    kind: str
+    gpus: Decimal
+
+
+@dataclass(frozen=True)
+class Running(Asking):
     """A cluster that holds quota (admitted, provisioning, ready or deleting).
 
     ``nodes`` is the whole nodes a prod cluster takes (its workers); ``expires_at`` is
@@ -114,12 +127,6 @@ class Running:
     grace period.
     """
 
-    id: int
-    tenant: str
-    owner: int
-    flavor: str
-    kind: str
-    gpus: Decimal
     cpu: Decimal = ZERO
     memory_gib: Decimal = ZERO
     priority: int = 0
@@ -127,8 +134,8 @@ class Running:
     expires_at: datetime | None = None
     nodes: int = 0
     suspend_at: datetime | None = None
-    # A batch job is never suspended to give borrowed quota back: its GPUs come back
-    # when it ends (``expires_at`` is then its deadline, when it has one).
+    # A request of a kind that is not reclaimable is never suspended to give borrowed
+    # quota back: its GPUs come back when its run ends (``expires_at``: its deadline).
     reclaimable: bool = True
 
 
@@ -156,7 +163,7 @@ class FlavorOption:
 
 
 @dataclass(frozen=True)
-class Pending:
+class Pending(Asking):
     """A queued request. ``worker_gpus`` is the largest single pod's GPUs (the node-size
     check); ``workers`` the gang's worker count at its largest size; ``ttl`` how long it
     will live once admitted (``None``: no TTL), which the ETA uses for requests further
@@ -167,12 +174,6 @@ class Pending:
     A negative ``id`` is the surge of the running request ``-id`` (more GPUs it needs
     for a while, e.g. a service's upgrade), queued and admitted as any request is."""
 
-    id: int
-    tenant: str
-    owner: int
-    flavor: str
-    kind: str
-    gpus: Decimal
     created_at: datetime
     cpu: Decimal = ZERO
     memory_gib: Decimal = ZERO

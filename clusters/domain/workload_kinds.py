@@ -10,9 +10,9 @@ layers never import a kind. Adding a kind adds its package and a line here.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from clusters.domain.states import InvalidTransition, State
 
@@ -61,34 +61,79 @@ class Behaviour(Protocol):
 
 
 @dataclass(frozen=True)
+class Details:
+    """A kind's own table beside the request row (one row per request, keyed by its id):
+    what the shared queries read of it, so that they join it without naming it."""
+
+    model: str  # dotted path of its model, whose primary key is the request's id
+    relation: str = ""  # the row's accessor to it, where the ORM may follow one
+    # Its columns a fold reads (``column IS NULL`` too): a change there re-folds the row.
+    folded: tuple[str, ...] = ()
+    # Its column naming the request a row runs on, when it runs on another's: such a row
+    # takes no GPUs of its own and is not one of its owner's clusters.
+    host: str = ""
+    deadline: str = ""  # its column of the seconds a run may last once started
+
+    @property
+    def table(self) -> str:
+        """Its database table."""
+        return str(self._meta().db_table)
+
+    @property
+    def key(self) -> str:
+        """Its column holding the request's id."""
+        return str(self._meta().pk.column)
+
+    def _meta(self) -> Any:
+        module, _, name = self.model.rpartition(".")
+        return getattr(importlib.import_module(module), name)._meta
+
+
+@dataclass(frozen=True)
 class Kind:
     """One workload kind as the shared code sees it."""
 
     workload: str  # the row's ``workload`` value
-    noun: str  # "cluster", "job": in messages
-    section: str  # "clusters", "jobs": its pages' segment of the dashboard's paths
     api_version: str  # the object a row of this kind is folded from
     object_kind: str
-    plural: str  # its resource name in the API's paths
     transitions: Mapping[State, frozenset[State]]
     releases: frozenset[State]  # states whose entry gives the GPUs back
     started: State  # where admission's applied objects move a row
     started_message: str  # said when Kueue admits it
     admitted_message: str  # said when the built-in queue admits it
-    reclaimable: bool  # may be suspended to give quota back
-    interactive: bool  # has a Ray dashboard, is reclaimed when idle
     engine: str  # dotted path of its :class:`Behaviour` module
+    noun: str = ""  # "cluster", "job": in messages (its ``workload`` unless given)
+    section: str = ""  # its pages' segment of the dashboard's paths (the noun's plural)
+    plural: str = ""  # its resource name in the API's paths (the object kind's plural)
+    reclaimable: bool = False  # may be suspended to give quota back
+    interactive: bool = False  # has a Ray dashboard, is reclaimed when idle
     # Dotted path of its API viewset, routed under ``tenants/{slug}/<section>/`` (none: no API).
     api: str = ""
     # Where its object holds the RayCluster spec that nodes are asked for.
     ray_cluster_spec_at: tuple[str, ...] = ("spec",)
     # States whose entry ends a run: its owner is told the run finished (not that it failed).
     finished: frozenset[State] = frozenset()
-    # The relations of its rows that hold its details (read with a row to converge it).
+    details: Details | None = None  # its own table, if it has one
+    # The relations of its rows read with a row to converge it (its details' relation).
     related: tuple[str, ...] = ()
-    # What a list of the kind's rows loads with them: its details' relations, prefetches.
+    # What a list of the kind's rows loads with them (``related`` unless given), prefetches.
     list_related: tuple[str, ...] = ()
     list_prefetch: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        noun = self.noun or self.workload
+        related = self.related or (
+            (self.details.relation,) if self.details and self.details.relation else ()
+        )
+        derived = {
+            "noun": noun,
+            "section": self.section or f"{noun}s",
+            "plural": self.plural or f"{self.object_kind.lower()}s",
+            "related": related,
+            "list_related": self.list_related or related,
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)  # frozen: set once, as it is built
 
     @property
     def behaviour(self) -> Behaviour:
@@ -106,6 +151,9 @@ class Kind:
 
 
 _KINDS: dict[str, Kind] = {}
+# What the shared code built from the registry (see derived), forgotten when it changes.
+_DERIVED: dict[str, Any] = {}
+T = TypeVar("T")
 
 
 def kinds() -> dict[str, Kind]:
@@ -119,11 +167,21 @@ def kinds() -> dict[str, Kind]:
 def register(kind: Kind) -> None:
     """Add a kind (or replace the one of its ``workload`` value)."""
     _KINDS[kind.workload] = kind
+    _DERIVED.clear()
 
 
 def unregister(workload: str) -> None:
     """Forget a kind added by :func:`register` (tests)."""
     kinds().pop(workload, None)
+    _DERIVED.clear()
+
+
+def derived(name: str, build: Callable[[], T]) -> T:
+    """What ``build`` makes of the registry (a query's SQL, say), built once per registry:
+    for paths too hot to walk every kind on each call."""
+    if name not in _DERIVED:
+        _DERIVED[name] = build()
+    return cast(T, _DERIVED[name])
 
 
 def kind_named(workload: str) -> Kind:
@@ -142,6 +200,18 @@ def kind_of(row: Any) -> Kind:
 def row_relations() -> tuple[str, ...]:
     """Every kind's :attr:`Kind.related`: what a query of rows of any kind loads with them."""
     return tuple(name for kind in kinds().values() for name in kind.related)
+
+
+def details_tables() -> list[Details]:
+    """Every kind's :attr:`Kind.details` (the kinds that have their own table)."""
+    return [kind.details for kind in kinds().values() if kind.details is not None]
+
+
+def deadline_paths() -> tuple[str, ...]:
+    """The ORM paths from a row to its kind's run deadline, one per kind that has one."""
+    return tuple(
+        f"{d.relation}__{d.deadline}" for d in details_tables() if d.relation and d.deadline
+    )
 
 
 def interactive_workloads() -> list[str]:

@@ -7,9 +7,13 @@ devices. Each kind decides when that is; the move itself is made here.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.utils import timezone
 
 from clusters.domain.states import State
+from clusters.kube import labels
+from clusters.kube.gateway import Gateway
 from clusters.models import ClusterRequest
 from clusters.rows.transitions import transition
 
@@ -26,4 +30,14 @@ def finish_deletion(cluster: ClusterRequest) -> bool:
         reason=cluster.deletion_reason or "deleted",
         message=DELETED_MESSAGE,
         deleted_at=timezone.now(),
+    )
+
+
+def pods_of(gw: Gateway, cluster: ClusterRequest) -> list[dict[str, Any]]:
+    """Every managed pod labelled with the request's id (whatever made it)."""
+    return gw.list(
+        "v1",
+        "Pod",
+        namespace=cluster.namespace,
+        label_selector=f"{labels.CLUSTER_ID}={cluster.pk},{labels.managed_selector()}",
     )

@@ -2,10 +2,11 @@
 same inputs since.
 
 Folding is deterministic in the row and its objects (the clock aside), so such a row
-would do nothing again. A row's *stamp* is its ``xmin`` and the columns a fold reads (its
-Job row's too); its objects' is their ``resourceVersion``s. Always folded: rows waiting on
-the autoscaler or near expiry, Kueue's and SQLite's (no stamps), and everything every
-``RECONCILE_FULL_PASS_SECONDS``. The memo is the worker process's own.
+would do nothing again. A row's *stamp* is its ``xmin`` and the columns a fold reads, of
+its kind's own table too (``Details.folded``); its objects' is their ``resourceVersion``s.
+Always folded: rows waiting on the autoscaler or near expiry, Kueue's and SQLite's (no
+stamps), and everything every ``RECONCILE_FULL_PASS_SECONDS``. The memo is the worker
+process's own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from django.conf import settings
 from django.db import connection
 
 from clusters.domain.states import State
-from clusters.models import ClusterRequest, Job
+from clusters.domain.workload_kinds import Details, derived, details_tables
+from clusters.models import ClusterRequest
 
 # The columns a fold reads besides the row's identity (tenant and name never change).
 _FOLDED_COLUMNS = (
@@ -34,15 +36,6 @@ _FOLDED_COLUMNS = (
     "expires_at",
     "expiry_warned_at",
     "holds_gpus",
-)
-# What a job's fold reads of its Job row (NULL for a cluster's row, which has none).
-_FOLDED_JOB_COLUMNS = (
-    "host_id",
-    "ray_job_id",
-    "ray_cluster_name",
-    "job_status",
-    "started_at",
-    "log_tail IS NULL",
 )
 
 
@@ -65,19 +58,10 @@ class LiveRow:
 def live_rows() -> list[LiveRow]:
     """Every row that is not deleted, with its stamp, in one query (no model instances:
     at thousands of rows they would cost more than the rest of a steady pass)."""
-    table = ClusterRequest._meta.db_table
-    jobs = Job._meta.db_table
     postgres = connection.vendor == "postgresql"
-    xmin = "r.xmin::text" if postgres else "NULL"
-    job_xmin = "j.xmin::text" if postgres else "NULL"
-    columns = ", ".join(f"r.{column}" for column in _FOLDED_COLUMNS)
-    job_columns = ", ".join(f"j.{column}" for column in _FOLDED_JOB_COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT r.id, r.tenant_id, r.name, r.workload, r.capacity_request, {xmin}, "
-            f"{columns}, {job_xmin}, {job_columns} "
-            f"FROM {table} r LEFT JOIN {jobs} j ON j.request_id = r.id WHERE r.state <> %s",
-            [State.DELETED.value],
+            derived(f"foldmemo.live.{postgres}", lambda: _live_sql(postgres)), [State.DELETED.value]
         )
         fetched = cursor.fetchall()
     expires = 6 + _FOLDED_COLUMNS.index("expires_at")
@@ -95,6 +79,28 @@ def live_rows() -> list[LiveRow]:
         )
         for row in fetched
     ]
+
+
+def _live_sql(postgres: bool) -> str:
+    """The light query: the rows' stamps, with each kind's own table that its fold reads
+    LEFT JOINed (NULL for the rows of other kinds): its ``xmin`` and those columns."""
+    folding = [d for d in details_tables() if d.folded]
+    tables: list[tuple[str, Details]] = [(f"d{i}", d) for i, d in enumerate(folding)]
+    stamps = [("r", _FOLDED_COLUMNS)] + [(alias, d.folded) for alias, d in tables]
+    columns = ", ".join(
+        ", ".join(
+            [f"{alias}.xmin::text" if postgres else "NULL"]
+            + [f"{alias}.{column}" for column in folded]
+        )
+        for alias, folded in stamps
+    )
+    joins = "".join(
+        f" LEFT JOIN {d.table} {alias} ON {alias}.{d.key} = r.id" for alias, d in tables
+    )
+    return (
+        f"SELECT r.id, r.tenant_id, r.name, r.workload, r.capacity_request, {columns} "
+        f"FROM {ClusterRequest._meta.db_table} r{joins} WHERE r.state <> %s"
+    )
 
 
 class FoldMemo:

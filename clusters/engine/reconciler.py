@@ -295,7 +295,7 @@ def _effects(report: Report, gw: Gateway) -> tuple[int, ...]:
 
 
 def _write_batch(report: Report, now: Any) -> None:
-    """Move the rows found ready or gone, give back finished jobs' GPUs and record the
+    """Move the rows found ready or gone, give back finished runs' GPUs and record the
     new waiting reasons, in bulk."""
     for reason, rows in report.batch.to_delete.items():
         gone = transition_many(

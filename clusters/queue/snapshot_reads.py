@@ -17,12 +17,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
+from django.db.models import F, PositiveIntegerField, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusters import admission as adm
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import kind_named, kind_of
+from clusters.domain.workload_kinds import deadline_paths, kind_named, kind_of
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue import free_capacity, surge_demand
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
@@ -93,7 +94,7 @@ def _deadline_seconds(row: ClusterRequest) -> int | None:
 
 
 def _with_deadline(pending: adm.Pending, deadline_seconds: int | None) -> adm.Pending:
-    """A job with a deadline ends by then once it starts (KubeRay stops it): that is its
+    """A run with a deadline ends by then once it starts (its operator stops it): that is its
     TTL for the queue, which counts on it in the ETAs of what waits behind it."""
     if pending.ttl is not None or not deadline_seconds:
         return pending
@@ -148,7 +149,6 @@ _QUEUED_FIELDS = (
     "created_at",
     "earmarked_at",
     "capacity_state",
-    "job__active_deadline_seconds",
 )
 _QUEUE_FIELDS = (
     "queue_position",
@@ -199,6 +199,15 @@ def _shape_key(values: dict[str, Any]) -> tuple[object, ...]:
     )
 
 
+def _deadline() -> Any:
+    """A row's run deadline in seconds, from its kind's own table (NULL for a kind
+    without one)."""
+    paths = deadline_paths()
+    if not paths:
+        return Value(None, output_field=PositiveIntegerField())
+    return Coalesce(*paths) if len(paths) > 1 else F(paths[0])
+
+
 def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[QueuedRow]]:
     pending: list[adm.Pending] = []
     rows: list[QueuedRow] = []
@@ -208,7 +217,7 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
     for values in (
         ClusterRequest.objects.unscoped()
         .filter(state=State.QUEUED, held_at__isnull=True)  # a held request waits aside
-        .values(*fields, *_QUEUE_FIELDS)
+        .values(*fields, *_QUEUE_FIELDS, deadline=_deadline())
     ):
         key = _shape_key(values)
         shape = memo.get(key)
@@ -233,7 +242,7 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
             # Nodes the cluster autoscaler provisioned for it (capacity on demand).
             booked=shape.flavor if values["capacity_state"] == "provisioned" else "",
         )
-        request = _with_deadline(request, values["job__active_deadline_seconds"])
+        request = _with_deadline(request, values["deadline"])
         pending.append(with_options(request, shape.options))
         queue = tuple(values[f] for f in _QUEUE_FIELDS)
         rows.append(QueuedRow(values["id"], queue))
@@ -253,7 +262,6 @@ _HOLDING_FIELDS = (
     "admitted_at",
     "expires_at",
     "reclaim_after",
-    "job__active_deadline_seconds",
 )
 
 
@@ -261,13 +269,15 @@ def _running(flavors: dict[int, GpuFlavor]) -> list[tuple[adm.Running, str]]:
     """Every request that holds GPUs as the pure pass sees it, with its state.
 
     Read as plain values, as :func:`_queued` reads the queue: a pass runs again after
-    every burst of requests, and a model object (with its tenant, flavor and job) for
+    every burst of requests, and a model object (with its tenant, flavor and details) for
     each of a thousand running clusters would cost more than the pass itself.
     """
     nodes_of: dict[tuple[object, ...], int] = {}
     running = []
     for values in (
-        ClusterRequest.objects.unscoped().filter(holds_gpus=True).values(*_HOLDING_FIELDS)
+        ClusterRequest.objects.unscoped()
+        .filter(holds_gpus=True)
+        .values(*_HOLDING_FIELDS, deadline=_deadline())
     ):
         nodes = 0
         if values["kind"] == ClusterKind.PROD:
@@ -280,8 +290,7 @@ def _running(flavors: dict[int, GpuFlavor]) -> list[tuple[adm.Running, str]]:
                 )
                 nodes_of[key] = spec.charged_workers()
             nodes = nodes_of[key]
-        # A row without details of a kind (a cluster's) reads NULL here.
-        deadline = values["job__active_deadline_seconds"]
+        deadline = values["deadline"]
         admitted_at = values["admitted_at"]
         ends = admitted_at + timedelta(seconds=deadline) if deadline and admitted_at else None
         row = adm.Running(

@@ -15,7 +15,8 @@ from django.db import connection
 from clusters.admission.caps import CapBreach, user_cap_breach
 from clusters.admission.counts_in_words import count as count_of
 from clusters.domain.states import LIVE
-from clusters.models import ClusterKind, ClusterRequest, Job
+from clusters.domain.workload_kinds import derived, details_tables
+from clusters.models import ClusterKind, ClusterRequest
 from controlplane.exceptions import ServiceConflict
 from tenants.models import Role, Tenant
 from tenants.selectors import role_in_tenant
@@ -50,31 +51,37 @@ def owner_dev_usage(
     *, tenant: Tenant, owner: Any, excluding: int | None = None
 ) -> tuple[int, Decimal]:
     """The owner's live dev clusters in the tenant (queued, running and suspended ones
-    alike) and the GPUs they ask for; ``excluding`` leaves one request out.
+    alike) and the GPUs they ask for; ``excluding`` leaves one request out. A row that
+    runs on another request (a kind's :attr:`Details.host`) is neither.
 
     Plain SQL: it runs under the tenant's lock in every create, where compiling the ORM's
-    aggregate over a join costs more than the query. It says what
-    ``ClusterRequest.objects.live().filter(tenant=, owner=, kind=DEV)
-    .exclude(job__host__isnull=False)`` counts (``tests/clusters/requests``).
+    aggregate over a join costs more than the query (``tests/clusters/requests`` holds
+    it to the ORM's count).
     """
     requests = ClusterRequest._meta.db_table
-    jobs = Job._meta.db_table
     live = sorted(LIVE)
     states = ", ".join(["%s"] * len(live))  # IN, not = ANY: SQLite serves `make run`
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT COUNT(*), COALESCE(SUM(r.gpus), 0) FROM {requests} r "
             "WHERE r.tenant_id = %s AND r.owner_id = %s AND r.kind = %s "
-            f"AND r.state IN ({states}) AND r.id <> %s "
-            # A job on one of the owner's clusters is neither a cluster nor more GPUs.
-            f"AND NOT EXISTS (SELECT 1 FROM {jobs} j "
-            "WHERE j.request_id = r.id AND j.host_id IS NOT NULL)",
+            f"AND r.state IN ({states}) AND r.id <> %s" + derived("rules.not_hosted", _not_hosted),
             [tenant.pk, getattr(owner, "pk", owner), ClusterKind.DEV, *live, excluding or 0],
         )
         row = cursor.fetchone()
     # SQLite sums a decimal column as a float: back to the column's own places.
     places = Decimal(1).scaleb(-ClusterRequest._meta.get_field("gpus").decimal_places)
     return int(row[0]), Decimal(str(row[1])).quantize(places)
+
+
+def _not_hosted() -> str:
+    """SQL that keeps the rows ``r`` that run on no other request."""
+    return "".join(
+        f" AND NOT EXISTS (SELECT 1 FROM {d.table} h "
+        f"WHERE h.{d.key} = r.id AND h.{d.host} IS NOT NULL)"
+        for d in details_tables()
+        if d.host
+    )
 
 
 def check_user_caps(

@@ -167,8 +167,8 @@ def release_gpus(cluster: ClusterRequest, *, message: str) -> bool:
 
 
 def release_gpus_many(clusters: list[ClusterRequest], *, message: str) -> list[ClusterRequest]:
-    """:func:`release_gpus` for many finished jobs at once, in a constant number of
-    queries per state they are in (a reconcile pass that sees hundreds of jobs' pods go).
+    """:func:`release_gpus` for many finished runs at once, in a constant number of
+    queries per state they are in (a reconcile pass that sees hundreds of runs' pods go).
 
     Each row is claimed only while it still holds GPUs in the state it was read in, as
     :func:`release_gpus` claims one; the rows released are returned, updated in memory.

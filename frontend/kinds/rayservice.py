@@ -10,17 +10,17 @@ from typing import Any
 
 from clusters import selectors
 from clusters.domain.states import State
+from clusters.kinds.rayservice import endpoint_access as serve_access
+from clusters.kinds.rayservice import endpoint_counts as serve_counts
 from clusters.kinds.rayservice import requests as serving
 from clusters.kinds.rayservice import upgrade
 from clusters.kinds.rayservice.output import curl_example, endpoint_url, surge_out
 from clusters.kinds.rayservice.spec import ServiceSpec
 from clusters.kube.manifests import cluster_manifests, to_yaml
-from clusters.live import serve_access
 from clusters.models import ClusterRequest, Workload
 from clusters.queue.backends import manifest_options
 from clusters.requests import rules
 from clusters.requests.dry_run import dry_run_verdict
-from clusters.rows import serve_counts
 from clusters.rows.spec import ClusterSpec
 from tenants.models import Role
 

@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from clusters.live import serve_access
+from clusters.kinds.rayservice import endpoint_access as serve_access
 from clusters.models import ServiceToken, Workload
 from frontend.kinds import pages_for
 from frontend.views.common import live_request, tenant_page

@@ -107,7 +107,7 @@ ADMINS_ONLY = members(viewer=403, engineer=403, admin=200, platform=200)
 ROUTES.update(
     {
         # A service's endpoint access: its owner and the admins manage invoke tokens, an
-        # admin alone makes it public (tests/clusters/live/test_serve_endpoint.py).
+        # admin alone makes it public (tests/clusters/kinds/rayservice/test_endpoint_relay.py).
         ONE + "tokens/": Route(
             methods={
                 "GET": Case(MANAGERS_ONLY, kwargs=_bobs),

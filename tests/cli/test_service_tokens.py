@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clusters.live.serve_access import token_digest
+from clusters.kinds.rayservice.endpoint_access import token_digest
 from clusters.models import ServiceToken
 from tests.cli.conftest import Run
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION

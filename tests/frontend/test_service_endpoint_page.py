@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from clusters.kinds.rayservice import endpoint_counts
 from clusters.kinds.rayservice import requests as serving
+from clusters.kinds.rayservice.endpoint_access import token_digest
 from clusters.kinds.rayservice.spec import ServiceSpec
-from clusters.live.serve_access import token_digest
 from clusters.models import ClusterRequest, Service, ServiceToken
-from clusters.rows import serve_counts
 from clusters.rows.spec import ClusterSpec
 from tenants.models import AuditEvent
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
@@ -33,8 +33,8 @@ def service(acme: Any, bob: Any, h100: Any) -> ClusterRequest:
 def test_the_page_shows_the_endpoint_and_its_owner_manages_tokens(
     bob: Any, vera: Any, service: ClusterRequest
 ) -> None:
-    serve_counts.request_counted(service.pk)
-    serve_counts.request_counted(service.pk)
+    endpoint_counts.request_counted(service.pk)
+    endpoint_counts.request_counted(service.pk)
     client = client_for(bob)
     page = client.get(PAGE).content.decode()
     assert "/serve/acme/sd/</code>" in page

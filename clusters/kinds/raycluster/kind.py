@@ -8,11 +8,8 @@ from clusters.kinds.raycluster.states import RELEASES, TRANSITIONS
 
 KIND = Kind(
     workload="cluster",
-    noun="cluster",
-    section="clusters",
     api_version="ray.io/v1",
     object_kind="RayCluster",
-    plural="rayclusters",
     transitions=TRANSITIONS,
     releases=RELEASES,
     started=State.PROVISIONING,

@@ -20,12 +20,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from clusters.domain.states import LIVE, State
-from clusters.engine.deletion import RELEASED_MESSAGE
+from clusters.engine.deletion import RELEASED_MESSAGE, pods_of
 from clusters.engine.deletion import finish_deletion as _finish_deletion
 from clusters.engine.pass_state import Fold, Key, Seen
 from clusters.kinds.rayjob.manifests import manifests, rayjob
 from clusters.kinds.rayjob.states import JOB_FINISHED
-from clusters.kube import labels
 from clusters.kube.bundles import BatchBundles, apply_into
 from clusters.kube.gateway import Gateway, KubeError
 from clusters.models import ClusterRequest, Job
@@ -79,16 +78,6 @@ def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None 
 def delete_object(gw: Gateway, namespace: str, name: str) -> None:
     """Ask Kubernetes to delete a RayJob (its RayCluster, submitter and pods follow)."""
     gw.delete("ray.io/v1", "RayJob", name, namespace)
-
-
-def pods_of(gw: Gateway, cluster: ClusterRequest) -> list[dict[str, Any]]:
-    """Every pod of the job (its Ray pods and its submitter), by the request's id label."""
-    return gw.list(
-        "v1",
-        "Pod",
-        namespace=cluster.namespace,
-        label_selector=f"{labels.CLUSTER_ID}={cluster.pk},{labels.managed_selector()}",
-    )
 
 
 def holding_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,8 +19,8 @@ from rest_framework.response import Response
 from clusters.api.kind_views import KindViewSet
 from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
 from clusters.api.serializers import ClusterCreateInput, DryRunOutput
-from clusters.api.service_tokens import ServiceEndpointActions
 from clusters.kinds.rayservice import requests as serving
+from clusters.kinds.rayservice.endpoint_access_actions import ServiceEndpointActions
 from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
 from clusters.kinds.rayservice.output import ServiceOut
 from clusters.kinds.rayservice.spec import (

@@ -14,11 +14,11 @@ from typing import Any
 
 from clusters.domain.states import State
 from clusters.engine.deletion import finish_deletion as _finish_deletion
+from clusters.engine.deletion import pods_of
 from clusters.engine.pass_state import Fold, Key, Seen
 from clusters.kinds.rayservice import upgrade
 from clusters.kinds.rayservice.manifests import manifests, rayservice
 from clusters.kinds.rayservice.states import WANTS_RAYSERVICE
-from clusters.kube import labels
 from clusters.kube.bundles import BatchBundles, apply_into
 from clusters.kube.gateway import Gateway
 from clusters.models import ClusterRequest, Service
@@ -48,15 +48,6 @@ def delete_object(gw: Gateway, namespace: str, name: str) -> None:
     gw.delete("ray.io/v1", "RayService", name, namespace)
 
 
-def _pods(gw: Gateway, cluster: ClusterRequest) -> list[dict[str, Any]]:
-    return gw.list(
-        "v1",
-        "Pod",
-        namespace=cluster.namespace,
-        label_selector=f"{labels.CLUSTER_ID}={cluster.pk},{labels.managed_selector()}",
-    )
-
-
 def converge(
     cluster: ClusterRequest,
     gw: Gateway,
@@ -72,7 +63,7 @@ def converge(
     elif state in (State.DELETING, State.FAILED):
         delete_object(gw, cluster.namespace, cluster.name)
         gone = gw.get(*RAYSERVICE, cluster.name, cluster.namespace) is None
-        if state == State.DELETING and finish_deletion and gone and not _pods(gw, cluster):
+        if state == State.DELETING and finish_deletion and gone and not pods_of(gw, cluster):
             _finish_deletion(cluster)
 
 

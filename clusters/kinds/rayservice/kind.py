@@ -3,26 +3,33 @@
 from __future__ import annotations
 
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import Kind
+from clusters.domain.workload_kinds import Details, Kind
 from clusters.kinds.rayservice.states import SERVICE_RELEASES, SERVICE_TRANSITIONS
 
 KIND = Kind(
     workload="service",
-    noun="service",
-    section="services",
     api_version="ray.io/v1",
     object_kind="RayService",
-    plural="rayservices",
     transitions=SERVICE_TRANSITIONS,
     releases=SERVICE_RELEASES,
     started=State.STARTING,
     started_message="its Ray cluster and Serve applications are starting",
     admitted_message="applying its RayService",
-    reclaimable=False,
-    interactive=False,
     engine="clusters.kinds.rayservice.engine",
     api="clusters.kinds.rayservice.api.ServiceViewSet",
     ray_cluster_spec_at=("spec", "rayClusterConfig"),
     related=("service", "surge"),
     list_related=("service", "surge__flavor"),
+    details=Details(
+        model="clusters.models.Service",
+        relation="service",
+        # What a fold compares with the RayService's status before it writes it back.
+        folded=(
+            "applications",
+            "active_cluster",
+            "pending_cluster",
+            "upgrading",
+            "serve_endpoints",
+        ),
+    ),
 )

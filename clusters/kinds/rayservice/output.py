@@ -8,15 +8,14 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from clusters.kinds.rayservice import upgrade
+from clusters.kinds.rayservice import endpoint_counts, upgrade
 from clusters.models import ClusterRequest, Surge
 from clusters.output.request import ClusterOut, EndpointsOut
-from clusters.rows import serve_counts
 from controlplane.api import generics as drf
 
 
 def endpoint_url(slug: str, name: str) -> str:
-    """A service's endpoint through the product (``clusters/live/serve_endpoint.py``)."""
+    """A service's endpoint through the product (``endpoint_relay.py``)."""
     return f"{settings.PUBLIC_BASE_URL}/serve/{slug}/{name}/"
 
 
@@ -133,6 +132,6 @@ class ServiceOut(ClusterOut):
         return {
             "url": url,
             "public": details.public,
-            "requests": serve_counts.requests_total(details),
+            "requests": endpoint_counts.requests_total(details),
             "curl": curl_example(url, details.public),
         }

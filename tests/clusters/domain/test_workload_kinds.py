@@ -10,6 +10,10 @@ import pytest
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import (
     KIND_MODULES,
+    Details,
+    deadline_paths,
+    derived,
+    details_tables,
     interactive_workloads,
     kind_named,
     kind_of,
@@ -45,3 +49,33 @@ def test_register_and_unregister_a_kind() -> None:
     finally:
         unregister("extra")
     assert "extra" not in kinds()
+
+
+def test_kinds_with_a_table_of_their_own_declare_it() -> None:
+    assert [(d.table, d.key) for d in details_tables()] == [
+        ("clusters_job", "request_id"),
+        ("clusters_service", "request_id"),
+    ]
+    assert deadline_paths() == ("job__active_deadline_seconds",)
+
+
+def test_what_is_derived_from_the_registry_is_rebuilt_when_it_changes() -> None:
+    built: list[int] = []
+
+    def build() -> int:
+        built.append(len(details_tables()))
+        return built[-1]
+
+    assert derived("test.count", build) == derived("test.count", build) == 2
+    extra = replace(
+        kind_named("cluster"),
+        workload="extra",
+        details=Details(model="clusters.models.Job", relation="job", deadline="x"),
+    )
+    register(extra)
+    try:
+        assert derived("test.count", build) == 3
+        assert deadline_paths() == ("job__active_deadline_seconds", "job__x")
+    finally:
+        unregister("extra")
+    assert derived("test.count", build) == 2 and built == [2, 3, 2]

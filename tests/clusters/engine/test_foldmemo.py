@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from clusters.domain.states import State
 from clusters.engine.foldmemo import FoldMemo, LiveRow, always_folded, live_rows, skips_allowed
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, Service
 
 pytestmark = pytest.mark.django_db
 
@@ -42,6 +42,20 @@ def test_live_rows_leave_out_the_deleted_and_a_write_moves_the_stamp(make_cluste
     ClusterRequest.objects.filter(pk=kept.pk).update(state=State.ADMITTED)
     (again,) = live_rows()
     assert again.stamp != row.stamp and again.state == State.ADMITTED
+
+
+def test_a_write_to_a_kind_s_own_table_moves_its_row_s_stamp(make_cluster: Any) -> None:
+    service = make_cluster(name="svc", workload="service", state=State.STARTING)
+    service.save()
+    Service.objects.create(request=service, serve_config="applications: []")
+    cluster = make_cluster(name="plain")
+    cluster.save()
+    before = {row.pk: row.stamp for row in live_rows()}
+    # One transaction here, so one xmin: the column its kind declares moves the stamp.
+    Service.objects.filter(pk=service.pk).update(applications={"app": {"status": "RUNNING"}})
+    after = {row.pk: row.stamp for row in live_rows()}
+    assert after[service.pk] != before[service.pk]
+    assert after[cluster.pk] == before[cluster.pk]
 
 
 def test_the_memo_remembers_quiet_rows_and_forgets_acted_and_gone_ones() -> None:

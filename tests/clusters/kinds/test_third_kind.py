@@ -1,6 +1,7 @@
 """A third workload kind touches no shared module: the toy kind of :mod:`.toy_kind`
-(a ConfigMap) is registered and runs create -> converge -> fold -> delete against
-kubesim through the shared services, provisioning pass and reconciler only."""
+(a ConfigMap, and a table of its own) is registered and runs create -> converge -> fold
+-> delete against kubesim through the shared services, provisioning pass and reconciler
+only; a write to its own table gets its row folded again."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from clusters import tasks
 from clusters.domain.states import State
@@ -25,12 +27,17 @@ from tests.clusters.kinds import toy_kind
 
 
 @pytest.fixture
-def toy() -> Iterator[None]:
+def toy(transactional_db: Any) -> Iterator[None]:
+    """The toy kind registered, and its own table there while it is."""
+    with connection.schema_editor() as editor:
+        editor.create_model(toy_kind.ToyDetails)
     register(toy_kind.KIND)
     try:
         yield
     finally:
         unregister(toy_kind.KIND.workload)
+        with connection.schema_editor() as editor:
+            editor.delete_model(toy_kind.ToyDetails)
 
 
 def _configmap(settings: Any, row: ClusterRequest) -> dict[str, Any] | None:
@@ -56,6 +63,15 @@ def _configmap(settings: Any, row: ClusterRequest) -> dict[str, Any] | None:
     return json.loads(done.stdout) if done.stdout.strip() else None
 
 
+def _applied_toy(make_cluster: Any, name: str) -> ClusterRequest:
+    """An admitted toy, its details in their default colour, its ConfigMap applied."""
+    row: ClusterRequest = make_cluster(workload="toy", name=name, state=State.ADMITTED)
+    row.save()
+    toy_kind.ToyDetails.objects.create(request_id=row.pk)
+    provisioning.converge(row)
+    return row
+
+
 def test_a_third_kind_runs_through_the_shared_flow(
     toy: None, broker: Any, tmp_path: Path, settings: Any, make_cluster: Any
 ) -> None:
@@ -70,7 +86,7 @@ def test_a_third_kind_runs_through_the_shared_flow(
         row.refresh_from_db()
         assert row.state == State.PROVISIONING
         configmap = _configmap(settings, row)
-        assert configmap is not None and configmap["data"] == {"workers": "1"}
+        assert configmap is not None and configmap["data"] == {"workers": "1", "colour": "grey"}
 
         report = reconcile_once()
         assert row.pk in report.ready
@@ -90,10 +106,26 @@ def test_an_unwanted_toy_object_is_an_orphan_and_others_are_left(
     toy: None, broker: Any, tmp_path: Path, settings: Any, make_cluster: Any
 ) -> None:
     with running_kubesim(tmp_path, settings):
-        row = make_cluster(workload="toy", name="toy-two", state=State.ADMITTED)
-        row.save()
-        provisioning.converge(row)
+        row = _applied_toy(make_cluster, "toy-two")
         ClusterRequest.objects.filter(pk=row.pk).delete()  # the row goes, its object stays
         report = reconcile_once()
         assert report.orphans == [f"{row.namespace}/toy-two"]
         assert _configmap(settings, row) is None
+
+
+def test_a_write_to_the_toy_s_own_table_gets_its_row_folded_again(
+    toy: None, broker: Any, tmp_path: Path, settings: Any, make_cluster: Any
+) -> None:
+    with running_kubesim(tmp_path, settings):
+        row = _applied_toy(make_cluster, "toy-three")
+        assert row.pk in reconcile_once().ready
+        reconcile_once()  # folded without effect: its stamps are remembered
+        quiet = reconcile_once()
+        assert (quiet.folded, quiet.skipped) == (0, 1)
+
+        # The shared light query joins the toy's table (its Details): the stamp moves.
+        toy_kind.ToyDetails.objects.filter(pk=row.pk).update(colour="teal")
+        again = reconcile_once()
+        assert (again.folded, again.skipped) == (1, 0)
+        configmap = _configmap(settings, row)
+        assert configmap is not None and configmap["data"]["colour"] == "teal"

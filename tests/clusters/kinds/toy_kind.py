@@ -1,15 +1,21 @@
 """The smallest third workload kind, as a test fixture: its object is a ConfigMap.
 
 It is registered through :func:`clusters.domain.workload_kinds.register` only; nothing
-of the shared code names it. Its module is its own :class:`Behaviour`.
+of the shared code names it. Its module is its own :class:`Behaviour`. Its own table
+(:class:`ToyDetails`, a colour its ConfigMap carries) is a model of no installed app:
+the test creates and drops it, and the shared code joins it only through its
+:class:`Details`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.apps.registry import Apps
+from django.db import models
+
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import Kind
+from clusters.domain.workload_kinds import Details, Kind
 from clusters.engine.pass_state import Fold, Key, Seen
 from clusters.kube import labels
 from clusters.kube.bundles import apply_into
@@ -17,13 +23,26 @@ from clusters.rows.transitions import transition_many
 
 TOY_LABEL = "gangway.test/toy"
 
+
+class ToyDetails(models.Model):
+    """The toy's own row beside its request (same id): the colour of its ConfigMap."""
+
+    request_id = models.BigIntegerField(primary_key=True)
+    colour = models.CharField(max_length=16, default="grey")
+
+    class Meta:
+        app_label = "toy"
+        apps = Apps()  # outside the project's registry: no migration, no relation
+        db_table = "test_toy_details"
+
+    def __str__(self) -> str:
+        return f"toy {self.request_id}: {self.colour}"
+
+
 KIND = Kind(
     workload="toy",
-    noun="toy",
-    section="toys",
     api_version="v1",
     object_kind="ConfigMap",
-    plural="configmaps",
     transitions={
         State.QUEUED: frozenset({State.ADMITTED, State.DELETING}),
         State.ADMITTED: frozenset({State.PROVISIONING, State.DELETING}),
@@ -36,10 +55,15 @@ KIND = Kind(
     started=State.PROVISIONING,
     started_message="its ConfigMap is written",
     admitted_message="writing its ConfigMap",
-    reclaimable=False,
-    interactive=False,
     engine=__name__,
+    details=Details(model=f"{__name__}.ToyDetails", folded=("colour",)),
 )
+
+
+def colour(row: Any) -> str:
+    """The colour its details ask for (the default before it has any)."""
+    details = ToyDetails.objects.filter(pk=row.pk).first()
+    return details.colour if details is not None else "grey"
 
 
 def manifests(row: Any, **options: Any) -> list[dict[str, Any]]:
@@ -53,7 +77,7 @@ def manifests(row: Any, **options: Any) -> list[dict[str, Any]]:
                 "namespace": str(row.tenant.namespace),
                 "labels": {**labels.cluster_labels(row), TOY_LABEL: "1"},
             },
-            "data": {"workers": str(row.workers)},
+            "data": {"workers": str(row.workers), "colour": colour(row)},
         }
     ]
 
@@ -101,7 +125,7 @@ def objects_stamp(seen: Seen, key: Key, pk: int) -> tuple[Any, ...]:
 
 
 def fold(row: Any, fold: Fold) -> None:
-    """Ready once its ConfigMap is there; deleted once it is gone."""
+    """Ready once its ConfigMap is there (in its details' colour); deleted once it is gone."""
     obj = fold.seen.object("ConfigMap", fold.key)
     batch = fold.report.batch
     if row.state == State.DELETING:
@@ -112,8 +136,11 @@ def fold(row: Any, fold: Fold) -> None:
     elif row.state in (State.PROVISIONING, State.READY) and obj is None:
         apply(row, fold.gw)
         fold.report.recreated.append(row.pk)
-    elif row.state == State.PROVISIONING:
-        batch.to_ready.append(row)
+    elif row.state in (State.PROVISIONING, State.READY):
+        if (obj.get("data") or {}).get("colour") != colour(row):
+            apply(row, fold.gw)  # its details changed since it was written
+        if row.state == State.PROVISIONING:
+            batch.to_ready.append(row)
 
 
 def orphan(obj: dict[str, Any]) -> bool:

@@ -6,7 +6,7 @@ The request goes through the Kubernetes API's service proxy to KubeRay's serve s
 active to the pending cluster when an upgrade completes, so each request reaches
 whichever cluster serves at that moment. Any method, body and query pass through; the
 answer streams. Callers authenticate with a tenant member's API token or one of the
-service's invoke tokens (``serve_access.py``), or not at all when the service is public.
+service's invoke tokens (``endpoint_access.py``), or not at all when the service is public.
 Refusals: 401 (no or unknown token), 404 (no such service for this caller), 403 (an
 invoke token of another service), 503 (not ready, with why), 502 (unreachable).
 """
@@ -24,11 +24,11 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from clusters.domain.states import State
+from clusters.kinds.rayservice import endpoint_counts
+from clusters.kinds.rayservice.endpoint_access import TOKEN_PREFIX, token_digest, token_used
 from clusters.kube.gateway import KubeError, get_gateway
 from clusters.live.ray_proxy import read_body, refusal, upstream_path
-from clusters.live.serve_access import TOKEN_PREFIX, token_digest, token_used
 from clusters.models import ClusterRequest, ServiceToken, Workload
-from clusters.rows import serve_counts
 from controlplane.api.authentication import TokenAuthentication
 from controlplane.websocket import streaming_body
 from tenants.models import Tenant
@@ -207,7 +207,7 @@ def relay(request: HttpRequest, *, slug: str, name: str, path: str) -> HttpRespo
             f"The Serve proxy of {service.name} could not be reached through the "
             f"Kubernetes API: {exc.message}",
         )
-    serve_counts.request_counted(service.pk)
+    endpoint_counts.request_counted(service.pk)
     if cred is not None and cred.token is not None:
         token_used(cred.token)
     return _relayed(request, answer)

@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils import timezone
 from knox.models import AuthToken
 
+from clusters.kinds.rayservice import endpoint_counts
 from clusters.models import ClusterRequest, Service, ServiceToken
-from clusters.rows import serve_counts
 from tenants.models import AuditEvent, GpuFlavor
 from tests.clusters.engine.conftest import kubesim, wait_for, worker
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
@@ -166,4 +166,4 @@ def test_a_ready_service_answers_through_its_endpoint_for_tokens_only(
     assert detail["service_endpoint"]["requests"] == 3
     assert detail["service_endpoint"]["url"].endswith("/serve/acme/sd/")
     assert "Authorization: Bearer" in detail["service_endpoint"]["curl"]
-    assert serve_counts.requests_total(Service.objects.get(pk=other.pk)) == 0
+    assert endpoint_counts.requests_total(Service.objects.get(pk=other.pk)) == 0

@@ -1,7 +1,7 @@
 """A service's endpoint access under ``/api/v1/tenants/{slug}/services/{name}/``:
 ``tokens/`` (list, create: the secret shown once), ``tokens/{id}/`` (revoke) and
 ``public/`` (a tenant admin's switch). Mixed into the services' viewset; the rules are
-``clusters/live/serve_access.py``'s."""
+``endpoint_access.py``'s."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters.live import serve_access
+from clusters.kinds.rayservice import endpoint_access
 from clusters.models import ServiceToken
 from controlplane.api import generics as drf
 from controlplane.api.serializers import StrictSerializer
@@ -86,12 +86,12 @@ class ServiceEndpointActions:
         """The service's invoke tokens; POST creates one (its secret shown once)."""
         row = self.get_object()
         if request.method != "POST":  # GET, and HEAD with it
-            page = self.paginate_queryset(serve_access.service_tokens(request=row))
+            page = self.paginate_queryset(endpoint_access.service_tokens(request=row))
             listed: Response = self.get_paginated_response(ServiceTokenOut(page, many=True).data)
             return listed
         body = ServiceTokenIn(data=request.data)
         body.is_valid(raise_exception=True)
-        token, secret = serve_access.service_token_create(
+        token, secret = endpoint_access.service_token_create(
             actor=request.user, request=row, name=body.validated_data["name"], role=self.tenant_role
         )
         out = {**ServiceTokenOut(token).data, "token": secret}
@@ -103,7 +103,7 @@ class ServiceEndpointActions:
         """Revoke one invoke token of the service."""
         row = self.get_object()
         try:
-            serve_access.service_token_revoke(
+            endpoint_access.service_token_revoke(
                 actor=request.user, request=row, token_id=int(token_id), role=self.tenant_role
             )
         except ServiceToken.DoesNotExist:
@@ -116,7 +116,7 @@ class ServiceEndpointActions:
         """Make the service's endpoint public (no token) or private (a tenant admin)."""
         body = PublicIn(data=request.data)
         body.is_valid(raise_exception=True)
-        details = serve_access.service_public_set(
+        details = endpoint_access.service_public_set(
             actor=request.user,
             request=self.get_object(),
             public=body.validated_data["public"],

@@ -3,7 +3,7 @@ the site's root by ``controlplane/urls.py`` (docs/services.md)."""
 
 from django.urls import re_path
 
-from clusters.api.endpoint_views import serve_endpoint
+from clusters.kinds.rayservice.endpoint_view import serve_endpoint
 
 # Any segment is taken (a malformed name is the endpoint's JSON 404, as the API's are).
 urlpatterns = [

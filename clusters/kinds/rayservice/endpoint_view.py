@@ -1,5 +1,5 @@
 """``/serve/{tenant}/{service}/{route...}``: a service's endpoint (the relay and its
-refusals are ``clusters/live/serve_endpoint.py``). A plain Django view: callers are
+refusals are ``endpoint_relay.py``). A plain Django view: callers are
 programs with tokens, never a signed-in browser (no cookie authenticates, so no CSRF),
 and every answer carries ``Content-Security-Policy: sandbox``, as the Ray proxy's do, so
 what a service returns never runs as the product's origin."""
@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from clusters.live.serve_endpoint import relay
+from clusters.kinds.rayservice.endpoint_relay import relay
 
 
 @csrf_exempt

@@ -11,14 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
-from rest_framework.decorators import action
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters.api.kind_views import KindViewSet
-from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
-from clusters.api.serializers import ClusterCreateInput, DryRunOutput
+from clusters.api.kind_views import KindViewSet, KindWrites
+from clusters.api.serializers import ClusterCreateInput
 from clusters.api.service_tokens import ServiceEndpointActions
 from clusters.kinds.rayservice import requests as serving
 from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
@@ -33,7 +31,7 @@ from clusters.models import ClusterRequest
 from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import StrictSerializer
-from tenants.models import Role
+from tenants.models import Role, Tenant
 
 SERVE_CONFIG_HELP = (
     "Ray Serve's config (KubeRay's serveConfigV2) as YAML: applications with name, "
@@ -76,8 +74,21 @@ class ServiceUpdateInput(StrictSerializer):
     image = serializers.CharField(required=False, max_length=255)
 
 
-def _specs(data: dict[str, Any]) -> tuple[ClusterSpec, ServiceSpec]:
-    return ClusterSpec.from_data(data), ServiceSpec.from_data(data)
+def _split(data: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": ClusterSpec.from_data(data), "service": ServiceSpec.from_data(data)}
+
+
+def _dry_run(
+    *, tenant: Tenant, owner: Any, spec: ClusterSpec, service: ServiceSpec, role: str | None
+) -> dict[str, Any]:
+    """The clusters' verdict with the service's own checks (its RayService as the manifest)."""
+
+    def check(candidate: ClusterSpec) -> ClusterRequest:
+        return serving.service_check(
+            actor=owner, tenant=tenant, spec=candidate, service=service, role=role
+        )[0]
+
+    return dry_run_verdict(tenant=tenant, owner=owner, spec=spec, role=role, kind_check=check)
 
 
 class ServiceViewSet(ServiceEndpointActions, KindViewSet):
@@ -86,6 +97,12 @@ class ServiceViewSet(ServiceEndpointActions, KindViewSet):
     kind = SERVICE_KIND
     create_input = ServiceCreateInput
     serializer_class = ServiceOut
+    writes = KindWrites(
+        split=_split,
+        create=serving.service_create,
+        delete=serving.service_delete,
+        dry_run=_dry_run,
+    )
     action_roles = {
         "list": Role.VIEWER,
         "retrieve": Role.VIEWER,
@@ -99,18 +116,6 @@ class ServiceViewSet(ServiceEndpointActions, KindViewSet):
         "public": Role.ADMIN,
     }
 
-    @extend_schema(request=ServiceCreateInput, responses={201: ServiceOut})
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        spec, service = self._parsed(request, _specs)
-        created = serving.service_create(
-            actor=request.user,
-            tenant=self.tenant,
-            spec=spec,
-            service=service,
-            role=self.tenant_role,
-        )
-        return self._answer_created(created)
-
     @extend_schema(request=ServiceUpdateInput, responses=ServiceOut)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         body = ServiceUpdateInput(data=request.data)
@@ -122,34 +127,3 @@ class ServiceViewSet(ServiceEndpointActions, KindViewSet):
             **body.validated_data,
         )
         return self._out(row)
-
-    @extend_schema(responses={202: ServiceOut})
-    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        row = serving.service_delete(
-            actor=request.user, request=self.get_object(), role=self.tenant_role
-        )
-        return self._out(row, status.HTTP_202_ACCEPTED)
-
-    @extend_schema(request=ServiceCreateInput, responses=manifest_responses(DryRunOutput))
-    @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
-    def dry_run(self, request: Request, tenant_slug: str) -> Response:
-        """Would this service start now, queue (where, until when) or never fit?"""
-        spec, service = self._parsed(request, _specs, dry_run=True)
-
-        def check(candidate: ClusterSpec) -> ClusterRequest:
-            return serving.service_check(
-                actor=request.user,
-                tenant=self.tenant,
-                spec=candidate,
-                service=service,
-                role=self.tenant_role,
-            )[0]
-
-        result = dry_run_verdict(
-            tenant=self.tenant,
-            owner=request.user,
-            spec=spec,
-            role=self.tenant_role,
-            kind_check=check,
-        )
-        return Response(result, status=status.HTTP_200_OK)

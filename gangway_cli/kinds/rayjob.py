@@ -24,6 +24,8 @@ from gangway_cli.errors import CliError
 from gangway_cli.follow import new_lines
 
 POLL_SECONDS = 1.0
+# The exit code of a followed job that ended failed or stopped (not an error of the CLI's).
+FAILED = 7
 ENDED = ("succeeded", "failed", "stopped", "deleting", "deleted")
 
 NAME_HELP = "The job's name (`gangway job ls` lists them)."
@@ -32,7 +34,7 @@ JobArg = Annotated[str, typer.Argument(help=NAME_HELP)]
 
 def outcome_code(job: dict[str, Any]) -> int:
     """The exit code of a job that ended: 0 if it succeeded, else 7."""
-    return exitcodes.OK if job.get("state") == "succeeded" else exitcodes.JOB_FAILED
+    return exitcodes.OK if job.get("state") == "succeeded" else FAILED
 
 
 def follow_job(s: Session, name: str, *, log_to_stdout: bool) -> dict[str, Any]:
@@ -107,69 +109,6 @@ def job_body(
     return body
 
 
-@job_app.command()
-def submit(
-    ctx: typer.Context,
-    entrypoint: Annotated[
-        str, typer.Option("--entrypoint", "-c", help='The driver\'s command: "python train.py".')
-    ],
-    name: Annotated[str | None, typer.Option(help="Name (default: generated).")] = None,
-    flavor: Annotated[
-        str | None, typer.Option("--flavor", "-f", help="GPU flavor, or several: h100,l4.")
-    ] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", min=0)] = None,
-    kind: Annotated[str | None, typer.Option(help="dev or prod.")] = None,
-    cluster: Annotated[
-        str | None, typer.Option(help="Run on this ready dev cluster of yours instead.")
-    ] = None,
-    working_dir: Annotated[
-        str | None, typer.Option(help="A remote URI (s3://, gs://, https://...zip).")
-    ] = None,
-    pip: Annotated[list[str] | None, typer.Option(help="A pip requirement (repeatable).")] = None,
-    env: Annotated[
-        list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE for the driver.")
-    ] = None,
-    image: Annotated[str | None, typer.Option(help="Ray image.")] = None,
-    deadline: Annotated[
-        str | None, typer.Option(help="Stop the job after it ran this long (e.g. 2h).")
-    ] = None,
-    follow: Annotated[
-        bool, typer.Option("--follow", "-F", help="Stream its log; exit with its outcome.")
-    ] = False,
-    tenant: TenantOpt = None,
-    output_option: OutputOpt = None,
-) -> None:
-    """Submit a batch job: on GPUs of its own (--flavor) or on a dev cluster (--cluster)."""
-    s = session(ctx, output_option, tenant=tenant)
-    body = job_body(
-        entrypoint,
-        where={"cluster": cluster, "flavor": flavor},
-        shape={"name": name, "workers": workers, "kind": kind, "image": image},
-        runtime_env={"working_dir": working_dir, "pip": pip, "env_vars": env},
-        deadline=deadline,
-    )
-    job = s.client.post(workloads.item_path(s, KIND), body)
-    job_name = str(job["name"])
-    output.stderr.print(f"Submitted [bold]{escape(job_name)}[/] in {escape(s.tenant())}.")
-    if follow:
-        try:
-            job = follow_job(s, job_name, log_to_stdout=not s.json)
-        except KeyboardInterrupt:
-            output.stderr.print(
-                f"\nStopped following; the job goes on. `gangway job logs {job_name} -f` "
-                f"follows it again, `gangway job stop {job_name}` stops it."
-            )
-            raise typer.Exit(exitcodes.INTERRUPTED) from None
-        _ended(job)
-    if s.json:
-        output.print_json(job)
-    elif not follow:
-        output.stdout.print(f"{escape(job_name)}: {output.state_text(job.get('state'))}")
-        output.stderr.print(f"`gangway job logs {job_name} --follow` follows it.")
-    if follow:
-        raise typer.Exit(outcome_code(job))
-
-
 def _status_fields(job: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
     run = job.get("job") or {}
     return [
@@ -208,7 +147,72 @@ KIND = CliKind(
     status_fields=_status_fields,
     list_filters=False,
     delete_waits=False,
+    exit_codes=((FAILED, "a followed job ended failed or stopped"),),
 )
+
+
+def submit(
+    s: Session,
+    entrypoint: Annotated[
+        str, typer.Option("--entrypoint", "-c", help='The driver\'s command: "python train.py".')
+    ],
+    name: Annotated[str | None, typer.Option(help="Name (default: generated).")] = None,
+    flavor: Annotated[
+        str | None, typer.Option("--flavor", "-f", help="GPU flavor, or several: h100,l4.")
+    ] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-w", min=0)] = None,
+    kind: Annotated[str | None, typer.Option(help="dev or prod.")] = None,
+    cluster: Annotated[
+        str | None, typer.Option(help="Run on this ready dev cluster of yours instead.")
+    ] = None,
+    working_dir: Annotated[
+        str | None, typer.Option(help="A remote URI (s3://, gs://, https://...zip).")
+    ] = None,
+    pip: Annotated[list[str] | None, typer.Option(help="A pip requirement (repeatable).")] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE for the driver.")
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Ray image.")] = None,
+    deadline: Annotated[
+        str | None, typer.Option(help="Stop the job after it ran this long (e.g. 2h).")
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-F", help="Stream its log; exit with its outcome.")
+    ] = False,
+) -> workloads.Creation:
+    """Submit a batch job: on GPUs of its own (--flavor) or on a dev cluster (--cluster)."""
+    body = job_body(
+        entrypoint,
+        where={"cluster": cluster, "flavor": flavor},
+        shape={"name": name, "workers": workers, "kind": kind, "image": image},
+        runtime_env={"working_dir": working_dir, "pip": pip, "env_vars": env},
+        deadline=deadline,
+    )
+    return workloads.Creation(body, then=lambda job: _submitted(s, job, follow=follow))
+
+
+def _submitted(s: Session, job: dict[str, Any], *, follow: bool) -> None:
+    job_name = str(job["name"])
+    if follow:
+        try:
+            job = follow_job(s, job_name, log_to_stdout=not s.json)
+        except KeyboardInterrupt:
+            output.stderr.print(
+                f"\nStopped following; the job goes on. `gangway job logs {job_name} -f` "
+                f"follows it again, `gangway job stop {job_name}` stops it."
+            )
+            raise typer.Exit(exitcodes.INTERRUPTED) from None
+        _ended(job)
+    if s.json:
+        output.print_json(job)
+    elif not follow:
+        output.stdout.print(f"{escape(job_name)}: {output.state_text(job.get('state'))}")
+        output.stderr.print(f"`gangway job logs {job_name} --follow` follows it.")
+    if follow:
+        raise typer.Exit(outcome_code(job))
+
+
+workloads.register_create(KIND, "submit", submit)
 workloads.register(KIND)
 
 

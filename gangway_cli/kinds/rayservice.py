@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from gangway_cli import exitcodes, output
-from gangway_cli.app import OutputOpt, TenantOpt, service_app, session
+from gangway_cli.app import OutputOpt, Session, TenantOpt, service_app, session
 from gangway_cli.commands import workloads
 from gangway_cli.commands.workloads import CliKind, Column
 from gangway_cli.errors import CliError
@@ -43,78 +43,6 @@ def applications_line(service: dict[str, Any]) -> str:
     """``app RUNNING, other DEPLOYING``: each application's status."""
     apps = (service.get("service") or {}).get("applications") or {}
     return ", ".join(f"{name} {app.get('status')}" for name, app in sorted(apps.items()))
-
-
-@service_app.command()
-def submit(
-    ctx: typer.Context,
-    config: ConfigOpt,
-    name: Annotated[str, typer.Option(help="Name.")],
-    flavor: Annotated[str, typer.Option("--flavor", "-f", help="GPU flavor, or several: h100,l4.")],
-    workers: Annotated[int | None, typer.Option("--workers", "-w", min=0)] = None,
-    min_workers: Annotated[int | None, typer.Option(min=0)] = None,
-    max_workers: Annotated[int | None, typer.Option(min=0)] = None,
-    kind: Annotated[str | None, typer.Option(help="dev or prod.")] = None,
-    image: Annotated[str | None, typer.Option(help="Ray image.")] = None,
-    upgrade: Annotated[
-        str | None,
-        typer.Option(help="NewCluster (default), NewClusterWithIncrementalUpgrade or None."),
-    ] = None,
-    tenant: TenantOpt = None,
-    output_option: OutputOpt = None,
-) -> None:
-    """Submit a Ray Serve service: a RayService of the given shape serving the config."""
-    s = session(ctx, output_option, tenant=tenant)
-    body: dict[str, Any] = {"name": name, "serve_config": read_config(config)}
-    body.update(workloads.flavors_body(flavor))
-    shape = {
-        "workers": workers,
-        "min_workers": min_workers,
-        "max_workers": max_workers,
-        "kind": kind,
-        "image": image,
-    }
-    body.update({k: v for k, v in shape.items() if v is not None})
-    if upgrade:
-        body["upgrade_strategy"] = {"type": upgrade}
-    service = s.client.post(workloads.item_path(s, KIND), body)
-    output.stderr.print(f"Submitted [bold]{escape(name)}[/] in {escape(s.tenant())}.")
-    output.emit(
-        s.mode,
-        service,
-        lambda: output.stdout.print(f"{escape(name)}: {output.state_text(service.get('state'))}"),
-    )
-
-
-@service_app.command()
-def upgrade(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help=NAME_HELP)],
-    config: Annotated[
-        str | None,
-        typer.Option("--config", "-c", help="New Serve config YAML file; - reads stdin."),
-    ] = None,
-    image: Annotated[str | None, typer.Option(help="New Ray image.")] = None,
-    tenant: TenantOpt = None,
-    output_option: OutputOpt = None,
-) -> None:
-    """Upgrade a service: a new Serve config and/or image."""
-    s = session(ctx, output_option, tenant=tenant)
-    body: dict[str, Any] = {}
-    if config:
-        body["serve_config"] = read_config(config)
-    if image:
-        body["image"] = image
-    if not body:
-        raise CliError("nothing to upgrade: give --config or --image", code=exitcodes.USAGE)
-    service = s.client.patch(
-        workloads.item_path(s, KIND, name), body, what=workloads.what(s, KIND, name)
-    )
-    output.emit(
-        s.mode,
-        service,
-        lambda: output.stdout.print(f"{escape(name)}: upgrade requested"),
-    )
 
 
 def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
@@ -159,4 +87,76 @@ KIND = CliKind(
     list_filters=False,
     delete_waits=True,
 )
+
+
+def submit(
+    s: Session,
+    config: ConfigOpt,
+    name: Annotated[str, typer.Option(help="Name.")],
+    flavor: Annotated[str, typer.Option("--flavor", "-f", help="GPU flavor, or several: h100,l4.")],
+    workers: Annotated[int | None, typer.Option("--workers", "-w", min=0)] = None,
+    min_workers: Annotated[int | None, typer.Option(min=0)] = None,
+    max_workers: Annotated[int | None, typer.Option(min=0)] = None,
+    kind: Annotated[str | None, typer.Option(help="dev or prod.")] = None,
+    image: Annotated[str | None, typer.Option(help="Ray image.")] = None,
+    upgrade: Annotated[
+        str | None,
+        typer.Option(help="NewCluster (default), NewClusterWithIncrementalUpgrade or None."),
+    ] = None,
+) -> workloads.Creation:
+    """Submit a Ray Serve service: a RayService of the given shape serving the config."""
+    body: dict[str, Any] = {"name": name, "serve_config": read_config(config)}
+    body.update(workloads.flavors_body(flavor))
+    shape = {
+        "workers": workers,
+        "min_workers": min_workers,
+        "max_workers": max_workers,
+        "kind": kind,
+        "image": image,
+    }
+    body.update({k: v for k, v in shape.items() if v is not None})
+    if upgrade:
+        body["upgrade_strategy"] = {"type": upgrade}
+
+    def then(service: dict[str, Any]) -> None:
+        state = output.state_text(service.get("state"))
+        output.emit(s.mode, service, lambda: output.stdout.print(f"{escape(name)}: {state}"))
+
+    return workloads.Creation(body, then=then)
+
+
+workloads.register_create(KIND, "submit", submit)
+
+
+@service_app.command()
+def upgrade(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help=NAME_HELP)],
+    config: Annotated[
+        str | None,
+        typer.Option("--config", "-c", help="New Serve config YAML file; - reads stdin."),
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="New Ray image.")] = None,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Upgrade a service: a new Serve config and/or image."""
+    s = session(ctx, output_option, tenant=tenant)
+    body: dict[str, Any] = {}
+    if config:
+        body["serve_config"] = read_config(config)
+    if image:
+        body["image"] = image
+    if not body:
+        raise CliError("nothing to upgrade: give --config or --image", code=exitcodes.USAGE)
+    service = s.client.patch(
+        workloads.item_path(s, KIND, name), body, what=workloads.what(s, KIND, name)
+    )
+    output.emit(
+        s.mode,
+        service,
+        lambda: output.stdout.print(f"{escape(name)}: upgrade requested"),
+    )
+
+
 workloads.register(KIND)

@@ -28,10 +28,9 @@ from clusters.kinds.rayservice.spec import (
     ServiceSpec,
 )
 from clusters.models import ClusterRequest
-from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import StrictSerializer
-from tenants.models import Role, Tenant
+from tenants.models import Role
 
 SERVE_CONFIG_HELP = (
     "Ray Serve's config (KubeRay's serveConfigV2) as YAML: applications with name, "
@@ -78,19 +77,6 @@ def _split(data: dict[str, Any]) -> dict[str, Any]:
     return {"spec": ClusterSpec.from_data(data), "service": ServiceSpec.from_data(data)}
 
 
-def _dry_run(
-    *, tenant: Tenant, owner: Any, spec: ClusterSpec, service: ServiceSpec, role: str | None
-) -> dict[str, Any]:
-    """The clusters' verdict with the service's own checks (its RayService as the manifest)."""
-
-    def check(candidate: ClusterSpec) -> ClusterRequest:
-        return serving.service_check(
-            actor=owner, tenant=tenant, spec=candidate, service=service, role=role
-        )[0]
-
-    return dry_run_verdict(tenant=tenant, owner=owner, spec=spec, role=role, kind_check=check)
-
-
 class ServiceViewSet(ServiceEndpointActions, KindViewSet):
     """Ray Serve services of one tenant, looked up by name."""
 
@@ -101,7 +87,7 @@ class ServiceViewSet(ServiceEndpointActions, KindViewSet):
         split=_split,
         create=serving.service_create,
         delete=serving.service_delete,
-        dry_run=_dry_run,
+        dry_run=serving.service_dry_run,
     )
     action_roles = {
         "list": Role.VIEWER,

@@ -27,7 +27,7 @@ from clusters.filters import ClusterFilter
 from clusters.models import ClusterRequest
 from controlplane.api.schema import AutoSchema
 from tenants.api.viewsets import TenantScopedViewSet
-from tenants.models import Tenant
+from tenants.models import Role, Tenant
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,15 @@ class KindWrites:
     create: Callable[..., ClusterRequest]
     delete: Callable[..., ClusterRequest]
     dry_run: Callable[..., dict[str, Any]]
+
+
+KIND_ROLES: dict[str, str] = {
+    "list": Role.VIEWER,
+    "retrieve": Role.VIEWER,
+    "create": Role.ENGINEER,
+    "destroy": Role.ENGINEER,
+    "dry_run": Role.ENGINEER,
+}
 
 
 class KindSchema(AutoSchema):
@@ -80,6 +89,8 @@ class KindViewSet(
     # The kind's create body (also its dry-run's): a cluster request's shape and its own fields.
     create_input: ClassVar[type[BaseSerializer[Any]]]
     writes: ClassVar[KindWrites]
+    # The shared actions' least roles; a kind adds its own actions' (``{**KIND_ROLES, ...}``).
+    action_roles = KIND_ROLES
     schema = KindSchema()
     queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
     lookup_field = "name"

@@ -36,6 +36,23 @@ class Column:
     cell: Callable[[dict[str, Any]], Any]
 
 
+# The columns most kinds' ``ls`` shows, in the same words.
+NAME = Column("NAME", lambda item: item["name"])
+STATE = Column("STATE", lambda item: output.state_text(item.get("state")))
+FLAVOR = Column("FLAVOR", output.flavor)
+OWNER = Column("OWNER", lambda item: item.get("owner"))
+CREATED = Column("CREATED", lambda item: output.when(item.get("created_at")))
+
+
+def standing(item: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
+    """The first ``status`` fields of most kinds: the name, the state and why it waits."""
+    return [
+        ("name", item["name"]),
+        ("state", item.get("state")),
+        ("waiting", output.queue_line(item.get("queue"), tenant)),
+    ]
+
+
 @dataclass(frozen=True)
 class CliKind:
     """What the shared commands need to know of a workload kind."""

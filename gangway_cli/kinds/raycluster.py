@@ -90,9 +90,9 @@ KIND = CliKind(
         "delete": "Delete a cluster (or withdraw a waiting request).",
     },
     columns=(
-        Column("NAME", lambda c: c["name"]),
-        Column("STATE", lambda c: output.state_text(c["state"])),
-        Column("FLAVOR", output.flavor),
+        workloads.NAME,
+        workloads.STATE,
+        workloads.FLAVOR,
         Column("WORKERS", lambda c: c.get("workers")),
         Column("GPUS", lambda c: c.get("gpus")),
         Column("OWNER", lambda c: c.get("owner")),

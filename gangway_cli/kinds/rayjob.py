@@ -112,9 +112,7 @@ def job_body(
 def _status_fields(job: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
     run = job.get("job") or {}
     return [
-        ("name", job["name"]),
-        ("state", job.get("state")),
-        ("waiting", output.queue_line(job.get("queue"), tenant)),
+        *workloads.standing(job, tenant),
         ("entrypoint", run.get("entrypoint")),
         ("cluster", run.get("cluster")),
         ("ray status", run.get("job_status")),
@@ -136,12 +134,12 @@ KIND = CliKind(
         "delete": "Delete a job (and, if it runs, stop it).",
     },
     columns=(
-        Column("NAME", lambda j: j["name"]),
-        Column("STATE", lambda j: output.state_text(j.get("state"))),
-        Column("FLAVOR", output.flavor),
-        Column("OWNER", lambda j: j.get("owner")),
+        workloads.NAME,
+        workloads.STATE,
+        workloads.FLAVOR,
+        workloads.OWNER,
         Column("ENTRYPOINT", lambda j: (j.get("job") or {}).get("entrypoint")),
-        Column("CREATED", lambda j: output.when(j.get("created_at"))),
+        workloads.CREATED,
         Column("GPU-H", lambda j: j.get("gpu_hours")),
     ),
     status_fields=_status_fields,

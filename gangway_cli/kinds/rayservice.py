@@ -48,9 +48,7 @@ def applications_line(service: dict[str, Any]) -> str:
 def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
     serving = service.get("service") or {}
     return [
-        ("name", service["name"]),
-        ("state", service.get("state")),
-        ("waiting", output.queue_line(service.get("queue"), tenant)),
+        *workloads.standing(service, tenant),
         ("applications", applications_line(service)),
         ("active cluster", serving.get("active_cluster")),
         ("pending cluster", serving.get("pending_cluster")),
@@ -76,12 +74,12 @@ KIND = CliKind(
         "delete": "Delete a service (its RayService and Ray cluster go).",
     },
     columns=(
-        Column("NAME", lambda s: s["name"]),
-        Column("STATE", lambda s: output.state_text(s.get("state"))),
-        Column("FLAVOR", output.flavor),
-        Column("OWNER", lambda s: s.get("owner")),
+        workloads.NAME,
+        workloads.STATE,
+        workloads.FLAVOR,
+        workloads.OWNER,
         Column("APPLICATIONS", applications_line),
-        Column("CREATED", lambda s: output.when(s.get("created_at"))),
+        workloads.CREATED,
     ),
     status_fields=_status_fields,
     list_filters=False,

@@ -16,7 +16,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters.api.kind_views import KindViewSet, KindWrites
+from clusters.api.kind_views import KIND_ROLES, KindViewSet, KindWrites
 from clusters.api.renderers import LOG_RENDERERS
 from clusters.api.serializers import (
     ClusterCreateInput,
@@ -130,15 +130,7 @@ class JobViewSet(KindViewSet):
         delete=services.job_delete,
         dry_run=services.job_dry_run,
     )
-    action_roles = {
-        "list": Role.VIEWER,
-        "retrieve": Role.VIEWER,
-        "logs": Role.VIEWER,
-        "create": Role.ENGINEER,
-        "destroy": Role.ENGINEER,
-        "stop": Role.ENGINEER,
-        "dry_run": Role.ENGINEER,
-    }
+    action_roles = {**KIND_ROLES, "logs": Role.VIEWER, "stop": Role.ENGINEER}
 
     @extend_schema(request=None, responses=JobOut)
     @action(detail=True, methods=["post"])

@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters.api.kind_views import KindViewSet, KindWrites
+from clusters.api.kind_views import KIND_ROLES, KindViewSet, KindWrites
 from clusters.api.serializers import ClusterCreateInput
 from clusters.api.service_tokens import ServiceEndpointActions
 from clusters.kinds.rayservice import requests as serving
@@ -90,12 +90,8 @@ class ServiceViewSet(ServiceEndpointActions, KindViewSet):
         dry_run=serving.service_dry_run,
     )
     action_roles = {
-        "list": Role.VIEWER,
-        "retrieve": Role.VIEWER,
-        "create": Role.ENGINEER,
+        **KIND_ROLES,
         "partial_update": Role.ENGINEER,
-        "destroy": Role.ENGINEER,
-        "dry_run": Role.ENGINEER,
         # The services decide further: the owner or an admin; public, an admin only.
         "tokens": Role.ENGINEER,
         "token_revoke": Role.ENGINEER,

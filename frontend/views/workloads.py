@@ -186,17 +186,6 @@ def detail_page(
     **extra: Any,
 ) -> HttpResponse:
     """The request's whole page, with ``extra`` in its context (a secret shown once)."""
-    return _detail_page(request, page, kind, row, status, **extra)
-
-
-def _detail_page(
-    request: HttpRequest,
-    page: TenantPage,
-    kind: KindPages,
-    row: ClusterRequest,
-    status: int = 200,
-    **extra: Any,
-) -> HttpResponse:
     context = {**_detail_context(request, page, kind, row), **kind.page_context(row), **extra}
     context["title"] = kind.DETAIL_TITLE.format(name=row.name, tenant=page.tenant.slug)
     return render(request, "frontend/workload_detail.html", context, status=status)
@@ -217,7 +206,7 @@ def workload_detail(request: HtmxHttpRequest, slug: str, name: str, workload: st
         seen = request.GET.get("seen")
         context["clear_messages"] = bool(seen) and seen != row.state
         return render(request, "frontend/partials/workload_live.html", context)
-    return _detail_page(request, page, kind, row)
+    return detail_page(request, page, kind, row)
 
 
 @login_required
@@ -267,10 +256,10 @@ def workload_action(
     except ServiceConflict as exc:
         messages.error(request, exc.message)
         fresh = _row(page, kind, name, pk=row.pk)
-        return _detail_page(request, page, kind, fresh, status=409)
+        return detail_page(request, page, kind, fresh, status=409)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
         fresh = _row(page, kind, name, pk=row.pk)
-        return _detail_page(request, page, kind, fresh, status=400)
+        return detail_page(request, page, kind, fresh, status=400)
     messages.success(request, done)
     return redirect(route_names(kind)["detail"], slug=page.tenant.slug, name=row.name)

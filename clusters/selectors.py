@@ -303,7 +303,8 @@ def _meter(held: Any, quota: int) -> int:
 
 
 def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
-    """For each tenant: what it holds against its quotas, and live clusters by state.
+    """For each tenant: what it holds against its quotas, and its live requests by
+    ``workload`` and state (``states``: ``{workload: {state: count}}``).
 
     Two grouped queries plus one for the quotas whatever the number of tenants, for the
     dashboard's home page. Keys are tenant ids; ``flavors`` is a list of
@@ -365,10 +366,12 @@ def tenant_overview(*, tenants: list[Tenant]) -> dict[int, dict[str, Any]]:
         ClusterRequest.objects.unscoped()
         .filter(tenant_id__in=ids)
         .not_deleted()
-        .values("tenant_id", "state")
+        .values("tenant_id", "workload", "state")
         .annotate(n=Count("id"))
+        .order_by()
     ):
-        out[row["tenant_id"]]["states"][row["state"]] = row["n"]
+        states = out[row["tenant_id"]]["states"].setdefault(row["workload"], {})
+        states[row["state"]] = row["n"]
     return out
 
 

@@ -1,6 +1,9 @@
-"""The dashboard's create forms: the API's create bodies (clusters, jobs) as Django forms.
+"""The dashboard's forms: the parts every kind's create form shares (a Ray cluster's
+shape, :class:`ClusterForm`, which a service's form extends; flavor, image and env inputs;
+errors by label), and the notification forms. A kind's own form sits in its
+``frontend/kinds/`` module.
 
-It only parses and offers choices; every rule (shape limits, policy, caps, who may ask
+They only parse and offer choices; every rule (shape limits, policy, caps, who may ask
 for production) is checked by :mod:`clusters.requests.services`, whose ``ValidationError`` the
 views attach back to these fields with :meth:`LabelledErrorsForm.add_service_errors`.
 """
@@ -16,20 +19,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from clusters.domain import shapes
 from clusters.domain.environment import validate_env
 from clusters.domain.images import allowed_images
-from clusters.kinds.rayjob.selectors import job_hosts_of
-from clusters.kinds.rayjob.spec import (
-    MAX_DEADLINE_SECONDS,
-    MAX_JOB_NAME,
-    MAX_TTL_AFTER_FINISHED,
-    JobSpec,
-)
-from clusters.kinds.rayservice.spec import (
-    INCREMENTAL,
-    UPGRADE_TYPES,
-    ServiceSpec,
-)
 from clusters.models import ClusterKind
-from clusters.requests.services import resolve_flavors
 from clusters.rows.spec import ClusterSpec
 from notifications.event_kinds import EventKind
 from notifications.services import PreferenceLine
@@ -285,209 +275,6 @@ class ClusterForm(LabelledErrorsForm):
         return ClusterSpec.from_data(self.cleaned_data), None
 
 
-# Where the services' runtime_env faults go: each part of runtime_env has its own input.
-RUNTIME_ENV_FIELDS = {
-    "flavors": "also_flavors",
-    "runtime_env.working_dir": "working_dir",
-    "runtime_env.pip": "pip",
-    "runtime_env.env_vars": "env_vars",
-}
-JOB_FIELD_LABELS = {
-    **FIELD_LABELS,
-    "entrypoint": "Entrypoint",
-    "cluster": "Run on my dev cluster",
-    "runtime_env": "Runtime environment",
-    "runtime_env.py_modules": "Python modules",
-    "active_deadline_seconds": "Active deadline",
-    "ttl_seconds_after_finished": "Keep after finishing",
-}
-# The inputs that shape a job's own Ray cluster: ignored (and hidden by gangway.js) when
-# the job runs on one of its owner's dev clusters instead.
-JOB_SHAPE_FIELDS = ("kind", "flavor", "also_flavors", "workers", "image", "container_gpus")
-
-
-class JobForm(LabelledErrorsForm):
-    """The new-job form: the jobs API's create body as inputs (``runtime_env`` split into
-    working_dir, pip packages one per line and ``KEY=VALUE`` environment lines).
-
-    Like :class:`ClusterForm`, it parses and offers choices only; the checks are
-    :func:`clusters.kinds.rayjob.requests.job_check`'s, whose ``ValidationError`` comes back on
-    these fields through :meth:`add_service_errors`. Entrypoint and host are free text
-    here on purpose, so that their faults read in the service's words.
-    """
-
-    entrypoint = forms.CharField(
-        required=False,
-        strip=False,  # the service strips it, and words its limits
-        widget=forms.Textarea(attrs={"rows": 2}),
-        help_text='The shell command that starts the driver, e.g. "python train.py".',
-    )
-    name = forms.CharField(
-        required=False,
-        help_text="Optional; lower-case letters, digits and dashes, at most "
-        f"{MAX_JOB_NAME}. Generated when empty.",
-    )
-    cluster = forms.CharField(
-        required=False,
-        label=JOB_FIELD_LABELS["cluster"],
-        help_text="Runs on GPUs you already hold and skips the queue; the shape below is "
-        "then ignored.",
-    )
-    kind = forms.ChoiceField(required=False, choices=ClusterKind.choices, initial=ClusterKind.DEV)
-    flavor = FlavorChoiceField(queryset=flavor_list(), to_field_name="name", empty_label=None)
-    also_flavors = forms.CharField(
-        required=False,
-        label="Or else, in order",
-        help_text="Other GPU flavors the job may run on, most preferred first, e.g. l4 "
-        "(comma-separated). It starts on the first that fits now, never on two.",
-    )
-    workers = forms.IntegerField(required=False, min_value=0, max_value=1024, initial=1)
-    working_dir = forms.CharField(
-        required=False,
-        label="Working directory",
-        help_text="A remote URI the Ray cluster can fetch, e.g. s3://bucket/code.zip.",
-    )
-    pip = forms.CharField(
-        required=False,
-        label="pip packages",
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="One requirement per line, e.g. torch==2.4.0 (no pip options: the platform "
-        "chooses the package index).",
-    )
-    env_vars = forms.CharField(
-        required=False,
-        label="Environment variables",
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="KEY=VALUE, one per line.",
-    )
-    active_deadline_seconds = forms.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=MAX_DEADLINE_SECONDS,
-        label="Active deadline (seconds)",
-        help_text="Stop the job this long after it started; empty for no deadline.",
-    )
-    ttl_seconds_after_finished = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=MAX_TTL_AFTER_FINISHED,
-        initial=0,
-        label="Keep after finishing (seconds)",
-        help_text="Keep the finished job's Ray cluster this long for inspection; its GPUs "
-        "count until its pods are gone.",
-    )
-
-    shape_fields: tuple[str, ...] = JOB_SHAPE_FIELDS
-    error_inputs = RUNTIME_ENV_FIELDS
-    error_labels = JOB_FIELD_LABELS
-
-    def __init__(
-        self, *args: Any, tenant: Tenant, role: str | None, user: Any, **kwargs: Any
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.tenant = tenant
-        hosts = job_hosts_of(tenant=tenant, owner=user)
-        start_on_default_flavor(self, tenant)
-        if role != Role.ADMIN:
-            # Offer only what the role may ask for; the service refuses prod anyway.
-            self.fields["kind"].choices = [(ClusterKind.DEV, ClusterKind.DEV.label)]  # type: ignore[attr-defined]
-        # Shape inputs: a job on one of the user's clusters runs in that cluster's image.
-        self.fields["image"] = image_field()
-        if settings.CONTAINER_GPUS_SECCOMP_PROFILE:
-            self.fields["container_gpus"] = container_gpus_field()
-        # A select of the user's ready dev clusters; the value stays free text so that a
-        # cluster that stopped being ready is refused in the service's words.
-        self.fields["cluster"].widget = forms.Select(
-            choices=[("", "No: a Ray cluster of its own"), *((h, h) for h in hosts)],
-            attrs={"data-hides-shape": "true"},
-        )
-        if not hosts:
-            self.fields["cluster"].help_text = (
-                f"You have no ready dev cluster in {tenant.slug}: the job gets a Ray cluster "
-                "of its own."
-            )
-
-    def clean(self) -> dict[str, Any]:
-        """A job on one of the user's clusters takes that cluster's shape: faults of the
-        shape inputs (hidden then) would block it for nothing the user can see."""
-        cleaned = super().clean() or {}
-        if cleaned.get("cluster"):
-            for name in JOB_SHAPE_FIELDS:
-                self.errors.pop(name, None)
-        elif self.accepted_flavors():
-            try:
-                resolve_flavors(list(self.accepted_flavors()))
-            except ValidationError as exc:
-                for message in exc.message_dict["flavors"]:
-                    self.add_error("also_flavors", message)
-        return cleaned
-
-    def clean_also_flavors(self) -> list[str]:
-        """The fallback flavors' names, in order (the list's rules are the services':
-        unknown, repeated or too many names are refused in their words)."""
-        raw = self.cleaned_data.get("also_flavors") or ""
-        return [name.strip() for name in raw.replace(",", " ").split() if name.strip()]
-
-    def accepted_flavors(self) -> tuple[str, ...]:
-        """The flavor first, then the fallbacks; empty when there are none."""
-        also = self.cleaned_data.get("also_flavors") or []
-        flavor = self.cleaned_data.get("flavor")
-        if not also or flavor is None:
-            return ()
-        return (flavor.name, *also)
-
-    def clean_env_vars(self) -> dict[str, str]:
-        """``KEY=VALUE`` lines as a dict (the value may hold ``=``); blank lines skipped.
-        Names and values are the service's to judge."""
-        variables: dict[str, str] = {}
-        faults = []
-        for number, line in enumerate(self.cleaned_data["env_vars"].splitlines(), start=1):
-            if not line.strip():
-                continue
-            key, sep, value = line.partition("=")
-            if not sep or not key.strip():
-                faults.append(f"Line {number}: write KEY=VALUE.")
-                continue
-            variables[key.strip()] = value
-        if faults:
-            raise ValidationError(faults)
-        return variables
-
-    def runtime_env(self) -> dict[str, Any]:
-        """The inputs as the ``runtime_env`` the service checks (only the parts given)."""
-        data = self.cleaned_data
-        env: dict[str, Any] = {}
-        if data["working_dir"].strip():
-            env["working_dir"] = data["working_dir"].strip()
-        packages = [line.strip() for line in data["pip"].splitlines() if line.strip()]
-        if packages:
-            env["pip"] = packages
-        if data["env_vars"]:
-            env["env_vars"] = data["env_vars"]
-        return env
-
-    def specs(self) -> tuple[ClusterSpec | None, JobSpec]:
-        """The cleaned form as the services take it: the shape (``None`` for a job on one
-        of the user's clusters, whose shape is the host's) and the job's own fields."""
-        data = self.cleaned_data
-        job = JobSpec(
-            entrypoint=data["entrypoint"],
-            runtime_env=self.runtime_env(),
-            active_deadline_seconds=data["active_deadline_seconds"],
-            ttl_seconds_after_finished=data["ttl_seconds_after_finished"] or 0,
-            host=data["cluster"] or None,
-            name=data["name"] or None,
-        )
-        if job.host:
-            return None, job
-        shape = {k: data.get(k) for k in ("kind", "flavor", "workers", "name", "image")}
-        shape["container_gpus"] = bool(data.get("container_gpus"))
-        names = self.accepted_flavors()
-        if names:
-            shape["accepted_flavors"] = names  # checked by clean()
-        return ClusterSpec.from_data(shape), job
-
-
 class NotificationPreferencesForm(forms.Form):
     """The user's notification choices: a webhook URL and, per kind, email and webhook
     checkboxes (an unticked box is "off"). Rules are the service's."""
@@ -537,35 +324,3 @@ class WebhookForm(forms.Form):
     kinds = forms.MultipleChoiceField(
         choices=EventKind.choices, widget=forms.CheckboxSelectMultiple, label="Events"
     )
-
-
-class ServiceForm(ClusterForm):
-    """The new-service form: a cluster's shape (no time to live: a service runs until
-    deleted), its Serve config and upgrade strategy. The checks are
-    :func:`clusters.kinds.rayservice.requests.service_check`'s."""
-
-    serve_config = forms.CharField(
-        strip=False,
-        label="Serve config",
-        widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
-        help_text="Ray Serve's config (serveConfigV2) as YAML: applications with "
-        "import_path and deployments (ray_actor_options.num_gpus, autoscaling_config).",
-    )
-    upgrade_type = forms.ChoiceField(
-        choices=[(t, t) for t in UPGRADE_TYPES if t != INCREMENTAL],
-        initial="NewCluster",
-        label="Upgrade strategy",
-        help_text="NewCluster: a changed Ray cluster comes up beside the old one and "
-        "takes the traffic when ready; None: cluster changes are not rolled out.",
-    )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        del self.fields["ttl_hours"]
-        self.fields["name"].required = True
-
-    def specs(self) -> tuple[ClusterSpec, ServiceSpec]:  # type: ignore[override]
-        """The cleaned form as the services take it: the shape and the service's part."""
-        data = self.cleaned_data
-        service = ServiceSpec(serve_config=data["serve_config"], upgrade_type=data["upgrade_type"])
-        return ClusterSpec.from_data(data), service

@@ -1,4 +1,5 @@
-"""The exit codes of every command, in one place (docs/cli.md lists the same table).
+"""The exit codes every command shares, in one place (docs/cli.md lists them with the
+kinds' own: :data:`gangway_cli.kinds.EXIT_CODES`).
 
 Scripts branch on these, so a code never changes meaning once shipped.
 """
@@ -12,7 +13,7 @@ AUTH = 3  # not signed in, or the token expired or was revoked
 NOT_FOUND = 4  # no such cluster, job or tenant (for you)
 REFUSED = 5  # the server refused the request: a rule, a role, a conflict, throttling
 NEVER_FITS = 6  # the request could never be admitted (quota, fleet)
-JOB_FAILED = 7  # a followed job ended failed or stopped
+# 7 is a kind's own (gangway_cli.kinds.EXIT_CODES): never reused here.
 UNREACHABLE = 8  # the server did not answer (wrong URL, down, network)
 INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
@@ -24,7 +25,6 @@ TABLE: list[tuple[int, str]] = [
     (NOT_FOUND, "no such cluster, job or tenant"),
     (REFUSED, "refused by the server: invalid request, missing role, conflict, throttled"),
     (NEVER_FITS, "the request can never fit (quota or fleet); the reason is printed"),
-    (JOB_FAILED, "a followed job ended failed or stopped"),
     (UNREACHABLE, "the server could not be reached"),
     (INTERRUPTED, "interrupted with Ctrl-C"),
 ]

@@ -106,15 +106,21 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
         out = ClusterOut(fresh, context=self.get_serializer_context())
         return Response(out.data, status=code)
 
-    def _with_reason(self, request: Request, control: Callable[..., ClusterRequest]) -> Response:
-        """Run ``control`` on this cluster with the ``reason`` of a :class:`ReasonIn` body."""
-        body = ReasonIn(data=request.data)
-        body.is_valid(raise_exception=True)
+    def _run(
+        self,
+        request: Request,
+        control: Callable[..., ClusterRequest],
+        body: type[StrictSerializer] | None = None,
+    ) -> Response:
+        """Run ``control`` on this cluster for the caller, with the fields of its ``body``
+        (checked first: a 400 on bad input)."""
+        fields: dict[str, Any] = {}
+        if body is not None:
+            parsed = body(data=request.data)
+            parsed.is_valid(raise_exception=True)
+            fields = dict(parsed.validated_data)
         cluster = control(
-            actor=request.user,
-            cluster=self.get_object(),
-            reason=body.validated_data["reason"],
-            role=self.tenant_role,
+            actor=request.user, cluster=self.get_object(), role=self.tenant_role, **fields
         )
         return self._out(cluster)
 
@@ -152,46 +158,33 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     @action(detail=True, methods=["post"])
     def suspend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Suspend a running cluster; an optional ``reason`` goes into its timeline."""
-        return self._with_reason(
-            request,
-            lambda **kw: services.cluster_suspend(why=kw.pop("reason"), **kw),
+        return self._run(
+            request, lambda reason, **kw: services.cluster_suspend(why=reason, **kw), ReasonIn
         )
 
     @extend_schema(request=PriorityIn, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     def priority(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Set a request's priority (tenant admins; higher goes first)."""
-        body = PriorityIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        cluster = controls.cluster_set_priority(
-            actor=request.user,
-            cluster=self.get_object(),
-            priority=body.validated_data["priority"],
-            reason=body.validated_data["reason"],
-            role=self.tenant_role,
-        )
-        return self._out(cluster)
+        return self._run(request, controls.cluster_set_priority, PriorityIn)
 
     @extend_schema(request=ReasonIn, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Hold a queued request back until it is released (tenant admins)."""
-        return self._with_reason(request, controls.cluster_hold)
+        return self._run(request, controls.cluster_hold, ReasonIn)
 
     @extend_schema(request=ReasonIn, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     def release(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Release a held request back into the queue (tenant admins)."""
-        return self._with_reason(request, controls.cluster_release)
+        return self._run(request, controls.cluster_release, ReasonIn)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     @bodyless
     def resume(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        cluster = services.cluster_resume(
-            actor=request.user, cluster=self.get_object(), role=self.tenant_role
-        )
-        return self._out(cluster)
+        return self._run(request, services.cluster_resume)
 
     @extend_schema(request=None, responses=ClusterOut)
     @action(detail=True, methods=["post"])
@@ -199,20 +192,9 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     def keepalive(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Count now as use of a ready cluster: its idle clock starts again and a pending
         idle warning is withdrawn (docs/idle.md)."""
-        cluster = services.cluster_keepalive(
-            actor=request.user, cluster=self.get_object(), role=self.tenant_role
-        )
-        return self._out(cluster)
+        return self._run(request, services.cluster_keepalive)
 
     @extend_schema(request=ExtendIn, responses=ClusterOut)
     @action(detail=True, methods=["post"])
     def extend(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        body = ExtendIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        cluster = services.cluster_extend(
-            actor=request.user,
-            cluster=self.get_object(),
-            hours=body.validated_data["hours"],
-            role=self.tenant_role,
-        )
-        return self._out(cluster)
+        return self._run(request, services.cluster_extend, ExtendIn)

@@ -22,11 +22,9 @@ from rest_framework.utils.encoders import JSONEncoder
 from clusters.kube.manifests import to_yaml
 
 
-class YAMLRenderer(BaseRenderer):
-    """Renders ``{"manifests": [...]}`` as multi-document YAML, anything else as one document."""
+class _TextRenderer(BaseRenderer):
+    """A renderer of one response as UTF-8 text of its own media type."""
 
-    media_type = "application/yaml"
-    format = "yaml"
     charset = "utf-8"
 
     def render(
@@ -35,40 +33,47 @@ class YAMLRenderer(BaseRenderer):
         accepted_media_type: str | None = None,
         renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
+        return self.text(data).encode()
+
+    def text(self, data: Any) -> str:
+        raise NotImplementedError
+
+
+class YAMLRenderer(_TextRenderer):
+    """Renders ``{"manifests": [...]}`` as multi-document YAML, anything else as one document."""
+
+    media_type = "application/yaml"
+    format = "yaml"
+
+    def text(self, data: Any) -> str:
         if data is None:
-            return b""
+            return ""
         if isinstance(data, dict) and isinstance(data.get("manifests"), list):
-            return to_yaml(data["manifests"]).encode()
+            return to_yaml(data["manifests"])
         plain = json.loads(json.dumps(data, cls=JSONEncoder))
-        return yaml.safe_dump(plain, sort_keys=True, default_flow_style=False).encode()
+        return str(yaml.safe_dump(plain, sort_keys=True, default_flow_style=False))
 
 
-class LogTextRenderer(BaseRenderer):
+class LogTextRenderer(_TextRenderer):
     """Renders a log response's ``text`` as plain text (``?format=text`` or
     ``Accept: text/plain``), for ``curl ... | less``; an error reads as one line,
     ``<code>: <message>``."""
 
     media_type = "text/plain"
     format = "text"
-    charset = "utf-8"
 
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: Mapping[str, Any] | None = None,
-    ) -> bytes:
+    def text(self, data: Any) -> str:
         text = data.get("text") if isinstance(data, dict) else None
         if isinstance(text, str) and text:
-            return text.encode()
+            return text
         if isinstance(text, str):
             # No lines: say why in one line. (An empty body would also lose its
             # Content-Type: DRF drops the header of an empty response.)
-            return f"({data.get('message') or 'no log lines yet'})\n".encode()
+            return f"({data.get('message') or 'no log lines yet'})\n"
         error = data.get("error") if isinstance(data, dict) else None
         if isinstance(error, dict):
-            return f"{error.get('code')}: {error.get('message')}\n".encode()
-        return str(json.dumps(data, cls=JSONEncoder)).encode()
+            return f"{error.get('code')}: {error.get('message')}\n"
+        return str(json.dumps(data, cls=JSONEncoder))
 
 
 # The renderers of a log endpoint: the API's own plus plain text.

@@ -8,16 +8,12 @@ with their status (401, 404, 403, 409, 400, 426 for a plain GET).
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.exceptions import AuthenticationFailed
-from rest_framework.request import Request
 
-from clusters.api.ray_views import unauthenticated
+from clusters.api.ray_views import reach_cluster
 from clusters.live import tunnels
-from clusters.live.ray_proxy import visible_cluster
-from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.errors import error_body
 from controlplane.websocket import accepts_websocket, handshake
 
@@ -26,19 +22,15 @@ from controlplane.websocket import accepts_websocket, handshake
 @csrf_exempt
 def tunnel(request: HttpRequest, tenant_slug: str, name: str) -> HttpResponseBase:
     """Open a tunnel to ``?port=`` of the cluster's head for the token's user."""
-    try:
-        found = TokenAuthentication().authenticate(Request(request))
-    except AuthenticationFailed as exc:
-        return unauthenticated(str(exc.detail), "authentication_failed")
-    if found is None:
-        return unauthenticated(
-            "Send an API token: 'Authorization: Token <token>' (gangway login does it)."
-        )
-    user, _ = found
-    try:
-        cluster, role = visible_cluster(user=user, slug=tenant_slug, name=name)
-    except Http404:
-        return JsonResponse(error_body("not_found", "Not found."), status=404)
+    reached = reach_cluster(
+        request,
+        tenant_slug=tenant_slug,
+        name=name,
+        send_token="Send an API token: 'Authorization: Token <token>' (gangway login does it).",
+    )
+    if isinstance(reached, HttpResponse):
+        return reached
+    user, cluster, role = reached.user, reached.cluster, reached.role
     given = request.GET.get("port", "")
     port = int(given) if given.isdigit() else 0  # 0: refused below, as any non-port
     purpose = request.GET.get("purpose") or "port-forward"

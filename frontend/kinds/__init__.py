@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from clusters.models import ClusterRequest, Workload
+from clusters.models import ClusterRequest
 from clusters.rows.spec import ClusterSpec
 from frontend.kinds import raycluster as raycluster_pages
 from frontend.kinds import rayjob as rayjob_pages
@@ -25,7 +25,9 @@ class KindPages(Protocol):
     PATH: str
     LIST_PATH: str
     TEMPLATES: str
-    NEW_FORM: str
+    # Its create form's class: ``(data, tenant=, role=, user=)``, a LabelledErrorsForm
+    # whose ``specs()`` gives what ``create`` and ``verdict`` take.
+    NEW_FORM: type[Any]
     SUBMIT_LABEL: str
     NAV_NEW: str | None
     DETAIL_TITLE: str
@@ -59,14 +61,11 @@ class KindPages(Protocol):
     def log_context(self, row: ClusterRequest, query: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
-_RAYCLUSTER: KindPages = raycluster_pages
-_RAYJOB: KindPages = rayjob_pages
-_RAYSERVICE: KindPages = rayservice_pages
-_PAGES: dict[str, KindPages] = {
-    Workload.CLUSTER: _RAYCLUSTER,
-    Workload.JOB: _RAYJOB,
-    Workload.SERVICE: _RAYSERVICE,
-}
+def _by_workload(*every: KindPages) -> dict[str, KindPages]:
+    return {pages.WORKLOAD: pages for pages in every}
+
+
+_PAGES = _by_workload(raycluster_pages, rayjob_pages, rayservice_pages)
 
 
 def pages_for(workload: str) -> KindPages:
@@ -94,3 +93,9 @@ def route_names(kind: KindPages) -> dict[str, str]:
 def all_pages() -> dict[str, KindPages]:
     """Every kind's pages, by ``workload`` (the URL configuration routes each)."""
     return dict(_PAGES)
+
+
+def tenant_home_route() -> str:
+    """The URL name of a tenant's home page: the list of the kind listed at the tenant's
+    own path (``LIST_PATH`` empty)."""
+    return next(route_names(kind)["list"] for kind in _PAGES.values() if not kind.LIST_PATH)

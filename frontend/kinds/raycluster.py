@@ -13,14 +13,14 @@ from django.core.exceptions import ValidationError
 from clusters import selectors
 from clusters.domain import shapes
 from clusters.domain.states import LIVE, State
-from clusters.kube.manifests import cluster_manifests, to_yaml
 from clusters.live import pod_logs as cluster_logs
 from clusters.live.log_bounds import LogBounds
 from clusters.models import ClusterRequest, Workload
-from clusters.queue.backends import manifest_options
 from clusters.requests import services
 from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
+from frontend.forms import ClusterForm
+from frontend.kinds.applied_objects import applied_yaml, manifests_context
 
 WORKLOAD: str = Workload.CLUSTER
 NOUN = "cluster"
@@ -30,8 +30,8 @@ HEADING = "Clusters"
 PATH = "clusters/"
 LIST_PATH = ""
 TEMPLATES = "frontend/kinds/raycluster/"
-# Named, not imported: the dashboard's forms sit above clusters/ in the layers.
-NEW_FORM = "frontend.forms.ClusterForm"
+# The shape form every kind with a Ray cluster of its own starts from.
+NEW_FORM = ClusterForm
 SUBMIT_LABEL = "Request cluster"
 # The tenant menu's link to the new form (a request starts from here most often).
 NAV_NEW: str | None = "New cluster"
@@ -134,18 +134,10 @@ def detail_context(
     }
 
 
-def manifests_yaml(row: ClusterRequest) -> str:
-    """The cluster's Kubernetes objects as gangway applies them."""
-    return to_yaml(cluster_manifests(row, **manifest_options()))
-
-
-# The Kubernetes objects as a download (``manifests.yaml`` beside the page).
-MANIFESTS: Callable[[ClusterRequest], str] | None = manifests_yaml
-
-
-def page_context(row: ClusterRequest) -> dict[str, Any]:
-    """What only the whole page shows (outside the polled fragment): the manifests."""
-    return {} if row.state == State.DELETED else {"manifests_yaml": manifests_yaml(row)}
+# The Kubernetes objects as a download (``manifests.yaml`` beside the page), and on the
+# whole page (outside the polled fragment).
+MANIFESTS: Callable[[ClusterRequest], str] | None = applied_yaml
+page_context = manifests_context
 
 
 def log_context(row: ClusterRequest, query: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,20 +8,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django import forms
+
 from clusters import selectors
 from clusters.domain.states import State
-from clusters.kinds.rayservice import endpoint_access as serve_access
-from clusters.kinds.rayservice import endpoint_counts as serve_counts
+from clusters.kinds.rayservice import endpoint_access, endpoint_counts, upgrade
 from clusters.kinds.rayservice import requests as serving
-from clusters.kinds.rayservice import upgrade
 from clusters.kinds.rayservice.output import curl_example, endpoint_url, surge_out
-from clusters.kinds.rayservice.spec import ServiceSpec
-from clusters.kube.manifests import cluster_manifests, to_yaml
+from clusters.kinds.rayservice.spec import INCREMENTAL, UPGRADE_TYPES, ServiceSpec
 from clusters.models import ClusterRequest, Workload
-from clusters.queue.backends import manifest_options
 from clusters.requests import rules
-from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
+from frontend.forms import ClusterForm
+from frontend.kinds.applied_objects import applied_yaml, manifests_context
 from tenants.models import Role
 
 WORKLOAD: str = Workload.SERVICE
@@ -31,8 +30,6 @@ HEADING = "Services"
 PATH = "services/"
 LIST_PATH = "services/"
 TEMPLATES = "frontend/kinds/rayservice/"
-# Named, not imported: the dashboard's forms sit above clusters/ in the layers.
-NEW_FORM = "frontend.forms.ServiceForm"
 SUBMIT_LABEL = "Create service"
 # The tenant menu has no link to the new form: the services list offers it.
 NAV_NEW: str | None = None
@@ -53,6 +50,41 @@ LIST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("Where it stands", ""),
     ("Applications", ""),
 )
+
+
+class ServiceForm(ClusterForm):
+    """The new-service form: a cluster's shape (no time to live: a service runs until
+    deleted), its Serve config and upgrade strategy. The checks are
+    :func:`clusters.kinds.rayservice.requests.service_check`'s."""
+
+    serve_config = forms.CharField(
+        strip=False,
+        label="Serve config",
+        widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
+        help_text="Ray Serve's config (serveConfigV2) as YAML: applications with "
+        "import_path and deployments (ray_actor_options.num_gpus, autoscaling_config).",
+    )
+    upgrade_type = forms.ChoiceField(
+        choices=[(t, t) for t in UPGRADE_TYPES if t != INCREMENTAL],
+        initial="NewCluster",
+        label="Upgrade strategy",
+        help_text="NewCluster: a changed Ray cluster comes up beside the old one and "
+        "takes the traffic when ready; None: cluster changes are not rolled out.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        del self.fields["ttl_hours"]
+        self.fields["name"].required = True
+
+    def specs(self) -> tuple[ClusterSpec, ServiceSpec]:  # type: ignore[override]
+        """The cleaned form as the services take it: the shape and the service's part."""
+        data = self.cleaned_data
+        service = ServiceSpec(serve_config=data["serve_config"], upgrade_type=data["upgrade_type"])
+        return ClusterSpec.from_data(data), service
+
+
+NEW_FORM = ServiceForm
 
 ACTIONS: dict[str, tuple[Callable[[Any, ClusterRequest, str | None, Any], ClusterRequest], str]] = {
     "delete": (
@@ -75,13 +107,9 @@ def verdict(
 ) -> dict[str, Any]:
     """The dry-run verdict of the form as it stands, with the service's own checks."""
     assert spec is not None and isinstance(details, ServiceSpec)
-
-    def check(candidate: ClusterSpec) -> ClusterRequest:
-        return serving.service_check(
-            actor=owner, tenant=tenant, spec=candidate, service=details, role=role
-        )[0]
-
-    return dry_run_verdict(tenant=tenant, owner=owner, spec=spec, role=role, kind_check=check)
+    return serving.service_dry_run(
+        tenant=tenant, owner=owner, spec=spec, service=details, role=role
+    )
 
 
 def annotate_row(row: ClusterRequest) -> None:
@@ -103,24 +131,17 @@ def detail_context(
         "gpu_hours": selectors.cluster_gpu_hours(row),
         "endpoint_url": url,
         "endpoint_curl": curl_example(url, row.service.public),
-        "endpoint_requests": serve_counts.requests_total(row.service),
+        "endpoint_requests": endpoint_counts.requests_total(row.service),
         "may_manage_tokens": may_manage_tokens,
         "may_set_public": role == Role.ADMIN,
-        "tokens": list(serve_access.service_tokens(request=row)) if may_manage_tokens else [],
+        "tokens": list(endpoint_access.service_tokens(request=row)) if may_manage_tokens else [],
     }
 
 
-def manifests_yaml(row: ClusterRequest) -> str:
-    """The service's RayService as gangway applies it."""
-    return to_yaml(cluster_manifests(row, **manifest_options()))
-
-
-MANIFESTS: Callable[[ClusterRequest], str] | None = manifests_yaml
-
-
-def page_context(row: ClusterRequest) -> dict[str, Any]:
-    """What only the whole page shows: the manifests."""
-    return {} if row.state == State.DELETED else {"manifests_yaml": manifests_yaml(row)}
+# The Kubernetes objects as a download (``manifests.yaml`` beside the page), and on the
+# whole page (outside the polled fragment).
+MANIFESTS: Callable[[ClusterRequest], str] | None = applied_yaml
+page_context = manifests_context
 
 
 def log_context(row: ClusterRequest, query: Mapping[str, Any]) -> dict[str, Any]:

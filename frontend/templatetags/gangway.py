@@ -20,7 +20,7 @@ from clusters.admission.explain import reason_label
 from clusters.domain.images import ray_version, resolve_image
 from clusters.queue.waiting import waiting
 from clusters.rows import usage
-from frontend.kinds import all_pages, pages_for, route_names
+from frontend.kinds import all_pages, pages_for, route_names, tenant_home_route
 
 register = template.Library()
 
@@ -131,6 +131,12 @@ def kinds_nav() -> list[dict[str, Any]]:
         {**route_names(kind), "heading": kind.HEADING, "new_words": kind.NAV_NEW}
         for kind in all_pages().values()
     ]
+
+
+@register.simple_tag
+def tenant_home() -> str:
+    """The URL name of a tenant's home page."""
+    return tenant_home_route()
 
 
 @register.simple_tag

@@ -12,6 +12,7 @@ from django.shortcuts import render
 
 from clusters import selectors
 from clusters.live import fleet
+from frontend.kinds import all_pages, route_names
 from frontend.views.common import HtmxHttpRequest, tenant_page
 from tenants.selectors import is_platform_admin, tenant_list
 
@@ -20,13 +21,23 @@ PAGE_SIZE = 50
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """The user's tenants with GPUs held against quota and clusters by state, and the
-    user's own clusters."""
+    """The user's tenants with GPUs held against quota and each kind's requests by state,
+    and the user's own requests."""
     tenants = list(tenant_list(user=request.user))
     overview = selectors.tenant_overview(tenants=tenants)
-    rows = [{"tenant": t, **overview[t.pk]} for t in tenants]
+    rows = [{"tenant": t, **overview[t.pk], "kinds": _kind_counts(overview[t.pk])} for t in tenants]
     mine = list(selectors.clusters_of_owner(user=request.user)[:PAGE_SIZE])
     return render(request, "frontend/home.html", {"rows": rows, "mine": mine})
+
+
+def _kind_counts(overview: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each kind a tenant has live requests of: its heading, its list's URL name and its
+    requests by state (every kind of the registry, in its order)."""
+    return [
+        {"heading": kind.HEADING, "list": route_names(kind)["list"], "states": states}
+        for kind in all_pages().values()
+        if (states := overview["states"].get(kind.WORKLOAD))
+    ]
 
 
 @login_required

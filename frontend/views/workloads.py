@@ -6,6 +6,7 @@ write is one call of the service the API calls, so the page only decides what to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -15,7 +16,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.module_loading import import_string
 from django.views.decorators.http import require_POST, require_safe
 
 from clusters import selectors
@@ -76,9 +76,27 @@ def workload_list(request: HtmxHttpRequest, slug: str, workload: str) -> HttpRes
     return render(request, "frontend/workload_list.html", context)
 
 
-def _form(request: HttpRequest, page: TenantPage, kind: KindPages, data: Any = None) -> Any:
-    form_class = import_string(kind.NEW_FORM)
-    return form_class(data, tenant=page.tenant, role=page.role, user=request.user)
+def _new_form(
+    request: HttpRequest, slug: str, workload: str, data: Any
+) -> tuple[TenantPage, KindPages, Any]:
+    """The tenant's page, the kind and its create form (``data``: a submission) for one
+    who may make requests there."""
+    page = tenant_page(request, slug)
+    kind = pages_for(workload)
+    require_requester(page)
+    form = kind.NEW_FORM(data, tenant=page.tenant, role=page.role, user=request.user)
+    return page, kind, form
+
+
+def _checked(form: Any, call: Callable[..., Any], **given: Any) -> Any:
+    """``call`` with the valid form's request (``spec``, ``details``) and ``given``; a
+    service's ``ValidationError`` goes back onto the form's fields (None returned)."""
+    spec, details = form.specs()
+    try:
+        return call(spec=spec, details=details, **given)
+    except ValidationError as exc:
+        form.add_service_errors(exc)
+        return None
 
 
 @login_required
@@ -86,22 +104,18 @@ def workload_new(request: HtmxHttpRequest, slug: str, workload: str) -> HttpResp
     """The create form. A valid submission goes through the kind's create service; field
     errors come back next to their fields, a per-engineer cap (409) as a banner; success
     goes to the new request's page."""
-    page = tenant_page(request, slug)
-    kind = pages_for(workload)
-    require_requester(page)
-    form = _form(request, page, kind, request.POST if request.method == "POST" else None)
+    data = request.POST if request.method == "POST" else None
+    page, kind, form = _new_form(request, slug, workload, data)
     banner = ""
+    created = None
     if request.method == "POST" and form.is_valid():
-        spec, details = form.specs()
         try:
-            created = kind.create(
-                actor=request.user, tenant=page.tenant, role=page.role, spec=spec, details=details
+            created = _checked(
+                form, kind.create, actor=request.user, tenant=page.tenant, role=page.role
             )
-        except ValidationError as exc:
-            form.add_service_errors(exc)
         except ServiceConflict as exc:
             banner = exc.message
-        else:
+        if created is not None:
             where = "is starting" if created.state == State.STARTING else "is queued"
             messages.success(request, f"{created.name} {where}.")
             return redirect(route_names(kind)["detail"], slug=page.tenant.slug, name=created.name)
@@ -123,20 +137,14 @@ def workload_verdict(request: HtmxHttpRequest, slug: str, workload: str) -> Http
     submission would refuse, the panel shows as refused, for the same reason. Nothing is
     written.
     """
-    page = tenant_page(request, slug)
-    kind = pages_for(workload)
-    require_requester(page)
-    form = _form(request, page, kind, request.POST)
+    page, kind, form = _new_form(request, slug, workload, request.POST)
     verdict = None
     refusal = None
     if form.is_valid():
-        spec, details = form.specs()
         try:
-            verdict = kind.verdict(
-                tenant=page.tenant, owner=request.user, role=page.role, spec=spec, details=details
+            verdict = _checked(
+                form, kind.verdict, tenant=page.tenant, owner=request.user, role=page.role
             )
-        except ValidationError as exc:
-            form.add_service_errors(exc)
         except (ServiceConflict, PermissionDenied) as exc:
             refusal = {
                 "code": getattr(exc, "code", "permission_denied"),
@@ -178,17 +186,6 @@ def detail_page(
     **extra: Any,
 ) -> HttpResponse:
     """The request's whole page, with ``extra`` in its context (a secret shown once)."""
-    return _detail_page(request, page, kind, row, status, **extra)
-
-
-def _detail_page(
-    request: HttpRequest,
-    page: TenantPage,
-    kind: KindPages,
-    row: ClusterRequest,
-    status: int = 200,
-    **extra: Any,
-) -> HttpResponse:
     context = {**_detail_context(request, page, kind, row), **kind.page_context(row), **extra}
     context["title"] = kind.DETAIL_TITLE.format(name=row.name, tenant=page.tenant.slug)
     return render(request, "frontend/workload_detail.html", context, status=status)
@@ -209,7 +206,7 @@ def workload_detail(request: HtmxHttpRequest, slug: str, name: str, workload: st
         seen = request.GET.get("seen")
         context["clear_messages"] = bool(seen) and seen != row.state
         return render(request, "frontend/partials/workload_live.html", context)
-    return _detail_page(request, page, kind, row)
+    return detail_page(request, page, kind, row)
 
 
 @login_required
@@ -259,10 +256,10 @@ def workload_action(
     except ServiceConflict as exc:
         messages.error(request, exc.message)
         fresh = _row(page, kind, name, pk=row.pk)
-        return _detail_page(request, page, kind, fresh, status=409)
+        return detail_page(request, page, kind, fresh, status=409)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
         fresh = _row(page, kind, name, pk=row.pk)
-        return _detail_page(request, page, kind, fresh, status=400)
+        return detail_page(request, page, kind, fresh, status=400)
     messages.success(request, done)
     return redirect(route_names(kind)["detail"], slug=page.tenant.slug, name=row.name)

@@ -1,4 +1,5 @@
-"""The commands every workload kind has, filled from the kind's :class:`CliKind`: ``ls``
+"""The commands every workload kind has, filled from the kind's :class:`CliKind`: the
+create command (``up``, ``job submit``: the kind's options, a :class:`Creation`), ``ls``
 (its requests, with state and why they wait), ``status`` (one request and its timeline)
 and the delete command (``down``, ``job rm``), plus the helpers the kinds' own commands
 share: the request's API path, its 404 wording, flavors and ``KEY=VALUE`` options."""
@@ -9,7 +10,7 @@ import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from rich.markup import escape
@@ -35,6 +36,23 @@ class Column:
     cell: Callable[[dict[str, Any]], Any]
 
 
+# The columns most kinds' ``ls`` shows, in the same words.
+NAME = Column("NAME", lambda item: item["name"])
+STATE = Column("STATE", lambda item: output.state_text(item.get("state")))
+FLAVOR = Column("FLAVOR", output.flavor)
+OWNER = Column("OWNER", lambda item: item.get("owner"))
+CREATED = Column("CREATED", lambda item: output.when(item.get("created_at")))
+
+
+def standing(item: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
+    """The first ``status`` fields of most kinds: the name, the state and why it waits."""
+    return [
+        ("name", item["name"]),
+        ("state", item.get("state")),
+        ("waiting", output.queue_line(item.get("queue"), tenant)),
+    ]
+
+
 @dataclass(frozen=True)
 class CliKind:
     """What the shared commands need to know of a workload kind."""
@@ -50,6 +68,20 @@ class CliKind:
     empty_hint: str = ""  # said on stderr when ``ls`` finds none
     list_filters: bool = True  # ``ls --state/--mine``
     delete_waits: bool = True  # ``--wait`` on the delete command
+    # The exit codes only its commands give, with their meaning (docs/cli.md lists them).
+    exit_codes: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Creation:
+    """What a kind's create command made of its options: the create body, what to ask
+    before it is sent (``check``: the cluster's verdict), and what to do with the
+    created request (``then``: print it, follow it)."""
+
+    body: dict[str, Any]
+    then: Callable[[dict[str, Any]], None]
+    check: Callable[[dict[str, Any]], None] | None = None
+    verb: str = "Submitted"  # "Requested": the first word of the line that names it
 
 
 def item_path(s: Session, kind: CliKind, name: str = "", rest: str = "") -> str:
@@ -206,6 +238,38 @@ def _delete_command(kind: CliKind) -> Callable[..., None]:
         )
 
     return delete if kind.delete_waits else _without(delete, "wait")
+
+
+def register_create(
+    kind: CliKind, command: str, options: Callable[..., Creation]
+) -> Callable[..., None]:
+    """Hang the kind's create command: its options are those of ``options(s, ...)`` (Typer
+    reads them from its signature, its help from its docstring), which turns them into a
+    :class:`Creation`; the command sends the body and names what it created."""
+
+    def create(
+        ctx: typer.Context, tenant: TenantOpt = None, output_option: OutputOpt = None, **given: Any
+    ) -> None:
+        s = session(ctx, output_option, tenant=tenant)
+        creation = options(s, **given)
+        if creation.check is not None:
+            creation.check(creation.body)
+        item = s.client.post(item_path(s, kind), creation.body)
+        name = escape(str(item["name"]))
+        output.stderr.print(f"{creation.verb} [bold]{name}[/] in {escape(s.tenant())}.")
+        creation.then(item)
+
+    # The kind's options (their annotations evaluated: kinds may postpone them), between
+    # the context and the options every command has.
+    hints = get_type_hints(options, include_extras=True)
+    own = list(inspect.signature(options).parameters.values())[1:]
+    shared = list(inspect.signature(create).parameters.values())
+    create.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [shared[0], *(p.replace(annotation=hints[p.name]) for p in own), *shared[1:3]]
+    )
+    create.__doc__ = options.__doc__
+    kind.app.command(command)(create)
+    return create
 
 
 def register(kind: CliKind) -> None:

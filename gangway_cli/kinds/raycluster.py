@@ -45,6 +45,65 @@ def _require_flavor(s: Session, flavor: str | None) -> str:
     )
 
 
+# -- reading ---------------------------------------------------------------------------
+
+
+def _waiting(cluster: dict[str, Any]) -> str:
+    if cluster.get("state") == "queued":
+        return output.queue_line(cluster.get("queue"), "")
+    return str(cluster.get("state_reason") or cluster.get("last_error") or "")
+
+
+def _status_fields(cluster: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
+    activity = cluster.get("activity") or {}
+    endpoints = cluster.get("endpoints") or {}
+    return [
+        ("name", cluster["name"]),
+        ("tenant", cluster.get("tenant")),
+        ("state", cluster.get("state")),
+        ("reason", _waiting(cluster)),
+        ("error", cluster.get("last_error")),
+        ("kind", cluster.get("kind")),
+        ("flavor", output.flavor(cluster)),
+        ("workers", cluster.get("workers")),
+        ("gpus", cluster.get("gpus")),
+        ("owner", cluster.get("owner")),
+        ("image", cluster.get("image")),
+        ("created", output.when(cluster.get("created_at"))),
+        ("ready", output.when(cluster.get("ready_at"))),
+        ("expires", output.when(cluster.get("expires_at"))),
+        ("idle", f"{activity['idle_minutes']} min" if activity else None),
+        ("dashboard", endpoints.get("dashboard_proxy_url")),
+        ("notebook", endpoints.get("notebook_url")),
+    ]
+
+
+KIND = CliKind(
+    noun="cluster",
+    name_help=NAME_HELP,
+    collection="clusters",
+    app=app,
+    delete_command="down",
+    helps={
+        "ls": "Your tenant's clusters, with their state and why they wait.",
+        "status": "A cluster's state, shape, connection and timeline.",
+        "delete": "Delete a cluster (or withdraw a waiting request).",
+    },
+    columns=(
+        workloads.NAME,
+        workloads.STATE,
+        workloads.FLAVOR,
+        Column("WORKERS", lambda c: c.get("workers")),
+        Column("GPUS", lambda c: c.get("gpus")),
+        Column("OWNER", lambda c: c.get("owner")),
+        Column("EXPIRES", lambda c: output.when(c.get("expires_at"))),
+        Column("NOTE", _waiting),
+    ),
+    status_fields=_status_fields,
+    empty_hint="No clusters. `gangway up --flavor FLAVOR` asks for one.",
+)
+
+
 # -- up --------------------------------------------------------------------------------
 
 
@@ -191,9 +250,8 @@ def print_connection(cluster: dict[str, Any]) -> None:
     )
 
 
-@app.command()
 def up(
-    ctx: typer.Context,
+    s: Session,
     name: Annotated[str | None, typer.Argument(help="Name (default: generated).")] = None,
     flavor: Annotated[
         str | None, typer.Option("--flavor", "-f", help="GPU flavor, or several: h100,l4.")
@@ -217,11 +275,8 @@ def up(
     timeout: Annotated[
         str | None, typer.Option(help="Give up waiting after this long (e.g. 30m).")
     ] = None,
-    tenant: TenantOpt = None,
-    output_option: OutputOpt = None,
-) -> None:
+) -> workloads.Creation:
     """Ask for a Ray cluster: show the verdict, create it and follow it until ready."""
-    s = session(ctx, output_option, tenant=tenant)
     body: dict[str, Any] = {
         "kind": kind,
         "workers": workers,
@@ -241,6 +296,16 @@ def up(
         body["env"] = workloads.parse_env(env)
     # The head's extras are asked for only when wanted, so older servers still answer.
     body.update({key: True for key, wanted in (("notebook", notebook), ("ssh", ssh)) if wanted})
+    return workloads.Creation(
+        body,
+        check=lambda asked: _check_verdict(s, asked),
+        then=lambda cluster: _requested(s, cluster, wait=wait, limit=limit),
+        verb="Requested",
+    )
+
+
+def _check_verdict(s: Session, body: dict[str, Any]) -> None:
+    """Show the dry-run's verdict; a request that can never fit goes no further."""
     verdict = s.client.post(s.tenant_path("clusters/dry-run/"), body)
     show_verdict(verdict)
     if verdict.get("verdict") == "never_fits":
@@ -251,9 +316,10 @@ def up(
             code=exitcodes.NEVER_FITS,
             body=verdict if s.json else None,
         )
-    cluster = s.client.post(s.tenant_path("clusters/"), body)
+
+
+def _requested(s: Session, cluster: dict[str, Any], *, wait: bool, limit: float | None) -> None:
     name = str(cluster["name"])
-    output.stderr.print(f"Requested [bold]{escape(name)}[/] in {escape(s.tenant())}.")
     if wait:
         try:
             cluster = wait_until(s, name, ("ready",), timeout=limit)
@@ -268,63 +334,7 @@ def up(
         output.stdout.print(f"`gangway status {name}` follows it.")
 
 
-# -- reading ---------------------------------------------------------------------------
-
-
-def _waiting(cluster: dict[str, Any]) -> str:
-    if cluster.get("state") == "queued":
-        return output.queue_line(cluster.get("queue"), "")
-    return str(cluster.get("state_reason") or cluster.get("last_error") or "")
-
-
-def _status_fields(cluster: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
-    activity = cluster.get("activity") or {}
-    endpoints = cluster.get("endpoints") or {}
-    return [
-        ("name", cluster["name"]),
-        ("tenant", cluster.get("tenant")),
-        ("state", cluster.get("state")),
-        ("reason", _waiting(cluster)),
-        ("error", cluster.get("last_error")),
-        ("kind", cluster.get("kind")),
-        ("flavor", output.flavor(cluster)),
-        ("workers", cluster.get("workers")),
-        ("gpus", cluster.get("gpus")),
-        ("owner", cluster.get("owner")),
-        ("image", cluster.get("image")),
-        ("created", output.when(cluster.get("created_at"))),
-        ("ready", output.when(cluster.get("ready_at"))),
-        ("expires", output.when(cluster.get("expires_at"))),
-        ("idle", f"{activity['idle_minutes']} min" if activity else None),
-        ("dashboard", endpoints.get("dashboard_proxy_url")),
-        ("notebook", endpoints.get("notebook_url")),
-    ]
-
-
-KIND = CliKind(
-    noun="cluster",
-    name_help=NAME_HELP,
-    collection="clusters",
-    app=app,
-    delete_command="down",
-    helps={
-        "ls": "Your tenant's clusters, with their state and why they wait.",
-        "status": "A cluster's state, shape, connection and timeline.",
-        "delete": "Delete a cluster (or withdraw a waiting request).",
-    },
-    columns=(
-        Column("NAME", lambda c: c["name"]),
-        Column("STATE", lambda c: output.state_text(c["state"])),
-        Column("FLAVOR", output.flavor),
-        Column("WORKERS", lambda c: c.get("workers")),
-        Column("GPUS", lambda c: c.get("gpus")),
-        Column("OWNER", lambda c: c.get("owner")),
-        Column("EXPIRES", lambda c: output.when(c.get("expires_at"))),
-        Column("NOTE", _waiting),
-    ),
-    status_fields=_status_fields,
-    empty_hint="No clusters. `gangway up --flavor FLAVOR` asks for one.",
-)
+workloads.register_create(KIND, "up", up)
 workloads.register(KIND)
 
 

@@ -24,6 +24,8 @@ from gangway_cli.errors import CliError
 from gangway_cli.follow import new_lines
 
 POLL_SECONDS = 1.0
+# The exit code of a followed job that ended failed or stopped (not an error of the CLI's).
+FAILED = 7
 ENDED = ("succeeded", "failed", "stopped", "deleting", "deleted")
 
 NAME_HELP = "The job's name (`gangway job ls` lists them)."
@@ -32,7 +34,7 @@ JobArg = Annotated[str, typer.Argument(help=NAME_HELP)]
 
 def outcome_code(job: dict[str, Any]) -> int:
     """The exit code of a job that ended: 0 if it succeeded, else 7."""
-    return exitcodes.OK if job.get("state") == "succeeded" else exitcodes.JOB_FAILED
+    return exitcodes.OK if job.get("state") == "succeeded" else FAILED
 
 
 def follow_job(s: Session, name: str, *, log_to_stdout: bool) -> dict[str, Any]:
@@ -107,9 +109,48 @@ def job_body(
     return body
 
 
-@job_app.command()
+def _status_fields(job: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
+    run = job.get("job") or {}
+    return [
+        *workloads.standing(job, tenant),
+        ("entrypoint", run.get("entrypoint")),
+        ("cluster", run.get("cluster")),
+        ("ray status", run.get("job_status")),
+        ("message", run.get("message")),
+        ("flavor", output.flavor(job)),
+        ("gpu-hours", job.get("gpu_hours")),
+    ]
+
+
+KIND = CliKind(
+    noun="job",
+    name_help=NAME_HELP,
+    collection="jobs",
+    app=job_app,
+    delete_command="rm",
+    helps={
+        "ls": "Your tenant's jobs.",
+        "status": "A job's state, run and timeline.",
+        "delete": "Delete a job (and, if it runs, stop it).",
+    },
+    columns=(
+        workloads.NAME,
+        workloads.STATE,
+        workloads.FLAVOR,
+        workloads.OWNER,
+        Column("ENTRYPOINT", lambda j: (j.get("job") or {}).get("entrypoint")),
+        workloads.CREATED,
+        Column("GPU-H", lambda j: j.get("gpu_hours")),
+    ),
+    status_fields=_status_fields,
+    list_filters=False,
+    delete_waits=False,
+    exit_codes=((FAILED, "a followed job ended failed or stopped"),),
+)
+
+
 def submit(
-    ctx: typer.Context,
+    s: Session,
     entrypoint: Annotated[
         str, typer.Option("--entrypoint", "-c", help='The driver\'s command: "python train.py".')
     ],
@@ -136,11 +177,8 @@ def submit(
     follow: Annotated[
         bool, typer.Option("--follow", "-F", help="Stream its log; exit with its outcome.")
     ] = False,
-    tenant: TenantOpt = None,
-    output_option: OutputOpt = None,
-) -> None:
+) -> workloads.Creation:
     """Submit a batch job: on GPUs of its own (--flavor) or on a dev cluster (--cluster)."""
-    s = session(ctx, output_option, tenant=tenant)
     body = job_body(
         entrypoint,
         where={"cluster": cluster, "flavor": flavor},
@@ -148,9 +186,11 @@ def submit(
         runtime_env={"working_dir": working_dir, "pip": pip, "env_vars": env},
         deadline=deadline,
     )
-    job = s.client.post(workloads.item_path(s, KIND), body)
+    return workloads.Creation(body, then=lambda job: _submitted(s, job, follow=follow))
+
+
+def _submitted(s: Session, job: dict[str, Any], *, follow: bool) -> None:
     job_name = str(job["name"])
-    output.stderr.print(f"Submitted [bold]{escape(job_name)}[/] in {escape(s.tenant())}.")
     if follow:
         try:
             job = follow_job(s, job_name, log_to_stdout=not s.json)
@@ -170,45 +210,7 @@ def submit(
         raise typer.Exit(outcome_code(job))
 
 
-def _status_fields(job: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
-    run = job.get("job") or {}
-    return [
-        ("name", job["name"]),
-        ("state", job.get("state")),
-        ("waiting", output.queue_line(job.get("queue"), tenant)),
-        ("entrypoint", run.get("entrypoint")),
-        ("cluster", run.get("cluster")),
-        ("ray status", run.get("job_status")),
-        ("message", run.get("message")),
-        ("flavor", output.flavor(job)),
-        ("gpu-hours", job.get("gpu_hours")),
-    ]
-
-
-KIND = CliKind(
-    noun="job",
-    name_help=NAME_HELP,
-    collection="jobs",
-    app=job_app,
-    delete_command="rm",
-    helps={
-        "ls": "Your tenant's jobs.",
-        "status": "A job's state, run and timeline.",
-        "delete": "Delete a job (and, if it runs, stop it).",
-    },
-    columns=(
-        Column("NAME", lambda j: j["name"]),
-        Column("STATE", lambda j: output.state_text(j.get("state"))),
-        Column("FLAVOR", output.flavor),
-        Column("OWNER", lambda j: j.get("owner")),
-        Column("ENTRYPOINT", lambda j: (j.get("job") or {}).get("entrypoint")),
-        Column("CREATED", lambda j: output.when(j.get("created_at"))),
-        Column("GPU-H", lambda j: j.get("gpu_hours")),
-    ),
-    status_fields=_status_fields,
-    list_filters=False,
-    delete_waits=False,
-)
+workloads.register_create(KIND, "submit", submit)
 workloads.register(KIND)
 
 

@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from gangway_cli import exitcodes, output
-from gangway_cli.app import OutputOpt, TenantOpt, service_app, session
+from gangway_cli.app import OutputOpt, Session, TenantOpt, service_app, session
 from gangway_cli.commands import workloads
 from gangway_cli.commands.workloads import CliKind, Column
 from gangway_cli.errors import CliError
@@ -46,9 +46,51 @@ def applications_line(service: dict[str, Any]) -> str:
     return ", ".join(f"{name} {app.get('status')}" for name, app in sorted(apps.items()))
 
 
-@service_app.command()
+def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
+    serving = service.get("service") or {}
+    return [
+        *workloads.standing(service, tenant),
+        ("applications", applications_line(service)),
+        ("active cluster", serving.get("active_cluster")),
+        ("pending cluster", serving.get("pending_cluster")),
+        ("upgrading", "yes" if serving.get("upgrading") else "no"),
+        ("upgrade", upgrade_line(service)),
+        ("upgrade strategy", (serving.get("upgrade_strategy") or {}).get("type")),
+        ("serve endpoints", serving.get("serve_endpoints")),
+        ("endpoint", (service.get("service_endpoint") or {}).get("url")),
+        ("public", "yes" if (service.get("service_endpoint") or {}).get("public") else "no"),
+        ("requests", (service.get("service_endpoint") or {}).get("requests")),
+        ("flavor", output.flavor(service)),
+    ]
+
+
+KIND = CliKind(
+    noun="service",
+    name_help=NAME_HELP,
+    collection="services",
+    app=service_app,
+    delete_command="rm",
+    helps={
+        "ls": "Your tenant's services.",
+        "status": "A service's state, applications and timeline.",
+        "delete": "Delete a service (its RayService and Ray cluster go).",
+    },
+    columns=(
+        workloads.NAME,
+        workloads.STATE,
+        workloads.FLAVOR,
+        workloads.OWNER,
+        Column("APPLICATIONS", applications_line),
+        workloads.CREATED,
+    ),
+    status_fields=_status_fields,
+    list_filters=False,
+    delete_waits=True,
+)
+
+
 def submit(
-    ctx: typer.Context,
+    s: Session,
     config: ConfigOpt,
     name: Annotated[str, typer.Option(help="Name.")],
     flavor: Annotated[str, typer.Option("--flavor", "-f", help="GPU flavor, or several: h100,l4.")],
@@ -61,11 +103,8 @@ def submit(
         str | None,
         typer.Option(help="NewCluster (default), NewClusterWithIncrementalUpgrade or None."),
     ] = None,
-    tenant: TenantOpt = None,
-    output_option: OutputOpt = None,
-) -> None:
+) -> workloads.Creation:
     """Submit a Ray Serve service: a RayService of the given shape serving the config."""
-    s = session(ctx, output_option, tenant=tenant)
     body: dict[str, Any] = {"name": name, "serve_config": read_config(config)}
     body.update(workloads.flavors_body(flavor))
     shape = {
@@ -78,13 +117,15 @@ def submit(
     body.update({k: v for k, v in shape.items() if v is not None})
     if upgrade:
         body["upgrade_strategy"] = {"type": upgrade}
-    service = s.client.post(workloads.item_path(s, KIND), body)
-    output.stderr.print(f"Submitted [bold]{escape(name)}[/] in {escape(s.tenant())}.")
-    output.emit(
-        s.mode,
-        service,
-        lambda: output.stdout.print(f"{escape(name)}: {output.state_text(service.get('state'))}"),
-    )
+
+    def then(service: dict[str, Any]) -> None:
+        state = output.state_text(service.get("state"))
+        output.emit(s.mode, service, lambda: output.stdout.print(f"{escape(name)}: {state}"))
+
+    return workloads.Creation(body, then=then)
+
+
+workloads.register_create(KIND, "submit", submit)
 
 
 @service_app.command()
@@ -128,47 +169,4 @@ def upgrade_line(service: dict[str, Any]) -> str:
     )
 
 
-def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
-    serving = service.get("service") or {}
-    return [
-        ("name", service["name"]),
-        ("state", service.get("state")),
-        ("waiting", output.queue_line(service.get("queue"), tenant)),
-        ("applications", applications_line(service)),
-        ("active cluster", serving.get("active_cluster")),
-        ("pending cluster", serving.get("pending_cluster")),
-        ("upgrading", "yes" if serving.get("upgrading") else "no"),
-        ("upgrade", upgrade_line(service)),
-        ("upgrade strategy", (serving.get("upgrade_strategy") or {}).get("type")),
-        ("serve endpoints", serving.get("serve_endpoints")),
-        ("endpoint", (service.get("service_endpoint") or {}).get("url")),
-        ("public", "yes" if (service.get("service_endpoint") or {}).get("public") else "no"),
-        ("requests", (service.get("service_endpoint") or {}).get("requests")),
-        ("flavor", output.flavor(service)),
-    ]
-
-
-KIND = CliKind(
-    noun="service",
-    name_help=NAME_HELP,
-    collection="services",
-    app=service_app,
-    delete_command="rm",
-    helps={
-        "ls": "Your tenant's services.",
-        "status": "A service's state, applications and timeline.",
-        "delete": "Delete a service (its RayService and Ray cluster go).",
-    },
-    columns=(
-        Column("NAME", lambda s: s["name"]),
-        Column("STATE", lambda s: output.state_text(s.get("state"))),
-        Column("FLAVOR", output.flavor),
-        Column("OWNER", lambda s: s.get("owner")),
-        Column("APPLICATIONS", applications_line),
-        Column("CREATED", lambda s: output.when(s.get("created_at"))),
-    ),
-    status_fields=_status_fields,
-    list_filters=False,
-    delete_waits=True,
-)
 workloads.register(KIND)

@@ -22,6 +22,7 @@ from knox.models import AuthToken
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from gangway_cli import exitcodes
+from gangway_cli.kinds import rayjob
 from tenants.models import Quota
 from tests.cli.conftest import Run
 from tests.clusters.engine.conftest import wait_for
@@ -121,7 +122,7 @@ def test_a_followed_job_streams_its_log_and_exits_with_its_outcome(
     failed = cli(
         "job", "submit", "-c", "python big.py", "-f", "l4", "--name", "train-oom", "--follow"
     )
-    assert failed.code == exitcodes.JOB_FAILED, failed
+    assert failed.code == rayjob.FAILED, failed
     assert "CUDA out of memory" in failed.err and "train-oom failed" in failed.err
     listed = cli("job", "ls", "-o", "json")
     states = {job["name"]: job["state"] for job in listed.json()}

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from gangway_cli import exitcodes, output
+from gangway_cli import exitcodes, kinds, output
 from gangway_cli.durations import format_seconds, parse_hours, parse_seconds
 from gangway_cli.errors import CliError, from_response
 from gangway_cli.follow import new_lines
+from gangway_cli.kinds import rayjob
 
 
 @pytest.mark.parametrize(
@@ -76,9 +77,9 @@ def test_error_bodies_map_to_messages_hints_and_exit_codes() -> None:
 
 
 def test_exit_codes_are_distinct_and_documented() -> None:
-    codes = [code for code, _ in exitcodes.TABLE]
+    codes = [code for code, _ in kinds.EXIT_CODES]
     assert len(codes) == len(set(codes))
-    assert {exitcodes.AUTH, exitcodes.NEVER_FITS, exitcodes.JOB_FAILED} <= set(codes)
+    assert {exitcodes.AUTH, exitcodes.NEVER_FITS, rayjob.FAILED} <= set(codes)
 
 
 def test_relative_times_and_queue_lines() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from django.template.loader import get_template
 from django.urls import NoReverseMatch, reverse
-from django.utils.module_loading import import_string
 
 from clusters.models import Workload
 from frontend.kinds import all_pages, pages_for, route_names
@@ -23,8 +22,7 @@ def test_every_workload_has_its_pages(workload: str) -> None:
     assert reverse(names["detail"], args=["acme", "x"]) == f"/t/acme/{kind.PATH}x/"
     for fragment in FRAGMENTS:
         get_template(kind.TEMPLATES + fragment)
-    form_class = import_string(kind.NEW_FORM)
-    assert callable(form_class.specs) and callable(form_class.add_service_errors)
+    assert callable(kind.NEW_FORM.specs) and callable(kind.NEW_FORM.add_service_errors)
     assert set(kind.ACTIONS) >= {"delete"}
 
 

@@ -14,7 +14,10 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from clusters.domain.states import State
+from clusters.kinds.rayjob.requests import job_create
+from clusters.kinds.rayjob.spec import JobSpec
 from clusters.models import ClusterRequest
+from clusters.rows.spec import ClusterSpec
 from tenants.models import AuditEvent
 from tests.frontend.conftest import make_ready
 
@@ -52,6 +55,26 @@ def test_home_shows_cpu_and_memory_held_against_their_quotas(bob: Any, ready_clu
     home = client_for(bob).get("/").content.decode()
     assert "26 / 1000 CPU" in home
     assert "233 / 8000 GiB" in home
+
+
+def test_home_counts_each_kinds_requests_and_links_to_that_kinds_list(
+    bob: Any, ready_cluster: Any, acme: Any, h100: Any
+) -> None:
+    job = JobSpec(entrypoint="python train.py", name="bob-train")
+    spec = ClusterSpec(kind="dev", flavor=h100, workers=1)
+    job_create(actor=bob, tenant=acme, spec=spec, job=job)
+    home = client_for(bob).get("/").content.decode()
+    # A job's queued state links to the jobs list, the cluster's ready state to the clusters'.
+    assert 'href="/t/acme/jobs/?state=queued"' in home
+    assert 'href="/t/acme/?state=ready"' in home
+    assert 'href="/t/acme/?state=queued"' not in home
+    assert "bob-ready" in home and "bob-train" in home
+
+
+def test_a_platform_admins_tenant_page_links_to_every_kinds_list(root: Any, acme: Any) -> None:
+    page = client_for(root).get("/platform/tenants/acme/").content.decode()
+    for path in ("/t/acme/", "/t/acme/jobs/", "/t/acme/services/"):
+        assert f'href="{path}"' in page, path
 
 
 def test_another_tenants_pages_are_404(charlie: Any, ready_cluster: Any) -> None:

@@ -11,16 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters.api.kind_views import KindViewSet
-from clusters.api.renderers import LOG_RENDERERS, MANIFEST_RENDERERS, manifest_responses
+from clusters.api.kind_views import KIND_ROLES, KindViewSet, KindWrites
+from clusters.api.renderers import LOG_RENDERERS
 from clusters.api.serializers import (
     ClusterCreateInput,
-    DryRunOutput,
     FlavorField,
     accept_flavors,
 )
@@ -108,15 +107,15 @@ SHAPE_KEYS = (
 )
 
 
-def _specs(data: dict[str, Any]) -> tuple[ClusterSpec | None, JobSpec]:
+def _split(data: dict[str, Any]) -> dict[str, Any]:
     """The parsed body as the services take it: the shape (none for a job on a host)
     and the job's own fields."""
     job = JobSpec.from_data(data)
     if job.host:
-        return None, job
+        return {"spec": None, "job": job}
     keys = (*SHAPE_KEYS, *PAYLOAD_FIELDS, "accepted_flavors", "name")
     shape = {k: v for k, v in data.items() if k in keys}
-    return ClusterSpec.from_data(shape), job
+    return {"spec": ClusterSpec.from_data(shape), "job": job}
 
 
 class JobViewSet(KindViewSet):
@@ -125,30 +124,13 @@ class JobViewSet(KindViewSet):
     kind = JOB_KIND
     create_input = JobCreateInput
     serializer_class = JobOut
-    action_roles = {
-        "list": Role.VIEWER,
-        "retrieve": Role.VIEWER,
-        "logs": Role.VIEWER,
-        "create": Role.ENGINEER,
-        "destroy": Role.ENGINEER,
-        "stop": Role.ENGINEER,
-        "dry_run": Role.ENGINEER,
-    }
-
-    @extend_schema(request=JobCreateInput, responses={201: JobOut})
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        spec, job = self._parsed(request, _specs)
-        created = services.job_create(
-            actor=request.user, tenant=self.tenant, spec=spec, job=job, role=self.tenant_role
-        )
-        return self._answer_created(created)
-
-    @extend_schema(responses={202: JobOut})
-    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        job = services.job_delete(
-            actor=request.user, request=self.get_object(), role=self.tenant_role
-        )
-        return self._out(job, status.HTTP_202_ACCEPTED)
+    writes = KindWrites(
+        split=_split,
+        create=services.job_create,
+        delete=services.job_delete,
+        dry_run=services.job_dry_run,
+    )
+    action_roles = {**KIND_ROLES, "logs": Role.VIEWER, "stop": Role.ENGINEER}
 
     @extend_schema(request=None, responses=JobOut)
     @action(detail=True, methods=["post"])
@@ -177,13 +159,3 @@ class JobViewSet(KindViewSet):
         bounds = LogBounds.parse(request.query_params)
         found = job_logs.driver_log(self.get_object(), bounds)
         return Response(JobLogsOut(found).data)
-
-    @extend_schema(request=JobCreateInput, responses=manifest_responses(DryRunOutput))
-    @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
-    def dry_run(self, request: Request, tenant_slug: str) -> Response:
-        """Would this job start now, queue (where, until when) or never fit? Writes nothing."""
-        spec, job = self._parsed(request, _specs, dry_run=True)
-        result = services.job_dry_run(
-            tenant=self.tenant, owner=request.user, spec=spec, job=job, role=self.tenant_role
-        )
-        return Response(result, status=status.HTTP_200_OK)

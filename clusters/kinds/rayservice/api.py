@@ -11,14 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
-from rest_framework.decorators import action
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from clusters.api.kind_views import KindViewSet
-from clusters.api.renderers import MANIFEST_RENDERERS, manifest_responses
-from clusters.api.serializers import ClusterCreateInput, DryRunOutput
+from clusters.api.kind_views import KIND_ROLES, KindViewSet, KindWrites
+from clusters.api.serializers import ClusterCreateInput
 from clusters.kinds.rayservice import requests as serving
 from clusters.kinds.rayservice.endpoint_access_actions import ServiceEndpointActions
 from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
@@ -30,7 +28,6 @@ from clusters.kinds.rayservice.spec import (
     ServiceSpec,
 )
 from clusters.models import ClusterRequest
-from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import StrictSerializer
 from tenants.models import Role
@@ -76,8 +73,8 @@ class ServiceUpdateInput(StrictSerializer):
     image = serializers.CharField(required=False, max_length=255)
 
 
-def _specs(data: dict[str, Any]) -> tuple[ClusterSpec, ServiceSpec]:
-    return ClusterSpec.from_data(data), ServiceSpec.from_data(data)
+def _split(data: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": ClusterSpec.from_data(data), "service": ServiceSpec.from_data(data)}
 
 
 class ServiceViewSet(ServiceEndpointActions, KindViewSet):
@@ -86,30 +83,20 @@ class ServiceViewSet(ServiceEndpointActions, KindViewSet):
     kind = SERVICE_KIND
     create_input = ServiceCreateInput
     serializer_class = ServiceOut
+    writes = KindWrites(
+        split=_split,
+        create=serving.service_create,
+        delete=serving.service_delete,
+        dry_run=serving.service_dry_run,
+    )
     action_roles = {
-        "list": Role.VIEWER,
-        "retrieve": Role.VIEWER,
-        "create": Role.ENGINEER,
+        **KIND_ROLES,
         "partial_update": Role.ENGINEER,
-        "destroy": Role.ENGINEER,
-        "dry_run": Role.ENGINEER,
         # The services decide further: the owner or an admin; public, an admin only.
         "tokens": Role.ENGINEER,
         "token_revoke": Role.ENGINEER,
         "public": Role.ADMIN,
     }
-
-    @extend_schema(request=ServiceCreateInput, responses={201: ServiceOut})
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        spec, service = self._parsed(request, _specs)
-        created = serving.service_create(
-            actor=request.user,
-            tenant=self.tenant,
-            spec=spec,
-            service=service,
-            role=self.tenant_role,
-        )
-        return self._answer_created(created)
 
     @extend_schema(request=ServiceUpdateInput, responses=ServiceOut)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -122,34 +109,3 @@ class ServiceViewSet(ServiceEndpointActions, KindViewSet):
             **body.validated_data,
         )
         return self._out(row)
-
-    @extend_schema(responses={202: ServiceOut})
-    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        row = serving.service_delete(
-            actor=request.user, request=self.get_object(), role=self.tenant_role
-        )
-        return self._out(row, status.HTTP_202_ACCEPTED)
-
-    @extend_schema(request=ServiceCreateInput, responses=manifest_responses(DryRunOutput))
-    @action(detail=False, methods=["post"], url_path="dry-run", renderer_classes=MANIFEST_RENDERERS)
-    def dry_run(self, request: Request, tenant_slug: str) -> Response:
-        """Would this service start now, queue (where, until when) or never fit?"""
-        spec, service = self._parsed(request, _specs, dry_run=True)
-
-        def check(candidate: ClusterSpec) -> ClusterRequest:
-            return serving.service_check(
-                actor=request.user,
-                tenant=self.tenant,
-                spec=candidate,
-                service=service,
-                role=self.tenant_role,
-            )[0]
-
-        result = dry_run_verdict(
-            tenant=self.tenant,
-            owner=request.user,
-            spec=spec,
-            role=self.tenant_role,
-            kind_check=check,
-        )
-        return Response(result, status=status.HTTP_200_OK)

@@ -1,4 +1,4 @@
-"""Engineers' writes on services: create, update (an upgrade), delete.
+"""Engineers' writes on services: create, update (an upgrade), delete, and the dry-run.
 
 A service is checked with the same code as a cluster request — role, shape, name,
 "can it ever fit", per-engineer caps (:func:`clusters.requests.services.cluster_request_check`)
@@ -28,6 +28,7 @@ from clusters.models import ClusterRequest, Service, Surge
 from clusters.queue.backends import queue_backend
 from clusters.requests import rules
 from clusters.requests import services as requests
+from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows import lifecycle, surges
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import note
@@ -201,3 +202,17 @@ def service_delete(
 ) -> ClusterRequest:
     """Delete a service; its GPUs are released once its pods are gone."""
     return requests.cluster_delete(actor=actor, cluster=request, role=role)
+
+
+def service_dry_run(
+    *, tenant: Tenant, owner: Any, spec: ClusterSpec, service: ServiceSpec, role: str | None
+) -> dict[str, Any]:
+    """The dry-run verdict of a service (:func:`clusters.requests.dry_run.dry_run_verdict`
+    with the service's own checks: its RayService as the manifest). Writes nothing."""
+
+    def check(candidate: ClusterSpec) -> ClusterRequest:
+        return service_check(
+            actor=owner, tenant=tenant, spec=candidate, service=service, role=role
+        )[0]
+
+    return dry_run_verdict(tenant=tenant, owner=owner, spec=spec, role=role, kind_check=check)

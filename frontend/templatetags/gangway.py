@@ -3,6 +3,7 @@ one-line queue summary. Presentation only; the facts come from selectors."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -23,6 +24,11 @@ from clusters.rows import usage
 from frontend.kinds import all_pages, pages_for, route_names, tenant_home_route
 
 register = template.Library()
+
+# Terminal escape sequences: CSI (colours, cursor moves: ESC [ ... final byte), OSC (titles,
+# links: ESC ] ... BEL or ESC \\) and the two-byte escapes; an ESC that starts none of them
+# goes alone. Ray colours its log lines.
+ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])?")
 
 
 def _span(seconds: float) -> str:
@@ -233,3 +239,11 @@ def budget_banner(context: template.Context) -> dict[str, Any]:
     policy applies); one query, none for a tenant without a budget."""
     tenant = context.get("tenant")
     return {"budget": usage.budget_status(tenant=tenant) if tenant is not None else None}
+
+
+@register.filter
+def plain_log(text: str) -> str:
+    """A log's text without terminal escape sequences: a page shows the words, not the
+    ``\\x1b[37m`` a terminal would turn into colour. The API keeps them (it is the log as
+    Kubernetes returns it, and a terminal renders them)."""
+    return ANSI_ESCAPE.sub("", text)

@@ -68,16 +68,47 @@ RAY_ENV = {
 }
 # Exit 0 once the URL answers (a worker's wait for its head).
 WAIT_HTTP = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)"
+# Ray Client's proxy (the head's client port) starts a server per connected client on the
+# first free port of 23000-24000: the same ports on every head, as each pod has a network
+# namespace of its own. Here every head shares one loopback, and gRPC listens with
+# SO_REUSEPORT: two heads' proxies starting servers at once (two test sessions on one
+# machine, each with its real head) both took 23000, and a client's calls reached the
+# other head's server ("Maybe you called ray.init twice", or another cluster). So each
+# real head's proxy runs with loopback ports kubesim allocated for it, named in this
+# variable, instead of that range.
+CLIENT_PORTS_ENV = "KUBESIM_RAY_CLIENT_SERVER_PORTS"
+CLIENT_SERVERS = 8  # clients connected at once to one head
+OWN_PORTS_PROXY = (
+    "import os\n"
+    "import ray.util.client.server.proxier as proxier\n"
+    "from ray.util.client.server.server import main\n"
+    f"ports = [int(p) for p in os.environ[{CLIENT_PORTS_ENV!r}].split(',')]\n"
+    "made = proxier.ProxyManager.__init__\n"
+    "def own_ports(self, *args, **kwargs):\n"
+    "    made(self, *args, **kwargs)\n"
+    "    self._free_ports = list(ports)\n"
+    "proxier.ProxyManager.__init__ = own_ports\n"
+    "main()\n"
+)
 # ``ray start`` gives the dashboard 20 s to come up, polling 200 times; on a busy two-core
 # machine its nine module processes take longer. The same ``ray start``, run with that
-# module's sleeps six times as long.
+# module's sleeps six times as long, and (with CLIENT_PORTS_ENV set) its Ray Client proxy
+# started as OWN_PORTS_PROXY, its arguments unchanged.
 PATIENT_RAY = (
-    "import sys, time\n"
+    "import os, sys, time\n"
     "import ray._private.services as services\n"
     "class Patient:\n"
     "    def __getattr__(self, name): return getattr(time, name)\n"
     "    def sleep(self, seconds): time.sleep(seconds * 6)\n"
     "services.time = Patient()\n"
+    "start_process = services.start_ray_process\n"
+    "def start_ray_process(command, *args, **kwargs):\n"
+    "    module = 'ray.util.client.server'\n"
+    f"    if os.environ.get({CLIENT_PORTS_ENV!r}) and '--mode=proxy' in command:\n"
+    "        command = [command[0], '-c', PROXY, *command[command.index(module) + 1 :]]\n"
+    "    return start_process(command, *args, **kwargs)\n"
+    "services.start_ray_process = start_ray_process\n"
+    f"PROXY = {OWN_PORTS_PROXY!r}\n"
     "from ray.scripts.scripts import main\n"
     "sys.exit(main())\n"
 )
@@ -93,6 +124,7 @@ class Slot:
     uid: str
     ports: dict[str, int]
     temp_dir: str
+    client_servers: list[int]  # its Ray Client proxy's ports for servers (CLIENT_PORTS_ENV)
 
 
 def ray_start(*args: str) -> list[str]:
@@ -147,6 +179,7 @@ class RealRay:
                 rc["metadata"].get("uid", ""),
                 {n: free_port() for n in names},
                 f"{self._temp_prefix}{self._counter}",
+                [free_port() for _ in range(CLIENT_SERVERS)],
             )
             self.slots[(ns, name)] = found
         return found
@@ -256,6 +289,7 @@ class RealRay:
                 "RAY_SERVE_DEFAULT_HTTP_PORT": str(p["serve"]),
                 # The dashboard's own metrics port is fixed (44227) unless set: one per head.
                 "DASHBOARD_METRIC_PORT": str(p["dash_metrics"]),
+                CLIENT_PORTS_ENV: ",".join(map(str, slot.client_servers)),
             },
             ports={
                 named["gcs"]: p["gcs"],

@@ -300,6 +300,28 @@ def test_log_panel_reads_a_running_driver_live_and_bounded(
     assert gateway.asked["tail_lines"] == 201 and gateway.asked["limit_bytes"] == 64 * 1024 + 1
 
 
+def test_log_panel_shows_a_coloured_driver_log_as_plain_text(
+    bob: Any, queued_job: Any, monkeypatch: Any
+) -> None:
+    from clusters.kinds.rayjob import driver_logs as logs
+
+    ClusterRequest.objects.filter(pk=queued_job.pk).update(state=State.RUNNING)
+    # As Ray prints a task's output on its driver, and ``ray start`` its node's address.
+    coloured = (
+        "\x1b[36m(where pid=4711)\x1b[0m on a GPU\n"
+        "\x1b[37mLocal node IP\x1b[39m: \x1b[1m127.0.0.1\x1b[22m\n"
+        "\x1b]8;;http://127.0.0.1:8265\x1b\\dashboard\x1b]8;;\x1b\\ <up>\n"
+    )
+    monkeypatch.setattr(logs, "get_gateway", lambda: FakeGateway(coloured))
+    monkeypatch.setattr(
+        logs.engine, "submitter_pod", lambda job, gw: {"metadata": {"name": "bob-train-abc"}}
+    )
+    html = client_for(bob).get(f"{JOBS}bob-train/log/?id={queued_job.pk}").content.decode()
+    assert "(where pid=4711) on a GPU\nLocal node IP: 127.0.0.1\n" in html
+    assert "dashboard &lt;up&gt;" in html  # still escaped as HTML
+    assert "\x1b" not in html and "[36m" not in html
+
+
 def test_stop_and_delete_buttons_call_the_services(bob: Any, queued_job: Any) -> None:
     client = client_for(bob)
     url = f"{JOBS}bob-train/"

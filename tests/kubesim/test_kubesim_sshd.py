@@ -110,6 +110,10 @@ def test_sshd_accepts_the_secrets_keys_and_runs_commands_in_its_folder(
     refused = run(other, "true")
     assert refused.returncode == 255
     assert "Permission denied (publickey)" in refused.stderr
+    # The pod's log is the server's output: clean, without runpy's warning about a module
+    # the package had imported before ``python -m`` ran it.
+    log = core.read_namespaced_pod_log("head", "default")
+    assert "Warning" not in log, log
 
     popen = psim.cluster.localprocs.processes("default", "head")["sshd"].popen
     core.delete_namespaced_pod("head", "default", grace_period_seconds=0)

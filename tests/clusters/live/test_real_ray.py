@@ -12,22 +12,27 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from ray.job_submission import JobStatus
 
+from benchmarks.support import free_port
 from clusters.engine import provisioning
 from clusters.kube.gateway import get_gateway
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, Tunnel
 from kubesim import KubeSim
 from tests.clusters.engine.conftest import wait_for
 from tests.clusters.live.conftest import head_ready
 from tests.clusters.live.test_proxy_browser import _open_dashboard, bob_signed_in, ray_origin
 from tests.clusters.live.test_ray_client import ROUTE, _client, _ray, _tail, _token, web
+from tests.clusters.live.test_tunnels import GANGWAY, cli_env
 from tests.frontend.conftest import make_ready
 
 __all__ = ["bob_signed_in", "ray_origin", "web"]
@@ -191,7 +196,70 @@ def _client_server_logs(sim: KubeSim, cluster: ClusterRequest) -> str:
     if slot is None:
         return "no real head"
     logs = sorted(Path(slot.temp_dir).glob("session_latest/logs/ray_client_server*"))
-    return "\n".join(f"{p.name}: {p.read_text(errors='replace')[-1500:]}" for p in logs)
+    return "\n".join(f"{p.name}: {p.read_text(errors='replace')[-6000:]}" for p in logs)
+
+
+def test_ray_client_connects_through_gangway_port_forward(
+    web: str, bob: Any, kubesim: KubeSim, tmp_path: Path, live_cluster: ClusterRequest
+) -> None:
+    local = free_port()
+    forward = subprocess.Popen(
+        [GANGWAY, "port-forward", "bob-live", f"{local}:10001"],
+        env=cli_env(web, bob, tmp_path),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert forward.stderr is not None
+        assert f"127.0.0.1:{local} -> bob-live:10001" in forward.stderr.readline()
+        driver = subprocess.run(
+            [sys.executable, "-c", RAY_CLIENT, f"ray://127.0.0.1:{local}"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=START_TIMEOUT,
+            env={**os.environ, "PYTHONWARNINGS": "ignore", "RAY_USAGE_STATS_ENABLED": "0"},
+        )
+    finally:
+        forward.terminate()
+        forward.wait(timeout=30)
+    out = driver.stdout
+    if driver.returncode != 0:
+        # Whole, on the test's captured output: an assertion message is cut short, and the
+        # head's logs go with its temp dir when the module ends.
+        print(driver.stderr, _client_server_logs(kubesim, live_cluster), sep="\n")
+    assert driver.returncode == 0, (out, driver.stderr[-1500:])
+    # The cluster's shape, as its head's scheduler sees it: two one-GPU workers.
+    assert "'GPU': 2.0" in out, out
+    # A one-GPU task was scheduled and ran on one of the cluster's nodes (the head has no
+    # GPU, so a worker): Ray Client drives the cluster, not just reads it.
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert len(lines["node"]) == 56, out  # a Ray node id
+    assert Tunnel.objects.filter(port=10001, purpose="port-forward").exists()
+    # The head's Ray Client proxy served the driver from a port kubesim gave this head, not
+    # Ray's 23000-24000 that every head on this machine would share.
+    realray = kubesim.cluster.realray
+    assert realray is not None
+    slot = realray.slots[(live_cluster.namespace, live_cluster.name)]
+    servers = Path(slot.temp_dir).glob("session_latest/logs/ray_client_server_*.err")
+    ports = {int(p.stem.rsplit("_", 1)[1]) for p in servers}
+    assert ports and ports <= set(slot.client_servers), (ports, slot.client_servers)
+
+
+def test_the_log_panel_shows_the_real_heads_coloured_log_as_plain_text(
+    bob: Any, as_user: Any, kubesim: KubeSim, live_cluster: ClusterRequest
+) -> None:
+    logs = f"/api/v1/tenants/acme/clusters/{live_cluster.name}/logs/"
+    # ``ray start`` colours its words ("Local node IP" among them), escape codes and all:
+    # the API answers the log as Kubernetes has it.
+    raw = as_user(bob).get(logs, {"format": "text", "tail": 5000}).content.decode()
+    assert "\x1b[" in raw and "Local node IP\x1b[39m" in raw, raw[-2000:]
+    browser = Client()
+    browser.force_login(bob)
+    panel = browser.get(f"/t/acme/clusters/{live_cluster.name}/log/", {"tail": 1000})
+    html = panel.content.decode()
+    assert panel.status_code == 200 and "Local node IP: " in html, html[-2000:]
+    assert "\x1b" not in html and "[39m" not in html
 
 
 @pytest.mark.browser

@@ -7,7 +7,9 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 PORT ?= 8000
 KUBE_PORT ?= 6443
-PYTEST_ARGS ?= -n 2
+# loadgroup keeps each xdist_group on one worker: the real Ray heads ("real-ray") start one
+# at a time instead of two at once on two cores.
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: run test lint typecheck checks pytest bench reliability install install-dev clean
 

@@ -30,6 +30,9 @@ from kubesim.util import get_path
 from tests.clusters.engine.conftest import wait_for
 from tests.kubesim.kubesim_helpers import L4, raycluster
 
+# Real Ray heads share one xdist worker (`--dist loadgroup`): one at a time on two cores.
+pytestmark = pytest.mark.xdist_group("real-ray")
+
 NS = "default"
 # A real head on a busy two-core machine takes up to a couple of minutes to answer.
 START_TIMEOUT = 400.0

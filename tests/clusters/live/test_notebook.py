@@ -35,7 +35,8 @@ from tests.clusters.live.notebook_stack import (
 
 __all__ = ["notebook_stack", "real_ray_notebook_stack"]
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Real Ray heads share one xdist worker (`--dist loadgroup`): one at a time on two cores.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("real-ray")]
 
 SCREENSHOTS = Path(os.environ.get("GANGWAY_SCREENSHOTS_DIR", "docs/screenshots"))
 

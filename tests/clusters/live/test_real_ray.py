@@ -37,7 +37,8 @@ from tests.frontend.conftest import make_ready
 
 __all__ = ["bob_signed_in", "ray_origin", "web"]
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Real Ray heads share one xdist worker (`--dist loadgroup`): one at a time on two cores.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("real-ray")]
 
 # A real head on a busy two-core machine takes up to a couple of minutes to answer.
 START_TIMEOUT = 400.0

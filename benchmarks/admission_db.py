@@ -1,16 +1,12 @@
 """The integrated admission pass on PostgreSQL: snapshot read, decision, rows written back.
 
-30 tenants in 3 cohorts share a catalogue matching kubesim's large fleet (64 nodes x
-8 H100, 32 x 1 L4, 16 CPU nodes), which runs in-process: one reconcile pass records its
-free capacity per flavor before the passes are timed, so admission is capacity-aware.
-The benchmark fills a dedicated database (``<name>_bench_admission``, created and migrated
-on first use) with 1,500, 15,000 and then 50,000 queued requests and times one
-``run_admission_pass()`` each: one query per table for the snapshot, the pure decision,
-the conditional UPDATEs of the admitted rows and the bulk update of every waiting
-request's position, reason, message and ETA. The first pass writes every queue field
-(the expensive case); a second pass over the same queue is timed too (only what changed
-is written — after admissions the fair-share order moves, so most flavor positions do), and
-the dry-run service before (a whole pass per verdict), cold and warm.
+Times ``run_admission_pass()`` over 1,500, 15,000 and 50,000 queued requests of 30 tenants
+in 3 cohorts on kubesim's large fleet (in-process; a reconcile pass records its free
+capacity first, so admission is capacity-aware), in a database of its own. The first pass
+writes every queue field; a second over the same queue writes only what changed (after
+admissions the fair-share order moves, so most flavor positions do). The dry-run service
+is timed too: before (a whole pass per verdict), cold and warm. The section in
+docs/benchmarks.md says how each figure is taken.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The API under gunicorn: latency and throughput of the cluster endpoints, 8 clients.
 
-A tenant holds 1,000 clusters (800 ready, 200 queued), each with a short history and
-one with a long one. gunicorn serves the project with production-like settings (2
-workers, ``DEBUG=0``); 8 client threads, each with its own keep-alive connection
-(``http.client``, lighter than ``requests``: :class:`benchmarks.support.HttpSession`) and
-a knox token, call one endpoint at a time for a fixed time (``BENCH_API_SECONDS``, default 8).
-``/healthz`` (no database, no authentication) is the floor: what the framework, gunicorn
-and the clients cost on this machine, so each endpoint is also given as a multiple of
-it. Queries per request are counted in this process (Django's test client, the same
-token), since the server's processes cannot be looked into.
-
-With 8 clients always waiting on 2 sync workers, a request's latency is about
-8 / throughput (Little's law): a list p99 under 50 ms needs well over 160 lists a
-second, i.e. a few ms of CPU each, while rendering 50 clusters through DRF costs tens
-of ms on a small machine. Read the table for the ratios and the trend, and the
-one-client line for the latency of a single request.
+A tenant of 1,000 clusters is served by gunicorn with production-like settings; each
+endpoint is loaded by 8 keep-alive clients for a fixed time and given as a multiple of
+``/healthz`` (no database, no authentication), the floor of framework, server and clients.
+With 8 clients waiting on 2 sync workers a request's latency is about 8 / throughput
+(Little's law), so read the table for ratios and trend, and the one-client line for the
+latency of a single request. docs/benchmarks.md says how each figure is taken.
 """
 
 from __future__ import annotations
@@ -34,6 +25,9 @@ CLUSTERS = 1_000
 QUEUED = 200
 EVENTS_EACH = 6
 LONG_HISTORY = 60  # events of the cluster whose detail is read
+# With 8 clients on 2 sync workers, the list's p99 goal of 50 ms needs well over 160 lists a
+# second, i.e. a few ms of CPU each, while rendering 50 clusters through DRF costs tens of ms
+# on a small machine.
 CLIENTS = 8
 # Per endpoint, after a short warm-up; BENCH_API_SECONDS shortens a trial run.
 SECONDS = float(os.environ.get("BENCH_API_SECONDS", "8"))
@@ -217,7 +211,8 @@ def _load(call: Call, token: str, url: str) -> tuple[list[float], float, int]:
 
 
 def _queries(tokens: dict[str, str]) -> dict[str, int]:
-    """Queries of one request to each endpoint, in this process, by label."""
+    """Queries of one request to each endpoint, by label: counted here through Django's test
+    client with the same token, since the server's processes cannot be looked into."""
     from django.db import connection
     from django.test import override_settings
     from django.test.utils import CaptureQueriesContext

@@ -1,20 +1,11 @@
 """What one create costs the web server, in instructions: a figure the machine's load does
 not move.
 
-The end-to-end benchmark runs on two shared cores, where the same code measured 74 and
-97 clusters/s ten minutes apart, and a change worth a tenth of a create's CPU vanishes
-in that noise. Here the create itself is run under valgrind's callgrind, which counts
-the instructions the process executes: repeatable for the same code, inputs and machine
-whatever else runs beside it.
-
-A child process sets Django up with production settings (``DEBUG=0``), makes a tenant,
-an engineer and a knox token, and sends ``POST /api/v1/tenants/<t>/clusters/`` through
-the WSGI application (the path gunicorn calls: middleware, token authentication, DRF,
-the create service, its three INSERTs and the answer) for warm-up creates and then
-``N`` more. It runs twice, with ``N`` = :data:`FEW` and :data:`MANY`; the difference
-over ``MANY - FEW`` creates is the cost of one, the set-up cancelled out. PostgreSQL
-and Redis are other processes: not counted. Needs ``valgrind`` (on every machine of
-this kind); the section says so when it is missing.
+On two shared cores the end-to-end benchmark's wall times vary by a quarter between runs,
+so a change worth a tenth of a create's CPU vanishes in the noise. valgrind's callgrind
+counts the instructions the create executes instead: repeatable for the same code, inputs
+and machine whatever runs beside it. PostgreSQL and Redis are other processes, not
+counted. Needs ``valgrind``; the section says so when it is missing.
 """
 
 from __future__ import annotations
@@ -31,6 +22,10 @@ from typing import Any
 
 from benchmarks import support
 
+# A child process sends ``POST /api/v1/tenants/<t>/clusters/`` through the WSGI application
+# (the path gunicorn calls: middleware, token authentication, DRF, the create service, its
+# three INSERTs, the answer), WARMUP creates and then FEW or MANY more; the difference of the
+# two runs over MANY - FEW creates is the cost of one, the set-up cancelled out.
 FEW = 10
 MANY = 110
 WARMUP = 30

@@ -1,16 +1,11 @@
 """The embedded broker against Kombu's filesystem transport it replaced, through Celery.
 
-For each broker a real ``celery worker --pool solo`` (flags as ``make run`` gives them)
-runs a task that records how long after its sending it started. Two figures per broker:
-
-* latency: tasks sent one at a time to an idle worker, 0.2-0.5 s apart (how long a
-  nudge such as "a cluster was requested" waits before the worker starts on it);
-* throughput: 1,000 tasks published as fast as one process can, and the time until the
-  worker has started every one of them.
-
-``python -m benchmarks.embedded_broker`` prints the section; it needs no server. The module is
-also the Celery app of its worker (``celery -A benchmarks.embedded_broker``), configured
-from ``BENCH_BROKER`` and ``BENCH_DIR``.
+For each broker a real ``celery worker --pool solo`` (flags as ``make run`` gives them) runs
+a task that records how long after its sending it started. Latency: tasks sent one at a
+time, 0.2-0.5 s apart, to an idle worker (how long a nudge such as "a cluster was
+requested" waits). Throughput: 1,000 tasks published as fast as one process can, until the
+worker has started them all. Needs no server. This module is also its worker's Celery app
+(``celery -A benchmarks.embedded_broker``), configured from ``BENCH_BROKER`` and ``BENCH_DIR``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """1,000 dev clusters through the whole product, against kubesim with no start-up delay.
 
-The product runs as in production, each part in its own process: gunicorn (3 workers, as
-the production image runs it, but sync WSGI ones where the image's are uvicorn's ASGI
-workers, which serve the same views plus WebSockets) serving the API, a Celery worker (its pool as
-deploy/ runs it) and Celery beat on Redis, PostgreSQL, and kubesim as the Kubernetes API
-server. Eight client threads create 1,000 dev clusters (one single-GPU worker each)
-through the REST API, spread over 100 engineers in 20 tenants; then the benchmark waits
-until every cluster is ``ready``, and until the Celery queue is empty. Then it deletes
-them all through the API and waits until every row is ``deleted``; then it submits 1,000
-jobs (RayJobs of one single-GPU worker whose simulated driver runs for
-``JOB_RUN_SECONDS``) through the jobs API and waits until every one has succeeded and
-given its GPUs back. Kubernetes requests are counted by kubesim itself, and the CPU time
-of every process (gunicorn, the Celery worker, beat, kubesim) per stage from ``/proc``,
-since on a shared machine wall time says less than CPU time. The anchor is applying the
-same RayClusters straight to kubesim (no control plane) with the same eight threads.
+Each part runs in its own process as in production: gunicorn (sync workers where the image
+runs uvicorn's, which add WebSockets), a Celery worker and beat on Redis, PostgreSQL, and
+kubesim as the Kubernetes API server. Eight client threads create 1,000 clusters through the
+API until all are ``ready`` and the Celery queue is empty, delete them until all are
+``deleted``, then submit 1,000 RayJobs until all have succeeded. kubesim counts Kubernetes
+requests; each process's CPU time per stage comes from ``/proc``, since on a shared machine
+wall time says less. The anchor applies the same RayClusters straight to kubesim.
 """
 
 from __future__ import annotations

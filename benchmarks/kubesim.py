@@ -1,23 +1,11 @@
 """kubesim itself at 5,000 and 20,000 pods: LIST latency and write throughput.
 
-The control plane's benchmarks run against kubesim; if the simulator were slow, its time
-would be counted as the control plane's (or hide it). This measures the simulator alone,
-in its own process as in the other benchmarks, through the official ``kubernetes`` client
-and through ``kubectl get pods -A``:
-
-- writes: RayCluster creates (each one makes a head and seven worker pods server-side,
-  scheduled and started before the call returns) and bare pod creates, per second, one
-  client, sequential;
-- LIST of every pod and every RayCluster across namespaces, median of several runs: the
-  client's raw answer decoded as JSON (what the control plane's gateway does) and, at 5,000
-  pods only, the client's model objects (``list_pod_for_all_namespaces``), whose
-  deserialisation is client-side cost;
-- ``kubectl get pods -A`` (server-side Table in pages of 500, as kubectl asks);
-- the reconciler's events LIST, ``involvedObject.kind=Pod,reason=FailedScheduling``.
-
-The fleet has 200 CPU nodes and 8 H100 nodes; one RayCluster in ten asks for GPU workers,
-so about 1,700 pods wait with a FailedScheduling event at 20,000 pods. Names and shapes are
-fixed (no randomness), so runs are comparable.
+The control plane's benchmarks run against kubesim, so a slow simulator would be counted as
+the control plane's time (or hide it). This measures the simulator alone, in its own process,
+through the official ``kubernetes`` client and ``kubectl get pods -A``: sequential RayCluster
+and bare pod creates, and LISTs of every pod, every RayCluster and the reconciler's
+FailedScheduling events. About 1,700 of the 20,000 pods wait with a FailedScheduling event
+(GPU workers beyond the 8 H100 nodes). Names and shapes are fixed, so runs are comparable.
 """
 
 from __future__ import annotations
@@ -119,7 +107,8 @@ class Bench:
             self.core.create_namespace({"metadata": {"name": f"team{i:02d}"}})
 
     def create_rayclusters(self, count: int) -> float:
-        """Create ``count`` more RayClusters; seconds taken."""
+        """Create ``count`` more RayClusters, one at a time; seconds taken. Each returns once
+        its head and seven workers are made server-side, scheduled and started."""
         started = time.perf_counter()
         for i in range(self.clusters, self.clusters + count):
             self.custom.create_namespaced_custom_object(
@@ -151,10 +140,12 @@ class Bench:
         return _timed(fetch, runs)
 
     def list_pods(self, runs: int) -> tuple[float, int]:
+        """LIST every pod, the answer decoded as JSON as the control plane's gateway does."""
         secs, doc = _timed(lambda: self.raw(self.core.list_pod_for_all_namespaces), runs)
         return secs, len(doc["items"])
 
     def list_pod_models(self) -> float:
+        """LIST every pod into the client's model objects: client-side deserialisation."""
         secs, _ = _timed(self.core.list_pod_for_all_namespaces, 1)
         return secs
 
@@ -175,6 +166,7 @@ class Bench:
         if self.kubectl is None:
             return float("nan"), 0
         env = dict(os.environ, KUBECONFIG=self.kubeconfig, HOME=self.home)
+        # kubectl asks for a server-side Table in pages of 500.
         command = [self.kubectl, "get", "pods", "-A", "--no-headers"]
 
         def run() -> int:

@@ -1,22 +1,12 @@
-"""Scheduling quality over a simulated week (issue 19): our policy against two baselines.
+"""Scheduling quality over a simulated week: our policy against two baselines.
 
-A seeded synthetic week (:mod:`clusters.whatif.workload`: ten tenants of weights 1-3 in two
-cohorts under one parent cohort on kubesim's large fleet, bursty dev clusters with TTLs and
-idle stretches, production clusters, batch jobs, a third of dev requests accepting H100 and
-L4) is replayed by :mod:`clusters.whatif.simulator` through the product's own admission
-pass, three times in the same run: our policy; strict FIFO on plain per-team quotas (no
-borrowing, no second flavor, no idle suspension); our policy without reclaim and without
-idle suspension. Each figure is the median over the seeds. The same weeks are replayed once
-more under our policy with the two cohorts isolated (no parent), and reported beside.
-Goals: allocation while oversubscribed at least 95% and at least 10 points above FIFO,
-Jain's index at least 0.95.
-
-It also times the what-if planner on the first seed's period, as ``python manage.py whatif
---synthetic --change nodes:h100=+8`` runs it (both worlds, the changed one in a second
-process): the goal is a simulated week in under a minute on this machine.
-
-``BENCH_SCHEDULING_DAYS`` (default 7) and ``BENCH_SCHEDULING_SEEDS`` (default 19,20,21)
-shrink it for a quick check.
+A seeded synthetic week (:mod:`clusters.whatif.workload`) is replayed by
+:mod:`clusters.whatif.simulator` through the product's own admission pass under our policy,
+strict FIFO on plain per-team quotas (no borrowing, no second flavor, no idle suspension),
+and our policy without reclaim and idle suspension; each figure is the median over the
+seeds, and our policy is replayed once more with the two cohorts isolated. Goals: allocation
+while oversubscribed at least 95% and 10 points above FIFO, Jain's index at least 0.95. It
+also times the what-if planner on a week (goal: under a minute).
 """
 
 from __future__ import annotations
@@ -50,6 +40,7 @@ def _pct(v: float | None) -> str:
 
 def run() -> str:
     """Simulate the week per seed and mode; a markdown section of the medians."""
+    # Fewer days or seeds make a quick check.
     days = float(os.environ.get("BENCH_SCHEDULING_DAYS", "7"))
     seeds = [int(s) for s in os.environ.get("BENCH_SCHEDULING_SEEDS", "19,20,21").split(",")]
     world = large_fleet(parent=PARENT)

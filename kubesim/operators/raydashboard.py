@@ -1,56 +1,11 @@
 """The Ray dashboard of a simulated Ray head, as the API server's service proxy reaches it
 (``serviceproxy.py``): the HTTP routes of Ray's dashboard head that a control plane uses,
-answered from the head's job table (``rayruntime.py``), in Ray's wire format.
+answered from the head's job table (``rayruntime.py``) in Ray's wire format, so that a
+client written against real Ray works unchanged.
 
-Routes (as aiohttp matches them in Ray's ``job_head.py``, ``snapshot_head.py`` and the
-health module; ``/api/jobs/`` keeps its slash, ``/api/jobs`` is a 404):
-
-* ``GET /api/version``: ``{"version", "ray_version", "ray_commit", "session_name"}``;
-  ``ray_version`` is the head image's tag (``rayproject/ray:2.49.2-py311`` gives
-  ``2.49.2``, else :data:`DEFAULT_RAY_VERSION`); ``ray_commit`` is made up from it.
-* ``GET /api/gcs_healthz``: ``success`` (what KubeRay's submitter waits for).
-* ``GET /api/jobs/``: every job as Ray's ``JobDetails`` (submissions first, then the
-  interactive drivers, ``type: DRIVER``); ``POST /api/jobs/``: Ray's ``JobSubmitRequest``
-  (unknown or ill-typed fields are 400 with the ``TypeError`` traceback, as Ray's dataclass
-  refuses them) → ``{"job_id", "submission_id"}``; a taken submission id is Ray's
-  ``ValueError`` ("... already exists. Please use a different submission_id."), which the
-  head answers **500** (it wraps the job agent's 400 in a ``RuntimeError``, see Ray's
-  ``JobAgentSubmissionClient._raise_error``): match on the message, as KubeRay does.
-* ``GET /api/jobs/{id}`` (submission id, or a driver's job id): ``JobDetails``, 404 ``Job
-  x does not exist``; ``POST /api/jobs/{id}/stop``: ``{"stopped": bool}`` (whether it was
-  still running); ``DELETE /api/jobs/{id}``: ``{"deleted": true}`` for a terminal job, else
-  500 with the job manager's ``Attempted to delete job 'x', but it is in a non-terminal
-  state RUNNING.``; ``GET /api/jobs/{id}/logs``: ``{"logs": "..."}``, the driver's output
-  (``driverlogs.driver_output``, the lines a submitter pod also prints), ``""`` before the
-  driver starts. Stop, delete and logs of a ``DRIVER`` job are 400 as in Ray.
-* ``GET /api/component_activities``: ``{"driver": {"is_active", "reason", "timestamp",
-  "last_activity_at"}}``: ACTIVE with ``Number of active drivers: N`` while any driver runs
-  (a submitted job while RUNNING, a connected interactive driver), else INACTIVE with
-  ``reason`` null; ``last_activity_at`` is when the last driver ended (null if none has).
-* ``GET /``: a small HTML page (cluster, Ray version, the jobs), relative links only, no
-  external assets: it is meant to be read through a proxy.
-* anything else: aiohttp's ``404: Not Found`` (``405: Method Not Allowed`` for a known
-  path), ``text/plain``.
-
-Times (``start_time``/``end_time`` in ms, ``timestamp`` and ``last_activity_at`` in s) come
-from the cluster clock. JSON answers are ``application/json; charset=utf-8`` as aiohttp
-writes them.
-
-* ``GET /api/jobs/{id}/logs/tail`` with a WebSocket upgrade (``ray job logs --follow``,
-  ``JobSubmissionClient.tail_job_logs``, ``ray job submit`` without ``--no-wait``): 404 or
-  400 as for ``/logs`` before the handshake; then the driver's output as text messages as
-  it is written, and a normal close (1000) when the job ends (at once for a job that
-  ended before its driver started). Without the upgrade it is aiohttp's 400 ``Can
-  "Upgrade" only to "WebSocket"``. :meth:`Dashboard.serve` answers the handshake with a
-  :class:`Reply` whose ``tail`` the server (``server.py``) streams.
-* ``GET /api/packages/{protocol}/{name}``: 200 (empty) when the head's GCS has the package,
-  404 ``Package gcs://x does not exist`` otherwise; ``PUT`` stores it (200, empty), which
-  is how ``ray job submit --working-dir`` uploads ``gcs://_ray_pkg_<hash>.zip``. A protocol
-  other than ``gcs`` is Ray's 500 with the traceback of ``Protocol(...)``. A job whose
-  runtime env names a ``gcs://`` package the head lacks fails setting it up
-  (``rayruntime.py``).
-
-Simplified: no other dashboard module (nodes, actors, metrics).
+Routes are matched as aiohttp matches them in Ray's ``job_head.py``, ``snapshot_head.py``
+and health module; kubesim/README.md (*The Ray dashboard*) lists each route and its answers.
+Times come from the cluster clock. No other dashboard module (nodes, actors, metrics).
 """
 
 from __future__ import annotations
@@ -460,7 +415,7 @@ head {esc(self.ip)}.</p>
         self, method: str, path: str, body: bytes, *, upgrade: bool = False
     ) -> Reply:
         """Answer one request (``path`` decoded, without the query; ``upgrade``: it asks
-        for a WebSocket)."""
+        for a WebSocket, answered with a :class:`Reply` whose ``tail`` server.py streams)."""
         if path == "/api/serve/applications/":
             if method not in ("GET", "PUT", "DELETE"):
                 reply = _text("405: Method Not Allowed", 405)

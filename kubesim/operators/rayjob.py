@@ -1,41 +1,12 @@
 """An emulation of KubeRay's RayJob controller (ray.io/v1, KubeRay v1.4+ behaviour).
 
-The state machine of ``status.jobDeploymentStatus``, as ``rayjob_controller.go`` runs it:
-
-* ``""`` (new): the finalizer ``ray.io/rayjob-finalizer`` is added; ``status.jobId``
-  (``spec.jobId``, else ``<name>-<5 chars>``) and ``status.rayClusterName``
-  (``<name>-<5 chars>``) are generated, ``jobStatus`` ``""``, ``startTime`` now →
-  ``Initializing``.
-* ``Initializing``: ``spec.suspend`` → ``Suspending``; past ``activeDeadlineSeconds`` or
-  ``preRunningDeadlineSeconds`` (from ``startTime``) → ``Failed`` with ``DeadlineExceeded``
-  / ``PreRunningDeadlineExceeded``. Else the RayCluster is created from
-  ``spec.rayClusterSpec`` (the RayJob's labels and annotations, ``ray.io/originated-from-*``
-  and ``ray.io/job-submission-mode`` labels, controller ownerReference); until it is
-  ``ready`` only ``rayClusterStatus`` follows it. Once ready: ``dashboardURL``
-  (``<head-svc>.<ns>.svc.cluster.local:8265``), then per ``submissionMode``: K8sJobMode
-  (default) creates the submitter Job, HTTPMode submits directly, InteractiveMode waits
-  (``Waiting`` until ``spec.jobId`` is set) → ``Running``.
-* ``Running``: suspend / deadline as above. K8sJobMode: a submitter Job with condition
-  ``Failed`` fails the RayJob (``AppFailed`` when the Ray job FAILED, else
-  ``SubmissionFailed``). The Ray job's status is read from the head's job table
-  (``rayruntime.py``); ``jobStatus``, ``message``, ``rayJobInfo`` follow it. Terminal once
-  the Ray job is terminal and (with a submitter) the submitter Job finished: ``Complete``,
-  or ``Failed`` with ``AppFailed`` for a FAILED job.
-* ``Suspending`` / ``Retrying``: the RayCluster and the submitter Job are deleted, the Ray
-  fields reset (``jobId``, ``rayClusterName``, ``dashboardURL``, ``message``, ``reason``,
-  ``rayClusterStatus``, ``rayJobInfo``), ``jobStatus`` ``""`` → ``Suspended`` / ``""``.
-* ``Suspended``: ``suspend: false`` → ``""`` (starts over: new ids, new cluster).
-* ``Complete`` / ``Failed``: ``shutdownAfterJobFinishes`` deletes the RayCluster
-  ``ttlSecondsAfterFinished`` after ``endTime`` (the submitter Job stays, for its logs).
-
-After each step ``succeeded``/``failed`` are counted and a ``Failed`` RayJob with
-``spec.backoffLimit`` left (and not for a deadline) goes ``Retrying``. The status is
-written only when ``jobStatus``, ``jobDeploymentStatus`` or ``rayClusterStatus`` changed
-(``endTime`` set on entering a terminal state), as KubeRay's ``updateRayJobStatus``.
-Validation failures (KubeRay's ``ValidateRayJobSpec`` messages for the rules emulated) give
-``ValidationFailed``. On deletion a Ray job not yet terminal is stopped and the finalizer
-removed. A RayJob with ``spec.managedBy`` other than ``ray.io/kuberay-operator`` is left
-alone. Time is the cluster's clock; a timer wakes each RayJob when something is due.
+It runs the state machine of ``status.jobDeploymentStatus`` as ``rayjob_controller.go`` does
+(``""`` → ``Initializing`` → ``Running`` → ``Complete`` | ``Failed``, with ``Suspending``,
+``Suspended`` and ``Retrying``), so that a control plane sees what it would see on a real
+cluster: the RayCluster, the submitter Job, the Ray job's status read from the head's job
+table (``rayruntime.py``), deadlines, retries and clean-up. kubesim/README.md (*KubeRay for
+RayJob*) says what each state does. Time is the cluster's clock; a timer wakes each RayJob
+when something is due.
 """
 
 from __future__ import annotations

@@ -2,36 +2,11 @@
 the Ray dashboard's job API answers KubeRay) and the RayJob submitter's
 ``ray job submit --no-wait`` + ``ray job logs --follow``.
 
-A submitter pod (a pod of a RayJob's submitter Job: label
-``ray.io/originated-from-crd=RayJob``, env ``RAY_DASHBOARD_ADDRESS`` and
-``RAY_JOB_SUBMISSION_ID`` on its first container, as KubeRay sets them) that is Running
-waits for its head (``<cluster>-head-svc`` in the address) to be Running and Ready, submits
-the job unless the head already has it (KubeRay's ``ray job status || ray job submit``),
-then follows it: when the driver ends the submitter's container exits 0 (SUCCEEDED) or 1
-(FAILED or STOPPED), and it exits 1 at once if the head goes away under it (the log stream
-breaks).
-
-The driver itself is simulated: PENDING for ``pendingSeconds`` after submission, RUNNING
-for ``runSeconds``, then SUCCEEDED or FAILED with a message. These are simulator knobs,
-never anything a control plane would set: per-RayJob annotations
-(``kubesim.io/job-run-seconds``, ``kubesim.io/job-pending-seconds``,
-``kubesim.io/job-outcome: succeeded|failed``, ``kubesim.io/job-message``), read when the job
-is submitted, else the defaults (fleet file ``rayjobs:``, ``KubeSim.set_rayjob_defaults``,
-CLI flags). Times are on the cluster's clock.
-
-The same table is what the Ray dashboard emulation (``raydashboard.py``) serves behind the
-API server's service proxy: jobs submitted with ``POST /api/jobs/`` join it through
-:meth:`RayRuntime.submit_request` (their simulator knobs ride in the request's
-``metadata``, under the annotation names above), and an interactive driver (a long-lived
-``ray.init()`` connected to the head, which Ray lists as a ``DRIVER`` job) is simulated
-from the RayCluster annotation ``kubesim.io/ray-driver: active|idle`` (simulator-only):
-while it says ``active`` and the head is Running and Ready a driver is connected; when it
-turns ``idle`` (or goes) the driver disconnects then, which is the head's last driver
-activity.
-
-The head's GCS also keeps the runtime env packages uploaded through the dashboard
-(kubesim/README.md); the table and packages live as long as the head pod (no GCS fault
-tolerance). A cluster that runs real Ray (``realray.py``) has its real head's table.
+The drivers are simulated from simulator-only knobs (annotations, fleet file, setters, CLI
+flags, never anything a control plane would set), on the cluster's clock. The same table
+serves the dashboard emulation (``raydashboard.py``), including interactive drivers
+(``kubesim.io/ray-driver``) and the GCS's runtime env packages; it lives as long as the head
+pod. kubesim/README.md (*Simulated Ray drivers*) says how each knob acts.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """Ray Serve on a simulated Ray head: the applications a Serve config declares, their
 deployments and replicas, placed on the cluster's Ray nodes, and Serve's autoscaling.
 
-A config (``PUT /api/serve/applications/``, ``rayserve_api.py``) starts every application
-``DEPLOYING``; it turns ``RUNNING`` once ``kubesim.io/serve-deploy-seconds`` (a RayCluster
-annotation, simulator-only, default 0) have passed on the cluster clock and every
-deployment has all its target replicas placed. A replica needs its deployment's
-``ray_actor_options`` (``num_cpus`` default 1, as Serve reserves, ``num_gpus``,
-``memory``, ``resources``) and is placed first fit on the head, then on the Ready workers
-(oldest first); one that fits nowhere waits (its deployment ``UPDATING`` with Serve's
-message) and is demand for the Ray autoscaler (:meth:`RayServe.demand`).
-
-Autoscaling (``autoscaling_config``, or ``num_replicas: auto``): the ongoing requests of a
-deployment are the requests the Serve proxy received for its application in the last
-``look_back_period_s`` (default 30) times :data:`REQUEST_SECONDS` over that window, plus
-``kubesim.io/serve-load`` (a RayCluster annotation: JSON ``{"<deployment>": ongoing}``).
-The target is ``ceil(ongoing / target_ongoing_requests)`` within min/max, applied after
-``upscale_delay_s`` (30) or ``downscale_delay_s`` (600) of wanting it. Simplified: one
-deployment per listed entry (an application that lists none gets one named after its
-import path); the ingress is the last listed deployment.
+A config (``PUT /api/serve/applications/``, ``rayserve_api.py``) deploys every application;
+it is ``RUNNING`` once its deploy time has passed and every replica is placed, first fit on
+the head then the Ready workers. A replica that fits nowhere is demand for the Ray
+autoscaler (:meth:`RayServe.demand`). Autoscaling follows the requests the Serve proxy took
+plus the ``kubesim.io/serve-load`` knob. kubesim/README.md (*Ray Serve (simulated)*) says
+how placement, the knobs and autoscaling act, and what is simplified.
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
 """Ray Serve's HTTP faces on a simulated head: the dashboard's Serve REST API (port 8265,
-reached through ``raydashboard.py``) and the Serve proxy (port 8000) behind the serve
-service.
-
-Dashboard routes (Ray's ``serve_head.py``):
-
-* ``GET /api/serve/applications/``: ``ServeInstanceDetails`` — ``controller_info``,
-  ``proxy_location``, ``http_options``, ``proxies`` (one per Ray node, ``HEALTHY``),
-  ``deploy_mode: MULTI_APP``, ``target_capacity`` and ``applications``: per application
-  ``name``, ``route_prefix``, ``docs_path``, ``status``, ``message``,
-  ``last_deployed_time_s``, ``deployed_app_config``, ``source: DECLARATIVE`` and
-  ``deployments`` (``name``, ``status``, ``status_trigger``, ``message``,
-  ``deployment_config``, ``target_num_replicas``, ``required_resources`` and
-  ``replicas`` with ``replica_id``, ``state`` ``RUNNING`` or ``PENDING_ALLOCATION``,
-  ``node_id``, ``node_ip``, ``actor_name``, ``start_time_s``). Before any deploy:
-  ``applications`` empty.
-* ``PUT /api/serve/applications/``: a ``ServeDeploySchema`` (what KubeRay sends from
-  ``serveConfigV2``) → 200, empty; a body that is not one → 400 with the reason.
-* ``DELETE /api/serve/applications/``: shuts Serve down → 200.
-
-The Serve proxy (simulated mode): ``GET /-/healthz`` → ``success``; ``GET /-/routes`` →
-``{route_prefix: app_name}``; any other path goes to the application whose
-``route_prefix`` is its longest prefix, and answers **200** JSON ``{"simulated": true,
-"application", "deployment" (the ingress), "replica", "node", "rayCluster", "method",
-"path", "bytes"}`` from a running replica (round robin), each request counting as load
-for Serve's autoscaling; 404 ``Path '/x' not found. Ping http://.../-/routes for
-available routes.`` when no route matches, 503 when the application has no running
-replica, and connection refused (503 from the API server) when Serve does not run.
+reached through ``raydashboard.py``, routes as Ray's ``serve_head.py``) and the Serve proxy
+(port 8000) behind the serve service, in Ray's wire format so that KubeRay and clients see
+what a real head answers. kubesim/README.md (*Ray Serve (simulated)*) lists the routes and
+their answers.
 """
 
 from __future__ import annotations

@@ -2,19 +2,10 @@
 for a new RayCluster, an in-place update, or nothing, and the traffic steps of
 ``NewClusterWithIncrementalUpgrade``.
 
-The RayCluster carries ``ray.io/hash-without-replicas-and-workers-to-delete`` (a hash of
-the cluster spec without ``suspend``, worker ``replicas`` and ``workersToDelete``),
-``ray.io/num-worker-groups`` and ``ray.io/kuberay-version``. A spec whose hash differs
-from the cluster's prepares a new (pending) cluster when zero-downtime upgrade is on
-(``upgradeStrategy.type`` unset or ``NewCluster``, or ``NewClusterWithIncrementalUpgrade``);
-``None`` never does. A spec that only appends worker groups updates the cluster in place.
-
-Incremental upgrade (KubeRay's ``RayServiceIncrementalUpgrade`` feature gate, on in
-kubesim): the pending cluster's Serve ``target_capacity`` starts at 0 and the active's at
-100; each pass raises the pending one by ``maxSurgePercent`` (default 100) once its
-traffic has caught up, moves ``stepSizePercent`` of the traffic to it every
-``intervalSeconds`` (never past its target capacity), then lowers the active one by
-``maxSurgePercent``; at pending 100/100 and active 0 the pending cluster is promoted.
+A spec whose hash (``ray.io/hash-without-replicas-and-workers-to-delete``) differs from the
+cluster's prepares a pending cluster unless ``upgradeStrategy.type`` is ``None``; one that
+only appends worker groups updates the cluster in place. kubesim/README.md (*KubeRay for
+RayService*) says how the incremental upgrade moves capacity and traffic.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Ray Serve on a real head (``--real-ray``): what the RayService controller asks of a
 RayCluster that runs real Ray (``realray.py``) instead of the simulated Serve.
 
-As KubeRay does, the Serve config goes to the head's dashboard as ``PUT
-/api/serve/applications/`` (``serveConfigV2`` as JSON) and the applications' and
-deployments' statuses are read back from ``GET /api/serve/applications/``. The calls run
-in one thread per head, never under the cluster's lock (a real dashboard may take seconds
-to answer); the controller reads the last answer and is woken when it changes.
-
-One change to the config on its way, because every Ray node here shares one loopback
-host: ``http_options`` get the head's own loopback Serve port and ``proxy_location``
-``HeadOnly`` (proxies on worker nodes would all bind the same port). The serve service's
-port 8000 reaches that proxy through the API server's relay (``localrelay.py``).
+As KubeRay does, the config is PUT to the head's dashboard and the statuses read back. The
+calls run in one thread per head, never under the cluster's lock (a real dashboard may take
+seconds to answer); the controller reads the last answer and is woken when it changes.
+Every Ray node here shares one loopback host, so the config's ``http_options`` get the
+head's own Serve port and ``proxy_location`` ``HeadOnly`` (kubesim/README.md, *Real Ray*).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """Real local processes behind simulated pods (real Ray heads, notebooks, sshd).
 
-A *launcher* looks at a pod that has just become Running and returns the processes it
-wants (:class:`ProcessSpec`); :class:`LocalProcesses` starts them in their own process
-group under ``<root>/<namespace>/<pod>/<name>/`` (output in ``output.log``), maps the pod
-ports they serve to loopback ports (:meth:`LocalProcesses.address`, read by the service
-proxy and port-forward), and stops them when the pod stops running (deleted, terminating,
-failed or succeeded), on a store wipe or restore, and when kubesim stops. A process tree
-whose resident memory passes its spec's bound is killed, as a container's OOM kill is.
-A process that exits by itself is started again after a back-off, as a container is.
-A spec may carry a readiness probe (an HTTP GET on one of its ports: the pod is not Ready
-until it answers 2xx, nor after its process ends) and may be the pod's main process (its
-exit ends the pod's containers with its exit code, as a container's exit does).
+A *launcher* looks at a pod that has just become Running and returns the processes it wants
+(:class:`ProcessSpec`); :class:`LocalProcesses` starts them, maps the pod ports they serve
+to loopback ports (:meth:`LocalProcesses.address`, read by the service proxy and
+port-forward) and treats them as the kubelet treats containers: stopped with the pod,
+restarted after a back-off, OOM-killed past their memory bound, Ready per their probe.
 Without a ``root`` nothing is launched: pods stay simulated, as the benchmarks want.
+kubesim/README.md (*Real processes behind pods*, *Real Ray*) says the rest.
 """
 
 from __future__ import annotations

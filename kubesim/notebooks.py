@@ -1,15 +1,12 @@
 """A real JupyterLab behind every Ray head pod that asks for one (a ``localproc`` launcher).
 
-The convention a head container follows to ask (gangway writes it, docs/notebooks.md): a
-container port named ``notebook`` and the env ``GANGWAY_NOTEBOOK_BASE_URL``, the path the
-server is reached under. For such a Running pod, :func:`launch` starts ``jupyter lab``
-from this Python's environment on a free loopback port standing for the pod's port, with
-that ``base_url``, no browser, no token (the API server's service proxy and whoever is in
-front of it decide who gets there), its files (``home/``) and Jupyter's state in its
-workdir.
-When a real Ray head of the pod is already known to ``localprocs`` its GCS address is the
-kernels' ``RAY_ADDRESS``, so ``ray.init()`` in a notebook joins it (the Ray launcher runs
-first, so the head started in the same pass is known).
+A head container asks with a port named ``notebook`` and the env
+``GANGWAY_NOTEBOOK_BASE_URL`` (gangway's convention, docs/notebooks.md). :func:`launch`
+starts ``jupyter lab`` from this Python's environment with no token: the API server's service
+proxy and whoever is in front of it decide who gets there. When a real Ray head of the pod is
+already known to ``localprocs`` its GCS address is the kernels' ``RAY_ADDRESS`` (the Ray
+launcher runs first, so a head started in the same pass is known). kubesim/README.md
+(*Notebooks*) says the rest.
 """
 
 from __future__ import annotations

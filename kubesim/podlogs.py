@@ -1,25 +1,12 @@
 """``GET /api/v1/namespaces/{ns}/pods/{name}/log``: synthetic container logs.
 
 Containers do not run in kubesim, so their output is made up, plausibly and
-deterministically, from the pod and the simulated time (the cluster's clock): a Ray head
-prints what ``ray start --head --block`` prints, then a line per job submitted to it;
-a worker its ``ray start --address`` lines; a RayJob submitter (``operators/rayruntime.py``)
-the GCS wait loop, ``ray job submit --no-wait`` (``Job submission server address: ...``,
-``Job '<id>' submitted successfully``), the driver's lines (one a second while it runs) and
-the end (``Job '<id>' succeeded`` / ``Job '<id>' failed`` with the status message); any
-other container a start line and a line a minute. Each line carries the time it was
-"written", so ``sinceSeconds``/``sinceTime``, ``timestamps`` and ``follow`` behave. A pod
-whose processes are real (``localproc.py``, e.g. real Ray) shows their output instead, every
-line stamped with the container's start.
-
-The options and refusals are the API server's (``PodLogOptions`` and the kubelet's
-checks): ``container`` (400 ``container x is not valid for pod y``; with several containers
-and none named, 400 ``a container name must be specified for pod y, choose one of: [a b]``),
-``previous`` (400 ``previous terminated container "x" in pod "y" not found``: nothing
-restarts here), a container not started yet (400 ``container "x" in pod "y" is waiting to
-start: ContainerCreating``), ``tailLines``, ``limitBytes``, ``sinceSeconds``, ``sinceTime``,
-``timestamps``, ``follow`` (streamed by ``server.py`` until the container terminates or the
-client goes), 404 for a missing pod; answers are ``text/plain``.
+deterministically, from the pod and the simulated time: what a Ray head, a worker, a RayJob
+submitter (``operators/rayruntime.py``) or any other container would print. Each line carries
+the time it was "written", so ``sinceSeconds``/``sinceTime``, ``timestamps`` and ``follow``
+behave. A pod whose processes are real (``localproc.py``) shows their output instead. The
+options and refusals are the API server's and the kubelet's; kubesim/README.md (*Pod logs*)
+lists them and the lines each container prints.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """``pods/portforward`` over WebSocket, as the kubelet serves it behind the API server.
 
-``GET /api/v1/namespaces/{ns}/pods/{name}/portforward?ports=N[,M]`` upgrades to a
-WebSocket whose subprotocol is the kubelet's choice among ``v4.channel.k8s.io``,
-``v4.base64.channel.k8s.io`` and none (binary, like v4). Port *i* of the query has the
-data channel ``2i`` and the error channel ``2i+1``; every message starts with its channel
-byte (an ASCII digit under base64), and the first on each channel carries the port as a
-little-endian uint16. Behind a port: the pod's real process when one serves it
-(``cluster.localprocs.address``); else, for a port a container declares and no real
-process is meant to serve, an echo stand-in (what is sent comes back); else the
-kubelet's error on the error channel, as for a port nothing in the pod listens on. The
-conversation ends when every port is done, the client closes, or kubesim stops.
+``GET /api/v1/namespaces/{ns}/pods/{name}/portforward?ports=N[,M]`` upgrades to a WebSocket
+with the kubelet's channels (port *i* has data channel ``2i`` and error channel ``2i+1``).
+Behind a port: the pod's real process, else an echo stand-in for a declared port, else the
+kubelet's error. The conversation ends when every port is done, the client closes, or
+kubesim stops. kubesim/README.md (*Port-forward*) gives the wire format.
 """
 
 from __future__ import annotations

@@ -1,50 +1,12 @@
 """The API server's service proxy:
 ``/api/v1/namespaces/{ns}/services/{[scheme:]name[:port]}/proxy[/{path}]`` (any method).
 
-The service is resolved as kube-apiserver's ``ResourceLocation`` does it: the id is
-``name``, ``name:port`` or ``scheme:name:port`` (``http``/``https``; else 400 ``invalid
-service request "x"``); a port *number* must be one of the service's ports (404 ``services
-"x" not found`` without the service, 503 ``no service port 1234 found for service "x"``)
-and is replaced by that port's name; then the service's Endpoints are read (404
-``endpoints "x" not found`` without the service: a port name or no port never reads the
-Service), 503 ``no endpoints available for service "x"`` when no pod backs it, and 503
-``no endpoints available for service "x:port"`` (the id as given) when no *ready* pod
-serves a port of that name. kubesim has no endpoints controller: the endpoints are
-computed here as that controller would, from the service's selector (pods Running with
-an IP, not terminating; Ready ones serve, the others are not-ready addresses). A service
-without a selector has no endpoints.
-
-The path after ``/proxy`` reaches the backend decoded (``%2F`` is ``/``, as Go's
-``URL.Path``), its trailing slash kept, the query string as sent; ``.../proxy`` alone is
-answered 301 to ``.../proxy/`` as the API server does (relative links then resolve under
-the proxy). The backend's answer goes back as is (status, content type, body).
-
-Upgrades are carried as the API server's proxy (its ``UpgradeAwareHandler``) carries them:
-a request with ``Connection: Upgrade`` and ``Upgrade: websocket`` reaches the backend with
-them, and when the backend takes it (101) the connection becomes the backend's WebSocket
-(``websocket.py``; the Ray dashboard's log tail); a backend that answers otherwise is
-relayed like any answer.
-
-Backends: a port a real process serves (``localproc.py``: a real Ray head's dashboard,
-client, serve and metrics ports; JupyterLab on a notebook head) is relayed to it as the API
-server relays to a pod (``localrelay.py``: path and query as sent, the answer byte for
-byte, WebSockets piped). Otherwise only the simulated Ray dashboard answers
-(``operators/raydashboard.py``): a Ray head pod (``ray.io/node-type: head``) on its
-dashboard port (8265, or ``rayStartParams.dashboard-port``). Its GCS (6379) and Ray client
-(10001) ports speak gRPC, and an HTTP/1.1 request to them fails as Go's transport fails on
-an HTTP/2 server's first frame: 503 ``error trying to reach service: net/http: HTTP/1.x
-transport connection broken: malformed HTTP response "..."``. Any other port of any pod
-has nothing listening: 503 ``error trying to reach service: dial tcp <ip>:<port>: connect:
-connection refused``. ``https:`` to the plain-HTTP dashboard is 503 ``... tls: first
-record does not look like a TLS handshake``. These are the API server's own
-``ServiceUnavailable`` Status bodies. Port 8000 of a Ray pod whose head runs Ray Serve
-answers as Serve's proxy (``operators/rayserve_api.py``).
-
-:class:`ProxyLog` keeps the last requests received on proxy paths (method, service,
-path, query, headers and cookies as the client sent them, the headers the API server
-passes on, the answer's status) for ``GET /_kubesim/proxy-requests``: the real API server
-drops ``Authorization`` (authentication consumes it) and hop-by-hop headers and adds
-``X-Forwarded-For``; everything else, cookies included, reaches the backend.
+The service is resolved as kube-apiserver's ``ResourceLocation`` does it, with its refusals;
+kubesim has no endpoints controller, so the endpoints are computed here as that controller
+would. Upgrades are carried as the API server's ``UpgradeAwareHandler`` carries them. A port a
+real process serves (``localproc.py``) is relayed to it (``localrelay.py``); otherwise only the
+simulated Ray dashboard and Serve proxy answer, and other ports fail as Go's transport would.
+:class:`ProxyLog` keeps the last proxied requests; kubesim/README.md (*Service proxy*).
 """
 
 from __future__ import annotations

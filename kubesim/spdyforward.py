@@ -1,15 +1,10 @@
 """``pods/portforward`` as kubectl speaks it: ``portforward.k8s.io`` over SPDY/3.1.
 
-Two ways in, one protocol. A plain upgrade (``Upgrade: SPDY/3.1``, kubectl's POST) is
-answered 101 and the connection carries SPDY frames; a WebSocket offering the subprotocol
-``SPDY/3.1+portforward.k8s.io`` (KEP-4006, kubectl's first try since v1.31) carries the
-same bytes in binary messages. The ports are not in the URL: for every connection it
-forwards, the client opens two streams whose headers name the ``port`` and one
-``requestID``, an ``error`` stream and a ``data`` stream (``streamType``). As the kubelet
-does, the server accepts each stream (SYN_REPLY), and once a request has both connects to
-the port (the real process, the echo stand-in, or the refusal of :mod:`kubesim.portforward`),
-relays the data stream's bytes both ways, writes a failure's message on the error stream,
-and closes both streams when the pod's side ends.
+Two ways in, one protocol: a plain upgrade (``Upgrade: SPDY/3.1``, kubectl's POST) answered
+101, or a WebSocket offering ``SPDY/3.1+portforward.k8s.io`` (KEP-4006) carrying the same
+bytes. As the kubelet does, the server accepts each stream, connects a request's port once
+it has both its ``error`` and ``data`` streams (the backends of :mod:`kubesim.portforward`)
+and relays the bytes. kubesim/README.md (*kubectl's protocol*) gives the details.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Clock and time: TTLs and idle timers that ran out while the worker was down.
 
-Ready clusters in four groups; the worker and beat are stopped; then each group's clock
-is moved as if the worker had been down for hours, longer than every period:
-
-* **expired**: the TTL ran out an hour ago: each must be deleted (reason ``expired``), once;
-* **expiring**: it runs out in 10 minutes: each owner warned once, the cluster left alone;
-* **idle, grace over**: idle for hours and warned an hour ago (the grace is 15 minutes):
-  each suspended (reason ``idle``), once;
-* **idle, not warned**: idle for hours, never warned: each warned once, not suspended
-  (a warning the worker did not live to send is not skipped);
-* **reclaim, grace over**: clusters of a tenant that borrowed its cohort's quota, chosen
-  by the admission pass to give the lender its quota back and warned, their grace (15
-  minutes) run out an hour ago: each suspended (reason ``reclaimed``), once, and never
-  warned again; the lender's requests then start.
-
-The worker and beat start again, run until every action is done, are SIGKILLed and
-started once more, and run several more periods: no action may be missed or taken twice.
+Ready clusters in five groups (TTL expired, TTL expiring, idle past its grace, idle and never
+warned, reclaim past its grace); the worker and beat are stopped and each group's clock is
+moved as if they had been down for hours, longer than every period. The worker and beat
+then start, run until every action is done, are SIGKILLed and started once more: no action
+may be missed or taken twice, and a warning the worker did not live to send is not skipped.
 """
 
 from __future__ import annotations
@@ -80,7 +69,8 @@ class Scenario:
 
 
 def exercise(rig: Rig, people: People, *, quick: bool) -> Result:
-    """Run the scenario; see the module docstring."""
+    """Run the scenario of the module docstring; the groups' expected outcomes are in
+    :func:`_wrong_outcomes`."""
     n = (QUICK if quick else FULL)["per_group"]
     scenario = _prepare(people, n)
     result = Result(clusters=len(scenario.every))
@@ -179,7 +169,9 @@ def _move_clocks(groups: dict[str, list[int]]) -> None:
 
 def _wrong_outcomes(scenario: Scenario) -> list[str]:
     """Requests not in the state their group's action leaves them in, second warnings,
-    and lender requests that did not start."""
+    and lender requests that did not start. Expired: deleted (``expired``); expiring and
+    idle-never-warned: left ready (warned once); idle and reclaim past their grace:
+    suspended (``idle``, ``reclaimed``), a reclaimed one never warned again."""
     from clusters.models import ClusterRequest
 
     groups, wrong = scenario.groups, []

@@ -1,24 +1,12 @@
 """Broker and database faults: Redis and PostgreSQL stopped and restarted under the stack.
 
-The suite starts its own throwaway servers on free ports (a ``redis-server`` without
-persistence, and a PostgreSQL cluster made with ``initdb``, trust authentication), so
-that stopping them touches nothing else on the machine. The web app runs under gunicorn
-as in production (``DEBUG=0``, the throttle and lockout cache in the same Redis), the
-engine is the rig's prefork worker and beat (:mod:`reliability.rig`), kubesim runs over
-HTTP. Requests are made through the API with a token, as a client would.
-
-* **Redis faults**, alternating two kinds: *restarted* (stopped and started again at
-  once: every queued message is gone) and *unreachable* (stopped for a few seconds).
-  A request is committed just before, while and just after Redis is down; each must be
-  answered 201 and reach ``ready`` without help (the rows are the outbox and the sweeper
-  re-sends what a dead broker swallowed), then is deleted through the API.
-* **PostgreSQL restarts**: requests are committed, PostgreSQL is stopped while they are
-  being provisioned, and while it is down the API and the dashboard are asked for a page:
-  each must answer 503 with a clear body (the API's JSON error, a page for people) and a
-  ``Retry-After``, quickly: not a 500, not a hang. Once PostgreSQL is back the app must
-  answer again on its own, and the requests converge.
-
-After every fault the stack converges and is audited (:func:`reliability.rig.audit`).
+The suite starts its own throwaway ``redis-server`` and PostgreSQL on free ports, so that
+stopping them touches nothing else on the machine; the web app runs under gunicorn as in
+production and requests go through the API as a client's would. Around each Redis fault every
+committed request must reach ``ready`` without help (the rows are the outbox; the sweeper
+re-sends what a dead broker swallowed); while PostgreSQL is down the API and dashboard must
+answer a quick 503 with ``Retry-After``, not a 500 or a hang. After every fault the stack
+converges and is audited.
 """
 
 from __future__ import annotations
@@ -308,7 +296,8 @@ def _supervise(s: Stack, result: Result) -> None:
 
 
 def redis_fault(s: Stack, n: int, result: Result) -> None:
-    """One Redis fault, with a request committed before, during and after it."""
+    """One Redis fault, with a request committed before, during and after it: the kinds
+    alternate, *restarted* (at once: every queued message is gone) and *unreachable*."""
     kind = REDIS_KINDS[n % len(REDIS_KINDS)]
     names = [_create(s, f"redis-{n}-before", result)]
     s.redis.stop()

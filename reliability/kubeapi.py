@@ -1,32 +1,12 @@
 """Kubernetes API faults: every fault kind kubesim injects, on every verb the engine sends,
 in every phase of a request's life, under the real engine.
 
-The engine (a Celery worker and beat in their own processes, PostgreSQL, Redis) works
-against kubesim over HTTP while kubesim answers a share of its requests with a fault
-(:data:`KINDS`): 409 Conflict, 429 with ``Retry-After``, 500, 503, 504, 410 Expired on a
-watch, the connection dropped without an answer, reset halfway through the answer (a
-watch cut mid-stream), or an answer slower than the client waits. Each verb's faults take
-the kinds in turn (kubesim's ``rotate``), and rare verbs have rates of their own
-(:data:`VERB_RATES`), so that every kind lands on every verb; lists page at 20 items.
-The phases, each with the faults on until it has converged:
-
-1. **provisioning**: clusters asked for in several tenants (each tenant's namespace is
-   created once: the only create);
-2. **reconcile**: steady state for a while (the informers' lists and watches, the idle
-   detector's reads through the service proxy), and some RayClusters deleted behind the
-   engine's back, which the reconciler must make again, once;
-3. **suspension** and **resumption** of half the clusters;
-4. **jobs**: RayJobs run to completion, their driver's log kept and their GPUs released;
-5. **deletion** of everything.
-
-Then, without faults: **restart** (kubesim restarted without its state under running
-clusters: the engine recreates what the rows want, once), and **permanent** (every apply
-answered 422: each request fails at once, and nothing permanent is retried).
-
-The figures: the fault matrix (kind x verb x phase, counted from kubesim's own history
-of the engine's requests), requests converged and how fast, duplicate and orphaned
-objects, ledger drift, open usage spans, GPU holds released other than once, retries of
-permanent errors, and whether every retry after a 429 waited its ``Retry-After``.
+The engine (a Celery worker and beat in their own processes, PostgreSQL, Redis) works against
+kubesim over HTTP while kubesim answers a share of its requests with a fault (:data:`KINDS`),
+each verb's faults taking the kinds in turn so that every kind lands on every verb. Each phase
+(:data:`PHASES`) runs with the faults on until it has converged; then, without faults, kubesim
+restarts without its state, and every apply is answered 422 (nothing permanent is retried).
+docs/reliability.md gives the figures, from kubesim's own record of the engine's requests.
 """
 
 from __future__ import annotations
@@ -56,6 +36,10 @@ KIND_NAMES = {
     "422": "422 (permanent)",
 }
 ORDER = ["409", "429", "500", "503", "504", "410", "0", "reset", "delay", "422"]
+# Provisioning in several tenants; reconcile: steady state (informers, the idle detector's
+# reads through the service proxy) and RayClusters deleted behind the engine's back, made
+# again once; suspension and resumption of half; RayJobs run to completion, their driver's
+# log kept and GPUs released; deletion of everything.
 PHASES = ("provisioning", "reconcile", "suspension", "resumption", "jobs", "deletion")
 VERB_ORDER = ("list", "watch", "get", "create", "apply", "patch", "delete", "log", "proxy")
 RATE = 0.25
@@ -220,7 +204,7 @@ def _tenants(people: People, count: int) -> list[Any]:
 
 
 def exercise(rig: Rig, people: People, *, quick: bool) -> Result:  # noqa: C901
-    """Run the phases; see the module docstring."""
+    """Run the phases (:data:`PHASES`), then the restart and the permanent errors."""
     from clusters.kinds.rayjob import requests as jobs_services
     from clusters.kinds.rayjob.spec import JobSpec
     from clusters.kube.gateway import get_gateway

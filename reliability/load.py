@@ -1,23 +1,12 @@
 """Load: mixed reads and writes at a fixed rate against the whole product, then the same
 while the Celery worker is SIGKILLed every 30 s.
 
-The product runs as in production, each part in its own process: gunicorn with the
-production image's settings (``deploy/Dockerfile``: 3 workers, here sync WSGI ones; the
-image's uvicorn workers serve the same views), a Celery worker and Celery
-beat on Redis (so the reconciler and admission run all along), PostgreSQL, and kubesim as
-the Kubernetes API server. The load generator is open-loop: a clock thread hands one
-request every ``1 / RATE`` seconds to a pool of client threads, and each latency is
-measured from the moment the request was due, not from when a thread got to it, so a
-slow server cannot slow the generator down and hide its own queueing (coordinated
-omission). Nine requests in ten are reads (the tenant's cluster list, one cluster, the
-queue, the usage report), one is a write (ask for a dev cluster, or delete the engineer's
-oldest one, about as many of each; :data:`WRITES_IN_TEN` says why one and how to send
-more), spread over the engineers of four tenants.
-
-After each phase the run waits until every cluster still wanted is ``ready`` and every
-deleted one is ``deleted``: what the worker kills lost shows up as a row that never
-converges. Write throttling is lifted (one client address drives every engineer here;
-the per-address limit is not what this suite measures).
+The product runs as in production, each part in its own process (gunicorn, a Celery worker
+and beat on Redis, PostgreSQL, kubesim). The generator is open-loop: latency is measured from
+when a request was due, so a slow server cannot slow the generator down and hide its own
+queueing (coordinated omission). After each phase every cluster still wanted must reach
+``ready`` and every deleted one ``deleted``: what a killed worker lost shows as a row that
+never converges.
 """
 
 from __future__ import annotations
@@ -58,8 +47,7 @@ WRITE_P99_MS = 500.0
 # Writes in every ten requests. A control plane's traffic is mostly reads (dashboards and
 # scripts poll lists and details; people ask for a cluster now and then): one write in ten
 # is 10 writes a second at 100 requests/s, 36,000 an hour, far above what the teams of a
-# real platform send. The earlier runs sent three in ten (docs/reliability.md keeps why
-# that does not fit two CPUs); RELIABILITY_LOAD_WRITES_IN_TEN=3 runs that mix again.
+# real platform send. RELIABILITY_LOAD_WRITES_IN_TEN (up to 5) sends a heavier mix.
 WRITES_IN_TEN = int(os.environ.get("RELIABILITY_LOAD_WRITES_IN_TEN", "1"))
 if not 1 <= WRITES_IN_TEN <= 5:
     raise SystemExit("RELIABILITY_LOAD_WRITES_IN_TEN must be from 1 to 5")
@@ -134,6 +122,8 @@ def _env(workdir: Path, kubeconfig: str) -> dict[str, str]:
         CELERY_QUEUE=QUEUE,
         KUBECONFIG=kubeconfig,
         GANGWAY_VAR_DIR=str(workdir),
+        # One client address drives every engineer here; the per-address write limit is
+        # not what this suite measures.
         THROTTLE_WRITE="1000000/min",
     )
 
@@ -293,7 +283,9 @@ class Traffic:
 def _drive(
     traffic: Traffic, phase: Phase, seconds: float, on_tick: Callable[[float], None]
 ) -> None:
-    """Open loop: request ``n`` is due at ``start + n / RATE`` whatever came before it."""
+    """Open loop: request ``n`` is due at ``start + n / RATE`` whatever came before it,
+    handed to a pool of client threads. Nine in ten are reads (the tenant's cluster list,
+    one cluster, the queue, the usage report), one a write (:data:`WRITES_IN_TEN`)."""
     lock = threading.Lock()
 
     def one(label: str, call: Callable[[Any], Any], due: float) -> None:

@@ -1,15 +1,9 @@
 """Backup and restore: the documented procedure (docs/operations.md) while clusters exist.
 
-Clusters are provisioned; the database is backed up with ``pg_dump``; life goes on (more
-clusters are provisioned, some of the first are deleted); then the backup is restored into
-a fresh database, as after losing the first. Kubernetes now disagrees with the restored
-rows both ways: it runs clusters they do not know, and lacks clusters they want. With the
-workers stopped, ``manage.py reconcile --dry-run`` lists what the engine would do; then
-the workers start on the restored database and converge Kubernetes to its rows.
-
-Figures: backup size and time, restore time, what the dry run listed (deletions,
-recreations), deletions of objects the restored rows still want (must be 0), whether the
-dry run changed anything (must not), time to converge, and the usual audit.
+Clusters are provisioned, the database backed up with ``pg_dump``, life goes on, and the
+backup is restored into a fresh database, so that Kubernetes disagrees with the restored rows
+both ways. ``manage.py reconcile --dry-run`` must list what the engine would do and change
+nothing; the workers then converge Kubernetes to the rows without deleting anything they want.
 """
 
 from __future__ import annotations

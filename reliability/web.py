@@ -2,18 +2,7 @@
 every state-changing request, and every page in Chromium under the CSP.
 
 Each part is a test ``make test`` runs; this runs them in a child pytest
-(``reliability.pytest_run``) and reports what they covered:
-
-- ``tests/reliability/test_web.py::test_check_deploy_is_clean``: ``manage.py check
-  --deploy --fail-level WARNING`` with production settings and collected static files.
-- ``tests/access/test_route_matrix.py``: every route x method x actor of the access
-  tables; each response (successes, 302s, 401s, 403s, 404s) must carry the
-  Content-Security-Policy and the Permissions-Policy; and
-  ``tests/controlplane/test_security_headers.py`` for probes, the schema and errors.
-- ``tests/reliability/test_web.py``: every state-changing route, signed in with a
-  session, without a CSRF token: refused, nothing written.
-- ``tests/frontend/test_csp.py``: every dashboard page, the sign-in page, the Django
-  admin and the Swagger UI rendered in Chromium with no CSP violation.
+(``reliability.pytest_run``) and reports in docs/reliability.md what they covered.
 """
 
 from __future__ import annotations

@@ -39,11 +39,7 @@ def root(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
     ),
 ) -> None:
-    """Request, watch, connect to and tear down Ray clusters and jobs on gangway.
-
-    Start with `gangway login --server URL`. Every command takes -o json for scripts;
-    exit codes are listed in docs/cli.md.
-    """
+    """Keep the global options for every command (``gangway --help`` shows ``app.HELP``)."""
     ctx.obj = Globals(server=server, tenant=tenant, output=output_option)
 
 

@@ -1,34 +1,13 @@
 #!/usr/bin/env python3
 """`make run`: the whole control plane on one machine, with no servers to install.
 
-Prepares var/ (the SQLite database migrated and seeded with the demo data, static files
-collected, a secret key generated once), then starts and watches: kubesim with the demo
-fleet (writing var/kubeconfig), a Celery worker and Celery beat on the embedded SQLite
-broker (var/broker.sqlite3), and the web server. Each child runs in var/ and logs to
-var/<name>.log. A child that exits is restarted after a short, growing pause, with a line
-on the console; only a child that keeps dying within seconds of starting stops the whole.
-Ctrl-C stops every process it started.
-
-The web server is uvicorn serving the ASGI application (plain HTTP and WebSockets, which
-Ray's log tail through the dashboard proxy needs), one process, with DEBUG off, as in
-production but over plain HTTP on loopback; DEBUG=1 turns Django's debug pages on. Set
-KUBECONFIG to a real cluster's kubeconfig to skip kubesim; PORT and KUBE_PORT (or --port,
---kube-port) move the two ports.
-
-Notifications work out of the box: a mail sink (SMTP on MAIL_PORT, PORT+4 unless set)
-keeps every mail under var/mail/ (one .eml each; the dashboard's Mail page lists them),
-and a demo webhook receiver (WEBHOOK_PORT, PORT+5) keeps every webhook under
-var/webhooks/; each demo tenant has a webhook to it, the one private address webhooks
-may reach. Setting EMAIL_HOST (or EMAIL_BACKEND) sends mail your way instead.
-
-The first REAL_RAY clusters (2 unless set; --real-ray) run real Ray in kubesim when the
-ray package is installed (requirements.txt has it): real heads, workers, dashboards and
-jobs, under var/kubesim-procs/ (kubesim/README.md, "Real Ray").
-
-Clusters' Ray dashboards get an origin of their own (RAY_PROXY_ORIGIN, docs/access.md):
-http://localhost:<PORT+1>, a second web server on the next port. Another host than the
-product's 127.0.0.1, because browsers keep cookies per host, not per port. A
-RAY_PROXY_ORIGIN set in the environment is used as it is, and no second server started.
+Prepares var/ (SQLite database migrated and seeded with the demo data, static files, a
+secret key), then starts and watches kubesim with the demo fleet, a Celery worker and beat
+on the embedded broker, the web server (uvicorn, for the WebSockets of Ray's log tail), the
+Ray dashboards' origin, a mail sink and a demo webhook receiver; each logs to var/<name>.log
+and is restarted if it dies. Ctrl-C stops them all. Environment: PORT, KUBE_PORT, MAIL_PORT,
+WEBHOOK_PORT, REAL_RAY, DEBUG=1, KUBECONFIG (a real cluster: no kubesim), EMAIL_HOST,
+RAY_PROXY_ORIGIN. README.md ("make run") says what each does.
 """
 
 from __future__ import annotations

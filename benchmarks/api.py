@@ -32,7 +32,7 @@ CLIENTS = 8
 # Per endpoint, after a short warm-up; BENCH_API_SECONDS shortens a trial run.
 SECONDS = float(os.environ.get("BENCH_API_SECONDS", "8"))
 WARMUP_SECONDS = 1.0
-SEQUENTIAL_REQUESTS = 200  # the list with one client, for comparison with older figures
+SEQUENTIAL_REQUESTS = 200  # the list with one client: the latency of a single request
 TENANT = "bench"
 WATCHED = "c0000"  # the cluster whose detail is read
 BROKER_DB = 12  # nothing consumes the nudges the creates send; the broker only holds them

@@ -68,7 +68,7 @@ def workload(custom: client.CustomObjectsApi, rs_name: str) -> dict[str, Any]:
 def test_queued_rayservices_wait_for_quota_and_become_ready(
     apis: tuple[client.CustomObjectsApi, client.CoreV1Api],
 ) -> None:
-    custom, core = apis
+    custom, _ = apis
     custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", queued_service("one"))
     assert ready(custom, "one") == ("True", "NonZeroServeEndpoints")
     wl = workload(custom, "one")

@@ -1,8 +1,9 @@
 """A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters, RayJobs,
 RayServices (the ``ray.io/rayservice`` integration: a top-level job since Kueue 0.17,
 suspended through ``spec.rayClusterConfig.suspend``) and batch/v1 Jobs: :class:`Kueue`, the
-controller the cluster drives (webhooks, change tracking, the reconcile loop, evictions). A queued job is suspended and gets a Workload
-(``workloads.py``, elastic jobs in ``slices.py``), admitted in priority then FIFO order
+controller the cluster drives (webhooks, change tracking, the reconcile loop, evictions). A
+queued job is suspended and gets a Workload (``workloads.py``, elastic jobs in
+``slices.py``), admitted in priority then FIFO order
 per ClusterQueue on the first flavor whose labels and quota fit (``admission.py``,
 ``quota.py``), preempting as ``spec.preemption`` allows (``preemption.py``); an eviction
 does what Kueue does (conditions, suspend, release, requeue with backoff). Admission

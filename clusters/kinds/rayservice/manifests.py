@@ -78,13 +78,20 @@ def rayservice(
 ) -> Manifest:
     """The ``ray.io/v1`` RayService of one service request (saved or not). In Kueue mode it
     joins the tenant's LocalQueue as an elastic job (Kueue's RayService integration holds
-    it through ``rayClusterConfig.suspend`` until its Workload is admitted)."""
+    it through ``rayClusterConfig.suspend`` until its Workload is admitted); a fractional
+    dev service (KAI) carries the tenant's KAI queue."""
     chosen = resolve_image(cluster, image)
     object_labels = dict(lbl.cluster_labels(cluster))
     if queue_mode == "kueue":
         object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
         object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
     ray_cluster = raycluster(cluster, image=chosen, queue_mode=queue_mode, kai_enabled=kai_enabled)
+    kai_queue = ray_cluster["metadata"]["labels"].get(lbl.KAI_QUEUE)
+    if kai_queue:
+        # A fractional service's pods carry KAI's scheduler and queue as a cluster's do;
+        # KubeRay copies the RayService's labels onto its RayClusters, which then carry
+        # the queue as a cluster's RayCluster does (KAI's pod grouper reads the top owner).
+        object_labels[lbl.KAI_QUEUE] = kai_queue
     spec: Manifest = {
         "serveConfigV2": str(details.serve_config),
         "upgradeStrategy": upgrade_strategy(details),

@@ -5,29 +5,18 @@ ready), and deleting the service takes the Workload with it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, UsageSpan
-from kubesim import KubeSim
-from tests.clusters.engine.conftest import running_kubesim, wait_for, worker
+from tests.clusters.engine.conftest import kueue_kubesim, wait_for, worker
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
 
-__all__ = ["worker"]  # the engine tests' fixture
+__all__ = ["kueue_kubesim", "worker"]  # the engine tests' fixtures
 
 SERVICES = "/api/v1/tenants/acme/services/"
 CLUSTERS = "/api/v1/tenants/acme/clusters/"
 NS = "gw-acme"
-
-
-@pytest.fixture
-def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
-    with running_kubesim(tmp_path, settings, kueue=True) as sim:
-        yield sim
 
 
 def _row(name: str) -> ClusterRequest:
@@ -51,7 +40,7 @@ def _conditions(wl: dict[str, Any]) -> dict[str, str]:
 
 
 def test_a_service_is_queued_admitted_served_and_deleted_by_kueue(
-    worker: Any, kubesim: Any, as_user: Any, bob: Any
+    worker: Any, kueue_kubesim: Any, as_user: Any, bob: Any
 ) -> None:
     api = as_user(bob)
     body = {"name": "ksd", "flavor": "l4", "workers": 1, "serve_config": STABLE_DIFFUSION}
@@ -86,7 +75,7 @@ def test_a_service_is_queued_admitted_served_and_deleted_by_kueue(
 
 
 def test_a_service_that_does_not_fit_waits_with_kueues_reason(
-    worker: Any, kubesim: Any, as_user: Any, alice: Any, bob: Any
+    worker: Any, kueue_kubesim: Any, as_user: Any, alice: Any, bob: Any
 ) -> None:
     hog = {"name": "khog", "kind": "prod", "flavor": "h100", "workers": 2}
     assert as_user(alice).post(CLUSTERS, hog, format="json").status_code == 201
@@ -94,14 +83,12 @@ def test_a_service_that_does_not_fit_waits_with_kueues_reason(
 
     body = {"name": "kwait", "flavor": "h100", "workers": 1, "serve_config": STABLE_DIFFUSION}
     assert as_user(bob).post(SERVICES, body, format="json").status_code == 201
-    waiting = wait_for(
-        lambda: (
-            ClusterRequest.objects.filter(name="kwait", queue_message__startswith="Kueue:")
-            .exclude(queue_position=None)
-            .first()
-        ),
-        what="Kueue's position and reason on the service",
-    )
+
+    def told() -> ClusterRequest | None:
+        row = _row("kwait")
+        return row if row.queue_message.startswith("Kueue:") and row.queue_position else None
+
+    waiting = wait_for(told, what="Kueue's position and reason on the service")
     assert waiting.state == "queued" and not waiting.holds_gpus
     assert waiting.queue_reason in ("tenant_quota", "cohort_quota")
     listed = as_user(bob).get("/api/v1/tenants/acme/queue/").json()

@@ -79,13 +79,6 @@ def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
         yield sim
 
 
-@pytest.fixture
-def kueue_kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
-    """kubesim with Kueue's emulation, the test's settings in ``QUEUE_MODE=kueue``."""
-    with running_kubesim(tmp_path, settings, kueue=True) as sim:
-        yield sim
-
-
 # The tests' worker: one solo process with beat embedded (benchmarks/support.py).
 Worker = CeleryProcess
 

@@ -9,10 +9,11 @@ from typing import Any
 
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, UsageSpan
-from tests.clusters.engine.conftest import kueue_kubesim, wait_for, worker
+from tests.clusters.engine.conftest import wait_for, worker
+from tests.clusters.engine.test_jobs_kueue import kubesim
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
 
-__all__ = ["kueue_kubesim", "worker"]  # the engine tests' fixtures
+__all__ = ["kubesim", "worker"]  # the Kueue engine tests' fixtures: kubesim with Kueue
 
 SERVICES = "/api/v1/tenants/acme/services/"
 CLUSTERS = "/api/v1/tenants/acme/clusters/"
@@ -40,7 +41,7 @@ def _conditions(wl: dict[str, Any]) -> dict[str, str]:
 
 
 def test_a_service_is_queued_admitted_served_and_deleted_by_kueue(
-    worker: Any, kueue_kubesim: Any, as_user: Any, bob: Any
+    worker: Any, kubesim: Any, as_user: Any, bob: Any
 ) -> None:
     api = as_user(bob)
     body = {"name": "ksd", "flavor": "l4", "workers": 1, "serve_config": STABLE_DIFFUSION}
@@ -75,7 +76,7 @@ def test_a_service_is_queued_admitted_served_and_deleted_by_kueue(
 
 
 def test_a_service_that_does_not_fit_waits_with_kueues_reason(
-    worker: Any, kueue_kubesim: Any, as_user: Any, alice: Any, bob: Any
+    worker: Any, kubesim: Any, as_user: Any, alice: Any, bob: Any
 ) -> None:
     hog = {"name": "khog", "kind": "prod", "flavor": "h100", "workers": 2}
     assert as_user(alice).post(CLUSTERS, hog, format="json").status_code == 201

@@ -335,7 +335,8 @@ class Kueue:
     # -- eviction ------------------------------------------------------------------------
 
     def evict(self, namespace: str, name: str, reason: str, message: str | None = None) -> Obj:
-        """Evict the Workload of RayCluster (else RayJob) ``namespace/name`` as Kueue would
+        """Evict the Workload of RayCluster (else RayJob, else RayService) ``namespace/name``
+        as Kueue would
         for ``reason`` (``Preempted``, ``PodsReadyTimeout`` or ``InactiveWorkload``); see the
         module docstring. Returns the Workload."""
         if reason not in EVICTIONS:
@@ -344,7 +345,8 @@ class Kueue:
             )
         rc = self.cluster.store.get(RC, namespace, name)
         if rc is None or not queued_raycluster(rc):
-            rc = self.cluster.store.get(RJ, namespace, name) or rc
+            store = self.cluster.store
+            rc = store.get(RJ, namespace, name) or store.get(RS, namespace, name) or rc
         held = [
             w
             for w in (workloads_of(self.cluster, rc) if rc is not None else [])

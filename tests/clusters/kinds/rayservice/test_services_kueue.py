@@ -5,10 +5,12 @@ ready), and deleting the service takes the Workload with it."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from typing import Any
 
 from clusters.kube.gateway import get_gateway
-from clusters.models import ClusterRequest, UsageSpan
+from clusters.models import ClusterRequest, Service, UsageSpan
 from tests.clusters.engine.conftest import wait_for, worker
 from tests.clusters.engine.test_jobs_kueue import kubesim
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
@@ -107,3 +109,32 @@ def test_a_service_that_does_not_fit_waits_with_kueues_reason(
 
     assert as_user(alice).delete(CLUSTERS + "khog/").status_code == 202
     wait_for(lambda: _row("kwait").state == "ready", what="admitted and ready", timeout=120)
+
+
+def test_a_service_kueue_evicts_goes_back_in_line(
+    worker: Any, kubesim: Any, as_user: Any, bob: Any
+) -> None:
+    body = {"name": "kev", "flavor": "l4", "workers": 1, "serve_config": STABLE_DIFFUSION}
+    assert as_user(bob).post(SERVICES, body, format="json").status_code == 201
+    wait_for(lambda: _row("kev").state == "ready", what="ready", timeout=120)
+    selector = f"ray.io/cluster={Service.objects.get(pk=_row('kev').pk).active_cluster}"
+    assert get_gateway().list("v1", "Pod", namespace=NS, label_selector=selector)
+    request = urllib.request.Request(
+        f"{kubesim.url}/_kubesim/kueue/evict",
+        data=json.dumps({"namespace": NS, "name": "kev", "reason": "InactiveWorkload"}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    urllib.request.urlopen(request, timeout=5).read()
+    row = wait_for(
+        lambda: (r := _row("kev")).state == "queued" and r, what="the eviction folded into the row"
+    )
+    assert row.events.filter(reason="InactiveWorkload", to_state="queued").exists()
+    assert not row.holds_gpus
+    assert UsageSpan.objects.unscoped().get(cluster_id=row.pk).ended_at is not None
+    rs = get_gateway().get("ray.io/v1", "RayService", "kev", NS)
+    assert rs["spec"]["rayClusterConfig"]["suspend"] is True  # held again by Kueue
+    wait_for(
+        lambda: not get_gateway().list("v1", "Pod", namespace=NS, label_selector=selector),
+        what="the evicted service's pods gone",
+    )

@@ -246,7 +246,7 @@ class RayServiceController:
         pname = get_path(st, "pendingServiceStatus", "rayClusterName")
         active = self.cluster.store.get(RC, ns, aname) if aname else None
         pending = self.cluster.store.get(RC, ns, pname) if pname else None
-        if pname and pending is None:
+        if pname and pending is None and not upg.held(rs):
             built = upg.build_cluster(rs, pname)
             try:
                 pending = self.cluster.create_object(rt, built)

@@ -42,6 +42,14 @@ def cluster_hash(spec: dict[str, Any], groups: int | None = None) -> str:
     return base64.b32encode(digest).decode()
 
 
+def held(rs: Obj) -> bool:
+    """Whether ``spec.rayClusterConfig.suspend`` is true: Kueue's RayService integration
+    holds a queued service so. No RayCluster is created for it meanwhile (Kueue's admission
+    writes the flavors' node labels into the config first), and its existing clusters
+    follow the flag in place (kubesim's reading: an evicted service stops its pods)."""
+    return bool(get_path(rs, "spec", "rayClusterConfig", "suspend"))
+
+
 def strategy(rs: Obj) -> str:
     """``upgradeStrategy.type``; unset is ``NewCluster`` (ENABLE_ZERO_DOWNTIME's default)."""
     return str(get_path(rs, "spec", "upgradeStrategy", "type") or "NewCluster")
@@ -113,6 +121,8 @@ def should_update(rs: Obj, rc: Obj | None, active: bool, upgrading: bool) -> boo
     """``shouldUpdateCluster``: only new worker groups appended are updated in place."""
     if rc is None or (active and upgrading):
         return False
+    if bool(get_path(rc, "spec", "suspend")) != held(rs):
+        return True
     if active and (rc["metadata"].get("annotations") or {}).get(VERSION_KEY) != KUBERAY_VERSION:
         return True
     if _hash_equal(rs, rc, False):
@@ -125,7 +135,8 @@ def should_prepare(rs: Obj, active: Obj | None, pending: Obj | None, serving: bo
     if serving:
         return False
     if active is None and pending is None:
-        return True
+        # A held service names its first cluster once and creates it when released.
+        return not (held(rs) and get_path(rs, "status", "pendingServiceStatus", "rayClusterName"))
     rc = pending if pending is not None else active
     assert rc is not None
     if _hash_equal(rs, rc, False) or _hash_equal(rs, rc, True):
@@ -134,12 +145,13 @@ def should_prepare(rs: Obj, active: Obj | None, pending: Obj | None, serving: bo
 
 
 def updated_cluster(rs: Obj, rc: Obj) -> Obj:
-    """``modifyRayCluster``: the goal spec, labels and annotations, keeping ``suspend``."""
+    """``modifyRayCluster``: the goal spec, labels and annotations, keeping ``suspend``
+    unless the RayService's config sets it (:func:`held`)."""
     goal = build_cluster(rs, rc["metadata"]["name"])
     new = copy.deepcopy(rc)
     suspend = (rc.get("spec") or {}).get("suspend")
     new["spec"] = goal["spec"]
-    if suspend is not None:
+    if suspend is not None and "suspend" not in goal["spec"]:
         new["spec"]["suspend"] = suspend
     new["metadata"]["labels"] = goal["metadata"]["labels"]
     new["metadata"]["annotations"] = goal["metadata"]["annotations"]

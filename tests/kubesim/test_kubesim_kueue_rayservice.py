@@ -1,7 +1,10 @@
-"""A RayService in Kueue mode: kubesim's Kueue queues the RayCluster KubeRay creates for it
-(the RayService's queue label is copied onto it, and Kueue's RayCluster integration holds
-it suspended until its Workload is admitted). The RayService becomes Ready once admitted; a
-second one waits for quota, initializing, until the first is deleted."""
+"""A RayService in Kueue mode: Kueue's RayService integration (a top-level job since Kueue
+0.17) gives the RayService itself a Workload and holds it through
+``spec.rayClusterConfig.suspend``; KubeRay creates no RayCluster while it is held, and the
+RayCluster it creates once admitted (with the queue label copied) is not queued again. The
+RayService becomes Ready once admitted; a second one waits for quota, initializing and
+without a cluster, until the first is deleted. An elastic one (``kueue.x-k8s.io/elastic-job``)
+is gated and ungated through its Workload slice."""
 
 from __future__ import annotations
 
@@ -51,24 +54,26 @@ def ready(custom: client.CustomObjectsApi, name: str) -> tuple[str, str]:
 
 
 def workload(custom: client.CustomObjectsApi, rs_name: str) -> dict[str, Any]:
-    """The Workload of the RayService's RayCluster."""
-    rs = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayservices", rs_name)
-    st = rs["status"]
-    cluster = (st["activeServiceStatus"] or st["pendingServiceStatus"])["rayClusterName"]
-    for wl in custom.list_namespaced_custom_object(*KQ, NS, "workloads")["items"]:
-        if wl["metadata"]["ownerReferences"][0]["name"] == cluster:
-            return dict(wl)
-    raise AssertionError(f"no Workload for {cluster}")
+    """The Workload of the RayService (the only one: its RayCluster gets none)."""
+    found = [
+        wl
+        for wl in custom.list_namespaced_custom_object(*KQ, NS, "workloads")["items"]
+        if wl["metadata"]["name"].startswith(f"rayservice-{rs_name}-")
+        or wl["metadata"]["ownerReferences"][0]["name"].startswith(f"{rs_name}-raycluster-")
+    ]
+    assert len(found) == 1, found
+    return dict(found[0])
 
 
 def test_queued_rayservices_wait_for_quota_and_become_ready(
     apis: tuple[client.CustomObjectsApi, client.CoreV1Api],
 ) -> None:
-    custom, core = apis
+    custom, _ = apis
     custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", queued_service("one"))
     assert ready(custom, "one") == ("True", "NonZeroServeEndpoints")
     wl = workload(custom, "one")
-    assert wl["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
+    assert wl["metadata"]["ownerReferences"][0]["kind"] == "RayService"
+    assert [p["name"] for p in wl["spec"]["podSets"]] == ["head", "gpu"]
     assert {c["type"]: c["status"] for c in wl["status"]["conditions"]}["Admitted"] == "True"
 
     custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", queued_service("two"))
@@ -76,10 +81,47 @@ def test_queued_rayservices_wait_for_quota_and_become_ready(
     wl = workload(custom, "two")
     reserved = next(c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved")
     assert reserved["status"] == "False" and "insufficient unused quota" in reserved["message"]
-    cluster = wl["metadata"]["ownerReferences"][0]["name"]
-    rc = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", cluster)
-    assert rc["spec"]["suspend"] is True
-    assert not core.list_namespaced_pod(NS, label_selector=f"ray.io/cluster={cluster}").items
+    rs = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayservices", "two")
+    assert rs["spec"]["rayClusterConfig"]["suspend"] is True
+    clusters = custom.list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters")["items"]
+    assert not [c for c in clusters if c["metadata"]["name"].startswith("two-")]
 
     custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayservices", "one")
     assert ready(custom, "two") == ("True", "NonZeroServeEndpoints")
+
+
+def test_elastic_rayservice_is_gated_and_ungated_by_its_slice(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api],
+) -> None:
+    custom, core = apis
+    body = queued_service("el")
+    body["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
+    custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", body)
+    assert ready(custom, "el") == ("True", "NonZeroServeEndpoints")
+    rs = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayservices", "el")
+    config = rs["spec"]["rayClusterConfig"]
+    gates = [config["headGroupSpec"]["template"]["spec"]["schedulingGates"]]
+    gates += [g["template"]["spec"]["schedulingGates"] for g in config["workerGroupSpecs"]]
+    assert all({"name": "kueue.x-k8s.io/elastic-job"} in g for g in gates)
+    wl = workload(custom, "el")
+    assert wl["metadata"]["annotations"]["kueue.x-k8s.io/elastic-job"] == "true"
+    pods = core.list_namespaced_pod(NS, label_selector="ray.io/cluster").items
+    assert len(pods) == 2 and all(not p.spec.scheduling_gates for p in pods)
+
+    # An update that drops the gate of an elastic service is refused, as Kueue's webhook does.
+    del rs["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["schedulingGates"]
+    with pytest.raises(client.ApiException) as refused:
+        custom.replace_namespaced_custom_object("ray.io", "v1", NS, "rayservices", "el", rs)
+    assert "must contain the" in refused.value.body
+
+
+def test_autoscaling_rayservice_must_be_elastic(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api],
+) -> None:
+    custom, _ = apis
+    body = queued_service("auto")
+    body["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] = True
+    with pytest.raises(client.ApiException) as refused:
+        custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", body)
+    assert "vrayservice.kb.io" in refused.value.body
+    assert "a kueue managed service can use autoscaling only" in refused.value.body

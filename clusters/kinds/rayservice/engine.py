@@ -22,7 +22,7 @@ from clusters.kinds.rayservice.states import WANTS_RAYSERVICE
 from clusters.kube.bundles import BatchBundles, apply_into
 from clusters.kube.gateway import Gateway
 from clusters.models import ClusterRequest, Service
-from clusters.queue.backends import manifest_options
+from clusters.queue.backends import manifest_options, queue_backend
 from clusters.queue.interface import QueueBackend
 from clusters.rows.transitions import transition, transition_many
 
@@ -57,7 +57,9 @@ def converge(
 ) -> None:
     """Do what the row's state asks of Kubernetes past admission (idempotent)."""
     state = cluster.state
-    if state in (State.ADMITTED, State.STARTING, State.READY):
+    if state == State.QUEUED and queue_backend().provisions_queued:
+        apply(cluster, gw, bundles=bundles)  # Kueue holds it until it admits its Workload
+    elif state in (State.ADMITTED, State.STARTING, State.READY):
         upgrade.surge_step(cluster)  # an admitted upgrade is written on the row first
         apply(cluster, gw, bundles=bundles)
     elif state in (State.DELETING, State.FAILED):
@@ -73,12 +75,17 @@ def mark_started(rows: list[ClusterRequest]) -> list[ClusterRequest]:
 
 
 def wants_provisioning(cluster: ClusterRequest) -> bool:
-    """Past the queue, every state but ``deleted`` asks something of Kubernetes."""
-    return cluster.state not in (State.QUEUED, State.DELETED)
+    """Past the queue, every state but ``deleted`` asks something of Kubernetes; so does
+    a queued service under a backend that queues the object itself (Kueue)."""
+    if cluster.state == State.QUEUED:
+        return queue_backend().provisions_queued
+    return cluster.state != State.DELETED
 
 
 def wants_object(state: str, backend: QueueBackend) -> bool:
     """Whether a row in ``state`` wants its RayService (others' are orphans)."""
+    if state == State.QUEUED:
+        return backend.provisions_queued
     return state in WANTS_RAYSERVICE
 
 
@@ -158,8 +165,8 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
         elif rs is None and not fold.seen.pods_by_id.get(cluster.pk):
             report.batch.to_delete[cluster.deletion_reason or "deleted"].append(cluster)
         return
-    if state not in (State.STARTING, State.READY):
-        return  # queued or admitted: the queue and the provision pass move it
+    if _fold_queue(cluster, rs, fold):
+        return
     if rs is None:
         apply(cluster, gw)
         report.recreated.append(cluster.pk)
@@ -198,6 +205,26 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
         reason = _waiting(cluster)
         if reason != cluster.state_reason:
             report.batch.reasons[(state, reason)].append(cluster.pk)
+
+
+def _fold_queue(cluster: ClusterRequest, rs: dict[str, Any] | None, fold: Fold) -> bool:
+    """The queue's part of a service's fold; True when it settles this pass. Under a
+    backend that queues the RayService itself (Kueue), a queued service's RayService is
+    (re)written or Kueue's verdict folded (its position and reason, or its admission), and
+    a serving one that Kueue evicted is put back in line with its GPUs released. Any other
+    queued or admitted row is the queue's and the provision pass's to move."""
+    if cluster.state == State.QUEUED and fold.backend.provisions_queued:
+        if rs is None:
+            apply(cluster, fold.gw)
+        else:
+            fold.view.fold_waiting(cluster)
+        return True
+    if cluster.state not in (State.STARTING, State.READY):
+        return True
+    if rs is not None and fold.view.fold_eviction(cluster):
+        fold.report.evicted.append(cluster.pk)
+        return True
+    return False
 
 
 def _waiting(cluster: ClusterRequest) -> str:

@@ -14,6 +14,11 @@ from clusters.kube import labels as lbl
 from clusters.kube.manifests import Manifest, request_object
 from clusters.kube.queues import LOCAL_QUEUE_NAME
 
+# Kueue's elastic jobs (ElasticJobsViaWorkloadSlices): the opt-in annotation and the
+# scheduling gate its webhook puts on every pod template of one; its validating webhook
+# refuses an update whose templates lack the gate, so the gate is written here too.
+ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
+
 SERVE_PORT = 8000
 # KubeRay requires a Gateway class for incremental upgrades; the product routes no
 # traffic through a Gateway (yet), so this names the class it would use.
@@ -41,6 +46,16 @@ def _with_serve_port(spec: Manifest) -> Manifest:
     return spec
 
 
+def _elastic(spec: Manifest) -> Manifest:
+    """The cluster spec with Kueue's elastic-job gate on the head and worker templates."""
+    groups = [spec["headGroupSpec"], *spec.get("workerGroupSpecs", [])]
+    for group in groups:
+        gates = group["template"]["spec"].setdefault("schedulingGates", [])
+        if {"name": ELASTIC_JOB} not in gates:
+            gates.append({"name": ELASTIC_JOB})
+    return spec
+
+
 def upgrade_strategy(details: Any) -> Manifest:
     """KubeRay's ``upgradeStrategy`` of the service's details."""
     strategy: Manifest = {"type": str(details.upgrade_type)}
@@ -61,19 +76,32 @@ def rayservice(
     queue_mode: str = "builtin",
     kai_enabled: bool = False,
 ) -> Manifest:
-    """The ``ray.io/v1`` RayService of one service request (saved or not)."""
+    """The ``ray.io/v1`` RayService of one service request (saved or not). In Kueue mode it
+    joins the tenant's LocalQueue as an elastic job (Kueue's RayService integration holds
+    it through ``rayClusterConfig.suspend`` until its Workload is admitted); a fractional
+    dev service (KAI) carries the tenant's KAI queue."""
     chosen = resolve_image(cluster, image)
     object_labels = dict(lbl.cluster_labels(cluster))
     if queue_mode == "kueue":
         object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
         object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
     ray_cluster = raycluster(cluster, image=chosen, queue_mode=queue_mode, kai_enabled=kai_enabled)
+    kai_queue = ray_cluster["metadata"]["labels"].get(lbl.KAI_QUEUE)
+    if kai_queue:
+        # A fractional service's pods carry KAI's scheduler and queue as a cluster's do;
+        # KubeRay copies the RayService's labels onto its RayClusters, which then carry
+        # the queue as a cluster's RayCluster does (KAI's pod grouper reads the top owner).
+        object_labels[lbl.KAI_QUEUE] = kai_queue
     spec: Manifest = {
         "serveConfigV2": str(details.serve_config),
         "upgradeStrategy": upgrade_strategy(details),
         "rayClusterConfig": _with_serve_port(ray_cluster["spec"]),
     }
-    return request_object("ray.io/v1", "RayService", cluster, object_labels, spec)
+    obj = request_object("ray.io/v1", "RayService", cluster, object_labels, spec)
+    if queue_mode == "kueue":
+        obj["metadata"]["annotations"] = {ELASTIC_JOB: "true"}
+        _elastic(spec["rayClusterConfig"])
+    return obj
 
 
 def manifests(cluster: Any, **options: Any) -> list[Manifest]:

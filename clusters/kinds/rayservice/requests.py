@@ -57,11 +57,6 @@ def service_check(
     """Every check a service must pass to be queued; the unsaved request and details.
     Raises as :func:`~clusters.requests.services.cluster_request_check` does, with the
     service's own faults reported together with the shape's."""
-    if queue_backend().provisions_queued:
-        raise ServiceConflict(
-            "Services are not available in this queue mode yet (only the built-in queue).",
-            code="unsupported",
-        )
     errors: dict[str, list[str]] = {}
     if spec.name and len(spec.name) > MAX_SERVICE_NAME:
         errors["name"] = [

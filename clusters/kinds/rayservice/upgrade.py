@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from clusters.domain.states import State
 from clusters.models import ClusterRequest, Service, Surge
+from clusters.queue.backends import queue_backend
 from clusters.rows import enqueue, surges
 from clusters.rows.transitions import note
 
@@ -31,9 +32,11 @@ APPLIED = frozenset({State.ADMITTED, State.STARTING, State.READY})
 def takes_new_cluster(request: ClusterRequest, details: Service) -> bool:
     """Whether a new RayCluster spec brings a second cluster up beside the serving one
     now: KubeRay's zero-downtime upgrade (any strategy but ``None``) of a service with an
-    active cluster. Before it has one, KubeRay replaces its pending cluster instead."""
+    active cluster. Before it has one, KubeRay replaces its pending cluster instead. Under
+    Kueue none is recorded: Kueue admits the RayService's own pod sets and decides alone."""
     return (
-        details.upgrade_type != "None"
+        not queue_backend().provisions_queued
+        and details.upgrade_type != "None"
         and request.state in (State.STARTING, State.READY)
         and bool(details.active_cluster)
     )

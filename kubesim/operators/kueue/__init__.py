@@ -1,7 +1,9 @@
-"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters, RayJobs
-and batch/v1 Jobs: :class:`Kueue`, the controller the cluster drives (webhooks, change
-tracking, the reconcile loop, evictions). A queued job is suspended and gets a Workload
-(``workloads.py``, elastic jobs in ``slices.py``), admitted in priority then FIFO order
+"""A small emulation of Kueue (v0.19, ``kueue.x-k8s.io/v1beta2``) for RayClusters, RayJobs,
+RayServices (the ``ray.io/rayservice`` integration: a top-level job since Kueue 0.17,
+suspended through ``spec.rayClusterConfig.suspend``) and batch/v1 Jobs: :class:`Kueue`, the
+controller the cluster drives (webhooks, change tracking, the reconcile loop, evictions). A
+queued job is suspended and gets a Workload (``workloads.py``, elastic jobs in
+``slices.py``), admitted in priority then FIFO order
 per ClusterQueue on the first flavor whose labels and quota fit (``admission.py``,
 ``quota.py``), preempting as ``spec.preemption`` allows (``preemption.py``); an eviction
 does what Kueue does (conditions, suspend, release, requeue with backoff). Admission
@@ -20,12 +22,14 @@ from kubesim.nodegroups import PR
 from kubesim.operators.kueue.admission import admit_all
 from kubesim.operators.kueue.common import (
     ELASTIC_ANNOTATION,
+    ELASTIC_GATE,
     EVICTIONS,
     JOB,
     KIND_KEYS,
     QUEUE_LABEL,
     RC,
     RJ,
+    RS,
     SLICE_NAME,
     WATCHED,
     WL,
@@ -34,6 +38,7 @@ from kubesim.operators.kueue.common import (
     is_elastic,
     is_finished,
     owning_job,
+    set_suspended,
     touch_job,
 )
 from kubesim.operators.kueue.provisioning import AC, PRC, sync_checks
@@ -56,12 +61,14 @@ REQUEUE_BACKOFF_SECONDS = 60
 
 def queued_raycluster(obj: Obj) -> bool:
     """A RayCluster Kueue manages: labelled with a queue, and not the RayCluster of a
-    RayJob (Kueue manages the RayJob; it skips children whose owner it manages)."""
+    RayJob or RayService (Kueue manages those; it skips children whose owner it manages,
+    though KubeRay copies the owner's queue label onto them)."""
     meta = obj.get("metadata") or {}
     if QUEUE_LABEL not in (meta.get("labels") or {}):
         return False
     return not any(
-        o.get("kind") == "RayJob" and o.get("controller") for o in meta.get("ownerReferences") or []
+        o.get("kind") in ("RayJob", "RayService") and o.get("controller")
+        for o in meta.get("ownerReferences") or []
     )
 
 
@@ -73,6 +80,8 @@ def queued_job(key: str, obj: Obj) -> bool:
     meta = obj.get("metadata") or {}
     if key == RC:
         return queued_raycluster(obj)
+    if key == RS:
+        return QUEUE_LABEL in (meta.get("labels") or {})
     if key not in (RJ, JOB) or QUEUE_LABEL not in (meta.get("labels") or {}):
         return False
     if key == JOB:
@@ -93,6 +102,10 @@ RAYCLUSTER_AUTOSCALING_REFUSAL = (
 )
 AUTOSCALING_REFUSAL = (
     "a kueue managed job should only use autoscaling when workload slicing is enabled"
+)
+RAYSERVICE_AUTOSCALING_REFUSAL = (
+    "a kueue managed service can use autoscaling only when the ElasticJobsViaWorkloadSlices "
+    "feature gate is on and the service is an elastic job"
 )
 # Kueue's feature gates this emulation reads, with their v0.19 defaults.
 FEATURE_GATES = {"ElasticJobsViaWorkloadSlices": True}
@@ -161,6 +174,9 @@ class Kueue:
         if rt.key == RJ and QUEUE_LABEL in ((obj.get("metadata") or {}).get("labels") or {}):
             self._validate_rayjob(obj)
             return
+        if rt.key == RS and queued_job(RS, obj):
+            self._validate_rayservice(obj)
+            return
         if rt.key != RC or not queued_raycluster(obj) or is_elastic(self.cluster, obj):
             return
         if (obj.get("spec") or {}).get("enableInTreeAutoscaling") is True:
@@ -169,6 +185,40 @@ class Kueue:
                 "spec.enableInTreeAutoscaling: Invalid value: true: "
                 + RAYCLUSTER_AUTOSCALING_REFUSAL,
             )
+
+    def _validate_rayservice(self, obj: Obj) -> None:
+        """Kueue's RayService webhook (``vrayservice.kb.io``) for a queued RayService: an
+        elastic one's head and worker templates carry the elastic gate (its defaulting
+        webhook adds it on create); any other may not autoscale; at most 7 worker groups."""
+        config = get_path(obj, "spec", "rayClusterConfig", default={}) or {}
+        path = "spec.rayClusterConfig"
+        causes = []
+        # On create Kueue's defaulting webhook gates the templates before this one runs
+        # (an object without a uid is being created): the gates are checked on updates.
+        if is_elastic(self.cluster, obj) and (obj.get("metadata") or {}).get("uid"):
+            templates = [("headGroupSpec", get_path(config, "headGroupSpec", "template"))]
+            templates += [
+                (f"workerGroupSpecs[{i}]", g.get("template"))
+                for i, g in enumerate(config.get("workerGroupSpecs") or [])
+            ]
+            for where, template in templates:
+                gates = get_path(template or {}, "spec", "schedulingGates", default=[]) or []
+                if not any(g.get("name") == ELASTIC_GATE for g in gates):
+                    causes.append(
+                        f"{path}.{where}.template.spec.schedulingGates: Invalid value: "
+                        f'{json.dumps(gates)}: must contain the "{ELASTIC_GATE}" scheduling gate'
+                    )
+        elif not is_elastic(self.cluster, obj) and config.get("enableInTreeAutoscaling") is True:
+            causes.append(
+                f"{path}.enableInTreeAutoscaling: Invalid value: true: "
+                + RAYSERVICE_AUTOSCALING_REFUSAL
+            )
+        groups = len(config.get("workerGroupSpecs") or [])
+        if groups > 7:
+            causes.append(f"{path}.workerGroupSpecs: Too many: {groups}: must have at most 7 items")
+        if causes:
+            text = causes[0] if len(causes) == 1 else "[" + ", ".join(causes) + "]"
+            raise errors.webhook_denied("vrayservice.kb.io", text)
 
     def _validate_rayjob(self, obj: Obj) -> None:
         """Kueue's RayJob webhook (``vrayjob.kb.io``) for a queued RayJob."""
@@ -211,8 +261,8 @@ class Kueue:
         if not self.enabled:
             return
         if queued_job(rt.key, obj):
-            obj.setdefault("spec", {})["suspend"] = True
-        if rt.key in (RC, JOB) and is_elastic(self.cluster, obj):
+            set_suspended(rt.key, obj, True)
+        if rt.key in (RC, RS, JOB) and is_elastic(self.cluster, obj):
             gate_templates(rt.key, obj)
 
     def on_change(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
@@ -285,7 +335,8 @@ class Kueue:
     # -- eviction ------------------------------------------------------------------------
 
     def evict(self, namespace: str, name: str, reason: str, message: str | None = None) -> Obj:
-        """Evict the Workload of RayCluster (else RayJob) ``namespace/name`` as Kueue would
+        """Evict the Workload of RayCluster (else RayJob, else RayService) ``namespace/name``
+        as Kueue would
         for ``reason`` (``Preempted``, ``PodsReadyTimeout`` or ``InactiveWorkload``); see the
         module docstring. Returns the Workload."""
         if reason not in EVICTIONS:
@@ -294,7 +345,8 @@ class Kueue:
             )
         rc = self.cluster.store.get(RC, namespace, name)
         if rc is None or not queued_raycluster(rc):
-            rc = self.cluster.store.get(RJ, namespace, name) or rc
+            store = self.cluster.store
+            rc = store.get(RJ, namespace, name) or store.get(RS, namespace, name) or rc
         held = [
             w
             for w in (workloads_of(self.cluster, rc) if rc is not None else [])
@@ -350,7 +402,7 @@ class Kueue:
         found = owning_job(self.cluster, wl)
         if found is not None:
             # Kueue stops the job: KubeRay then deletes its pods (and a RayJob's cluster).
-            found[1]["spec"]["suspend"] = True
+            set_suspended(*found, True)
             touch_job(self.cluster, *found)
 
     def _now(self) -> datetime.datetime:

@@ -17,10 +17,16 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 RC = "rayclusters.ray.io"
 RJ = "rayjobs.ray.io"
+RS = "rayservices.ray.io"
 JOB = "jobs.batch"
 # The job kinds Kueue integrates here: storage key -> (kind, API group), which Kueue hashes
 # into the Workload's name (the lower-cased kind prefixes it).
-JOB_KINDS = {RC: ("RayCluster", "ray.io"), RJ: ("RayJob", "ray.io"), JOB: ("Job", "batch")}
+JOB_KINDS = {
+    RC: ("RayCluster", "ray.io"),
+    RJ: ("RayJob", "ray.io"),
+    RS: ("RayService", "ray.io"),
+    JOB: ("Job", "batch"),
+}
 KIND_KEYS = {kind: key for key, (kind, _) in JOB_KINDS.items()}
 # Elastic jobs (the ElasticJobsViaWorkloadSlices feature): the job's opt-in annotation (also
 # put on its Workloads), the scheduling gate Kueue's webhook puts on its pod templates, the
@@ -73,6 +79,26 @@ def is_elastic(cluster: ClusterView, obj: Obj) -> bool:
     it carries ``kueue.x-k8s.io/elastic-job: "true"``."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return cluster.kueue.elastic_enabled and annotations.get(ELASTIC_ANNOTATION) == "true"
+
+
+def run_spec(key: str, job: Obj) -> dict[str, Any]:
+    """Where a job's ``suspend`` lives: a RayService's in ``spec.rayClusterConfig`` (Kueue's
+    RayService integration suspends the cluster config), every other kind's in ``spec``."""
+    spec: dict[str, Any] = job.setdefault("spec", {})
+    if key == RS:
+        config: dict[str, Any] = spec.setdefault("rayClusterConfig", {})
+        return config
+    return spec
+
+
+def is_suspended(key: str, job: Obj) -> bool:
+    """Whether ``job`` (storage ``key``) is suspended (see :func:`run_spec`)."""
+    return bool(run_spec(key, job).get("suspend"))
+
+
+def set_suspended(key: str, job: Obj, value: bool) -> None:
+    """Suspend or unsuspend ``job`` in place (see :func:`run_spec`)."""
+    run_spec(key, job)["suspend"] = value
 
 
 def is_finished(wl: Obj) -> bool:
@@ -138,8 +164,8 @@ def touch_job(cluster: ClusterView, key: str, job: Obj, spec_changed: bool = Tru
     cluster.update_object(cluster.rt(key), job)
     ref = (job["metadata"]["namespace"], job["metadata"]["name"])
     # The operators ignore in-place writes (their own status writes): tell them.
-    operator = cluster.kuberay if key == RC else cluster.rayjob if key == RJ else cluster.jobs
-    operator.dirty.add(ref)
+    operators = {RC: cluster.kuberay, RJ: cluster.rayjob, RS: cluster.rayservice}
+    operators.get(key, cluster.jobs).dirty.add(ref)
 
 
 def cohort_root(cluster: ClusterView, name: str) -> str:

@@ -18,7 +18,15 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from kubesim.nodegroups import CONSUME, PR, PT, cond_true, find_cond
-from kubesim.operators.kueue.common import RF, WL, condition, owning_job, touch_job
+from kubesim.operators.kueue.common import (
+    RF,
+    WL,
+    condition,
+    is_suspended,
+    owning_job,
+    set_suspended,
+    touch_job,
+)
 from kubesim.operators.kueue.start import start_job
 from kubesim.store import Obj
 from kubesim.util import get_path, owner_ref, parse_time
@@ -495,7 +503,7 @@ def _evict(
     kueue.need_admit = True
     cluster.record_event(wl, "Normal", f"EvictedDueTo{reason}", message, "kueue-admission")
     found = owning_job(cluster, wl)
-    if found is not None and not found[1]["spec"].get("suspend"):
+    if found is not None and not is_suspended(*found):
         # Kueue stops the job (a RayCluster or a RayJob) until it is admitted again.
-        found[1]["spec"]["suspend"] = True
+        set_suspended(*found, True)
         touch_job(cluster, found[0], found[1])

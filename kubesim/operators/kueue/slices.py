@@ -22,13 +22,16 @@ from kubesim.operators.kueue.common import (
     RC,
     REPLACEMENT_FOR,
     RJ,
+    RS,
     SLICE_NAME,
     WL,
     condition,
     is_admitted,
     is_elastic,
     is_finished,
+    is_suspended,
     owning_job,
+    set_suspended,
     touch_job,
     workload_name,
 )
@@ -176,8 +179,8 @@ def _first_slice(kueue: Kueue, job: Obj, key: str) -> bool:
     annotations = {ELASTIC_ANNOTATION: "true", SLICE_NAME: name}
     if new_workload(kueue, job, key, extra, annotations) is None:
         return False
-    if not job["spec"].get("suspend"):
-        job["spec"]["suspend"] = True
+    if not is_suspended(key, job):
+        set_suspended(key, job, True)
         touch_job(cluster, key, job)
     return True
 
@@ -186,7 +189,7 @@ def _follow_suspend(kueue: Kueue, job: Obj, key: str, live: list[Obj], sel: Obj)
     """The user suspended the job: its slices release their quota and stop queueing; a
     job resumed with no slice holding quota queues again, suspended until admitted."""
     cluster = kueue.cluster
-    suspended = bool(job["spec"].get("suspend"))
+    suspended = is_suspended(key, job)
     if suspended and any(is_admitted(w) for w in live):
         msg = "The workload is deactivated by the job's user"
         for wl in live:
@@ -196,7 +199,7 @@ def _follow_suspend(kueue: Kueue, job: Obj, key: str, live: list[Obj], sel: Obj)
     if not suspended and not any(_reserved(w) for w in live):
         sel["spec"]["active"] = True
         cluster.update_object(cluster.rt(WL), sel)
-        job["spec"]["suspend"] = True
+        set_suspended(key, job, True)
         touch_job(cluster, key, job)
         kueue.need_admit = True
         return True
@@ -344,11 +347,13 @@ def ungate(kueue: Kueue) -> bool:
 
 
 def gate_templates(key: str, job: Obj) -> None:
-    """Kueue's webhook on an elastic job: every pod template gets the elastic gate."""
+    """Kueue's webhook on an elastic job: every pod template gets the elastic gate (a
+    RayService's in its ``rayClusterConfig``)."""
     spec = job.setdefault("spec", {})
-    if key == RC:
-        templates = [get_path(spec, "headGroupSpec", "template")]
-        templates += [g.get("template") for g in spec.get("workerGroupSpecs") or []]
+    if key in (RC, RS):
+        config = (spec.get("rayClusterConfig") or {}) if key == RS else spec
+        templates = [get_path(config, "headGroupSpec", "template")]
+        templates += [g.get("template") for g in config.get("workerGroupSpecs") or []]
     else:
         templates = [spec.get("template")]
     for template in templates:

@@ -16,6 +16,7 @@ from kubesim.operators.kueue.common import (
     SLICE_NAME,
     is_elastic,
     owning_job,
+    set_suspended,
     touch_job,
 )
 from kubesim.operators.kueue.workloads import job_templates
@@ -58,7 +59,7 @@ def start_job(
         for update in updates or []:
             if update.get("name") == name:
                 _apply_update(template, update)
-    job["spec"]["suspend"] = False
+    set_suspended(key, job, False)
     touch_job(cluster, key, job, json.dumps(job["spec"], sort_keys=True) != before)
     cluster.record_event(
         wl, "Normal", "Admitted", f"Admitted by ClusterQueue {cq_name}", "kueue-admission"

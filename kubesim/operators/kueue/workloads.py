@@ -22,11 +22,14 @@ from kubesim.operators.kueue.common import (
     QUEUE_LABEL,
     RC,
     RJ,
+    RS,
     WL,
     WPC,
     condition,
     is_admitted,
     is_finished,
+    is_suspended,
+    set_suspended,
     touch_job,
     workload_name,
 )
@@ -101,6 +104,8 @@ def job_templates(key: str, job: Obj) -> list[tuple[str, Any]]:
     if key == JOB:
         return [("main", spec.get("template"))]
     cluster_spec = (spec.get("rayClusterSpec") or {}) if key == RJ else spec
+    if key == RS:
+        cluster_spec = spec.get("rayClusterConfig") or {}
     out: list[tuple[str, Any]] = [("head", get_path(cluster_spec, "headGroupSpec", "template"))]
     out += [
         (g.get("groupName"), g.get("template")) for g in cluster_spec.get("workerGroupSpecs") or []
@@ -130,8 +135,9 @@ def _head_template(cluster_spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def pod_sets(job: Obj, key: str = RC) -> list[dict[str, Any]]:
-    """The Workload's pod sets: ``head`` and one per worker group, at full size (and a
-    RayJob's ``submitter``), or a Job's ``main``."""
+    """The Workload's pod sets: ``head`` and one per worker group, at full size (a
+    RayService's from its ``rayClusterConfig``; a RayJob's with its ``submitter``), or a
+    Job's ``main``."""
     spec = job.get("spec") or {}
     if key == JOB:
         template = copy.deepcopy(spec.get("template") or {})
@@ -142,6 +148,8 @@ def pod_sets(job: Obj, key: str = RC) -> list[dict[str, Any]]:
         return [{"name": "main", "count": count, "template": template}]
     if key == RJ:
         spec = spec.get("rayClusterSpec") or {}
+    elif key == RS:
+        spec = spec.get("rayClusterConfig") or {}
     sets = [{"name": "head", "count": 1, "template": _head_template(spec)}]
     for g in spec.get("workerGroupSpecs") or []:
         sets.append(
@@ -228,12 +236,12 @@ def sync_job(kueue: Kueue, job: Obj, key: str = RC) -> bool:
             return finish(kueue, wl, job, *done)
         if is_finished(wl):
             return False
-    suspended = bool((job.get("spec") or {}).get("suspend"))
+    suspended = is_suspended(key, job)
     if wl is None:
         if new_workload(kueue, job, key) is None:
             return False
         if not suspended:
-            job["spec"]["suspend"] = True  # a job created running goes back to the queue
+            set_suspended(key, job, True)  # a job created running goes back to the queue
             touch_job(cluster, key, job)
         return True
     return follow_suspend(kueue, wl, job, key)
@@ -246,7 +254,7 @@ def follow_suspend(kueue: Kueue, wl: Obj, job: Obj, key: str) -> bool:
     for admission checks is Kueue's doing, not its user's: it stays so (and is suspended
     again if resumed early). True when anything was written."""
     cluster = kueue.cluster
-    suspended = bool((job.get("spec") or {}).get("suspend"))
+    suspended = is_suspended(key, job)
     reserved = bool(get_path(wl, "status", "admission"))
     if suspended and is_admitted(wl):
         set_pending(
@@ -255,14 +263,14 @@ def follow_suspend(kueue: Kueue, wl: Obj, job: Obj, key: str) -> bool:
         kueue.need_admit = True
         return True
     if not suspended and reserved and not is_admitted(wl):
-        job["spec"]["suspend"] = True
+        set_suspended(key, job, True)
         touch_job(cluster, key, job)
         return True
     if not suspended and not reserved:
         wl["spec"]["active"] = True
         wl["spec"]["podSets"] = pod_sets(job, key)
         cluster.update_object(cluster.rt(WL), wl)
-        job["spec"]["suspend"] = True
+        set_suspended(key, job, True)
         touch_job(cluster, key, job)
         kueue.need_admit = True
         return True

@@ -51,6 +51,38 @@ def test_a_rayservice_embeds_the_clusters_raycluster_spec(make_cluster: Any) -> 
     assert obj["spec"]["rayClusterConfig"] == spec
 
 
+def test_in_kueue_mode_a_rayservice_is_a_queued_elastic_job(make_cluster: Any) -> None:
+    row = make_cluster(name="sd", workload="service")
+    obj = build(row, _details(), queue_mode="kueue")
+    meta = obj["metadata"]
+    assert meta["labels"]["kueue.x-k8s.io/queue-name"] == "gangway"
+    assert meta["labels"]["kueue.x-k8s.io/priority-class"] == str(row.kind)
+    assert meta["annotations"] == {"kueue.x-k8s.io/elastic-job": "true"}
+    config = obj["spec"]["rayClusterConfig"]
+    templates = [config["headGroupSpec"]["template"]]
+    templates += [g["template"] for g in config["workerGroupSpecs"]]
+    for template in templates:
+        assert template["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/elastic-job"}]
+    assert "suspend" not in config  # Kueue's to hold and release
+    plain = build(row, _details())
+    assert "annotations" not in plain["metadata"]
+    assert (
+        "schedulingGates"
+        not in plain["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    )
+
+
+def test_a_fractional_service_gets_kais_scheduler_and_queue(make_cluster: Any, l4: Any) -> None:
+    row = make_cluster(name="frac", workload="service", flavor=l4, gpu_fraction="0.5")
+    obj = build(row, _details(), kai_enabled=True)
+    cluster = raycluster(row, kai_enabled=True)
+    queue = cluster["metadata"]["labels"]["kai.scheduler/queue"]
+    assert obj["metadata"]["labels"]["kai.scheduler/queue"] == queue
+    (worker,) = obj["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert worker["template"]["spec"]["schedulerName"] == "kai-scheduler"
+    assert worker["template"]["metadata"]["labels"]["kai.scheduler/queue"] == queue
+
+
 def test_an_incremental_upgrade_carries_its_options(make_cluster: Any, alice: Any) -> None:
     obj = build(_autoscaling(make_cluster, alice), INCREMENTAL)
     assert obj["spec"]["upgradeStrategy"] == {

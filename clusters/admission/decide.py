@@ -123,28 +123,28 @@ class PassState:
                 USER_CAP, ("u", p.tenant, str(p.owner)), lambda: cap_message(p, breach)
             )
         # CPU and memory bind like GPUs do: say what is needed against what is unused.
-        if tenant.cpu_quota and led.cpu[p.tenant] + p.cpu > tenant.cpu_quota:
-            unused = max(tenant.cpu_quota - led.cpu[p.tenant], Decimal(0))
-            return self._why(
-                TENANT_QUOTA,
-                ("tcpu", p.tenant),
-                lambda: (
-                    f"This cluster needs {fmt(p.cpu)} CPU; {p.tenant} has {fmt(unused)} "
-                    f"of its {tenant.cpu_quota} CPU unused."
-                ),
-            )
-        if tenant.memory_quota_gib and led.memory[p.tenant] + p.memory_gib > (
-            tenant.memory_quota_gib
-        ):
-            unused_gib = max(tenant.memory_quota_gib - led.memory[p.tenant], Decimal(0))
-            return self._why(
-                TENANT_QUOTA,
-                ("tmem", p.tenant),
-                lambda: (
-                    f"This cluster needs {fmt(p.memory_gib)} GiB of memory; {p.tenant} has "
-                    f"{fmt(unused_gib)} of its {tenant.memory_quota_gib} GiB unused."
-                ),
-            )
+        limits = (
+            ("tcpu", tenant.cpu_quota, led.cpu[p.tenant], p.cpu, "CPU", "CPU"),
+            (
+                "tmem",
+                tenant.memory_quota_gib,
+                led.memory[p.tenant],
+                p.memory_gib,
+                "GiB",
+                "GiB of memory",
+            ),
+        )
+        for pool, quota, used, need, unit, needed in limits:
+            if quota and used + need > quota:
+                unused = max(quota - used, Decimal(0))
+                return self._why(
+                    TENANT_QUOTA,
+                    (pool, p.tenant),
+                    lambda need=need, needed=needed, unused=unused, quota=quota, unit=unit: (
+                        f"This cluster needs {fmt(need)} {needed}; {p.tenant} has "
+                        f"{fmt(unused)} of its {quota} {unit} unused."
+                    ),
+                )
         key = (p.tenant, p.flavor)
         nominal = led.nominal.get(key, 0)
         borrow = led.borrow.get(key, 0)

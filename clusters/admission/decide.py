@@ -134,17 +134,20 @@ class PassState:
                 "GiB of memory",
             ),
         )
-        for pool, quota, used, need, unit, needed in limits:
-            if quota and used + need > quota:
-                unused = max(quota - used, Decimal(0))
-                return self._why(
-                    TENANT_QUOTA,
-                    (pool, p.tenant),
-                    lambda need=need, needed=needed, unused=unused, quota=quota, unit=unit: (
-                        f"This cluster needs {fmt(need)} {needed}; {p.tenant} has "
-                        f"{fmt(unused)} of its {quota} {unit} unused."
-                    ),
-                )
+        over = next(
+            (limit for limit in limits if limit[1] and limit[2] + limit[3] > limit[1]), None
+        )
+        if over is not None:
+            pool, quota, used, need, unit, needed = over
+            unused = max(quota - used, Decimal(0))
+            return self._why(
+                TENANT_QUOTA,
+                (pool, p.tenant),
+                lambda: (
+                    f"This cluster needs {fmt(need)} {needed}; {p.tenant} has "
+                    f"{fmt(unused)} of its {quota} {unit} unused."
+                ),
+            )
         key = (p.tenant, p.flavor)
         nominal = led.nominal.get(key, 0)
         borrow = led.borrow.get(key, 0)

@@ -12,6 +12,7 @@ same seed gives the same week.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from decimal import Decimal
 
 from clusters.admission import DEV, PROD, FlavorQ, QuotaQ, TenantQ
@@ -142,7 +143,7 @@ def synthetic_week(
             )
         # Jobs and prod services differ only in their draws; the job stream is drawn
         # first so that a seed keeps giving the same week.
-        batches = (
+        batches: tuple[tuple[str, float, str, Callable[[], int], tuple[int, int, int]], ...] = (
             ("job", job_rate, DEV, lambda: rng.choice([8, 16, 24, 32]), (1, 10, 3600)),
             ("prod", prod_rate, PROD, lambda: rng.randint(1, 4), (1, 3, 86400)),
         )

@@ -123,26 +123,29 @@ class PassState:
                 USER_CAP, ("u", p.tenant, str(p.owner)), lambda: cap_message(p, breach)
             )
         # CPU and memory bind like GPUs do: say what is needed against what is unused.
-        if tenant.cpu_quota and led.cpu[p.tenant] + p.cpu > tenant.cpu_quota:
-            unused = max(tenant.cpu_quota - led.cpu[p.tenant], Decimal(0))
+        limits = (
+            ("tcpu", tenant.cpu_quota, led.cpu[p.tenant], p.cpu, "CPU", "CPU"),
+            (
+                "tmem",
+                tenant.memory_quota_gib,
+                led.memory[p.tenant],
+                p.memory_gib,
+                "GiB",
+                "GiB of memory",
+            ),
+        )
+        over = next(
+            (limit for limit in limits if limit[1] and limit[2] + limit[3] > limit[1]), None
+        )
+        if over is not None:
+            pool, quota, used, need, unit, needed = over
+            unused = max(quota - used, Decimal(0))
             return self._why(
                 TENANT_QUOTA,
-                ("tcpu", p.tenant),
+                (pool, p.tenant),
                 lambda: (
-                    f"This cluster needs {fmt(p.cpu)} CPU; {p.tenant} has {fmt(unused)} "
-                    f"of its {tenant.cpu_quota} CPU unused."
-                ),
-            )
-        if tenant.memory_quota_gib and led.memory[p.tenant] + p.memory_gib > (
-            tenant.memory_quota_gib
-        ):
-            unused_gib = max(tenant.memory_quota_gib - led.memory[p.tenant], Decimal(0))
-            return self._why(
-                TENANT_QUOTA,
-                ("tmem", p.tenant),
-                lambda: (
-                    f"This cluster needs {fmt(p.memory_gib)} GiB of memory; {p.tenant} has "
-                    f"{fmt(unused_gib)} of its {tenant.memory_quota_gib} GiB unused."
+                    f"This cluster needs {fmt(need)} {needed}; {p.tenant} has "
+                    f"{fmt(unused)} of its {quota} {unit} unused."
                 ),
             )
         key = (p.tenant, p.flavor)

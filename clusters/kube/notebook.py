@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 
-from clusters.kube.gateway import Gateway, TransientKubeError
+from clusters.kube.gateway import Gateway
 from clusters.kube.manifests import NOTEBOOK_PORT
-from clusters.kube.raydash import Activity, DashboardUnreachable, head_service
+from clusters.kube.raydash import Activity, DashboardUnreachable, head_get
 
 NOTEBOOK_PORT_NAME = "notebook"
 BASE_URL_ENV = "GANGWAY_NOTEBOOK_BASE_URL"
@@ -107,18 +107,9 @@ def read_kernels(gw: Gateway, namespace: str, ray_cluster: str, slug: str) -> Ac
     """The notebook's kernels as activity; :class:`DashboardUnreachable` when JupyterLab
     does not answer (not evidence of idleness either)."""
     path = base_url(slug, ray_cluster).lstrip("/") + "api/kernels"
-    try:
-        answer = gw.service_proxy(
-            "GET",
-            namespace,
-            head_service(ray_cluster),
-            NOTEBOOK_PORT_NAME,
-            path,
-            headers={"Accept": "application/json"},
-        )
-        body = answer.read(_MAX_ANSWER)
-    except TransientKubeError as exc:
-        raise DashboardUnreachable(f"notebook: {exc.message}") from exc
+    answer, body = head_get(
+        gw, namespace, ray_cluster, NOTEBOOK_PORT_NAME, path, limit=_MAX_ANSWER, what="notebook: "
+    )
     if answer.status != 200:
         text = body[:200].decode("utf-8", errors="replace").strip()
         raise DashboardUnreachable(f"notebook GET api/kernels answered {answer.status}: {text}")

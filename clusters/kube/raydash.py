@@ -18,7 +18,7 @@ import orjson
 
 from clusters.kube import notbefore
 from clusters.kube.errors import retry_after_seconds
-from clusters.kube.gateway import Gateway, TransientKubeError
+from clusters.kube.gateway import Gateway, ProxiedResponse, TransientKubeError
 
 DASHBOARD_PORT_NAME = "dashboard"
 # An activity answer is a few hundred bytes; a job list of a busy cluster a few hundred
@@ -60,6 +60,33 @@ def _epoch(value: Any, *, millis: bool = False) -> datetime.datetime | None:
         return None
 
 
+def head_get(
+    gw: Gateway,
+    namespace: str,
+    ray_cluster: str,
+    port_name: str,
+    path: str,
+    *,
+    limit: int,
+    what: str = "",
+) -> tuple[ProxiedResponse, bytes]:
+    """GET ``path`` (JSON) on a port of the cluster's head through the service proxy: the
+    answer and at most ``limit`` bytes of its body. :class:`DashboardUnreachable`, its
+    message after ``what``, when the proxy cannot reach the head."""
+    try:
+        answer = gw.service_proxy(
+            "GET",
+            namespace,
+            head_service(ray_cluster),
+            port_name,
+            path,
+            headers={"Accept": "application/json"},
+        )
+        return answer, answer.read(limit)
+    except TransientKubeError as exc:
+        raise DashboardUnreachable(f"{what}{exc.message}") from exc
+
+
 def _get_json(gw: Gateway, namespace: str, ray_cluster: str, path: str) -> Any:
     # A 429 (from the API server or the dashboard) holds this read back for its
     # Retry-After in every process, as the gateway does for its own calls.
@@ -67,18 +94,9 @@ def _get_json(gw: Gateway, namespace: str, ray_cluster: str, path: str) -> Any:
     left = notbefore.wait("dashboard", held)
     if left > 0:
         raise DashboardUnreachable(f"GET {path}: waiting {left:.1f} s more, as asked (429)")
-    try:
-        answer = gw.service_proxy(
-            "GET",
-            namespace,
-            head_service(ray_cluster),
-            DASHBOARD_PORT_NAME,
-            path,
-            headers={"Accept": "application/json"},
-        )
-        body = answer.read(_MAX_ANSWER)
-    except TransientKubeError as exc:
-        raise DashboardUnreachable(exc.message) from exc
+    answer, body = head_get(
+        gw, namespace, ray_cluster, DASHBOARD_PORT_NAME, path, limit=_MAX_ANSWER
+    )
     if answer.status == 429:
         asked = retry_after_seconds(answer.headers.get("retry-after"))
         # 1 s when it gives none we can read; never more than 5 minutes of silence.

@@ -353,3 +353,17 @@ class ClusterOut(ClusterListItemOut):
     def get_events(self, obj: ClusterRequest) -> list[dict[str, Any]]:
         newest_first = getattr(obj, "recent_events", [])
         return [self._event_out.to_representation(event) for event in newest_first[::-1]]
+
+
+class UnattendedOut(ClusterOut):
+    """The request's fields as a job or a service answers them: neither has a TTL nor is
+    suspended, and neither is reached through the product's endpoints (a job through its
+    logs, a service through its own endpoint)."""
+
+    class Meta(ClusterOut.Meta):
+        fields = [f for f in ClusterOut.Meta.fields if f not in ("ttl_hours", "suspended_at")]
+        read_only_fields = fields
+
+    @extend_schema_field(EndpointsOut(allow_null=True))
+    def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
+        return None

@@ -338,6 +338,28 @@ def tenant_q(tenant: Tenant) -> adm.TenantQ:
     )
 
 
+def flavor_q(flavor: GpuFlavor, **free: Any) -> adm.FlavorQ:
+    """A catalogue row as the admission pass sees it, with what is ``free`` of it."""
+    return adm.FlavorQ(
+        name=flavor.name,
+        gpus_per_node=flavor.gpus_per_node,
+        node_count=flavor.most_nodes,
+        **free,
+    )
+
+
+def quota_q(quota: Quota, *, tenant: str, flavor: str) -> adm.QuotaQ:
+    """A quota row as the admission pass sees it (``tenant`` and ``flavor`` by name, read
+    by the caller without a query each)."""
+    return adm.QuotaQ(
+        tenant=tenant,
+        flavor=flavor,
+        gpus=quota.gpus,
+        borrow_limit=quota.borrow_limit,
+        lend_limit=quota.lend_limit,
+    )
+
+
 def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor, alone: bool = False) -> adm.Snapshot:
     """What says whether a request of ``tenant`` on ``flavor`` could ever fit: the
     tenants of its cohort's tree, their quotas on the flavor and the flavor's fleet size.
@@ -362,23 +384,8 @@ def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor, alone: bool = False) -
     return adm.Snapshot(
         now=timezone.now(),
         tenants=[tenant_q(t) for t in cohort],
-        flavors=[
-            adm.FlavorQ(
-                name=flavor.name,
-                gpus_per_node=flavor.gpus_per_node,
-                node_count=flavor.most_nodes,
-            )
-        ],
-        quotas=[
-            adm.QuotaQ(
-                tenant=slugs[q.tenant_id],
-                flavor=flavor.name,
-                gpus=q.gpus,
-                borrow_limit=q.borrow_limit,
-                lend_limit=q.lend_limit,
-            )
-            for q in quotas
-        ],
+        flavors=[flavor_q(flavor)],
+        quotas=[quota_q(q, tenant=slugs[q.tenant_id], flavor=flavor.name) for q in quotas],
         cohort_parents=parents,
     )
 
@@ -430,28 +437,12 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     snapshot = adm.Snapshot(
         now=now,
         tenants=[tenant_q(t) for t in tenants],
+        # The catalogue's GPUs less what admitted clusters hold, and, when the reconciler
+        # saw the cluster recently, what is really free there.
         flavors=[
-            adm.FlavorQ(
-                name=f.name,
-                gpus_per_node=f.gpus_per_node,
-                node_count=f.most_nodes,
-                # The catalogue's GPUs less what admitted clusters hold, and, when the
-                # reconciler saw the cluster recently, what is really free there.
-                free_gpus=free[f.name][0],
-                free_nodes=free[f.name][1],
-            )
-            for f in flavors
+            flavor_q(f, free_gpus=free[f.name][0], free_nodes=free[f.name][1]) for f in flavors
         ],
-        quotas=[
-            adm.QuotaQ(
-                tenant=q.tenant.slug,
-                flavor=q.flavor.name,
-                gpus=q.gpus,
-                borrow_limit=q.borrow_limit,
-                lend_limit=q.lend_limit,
-            )
-            for q in quotas
-        ],
+        quotas=[quota_q(q, tenant=q.tenant.slug, flavor=q.flavor.name) for q in quotas],
         running=[r for r, _ in running],
         pending=pending,
         parked=_parked(),

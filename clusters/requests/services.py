@@ -360,27 +360,41 @@ def cluster_request_create(
         # Its whole timeline so far, newest first (as ``selectors.with_recent_events``):
         # the answer shows the request as it was committed without reading it back.
         cluster.recent_events = events[::-1]  # type: ignore[attr-defined]
-        audit_record(
+        audit_create(
             actor=actor,
             action="cluster.create",
-            obj=cluster,
+            request=cluster,
             tenant=tenant,
-            data={
-                "kind": spec.kind,
-                "flavor": spec.flavor.name,
-                "flavors": list(spec.flavor_names()),
-                "workers": spec.workers,
-                "gpus": str(cluster.gpus),
-                "image": cluster.image,
-                # Names only: values may be what a member would rather not see copied.
-                "env": sorted(cluster.env),
-                "container_gpus": cluster.container_gpus,
-                "notebook": cluster.notebook,
-                "ssh": cluster.ssh,
-            },
+            flavors=list(spec.flavor_names()),
+            image=cluster.image,
+            # Names only: values may be what a member would rather not see copied.
+            env=sorted(cluster.env),
+            container_gpus=cluster.container_gpus,
+            notebook=cluster.notebook,
+            ssh=cluster.ssh,
         )
         queue_backend().request_queued(cluster.pk)
     return cluster
+
+
+def audit_create(
+    *, actor: Any, action: str, request: ClusterRequest, tenant: Tenant, **more: Any
+) -> None:
+    """Audit a new request of any kind: its kind, flavor, workers and GPUs, and ``more``
+    that its kind adds."""
+    audit_record(
+        actor=actor,
+        action=action,
+        obj=request,
+        tenant=tenant,
+        data={
+            "kind": request.kind,
+            "flavor": request.flavor.name,
+            "workers": request.workers,
+            "gpus": str(request.gpus),
+            **more,
+        },
+    )
 
 
 def _require_manage(*, actor: Any, cluster: ClusterRequest, role: str | None = None) -> None:

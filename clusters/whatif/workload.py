@@ -12,6 +12,7 @@ same seed gives the same week.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from decimal import Decimal
 
 from clusters.admission import DEV, PROD, FlavorQ, QuotaQ, TenantQ
@@ -140,33 +141,27 @@ def synthetic_week(
                     ttl=8 * 3600.0,
                 )
             )
-        for t in _arrivals(rng, job_rate, seconds, "job"):
-            demands.append(
-                Demand(
-                    id=next(ids),
-                    tenant=tenant.slug,
-                    owner=rng.choice(owners),
-                    kind=DEV,
-                    flavors=("h100",),
-                    workers=rng.choice([8, 16, 24, 32]),
-                    arrival=t,
-                    hold=rng.uniform(1, 10) * 3600,
-                    job=True,
+        # Jobs and prod services differ only in their draws; the job stream is drawn
+        # first so that a seed keeps giving the same week.
+        batches: tuple[tuple[str, float, str, Callable[[], int], tuple[int, int, int]], ...] = (
+            ("job", job_rate, DEV, lambda: rng.choice([8, 16, 24, 32]), (1, 10, 3600)),
+            ("prod", prod_rate, PROD, lambda: rng.randint(1, 4), (1, 3, 86400)),
+        )
+        for stream, rate, kind, draw_workers, (low, high, unit) in batches:
+            for t in _arrivals(rng, rate, seconds, stream):
+                demands.append(
+                    Demand(
+                        id=next(ids),
+                        tenant=tenant.slug,
+                        owner=rng.choice(owners),
+                        kind=kind,
+                        flavors=("h100",),
+                        workers=draw_workers(),
+                        arrival=t,
+                        hold=rng.uniform(low, high) * unit,
+                        job=stream == "job",
+                    )
                 )
-            )
-        for t in _arrivals(rng, prod_rate, seconds, "prod"):
-            demands.append(
-                Demand(
-                    id=next(ids),
-                    tenant=tenant.slug,
-                    owner=rng.choice(owners),
-                    kind=PROD,
-                    flavors=("h100",),
-                    workers=rng.randint(1, 4),
-                    arrival=t,
-                    hold=rng.uniform(1, 3) * 86400,
-                )
-            )
     demands.sort(key=lambda d: (d.arrival, d.id))
     days = seconds / 86400
     span = "1 day" if days == 1 else f"{days:g} days"

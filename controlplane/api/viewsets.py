@@ -11,7 +11,9 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from rest_framework import status
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 from controlplane.api.serializers import EmptyBodyIn
 
@@ -29,3 +31,15 @@ def bodyless(handler: Callable[..., Any]) -> Callable[..., Any]:
         return handler(self, request, *args, **kwargs)
 
     return checked
+
+
+def created(
+    request: Request, body_in: Any, write: Callable[..., Any], out: Any, **given: Any
+) -> Response:
+    """The common create: ``body_in`` reads the request's body (a 400 when it is not
+    valid), the service ``write`` makes the object from its fields and ``given``, and the
+    answer is ``out`` of what it made, with 201."""
+    body = body_in(data=request.data)
+    body.is_valid(raise_exception=True)
+    made = write(**given, **body.validated_data)
+    return Response(out(made).data, status=status.HTTP_201_CREATED)

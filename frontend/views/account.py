@@ -19,11 +19,12 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.urls import reverse
 
 from frontend.account_forms import PasswordChangeForm, ResetPasswordForm
 from frontend.admin_forms import attach_errors
+from frontend.views.common import form_page
 from tenants.services import passwords
 
 MUST_CHANGE = "password_must_change"
@@ -83,7 +84,7 @@ def password_change(request: HttpRequest) -> HttpResponse:
             request.session.pop(MUST_CHANGE, None)
             messages.success(request, "Your password is changed; your other sessions ended.")
             return redirect("home")
-    return render(
+    return form_page(
         request,
         "frontend/password_change.html",
         {
@@ -91,7 +92,6 @@ def password_change(request: HttpRequest) -> HttpResponse:
             "sso_message": passwords.sso_message(user) if sso_only else "",
             "must_change": bool(request.session.get(MUST_CHANGE)),
         },
-        status=400 if form.errors else 200,
     )
 
 

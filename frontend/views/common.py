@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
 from clusters import selectors
@@ -72,3 +73,8 @@ def live_request(page: TenantPage, name: str, *, workload: str | None, noun: str
     if row.state == State.DELETED:
         raise Http404(f"{name} was deleted; nothing can be done to it any more.")
     return row
+
+
+def form_page(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
+    """Render a page that shows ``context["form"]``: a 400 while that form has errors."""
+    return render(request, template, context, status=400 if context["form"].errors else 200)

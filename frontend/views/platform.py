@@ -25,7 +25,7 @@ from clusters.queue.quota_preview import ProposedLine, quota_preview
 from clusters.requests import tenancy
 from controlplane.exceptions import ServiceConflict
 from frontend import admin_forms as f
-from frontend.views.common import HtmxHttpRequest
+from frontend.views.common import HtmxHttpRequest, form_page
 from tenants import selectors, services
 from tenants.models import Cohort, GpuFlavor, Membership, Quota, Tenant
 from tenants.services import passwords
@@ -183,11 +183,10 @@ def flavors(request: HttpRequest) -> HttpResponse:
     catalogue = selectors.flavor_list().annotate(
         quota_gpus=Sum("quotas__gpus"), tenants=Count("quotas", distinct=True)
     )
-    return render(
+    return form_page(
         request,
         "frontend/platform/flavors.html",
         {"form": form, "catalogue": catalogue},
-        status=400 if form.errors else 200,
     )
 
 
@@ -210,11 +209,10 @@ def flavor_edit(request: HttpRequest, name: str) -> HttpResponse:
     if saved is not None:
         return redirect("platform-flavors")
     quotas, clusters = selectors.flavor_references(flavor=flavor)
-    return render(
+    return form_page(
         request,
         "frontend/platform/flavor_edit.html",
         {"form": form, "flavor": flavor, "quotas": quotas, "clusters": clusters},
-        status=400 if form.errors else 200,
     )
 
 
@@ -271,11 +269,10 @@ def cohorts(request: HttpRequest) -> HttpResponse:
     )
     if saved is not None:
         return redirect("platform-cohorts")
-    return render(
+    return form_page(
         request,
         "frontend/platform/cohorts.html",
         {"form": form, "tree": selectors.cohort_tree()},
-        status=400 if form.errors else 200,
     )
 
 
@@ -322,11 +319,10 @@ def tenants(request: HttpRequest) -> HttpResponse:
         )
         .order_by("archived_at", "slug")
     )
-    return render(
+    return form_page(
         request,
         "frontend/platform/tenants.html",
         {"form": form, "rows": rows},
-        status=400 if form.errors else 200,
     )
 
 

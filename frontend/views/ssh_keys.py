@@ -8,10 +8,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from frontend.admin_forms import attach_errors
+from frontend.views.common import form_page
 from tenants import selectors, services
 
 
@@ -39,8 +40,7 @@ def ssh_keys(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Added {key.name or 'your key'} ({key.fingerprint}).")
             return redirect("ssh-keys")
     keys = selectors.ssh_key_list(user=request.user)
-    context = {"form": form, "keys": keys}
-    return render(request, "frontend/ssh_keys.html", context, status=400 if form.errors else 200)
+    return form_page(request, "frontend/ssh_keys.html", {"form": form, "keys": keys})
 
 
 @login_required

@@ -22,7 +22,7 @@ from clusters.domain.states import State
 from clusters.requests import controls
 from clusters.requests import services as requests
 from frontend import admin_forms as f
-from frontend.views.common import TenantPage, live_request, tenant_page
+from frontend.views.common import TenantPage, form_page, live_request, tenant_page
 from frontend.views.platform import run, submitted
 from tenants import selectors, services
 from tenants.models import Membership, Role
@@ -57,7 +57,7 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
     )
     if added is not None:
         return redirect("tenant-members-page", slug=page.tenant.slug)
-    return render(
+    return form_page(
         request,
         "frontend/tenant/members.html",
         page.context(
@@ -65,7 +65,6 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
             members=selectors.membership_list(tenant=page.tenant),
             roles=_grantable(page.role or ""),
         ),
-        status=400 if form.errors else 200,
     )
 
 
@@ -136,11 +135,10 @@ def policy(request: HttpRequest, slug: str) -> HttpResponse:
     )
     if saved is not None:
         return redirect("tenant-policy-page", slug=page.tenant.slug)
-    return render(
+    return form_page(
         request,
         "frontend/tenant/policy.html",
         page.context(form=form),
-        status=400 if form.errors else 200,
     )
 
 

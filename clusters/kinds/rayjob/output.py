@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters import selectors
 from clusters.models import ClusterRequest
-from clusters.output.request import ClusterOut, EndpointsOut
+from clusters.output.request import UnattendedOut
 from controlplane.api import generics as drf
 
 
@@ -31,25 +29,21 @@ class JobRunOut(drf.Serializer):
     ended_at = serializers.DateTimeField(allow_null=True)
 
 
-class JobOut(ClusterOut):
+class JobOut(UnattendedOut):
     """A job as the API returns it: the request's fields (state, queue, GPUs, history)
     and the run's (``job``), with ``gpu_hours`` and when its GPUs were released."""
 
     job = JobRunOut()
     gpu_hours = serializers.SerializerMethodField()
 
-    class Meta(ClusterOut.Meta):
+    class Meta(UnattendedOut.Meta):
         fields = [
-            *[f for f in ClusterOut.Meta.fields if f not in ("ttl_hours", "suspended_at")],
+            *UnattendedOut.Meta.fields,
             "gpus_released_at",
             "job",
             "gpu_hours",
         ]
         read_only_fields = fields
-
-    @extend_schema_field(EndpointsOut(allow_null=True))
-    def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
-        return None  # a job's Ray cluster is its own; reach it through its logs
 
     @extend_schema_field(serializers.FloatField())
     def get_gpu_hours(self, obj: ClusterRequest) -> float:

@@ -274,18 +274,12 @@ def job_create(
         )
         if spec is not None and requests.budget_lowered(request, spec):
             requests.note_budget(request, actor=actor)
-        audit_record(
+        requests.audit_create(
             actor=actor,
             action="job.create",
-            obj=request,
+            request=request,
             tenant=tenant,
-            data={
-                "kind": request.kind,
-                "flavor": request.flavor.name,
-                "workers": request.workers,
-                "gpus": str(request.gpus),
-                "host": details.host.name if details.host else None,
-            },
+            host=details.host.name if details.host else None,
         )
         if details.host:
             # Nothing to admit: it runs on GPUs its owner already holds.

@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from clusters.kinds.rayservice import endpoint_counts, upgrade
 from clusters.models import ClusterRequest, Surge
-from clusters.output.request import ClusterOut, EndpointsOut
+from clusters.output.request import UnattendedOut
 from controlplane.api import generics as drf
 
 
@@ -98,7 +98,7 @@ def surge_out(surge: Surge | None) -> dict[str, Any] | None:
     }
 
 
-class ServiceOut(ClusterOut):
+class ServiceOut(UnattendedOut):
     """A service as the API returns it: the request's fields (state, queue, GPUs,
     history), its serving details (``service``) and the surge of an upgrade under way
     (``upgrade_surge``, null without one)."""
@@ -107,18 +107,14 @@ class ServiceOut(ClusterOut):
     service_endpoint = serializers.SerializerMethodField()
     upgrade_surge = serializers.SerializerMethodField()
 
-    class Meta(ClusterOut.Meta):
+    class Meta(UnattendedOut.Meta):
         fields = [
-            *[f for f in ClusterOut.Meta.fields if f not in ("ttl_hours", "suspended_at")],
+            *UnattendedOut.Meta.fields,
             "service",
             "service_endpoint",
             "upgrade_surge",
         ]
         read_only_fields = fields
-
-    @extend_schema_field(EndpointsOut(allow_null=True))
-    def get_endpoints(self, obj: ClusterRequest) -> dict[str, Any] | None:
-        return None  # no endpoint through the product yet (docs/services.md)
 
     @extend_schema_field(UpgradeSurgeOut(allow_null=True))
     def get_upgrade_surge(self, obj: ClusterRequest) -> dict[str, Any] | None:

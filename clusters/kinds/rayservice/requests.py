@@ -89,18 +89,12 @@ def service_create(
         )
         requests.kind_request_save(request, details)
         note(request, reason="requested", message="service requested", actor=actor)
-        audit_record(
+        requests.audit_create(
             actor=actor,
             action="service.create",
-            obj=request,
+            request=request,
             tenant=tenant,
-            data={
-                "kind": request.kind,
-                "flavor": request.flavor.name,
-                "workers": request.workers,
-                "gpus": str(request.gpus),
-                "upgrade": details.upgrade_type,
-            },
+            upgrade=details.upgrade_type,
         )
         queue_backend().request_queued(request.pk)
     return request

@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from controlplane.api.throttles import WriteThrottle
+from controlplane.api.viewsets import created
 from tenants import selectors, services
 from tenants.api import serializers as s
 from tenants.api.permissions import PlatformAdminWrites
@@ -40,10 +41,13 @@ class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[GpuFlavor]):
 
     @extend_schema(request=s.FlavorCreateSerializer, responses={201: s.FlavorOutSerializer})
     def create(self, request: Request) -> Response:
-        body = s.FlavorCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        flavor = services.flavor_create(actor=request.user, **body.validated_data)
-        return Response(s.FlavorOutSerializer(flavor).data, status=status.HTTP_201_CREATED)
+        return created(
+            request,
+            s.FlavorCreateSerializer,
+            services.flavor_create,
+            s.FlavorOutSerializer,
+            actor=request.user,
+        )
 
     @extend_schema(request=s.FlavorUpdateSerializer, responses={200: s.FlavorOutSerializer})
     def partial_update(self, request: Request, name: str) -> Response:

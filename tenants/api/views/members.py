@@ -12,6 +12,7 @@ from rest_framework import mixins, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from controlplane.api.viewsets import created
 from tenants import selectors, services
 from tenants.api import serializers as s
 from tenants.api.viewsets import TenantScopedViewSet
@@ -42,12 +43,14 @@ class MemberViewSet(mixins.ListModelMixin, TenantScopedViewSet[Membership]):
 
     @extend_schema(request=s.MemberInSerializer, responses={201: s.MemberOutSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
-        body = s.MemberInSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        membership = services.membership_add(
-            actor=request.user, tenant=self.tenant, **body.validated_data
+        return created(
+            request,
+            s.MemberInSerializer,
+            services.membership_add,
+            s.MemberOutSerializer,
+            actor=request.user,
+            tenant=self.tenant,
         )
-        return Response(s.MemberOutSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         request=s.MemberRoleSerializer,

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from controlplane.api.throttles import WriteThrottle
+from controlplane.api.viewsets import created
 from tenants import selectors, services
 from tenants.api import serializers as s
 from tenants.ssh_keys import SshKey
@@ -35,10 +36,13 @@ class SshKeyViewSet(viewsets.GenericViewSet[Any]):
 
     @extend_schema(request=s.SshKeyInSerializer, responses={201: s.SshKeyOutSerializer})
     def create(self, request: Request) -> Response:
-        body = s.SshKeyInSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        key = services.ssh_key_add(user=request.user, **body.validated_data)
-        return Response(s.SshKeyOutSerializer(key).data, status=status.HTTP_201_CREATED)
+        return created(
+            request,
+            s.SshKeyInSerializer,
+            services.ssh_key_add,
+            s.SshKeyOutSerializer,
+            user=request.user,
+        )
 
     def retrieve(self, request: Request, key_id: int) -> Response:
         key = self.get_queryset().filter(pk=key_id).first()

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from controlplane.api.throttles import WriteThrottle
+from controlplane.api.viewsets import created
 from tenants import selectors, services
 from tenants.api import serializers as s
 from tenants.api.permissions import PlatformAdminActions
@@ -41,10 +42,13 @@ class UserViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[AbstractUser]):
 
     @extend_schema(request=s.UserInSerializer, responses={201: s.UserOutSerializer})
     def create(self, request: Request) -> Response:
-        body = s.UserInSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        user = services.user_create(actor=request.user, **body.validated_data)
-        return Response(s.UserOutSerializer(user).data, status=status.HTTP_201_CREATED)
+        return created(
+            request,
+            s.UserInSerializer,
+            services.user_create,
+            s.UserOutSerializer,
+            actor=request.user,
+        )
 
     @extend_schema(responses={200: s.MeSerializer})
     @action(detail=False, methods=["get"], pagination_class=None, filterset_class=None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ async def _session(process: Any) -> None:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=os.getcwd(),
+            env=_session_env(),
         )
         await process.redirect(stdin=child.stdin, stdout=child.stdout, stderr=child.stderr)
         status = await child.wait()
@@ -44,6 +46,13 @@ async def _session(process: Any) -> None:
     # The redirect's writers finish when the channel closes; awaited here, or their
     # coroutines are collected unawaited (a RuntimeWarning in the pod's log).
     await process.wait_closed()
+
+
+def _session_env() -> dict[str, str]:
+    """The session's environment: the server's, with the Python that runs the pod first on
+    ``PATH``, as a Ray image's shell finds its ``python`` and ``ray`` first."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
 
 
 def _server_class() -> Any:

@@ -5,6 +5,7 @@ Secret's keys only and runs commands in the process's folder; it ends with the p
 from __future__ import annotations
 
 import base64
+import importlib.metadata
 import shutil
 import socket
 import subprocess
@@ -77,8 +78,11 @@ def _accepts(host: str, port: int) -> bool:
 
 
 def test_sshd_accepts_the_secrets_keys_and_runs_commands_in_its_folder(
-    psim: KubeSim, tmp_path: Path
+    psim: KubeSim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # kubesim started from a shell whose PATH lacks the virtual environment (make run's):
+    # a session still finds the pod's Python, with Ray, first.
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
     api = config.new_client_from_config(config_file=psim.write_kubeconfig(str(tmp_path / "kc")))
     core = client.CoreV1Api(api)
     good, other = keypair(tmp_path, "good"), keypair(tmp_path, "other")
@@ -107,6 +111,9 @@ def test_sshd_accepts_the_secrets_keys_and_runs_commands_in_its_folder(
     workdir = psim.cluster.localprocs.processes("default", "head")["sshd"].workdir
     assert done.stdout.split() == [str(workdir), "on-the-head"]
     assert run(good, "exit 3").returncode == 3
+    ray_there = run(good, "python -c 'import ray; print(ray.__version__)'")
+    assert ray_there.returncode == 0, ray_there.stderr
+    assert ray_there.stdout.strip() == importlib.metadata.version("ray")
     refused = run(other, "true")
     assert refused.returncode == 255
     assert "Permission denied (publickey)" in refused.stderr

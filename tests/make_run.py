@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -36,10 +37,34 @@ _CHILD_MARKERS = {
 }
 
 
-def free_port() -> int:
+def _ephemeral_low() -> int:
+    """The kernel's lowest port for outgoing connections (Linux's default elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(span: int = 1) -> int:
+    """A loopback port, and the ``span - 1`` after it, free now and below the kernel's
+    ephemeral range: a port the kernel hands out (bind to 0) can be taken by any other
+    process's outgoing connection before the stack binds it."""
+    low = _ephemeral_low()
+    rng = random.Random()
+    for _ in range(500):
+        port = rng.randrange(10000, low - span)
+        if all(_bindable(port + i) for i in range(span)):
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def port_served(port: int) -> bool:
@@ -103,7 +128,8 @@ class MakeRun:
 
     def __init__(self, tmp_path: Path, *, background: bool = False, **env: str) -> None:
         """``background``: started as a shell starts ``make run &``, with SIGINT ignored."""
-        self.port, self.kube_port = free_port(), free_port()
+        # PORT+1 is the Ray dashboards' origin (scripts/run.py).
+        self.port, self.kube_port = free_port(span=2), free_port()
         # The mail sink's and the demo receiver's ports too: PORT+4 and PORT+5 may be taken.
         self.mail_port = int(env.get("MAIL_PORT") or free_port())
         self.webhook_port = int(env.get("WEBHOOK_PORT") or free_port())

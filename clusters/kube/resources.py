@@ -72,6 +72,6 @@ def kind_of(api_version: str, kind: str) -> Kind:
         pass
     for workload in workload_kinds.kinds().values():
         if (workload.api_version, workload.object_kind) == (api_version, kind):
-            found = KINDS[(api_version, kind)] = Kind(api_version, kind, workload.plural)
-            return found
+            # Not kept in KINDS: a kind registered for a while (a test's) leaves nothing behind.
+            return Kind(api_version, kind, workload.plural)
     raise PermanentKubeError(f"gangway does not know the kind {api_version}/{kind}")

@@ -1,6 +1,8 @@
 """Serve configs for the service tests, shaped as KubeRay's v1.7.0 samples shape them
 (``ray-service.stable-diffusion.yaml``: an ingress and a one-GPU model deployment)."""
 
+from typing import Any
+
 STABLE_DIFFUSION = """\
 applications:
   - name: stable_diffusion
@@ -30,3 +32,25 @@ applications:
           min_replicas: 1
           max_replicas: 3
 """
+
+
+def queued_service(tenant: Any, owner: Any, name: str = "sd", **fields: Any) -> Any:
+    """A service row of the tenant, queued on one l4 GPU with the Stable Diffusion config,
+    written straight to the database (no worker admits it unless one runs)."""
+    from clusters.models import ClusterRequest, Service
+    from tenants.models import GpuFlavor
+
+    row = ClusterRequest.objects.create(
+        tenant=tenant,
+        name=name,
+        owner=owner,
+        workload="service",
+        kind="dev",
+        flavor=GpuFlavor.objects.get(name="l4"),
+        workers=1,
+        gpus=1,
+        state="queued",
+        **fields,
+    )
+    Service.objects.create(request=row, serve_config=STABLE_DIFFUSION)
+    return row

@@ -12,8 +12,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from clusters.kinds.rayservice import endpoint_access
 from clusters.models import ClusterRequest, Service, ServiceToken
-from tenants.models import AuditEvent, GpuFlavor
-from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
+from tenants.models import AuditEvent
+from tests.clusters.kinds.rayservice.samples import queued_service
 
 pytestmark = pytest.mark.django_db
 
@@ -21,19 +21,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def service(acme: Any, bob: Any) -> ClusterRequest:
     """bob's service, queued (the access rules do not depend on its state)."""
-    row = ClusterRequest.objects.create(
-        tenant=acme,
-        name="sd",
-        owner=bob,
-        workload="service",
-        kind="dev",
-        flavor=GpuFlavor.objects.get(name="l4"),
-        workers=1,
-        gpus=1,
-        state="queued",
-    )
-    Service.objects.create(request=row, serve_config=STABLE_DIFFUSION)
-    return row
+    return queued_service(acme, bob)
 
 
 def test_the_owner_creates_a_token_whose_secret_is_never_stored(

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from clusters.models import ClusterRequest, Service, ServiceToken
-from tenants.models import GpuFlavor
-from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
+from tests.clusters.kinds.rayservice.samples import queued_service
 
 pytestmark = pytest.mark.django_db
 
@@ -20,19 +19,7 @@ SD = "/api/v1/tenants/acme/services/sd/"
 @pytest.fixture
 def service(acme: Any, bob: Any) -> ClusterRequest:
     """bob's service, queued (the routes do not depend on its state)."""
-    row = ClusterRequest.objects.create(
-        tenant=acme,
-        name="sd",
-        owner=bob,
-        workload="service",
-        kind="dev",
-        flavor=GpuFlavor.objects.get(name="l4"),
-        workers=1,
-        gpus=1,
-        state="queued",
-    )
-    Service.objects.create(request=row, serve_config=STABLE_DIFFUSION)
-    return row
+    return queued_service(acme, bob)
 
 
 def test_a_token_is_created_listed_without_its_secret_and_revoked_once(

@@ -14,9 +14,9 @@ from knox.models import AuthToken
 
 from clusters.kinds.rayservice import endpoint_counts
 from clusters.models import ClusterRequest, Service, ServiceToken
-from tenants.models import AuditEvent, GpuFlavor
+from tenants.models import AuditEvent
 from tests.clusters.engine.conftest import kubesim, wait_for, worker
-from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
+from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION, queued_service
 
 __all__ = ["kubesim", "worker"]
 
@@ -38,22 +38,14 @@ def _api_token(user: Any) -> str:
 
 def _queued_service(tenant: Any, owner: Any, name: str) -> ClusterRequest:
     """A second service of the tenant, queued and held by an admin (never admitted)."""
-    row = ClusterRequest.objects.create(
-        tenant=tenant,
-        name=name,
-        owner=owner,
-        workload="service",
-        kind="dev",
-        flavor=GpuFlavor.objects.get(name="l4"),
-        workers=1,
-        gpus=1,
-        state="queued",
+    return queued_service(
+        tenant,
+        owner,
+        name,
         queue_reason="quota",
         held_at=timezone.now(),
         hold_reason="kept waiting for the test",
     )
-    Service.objects.create(request=row, serve_config=STABLE_DIFFUSION)
-    return row
 
 
 def _ready_service(as_user: Any, bob: Any) -> ClusterRequest:

@@ -70,8 +70,17 @@ def kind_of(api_version: str, kind: str) -> Kind:
         return KINDS[(api_version, kind)]
     except KeyError:
         pass
-    for workload in workload_kinds.kinds().values():
-        if (workload.api_version, workload.object_kind) == (api_version, kind):
-            # Not kept in KINDS: a kind registered for a while (a test's) leaves nothing behind.
-            return Kind(api_version, kind, workload.plural)
+    # Built once per registry (cleared when a kind is registered or dropped), not kept in
+    # KINDS: a kind registered for a while (a test's) leaves nothing behind.
+    found = workload_kinds.derived("object kinds", _object_kinds).get((api_version, kind))
+    if found is not None:
+        return found
     raise PermanentKubeError(f"gangway does not know the kind {api_version}/{kind}")
+
+
+def _object_kinds() -> dict[tuple[str, str], Kind]:
+    """The object of every registered workload kind, by apiVersion and kind."""
+    return {
+        (w.api_version, w.object_kind): Kind(w.api_version, w.object_kind, w.plural)
+        for w in workload_kinds.kinds().values()
+    }

@@ -78,11 +78,22 @@ WAIT_HTTP = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], tim
 # variable, instead of that range.
 CLIENT_PORTS_ENV = "KUBESIM_RAY_CLIENT_SERVER_PORTS"
 CLIENT_SERVERS = 8  # clients connected at once to one head
+# Two more changes to the proxy, both for a loaded machine:
+# - The proxy forks each client's server while its own gRPC threads are busy; gRPC's fork
+#   handlers then leave the child in a state where it may die of SIGSEGV before its first
+#   line of log ("Starting Ray client server failed", an empty .err: ray-project/ray#63202,
+#   open upstream). The server is exec'd at once and needs nothing of gRPC's state across
+#   the fork, so the proxy (and the servers it starts) run with gRPC's fork support off.
+# - The proxy gives a new server 30 s to answer on its channel; on a busy two-core machine
+#   importing Ray alone takes longer, so it gets CLIENT_SERVER_READY_SECONDS.
+CLIENT_SERVER_READY_SECONDS = 300
+PROXY_ENV = {"GRPC_ENABLE_FORK_SUPPORT": "false"}
 OWN_PORTS_PROXY = (
     "import os\n"
     "import ray.util.client.server.proxier as proxier\n"
     "from ray.util.client.server.server import main\n"
     f"ports = [int(p) for p in os.environ[{CLIENT_PORTS_ENV!r}].split(',')]\n"
+    f"proxier.CHECK_CHANNEL_TIMEOUT_S = {CLIENT_SERVER_READY_SECONDS}\n"
     "made = proxier.ProxyManager.__init__\n"
     "def own_ports(self, *args, **kwargs):\n"
     "    made(self, *args, **kwargs)\n"
@@ -93,7 +104,7 @@ OWN_PORTS_PROXY = (
 # ``ray start`` gives the dashboard 20 s to come up, polling 200 times; on a busy two-core
 # machine its nine module processes take longer. The same ``ray start``, run with that
 # module's sleeps six times as long, and (with CLIENT_PORTS_ENV set) its Ray Client proxy
-# started as OWN_PORTS_PROXY, its arguments unchanged.
+# started as OWN_PORTS_PROXY with PROXY_ENV, its arguments unchanged.
 PATIENT_RAY = (
     "import os, sys, time\n"
     "import ray._private.services as services\n"
@@ -106,6 +117,7 @@ PATIENT_RAY = (
     "    module = 'ray.util.client.server'\n"
     f"    if os.environ.get({CLIENT_PORTS_ENV!r}) and '--mode=proxy' in command:\n"
     "        command = [command[0], '-c', PROXY, *command[command.index(module) + 1 :]]\n"
+    f"        kwargs['env_updates'] = {{**(kwargs.get('env_updates') or {{}}), **{PROXY_ENV!r}}}\n"
     "    return start_process(command, *args, **kwargs)\n"
     "services.start_ray_process = start_ray_process\n"
     f"PROXY = {OWN_PORTS_PROXY!r}\n"

@@ -28,6 +28,7 @@ from clusters.engine import provisioning
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, Tunnel
 from kubesim import KubeSim
+from kubesim.operators.realray import CLIENT_SERVER_READY_SECONDS
 from tests.clusters.engine.conftest import wait_for
 from tests.clusters.live.conftest import head_ready
 from tests.clusters.live.test_proxy_browser import _open_dashboard, bob_signed_in, ray_origin
@@ -245,6 +246,24 @@ def test_ray_client_connects_through_gangway_port_forward(
     servers = Path(slot.temp_dir).glob("session_latest/logs/ray_client_server_*.err")
     ports = {int(p.stem.rsplit("_", 1)[1]) for p in servers}
     assert ports and ports <= set(slot.client_servers), (ports, slot.client_servers)
+    # The proxy forks each client's server with gRPC's fork handlers off (a server forked
+    # with them on may die of SIGSEGV before it logs: ray-project/ray#63202), and waits
+    # for a slow server longer than Ray's 30 s.
+    cmdline, environ = _client_proxy(slot.ports["client"])
+    assert "GRPC_ENABLE_FORK_SUPPORT=false" in environ, cmdline
+    assert f"CHECK_CHANNEL_TIMEOUT_S = {CLIENT_SERVER_READY_SECONDS}" in " ".join(cmdline)
+
+
+def _client_proxy(port: int) -> tuple[list[str], list[str]]:
+    """The command line and environment of the Ray Client proxy on ``port`` (/proc)."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode().split("\0")
+            if "--mode=proxy" in cmdline and f"--port={port}" in cmdline:
+                return cmdline, (proc / "environ").read_bytes().decode().split("\0")
+        except OSError:  # gone, or not ours to read
+            continue
+    raise AssertionError(f"no Ray Client proxy on port {port}")
 
 
 def test_the_log_panel_shows_the_real_heads_coloured_log_as_plain_text(

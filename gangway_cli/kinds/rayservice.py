@@ -46,10 +46,24 @@ def applications_line(service: dict[str, Any]) -> str:
     return ", ".join(f"{name} {app.get('status')}" for name, app in sorted(apps.items()))
 
 
+def scale_to_zero_line(service: dict[str, Any]) -> str:
+    """``after 30 min without requests`` (``scaled to zero ...`` when it is), or ``off``."""
+    serving = service.get("service") or {}
+    if not serving.get("scale_to_zero"):
+        return "off"
+    line = f"after {serving.get('scale_to_zero_after_minutes')} min without requests"
+    if service.get("state") == "suspended":
+        return f"{line}; scaled to zero now, the next request wakes it"
+    if serving.get("woken_at") and service.get("state") != "ready":
+        return f"{line}; waking (cold start)"
+    return line
+
+
 def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
     serving = service.get("service") or {}
     return [
         *workloads.standing(service, tenant),
+        ("why", service.get("state_reason")),
         ("applications", applications_line(service)),
         ("active cluster", serving.get("active_cluster")),
         ("pending cluster", serving.get("pending_cluster")),
@@ -57,6 +71,7 @@ def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("upgrade", upgrade_line(service)),
         ("upgrade strategy", (serving.get("upgrade_strategy") or {}).get("type")),
         ("serve endpoints", serving.get("serve_endpoints")),
+        ("scale to zero", scale_to_zero_line(service)),
         ("endpoint", (service.get("service_endpoint") or {}).get("url")),
         ("public", "yes" if (service.get("service_endpoint") or {}).get("public") else "no"),
         ("requests", (service.get("service_endpoint") or {}).get("requests")),
@@ -103,6 +118,19 @@ def submit(
         str | None,
         typer.Option(help="NewCluster (default), NewClusterWithIncrementalUpgrade or None."),
     ] = None,
+    scale_to_zero: Annotated[
+        bool,
+        typer.Option(
+            "--scale-to-zero/--no-scale-to-zero",
+            help="Give its GPUs back when idle; the next request wakes it (a cold start).",
+        ),
+    ] = False,
+    idle_minutes: Annotated[
+        int | None,
+        typer.Option(
+            "--scale-to-zero-after", help="Minutes without requests before it scales to zero."
+        ),
+    ] = None,
 ) -> workloads.Creation:
     """Submit a Ray Serve service: a RayService of the given shape serving the config."""
     body: dict[str, Any] = {"name": name, "serve_config": read_config(config)}
@@ -117,10 +145,15 @@ def submit(
     body.update({k: v for k, v in shape.items() if v is not None})
     if upgrade:
         body["upgrade_strategy"] = {"type": upgrade}
+    if scale_to_zero:
+        body["scale_to_zero"] = True
+    if idle_minutes is not None:
+        body["scale_to_zero_after_minutes"] = idle_minutes
 
     def then(service: dict[str, Any]) -> None:
         state = output.state_text(service.get("state"))
-        output.emit(s.mode, service, lambda: output.stdout.print(f"{escape(name)}: {state}"))
+        said = f"{escape(name)}: {state}; scale to zero {escape(scale_to_zero_line(service))}"
+        output.emit(s.mode, service, lambda: output.stdout.print(said))
 
     return workloads.Creation(body, then=then)
 

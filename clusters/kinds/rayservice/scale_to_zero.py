@@ -92,6 +92,15 @@ def _scale(row: ClusterRequest, now: datetime.datetime) -> bool:
             provision_requested_at=now,
         ):
             return False
+        # What KubeRay reported is of the RayService about to go; a woken one starts anew.
+        Service.objects.filter(pk=row.pk).update(
+            applications={},
+            active_cluster="",
+            pending_cluster="",
+            upgrading=False,
+            serve_endpoints=0,
+            woken_at=None,
+        )
         audit_record(
             actor=None,
             action="service.scale_to_zero",

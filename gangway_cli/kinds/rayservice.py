@@ -1,6 +1,6 @@
 """The Ray Serve service kind on the command line: what ``service ls``, ``service
 status`` and ``service rm`` show of a service (:data:`KIND`), and the commands only a
-service has: ``service submit`` and ``service upgrade``, on
+service has: ``service submit``, ``service upgrade`` and ``service set``, on
 ``/api/v1/tenants/{tenant}/services/``. The Serve config is a YAML file (``-`` reads
 standard input), sent as it is: the server checks it.
 """
@@ -187,6 +187,45 @@ def upgrade(
     )
     said = upgrade_line(service) or "upgrade requested"
     output.emit(s.mode, service, lambda: output.stdout.print(f"{escape(name)}: {escape(said)}"))
+
+
+@service_app.command("set")
+def set_policy(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help=NAME_HELP)],
+    scale_to_zero: Annotated[
+        bool | None,
+        typer.Option(
+            "--scale-to-zero/--no-scale-to-zero",
+            help="Give its GPUs back when idle; the next request wakes it (a cold start).",
+        ),
+    ] = None,
+    idle_minutes: Annotated[
+        int | None,
+        typer.Option(
+            "--scale-to-zero-after", help="Minutes without requests before it scales to zero."
+        ),
+    ] = None,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Change a service's idle policy (scale to zero and its window)."""
+    s = session(ctx, output_option, tenant=tenant)
+    body: dict[str, Any] = {}
+    if scale_to_zero is not None:
+        body["scale_to_zero"] = scale_to_zero
+    if idle_minutes is not None:
+        body["scale_to_zero_after_minutes"] = idle_minutes
+    if not body:
+        raise CliError(
+            "nothing to set: give --scale-to-zero, --no-scale-to-zero or --scale-to-zero-after",
+            code=exitcodes.USAGE,
+        )
+    service = s.client.patch(
+        workloads.item_path(s, KIND, name), body, what=workloads.what(s, KIND, name)
+    )
+    said = f"{escape(name)}: scale to zero {escape(scale_to_zero_line(service))}"
+    output.emit(s.mode, service, lambda: output.stdout.print(said))
 
 
 def upgrade_line(service: dict[str, Any]) -> str:

@@ -90,3 +90,12 @@ def test_scale_to_zero_is_submitted_and_shown(
     refused = cli(*args, "--name", "bad", "--scale-to-zero", "--scale-to-zero-after", "1")
     assert refused.code != 0 and "scale_to_zero_after_minutes" in refused.err, refused
     assert not ClusterRequest.objects.filter(name="bad").exists()
+
+    # `service set` changes it on a service that exists.
+    changed = cli("service", "set", "plain", "--scale-to-zero", "--scale-to-zero-after", "60")
+    assert changed.code == 0, changed
+    assert "plain: scale to zero after 60 min without requests" in changed.out
+    off = cli("service", "set", "sd", "--no-scale-to-zero")
+    assert off.code == 0 and "sd: scale to zero off" in off.out, off
+    assert not Service.objects.get(request__name="sd").scale_to_zero
+    assert cli("service", "set", "sd").code == exitcodes.USAGE

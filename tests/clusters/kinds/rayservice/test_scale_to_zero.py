@@ -86,8 +86,10 @@ def test_an_idle_service_scales_to_zero_its_gpus_serve_another_and_a_request_wak
     (span,) = UsageSpan.objects.unscoped().filter(cluster_id=row.pk)
     assert span.ended_at is not None  # its usage stops with its GPUs
     wait_for(
-        lambda: get_gateway().get("ray.io/v1", "RayService", "sd", "gw-acme") is None
-        and not _pods("sd"),
+        lambda: (
+            get_gateway().get("ray.io/v1", "RayService", "sd", "gw-acme") is None
+            and not _pods("sd")
+        ),
         timeout=60,
         what="its RayService and pods gone",
     )

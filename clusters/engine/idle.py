@@ -2,13 +2,12 @@
 
 A pass (beat, every ``ACTIVITY_CHECK_SECONDS``) reads each ready cluster's dashboard
 (:func:`clusters.kube.raydash.read_activity`; a notebook's busy kernels too,
-``notebook_activity.py``), records ``last_active_at``, keeps the idle
-ledger (:class:`clusters.models.IdleSpan`) and applies the tenant's policy
+``notebook_activity.py``), records ``last_active_at``, keeps the idle ledger
+(:class:`clusters.models.IdleSpan`) and applies the tenant's policy
 (``idle_suspend_minutes``; dev only unless ``idle_suspend_prod``): idle that long, the
-owner is warned; still idle ``IDLE_GRACE_MINUTES`` later, it is suspended (GPUs back,
-spec kept). Any use cancels the warning; an unreadable dashboard is never idleness; each
-write is conditional on the row as read, so overlapping passes act once. A kind with an
-idle policy of its own (``Kind.idle_reclaim``: a service's scale to zero) runs it here.
+owner is warned; still idle ``IDLE_GRACE_MINUTES`` later, it is suspended. Any use cancels
+the warning; an unreadable dashboard is never idleness; writes are conditional on the row
+as read. Kinds' own idle policies (``Kind.idle_reclaim``: scale to zero) run here too.
 """
 
 from __future__ import annotations

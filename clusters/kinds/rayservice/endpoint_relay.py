@@ -1,15 +1,12 @@
 """A service's endpoint: ``/serve/{tenant}/{service}/{route...}`` relayed to the Serve
-proxy of its active cluster.
-
-The request goes through the Kubernetes API's service proxy to KubeRay's serve service
-(``<name>-serve-svc``, port ``serve``, 8000), whose selector KubeRay moves from the
-active to the pending cluster when an upgrade completes, so each request reaches
-whichever cluster serves at that moment. Any method, body and query pass through; the
-answer streams. Callers authenticate with a tenant member's API token or one of the
-service's invoke tokens (``endpoint_access.py``), or not at all when the service is public.
-Refusals: 401 (no or unknown token), 404 (no such service for this caller), 403 (an
-invoke token of another service), 503 (not ready, with why; a scaled-to-zero service is
-woken by the request and says so), 502 (unreachable).
+proxy of its active cluster, through the Kubernetes API's service proxy to KubeRay's
+serve service (``<name>-serve-svc``, port ``serve``, 8000), whose selector KubeRay moves
+to the new cluster when an upgrade completes: each request reaches whichever cluster
+serves then. Any method, body and query pass through; the answer streams. Callers send
+a tenant member's API token or one of the service's invoke tokens
+(``endpoint_access.py``), or nothing to a public service. Refusals: 401 (no or unknown
+token), 404 (no such service for this caller), 403 (another service's invoke token), 503
+(not ready, saying why; a scaled-to-zero service is woken and says so), 502 (unreachable).
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
-"""Engineers' writes on services: create, update (an upgrade), delete, and the dry-run.
+"""Engineers' writes on services: create, update (an upgrade, the idle policy), delete,
+and the dry-run.
 
 A service is checked with the same code as a cluster request — role, shape, name,
 "can it ever fit", per-engineer caps (:func:`clusters.requests.services.cluster_request_check`)
-— plus its Serve config and upgrade strategy, every fault at once. It waits in the one
-queue and is charged as a cluster of its shape is. A new Serve config or image is an
-upgrade: the row and its details change, and the provision pass applies the RayService
-again (KubeRay updates the applications in place); a new image for a service that serves
-waits first for the surge of GPUs its second cluster needs
-(:mod:`clusters.kinds.rayservice.upgrade`). The idle policy (scale to zero and its
-window) may be changed in any live state and is read by the next idle pass.
+— plus its Serve config, upgrade strategy and idle policy, every fault at once. It waits
+in the one queue and is charged as a cluster of its shape is. A new Serve config or image
+is an upgrade: the provision pass applies the RayService again; a new image for a service
+that serves waits first for its second cluster's surge (:mod:`.upgrade`).
 """
 
 from __future__ import annotations

@@ -69,18 +69,17 @@ def reclaim_idle(*, now: datetime.datetime | None = None) -> list[str]:
 def _scale(row: ClusterRequest, now: datetime.datetime) -> bool:
     """Move one idle ready service to ``suspended`` (its GPUs back, its RayService to be
     deleted); ``False`` when it changed since it was read or a request just came."""
-    minutes = row.service.scale_to_zero_after_minutes
     with transaction.atomic():
         current = lifecycle.locked(row)
         if current.state != State.READY or current.ready_at != row.ready_at:
             return False
-        details = Service.objects.select_for_update().get(pk=row.pk)
+        current.service = details = Service.objects.select_for_update().get(pk=row.pk)
         last = endpoint_counts.last_requests([row.pk]).get(row.pk)
         if not details.scale_to_zero or (
             now - idle_since(current, last) < timedelta(minutes=details.scale_to_zero_after_minutes)
         ):
             return False  # a request came, or the option changed, since the row was read
-        current.service = details
+        minutes = details.scale_to_zero_after_minutes
         if not transition(
             current,
             State.SUSPENDED,

@@ -95,8 +95,10 @@ def test_an_idle_service_scales_to_zero_its_gpus_serve_another_and_a_request_wak
     )
     detail = api.get(SERVICES + "sd/").json()
     assert detail["state"] == "suspended" and detail["service"]["scale_to_zero"] is True
-    page = client_for(bob).get("/t/acme/services/").content.decode()
-    assert "scaled to zero after 5 min without requests" in page
+    for url in ("/t/acme/services/", "/t/acme/services/sd/"):
+        page = client_for(bob).get(url).content.decode()
+        assert "scaled to zero after 5 min without requests" in page.lower(), url
+    assert "data-scaled-to-zero" in page and "data-cold-start" in page
 
     # Its GPU is free: another request of the tenant takes it.
     hog = {"name": "hog", "flavor": "l4", "workers": 1}

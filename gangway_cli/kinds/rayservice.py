@@ -29,6 +29,31 @@ ConfigOpt = Annotated[
     ),
 ]
 
+# The idle policy's options, on `submit` and `set`.
+ScaleToZeroOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--scale-to-zero/--no-scale-to-zero",
+        help="Give its GPUs back when idle; the next request wakes it (a cold start).",
+    ),
+]
+IdleMinutesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--scale-to-zero-after", help="Minutes without requests before it scales to zero."
+    ),
+]
+
+
+def idle_policy_body(scale_to_zero: bool | None, minutes: int | None) -> dict[str, Any]:
+    """The idle policy's fields of a create or PATCH body, those given only."""
+    body: dict[str, Any] = {}
+    if scale_to_zero is not None:
+        body["scale_to_zero"] = scale_to_zero
+    if minutes is not None:
+        body["scale_to_zero_after_minutes"] = minutes
+    return body
+
 
 def read_config(path: str) -> str:
     """The Serve config's text from a file, or from standard input for ``-``."""
@@ -118,19 +143,8 @@ def submit(
         str | None,
         typer.Option(help="NewCluster (default), NewClusterWithIncrementalUpgrade or None."),
     ] = None,
-    scale_to_zero: Annotated[
-        bool,
-        typer.Option(
-            "--scale-to-zero/--no-scale-to-zero",
-            help="Give its GPUs back when idle; the next request wakes it (a cold start).",
-        ),
-    ] = False,
-    idle_minutes: Annotated[
-        int | None,
-        typer.Option(
-            "--scale-to-zero-after", help="Minutes without requests before it scales to zero."
-        ),
-    ] = None,
+    scale_to_zero: ScaleToZeroOpt = None,
+    idle_minutes: IdleMinutesOpt = None,
 ) -> workloads.Creation:
     """Submit a Ray Serve service: a RayService of the given shape serving the config."""
     body: dict[str, Any] = {"name": name, "serve_config": read_config(config)}
@@ -145,10 +159,7 @@ def submit(
     body.update({k: v for k, v in shape.items() if v is not None})
     if upgrade:
         body["upgrade_strategy"] = {"type": upgrade}
-    if scale_to_zero:
-        body["scale_to_zero"] = True
-    if idle_minutes is not None:
-        body["scale_to_zero_after_minutes"] = idle_minutes
+    body.update(idle_policy_body(scale_to_zero, idle_minutes))
 
     def then(service: dict[str, Any]) -> None:
         state = output.state_text(service.get("state"))
@@ -193,29 +204,14 @@ def upgrade(
 def set_policy(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help=NAME_HELP)],
-    scale_to_zero: Annotated[
-        bool | None,
-        typer.Option(
-            "--scale-to-zero/--no-scale-to-zero",
-            help="Give its GPUs back when idle; the next request wakes it (a cold start).",
-        ),
-    ] = None,
-    idle_minutes: Annotated[
-        int | None,
-        typer.Option(
-            "--scale-to-zero-after", help="Minutes without requests before it scales to zero."
-        ),
-    ] = None,
+    scale_to_zero: ScaleToZeroOpt = None,
+    idle_minutes: IdleMinutesOpt = None,
     tenant: TenantOpt = None,
     output_option: OutputOpt = None,
 ) -> None:
     """Change a service's idle policy (scale to zero and its window)."""
     s = session(ctx, output_option, tenant=tenant)
-    body: dict[str, Any] = {}
-    if scale_to_zero is not None:
-        body["scale_to_zero"] = scale_to_zero
-    if idle_minutes is not None:
-        body["scale_to_zero_after_minutes"] = idle_minutes
+    body = idle_policy_body(scale_to_zero, idle_minutes)
     if not body:
         raise CliError(
             "nothing to set: give --scale-to-zero, --no-scale-to-zero or --scale-to-zero-after",

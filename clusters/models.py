@@ -372,6 +372,19 @@ class Service(models.Model):
     requests_total = models.PositiveBigIntegerField(
         default=0, help_text="Requests relayed through its endpoint (flushed from Redis)."
     )
+    scale_to_zero = models.BooleanField(
+        default=False,
+        help_text="Whether it gives its GPUs back after a window without endpoint requests.",
+    )
+    scale_to_zero_after_minutes = models.PositiveIntegerField(
+        default=30, help_text="The window without requests after which it scales to zero."
+    )
+    last_request_at = models.DateTimeField(
+        null=True, blank=True, help_text="The last request relayed (flushed from Redis)."
+    )
+    woken_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a request woke it from zero (until it serves)."
+    )
 
     def __str__(self) -> str:
         return f"service {self.request_id}"

@@ -244,15 +244,17 @@ def reconcile() -> dict[str, int]:
 @shared_task(name="clusters.tasks.check_activity", acks_late=True)
 def check_activity() -> dict[str, int]:
     """One idle-reclaim pass (:func:`clusters.engine.idle.check_activity`): read every
-    ready cluster's activity from Ray, warn the idle, suspend the idle and warned."""
+    ready cluster's activity from Ray, warn the idle, suspend the idle and warned; run the
+    kinds' own idle policies (a service scaled to zero)."""
     report = idle.check_activity()
-    if report.suspended:
+    if report.suspended or report.reclaimed:
         enqueue.request_pass(enqueue.ADMISSION_PASS)
     return {
         "checked": report.checked,
         "unreachable": report.unreachable,
         "warned": len(report.warned),
         "suspended": len(report.suspended),
+        "reclaimed": len(report.reclaimed),
     }
 
 

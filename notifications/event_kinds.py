@@ -43,6 +43,8 @@ SUSPENSION_CAUSES = {
     "its GPUs were released",
     "expired": "expired: its time to live ran out and it is being deleted",
     "suspended": "was suspended; its GPUs were released",
+    "scaled_to_zero": "was scaled to zero after its window without requests; its GPUs "
+    "were released and the next request to its endpoint wakes it",
 }
 
 
@@ -70,8 +72,9 @@ def derive(
       ``held`` (a tenant admin put the queued request on hold); ``pods_failing``: the
       note ``pods_failing`` (an image cannot be pulled, containers crash). Each is a warning the
       request's page shows, so its owner hears of it too;
-    - ``suspended``: entering ``suspended`` (reason ``idle``, ``reclaimed``, or a
-      person's ``suspended``), or entering ``deleting`` with reason ``expired``.
+    - ``suspended``: entering ``suspended`` (reason ``idle``, ``reclaimed``,
+      ``scaled_to_zero``, or a person's ``suspended``), or entering ``deleting`` with
+      reason ``expired``.
     """
     moved = from_state != to_state
     if moved and to_state in finished:

@@ -109,6 +109,9 @@ class Kind:
     interactive: bool = False  # has a Ray dashboard, is reclaimed when idle
     # Dotted path of its API viewset, routed under ``tenants/{slug}/<section>/`` (none: no API).
     api: str = ""
+    # Dotted path of its own idle policy, run by the idle-reclaim pass: a callable taking
+    # ``now=`` that gives idle rows' GPUs back and returns their names (none: no policy).
+    idle_reclaim: str = ""
     # Where its object holds the RayCluster spec that nodes are asked for.
     ray_cluster_spec_at: tuple[str, ...] = ("spec",)
     # States whose entry ends a run: its owner is told the run finished (not that it failed).
@@ -212,6 +215,16 @@ def deadline_paths() -> tuple[str, ...]:
     return tuple(
         f"{d.relation}__{d.deadline}" for d in details_tables() if d.relation and d.deadline
     )
+
+
+def idle_reclaimers() -> list[Callable[..., list[str]]]:
+    """Every kind's :attr:`Kind.idle_reclaim` policy (imported on first use)."""
+    found = []
+    for kind in kinds().values():
+        if kind.idle_reclaim:
+            module, _, name = kind.idle_reclaim.rpartition(".")
+            found.append(getattr(importlib.import_module(module), name))
+    return found
 
 
 def interactive_workloads() -> list[str]:

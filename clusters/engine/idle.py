@@ -2,12 +2,12 @@
 
 A pass (beat, every ``ACTIVITY_CHECK_SECONDS``) reads each ready cluster's dashboard
 (:func:`clusters.kube.raydash.read_activity`; a notebook's busy kernels too,
-``notebook_activity.py``), records ``last_active_at``, keeps the idle
-ledger (:class:`clusters.models.IdleSpan`) and applies the tenant's policy
+``notebook_activity.py``), records ``last_active_at``, keeps the idle ledger
+(:class:`clusters.models.IdleSpan`) and applies the tenant's policy
 (``idle_suspend_minutes``; dev only unless ``idle_suspend_prod``): idle that long, the
-owner is warned; still idle ``IDLE_GRACE_MINUTES`` later, it is suspended (GPUs back,
-spec kept). Any use cancels the warning; an unreadable dashboard is never idleness; each
-write is conditional on the row as read, so overlapping passes act once.
+owner is warned; still idle ``IDLE_GRACE_MINUTES`` later, it is suspended. Any use cancels
+the warning; an unreadable dashboard is never idleness; writes are conditional on the row
+as read. Kinds' own idle policies (``Kind.idle_reclaim``: scale to zero) run here too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import interactive_workloads
+from clusters.domain.workload_kinds import idle_reclaimers, interactive_workloads
 from clusters.engine import notebook_activity
 from clusters.engine.tunnel_activity import with_tunnels
 from clusters.kube.gateway import Gateway, get_gateway
@@ -44,6 +44,8 @@ class IdleReport:
     unreachable: int = 0
     warned: list[str] = field(default_factory=list)
     suspended: list[str] = field(default_factory=list)
+    # Rows whose GPUs a kind's own idle policy gave back (a service scaled to zero).
+    reclaimed: list[str] = field(default_factory=list)
 
 
 def policy_applies(cluster: ClusterRequest) -> bool:
@@ -74,6 +76,8 @@ def check_activity(*, now: datetime.datetime | None = None) -> IdleReport:
     """One pass over every ready cluster (see the module docstring)."""
     now = now or timezone.now()
     report = IdleReport()
+    for reclaim in idle_reclaimers():
+        report.reclaimed += reclaim(now=now)
     clusters = list(
         ClusterRequest.objects.unscoped()
         .filter(state=State.READY, workload__in=interactive_workloads())

@@ -15,7 +15,13 @@ from clusters.domain.states import State
 from clusters.kinds.rayservice import endpoint_access, endpoint_counts, upgrade
 from clusters.kinds.rayservice import requests as serving
 from clusters.kinds.rayservice.output import curl_example, endpoint_url, surge_out
-from clusters.kinds.rayservice.spec import INCREMENTAL, UPGRADE_TYPES, ServiceSpec
+from clusters.kinds.rayservice.spec import (
+    INCREMENTAL,
+    SCALE_TO_ZERO_BOUNDS,
+    SCALE_TO_ZERO_MINUTES,
+    UPGRADE_TYPES,
+    ServiceSpec,
+)
 from clusters.models import ClusterRequest, Workload
 from clusters.requests import rules
 from clusters.rows.spec import ClusterSpec
@@ -40,6 +46,7 @@ LIST_STATES: tuple[str, ...] | None = (
     State.ADMITTED,
     State.STARTING,
     State.READY,
+    State.SUSPENDED,
     State.FAILED,
     State.DELETING,
     State.DELETED,
@@ -72,6 +79,20 @@ class ServiceForm(ClusterForm):
         "takes the traffic when ready; None: cluster changes are not rolled out.",
     )
 
+    scale_to_zero = forms.BooleanField(
+        required=False,
+        label="Scale to zero when idle",
+        help_text="Give its GPUs back after the minutes below without a request; the next "
+        "request wakes it (a cold start: 503 with Retry-After until it serves again).",
+    )
+    scale_to_zero_after_minutes = forms.IntegerField(
+        required=False,
+        initial=SCALE_TO_ZERO_MINUTES,
+        min_value=SCALE_TO_ZERO_BOUNDS[0],
+        max_value=SCALE_TO_ZERO_BOUNDS[1],
+        label="Scale to zero after (minutes without requests)",
+    )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         del self.fields["ttl_hours"]
@@ -80,7 +101,13 @@ class ServiceForm(ClusterForm):
     def specs(self) -> tuple[ClusterSpec, ServiceSpec]:  # type: ignore[override]
         """The cleaned form as the services take it: the shape and the service's part."""
         data = self.cleaned_data
-        service = ServiceSpec(serve_config=data["serve_config"], upgrade_type=data["upgrade_type"])
+        minutes = data.get("scale_to_zero_after_minutes")
+        service = ServiceSpec(
+            serve_config=data["serve_config"],
+            upgrade_type=data["upgrade_type"],
+            scale_to_zero=bool(data.get("scale_to_zero")),
+            scale_to_zero_after_minutes=SCALE_TO_ZERO_MINUTES if minutes is None else minutes,
+        )
         return ClusterSpec.from_data(data), service
 
 

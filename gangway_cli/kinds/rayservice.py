@@ -1,6 +1,6 @@
 """The Ray Serve service kind on the command line: what ``service ls``, ``service
 status`` and ``service rm`` show of a service (:data:`KIND`), and the commands only a
-service has: ``service submit`` and ``service upgrade``, on
+service has: ``service submit``, ``service upgrade`` and ``service set``, on
 ``/api/v1/tenants/{tenant}/services/``. The Serve config is a YAML file (``-`` reads
 standard input), sent as it is: the server checks it.
 """
@@ -29,6 +29,31 @@ ConfigOpt = Annotated[
     ),
 ]
 
+# The idle policy's options, on `submit` and `set`.
+ScaleToZeroOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--scale-to-zero/--no-scale-to-zero",
+        help="Give its GPUs back when idle; the next request wakes it (a cold start).",
+    ),
+]
+IdleMinutesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--scale-to-zero-after", help="Minutes without requests before it scales to zero."
+    ),
+]
+
+
+def idle_policy_body(scale_to_zero: bool | None, minutes: int | None) -> dict[str, Any]:
+    """The idle policy's fields of a create or PATCH body, those given only."""
+    body: dict[str, Any] = {}
+    if scale_to_zero is not None:
+        body["scale_to_zero"] = scale_to_zero
+    if minutes is not None:
+        body["scale_to_zero_after_minutes"] = minutes
+    return body
+
 
 def read_config(path: str) -> str:
     """The Serve config's text from a file, or from standard input for ``-``."""
@@ -46,10 +71,24 @@ def applications_line(service: dict[str, Any]) -> str:
     return ", ".join(f"{name} {app.get('status')}" for name, app in sorted(apps.items()))
 
 
+def scale_to_zero_line(service: dict[str, Any]) -> str:
+    """``after 30 min without requests`` (``scaled to zero ...`` when it is), or ``off``."""
+    serving = service.get("service") or {}
+    if not serving.get("scale_to_zero"):
+        return "off"
+    line = f"after {serving.get('scale_to_zero_after_minutes')} min without requests"
+    if service.get("state") == "suspended":
+        return f"{line}; scaled to zero now, the next request wakes it"
+    if serving.get("woken_at") and service.get("state") != "ready":
+        return f"{line}; waking (cold start)"
+    return line
+
+
 def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
     serving = service.get("service") or {}
     return [
         *workloads.standing(service, tenant),
+        ("why", service.get("state_reason")),
         ("applications", applications_line(service)),
         ("active cluster", serving.get("active_cluster")),
         ("pending cluster", serving.get("pending_cluster")),
@@ -57,6 +96,7 @@ def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("upgrade", upgrade_line(service)),
         ("upgrade strategy", (serving.get("upgrade_strategy") or {}).get("type")),
         ("serve endpoints", serving.get("serve_endpoints")),
+        ("scale to zero", scale_to_zero_line(service)),
         ("endpoint", (service.get("service_endpoint") or {}).get("url")),
         ("public", "yes" if (service.get("service_endpoint") or {}).get("public") else "no"),
         ("requests", (service.get("service_endpoint") or {}).get("requests")),
@@ -103,6 +143,8 @@ def submit(
         str | None,
         typer.Option(help="NewCluster (default), NewClusterWithIncrementalUpgrade or None."),
     ] = None,
+    scale_to_zero: ScaleToZeroOpt = None,
+    idle_minutes: IdleMinutesOpt = None,
 ) -> workloads.Creation:
     """Submit a Ray Serve service: a RayService of the given shape serving the config."""
     body: dict[str, Any] = {"name": name, "serve_config": read_config(config)}
@@ -117,10 +159,12 @@ def submit(
     body.update({k: v for k, v in shape.items() if v is not None})
     if upgrade:
         body["upgrade_strategy"] = {"type": upgrade}
+    body.update(idle_policy_body(scale_to_zero, idle_minutes))
 
     def then(service: dict[str, Any]) -> None:
         state = output.state_text(service.get("state"))
-        output.emit(s.mode, service, lambda: output.stdout.print(f"{escape(name)}: {state}"))
+        said = f"{escape(name)}: {state}; scale to zero {escape(scale_to_zero_line(service))}"
+        output.emit(s.mode, service, lambda: output.stdout.print(said))
 
     return workloads.Creation(body, then=then)
 
@@ -154,6 +198,30 @@ def upgrade(
     )
     said = upgrade_line(service) or "upgrade requested"
     output.emit(s.mode, service, lambda: output.stdout.print(f"{escape(name)}: {escape(said)}"))
+
+
+@service_app.command("set")
+def set_policy(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help=NAME_HELP)],
+    scale_to_zero: ScaleToZeroOpt = None,
+    idle_minutes: IdleMinutesOpt = None,
+    tenant: TenantOpt = None,
+    output_option: OutputOpt = None,
+) -> None:
+    """Change a service's idle policy (scale to zero and its window)."""
+    s = session(ctx, output_option, tenant=tenant)
+    body = idle_policy_body(scale_to_zero, idle_minutes)
+    if not body:
+        raise CliError(
+            "nothing to set: give --scale-to-zero, --no-scale-to-zero or --scale-to-zero-after",
+            code=exitcodes.USAGE,
+        )
+    service = s.client.patch(
+        workloads.item_path(s, KIND, name), body, what=workloads.what(s, KIND, name)
+    )
+    said = f"{escape(name)}: scale to zero {escape(scale_to_zero_line(service))}"
+    output.emit(s.mode, service, lambda: output.stdout.print(said))
 
 
 def upgrade_line(service: dict[str, Any]) -> str:

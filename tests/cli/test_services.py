@@ -68,3 +68,34 @@ def test_a_wrong_config_is_refused_with_the_servers_words(
     assert missing.code == exitcodes.USAGE and "cannot read" in missing.err, missing
     assert cli("service", "upgrade", "sd").code == exitcodes.USAGE
     assert not ClusterRequest.objects.exists()
+
+
+def test_scale_to_zero_is_submitted_and_shown(
+    cli: Cli, login: Any, bob: Any, tmp_path: Path
+) -> None:
+    login("bob")
+    config = tmp_path / "serve.yaml"
+    config.write_text(STABLE_DIFFUSION)
+    args = ("service", "submit", "-f", "l4", "-c", str(config))
+    done = cli(*args, "--name", "sd", "--scale-to-zero", "--scale-to-zero-after", "10")
+    assert done.code == 0, done
+    assert "sd: queued; scale to zero after 10 min without requests" in done.out
+    details = Service.objects.get(request__name="sd")
+    assert details.scale_to_zero and details.scale_to_zero_after_minutes == 10
+    status = cli("service", "status", "sd")
+    assert status.code == 0 and "after 10 min without requests" in status.out, status
+
+    # Off by default; a window out of bounds is refused with the server's words.
+    assert "scale to zero off" in cli(*args, "--name", "plain").out
+    refused = cli(*args, "--name", "bad", "--scale-to-zero", "--scale-to-zero-after", "1")
+    assert refused.code != 0 and "scale_to_zero_after_minutes" in refused.err, refused
+    assert not ClusterRequest.objects.filter(name="bad").exists()
+
+    # `service set` changes it on a service that exists.
+    changed = cli("service", "set", "plain", "--scale-to-zero", "--scale-to-zero-after", "60")
+    assert changed.code == 0, changed
+    assert "plain: scale to zero after 60 min without requests" in changed.out
+    off = cli("service", "set", "sd", "--no-scale-to-zero")
+    assert off.code == 0 and "sd: scale to zero off" in off.out, off
+    assert not Service.objects.get(request__name="sd").scale_to_zero
+    assert cli("service", "set", "sd").code == exitcodes.USAGE

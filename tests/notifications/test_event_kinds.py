@@ -8,7 +8,7 @@ import pytest
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_named
-from notifications.event_kinds import EventKind, derive, maybe_notable
+from notifications.event_kinds import SUSPENSION_CAUSES, EventKind, derive, maybe_notable
 
 CLUSTER = kind_named("cluster").finished
 JOB = kind_named("job").finished
@@ -78,3 +78,15 @@ def test_maybe_notable_asks_every_registered_kind() -> None:
         derive(from_state=State.RUNNING, to_state=State.SUCCEEDED, reason="done", finished=CLUSTER)
         is None
     )
+
+
+def test_a_service_scaled_to_zero_is_told_so() -> None:
+    service = kind_named("service").finished
+    scaled = derive(
+        from_state=State.READY, to_state=State.SUSPENDED, reason="scaled_to_zero", finished=service
+    )
+    assert scaled is not None and (scaled.kind, scaled.reason) == (
+        EventKind.SUSPENDED,
+        "scaled_to_zero",
+    )
+    assert "the next request to its endpoint wakes it" in SUSPENSION_CAUSES[scaled.reason]

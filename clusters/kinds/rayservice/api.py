@@ -1,5 +1,5 @@
 """Service endpoints under ``/api/v1/tenants/{slug}/services/``: create, list, detail,
-update (a new Serve config or image: an upgrade), delete and a dry-run.
+update (a new Serve config or image: an upgrade; the idle policy), delete and a dry-run.
 
 A service's body is a cluster request's shape plus its Serve config and upgrade
 strategy; the checks are the services' (:mod:`clusters.kinds.rayservice.requests`), and the
@@ -23,6 +23,8 @@ from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
 from clusters.kinds.rayservice.output import ServiceOut
 from clusters.kinds.rayservice.spec import (
     MAX_SERVE_CONFIG,
+    SCALE_TO_ZERO_BOUNDS,
+    SCALE_TO_ZERO_MINUTES,
     UPGRADE_OPTIONS,
     UPGRADE_TYPES,
     ServiceSpec,
@@ -37,6 +39,16 @@ SERVE_CONFIG_HELP = (
     "import_path, route_prefix and deployments (num_replicas or autoscaling_config, "
     "ray_actor_options with num_gpus)."
 )
+
+
+SCALE_TO_ZERO_HELP = (
+    "Give its GPUs back after scale_to_zero_after_minutes without an endpoint request; "
+    "the next request wakes it (a cold start: 503 with Retry-After until it is ready)."
+)
+WINDOW_HELP = "Minutes without requests before it scales to zero ({}-{}).".format(
+    *SCALE_TO_ZERO_BOUNDS
+)
+LOW, HIGH = SCALE_TO_ZERO_BOUNDS
 
 
 class UpgradeStrategyIn(StrictSerializer):
@@ -62,15 +74,24 @@ class ServiceCreateInput(ClusterCreateInput):
         max_length=MAX_SERVE_CONFIG, trim_whitespace=False, help_text=SERVE_CONFIG_HELP
     )
     upgrade_strategy = UpgradeStrategyIn(required=False)
+    scale_to_zero = serializers.BooleanField(default=False, help_text=SCALE_TO_ZERO_HELP)
+    scale_to_zero_after_minutes = serializers.IntegerField(
+        default=SCALE_TO_ZERO_MINUTES, min_value=LOW, max_value=HIGH, help_text=WINDOW_HELP
+    )
 
 
 class ServiceUpdateInput(StrictSerializer):
-    """Body of ``PATCH .../services/{name}/``: a new Serve config and/or image."""
+    """Body of ``PATCH .../services/{name}/``: a new Serve config and/or image, and/or
+    the idle policy."""
 
     serve_config = serializers.CharField(
         required=False, max_length=MAX_SERVE_CONFIG, trim_whitespace=False
     )
     image = serializers.CharField(required=False, max_length=255)
+    scale_to_zero = serializers.BooleanField(required=False, help_text=SCALE_TO_ZERO_HELP)
+    scale_to_zero_after_minutes = serializers.IntegerField(
+        required=False, min_value=LOW, max_value=HIGH, help_text=WINDOW_HELP
+    )
 
 
 def _split(data: dict[str, Any]) -> dict[str, Any]:

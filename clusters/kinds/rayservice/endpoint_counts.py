@@ -4,13 +4,19 @@ Each relayed request is one increment of a per-service counter in the cache (Red
 production); at most every :data:`FLUSH_SECONDS` per service, the request that finds
 the flush lock free moves the counter's value into ``Service.requests_total`` with one
 UPDATE. What is shown is the stored total plus what still waits in the counter, so a
-count is never lost between flushes nor counted twice.
+count is never lost between flushes nor counted twice. The time of the last request
+is kept beside it (and flushed to ``Service.last_request_at``): scale to zero reads it.
 """
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Iterable
+
 from django.core.cache import cache
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
 
 from clusters.models import Service
 
@@ -21,6 +27,22 @@ def _key(service_id: int) -> str:
     return f"serve:requests:{service_id}"
 
 
+def _last_key(service_id: int) -> str:
+    return f"serve:last:{service_id}"
+
+
+def request_seen(service_id: int, at: datetime.datetime | None = None) -> None:
+    """Record ``at`` (now) as the service's last request, without counting one."""
+    cache.set(_last_key(service_id), (at or timezone.now()).timestamp(), timeout=None)
+
+
+def last_requests(service_ids: Iterable[int]) -> dict[int, datetime.datetime]:
+    """The last request of each service the cache holds one of (not yet flushed, or since)."""
+    keys = {_last_key(pk): pk for pk in service_ids}
+    found = cache.get_many(list(keys))
+    return {keys[k]: datetime.datetime.fromtimestamp(v, tz=datetime.UTC) for k, v in found.items()}
+
+
 def pending(service_id: int) -> int:
     """Requests counted in the cache and not yet flushed to the row."""
     return int(cache.get(_key(service_id)) or 0)
@@ -28,6 +50,7 @@ def pending(service_id: int) -> int:
 
 def request_counted(service_id: int) -> None:
     """Count one request of the service; flush the counter to its row when due."""
+    request_seen(service_id)
     key = _key(service_id)
     cache.add(key, 0, timeout=None)
     try:
@@ -47,8 +70,12 @@ def requests_flush(service_id: int) -> int:
     # Taken off the counter first (increments racing this stay on it), then stored; a
     # failing UPDATE puts them back.
     cache.decr(key, count)
+    last = last_requests([service_id]).get(service_id) or timezone.now()
     try:
-        Service.objects.filter(pk=service_id).update(requests_total=F("requests_total") + count)
+        Service.objects.filter(pk=service_id).update(
+            requests_total=F("requests_total") + count,
+            last_request_at=Greatest(Coalesce("last_request_at", Value(last)), Value(last)),
+        )
     except Exception:
         cache.incr(key, count)
         raise

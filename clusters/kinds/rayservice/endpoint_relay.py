@@ -1,14 +1,12 @@
 """A service's endpoint: ``/serve/{tenant}/{service}/{route...}`` relayed to the Serve
-proxy of its active cluster.
-
-The request goes through the Kubernetes API's service proxy to KubeRay's serve service
-(``<name>-serve-svc``, port ``serve``, 8000), whose selector KubeRay moves from the
-active to the pending cluster when an upgrade completes, so each request reaches
-whichever cluster serves at that moment. Any method, body and query pass through; the
-answer streams. Callers authenticate with a tenant member's API token or one of the
-service's invoke tokens (``endpoint_access.py``), or not at all when the service is public.
-Refusals: 401 (no or unknown token), 404 (no such service for this caller), 403 (an
-invoke token of another service), 503 (not ready, with why), 502 (unreachable).
+proxy of its active cluster, through the Kubernetes API's service proxy to KubeRay's
+serve service (``<name>-serve-svc``, port ``serve``, 8000), whose selector KubeRay moves
+to the new cluster when an upgrade completes: each request reaches whichever cluster
+serves then. Any method, body and query pass through; the answer streams. Callers send
+a tenant member's API token or one of the service's invoke tokens
+(``endpoint_access.py``), or nothing to a public service. Refusals: 401 (no or unknown
+token), 404 (no such service for this caller), 403 (another service's invoke token), 503
+(not ready, saying why; a scaled-to-zero service is woken and says so), 502 (unreachable).
 """
 
 from __future__ import annotations
@@ -18,18 +16,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from clusters.domain.states import State
-from clusters.kinds.rayservice import endpoint_counts
+from clusters.kinds.rayservice import endpoint_counts, scale_to_zero
 from clusters.kinds.rayservice.endpoint_access import TOKEN_PREFIX, token_digest, token_used
 from clusters.kube.gateway import KubeError, get_gateway
 from clusters.live.ray_proxy import read_body, refusal, upstream_path
 from clusters.models import ClusterRequest, ServiceToken, Workload
 from controlplane.api.authentication import TokenAuthentication
+from controlplane.api.errors import error_body
 from controlplane.websocket import streaming_body
 from tenants.models import Tenant
 from tenants.selectors import tenant_with_role
@@ -166,6 +165,54 @@ def not_ready(service: ClusterRequest) -> HttpResponse:
     return response
 
 
+# What a waking service's 503 asks its caller to wait before trying again, in seconds.
+WAKING_RETRY_AFTER = 10
+WAKING_STATES = frozenset({State.QUEUED, State.ADMITTED, State.STARTING})
+
+
+def waking(service: ClusterRequest) -> HttpResponse:
+    """The 503 of a service woken from zero that is not serving yet: it is coming up (a
+    cold start), or waits in the queue (its position and reason)."""
+    if service.state == State.QUEUED:
+        stands = "waits in the queue for its GPUs"
+        if service.queue_message:
+            stands += f" ({service.queue_message[:300]})"
+    else:
+        stands = "is starting its Ray cluster and Serve applications"
+    body = error_body(
+        "waking",
+        f"{service.name} was scaled to zero and is waking up (cold start): it {stands}. "
+        "Its endpoint answers 503 until it is ready; retry after "
+        f"{WAKING_RETRY_AFTER} s.",
+    )
+    body["error"].update(
+        state=service.state,
+        cold_start=True,
+        woken_at=service.service.woken_at.isoformat() if service.service.woken_at else None,
+        queue={
+            "position": service.queue_position,
+            "reason": service.queue_reason,
+            "message": service.queue_message,
+            "eta": service.queue_eta.isoformat() if service.queue_eta else None,
+        }
+        if service.state == State.QUEUED
+        else None,
+    )
+    response = JsonResponse(body, status=503)
+    response["Retry-After"] = str(WAKING_RETRY_AFTER)
+    return response
+
+
+def _unready(service: ClusterRequest) -> HttpResponse:
+    """The 503 of a service that is not ready; the request wakes a scaled-to-zero one."""
+    if service.state == State.SUSPENDED:
+        service = scale_to_zero.wake(service)
+        service.service.refresh_from_db(fields=["woken_at"])
+    if service.state in WAKING_STATES and service.service.woken_at is not None:
+        return waking(service)
+    return not_ready(service)
+
+
 def relay(request: HttpRequest, *, slug: str, name: str, path: str) -> HttpResponseBase:
     """Forward ``request`` to the service's Serve proxy at ``/{path}`` (see the module)."""
     method = request.method or "GET"
@@ -180,7 +227,7 @@ def relay(request: HttpRequest, *, slug: str, name: str, path: str) -> HttpRespo
         return refused
     assert service is not None  # _admitted refuses an unknown service
     if service.state != State.READY:
-        return not_ready(service)
+        return _unready(service)
     target = upstream_path(path)
     if target is None:
         return refusal(400, "bad_path", "The path may not contain '.' or '..' segments.")

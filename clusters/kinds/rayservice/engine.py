@@ -62,7 +62,7 @@ def converge(
     elif state in (State.ADMITTED, State.STARTING, State.READY):
         upgrade.surge_step(cluster)  # an admitted upgrade is written on the row first
         apply(cluster, gw, bundles=bundles)
-    elif state in (State.DELETING, State.FAILED):
+    elif state in (State.DELETING, State.FAILED, State.SUSPENDED):
         delete_object(gw, cluster.namespace, cluster.name)
         gone = gw.get(*RAYSERVICE, cluster.name, cluster.namespace) is None
         if state == State.DELETING and finish_deletion and gone and not pods_of(gw, cluster):

@@ -17,6 +17,7 @@ KIND = Kind(
     admitted_message="applying its RayService",
     engine="clusters.kinds.rayservice.engine",
     api="clusters.kinds.rayservice.api.ServiceViewSet",
+    idle_reclaim="clusters.kinds.rayservice.scale_to_zero.reclaim_idle",
     ray_cluster_spec_at=("spec", "rayClusterConfig"),
     related=("service", "surge"),
     list_related=("service", "surge__flavor"),

@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.kinds.rayservice import endpoint_counts, upgrade
-from clusters.models import ClusterRequest, Surge
+from clusters.models import ClusterRequest, Service, Surge
 from clusters.output.request import UnattendedOut
 from controlplane.api import generics as drf
 
@@ -53,6 +53,25 @@ class ServingOut(drf.Serializer):
     pending_cluster = serializers.CharField(help_text="The RayCluster being upgraded to.")
     upgrading = serializers.BooleanField()
     serve_endpoints = serializers.IntegerField(help_text="Ready pods behind its serve service.")
+    scale_to_zero = serializers.BooleanField(
+        help_text="Whether it scales to zero after its window without requests."
+    )
+    scale_to_zero_after_minutes = serializers.IntegerField(
+        help_text="The window without requests, in minutes."
+    )
+    last_request_at = serializers.SerializerMethodField(
+        help_text="The last request relayed through its endpoint (null: none yet)."
+    )
+    woken_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When a request woke it from zero; null once it serves again.",
+    )
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_last_request_at(self, details: Service) -> str | None:
+        cached = endpoint_counts.last_requests([details.pk]).get(details.pk)
+        moments = [m for m in (details.last_request_at, cached) if m]
+        return serializers.DateTimeField().to_representation(max(moments)) if moments else None
 
 
 class UpgradeSurgeOut(drf.Serializer):

@@ -1,13 +1,12 @@
-"""Engineers' writes on services: create, update (an upgrade), delete, and the dry-run.
+"""Engineers' writes on services: create, update (an upgrade, the idle policy), delete,
+and the dry-run.
 
 A service is checked with the same code as a cluster request — role, shape, name,
 "can it ever fit", per-engineer caps (:func:`clusters.requests.services.cluster_request_check`)
-— plus its Serve config and upgrade strategy, every fault at once. It waits in the one
-queue and is charged as a cluster of its shape is. A new Serve config or image is an
-upgrade: the row and its details change, and the provision pass applies the RayService
-again (KubeRay updates the applications in place); a new image for a service that serves
-waits first for the surge of GPUs its second cluster needs
-(:mod:`clusters.kinds.rayservice.upgrade`).
+— plus its Serve config, upgrade strategy and idle policy, every fault at once. It waits
+in the one queue and is charged as a cluster of its shape is. A new Serve config or image
+is an upgrade: the provision pass applies the RayService again; a new image for a service
+that serves waits first for its second cluster's surge (:mod:`.upgrade`).
 """
 
 from __future__ import annotations
@@ -23,7 +22,12 @@ from clusters.domain.states import State
 from clusters.kinds.rayservice import upgrade
 from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
 from clusters.kinds.rayservice.manifests import autoscales
-from clusters.kinds.rayservice.spec import MAX_SERVICE_NAME, ServiceSpec, validate_service
+from clusters.kinds.rayservice.spec import (
+    MAX_SERVICE_NAME,
+    ServiceSpec,
+    validate_idle_window,
+    validate_service,
+)
 from clusters.models import ClusterRequest, Service, Surge
 from clusters.queue.backends import queue_backend
 from clusters.requests import rules
@@ -36,7 +40,9 @@ from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import Tenant
 
-UPDATABLE = frozenset({State.QUEUED, *upgrade.APPLIED})
+# Where a service may change: every live state (a scaled-to-zero service's new Serve
+# config or image is written on the row and applied when it wakes).
+UPDATABLE = frozenset({State.QUEUED, State.SUSPENDED, *upgrade.APPLIED})
 
 
 def _details(service: ServiceSpec, errors: dict[str, list[str]], *, autoscaling: bool) -> Service:
@@ -48,6 +54,8 @@ def _details(service: ServiceSpec, errors: dict[str, list[str]], *, autoscaling:
         serve_config=service.serve_config,
         upgrade_type=service.upgrade_type,
         upgrade_options=dict(service.upgrade_options),
+        scale_to_zero=service.scale_to_zero,
+        scale_to_zero_after_minutes=service.scale_to_zero_after_minutes,
     )
 
 
@@ -106,15 +114,20 @@ def service_update(
     request: ClusterRequest,
     serve_config: str | None = None,
     image: str | None = None,
+    scale_to_zero: bool | None = None,
+    scale_to_zero_after_minutes: int | None = None,
     role: str | None = None,
 ) -> ClusterRequest:
-    """Upgrade a service: a new Serve config and/or image. A new image for a service that
-    serves brings a second Ray cluster up: the change waits for that surge's admission
-    (:mod:`clusters.kinds.rayservice.upgrade`); anything else is applied at once. Refused
-    (``ServiceConflict``) once it is being deleted or failed, or while an admitted
-    upgrade is under way; nothing changes on a 4xx."""
+    """Change a service: its idle policy and/or an upgrade (a new Serve config and/or
+    image). A new image for a service that serves brings a second Ray cluster up: the
+    change waits for that surge's admission (:mod:`clusters.kinds.rayservice.upgrade`);
+    anything else is applied at once. Refused (``ServiceConflict``) once it is being
+    deleted or failed, or an upgrade while an admitted one is under way; the whole
+    change is one transaction, so nothing changes on a 4xx."""
     if not rules.can_manage(actor=actor, cluster=request, role=role):
         raise PermissionDenied("Only the service's owner or a tenant admin may change it.")
+    if scale_to_zero_after_minutes is not None:
+        validate_idle_window(scale_to_zero_after_minutes)
     with transaction.atomic():
         request = lifecycle.locked(request)
         if request.state not in UPDATABLE:
@@ -123,57 +136,96 @@ def service_update(
                 code="invalid_state",
             )
         details = Service.objects.select_for_update().get(pk=request.pk)
-        waiting = Surge.objects.select_for_update().filter(pk=request.pk).first()
-        if waiting is not None and waiting.admitted_at is not None:
-            raise ServiceConflict(
-                f"{request.name} is being upgraded; change it again once the upgrade is over.",
-                code="upgrade_in_progress",
-            )
-        # What is asked, over what an upgrade waiting for its surge already asks.
-        before = waiting.change if waiting is not None else {}
-        config_now = before.get("serve_config", details.serve_config)
-        image_now = before.get("image") or request.image
-        change = dict(before)
-        if serve_config is not None and serve_config != config_now:
-            asked = ServiceSpec(
-                serve_config=serve_config,
-                upgrade_type=details.upgrade_type,
-                upgrade_options=details.upgrade_options,
-            )
-            validate_service(asked, autoscales=autoscales(request))
-            change["serve_config"] = serve_config
-        if image and image != image_now:
-            allowed = list(settings.RAY_IMAGE_ALLOWLIST)
-            if image not in allowed:
-                raise ValidationError({"image": [shapes.image_refusal(image, allowed)]})
-            change["image"] = image
-        if change == before:
-            return request
-        said = " and ".join(_asked(change, before))
-        if change.get("image", request.image) != request.image and upgrade.takes_new_cluster(
-            request, details
-        ):
-            surge = upgrade.record(request, change)
-            note(
-                request,
-                reason="upgrade_queued",
-                message=f"new {said}: the upgrade waits for {surges.words(surge)} "
-                "for its new Ray cluster",
-                actor=actor,
-            )
-        else:
-            upgrade.carry_out(request, details, change)
-            if waiting is not None:
-                waiting.delete()
-            note(request, reason="upgrade", message=f"new {said}", actor=actor)
-        audit_record(
-            actor=actor,
-            action="service.update",
-            obj=request,
-            tenant=request.tenant,
-            data={"changed": _asked(change, before)},
-        )
+        _idle_policy(actor, request, details, scale_to_zero, scale_to_zero_after_minutes)
+        if serve_config is not None or image:
+            _upgrade(actor, request, details, serve_config, image)
     return request
+
+
+def _idle_policy(
+    actor: Any, request: ClusterRequest, details: Service, on: bool | None, minutes: int | None
+) -> None:
+    """Write a changed idle policy on the locked details, with an event and an audit."""
+    changed = {
+        name: value
+        for name, value in (("scale_to_zero", on), ("scale_to_zero_after_minutes", minutes))
+        if value is not None and getattr(details, name) != value
+    }
+    if not changed:
+        return
+    for name, value in changed.items():
+        setattr(details, name, value)
+    details.save(update_fields=list(changed))
+    said = (
+        f"scale to zero after {details.scale_to_zero_after_minutes} min without requests"
+        if details.scale_to_zero
+        else "scale to zero off"
+    )
+    note(request, reason="idle_policy", message=said, actor=actor)
+    audit_record(
+        actor=actor, action="service.update", obj=request, tenant=request.tenant, data=changed
+    )
+
+
+def _upgrade(
+    actor: Any,
+    request: ClusterRequest,
+    details: Service,
+    serve_config: str | None,
+    image: str | None,
+) -> None:
+    """The upgrade part of :func:`service_update`, on the locked row and details."""
+    waiting = Surge.objects.select_for_update().filter(pk=request.pk).first()
+    if waiting is not None and waiting.admitted_at is not None:
+        raise ServiceConflict(
+            f"{request.name} is being upgraded; change it again once the upgrade is over.",
+            code="upgrade_in_progress",
+        )
+    # What is asked, over what an upgrade waiting for its surge already asks.
+    before = waiting.change if waiting is not None else {}
+    config_now = before.get("serve_config", details.serve_config)
+    image_now = before.get("image") or request.image
+    change = dict(before)
+    if serve_config is not None and serve_config != config_now:
+        asked = ServiceSpec(
+            serve_config=serve_config,
+            upgrade_type=details.upgrade_type,
+            upgrade_options=details.upgrade_options,
+            scale_to_zero_after_minutes=details.scale_to_zero_after_minutes,
+        )
+        validate_service(asked, autoscales=autoscales(request))
+        change["serve_config"] = serve_config
+    if image and image != image_now:
+        allowed = list(settings.RAY_IMAGE_ALLOWLIST)
+        if image not in allowed:
+            raise ValidationError({"image": [shapes.image_refusal(image, allowed)]})
+        change["image"] = image
+    if change == before:
+        return
+    said = " and ".join(_asked(change, before))
+    if change.get("image", request.image) != request.image and upgrade.takes_new_cluster(
+        request, details
+    ):
+        surge = upgrade.record(request, change)
+        note(
+            request,
+            reason="upgrade_queued",
+            message=f"new {said}: the upgrade waits for {surges.words(surge)} "
+            "for its new Ray cluster",
+            actor=actor,
+        )
+    else:
+        upgrade.carry_out(request, details, change)
+        if waiting is not None:
+            waiting.delete()
+        note(request, reason="upgrade", message=f"new {said}", actor=actor)
+    audit_record(
+        actor=actor,
+        action="service.update",
+        obj=request,
+        tenant=request.tenant,
+        data={"changed": _asked(change, before)},
+    )
 
 
 def _asked(change: dict[str, Any], before: dict[str, Any]) -> list[str]:

@@ -1,6 +1,7 @@
 """A service's own fields, as asked (the shape is a ClusterSpec): its Serve config
-(``serveConfigV2`` as YAML) and its upgrade strategy, and the checks that refuse a
-wrong one with a message per field before anything is written."""
+(``serveConfigV2`` as YAML), its upgrade strategy and its idle policy (scale to zero),
+and the checks that refuse a wrong one with a message per field before anything is
+written."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ UPGRADE_OPTIONS = {
     "stepSizePercent": (1, 100),
     "intervalSeconds": (1, 3600),
 }
+# Scale to zero: the window without requests, in minutes. Shorter than a few minutes
+# would put a service to sleep between the calls of one user; longer than a week is
+# better served by deleting it.
+SCALE_TO_ZERO_MINUTES = 30
+SCALE_TO_ZERO_BOUNDS = (5, 7 * 24 * 60)
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$")
 
 
@@ -33,15 +39,20 @@ class ServiceSpec:
     serve_config: str
     upgrade_type: str = "NewCluster"
     upgrade_options: Mapping[str, int] = field(default_factory=dict, hash=False)
+    scale_to_zero: bool = False
+    scale_to_zero_after_minutes: int = SCALE_TO_ZERO_MINUTES
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> ServiceSpec:
         """From a parsed create body or form."""
         strategy = data.get("upgrade_strategy") or {}
+        minutes = data.get("scale_to_zero_after_minutes")
         return cls(
             serve_config=str(data.get("serve_config") or ""),
             upgrade_type=str(strategy.get("type") or "NewCluster"),
             upgrade_options=dict(strategy.get("cluster_upgrade_options") or {}),
+            scale_to_zero=bool(data.get("scale_to_zero") or False),
+            scale_to_zero_after_minutes=SCALE_TO_ZERO_MINUTES if minutes is None else minutes,
         )
 
 
@@ -173,8 +184,35 @@ def validate_upgrade(upgrade_type: str, options: Mapping[str, Any], *, autoscale
         raise ValidationError({"upgrade_strategy": errors})
 
 
+def validate_idle_window(minutes: Any) -> None:
+    """Refuse a scale-to-zero window that is not a whole number of minutes in bounds."""
+    low, high = SCALE_TO_ZERO_BOUNDS
+    if not (_number(minutes, integer=True) and low <= minutes <= high):
+        raise ValidationError(
+            {
+                "scale_to_zero_after_minutes": [
+                    f"A whole number of minutes from {low} to {high} (7 days)."
+                ]
+            }
+        )
+
+
 def validate_service(spec: ServiceSpec, *, autoscales: bool) -> dict[str, Any]:
-    """Check both parts; the parsed Serve config."""
-    config = parse_serve_config(spec.serve_config)
-    validate_upgrade(spec.upgrade_type, spec.upgrade_options, autoscales=autoscales)
+    """Check every part, each part's faults at once; the parsed Serve config."""
+    errors: dict[str, list[str]] = {}
+    config: dict[str, Any] = {}
+    try:
+        config = parse_serve_config(spec.serve_config)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    try:
+        validate_upgrade(spec.upgrade_type, spec.upgrade_options, autoscales=autoscales)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    try:
+        validate_idle_window(spec.scale_to_zero_after_minutes)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    if errors:
+        raise ValidationError(errors)
     return config

@@ -1,14 +1,21 @@
 """Services in Kueue mode: the RayService joins the tenant's LocalQueue as an elastic job
 (Kueue's RayService integration, emulated by kubesim), Kueue gives it a Workload of its
 own, the row follows Kueue's verdict (waiting with Kueue's reason, admitted, starting,
-ready), and deleting the service takes the Workload with it."""
+ready), and deleting the service takes the Workload with it; one scaled to zero leaves
+Kueue (no Workload) until a request queues its RayService again."""
 
 from __future__ import annotations
 
 import json
 import urllib.request
+from datetime import timedelta
 from typing import Any
 
+from django.test import Client
+from django.utils import timezone
+from knox.models import AuthToken
+
+from clusters.engine import idle
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, Service, UsageSpan
 from tests.clusters.engine.conftest import wait_for, worker
@@ -138,3 +145,31 @@ def test_a_service_kueue_evicts_goes_back_in_line(
         lambda: not get_gateway().list("v1", "Pod", namespace=NS, label_selector=selector),
         what="the evicted service's pods gone",
     )
+
+
+def test_a_service_scaled_to_zero_leaves_kueue_and_a_request_queues_it_again(
+    worker: Any, kubesim: Any, as_user: Any, bob: Any, vera: Any
+) -> None:
+    api = as_user(bob)
+    body = {
+        "name": "kzero",
+        "flavor": "l4",
+        "workers": 1,
+        "serve_config": STABLE_DIFFUSION,
+        "scale_to_zero": True,
+        "scale_to_zero_after_minutes": 5,
+    }
+    assert api.post(SERVICES, body, format="json").status_code == 201
+    wait_for(lambda: _row("kzero").state == "ready", what="ready", timeout=120)
+    assert idle.check_activity(now=timezone.now() + timedelta(minutes=6)).reclaimed == ["kzero"]
+    row = _row("kzero")
+    assert row.state == "suspended" and not row.holds_gpus
+    wait_for(lambda: not _workloads("kzero"), what="its RayService and Workload gone")
+
+    caller = Client(HTTP_AUTHORIZATION=f"Bearer {AuthToken.objects.create(user=vera)[1]}")
+    woken = caller.get("/serve/acme/kzero/")
+    assert woken.status_code == 503 and json.loads(woken.content)["error"]["code"] == "waking"
+    wait_for(lambda: _workloads("kzero"), what="a Workload of the RayService written anew")
+    wait_for(lambda: _row("kzero").state == "ready", what="admitted by Kueue, ready", timeout=120)
+    assert _row("kzero").holds_gpus
+    wait_for(lambda: caller.get("/serve/acme/kzero/").status_code == 200, what="served", timeout=60)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,39 +114,14 @@ def _checked(call: Call, session: Session) -> float:
 
 def _load(call: Call, headers: dict[str, str]) -> tuple[list[float], float]:
     """``CLIENTS`` threads calling for ``SECONDS`` after a warm-up; (latencies, wall)."""
-    latencies: list[list[float]] = [[] for _ in range(CLIENTS)]
-    errors: list[Exception] = []
-    barrier = threading.Barrier(CLIENTS + 1)
-    phase = {"measure": False, "stop": False}
-
-    def client(index: int) -> None:
-        session = Session(headers)
-        try:
-            barrier.wait()
-            while not phase["stop"]:
-                took = _checked(call, session)
-                if phase["measure"]:
-                    latencies[index].append(took)
-        except Exception as exc:  # noqa: BLE001 - re-raised by the main thread
-            errors.append(exc)
-        finally:
-            session.close()
-
-    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(CLIENTS)]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    time.sleep(WARMUP_SECONDS)
-    phase["measure"] = True
-    start = time.perf_counter()
-    time.sleep(SECONDS)
-    phase["stop"] = True
-    wall = time.perf_counter() - start
-    for thread in threads:
-        thread.join(timeout=60)
-    if errors:
-        raise errors[0]
-    return [value for values in latencies for value in values], wall
+    run = support.timed_load(
+        CLIENTS,
+        SECONDS,
+        WARMUP_SECONDS,
+        lambda: Session(headers),
+        lambda session: _checked(call, session),
+    )
+    return run.latencies, run.wall
 
 
 def _sequential(call: Call, headers: dict[str, str]) -> list[float]:

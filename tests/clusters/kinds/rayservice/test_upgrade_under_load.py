@@ -18,17 +18,8 @@ from knox.models import AuthToken
 from benchmarks.support import HttpSession
 from clusters.models import Service
 from tests.clusters.engine.conftest import kubesim, room_for_l4, wait_for, worker
-from tests.clusters.kinds.rayservice.upgrades import (
-    OTHER,
-    SERVICES,
-    SWITCH_AND_CLEANUP,
-    open_spans,
-    other_image,
-    rayclusters,
-    ready_service,
-    row,
-    surge,
-)
+from tests.clusters.kinds.rayservice import upgrades
+from tests.clusters.kinds.rayservice.upgrades import other_image
 
 __all__ = ["kubesim", "other_image", "worker"]  # the engine tests' fixtures, and ours
 
@@ -39,7 +30,7 @@ PAUSE_SECONDS = 0.02  # between one caller's calls: steady load, CPU left for th
 
 @pytest.fixture(autouse=True)
 def _other_image(other_image: None) -> None:
-    """The upgrade goes to :data:`OTHER`."""
+    """The upgrade goes to :data:`upgrades.OTHER`."""
 
 
 @dataclass
@@ -97,7 +88,7 @@ def test_no_request_is_lost_across_an_image_upgrade(
 ) -> None:
     room_for_l4(acme, l4, 2)  # the service's GPU and its surge's, once the hog is gone
     api = as_user(bob)
-    first = ready_service(api).service.active_cluster
+    first = upgrades.ready_service(api).service.active_cluster
     wait_for(
         lambda: Service.objects.get(request__name="sd").serve_endpoints >= 1,
         timeout=60,
@@ -105,8 +96,8 @@ def test_no_request_is_lost_across_an_image_upgrade(
     )
     hog = {"name": "hog", "flavor": "l4", "workers": 1}
     assert api.post("/api/v1/tenants/acme/clusters/", hog, format="json").status_code == 201
-    wait_for(lambda: row("hog").holds_gpus, timeout=60, what="the other cluster admitted")
-    counted_before = api.get(SERVICES + "sd/").json()["service_endpoint"]["requests"]
+    wait_for(lambda: upgrades.row("hog").holds_gpus, timeout=60, what="the other cluster admitted")
+    counted_before = api.get(upgrades.SERVICES + "sd/").json()["service_endpoint"]["requests"]
 
     stop = threading.Event()
     url = f"{live_server.url}/serve/acme/sd/imagine?prompt=a+cat"
@@ -121,25 +112,25 @@ def test_no_request_is_lost_across_an_image_upgrade(
         # before that cluster serves would show as refused calls.
         kubesim.cluster.startup_delay = STARTUP_SECONDS
         # The surge waits for the hog's GPU: nothing changes, the old cluster serves.
-        patched = api.patch(SERVICES + "sd/", {"image": OTHER}, format="json")
+        patched = api.patch(upgrades.SERVICES + "sd/", {"image": upgrades.OTHER}, format="json")
         assert patched.status_code == 200, patched.content
         wait_for(
-            lambda: (s := surge()) is not None and s.queue_reason == "tenant_quota",
+            lambda: (s := upgrades.surge()) is not None and s.queue_reason == "tenant_quota",
             timeout=60,
             what="the surge waiting for quota",
         )
-        assert api.get(SERVICES + "sd/").json()["upgrade_surge"]["state"] == "waiting"
+        assert api.get(upgrades.SERVICES + "sd/").json()["upgrade_surge"]["state"] == "waiting"
         _calls_go_on(callers, time.monotonic(), "while the surge waits")
 
         # Quota frees: admitted, applied, a second cluster charged beside the first.
         assert api.delete("/api/v1/tenants/acme/clusters/hog/").status_code == 202
-        wait_for(lambda: len(rayclusters()) == 2, timeout=90, what="a second RayCluster")
-        sd = row()
-        applied = surge()
+        wait_for(lambda: len(upgrades.rayclusters()) == 2, timeout=90, what="a second RayCluster")
+        sd = upgrades.row()
+        applied = upgrades.surge()
         assert applied is not None and applied.admitted_at and applied.applied_at
         assert applied.admitted_at <= applied.applied_at
-        assert api.get(SERVICES + "sd/").json()["upgrade_surge"]["state"] == "applied"
-        assert sorted((s.surge, s.gpus) for s in open_spans(sd)) == [
+        assert api.get(upgrades.SERVICES + "sd/").json()["upgrade_surge"]["state"] == "applied"
+        assert sorted((s.surge, s.gpus) for s in upgrades.open_spans(sd)) == [
             (False, sd.gpus),
             (True, sd.gpus),
         ]
@@ -148,22 +139,22 @@ def test_no_request_is_lost_across_an_image_upgrade(
         # KubeRay switches the serve service to the new cluster once it serves; the old
         # one runs on (and its surge stays charged) until KubeRay deletes it.
         wait_for(
-            lambda: row().service.active_cluster not in ("", first),
-            timeout=SWITCH_AND_CLEANUP,
+            lambda: upgrades.row().service.active_cluster not in ("", first),
+            timeout=upgrades.SWITCH_AND_CLEANUP,
             what="the switch to the new cluster",
         )
         switched = time.monotonic()
-        second = row().service.active_cluster
+        second = upgrades.row().service.active_cluster
         _calls_go_on(callers, switched, "after the switch")
-        assert [rc["metadata"]["name"] for rc in rayclusters()] == sorted([first, second])
-        assert any(s.surge for s in open_spans(sd)), "the surge was released too soon"
+        assert [rc["metadata"]["name"] for rc in upgrades.rayclusters()] == sorted([first, second])
+        assert any(s.surge for s in upgrades.open_spans(sd)), "the surge was released too soon"
 
         wait_for(
-            lambda: [rc["metadata"]["name"] for rc in rayclusters()] == [second],
-            timeout=SWITCH_AND_CLEANUP,
+            lambda: [rc["metadata"]["name"] for rc in upgrades.rayclusters()] == [second],
+            timeout=upgrades.SWITCH_AND_CLEANUP,
             what="the old cluster deleted",
         )
-        wait_for(lambda: surge() is None, timeout=60, what="the surge released")
+        wait_for(lambda: upgrades.surge() is None, timeout=60, what="the surge released")
         _calls_go_on(callers, time.monotonic(), "after the old cluster's deletion")
     finally:
         stop.set()
@@ -179,9 +170,9 @@ def test_no_request_is_lost_across_an_image_upgrade(
         assert served[0] == first and served[-1] == second
         assert served == sorted(served, key=lambda c: c == second), "served by the old again"
     # Every call was relayed and counted (the count is exact at any moment).
-    counted = api.get(SERVICES + "sd/").json()["service_endpoint"]["requests"]
+    counted = api.get(upgrades.SERVICES + "sd/").json()["service_endpoint"]["requests"]
     assert counted - counted_before == len(answers)
-    sd = row()
-    assert sd.state == "ready" and sd.image == OTHER
+    sd = upgrades.row()
+    assert sd.state == "ready" and sd.image == upgrades.OTHER
     reasons = [e.reason for e in sd.events.all()]
     assert "surge_admitted" in reasons and "surge_released" in reasons

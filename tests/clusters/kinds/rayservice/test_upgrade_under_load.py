@@ -16,6 +16,7 @@ from django.db import connection
 from knox.models import AuthToken
 
 from benchmarks.support import HttpSession
+from clusters.kube.gateway import get_gateway
 from clusters.models import Service
 from tests.clusters.engine.conftest import kubesim, room_for_l4, wait_for, worker
 from tests.clusters.kinds.rayservice import upgrades
@@ -25,6 +26,8 @@ __all__ = ["kubesim", "other_image", "worker"]  # the engine tests' fixtures, an
 
 CALLERS = 2
 STARTUP_SECONDS = 3.0  # a pod's ContainerCreating in kubesim from the upgrade on
+DEPLOY_KNOB = "kubesim.io/serve-deploy-seconds"
+DEPLOY_SECONDS = 3  # Serve's deploy on the new cluster's head, once it is Ready
 PAUSE_SECONDS = 0.02  # between one caller's calls: steady load, CPU left for the loop
 
 
@@ -108,9 +111,13 @@ def test_no_request_is_lost_across_an_image_upgrade(
     try:
         _calls_go_on(callers, time.monotonic(), "before the upgrade")
 
-        # The new cluster's pods take a while to start, as a real node's do: a switch
-        # before that cluster serves would show as refused calls.
+        # The new cluster's pods take a while to start, as a real node's do (a switch
+        # before they are Ready would show as refused calls: no endpoints), and Serve a
+        # while to deploy on its head (kubesim's knob, which KubeRay copies from the
+        # RayService onto the clusters it makes).
         kubesim.cluster.startup_delay = STARTUP_SECONDS
+        knob = {"metadata": {"annotations": {DEPLOY_KNOB: str(DEPLOY_SECONDS)}}}
+        get_gateway().merge_patch("ray.io/v1", "RayService", "sd", knob, "gw-acme")
         # The surge waits for the hog's GPU: nothing changes, the old cluster serves.
         patched = api.patch(upgrades.SERVICES + "sd/", {"image": upgrades.OTHER}, format="json")
         assert patched.status_code == 200, patched.content
@@ -125,6 +132,8 @@ def test_no_request_is_lost_across_an_image_upgrade(
         # Quota frees: admitted, applied, a second cluster charged beside the first.
         assert api.delete("/api/v1/tenants/acme/clusters/hog/").status_code == 202
         wait_for(lambda: len(upgrades.rayclusters()) == 2, timeout=90, what="a second RayCluster")
+        (new,) = [rc for rc in upgrades.rayclusters() if rc["metadata"]["name"] != first]
+        assert new["metadata"]["annotations"][DEPLOY_KNOB] == str(DEPLOY_SECONDS)
         sd = upgrades.row()
         applied = upgrades.surge()
         assert applied is not None and applied.admitted_at and applied.applied_at

@@ -18,7 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from benchmarks import support
+from benchmarks import clients, support
 
 CLUSTERS = 1_000
 QUEUED = 200
@@ -172,7 +172,7 @@ class _Timing:
 def _load(call: Call, token: str, url: str) -> tuple[list[float], float, int]:
     """``CLIENTS`` threads calling for ``SECONDS`` after a warm-up; (latencies, wall,
     calls made in all, the warm-up's included)."""
-    run = support.timed_load(
+    run = clients.timed_load(
         CLIENTS,
         SECONDS,
         WARMUP_SECONDS,

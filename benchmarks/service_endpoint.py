@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks import support
+from benchmarks import clients, support
 
 CLIENTS = 8
 SECONDS = float(os.environ.get("BENCH_SERVICE_SECONDS", "6"))  # per path, after a warm-up
@@ -114,7 +114,7 @@ def _checked(call: Call, session: Session) -> float:
 
 def _load(call: Call, headers: dict[str, str]) -> tuple[list[float], float]:
     """``CLIENTS`` threads calling for ``SECONDS`` after a warm-up; (latencies, wall)."""
-    run = support.timed_load(
+    run = clients.timed_load(
         CLIENTS,
         SECONDS,
         WARMUP_SECONDS,

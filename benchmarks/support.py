@@ -11,7 +11,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -350,66 +350,6 @@ def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     rank = max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered) + 0.5) - 1))
     return ordered[rank]
-
-
-@dataclass
-class LoadRun:
-    """What :func:`timed_load` measured: the latencies taken after the warm-up, the
-    wall time they were taken in, and every call made (the warm-up's included)."""
-
-    latencies: list[float]
-    wall: float
-    calls: int
-
-
-def timed_load(
-    clients: int,
-    seconds: float,
-    warmup: float,
-    session: Callable[[], HttpSession],
-    timed: Callable[[HttpSession], float],
-) -> LoadRun:
-    """``clients`` threads, each with its own ``session()``, calling ``timed(session)``
-    (which returns one call's seconds, or raises) without pause for ``warmup`` and then
-    ``seconds``; the first error of any thread is raised."""
-    import threading
-    import time
-
-    latencies: list[list[float]] = [[] for _ in range(clients)]
-    calls = [0] * clients
-    errors: list[Exception] = []
-    barrier = threading.Barrier(clients + 1)
-    phase = {"measure": False, "stop": False}
-
-    def client(index: int) -> None:
-        own = session()
-        try:
-            barrier.wait()
-            while not phase["stop"]:
-                took = timed(own)
-                calls[index] += 1
-                if phase["measure"]:
-                    latencies[index].append(took)
-        except Exception as exc:  # noqa: BLE001 - re-raised by the main thread
-            errors.append(exc)
-        finally:
-            own.close()
-
-    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    time.sleep(warmup)
-    phase["measure"] = True
-    start = time.perf_counter()
-    time.sleep(seconds)
-    phase["stop"] = True
-    wall = time.perf_counter() - start
-    for thread in threads:
-        thread.join(timeout=60)
-    if errors:
-        raise errors[0]
-    return LoadRun([v for values in latencies for v in values], wall, sum(calls))
 
 
 class CeleryProcess:

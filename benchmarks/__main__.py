@@ -23,6 +23,7 @@ MODULES = [
     "benchmarks.reconcile",
     "benchmarks.end_to_end",
     "benchmarks.api",
+    "benchmarks.service_endpoint",
     "benchmarks.create_cost",
     "benchmarks.kubesim",
     "benchmarks.real_ray",

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from benchmarks import support
+from benchmarks import clients, support
 
 CLUSTERS = 1_000
 QUEUED = 200
@@ -173,41 +172,14 @@ class _Timing:
 def _load(call: Call, token: str, url: str) -> tuple[list[float], float, int]:
     """``CLIENTS`` threads calling for ``SECONDS`` after a warm-up; (latencies, wall,
     calls made in all, the warm-up's included)."""
-    latencies: list[list[float]] = [[] for _ in range(CLIENTS)]
-    calls = [0] * CLIENTS
-    errors: list[Exception] = []
-    barrier = threading.Barrier(CLIENTS + 1)
-    phase = {"measure": False, "stop": False}
-
-    def client(index: int) -> None:
-        session = _session(token)
-        try:
-            barrier.wait()
-            while not phase["stop"]:
-                took = _timed(call, session, url)
-                calls[index] += 1
-                if phase["measure"]:
-                    latencies[index].append(took)
-        except Exception as exc:  # noqa: BLE001 - re-raised by the main thread
-            errors.append(exc)
-        finally:
-            session.close()
-
-    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(CLIENTS)]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    time.sleep(WARMUP_SECONDS)
-    phase["measure"] = True
-    start = time.perf_counter()
-    time.sleep(SECONDS)
-    phase["stop"] = True
-    wall = time.perf_counter() - start
-    for thread in threads:
-        thread.join(timeout=30)
-    if errors:
-        raise errors[0]
-    return [value for values in latencies for value in values], wall, sum(calls)
+    run = clients.timed_load(
+        CLIENTS,
+        SECONDS,
+        WARMUP_SECONDS,
+        lambda: _session(token),
+        lambda session: _timed(call, session, url),
+    )
+    return run.latencies, run.wall, run.calls
 
 
 def _queries(tokens: dict[str, str]) -> dict[str, int]:

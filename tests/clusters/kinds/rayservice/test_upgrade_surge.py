@@ -10,81 +10,29 @@ from typing import Any
 
 import pytest
 
-from clusters.kube.gateway import get_gateway
-from clusters.models import ClusterRequest, Surge, UsageSpan
+from clusters.models import UsageSpan
 from tests.clusters.engine.conftest import kubesim, room_for_l4, wait_for, worker
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
+from tests.clusters.kinds.rayservice.upgrades import (
+    OTHER,
+    SERVICES,
+    images,
+    open_spans,
+    other_image,
+    rayclusters,
+    ready_service,
+    row,
+    surge,
+    switched_and_released,
+)
 from tests.frontend.test_pages import client_for
 
-__all__ = ["kubesim", "worker"]  # the engine tests' fixtures
-
-SERVICES = "/api/v1/tenants/acme/services/"
-OTHER = "rayproject/ray:2.40.0-py310-gpu"
-BODY = {"name": "sd", "flavor": "l4", "workers": 1, "serve_config": STABLE_DIFFUSION}
-# KubeRay deletes the old cluster rayClusterDeletionDelaySeconds (60) after the switch.
-SWITCH_AND_CLEANUP = 240
+__all__ = ["kubesim", "other_image", "worker"]  # the engine tests' fixtures, and ours
 
 
 @pytest.fixture(autouse=True)
-def _other_image(settings: Any) -> None:
-    """Before the worker starts, so that it allows the second image too."""
-    settings.RAY_IMAGE_ALLOWLIST = [settings.RAY_IMAGE_DEFAULT, OTHER]
-
-
-def _row(name: str = "sd") -> ClusterRequest:
-    return ClusterRequest.objects.unscoped().select_related("service").get(name=name)
-
-
-def _surge() -> Surge | None:
-    return Surge.objects.filter(request__name="sd").first()
-
-
-def _open_spans(row: ClusterRequest) -> list[UsageSpan]:
-    return list(UsageSpan.objects.unscoped().filter(cluster_id=row.pk, ended_at__isnull=True))
-
-
-def _rayclusters() -> list[dict[str, Any]]:
-    return get_gateway().list(
-        "ray.io/v1",
-        "RayCluster",
-        namespace="gw-acme",
-        label_selector="ray.io/originated-from-cr-name=sd",
-    )
-
-
-def _images() -> set[str]:
-    """The images of the RayService's cluster spec as kubesim holds it."""
-    rs = get_gateway().get("ray.io/v1", "RayService", "sd", "gw-acme")
-    spec = rs["spec"]["rayClusterConfig"]
-    groups = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
-    return {c["image"] for g in groups for c in g["template"]["spec"]["containers"]}
-
-
-def _ready_service(api: Any) -> ClusterRequest:
-    assert api.post(SERVICES, BODY, format="json").status_code == 201
-    wait_for(
-        lambda: _row().state == "ready" and _row().service.active_cluster,
-        timeout=120,
-        what="the service ready",
-    )
-    return _row()
-
-
-def _switched_and_released(first: str, *, watch_ready: bool) -> None:
-    """Wait until KubeRay serves from a new cluster, the old one is gone and the surge is
-    released; with ``watch_ready``, the service must stay ready at every look."""
-
-    def done() -> bool:
-        row = _row()
-        if watch_ready:
-            assert row.state == "ready", row.state_reason
-        names = [rc["metadata"]["name"] for rc in _rayclusters()]
-        return row.service.active_cluster not in ("", first) and names == [
-            row.service.active_cluster
-        ]
-
-    wait_for(done, timeout=SWITCH_AND_CLEANUP, what="the switch and the old cluster gone")
-    wait_for(lambda: _surge() is None, timeout=60, what="the surge released")
+def _other_image(other_image: None) -> None:
+    """Every test here upgrades to :data:`OTHER`."""
 
 
 def test_an_image_upgrade_charges_its_surge_while_both_clusters_run(
@@ -92,8 +40,8 @@ def test_an_image_upgrade_charges_its_surge_while_both_clusters_run(
 ) -> None:
     room_for_l4(acme, l4, 2)  # the service's GPU and its surge's
     api = as_user(bob)
-    row = _ready_service(api)
-    first = row.service.active_cluster
+    sd = ready_service(api)
+    first = sd.service.active_cluster
 
     # A new Serve config alone is applied in place: no surge, nothing more charged.
     config = STABLE_DIFFUSION.replace(
@@ -101,30 +49,30 @@ def test_an_image_upgrade_charges_its_surge_while_both_clusters_run(
     )
     patched = api.patch(SERVICES + "sd/", {"serve_config": config}, format="json")
     assert patched.status_code == 200 and patched.json()["upgrade_surge"] is None
-    assert _surge() is None and len(_open_spans(row)) == 1
-    assert _row().service.serve_config == config
+    assert surge() is None and len(open_spans(sd)) == 1
+    assert row().service.serve_config == config
 
     # A new image: its surge is admitted at once (quota is free) and charged.
     patched = api.patch(SERVICES + "sd/", {"image": OTHER}, format="json")
     assert patched.status_code == 200, patched.content
     assert patched.json()["upgrade_surge"]["image"] == OTHER
-    wait_for(lambda: len(_rayclusters()) == 2, timeout=60, what="a second RayCluster")
-    spans = _open_spans(row)
-    assert sorted((s.surge, s.gpus) for s in spans) == [(False, row.gpus), (True, row.gpus)]
-    surge = _surge()
-    assert surge is not None and surge.admitted_at is not None and surge.applied_at is not None
+    wait_for(lambda: len(rayclusters()) == 2, timeout=60, what="a second RayCluster")
+    spans = open_spans(sd)
+    assert sorted((s.surge, s.gpus) for s in spans) == [(False, sd.gpus), (True, sd.gpus)]
+    applied = surge()
+    assert applied is not None and applied.admitted_at and applied.applied_at
     detail = api.get(SERVICES + "sd/").json()
-    assert detail["upgrade_surge"]["state"] == "applied" and _images() == {OTHER}
+    assert detail["upgrade_surge"]["state"] == "applied" and images() == {OTHER}
 
-    _switched_and_released(first, watch_ready=True)
-    row = _row()
-    (span,) = _open_spans(row)
+    switched_and_released(first, watch_ready=True)
+    sd = row()
+    (span,) = open_spans(sd)
     assert not span.surge  # the service's own GPUs, now on the new cluster
-    closed = UsageSpan.objects.unscoped().get(cluster_id=row.pk, surge=True)
-    assert closed.ended_at is not None and closed.gpus == row.gpus
-    assert row.state == "ready" and row.image == OTHER
+    closed = UsageSpan.objects.unscoped().get(cluster_id=sd.pk, surge=True)
+    assert closed.ended_at is not None and closed.gpus == sd.gpus
+    assert sd.state == "ready" and sd.image == OTHER
     assert api.get(SERVICES + "sd/").json()["upgrade_surge"] is None
-    reasons = [e.reason for e in row.events.all()]
+    reasons = [e.reason for e in sd.events.all()]
     assert "surge_admitted" in reasons and "surge_released" in reasons
 
 
@@ -133,14 +81,14 @@ def test_an_upgrade_without_quota_waits_says_why_and_goes_on_when_quota_frees(
 ) -> None:
     room_for_l4(acme, l4, 2)
     api = as_user(bob)
-    first = _ready_service(api).service.active_cluster
+    first = ready_service(api).service.active_cluster
     hog = {"name": "hog", "flavor": "l4", "workers": 1}
     assert api.post("/api/v1/tenants/acme/clusters/", hog, format="json").status_code == 201
-    wait_for(lambda: _row("hog").holds_gpus, timeout=60, what="the other cluster admitted")
+    wait_for(lambda: row("hog").holds_gpus, timeout=60, what="the other cluster admitted")
 
     assert api.patch(SERVICES + "sd/", {"image": OTHER}, format="json").status_code == 200
     waiting = wait_for(
-        lambda: (s := _surge()) is not None and s.queue_reason and s,
+        lambda: (s := surge()) is not None and s.queue_reason and s,
         timeout=60,
         what="the surge's standing",
     )
@@ -151,11 +99,11 @@ def test_an_upgrade_without_quota_waits_says_why_and_goes_on_when_quota_frees(
     page = client_for(bob).get("/t/acme/services/sd/").content.decode()
     assert "upgrade waits for 1 l4 GPU" in page and 'data-upgrade-surge="waiting"' in page
     # Nothing reached the RayService: one cluster, the old image, the row's too.
-    assert len(_rayclusters()) == 1 and OTHER not in _images()
-    assert _row().image != OTHER and _row().state == "ready"
+    assert len(rayclusters()) == 1 and OTHER not in images()
+    assert row().image != OTHER and row().state == "ready"
 
     # Quota frees: the surge is admitted, the new image applied, the switch follows.
     assert api.delete("/api/v1/tenants/acme/clusters/hog/").status_code == 202
-    wait_for(lambda: _images() == {OTHER}, timeout=90, what="the upgrade applied")
-    _switched_and_released(first, watch_ready=False)
-    assert _row().image == OTHER and _row().state == "ready"
+    wait_for(lambda: images() == {OTHER}, timeout=90, what="the upgrade applied")
+    switched_and_released(first, watch_ready=False)
+    assert row().image == OTHER and row().state == "ready"

@@ -32,7 +32,7 @@ def surge_id(request_pk: int) -> int:
 
 def is_surge(pass_id: int) -> bool:
     """Whether an id of the pass's decision is a surge's (:func:`surge_id`)."""
-    return pass_id < 0
+    return pass_id < 0 and adm.extra_of(pass_id)[0] == "surge"
 
 
 @dataclass(frozen=True)
@@ -126,5 +126,5 @@ def write_back(decision: adm.Decision, *, now: datetime) -> list[int]:
 
 
 def requests_only(ids: list[int]) -> list[int]:
-    """The request ids among a decision's ids (without the surges')."""
-    return [i for i in ids if not is_surge(i)]
+    """The request ids among a decision's ids (without the surges' and growths')."""
+    return [i for i in ids if i >= 0]

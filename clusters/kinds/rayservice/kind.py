@@ -18,6 +18,7 @@ KIND = Kind(
     engine="clusters.kinds.rayservice.engine",
     api="clusters.kinds.rayservice.api.ServiceViewSet",
     ray_cluster_spec_at=("spec", "rayClusterConfig"),
+    grows=True,
     related=("service", "surge"),
     list_related=("service", "surge__flavor"),
     details=Details(

@@ -8,8 +8,8 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from clusters.kinds.rayservice import endpoint_counts, upgrade
-from clusters.models import ClusterRequest, Surge
+from clusters.kinds.rayservice import endpoint_counts, growth, upgrade
+from clusters.models import ClusterEvent, ClusterRequest, Surge
 from clusters.output.request import UnattendedOut
 from controlplane.api import generics as drf
 
@@ -98,6 +98,76 @@ def surge_out(surge: Surge | None) -> dict[str, Any] | None:
     }
 
 
+class GrowthOut(drf.Serializer):
+    """Workers an autoscaling service asked for beyond its guaranteed size: ``waiting``
+    in the queue (position, reason, message, ETA) or ``admitted`` (held, borrowable: a
+    reclaim takes it back by shrinking the service to its guaranteed size)."""
+
+    state = serializers.CharField(help_text="waiting or admitted.")
+    workers = serializers.IntegerField()
+    gpus = serializers.DecimalField(max_digits=10, decimal_places=3)
+    flavor = serializers.CharField()
+    message = serializers.CharField(help_text='"growth by 1 worker (8 h100 GPUs) waits: ..."')
+    position = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField(help_text="The queue's reason code while it waits.")
+    eta = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    admitted_at = serializers.DateTimeField(allow_null=True)
+
+
+class ReclaimOut(drf.Serializer):
+    """When a growth was last taken back, and why."""
+
+    at = serializers.DateTimeField()
+    message = serializers.CharField()
+
+
+class AutoscaleOut(drf.Serializer):
+    """An autoscaling service's size: charged at ``min_workers``, running up to
+    ``may_run_workers`` (its guaranteed size plus the growth admitted), never past
+    ``max_workers``."""
+
+    min_workers = serializers.IntegerField()
+    max_workers = serializers.IntegerField()
+    may_run_workers = serializers.IntegerField()
+    growth = GrowthOut(allow_null=True)
+    last_reclaim = ReclaimOut(allow_null=True)
+
+
+def autoscale_out(row: ClusterRequest) -> dict[str, Any] | None:
+    """An autoscaling service's size and growth as :class:`AutoscaleOut` shows it
+    (``None``: a fixed-size service)."""
+    found = growth.bounds(row)
+    if found is None:
+        return None
+    grown = growth.growth_of(row)
+    taken = (
+        ClusterEvent.objects.filter(cluster_id=row.pk, reason="growth_reclaimed")
+        .order_by("-at")
+        .first()
+    )
+    return {
+        "min_workers": found[0],
+        "max_workers": found[1],
+        "may_run_workers": growth.cap(row, grown),
+        "growth": None
+        if grown is None
+        else {
+            "state": "waiting" if grown.admitted_at is None else "admitted",
+            "workers": grown.workers,
+            "gpus": grown.gpus,
+            "flavor": grown.flavor.name,
+            "message": grown.queue_message,
+            "position": grown.queue_position,
+            "reason": grown.queue_reason,
+            "eta": grown.queue_eta,
+            "created_at": grown.created_at,
+            "admitted_at": grown.admitted_at,
+        },
+        "last_reclaim": None if taken is None else {"at": taken.at, "message": taken.message},
+    }
+
+
 class ServiceOut(UnattendedOut):
     """A service as the API returns it: the request's fields (state, queue, GPUs,
     history), its serving details (``service``) and the surge of an upgrade under way
@@ -106,6 +176,7 @@ class ServiceOut(UnattendedOut):
     service = ServingOut()
     service_endpoint = serializers.SerializerMethodField()
     upgrade_surge = serializers.SerializerMethodField()
+    autoscale = serializers.SerializerMethodField()
 
     class Meta(UnattendedOut.Meta):
         fields = [
@@ -113,8 +184,14 @@ class ServiceOut(UnattendedOut):
             "service",
             "service_endpoint",
             "upgrade_surge",
+            "autoscale",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(AutoscaleOut(allow_null=True))
+    def get_autoscale(self, obj: ClusterRequest) -> dict[str, Any] | None:
+        found = autoscale_out(obj)
+        return AutoscaleOut(found).data if found is not None else None
 
     @extend_schema_field(UpgradeSurgeOut(allow_null=True))
     def get_upgrade_surge(self, obj: ClusterRequest) -> dict[str, Any] | None:

@@ -266,7 +266,27 @@ class ClusterRequest(TenantOwned):
         return self.tenant.namespace
 
 
-class Surge(models.Model):
+class QueuedGpus(models.Model):
+    """GPUs (and CPU, memory) a running request asks for beside those it holds, queued
+    by the admission pass: what they take, when asked and admitted, and their standing
+    while they wait (a :class:`Surge` or a :class:`Growth`)."""
+
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
+    gpus = models.DecimalField(max_digits=10, decimal_places=3)
+    cpu = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
+    memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
+    created_at = models.DateTimeField(auto_now_add=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    queue_reason = models.CharField(max_length=32, blank=True)
+    queue_message = models.CharField(max_length=500, blank=True)
+    queue_eta = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Surge(QueuedGpus):
     """GPUs a running request needs for a while beside those it holds: its surge.
 
     A kind records one when a change it is asked for needs a second gang of GPUs before
@@ -282,27 +302,17 @@ class Surge(models.Model):
     request = models.OneToOneField(
         ClusterRequest, on_delete=models.CASCADE, primary_key=True, related_name="surge"
     )
-    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
-    gpus = models.DecimalField(max_digits=10, decimal_places=3)
-    cpu = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
-    memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
     purpose = models.CharField(
         max_length=40, default="surge", help_text="What it is for, as messages say it."
     )
     change = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    admitted_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
-    queue_position = models.PositiveIntegerField(null=True, blank=True)
-    queue_reason = models.CharField(max_length=32, blank=True)
-    queue_message = models.CharField(max_length=500, blank=True)
-    queue_eta = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"surge of {self.request_id}: {self.gpus} GPUs"
 
 
-class Growth(models.Model):
+class Growth(QueuedGpus):
     """Workers a running request asks for beyond the guaranteed size it is charged at
     (a kind that grows, :attr:`~clusters.domain.workload_kinds.Kind.grows`): its growth.
 
@@ -315,17 +325,7 @@ class Growth(models.Model):
     request = models.OneToOneField(
         ClusterRequest, on_delete=models.CASCADE, primary_key=True, related_name="growth"
     )
-    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
     workers = models.PositiveIntegerField()
-    gpus = models.DecimalField(max_digits=10, decimal_places=3)
-    cpu = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
-    memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
-    created_at = models.DateTimeField(auto_now_add=True)
-    admitted_at = models.DateTimeField(null=True, blank=True)
-    queue_position = models.PositiveIntegerField(null=True, blank=True)
-    queue_reason = models.CharField(max_length=32, blank=True)
-    queue_message = models.CharField(max_length=500, blank=True)
-    queue_eta = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"growth of {self.request_id}: {self.workers} workers"

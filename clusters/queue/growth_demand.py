@@ -10,12 +10,12 @@ suspended. In the pure pass a growth goes by ``-(GROWTH_IDS + request id)``.
 from __future__ import annotations
 
 from datetime import datetime
-from decimal import Decimal
-from typing import Any
+from typing import cast
 
 from clusters import admission as adm
 from clusters.domain.states import State
 from clusters.models import ClusterKind, ClusterRequest, Growth
+from clusters.queue import surge_demand
 from clusters.rows import growths
 from clusters.rows.spec import ClusterSpec
 
@@ -46,17 +46,7 @@ def read(now: datetime) -> tuple[list[adm.Pending], list[adm.Running]]:
     )
     for growth in rows:
         request = growth.request
-        demand: dict[str, Any] = {
-            "id": growth_id(request.pk),
-            "tenant": request.tenant.slug,
-            "owner": request.owner_id,
-            "flavor": growth.flavor.name,
-            "kind": request.kind,
-            "gpus": Decimal(growth.gpus),
-            "cpu": Decimal(growth.cpu),
-            "memory_gib": Decimal(growth.memory_gib),
-            "priority": request.priority,
-        }
+        demand = surge_demand.asking(growth_id(request.pk), request, growth)
         if growth.admitted_at is None:
             waiting.append(
                 adm.Pending(
@@ -97,23 +87,9 @@ def write_back(decision: adm.Decision, *, now: datetime) -> list[int]:
         .select_related("flavor", "request", "request__owner", "request__tenant")
         .select_related("request__flavor")
     }
-    for pk, status in waiting.items():
-        growth = found.get(pk)
-        if growth is None:
-            continue
-        message = WAITS.format(what=growths.words(growth), why=status.message)[:500]
-        values = (status.position, status.reason, message, status.eta)
-        stored = (
-            growth.queue_position,
-            growth.queue_reason,
-            growth.queue_message,
-            growth.queue_eta,
-        )
-        if values != stored:
-            Growth.objects.filter(pk=pk, admitted_at__isnull=True).update(
-                queue_position=status.position,
-                queue_reason=status.reason,
-                queue_message=message,
-                queue_eta=status.eta,
-            )
+    surge_demand.write_standings(
+        found,
+        waiting,
+        lambda growth, why: WAITS.format(what=growths.words(cast(Growth, growth)), why=why),
+    )
     return growths.admit([found[pk] for pk in admitted if pk in found], now=now)

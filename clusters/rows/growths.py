@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import ClusterRequest, Growth, UsageSpan
-from clusters.rows import enqueue
+from clusters.rows import enqueue, surges
 from clusters.rows.transitions import note, usage_span
 
 
@@ -75,16 +75,7 @@ def admit(growths: Iterable[Growth], *, now: datetime) -> list[int]:
     for growth in growths:
         request = growth.request
         with transaction.atomic():
-            claimed = Growth.objects.filter(
-                pk=growth.pk, admitted_at__isnull=True, request__holds_gpus=True
-            ).update(
-                admitted_at=now,
-                queue_position=None,
-                queue_reason="",
-                queue_message="",
-                queue_eta=None,
-            )
-            if not claimed:
+            if not surges.claim(growth, now):
                 continue
             _resize_span(request, growth.gpus, now)
             ClusterRequest.objects.filter(pk=request.pk).update(provision_requested_at=now)

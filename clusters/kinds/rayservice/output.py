@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.kinds.rayservice import endpoint_counts, growth, upgrade
-from clusters.models import ClusterEvent, ClusterRequest, Surge
+from clusters.models import ClusterEvent, ClusterRequest, QueuedGpus, Surge
 from clusters.output.request import UnattendedOut
 from controlplane.api import generics as drf
 
@@ -55,25 +55,44 @@ class ServingOut(drf.Serializer):
     serve_endpoints = serializers.IntegerField(help_text="Ready pods behind its serve service.")
 
 
-class UpgradeSurgeOut(drf.Serializer):
+class QueuedGpusOut(drf.Serializer):
+    """GPUs a service asks for beside those it holds, and where they stand in the queue."""
+
+    gpus = serializers.DecimalField(max_digits=10, decimal_places=3)
+    flavor = serializers.CharField()
+    message = serializers.CharField(help_text="What it waits for, while it does.")
+    position = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField(help_text="The queue's reason code while it waits.")
+    eta = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    admitted_at = serializers.DateTimeField(allow_null=True)
+
+
+def queued_gpus_out(row: QueuedGpus) -> dict[str, Any]:
+    """A surge's or growth's fields of :class:`QueuedGpusOut`."""
+    return {
+        "gpus": row.gpus,
+        "flavor": row.flavor.name,
+        "message": row.queue_message,
+        "position": row.queue_position,
+        "reason": row.queue_reason,
+        "eta": row.queue_eta,
+        "created_at": row.created_at,
+        "admitted_at": row.admitted_at,
+    }
+
+
+class UpgradeSurgeOut(QueuedGpusOut):
     """The GPUs an upgrade to a new Ray cluster takes beside the serving one, and where
     they stand: ``waiting`` in the queue (with its position, reason, message and ETA),
     ``admitted`` (charged; the change is being applied) or ``applied`` (charged until
     KubeRay switched and the old cluster is gone)."""
 
     state = serializers.CharField(help_text="waiting, admitted or applied.")
-    gpus = serializers.DecimalField(max_digits=10, decimal_places=3)
-    flavor = serializers.CharField()
     image = serializers.CharField(allow_null=True, help_text="The image it upgrades to.")
     serve_config_changed = serializers.BooleanField(
         help_text="Whether it also brings a new Serve config (shown once applied)."
     )
-    message = serializers.CharField(help_text='"upgrade waits for 8 h100 GPUs: <why>".')
-    position = serializers.IntegerField(allow_null=True)
-    reason = serializers.CharField(help_text="The queue's reason code while it waits.")
-    eta = serializers.DateTimeField(allow_null=True)
-    created_at = serializers.DateTimeField()
-    admitted_at = serializers.DateTimeField(allow_null=True)
 
 
 def surge_out(surge: Surge | None) -> dict[str, Any] | None:
@@ -84,35 +103,20 @@ def surge_out(surge: Surge | None) -> dict[str, Any] | None:
         "waiting" if surge.admitted_at is None else "applied" if surge.applied_at else "admitted"
     )
     return {
+        **queued_gpus_out(surge),
         "state": state,
-        "gpus": surge.gpus,
-        "flavor": surge.flavor.name,
         "image": surge.change.get("image"),
         "serve_config_changed": "serve_config" in surge.change,
-        "message": surge.queue_message,
-        "position": surge.queue_position,
-        "reason": surge.queue_reason,
-        "eta": surge.queue_eta,
-        "created_at": surge.created_at,
-        "admitted_at": surge.admitted_at,
     }
 
 
-class GrowthOut(drf.Serializer):
+class GrowthOut(QueuedGpusOut):
     """Workers an autoscaling service asked for beyond its guaranteed size: ``waiting``
     in the queue (position, reason, message, ETA) or ``admitted`` (held, borrowable: a
     reclaim takes it back by shrinking the service to its guaranteed size)."""
 
     state = serializers.CharField(help_text="waiting or admitted.")
     workers = serializers.IntegerField()
-    gpus = serializers.DecimalField(max_digits=10, decimal_places=3)
-    flavor = serializers.CharField()
-    message = serializers.CharField(help_text='"growth by 1 worker (8 h100 GPUs) waits: ..."')
-    position = serializers.IntegerField(allow_null=True)
-    reason = serializers.CharField(help_text="The queue's reason code while it waits.")
-    eta = serializers.DateTimeField(allow_null=True)
-    created_at = serializers.DateTimeField()
-    admitted_at = serializers.DateTimeField(allow_null=True)
 
 
 class ReclaimOut(drf.Serializer):
@@ -153,16 +157,9 @@ def autoscale_out(row: ClusterRequest) -> dict[str, Any] | None:
         "growth": None
         if grown is None
         else {
+            **queued_gpus_out(grown),
             "state": "waiting" if grown.admitted_at is None else "admitted",
             "workers": grown.workers,
-            "gpus": grown.gpus,
-            "flavor": grown.flavor.name,
-            "message": grown.queue_message,
-            "position": grown.queue_position,
-            "reason": grown.queue_reason,
-            "eta": grown.queue_eta,
-            "created_at": grown.created_at,
-            "admitted_at": grown.admitted_at,
         },
         "last_reclaim": None if taken is None else {"at": taken.at, "message": taken.message},
     }

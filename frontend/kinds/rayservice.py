@@ -127,7 +127,9 @@ def detail_context(
     return {
         "serving": row.service,
         "upgrade_surge": surge_out(upgrade.surge_of(row)),
-        "autoscale": autoscale_out(row),
+        "autoscale": autoscale_out(
+            row, row.events.filter(reason="growth_reclaimed").order_by("-at")[:1]
+        ),
         "may_delete": row.state not in (State.DELETING, State.DELETED),
         "gpu_hours": selectors.cluster_gpu_hours(row),
         "endpoint_url": url,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -9,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.kinds.rayservice import endpoint_counts, growth, upgrade
-from clusters.models import ClusterEvent, ClusterRequest, QueuedGpus, Surge
+from clusters.models import ClusterEvent, ClusterRequest, Growth, QueuedGpus, Surge
 from clusters.output.request import UnattendedOut
 from controlplane.api import generics as drf
 
@@ -138,18 +139,21 @@ class AutoscaleOut(drf.Serializer):
     last_reclaim = ReclaimOut(allow_null=True)
 
 
-def autoscale_out(row: ClusterRequest) -> dict[str, Any] | None:
+def autoscale_out(
+    row: ClusterRequest, events: Iterable[ClusterEvent] | None = None
+) -> dict[str, Any] | None:
     """An autoscaling service's size and growth as :class:`AutoscaleOut` shows it
-    (``None``: a fixed-size service)."""
+    (``None``: a fixed-size service), from its loaded growth and ``events`` (its recent
+    events as loaded with it unless given): a representation queries nothing per row."""
     found = growth.bounds(row)
     if found is None:
         return None
-    grown = growth.growth_of(row)
-    taken = (
-        ClusterEvent.objects.filter(cluster_id=row.pk, reason="growth_reclaimed")
-        .order_by("-at")
-        .first()
-    )
+    try:
+        grown: Growth | None = row.growth
+    except Growth.DoesNotExist:
+        grown = None
+    seen = getattr(row, "recent_events", []) if events is None else events
+    taken = next((e for e in seen if e.reason == "growth_reclaimed"), None)
     return {
         "min_workers": found[0],
         "max_workers": found[1],

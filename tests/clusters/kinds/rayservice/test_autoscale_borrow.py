@@ -13,6 +13,7 @@ from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest, Growth, UsageSpan
 from tenants.models import Quota
 from tests.clusters.engine.conftest import kubesim, wait_for, worker
+from tests.frontend.test_pages import client_for
 
 __all__ = ["kubesim", "worker"]  # the engine tests' fixtures
 
@@ -171,3 +172,6 @@ def test_autoscaling_beyond_the_guaranteed_size_borrows_and_is_reclaimed_back_to
     said = api.get(SERVICES + "model/").json()["autoscale"]
     assert said["growth"]["state"] == "waiting" and said["may_run_workers"] == 1
     assert "taken back" in said["last_reclaim"]["message"]
+    page = client_for(alice).get("/t/acme/services/model/").content.decode()
+    assert 'data-autoscale="1"' in page and 'data-growth="waiting"' in page
+    assert "data-growth-reclaimed" in page and "growth by 1 worker (1 l4 GPU) waits" in page

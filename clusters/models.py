@@ -266,7 +266,27 @@ class ClusterRequest(TenantOwned):
         return self.tenant.namespace
 
 
-class Surge(models.Model):
+class QueuedGpus(models.Model):
+    """GPUs (and CPU, memory) a running request asks for beside those it holds, queued
+    by the admission pass: what they take, when asked and admitted, and their standing
+    while they wait (a :class:`Surge` or a :class:`Growth`)."""
+
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
+    gpus = models.DecimalField(max_digits=10, decimal_places=3)
+    cpu = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
+    memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
+    created_at = models.DateTimeField(auto_now_add=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    queue_reason = models.CharField(max_length=32, blank=True)
+    queue_message = models.CharField(max_length=500, blank=True)
+    queue_eta = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Surge(QueuedGpus):
     """GPUs a running request needs for a while beside those it holds: its surge.
 
     A kind records one when a change it is asked for needs a second gang of GPUs before
@@ -282,24 +302,33 @@ class Surge(models.Model):
     request = models.OneToOneField(
         ClusterRequest, on_delete=models.CASCADE, primary_key=True, related_name="surge"
     )
-    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
-    gpus = models.DecimalField(max_digits=10, decimal_places=3)
-    cpu = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
-    memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal("0"))
     purpose = models.CharField(
         max_length=40, default="surge", help_text="What it is for, as messages say it."
     )
     change = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    admitted_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
-    queue_position = models.PositiveIntegerField(null=True, blank=True)
-    queue_reason = models.CharField(max_length=32, blank=True)
-    queue_message = models.CharField(max_length=500, blank=True)
-    queue_eta = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"surge of {self.request_id}: {self.gpus} GPUs"
+
+
+class Growth(QueuedGpus):
+    """Workers a running request asks for beyond the guaranteed size it is charged at
+    (a kind that grows, :attr:`~clusters.domain.workload_kinds.Kind.grows`): its growth.
+
+    Waiting, the admission pass queues it as a gang of ``workers`` (its GPUs, CPU and
+    memory) and writes its standing here; admitted (``admitted_at``), it holds them as
+    borrowable GPUs that a reclaim takes back by shrinking the request (the row is
+    deleted), never by evicting it.
+    """
+
+    request = models.OneToOneField(
+        ClusterRequest, on_delete=models.CASCADE, primary_key=True, related_name="growth"
+    )
+    workers = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"growth of {self.request_id}: {self.workers} workers"
 
 
 class Job(models.Model):
@@ -366,6 +395,10 @@ class Service(models.Model):
     pending_cluster = models.CharField(max_length=128, blank=True)
     upgrading = models.BooleanField(default=False)
     serve_endpoints = models.PositiveIntegerField(default=0)
+    # The worker group's maxReplicas last written on ``capped_cluster`` (its guaranteed
+    # size plus the growth admitted; null: not written yet).
+    worker_cap = models.PositiveIntegerField(null=True, blank=True)
+    capped_cluster = models.CharField(max_length=128, blank=True)
     public = models.BooleanField(
         default=False, help_text="Whether its endpoint answers callers without a token."
     )

@@ -13,6 +13,7 @@ from clusters.admission.snapshot import (
     COHORT_QUOTA,
     DEV,
     FLAVOR_UNKNOWN,
+    GROWTH_IDS,
     HEAD_OF_LINE,
     NODE_SIZE,
     PROD,
@@ -38,6 +39,7 @@ from clusters.admission.snapshot import (
     Verdict,
     VerdictReason,
     cohort_root,
+    extra_of,
 )
 from clusters.admission.verdict import dry_run
 
@@ -46,6 +48,7 @@ __all__ = [
     "COHORT_QUOTA",
     "DEV",
     "FLAVOR_UNKNOWN",
+    "GROWTH_IDS",
     "HEAD_OF_LINE",
     "NODE_SIZE",
     "PROD",
@@ -73,5 +76,6 @@ __all__ = [
     "cohort_root",
     "decide",
     "dry_run",
+    "extra_of",
     "format_eta",
 ]

@@ -40,6 +40,7 @@ from clusters.admission.snapshot import (
     Reclaim,
     Running,
     Snapshot,
+    extra_of,
 )
 from clusters.admission.wait_messages import (
     cap_message,
@@ -294,10 +295,14 @@ class PassState:
                     gpus=r.gpus,
                     for_tenant=p.tenant,
                     for_request=p.id,
-                    message=(
-                        f"{r.tenant} is borrowing {r.flavor} GPUs that {p.tenant} now needs "
-                        f"within its own quota. This cluster will be suspended (not "
-                        f"deleted) in {grace}; resume it later to queue again."
+                    message=f"{r.tenant} is borrowing {r.flavor} GPUs that {p.tenant} now "
+                    "needs within its own quota. "
+                    + (
+                        "Its growth beyond its guaranteed size is taken back now; it "
+                        "shrinks to that size and keeps running."
+                        if r.id < 0
+                        else f"This cluster will be suspended (not deleted) in {grace}; "
+                        "resume it later to queue again."
                     ),
                 )
             )
@@ -574,9 +579,12 @@ def queue_status(
 
 
 def _named(p: Pending) -> str:
-    """A request in a message; a negative id is a running request's surge (the
-    integrator's :mod:`clusters.queue.surge_demand`)."""
-    return f"request {p.id}" if p.id >= 0 else f"the surge of request {-p.id}"
+    """A request in a message; a negative id is a running request's surge or growth
+    (:func:`~clusters.admission.snapshot.extra_of`)."""
+    if p.id >= 0:
+        return f"request {p.id}"
+    what, request = extra_of(p.id)
+    return f"the {what} of request {request}"
 
 
 def _key(p: Pending) -> WaitKey:

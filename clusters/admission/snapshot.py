@@ -46,6 +46,17 @@ FLAVOR_UNKNOWN = "flavor_unknown"
 NEVER_FITS_CODES = (NODE_SIZE, TENANT_TOTAL, USER_CAP, FLAVOR_UNKNOWN)
 
 ZERO = Decimal(0)
+# A negative id of the pass is a running request's extra GPUs, queued and admitted as a
+# request is: ``-pk`` its surge (say, a service's upgrade), ``-(GROWTH_IDS + pk)`` its
+# growth beyond the guaranteed size it is charged at (borrowable, reclaimed by a shrink).
+GROWTH_IDS = 10**12
+
+
+def extra_of(pass_id: int) -> tuple[str, int]:
+    """What a negative id of the pass stands for: ("surge" or "growth", the request's id)."""
+    if pass_id <= -GROWTH_IDS:
+        return "growth", -pass_id - GROWTH_IDS
+    return "surge", -pass_id
 
 
 @dataclass(frozen=True)

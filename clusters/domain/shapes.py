@@ -136,14 +136,21 @@ def worker_resources(
 
 
 def charged_workers(
-    *, kind: str, workers: int, min_workers: int | None = None, max_workers: int | None = None
+    *,
+    kind: str,
+    workers: int,
+    min_workers: int | None = None,
+    max_workers: int | None = None,
+    guaranteed: bool = False,
 ) -> int:
     """How many workers a request is charged for: the most it may ever run (an
     autoscaling production cluster may grow to ``max_workers`` unasked, so it is charged
-    that and never grows past its quota, the cohort or the fleet)."""
-    return replica_bounds(
+    that and never grows past its quota, the cohort or the fleet); ``guaranteed``: its
+    guaranteed size (``min_workers``), for a request whose growth is admitted apart."""
+    _, low, high = replica_bounds(
         kind=kind, workers=workers, min_workers=min_workers, max_workers=max_workers
-    )[2]
+    )
+    return low if guaranteed else high
 
 
 def demand(
@@ -154,8 +161,10 @@ def demand(
     gpu_fraction: Decimal | None,
     min_workers: int | None = None,
     max_workers: int | None = None,
+    guaranteed: bool = False,
 ) -> Demand:
-    """The gang's total request at its largest size (admission charges this).
+    """The gang's total request at its largest size (admission charges this), or at its
+    guaranteed size (``guaranteed``, :func:`charged_workers`).
 
     Every place that counts a request against quotas, the cohort or the fleet (the row's
     ``gpus``/``cpu``/``memory_gib``, the admission pass, the dry-run) reads it from here:
@@ -165,17 +174,18 @@ def demand(
     _, low, high = replica_bounds(
         kind=kind, workers=workers, min_workers=min_workers, max_workers=max_workers
     )
+    count = low if guaranteed else high
     worker = worker_resources(kind=kind, flavor=flavor, gpu_fraction=gpu_fraction)
-    gpus = Decimal(worker.gpus) * high
+    gpus = Decimal(worker.gpus) * count
     if worker.gpu_fraction is not None:
-        gpus = worker.gpu_fraction * high
+        gpus = worker.gpu_fraction * count
     head_cpu, head_memory = HEAD_CPU, HEAD_MEMORY_GIB
     if low != high:
         head_cpu, head_memory = head_cpu + AUTOSCALER_CPU, head_memory + AUTOSCALER_MEMORY_GIB
     return Demand(
         gpus=gpus,
-        cpu=head_cpu + worker.cpu * high,
-        memory_gib=head_memory + worker.memory_gib * high,
+        cpu=head_cpu + worker.cpu * count,
+        memory_gib=head_memory + worker.memory_gib * count,
     )
 
 

@@ -106,6 +106,10 @@ class Kind:
     section: str = ""  # its pages' segment of the dashboard's paths (the noun's plural)
     plural: str = ""  # its resource name in the API's paths (the object kind's plural)
     reclaimable: bool = False  # may be suspended to give quota back
+    # An autoscaling row is charged at its guaranteed size (``min_workers``) and runs
+    # beyond it only on growth the admission pass grants (borrowable, reclaimed by a
+    # shrink): the kind asks for it (:class:`~clusters.models.Growth`).
+    grows: bool = False
     interactive: bool = False  # has a Ray dashboard, is reclaimed when idle
     # Dotted path of its API viewset, routed under ``tenants/{slug}/<section>/`` (none: no API).
     api: str = ""
@@ -225,6 +229,11 @@ def idle_reclaimers() -> list[Callable[..., list[str]]]:
             module, _, name = kind.idle_reclaim.rpartition(".")
             found.append(getattr(importlib.import_module(module), name))
     return found
+
+
+def grows(workload: str) -> bool:
+    """Whether rows of ``workload`` are charged at their guaranteed size (:attr:`Kind.grows`)."""
+    return workload in kinds() and kinds()[workload].grows
 
 
 def interactive_workloads() -> list[str]:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from clusters import admission as adm
 from clusters.domain.states import State
 from clusters.models import ClusterRequest
-from clusters.queue import surge_demand
+from clusters.queue import growth_demand, surge_demand
 from clusters.queue.interface import PassResult
 from clusters.queue.snapshot_reads import build_snapshot
 from clusters.queue.writeback import (
@@ -73,6 +73,7 @@ def run_admission_pass() -> PassResult:
         enqueue.provision_many(result.admitted)
         apply_waiting(queued, decision)
         surge_demand.write_back(decision, now=now)
+        growth_demand.write_back(decision, now=now)
         for pk in ask_for_capacity(decision, now=now):
             enqueue.after_commit(enqueue.REQUEST_CAPACITY, pk)
         apply_capacity_words(now=now)

@@ -23,7 +23,7 @@ from django.utils import timezone
 from clusters import admission as adm
 from clusters.admission.recorded_pass import RecordedPass
 from clusters.domain.states import State
-from clusters.models import ClusterKind, ClusterRequest, Surge
+from clusters.models import ClusterKind, ClusterRequest, Growth, Surge
 from clusters.queue.free_capacity import FRESH_FOR
 from clusters.queue.snapshot_reads import build_snapshot
 from tenants.models import GpuFlavor, Quota, Tenant
@@ -76,6 +76,7 @@ def state_digest() -> str | None:
         _table_digest("q", Quota._meta.db_table),
         _table_digest("f", GpuFlavor._meta.db_table),
         _table_digest("s", Surge._meta.db_table),
+        _table_digest("g", Growth._meta.db_table),
     ]
     with connection.cursor() as cursor:
         cursor.execute(

@@ -25,7 +25,7 @@ from clusters import admission as adm
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import deadline_paths, kind_named, kind_of
 from clusters.models import ClusterKind, ClusterRequest
-from clusters.queue import free_capacity, surge_demand
+from clusters.queue import free_capacity, growth_demand, surge_demand
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
 from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Quota, Tenant
@@ -418,6 +418,10 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     surging = surge_demand.read()
     pending += surging.waiting
     running += [(r, State.ADMITTED if unplaced else State.READY) for r, unplaced in surging.holding]
+    # Growths (a service beyond its guaranteed size): queued demand and borrowable GPUs.
+    growing, grown = growth_demand.read(now)
+    pending += growing
+    running += [(r, State.READY) for r in grown]
     held: dict[str, Decimal] = defaultdict(Decimal)
     # Admitted clusters whose pods may not be bound yet: the cluster's free figures do
     # not include them, so the pass must not hand their GPUs out a second time.

@@ -10,14 +10,15 @@ The pure pass keys requests by id, so a surge goes by its request's id negated
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from clusters import admission as adm
 from clusters.domain.states import State
-from clusters.models import ClusterKind, Surge
+from clusters.models import ClusterKind, ClusterRequest, QueuedGpus, Surge
 from clusters.rows import surges
 from clusters.rows.spec import ClusterSpec
 
@@ -32,7 +33,7 @@ def surge_id(request_pk: int) -> int:
 
 def is_surge(pass_id: int) -> bool:
     """Whether an id of the pass's decision is a surge's (:func:`surge_id`)."""
-    return pass_id < 0
+    return pass_id < 0 and adm.extra_of(pass_id)[0] == "surge"
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,46 @@ def _surges() -> list[Surge]:
     )
 
 
+def asking(pass_id: int, request: ClusterRequest, extra: QueuedGpus) -> dict[str, Any]:
+    """What a request's surge or growth asks for, as the pure pass's fields: its own
+    GPUs, CPU and memory, its request's tenant, owner, kind and priority."""
+    return {
+        "id": pass_id,
+        "tenant": request.tenant.slug,
+        "owner": request.owner_id,
+        "flavor": extra.flavor.name,
+        "kind": request.kind,
+        "gpus": Decimal(extra.gpus),
+        "cpu": Decimal(extra.cpu),
+        "memory_gib": Decimal(extra.memory_gib),
+        "priority": request.priority,
+    }
+
+
+def write_standings(
+    found: Mapping[int, QueuedGpus],
+    waiting: Mapping[int, adm.QueueStatus],
+    say: Callable[[QueuedGpus, str], str],
+) -> None:
+    """Write the standing of each waiting surge or growth in ``found`` (by request id)
+    when it changed, its message ``say(row, the queue's message)``; conditional on it
+    still waiting."""
+    for pk, status in waiting.items():
+        row = found.get(pk)
+        if row is None:
+            continue
+        message = say(row, status.message)[:500]
+        values = (status.position, status.reason, message, status.eta)
+        stored = (row.queue_position, row.queue_reason, row.queue_message, row.queue_eta)
+        if values != stored:
+            type(row)._default_manager.filter(pk=pk, admitted_at__isnull=True).update(
+                queue_position=status.position,
+                queue_reason=status.reason,
+                queue_message=message,
+                queue_eta=status.eta,
+            )
+
+
 def read() -> SurgeDemand:
     """Every surge of a request that holds GPUs, as the pure pass reads it."""
     waiting: list[adm.Pending] = []
@@ -61,17 +102,7 @@ def read() -> SurgeDemand:
         request = surge.request
         spec = ClusterSpec.of(request)
         workers = spec.charged_workers()
-        demand: dict[str, Any] = {
-            "id": surge_id(request.pk),
-            "tenant": request.tenant.slug,
-            "owner": request.owner_id,
-            "flavor": surge.flavor.name,
-            "kind": request.kind,
-            "gpus": Decimal(surge.gpus),
-            "cpu": Decimal(surge.cpu),
-            "memory_gib": Decimal(surge.memory_gib),
-            "priority": request.priority,
-        }
+        demand = asking(surge_id(request.pk), request, surge)
         if surge.admitted_at is None:
             waiting.append(
                 adm.Pending(
@@ -106,25 +137,16 @@ def write_back(decision: adm.Decision, *, now: datetime) -> list[int]:
         .select_related("flavor", "request", "request__owner")
         .select_related("request__tenant")
     }
-    for pk, status in waiting.items():
-        surge = found.get(pk)
-        if surge is None:
-            continue
-        message = WAITS.format(what=surge.purpose, gpus=surges.words(surge), why=status.message)[
-            :500
-        ]
-        values = (status.position, status.reason, message, status.eta)
-        stored = (surge.queue_position, surge.queue_reason, surge.queue_message, surge.queue_eta)
-        if values != stored:
-            Surge.objects.filter(pk=pk, admitted_at__isnull=True).update(
-                queue_position=status.position,
-                queue_reason=status.reason,
-                queue_message=message,
-                queue_eta=status.eta,
-            )
+    write_standings(
+        found,
+        waiting,
+        lambda surge, why: WAITS.format(
+            what=cast(Surge, surge).purpose, gpus=surges.words(cast(Surge, surge)), why=why
+        ),
+    )
     return surges.admit([(found[pk], found[pk].request) for pk in admitted if pk in found], now=now)
 
 
 def requests_only(ids: list[int]) -> list[int]:
-    """The request ids among a decision's ids (without the surges')."""
-    return [i for i in ids if not is_surge(i)]
+    """The request ids among a decision's ids (without the surges' and growths')."""
+    return [i for i in ids if i >= 0]

@@ -11,6 +11,7 @@ once, by :func:`cluster_request_check`, which the dry-run shares.
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -186,6 +187,8 @@ def kind_request_check(
         row.ttl_hours = None
         setattr(row, details_attr, details)
 
+    # The spec is the kind's: how the row is charged may depend on its kind.
+    check["spec"] = replace(check["spec"], workload=kind.workload)
     try:
         request = cluster_request_check(**check)
     except NeverFits as exc:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from typing import Any
 
-from clusters.domain import shapes
+from clusters.domain import shapes, workload_kinds
 from clusters.models import ClusterKind
 from tenants.models import GpuFlavor
 
@@ -48,6 +48,8 @@ class ClusterSpec:
     notebook: bool = False
     # An SSH server on the head for ``gangway ssh`` (docs/tunnels.md).
     ssh: bool = False
+    # The kind of row it is (a kind that grows is charged at its guaranteed size).
+    workload: str = workload_kinds.DEFAULT_WORKLOAD
 
     def __post_init__(self) -> None:
         # A row gives its JSON list back; a spec keeps a tuple (hashable, immutable).
@@ -83,16 +85,25 @@ class ClusterSpec:
 
     def demand(self) -> shapes.Demand:
         """What the whole gang asks for on ``flavor``: what admission charges."""
-        return shapes.demand(flavor=shapes.flavor_spec(self.flavor), **self.shape())
+        return shapes.demand(
+            flavor=shapes.flavor_spec(self.flavor), **self.shape(), guaranteed=self.guaranteed()
+        )
 
     def charged_workers(self) -> int:
-        """The workers admission charges: an autoscaling cluster at its largest size."""
+        """The workers admission charges: an autoscaling cluster at its largest size, or
+        at its guaranteed size for a kind that grows (:meth:`guaranteed`)."""
         return shapes.charged_workers(
             kind=self.kind,
             workers=self.workers,
             min_workers=self.min_workers,
             max_workers=self.max_workers,
+            guaranteed=self.guaranteed(),
         )
+
+    def guaranteed(self) -> bool:
+        """Whether it is charged at its guaranteed size (``min_workers``): its kind grows
+        into more only as the admission pass grants it (:attr:`Kind.grows`)."""
+        return workload_kinds.grows(self.workload)
 
     def worker_gpus(self) -> Decimal:
         """One worker's GPUs: a whole node (prod), a fraction or one GPU (dev)."""

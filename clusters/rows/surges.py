@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.models import ClusterRequest, Surge, UsageSpan
+from clusters.models import ClusterRequest, QueuedGpus, Surge, UsageSpan
 from clusters.rows import enqueue
 from clusters.rows.transitions import note, usage_span
 
@@ -60,16 +60,7 @@ def admit(surges: Iterable[tuple[Surge, ClusterRequest]], *, now: datetime) -> l
     admitted = []
     for surge, request in surges:
         with transaction.atomic():
-            claimed = Surge.objects.filter(
-                pk=surge.pk, admitted_at__isnull=True, request__holds_gpus=True
-            ).update(
-                admitted_at=now,
-                queue_position=None,
-                queue_reason="",
-                queue_message="",
-                queue_eta=None,
-            )
-            if not claimed:
+            if not claim(surge, now):
                 continue
             usage_span(request, now, surge=surge).save()
             ClusterRequest.objects.filter(pk=request.pk).update(provision_requested_at=now)
@@ -82,6 +73,22 @@ def admit(surges: Iterable[tuple[Surge, ClusterRequest]], *, now: datetime) -> l
     if admitted:
         enqueue.provision_marked()
     return admitted
+
+
+def claim(row: QueuedGpus, now: datetime) -> bool:
+    """Mark a waiting surge or growth admitted now (its standing cleared), if it still
+    waits and its request still holds GPUs; whether it did."""
+    # Each concrete model has its ``request``; the abstract one names none.
+    rows: Any = type(row)._default_manager
+    return bool(
+        rows.filter(pk=row.pk, admitted_at__isnull=True, request__holds_gpus=True).update(
+            admitted_at=now,
+            queue_position=None,
+            queue_reason="",
+            queue_message="",
+            queue_eta=None,
+        )
+    )
 
 
 def mark_applied(request: ClusterRequest) -> None:

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from clusters.domain.states import ACQUIRES, State
 from clusters.domain.workload_kinds import kind_named, kind_of
-from clusters.models import ClusterEvent, ClusterRequest, IdleSpan, Surge, UsageSpan
+from clusters.models import ClusterEvent, ClusterRequest, Growth, IdleSpan, Surge, UsageSpan
 
 # Where a request's surge has no more use (its GPUs given back for good).
 _ENDED = frozenset({State.DELETED, State.FAILED})
@@ -250,7 +250,10 @@ def _surges_released(ids: list[int], *, ended: bool) -> None:
     """The requests gave their GPUs back, their surges' too (their usage spans are closed
     with the requests'). A request that ``ended`` (deleted, failed, its run over) has no
     use for its surge; otherwise a surge whose change was carried out is over, and one
-    admitted but not carried out waits in line again, so that its change is not lost."""
+    admitted but not carried out waits in line again, so that its change is not lost.
+    A growth ends with its request's GPUs, whatever the reason (it is asked for again
+    by a request that runs again and still needs it)."""
+    Growth.objects.filter(pk__in=ids).delete()
     surges = Surge.objects.filter(pk__in=ids)
     if ended:
         surges.delete()

@@ -14,7 +14,12 @@ from clusters import selectors
 from clusters.domain.states import State
 from clusters.kinds.rayservice import endpoint_access, endpoint_counts, upgrade
 from clusters.kinds.rayservice import requests as serving
-from clusters.kinds.rayservice.output import curl_example, endpoint_url, surge_out
+from clusters.kinds.rayservice.output import (
+    autoscale_out,
+    curl_example,
+    endpoint_url,
+    surge_out,
+)
 from clusters.kinds.rayservice.spec import (
     INCREMENTAL,
     SCALE_TO_ZERO_BOUNDS,
@@ -154,6 +159,9 @@ def detail_context(
     return {
         "serving": row.service,
         "upgrade_surge": surge_out(upgrade.surge_of(row)),
+        "autoscale": autoscale_out(
+            row, row.events.filter(reason="growth_reclaimed").order_by("-at")[:1]
+        ),
         "may_delete": row.state not in (State.DELETING, State.DELETED),
         "gpu_hours": selectors.cluster_gpu_hours(row),
         "endpoint_url": url,

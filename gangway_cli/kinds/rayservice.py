@@ -94,6 +94,7 @@ def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("pending cluster", serving.get("pending_cluster")),
         ("upgrading", "yes" if serving.get("upgrading") else "no"),
         ("upgrade", upgrade_line(service)),
+        ("autoscaling", autoscale_line(service)),
         ("upgrade strategy", (serving.get("upgrade_strategy") or {}).get("type")),
         ("serve endpoints", serving.get("serve_endpoints")),
         ("scale to zero", scale_to_zero_line(service)),
@@ -235,6 +236,28 @@ def upgrade_line(service: dict[str, Any]) -> str:
     return (
         f"upgrade under way: {gpus} {surge.get('flavor')} GPU(s) charged beside the serving cluster"
     )
+
+
+def autoscale_line(service: dict[str, Any]) -> str:
+    """An autoscaling service's size and growth: what it is charged for, may run now,
+    a growth waiting or held on borrowable quota, the last one taken back; empty for a
+    fixed-size service."""
+    scale = service.get("autoscale")
+    if not scale:
+        return ""
+    said = (
+        f"charged for {scale.get('min_workers')} worker(s), may run "
+        f"{scale.get('may_run_workers')} of at most {scale.get('max_workers')}"
+    )
+    growth = scale.get("growth") or {}
+    if growth.get("state") == "waiting":
+        said += f"; {growth.get('message') or 'its growth waits for its turn in the queue'}"
+    elif growth:
+        said += f"; {growth.get('workers')} on borrowable quota"
+    taken = scale.get("last_reclaim")
+    if taken:
+        said += f"; growth last taken back at {taken.get('at')}: {taken.get('message')}"
+    return said
 
 
 workloads.register(KIND)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from clusters.models import ClusterRequest, Service, Surge
+from clusters.models import ClusterRequest, Growth, Service, Surge
 from gangway_cli import exitcodes
 from tests.cli.conftest import Run
 from tests.clusters.kinds.rayservice.samples import AUTOSCALING, STABLE_DIFFUSION
@@ -54,6 +54,39 @@ def test_a_service_is_submitted_listed_upgraded_and_deleted(
     gone = cli("service", "rm", "sd")
     assert gone.code == 0, gone
     assert ClusterRequest.objects.get(name="sd").state in ("deleting", "deleted")
+
+
+def test_status_says_where_an_autoscaling_services_growth_stands(
+    cli: Cli, login: Any, alice: Any
+) -> None:
+    login("alice")
+    done = cli(
+        "service",
+        "submit",
+        "--name",
+        "echo",
+        "-f",
+        "l4",
+        "--kind",
+        "prod",
+        "-w",
+        "1",
+        "--min-workers",
+        "1",
+        "--max-workers",
+        "3",
+        "-c",
+        "-",
+        stdin=AUTOSCALING,
+    )
+    assert done.code == 0, done
+    row = ClusterRequest.objects.get(name="echo")
+    said = "growth by 1 worker (1 l4 GPU) waits: the cohort has no l4 GPU to lend"
+    Growth.objects.create(request=row, flavor=row.flavor, workers=1, gpus=1, queue_message=said)
+    status = cli("service", "status", "echo")
+    assert status.code == 0, status
+    assert "charged for 1 worker(s), may run 1 of at most 3" in status.out
+    assert said in status.out
 
 
 def test_a_wrong_config_is_refused_with_the_servers_words(

@@ -16,7 +16,7 @@ from clusters.domain.states import State
 from clusters.engine.deletion import finish_deletion as _finish_deletion
 from clusters.engine.deletion import pods_of
 from clusters.engine.pass_state import Fold, Key, Seen
-from clusters.kinds.rayservice import upgrade
+from clusters.kinds.rayservice import growth, upgrade
 from clusters.kinds.rayservice.manifests import manifests, rayservice
 from clusters.kinds.rayservice.states import WANTS_RAYSERVICE
 from clusters.kube.bundles import BatchBundles, apply_into
@@ -62,6 +62,7 @@ def converge(
     elif state in (State.ADMITTED, State.STARTING, State.READY):
         upgrade.surge_step(cluster)  # an admitted upgrade is written on the row first
         apply(cluster, gw, bundles=bundles)
+        growth.write_cap(cluster, service_of(cluster), gw)
     elif state in (State.DELETING, State.FAILED, State.SUSPENDED):
         delete_object(gw, cluster.namespace, cluster.name)
         gone = gw.get(*RAYSERVICE, cluster.name, cluster.namespace) is None
@@ -180,7 +181,10 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
             )
         return
     record_status(cluster, rs)
-    upgrade.surge_step(cluster, fold.seen.pods_by_id.get(cluster.pk, []))
+    pods = fold.seen.pods_by_id.get(cluster.pk, [])
+    upgrade.surge_step(cluster, pods)
+    growth.growth_step(cluster, service_of(cluster), pods)
+    growth.write_cap(cluster, service_of(cluster), gw)
     ready = condition(rs.get("status") or {}, "Ready")
     if ready.get("reason") == "ValidationFailed":
         transition(

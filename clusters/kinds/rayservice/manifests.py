@@ -56,6 +56,18 @@ def _elastic(spec: Manifest) -> Manifest:
     return spec
 
 
+def _guaranteed_size(spec: Manifest, cluster: Any) -> None:
+    """An autoscaling service's worker group at its guaranteed size (``min_workers``):
+    it is charged at that, and what it may run beyond is written on its RayCluster as
+    growth is admitted (:mod:`clusters.kinds.rayservice.growth`), never here, since a
+    RayService whose cluster spec changes (beyond worker ``replicas``) brings up a new
+    cluster."""
+    if not autoscales(cluster):
+        return
+    for group in spec.get("workerGroupSpecs") or []:
+        group["replicas"] = group["maxReplicas"] = group["minReplicas"]
+
+
 def upgrade_strategy(details: Any) -> Manifest:
     """KubeRay's ``upgradeStrategy`` of the service's details."""
     strategy: Manifest = {"type": str(details.upgrade_type)}
@@ -92,6 +104,8 @@ def rayservice(
         # KubeRay copies the RayService's labels onto its RayClusters, which then carry
         # the queue as a cluster's RayCluster does (KAI's pod grouper reads the top owner).
         object_labels[lbl.KAI_QUEUE] = kai_queue
+    if queue_mode != "kueue":
+        _guaranteed_size(ray_cluster["spec"], cluster)
     spec: Manifest = {
         "serveConfigV2": str(details.serve_config),
         "upgradeStrategy": upgrade_strategy(details),

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from clusters.kinds.rayservice import endpoint_counts, upgrade
-from clusters.models import ClusterRequest, Service, Surge
+from clusters.kinds.rayservice import endpoint_counts, growth, upgrade
+from clusters.models import ClusterEvent, ClusterRequest, Growth, QueuedGpus, Service, Surge
 from clusters.output.request import UnattendedOut
 from controlplane.api import generics as drf
 
@@ -74,25 +75,44 @@ class ServingOut(drf.Serializer):
         return serializers.DateTimeField().to_representation(max(moments)) if moments else None
 
 
-class UpgradeSurgeOut(drf.Serializer):
+class QueuedGpusOut(drf.Serializer):
+    """GPUs a service asks for beside those it holds, and where they stand in the queue."""
+
+    gpus = serializers.DecimalField(max_digits=10, decimal_places=3)
+    flavor = serializers.CharField()
+    message = serializers.CharField(help_text="What it waits for, while it does.")
+    position = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField(help_text="The queue's reason code while it waits.")
+    eta = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    admitted_at = serializers.DateTimeField(allow_null=True)
+
+
+def queued_gpus_out(row: QueuedGpus) -> dict[str, Any]:
+    """A surge's or growth's fields of :class:`QueuedGpusOut`."""
+    return {
+        "gpus": row.gpus,
+        "flavor": row.flavor.name,
+        "message": row.queue_message,
+        "position": row.queue_position,
+        "reason": row.queue_reason,
+        "eta": row.queue_eta,
+        "created_at": row.created_at,
+        "admitted_at": row.admitted_at,
+    }
+
+
+class UpgradeSurgeOut(QueuedGpusOut):
     """The GPUs an upgrade to a new Ray cluster takes beside the serving one, and where
     they stand: ``waiting`` in the queue (with its position, reason, message and ETA),
     ``admitted`` (charged; the change is being applied) or ``applied`` (charged until
     KubeRay switched and the old cluster is gone)."""
 
     state = serializers.CharField(help_text="waiting, admitted or applied.")
-    gpus = serializers.DecimalField(max_digits=10, decimal_places=3)
-    flavor = serializers.CharField()
     image = serializers.CharField(allow_null=True, help_text="The image it upgrades to.")
     serve_config_changed = serializers.BooleanField(
         help_text="Whether it also brings a new Serve config (shown once applied)."
     )
-    message = serializers.CharField(help_text='"upgrade waits for 8 h100 GPUs: <why>".')
-    position = serializers.IntegerField(allow_null=True)
-    reason = serializers.CharField(help_text="The queue's reason code while it waits.")
-    eta = serializers.DateTimeField(allow_null=True)
-    created_at = serializers.DateTimeField()
-    admitted_at = serializers.DateTimeField(allow_null=True)
 
 
 def surge_out(surge: Surge | None) -> dict[str, Any] | None:
@@ -103,17 +123,68 @@ def surge_out(surge: Surge | None) -> dict[str, Any] | None:
         "waiting" if surge.admitted_at is None else "applied" if surge.applied_at else "admitted"
     )
     return {
+        **queued_gpus_out(surge),
         "state": state,
-        "gpus": surge.gpus,
-        "flavor": surge.flavor.name,
         "image": surge.change.get("image"),
         "serve_config_changed": "serve_config" in surge.change,
-        "message": surge.queue_message,
-        "position": surge.queue_position,
-        "reason": surge.queue_reason,
-        "eta": surge.queue_eta,
-        "created_at": surge.created_at,
-        "admitted_at": surge.admitted_at,
+    }
+
+
+class GrowthOut(QueuedGpusOut):
+    """Workers an autoscaling service asked for beyond its guaranteed size: ``waiting``
+    in the queue (position, reason, message, ETA) or ``admitted`` (held, borrowable: a
+    reclaim takes it back by shrinking the service to its guaranteed size)."""
+
+    state = serializers.CharField(help_text="waiting or admitted.")
+    workers = serializers.IntegerField()
+
+
+class ReclaimOut(drf.Serializer):
+    """When a growth was last taken back, and why."""
+
+    at = serializers.DateTimeField()
+    message = serializers.CharField()
+
+
+class AutoscaleOut(drf.Serializer):
+    """An autoscaling service's size: charged at ``min_workers``, running up to
+    ``may_run_workers`` (its guaranteed size plus the growth admitted), never past
+    ``max_workers``."""
+
+    min_workers = serializers.IntegerField()
+    max_workers = serializers.IntegerField()
+    may_run_workers = serializers.IntegerField()
+    growth = GrowthOut(allow_null=True)
+    last_reclaim = ReclaimOut(allow_null=True)
+
+
+def autoscale_out(
+    row: ClusterRequest, events: Iterable[ClusterEvent] | None = None
+) -> dict[str, Any] | None:
+    """An autoscaling service's size and growth as :class:`AutoscaleOut` shows it
+    (``None``: a fixed-size service), from its loaded growth and ``events`` (its recent
+    events as loaded with it unless given): a representation queries nothing per row."""
+    found = growth.bounds(row)
+    if found is None:
+        return None
+    try:
+        grown: Growth | None = row.growth
+    except Growth.DoesNotExist:
+        grown = None
+    seen = getattr(row, "recent_events", []) if events is None else events
+    taken = next((e for e in seen if e.reason == "growth_reclaimed"), None)
+    return {
+        "min_workers": found[0],
+        "max_workers": found[1],
+        "may_run_workers": growth.cap(row, grown),
+        "growth": None
+        if grown is None
+        else {
+            **queued_gpus_out(grown),
+            "state": "waiting" if grown.admitted_at is None else "admitted",
+            "workers": grown.workers,
+        },
+        "last_reclaim": None if taken is None else {"at": taken.at, "message": taken.message},
     }
 
 
@@ -125,6 +196,7 @@ class ServiceOut(UnattendedOut):
     service = ServingOut()
     service_endpoint = serializers.SerializerMethodField()
     upgrade_surge = serializers.SerializerMethodField()
+    autoscale = serializers.SerializerMethodField()
 
     class Meta(UnattendedOut.Meta):
         fields = [
@@ -132,8 +204,14 @@ class ServiceOut(UnattendedOut):
             "service",
             "service_endpoint",
             "upgrade_surge",
+            "autoscale",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(AutoscaleOut(allow_null=True))
+    def get_autoscale(self, obj: ClusterRequest) -> dict[str, Any] | None:
+        found = autoscale_out(obj)
+        return AutoscaleOut(found).data if found is not None else None
 
     @extend_schema_field(UpgradeSurgeOut(allow_null=True))
     def get_upgrade_surge(self, obj: ClusterRequest) -> dict[str, Any] | None:

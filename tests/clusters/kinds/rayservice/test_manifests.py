@@ -39,6 +39,22 @@ def _autoscaling(make_cluster: Any, alice: Any) -> Any:
     )
 
 
+def test_an_autoscaling_service_is_written_at_its_guaranteed_size(
+    make_cluster: Any, alice: Any
+) -> None:
+    """Charged at min_workers, its RayService says so; what it may run beyond is the
+    RayCluster's (growth.py), so the RayService's spec never changes with it."""
+    obj = build(_autoscaling(make_cluster, alice), INCREMENTAL)
+    (group,) = obj["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (1, 1, 1)
+    assert obj["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is True
+    # Under Kueue (no growth there) the group keeps its range, as a cluster's does.
+    (kueue,) = build(_autoscaling(make_cluster, alice), INCREMENTAL, queue_mode="kueue")["spec"][
+        "rayClusterConfig"
+    ]["workerGroupSpecs"]
+    assert kueue["maxReplicas"] == 3
+
+
 def test_a_rayservice_embeds_the_clusters_raycluster_spec(make_cluster: Any) -> None:
     row = make_cluster(name="sd", workload="service")
     obj = build(row, _details())

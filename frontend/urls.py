@@ -4,6 +4,7 @@ from collections.abc import Callable
 
 from django.http import HttpResponse
 from django.urls import URLPattern, path, re_path
+from django.utils.module_loading import import_string
 
 from frontend import views
 from frontend.kinds import KindPages, all_pages, route_names
@@ -11,7 +12,6 @@ from frontend.views import (
     account,
     mail,
     platform,
-    service_endpoint,
     ssh_keys,
     sso,
     tenant_admin,
@@ -22,12 +22,12 @@ from tenants.forms import SignInForm
 
 TENANT = "t/<slug:slug>/"
 CLUSTER = TENANT + "clusters/<slug:name>/"
-SERVICE = TENANT + "services/<slug:name>/"
 
 
 def _kind_routes(workload: str, kind: KindPages) -> list[URLPattern]:
     """One kind's pages: ``new`` before a request's own pages (it is a valid name), ``log``
-    before the actions."""
+    and the kind's own pages before the actions (else ``{name}/tokens/`` would be taken for an
+    action)."""
     one = f"{TENANT}{kind.PATH}<slug:name>/"
     name = route_names(kind)
     pages: list[tuple[str, Callable[..., HttpResponse], str]] = [
@@ -39,8 +39,11 @@ def _kind_routes(workload: str, kind: KindPages) -> list[URLPattern]:
     ]
     if kind.MANIFESTS is not None:
         pages.append((one + "manifests.yaml", w.workload_manifests, name["manifests"]))
-    pages.append((one + "<str:action>/", w.workload_action, name["action"]))
-    return [path(route, view, {"workload": workload}, name=n) for route, view, n in pages]
+    which = {"workload": workload}
+    routes = [path(route, view, which, name=n) for route, view, n in pages]
+    routes += [path(one + route, import_string(view), name=n) for route, view, n in kind.ROUTES]
+    routes.append(path(one + "<str:action>/", w.workload_action, which, name=name["action"]))
+    return routes
 
 
 urlpatterns = [
@@ -147,18 +150,5 @@ urlpatterns = [
         views.ray_dashboard,
         name="cluster-ray",
     ),
-    path(CLUSTER + "notebook/", views.notebook_open, name="cluster-notebook"),
-    # Before the kinds' routes: ``{name}/tokens/`` would be taken for an action.
-    path(
-        SERVICE + "tokens/",
-        service_endpoint.service_token_create,
-        name="service-token-create",
-    ),
-    path(
-        SERVICE + "tokens/<int:token_id>/revoke/",
-        service_endpoint.service_token_revoke,
-        name="service-token-revoke",
-    ),
-    path(SERVICE + "public/", service_endpoint.service_public, name="service-public"),
     *(route for workload, kind in all_pages().items() for route in _kind_routes(workload, kind)),
 ]

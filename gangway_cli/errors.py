@@ -46,6 +46,15 @@ def _auth_hint(server: str) -> str:
     return f"run `gangway login --server {server}` to sign in again"
 
 
+# What to do about a refusal, by status; any other 4xx gets the general hint.
+_REFUSAL_HINTS = {
+    403: "your role in this tenant does not allow it; `gangway whoami` shows your roles",
+    409: "it clashes with what exists now; `gangway ls` and `gangway status NAME` show it",
+    429: "wait a moment and try again",
+}
+_REFUSAL_HINT = "fix the request and try again (`gangway COMMAND --help` lists the options)"
+
+
 def from_response(status: int, body: Any, *, server: str, what: str = "") -> CliError:
     """The :class:`CliError` for an HTTP error answer of the API.
 
@@ -78,28 +87,10 @@ def from_response(status: int, body: Any, *, server: str, what: str = "") -> Cli
             code=exitcodes.NEVER_FITS,
             body=body,
         )
-    if status == 403:
-        return CliError(
-            message,
-            hint="your role in this tenant does not allow it; `gangway whoami` shows your roles",
-            code=exitcodes.REFUSED,
-            body=body,
-        )
-    if status == 409:
-        return CliError(
-            message,
-            hint="it clashes with what exists now; `gangway ls` and `gangway status NAME` show it",
-            code=exitcodes.REFUSED,
-            body=body,
-        )
-    if status == 429:
-        return CliError(
-            message, hint="wait a moment and try again", code=exitcodes.REFUSED, body=body
-        )
     if 400 <= status < 500:
         return CliError(
             message,
-            hint="fix the request and try again (`gangway COMMAND --help` lists the options)",
+            hint=_REFUSAL_HINTS.get(status, _REFUSAL_HINT),
             code=exitcodes.REFUSED,
             body=body,
         )

@@ -21,20 +21,16 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
 from clusters.domain.states import State
-from clusters.kube.gateway import KubeError
 from clusters.kube.notebook import NOTEBOOK_PORT_NAME, NOTEBOOK_SEGMENT, base_url
-from clusters.kube.raydash import head_service
 from clusters.live.ray_proxy import (
     METHODS,
     Caller,
+    forward,
     forwarded_headers,
-    read_body,
-    record_session,
     refusal,
     relayed,
     role_label,
     route_refused,
-    send_upstream,
     upstream_path,
 )
 from clusters.models import ClusterRequest
@@ -104,26 +100,18 @@ def relay(
             content_type="text/plain; charset=utf-8",
         )
         return page
-    body = read_body(request)
-    if isinstance(body, HttpResponse):
-        return body
-    record_session(caller, cluster, unquote(target), AUDIT_ACTION)
-    where = (cluster.namespace, head_service(cluster.name), NOTEBOOK_PORT_NAME, target)
-    query = request.META.get("QUERY_STRING", "")
     headers = {**forwarded_headers(request, prefix, _MORE_REQUEST_HEADERS), **_xsrf_cookie(request)}
-    try:
-        answer = send_upstream(
-            where, request=request, query=query, headers=headers, body=body, cluster=cluster
-        )
-    except KubeError as exc:
-        return refusal(
-            502,
-            "notebook_unreachable",
-            f"JupyterLab on {cluster.name} could not be reached through the Kubernetes API: "
-            f"{exc.message}",
-        )
+    answer = forward(
+        request,
+        cluster=cluster,
+        caller=caller,
+        to=(NOTEBOOK_PORT_NAME, target),
+        headers=headers,
+        audit=(unquote(target), AUDIT_ACTION),
+        unreachable=("notebook_unreachable", f"JupyterLab on {cluster.name}"),
+    )
     if isinstance(answer, HttpResponseBase):
-        return answer  # the kernels' WebSocket relay
+        return answer  # a refusal, or the kernels' WebSocket relay
     response = relayed(request, answer, prefix, rebase_location=False)
     _pass_xsrf_cookie(response, answer.header_list("set-cookie"), prefix)
     return response

@@ -264,27 +264,52 @@ def relay(
             f"{cluster.name} is {cluster.get_state_display().lower()}; its Ray dashboard can "
             "be reached once it is ready.",
         )
+    answer = forward(
+        request,
+        cluster=cluster,
+        caller=caller,
+        to=(DASHBOARD_PORT_NAME, target),
+        headers=forwarded_headers(request, base),
+        audit=(target, AUDIT_ACTION),
+        unreachable=("dashboard_unreachable", f"The Ray dashboard of {cluster.name}"),
+    )
+    if isinstance(answer, HttpResponseBase):
+        return answer  # a refusal, or the WebSocket relay
+    return relayed(request, answer, base)
+
+
+def forward(
+    request: HttpRequest,
+    *,
+    cluster: ClusterRequest,
+    caller: Caller,
+    to: tuple[str, str],
+    headers: dict[str, str],
+    audit: tuple[str, str],
+    unreachable: tuple[str, str],
+) -> Any:
+    """Send an allowed ``request`` to ``to`` (the head service's port name, the path) once
+    its body is read and the session audited (``audit``: the path and action recorded).
+
+    The answer to relay, or a response to return as it is: the 413 of a body over the
+    limit, the 502 when the head cannot be reached (``unreachable``: its code and what
+    could not be reached), or the WebSocket relay.
+    """
     body = read_body(request)
     if isinstance(body, HttpResponse):
         return body
-    record_session(caller, cluster, target)
-    where = (cluster.namespace, head_service(cluster.name), DASHBOARD_PORT_NAME, target)
+    record_session(caller, cluster, *audit)
+    where = (cluster.namespace, head_service(cluster.name), *to)
     query = request.META.get("QUERY_STRING", "")
-    headers = forwarded_headers(request, base)
     try:
-        answer = send_upstream(
+        return send_upstream(
             where, request=request, query=query, headers=headers, body=body, cluster=cluster
         )
     except KubeError as exc:
+        code, what = unreachable
         return refusal(
-            502,
-            "dashboard_unreachable",
-            f"The Ray dashboard of {cluster.name} could not be reached through the "
-            f"Kubernetes API: {exc.message}",
+            502, code, f"{what} could not be reached through the Kubernetes API: {exc.message}"
         )
-    if isinstance(answer, HttpResponseBase):
-        return answer  # the WebSocket relay
-    return relayed(request, answer, base)
 
 
 def send_upstream(

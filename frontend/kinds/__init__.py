@@ -35,6 +35,10 @@ class KindPages(Protocol):
     LIST_COLUMNS: tuple[tuple[str, str], ...]
     ACTIONS: dict[str, tuple[Action, str]]
     MANIFESTS: Callable[[ClusterRequest], str] | None
+    # Pages only this kind has, under one request and before its actions: (path under
+    # the request, the view's dotted path, URL name). Dotted, because the views build on
+    # the shared ones, which import this package.
+    ROUTES: tuple[tuple[str, str, str], ...]
 
     def create(
         self,

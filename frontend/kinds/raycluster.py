@@ -78,6 +78,11 @@ def _extend(actor: Any, cluster: ClusterRequest, role: str | None, data: Any) ->
 
 
 # A button: its service (actor, row, the actor's role, the POST data) and what it says done.
+# JupyterLab's door: a grant to the notebook on the Ray origin (frontend/views/access.py).
+ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("notebook/", "frontend.views.access.notebook_open", "cluster-notebook"),
+)
+
 ACTIONS: dict[str, tuple[Callable[[Any, ClusterRequest, str | None, Any], ClusterRequest], str]] = {
     "suspend": (
         lambda actor, row, role, data: services.cluster_suspend(actor=actor, cluster=row),

@@ -283,6 +283,8 @@ class JobForm(LabelledErrorsForm):
 NEW_FORM = JobForm
 
 # A button: its service (actor, row, the actor's role, the POST data) and what it says done.
+ROUTES: tuple[tuple[str, str, str], ...] = ()
+
 ACTIONS: dict[str, tuple[Callable[[Any, ClusterRequest, str | None, Any], ClusterRequest], str]] = {
     "stop": (
         lambda actor, row, role, data: services.job_stop(actor=actor, request=row, role=role),

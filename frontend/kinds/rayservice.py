@@ -118,6 +118,17 @@ class ServiceForm(ClusterForm):
 
 NEW_FORM = ServiceForm
 
+# The endpoint's controls: invoke tokens and public or private (service_endpoint.py).
+ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("tokens/", "frontend.views.service_endpoint.service_token_create", "service-token-create"),
+    (
+        "tokens/<int:token_id>/revoke/",
+        "frontend.views.service_endpoint.service_token_revoke",
+        "service-token-revoke",
+    ),
+    ("public/", "frontend.views.service_endpoint.service_public", "service-public"),
+)
+
 ACTIONS: dict[str, tuple[Callable[[Any, ClusterRequest, str | None, Any], ClusterRequest], str]] = {
     "delete": (
         lambda actor, row, role, data: serving.service_delete(actor=actor, request=row, role=role),

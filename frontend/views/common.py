@@ -14,7 +14,7 @@ from clusters import selectors
 from clusters.domain.states import State
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.requests import rules
-from tenants.models import Tenant
+from tenants.models import Role, Tenant
 from tenants.selectors import role_in_tenant
 
 
@@ -48,6 +48,15 @@ def tenant_page(request: HttpRequest, slug: str) -> TenantPage:
     if tenant is None:
         raise Http404(f"You are not a member of a tenant called {slug!r}.")
     return TenantPage(tenant=tenant, role=role_in_tenant(user=request.user, tenant=tenant))
+
+
+def admin_page(request: HttpRequest, slug: str, what: str = "this") -> TenantPage:
+    """The tenant page of one of its admins; a member who is not gets a 403 saying that
+    only the admins manage ``what``."""
+    page = tenant_page(request, slug)
+    if page.role != Role.ADMIN:
+        raise PermissionDenied(f"Only the admins of {page.tenant.name} manage {what}.")
+    return page
 
 
 def require_requester(page: TenantPage) -> None:

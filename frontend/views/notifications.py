@@ -8,17 +8,16 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from frontend.forms import NotificationPreferencesForm, WebhookForm
-from frontend.views.common import HtmxHttpRequest, TenantPage, tenant_page
+from frontend.views.common import HtmxHttpRequest, TenantPage, admin_page
 from notifications import selectors, services
 from notifications.models import TenantWebhook
-from tenants.models import Role
 
 PAGE_SIZE = 50
 
@@ -88,18 +87,11 @@ def _rows(request: HttpRequest, deliveries: Any) -> HttpResponse:
     )
 
 
-def _admin_page(request: HttpRequest, slug: str) -> TenantPage:
-    page = tenant_page(request, slug)
-    if page.role != Role.ADMIN:
-        raise PermissionDenied("Only the tenant's admins manage its webhooks.")
-    return page
-
-
 @login_required
 def webhooks_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """The tenant's webhooks, the add form, and the recent deliveries to them (htmx
     polls the deliveries)."""
-    page = _admin_page(request, slug)
+    page = admin_page(request, slug, "its webhooks")
     if request.htmx and request.method == "GET":
         return _rows(request, selectors.tenant_deliveries(tenant=page.tenant)[:PAGE_SIZE])
     form = WebhookForm(request.POST if request.method == "POST" else None)
@@ -145,7 +137,7 @@ def _webhook(page: TenantPage, webhook_id: int) -> TenantWebhook:
 @login_required
 @require_POST
 def webhook_delete(request: HttpRequest, slug: str, webhook_id: int) -> HttpResponse:
-    page = _admin_page(request, slug)
+    page = admin_page(request, slug, "its webhooks")
     hook = _webhook(page, webhook_id)
     services.tenant_webhook_delete(actor=request.user, webhook=hook)
     messages.success(request, f"{hook} was deleted.")
@@ -155,7 +147,7 @@ def webhook_delete(request: HttpRequest, slug: str, webhook_id: int) -> HttpResp
 @login_required
 @require_POST
 def webhook_test(request: HttpRequest, slug: str, webhook_id: int) -> HttpResponse:
-    page = _admin_page(request, slug)
+    page = admin_page(request, slug, "its webhooks")
     hook = _webhook(page, webhook_id)
     delivery = services.tenant_webhook_test(actor=request.user, webhook=hook)
     messages.success(request, f"A test notice to {hook} is queued ({delivery.delivery_id}).")

@@ -13,7 +13,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -22,18 +21,10 @@ from clusters.domain.states import State
 from clusters.requests import controls
 from clusters.requests import services as requests
 from frontend import admin_forms as f
-from frontend.views.common import TenantPage, form_page, live_request, tenant_page
+from frontend.views.common import TenantPage, admin_page, form_page, live_request
 from frontend.views.platform import run, submitted
 from tenants import selectors, services
 from tenants.models import Membership, Role
-
-
-def admin_page(request: HttpRequest, slug: str) -> TenantPage:
-    """The tenant page of one of its admins; a member who is not gets a 403."""
-    page = tenant_page(request, slug)
-    if page.role != Role.ADMIN:
-        raise PermissionDenied(f"Only the admins of {page.tenant.name} manage this.")
-    return page
 
 
 def _grantable(role: str) -> list[tuple[str, str]]:

@@ -64,6 +64,22 @@ LIST_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+# What a newcomer sees in the empty Serve config box: the demo service's shape.
+SERVE_CONFIG_EXAMPLE = """applications:
+- name: text-to-image
+  import_path: demo_serve.text_to_image:entrypoint
+  route_prefix: /
+  deployments:
+  - name: APIIngress
+    num_replicas: 1
+  - name: StableDiffusionV2
+    ray_actor_options:
+      num_gpus: 1
+    autoscaling_config:
+      min_replicas: 1
+      max_replicas: 2"""
+
+
 class ServiceForm(ClusterForm):
     """The new-service form: a cluster's shape (no time to live: a service runs until
     deleted), its Serve config and upgrade strategy. The checks are
@@ -72,7 +88,9 @@ class ServiceForm(ClusterForm):
     serve_config = forms.CharField(
         strip=False,
         label="Serve config",
-        widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
+        widget=forms.Textarea(
+            attrs={"rows": 12, "spellcheck": "false", "placeholder": SERVE_CONFIG_EXAMPLE}
+        ),
         help_text="Ray Serve's config (serveConfigV2) as YAML: applications with "
         "import_path and deployments (ray_actor_options.num_gpus, autoscaling_config).",
     )
@@ -102,6 +120,14 @@ class ServiceForm(ClusterForm):
         super().__init__(*args, **kwargs)
         del self.fields["ttl_hours"]
         self.fields["name"].required = True
+        # A service is charged at its guaranteed size and grows into borrowed quota
+        # (docs/services.md), unlike a cluster, which is charged at its largest.
+        if "max_workers" in self.fields:  # a tenant that may ask for production
+            self.fields["max_workers"].help_text = (
+                "Production autoscaling only. The quota is charged for min workers; the "
+                "service grows towards max into borrowed quota when Serve wants more "
+                "replicas, and may be scaled back to min when that quota is reclaimed."
+            )
 
     def specs(self) -> tuple[ClusterSpec, ServiceSpec]:  # type: ignore[override]
         """The cleaned form as the services take it: the shape and the service's part."""

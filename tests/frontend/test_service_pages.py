@@ -70,6 +70,18 @@ def test_the_new_form_creates_a_service(bob: Any, h100: Any, acme: Any) -> None:
     assert Service.objects.get(request__name="sd").serve_config == STABLE_DIFFUSION
 
 
+def test_the_form_says_how_a_service_is_charged_and_shows_a_config_example(
+    alice: Any, h100: Any, acme: Any
+) -> None:
+    admin = client_for(alice)  # production shapes (min and max workers) are the admins'
+    page = admin.get(NEW).content.decode()
+    # A service is charged at min workers (it grows into borrowed quota), a cluster at max.
+    assert "The quota is charged for min workers" in page
+    assert "charged for max workers" not in page
+    assert 'placeholder="applications:' in page and "import_path: demo_serve" in page
+    assert "charged for max workers" in admin.get("/t/acme/clusters/new/").content.decode()
+
+
 def test_a_wrong_config_comes_back_on_its_field(bob: Any, h100: Any, acme: Any) -> None:
     response = client_for(bob).post(NEW, {**FORM, "serve_config": "applications: []"})
     assert response.status_code == 400

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import clients, support
+from benchmarks.http_session import HttpResponse, HttpSession
 
 CLUSTERS = 1_000
 QUEUED = 200
@@ -133,11 +134,11 @@ def _endpoints() -> list[tuple[str, str, Call]]:
     ]
 
 
-def _session(token: str) -> support.HttpSession:
-    return support.HttpSession({"Authorization": f"Token {token}"})
+def _session(token: str) -> HttpSession:
+    return HttpSession({"Authorization": f"Token {token}"})
 
 
-def _timed(call: Call, session: support.HttpSession, url: str) -> float:
+def _timed(call: Call, session: HttpSession, url: str) -> float:
     """Seconds for one call. The create's call also deletes what it made, so a create is
     timed to its own response's headers instead (``elapsed`` before the delete)."""
     start = time.perf_counter()
@@ -152,20 +153,20 @@ def _timed(call: Call, session: support.HttpSession, url: str) -> float:
 class _Timing:
     """The session, noting how long each non-dry-run POST took to its headers."""
 
-    def __init__(self, session: support.HttpSession, created: list[float]) -> None:
+    def __init__(self, session: HttpSession, created: list[float]) -> None:
         self.session = session
         self.created = created
 
-    def get(self, url: str) -> support.HttpResponse:
+    def get(self, url: str) -> HttpResponse:
         return self.session.get(url)
 
-    def post(self, url: str, json: Any) -> support.HttpResponse:
+    def post(self, url: str, json: Any) -> HttpResponse:
         response = self.session.post(url, json=json)
         if "dry-run" not in url:
             self.created.append(self.session.elapsed)
         return response
 
-    def delete(self, url: str) -> support.HttpResponse:
+    def delete(self, url: str) -> HttpResponse:
         return self.session.delete(url)
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchmarks.support import HttpSession
+from benchmarks.http_session import HttpSession
 
 
 @dataclass

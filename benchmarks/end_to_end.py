@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import support
+from benchmarks.http_session import HttpSession
 
 CLUSTERS = int(os.environ.get("BENCH_E2E_CLUSTERS", "1000"))
 # Whole runs (product and anchor each); the tables show the median run by clusters/s.
@@ -101,14 +102,14 @@ def _fill(h100_nodes: int) -> list[tuple[str, str]]:
 def _in_threads(jobs: list[Any], work: Any) -> Stage:
     """Run ``work(session, job)`` for every job on CLIENTS threads; time the whole.
 
-    Each thread has a light keep-alive session (:class:`support.HttpSession`): the
+    Each thread has a light keep-alive session (:class:`~benchmarks.http_session.HttpSession`): the
     clients share the machine with every process they measure."""
     stage = Stage()
     lock = threading.Lock()
     pending = list(reversed(jobs))
 
     def client() -> None:
-        session = support.HttpSession()
+        session = HttpSession()
         while True:
             with lock:
                 if not pending:

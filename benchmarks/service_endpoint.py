@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks import clients, support
+from benchmarks.http_session import HttpResponse, HttpSession
 
 CLIENTS = 8
 SECONDS = float(os.environ.get("BENCH_SERVICE_SECONDS", "6"))  # per path, after a warm-up
@@ -46,7 +47,7 @@ applications:
 """
 READY_SECONDS = 120.0
 
-Session = support.HttpSession
+Session = HttpSession
 
 
 def _fill() -> str:
@@ -99,7 +100,7 @@ def _kube_token(kubeconfig: str) -> str:
     return str(user["user"]["token"])
 
 
-Call = Callable[[Session], support.HttpResponse]
+Call = Callable[[Session], HttpResponse]
 
 
 def _checked(call: Call, session: Session) -> float:

@@ -65,6 +65,18 @@ LIST_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _upgrade_option(key: str, label: str, help_text: str) -> forms.IntegerField:
+    """An input of KubeRay's ``clusterUpgradeOptions`` within spec.py's bounds."""
+    low, high = UPGRADE_OPTIONS[key]
+    return forms.IntegerField(
+        required=False,
+        min_value=low,
+        max_value=high,
+        label=label,
+        help_text=f"{INCREMENTAL} only: {help_text}",
+    )
+
+
 class ServiceForm(ClusterForm):
     """The new-service form: a cluster's shape (no time to live: a service runs until
     deleted), its Serve config and upgrade strategy. The checks are
@@ -87,28 +99,19 @@ class ServiceForm(ClusterForm):
         "and traffic moving over in steps (a production service with min workers < max "
         "workers only, as KubeRay requires); None: cluster changes are not rolled out.",
     )
-    max_surge_percent = forms.IntegerField(
-        required=False,
-        min_value=UPGRADE_OPTIONS["maxSurgePercent"][0],
-        max_value=UPGRADE_OPTIONS["maxSurgePercent"][1],
-        label="Max surge (%)",
-        help_text=f"{INCREMENTAL} only: how much capacity the new cluster may add at a "
-        "time, in percent of the service's (empty: KubeRay's 100).",
+    max_surge_percent = _upgrade_option(
+        "maxSurgePercent",
+        "Max surge (%)",
+        "how much capacity the new cluster may add at a time, in percent of the "
+        "service's (empty: KubeRay's 100).",
     )
-    step_size_percent = forms.IntegerField(
-        required=False,
-        min_value=UPGRADE_OPTIONS["stepSizePercent"][0],
-        max_value=UPGRADE_OPTIONS["stepSizePercent"][1],
-        label="Traffic step (%)",
-        help_text=f"{INCREMENTAL} only: the share of traffic moved at each step "
-        "(at most the max surge).",
+    step_size_percent = _upgrade_option(
+        "stepSizePercent",
+        "Traffic step (%)",
+        "the share of traffic moved at each step (at most the max surge).",
     )
-    interval_seconds = forms.IntegerField(
-        required=False,
-        min_value=UPGRADE_OPTIONS["intervalSeconds"][0],
-        max_value=UPGRADE_OPTIONS["intervalSeconds"][1],
-        label="Step interval (seconds)",
-        help_text=f"{INCREMENTAL} only: the time between two traffic steps.",
+    interval_seconds = _upgrade_option(
+        "intervalSeconds", "Step interval (seconds)", "the time between two traffic steps."
     )
 
     scale_to_zero = forms.BooleanField(

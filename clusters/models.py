@@ -394,6 +394,9 @@ class Service(models.Model):
     active_cluster = models.CharField(max_length=128, blank=True)
     pending_cluster = models.CharField(max_length=128, blank=True)
     upgrading = models.BooleanField(default=False)
+    # An incremental upgrade's split by side ("active", "pending"): each cluster's
+    # targetCapacity and trafficRoutedPercent as KubeRay reports them (empty: no split).
+    traffic = models.JSONField(default=dict, blank=True)
     serve_endpoints = models.PositiveIntegerField(default=0)
     # The worker group's maxReplicas last written on ``capped_cluster`` (its guaranteed
     # size plus the growth admitted; null: not written yet).

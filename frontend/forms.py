@@ -129,6 +129,9 @@ class LabelledErrorsForm(forms.Form):
     # Inputs the new-request page marks: shape inputs (hidden while a job runs on a dev
     # cluster) and those whose help is a warning.
     shape_fields: tuple[str, ...] = ()
+    # Inputs shown only while another input has a value: {field: (other field, value)}
+    # (gangway.js hides them otherwise; the server judges them either way).
+    shown_when: dict[str, tuple[str, str]] = {}
     warning_fields: tuple[str, ...] = ()
     # The words of a service's error keys: the input each goes to (when not its own name)
     # and the label that names a field the form does not show.

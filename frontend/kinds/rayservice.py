@@ -24,6 +24,7 @@ from clusters.kinds.rayservice.spec import (
     INCREMENTAL,
     SCALE_TO_ZERO_BOUNDS,
     SCALE_TO_ZERO_MINUTES,
+    UPGRADE_OPTIONS,
     UPGRADE_TYPES,
     ServiceSpec,
 )
@@ -80,6 +81,18 @@ SERVE_CONFIG_EXAMPLE = """applications:
       max_replicas: 2"""
 
 
+def _upgrade_option(key: str, label: str, help_text: str) -> forms.IntegerField:
+    """An input of KubeRay's ``clusterUpgradeOptions`` within spec.py's bounds."""
+    low, high = UPGRADE_OPTIONS[key]
+    return forms.IntegerField(
+        required=False,
+        min_value=low,
+        max_value=high,
+        label=label,
+        help_text=f"{INCREMENTAL} only: {help_text}",
+    )
+
+
 class ServiceForm(ClusterForm):
     """The new-service form: a cluster's shape (no time to live: a service runs until
     deleted), its Serve config and upgrade strategy. The checks are
@@ -95,11 +108,28 @@ class ServiceForm(ClusterForm):
         "import_path and deployments (ray_actor_options.num_gpus, autoscaling_config).",
     )
     upgrade_type = forms.ChoiceField(
-        choices=[(t, t) for t in UPGRADE_TYPES if t != INCREMENTAL],
+        choices=[(t, t) for t in UPGRADE_TYPES],
         initial="NewCluster",
         label="Upgrade strategy",
+        widget=forms.RadioSelect,
         help_text="NewCluster: a changed Ray cluster comes up beside the old one and "
-        "takes the traffic when ready; None: cluster changes are not rolled out.",
+        f"takes the traffic when ready; {INCREMENTAL}: it comes up step by step, capacity "
+        "and traffic moving over in steps (a production service with min workers < max "
+        "workers only, as KubeRay requires); None: cluster changes are not rolled out.",
+    )
+    max_surge_percent = _upgrade_option(
+        "maxSurgePercent",
+        "Max surge (%)",
+        "how much capacity the new cluster may add at a time, in percent of the "
+        "service's (empty: KubeRay's 100).",
+    )
+    step_size_percent = _upgrade_option(
+        "stepSizePercent",
+        "Traffic step (%)",
+        "the share of traffic moved at each step (at most the max surge).",
+    )
+    interval_seconds = _upgrade_option(
+        "intervalSeconds", "Step interval (seconds)", "the time between two traffic steps."
     )
 
     scale_to_zero = forms.BooleanField(
@@ -116,6 +146,13 @@ class ServiceForm(ClusterForm):
         label="Scale to zero after (minutes without requests)",
     )
 
+    # The upgrade strategy's errors (spec.py's) are shown on the strategy's choice.
+    error_inputs = {"upgrade_strategy": "upgrade_type"}
+    shown_when = {
+        name: ("upgrade_type", INCREMENTAL)
+        for name in ("max_surge_percent", "step_size_percent", "interval_seconds")
+    }
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         del self.fields["ttl_hours"]
@@ -129,6 +166,32 @@ class ServiceForm(ClusterForm):
                 "replicas, and may be scaled back to min when that quota is reclaimed."
             )
 
+    def clean(self) -> dict[str, Any]:
+        """An incremental upgrade's options, each on its own input: required where
+        KubeRay requires them, ignored (not sent) for the other strategies."""
+        data = super().clean() or {}
+        if data.get("upgrade_type") != INCREMENTAL:
+            return data
+        for field in ("step_size_percent", "interval_seconds"):
+            if data.get(field) is None and field not in self.errors:
+                self.add_error(field, f"Required for {INCREMENTAL}.")
+        step, surge = data.get("step_size_percent"), data.get("max_surge_percent")
+        if step is not None and surge is not None and step > surge:
+            self.add_error("step_size_percent", "At most the max surge, as KubeRay requires.")
+        return data
+
+    def upgrade_options(self) -> dict[str, int]:
+        """KubeRay's ``clusterUpgradeOptions`` from the form (empty unless incremental)."""
+        data = self.cleaned_data
+        if data.get("upgrade_type") != INCREMENTAL:
+            return {}
+        named = {
+            "maxSurgePercent": data.get("max_surge_percent"),
+            "stepSizePercent": data.get("step_size_percent"),
+            "intervalSeconds": data.get("interval_seconds"),
+        }
+        return {key: value for key, value in named.items() if value is not None}
+
     def specs(self) -> tuple[ClusterSpec, ServiceSpec]:  # type: ignore[override]
         """The cleaned form as the services take it: the shape and the service's part."""
         data = self.cleaned_data
@@ -136,6 +199,7 @@ class ServiceForm(ClusterForm):
         service = ServiceSpec(
             serve_config=data["serve_config"],
             upgrade_type=data["upgrade_type"],
+            upgrade_options=self.upgrade_options(),
             scale_to_zero=bool(data.get("scale_to_zero")),
             scale_to_zero_after_minutes=SCALE_TO_ZERO_MINUTES if minutes is None else minutes,
         )

@@ -89,6 +89,39 @@ def test_a_wrong_config_comes_back_on_its_field(bob: Any, h100: Any, acme: Any) 
     assert not ClusterRequest.objects.unscoped().exists()
 
 
+INCREMENTAL = {**FORM, "upgrade_type": "NewClusterWithIncrementalUpgrade"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({}, "Required for NewClusterWithIncrementalUpgrade"),  # no step, no interval
+        (
+            {"step_size_percent": 10, "interval_seconds": 5},
+            "needs an autoscaling worker group",  # a dev shape, as KubeRay requires
+        ),
+        ({"step_size_percent": 0, "interval_seconds": 5}, "greater than or equal to 1"),
+        (
+            {"max_surge_percent": 20, "step_size_percent": 30, "interval_seconds": 5},
+            "At most the max surge",
+        ),
+    ],
+)
+def test_an_incremental_upgrade_without_what_it_needs_comes_back_saying_so(
+    bob: Any, h100: Any, acme: Any, fields: dict[str, Any], said: str
+) -> None:
+    response = client_for(bob).post(NEW, {**INCREMENTAL, **fields})
+    assert response.status_code == 400
+    assert said in response.content.decode()
+    assert not ClusterRequest.objects.unscoped().exists()
+
+
+def test_options_of_another_strategy_are_not_sent(bob: Any, h100: Any, acme: Any) -> None:
+    response = client_for(bob).post(NEW, {**FORM, "step_size_percent": 10})
+    assert response.status_code == 302
+    assert Service.objects.get(request__name="sd").upgrade_options == {}
+
+
 def test_the_delete_button(bob: Any, queued_service: Any) -> None:
     response = client_for(bob).post(f"{SERVICES}sd/delete/")
     assert response.status_code == 302

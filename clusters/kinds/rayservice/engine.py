@@ -29,6 +29,7 @@ from clusters.rows.transitions import transition, transition_many
 __all__ = ["manifests"]
 
 RAYSERVICE = ("ray.io/v1", "RayService")
+TRAFFIC_KEYS = ("targetCapacity", "trafficRoutedPercent")
 STARTED_MESSAGE = "RayService applied; its Ray cluster and Serve applications are starting"
 
 
@@ -135,6 +136,25 @@ def applications(side: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+def traffic(active: dict[str, Any], pending: dict[str, Any]) -> dict[str, Any]:
+    """An incremental upgrade's split while a pending cluster is reported: each side's
+    ``targetCapacity`` and ``trafficRoutedPercent`` (KubeRay writes them for that strategy
+    only; empty otherwise, and once the pending cluster is promoted)."""
+    if not pending.get("rayClusterName"):
+        return {}
+    if not any(k in side for side in (active, pending) for k in TRAFFIC_KEYS):
+        return {}
+    defaults = {"active": 100, "pending": 0}  # KubeRay's reading of an unset side
+    return {
+        name: {
+            "cluster": str(side.get("rayClusterName") or ""),
+            "target_capacity": int(side.get("targetCapacity", defaults[name])),
+            "traffic_routed_percent": int(side.get("trafficRoutedPercent", defaults[name])),
+        }
+        for name, side in (("active", active), ("pending", pending))
+    }
+
+
 def record_status(cluster: ClusterRequest, rs: dict[str, Any]) -> None:
     """Copy what KubeRay reports onto the service's details when it changed."""
     status = rs.get("status") or {}
@@ -145,6 +165,7 @@ def record_status(cluster: ClusterRequest, rs: dict[str, Any]) -> None:
         "active_cluster": str(active.get("rayClusterName") or ""),
         "pending_cluster": str(pending.get("rayClusterName") or ""),
         "upgrading": condition(status, "UpgradeInProgress").get("status") == "True",
+        "traffic": traffic(active, pending),
         "serve_endpoints": int(status.get("numServeEndpoints") or 0),
     }
     details = service_of(cluster)

@@ -31,6 +31,7 @@ KIND = Kind(
             "active_cluster",
             "pending_cluster",
             "upgrading",
+            "traffic",
             "serve_endpoints",
         ),
     ),

@@ -42,6 +42,26 @@ class UpgradeStrategyOut(drf.Serializer):
     cluster_upgrade_options = serializers.JSONField(source="upgrade_options")
 
 
+class TrafficSideOut(drf.Serializer):
+    """One cluster of an incremental upgrade, as KubeRay reports it."""
+
+    cluster = serializers.CharField(help_text="The RayCluster.")
+    target_capacity = serializers.IntegerField(
+        help_text="KubeRay's targetCapacity: the percent of the service's capacity it may run."
+    )
+    traffic_routed_percent = serializers.IntegerField(
+        help_text="KubeRay's trafficRoutedPercent: the percent of requests routed to it."
+    )
+
+
+class TrafficSplitOut(drf.Serializer):
+    """The old (``active``) and new (``pending``) clusters side by side while an
+    incremental upgrade moves capacity and traffic from one to the other."""
+
+    active = TrafficSideOut()
+    pending = TrafficSideOut()
+
+
 class ServingOut(drf.Serializer):
     """What a service serves and how KubeRay last reported it."""
 
@@ -53,6 +73,9 @@ class ServingOut(drf.Serializer):
     active_cluster = serializers.CharField(help_text="The RayCluster serving now.")
     pending_cluster = serializers.CharField(help_text="The RayCluster being upgraded to.")
     upgrading = serializers.BooleanField()
+    traffic_split = serializers.SerializerMethodField(
+        help_text="An incremental upgrade's split while it runs (null otherwise)."
+    )
     serve_endpoints = serializers.IntegerField(help_text="Ready pods behind its serve service.")
     scale_to_zero = serializers.BooleanField(
         help_text="Whether it scales to zero after its window without requests."
@@ -67,6 +90,10 @@ class ServingOut(drf.Serializer):
         allow_null=True,
         help_text="When a request woke it from zero; null once it serves again.",
     )
+
+    @extend_schema_field(TrafficSplitOut(allow_null=True))
+    def get_traffic_split(self, details: Service) -> dict[str, Any] | None:
+        return TrafficSplitOut(details.traffic).data if details.traffic else None
 
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_last_request_at(self, details: Service) -> str | None:

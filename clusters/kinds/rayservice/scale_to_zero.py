@@ -97,6 +97,7 @@ def _scale(row: ClusterRequest, now: datetime.datetime) -> bool:
             active_cluster="",
             pending_cluster="",
             upgrading=False,
+            traffic={},
             serve_endpoints=0,
             woken_at=None,
         )

@@ -176,6 +176,9 @@ def validate_upgrade(upgrade_type: str, options: Mapping[str, Any], *, autoscale
             continue  # KubeRay's default, 100
         if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high):
             errors.append(f"{key} must be an integer from {low} to {high}.")
+    step, surge = options.get("stepSizePercent"), options.get("maxSurgePercent", 100)
+    if isinstance(step, int) and isinstance(surge, int) and step > surge:
+        errors.append("stepSizePercent must be at most maxSurgePercent, as KubeRay requires.")
     if not autoscales:
         errors.append(
             f"{INCREMENTAL} needs an autoscaling worker group (min_workers < max_workers)."

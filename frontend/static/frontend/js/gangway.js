@@ -53,6 +53,19 @@
     }
   });
 
+  // Inputs that matter only for one value of another (data-shown-when names it, and
+  // data-shown-value the value) are hidden otherwise; the server judges them either way.
+  function toggleShown(form) {
+    form.querySelectorAll("[data-shown-when]").forEach(function (field) {
+      var other = form.elements[field.dataset.shownWhen];
+      field.hidden = !other || other.value !== field.dataset.shownValue;
+    });
+  }
+  document.querySelectorAll("form").forEach(toggleShown);
+  document.addEventListener("change", function (event) {
+    if (event.target.form) { toggleShown(event.target.form); }
+  });
+
   // A driver's log panel shows its newest lines: scrolled to the bottom when swapped in.
   function scrollLogs(root) {
     root.querySelectorAll("pre.log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });

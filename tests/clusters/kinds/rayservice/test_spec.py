@@ -123,6 +123,12 @@ def test_upgrade_strategies() -> None:
         ),
         (
             "NewClusterWithIncrementalUpgrade",
+            {"stepSizePercent": 30, "intervalSeconds": 30, "maxSurgePercent": 20},
+            True,
+            "stepSizePercent must be at most maxSurgePercent",
+        ),
+        (
+            "NewClusterWithIncrementalUpgrade",
             {"stepSizePercent": 10, "intervalSeconds": 30, "maxSurgePercent": 150},
             True,
             "maxSurgePercent must be an integer from 1 to 100",

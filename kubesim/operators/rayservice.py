@@ -300,11 +300,13 @@ class RayServiceController:
             return
         ns = rc["metadata"]["namespace"]
         name = rc["metadata"]["name"]
-        healthy = (
-            self.real.proxy_healthy(ns, name)
-            if self.real.is_real(ns, name)
-            else (ns, name) in self.cluster.rayserve.instances
-        ) and rss.pod_ready(pod)
+        if self.real.is_real(ns, name):
+            healthy = self.real.proxy_healthy(ns, name)
+        else:
+            # KubeRay's CheckProxyActorHealth: the head's ``/-/healthz`` answers 200.
+            reply = rayserve_api.proxy(self.cluster, pod, "GET", "/-/healthz", b"")
+            healthy = reply is not None and reply[0] == 200
+        healthy = healthy and rss.pod_ready(pod)
         label = "false" if rs["spec"].get("excludeHeadPodFromServeSvc") else str(healthy).lower()
         labels = pod["metadata"].setdefault("labels", {})
         if labels.get(SERVE_LABEL) == label:

@@ -145,9 +145,7 @@ def details(cluster: ClusterView, ns: str, name: str) -> dict[str, Any]:
     return out
 
 
-def proxy(
-    cluster: ClusterView, pod: Obj, method: str, path: str, body: bytes
-) -> ProxyReply | None:
+def proxy(cluster: ClusterView, pod: Obj, method: str, path: str, body: bytes) -> ProxyReply | None:
     """What the Serve proxy on ``pod`` answers (Ray 2.49's ``HTTPProxy``); None when Serve
     does not run there."""
     labels = pod["metadata"].get("labels") or {}

@@ -14,7 +14,7 @@ the applications' statuses read back; a cluster is ready when every application 
 (selector ``ray.io/cluster`` and ``ray.io/serve: "true"``, the head container's ``serve``
 ports, or ``spec.serveService``) point at the ready cluster — the pending one as soon as it
 is ready, which promotes it to active. The head pod's ``ray.io/serve`` label follows its
-Serve proxy's health (``false`` with ``excludeHeadPodFromServeSvc``). Status:
+Serve proxy's ``/-/healthz`` (``false`` with ``excludeHeadPodFromServeSvc``). Status:
 ``activeServiceStatus``/``pendingServiceStatus`` (``rayClusterName``,
 ``applicationStatuses``, ``rayClusterStatus``, and for incremental upgrades
 ``targetCapacity``, ``trafficRoutedPercent``, ``lastTrafficMigratedTime``),

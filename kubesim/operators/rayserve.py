@@ -76,6 +76,13 @@ class Application:
     ready_at: float
     deployments: dict[str, Deployment]
     requests: deque[float] = field(default_factory=deque)
+    # Its route is in the proxies' route table: from the end of its first deploy on (an
+    # in-place update keeps it; Ray registers the endpoint once the app is built).
+    routed: bool = False
+
+    def is_routed(self, now: float) -> bool:
+        """Whether the proxies route to it at ``now``."""
+        return self.routed or self.ready_at <= now
 
 
 @dataclass
@@ -86,6 +93,12 @@ class ServeInstance:
     http_options: dict[str, Any] = field(default_factory=dict)
     proxy_location: str = "EveryNode"
     target_capacity: float | None = None
+    # Ray's ProxyRouter._route_table_populated: once any route was published, for good.
+    routes_populated: bool = False
+
+    def populated(self, now: float) -> bool:
+        """Whether the proxies' route table was ever published (by ``now``)."""
+        return self.routes_populated or any(a.is_routed(now) for a in self.apps.values())
 
 
 def actor_bundle(options: dict[str, Any]) -> Bundle:
@@ -235,12 +248,14 @@ class RayServe:
                 inst.apps[app.name] = prev
                 continue
             app.deployed_at, app.ready_at = now, now + delay
+            app.routed = prev is not None and prev.routed and prev.route_prefix == app.route_prefix
             if delay:
                 heapq.heappush(self.timers, (app.ready_at, ns, name))
             for dep in app.deployments.values():
                 kept = prev.deployments.get(dep.name) if prev else None
                 if kept is not None and kept.actor == dep.actor:
                     dep.replicas = kept.replicas
+        inst.routes_populated = old is not None and old.routes_populated
         self.instances[(ns, name)] = inst
         self.step(ns, name)
 
@@ -287,6 +302,9 @@ class RayServe:
             for dep in app.deployments.values():
                 if dep.autoscaling is not None:
                     self._autoscale(ns, name, app, dep, load, now)
+        for app in inst.apps.values():
+            app.routed = app.is_routed(now)
+        inst.routes_populated = inst.populated(now)
         self._place(ns, name, inst, now)
         after = self.seen[(ns, name)] = self.fingerprint(inst)
         return after != before
@@ -420,12 +438,15 @@ class RayServe:
         ]
 
     def route(self, ns: str, name: str, path: str) -> Application | None:
-        """The application whose route prefix is the longest prefix of ``path``."""
+        """The routed application whose route prefix is the longest prefix of ``path``."""
         inst = self.instances.get((ns, name))
         if inst is None:
             return None
+        now = self.cluster.clock.time()
         best: Application | None = None
         for app in inst.apps.values():
+            if not app.is_routed(now):
+                continue
             p = app.route_prefix.rstrip("/")
             if (path == p or path.startswith(p + "/") or not p) and (
                 best is None or len(p) > len(best.route_prefix.rstrip("/"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kubesim.store import Obj
@@ -16,14 +17,21 @@ from kubesim.util import get_path
 
 if TYPE_CHECKING:
     from kubesim.controller import ClusterView
+    from kubesim.operators.rayserve import Application, Deployment
 
 # An answer: (status, content type, body); the dashboard and the proxy wrap it in their
 # ``Reply`` (this module stays below ``raydashboard``, which routes to it).
 Reply = tuple[int, str, bytes]
+# The proxy's answer also has headers.
+ProxyReply = tuple[int, str, bytes, dict[str, str]]
 
 SERVE_PORT = 8000
 JSON = "application/json; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
+# Ray 2.49: proxy_router.py:11-12 and serve/_private/constants.py:466.
+NO_ROUTES_MESSAGE = "Route table is not populated yet."
+NO_REPLICAS_MESSAGE = "No replicas are available yet."
+HEALTHY_MESSAGE = "success"
 
 
 def _reply(status: int, body: Any, content_type: str = JSON) -> Reply:
@@ -137,32 +145,53 @@ def details(cluster: ClusterView, ns: str, name: str) -> dict[str, Any]:
     return out
 
 
-def proxy(cluster: ClusterView, pod: Obj, method: str, path: str, body: bytes) -> Reply | None:
-    """What the Serve proxy on ``pod`` answers; None when Serve does not run there."""
+def proxy(cluster: ClusterView, pod: Obj, method: str, path: str, body: bytes) -> ProxyReply | None:
+    """What the Serve proxy on ``pod`` answers (Ray 2.49's ``HTTPProxy``); None when Serve
+    does not run there."""
     labels = pod["metadata"].get("labels") or {}
     ns, name = pod["metadata"]["namespace"], labels.get("ray.io/cluster", "")
     serve = cluster.rayserve
     inst = serve.instances.get((ns, name))
     if inst is None or pod["metadata"]["name"] not in dict(serve.nodes(ns, name)):
         return None
-    if path == "/-/healthz":
-        return _reply(200, "success", TEXT)
-    if path == "/-/routes":
-        return _reply(200, {a.route_prefix: a.name for a in inst.apps.values()})
+    now = cluster.clock.time()
+    routed = [a for a in inst.apps.values() if a.is_routed(now)]
+    if path in ("/-/healthz", "/-/routes"):
+        # proxy_router.py:44-73 (ready_for_traffic): no route table yet, or a worker's
+        # proxy whose handles have no running replica, is not ready; proxy.py:301-330 and
+        # 747-790 answer 503 with the message for both, else 200.
+        why = ""
+        if not inst.populated(now):
+            why = NO_ROUTES_MESSAGE
+        elif labels.get("ray.io/node-type") != "head" and not any(
+            r.node for a in routed for r in _ingress(a).replicas
+        ):
+            why = NO_REPLICAS_MESSAGE
+        if why:
+            return _ray_reply(503, why)
+        if path == "/-/healthz":
+            return _ray_reply(200, HEALTHY_MESSAGE)
+        return _ray_reply(200, {a.route_prefix: a.name for a in routed})
     app = serve.route(ns, name, path)
     if app is None:
-        return _reply(
-            404,
-            f"Path '{path}' not found. Ping http://.../-/routes for available routes.",
-            TEXT,
+        # proxy.py:734-745 (not_found_response): also while the application is still being
+        # built, as Ray publishes its route only then (application_state.py:441-454).
+        return _ray_reply(
+            404, f"Path '{path}' not found. Ping http://.../-/routes for available routes."
         )
-    ingress = list(app.deployments.values())[-1]
+    ingress = _ingress(app)
     running = [r for r in ingress.replicas if r.node]
     if not running:
-        return _reply(503, "Service Unavailable", TEXT)
+        # Ray holds the request until a replica runs (router.py:748-751), or answers 408
+        # once ``request_timeout_s`` passed (http_util.py:747-752); kubesim cannot hold.
+        timeout = inst.http_options.get("request_timeout_s")
+        if timeout:
+            rid = str(uuid.uuid4())
+            return _ray_reply(408, f"Request {rid} timed out after {timeout}s.", rid)
+        return _ray_reply(503, "Service Unavailable")
     serve.record_request(ns, name, app)
     replica = running[len(app.requests) % len(running)]
-    return _reply(
+    return _ray_reply(
         200,
         {
             "simulated": True,
@@ -176,3 +205,17 @@ def proxy(cluster: ClusterView, pod: Obj, method: str, path: str, body: bytes) -
             "bytes": len(body),
         },
     )
+
+
+def _ingress(app: Application) -> Deployment:
+    return list(app.deployments.values())[-1]
+
+
+def _ray_reply(status: int, obj: Any, request_id: str = "") -> ProxyReply:
+    """``convert_object_to_asgi_messages`` (http_util.py:97-133): a str as
+    ``text/plain; charset=utf-8``, else compact JSON as ``application/json``; every answer
+    carries ``X-Request-ID`` (``RequestIdMiddleware``, http_util.py:645-665)."""
+    headers = {"X-Request-ID": request_id or str(uuid.uuid4())}
+    if isinstance(obj, str):
+        return status, TEXT, obj.encode(), headers
+    return status, "application/json", json.dumps(obj, separators=(",", ":")).encode(), headers

@@ -14,7 +14,7 @@ the applications' statuses read back; a cluster is ready when every application 
 (selector ``ray.io/cluster`` and ``ray.io/serve: "true"``, the head container's ``serve``
 ports, or ``spec.serveService``) point at the ready cluster — the pending one as soon as it
 is ready, which promotes it to active. The head pod's ``ray.io/serve`` label follows its
-Serve proxy's health (``false`` with ``excludeHeadPodFromServeSvc``). Status:
+Serve proxy's ``/-/healthz`` (``false`` with ``excludeHeadPodFromServeSvc``). Status:
 ``activeServiceStatus``/``pendingServiceStatus`` (``rayClusterName``,
 ``applicationStatuses``, ``rayClusterStatus``, and for incremental upgrades
 ``targetCapacity``, ``trafficRoutedPercent``, ``lastTrafficMigratedTime``),
@@ -300,11 +300,13 @@ class RayServiceController:
             return
         ns = rc["metadata"]["namespace"]
         name = rc["metadata"]["name"]
-        healthy = (
-            self.real.proxy_healthy(ns, name)
-            if self.real.is_real(ns, name)
-            else (ns, name) in self.cluster.rayserve.instances
-        ) and rss.pod_ready(pod)
+        if self.real.is_real(ns, name):
+            healthy = self.real.proxy_healthy(ns, name)
+        else:
+            # KubeRay's CheckProxyActorHealth: the head's ``/-/healthz`` answers 200.
+            reply = rayserve_api.proxy(self.cluster, pod, "GET", "/-/healthz", b"")
+            healthy = reply is not None and reply[0] == 200
+        healthy = healthy and rss.pod_ready(pod)
         label = "false" if rs["spec"].get("excludeHeadPodFromServeSvc") else str(healthy).lower()
         labels = pod["metadata"].setdefault("labels", {})
         if labels.get(SERVE_LABEL) == label:

@@ -225,12 +225,15 @@ def test_new_cluster_upgrade_serves_throughout_then_switches(
     apps = rs["status"]["pendingServiceStatus"]["applicationStatuses"]
     assert apps["hello"]["status"] == "DEPLOYING"
 
-    answered_by = []
+    answered_by, pending_answers = [], []
     for _ in range(5):
         reply = call(sim)
         assert reply.status_code == 200
         answered_by.append(reply.json()["rayCluster"])
+        pending_answers.append(call(sim, svc=f"{new}-head-svc:serve").status_code)
         advance(sim, clock, 2.5)
+    # The pending cluster's own proxy has no route until Serve deployed there.
+    assert pending_answers == [404] * 4 + [200]
     rs = get(custom)
     assert rs["status"]["activeServiceStatus"]["rayClusterName"] == new
     assert rs["status"]["pendingServiceStatus"] == {}
@@ -476,3 +479,62 @@ def test_the_dashboards_serve_api_on_a_plain_raycluster(
     )
     assert requests.delete(f"{url}/api/serve/applications/", timeout=10).ok
     assert serve_details(sim, "rc")["applications"] == {}
+
+
+def test_serve_answers_as_ray_until_its_applications_run(
+    sim: KubeSim, clock: ManualClock, custom: client.CustomObjectsApi, core: client.CoreV1Api
+) -> None:
+    body = rayservice()
+    body["metadata"]["annotations"] = {"kubesim.io/serve-deploy-seconds": "10"}
+    rs = create(custom, body)
+    pending = rs["status"]["pendingServiceStatus"]["rayClusterName"]
+    assert rs["status"]["pendingServiceStatus"]["applicationStatuses"]["hello"] == {
+        "status": "DEPLOYING",
+        "message": "Deploying app. Waiting for deployments to become HEALTHY.",
+        "serveDeploymentStatuses": {"Greeter": {"status": "UPDATING"}},
+    }
+    proxied = f"{pending}-head-svc:serve"
+    # Ray 2.49's proxy before the route table is published: 404 for a path, 503 for
+    # health and routes (so KubeRay leaves the head out of the serve service).
+    reply = call(sim, svc=proxied)
+    assert reply.status_code == 404
+    assert reply.text == (
+        "Path '/hello/world' not found. Ping http://.../-/routes for available routes."
+    )
+    assert reply.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert len(reply.headers["X-Request-ID"]) == 36
+    for path in ("/-/healthz", "/-/routes"):
+        reply = call(sim, path, svc=proxied)
+        assert (reply.status_code, reply.text) == (503, "Route table is not populated yet.")
+    head_pod = core.list_namespaced_pod(NS, label_selector=f"ray.io/cluster={pending}").items[0]
+    assert head_pod.metadata.labels["ray.io/serve"] == "false"
+    with pytest.raises(client.ApiException):
+        core.read_namespaced_service("svc-serve-svc", NS)
+
+    advance(sim, clock, 9)
+    assert call(sim, svc=proxied).status_code == 404
+    advance(sim, clock, 1)
+    rs = get(custom)
+    assert rs["status"]["activeServiceStatus"]["rayClusterName"] == pending
+    assert rs["status"]["activeServiceStatus"]["applicationStatuses"]["hello"]["status"] == (
+        "RUNNING"
+    )
+    reply = call(sim)
+    assert reply.status_code == 200 and reply.json()["rayCluster"] == pending
+    assert (call(sim, "/-/healthz").status_code, call(sim, "/-/healthz").text) == (200, "success")
+    routes = call(sim, "/-/routes")
+    assert routes.headers["Content-Type"] == "application/json"
+    assert routes.text == '{"/hello":"hello"}'
+    head_pod = core.list_namespaced_pod(NS, label_selector=f"ray.io/cluster={pending}").items[0]
+    assert head_pod.metadata.labels["ray.io/serve"] == "true"
+
+    # An in-place update keeps the route: its replicas serve while it deploys again.
+    patch(
+        custom,
+        {"spec": {"serveConfigV2": SERVE_CONFIG.replace("num_replicas: 2", "num_replicas: 3")}},
+    )
+    rs = get(custom)
+    assert rs["status"]["activeServiceStatus"]["applicationStatuses"]["hello"]["status"] == (
+        "DEPLOYING"
+    )
+    assert call(sim).status_code == 200

@@ -20,13 +20,14 @@ from tests.clusters.kinds.rayservice.upgrades import (
     SERVICES,
     images,
     open_spans,
+    other_image,
     rayclusters,
     ready_service,
     row,
     surge,
 )
 
-__all__ = ["kubesim", "worker"]
+__all__ = ["kubesim", "other_image", "worker"]  # the engine tests' fixtures, and ours
 
 
 @pytest.fixture(autouse=True)

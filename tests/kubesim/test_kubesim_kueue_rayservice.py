@@ -93,14 +93,19 @@ def test_queued_rayservices_wait_for_quota_and_become_ready(
     assert ready(custom, "two") == ("True", "NonZeroServeEndpoints")
 
 
+def elastic_service(custom: client.CustomObjectsApi, name: str) -> None:
+    """Create ``name`` as an elastic job and wait until it is admitted and Ready."""
+    body = queued_service(name)
+    body["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
+    custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", body)
+    assert ready(custom, name) == ("True", "NonZeroServeEndpoints")
+
+
 def test_elastic_rayservice_is_gated_and_ungated_by_its_slice(
     apis: tuple[client.CustomObjectsApi, client.CoreV1Api],
 ) -> None:
     custom, core = apis
-    body = queued_service("el")
-    body["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
-    custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", body)
-    assert ready(custom, "el") == ("True", "NonZeroServeEndpoints")
+    elastic_service(custom, "el")
     rs = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayservices", "el")
     config = rs["spec"]["rayClusterConfig"]
     gates = [config["headGroupSpec"]["template"]["spec"]["schedulingGates"]]
@@ -140,10 +145,7 @@ def test_elastic_rayservice_upgrade_runs_its_second_cluster_unqueued(
     apis: tuple[client.CustomObjectsApi, client.CoreV1Api],
 ) -> None:
     custom, core = apis
-    body = queued_service("up")
-    body["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
-    custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", body)
-    assert ready(custom, "up") == ("True", "NonZeroServeEndpoints")
+    elastic_service(custom, "up")
     first = workload(custom, "up")["metadata"]["name"]
     assert h100_reserved(custom) == "8"  # the whole of cq-a's H100 quota
 

@@ -14,48 +14,35 @@ import pytest
 
 from tests.clusters.engine.conftest import wait_for, worker
 from tests.clusters.engine.test_jobs_kueue import kubesim
+from tests.clusters.kinds.rayservice import upgrades as up
 from tests.clusters.kinds.rayservice.test_services_kueue import _workloads
-from tests.clusters.kinds.rayservice.upgrades import (
-    OTHER,
-    SERVICES,
-    images,
-    open_spans,
-    other_image,
-    rayclusters,
-    ready_service,
-    row,
-    surge,
-)
+from tests.clusters.kinds.rayservice.upgrades import OTHER, SERVICES, other_image
 
 __all__ = ["kubesim", "other_image", "worker"]  # the engine tests' fixtures, and ours
-
-
-@pytest.fixture(autouse=True)
-def _other_image(other_image: None) -> None:
-    """Allow the second image."""
+pytestmark = pytest.mark.usefixtures("other_image")  # the upgrade is to OTHER
 
 
 def test_an_upgrade_under_kueue_is_applied_at_once_and_switches(
     worker: Any, kubesim: Any, as_user: Any, bob: Any
 ) -> None:
     api = as_user(bob)
-    first = ready_service(api).service.active_cluster
+    first = up.ready_service(api).service.active_cluster
     (before,) = _workloads("sd")
     assert api.patch(SERVICES + "sd/", {"image": OTHER}, format="json").status_code == 200
-    wait_for(lambda: images() == {OTHER}, timeout=60, what="the new image applied")
-    assert surge() is None
+    wait_for(lambda: up.images() == {OTHER}, timeout=60, what="the new image applied")
+    assert up.surge() is None
 
     def switched() -> bool:
-        names = [rc["metadata"]["name"] for rc in rayclusters()]
-        now = row().service.active_cluster
+        names = [rc["metadata"]["name"] for rc in up.rayclusters()]
+        now = up.row().service.active_cluster
         return now not in ("", first) and names == [now]
 
     wait_for(switched, timeout=240, what="the switch and the old cluster gone")
-    assert row().state == "ready"
+    assert up.row().state == "ready"
     (after,) = _workloads("sd")
     assert after["metadata"]["name"] == before["metadata"]["name"]
     assert "kueue.x-k8s.io/workload-slice-replacement-for" not in after["metadata"].get(
         "annotations", {}
     )
     # Nothing gangway charges either: the service holds its one GPU, no surge span.
-    assert [(s.gpus, s.surge) for s in open_spans(row())] == [(1, False)]
+    assert [(s.gpus, s.surge) for s in up.open_spans(up.row())] == [(1, False)]

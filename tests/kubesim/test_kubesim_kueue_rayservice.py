@@ -4,10 +4,13 @@
 RayCluster it creates once admitted (with the queue label copied) is not queued again. The
 RayService becomes Ready once admitted; a second one waits for quota, initializing and
 without a cluster, until the first is deleted. An elastic one (``kueue.x-k8s.io/elastic-job``)
-is gated and ungated through its Workload slice."""
+is gated and ungated through its Workload slice; its zero-downtime upgrade keeps that one
+slice (Kueue compares pod set counts only) and KubeRay's second cluster runs ungated and
+uncharged beside the first until the switch."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -90,14 +93,19 @@ def test_queued_rayservices_wait_for_quota_and_become_ready(
     assert ready(custom, "two") == ("True", "NonZeroServeEndpoints")
 
 
+def elastic_service(custom: client.CustomObjectsApi, name: str) -> None:
+    """Create ``name`` as an elastic job and wait until it is admitted and Ready."""
+    body = queued_service(name)
+    body["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
+    custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", body)
+    assert ready(custom, name) == ("True", "NonZeroServeEndpoints")
+
+
 def test_elastic_rayservice_is_gated_and_ungated_by_its_slice(
     apis: tuple[client.CustomObjectsApi, client.CoreV1Api],
 ) -> None:
     custom, core = apis
-    body = queued_service("el")
-    body["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
-    custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", body)
-    assert ready(custom, "el") == ("True", "NonZeroServeEndpoints")
+    elastic_service(custom, "el")
     rs = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayservices", "el")
     config = rs["spec"]["rayClusterConfig"]
     gates = [config["headGroupSpec"]["template"]["spec"]["schedulingGates"]]
@@ -125,3 +133,45 @@ def test_autoscaling_rayservice_must_be_elastic(
         custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayservices", body)
     assert "vrayservice.kb.io" in refused.value.body
     assert "a kueue managed service can use autoscaling only" in refused.value.body
+
+
+def h100_reserved(custom: client.CustomObjectsApi) -> str:
+    cq = custom.get_cluster_custom_object(*KQ, "clusterqueues", "cq-a")
+    flavor = next(f for f in cq["status"]["flavorsReservation"] if f["name"] == "h100")
+    return str(next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")["total"])
+
+
+def test_elastic_rayservice_upgrade_runs_its_second_cluster_unqueued(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api],
+) -> None:
+    custom, core = apis
+    elastic_service(custom, "up")
+    first = workload(custom, "up")["metadata"]["name"]
+    assert h100_reserved(custom) == "8"  # the whole of cq-a's H100 quota
+
+    rs = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayservices", "up")
+    active = rs["status"]["activeServiceStatus"]["rayClusterName"]
+    config = rs["spec"]["rayClusterConfig"]
+    for group in [config["headGroupSpec"], *config["workerGroupSpecs"]]:
+        for container in group["template"]["spec"]["containers"]:
+            container["image"] = "rayproject/ray:2.40.0"
+    custom.replace_namespaced_custom_object("ray.io", "v1", NS, "rayservices", "up", rs)
+
+    both_ran = False
+    for _ in range(300):
+        rs = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayservices", "up")
+        pods = core.list_namespaced_pod(NS, label_selector="ray.io/cluster").items
+        running = {p.metadata.labels["ray.io/cluster"] for p in pods if p.status.phase == "Running"}
+        if len(running) == 2:
+            both_ran = True
+            # Kueue charges the RayService's one slice only: the second cluster is not counted.
+            assert (
+                h100_reserved(custom) == "8" and workload(custom, "up")["metadata"]["name"] == first
+            )
+        if rs["status"]["activeServiceStatus"]["rayClusterName"] != active:
+            break
+        time.sleep(0.1)
+    assert both_ran and rs["status"]["activeServiceStatus"]["rayClusterName"] != active
+    assert all(not p.spec.scheduling_gates for p in pods)
+    wl = workload(custom, "up")
+    assert wl["metadata"]["name"] == first and "workload-slice-replacement-for" not in str(wl)

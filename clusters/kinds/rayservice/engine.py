@@ -17,7 +17,7 @@ from clusters.engine.deletion import finish_deletion as _finish_deletion
 from clusters.engine.deletion import pods_of
 from clusters.engine.pass_state import Fold, Key, Seen
 from clusters.kinds.rayservice import growth, upgrade
-from clusters.kinds.rayservice.manifests import manifests, rayservice
+from clusters.kinds.rayservice.manifests import keep_admission, manifests, rayservice
 from clusters.kinds.rayservice.states import WANTS_RAYSERVICE
 from clusters.kube.bundles import BatchBundles, apply_into
 from clusters.kube.gateway import Gateway
@@ -39,8 +39,11 @@ def service_of(cluster: ClusterRequest) -> Service:
 
 
 def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
-    """Apply the tenant bundle and the service's RayService (idempotent)."""
+    """Apply the tenant bundle and the service's RayService (idempotent); under a backend
+    that queues the RayService itself (Kueue), keeping what it wrote on admission."""
     obj = rayservice(cluster, service_of(cluster), **manifest_options())
+    if queue_backend().provisions_queued:
+        keep_admission(obj, gw.get(*RAYSERVICE, cluster.name, cluster.namespace))
     apply_into(cluster.tenant, gw, [obj], bundles=bundles)
 
 

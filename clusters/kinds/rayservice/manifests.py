@@ -123,3 +123,40 @@ def manifests(cluster: Any, **options: Any) -> list[Manifest]:
     unsaved; ``options`` as for :func:`rayservice`)."""
     details = getattr(cluster, "_service_details", None) or cluster.service
     return [rayservice(cluster, details, **options)]
+
+
+def _templates(config: Manifest) -> dict[str, Manifest]:
+    """The pod templates of a RayCluster config by group (``head`` for the head)."""
+    found = {"head": (config.get("headGroupSpec") or {}).get("template") or {}}
+    for group in config.get("workerGroupSpecs") or []:
+        found[f"worker:{group.get('groupName', '')}"] = group.get("template") or {}
+    return found
+
+
+def keep_admission(obj: Manifest, live: Manifest | None) -> None:
+    """Keep on ``obj`` what Kueue wrote into the live RayService's pod templates when it
+    admitted it (its ``kueue.x-k8s.io/`` labels and annotations, the flavor's node
+    labels). Kueue writes them once, on admission; an apply that dropped them would leave
+    the pods of KubeRay's next cluster (an upgrade's) without the slice name Kueue finds
+    them by, gated for ever, and off the flavor's nodes."""
+    config = ((live or {}).get("spec") or {}).get("rayClusterConfig") or {}
+    if not config or config.get("suspend") is True:
+        return
+    theirs = _templates(config)
+    for name, ours in _templates(obj["spec"]["rayClusterConfig"]).items():
+        admitted = theirs.get(name)
+        if not admitted or not ours:
+            continue
+        for part in ("labels", "annotations"):
+            kept = {
+                k: v
+                for k, v in ((admitted.get("metadata") or {}).get(part) or {}).items()
+                if k.startswith("kueue.x-k8s.io/")
+            }
+            if kept:
+                meta = ours.setdefault("metadata", {})
+                meta[part] = {**kept, **(meta.get(part) or {})}
+        selector = (admitted.get("spec") or {}).get("nodeSelector") or {}
+        if selector:
+            spec = ours.setdefault("spec", {})
+            spec["nodeSelector"] = {**selector, **(spec.get("nodeSelector") or {})}

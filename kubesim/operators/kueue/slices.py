@@ -289,31 +289,45 @@ def replace(kueue: Kueue, old: Obj, new: Obj) -> None:
 # -- the elastic job ungater ---------------------------------------------------------------
 
 
-def _active_slice(cluster: ClusterView, wl: Obj) -> bool:
-    """``wl`` is its job's newest unfinished, not evicted slice holding quota, and
-    admitted: the one whose counts cap how many pods run."""
+def _active_slice(cluster: ClusterView, wl: Obj) -> tuple[str, Obj] | None:
+    """The job (storage key and object) when ``wl`` is its newest unfinished, not evicted
+    slice holding quota, and admitted: the one whose counts cap how many pods run."""
     if not is_admitted(wl) or is_finished(wl) or _evicted(wl):
-        return False
+        return None
     found = owning_job(cluster, wl)
     if found is None:
-        return False
+        return None
     holders = [
         w
         for w in workloads_of(cluster, found[1])
         if _reserved(w) and not is_finished(w) and not _evicted(w)
     ]
-    return bool(holders) and holders[-1] is wl
+    return found if holders and holders[-1] is wl else None
+
+
+def _in_step(cluster: ClusterView, wl: Obj, key: str, job: Obj) -> bool:
+    """The job asks for no more than admitted slice ``wl`` counts and no slice waits to
+    replace it: where Kueue's job reconciler starts every gated pod of the slice
+    (``StartWorkloadSlicePods``), those of a RayService's upgrade cluster too."""
+    live = [w for w in workloads_of(cluster, job) if not is_finished(w)]
+    if any(w is not wl and not _reserved(w) for w in live):
+        return False
+    want, have = _counts(_pod_sets(cluster, job, key)), _counts(wl["spec"].get("podSets") or [])
+    return set(want) == set(have) and all(want[n] <= have[n] for n in want)
 
 
 def ungate(kueue: Kueue) -> bool:
-    """Remove the elastic scheduling gate from the pods each active slice grants: per pod
-    set, up to its count less the pods already ungated, lowest names first. True when a
-    pod was written."""
+    """Remove the elastic scheduling gate from the pods each active slice grants: all its
+    gated pods while the job asks for no more than it counts (Kueue's
+    ``StartWorkloadSlicePods``), else per pod set up to its count less the pods already
+    ungated, lowest names first. True when a pod was written."""
     cluster = kueue.cluster
     busy = False
     for wl in list(cluster.store.iter(WL)):
-        if not is_elastic(cluster, wl) or not _active_slice(cluster, wl):
+        found = _active_slice(cluster, wl) if is_elastic(cluster, wl) else None
+        if found is None:
             continue
+        every = _in_step(cluster, wl, *found)
         chain = (wl["metadata"].get("annotations") or {}).get(SLICE_NAME, wl["metadata"]["name"])
         granted = _counts(wl["spec"].get("podSets") or [])
         gated: dict[str, list[Obj]] = {}
@@ -334,7 +348,7 @@ def ungate(kueue: Kueue) -> bool:
             else:
                 running[podset] += 1
         for podset, pods in gated.items():
-            room = granted.get(podset, 0) - running[podset]
+            room = len(pods) if every else granted.get(podset, 0) - running[podset]
             for pod in sorted(pods, key=lambda p: p["metadata"]["name"])[: max(room, 0)]:
                 gates = [g for g in pod["spec"]["schedulingGates"] if g.get("name") != ELASTIC_GATE]
                 if gates:

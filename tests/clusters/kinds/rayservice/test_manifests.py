@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from clusters.kinds.raycluster.manifests import raycluster
-from clusters.kinds.rayservice.manifests import GATEWAY_CLASS_NAME, SERVE_PORT, manifests
+from clusters.kinds.rayservice.manifests import (
+    GATEWAY_CLASS_NAME,
+    SERVE_PORT,
+    keep_admission,
+    manifests,
+)
 from clusters.kinds.rayservice.manifests import rayservice as build
 from clusters.kube.bundles import apply_into
 from clusters.kube.gateway import get_gateway
@@ -140,3 +145,36 @@ def test_kubesim_accepts_every_strategy(
             assert stored["spec"]["serveConfigV2"] == obj["spec"]["serveConfigV2"]
             head = stored["spec"]["rayClusterConfig"]["headGroupSpec"]
             assert head == obj["spec"]["rayClusterConfig"]["headGroupSpec"]
+
+
+def test_keep_admission_keeps_what_kueue_wrote_on_an_admitted_rayservice() -> None:
+    def config(worker_meta: dict, selector: dict, suspend: bool | None = None) -> dict:
+        spec: dict = {
+            "headGroupSpec": {"template": {"metadata": {}, "spec": {}}},
+            "workerGroupSpecs": [
+                {"groupName": "w", "template": {"metadata": worker_meta, "spec": {}}}
+            ],
+        }
+        spec["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = selector
+        if suspend is not None:
+            spec["suspend"] = suspend
+        return {"spec": {"rayClusterConfig": spec}}
+
+    kueue = {
+        "labels": {"kueue.x-k8s.io/podset": "w", "other": "x"},
+        "annotations": {"kueue.x-k8s.io/workload-slice-name": "rayservice-sd-1"},
+    }
+    live = config(kueue, {"nvidia.com/gpu.product": "L4"}, suspend=False)
+    ours = config({"labels": {"mine": "y"}}, {})
+    keep_admission(ours, live)
+    template = ours["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]
+    assert template["metadata"] == {
+        "labels": {"kueue.x-k8s.io/podset": "w", "mine": "y"},
+        "annotations": {"kueue.x-k8s.io/workload-slice-name": "rayservice-sd-1"},
+    }
+    assert template["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "L4"}
+
+    held = config({"labels": {"mine": "y"}}, {})
+    keep_admission(held, config(kueue, {"a": "b"}, suspend=True))  # Kueue holds it: nothing
+    keep_admission(held, None)
+    assert held == config({"labels": {"mine": "y"}}, {})

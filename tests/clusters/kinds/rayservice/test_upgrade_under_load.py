@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from knox.models import AuthToken
 
-from benchmarks.support import HttpSession
+from benchmarks.http_session import HttpSession
 from clusters.kube.gateway import get_gateway
 from clusters.models import Service
 from tests.clusters.engine.conftest import kubesim, room_for_l4, wait_for, worker

@@ -93,6 +93,7 @@ def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("active cluster", serving.get("active_cluster")),
         ("pending cluster", serving.get("pending_cluster")),
         ("upgrading", "yes" if serving.get("upgrading") else "no"),
+        ("traffic", traffic_line(service)),
         ("upgrade", upgrade_line(service)),
         ("autoscaling", autoscale_line(service)),
         ("upgrade strategy", (serving.get("upgrade_strategy") or {}).get("type")),
@@ -235,6 +236,20 @@ def upgrade_line(service: dict[str, Any]) -> str:
     gpus = format(Decimal(str(surge.get("gpus") or 0)).normalize(), "f")
     return (
         f"upgrade under way: {gpus} {surge.get('flavor')} GPU(s) charged beside the serving cluster"
+    )
+
+
+def traffic_line(service: dict[str, Any]) -> str:
+    """An incremental upgrade's split while it runs (empty otherwise): each cluster's
+    share of the traffic and of the target capacity, the serving one first."""
+    split = (service.get("service") or {}).get("traffic_split") or {}
+    sides = [split.get(side) or {} for side in ("active", "pending")]
+    if not all(sides):
+        return ""
+    return " / ".join(
+        f"{side.get('cluster')} {side.get('traffic_routed_percent') or 0}% of requests "
+        f"(capacity {side.get('target_capacity') or 0}%)"
+        for side in sides
     )
 
 

@@ -89,6 +89,24 @@ def test_status_says_where_an_autoscaling_services_growth_stands(
     assert said in status.out
 
 
+def test_status_shows_an_incremental_upgrades_traffic_split(
+    cli: Cli, login: Any, bob: Any, l4: Any
+) -> None:
+    login("bob")
+    done = cli("service", "submit", "--name", "sd", "-f", "l4", "-c", "-", stdin=STABLE_DIFFUSION)
+    assert done.code == 0, done
+    assert "traffic" not in cli("service", "status", "sd").out  # no upgrade, no split
+    side = {"cluster": "sd-raycluster-old", "target_capacity": 50, "traffic_routed_percent": 75}
+    new = {"cluster": "sd-raycluster-new", "target_capacity": 50, "traffic_routed_percent": 25}
+    Service.objects.filter(request__name="sd").update(traffic={"active": side, "pending": new})
+    status = cli("service", "status", "sd")
+    assert status.code == 0, status
+    assert (
+        "sd-raycluster-old 75% of requests (capacity 50%) / "
+        "sd-raycluster-new 25% of requests (capacity 50%)"
+    ) in status.out
+
+
 def test_a_wrong_config_is_refused_with_the_servers_words(
     cli: Cli, login: Any, bob: Any, tmp_path: Path
 ) -> None:

@@ -56,8 +56,8 @@ def test_deleted_is_the_end_and_a_job_s_states_are_never_reached() -> None:
 
 
 def test_gpus_go_back_where_no_rayservice_is_wanted() -> None:
-    assert SERVICE_RELEASES == {State.QUEUED, State.SUSPENDED, State.DELETED, State.FAILED}
-    assert WANTS_RAYSERVICE == {State.ADMITTED, State.STARTING, State.READY, State.DELETING}
+    assert {State.QUEUED, State.SUSPENDED, State.DELETED, State.FAILED} == SERVICE_RELEASES
+    assert {State.ADMITTED, State.STARTING, State.READY, State.DELETING} == WANTS_RAYSERVICE
     # A state either wants its RayService (and holds GPUs) or gives its GPUs back.
     assert not SERVICE_RELEASES & WANTS_RAYSERVICE
-    assert SERVICE_RELEASES | WANTS_RAYSERVICE == set(SERVICE_TRANSITIONS)
+    assert set(SERVICE_TRANSITIONS) == SERVICE_RELEASES | WANTS_RAYSERVICE

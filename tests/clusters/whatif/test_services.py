@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from clusters.admission import DEV, FlavorQ, QuotaQ, TenantQ
-from clusters.whatif.model import EPOCH, Demand, IdlePolicy, Workload, World
+from clusters.admission import FlavorQ, QuotaQ, TenantQ
+from clusters.whatif.model import EPOCH, IdlePolicy, Workload, World
 from clusters.whatif.services import (
     NOT_MODELLED,
     Change,
@@ -24,6 +24,7 @@ from clusters.whatif.services import (
     tenant_rows,
     whatif_compare,
 )
+from tests.clusters.whatif.test_simulator import _dev
 
 
 def _world() -> World:
@@ -32,19 +33,6 @@ def _world() -> World:
         tenants=[TenantQ("acme"), TenantQ("globex")],
         quotas=[QuotaQ("acme", "h100", 8, lend_limit=6), QuotaQ("globex", "h100", 8)],
         idle={"globex": IdlePolicy(minutes=90, grace_minutes=5)},
-    )
-
-
-def _dev(ident: int, gpus: int, arrival: float, hold: float) -> Demand:
-    return Demand(
-        id=ident,
-        tenant="acme",
-        owner=1,
-        kind=DEV,
-        flavors=("h100",),
-        workers=gpus,
-        arrival=arrival,
-        hold=hold,
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 from clusters.domain.states import State
 from clusters.engine.pass_state import Seen
 from clusters.kinds.rayservice import engine
+from clusters.kinds.rayservice.kind import KIND
 from clusters.models import ClusterRequest, Service
 from clusters.queue.builtin import BuiltinQueue
 from clusters.queue.kueue import KueueQueue
@@ -100,6 +101,10 @@ def test_record_status_folds_applications_clusters_and_the_split(
         .select_related("service")
         .get(pk=queued_service(acme, bob).pk)
     )
+    assert KIND.details is not None
+    folded = KIND.details.folded
+    others = [f.attname for f in Service._meta.concrete_fields if f.name not in folded]
+    before = Service.objects.values(*folded, *others).get(pk=row.pk)
     rs = {
         "status": {
             "numServeEndpoints": 2,
@@ -119,6 +124,9 @@ def test_record_status_folds_applications_clusters_and_the_split(
         "traffic_routed_percent": 0,
     }
     assert row.service.traffic == saved.traffic  # the loaded details follow
+    # It writes every column the kind folds, and only those.
+    after = Service.objects.values(*folded, *others).get(pk=row.pk)
+    assert {k for k in after if after[k] != before[k]} == set(folded)
     with django_assert_num_queries(0):  # nothing changed: nothing written
         engine.record_status(row, rs)
 

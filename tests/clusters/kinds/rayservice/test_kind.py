@@ -44,15 +44,9 @@ def test_its_details_are_the_service_table_and_load_with_its_rows() -> None:
     assert KIND.list_related == ("service", "surge__flavor", "growth__flavor")
 
 
-def test_the_folded_columns_are_the_service_s_and_what_its_fold_writes() -> None:
-    assert KIND.details is not None
+def test_the_folded_columns_are_the_service_s() -> None:
+    assert KIND.details is not None and KIND.details.folded
     columns = {f.name for f in Service._meta.get_fields()}
     assert set(KIND.details.folded) <= columns
-    assert set(KIND.details.folded) == {
-        "applications",
-        "active_cluster",
-        "pending_cluster",
-        "upgrading",
-        "traffic",
-        "serve_endpoints",
-    }
+    # What the endpoint and the growth write are not the fold's to compare.
+    assert not {"public", "requests_total", "worker_cap", "serve_config"} & set(KIND.details.folded)

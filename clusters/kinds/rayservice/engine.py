@@ -209,6 +209,7 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
     upgrade.surge_step(cluster, pods)
     growth.growth_step(cluster, service_of(cluster), pods)
     growth.write_cap(cluster, service_of(cluster), gw)
+    growth.write_pending_cap(cluster, service_of(cluster), pods, gw)
     ready = condition(rs.get("status") or {}, "Ready")
     if ready.get("reason") == "ValidationFailed":
         transition(

@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from clusters.domain import shapes
+from clusters.kinds.rayservice.spec import INCREMENTAL, surge_workers
 from clusters.kube.errors import KubeError
 from clusters.kube.gateway import Gateway
 from clusters.models import ClusterRequest, Growth, Service
@@ -138,6 +139,67 @@ def growth_step(cluster: ClusterRequest, details: Service, pods: list[dict[str, 
     )
 
 
+def _of_cluster(name: str, pods: list[dict[str, Any]]) -> int:
+    """The worker pods of RayCluster ``name`` still there (terminating ones count: they
+    hold their GPUs until they are gone)."""
+    return sum(
+        1
+        for p in pods
+        if ((p.get("metadata") or {}).get("labels") or {}).get("ray.io/cluster") == name
+        and ((p.get("metadata") or {}).get("labels") or {}).get("ray.io/node-type") == "worker"
+    )
+
+
+def pending_cap(cluster: ClusterRequest, details: Service, pods: list[dict[str, Any]]) -> int:
+    """What an incremental upgrade's new cluster may run: the surge admitted plus the
+    guaranteed workers the old one has given back as KubeRay lowered its capacity."""
+    found = bounds(cluster)
+    low = found[0] if found else int(cluster.workers)
+    surge = surge_workers(str(details.upgrade_type), details.upgrade_options or {}, low)
+    return surge + max(0, low - _of_cluster(details.active_cluster, pods))
+
+
+def write_pending_cap(
+    cluster: ClusterRequest, details: Service, pods: list[dict[str, Any]], gw: Gateway
+) -> None:
+    """Hold an incremental upgrade's pending RayCluster at :func:`pending_cap` (its worker
+    group's ``maxReplicas``, its ``minReplicas`` no higher), so that both clusters
+    together never run more than the guaranteed size plus the surge. KubeRay compares the
+    hash it annotated, not the live spec, so it does not bring a cluster up again."""
+    if bounds(cluster) is None or not (details.active_cluster and details.pending_cluster):
+        return
+    if details.upgrade_type != INCREMENTAL:
+        return  # a NewCluster upgrade's new cluster is charged whole
+    want = pending_cap(cluster, details, pods)
+    rc = gw.get("ray.io/v1", "RayCluster", details.pending_cluster, cluster.namespace)
+    if rc is None:
+        return
+    groups = [dict(g) for g in (rc.get("spec") or {}).get("workerGroupSpecs") or []]
+    if all(g.get("maxReplicas") == want and int(g.get("minReplicas") or 0) <= want for g in groups):
+        return
+    for group in groups:
+        group["minReplicas"] = min(int(group.get("minReplicas") or 0), want)
+    _write_groups(gw, rc, groups, want)
+
+
+def _write_groups(gw: Gateway, rc: dict[str, Any], groups: list[dict[str, Any]], want: int) -> bool:
+    """Write ``groups`` with ``maxReplicas`` ``want`` on the RayCluster ``rc`` as read
+    (its resourceVersion: a conflict with the autoscaler's own write is tried again on
+    the next pass); whether it was written."""
+    for group in groups:
+        group["maxReplicas"] = want
+    meta = rc["metadata"]
+    patch = {
+        "metadata": {"resourceVersion": meta["resourceVersion"]},
+        "spec": {"workerGroupSpecs": groups},
+    }
+    try:
+        gw.merge_patch("ray.io/v1", "RayCluster", meta["name"], patch, meta["namespace"])
+    except KubeError:
+        return False
+    return True
+
+
 def write_cap(cluster: ClusterRequest, details: Service, gw: Gateway) -> None:
     """Hold the active RayCluster's worker group at what the service may run (its
     ``maxReplicas``), when that changed or the active cluster did. A conflict with the
@@ -151,15 +213,7 @@ def write_cap(cluster: ClusterRequest, details: Service, gw: Gateway) -> None:
     if rc is None:
         return
     groups = [dict(g) for g in (rc.get("spec") or {}).get("workerGroupSpecs") or []]
-    for group in groups:
-        group["maxReplicas"] = want
-    patch = {
-        "metadata": {"resourceVersion": rc["metadata"]["resourceVersion"]},
-        "spec": {"workerGroupSpecs": groups},
-    }
-    try:
-        gw.merge_patch("ray.io/v1", "RayCluster", details.active_cluster, patch, cluster.namespace)
-    except KubeError:
+    if not _write_groups(gw, rc, groups, want):
         return
     Service.objects.filter(pk=cluster.pk).update(
         worker_cap=want, capped_cluster=details.active_cluster

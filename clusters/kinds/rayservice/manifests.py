@@ -9,7 +9,7 @@ from typing import Any
 from clusters.domain import shapes
 from clusters.domain.images import resolve_image
 from clusters.kinds.raycluster.manifests import raycluster
-from clusters.kinds.rayservice.spec import INCREMENTAL
+from clusters.kinds.rayservice.spec import INCREMENTAL, surge_workers
 from clusters.kube import labels as lbl
 from clusters.kube.manifests import Manifest, request_object
 from clusters.kube.queues import LOCAL_QUEUE_NAME
@@ -56,16 +56,22 @@ def _elastic(spec: Manifest) -> Manifest:
     return spec
 
 
-def _guaranteed_size(spec: Manifest, cluster: Any) -> None:
+def _guaranteed_size(spec: Manifest, cluster: Any, details: Any) -> None:
     """An autoscaling service's worker group at its guaranteed size (``min_workers``):
     it is charged at that, and what it may run beyond is written on its RayCluster as
     growth is admitted (:mod:`clusters.kinds.rayservice.growth`), never here, since a
     RayService whose cluster spec changes (beyond worker ``replicas``) brings up a new
-    cluster."""
+    cluster. Under an incremental upgrade its floor is the upgrade's surge: KubeRay
+    starts the new cluster at ``minReplicas``, and the old one gives its workers back
+    as its capacity is lowered."""
     if not autoscales(cluster):
         return
     for group in spec.get("workerGroupSpecs") or []:
-        group["replicas"] = group["maxReplicas"] = group["minReplicas"]
+        low = int(group["minReplicas"])
+        group["replicas"] = group["maxReplicas"] = low
+        group["minReplicas"] = surge_workers(
+            str(details.upgrade_type), details.upgrade_options or {}, low
+        )
 
 
 def upgrade_strategy(details: Any) -> Manifest:
@@ -105,7 +111,7 @@ def rayservice(
         # the queue as a cluster's RayCluster does (KAI's pod grouper reads the top owner).
         object_labels[lbl.KAI_QUEUE] = kai_queue
     if queue_mode != "kueue":
-        _guaranteed_size(ray_cluster["spec"], cluster)
+        _guaranteed_size(ray_cluster["spec"], cluster, details)
     spec: Manifest = {
         "serveConfigV2": str(details.serve_config),
         "upgradeStrategy": upgrade_strategy(details),

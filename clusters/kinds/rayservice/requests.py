@@ -206,7 +206,7 @@ def _upgrade(
     if change.get("image", request.image) != request.image and upgrade.takes_new_cluster(
         request, details
     ):
-        surge = upgrade.record(request, change)
+        surge = upgrade.record(request, details, change)
         note(
             request,
             reason="upgrade_queued",

@@ -32,6 +32,16 @@ SCALE_TO_ZERO_BOUNDS = (5, 7 * 24 * 60)
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$")
 
 
+def surge_workers(upgrade_type: str, options: Mapping[str, Any], guaranteed: int) -> int:
+    """The workers an upgrade's new cluster may add beyond the service's guaranteed size:
+    ``ceil(maxSurgePercent % of guaranteed)`` (at least one) for an incremental upgrade
+    (KubeRay's default surge is 100), the whole cluster for any other."""
+    if upgrade_type != INCREMENTAL:
+        return guaranteed
+    surge = int(options.get("maxSurgePercent") or 100)
+    return min(guaranteed, max(1, -(-guaranteed * surge // 100)))
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServiceSpec:
     """A service's own fields of the create body (or a PATCH's, for an upgrade)."""

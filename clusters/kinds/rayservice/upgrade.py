@@ -18,10 +18,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.domain import shapes
 from clusters.domain.states import State
+from clusters.kinds.rayservice import growth
+from clusters.kinds.rayservice.spec import surge_workers
 from clusters.models import ClusterRequest, Service, Surge
 from clusters.queue.backends import queue_backend
 from clusters.rows import enqueue, surges
+from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import note
 
 PURPOSE = "upgrade"
@@ -71,17 +75,25 @@ def carry_out(request: ClusterRequest, details: Service, change: dict[str, Any])
     return changed
 
 
-def record(request: ClusterRequest, change: dict[str, Any]) -> Surge:
+def record(request: ClusterRequest, details: Service, change: dict[str, Any]) -> Surge:
     """Put the upgrade's surge in line: the GPUs of a second cluster of the service's
-    shape (an incremental upgrade's new cluster is charged whole, its steps are not
-    admitted one by one)."""
+    shape, less the workers an incremental upgrade's new cluster may not add beyond the
+    guaranteed size (:func:`surge_workers`; :func:`growth.write_pending_cap` holds it
+    there)."""
+    gpus, cpu, memory = request.gpus, request.cpu, request.memory_gib
+    found = growth.bounds(request)
+    if found is not None:
+        low = found[0]
+        fewer = low - surge_workers(str(details.upgrade_type), details.upgrade_options, low)
+        spec = ClusterSpec.of(request)
+        worker = shapes.worker_resources(
+            kind=spec.kind, flavor=shapes.flavor_spec(spec.flavor), gpu_fraction=spec.gpu_fraction
+        )
+        gpus -= spec.worker_gpus() * fewer
+        cpu -= worker.cpu * fewer
+        memory -= worker.memory_gib * fewer
     return surges.record(
-        request,
-        gpus=request.gpus,
-        cpu=request.cpu,
-        memory_gib=request.memory_gib,
-        purpose=PURPOSE,
-        change=change,
+        request, gpus=gpus, cpu=cpu, memory_gib=memory, purpose=PURPOSE, change=change
     )
 
 

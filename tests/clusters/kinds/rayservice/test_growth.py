@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from clusters.kinds.rayservice.growth import growth_step, unscheduled_gpus
+from clusters.kinds.rayservice.growth import growth_step, pending_cap, unscheduled_gpus
+from clusters.kinds.rayservice.spec import INCREMENTAL, surge_workers
 from clusters.models import ClusterRequest, Growth, Service, UsageSpan
 from clusters.rows import growths
 
@@ -121,3 +122,28 @@ def test_an_admitted_growth_is_given_back_once_serve_is_back_at_min(service: Any
     spans = UsageSpan.objects.unscoped().filter(cluster=service, ended_at__isnull=True)
     assert [s.gpus for s in spans] == [Decimal(1)]
     assert service.events.filter(reason="growth_released").exists()
+
+
+def test_an_incremental_upgrade_surges_by_its_share_of_the_guaranteed_size() -> None:
+    assert surge_workers(INCREMENTAL, {"maxSurgePercent": 50}, 2) == 1
+    assert surge_workers(INCREMENTAL, {"maxSurgePercent": 50}, 3) == 2  # rounded up
+    assert surge_workers(INCREMENTAL, {"maxSurgePercent": 1}, 4) == 1  # at least one
+    assert surge_workers(INCREMENTAL, {}, 4) == 4  # KubeRay's default: 100 %
+    assert surge_workers("NewCluster", {"maxSurgePercent": 50}, 4) == 4  # a whole cluster
+
+
+@pytest.mark.django_db
+def test_the_new_cluster_may_run_the_surge_plus_what_the_old_one_gave_back(
+    service: Any,
+) -> None:
+    ClusterRequest.objects.filter(pk=service.pk).update(workers=4, min_workers=4, max_workers=5)
+    Service.objects.filter(pk=service.pk).update(
+        upgrade_type=INCREMENTAL, upgrade_options={"maxSurgePercent": 25}, pending_cluster="c2"
+    )
+    row = ClusterRequest.objects.get(pk=service.pk)
+    details = Service.objects.get(pk=service.pk)
+    old = [_pod(n) for n in range(4)]
+    new = [{"metadata": {"labels": {"ray.io/cluster": "c2", "ray.io/node-type": "worker"}}}]
+    assert pending_cap(row, details, old + new) == 1  # the surge alone
+    assert pending_cap(row, details, old[:2] + new) == 3  # and the two given back
+    assert pending_cap(row, details, []) == 5  # the old one gone: surge and guaranteed

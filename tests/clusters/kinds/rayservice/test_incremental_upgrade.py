@@ -13,6 +13,7 @@ import pytest
 from tests.clusters.engine.conftest import kubesim, room_for_l4, wait_for, worker
 from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
 from tests.clusters.kinds.rayservice.upgrades import (
+    HALF_AT_A_TIME,
     OTHER,
     SERVICES,
     other_image,
@@ -31,15 +32,7 @@ BODY = {
     "min_workers": 1,
     "max_workers": 2,
     "serve_config": STABLE_DIFFUSION,
-    "upgrade_strategy": {
-        "type": "NewClusterWithIncrementalUpgrade",
-        # Half the capacity, then half the traffic, at a time; each traffic step held 3 s.
-        "cluster_upgrade_options": {
-            "maxSurgePercent": 50,
-            "stepSizePercent": 50,
-            "intervalSeconds": 3,
-        },
-    },
+    "upgrade_strategy": HALF_AT_A_TIME,
 }
 
 

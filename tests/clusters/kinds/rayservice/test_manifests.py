@@ -58,6 +58,15 @@ def test_an_autoscaling_service_is_written_at_its_guaranteed_size(
         "rayClusterConfig"
     ]["workerGroupSpecs"]
     assert kueue["maxReplicas"] == 3
+    # An incremental upgrade's new cluster starts at the surge (KubeRay creates it at
+    # minReplicas): 50 % of 4 guaranteed workers; a NewCluster one keeps its floor.
+    four = make_cluster(
+        owner=alice, name="four", kind="prod", workers=4, min_workers=4, max_workers=5
+    )
+    (group,) = build(four, INCREMENTAL)["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (4, 2, 4)
+    (whole,) = build(four, _details())["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert (whole["replicas"], whole["minReplicas"], whole["maxReplicas"]) == (4, 4, 4)
 
 
 def test_a_rayservice_embeds_the_clusters_raycluster_spec(make_cluster: Any) -> None:

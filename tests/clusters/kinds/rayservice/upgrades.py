@@ -15,6 +15,12 @@ from tests.clusters.kinds.rayservice.samples import STABLE_DIFFUSION
 SERVICES = "/api/v1/tenants/acme/services/"
 OTHER = "rayproject/ray:2.40.0-py310-gpu"
 BODY = {"name": "sd", "flavor": "l4", "workers": 1, "serve_config": STABLE_DIFFUSION}
+# An incremental upgrade of half the capacity, then half the traffic, at a time; each
+# traffic step held 3 s.
+HALF_AT_A_TIME = {
+    "type": "NewClusterWithIncrementalUpgrade",
+    "cluster_upgrade_options": {"maxSurgePercent": 50, "stepSizePercent": 50, "intervalSeconds": 3},
+}
 # KubeRay deletes the old cluster rayClusterDeletionDelaySeconds (60) after the switch.
 SWITCH_AND_CLEANUP = 240
 

@@ -65,7 +65,13 @@ def test_an_idle_cluster_is_warned_then_suspended_and_its_gpus_admit_the_next_re
 def test_a_busy_cluster_is_not_warned(live_cluster: ClusterRequest, kubesim: Any) -> None:
     kubesim.set_ray_driver(live_cluster.namespace, live_cluster.name, "active")
     # The beat task is the same pass (it runs every ACTIVITY_CHECK_SECONDS).
-    assert tasks.check_activity() == {"checked": 1, "unreachable": 0, "warned": 0, "suspended": 0}
+    assert tasks.check_activity() == {
+        "checked": 1,
+        "unreachable": 0,
+        "warned": 0,
+        "suspended": 0,
+        "reclaimed": 0,
+    }
     assert _row(live_cluster).activity_note == "Number of active drivers: 1"
     later = timezone.now() + timedelta(hours=3)
     report = check_activity(now=later)

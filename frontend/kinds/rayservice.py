@@ -31,6 +31,7 @@ from clusters.kinds.rayservice.spec import (
 from clusters.models import ClusterRequest, Workload
 from clusters.requests import rules
 from clusters.rows.spec import ClusterSpec
+from demo_serve.serve_config import SERVE_CONFIG
 from frontend.forms import ClusterForm
 from frontend.kinds.applied_objects import applied_yaml, manifests_context
 from tenants.models import Role
@@ -65,20 +66,8 @@ LIST_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-# What a newcomer sees in the empty Serve config box: the demo service's shape.
-SERVE_CONFIG_EXAMPLE = """applications:
-- name: text-to-image
-  import_path: demo_serve.text_to_image:entrypoint
-  route_prefix: /
-  deployments:
-  - name: APIIngress
-    num_replicas: 1
-  - name: StableDiffusionV2
-    ray_actor_options:
-      num_gpus: 1
-    autoscaling_config:
-      min_replicas: 1
-      max_replicas: 2"""
+# What a newcomer sees in the empty Serve config box: the demo service's config.
+SERVE_CONFIG_EXAMPLE = SERVE_CONFIG.rstrip()
 
 
 def _upgrade_option(key: str, label: str, help_text: str) -> forms.IntegerField:

@@ -15,25 +15,12 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from demo_serve.serve_config import SERVE_CONFIG
+
 NAME = "text-to-image"
 TENANT = "vision"
 REQUESTER = "ada"
 FLAVOR = "l4"
-SERVE_CONFIG = """\
-applications:
-  - name: text_to_image
-    import_path: demo_serve.text_to_image:entrypoint
-    route_prefix: /
-    deployments:
-      - name: APIIngress
-        num_replicas: 1
-      - name: StableDiffusionV2
-        ray_actor_options:
-          num_gpus: 1
-        autoscaling_config:
-          min_replicas: 1
-          max_replicas: 2
-"""
 
 
 class Command(BaseCommand):

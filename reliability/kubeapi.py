@@ -74,6 +74,9 @@ QUICK = {
     "permanent": 1,
 }
 CONVERGE_TIMEOUT = 300.0
+# Long enough for a row passing through a state on its way to have moved on (several
+# of the reconciler's periods).
+SETTLE_SECONDS = 3.0
 # How soon after a 429 another process can know of it: the refused process classifies the
 # answer and writes the deadline to the shared cache (clusters/kube/notbefore.py).
 SHARING_MARGIN = 0.1
@@ -371,16 +374,18 @@ def exercise(rig: Rig, people: People, *, quick: bool) -> Result:  # noqa: C901
         names = {
             rc["metadata"]["name"]
             for rc in gw.list("ray.io/v1", "RayCluster", label_selector="gangway.dev/cluster-id")
+            if (rc.get("status") or {}).get("state") == "ready"
         }
         ready = ClusterRequest.objects.unscoped().filter(pk__in=restart, state="ready").count()
         return names >= {f"keep-{i}" for i in range(int(plan["restart"]))} and ready == len(restart)
 
     result.convergence["restart: recreated"] = converge(recreated, timeout=CONVERGE_TIMEOUT)
     # A row can read ready while the reconciler is still recreating its RayCluster (it
-    # moves to provisioning once the apply lands, then to ready again): wait for every
-    # row to settle where it should be; one that never does still fails the audit.
+    # moves to provisioning once the informer sees the new, not yet ready object, then
+    # to ready again): wait for every row to settle where it should be and stay there
+    # for several reconciler periods; one that never does still fails the audit.
     result.convergence["restart: settled"] = converge(
-        lambda: not audit(expected).lost, timeout=CONVERGE_TIMEOUT
+        lambda: not audit(expected).lost, timeout=CONVERGE_TIMEOUT, hold=SETTLE_SECONDS
     )
     result.audit.add(audit(expected))
     for row in rows(restart):

@@ -153,12 +153,19 @@ def another_tenant(people: People, slug: str, *, gpus: int = 64) -> Any:
     return tenant
 
 
-def converge(predicate: Callable[[], Any], *, timeout: float) -> float | None:
-    """Seconds until ``predicate`` holds, or ``None`` if it did not within ``timeout``."""
+def converge(predicate: Callable[[], Any], *, timeout: float, hold: float = 0.0) -> float | None:
+    """Seconds until ``predicate`` holds (and has held for ``hold`` seconds, for states a
+    row may pass through on its way), or ``None`` if it did not within ``timeout``."""
     started = time.monotonic()
+    since: float | None = None
     while time.monotonic() - started < timeout:
-        if predicate():
-            return time.monotonic() - started
+        now = time.monotonic()
+        if not predicate():
+            since = None
+        elif since is None:
+            since = now
+        if since is not None and now - since >= hold:
+            return since - started
         time.sleep(0.2)
     return None
 

@@ -7,8 +7,9 @@ A control counts as unseen when it has no size, when an ancestor clips it (an
 box), when it or an ancestor is ``display: none``, ``visibility: hidden`` or fully
 transparent, or when it lies outside the document. The one exception, narrow and on
 purpose: controls inside a closed ``<details>`` or ``<dialog>`` (their ``<summary>`` is
-checked) and the skip link, which shows on keyboard focus (checked here too), are
-hidden until a person asks for them.
+checked), fields that matter only for one choice of another field (``data-shown-when``:
+the walk makes that choice and checks them again) and the skip link, which shows on
+keyboard focus (checked here too), are hidden until a person asks for them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ UNSEEN = """
     if (details && !(el.closest("summary") && el.closest("summary").parentElement === details)) {
       return true;
     }
+    if (el.closest("[data-shown-when][hidden]")) return true;
     return Boolean(el.closest("dialog:not([open])"));
   };
   const why = (el) => {
@@ -99,6 +101,27 @@ MISSPELT = """
   })
 """
 
+# Makes each choice that shows hidden ``data-shown-when`` fields, as a person would pick
+# it from the visible select or radio buttons; returns how many there were and those
+# that stayed hidden.
+REVEAL = """
+() => {
+  const fields = [...document.querySelectorAll("[data-shown-when][hidden]")];
+  for (const field of fields) {
+    const form = field.closest("form");
+    const { shownWhen, shownValue } = field.dataset;
+    // A select, or the radio button of that value.
+    const other = form?.querySelector(
+      `select[name="${shownWhen}"], input[name="${shownWhen}"][value="${shownValue}"]`
+    );
+    if (!other) continue;
+    if (other.tagName === "SELECT") other.value = shownValue; else other.checked = true;
+    other.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+  return [fields.length, fields.filter((f) => f.hidden).map((f) => f.id)];
+}
+"""
+
 LINKS = """
 () => [...document.querySelectorAll("main a[href], header a[href]")]
   .map((a) => new URL(a.href))
@@ -125,6 +148,12 @@ def test_every_control_on_every_page_can_be_seen(
     links: set[str] = set()
     for path in walk.visit():
         problems += [f"{path} as {role}: {p}" for p in page.evaluate(UNSEEN, CONTROLS)]
+        revealed, stuck = page.evaluate(REVEAL)
+        problems += [f"{path} as {role}: {f} stays hidden after its choice" for f in stuck]
+        if revealed:
+            problems += [
+                f"{path} as {role}, its choice made: {p}" for p in page.evaluate(UNSEEN, CONTROLS)
+            ]
         problems += [f"{path} as {role}: {p} does not ask first" for p in page.evaluate(UNASKED)]
         problems += [
             f"{path} as {role}: {p!r} misspells an acronym" for p in page.evaluate(MISSPELT)

@@ -1,0 +1,33 @@
+"""The clusters app's rows: the request (the desired state of one workload), what each
+kind runs beside it, the GPUs it holds and asks for, its history and its tunnels.
+
+A :class:`ClusterRequest` row is the desired state of one Ray cluster: Celery messages
+only nudge the code that converges Kubernetes towards it (DESIGN "Data flow"). The
+``queue_*`` fields are written by the admission pass for requests that wait; the
+``attempts``/``progress_at`` pair lets the sweeper find rows whose nudge was lost.
+"""
+
+from clusters.models.gangs import Growth, QueuedGpus, Surge
+from clusters.models.history import ClusterEvent, GpuSpan, IdleSpan, PendingPass, UsageSpan
+from clusters.models.requests import ClusterKind, ClusterRequest, ClusterRequestQuerySet, Workload
+from clusters.models.tunnels import Tunnel
+from clusters.models.workloads import Job, Service, ServiceToken
+
+__all__ = [
+    "ClusterEvent",
+    "ClusterKind",
+    "ClusterRequest",
+    "ClusterRequestQuerySet",
+    "GpuSpan",
+    "Growth",
+    "IdleSpan",
+    "Job",
+    "PendingPass",
+    "QueuedGpus",
+    "Service",
+    "ServiceToken",
+    "Surge",
+    "Tunnel",
+    "UsageSpan",
+    "Workload",
+]

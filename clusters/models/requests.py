@@ -73,6 +73,15 @@ class ClusterRequest(TenantOwned):
         "(empty: only flavor). flavor is the first of them while it waits and the one it "
         "was admitted on once admitted.",
     )
+    # Where the gang runs: the Kubernetes cluster admission placed it on (empty while it
+    # waits), and what the request asked of placement (a cluster or a region, or neither).
+    kube_cluster = models.ForeignKey(
+        "clusters.KubeCluster", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    wanted_kube_cluster = models.ForeignKey(
+        "clusters.KubeCluster", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    wanted_region = models.CharField(max_length=63, blank=True)
     workers = models.PositiveIntegerField(
         default=1, validators=[MinValueValidator(0), MaxValueValidator(1024)]
     )

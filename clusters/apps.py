@@ -9,9 +9,9 @@ def _check_kubernetes() -> None:
     """Readiness: raise unless the Kubernetes API answers."""
     # Imported at the first check, not at start-up: the kubernetes client takes about half
     # a second to import, and most processes (the dashboard, manage.py) never need it.
-    from clusters.kube import gateway
+    from clusters.kube import connection
 
-    gateway.ping()
+    connection.ping()
 
 
 class ClustersConfig(AppConfig):

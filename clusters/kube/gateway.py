@@ -558,15 +558,19 @@ def gateway_agent() -> str:
     return f"gangway-engine (pid {os.getpid()})"
 
 
-def _build(kubeconfig: str) -> Gateway:
+def build_gateway(kubeconfig: str | dict[str, Any], *, source: str = "") -> Gateway:
+    """A gateway with its own connections: to a kubeconfig file, a kubeconfig dict (a
+    fleet member's) or, for "", the pod's service account; ``source`` names it in errors."""
     configuration = client.Configuration()
     try:
-        if kubeconfig:
+        if isinstance(kubeconfig, dict):
+            config.load_kube_config_from_dict(kubeconfig, client_configuration=configuration)
+        elif kubeconfig:
             config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
         else:
             config.load_incluster_config(client_configuration=configuration)
     except Exception as exc:  # any failure here is a configuration problem
-        source = f"KUBECONFIG={kubeconfig}" if kubeconfig else "in-cluster credentials"
+        source = source or (f"KUBECONFIG={kubeconfig}" if kubeconfig else "in-cluster credentials")
         raise PermanentKubeError(f"cannot load {source}: {exc}") from exc
     # Retries are ours (with backoff and Retry-After), not urllib3's silent ones.
     configuration.retries = False
@@ -579,7 +583,7 @@ def _build(kubeconfig: str) -> Gateway:
 
 def own_gateway() -> Gateway:
     """A gateway with its own connections, for a watch that holds one for minutes."""
-    return _build(settings.KUBECONFIG)
+    return build_gateway(settings.KUBECONFIG)
 
 
 def get_gateway() -> Gateway:
@@ -589,10 +593,5 @@ def get_gateway() -> Gateway:
     key = (settings.KUBECONFIG, os.getpid())
     with _lock:
         if _cached is None or _cached[0] != key:
-            _cached = (key, _build(key[0]))
+            _cached = (key, build_gateway(key[0]))
         return _cached[1]
-
-
-def ping() -> None:
-    """Raise unless the Kubernetes API answers ``/version``."""
-    get_gateway().version()

@@ -61,3 +61,8 @@ QUEUE_MODE = env_str("QUEUE_MODE", "builtin")  # "builtin" or "kueue"
 if QUEUE_MODE not in {"builtin", "kueue"}:
     raise ImproperlyConfigured(f"QUEUE_MODE={QUEUE_MODE!r} must be 'builtin' or 'kueue'")
 KAI_ENABLED = env_bool("KAI_ENABLED", False)
+# The fleet's credentials at rest (docs/fleet.md): Fernet keys (or FLEET_CREDENTIAL_KEYS_FILE),
+# the first encrypts and every one decrypts, so that a key is rotated by putting the new
+# one first. Unset, one key is derived from SECRET_KEY (changing SECRET_KEY then loses the
+# stored credentials).
+FLEET_CREDENTIAL_KEYS = env_list("FLEET_CREDENTIAL_KEYS")

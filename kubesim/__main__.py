@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import signal
 import sys
 import threading
@@ -14,6 +15,7 @@ from kubesim.cluster import DEFAULT_EVENT_TTL
 from kubesim.fleet import DEMO_FLEET
 from kubesim.localproc import clear_root
 from kubesim.operators.kueue import parse_feature_gates
+from kubesim.operators.kueue.multikueue import parse_settings
 from kubesim.sim import KubeSim
 from kubesim.store import DEFAULT_WATCH_HISTORY
 from kubesim.watch import DEFAULT_BOOKMARK_INTERVAL
@@ -39,6 +41,18 @@ def _feature_gates(text: str) -> str:
     return text
 
 
+def _multikueue(text: str) -> dict[str, object]:
+    """Check ``--multikueue-config`` (JSON) at parse time."""
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("want a JSON object")
+        parse_settings(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return raw
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The CLI's options."""
     p = argparse.ArgumentParser(
@@ -58,6 +72,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="Kueue feature gates over v0.19's defaults, as Kueue's --feature-gates "
         "(e.g. ElasticJobsViaWorkloadSlices=false)",
+    )
+    p.add_argument(
+        "--multikueue-config",
+        type=_multikueue,
+        default=None,
+        help="Kueue's multiKueue configuration as JSON, e.g. "
+        '\'{"workerLostTimeout": "30s", "dispatcherName": '
+        "\"kueue.x-k8s.io/multikueue-dispatcher-incremental\"}' (default: Kueue's)",
     )
     p.add_argument("--kai", action="store_true", help="emulate KAI GPU sharing")
     p.add_argument(
@@ -161,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         watch_history=args.watch_history,
         watch_bookmark_interval=args.watch_bookmark_interval,
         kueue_feature_gates=args.kueue_feature_gates,
+        multikueue=args.multikueue_config,
         procs_root=args.procs_root,
         real_ray=args.real_ray,
     )

@@ -32,6 +32,7 @@ from kubesim.localproc import LocalProcesses
 from kubesim.operators.batchjob import JobController, default_job
 from kubesim.operators.kuberay import KubeRay
 from kubesim.operators.kueue import Kueue
+from kubesim.operators.kueue.multikueue import KUEUE_NAMESPACE
 from kubesim.operators.rayautoscaler import RayAutoscaler
 from kubesim.operators.rayjob import RayJobController
 from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime
@@ -175,7 +176,9 @@ class Cluster:
     def bootstrap(self) -> None:
         """Create system namespaces, nodes from the fleet and the CRD objects."""
         with self.lock:
-            for ns in SYSTEM_NAMESPACES:
+            # Kueue is installed in its namespace (MultiKueue's kubeconfig Secrets live there).
+            extra = (KUEUE_NAMESPACE,) if self.kueue_enabled else ()
+            for ns in SYSTEM_NAMESPACES + extra:
                 if self.store.get("namespaces", "", ns) is None:
                     self.create_object(
                         self.rt("namespaces"),

@@ -4,6 +4,7 @@ API, kubeconfig writing, restart and snapshots."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -19,6 +20,7 @@ from kubesim import errors
 from kubesim.clock import Clock
 from kubesim.cluster import DEFAULT_EVENT_TTL, Cluster
 from kubesim.faults import Faults
+from kubesim.operators.kueue.multikueue import MultiKueue, parse_settings
 from kubesim.operators.raydashboard import Dashboard
 from kubesim.operators.rayruntime import ANN_DRIVER, DRIVER_STATES, RC
 from kubesim.server import Server
@@ -26,6 +28,10 @@ from kubesim.serviceproxy import ProxyLog
 from kubesim.store import DEFAULT_WATCH_HISTORY, Obj, Store
 from kubesim.util import get_path
 from kubesim.watch import DEFAULT_BOOKMARK_INTERVAL
+
+log = logging.getLogger(__name__)
+# How often MultiKueue's controllers look at the workers (Kueue watches them).
+MULTIKUEUE_PERIOD = 0.1
 
 
 class KubeSim:
@@ -45,6 +51,9 @@ class KubeSim:
     ``scale_up_delay``, ``scale_down_unneeded_time``, ``booking_time`` (seconds): the
     cluster autoscaler's timings (see ``autoscaler.py``); None takes the fleet's
     ``autoscaler`` keys, else the defaults (30 s, 600 s, 600 s).
+    ``multikueue``: Kueue's Configuration ``multiKueue`` stanza (``workerLostTimeout``,
+    ``gcInterval``, ``origin``, ``dispatcherName``; durations as ``"15m"`` or seconds) for
+    a Kueue-enabled simulator acting as a MultiKueue manager (``operators/kueue/multikueue.py``).
     ``kueue_feature_gates``: Kueue's feature gates over its v0.19 defaults, as Kueue's
     ``--feature-gates`` (``"ElasticJobsViaWorkloadSlices=false"``) or a dict.
     """
@@ -67,6 +76,7 @@ class KubeSim:
         watch_history: int = DEFAULT_WATCH_HISTORY,
         watch_bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
         kueue_feature_gates: str | dict[str, bool] | None = None,
+        multikueue: dict[str, Any] | None = None,
         procs_root: str | None = None,
         real_ray: int | None = None,
     ) -> None:
@@ -92,6 +102,8 @@ class KubeSim:
             real_ray=real_ray,
         )
         self.watch_bookmark_interval = float(watch_bookmark_interval)
+        # MultiKueue's manager controllers: their own thread (they wait on other clusters).
+        self.multikueue = MultiKueue(self.cluster, parse_settings(multikueue))
         # Open watch streams (each holds a server thread): tests check that a client
         # leaving frees its thread.
         self._watches = 0
@@ -164,6 +176,14 @@ class KubeSim:
             target=self._tick_loop, name=f"kubesim-tick-{self.port}", daemon=True
         )
         self._threads = [serve, ticker]
+        if self.cluster.kueue_enabled:
+            self._threads.append(
+                threading.Thread(
+                    target=self._multikueue_loop,
+                    name=f"kubesim-multikueue-{self.port}",
+                    daemon=True,
+                )
+            )
         for t in self._threads:
             t.start()
         if self.cluster.localprocs.enabled:
@@ -210,6 +230,13 @@ class KubeSim:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _multikueue_loop(self) -> None:
+        while not self._stop.wait(MULTIKUEUE_PERIOD):
+            try:
+                self.multikueue.sync()
+            except Exception:
+                log.exception("MultiKueue pass failed")
 
     def _tick_loop(self) -> None:
         last_save = time.monotonic()

@@ -55,6 +55,10 @@ def desired_workers(group: dict[str, Any]) -> int:
     return replicas * max(1, int(group.get("numOfHosts") or 1))
 
 
+# The managedBy value of RayClusters KubeRay reconciles (unset means it too).
+MANAGER = "ray.io/kuberay-operator"
+
+
 class KubeRay:
     """Reconciles RayClusters into pods, a head service and status."""
 
@@ -101,8 +105,11 @@ class KubeRay:
         while self.dirty:
             ns, name = self.dirty.pop()
             rc = self.cluster.store.get(KEY, ns, name)
-            if rc is not None and not rc["metadata"].get("deletionTimestamp"):
-                busy = self._reconcile_one(rc) or busy
+            if rc is None or rc["metadata"].get("deletionTimestamp"):
+                continue
+            if (rc.get("spec") or {}).get("managedBy") not in (None, "", MANAGER):
+                continue  # another controller's (MultiKueue's, on a manager cluster)
+            busy = self._reconcile_one(rc) or busy
         return busy
 
     # -- children ----------------------------------------------------------------------

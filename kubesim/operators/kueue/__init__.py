@@ -41,6 +41,8 @@ from kubesim.operators.kueue.common import (
     set_suspended,
     touch_job,
 )
+from kubesim.operators.kueue.multikueue import default_managed_by
+from kubesim.operators.kueue.prebuilt import prebuilt_name, sync_prebuilt
 from kubesim.operators.kueue.provisioning import AC, PRC, sync_checks
 from kubesim.operators.kueue.slices import gate_templates, sync_slices, ungate
 from kubesim.operators.kueue.visibility import pending_workloads
@@ -262,6 +264,8 @@ class Kueue:
             return
         if queued_job(rt.key, obj):
             set_suspended(rt.key, obj, True)
+            if rt.key in (RJ, RC):
+                default_managed_by(self.cluster, obj)
         if rt.key in (RC, RS, JOB) and is_elastic(self.cluster, obj):
             gate_templates(rt.key, obj)
 
@@ -320,6 +324,8 @@ class Kueue:
             job = self.cluster.store.get(key, ns, name)
             if job is not None and not job["metadata"].get("deletionTimestamp"):
                 sync = sync_slices if is_elastic(self.cluster, job) else sync_job
+                if prebuilt_name(job):
+                    sync = sync_prebuilt  # a MultiKueue copy on a worker
                 busy = sync(self, job, key) or busy
         if self.need_admit:
             self.need_admit = False

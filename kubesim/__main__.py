@@ -15,7 +15,7 @@ from kubesim.cluster import DEFAULT_EVENT_TTL
 from kubesim.fleet import DEMO_FLEET
 from kubesim.localproc import clear_root
 from kubesim.operators.kueue import parse_feature_gates
-from kubesim.operators.kueue.multikueue import parse_settings
+from kubesim.operators.kueue.mkconfig import parse_settings
 from kubesim.sim import KubeSim
 from kubesim.store import DEFAULT_WATCH_HISTORY
 from kubesim.watch import DEFAULT_BOOKMARK_INTERVAL

@@ -32,7 +32,7 @@ from kubesim.localproc import LocalProcesses
 from kubesim.operators.batchjob import JobController, default_job
 from kubesim.operators.kuberay import KubeRay
 from kubesim.operators.kueue import Kueue
-from kubesim.operators.kueue.multikueue import KUEUE_NAMESPACE
+from kubesim.operators.kueue.mkconfig import KUEUE_NAMESPACE
 from kubesim.operators.rayautoscaler import RayAutoscaler
 from kubesim.operators.rayjob import RayJobController
 from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime

@@ -20,7 +20,8 @@ from kubesim import errors
 from kubesim.clock import Clock
 from kubesim.cluster import DEFAULT_EVENT_TTL, Cluster
 from kubesim.faults import Faults
-from kubesim.operators.kueue.multikueue import MultiKueue, parse_settings
+from kubesim.operators.kueue.mkconfig import parse_settings
+from kubesim.operators.kueue.multikueue import MultiKueue
 from kubesim.operators.raydashboard import Dashboard
 from kubesim.operators.rayruntime import ANN_DRIVER, DRIVER_STATES, RC
 from kubesim.server import Server

@@ -16,9 +16,11 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from kubesim_helpers import rayjob
+from kubesim_helpers import raycluster, rayjob
 
 from kubesim import KubeSim
+from kubesim.operators.kueue import mkworkloads
+from kubesim.operators.kueue.mkconfig import INCREMENTAL
 from tests.kubesim.conftest import KUBECTL
 
 KQ = ("kueue.x-k8s.io", "v1beta2")
@@ -376,7 +378,7 @@ def test_cluster_with_a_bad_kubeconfig_is_inactive(fleet: Any, tmp_path: Path) -
         "create", "secret", "generic", "worker1-secret", "-n", "kueue-system",
         f"--from-file=kubeconfig={path}",
     )  # fmt: skip
-    status, reason, message = wait_for(
+    status, _reason, message = wait_for(
         "unreachable",
         lambda: (
             (a := active(get(manager, "multikueueclusters", name)))
@@ -450,3 +452,69 @@ def test_lost_worker_workload_is_dispatched_again(
         "stale job deleted",
         lambda: get(workers[winner], "rayjobs", "job", ("ray.io", "v1")) is None,
     )
+
+
+def test_incremental_dispatcher_nominates_in_order_and_a_raycluster_runs_remotely(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Incremental dispatcher, one cluster per round (Kueue's step is 3, its round 5
+    minutes: shortened here): worker1 first, which cannot admit; then worker2 too."""
+    monkeypatch.setattr(mkworkloads, "INCREMENTAL_STEP", 1)
+    monkeypatch.setattr(mkworkloads, "INCREMENTAL_ROUND_SECONDS", 2.0)
+    manager = KubeSim(kueue=True, multikueue={"dispatcherName": INCREMENTAL}).start()
+    w1, w2 = KubeSim(kueue=True).start(), KubeSim(kueue=True).start()
+    try:
+        kubectl = make_kubectl(manager, tmp_path)
+        setup_queues(manager, gpus=4, check="mk")
+        setup_queues(w1, gpus=0)
+        setup_queues(w2, gpus=4)
+        connect(manager, {"worker1": w1, "worker2": w2}, kubectl, tmp_path)
+        wait_for(
+            "the check Active",
+            lambda: (active(get(manager, "admissionchecks", "mk")) or ("",))[0] == "True",
+        )
+        rc = raycluster("rc", NS, workers=1, gpus=1, labels={"kueue.x-k8s.io/queue-name": "lq"})
+        rc["spec"]["workerGroupSpecs"][0]["template"]["spec"].pop("nodeSelector")
+        api = api_for(manager)
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "ray.io", "v1", NS, "rayclusters", rc
+        )
+        api.close()
+        first = wait_for(
+            "first round",
+            lambda: next(
+                (w for w in workloads(manager) if w["status"].get("nominatedClusterNames")), None
+            ),
+        )
+        assert first["status"]["nominatedClusterNames"] == ["worker1"]
+        wl_name = first["metadata"]["name"]
+        assert wait_for("copy on worker1", lambda: get(w1, "workloads", wl_name))
+        assert get(w2, "workloads", wl_name) is None
+        done = wait_for(
+            "admitted on worker2",
+            lambda: (
+                (w := get(manager, "workloads", wl_name)) and w["status"].get("clusterName") and w
+            ),
+        )
+        assert done["status"]["clusterName"] == "worker2"
+        wait_for("worker1's copy deleted", lambda: get(w1, "workloads", wl_name) is None)
+        remote = wait_for(
+            "the RayCluster on worker2", lambda: get(w2, "rayclusters", "rc", ("ray.io", "v1"))
+        )
+        assert "managedBy" not in remote["spec"]
+        wait_for(
+            "its state synced back",
+            lambda: (
+                (get(manager, "rayclusters", "rc", ("ray.io", "v1")).get("status") or {}).get(
+                    "state"
+                )
+                == "ready"
+            ),
+        )
+        with manager.cluster.lock:
+            assert manager.store.count("pods") == 0
+        with w2.cluster.lock:
+            assert w2.store.count("pods") == 2  # head and one worker, on worker2
+    finally:
+        for s in (manager, w1, w2):
+            s.stop()

@@ -41,7 +41,7 @@ from kubesim.operators.kueue.common import (
     set_suspended,
     touch_job,
 )
-from kubesim.operators.kueue.multikueue import default_managed_by
+from kubesim.operators.kueue.mkconfig import default_managed_by
 from kubesim.operators.kueue.prebuilt import prebuilt_name, sync_prebuilt
 from kubesim.operators.kueue.provisioning import AC, PRC, sync_checks
 from kubesim.operators.kueue.slices import gate_templates, sync_slices, ungate

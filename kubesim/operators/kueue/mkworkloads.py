@@ -97,8 +97,8 @@ class Dispatcher:
         for g in groups:
             try:
                 self._reconcile(g)
-            except RuntimeError:
-                continue  # a worker refused a request: tried again next pass
+            except (RuntimeError, WorkerUnreachable):
+                continue  # a worker refused or left mid-pass: tried again next pass
         for key in [k for k in self.dispatched if k not in seen]:
             job_key, clusters = self.dispatched[key]
             left = {c for c in clusters if not self._remove(c, key[0], key[1], job_key)}

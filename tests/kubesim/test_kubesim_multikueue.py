@@ -177,11 +177,14 @@ def active(obj: dict[str, Any] | None) -> tuple[str, str, str] | None:
 
 
 def check_state(wl: dict[str, Any]) -> tuple[str, str]:
-    st = next(c for c in wl["status"].get("admissionChecks") or [] if c["name"] == "mk")
-    return st["state"], st["message"]
+    for st in (wl.get("status") or {}).get("admissionChecks") or []:
+        if st["name"] == "mk":
+            return st["state"], st["message"]
+    return "", ""
 
 
-def submit(sim: KubeSim, name: str, run_seconds: int) -> None:
+def submit(sim: KubeSim, name: str, run_seconds: int, **spec: Any) -> None:
+    """A queued RayJob of one L4 worker on ``sim`` (``spec``: more RayJob fields)."""
     job = rayjob(
         name,
         NS,
@@ -190,6 +193,7 @@ def submit(sim: KubeSim, name: str, run_seconds: int) -> None:
         labels={"kueue.x-k8s.io/queue-name": "lq"},
         annotations={"kubesim.io/job-run-seconds": str(run_seconds)},
         shutdownAfterJobFinishes=True,
+        **spec,
     )
     for template in [job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]] + [
         g["template"] for g in job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
@@ -501,6 +505,34 @@ def test_incremental_dispatcher_nominates_in_order_and_a_raycluster_runs_remotel
             assert manager.store.count("pods") == 0
         with w2.cluster.lock:
             assert w2.store.count("pods") == 2  # head and one worker, on worker2
+
+        # A job another controller manages cannot be dispatched: the check is Rejected.
+        submit(manager, "mine", run_seconds=60, managedBy="ray.io/kuberay-operator")
+        rejected = wait_for(
+            "deactivated",
+            lambda: next(
+                (
+                    w
+                    for w in workloads(manager)
+                    if w["metadata"]["ownerReferences"][0]["name"] == "mine"
+                    and w["spec"].get("active") is False
+                ),
+                None,
+            ),
+        )
+        evicted = next(c for c in rejected["status"]["conditions"] if c["type"] == "Evicted")
+        assert evicted["reason"] == "DeactivatedDueToAdmissionCheck"
+        assert check_state(rejected) == (
+            "Pending",
+            "Reset to Pending after eviction. Previously: Rejected",
+        )
+        api = api_for(manager)
+        events = client.CoreV1Api(api).list_namespaced_event(NS).items
+        api.close()
+        assert (
+            "The owner is not managed by Kueue: Expecting spec.managedBy to be "
+            '"kueue.x-k8s.io/multikueue" not "ray.io/kuberay-operator", Previously: "Pending"'
+        ) in [e.message for e in events if e.reason == "MultiKueue"]
     finally:
         for s in (manager, w1, w2):
             s.stop()

@@ -206,8 +206,8 @@ def submit(sim: KubeSim, name: str, run_seconds: int, **spec: Any) -> None:
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[tuple[KubeSim, KubeSim, KubeSim, Kubectl]]:
-    """A manager (workerLostTimeout 3 s) and two workers, the manager set up with kubectl."""
-    manager = KubeSim(kueue=True, multikueue={"workerLostTimeout": "3s", "gcInterval": "1s"})
+    """A manager (workerLostTimeout 5 s) and two workers, the manager set up with kubectl."""
+    manager = KubeSim(kueue=True, multikueue={"workerLostTimeout": "5s", "gcInterval": "1s"})
     w1, w2 = KubeSim(kueue=True), KubeSim(kueue=True)
     for s in (manager, w1, w2):
         s.start()
@@ -424,7 +424,7 @@ def test_lost_worker_workload_is_dispatched_again(
         ),
         timeout=30,
     )
-    assert time.monotonic() - lost_at >= 3.0
+    assert time.monotonic() - lost_at >= 5.0
     assert check_state(again) == ("Ready", f'The workload was admitted on "{other}"')
     evicted = next(c for c in again["status"]["conditions"] if c["type"] == "Evicted")
     assert evicted["reason"] == "QuotaReserved"  # evicted once (AdmissionCheck), readmitted

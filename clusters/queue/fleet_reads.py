@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from clusters import admission as adm
 from clusters.models import FlavorStock, KubeCluster
@@ -23,9 +25,52 @@ from tenants.models import GpuFlavor
 Free = tuple[Decimal | None, int | None]
 
 
-def member_names() -> dict[int, str]:
-    """Every member's name by id (what the rows' ``kube_cluster_id`` point at)."""
-    return dict(KubeCluster.objects.values_list("pk", "name"))
+@dataclass
+class Fleet:
+    """The members as one query read them: each member's row (``rows``, placement order),
+    its stock per flavor id and the slugs of the tenants allowed on it."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    stock: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    allowed: dict[int, set[str]] = field(default_factory=dict)
+
+    @property
+    def names(self) -> dict[int, str]:
+        """Every member's name by id (what the rows' ``kube_cluster_id`` point at)."""
+        return {row["pk"]: row["name"] for row in self.rows}
+
+
+_MEMBER = ("pk", "name", "region", "placement_order", "schedulable", "reachable", "from_settings")
+_STOCK = (
+    "flavor_id",
+    "node_count",
+    "max_node_count",
+    "observed_free_gpus",
+    "observed_free_nodes",
+    "observed_nodes",
+    "observed_at",
+)
+
+
+def read_fleet() -> Fleet:
+    """Every member with its stock and allow-list, in one query: a row per (stock, allowed
+    tenant) pair, few for a fleet of clusters (the pass reads it every time)."""
+    fleet = Fleet()
+    seen: set[int] = set()
+    for values in KubeCluster.objects.values(
+        *_MEMBER, *(f"stock__{f}" for f in _STOCK), "allowed_tenants__slug"
+    ).order_by("placement_order", "name"):
+        pk = values["pk"]
+        if pk not in seen:
+            seen.add(pk)
+            fleet.rows.append({f: values[f] for f in _MEMBER})
+            fleet.stock[pk] = {}
+            fleet.allowed[pk] = set()
+        if values["stock__flavor_id"] is not None:
+            fleet.stock[pk][values["stock__flavor_id"]] = {f: values[f"stock__{f}"] for f in _STOCK}
+        if values["allowed_tenants__slug"]:
+            fleet.allowed[pk].add(values["allowed_tenants__slug"])
+    return fleet
 
 
 def _at_most(mine: Free, fleet: Free) -> Free:
@@ -39,6 +84,7 @@ def _at_most(mine: Free, fleet: Free) -> Free:
 
 
 def members(
+    fleet: Fleet,
     flavors: list[GpuFlavor],
     fleet_free: dict[str, Free],
     holding: Iterable[tuple[adm.Running, str, bool]],
@@ -46,10 +92,8 @@ def members(
     """The members in placement order with their stock. ``holding`` is every request that
     holds GPUs: (its pure view, the member it is placed on, whether its pods may not be
     bound yet)."""
-    clusters = list(KubeCluster.objects.prefetch_related("allowed_tenants"))
-    if not clusters:
+    if not fleet.rows:
         return []
-    by_pk = {f.pk: f for f in flavors}
     held: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     unplaced: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     unplaced_nodes: dict[tuple[str, str], int] = defaultdict(int)
@@ -58,26 +102,24 @@ def members(
         if not_bound:
             unplaced[member, r.flavor] += r.gpus
             unplaced_nodes[member, r.flavor] += r.nodes
-    names = {c.pk: c.name for c in clusters}
-    listing: dict[str, list[FlavorStock]] = defaultdict(list)
-    for row in FlavorStock.objects.filter(kube_cluster__in=clusters):
-        if row.flavor_id in by_pk:
-            listing[by_pk[row.flavor_id].name].append(row)
-    home = next((c for c in clusters if c.from_settings), clusters[0])
+    home = next((row for row in fleet.rows if row["from_settings"]), fleet.rows[0])
     stock: dict[str, dict[str, adm.StockQ]] = defaultdict(dict)
     for flavor in flavors:
-        rows = listing.get(flavor.name, [])
-        if len(rows) < 2:
+        listing = [
+            (row["name"], FlavorStock(**fleet.stock[row["pk"]][flavor.pk]))
+            for row in fleet.rows
+            if flavor.pk in fleet.stock[row["pk"]]
+        ]
+        if len(listing) < 2:
             # In one member only (or none listed: the settings' cluster): the fleet's
             # figures are that member's.
-            member = names[rows[0].kube_cluster_id] if rows else home.name
+            member = listing[0][0] if listing else home["name"]
             gpus, nodes = fleet_free[flavor.name]
             stock[member][flavor.name] = adm.StockQ(
                 flavor.name, flavor.most_nodes, free_gpus=gpus, free_nodes=nodes
             )
             continue
-        for row in rows:
-            member = names[row.kube_cluster_id]
+        for member, row in listing:
             key = (member, flavor.name)
             figures = free_capacity.free_for_admission(
                 flavor,
@@ -95,13 +137,13 @@ def members(
             )
     return [
         adm.MemberQ(
-            name=c.name,
-            order=c.placement_order,
-            region=c.region,
-            schedulable=c.schedulable,
-            reachable=c.reachable is not False,
-            tenants=frozenset(t.slug for t in c.allowed_tenants.all()),
-            stock=stock.get(c.name, {}),
+            name=row["name"],
+            order=row["placement_order"],
+            region=row["region"],
+            schedulable=row["schedulable"],
+            reachable=row["reachable"] is not False,
+            tenants=frozenset(fleet.allowed[row["pk"]]),
+            stock=stock.get(row["name"], {}),
         )
-        for c in clusters
+        for row in fleet.rows
     ]

@@ -81,11 +81,12 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
         ),
         _deadline_seconds(row),
     )
+    wanted, was_on = row.wanted_kube_cluster, row.kube_cluster
     pending = replace(
         pending,
-        wanted_cluster=row.wanted_kube_cluster.name if row.wanted_kube_cluster_id else "",
+        wanted_cluster=wanted.name if wanted is not None else "",
         wanted_region=row.wanted_region,
-        was_on=row.kube_cluster.name if row.kube_cluster_id else "",
+        was_on=was_on.name if was_on is not None else "",
     )
     names = spec.flavor_names()
     if len(names) < 2:
@@ -431,7 +432,8 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     flavors = list(GpuFlavor.objects.all())
     quotas = list(Quota.objects.unscoped().select_related("tenant", "flavor"))
     by_pk = {f.pk: f for f in flavors}
-    names = fleet_reads.member_names()
+    fleet = fleet_reads.read_fleet()
+    names = fleet.names
     running = _running(by_pk, names)
     pending, queued = _queued(by_pk, names)
     # Surges (a service's upgrade to a new Ray cluster): queued demand and GPUs held.
@@ -463,7 +465,7 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     }
     not_bound = (State.ADMITTED, State.PROVISIONING)
     members = fleet_reads.members(
-        flavors, free, ((r, r.cluster, state in not_bound) for r, state in running)
+        fleet, flavors, free, ((r, r.cluster, state in not_bound) for r, state in running)
     )
     snapshot = adm.Snapshot(
         now=now,

@@ -189,3 +189,17 @@ def test_back_in_the_queue_a_request_is_placed_afresh_unless_resumed(
     run_admission_pass()
     assert ClusterRequest.objects.get(name="resumed").kube_cluster == fleet["cloud"]
     assert ClusterRequest.objects.get(name="evicted").kube_cluster == fleet["onprem"]
+
+
+def test_the_request_page_says_where_it_runs(
+    client: Any, as_user: Any, bob: Any, fleet: dict[str, KubeCluster]
+) -> None:
+    KubeCluster.objects.filter(pk=fleet["cloud"].pk).update(region="us-east")
+    body = {"name": "p", "flavor": "h100", "region": "us-east"}
+    assert as_user(bob).post(CLUSTERS, body, format="json").status_code == 201
+    client.force_login(bob)
+    waiting = client.get("/t/acme/clusters/p/").content.decode()
+    assert "Asked to run in region <strong>us-east</strong>." in waiting
+    run_admission_pass()
+    placed = client.get("/t/acme/clusters/p/").content.decode()
+    assert "Runs on Kubernetes cluster <strong>cloud</strong> (us-east)." in placed

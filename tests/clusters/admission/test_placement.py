@@ -23,6 +23,7 @@ from clusters.admission import (
 from clusters.admission.recorded_pass import RecordedPass
 from clusters.admission.snapshot import FITS_NOW, WILL_QUEUE
 from tests.clusters.admission.helpers import pending, running, snapshot
+from tests.clusters.admission.test_properties import snapshots
 
 H100 = FlavorQ("h100", gpus_per_node=8, node_count=4, free_gpus=Decimal(32), free_nodes=4)
 
@@ -257,3 +258,34 @@ def test_a_placement_never_exceeds_a_member_nor_lands_where_it_may_not(snap: Sna
         for p in placed:
             assert m.active and m.reachable
             assert not m.tenants or p.tenant in m.tenants
+
+
+def _one_member(snap: Snapshot) -> Snapshot:
+    """``snap`` in a fleet of one: the member holds every flavor with the fleet's figures
+    (what the integrator builds for the settings' cluster)."""
+    stock = {f.name: StockQ(f.name, f.node_count, f.free_gpus, f.free_nodes) for f in snap.flavors}
+    return replace(snap, members=[MemberQ("default", stock=stock)])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_a_fleet_of_one_decides_exactly_as_no_fleet(snap: Snapshot) -> None:
+    before, after = decide(snap), decide(_one_member(snap))
+    assert after.clusters == dict.fromkeys(before.admitted, "default")
+    assert after.placement_notes == {}
+    after.clusters = {}
+    assert after == before
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots(max_pending=10), st.data())
+def test_a_fleet_of_one_gives_the_same_verdicts(snap: Snapshot, data: st.DataObject) -> None:
+    if not snap.pending:
+        return
+    candidate = replace(data.draw(st.sampled_from(list(snap.pending))), id=99_999)
+    rest = replace(snap, pending=[p for p in snap.pending if p.id != candidate.id])
+    fleet = _one_member(rest)
+    plain = dry_run(rest, candidate, recorded=RecordedPass(rest))
+    placed = dry_run(fleet, candidate, recorded=RecordedPass(fleet))
+    assert placed.kube_cluster == ("default" if plain.verdict == FITS_NOW else None)
+    assert replace(placed, kube_cluster=None) == plain

@@ -19,7 +19,20 @@ from tenants.models import GpuFlavor
 from tenants.selectors import flavor_named, unknown_flavor_message
 
 
-class FlavorField(drf.SlugRelatedField):
+class _NamedRowField(drf.SlugRelatedField):
+    """A row by its ``name``; an unknown name is refused in :meth:`unknown`'s words."""
+
+    def unknown(self, name: str) -> str:
+        raise NotImplementedError
+
+    def fail(self, key: str, **kwargs: Any) -> NoReturn:
+        if key == "does_not_exist":
+            raise serializers.ValidationError(self.unknown(str(kwargs.get("value", ""))), code=key)
+        super().fail(key, **kwargs)
+        raise AssertionError("unreachable")  # fail() always raises
+
+
+class FlavorField(_NamedRowField):
     """A GPU flavor by name; an unknown name is refused naming the flavors there are."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -35,28 +48,18 @@ class FlavorField(drf.SlugRelatedField):
             self.fail("does_not_exist", slug_name=self.slug_field, value=name)
         return flavor
 
-    def fail(self, key: str, **kwargs: Any) -> NoReturn:
-        if key == "does_not_exist":
-            raise serializers.ValidationError(
-                unknown_flavor_message(str(kwargs.get("value", ""))), code=key
-            )
-        super().fail(key, **kwargs)
-        raise AssertionError("unreachable")  # fail() always raises
+    def unknown(self, name: str) -> str:
+        return unknown_flavor_message(name)
 
 
-class KubeClusterField(drf.SlugRelatedField):
+class KubeClusterField(_NamedRowField):
     """A member of the fleet by name; an unknown name is refused naming the members."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(slug_field="name", queryset=KubeCluster.objects.all(), **kwargs)
 
-    def fail(self, key: str, **kwargs: Any) -> NoReturn:
-        if key == "does_not_exist":
-            raise serializers.ValidationError(
-                unknown_member_message(str(kwargs.get("value", ""))), code=key
-            )
-        super().fail(key, **kwargs)
-        raise AssertionError("unreachable")  # fail() always raises
+    def unknown(self, name: str) -> str:
+        return unknown_member_message(name)
 
 
 class TtlHoursField(JsonIntegerField):

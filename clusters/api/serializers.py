@@ -256,6 +256,11 @@ class DryRunOutput(ManifestsOutput):
         help_text="fits_now: the flavor it would start on (of several accepted, the first "
         "that fits now).",
     )
+    kube_cluster = serializers.CharField(
+        allow_null=True,
+        help_text="fits_now: the Kubernetes cluster of the fleet it would start on (the "
+        "headline says why not the clusters before it in the placement order).",
+    )
     flavors = serializers.ListField(
         child=serializers.DictField(),
         help_text="will_queue, for a request that accepts several flavors: its standing "

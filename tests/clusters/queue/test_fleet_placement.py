@@ -56,6 +56,7 @@ def test_the_pass_spills_over_and_records_where_each_gang_runs(
 ) -> None:
     api = as_user(bob)
     verdict = api.post(CLUSTERS + "dry-run/", {"flavor": "h100", "workers": 8}, format="json")
+    assert verdict.json()["kube_cluster"] == "cloud"
     assert verdict.json()["headline"] == (
         "Fits now on h100 in cloud (default is cordoned; onprem is full): 8 GPUs charged."
     )

@@ -444,9 +444,13 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     growing, grown = growth_demand.read(now)
     pending += growing
     extra += [(r, State.READY) for r in grown]
-    # A surge or growth runs where its request runs.
+    # A surge or growth runs where its request runs, and is placed nowhere else.
     where = {r.id: r.cluster for r, _ in running}
     running += [(replace(r, cluster=where.get(adm.extra_of(r.id)[1], "")), s) for r, s in extra]
+    pending = [
+        replace(p, wanted_cluster=where.get(adm.extra_of(p.id)[1], "")) if p.id < 0 else p
+        for p in pending
+    ]
     held: dict[str, Decimal] = defaultdict(Decimal)
     # Admitted clusters whose pods may not be bound yet: the cluster's free figures do
     # not include them, so the pass must not hand their GPUs out a second time.

@@ -33,7 +33,7 @@ def cluster_list(
     queryset: ClusterRequestQuerySet = tenant.clusters.all()
     if workload is not None:
         queryset = queryset.filter(workload=workload)
-    related = ["flavor", "owner"]
+    related = ["flavor", "owner", "kube_cluster"]
     if workload is not None:
         kind = kind_named(workload)
         related += kind.list_related

@@ -19,8 +19,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
 
-from clusters.admission.eta import Wait, WaitKey, estimate
+from clusters.admission.eta import Wait, estimate
 from clusters.admission.ledger import Ledger, Pool, fmt
+from clusters.admission.placement import Placer
 from clusters.admission.queue_order import HeadKey, head_key, tenant_order
 from clusters.admission.reclaim_promises import Promises
 from clusters.admission.snapshot import (
@@ -34,14 +35,13 @@ from clusters.admission.snapshot import (
     TENANT_QUOTA,
     USER_CAP,
     Decision,
-    FlavorStanding,
     Pending,
-    QueueStatus,
     Reclaim,
     Running,
     Snapshot,
     extra_of,
 )
+from clusters.admission.standing import queue_status
 from clusters.admission.wait_messages import (
     cap_message,
     cohort_message,
@@ -74,6 +74,9 @@ class PassState:
         self.explain = explain
         self.aged_before = snap.now - snap.aging
         self.led = Ledger(snap)
+        # The fleet's members and what each has free (none: nothing is placed).
+        self.placer = Placer(snap.members, self.led.flavors)
+        self.placements: dict[int, tuple[str, str]] = {}
         self.blocks: dict[Pool, Pending] = {}
         # GPUs being freed by suspensions and promised to the requests that asked for them.
         self.promises = Promises(self.led)
@@ -216,6 +219,10 @@ class PassState:
                         + f"; {p.workers} are needed."
                     ),
                 )
+        if self.placer.members:
+            placement = self.placer.choose(p)
+            if placement.member is None:
+                return self._why(CAPACITY, ("f", p.flavor), lambda: placement.waiting_words(p))
         return None
 
     def _why(self, reason: str, pool: Pool, say: Callable[[], str]) -> tuple[str, str, Pool]:
@@ -421,6 +428,12 @@ class PassState:
         self.led.charge(p)
         self.led.take_capacity(p)
         self.placed[p.id] = p
+        if self.placer.members:
+            placement = self.placer.choose(p)
+            if placement.member is not None:  # always, once blocked() let it through
+                self.placer.take(p, placement.member)
+                note = placement.note() if self.placer.explains else ""
+                self.placements[p.id] = (placement.member, note)
 
     def _waits(self, p: Pending, outcome: tuple[str, str, Pool]) -> None:
         """``p`` waits for ``outcome``: keep what it is promised, and what it holds."""
@@ -498,6 +511,10 @@ class PassState:
         decision = self.decision
         decision.admitted = [p.id for p in admitted]
         decision.placed = {p.id: p.flavor for p in admitted}
+        for pid, (member, note) in self.placements.items():
+            decision.clusters[pid] = member
+            if note:
+                decision.placement_notes[pid] = note
         if self.explain:
             etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
             for p, pos, standing in statuses:
@@ -513,6 +530,8 @@ class PassState:
         dry-run's checkpoints). What only grows as a pure memo is shared."""
         other = copy.copy(self)
         other.led = self.led.fork()
+        other.placer = self.placer.fork()
+        other.placements = dict(self.placements)
         other.blocks = dict(self.blocks)
         other.promises = self.promises.fork(other.led)
         other.reclaimed_from = defaultdict(Decimal, self.reclaimed_from)
@@ -551,33 +570,6 @@ class PassWatcher(Protocol):
         """Called once the pass has decided everything."""
 
 
-def queue_status(
-    position: int,
-    standing: list[tuple[Pending, int, str, str]],
-    etas: dict[WaitKey, datetime | None],
-) -> QueueStatus:
-    """A waiting request's status from its standing on each flavor it waits on
-    ((option, flavor position, reason, message), most preferred first)."""
-    first, flavor_position, reason, message = standing[0]
-    if len(standing) == 1:
-        return QueueStatus(position, flavor_position, reason, message, etas.get(_key(first)))
-    flavors = tuple(
-        FlavorStanding(o.flavor, fpos, why, text, etas.get(_key(o)))
-        for o, fpos, why, text in standing
-    )
-    known = [f.eta for f in flavors if f.eta is not None]
-    names = ", ".join(f.flavor for f in flavors)
-    each = " ".join(f"On {f.flavor}: {f.message}" for f in flavors)
-    return QueueStatus(
-        position,
-        flavor_position,
-        reason,
-        f"It can start on any of {names} and waits for the first with room. {each}",
-        min(known) if known else None,
-        flavors,
-    )
-
-
 def _named(p: Pending) -> str:
     """A request in a message; a negative id is a running request's surge or growth
     (:func:`~clusters.admission.snapshot.extra_of`)."""
@@ -585,10 +577,6 @@ def _named(p: Pending) -> str:
         return f"request {p.id}"
     what, request = extra_of(p.id)
     return f"the {what} of request {request}"
-
-
-def _key(p: Pending) -> WaitKey:
-    return (p.id, p.flavor)
 
 
 def decide(snapshot: Snapshot, *, explain: bool = True) -> Decision:

@@ -174,7 +174,8 @@ class RecordedPass:
         failed_before = dict(state.reclaim_failed)
         outcome = state.step(candidate)
         if outcome is None:
-            return Verdict(FITS_NOW, flavor=candidate.flavor)
+            member, note = state.placements.get(candidate.id, (None, ""))
+            return Verdict(FITS_NOW, flavor=candidate.flavor, kube_cluster=member, placement=note)
         reason, message, pool = outcome
         position = bisect_left(self.wait_steps_by_tenant.get(candidate.tenant, []), step) + 1
         flavor_position = bisect_left(self.wait_steps_by_flavor.get(candidate.flavor, []), step)

@@ -148,6 +148,8 @@ class Running(Asking):
     # A request of a kind that is not reclaimable is never suspended to give borrowed
     # quota back: its GPUs come back when its run ends (``expires_at``: its deadline).
     reclaimable: bool = True
+    # The member of the fleet it is placed on ("": not known).
+    cluster: str = ""
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,12 @@ class Pending(Asking):
     # ProvisioningRequest reported ``Provisioned``): there, what the fleet has free now
     # does not bind it, since its nodes are being added for it; the quota still does.
     booked: str = ""
+    # What it asks of placement (a member of the fleet by name, a region) and the member
+    # it last ran on (a resumed request: its leftovers are there, so it goes back there
+    # when it may).
+    wanted_cluster: str = ""
+    wanted_region: str = ""
+    was_on: str = ""
 
     def on(self, option: FlavorOption, fallbacks: tuple[FlavorOption, ...] = ()) -> Pending:
         """This request on ``option``'s flavor, with its demand there."""
@@ -231,6 +239,37 @@ class Pending(Asking):
 
 
 @dataclass(frozen=True)
+class StockQ:
+    """A flavor's nodes in one member of the fleet: what is free there (``None``:
+    unknown, not checked, as on :class:`FlavorQ`) and how many nodes it has at most."""
+
+    flavor: str
+    node_count: int
+    free_gpus: Decimal | None = None
+    free_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class MemberQ:
+    """A Kubernetes cluster of the fleet as placement sees it. ``tenants`` empty: every
+    tenant may use it; ``active`` false: cordoned or draining (``schedulable`` says
+    which); ``reachable`` false: the last health check failed. ``stock`` is per flavor."""
+
+    name: str
+    order: int = 0
+    region: str = ""
+    schedulable: str = "active"
+    reachable: bool = True
+    tenants: frozenset[str] = frozenset()
+    stock: Mapping[str, StockQ] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        """Whether new gangs may be placed here (not cordoned, not draining)."""
+        return self.schedulable == "active"
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything one admission pass reads.
 
@@ -252,6 +291,9 @@ class Snapshot:
     # The cohort tree: a cohort's parent, by name (Kueue's Cohort ``spec.parentName``);
     # a cohort missing here is a root. Borrowing and reclaim span a whole tree.
     cohort_parents: Mapping[str, str] = field(default_factory=dict)
+    # The fleet's members (:mod:`clusters.admission.placement`); none: nothing is placed,
+    # as before the fleet (capacity is then the flavors' alone).
+    members: Sequence[MemberQ] = ()
 
 
 def cohort_root(cohort: str, parents: Mapping[str, str]) -> str:
@@ -326,6 +368,10 @@ class Decision:
     reclaim: list[Reclaim] = field(default_factory=list)
     ledger: dict[tuple[str, str], Decimal] = field(default_factory=dict)
     earmarked: list[int] = field(default_factory=list)
+    # With members in the snapshot: the member each admitted request is placed on, and,
+    # with more than one, where and why not on those before it ("cloud (onprem is full)").
+    clusters: dict[int, str] = field(default_factory=dict)
+    placement_notes: dict[int, str] = field(default_factory=dict)
 
 
 # --- the dry-run's verdict ------------------------------------------------------------
@@ -374,3 +420,7 @@ class Verdict:
     # ``will_queue`` for a request that accepts several flavors: its standing on each.
     flavors: tuple[FlavorStanding, ...] = ()
     headline: str = ""
+    # ``fits_now`` in a fleet: the member it would run on, and (with several members)
+    # where and why not elsewhere: "cloud-l4 (onprem is full)".
+    kube_cluster: str | None = None
+    placement: str = ""

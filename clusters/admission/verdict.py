@@ -40,7 +40,12 @@ def _judge(snapshot: Snapshot, candidate: Pending, recorded: RecordedPass | None
     decision = decide(replace(snapshot, pending=[*snapshot.pending, candidate]))
     status = decision.waiting.get(candidate.id)
     if status is None:
-        return Verdict(FITS_NOW, flavor=decision.placed.get(candidate.id, candidate.flavor))
+        return Verdict(
+            FITS_NOW,
+            flavor=decision.placed.get(candidate.id, candidate.flavor),
+            kube_cluster=decision.clusters.get(candidate.id),
+            placement=decision.placement_notes.get(candidate.id, ""),
+        )
     return Verdict(
         WILL_QUEUE,
         [VerdictReason(status.reason, status.message)],
@@ -90,7 +95,12 @@ def dry_run(
         alternatives=found,
         summary=text.summary([c for _, _, c in choices]),
         headline=text.headline(
-            main.verdict, options=on, position=main.position, eta=main.eta, now=now
+            main.verdict,
+            options=on,
+            position=main.position,
+            eta=main.eta,
+            now=now,
+            placement=main.placement,
         ),
     )
 

@@ -79,16 +79,20 @@ def headline(
     position: int | None,
     eta: datetime | None,
     now: datetime,
+    placement: str = "",
 ) -> str:
     """The verdict's first sentence. ``options`` are the flavors it would start on
     (fits now: the one it is placed on) or waits on, most preferred first.
 
     ``Fits now on h100: 2 whole nodes, 16 GPUs charged.``;
     ``Will queue on h100 (1 GPU charged): #1 in acme's queue, expected to start in about
-    2 h.``; ``Never fits.``
+    2 h.``; ``Never fits.`` In a fleet of several clusters, ``placement`` says where it
+    would start and why not elsewhere: ``Fits now on l4 in cloud-l4 (onprem is full): 1
+    GPU charged.``
     """
     if verdict == FITS_NOW:
-        return f"Fits now on {options[0].flavor}: {charged(options[0])}."
+        where = f" in {placement}" if placement else ""
+        return f"Fits now on {options[0].flavor}{where}: {charged(options[0])}."
     if verdict == WILL_QUEUE:
         place = f"#{position} in {options[0].tenant}'s queue" if position else "in the queue"
         when = start_words(verdict, eta, now)

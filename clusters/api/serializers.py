@@ -9,8 +9,9 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from clusters.domain.shapes import MIN_HOURS
-from clusters.models import ClusterKind
+from clusters.models import ClusterKind, KubeCluster
 from clusters.requests import services
+from clusters.requests.placement_wish import unknown_member_message
 from clusters.requests.services import MAX_FLAVORS
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField
@@ -18,7 +19,20 @@ from tenants.models import GpuFlavor
 from tenants.selectors import flavor_named, unknown_flavor_message
 
 
-class FlavorField(drf.SlugRelatedField):
+class _NamedRowField(drf.SlugRelatedField):
+    """A row by its ``name``; an unknown name is refused in :meth:`unknown`'s words."""
+
+    def unknown(self, name: str) -> str:
+        raise NotImplementedError
+
+    def fail(self, key: str, **kwargs: Any) -> NoReturn:
+        if key == "does_not_exist":
+            raise serializers.ValidationError(self.unknown(str(kwargs.get("value", ""))), code=key)
+        super().fail(key, **kwargs)
+        raise AssertionError("unreachable")  # fail() always raises
+
+
+class FlavorField(_NamedRowField):
     """A GPU flavor by name; an unknown name is refused naming the flavors there are."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -34,13 +48,18 @@ class FlavorField(drf.SlugRelatedField):
             self.fail("does_not_exist", slug_name=self.slug_field, value=name)
         return flavor
 
-    def fail(self, key: str, **kwargs: Any) -> NoReturn:
-        if key == "does_not_exist":
-            raise serializers.ValidationError(
-                unknown_flavor_message(str(kwargs.get("value", ""))), code=key
-            )
-        super().fail(key, **kwargs)
-        raise AssertionError("unreachable")  # fail() always raises
+    def unknown(self, name: str) -> str:
+        return unknown_flavor_message(name)
+
+
+class KubeClusterField(_NamedRowField):
+    """A member of the fleet by name; an unknown name is refused naming the members."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(slug_field="name", queryset=KubeCluster.objects.all(), **kwargs)
+
+    def unknown(self, name: str) -> str:
+        return unknown_member_message(name)
 
 
 class TtlHoursField(JsonIntegerField):
@@ -149,6 +168,19 @@ class ClusterCreateInput(drf.Serializer):
         "accepting the SSH keys in the profiles of the owner and the tenant's admins "
         "(docs/tunnels.md).",
     )
+    kube_cluster = KubeClusterField(
+        required=False,
+        allow_null=True,
+        help_text="Run it on this Kubernetes cluster of the fleet (by name; one the tenant "
+        "may use). Default: wherever it fits first in the admin's placement order "
+        "(docs/fleet.md).",
+    )
+    region = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=63,
+        help_text="Run it on a Kubernetes cluster of this region (one the tenant may use).",
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -158,8 +190,10 @@ class ClusterCreateInput(drf.Serializer):
         return super().to_internal_value(data)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """``flavors`` or ``flavor``, not both: the spec's ``flavor`` and ``accepted_flavors``."""
-        return accept_flavors(attrs, required=True)
+        """``flavors`` or ``flavor``, not both: the spec's ``flavor`` and ``accepted_flavors``;
+        ``kube_cluster`` and ``region``: the spec's ``wanted_kube_cluster`` and
+        ``wanted_region`` (whether the tenant may use them is the service's to check)."""
+        return wanted_placement(accept_flavors(attrs, required=True))
 
 
 def accept_flavors(attrs: dict[str, Any], *, required: bool) -> dict[str, Any]:
@@ -181,6 +215,15 @@ def accept_flavors(attrs: dict[str, Any], *, required: bool) -> dict[str, Any]:
         raise serializers.ValidationError(
             {"flavor": ["Name a GPU flavor (flavor), or several in order of preference (flavors)."]}
         )
+    return attrs
+
+
+def wanted_placement(attrs: dict[str, Any]) -> dict[str, Any]:
+    """``kube_cluster`` and ``region`` under the names of the spec's fields."""
+    if "kube_cluster" in attrs:
+        attrs["wanted_kube_cluster"] = attrs.pop("kube_cluster")
+    if "region" in attrs:
+        attrs["wanted_region"] = attrs.pop("region")
     return attrs
 
 
@@ -212,6 +255,11 @@ class DryRunOutput(ManifestsOutput):
         allow_null=True,
         help_text="fits_now: the flavor it would start on (of several accepted, the first "
         "that fits now).",
+    )
+    kube_cluster = serializers.CharField(
+        allow_null=True,
+        help_text="fits_now: the Kubernetes cluster of the fleet it would start on (the "
+        "headline says why not the clusters before it in the placement order).",
     )
     flavors = serializers.ListField(
         child=serializers.DictField(),

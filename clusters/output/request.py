@@ -220,6 +220,13 @@ class ClusterListItemOut(FlatModelOut):
 
     owner = serializers.CharField(source="owner.username")
     flavor = serializers.CharField(source="flavor.name")
+    kube_cluster = serializers.CharField(
+        source="kube_cluster.name",
+        allow_null=True,
+        help_text="The Kubernetes cluster of the fleet it is placed on (null while it "
+        "waits to be placed; a resumed request keeps the one it ran on, where admission "
+        "places it again if it may).",
+    )
     tenant = serializers.CharField(source="tenant.slug")
     namespace = serializers.CharField(source="tenant.namespace")
     gpus = serializers.DecimalField(
@@ -254,6 +261,7 @@ class ClusterListItemOut(FlatModelOut):
             "kind",
             "flavor",
             "flavors",
+            "kube_cluster",
             "workers",
             "min_workers",
             "max_workers",

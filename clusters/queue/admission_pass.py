@@ -67,6 +67,8 @@ def run_admission_pass() -> PassResult:
             [chosen[pk] for pk in requests if pk in chosen],
             now=now,
             placed=decision.placed,
+            clusters=decision.clusters,
+            notes=decision.placement_notes,
         )
         for pk in result.admitted:
             metrics.ADMITTED.labels(chosen[pk].tenant.slug).inc()

@@ -21,7 +21,7 @@ from django.utils import timezone
 from clusters.admission.snapshot import CAPACITY
 from clusters.domain.states import State
 from clusters.kube.quantities import GPU, GPU_PRODUCT_LABEL
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, FlavorStock
 from tenants.models import GpuFlavor
 
 PRODUCT_LABEL = GPU_PRODUCT_LABEL
@@ -178,15 +178,22 @@ def anyone_waiting() -> bool:
     )
 
 
-def fresh(flavor: GpuFlavor) -> bool:
-    """Whether the flavor's observation is recent enough to act on."""
+def fresh(flavor: GpuFlavor | FlavorStock) -> bool:
+    """Whether the flavor's (or a member's stock's) observation is recent enough to act on."""
     return flavor.observed_at is not None and timezone.now() - flavor.observed_at < FRESH_FOR
 
 
 def free_for_admission(
-    flavor: GpuFlavor, *, held: Decimal, unplaced: Decimal, unplaced_nodes: int
+    flavor: GpuFlavor,
+    *,
+    held: Decimal,
+    unplaced: Decimal,
+    unplaced_nodes: int,
+    stock: FlavorStock | None = None,
 ) -> tuple[Decimal | None, int | None]:
-    """Free GPUs and nodes the pass may hand out for a flavor.
+    """Free GPUs and nodes the pass may hand out for a flavor (in one member of the fleet
+    when ``stock`` is given: its nodes and observation instead of the fleet's, ``held``
+    and ``unplaced`` what requests placed there take).
 
     Always bounded by the catalogue (its GPUs less what admitted clusters hold, an
     autoscaling cluster at its largest size). When the cluster was observed recently, also
@@ -194,14 +201,16 @@ def free_for_admission(
     are not bound yet (``unplaced``). Whole free nodes never exceed what those GPUs fill:
     a node an autoscaling cluster may still grow onto looks free, but is not.
     """
-    if not flavor.node_count:
+    counts: GpuFlavor | FlavorStock = flavor if stock is None else stock
+    if not counts.node_count:
         return None, None
     # A node group that can grow is bounded by its maximum here: the nodes it has now
     # bound it through what the cluster reports free.
-    gpus = max(Decimal(flavor.max_gpus) - held, Decimal(0))
+    most_nodes = max(counts.node_count, counts.max_node_count or 0)
+    gpus = max(Decimal(flavor.gpus_per_node * most_nodes) - held, Decimal(0))
     nodes: int | None = None
-    if fresh(flavor) and flavor.observed_free_gpus is not None:
-        gpus = max(min(gpus, Decimal(flavor.observed_free_gpus) - unplaced), Decimal(0))
-        nodes = max((flavor.observed_free_nodes or 0) - unplaced_nodes, 0)
+    if fresh(counts) and counts.observed_free_gpus is not None:
+        gpus = max(min(gpus, Decimal(counts.observed_free_gpus) - unplaced), Decimal(0))
+        nodes = max((counts.observed_free_nodes or 0) - unplaced_nodes, 0)
         nodes = min(nodes, int(gpus // flavor.gpus_per_node))
     return gpus, nodes

@@ -28,6 +28,7 @@ from clusters.kube.gateway import Gateway
 from clusters.kube.labels import managed_selector
 from clusters.kube.queues import GPU, KUEUE_API, LOCAL_QUEUE_NAME
 from clusters.models import ClusterRequest
+from clusters.queue import fleet_reads
 from clusters.queue.interface import PassResult, QueueBackend, QueueView
 from clusters.queue.writeback import admit
 from clusters.rows import enqueue, lifecycle
@@ -189,7 +190,13 @@ def fold_queued(
         return False
     if is_admitted(workload):
         now = timezone.now()
-        if admit([cluster], now=now, placed={cluster.pk: admitted_flavor(workload) or ""}):
+        home = fleet_reads.home_member()
+        if admit(
+            [cluster],
+            now=now,
+            placed={cluster.pk: admitted_flavor(workload) or ""},
+            clusters={cluster.pk: home} if home else None,
+        ):
             kind = kind_of(cluster)
             transition(
                 cluster,

@@ -25,7 +25,7 @@ from clusters import admission as adm
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import deadline_paths, kind_named, kind_of
 from clusters.models import ClusterKind, ClusterRequest
-from clusters.queue import free_capacity, growth_demand, surge_demand
+from clusters.queue import fleet_reads, free_capacity, growth_demand, surge_demand
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
 from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Quota, Tenant
@@ -80,6 +80,13 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
             earmarked=row.earmarked_at is not None,
         ),
         _deadline_seconds(row),
+    )
+    wanted, was_on = row.wanted_kube_cluster, row.kube_cluster
+    pending = replace(
+        pending,
+        wanted_cluster=wanted.name if wanted is not None else "",
+        wanted_region=row.wanted_region,
+        was_on=was_on.name if was_on is not None else "",
     )
     names = spec.flavor_names()
     if len(names) < 2:
@@ -208,7 +215,13 @@ def _deadline() -> Any:
     return Coalesce(*paths) if len(paths) > 1 else F(paths[0])
 
 
-def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[QueuedRow]]:
+# What a queued request asks of placement, and where it last ran (a resumed request).
+_PLACEMENT_FIELDS = ("wanted_kube_cluster_id", "wanted_region", "kube_cluster_id")
+
+
+def _queued(
+    flavors: dict[int, GpuFlavor], members: dict[int, str]
+) -> tuple[list[adm.Pending], list[QueuedRow]]:
     pending: list[adm.Pending] = []
     rows: list[QueuedRow] = []
     memo: dict[tuple[object, ...], _Shape] = {}
@@ -217,7 +230,7 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
     for values in (
         ClusterRequest.objects.unscoped()
         .filter(state=State.QUEUED, held_at__isnull=True)  # a held request waits aside
-        .values(*fields, *_QUEUE_FIELDS, deadline=_deadline())
+        .values(*fields, *_QUEUE_FIELDS, *_PLACEMENT_FIELDS, deadline=_deadline())
     ):
         key = _shape_key(values)
         shape = memo.get(key)
@@ -241,6 +254,9 @@ def _queued(flavors: dict[int, GpuFlavor]) -> tuple[list[adm.Pending], list[Queu
             earmarked=values["earmarked_at"] is not None,
             # Nodes the cluster autoscaler provisioned for it (capacity on demand).
             booked=shape.flavor if values["capacity_state"] == "provisioned" else "",
+            wanted_cluster=members.get(values["wanted_kube_cluster_id"], ""),
+            wanted_region=values["wanted_region"],
+            was_on=members.get(values["kube_cluster_id"], ""),
         )
         request = _with_deadline(request, values["deadline"])
         pending.append(with_options(request, shape.options))
@@ -262,10 +278,13 @@ _HOLDING_FIELDS = (
     "admitted_at",
     "expires_at",
     "reclaim_after",
+    "kube_cluster_id",
 )
 
 
-def _running(flavors: dict[int, GpuFlavor]) -> list[tuple[adm.Running, str]]:
+def _running(
+    flavors: dict[int, GpuFlavor], members: dict[int, str]
+) -> list[tuple[adm.Running, str]]:
     """Every request that holds GPUs as the pure pass sees it, with its state.
 
     Read as plain values, as :func:`_queued` reads the queue: a pass runs again after
@@ -308,6 +327,7 @@ def _running(flavors: dict[int, GpuFlavor]) -> list[tuple[adm.Running, str]]:
             nodes=nodes,
             suspend_at=values["reclaim_after"],
             reclaimable=kind_named(values["workload"]).reclaimable,
+            cluster=members.get(values["kube_cluster_id"], ""),
         )
         running.append((row, values["state"]))
     return running
@@ -412,16 +432,25 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     flavors = list(GpuFlavor.objects.all())
     quotas = list(Quota.objects.unscoped().select_related("tenant", "flavor"))
     by_pk = {f.pk: f for f in flavors}
-    running = _running(by_pk)
-    pending, queued = _queued(by_pk)
+    fleet = fleet_reads.read_fleet()
+    names = fleet.names
+    running = _running(by_pk, names)
+    pending, queued = _queued(by_pk, names)
     # Surges (a service's upgrade to a new Ray cluster): queued demand and GPUs held.
     surging = surge_demand.read()
     pending += surging.waiting
-    running += [(r, State.ADMITTED if unplaced else State.READY) for r, unplaced in surging.holding]
+    extra = [(r, State.ADMITTED if unplaced else State.READY) for r, unplaced in surging.holding]
     # Growths (a service beyond its guaranteed size): queued demand and borrowable GPUs.
     growing, grown = growth_demand.read(now)
     pending += growing
-    running += [(r, State.READY) for r in grown]
+    extra += [(r, State.READY) for r in grown]
+    # A surge or growth runs where its request runs, and is placed nowhere else.
+    where = {r.id: r.cluster for r, _ in running}
+    running += [(replace(r, cluster=where.get(adm.extra_of(r.id)[1], "")), s) for r, s in extra]
+    pending = [
+        replace(p, wanted_cluster=where.get(adm.extra_of(p.id)[1], "")) if p.id < 0 else p
+        for p in pending
+    ]
     held: dict[str, Decimal] = defaultdict(Decimal)
     # Admitted clusters whose pods may not be bound yet: the cluster's free figures do
     # not include them, so the pass must not hand their GPUs out a second time.
@@ -438,6 +467,10 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
         )
         for f in flavors
     }
+    not_bound = (State.ADMITTED, State.PROVISIONING)
+    members = fleet_reads.members(
+        fleet, flavors, free, ((r, r.cluster, state in not_bound) for r, state in running)
+    )
     snapshot = adm.Snapshot(
         now=now,
         tenants=[tenant_q(t) for t in tenants],
@@ -453,5 +486,6 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
         aging=timedelta(seconds=settings.ADMISSION_AGING_SECONDS),
         reclaim_grace=timedelta(seconds=settings.RECLAIM_GRACE_SECONDS),
         cohort_parents=cohort_parents(),
+        members=members,
     )
     return snapshot, queued

@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from clusters import admission as adm
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_of
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, KubeCluster
 from clusters.queue.snapshot_reads import QueuedRow
 from clusters.rows import lifecycle
 from clusters.rows.spec import ClusterSpec
@@ -174,11 +174,18 @@ def place_on(row: ClusterRequest, flavor_name: str | None) -> dict[str, Any]:
 
 
 def admit(
-    rows: list[ClusterRequest], *, now: datetime, placed: dict[int, str] | None = None
+    rows: list[ClusterRequest],
+    *,
+    now: datetime,
+    placed: dict[int, str] | None = None,
+    clusters: dict[int, str] | None = None,
+    notes: dict[int, str] | None = None,
 ) -> list[int]:
     """Move the admitted rows to ``admitted`` (conditional: a row deleted meanwhile stays)
     on the flavor the pass chose for each (``placed``: a request that accepts several
-    flavors is recorded on the one it was admitted on, with its demand there)."""
+    flavors is recorded on the one it was admitted on, with its demand there) and on the
+    member of the fleet it chose (``clusters``: names; ``notes``: where and why not
+    elsewhere, for the timeline)."""
     cleared: dict[str, Any] = {
         "admitted_at": now,
         "queue_position": None,
@@ -191,28 +198,32 @@ def admit(
         # What failed while it waited (say, asking for nodes) is not its error now.
         "last_error": "",
     }
+    member_ids = _member_ids(set((clusters or {}).values()))
     # Rows that write the same values move together (transition_many: a constant number
     # of queries per group); a burst of a thousand requests is a handful of groups. A
     # row placed on another of its flavors writes its own demand there, alone.
-    groups: dict[tuple[datetime | None, str], list[ClusterRequest]] = defaultdict(list)
+    groups: dict[tuple[datetime | None, str, int | None], list[ClusterRequest]] = defaultdict(list)
     moved: set[int] = set()
     for row in rows:
         placement = place_on(row, (placed or {}).get(row.pk))
         expires = now + timedelta(hours=row.ttl_hours) if row.ttl_hours else None
+        member = member_ids.get((clusters or {}).get(row.pk, ""))
+        message = _admitted_message(row, (notes or {}).get(row.pk, ""))
         if placement:
             if transition(
                 row,
                 State.ADMITTED,
                 reason="admitted",
-                message=_admitted_message(row),
+                message=message,
                 expires_at=expires,
                 **cleared,
                 **placement,
+                **({"kube_cluster_id": member} if member else {}),
             ):
                 moved.add(row.pk)
         else:
-            groups[(expires, _admitted_message(row))].append(row)
-    for (expires, message), group in groups.items():
+            groups[(expires, message, member)].append(row)
+    for (expires, message, member), group in groups.items():
         moved.update(
             row.pk
             for row in transition_many(
@@ -222,17 +233,27 @@ def admit(
                 message=message,
                 expires_at=expires,
                 **cleared,
+                **({"kube_cluster_id": member} if member else {}),
             )
         )
     return [row.pk for row in rows if row.pk in moved]
 
 
-def _admitted_message(row: ClusterRequest) -> str:
+def _member_ids(names: set[str]) -> dict[str, int]:
+    """The members named, by name (one query, none without names)."""
+    if not names:
+        return {}
+    return dict(KubeCluster.objects.filter(name__in=names).values_list("name", "pk"))
+
+
+def _admitted_message(row: ClusterRequest, note: str = "") -> str:
     """What its timeline says; which flavor, when it accepted several (``row.flavor`` is
-    then the one it was placed on)."""
+    then the one it was placed on), and which cluster of a fleet of several (``note``)."""
     admitted = (
         f"admitted on {row.flavor.name}" if len(row.accepted_flavors or []) > 1 else "admitted"
     )
+    if note:
+        admitted += f" to run in {note}"
     return f"{admitted}; {kind_of(row).admitted_message}"
 
 

@@ -118,6 +118,8 @@ def dry_run_verdict(
         # The flavor it would start on now (the first of its accepted flavors that fits),
         # and while it would wait, its standing on each of them.
         "flavor": verdict.flavor if verdict.verdict == FITS_NOW else None,
+        # ... and the Kubernetes cluster of the fleet it would start on.
+        "kube_cluster": verdict.kube_cluster if verdict.verdict == FITS_NOW else None,
         "flavors": [
             {**asdict(f), "eta_text": adm.format_eta(f.eta, snapshot.now)} for f in verdict.flavors
         ],

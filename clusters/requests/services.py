@@ -30,6 +30,7 @@ from clusters.queue.backends import queue_backend
 from clusters.queue.snapshot_reads import pending_of, policy_snapshot
 from clusters.queue.writeback import place_on
 from clusters.requests import rules
+from clusters.requests.placement_wish import placement_errors
 from clusters.rows import lifecycle
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import note, transition
@@ -158,6 +159,7 @@ def cluster_request_check(
     on_others = _check_other_flavors(
         actor=actor, tenant=tenant, spec=spec, others=others, errors=errors
     )
+    errors.update(placement_errors(tenant=tenant, spec=spec))
     name = spec.name
     if check_name and name and "name" not in errors and name_taken(tenant=tenant, name=name):
         errors["name"] = [_taken_message(tenant=tenant, name=name)]

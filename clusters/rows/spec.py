@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from clusters.domain import shapes, workload_kinds
-from clusters.models import ClusterKind
+from clusters.models import ClusterKind, KubeCluster
 from tenants.models import GpuFlavor
 
 # The geometry of a gang: what shapes.validate_request and shapes.demand read.
@@ -50,6 +50,10 @@ class ClusterSpec:
     ssh: bool = False
     # The kind of row it is (a kind that grows is charged at its guaranteed size).
     workload: str = workload_kinds.DEFAULT_WORKLOAD
+    # What it asks of placement: a member of the fleet, or a region (admission places it
+    # there or keeps it waiting; clusters.admission.placement).
+    wanted_kube_cluster: KubeCluster | None = None
+    wanted_region: str = ""
 
     def __post_init__(self) -> None:
         # A row gives its JSON list back; a spec keeps a tuple (hashable, immutable).
@@ -127,8 +131,15 @@ class ClusterSpec:
 # The fields of what the pods run: no part of a request's shape or demand, so the
 # admission snapshot does not read them (``env`` would also be unhashable there).
 PAYLOAD_FIELDS = ("image", "env", "container_gpus", "notebook", "ssh")
+# Where it may run: read by the admission snapshot on their own (a member by its key),
+# no part of the shape either.
+PLACEMENT_FIELDS = ("wanted_kube_cluster", "wanted_region")
 # The row's columns a spec is read back from for admission (the flavor by its key).
 SPEC_COLUMNS = (
-    *(f.name for f in fields(ClusterSpec) if f.name not in ("flavor", *PAYLOAD_FIELDS)),
+    *(
+        f.name
+        for f in fields(ClusterSpec)
+        if f.name not in ("flavor", *PAYLOAD_FIELDS, *PLACEMENT_FIELDS)
+    ),
     "flavor_id",
 )

@@ -22,6 +22,13 @@ from clusters.models import ClusterEvent, ClusterRequest, Growth, IdleSpan, Surg
 _ENDED = frozenset({State.DELETED, State.FAILED})
 
 
+def _unplaced(current: str) -> dict[str, Any]:
+    """What a move back to the queue from ``current`` does to the row's placement: a
+    resumed request (from ``suspended``) keeps the member it ran on, where what it left
+    is, and admission prefers that member; any other is placed afresh."""
+    return {} if current == State.SUSPENDED else {"kube_cluster": None}
+
+
 def transition(
     cluster: ClusterRequest,
     to: str,
@@ -45,6 +52,7 @@ def transition(
         # Back in line (resumed, evicted): nodes asked for an earlier admission are not
         # this one's; it asks again if it needs to.
         values.update(capacity_state="", capacity_request="", capacity_message="")
+        values.update(_unplaced(current))
     held_before = cluster.holds_gpus
     held_after = True if to in ACQUIRES else False if to in kind.releases else held_before
     values["holds_gpus"] = held_after
@@ -98,6 +106,7 @@ def transition_many(
             values = {"state": to, "progress_at": now, "updated_at": now, "attempts": 0}
             if to == State.QUEUED:
                 values.update(capacity_state="", capacity_request="", capacity_message="")
+                values.update(_unplaced(current))
             values.update(fields)
             values["holds_gpus"] = held_after
             if held_before and not held_after:

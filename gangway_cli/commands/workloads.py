@@ -118,6 +118,22 @@ def flavors_body(flavor: str) -> dict[str, Any]:
     return {"flavor": names[0]} if len(names) == 1 else {"flavors": names}
 
 
+KubeClusterOpt = Annotated[
+    str | None,
+    typer.Option("--kube-cluster", help="Run on this Kubernetes cluster of the fleet."),
+]
+RegionOpt = Annotated[
+    str | None, typer.Option("--region", help="Run on a Kubernetes cluster of this region.")
+]
+
+
+def placement_body(kube_cluster: str | None, region: str | None) -> dict[str, Any]:
+    """``--kube-cluster``/``--region`` as the create body's ``kube_cluster``/``region``
+    (left out when not given, so that older servers still answer)."""
+    asked = {"kube_cluster": kube_cluster, "region": region}
+    return {key: value for key, value in asked.items() if value}
+
+
 def no_json_follow(s: Session, follow: bool) -> None:
     """``--follow`` prints text as it comes: with ``-o json`` it is a usage error."""
     if follow and s.json:

@@ -271,6 +271,8 @@ def up(
     ssh: Annotated[
         bool, typer.Option("--ssh", help="Run an SSH server on the head (`gangway ssh`).")
     ] = False,
+    kube_cluster: workloads.KubeClusterOpt = None,
+    region: workloads.RegionOpt = None,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow until ready.")] = True,
     timeout: Annotated[
         str | None, typer.Option(help="Give up waiting after this long (e.g. 30m).")
@@ -281,6 +283,7 @@ def up(
         "kind": kind,
         "workers": workers,
         **workloads.flavors_body(_require_flavor(s, flavor)),
+        **workloads.placement_body(kube_cluster, region),
     }
     if name:
         body["name"] = name

@@ -90,6 +90,7 @@ def job_body(
         body["cluster"] = where["cluster"]
     elif where.get("flavor"):
         body.update(workloads.flavors_body(str(where["flavor"])))
+        body.update(workloads.placement_body(where.get("kube_cluster"), where.get("region")))
     else:
         raise CliError(
             "where should it run? give --flavor (GPUs of its own) or --cluster NAME",
@@ -177,11 +178,18 @@ def submit(
     follow: Annotated[
         bool, typer.Option("--follow", "-F", help="Stream its log; exit with its outcome.")
     ] = False,
+    kube_cluster: workloads.KubeClusterOpt = None,
+    region: workloads.RegionOpt = None,
 ) -> workloads.Creation:
     """Submit a batch job: on GPUs of its own (--flavor) or on a dev cluster (--cluster)."""
     body = job_body(
         entrypoint,
-        where={"cluster": cluster, "flavor": flavor},
+        where={
+            "cluster": cluster,
+            "flavor": flavor,
+            "kube_cluster": kube_cluster,
+            "region": region,
+        },
         shape={"name": name, "workers": workers, "kind": kind, "image": image},
         runtime_env={"working_dir": working_dir, "pip": pip, "env_vars": env},
         deadline=deadline,

@@ -22,6 +22,7 @@ from clusters.api.serializers import (
     ClusterCreateInput,
     FlavorField,
     accept_flavors,
+    wanted_placement,
 )
 from clusters.kinds.rayjob import driver_logs as job_logs
 from clusters.kinds.rayjob import requests as services
@@ -29,7 +30,7 @@ from clusters.kinds.rayjob.kind import KIND as JOB_KIND
 from clusters.kinds.rayjob.output import JobLogsOut, JobOut
 from clusters.kinds.rayjob.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
 from clusters.live.log_bounds import LogBounds
-from clusters.rows.spec import PAYLOAD_FIELDS, ClusterSpec
+from clusters.rows.spec import PAYLOAD_FIELDS, PLACEMENT_FIELDS, ClusterSpec
 from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless
 from tenants.models import Role
@@ -78,7 +79,7 @@ class JobCreateInput(ClusterCreateInput):
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        attrs = accept_flavors(attrs, required=False)
+        attrs = wanted_placement(accept_flavors(attrs, required=False))
         if attrs.get("cluster"):
             given = sorted(set(SHAPE_KEYS) & set(self.initial_data or {}))
             if given:
@@ -104,6 +105,8 @@ SHAPE_KEYS = (
     "min_workers",
     "max_workers",
     "gpu_fraction",
+    "kube_cluster",
+    "region",
 )
 
 
@@ -113,7 +116,7 @@ def _split(data: dict[str, Any]) -> dict[str, Any]:
     job = JobSpec.from_data(data)
     if job.host:
         return {"spec": None, "job": job}
-    keys = (*SHAPE_KEYS, *PAYLOAD_FIELDS, "accepted_flavors", "name")
+    keys = (*SHAPE_KEYS, *PAYLOAD_FIELDS, *PLACEMENT_FIELDS, "accepted_flavors", "name")
     shape = {k: v for k, v in data.items() if k in keys}
     return {"spec": ClusterSpec.from_data(shape), "job": job}
 

@@ -374,6 +374,7 @@ def _hosted_verdict(job: ClusterRequest, host: str) -> dict[str, Any]:
         "eta_text": "",
         "alternatives": [],
         "flavor": None,
+        "kube_cluster": None,  # it runs where its host runs
         "flavors": [],
         "budget_note": "",
         "as_of": timezone.now(),  # the queue is not read: nothing waits

@@ -4,10 +4,14 @@ platform admins only (the API refuses others with 403, the dashboard with 404)."
 
 from __future__ import annotations
 
+import atexit
+import functools
 from typing import Any
 
 from clusters.models import KubeCluster
+from kubesim import KubeSim
 from tests.access.matrix import Case, Route, platform_only
+from tests.clusters.members.conftest import start_member_sim
 
 API = "api/v1/platform/kube-clusters/"
 
@@ -20,14 +24,26 @@ def _spare_member(w: Any) -> dict[str, str]:
     return {"name": "spare-member"}
 
 
+@functools.cache
+def _member_sim() -> KubeSim:
+    """One kubesim per test process for the registrations of the table (started when a
+    case first needs it): a create is a 201 only when the credential check passes."""
+    sim = start_member_sim()
+    atexit.register(sim.stop)
+    return sim
+
+
 ROUTES: dict[str, Route] = {
     API: Route(
         methods={
             "GET": Case(platform_only(200)),
-            # Nothing listens there: the credential check refuses it (400, saved nothing).
             "POST": Case(
-                platform_only(400),
-                body=lambda w: {"name": "nowhere", "server": "http://127.0.0.1:9", "token": "t"},
+                platform_only(201),
+                body=lambda w: {
+                    "name": "registered",
+                    "server": _member_sim().url,
+                    "token": "member-token",
+                },
             ),
         }
     ),

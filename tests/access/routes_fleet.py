@@ -10,7 +10,7 @@ from typing import Any
 
 from clusters.models import KubeCluster
 from kubesim import KubeSim
-from tests.access.matrix import Case, Route, platform_only
+from tests.access.matrix import Case, Route, platform_only, statuses
 from tests.clusters.members.conftest import start_member_sim
 
 API = "api/v1/platform/kube-clusters/"
@@ -62,3 +62,15 @@ ROUTES: dict[str, Route] = {
     ),
     API + "{name}/check/": Route(methods={"POST": Case(platform_only(200), kwargs=_spare_member)}),
 }
+
+# The dashboard's pages: platform admins only, a 404 for anybody else.
+PAGE = statuses(anonymous=302, outsider=404, viewer=404, engineer=404, admin=404, platform=200)
+FORM = statuses(anonymous=302, outsider=404, viewer=404, engineer=404, admin=404, platform=302)
+ROUTES["platform/kube-clusters/"] = Route(session=True, methods={"GET": Case(PAGE)})
+ROUTES["platform/kube-clusters/{name}/"] = Route(
+    session=True, methods={"GET": Case(PAGE, kwargs=_spare_member)}
+)
+ROUTES["platform/kube-clusters/{name}/{action}/"] = Route(
+    session=True,
+    methods={"POST": Case(FORM, kwargs=lambda w: {**_spare_member(w), "action": "cordon"})},
+)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from clusters.members import access
-from tests.deploy.test_kustomize import WEB_SA, WORKER_SA, config, grants, render
+from tests.deploy.test_kustomize import ROOT, WEB_SA, WORKER_SA, config, grants, render
 
 MODES = {
     "base": ("builtin", False),
@@ -47,3 +47,11 @@ def test_the_required_custom_resources_follow_the_modes() -> None:
     assert builtin == ["rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"]
     kueue = access.required_crds(queue_mode="kueue", kai_enabled=True)
     assert {"clusterqueues.kueue.x-k8s.io", "queues.scheduling.run.ai"} <= set(kueue)
+
+
+def test_the_role_in_the_docs_is_the_one_the_check_asks_for() -> None:
+    text = (ROOT / "docs" / "fleet.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(block) == yaml.safe_load(
+        access.cluster_role(queue_mode="builtin", kai_enabled=False)
+    )

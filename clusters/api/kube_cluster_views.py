@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from clusters.members import selectors, services
 from clusters.models import FlavorStock, KubeCluster, Schedulable
+from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField, StrictSerializer
 from controlplane.api.throttles import WriteThrottle
 from controlplane.api.viewsets import bodyless
@@ -32,7 +33,7 @@ class PlatformAdminsOnly(permissions.BasePermission):
         return is_platform_admin(request.user)
 
 
-class StockOut(serializers.ModelSerializer):
+class StockOut(drf.ModelSerializer):
     """A flavor's nodes in one member: listed by the admin and last observed."""
 
     flavor = serializers.CharField(source="flavor.name")
@@ -51,7 +52,7 @@ class StockOut(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class HealthOut(serializers.Serializer):
+class HealthOut(drf.Serializer):
     """What the last health probe or check saw."""
 
     reachable = serializers.BooleanField(allow_null=True)
@@ -66,12 +67,12 @@ class HealthOut(serializers.Serializer):
     last_sync_at = serializers.DateTimeField(allow_null=True)
 
 
-class KubeClusterOut(serializers.ModelSerializer):
+class KubeClusterOut(drf.ModelSerializer):
     """A member of the fleet; its secrets only as whether it has them."""
 
     has_token = serializers.SerializerMethodField()
     has_client_certificate = serializers.SerializerMethodField()
-    allowed_tenants = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+    allowed_tenants = drf.SlugRelatedField(slug_field="slug", many=True, read_only=True)
     health = HealthOut(source="*")
     stock = StockOut(many=True)
 
@@ -125,7 +126,7 @@ class KubeClusterUpdateIn(StrictSerializer):
     region = serializers.CharField(max_length=63, required=False, allow_blank=True)
     labels = serializers.DictField(child=serializers.CharField(max_length=63), required=False)
     placement_order = JsonIntegerField(min_value=0, max_value=100_000, required=False)
-    allowed_tenants = serializers.SlugRelatedField(
+    allowed_tenants = drf.SlugRelatedField(
         slug_field="slug",
         many=True,
         required=False,
@@ -145,7 +146,7 @@ class KubeClusterCreateIn(KubeClusterUpdateIn):
     server = serializers.URLField(max_length=500)
 
 
-class CheckOut(serializers.Serializer):
+class CheckOut(drf.Serializer):
     """The outcome of checking a member's credentials now."""
 
     passed = serializers.BooleanField()

@@ -118,6 +118,10 @@ def _checked(member: KubeCluster) -> checks.Probe:
         raise CredentialsRefused(exc.message) from exc
     except KubeError as exc:  # a kubeconfig the client cannot load: a CA that is no PEM
         raise CredentialsRefused(exc.message) from exc
+    except UnsealError as exc:  # kept credentials that no configured key opens
+        raise CredentialsRefused(
+            f"No configured key opens the stored credentials of {member.name}: give them again."
+        ) from exc
 
 
 def _record(member: KubeCluster, seen: checks.Probe | None, message: str = "") -> None:

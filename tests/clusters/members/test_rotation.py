@@ -57,3 +57,17 @@ def test_rotation_without_the_old_key_changes_nothing(
 def test_only_platform_admins_rotate(alice: Any) -> None:
     with pytest.raises(PermissionDenied):
         services.kube_cluster_rotate_keys(actor=alice)
+
+
+def test_a_change_whose_kept_secret_no_key_opens_is_a_400_not_a_crash(
+    root: Any, member_sim: KubeSim, settings: Any
+) -> None:
+    settings.FLEET_CREDENTIAL_KEYS = [Fernet.generate_key().decode()]
+    member = services.kube_cluster_register(
+        actor=root, name="onprem", server=member_sim.url, token="member-token"
+    )
+    settings.FLEET_CREDENTIAL_KEYS = [Fernet.generate_key().decode()]
+    with pytest.raises(services.CredentialsRefused, match="give them again"):
+        services.kube_cluster_update(actor=root, member=member, changes={"server": member_sim.url})
+    services.kube_cluster_update(actor=root, member=member, changes={"token": "member-token"})
+    assert unseal(KubeCluster.objects.get(name="onprem").token_encrypted) == "member-token"

@@ -112,6 +112,7 @@ def test_a_cluster_is_registered_by_filling_the_visible_form(
     page.get_by_label("Service account token").fill("member-token")
     page.get_by_label("Region").fill("us-east")
     page.get_by_label("Placement order").fill("20")
+    page.screenshot(path=str(tmp_path / "register.png"), full_page=True)
     page.get_by_role("button", name="Register cluster").click()
     page.wait_for_url(base + URL + "cloud/")
     expect(page.locator("#messages")).to_contain_text("Registered cloud.")

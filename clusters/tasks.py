@@ -26,6 +26,7 @@ from clusters.engine import idle, provisioning, scale_up
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
+from clusters.members.health import fleet_probe
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
 from clusters.queue.free_capacity import anyone_waiting as waiting_for_capacity
@@ -304,3 +305,10 @@ def sweep() -> int:
     if ClusterRequest.objects.unscoped().filter(state=State.QUEUED).exists():
         enqueue.request_pass(enqueue.ADMISSION_PASS)
     return len(stale)
+
+
+@shared_task(name="clusters.tasks.probe_kube_clusters", acks_late=True)
+def probe_kube_clusters() -> dict[str, bool]:
+    """Record each fleet member's health (reachable, latency, version, operators);
+    safe to run twice, as it only writes what it sees."""
+    return fleet_probe()

@@ -45,5 +45,11 @@ def unseal(sealed: str) -> str:
 
 
 def reseal(sealed: str) -> str:
-    """The same secret sealed again with the first key (after a rotation)."""
-    return _keys().rotate(sealed.encode()).decode() if sealed else ""
+    """The same secret sealed again with the first key (after a rotation); raises
+    :class:`UnsealError`."""
+    if not sealed:
+        return ""
+    try:
+        return _keys().rotate(sealed.encode()).decode()
+    except InvalidToken as exc:
+        raise UnsealError("no configured key opens this secret") from exc

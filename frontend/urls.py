@@ -10,6 +10,7 @@ from frontend import views
 from frontend.kinds import KindPages, all_pages, route_names
 from frontend.views import (
     account,
+    kube_clusters,
     mail,
     platform,
     ssh_keys,
@@ -107,6 +108,17 @@ urlpatterns = [
         name="platform-flavor-delete",
     ),
     path("platform/cohorts/", platform.cohorts, name="platform-cohorts"),
+    path("platform/kube-clusters/", kube_clusters.kube_clusters, name="platform-kube-clusters"),
+    path(
+        "platform/kube-clusters/<slug:name>/",
+        kube_clusters.kube_cluster,
+        name="platform-kube-cluster",
+    ),
+    path(
+        "platform/kube-clusters/<slug:name>/<str:action>/",
+        kube_clusters.kube_cluster_action,
+        name="platform-kube-cluster-action",
+    ),
     path(
         "platform/cohorts/<slug:name>/delete/",
         platform.cohort_delete,

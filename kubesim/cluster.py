@@ -90,6 +90,9 @@ class Cluster:
         self.fleet = load_fleet(fleet)
         # Bearer token -> (kubeconfig user, identity): the defaults and the fleet's users.
         self.tokens = rbac.token_table(self.fleet)
+        # API groups whose operator this cluster has not installed (simulator knob
+        # ``absentGroups``): their CRDs are not served, their paths are 404.
+        self.absent_groups = frozenset(str(g) for g in self.fleet.get("absentGroups") or ())
         self.startup_delay = startup_delay
         self.kai_enabled = kai
         self.kueue_enabled = kueue
@@ -195,6 +198,7 @@ class Cluster:
         for rt in self.registry.types:
             if (
                 rt.crd is not None
+                and rt.group not in self.absent_groups
                 and self.store.get(CRD_KEY, "", rt.crd["metadata"]["name"]) is None
             ):
                 # The spec is shared with the registry and never written: no deep copy.

@@ -78,15 +78,17 @@ def token_table(fleet: dict[str, Any]) -> dict[str, tuple[str, User]]:
 def authenticate(cluster: ClusterView, headers: Any) -> User:
     """The caller of a request: its ``Authorization: Bearer`` token's user, then who it
     impersonates (``Impersonate-User``/``-Group``, what ``kubectl --as`` sends), as the API
-    server authenticates. A request without a token the table knows is kubesim's admin:
-    client-go sends no credentials over plain HTTP, and clients written before identities
-    existed keep working."""
+    server authenticates. A bearer token the table does not know is 401 Unauthorized; a
+    request without one is kubesim's admin: client-go sends no credentials over plain
+    HTTP, and clients written before identities existed keep working."""
     authorization = headers.get("Authorization")
     user = ADMIN
     if authorization and authorization[:7].lower() == "bearer ":
         known = cluster.tokens.get(authorization[7:].strip())
-        if known is not None:
-            user = known[1]
+        if known is None:
+            # A token that authenticates nobody is refused before any authorizer runs.
+            raise errors.ApiError(401, "Unauthorized", "Unauthorized")
+        user = known[1]
     target = headers.get("Impersonate-User")
     return user if not target else _impersonate(cluster, user, target, headers)
 

@@ -412,16 +412,24 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/api":
                 return self._send(200, reg.api_versions(f"127.0.0.1:{sim.port}"))
             if path == "/apis":
-                return self._send(200, reg.api_group_list())
+                listing = reg.api_group_list()
+                listing["groups"] = [
+                    g for g in listing["groups"] if g["name"] not in cluster.absent_groups
+                ]
+                return self._send(200, listing)
             if path.startswith("/openapi/"):
                 code, data, ctype, extra = openapi.answer(
                     reg, path, self.headers.get("Accept", ""), self.headers.get("If-None-Match", "")
                 )
                 return self._send(code, data, extra, content_type=ctype)
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["apis"] and len(parts) >= 2 and parts[1] in cluster.absent_groups:
+            raise errors.ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            )
         if path.startswith("/apis/visibility.kueue.x-k8s.io/"):
             with cluster.lock:
                 return self._send(200, cluster.kueue.visibility(method, path))
-        parts = [p for p in path.split("/") if p]
         if parts[:1] == ["api"] and len(parts) >= 2:
             group, version, rest = "", parts[1], parts[2:]
         elif parts[:1] == ["apis"] and len(parts) >= 3:

@@ -1,11 +1,12 @@
 """Routes of the clusters API (cluster requests, jobs, services, dry-run, manifests,
-queue, usage, images)."""
+queue, usage, images, the fleet's Kubernetes clusters)."""
 
 from django.urls import include, path, re_path
 from django.utils.module_loading import import_string
 from rest_framework.routers import SimpleRouter
 
 from clusters.api.images import ImageListView
+from clusters.api.kube_cluster_views import KubeClusterViewSet
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
 from clusters.api.ray_views import ray_proxy
 from clusters.api.tunnel_views import tunnel
@@ -44,4 +45,25 @@ urlpatterns = [
     ),
     path("queue/", GlobalQueueView.as_view(), name="queue"),
     path("images/", ImageListView.as_view(), name="images"),
+    # The fleet's Kubernetes clusters (platform admins; clusters/api/kube_cluster_views.py).
+    path(
+        "platform/kube-clusters/",
+        KubeClusterViewSet.as_view({"get": "list", "post": "create"}),
+        name="kube-clusters",
+    ),
+    path(
+        "platform/kube-clusters/<slug:name>/",
+        KubeClusterViewSet.as_view(
+            {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
+        ),
+        name="kube-cluster",
+    ),
+    *[
+        path(
+            f"platform/kube-clusters/<slug:name>/{verb}/",
+            KubeClusterViewSet.as_view({"post": verb}),
+            name=f"kube-cluster-{verb}",
+        )
+        for verb in ("cordon", "uncordon", "check")
+    ],
 ]

@@ -150,13 +150,14 @@ class Gateway:
                     path=path,
                     query=query,
                     content_type=headers.get("Content-Type", ""),
-                    review=self._review,
+                    review=self.review,
                 )
                 error = PermanentKubeError(why, status=403)
             raise error from exc
 
-    def _review(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST one access review (what :mod:`clusters.kube.forbidden` asks)."""
+    def review(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST one access review (what :mod:`clusters.kube.forbidden` and a member's
+        credential check ask)."""
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         response = self._send(
             "POST",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from controlplane.settings.k8s import FLEET_HEALTH_INTERVAL_SECONDS
 from controlplane.settings.notices import (
     NOTIFY_DISPATCH_INTERVAL_SECONDS,
     NOTIFY_SWEEP_INTERVAL_SECONDS,
@@ -26,6 +27,10 @@ CELERY_BEAT_SCHEDULE = {
     "notify-sweep": {
         "task": "notifications.tasks.sweep",
         "schedule": NOTIFY_SWEEP_INTERVAL_SECONDS,
+    },
+    "kube-cluster-health": {
+        "task": "clusters.tasks.probe_kube_clusters",
+        "schedule": FLEET_HEALTH_INTERVAL_SECONDS,
     },
     "purge-expired-tokens": {"task": "tenants.tasks.purge_expired_tokens", "schedule": 3600.0},
 }

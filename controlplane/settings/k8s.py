@@ -66,3 +66,5 @@ KAI_ENABLED = env_bool("KAI_ENABLED", False)
 # one first. Unset, one key is derived from SECRET_KEY (changing SECRET_KEY then loses the
 # stored credentials).
 FLEET_CREDENTIAL_KEYS = env_list("FLEET_CREDENTIAL_KEYS")
+# How often the beat probes every member of the fleet (reachable, latency, version).
+FLEET_HEALTH_INTERVAL_SECONDS = env_float("FLEET_HEALTH_INTERVAL_SECONDS", 30.0)

@@ -274,3 +274,40 @@ def test_aggregated_cluster_role_and_bad_reviews(sim: KubeSim, tmp_path: Path) -
         assert not_allowed.value.status == 405
     finally:
         admin.close()
+
+
+def test_a_token_nobody_has_is_401_before_any_authorizer(sim: KubeSim) -> None:
+    api = client.ApiClient(client.Configuration(host=sim.url))
+    api.configuration.api_key = {"authorization": "Bearer not-a-token"}
+    try:
+        with pytest.raises(ApiException) as refused:
+            client.VersionApi(api).get_code()
+        assert refused.value.status == 401
+        status = yaml.safe_load(refused.value.body)
+        assert (status["reason"], status["message"]) == ("Unauthorized", "Unauthorized")
+        api.configuration.api_key = {"authorization": "Bearer alice-token"}
+        assert client.VersionApi(api).get_code().git_version.startswith("v1.")
+    finally:
+        api.close()
+
+
+def test_an_operator_nobody_installed_is_not_served() -> None:
+    with open(DEMO_FLEET, encoding="utf-8") as fh:
+        fleet = yaml.safe_load(fh)
+    fleet["absentGroups"] = ["kueue.x-k8s.io"]
+    s = KubeSim(fleet=fleet).start()
+    api = config.new_client_from_config_dict(s.kubeconfig("kubesim"))
+    try:
+        groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
+        assert "ray.io" in groups and "kueue.x-k8s.io" not in groups
+        crds = client.ApiextensionsV1Api(api).list_custom_resource_definition().items
+        assert "rayjobs.ray.io" in {c.metadata.name for c in crds}
+        assert not [c for c in crds if c.spec.group == "kueue.x-k8s.io"]
+        with pytest.raises(ApiException) as missing:
+            client.CustomObjectsApi(api).list_cluster_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "clusterqueues"
+            )
+        assert missing.value.status == 404
+    finally:
+        api.close()
+        s.stop()

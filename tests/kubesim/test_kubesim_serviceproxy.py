@@ -169,7 +169,7 @@ def test_recorded_headers_and_cookies(sim: KubeSim, custom: client.CustomObjects
     requests.post(
         f"{sim.url}{SVC}/rc-head-svc:dashboard/proxy/api/jobs/",
         json={"entrypoint": "python x.py"},
-        headers={"Authorization": "Bearer kube-token", "X-Trace": "t1"},
+        headers={"Authorization": "Bearer kubesim", "X-Trace": "t1"},
         cookies={"ray_ui": "1"},
         timeout=5,
     )
@@ -183,7 +183,7 @@ def test_recorded_headers_and_cookies(sim: KubeSim, custom: client.CustomObjects
         "/api/jobs/",
     )
     assert entry["status"] == 200
-    assert entry["headers"]["Authorization"] == "Bearer kube-token"
+    assert entry["headers"]["Authorization"] == "Bearer kubesim"
     assert entry["headers"]["X-Trace"] == "t1"
     assert entry["cookies"] == {"ray_ui": "1"}
     # What the API server passes on: no Authorization, a forwarded-for.

@@ -1,0 +1,105 @@
+"""The fleet's Kubernetes clusters in the dashboard (platform admins only; a 404 for
+anybody else): the list with each one's health, the register form, and a cluster's page
+with its health, its flavors' nodes and the cordon, check and remove buttons. Every
+write is the service the API calls (:mod:`clusters.members.services`)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from clusters.members import selectors, services
+from clusters.models import KubeCluster, Schedulable
+from controlplane.exceptions import ServiceConflict
+from frontend.kube_cluster_forms import KubeClusterForm
+from frontend.views.common import form_page
+from frontend.views.platform import require_platform_admin, submitted
+
+
+@login_required
+def kube_clusters(request: HttpRequest) -> HttpResponse:
+    """Every member in placement order with its health; register one (its credentials
+    are checked before it is saved: a refusal stays on the form, saying what failed)."""
+    require_platform_admin(request)
+    form = KubeClusterForm(request.POST or None)
+    registered = submitted(
+        request,
+        form,
+        lambda data: services.kube_cluster_register(actor=request.user, **data),
+        lambda data: f"Registered {data['name']}.",
+    )
+    if registered is not None:
+        return redirect("platform-kube-cluster", name=registered.name)
+    return form_page(
+        request,
+        "frontend/platform/kube_clusters.html",
+        {"form": form, "members": selectors.kube_cluster_list()},
+    )
+
+
+@login_required
+def kube_cluster(request: HttpRequest, name: str) -> HttpResponse:
+    """One member: its health, sign-in, placement and each flavor's nodes there."""
+    require_platform_admin(request)
+    member = get_object_or_404(selectors.kube_cluster_list(), name=name)
+    placed, waiting = selectors.kube_cluster_references(member=member)
+    return render(
+        request,
+        "frontend/platform/kube_cluster.html",
+        {
+            "member": member,
+            "stock": selectors.kube_cluster_stock(member=member),
+            "placed": placed,
+            "waiting": waiting,
+        },
+    )
+
+
+def _cordon(request: HttpRequest, member: KubeCluster) -> str:
+    services.kube_cluster_set_schedulable(
+        actor=request.user, member=member, schedulable=Schedulable.CORDONED
+    )
+    return f"{member.name} is cordoned: nothing new is placed there."
+
+
+def _uncordon(request: HttpRequest, member: KubeCluster) -> str:
+    services.kube_cluster_set_schedulable(
+        actor=request.user, member=member, schedulable=Schedulable.ACTIVE
+    )
+    return f"{member.name} takes new placements again."
+
+
+def _check(request: HttpRequest, member: KubeCluster) -> str:
+    report = services.kube_cluster_check(actor=request.user, member=member)
+    if not report.passed:
+        raise ServiceConflict(report.message)
+    return f"{member.name} passes the check."
+
+
+ACTIONS = {"cordon": _cordon, "uncordon": _uncordon, "check": _check}
+
+
+@login_required
+@require_POST
+def kube_cluster_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
+    """Cordon, uncordon, check or remove one member; back to its page (or the list)."""
+    require_platform_admin(request)
+    member = get_object_or_404(KubeCluster, name=name)
+    if action == "remove":
+        try:
+            services.kube_cluster_remove(actor=request.user, member=member)
+        except ServiceConflict as exc:
+            messages.error(request, exc.message)
+            return redirect("platform-kube-cluster", name=name)
+        messages.success(request, f"Removed {name} from the fleet.")
+        return redirect("platform-kube-clusters")
+    if action not in ACTIONS:
+        raise Http404(f"There is no {action!r} action on a Kubernetes cluster.")
+    try:
+        messages.success(request, ACTIONS[action](request, member))
+    except ServiceConflict as exc:
+        messages.error(request, exc.message)
+    return redirect("platform-kube-cluster", name=name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -22,11 +23,13 @@ from django.utils import timezone
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import row_relations
-from clusters.engine import idle, provisioning, scale_up
+from clusters.engine import idle, member_passes, provisioning, scale_up
+from clusters.engine.pass_state import Report
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
-from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
-from clusters.models import ClusterRequest
+from clusters.kube.connection import gateway_of, member_of, placed_gateways
+from clusters.kube.gateway import PermanentKubeError, TransientKubeError
+from clusters.models import ClusterRequest, KubeCluster
 from clusters.queue.backends import queue_backend
 from clusters.queue.free_capacity import anyone_waiting as waiting_for_capacity
 from clusters.rows import enqueue
@@ -62,7 +65,7 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
     """Converge one cluster request's Kubernetes objects with its row."""
     cluster = (
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", *row_relations())
+        .select_related("tenant", "flavor", "owner", "kube_cluster", *row_relations())
         .filter(pk=cluster_id)
         .first()
     )
@@ -72,6 +75,15 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
         provisioning.converge(cluster)
     except TransientKubeError as exc:
         metrics.API_ERRORS.labels("transient").inc()
+        if _member_unreachable(cluster):
+            # Its member is down: the row keeps its state (stale) and waits for it, as
+            # long as it takes, instead of failing after MAX_ATTEMPTS; the sweeper sends
+            # it again every SWEEP_STALE_SECONDS, and the member's passes resume when it
+            # answers again.
+            ClusterRequest.objects.filter(pk=cluster.pk).update(
+                last_error=exc.message[:2000], progress_at=timezone.now()
+            )
+            return
         attempts = cluster.attempts + 1
         if attempts >= MAX_ATTEMPTS:
             _fail(cluster, f"gave up after {attempts} attempts: {exc.message}")
@@ -92,6 +104,12 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
         return
     if cluster.state in (State.DELETED, State.PROVISIONING):
         _nudge_reconcile()
+
+
+def _member_unreachable(cluster: ClusterRequest) -> bool:
+    """Whether the member the row is placed on is marked unreachable."""
+    member = member_of(cluster)
+    return member is not None and member.reachable is False
 
 
 def _nudge_reconcile(*, at_once: bool = False) -> None:
@@ -148,7 +166,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
         .filter(pk__in=cluster_ids)
         .order_by("pk")
     )
-    gw = get_gateway()
+    gateways = placed_gateways(rows)  # each row's member's
     bundles = BatchBundles(row.tenant_id for row in rows)
     admitted: list[ClusterRequest] = []  # moved on together, below
     moved = deleting = False
@@ -161,7 +179,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
             # requests per row, and a transition per row.
             provisioning.converge(
                 cluster,
-                gw,
+                gateways[cluster.pk],
                 bundles=bundles,
                 admitted=admitted,
                 finish_deletion=False,
@@ -203,9 +221,29 @@ def admission_pass() -> list[int]:
 
 @shared_task(name=enqueue.RECONCILE, acks_late=True)
 def reconcile() -> dict[str, int]:
-    """One reconcile pass (one at a time); asks for an admission pass when it freed
-    capacity."""
+    """One reconcile pass over every member of the fleet, each member's on its own
+    (:mod:`clusters.engine.member_passes`); asks for an admission pass when one freed
+    capacity. Returns the counts of the passes that ended in time, summed."""
     enqueue.pass_started(enqueue.RECONCILE)
+    if not KubeCluster.objects.exists():
+        return _settings_cluster_pass()  # no member registered: settings' cluster only
+    outcome = member_passes.reconcile_fleet(
+        _after_pass, lambda: enqueue.request_pass(enqueue.RECONCILE)
+    )
+    counts = _sum(_counts(report) for report in outcome.reports.values())
+    if outcome.failed:
+        counts["errors"] = counts.get("errors", 0) + len(outcome.failed)
+        for name, error in outcome.failed.items():
+            log.warning("reconcile of member %s skipped: %s", name, error)
+    if outcome.busy and not outcome.reports and not outcome.failed:
+        # Every member's pass was running (another worker's, or a slow one still
+        # going): ask again, as a pass that found the lock taken always did.
+        enqueue.request_pass(enqueue.RECONCILE, countdown=BUSY_RETRY_SECONDS)
+        return {"busy": 1}
+    return counts
+
+
+def _settings_cluster_pass() -> dict[str, int]:
     try:
         report = reconcile_exclusive()
     except TransientKubeError as exc:
@@ -214,6 +252,13 @@ def reconcile() -> dict[str, int]:
     if report is None:
         enqueue.request_pass(enqueue.RECONCILE, countdown=BUSY_RETRY_SECONDS)
         return {"busy": 1}
+    _after_pass(report)
+    return _counts(report)
+
+
+def _after_pass(report: Report) -> None:
+    """What a member's pass asks for next: another pass for the rows it deferred, an
+    admission pass when it freed capacity."""
     if report.deferred and not current_app.conf.task_always_eager:
         # Rows whose objects the caches could not vouch for yet: the next pass sees them
         # (and reads them directly once their move is READ_THROUGH_AFTER old). Without
@@ -225,6 +270,9 @@ def reconcile() -> dict[str, int]:
         # beat's backstop pass, 15 s later, although it fitted once the pass moved the
         # clusters ahead of it to ready.
         enqueue.request_pass(enqueue.ADMISSION_PASS)
+
+
+def _counts(report: Report) -> dict[str, int]:
     return {
         "ready": len(report.ready),
         "recreated": len(report.recreated),
@@ -239,6 +287,14 @@ def reconcile() -> dict[str, int]:
         "folded": report.folded,
         "skipped": report.skipped,
     }
+
+
+def _sum(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for one in counts:
+        for key, value in one.items():
+            total[key] = total.get(key, 0) + value
+    return total
 
 
 @shared_task(name="clusters.tasks.check_activity", acks_late=True)
@@ -265,14 +321,14 @@ def request_capacity(self: Any, cluster_id: int) -> None:
     lost work: every reconcile pass writes it again while it is missing."""
     cluster = (
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", *row_relations())
+        .select_related("tenant", "flavor", "owner", "kube_cluster", *row_relations())
         .filter(pk=cluster_id)
         .first()
     )
     if cluster is None:
         return
     try:
-        scale_up.request_capacity(cluster, get_gateway())
+        scale_up.request_capacity(cluster, gateway_of(cluster))
     except TransientKubeError as exc:
         raise self.retry(
             countdown=backoff_seconds(self.request.retries + 1, exc.retry_after), exc=exc

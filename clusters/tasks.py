@@ -228,7 +228,8 @@ def reconcile() -> dict[str, int]:
     if not KubeCluster.objects.exists():
         return _settings_cluster_pass()  # no member registered: settings' cluster only
     outcome = member_passes.reconcile_fleet(
-        _after_pass, lambda: enqueue.request_pass(enqueue.RECONCILE)
+        lambda _member, report: _after_pass(report),
+        lambda: enqueue.request_pass(enqueue.RECONCILE),
     )
     counts = _sum(_counts(report) for report in outcome.reports.values())
     if outcome.failed:

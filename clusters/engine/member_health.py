@@ -41,12 +41,12 @@ def pass_failed(member: KubeCluster, error: str) -> bool:
     KubeCluster.objects.filter(pk=member.pk).update(
         failed_passes=F("failed_passes") + 1, health_message=error[:500]
     )
-    member.refresh_from_db(
-        fields=["failing_since", "failed_passes", "reachable", "unreachable_since"]
-    )
-    if member.unreachable_since is not None or member.failed_passes < UNREACHABLE_AFTER_FAILURES:
+    found = KubeCluster.objects.filter(pk=member.pk).first()
+    if found is None:
+        return False  # removed from the fleet meanwhile
+    if found.unreachable_since is not None or found.failed_passes < UNREACHABLE_AFTER_FAILURES:
         return False
-    since = member.failing_since or now
+    since = found.failing_since or now
     return bool(
         KubeCluster.objects.filter(pk=member.pk, unreachable_since__isnull=True).update(
             reachable=False,

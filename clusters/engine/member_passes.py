@@ -28,7 +28,7 @@ from clusters.models import KubeCluster
 
 log = logging.getLogger(__name__)
 
-After = Callable[[Report], None]
+After = Callable[[str, Report], None]  # the member's name, its pass's report
 
 
 @dataclass
@@ -76,7 +76,7 @@ def member_pass(member: KubeCluster) -> Report | None:
 
 def reconcile_fleet(after: After, ask_again: Callable[[], object]) -> FleetPass:
     """A pass over every member (see the module docstring). ``after`` is called with each
-    member's report, in the thread that made it; ``ask_again`` when a member that was
+    member's name and report, in the thread that made it; ``ask_again`` when a member that was
     busy ends its pass, so that the nudge that found it busy is not lost."""
     members = list(KubeCluster.objects.all())
     outcome = FleetPass()
@@ -113,6 +113,15 @@ def reconcile_fleet(after: After, ask_again: Callable[[], object]) -> FleetPass:
     return outcome
 
 
+def wait_for_passes(timeout: float) -> bool:
+    """Wait for the members' passes still running in this process; returns whether
+    they all ended (tests, and a worker's shutdown)."""
+    with _lock:
+        running = [f for f in _running.values() if not f.done()]
+    done, pending = wait(running, timeout=timeout)
+    return not pending
+
+
 def _inline(member: KubeCluster, after: After, outcome: FleetPass) -> None:
     try:
         report = member_pass(member)
@@ -123,7 +132,7 @@ def _inline(member: KubeCluster, after: After, outcome: FleetPass) -> None:
         outcome.busy.append(member.name)
         return
     outcome.reports[member.name] = report
-    after(report)
+    after(member.name, report)
 
 
 def _threaded(member_id: int, after: After, ask_again: Callable[[], object]) -> Report | None:
@@ -135,10 +144,13 @@ def _threaded(member_id: int, after: After, ask_again: Callable[[], object]) -> 
             return None  # removed from the fleet meanwhile
         report = member_pass(member)
         if report is not None:
-            after(report)
+            after(member.name, report)
         return report
+    except KubeError as exc:  # recorded on the member (member_health)
+        log.warning("reconcile pass over member %s failed: %s", member_id, exc.message)
+        raise
     except Exception:
-        log.warning("reconcile pass over member %s failed", member_id, exc_info=True)
+        log.exception("reconcile pass over member %s failed", member_id)
         raise
     finally:
         with _lock:

@@ -346,7 +346,7 @@ def _observe(gw: Gateway, scope: MemberScope) -> Seen:
     cache = informers.caches(lists, scope)
     views = cache.read(gw) if cache is not None else {}
     missing = {what: spec for what, spec in lists.items() if what not in views}
-    pool = _list_threads(len(lists))
+    pool = _list_threads(len(lists), scope.name)
     futures = {
         what: pool.submit(gw.list, api_version, kind, **selectors)
         for what, (api_version, kind, selectors) in missing.items()
@@ -396,21 +396,20 @@ def _observe(gw: Gateway, scope: MemberScope) -> Seen:
     )
 
 
-_THREADS: tuple[int, ThreadPoolExecutor] | None = None
+_THREADS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 
 
-def _list_threads(size: int) -> ThreadPoolExecutor:
-    """The threads passes list with, kept for the life of the process (made again in a
-    forked child, which has none of its parent's threads). Threads made for each pass
-    each opened their own connections to the shared cache (Django's caches are per
-    thread), a few times a second during a burst."""
-    global _THREADS
-    if _THREADS is None or _THREADS[0] != os.getpid():
-        _THREADS = (
-            os.getpid(),
-            ThreadPoolExecutor(max_workers=size, thread_name_prefix="reconcile-list"),
-        )
-    return _THREADS[1]
+def _list_threads(size: int, member: str) -> ThreadPoolExecutor:
+    """The threads passes over ``member`` list with, kept for the life of the process
+    (made again in a forked child, which has none of its parent's threads). Threads
+    made for each pass each opened their own connections to the shared cache (Django's
+    caches are per thread), a few times a second during a burst. Each member has its
+    own: a slow member's LISTs must not queue another member's behind them."""
+    found = _THREADS.get(member)
+    if found is None or found[0] != os.getpid():
+        pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"reconcile-list{member}")
+        found = _THREADS[member] = (os.getpid(), pool)
+    return found[1]
 
 
 def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:

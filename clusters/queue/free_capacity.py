@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -222,27 +223,32 @@ def _record_on_flavors(free: dict[str, Free]) -> bool:
 
 
 def _sum_on_flavors(now: datetime) -> None:
-    """Every flavor's observed figures: the sums of its recent stock rows, in one query
-    per flavor that has any."""
-    totals = (
-        FlavorStock.objects.filter(observed_at__gte=now - FRESH_FOR)
-        .values("flavor_id")
-        .annotate(
-            gpus=Sum("observed_free_gpus"),
-            nodes=Sum("observed_free_nodes"),
-            seen=Sum("observed_nodes"),
+    """Every flavor's observed figures: the sums of its recent stock rows. The flavors
+    are locked first, so that members' passes sum one after the other and the last
+    one's sums hold every member's latest observation."""
+    with transaction.atomic():
+        flavor_ids = list(
+            GpuFlavor.objects.select_for_update().order_by("pk").values_list("pk", flat=True)
         )
-        .order_by("flavor_id")
-    )
-    found = {row["flavor_id"]: row for row in totals}
-    for flavor_id in GpuFlavor.objects.values_list("pk", flat=True):
-        row = found.get(flavor_id, {})
-        GpuFlavor.objects.filter(pk=flavor_id).update(
-            observed_free_gpus=row.get("gpus") or 0,
-            observed_free_nodes=row.get("nodes") or 0,
-            observed_nodes=row.get("seen") or 0,
-            observed_at=now,
+        totals = (
+            FlavorStock.objects.filter(observed_at__gte=now - FRESH_FOR)
+            .values("flavor_id")
+            .annotate(
+                gpus=Sum("observed_free_gpus"),
+                nodes=Sum("observed_free_nodes"),
+                seen=Sum("observed_nodes"),
+            )
+            .order_by("flavor_id")
         )
+        found = {row["flavor_id"]: row for row in totals}
+        for flavor_id in flavor_ids:
+            row = found.get(flavor_id, {})
+            GpuFlavor.objects.filter(pk=flavor_id).update(
+                observed_free_gpus=row.get("gpus") or 0,
+                observed_free_nodes=row.get("nodes") or 0,
+                observed_nodes=row.get("seen") or 0,
+                observed_at=now,
+            )
 
 
 def anyone_waiting() -> bool:

@@ -118,7 +118,7 @@ def wait_for_passes(timeout: float) -> bool:
     they all ended (tests, and a worker's shutdown)."""
     with _lock:
         running = [f for f in _running.values() if not f.done()]
-    done, pending = wait(running, timeout=timeout)
+    _, pending = wait(running, timeout=timeout)
     return not pending
 
 

@@ -27,7 +27,7 @@ from clusters.engine import idle, member_passes, provisioning, scale_up
 from clusters.engine.pass_state import Report
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
-from clusters.kube.connection import gateway_of, member_of, placed_gateways
+from clusters.kube.connection import gateway_of, member_of, on_unreachable, placed_gateways
 from clusters.kube.gateway import PermanentKubeError, TransientKubeError
 from clusters.models import ClusterRequest, KubeCluster
 from clusters.queue.backends import queue_backend
@@ -167,11 +167,16 @@ def _converge_batch(cluster_ids: list[int]) -> None:
         .order_by("pk")
     )
     gateways = placed_gateways(rows)  # each row's member's
+    # Rows whose member is down wait for it (stale), without holding up the batch on
+    # its timeouts; the sweeper sends them again.
+    down = on_unreachable(rows)
+    if down:
+        ClusterRequest.objects.filter(pk__in=down).update(progress_at=timezone.now())
     bundles = BatchBundles(row.tenant_id for row in rows)
     admitted: list[ClusterRequest] = []  # moved on together, below
     moved = deleting = False
     for cluster in rows:
-        if not provisioning.wants_provisioning(cluster):
+        if cluster.pk in down or not provisioning.wants_provisioning(cluster):
             continue
         try:
             # A deletion is finished by the reconciler, in bulk, from the LISTs it makes

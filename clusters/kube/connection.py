@@ -116,6 +116,15 @@ def placed_gateways(requests: list[ClusterRequest]) -> dict[int, Gateway]:
     return found
 
 
+def on_unreachable(requests: list[ClusterRequest]) -> set[int]:
+    """The ids of ``requests`` placed on a member marked unreachable (one query)."""
+    ids = {r.kube_cluster_id for r in requests if r.kube_cluster_id is not None}
+    if not ids:
+        return set()
+    down = set(KubeCluster.objects.filter(pk__in=ids, reachable=False).values_list("pk", flat=True))
+    return {r.pk for r in requests if r.kube_cluster_id in down}
+
+
 def ping() -> None:
     """Raise unless the Kubernetes API of settings' cluster answers ``/version``."""
     get_gateway().version()

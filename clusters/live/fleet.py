@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.core.cache import cache
@@ -25,7 +27,7 @@ from clusters.admission.fairshare import CohortShare, fair_share
 from clusters.domain.states import State
 from clusters.kube import labels
 from clusters.kube.connection import gateway_for
-from clusters.kube.gateway import KubeError, get_gateway
+from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest, FlavorStock, KubeCluster
 from clusters.queue import free_capacity
 from clusters.queue.dry_run_cache import recorded_snapshot
@@ -194,12 +196,15 @@ def _read_nodes() -> list[tuple[str, list[free_capacity.NodeUse], str]]:
     a page reads them at most every :data:`NODES_CACHE_SECONDS`."""
     members = list(KubeCluster.objects.all())
     if not members:
-        return [("", *_read_member_nodes(get_gateway()))]
-    return [(m.name, *_read_member_nodes(gateway_for(m))) for m in members]
+        return [("", *_read_member_nodes(get_gateway))]
+    return [(m.name, *_read_member_nodes(partial(gateway_for, m))) for m in members]
 
 
-def _read_member_nodes(gateway: Any) -> tuple[list[free_capacity.NodeUse], str]:
+def _read_member_nodes(
+    gateway_of: Callable[[], Gateway],
+) -> tuple[list[free_capacity.NodeUse], str]:
     try:
+        gateway = gateway_of()  # its credentials may not load: a message, not an error
         nodes = gateway.list("v1", "Node")
         pods = gateway.list("v1", "Pod")
     except KubeError as exc:

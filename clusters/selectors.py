@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import DEFAULT_WORKLOAD, kind_named, kind_of
-from clusters.engine import idle
+from clusters.engine import idle, member_health
 from clusters.models import (
     ClusterEvent,
     ClusterRequest,
@@ -33,7 +34,7 @@ def cluster_list(
     queryset: ClusterRequestQuerySet = tenant.clusters.all()
     if workload is not None:
         queryset = queryset.filter(workload=workload)
-    related = ["flavor", "owner", "kube_cluster"]
+    related = ["flavor", "owner", "kube_cluster"]  # kube_cluster: whether it is stale
     if workload is not None:
         kind = kind_named(workload)
         related += kind.list_related
@@ -384,3 +385,13 @@ def clusters_of_owner(*, user: Any) -> ClusterRequestQuerySet:
         .select_related("tenant", "flavor", "owner")
         .order_by("-created_at", "-id")
     )
+
+
+def staleness(request: ClusterRequest) -> tuple[bool, datetime | None]:
+    """Whether the request's state is stale (its member of the fleet is unreachable)
+    and since when it was last read there. Reads the member the selectors join (a
+    query for a row read without it); a row not placed yet is never called stale."""
+    if request.kube_cluster_id is None:
+        return False, None
+    member = request.kube_cluster
+    return member_health.is_stale(request, member), member_health.stale_since(request, member)

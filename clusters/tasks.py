@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -22,12 +23,14 @@ from django.utils import timezone
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import row_relations
-from clusters.engine import idle, provisioning, scale_up
+from clusters.engine import idle, member_passes, provisioning, scale_up
+from clusters.engine.pass_state import Report
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
-from clusters.kube.gateway import PermanentKubeError, TransientKubeError, get_gateway
+from clusters.kube.connection import gateway_of, member_of, on_unreachable, placed_gateways
+from clusters.kube.gateway import PermanentKubeError, TransientKubeError
 from clusters.members.health import fleet_probe
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, KubeCluster
 from clusters.queue.backends import queue_backend
 from clusters.queue.free_capacity import anyone_waiting as waiting_for_capacity
 from clusters.rows import enqueue
@@ -63,7 +66,7 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
     """Converge one cluster request's Kubernetes objects with its row."""
     cluster = (
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", *row_relations())
+        .select_related("tenant", "flavor", "owner", "kube_cluster", *row_relations())
         .filter(pk=cluster_id)
         .first()
     )
@@ -73,6 +76,15 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
         provisioning.converge(cluster)
     except TransientKubeError as exc:
         metrics.API_ERRORS.labels("transient").inc()
+        if _member_unreachable(cluster):
+            # Its member is down: the row keeps its state (stale) and waits for it, as
+            # long as it takes, instead of failing after MAX_ATTEMPTS; the sweeper sends
+            # it again every SWEEP_STALE_SECONDS, and the member's passes resume when it
+            # answers again.
+            ClusterRequest.objects.filter(pk=cluster.pk).update(
+                last_error=exc.message[:2000], progress_at=timezone.now()
+            )
+            return
         attempts = cluster.attempts + 1
         if attempts >= MAX_ATTEMPTS:
             _fail(cluster, f"gave up after {attempts} attempts: {exc.message}")
@@ -93,6 +105,12 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
         return
     if cluster.state in (State.DELETED, State.PROVISIONING):
         _nudge_reconcile()
+
+
+def _member_unreachable(cluster: ClusterRequest) -> bool:
+    """Whether the member the row is placed on is marked unreachable."""
+    member = member_of(cluster)
+    return member is not None and member.reachable is False
 
 
 def _nudge_reconcile(*, at_once: bool = False) -> None:
@@ -149,12 +167,17 @@ def _converge_batch(cluster_ids: list[int]) -> None:
         .filter(pk__in=cluster_ids)
         .order_by("pk")
     )
-    gw = get_gateway()
+    gateways = placed_gateways(rows)  # each row's member's
+    # Rows whose member is down wait for it (stale), without holding up the batch on
+    # its timeouts; the sweeper sends them again.
+    down = on_unreachable(rows)
+    if down:
+        ClusterRequest.objects.filter(pk__in=down).update(progress_at=timezone.now())
     bundles = BatchBundles(row.tenant_id for row in rows)
     admitted: list[ClusterRequest] = []  # moved on together, below
     moved = deleting = False
     for cluster in rows:
-        if not provisioning.wants_provisioning(cluster):
+        if cluster.pk in down or not provisioning.wants_provisioning(cluster):
             continue
         try:
             # A deletion is finished by the reconciler, in bulk, from the LISTs it makes
@@ -162,7 +185,7 @@ def _converge_batch(cluster_ids: list[int]) -> None:
             # requests per row, and a transition per row.
             provisioning.converge(
                 cluster,
-                gw,
+                gateways[cluster.pk],
                 bundles=bundles,
                 admitted=admitted,
                 finish_deletion=False,
@@ -204,9 +227,30 @@ def admission_pass() -> list[int]:
 
 @shared_task(name=enqueue.RECONCILE, acks_late=True)
 def reconcile() -> dict[str, int]:
-    """One reconcile pass (one at a time); asks for an admission pass when it freed
-    capacity."""
+    """One reconcile pass over every member of the fleet, each member's on its own
+    (:mod:`clusters.engine.member_passes`); asks for an admission pass when one freed
+    capacity. Returns the counts of the passes that ended in time, summed."""
     enqueue.pass_started(enqueue.RECONCILE)
+    if not KubeCluster.objects.exists():
+        return _settings_cluster_pass()  # no member registered: settings' cluster only
+    outcome = member_passes.reconcile_fleet(
+        lambda _member, report: _after_pass(report),
+        lambda: enqueue.request_pass(enqueue.RECONCILE),
+    )
+    counts = _sum(_counts(report) for report in outcome.reports.values())
+    if outcome.failed:
+        counts["errors"] = counts.get("errors", 0) + len(outcome.failed)
+        for name, error in outcome.failed.items():
+            log.warning("reconcile of member %s skipped: %s", name, error)
+    if outcome.busy and not outcome.reports and not outcome.failed:
+        # Every member's pass was running (another worker's, or a slow one still
+        # going): ask again, as a pass that found the lock taken always did.
+        enqueue.request_pass(enqueue.RECONCILE, countdown=BUSY_RETRY_SECONDS)
+        return {"busy": 1}
+    return counts
+
+
+def _settings_cluster_pass() -> dict[str, int]:
     try:
         report = reconcile_exclusive()
     except TransientKubeError as exc:
@@ -215,6 +259,13 @@ def reconcile() -> dict[str, int]:
     if report is None:
         enqueue.request_pass(enqueue.RECONCILE, countdown=BUSY_RETRY_SECONDS)
         return {"busy": 1}
+    _after_pass(report)
+    return _counts(report)
+
+
+def _after_pass(report: Report) -> None:
+    """What a member's pass asks for next: another pass for the rows it deferred, an
+    admission pass when it freed capacity."""
     if report.deferred and not current_app.conf.task_always_eager:
         # Rows whose objects the caches could not vouch for yet: the next pass sees them
         # (and reads them directly once their move is READ_THROUGH_AFTER old). Without
@@ -226,6 +277,9 @@ def reconcile() -> dict[str, int]:
         # beat's backstop pass, 15 s later, although it fitted once the pass moved the
         # clusters ahead of it to ready.
         enqueue.request_pass(enqueue.ADMISSION_PASS)
+
+
+def _counts(report: Report) -> dict[str, int]:
     return {
         "ready": len(report.ready),
         "recreated": len(report.recreated),
@@ -240,6 +294,14 @@ def reconcile() -> dict[str, int]:
         "folded": report.folded,
         "skipped": report.skipped,
     }
+
+
+def _sum(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for one in counts:
+        for key, value in one.items():
+            total[key] = total.get(key, 0) + value
+    return total
 
 
 @shared_task(name="clusters.tasks.check_activity", acks_late=True)
@@ -266,14 +328,14 @@ def request_capacity(self: Any, cluster_id: int) -> None:
     lost work: every reconcile pass writes it again while it is missing."""
     cluster = (
         ClusterRequest.objects.unscoped()
-        .select_related("tenant", "flavor", "owner", *row_relations())
+        .select_related("tenant", "flavor", "owner", "kube_cluster", *row_relations())
         .filter(pk=cluster_id)
         .first()
     )
     if cluster is None:
         return
     try:
-        scale_up.request_capacity(cluster, get_gateway())
+        scale_up.request_capacity(cluster, gateway_of(cluster))
     except TransientKubeError as exc:
         raise self.retry(
             countdown=backoff_seconds(self.request.retries + 1, exc.retry_after), exc=exc

@@ -2,10 +2,12 @@
 """`make run`: the whole control plane on one machine, with no servers to install.
 
 Prepares var/ (SQLite database migrated and seeded with the demo data, static files, a
-secret key), then starts and watches kubesim with the demo fleet, a Celery worker and beat
+secret key), then starts and watches two kubesims as a fleet ("onprem" with the demo
+fleet, "cloud" with L4s that autoscale), a Celery worker and beat
 on the embedded broker, the web server (uvicorn, for the WebSockets of Ray's log tail), the
 Ray dashboards' origin, a mail sink and a demo webhook receiver; each logs to var/<name>.log
-and is restarted if it dies. Ctrl-C stops them all. Environment: PORT, KUBE_PORT, MAIL_PORT,
+and is restarted if it dies. Ctrl-C stops them all. Environment: PORT, KUBE_PORT,
+CLOUD_KUBE_PORT, MAIL_PORT,
 WEBHOOK_PORT, REAL_RAY, DEBUG=1, KUBECONFIG (a real cluster: no kubesim), EMAIL_HOST,
 RAY_PROXY_ORIGIN. README.md ("make run") says what each does.
 """
@@ -35,6 +37,8 @@ MAX_PAUSE_SECONDS = 16
 # Clusters whose Ray is real in kubesim (a head costs about 1.5 GB and a few CPU-seconds).
 DEFAULT_REAL_RAY = 2
 STOP_TIMEOUT_SECONDS = 10
+# The token make run registers the cloud kubesim with (kubesim/fleets/cloud.yaml, users:).
+CLOUD_TOKEN = "gangway-fleet-demo-token"
 
 
 def say(line: str) -> None:
@@ -209,6 +213,12 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     parser.add_argument("--kube-port", type=int, default=int(os.environ.get("KUBE_PORT", "6443")))
     parser.add_argument(
+        "--cloud-kube-port",
+        type=int,
+        default=int(os.environ["CLOUD_KUBE_PORT"]) if os.environ.get("CLOUD_KUBE_PORT") else None,
+        help="the second kubesim's port, the fleet member cloud (default: KUBE_PORT+1)",
+    )
+    parser.add_argument(
         "--mail-port",
         type=int,
         default=int(os.environ["MAIL_PORT"]) if os.environ.get("MAIL_PORT") else None,
@@ -234,6 +244,7 @@ def _arguments() -> argparse.Namespace:
         help="seconds kubesim takes to start a pod (realism for demos)",
     )
     args = parser.parse_args()
+    args.cloud_kube_port = args.cloud_kube_port or args.kube_port + 1
     args.mail_port = args.mail_port or args.port + 4
     args.webhook_port = args.webhook_port or args.port + 5
     return args
@@ -244,7 +255,8 @@ def _port_in_use(
 ) -> str | None:
     """Why make run cannot start, naming the variable that moves the busy port; None if
     every port it needs is free."""
-    ports = {"PORT": args.port} | ({} if external_kube else {"KUBE_PORT": args.kube_port})
+    kubesims = {"KUBE_PORT": args.kube_port, "CLOUD_KUBE_PORT": args.cloud_kube_port}
+    ports = {"PORT": args.port} | ({} if external_kube else kubesims)
     ports |= {"WEBHOOK_PORT": args.webhook_port} | (
         {"MAIL_PORT": args.mail_port} if own_mail else {}
     )
@@ -264,6 +276,7 @@ def _setup_steps(env: dict[str, str]) -> list[list[str]]:
 
 
 def _kubesim(args: argparse.Namespace, env: dict[str, str]) -> Child:
+    """The first member of the fleet, onprem: the demo fleet, settings' KUBECONFIG."""
     return Child(
         "kubesim",
         [
@@ -286,6 +299,33 @@ def _kubesim(args: argparse.Namespace, env: dict[str, str]) -> Child:
             str(VAR / "kubesim-procs"),
         ],
     )
+
+
+def _cloud_kubesim(args: argparse.Namespace) -> Child:
+    """The second member, cloud: L4s that autoscale, registered by ``seed_demo_fleet``
+    (its Ray stays simulated: the real-Ray slots are onprem's)."""
+    return Child(
+        "kubesim-cloud",
+        [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "--port",
+            str(args.cloud_kube_port),
+            "--config",
+            str(ROOT / "kubesim" / "fleets" / "cloud.yaml"),
+            "--kubeconfig-out",
+            str(VAR / "kubeconfig-cloud"),
+            "--startup-delay",
+            str(args.startup_delay),
+            "--snapshot",
+            str(VAR / "kubesim-cloud-state.json"),
+        ],
+    )
+
+
+def cloud_server(args: argparse.Namespace) -> str:
+    return f"http://127.0.0.1:{args.cloud_kube_port}"
 
 
 def real_ray_clusters(asked: int) -> int:
@@ -385,10 +425,11 @@ def web_command(port: int) -> list[str]:
 def _children(
     args: argparse.Namespace, env: dict[str, str], external_kube: bool, own_mail: bool = False
 ) -> list[Child]:
-    """The supervised processes, in start order (kubesim first, unless KUBECONFIG is set)."""
+    """The supervised processes, in start order (the kubesims first, unless KUBECONFIG
+    is set)."""
     celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
     return [
-        *([] if external_kube else [_kubesim(args, env)]),
+        *([] if external_kube else [_kubesim(args, env), _cloud_kubesim(args)]),
         *notification_sinks(args, own_mail),
         Child(
             "worker",
@@ -424,6 +465,8 @@ def _start(
         child.start(env)
         if child.name == "kubesim":
             _wait_for_port(args.kube_port, timeout=15)
+        if child.name == "kubesim-cloud":
+            _wait_for_port(args.cloud_kube_port, timeout=15)
         if child.name in ("mail", "webhooks"):
             _wait_for_port(args.mail_port if child.name == "mail" else args.webhook_port, 15)
     say(
@@ -434,6 +477,10 @@ def _start(
         say(
             f"  kubesim:  http://127.0.0.1:{args.kube_port}  (kubectl --kubeconfig "
             f"{env['KUBECONFIG']} get nodes)"
+        )
+        say(
+            f"  fleet:    onprem (the kubesim above, H100s) then cloud at {cloud_server(args)}"
+            f" (L4s that autoscale; kubectl --kubeconfig {VAR}/kubeconfig-cloud get nodes)"
         )
     if "MAIL_SINK_DIR" in env:
         say(f"  mail:     {VAR}/mail/*.eml  (and http://127.0.0.1:{args.port}/mail/)")
@@ -469,6 +516,8 @@ def main() -> int:
         )
         return 1
     steps = [*_setup_steps(env), ["demo_webhook", demo_webhook_url(args)]]
+    if not external_kube:
+        steps.append(["seed_demo_fleet", cloud_server(args), "--token", CLOUD_TOKEN])
     children = _children(args, env, external_kube, own_mail)
     if ray_port is not None:
         children.append(_ray_web(ray_port))

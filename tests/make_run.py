@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # What make run inherits from a newcomer's shell; nothing of the suite's configuration.
 _INHERITED = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "TERM"}
 _CHILD_MARKERS = {
-    "kubesim": "-m kubesim",
+    "kubesim": "fleets/demo.yaml",
+    "kubesim-cloud": "fleets/cloud.yaml",
     "worker": " worker ",
     "beat": " beat ",
     "web": "uvicorn",
@@ -130,6 +131,7 @@ class MakeRun:
         """``background``: started as a shell starts ``make run &``, with SIGINT ignored."""
         # PORT+1 is the Ray dashboards' origin (scripts/run.py).
         self.port, self.kube_port = free_port(span=2), free_port()
+        self.cloud_kube_port = free_port()
         # The mail sink's and the demo receiver's ports too: PORT+4 and PORT+5 may be taken.
         self.mail_port = int(env.get("MAIL_PORT") or free_port())
         self.webhook_port = int(env.get("WEBHOOK_PORT") or free_port())
@@ -142,6 +144,7 @@ class MakeRun:
             **base,
             "GANGWAY_VAR_DIR": str(self.var),
             "KUBE_PORT": str(self.kube_port),
+            "CLOUD_KUBE_PORT": str(self.cloud_kube_port),
             "MAIL_PORT": str(self.mail_port),
             "WEBHOOK_PORT": str(self.webhook_port),
             # Clusters stay simulated unless a test asks for real Ray.

@@ -60,7 +60,7 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
         assert first["endpoints"]["client_address"] == "ray://first-head-svc.gw-vision.svc:10001"
 
         children = stack.children()
-        roles = ["beat", "kubesim", "mail", "rayweb", "web", "webhooks", "worker"]
+        roles = ["beat", "kubesim", "kubesim-cloud", "mail", "rayweb", "web", "webhooks", "worker"]
         assert sorted(children) == roles, children
         # Each child runs in var/: whatever it writes by a relative path lands there.
         for pid in children.values():
@@ -110,7 +110,14 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
     assert "real Ray: off (REAL_RAY=0" in stack.output
     exits = [line for line in stack.output.splitlines() if " exited with " in line]
     assert len(exits) == 1 and exits[0].startswith("worker exited with code -9"), exits
-    for busy in (stack.port, stack.port + 1, stack.kube_port, stack.mail_port, stack.webhook_port):
+    for busy in (
+        stack.port,
+        stack.port + 1,
+        stack.kube_port,
+        stack.cloud_kube_port,
+        stack.mail_port,
+        stack.webhook_port,
+    ):
         assert not port_served(busy), f"port {busy} still served"
     alive = [pid for pid in children.values() if Path(f"/proc/{pid}").exists()]
     assert alive == [], f"processes left running: {alive}"

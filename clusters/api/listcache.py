@@ -24,7 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clusters.domain.states import State
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, KubeCluster
 from clusters.selectors import idle_minutes
 from tenants.models import GpuFlavor, Tenant
 
@@ -38,6 +38,7 @@ def _version_sql() -> str:
     tenants = Tenant._meta.db_table
     flavors = GpuFlavor._meta.db_table
     users = get_user_model()._meta.db_table
+    members = KubeCluster._meta.db_table
     version = "hashtextextended(xmin::text || ctid::text, 0)"
     # Only the rows a list can show (it never shows a deleted request): a tenant's
     # history of deleted requests would otherwise make every list read cost more the
@@ -50,7 +51,11 @@ def _version_sql() -> str:
         f"SELECT n, versions, "
         f"(SELECT sum({version}) FROM {tenants} WHERE id = %(t)s), "
         f"(SELECT sum({version}) FROM {flavors}), "
-        f"(SELECT sum({version}) FROM {users} WHERE id = ANY(live.owners)) "
+        f"(SELECT sum({version}) FROM {users} WHERE id = ANY(live.owners)), "
+        # Which members of the fleet are unreachable (their rows show as stale); not
+        # their versions, which every reconcile pass changes.
+        f"(SELECT string_agg(id::text, ',' ORDER BY id) FROM {members} "
+        f"WHERE reachable IS FALSE) "
         f"FROM live"
     )
 

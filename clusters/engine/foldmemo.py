@@ -22,6 +22,7 @@ from django.db import connection
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import Details, derived, details_tables
+from clusters.engine.member_scope import MemberScope
 from clusters.models import ClusterRequest
 
 # The columns a fold reads besides the row's identity (tenant and name never change).
@@ -55,13 +56,16 @@ class LiveRow:
     stamp: tuple[Any, ...]
 
 
-def live_rows() -> list[LiveRow]:
-    """Every row that is not deleted, with its stamp, in one query (no model instances:
-    at thousands of rows they would cost more than the rest of a steady pass)."""
+def live_rows(scope: MemberScope | None = None) -> list[LiveRow]:
+    """Every row that is not deleted (of ``scope``'s member), with its stamp, in one
+    query (no model instances: at thousands of rows they would cost more than the rest
+    of a steady pass)."""
     postgres = connection.vendor == "postgresql"
+    placed, params = scope.sql("r") if scope is not None else ("", [])
     with connection.cursor() as cursor:
         cursor.execute(
-            derived(f"foldmemo.live.{postgres}", lambda: _live_sql(postgres)), [State.DELETED.value]
+            derived(f"foldmemo.live.{postgres}", lambda: _live_sql(postgres)) + placed,
+            [State.DELETED.value, *params],
         )
         fetched = cursor.fetchall()
     expires = 6 + _FOLDED_COLUMNS.index("expires_at")
@@ -135,7 +139,15 @@ class FoldMemo:
         self._quiet.clear()
 
 
-MEMO = FoldMemo()
+MEMO = FoldMemo()  # the home member's (and settings' cluster's, without members)
+_MEMOS: dict[str, FoldMemo] = {}
+
+
+def memo_of(member: str, home: bool) -> FoldMemo:
+    """The memo of the passes over ``member``: each member's passes fold their own rows."""
+    if home:
+        return MEMO
+    return _MEMOS.setdefault(member, FoldMemo())
 
 
 def always_folded(row: LiveRow, now: datetime) -> bool:

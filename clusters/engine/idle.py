@@ -25,7 +25,8 @@ from clusters.domain.states import State
 from clusters.domain.workload_kinds import idle_reclaimers, interactive_workloads
 from clusters.engine import notebook_activity
 from clusters.engine.tunnel_activity import with_tunnels
-from clusters.kube.gateway import Gateway, get_gateway
+from clusters.kube.connection import placed_gateways
+from clusters.kube.gateway import Gateway
 from clusters.kube.raydash import Activity, DashboardUnreachable, read_activity
 from clusters.models import ClusterKind, ClusterRequest, IdleSpan
 from clusters.rows import lifecycle
@@ -86,9 +87,9 @@ def check_activity(*, now: datetime.datetime | None = None) -> IdleReport:
     )
     if not clusters:
         return report
-    gw = get_gateway()
+    gateways = placed_gateways(clusters)  # each cluster is read on its own member
     with ThreadPoolExecutor(max_workers=_READERS) as pool:
-        found = list(pool.map(lambda c: _read(gw, c), clusters))
+        found = list(pool.map(lambda c: _read(gateways[c.pk], c), clusters))
     for cluster, activity in zip(clusters, found, strict=True):
         report.checked += 1
         if isinstance(activity, DashboardUnreachable):

@@ -1,5 +1,5 @@
-"""The reconciler's informers: a watched cache of every kind a pass reads, kept for the
-life of the worker process (:mod:`clusters.kube.informer` says how a cache stays fresh).
+"""The reconciler's informers: a watched cache of every kind a pass reads, per member of
+the fleet, kept for the life of the worker process (:mod:`clusters.kube.informer`).
 
 A pass waits a moment for the caches to reach the API server's current version
 (``RECONCILE_WATCH_WAIT_SECONDS``) and reads them instead of listing; a kind without an
@@ -21,6 +21,8 @@ from celery import current_app
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from clusters.engine.member_scope import MemberScope
+from clusters.kube.connection import own_gateway_for
 from clusters.kube.gateway import Gateway, own_gateway
 from clusters.kube.informer import Informer, View
 from clusters.rows import enqueue
@@ -76,10 +78,10 @@ class _Nudger:
 
 
 class Caches:
-    """The informers of one process, by the name a pass reads them under."""
+    """The informers of one process and member, by the name a pass reads them under."""
 
-    def __init__(self, kinds: dict[str, tuple[str, str, dict[str, Any]]]) -> None:
-        self.gateway = own_gateway()
+    def __init__(self, kinds: dict[str, tuple[str, str, dict[str, Any]]], gateway: Gateway) -> None:
+        self.gateway = gateway
         nudge_every = float(settings.RECONCILE_WATCH_NUDGE_SECONDS)
         self.nudger = _Nudger(nudge_every).start() if nudge_every > 0 else None
         poke = self.nudger.poke if self.nudger is not None else None
@@ -109,31 +111,42 @@ class Caches:
             informer.stop(timeout=0)
 
 
-_CACHES: tuple[tuple[str, int], Caches] | None = None
+# One set of informers per member ("": settings' cluster), each with its own watches.
+_CACHES: dict[str, tuple[tuple[Any, ...], Caches]] = {}
 _lock = threading.Lock()
 
 
-def caches(kinds: dict[str, tuple[str, str, dict[str, Any]]]) -> Caches | None:
-    """This process's caches of ``kinds`` (started on first use, made again in a forked
-    child and when the KUBECONFIG setting changes), or ``None`` when passes list."""
-    global _CACHES
+def caches(
+    kinds: dict[str, tuple[str, str, dict[str, Any]]], scope: MemberScope | None = None
+) -> Caches | None:
+    """This process's caches of ``kinds`` in ``scope``'s member (started on first use,
+    made again in a forked child and when the member's address or credentials change),
+    or ``None`` when passes list."""
+    scope = scope or MemberScope(None, True)
+    member = scope.member
+    if member is None or member.from_settings:
+        key: tuple[Any, ...] = (str(settings.KUBECONFIG), os.getpid())
+    else:
+        key = (member.server, member.credentials_changed_at, os.getpid())
     with _lock:
-        key = (str(settings.KUBECONFIG), os.getpid())
-        if _CACHES is not None and (_CACHES[0] != key or not settings.RECONCILE_WATCH):
-            if _CACHES[0][1] == os.getpid():
-                _CACHES[1].stop()  # a forked child has no threads of its parent's to stop
-            _CACHES = None
+        cached = _CACHES.get(scope.name)
+        if cached is not None and (cached[0] != key or not settings.RECONCILE_WATCH):
+            if cached[0][-1] == os.getpid():
+                cached[1].stop()  # a forked child has no threads of its parent's to stop
+            del _CACHES[scope.name]
+            cached = None
         if not settings.RECONCILE_WATCH:
             return None
-        if _CACHES is None:
-            _CACHES = (key, Caches(kinds))
-        return _CACHES[1]
+        if cached is None:
+            gateway = own_gateway() if member is None else own_gateway_for(member)
+            cached = _CACHES[scope.name] = (key, Caches(kinds, gateway))
+        return cached[1]
 
 
 def stop() -> None:
     """Stop this process's informers (tests, and a worker child's exit)."""
-    global _CACHES
     with _lock:
-        if _CACHES is not None and _CACHES[0][1] == os.getpid():
-            _CACHES[1].stop()
-        _CACHES = None
+        for key, caches_of in _CACHES.values():
+            if key[-1] == os.getpid():
+                caches_of.stop()
+        _CACHES.clear()

@@ -12,7 +12,8 @@ from django.db import transaction
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_named, kind_of
 from clusters.kube.bundles import BatchBundles
-from clusters.kube.gateway import Gateway, get_gateway
+from clusters.kube.connection import gateway_of
+from clusters.kube.gateway import Gateway
 from clusters.models import ClusterRequest
 
 
@@ -67,8 +68,9 @@ def converge(
     for :func:`apply_cluster`. ``admitted``: an admitted row whose objects were applied
     is put there instead of being moved on at once, so that a batch moves all of its rows
     together (:func:`mark_started`). ``finish_deletion`` false: a deleting row's objects
-    are deleted and the rest is left to the reconciler, which finishes deletions in bulk."""
-    gw = gw or get_gateway()
+    are deleted and the rest is left to the reconciler, which finishes deletions in bulk.
+    ``gw``: the gateway to the member the row is placed on (looked up without it)."""
+    gw = gw or gateway_of(cluster)
     behaviour = kind_of(cluster).behaviour
     if cluster.state == State.ADMITTED:
         # Every kind starts alike: its objects are applied, then the row moves on.

@@ -1,6 +1,8 @@
-"""The reconciler: one pass folds the cluster's truth into the rows and repairs drift.
+"""The reconciler: one pass folds a member's truth into its rows and repairs drift.
 
-A pass reads every kind of object from the informers' caches (:mod:`.informers`) or one
+A pass is over one member of the fleet and its rows (:mod:`.member_scope`; one per
+member side by side: :mod:`.member_passes`). It reads every kind of object from the
+informers' caches (:mod:`.informers`) or one
 LIST per kind, records free GPUs per flavor, then folds every row that may have changed
 (:mod:`.foldmemo`) through its kind's ``engine.fold``. It never calls an object missing
 from LISTs older than its row's last move (:func:`_listed_after`); it keeps each
@@ -28,11 +30,12 @@ from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_named, kind_of, kinds, row_relations
 from clusters.engine import foldmemo, informers, scale_up
 from clusters.engine.deletion import DELETED_MESSAGE, RELEASED_MESSAGE
+from clusters.engine.member_scope import MemberScope
 from clusters.engine.pass_state import Fold, Report, Seen
 from clusters.kube import labels
 from clusters.kube.bundles import ensure_bundle, forget_bundle, quotas_by_tenant
-from clusters.kube.gateway import Gateway, KubeError, get_gateway
-from clusters.models import ClusterRequest
+from clusters.kube.gateway import Gateway, KubeError
+from clusters.models import ClusterRequest, KubeCluster
 from clusters.queue import free_capacity
 from clusters.queue.backends import queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
@@ -55,24 +58,32 @@ MAX_READ_THROUGH = 50
 _LOCK_KEY = 0x6761_6E68  # "ganh"
 
 
-def reconcile_exclusive(gw: Gateway | None = None) -> Report | None:
-    """:func:`reconcile_once` unless another pass is running (then ``None``).
+def reconcile_exclusive(
+    gw: Gateway | None = None, *, member: KubeCluster | None = None
+) -> Report | None:
+    """:func:`reconcile_once` over ``member`` (``None``: the home member) unless another
+    pass over it is running (then ``None``).
 
     Two passes at once would be safe (every write is idempotent or conditional) but
-    would double the load for nothing; the caller asks for a pass again instead.
+    would double the load for nothing; the caller asks for a pass again instead. Passes
+    over different members run side by side (each holds its member's lock).
     """
+    scope = MemberScope.of(member)
     if connection.vendor != "postgresql":
-        return reconcile_once(gw)  # SQLite (make run): one solo worker, no concurrency
+        return reconcile_once(gw, scope=scope)  # SQLite (make run): one solo worker
+    # The home member keeps the lock of the pass from before the fleet.
+    key = [_LOCK_KEY] if scope.home else [_LOCK_KEY, scope.member.pk]  # type: ignore[union-attr]
+    held = ", ".join(["%s"] * len(key))
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [_LOCK_KEY])
+        cursor.execute(f"SELECT pg_try_advisory_lock({held})", key)
         row = cursor.fetchone()
     if not (row and row[0]):
         return None
     try:
-        return reconcile_once(gw)
+        return reconcile_once(gw, scope=scope)
     finally:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])
+            cursor.execute(f"SELECT pg_advisory_unlock({held})", key)
 
 
 @contextmanager
@@ -89,31 +100,37 @@ def _without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def reconcile_once(gw: Gateway | None = None) -> Report:
-    """One reconcile pass; see the module docstring."""
+def reconcile_once(gw: Gateway | None = None, *, scope: MemberScope | None = None) -> Report:
+    """One reconcile pass over the rows of ``scope``'s member (``None``: the home
+    member's), through ``gw`` (``None``: that member's gateway); see the module
+    docstring."""
+    scope = scope or MemberScope.of(None)
     with _without_cycle_collection():
-        return _reconcile(gw)
+        return _reconcile(gw or scope.gateway(), scope)
 
 
-def _reconcile(gw: Gateway | None) -> Report:
-    gw = gw or get_gateway()
+def _reconcile(gw: Gateway, scope: MemberScope) -> Report:
     backend = queue_backend()
     report = Report()
-    seen = _observe(gw)  # before the rows: an object listed has its row read below
+    seen = _observe(gw, scope)  # before the rows: an object listed has its row read below
     report.capacity_grew = seen.capacity_grew
     now = timezone.now()
-    live = foldmemo.live_rows()
+    live = foldmemo.live_rows(scope)
     tenants = Tenant.objects.in_bulk({row.tenant_id for row in live})
-    memo = foldmemo.MEMO if foldmemo.skips_allowed(backend.folds_incrementally) else None
+    memo = (
+        foldmemo.memo_of(scope.name, scope.home)
+        if foldmemo.skips_allowed(backend.folds_incrementally)
+        else None
+    )
     if memo is not None:
         memo.begin()
     plan = _plan(live, tenants, seen, backend, memo, now)
     report.skipped = len(live) - len(plan.stamps)
     for tenant in tenants.values():
         if tenant.namespace not in seen.namespaces:
-            forget_bundle(tenant.pk)
+            forget_bundle(tenant.pk, gw.member)
             backend.forget_applied()
-    rows = _rows_to_fold(plan.stamps, len(live), tenants)
+    rows = _rows_to_fold(plan.stamps, len(live), tenants, scope)
     view = backend.observe(gw, rows)
     quiet, acted = _fold_rows(rows, plan.stamps, seen, gw, backend, view, report, now)
     _write_batch(report, now)
@@ -206,7 +223,7 @@ def _fold_rows(
 
 
 def _rows_to_fold(
-    stamps: dict[int, Any], live: int, tenants: dict[int, Tenant]
+    stamps: dict[int, Any], live: int, tenants: dict[int, Tenant], scope: MemberScope
 ) -> list[ClusterRequest]:
     """The rows this pass folds, with what folding them reads. Their tenants are the
     ones the pass read already (a row whose tenant came after is left to the next pass)."""
@@ -217,7 +234,7 @@ def _rows_to_fold(
     query = ClusterRequest.objects.unscoped().prefetch_related("flavor", "owner", *row_relations())
     if len(stamps) == live:
         # All of them (the first pass, a full pass, SQLite, Kueue): no list of ids.
-        rows = list(query.not_deleted())
+        rows = list(query.filter(scope.rows()).not_deleted())
     else:
         rows = list(query.filter(pk__in=list(stamps)).not_deleted())
     folded = [row for row in rows if row.tenant_id in tenants]
@@ -316,7 +333,7 @@ def _write_batch(report: Report, now: Any) -> None:
         ClusterRequest.objects.filter(pk__in=pks, state=state).update(state_reason=reason)
 
 
-def _observe(gw: Gateway) -> Seen:
+def _observe(gw: Gateway, scope: MemberScope) -> Seen:
     """Every kind a pass reads: from the informers' caches where their watch is open
     (:mod:`clusters.engine.informers`), else one LIST per kind, issued concurrently;
     records the free GPU capacity per flavor.
@@ -326,10 +343,10 @@ def _observe(gw: Gateway) -> Seen:
     """
     started = timezone.now()
     lists = _lists()
-    cache = informers.caches(lists)
+    cache = informers.caches(lists, scope)
     views = cache.read(gw) if cache is not None else {}
     missing = {what: spec for what, spec in lists.items() if what not in views}
-    pool = _list_threads(len(lists))
+    pool = _list_threads(len(lists), scope.name)
     futures = {
         what: pool.submit(gw.list, api_version, kind, **selectors)
         for what, (api_version, kind, selectors) in missing.items()
@@ -348,7 +365,9 @@ def _observe(gw: Gateway) -> Seen:
 
     object_kinds = {kind.object_kind for kind in kinds().values()}
     all_pods = results["pods"]
-    capacity_grew = free_capacity.record(free_capacity.free_by_product(results["nodes"], all_pods))
+    capacity_grew = free_capacity.record(
+        free_capacity.free_by_product(results["nodes"], all_pods), member=scope.member
+    )
     managed_key, managed_value = labels.managed_selector().split("=", 1)
     pods: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     pods_by_id: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -377,21 +396,20 @@ def _observe(gw: Gateway) -> Seen:
     )
 
 
-_THREADS: tuple[int, ThreadPoolExecutor] | None = None
+_THREADS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 
 
-def _list_threads(size: int) -> ThreadPoolExecutor:
-    """The threads passes list with, kept for the life of the process (made again in a
-    forked child, which has none of its parent's threads). Threads made for each pass
-    each opened their own connections to the shared cache (Django's caches are per
-    thread), a few times a second during a burst."""
-    global _THREADS
-    if _THREADS is None or _THREADS[0] != os.getpid():
-        _THREADS = (
-            os.getpid(),
-            ThreadPoolExecutor(max_workers=size, thread_name_prefix="reconcile-list"),
-        )
-    return _THREADS[1]
+def _list_threads(size: int, member: str) -> ThreadPoolExecutor:
+    """The threads passes over ``member`` list with, kept for the life of the process
+    (made again in a forked child, which has none of its parent's threads). Threads
+    made for each pass each opened their own connections to the shared cache (Django's
+    caches are per thread), a few times a second during a burst. Each member has its
+    own: a slow member's LISTs must not queue another member's behind them."""
+    found = _THREADS.get(member)
+    if found is None or found[0] != os.getpid():
+        pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"reconcile-list{member}")
+        found = _THREADS[member] = (os.getpid(), pool)
+    return found[1]
 
 
 def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:

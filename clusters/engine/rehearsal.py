@@ -17,8 +17,9 @@ from typing import Any, cast
 from django.db import transaction
 
 from clusters.engine import reconciler
+from clusters.engine.member_scope import MemberScope
 from clusters.kube import bundles
-from clusters.kube.gateway import Gateway, get_gateway
+from clusters.kube.gateway import Gateway
 from clusters.models import ClusterEvent
 from clusters.queue.backends import queue_backend
 
@@ -95,7 +96,8 @@ class RecordingGateway:
 def reconcile_dry_run(gw: Gateway | None = None) -> Plan:
     """What a reconcile pass would do now, without doing any of it."""
     plan = Plan()
-    recorder = cast(Gateway, RecordingGateway(gw or get_gateway(), plan))
+    real = gw or MemberScope.of(None).gateway()  # the home member's pass
+    recorder = cast(Gateway, RecordingGateway(real, plan))
     with transaction.atomic():
         last = ClusterEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
         report = reconciler.reconcile_once(recorder)
@@ -111,7 +113,7 @@ def reconcile_dry_run(gw: Gateway | None = None) -> Plan:
     plan.errors = list(report.errors)
     # The bundles it "applied" were never sent: a real pass must not skip them.
     for tenant_id in {c.tenant_id for c in _all_rows()}:
-        bundles.forget_bundle(tenant_id)
+        bundles.forget_bundle(tenant_id, real.member)
     queue_backend().forget_applied()
     return plan
 

@@ -98,7 +98,9 @@ def ensure_bundle(
         for obj in objects:
             gw.apply(obj)
 
-    return _applied.apply(tenant.pk, tenant_bundle_objects(tenant, quotas), write, force=force)
+    return _applied.apply(
+        _key(gw.member, tenant.pk), tenant_bundle_objects(tenant, quotas), write, force=force
+    )
 
 
 class BatchBundles:
@@ -109,15 +111,15 @@ class BatchBundles:
 
     def __init__(self, tenant_ids: Iterable[int]) -> None:
         self._quotas = quotas_by_tenant(set(tenant_ids))
-        self._done: set[int] = set()
+        self._done: set[tuple[str, int]] = set()  # (member, tenant): a batch spans members
 
     def ensure(self, tenant: Tenant, gw: Gateway, *, force: bool = False) -> None:
         """:func:`ensure_bundle` for ``tenant``, unless this batch already did (``force``:
         again whatever was applied, as the namespace was found gone)."""
-        if tenant.pk in self._done and not force:
+        if (gw.member, tenant.pk) in self._done and not force:
             return
         ensure_bundle(tenant, gw, quotas=self._quotas.get(tenant.pk), force=force)
-        self._done.add(tenant.pk)
+        self._done.add((gw.member, tenant.pk))
 
 
 def apply_into(
@@ -157,6 +159,12 @@ def apply_into(
         raise TransientKubeError(exc.message, status=exc.status) from exc
 
 
-def forget_bundle(tenant_id: int) -> None:
-    """Make the next :func:`ensure_bundle` re-apply (the namespace may be gone)."""
-    _applied.forget(tenant_id)
+def forget_bundle(tenant_id: int, member: str = "") -> None:
+    """Make the next :func:`ensure_bundle` into ``member`` (its gateway's ``member``)
+    re-apply (the namespace may be gone there)."""
+    _applied.forget(_key(member, tenant_id))
+
+
+def _key(member: str, tenant_id: int) -> str:
+    """What this process applied is remembered per member: each has its own copy."""
+    return f"{member}:{tenant_id}" if member else str(tenant_id)

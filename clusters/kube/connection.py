@@ -11,8 +11,8 @@ from typing import Any
 
 from django.conf import settings
 
-from clusters.kube.gateway import Gateway, build_gateway, get_gateway
-from clusters.models import KubeCluster
+from clusters.kube.gateway import Gateway, build_gateway, get_gateway, own_gateway
+from clusters.models import ClusterRequest, KubeCluster
 from controlplane.sealed import unseal
 
 _lock = threading.Lock()
@@ -63,13 +63,66 @@ def gateway_for(member: KubeCluster) -> Gateway:
         cached = _gateways.get(member.name)
         if cached is None or cached[0] != key:
             gateway = build_gateway(kubeconfig_of(member), source=f"cluster {member.name}")
+            gateway.member = member.name
             cached = _gateways[member.name] = (key, gateway)
         return cached[1]
 
 
 def own_gateway_for(member: KubeCluster) -> Gateway:
     """A gateway to ``member`` with its own connections, for a watch that holds one."""
-    return build_gateway(kubeconfig_of(member), source=f"cluster {member.name}")
+    if member.from_settings:
+        return own_gateway()
+    gateway = build_gateway(kubeconfig_of(member), source=f"cluster {member.name}")
+    gateway.member = member.name
+    return gateway
+
+
+def home_member() -> KubeCluster | None:
+    """The member a row not placed by admission runs on: the one settings bootstraps,
+    else the first in placement order; ``None`` when no member is registered (then
+    settings' cluster is the only one)."""
+    return KubeCluster.objects.order_by("-from_settings", "placement_order", "name").first()
+
+
+def member_of(request: ClusterRequest) -> KubeCluster | None:
+    """The member ``request`` is placed on (:func:`home_member` while it has none)."""
+    if request.kube_cluster_id is None:
+        return home_member()
+    return request.kube_cluster
+
+
+def gateway_of(request: ClusterRequest) -> Gateway:
+    """The gateway to the member ``request`` is placed on (settings' without members)."""
+    member = member_of(request)
+    return get_gateway() if member is None else gateway_for(member)
+
+
+def placed_gateways(requests: list[ClusterRequest]) -> dict[int, Gateway]:
+    """The gateway of each request, by id, with the members read in one query: a batch
+    spans few members and many rows."""
+    ids = {r.kube_cluster_id for r in requests if r.kube_cluster_id is not None}
+    members = KubeCluster.objects.in_bulk(ids) if ids else {}
+    home: Gateway | None = None
+    found: dict[int, Gateway] = {}
+    for request in requests:
+        member = members.get(request.kube_cluster_id) if request.kube_cluster_id else None
+        if member is not None:
+            found[request.pk] = gateway_for(member)
+            continue
+        if home is None:
+            first = home_member()
+            home = get_gateway() if first is None else gateway_for(first)
+        found[request.pk] = home
+    return found
+
+
+def on_unreachable(requests: list[ClusterRequest]) -> set[int]:
+    """The ids of ``requests`` placed on a member marked unreachable (one query)."""
+    ids = {r.kube_cluster_id for r in requests if r.kube_cluster_id is not None}
+    if not ids:
+        return set()
+    down = set(KubeCluster.objects.filter(pk__in=ids, reachable=False).values_list("pk", flat=True))
+    return {r.pk for r in requests if r.kube_cluster_id in down}
 
 
 def ping() -> None:

@@ -102,6 +102,9 @@ class Gateway:
         # Requests that may have changed something (every method but GET), sent or
         # refused: a reconcile pass tells a row's fold that did nothing by it.
         self.writes = 0
+        # The fleet member this gateway reaches ("": settings' cluster); what this
+        # process remembers having applied is kept per member.
+        self.member = ""
 
     def _send(
         self,

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.core.cache import cache
@@ -24,8 +26,9 @@ from clusters.admission.explain import order_notes
 from clusters.admission.fairshare import CohortShare, fair_share
 from clusters.domain.states import State
 from clusters.kube import labels
-from clusters.kube.gateway import KubeError, get_gateway
-from clusters.models import ClusterRequest
+from clusters.kube.connection import gateway_for
+from clusters.kube.gateway import Gateway, KubeError, get_gateway
+from clusters.models import ClusterRequest, FlavorStock, KubeCluster
 from clusters.queue import free_capacity
 from clusters.queue.dry_run_cache import recorded_snapshot
 from tenants.models import GpuFlavor, Quota
@@ -40,6 +43,40 @@ TENANT_COLOURS = 6
 
 def _percent(part: Any, whole: Any) -> int:
     return min(100, round(100 * float(part) / float(whole))) if whole else 0
+
+
+@dataclass(frozen=True)
+class MemberStock:
+    """A flavor in one member: the nodes the admin lists there and, when recent, what
+    the member's last reconcile pass saw free (``None``: nothing recent)."""
+
+    member: str
+    node_count: int
+    observed_free_gpus: int | None
+    observed_free_nodes: int | None
+    observed_nodes: int | None
+
+
+def _member_stock(stock: FlavorStock) -> MemberStock:
+    fresh = stock.observed_at is not None and free_capacity.recent(stock.observed_at)
+    return MemberStock(
+        member=stock.kube_cluster.name,
+        node_count=stock.node_count,
+        observed_free_gpus=stock.observed_free_gpus if fresh else None,
+        observed_free_nodes=stock.observed_free_nodes if fresh else None,
+        observed_nodes=stock.observed_nodes if fresh else None,
+    )
+
+
+def stock_by_member() -> dict[int, list[MemberStock]]:
+    """Each flavor's stock in each member of the fleet (by flavor id, members in
+    placement order), in one query: the per-member side of :func:`capacity_by_flavor`."""
+    stock: dict[int, list[MemberStock]] = defaultdict(list)
+    for row in FlavorStock.objects.select_related("kube_cluster").order_by(
+        "kube_cluster__placement_order", "kube_cluster__name"
+    ):
+        stock[row.flavor_id].append(_member_stock(row))
+    return dict(stock)
 
 
 @dataclass
@@ -128,7 +165,8 @@ def capacity_by_flavor() -> list[FlavorCapacity]:
 
 @dataclass(frozen=True)
 class NodeRow:
-    """A node for the grid: its use and the clusters on it as ``tenant/name``."""
+    """A node for the grid: its use and the clusters on it as ``tenant/name``, and the
+    member of the fleet it belongs to ("" without registered members)."""
 
     name: str
     flavor: str
@@ -139,19 +177,34 @@ class NodeRow:
     percent: int
     clusters: tuple[str, ...]
     others: int
+    member: str = ""
 
 
 @dataclass(frozen=True)
 class NodeGrid:
-    """The nodes of every flavor, or why they could not be read (``error``)."""
+    """The nodes of every flavor in every member, or why none could be read (``error``);
+    ``unreachable``: what each member that could not be read said (the others' nodes
+    are shown)."""
 
     nodes: tuple[NodeRow, ...] = ()
     error: str = ""
+    unreachable: tuple[str, ...] = ()
 
 
-def _read_nodes() -> tuple[list[free_capacity.NodeUse], str]:
+def _read_nodes() -> list[tuple[str, list[free_capacity.NodeUse], str]]:
+    """Each member's GPU nodes (name, nodes, error), read one member after the other:
+    a page reads them at most every :data:`NODES_CACHE_SECONDS`."""
+    members = list(KubeCluster.objects.all())
+    if not members:
+        return [("", *_read_member_nodes(get_gateway))]
+    return [(m.name, *_read_member_nodes(partial(gateway_for, m))) for m in members]
+
+
+def _read_member_nodes(
+    gateway_of: Callable[[], Gateway],
+) -> tuple[list[free_capacity.NodeUse], str]:
     try:
-        gateway = get_gateway()
+        gateway = gateway_of()  # its credentials may not load: a message, not an error
         nodes = gateway.list("v1", "Node")
         pods = gateway.list("v1", "Pod")
     except KubeError as exc:
@@ -168,10 +221,12 @@ def node_grid() -> NodeGrid:
     if cached is None:
         cached = _read_nodes()
         cache.set(NODES_CACHE_KEY, cached, NODES_CACHE_SECONDS)
-    uses, error = cached
-    if error:
-        return NodeGrid(error=error)
-    ids = {pk for use in uses for pk in use.workloads}
+    errors = [(member, error) for member, _, error in cached if error]
+    if len(errors) == len(cached):
+        return NodeGrid(error="; ".join(error for _, error in errors))
+    unreachable = tuple(f"{member}: {error}" for member, error in errors)
+    uses = [(member, use) for member, found, _ in cached for use in found]
+    ids = {pk for _, use in uses for pk in use.workloads}
     names = {
         pk: f"{slug}/{name}"
         for pk, slug, name in ClusterRequest.objects.unscoped()
@@ -191,9 +246,11 @@ def node_grid() -> NodeGrid:
                 percent=_percent(use.used, use.allocatable),
                 clusters=tuple(names.get(pk, f"request {pk}") for pk in use.workloads),
                 others=use.others,
+                member=member,
             )
-            for use in uses
-        )
+            for member, use in uses
+        ),
+        unreachable=unreachable,
     )
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from clusters.kube.gateway import KubeError, PermanentKubeError, get_gateway
+from clusters.kube.connection import gateway_of
+from clusters.kube.gateway import KubeError, PermanentKubeError
 from clusters.live.log_bounds import LogBounds, bounded
 from clusters.models import ClusterRequest
 
@@ -59,7 +60,7 @@ def _info(pod: Mapping[str, Any]) -> PodInfo:
 
 def cluster_pods(cluster: ClusterRequest) -> list[PodInfo]:
     """The cluster's pods, the head first, then workers by name."""
-    pods = get_gateway().list(
+    pods = gateway_of(cluster).list(
         "v1", "Pod", namespace=cluster.namespace, label_selector=f"ray.io/cluster={cluster.name}"
     )
     found = [_info(p) for p in pods]
@@ -113,7 +114,7 @@ def pod_log(cluster: ClusterRequest, *, pod: str, container: str, bounds: LogBou
             pods,
         )
     try:
-        text = get_gateway().pod_log(
+        text = gateway_of(cluster).pod_log(
             cluster.namespace,
             chosen.name,
             container=container,

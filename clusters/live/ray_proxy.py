@@ -27,7 +27,8 @@ from django.utils.html import escape
 
 from clusters.domain.states import State
 from clusters.engine import idle
-from clusters.kube.gateway import KubeError, get_gateway
+from clusters.kube.connection import gateway_of
+from clusters.kube.gateway import KubeError
 from clusters.kube.raydash import DASHBOARD_PORT_NAME, head_service
 from clusters.live import ray_websocket
 from clusters.live.ray_routes import CHANGES_CLUSTER, route_refusal
@@ -324,7 +325,7 @@ def send_upstream(
     """Send ``request`` to ``where`` (namespace, service, port, path) through the service
     proxy: the answer to relay, or for a WebSocket handshake the relay that takes it.
     :class:`KubeError` when it cannot be reached."""
-    gateway = get_gateway()
+    gateway = gateway_of(cluster)
     upgrade = handshake(request)
     if upgrade is not None:
         to = gateway.service_proxy_upgrade(*where, query=query, headers=headers)

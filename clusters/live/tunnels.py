@@ -30,7 +30,8 @@ from websockets.frames import CloseCode
 from clusters.domain.states import State
 from clusters.engine import idle
 from clusters.engine.tunnel_activity import HEARTBEAT_SECONDS
-from clusters.kube.gateway import KubeError, get_gateway
+from clusters.kube.connection import gateway_of
+from clusters.kube.gateway import KubeError
 from clusters.kube.ssh import SSH_PORT
 from clusters.models import ClusterRequest, Tunnel
 from clusters.requests import rules
@@ -86,7 +87,7 @@ def refusal(*, user: Any, cluster: ClusterRequest, role: str | None, port: int) 
 
 def head_pod(cluster: ClusterRequest) -> str | None:
     """The name of the cluster's running head pod, if there is one."""
-    pods = get_gateway().list(
+    pods = gateway_of(cluster).list(
         "v1",
         "Pod",
         namespace=cluster.namespace,
@@ -183,7 +184,7 @@ class _Relay:
                 send, Refusal(409, "head_not_running", f"{cluster.name}: {why}.").response()
             )
             return None
-        gateway = get_gateway()
+        gateway = await sync_to_async(gateway_of)(cluster)  # reads its member's row
         path = f"/api/v1/namespaces/{cluster.namespace}/pods/{pod}/portforward?ports={self.port}"
         target = gateway.upgrade(path)
         try:

@@ -57,6 +57,13 @@ class KubeCluster(models.Model):
     health_message = models.CharField(max_length=500, blank=True, editable=False)
     checked_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # What the engine's reconcile passes over it saw (clusters/engine/member_health.py):
+    # since when they fail, how many in a row, since when it is marked unreachable, and
+    # how long the last outage took to detect (first failed pass to unreachable).
+    failing_since = models.DateTimeField(null=True, blank=True, editable=False)
+    failed_passes = models.PositiveIntegerField(default=0, editable=False)
+    unreachable_since = models.DateTimeField(null=True, blank=True, editable=False)
+    detect_seconds = models.FloatField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["placement_order", "name"]

@@ -13,7 +13,7 @@ from rest_framework.relations import PKOnlyObject, RelatedField
 from clusters.domain.images import ray_version, resolve_image
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.queue.waiting import waiting
-from clusters.selectors import cluster_activity, cluster_endpoints
+from clusters.selectors import cluster_activity, cluster_endpoints, staleness
 from controlplane.api import generics as drf
 
 
@@ -251,6 +251,13 @@ class ClusterListItemOut(FlatModelOut):
     endpoints = serializers.SerializerMethodField()
     activity = serializers.SerializerMethodField()
     last_event = serializers.SerializerMethodField()
+    stale = serializers.SerializerMethodField(
+        help_text="Whether the Kubernetes cluster it runs on cannot be reached: its state "
+        "is the last one read there (at stale_since), not necessarily its state now."
+    )
+    stale_since = serializers.SerializerMethodField(
+        help_text="When its state was last read from its Kubernetes cluster, if stale."
+    )
 
     class Meta:
         model = ClusterRequest
@@ -291,8 +298,19 @@ class ClusterListItemOut(FlatModelOut):
             "deleted_at",
             "activity",
             "last_event",
+            "stale",
+            "stale_since",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_stale(self, obj: ClusterRequest) -> bool:
+        return staleness(obj)[0]
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_stale_since(self, obj: ClusterRequest) -> str | None:
+        since = staleness(obj)[1]
+        return None if since is None else serializers.DateTimeField().to_representation(since)
 
     @extend_schema_field(QueueOut(allow_null=True))
     def get_queue(self, obj: ClusterRequest) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""What the cluster can still place, per GPU flavor, from its nodes and bound pods.
+"""What each cluster can still place, per GPU flavor, from its nodes and bound pods.
 
 The reconciler already lists every pod each pass; with one more LIST (nodes) it knows,
 for each ``nvidia.com/gpu.product``, how many GPUs no bound pod requests and how many
@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from clusters.admission.snapshot import CAPACITY
 from clusters.domain.states import State
 from clusters.kube.quantities import GPU, GPU_PRODUCT_LABEL
-from clusters.models import ClusterRequest, FlavorStock
+from clusters.models import ClusterRequest, FlavorStock, KubeCluster
 from tenants.models import GpuFlavor
 
 PRODUCT_LABEL = GPU_PRODUCT_LABEL
@@ -150,9 +152,58 @@ def node_use(
     return sorted(out, key=lambda n: n.name)
 
 
-def record(free: dict[str, Free]) -> bool:
-    """Write the observation on every flavor (a product absent from the cluster: 0 free,
-    no nodes); returns whether any flavor has more free GPUs or nodes than last observed."""
+def record(free: dict[str, Free], *, member: KubeCluster | None = None) -> bool:
+    """Write one cluster's observation (a product absent there: 0 free, no nodes);
+    returns whether any flavor has more free GPUs or nodes there than last observed.
+
+    Without ``member`` (no fleet registered) it is written on the flavors; with one, on
+    the flavor's stock in that member, and the flavor's figures become the fleet's
+    totals: the sums over the members whose observation is recent (an unreachable
+    member's GPUs cannot be placed on)."""
+    if member is None:
+        return _record_on_flavors(free)
+    now = timezone.now()
+    grew = False
+    stocks = {s.flavor_id: s for s in FlavorStock.objects.filter(kube_cluster=member)}
+    written = []
+    for flavor in GpuFlavor.objects.all():
+        seen = free.get(flavor.gpu_product, Free(0, 0))
+        stock = stocks.get(flavor.pk)
+        if stock is None and not seen.seen:
+            continue  # the flavor has no nodes there, and never had
+        grew = grew or (
+            stock is None
+            or stock.observed_free_gpus is None
+            or seen.gpus > stock.observed_free_gpus
+            or seen.nodes > (stock.observed_free_nodes or 0)
+        )
+        written.append(
+            FlavorStock(
+                kube_cluster=member,
+                flavor=flavor,
+                observed_free_gpus=seen.gpus,
+                observed_free_nodes=seen.nodes,
+                observed_nodes=seen.seen,
+                observed_at=now,
+            )
+        )
+    if written:  # one statement, whether the rows exist or not
+        FlavorStock.objects.bulk_create(
+            written,
+            update_conflicts=True,
+            unique_fields=["kube_cluster", "flavor"],
+            update_fields=[
+                "observed_free_gpus",
+                "observed_free_nodes",
+                "observed_nodes",
+                "observed_at",
+            ],
+        )
+    _sum_on_flavors(now)
+    return grew
+
+
+def _record_on_flavors(free: dict[str, Free]) -> bool:
     now = timezone.now()
     grew = False
     for flavor in GpuFlavor.objects.all():
@@ -171,6 +222,35 @@ def record(free: dict[str, Free]) -> bool:
     return grew
 
 
+def _sum_on_flavors(now: datetime) -> None:
+    """Every flavor's observed figures: the sums of its recent stock rows. The flavors
+    are locked first, so that members' passes sum one after the other and the last
+    one's sums hold every member's latest observation."""
+    with transaction.atomic():
+        flavor_ids = list(
+            GpuFlavor.objects.select_for_update().order_by("pk").values_list("pk", flat=True)
+        )
+        totals = (
+            FlavorStock.objects.filter(observed_at__gte=now - FRESH_FOR)
+            .values("flavor_id")
+            .annotate(
+                gpus=Sum("observed_free_gpus"),
+                nodes=Sum("observed_free_nodes"),
+                seen=Sum("observed_nodes"),
+            )
+            .order_by("flavor_id")
+        )
+        found = {row["flavor_id"]: row for row in totals}
+        for flavor_id in flavor_ids:
+            row = found.get(flavor_id, {})
+            GpuFlavor.objects.filter(pk=flavor_id).update(
+                observed_free_gpus=row.get("gpus") or 0,
+                observed_free_nodes=row.get("nodes") or 0,
+                observed_nodes=row.get("seen") or 0,
+                observed_at=now,
+            )
+
+
 def anyone_waiting() -> bool:
     """Whether a queued request waits for capacity (the ``capacity`` reason)."""
     return (
@@ -180,7 +260,12 @@ def anyone_waiting() -> bool:
 
 def fresh(flavor: GpuFlavor | FlavorStock) -> bool:
     """Whether the flavor's (or a member's stock's) observation is recent enough to act on."""
-    return flavor.observed_at is not None and timezone.now() - flavor.observed_at < FRESH_FOR
+    return flavor.observed_at is not None and recent(flavor.observed_at)
+
+
+def recent(observed_at: datetime) -> bool:
+    """Whether an observation made at ``observed_at`` is recent enough to act on."""
+    return timezone.now() - observed_at < FRESH_FOR
 
 
 def free_for_admission(

@@ -68,6 +68,10 @@ RECONCILE_NUDGE_DELAY_SECONDS = env_float("RECONCILE_NUDGE_DELAY_SECONDS", 0.5)
 # (docs/benchmarks.md, end to end, shows the effect).
 ADMISSION_PASS_INTERVAL_SECONDS = env_float("ADMISSION_PASS_INTERVAL_SECONDS", 0.5)
 RECONCILE_PASS_INTERVAL_SECONDS = env_float("RECONCILE_PASS_INTERVAL_SECONDS", 0.0)
+# With several members, a reconcile pass waits at most this long for each member's pass
+# (clusters.engine.member_passes); one still running goes on alone, and the next passes
+# over the other members start without waiting for it.
+RECONCILE_MEMBER_WAIT_SECONDS = env_float("RECONCILE_MEMBER_WAIT_SECONDS", 2.0)
 # The same for the provision pass over rows marked for a step (deletions, suspensions,
 # jobs' RayJobs), so that a burst of deletes shares passes instead of one per row.
 PROVISION_PASS_INTERVAL_SECONDS = env_float("PROVISION_PASS_INTERVAL_SECONDS", 0.2)

@@ -158,6 +158,21 @@ def state_badge(state: str) -> str:
 
 
 @register.simple_tag
+def stale_badge(row: Any) -> str:
+    """A "stale" badge when the row's Kubernetes cluster cannot be reached: its state is
+    the one last read there (the title says when)."""
+    stale, since = selectors.staleness(row)
+    if not stale:
+        return ""
+    when = f"last read {timezone.localtime(since):%Y-%m-%d %H:%M}" if since else "not read"
+    return format_html(
+        '<span class="badge badge-stale" title="Its Kubernetes cluster cannot be reached; '
+        '{}">stale</span>',
+        when,
+    )
+
+
+@register.simple_tag
 def eta_words(eta: datetime | None) -> str:
     """When a waiting request should start, in the words the API's ``eta_text`` uses."""
     if eta is None:

@@ -289,7 +289,7 @@ def test_log_panel_reads_a_running_driver_live_and_bounded(
     ClusterRequest.objects.filter(pk=queued_job.pk).update(state=State.RUNNING)
     lines = "".join(f"step {n}\n" for n in range(1000))
     gateway = FakeGateway(lines)
-    monkeypatch.setattr(logs, "get_gateway", lambda: gateway)
+    monkeypatch.setattr(logs, "gateway_of", lambda request: gateway)
     monkeypatch.setattr(
         logs.engine, "submitter_pod", lambda job, gw: {"metadata": {"name": "bob-train-abc"}}
     )
@@ -312,7 +312,7 @@ def test_log_panel_shows_a_coloured_driver_log_as_plain_text(
         "\x1b[37mLocal node IP\x1b[39m: \x1b[1m127.0.0.1\x1b[22m\n"
         "\x1b]8;;http://127.0.0.1:8265\x1b\\dashboard\x1b]8;;\x1b\\ <up>\n"
     )
-    monkeypatch.setattr(logs, "get_gateway", lambda: FakeGateway(coloured))
+    monkeypatch.setattr(logs, "gateway_of", lambda request: FakeGateway(coloured))
     monkeypatch.setattr(
         logs.engine, "submitter_pod", lambda job, gw: {"metadata": {"name": "bob-train-abc"}}
     )

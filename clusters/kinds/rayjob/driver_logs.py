@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from clusters.domain.states import State
 from clusters.kinds.rayjob import engine
-from clusters.kube.gateway import KubeError, PermanentKubeError, get_gateway
+from clusters.kube.connection import gateway_of
+from clusters.kube.gateway import KubeError, PermanentKubeError
 from clusters.live.log_bounds import LogBounds, bounded
 from clusters.models import ClusterRequest
 
@@ -34,7 +35,7 @@ def driver_log(request: ClusterRequest, bounds: LogBounds) -> DriverLog:
         return DriverLog("none", "", "", False, "The job has not started yet: no output.")
     saved = request.job.log_tail or ""
     try:
-        gw = get_gateway()
+        gw = gateway_of(request)
         pod = engine.submitter_pod(request, gw)
         if pod is not None:
             name = pod["metadata"]["name"]

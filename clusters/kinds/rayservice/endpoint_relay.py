@@ -24,7 +24,8 @@ from rest_framework.request import Request
 from clusters.domain.states import State
 from clusters.kinds.rayservice import endpoint_counts, scale_to_zero
 from clusters.kinds.rayservice.endpoint_access import TOKEN_PREFIX, token_digest, token_used
-from clusters.kube.gateway import KubeError, get_gateway
+from clusters.kube.connection import gateway_of
+from clusters.kube.gateway import KubeError
 from clusters.live.ray_proxy import read_body, refusal, upstream_path
 from clusters.models import ClusterRequest, ServiceToken, Workload
 from controlplane.api.authentication import TokenAuthentication
@@ -236,7 +237,7 @@ def relay(request: HttpRequest, *, slug: str, name: str, path: str) -> HttpRespo
         return body
     headers = {k: v for k, v in request.headers.items() if k.lower() not in _KEPT_REQUEST_HEADERS}
     try:
-        answer = get_gateway().service_proxy(
+        answer = gateway_of(service).service_proxy(
             method,
             service.namespace,
             serve_service(service.name),

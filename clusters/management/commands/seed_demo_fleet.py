@@ -1,0 +1,73 @@
+"""``manage.py seed_demo_fleet <server> --token <token>``: make run's fleet (idempotent).
+
+The member settings bootstrap (the first kubesim, the H100s) is named ``onprem`` when it
+still has the migration's name ``default``: a demo's choice, made here and not in the
+migration, so that an upgraded deployment keeps its name. The second kubesim, ``cloud``
+(L4 nodes that autoscale), is registered at ``server`` with ``token``, after ``onprem`` in
+the placement order. Each flavor's stock per member is written once; the flavor's own
+node counts become the fleet's totals. Runs after ``seed_demo``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
+
+# The cloud member's nodes (kubesim/fleets/cloud.yaml): its L4 node group.
+CLOUD_STOCK = {"l4": (2, 8)}
+
+
+class Command(BaseCommand):
+    help = "Register make run's second kubesim as the fleet member 'cloud' (idempotent)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("server", help="the cloud kubesim's address (http://host:port)")
+        parser.add_argument("--token", required=True, help="a token the cloud kubesim knows")
+
+    @transaction.atomic
+    def handle(self, *args: Any, **options: Any) -> None:
+        from clusters.models import FlavorStock, KubeCluster
+        from controlplane.sealed import seal
+        from tenants.models import GpuFlavor
+
+        home, _ = KubeCluster.objects.get_or_create(
+            from_settings=True, defaults={"name": "onprem", "placement_order": 0}
+        )
+        if home.name == "default" and not KubeCluster.objects.filter(name="onprem").exists():
+            home.name = "onprem"
+        home.region = home.region or "on-prem"
+        home.save()
+        cloud, created = KubeCluster.objects.get_or_create(
+            name="cloud", defaults={"placement_order": 10, "region": "cloud"}
+        )
+        if created or cloud.server != options["server"]:
+            cloud.server = options["server"]
+            cloud.token_encrypted = seal(options["token"])
+            cloud.labels = {"autoscaling": "true"}
+            cloud.save()
+        flavors = list(GpuFlavor.objects.all())
+        for flavor in flavors:
+            # What the flavor held before the fleet is the home member's (once).
+            FlavorStock.objects.get_or_create(
+                kube_cluster=home,
+                flavor=flavor,
+                defaults={"node_count": flavor.node_count, "max_node_count": flavor.max_node_count},
+            )
+            if flavor.name in CLOUD_STOCK:
+                nodes, most = CLOUD_STOCK[flavor.name]
+                FlavorStock.objects.get_or_create(
+                    kube_cluster=cloud,
+                    flavor=flavor,
+                    defaults={"node_count": nodes, "max_node_count": most},
+                )
+        for flavor in flavors:
+            stock = list(FlavorStock.objects.filter(flavor=flavor))
+            flavor.node_count = sum(s.node_count for s in stock)
+            if any(s.max_node_count is not None for s in stock):
+                flavor.max_node_count = sum(s.max_node_count or s.node_count for s in stock)
+            flavor.save(update_fields=["node_count", "max_node_count"])
+        self.stdout.write(
+            f"Fleet: {home.name} (settings' cluster) then cloud at {options['server']}."
+        )

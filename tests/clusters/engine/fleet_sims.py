@@ -1,0 +1,89 @@
+"""Several kubesim processes as the members of a fleet, for the engine's fleet tests.
+
+The first is the home member (the settings' cluster, through ``settings.KUBECONFIG``);
+the others are registered as a platform admin would, by address (kubesim serves plain
+HTTP and takes a request without a token as its admin's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from django.utils import timezone
+
+from clusters.domain.states import State
+from clusters.engine import member_passes
+from clusters.models import ClusterRequest, KubeCluster
+from kubesim import KubeSim
+from tests.clusters.engine.conftest import running_kubesim
+
+
+@dataclass
+class Member:
+    """One member: its row and the kubesim behind it."""
+
+    row: KubeCluster
+    sim: KubeSim
+
+    def objects(self, kind: str) -> set[tuple[str, str]]:
+        """(namespace, name) of every object kubesim keeps under ``kind`` (its storage
+        key: ``rayclusters.ray.io``, ``namespaces``, ...)."""
+        return {
+            (o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in self.sim.list(kind)
+        }
+
+    def namespaces(self) -> set[str]:
+        return {name for _, name in self.objects("namespaces")}
+
+    def fresh(self) -> KubeCluster:
+        self.row.refresh_from_db()
+        return self.row
+
+
+@contextmanager
+def fleet_of(tmp_path: Path, settings: Any, *names: str) -> Iterator[dict[str, Member]]:
+    """A kubesim per name, the first the home member; stopped after."""
+    with ExitStack() as stack:
+        home = stack.enter_context(running_kubesim(tmp_path, settings))
+        KubeCluster.objects.filter(from_settings=True).delete()
+        members = {
+            names[0]: Member(
+                KubeCluster.objects.create(name=names[0], from_settings=True, placement_order=0),
+                home,
+            )
+        }
+        for order, name in enumerate(names[1:], start=1):
+            sim = KubeSim(port=0, startup_delay=0.0).start()
+            stack.callback(sim.stop)
+            row = KubeCluster.objects.create(name=name, server=sim.url, placement_order=order)
+            members[name] = Member(row, sim)
+        # Last out, first run: passes still running end before their kubesims stop.
+        stack.callback(member_passes.wait_for_passes, 30.0)
+        yield members
+
+
+def admitted(
+    tenant: Any, owner: Any, flavor: Any, name: str, member: Member | None
+) -> ClusterRequest:
+    """An admitted one-worker dev cluster placed on ``member`` (``None``: not placed, so
+    on the home member), as admission leaves it."""
+    return ClusterRequest.objects.create(
+        tenant=tenant,
+        owner=owner,
+        name=name,
+        kind="dev",
+        flavor=flavor,
+        workers=1,
+        gpus=Decimal(1),
+        cpu=Decimal(26),
+        memory_gib=Decimal(233),
+        state=State.ADMITTED,
+        holds_gpus=True,
+        admitted_at=timezone.now(),
+        kube_cluster=member.row if member is not None else None,
+    )

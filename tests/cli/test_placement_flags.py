@@ -1,5 +1,5 @@
 """``--kube-cluster`` and ``--region`` on ``up``, ``job submit`` and ``service submit``
-ask placement for a member of the fleet or a region (docs/fleet-placement.md); a name
+ask placement for a member of the fleet or a region (docs/fleet.md, "Placement"); a name
 the server refuses is an error with its words, and nothing is created."""
 
 from __future__ import annotations

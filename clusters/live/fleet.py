@@ -52,6 +52,7 @@ class MemberStock:
 
     member: str
     node_count: int
+    max_node_count: int | None
     observed_free_gpus: int | None
     observed_free_nodes: int | None
     observed_nodes: int | None
@@ -62,6 +63,7 @@ def _member_stock(stock: FlavorStock) -> MemberStock:
     return MemberStock(
         member=stock.kube_cluster.name,
         node_count=stock.node_count,
+        max_node_count=stock.max_node_count,
         observed_free_gpus=stock.observed_free_gpus if fresh else None,
         observed_free_nodes=stock.observed_free_nodes if fresh else None,
         observed_nodes=stock.observed_nodes if fresh else None,
@@ -91,6 +93,7 @@ class FlavorCapacity:
     held: list[dict[str, Any]] = field(default_factory=list)
     observed_free_gpus: int | None = None
     observed_free_nodes: int | None = None
+    members: list[MemberStock] = field(default_factory=list)  # a fleet's, per member
 
     @property
     def total(self) -> int:
@@ -189,6 +192,11 @@ class NodeGrid:
     nodes: tuple[NodeRow, ...] = ()
     error: str = ""
     unreachable: tuple[str, ...] = ()
+
+    @property
+    def members(self) -> bool:
+        """Whether the nodes come from several members (the page then names each one's)."""
+        return len({n.member for n in self.nodes}) > 1
 
 
 def _read_nodes() -> list[tuple[str, list[free_capacity.NodeUse], str]]:

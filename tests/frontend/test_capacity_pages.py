@@ -282,3 +282,25 @@ def test_platform_pages_cost_the_same_queries_for_more_rows(root: Any, url: str)
             assert client.get(url).status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
+
+
+def test_a_fleet_shows_each_members_share_and_which_member_cannot_be_read(
+    transactional_db: Any, tmp_path: Path, settings: Any, root: Any, h100: Any
+) -> None:
+    # transactional: each member's pass runs in a thread of its own, on its own connection.
+    from clusters import tasks
+    from clusters.models import FlavorStock, KubeCluster
+    from tests.clusters.engine.fleet_sims import fleet_of
+
+    with fleet_of(tmp_path, settings, "onprem", "cloud") as members:
+        for member in members.values():
+            FlavorStock.objects.create(kube_cluster=member.row, flavor=h100, node_count=4)
+        KubeCluster.objects.create(name="gone", server="http://127.0.0.1:9", placement_order=9)
+        tasks.reconcile()  # each member's pass records what its nodes have free
+        html = client_for(root).get("/capacity/").content.decode()
+    row = _row(html, "data-flavor", "h100")
+    assert "onprem: 4, 32 GPUs seen free" in row and "cloud: 4, 32 GPUs seen free" in row
+    assert '<th scope="col">Kubernetes cluster</th>' in html
+    assert "in cloud):" in html  # the grid's cells name their member
+    banner = re.search(r"<p [^>]*data-member-unreachable>([^<]*)</p>", html)
+    assert banner and banner.group(1).startswith("Cannot read the nodes of gone: "), banner

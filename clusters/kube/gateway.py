@@ -4,7 +4,8 @@ Everything above it deals in plain dicts and two exceptions (:mod:`clusters.kube
 Writes are server-side apply with one fixed field manager, so applying the same object
 twice is a no-op; reads are LISTs by label selector across namespaces, one per kind, and
 WATCHes from a LIST's resourceVersion (:mod:`clusters.kube.informer`). The client is
-configured from ``settings.KUBECONFIG`` or else the pod's in-cluster service account.
+configured from ``settings.KUBECONFIG``, the pod's service account or a fleet member's
+credentials (:mod:`clusters.kube.connection`).
 """
 
 from __future__ import annotations
@@ -102,9 +103,7 @@ class Gateway:
         # Requests that may have changed something (every method but GET), sent or
         # refused: a reconcile pass tells a row's fold that did nothing by it.
         self.writes = 0
-        # The fleet member this gateway reaches ("": settings' cluster); what this
-        # process remembers having applied is kept per member.
-        self.member = ""
+        self.member = ""  # the fleet member it reaches (what was applied is kept per member)
 
     def _send(
         self,

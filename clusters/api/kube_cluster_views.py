@@ -70,6 +70,10 @@ class HealthOut(drf.Serializer):
 class KubeClusterOut(drf.ModelSerializer):
     """A member of the fleet; its secrets only as whether it has them."""
 
+    # A URL, or "" for the member that signs in with settings.KUBECONFIG.
+    server = serializers.CharField(
+        read_only=True, help_text="The API server's URL; empty for the settings' member."
+    )
     has_token = serializers.SerializerMethodField()
     has_client_certificate = serializers.SerializerMethodField()
     allowed_tenants = drf.SlugRelatedField(slug_field="slug", many=True, read_only=True)

@@ -73,13 +73,6 @@ def read_fleet() -> Fleet:
     return fleet
 
 
-def home_member() -> str | None:
-    """The member of ``settings.KUBECONFIG`` (else the first in order): where Kueue
-    admits without MultiKueue, since gangway writes its Workloads there."""
-    home = KubeCluster.objects.order_by("-from_settings", "placement_order", "name").first()
-    return home.name if home is not None else None
-
-
 def _at_most(mine: Free, fleet: Free) -> Free:
     """A member's figures bounded by the fleet's (a member never has more than all)."""
     gpus, nodes = mine

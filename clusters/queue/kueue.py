@@ -24,11 +24,11 @@ from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
 from clusters.kube.conditions import condition
+from clusters.kube.connection import home_member
 from clusters.kube.gateway import Gateway
 from clusters.kube.labels import managed_selector
 from clusters.kube.queues import GPU, KUEUE_API, LOCAL_QUEUE_NAME
 from clusters.models import ClusterRequest
-from clusters.queue import fleet_reads
 from clusters.queue.interface import PassResult, QueueBackend, QueueView
 from clusters.queue.writeback import admit
 from clusters.rows import enqueue, lifecycle
@@ -190,12 +190,13 @@ def fold_queued(
         return False
     if is_admitted(workload):
         now = timezone.now()
-        home = fleet_reads.home_member()
+        # Without MultiKueue, Kueue admits on the member gangway writes Workloads to.
+        home = home_member()
         if admit(
             [cluster],
             now=now,
             placed={cluster.pk: admitted_flavor(workload) or ""},
-            clusters={cluster.pk: home} if home else None,
+            clusters={cluster.pk: home.name} if home else None,
         ):
             kind = kind_of(cluster)
             transition(

@@ -50,6 +50,9 @@ def test_kueue_admits_queues_and_releases(
     rc = gw.get("ray.io/v1", "RayCluster", "kq-small", "gw-acme")
     assert rc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gangway"
     assert _row(small.pk).holds_gpus
+    # Without MultiKueue, Kueue admits on the settings' member, where its Workload is.
+    placed = _row(small.pk).kube_cluster
+    assert placed is not None and placed.from_settings
 
     # acme has 16 H100 and nobody in its cohort to borrow from: a 2-node prod cluster
     # (16 GPUs) must wait while the small one holds 8 (same priority: no preemption).

@@ -22,6 +22,7 @@ class KubeClusterForm(forms.Form):
     server = forms.URLField(
         label="API server URL",
         max_length=500,
+        assume_scheme="https",
         widget=forms.URLInput(attrs={"placeholder": "https://k8s.example.com:6443"}),
     )
     token = forms.CharField(

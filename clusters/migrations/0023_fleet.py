@@ -7,8 +7,8 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("clusters", "0022_service_traffic"),
-        ("tenants", "0015_sshkey"),
+        ("clusters", "0001_squashed_0022"),
+        ("tenants", "0001_squashed_0015"),
     ]
 
     operations = [

@@ -11,8 +11,8 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('clusters', '0006_capacity_requests'),
-        ('tenants', '0004_flavor_max_node_count'),
+        ('clusters', '0001_squashed_0022'),
+        ('tenants', '0001_squashed_0015'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.clusters.test_migrations import _migrate, back_to_latest
 
-BEFORE = ("clusters", "0022_service_traffic")
+BEFORE = ("clusters", "0001_squashed_0022")
 AFTER = ("clusters", "0023_fleet")
 
 

@@ -1,26 +1,30 @@
-"""Data migrations of the clusters app, run on real rows of the schema before them."""
+"""The squashed migrations of clusters (0001-0022) and tenants (0001-0015): a database
+already at the migrations they replace upgrades with nothing to run, and a fresh one
+gets what the replaced migrations' data steps gave it (docs/operations.md, "Upgrading")."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from django.utils import timezone
+from django.db.migrations.recorder import MigrationRecorder
 
-from clusters.domain import shapes
+from clusters.models import PendingPass
 
-BEFORE = ("clusters", "0001_initial")
-AFTER = ("clusters", "0002_earmark_and_charge_autoscaling_at_max")
+SQUASHES = {
+    ("clusters", "0001_squashed_0022"): 22,
+    ("tenants", "0001_squashed_0015"): 15,
+}
 
 
-def _migrate(target: tuple[str, str]) -> Any:
+def _migrate(target: tuple[str, str | None]) -> Any:
+    """Migrate to ``target`` (``(app, None)``: none of the app's) and return its models."""
     executor = MigrationExecutor(connection)
     executor.migrate([target])
-    return executor.loader.project_state(target).apps
+    return None if target[1] is None else executor.loader.project_state(target).apps
 
 
 @pytest.fixture
@@ -32,71 +36,43 @@ def back_to_latest() -> Any:
     executor.migrate(executor.loader.graph.leaf_nodes())
 
 
+@pytest.mark.django_db
+def test_a_database_at_the_replaced_migrations_has_nothing_to_run() -> None:
+    """A deployment migrated before the squash recorded only the replaced names."""
+    recorder = MigrationRecorder(connection)
+    for (app, name), replaced in SQUASHES.items():
+        assert len(MigrationExecutor(connection).loader.disk_migrations[app, name].replaces) == (
+            replaced
+        )
+        recorder.migration_qs.filter(app=app, name=name).delete()
+    executor = MigrationExecutor(connection)
+    assert all(key in executor.loader.applied_migrations for key in SQUASHES)
+    assert executor.migration_plan(executor.loader.graph.leaf_nodes()) == []
+
+
+@pytest.mark.django_db
+def test_a_database_half_way_through_the_replaced_migrations_is_refused() -> None:
+    """One between two of the replaced migrations must first upgrade to a release that
+    still has them: Django will not guess which of the squash's steps it still lacks."""
+    recorder = MigrationRecorder(connection)
+    recorder.migration_qs.filter(app="clusters", name="0001_squashed_0022").delete()
+    recorder.migration_qs.filter(app="clusters", name="0022_service_traffic").delete()
+    with pytest.raises(CommandError, match=r"has 21 of the 22 .* lacks 0022_service_traffic"):
+        call_command("migrate", verbosity=0)
+
+
 @pytest.mark.django_db(transaction=True)
-def test_running_autoscaling_clusters_are_recharged_at_their_largest_size(
-    alice: Any, acme: Any, h100: Any, back_to_latest: None
-) -> None:
-    """Rows written while autoscaling clusters were charged for ``workers`` only get the
-    charge ``shapes.demand`` gives them now; a running one's usage span is split."""
-    old_apps = _migrate(BEFORE)
-    Row = old_apps.get_model("clusters", "ClusterRequest")
-    Span = old_apps.get_model("clusters", "UsageSpan")
-    spec = shapes.flavor_spec(h100)
-    old = shapes.worker_resources(kind="prod", flavor=spec, gpu_fraction=None)
-    started = timezone.now() - timedelta(hours=2)
+@pytest.mark.usefixtures(back_to_latest.__name__)
+def test_a_fresh_database_gets_the_pass_rows_and_the_event_trigger() -> None:
+    _migrate(("clusters", None))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_trigger WHERE tgname = %s", [TRIGGER])
+        assert cursor.fetchone() == (0,)
+    _migrate(("clusters", "0001_squashed_0022"))
+    assert set(PendingPass.objects.values_list("name", flat=True)) == {"admission", "reconcile"}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_trigger WHERE tgname = %s", [TRIGGER])
+        assert cursor.fetchone() == (1,)
 
-    def row(name: str, state: str, holds: bool, **shape: Any) -> Any:
-        workers = shape["workers"]
-        return Row.objects.create(
-            tenant_id=acme.pk,
-            owner_id=alice.pk,
-            flavor_id=h100.pk,
-            name=name,
-            kind="prod",
-            state=state,
-            holds_gpus=holds,
-            gpus=Decimal(old.gpus * workers),
-            cpu=shapes.HEAD_CPU + old.cpu * workers,
-            memory_gib=shapes.HEAD_MEMORY_GIB + old.memory_gib * workers,
-            **shape,
-        )
 
-    serve = row("serve", "ready", True, workers=1, min_workers=1, max_workers=4)
-    Span.objects.create(
-        tenant_id=acme.pk,
-        cluster_id=serve.pk,
-        username="alice",
-        flavor_name="h100",
-        kind="prod",
-        gpus=Decimal(8),
-        started_at=started,
-    )
-    waiting = row("later", "queued", False, workers=2, max_workers=3)
-    shrinks = row("shrinks", "ready", True, workers=2, min_workers=1)
-    fixed = row("fixed", "ready", True, workers=2)
-
-    # Read through the models as they were at AFTER: today's have columns that later
-    # migrations add.
-    new_apps = _migrate(AFTER)
-    ClusterRequest = new_apps.get_model("clusters", "ClusterRequest")
-    UsageSpan = new_apps.get_model("clusters", "UsageSpan")
-    ClusterEvent = new_apps.get_model("clusters", "ClusterEvent")
-
-    for pk, size in ((serve.pk, 4), (waiting.pk, 3), (shrinks.pk, 2), (fixed.pk, 2)):
-        now = ClusterRequest.objects.get(pk=pk)
-        want = shapes.demand(
-            kind="prod",
-            flavor=spec,
-            workers=now.workers,
-            min_workers=now.min_workers,
-            max_workers=now.max_workers,
-            gpu_fraction=None,
-        )
-        assert (now.gpus, now.cpu, now.memory_gib) == (want.gpus, want.cpu, want.memory_gib)
-        assert now.gpus == 8 * size
-    spans = list(UsageSpan.objects.filter(cluster_id=serve.pk).order_by("started_at"))
-    assert [(s.gpus, s.ended_at is None) for s in spans] == [(8, False), (32, True)]
-    assert spans[0].started_at == started and spans[0].ended_at == spans[1].started_at
-    assert ClusterEvent.objects.get(cluster_id=serve.pk).reason == "recharged"
-    quiet = [waiting.pk, shrinks.pk, fixed.pk]  # its GPUs did not change, or it holds none
-    assert not ClusterEvent.objects.filter(cluster_id__in=quiet).exists()
+TRIGGER = "clusters_clusterevent_touches_cluster"

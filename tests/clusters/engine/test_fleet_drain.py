@@ -101,7 +101,9 @@ def test_a_drained_member_requeues_its_dev_cluster_waits_for_its_job_and_ends_dr
         # The dev cluster goes back to the queue and comes up on onprem; its RayCluster
         # leaves cloud. The job stays running on cloud.
         _engine_until(
-            lambda: _row("dev").state == State.READY and _row("dev").kube_cluster_id != cloud.row.pk,
+            lambda: (
+                _row("dev").state == State.READY and _row("dev").kube_cluster_id != cloud.row.pk
+            ),
             "the dev cluster ready again",
         )
         moved = _row("dev")

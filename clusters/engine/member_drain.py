@@ -34,11 +34,17 @@ REASON = "member_drain"
 RUNNING_THERE = lifecycle.REQUEUED_BY_DRAIN | {State.DELETING}
 
 
-def requeue_message(member: KubeCluster, kind: Kind) -> str:
-    """What the owner of a row a drain requeues is told."""
+def requeue_message(member: KubeCluster, kind: Kind, *, asked_for_it: bool = False) -> str:
+    """What the owner of a row a drain requeues is told (``asked_for_it``: the row
+    named the member, so it waits for it rather than run elsewhere)."""
+    then = (
+        f"it asked for {member.name}, so it waits until {member.name} takes work again"
+        if asked_for_it
+        else "and will run again on another cluster"
+    )
     return (
         f"The Kubernetes cluster {member.name} is being drained: this {kind.noun} was "
-        f"stopped there and put back in the queue, and will run again on another cluster."
+        f"stopped there and put back in the queue, {then}."
     )
 
 
@@ -89,7 +95,8 @@ def drain_step(member: KubeCluster) -> list[ClusterRequest]:
         if row.state == State.DELETING:
             continue  # going anyway
         if kind.drain_action(mode) == REQUEUE and kind.can_transition(row.state, State.QUEUED):
-            message = requeue_message(member, kind)
+            named = row.wanted_kube_cluster_id == member.pk
+            message = requeue_message(member, kind, asked_for_it=named)
             if lifecycle.requeue_drained(
                 row, member_id=member.pk, home=scope.home, message=message
             ):

@@ -38,13 +38,13 @@ def requeue_message(member: KubeCluster, kind: Kind, *, asked_for_it: bool = Fal
     """What the owner of a row a drain requeues is told (``asked_for_it``: the row
     named the member, so it waits for it rather than run elsewhere)."""
     then = (
-        f"it asked for {member.name}, so it waits until {member.name} takes work again"
+        f"; it asked for {member.name}, so it waits until {member.name} takes work again"
         if asked_for_it
-        else "and will run again on another cluster"
+        else ", and will run again on another cluster"
     )
     return (
         f"The Kubernetes cluster {member.name} is being drained: this {kind.noun} was "
-        f"stopped there and put back in the queue, {then}."
+        f"stopped there and put back in the queue{then}."
     )
 
 

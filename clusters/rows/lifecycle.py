@@ -118,6 +118,23 @@ def suspend(
     return cluster
 
 
+def _back_in_line(queue_reason: str, queue_message: str) -> dict[str, Any]:
+    """The fields of a running row sent back to the queue by the system (an eviction, a
+    drain): no admission, no readiness, its queue standing to be read again. Its TTL
+    starts again when it is admitted again (as after a resume)."""
+    return {
+        "admitted_at": None,
+        "ready_at": None,
+        "expires_at": None,
+        "expiry_warned_at": None,
+        "queue_position": None,
+        "queue_flavor_position": None,
+        "queue_reason": queue_reason,
+        "queue_message": queue_message[:500],
+        "queue_eta": None,
+    }
+
+
 def requeue_evicted(
     cluster: ClusterRequest, *, reason: str, message: str, queue_reason: str
 ) -> ClusterRequest:
@@ -146,16 +163,7 @@ def requeue_evicted(
             State.QUEUED,
             reason=reason,
             message=f"{text}. Its GPUs were released; it waits to be admitted again."[:500],
-            admitted_at=None,
-            ready_at=None,
-            # Its TTL starts again when Kueue admits it again (as after a resume).
-            expires_at=None,
-            expiry_warned_at=None,
-            queue_position=None,
-            queue_flavor_position=None,
-            queue_reason=queue_reason,
-            queue_message=f"Kueue: {message or reason}"[:500],
-            queue_eta=None,
+            **_back_in_line(queue_reason, f"Kueue: {message or reason}"),
         ):
             return cluster
         audit_record(
@@ -186,16 +194,7 @@ def requeue_drained(cluster: ClusterRequest, *, member_id: int, home: bool, mess
             State.QUEUED,
             reason="member_drain",
             message=message[:500],
-            admitted_at=None,
-            ready_at=None,
-            # Its TTL starts again when it is admitted again (as after a resume).
-            expires_at=None,
-            expiry_warned_at=None,
-            queue_position=None,
-            queue_flavor_position=None,
-            queue_reason="",
-            queue_message=message[:500],
-            queue_eta=None,
+            **_back_in_line("", message),
         ):
             return False
         audit_record(

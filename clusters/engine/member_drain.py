@@ -97,15 +97,18 @@ def drain_step(member: KubeCluster) -> list[ClusterRequest]:
         if kind.drain_action(mode) == REQUEUE and kind.can_transition(row.state, State.QUEUED):
             named = row.wanted_kube_cluster_id == member.pk
             message = requeue_message(member, kind, asked_for_it=named)
-            if lifecycle.requeue_drained(
-                row, member_id=member.pk, home=scope.home, message=message
-            ):
-                moved.append(row)
+            # Followed in the move's transaction: a crash between the two would lose
+            # the move's time to re-place.
+            with transaction.atomic():
+                if lifecycle.requeue_drained(
+                    row, member_id=member.pk, home=scope.home, message=message
+                ):
+                    _moving(member.pk, [row.pk], since=member.drain_started_at)
+                    moved.append(row)
         elif row.pk not in told:
             with transaction.atomic():
                 note(row, reason=REASON, message=wait_message(member, kind))
     if moved:
-        _moving(member.pk, [r.pk for r in moved], since=member.drain_started_at)
         _delete_left(member, scope, moved)
     left = ClusterRequest.objects.unscoped().filter(scope.rows(), state__in=RUNNING_THERE)
     if not left.exists():

@@ -55,6 +55,9 @@ def test_a_drain_step_requeues_clusters_tells_job_owners_once_and_ends_drained(
 
     member = services.kube_cluster_drain(actor=root, member=cloud)
     assert (member.schedulable, member.drain_mode) == ("draining", "default")
+    # The request only marks the drain: the engine's step carries it out, so a crash
+    # after it (or a lost nudge) leaves a drain that the next step finds.
+    assert ClusterRequest.objects.get(name="dev").state == State.READY
     before = selectors.drain_progress([member])[member.pk]
     assert (before.requeue, before.wait, before.remaining) == (1, 1, 2)
 

@@ -40,6 +40,8 @@ def cluster_list(
         related += kind.list_related
         if kind.list_prefetch:
             queryset = queryset.prefetch_related(*kind.list_prefetch)
+    # The home member's reachability, for the rows not placed yet (whether they are stale).
+    queryset = queryset.annotate(**member_health.home_annotations())
     return queryset.select_related(*related).order_by("-created_at", "-id")
 
 
@@ -388,10 +390,7 @@ def clusters_of_owner(*, user: Any) -> ClusterRequestQuerySet:
 
 
 def staleness(request: ClusterRequest) -> tuple[bool, datetime | None]:
-    """Whether the request's state is stale (its member of the fleet is unreachable)
-    and since when it was last read there. Reads the member the selectors join (a
-    query for a row read without it); a row not placed yet is never called stale."""
-    if request.kube_cluster_id is None:
-        return False, None
-    member = request.kube_cluster
-    return member_health.is_stale(request, member), member_health.stale_since(request, member)
+    """Whether the request's state is stale (the member of the fleet it runs on, the home
+    member for a row not placed yet, is unreachable) and since when it was last read
+    there (:func:`clusters.engine.member_health.staleness`)."""
+    return member_health.staleness(request)

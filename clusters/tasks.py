@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import row_relations
-from clusters.engine import idle, member_passes, provisioning, scale_up
+from clusters.engine import idle, member_drain, member_passes, provisioning, scale_up
 from clusters.engine.pass_state import Report
 from clusters.engine.reconciler import reconcile_exclusive
 from clusters.kube.bundles import BatchBundles
@@ -233,6 +233,9 @@ def reconcile() -> dict[str, int]:
     enqueue.pass_started(enqueue.RECONCILE)
     if not KubeCluster.objects.exists():
         return _settings_cluster_pass()  # no member registered: settings' cluster only
+    # Drains move rows off their members before the passes, which then delete what the
+    # moved rows left there; what moved off members is followed until placed again.
+    member_drain.fleet_step()
     outcome = member_passes.reconcile_fleet(
         lambda _member, report: _after_pass(report),
         lambda: enqueue.request_pass(enqueue.RECONCILE),

@@ -28,6 +28,8 @@ class EventKind(models.TextChoices):
     PODS_FAILING = "pods_failing", "Pods cannot start"
     SUSPENDED = "suspended", "Suspended, reclaimed or expired"
     FAILED = "failed", "Cluster failed"
+    # Its Kubernetes cluster is drained: what happens to it (requeued, or runs to its end).
+    MEMBER_DRAIN = "member_drain", "Kubernetes cluster drained"
     # A run of any kind entered one of its `Kind.finished` states; value and label are public.
     RUN_FINISHED = "job_finished", "Job finished"
 
@@ -72,11 +74,15 @@ def derive(
       ``held`` (a tenant admin put the queued request on hold); ``pods_failing``: the
       note ``pods_failing`` (an image cannot be pulled, containers crash). Each is a warning the
       request's page shows, so its owner hears of it too;
+    - ``member_drain``: reason ``member_drain``, a drain of the Kubernetes cluster it runs
+      on, as a move back to the queue or a note that it runs to its end there;
     - ``suspended``: entering ``suspended`` (reason ``idle``, ``reclaimed``,
       ``scaled_to_zero``, or a person's ``suspended``), or entering ``deleting`` with
       reason ``expired``.
     """
     moved = from_state != to_state
+    if reason == "member_drain":
+        return Derived(EventKind.MEMBER_DRAIN, reason)
     if moved and to_state in finished:
         return Derived(EventKind.RUN_FINISHED, reason)
     if moved and to_state == State.FAILED:

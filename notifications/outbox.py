@@ -61,6 +61,7 @@ _TEXTS = {
     ),
     event_kinds.EventKind.HELD: "{what} was put {message}.",
     event_kinds.EventKind.PODS_FAILING: "{what} {message}",
+    event_kinds.EventKind.MEMBER_DRAIN: "{what}: {message}",
     _SUSPENDED: "{what} {cause}.",
     event_kinds.EventKind.FAILED: "{what} failed: {message}",
 }

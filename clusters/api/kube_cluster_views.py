@@ -5,6 +5,7 @@ what failed (:mod:`clusters.members.checks`)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
@@ -14,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters.members import selectors, services
-from clusters.models import FlavorStock, KubeCluster, Schedulable
+from clusters.models import DrainMode, FlavorStock, KubeCluster, Schedulable
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField, StrictSerializer
 from controlplane.api.throttles import WriteThrottle
@@ -65,6 +66,35 @@ class HealthOut(drf.Serializer):
     message = serializers.CharField(source="health_message")
     checked_at = serializers.DateTimeField(allow_null=True)
     last_sync_at = serializers.DateTimeField(allow_null=True)
+    detect_seconds = serializers.FloatField(
+        allow_null=True,
+        help_text="Its last outage: from the first failed reconcile pass to its mark as "
+        "unreachable.",
+    )
+    replace_seconds = serializers.FloatField(
+        allow_null=True,
+        help_text="The last time requests moved off it (a drain, an outage): from the "
+        "drain's start or the outage's mark to the last of them admitted elsewhere.",
+    )
+
+
+class DrainOut(drf.Serializer):
+    """How far a member's drain is: what still runs there, by what happens to it."""
+
+    mode = serializers.ChoiceField(choices=DrainMode.choices)
+    started_at = serializers.DateTimeField()
+    drained = serializers.BooleanField(help_text="Nothing runs there any more.")
+    drained_at = serializers.DateTimeField(allow_null=True)
+    remaining = serializers.IntegerField(help_text="Workloads that still run there.")
+    requeue = serializers.IntegerField(help_text="About to go back to the queue.")
+    wait = serializers.IntegerField(help_text="Left to run to their end there.")
+    deleting = serializers.IntegerField(help_text="Being deleted.")
+    suspended = serializers.IntegerField(
+        help_text="Suspended there: they hold nothing, and resume on another cluster."
+    )
+    awaiting_placement = serializers.IntegerField(
+        help_text="Requests moved off it that wait to be placed again."
+    )
 
 
 class KubeClusterOut(drf.ModelSerializer):
@@ -79,6 +109,7 @@ class KubeClusterOut(drf.ModelSerializer):
     allowed_tenants = drf.SlugRelatedField(slug_field="slug", many=True, read_only=True)
     health = HealthOut(source="*")
     stock = StockOut(many=True)
+    drain = serializers.SerializerMethodField()
 
     class Meta:
         model = KubeCluster
@@ -99,8 +130,26 @@ class KubeClusterOut(drf.ModelSerializer):
             "created_at",
             "health",
             "stock",
+            "drain",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(DrainOut(allow_null=True))
+    def get_drain(self, obj: KubeCluster) -> dict[str, Any] | None:
+        """The drain's progress (``drain_progress``, set by the view), while it drains."""
+        progress = getattr(obj, "drain_progress", None)
+        if progress is None:
+            return None
+        return DrainOut(
+            {
+                "mode": obj.drain_mode or DrainMode.DEFAULT,
+                "started_at": obj.drain_started_at,
+                "drained": obj.drained_at is not None,
+                "drained_at": obj.drained_at,
+                "remaining": progress.remaining,
+                **asdict(progress),
+            }
+        ).data
 
     @extend_schema_field(serializers.BooleanField())
     def get_has_token(self, obj: KubeCluster) -> bool:
@@ -150,6 +199,17 @@ class KubeClusterCreateIn(KubeClusterUpdateIn):
     server = serializers.URLField(max_length=500)
 
 
+class DrainIn(StrictSerializer):
+    """How to drain a member."""
+
+    mode = serializers.ChoiceField(
+        choices=DrainMode.choices,
+        default=DrainMode.DEFAULT,
+        help_text="default: each kind its own way (interactive clusters and services are "
+        "requeued, jobs run to their end); requeue: jobs are requeued too.",
+    )
+
+
 class CheckOut(drf.Serializer):
     """The outcome of checking a member's credentials now."""
 
@@ -158,11 +218,19 @@ class CheckOut(drf.Serializer):
     cluster = KubeClusterOut()
 
 
+def _with_progress(members: list[KubeCluster]) -> list[KubeCluster]:
+    """``members``, each draining one with its ``drain_progress`` (one query for all)."""
+    progress = selectors.drain_progress(members)
+    for member in members:
+        member.drain_progress = progress.get(member.pk)  # type: ignore[attr-defined]
+    return members
+
+
 REFUSED = OpenApiResponse(description="Invalid, or the credentials fail the check (why)")
 
 
 class KubeClusterViewSet(viewsets.GenericViewSet[KubeCluster]):
-    """The fleet's Kubernetes clusters: register, change, cordon, check and remove."""
+    """The fleet's Kubernetes clusters: register, change, cordon, drain, check and remove."""
 
     permission_classes = [permissions.IsAuthenticated, PlatformAdminsOnly]
     throttle_classes = [WriteThrottle]
@@ -174,14 +242,15 @@ class KubeClusterViewSet(viewsets.GenericViewSet[KubeCluster]):
         return selectors.kube_cluster_list().prefetch_related("stock__flavor")
 
     def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
+        page = _with_progress(list(self.paginate_queryset(self.get_queryset()) or []))
         return self.get_paginated_response(KubeClusterOut(page, many=True).data)
 
     def retrieve(self, request: Request, name: str) -> Response:
-        return Response(KubeClusterOut(self.get_object()).data)
+        return Response(KubeClusterOut(_with_progress([self.get_object()])[0]).data)
 
     def _fresh(self, member: KubeCluster) -> Response:
-        return Response(KubeClusterOut(self.get_queryset().get(pk=member.pk)).data)
+        fresh = _with_progress([self.get_queryset().get(pk=member.pk)])[0]
+        return Response(KubeClusterOut(fresh).data)
 
     @extend_schema(request=KubeClusterCreateIn, responses={201: KubeClusterOut, 400: REFUSED})
     def create(self, request: Request) -> Response:
@@ -226,6 +295,20 @@ class KubeClusterViewSet(viewsets.GenericViewSet[KubeCluster]):
         """Placements on it again."""
         return self._schedulable(request, Schedulable.ACTIVE)
 
+    @extend_schema(request=DrainIn, responses={200: KubeClusterOut, 400: REFUSED})
+    @action(detail=True, methods=["post"])
+    def drain(self, request: Request, name: str) -> Response:
+        """No new placements on it, and what runs there is moved or waited for, each kind
+        its own way (or every kind requeued); its owners are told. Uncordon or cordon
+        ends the drain."""
+        member = self.get_object()
+        body = DrainIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.kube_cluster_drain(
+            actor=request.user, member=member, mode=body.validated_data["mode"]
+        )
+        return self._fresh(member)
+
     @extend_schema(request=None, responses={200: CheckOut})
     @action(detail=True, methods=["post"])
     @bodyless
@@ -234,5 +317,5 @@ class KubeClusterViewSet(viewsets.GenericViewSet[KubeCluster]):
         record what was seen as its health."""
         member = self.get_object()
         report = services.kube_cluster_check(actor=request.user, member=member)
-        cluster = KubeClusterOut(self.get_queryset().get(pk=member.pk)).data
+        cluster = KubeClusterOut(_with_progress([self.get_queryset().get(pk=member.pk)])[0]).data
         return Response({"passed": report.passed, "message": report.message, "cluster": cluster})

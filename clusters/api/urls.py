@@ -64,6 +64,6 @@ urlpatterns = [
             KubeClusterViewSet.as_view({"post": verb}),
             name=f"kube-cluster-{verb}",
         )
-        for verb in ("cordon", "uncordon", "check")
+        for verb in ("cordon", "uncordon", "drain", "check")
     ],
 ]

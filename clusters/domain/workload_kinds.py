@@ -21,6 +21,12 @@ KIND_MODULES = (
     "clusters.kinds.rayjob.kind",
     "clusters.kinds.rayservice.kind",
 )
+# What a drain of its member does to a running row (``Kind.drain``): send it back to the
+# queue, to be placed on another member, or let it run to its end where it is.
+REQUEUE = "requeue"
+WAIT = "wait"
+# The drain mode that requeues every kind (``clusters.models.DrainMode.REQUEUE``).
+REQUEUE_ALL = "requeue"
 # The ``workload`` of a request that names none (the model's default; lists without one).
 DEFAULT_WORKLOAD = "cluster"
 
@@ -121,6 +127,9 @@ class Kind:
     # States whose entry ends a run: its owner is told the run finished (not that it failed).
     finished: frozenset[State] = frozenset()
     details: Details | None = None  # its own table, if it has one
+    # What a drain of its member does to a running row of it (:data:`REQUEUE` or
+    # :data:`WAIT`); a drain in mode :data:`REQUEUE_ALL` requeues every kind.
+    drain: str = REQUEUE
     # The relations of its rows read with a row to converge it (its details' relation).
     related: tuple[str, ...] = ()
     # What a list of the kind's rows loads with them (``related`` unless given), prefetches.
@@ -146,6 +155,10 @@ class Kind:
     def behaviour(self) -> Behaviour:
         """The kind's engine module (imported on first use)."""
         return cast(Behaviour, importlib.import_module(self.engine))
+
+    def drain_action(self, mode: str) -> str:
+        """What a drain in ``mode`` does to a running row of this kind."""
+        return REQUEUE if mode == REQUEUE_ALL else self.drain
 
     def can_transition(self, current: str, target: str) -> bool:
         """Whether this kind's map allows ``current`` -> ``target``."""

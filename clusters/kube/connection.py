@@ -77,11 +77,15 @@ def own_gateway_for(member: KubeCluster) -> Gateway:
     return gateway
 
 
+# The home member comes first in this order.
+HOME_FIRST = ("-from_settings", "placement_order", "name")
+
+
 def home_member() -> KubeCluster | None:
     """The member a row not placed by admission runs on: the one settings bootstraps,
     else the first in placement order; ``None`` when no member is registered (then
     settings' cluster is the only one)."""
-    return KubeCluster.objects.order_by("-from_settings", "placement_order", "name").first()
+    return KubeCluster.objects.order_by(*HOME_FIRST).first()
 
 
 def member_of(request: ClusterRequest) -> KubeCluster | None:

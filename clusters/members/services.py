@@ -17,7 +17,8 @@ from clusters.kube.connection import gateway_for, own_gateway_for
 from clusters.kube.errors import KubeError
 from clusters.members import checks
 from clusters.members.selectors import kube_cluster_references
-from clusters.models import ClusterRequest, KubeCluster, Schedulable
+from clusters.models import ClusterRequest, DrainMode, KubeCluster, Schedulable
+from clusters.rows import enqueue
 from controlplane.exceptions import ServiceConflict
 from controlplane.sealed import UnsealError, reseal, seal
 from tenants.audit import audit_record
@@ -242,24 +243,57 @@ SCHEDULABLE_ACTIONS = {
 def kube_cluster_set_schedulable(
     *, actor: Any, member: KubeCluster, schedulable: str
 ) -> KubeCluster:
-    """Cordon (no new placements), drain (no new placements; what runs is moved or
-    waited for) or uncordon a member (platform admins only)."""
+    """Cordon (no new placements), drain (:func:`kube_cluster_drain`, each kind its own
+    way) or uncordon a member (platform admins only). Cordoning or uncordoning ends a
+    drain: what was moved stays where it went, what runs there stays."""
     require_platform_admin(actor)
     if schedulable not in SCHEDULABLE_ACTIONS:
         raise ValidationError(
             {"schedulable": [f"{schedulable!r} is not one of {list(SCHEDULABLE_ACTIONS)}."]}
         )
+    if schedulable == Schedulable.DRAINING:
+        return kube_cluster_drain(actor=actor, member=member)
     member = KubeCluster.objects.select_for_update().get(pk=member.pk)
     if member.schedulable != schedulable:
         before = member.schedulable
         member.schedulable = schedulable
-        member.save(update_fields=["schedulable"])
+        member.drain_mode, member.drain_started_at, member.drained_at = "", None, None
+        member.save(update_fields=["schedulable", "drain_mode", "drain_started_at", "drained_at"])
         audit_record(
             actor=actor,
             action=SCHEDULABLE_ACTIONS[Schedulable(schedulable)],
             obj=member,
             data={"before": before, "after": schedulable},
         )
+    return member
+
+
+@transaction.atomic
+def kube_cluster_drain(
+    *, actor: Any, member: KubeCluster, mode: str = DrainMode.DEFAULT
+) -> KubeCluster:
+    """Drain a member (platform admins only): nothing new is placed there, and what runs
+    there is moved or waited for, as its kind says (``mode`` ``requeue``: every kind is
+    requeued, jobs too). The engine carries it out (:mod:`clusters.engine.member_drain`),
+    asked for after commit; draining again changes only the mode."""
+    require_platform_admin(actor)
+    if mode not in DrainMode.values:
+        raise ValidationError({"mode": [f"{mode!r} is not one of {list(DrainMode.values)}."]})
+    member = KubeCluster.objects.select_for_update().get(pk=member.pk)
+    before = (member.schedulable, member.drain_mode)
+    if before == (Schedulable.DRAINING, mode):
+        return member
+    if member.schedulable != Schedulable.DRAINING:
+        member.drain_started_at, member.drained_at = timezone.now(), None
+    member.schedulable, member.drain_mode = Schedulable.DRAINING, mode
+    member.save(update_fields=["schedulable", "drain_mode", "drain_started_at", "drained_at"])
+    audit_record(
+        actor=actor,
+        action=SCHEDULABLE_ACTIONS[Schedulable.DRAINING],
+        obj=member,
+        data={"before": before[0], "after": Schedulable.DRAINING, "mode": mode},
+    )
+    enqueue.reconcile()
     return member
 
 

@@ -17,6 +17,14 @@ class Schedulable(models.TextChoices):
     DRAINING = "draining", "Draining"  # no new placements; what runs is moved or waited for
 
 
+class DrainMode(models.TextChoices):
+    """How a drain treats what runs on the member: each kind as its package says
+    (``Kind.drain``), or every kind sent back to the queue (jobs too, restarted)."""
+
+    DEFAULT = "default", "Each kind's own way"
+    REQUEUE = "requeue", "Requeue everything, jobs too"
+
+
 class KubeCluster(models.Model):
     """One Kubernetes cluster of the fleet: where its API server is, how gangway signs in
     to it, where it stands in the placement order, and what gangway last saw of it.
@@ -64,6 +72,17 @@ class KubeCluster(models.Model):
     failed_passes = models.PositiveIntegerField(default=0, editable=False)
     unreachable_since = models.DateTimeField(null=True, blank=True, editable=False)
     detect_seconds = models.FloatField(null=True, blank=True, editable=False)
+    # A drain (clusters/engine/member_drain.py): how, since when, and when the last
+    # workload left. Empty ``drain_mode``: not draining.
+    drain_mode = models.CharField(max_length=10, choices=DrainMode.choices, blank=True)
+    drain_started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    drained_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Requests moved off it (requeued by a drain, or sent back to the queue while it is
+    # unreachable) and not placed again yet, since when, and how long the last such
+    # move took: from the drain's start or the outage's mark to the last one admitted.
+    moving = models.JSONField(default=list, blank=True, editable=False)
+    moving_since = models.DateTimeField(null=True, blank=True, editable=False)
+    replace_seconds = models.FloatField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["placement_order", "name"]

@@ -118,6 +118,23 @@ def suspend(
     return cluster
 
 
+def _back_in_line(queue_reason: str, queue_message: str) -> dict[str, Any]:
+    """The fields of a running row sent back to the queue by the system (an eviction, a
+    drain): no admission, no readiness, its queue standing to be read again. Its TTL
+    starts again when it is admitted again (as after a resume)."""
+    return {
+        "admitted_at": None,
+        "ready_at": None,
+        "expires_at": None,
+        "expiry_warned_at": None,
+        "queue_position": None,
+        "queue_flavor_position": None,
+        "queue_reason": queue_reason,
+        "queue_message": queue_message[:500],
+        "queue_eta": None,
+    }
+
+
 def requeue_evicted(
     cluster: ClusterRequest, *, reason: str, message: str, queue_reason: str
 ) -> ClusterRequest:
@@ -146,16 +163,7 @@ def requeue_evicted(
             State.QUEUED,
             reason=reason,
             message=f"{text}. Its GPUs were released; it waits to be admitted again."[:500],
-            admitted_at=None,
-            ready_at=None,
-            # Its TTL starts again when Kueue admits it again (as after a resume).
-            expires_at=None,
-            expiry_warned_at=None,
-            queue_position=None,
-            queue_flavor_position=None,
-            queue_reason=queue_reason,
-            queue_message=f"Kueue: {message or reason}"[:500],
-            queue_eta=None,
+            **_back_in_line(queue_reason, f"Kueue: {message or reason}"),
         ):
             return cluster
         audit_record(
@@ -166,3 +174,41 @@ def requeue_evicted(
             data={"reason": reason, "message": message[:500]},
         )
     return cluster
+
+
+def requeue_drained(cluster: ClusterRequest, *, member_id: int, home: bool, message: str) -> bool:
+    """A drain of the member ``cluster`` runs on sends it back to the queue: its GPUs are
+    released, its placement forgotten (admission places it afresh, never on a draining
+    member), and the move (reason ``member_drain``) tells its owner ``message``. Whether
+    it moved (``home``: the member also runs the unplaced rows): a row no longer on it
+    (moved, finished, deleted) is left as it is, so a drain's step may run twice."""
+    with transaction.atomic():
+        cluster = locked(cluster)
+        placed = cluster.kube_cluster_id
+        if placed != member_id and not (home and placed is None):
+            return False
+        if cluster.state not in REQUEUED_BY_DRAIN:
+            return False
+        if not transition(
+            cluster,
+            State.QUEUED,
+            reason="member_drain",
+            message=message[:500],
+            **_back_in_line("", message),
+        ):
+            return False
+        audit_record(
+            actor=None,
+            action=f"{cluster.workload}.requeue",
+            obj=cluster,
+            tenant=cluster.tenant,
+            data={"reason": "member_drain", "kube_cluster": member_id},
+        )
+        enqueue.admission_pass()
+    return True
+
+
+# The states a drain sends back to the queue: placed and not finished, not being deleted.
+REQUEUED_BY_DRAIN = frozenset(
+    {State.ADMITTED, State.PROVISIONING, State.READY, State.STARTING, State.RUNNING}
+)

@@ -1,9 +1,12 @@
 """The fleet's Kubernetes clusters in the dashboard (platform admins only; a 404 for
 anybody else): the list with each one's health, the register form, and a cluster's page
-with its health, its flavors' nodes and the cordon, check and remove buttons. Every
+with its health, its flavors' nodes, its drain's progress and the cordon, drain, check
+and remove buttons. Every
 write is the service the API calls (:mod:`clusters.members.services`)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from clusters.members import selectors, services
-from clusters.models import KubeCluster, Schedulable
+from clusters.models import DrainMode, KubeCluster, Schedulable
 from controlplane.exceptions import ServiceConflict
 from frontend.kube_cluster_forms import KubeClusterForm
 from frontend.views.common import form_page
@@ -54,6 +57,7 @@ def kube_cluster(request: HttpRequest, name: str) -> HttpResponse:
             "stock": selectors.kube_cluster_stock(member=member),
             "placed": placed,
             "waiting": waiting,
+            "drain": selectors.drain_progress([member]).get(member.pk),
         },
     )
 
@@ -72,6 +76,15 @@ def _uncordon(request: HttpRequest, member: KubeCluster) -> str:
     return f"{member.name} takes new placements again."
 
 
+def _drain(request: HttpRequest, member: KubeCluster, mode: str = DrainMode.DEFAULT) -> str:
+    services.kube_cluster_drain(actor=request.user, member=member, mode=mode)
+    return f"{member.name} is draining: nothing new is placed there, and what runs is moved."
+
+
+def _drain_all(request: HttpRequest, member: KubeCluster) -> str:
+    return _drain(request, member, DrainMode.REQUEUE)
+
+
 def _check(request: HttpRequest, member: KubeCluster) -> str:
     report = services.kube_cluster_check(actor=request.user, member=member)
     if not report.passed:
@@ -79,13 +92,20 @@ def _check(request: HttpRequest, member: KubeCluster) -> str:
     return f"{member.name} passes the check."
 
 
-ACTIONS = {"cordon": _cordon, "uncordon": _uncordon, "check": _check}
+ACTIONS: dict[str, Callable[[HttpRequest, KubeCluster], str]] = {
+    "cordon": _cordon,
+    "uncordon": _uncordon,
+    "drain": _drain,
+    "drain-requeue": _drain_all,
+    "check": _check,
+}
 
 
 @login_required
 @require_POST
 def kube_cluster_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
-    """Cordon, uncordon, check or remove one member; back to its page (or the list)."""
+    """Cordon, uncordon, drain, check or remove one member; back to its page (or the
+    list)."""
     require_platform_admin(request)
     member = get_object_or_404(KubeCluster, name=name)
     if action == "remove":

@@ -60,6 +60,13 @@ ROUTES: dict[str, Route] = {
     API + "{name}/uncordon/": Route(
         methods={"POST": Case(platform_only(200), kwargs=_spare_member)}
     ),
+    API + "{name}/drain/": Route(
+        methods={
+            "POST": Case(
+                platform_only(200), kwargs=_spare_member, body=lambda w: {"mode": "requeue"}
+            )
+        }
+    ),
     API + "{name}/check/": Route(methods={"POST": Case(platform_only(200), kwargs=_spare_member)}),
 }
 

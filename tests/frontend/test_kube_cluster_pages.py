@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 
 import tests.frontend.browser  # noqa: F401  (sets DJANGO_ALLOW_ASYNC_UNSAFE first)
-from clusters.models import KubeCluster
+from clusters.models import ClusterRequest, KubeCluster
 from kubesim import KubeSim
 from tenants.models import AuditEvent
 from tests.clusters.members.conftest import member_sim  # noqa: F401 (a fixture)
@@ -124,3 +124,63 @@ def test_a_cluster_is_registered_by_filling_the_visible_form(
     assert KubeCluster.objects.get(name="cloud").schedulable == "cordoned"
     watcher.collect(URL + "cloud/")
     assert not watcher.problems, "\n".join(watcher.problems)
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_cluster_is_drained_and_the_drain_ended_by_clicking_its_buttons(
+    page: Any,
+    live_server: Any,
+    browser_env: None,
+    root: Any,
+    acme: Any,
+    bob: Any,
+    h100: Any,
+    tmp_path: Path,
+) -> None:
+    from playwright.sync_api import expect
+
+    spare = KubeCluster.objects.create(name="spare", server="http://127.0.0.1:9")
+    ClusterRequest.objects.create(
+        tenant=acme,
+        owner=bob,
+        flavor=h100,
+        name="train",
+        workload="job",
+        kind="dev",
+        workers=1,
+        state="running",
+        kube_cluster=spare,
+    )
+    base = live_server.url
+    watcher = Watcher(page)
+    sign_in(page, base, "root")
+    page.goto(base + URL + "spare/")
+    page.once("dialog", lambda dialog: dialog.accept())  # it asks first
+    page.get_by_role("button", name="Drain", exact=True).click()
+    expect(page.locator("#messages")).to_contain_text("spare is draining")
+    expect(page.locator('[data-drain="status"]')).to_contain_text("1 workload still here")
+    expect(page.locator('[data-drain="wait"]')).to_have_text("1")
+    member = KubeCluster.objects.get(name="spare")
+    assert (member.schedulable, member.drain_mode) == ("draining", "default")
+    page.screenshot(path=str(tmp_path / "draining.png"), full_page=True)
+    page.get_by_role("button", name="End the drain").click()
+    expect(page.locator("#messages")).to_contain_text("spare takes new placements again")
+    expect(page.locator('[data-drain="status"]')).to_have_count(0)
+    assert KubeCluster.objects.get(name="spare").schedulable == "active"
+    watcher.collect(URL + "spare/")
+    assert not watcher.problems, "\n".join(watcher.problems)
+
+
+@pytest.mark.django_db
+def test_the_page_drains_a_member_jobs_too_and_shows_the_times(root: Any) -> None:
+    KubeCluster.objects.create(
+        name="spare", server="http://127.0.0.1:9", detect_seconds=4.2, replace_seconds=9.5
+    )
+    client = client_for(root)
+    page = client.post(URL + "spare/drain-requeue/", follow=True).content.decode()
+    assert "spare is draining" in page and "Requeue everything, jobs too" in page
+    assert "4.2 s" in page and "9.5 s" in page
+    member = KubeCluster.objects.get(name="spare")
+    assert (member.schedulable, member.drain_mode) == ("draining", "requeue")
+    assert "0 workloads still here" in page  # the engine has not stepped yet

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import Kind
+from clusters.domain.workload_kinds import REQUEUE, Kind
 from clusters.kinds.raycluster.states import RELEASES, TRANSITIONS
 
 KIND = Kind(
@@ -17,5 +17,8 @@ KIND = Kind(
     admitted_message="applying its RayCluster",
     reclaimable=True,
     interactive=True,
+    # An interactive cluster runs until somebody deletes it: waiting for it would hold
+    # a drain open indefinitely, so it is suspended and requeued, and comes up elsewhere.
+    drain=REQUEUE,
     engine="clusters.kinds.raycluster.engine",
 )

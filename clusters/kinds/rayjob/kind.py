@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import Details, Kind
+from clusters.domain.workload_kinds import WAIT, Details, Kind
 from clusters.kinds.rayjob.states import JOB_FINISHED, JOB_RELEASES, JOB_TRANSITIONS
 
 KIND = Kind(
@@ -19,6 +19,10 @@ KIND = Kind(
     api="clusters.kinds.rayjob.api.JobViewSet",
     ray_cluster_spec_at=("spec", "rayClusterSpec"),
     finished=JOB_FINISHED,
+    # A run ends by itself, and requeueing it would throw its progress away (it starts
+    # again from the beginning elsewhere): it runs to its end where it is. A drain in
+    # the "requeue" mode sends it back to the queue all the same.
+    drain=WAIT,
     list_related=("job", "job__host"),
     list_prefetch=("usage_spans",),
     details=Details(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clusters.domain.states import State
-from clusters.domain.workload_kinds import Details, Kind
+from clusters.domain.workload_kinds import REQUEUE, Details, Kind
 from clusters.kinds.rayservice.states import SERVICE_RELEASES, SERVICE_TRANSITIONS
 
 KIND = Kind(
@@ -20,6 +20,11 @@ KIND = Kind(
     idle_reclaim="clusters.kinds.rayservice.scale_to_zero.reclaim_idle",
     ray_cluster_spec_at=("spec", "rayClusterConfig"),
     grows=True,
+    # A service never ends by itself, so waiting would never drain the member; it is
+    # requeued and comes up on another member. Its endpoint serves nothing until the new
+    # RayService is ready (a short outage, like a scale-to-zero wake-up): running both side
+    # by side would charge the tenant's quota twice, and need two placements per row.
+    drain=REQUEUE,
     related=("service", "surge", "growth"),
     list_related=("service", "surge__flavor", "growth__flavor"),
     details=Details(

@@ -4,6 +4,7 @@
         --token-file token.txt --ca-file ca.crt --region eu-west --order 10
     python manage.py kubecluster list
     python manage.py kubecluster --as root {check,cordon,uncordon,remove} onprem
+    python manage.py kubecluster --as root drain onprem [--mode requeue]
     python manage.py kubecluster --as root rotate-keys
     python manage.py kubecluster rbac          # the ClusterRole a member must grant
 
@@ -22,7 +23,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from clusters.members import access, selectors, services
-from clusters.models import KubeCluster, Schedulable
+from clusters.models import DrainMode, KubeCluster, Schedulable
 from controlplane.exceptions import ServiceConflict
 from tenants.models import Tenant
 
@@ -37,7 +38,9 @@ def _read(path: str | None) -> str:
 
 
 class Command(BaseCommand):
-    help = "Register, list, check, cordon, uncordon and remove the fleet's Kubernetes clusters."
+    help = (
+        "Register, list, check, cordon, uncordon, drain and remove the fleet's Kubernetes clusters."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--as", dest="actor", help="the platform admin who acts (username)")
@@ -57,6 +60,13 @@ class Command(BaseCommand):
         sub.add_parser("list", help="every member with its health")
         for verb in ("check", "cordon", "uncordon", "remove"):
             sub.add_parser(verb).add_argument("name")
+        drain = sub.add_parser("drain", help="move or wait for what runs there; tell owners")
+        drain.add_argument("name")
+        drain.add_argument(
+            "--mode",
+            default=DrainMode.DEFAULT,
+            help="default: each kind its own way (jobs run to their end); requeue: jobs too",
+        )
         sub.add_parser("rotate-keys", help="seal every secret again with the first key")
         sub.add_parser("rbac", help="print the ClusterRole a member must grant gangway")
 
@@ -109,6 +119,16 @@ class Command(BaseCommand):
             if not report.passed:
                 raise CommandError(report.message)
             self.stdout.write(f"{options['name']} passes the check.")
+        elif verb == "drain":
+            member = services.kube_cluster_drain(
+                actor=actor, member=self._member(options["name"]), mode=options["mode"]
+            )
+            progress = selectors.drain_progress([member])[member.pk]
+            self.stdout.write(
+                f"{member.name} is draining ({member.drain_mode}): {progress.requeue} to be "
+                f"requeued, {progress.wait} running to their end, {progress.deleting} being "
+                "deleted; the engine moves them."
+            )
         elif verb == "remove":
             services.kube_cluster_remove(actor=actor, member=self._member(options["name"]))
             self.stdout.write(f"Removed {options['name']}.")

@@ -7,7 +7,7 @@ HTTP and takes a request without a token as its admin's).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
@@ -20,6 +20,7 @@ from clusters.domain.states import State
 from clusters.engine import member_passes
 from clusters.models import ClusterRequest, KubeCluster
 from kubesim import KubeSim
+from kubesim.clock import Clock
 from tests.clusters.engine.conftest import running_kubesim
 
 
@@ -46,8 +47,11 @@ class Member:
 
 
 @contextmanager
-def fleet_of(tmp_path: Path, settings: Any, *names: str) -> Iterator[dict[str, Member]]:
-    """A kubesim per name, the first the home member; stopped after."""
+def fleet_of(
+    tmp_path: Path, settings: Any, *names: str, clocks: Mapping[str, Clock] | None = None
+) -> Iterator[dict[str, Member]]:
+    """A kubesim per name, the first the home member; stopped after. ``clocks``: the
+    clock of a member other than the home one, by name (the wall clock otherwise)."""
     with ExitStack() as stack:
         home = stack.enter_context(running_kubesim(tmp_path, settings))
         KubeCluster.objects.filter(from_settings=True).delete()
@@ -58,7 +62,7 @@ def fleet_of(tmp_path: Path, settings: Any, *names: str) -> Iterator[dict[str, M
             )
         }
         for order, name in enumerate(names[1:], start=1):
-            sim = KubeSim(port=0, startup_delay=0.0).start()
+            sim = KubeSim(port=0, startup_delay=0.0, clock=(clocks or {}).get(name)).start()
             stack.callback(sim.stop)
             row = KubeCluster.objects.create(name=name, server=sim.url, placement_order=order)
             members[name] = Member(row, sim)

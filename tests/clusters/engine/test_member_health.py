@@ -78,3 +78,37 @@ def test_the_list_says_which_rows_are_stale_at_once_and_without_a_query_per_row(
 
     member_health.pass_succeeded(cloud)
     assert not any(item["stale"] for item in listed().values())
+
+
+def test_rows_not_placed_are_stale_while_the_home_member_is_unreachable(
+    as_user: Any, bob: Any, make_cluster: Any, cloud: KubeCluster
+) -> None:
+    home = KubeCluster.objects.get(from_settings=True)  # first in order: the home member
+    member_health.pass_succeeded(home)
+    synced = KubeCluster.objects.get(pk=home.pk).last_sync_at
+    make_cluster(name="home", state="ready", kube_cluster=None).save()
+    make_cluster(name="queued", state="queued", kube_cluster=None).save()
+    make_cluster(name="up", state="ready", kube_cluster=cloud).save()
+    api = as_user(bob)
+
+    def listed() -> dict[str, Any]:
+        return {item["name"]: item for item in api.get(CLUSTERS).json()["results"]}
+
+    assert not any(item["stale"] for item in listed().values())
+    for _ in range(member_health.UNREACHABLE_AFTER_FAILURES):
+        member_health.pass_failed(home, "connection refused")
+    with CaptureQueriesContext(connection) as few:
+        items = listed()
+    assert {name for name, item in items.items() if item["stale"]} == {"home"}
+    assert items["home"]["stale_since"] == synced.isoformat().replace("+00:00", "Z")
+    # The same on the row's own page (read without the list's annotations).
+    one = api.get(CLUSTERS + "home/").json()
+    assert one["stale"] is True and one["stale_since"] == items["home"]["stale_since"]
+    # No query per row: another unplaced row costs the list nothing more.
+    make_cluster(name="home-2", state="ready", kube_cluster=None).save()
+    with CaptureQueriesContext(connection) as more:
+        assert listed()["home-2"]["stale"] is True
+    assert len(more) == len(few)
+
+    member_health.pass_succeeded(home)
+    assert not any(item["stale"] for item in listed().values())

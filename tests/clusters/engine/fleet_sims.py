@@ -46,10 +46,13 @@ class Member:
 
 
 @contextmanager
-def fleet_of(tmp_path: Path, settings: Any, *names: str) -> Iterator[dict[str, Member]]:
-    """A kubesim per name, the first the home member; stopped after."""
+def fleet_of(
+    tmp_path: Path, settings: Any, *names: str, kueue: bool = False
+) -> Iterator[dict[str, Member]]:
+    """A kubesim per name, the first the home member; stopped after. ``kueue``: every
+    kubesim runs Kueue's emulation (MultiKueue's too) and ``QUEUE_MODE=kueue``."""
     with ExitStack() as stack:
-        home = stack.enter_context(running_kubesim(tmp_path, settings))
+        home = stack.enter_context(running_kubesim(tmp_path, settings, kueue=kueue))
         KubeCluster.objects.filter(from_settings=True).delete()
         members = {
             names[0]: Member(
@@ -58,7 +61,7 @@ def fleet_of(tmp_path: Path, settings: Any, *names: str) -> Iterator[dict[str, M
             )
         }
         for order, name in enumerate(names[1:], start=1):
-            sim = KubeSim(port=0, startup_delay=0.0).start()
+            sim = KubeSim(port=0, startup_delay=0.0, kueue=kueue).start()
             stack.callback(sim.stop)
             row = KubeCluster.objects.create(name=name, server=sim.url, placement_order=order)
             members[name] = Member(row, sim)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from clusters.domain.states import ACQUIRES, State

@@ -151,8 +151,10 @@ def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
         tasks.provision_requested()
         _settle(first, State.DELETED, "first deleted")
         wait_for(
-            lambda: (acme.namespace, "first") not in hub.objects(RAYCLUSTERS)
-            and (acme.namespace, "first") not in w1.objects(RAYCLUSTERS),
+            lambda: (
+                (acme.namespace, "first") not in hub.objects(RAYCLUSTERS)
+                and (acme.namespace, "first") not in w1.objects(RAYCLUSTERS)
+            ),
             what="the original and the copy gone",
         )
 

@@ -100,16 +100,24 @@ def prune_multikueue(gw: Gateway, objects: list[dict[str, Any]]) -> None:
     """Delete the manager's MultiKueue objects that no longer belong (a member removed,
     a tenant gone or left without workers), a removed worker's Secret with it."""
     wanted = {(o["kind"], o["metadata"]["name"]) for o in objects}
-    for kind in ("MultiKueueConfig", "AdmissionCheck", "MultiKueueCluster"):
-        for found in gw.list(KUEUE_API, kind, label_selector=managed_selector()):
-            name = found["metadata"]["name"]
-            if (kind, name) in wanted:
-                continue
-            if kind == "AdmissionCheck" and found["spec"].get("controllerName") != CONTROLLER:
-                continue  # the capacity check is the workers'
-            gw.delete(KUEUE_API, kind, name)
-            if kind == "MultiKueueCluster":
-                gw.delete("v1", "Secret", secret_name(name), KUEUE_NAMESPACE)
+
+    def stale(kind: str) -> list[str]:
+        found = gw.list(KUEUE_API, kind, label_selector=managed_selector())
+        return [
+            o["metadata"]["name"]
+            for o in found
+            if (kind, o["metadata"]["name"]) not in wanted
+            # The capacity check is the workers' (and another controller's).
+            and (o.get("spec") or {}).get("controllerName", CONTROLLER) == CONTROLLER
+        ]
+
+    for name in stale("MultiKueueConfig"):
+        gw.delete("kueue.x-k8s.io/v1beta2", "MultiKueueConfig", name)
+    for name in stale("AdmissionCheck"):
+        gw.delete("kueue.x-k8s.io/v1beta2", "AdmissionCheck", name)
+    for name in stale("MultiKueueCluster"):
+        gw.delete("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", name)
+        gw.delete("v1", "Secret", secret_name(name), KUEUE_NAMESPACE)
 
 
 def forget_queues() -> None:

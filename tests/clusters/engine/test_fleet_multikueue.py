@@ -69,8 +69,8 @@ def _request(alice: Any, acme: Any, h100: Any, name: str) -> int:
     return int(row.pk)
 
 
-def _config(hub: Member) -> list[str] | None:
-    found = hub.sim.get(CONFIGS, "", CHECK)
+def _config(hub: Member, check: str = CHECK) -> list[str] | None:
+    found = hub.sim.get(CONFIGS, "", check)
     return None if found is None else list(found["spec"]["clusters"])
 
 
@@ -81,7 +81,7 @@ def _active(hub: Member, name: str) -> bool:
 
 
 def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
-    tmp_path: Path, settings: Any, root: Any, alice: Any, acme: Any, h100: Any
+    tmp_path: Path, settings: Any, root: Any, alice: Any, acme: Any, globex: Any, h100: Any
 ) -> None:
     Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=64, borrow_limit=0)
     acme.cpu_quota, acme.memory_quota_gib = 10_000, 100_000
@@ -91,6 +91,7 @@ def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
         # w1 has one H100 node for gangway, w2 four: a worker's queues hold what it has.
         FlavorStock.objects.create(kube_cluster=w1.row, flavor=h100, node_count=1)
         FlavorStock.objects.create(kube_cluster=w2.row, flavor=h100, node_count=4)
+        w2.row.allowed_tenants.add(acme)  # globex may use w1 only
         tasks.reconcile()
 
         # The manager: a Secret and a MultiKueueCluster per worker, the tenant's config in
@@ -125,6 +126,10 @@ def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
             ]
             assert h100_entry["resources"][2]["nominalQuota"] == gpus
         assert hub.sim.get(MK_CLUSTERS, "", "hub") is None  # the manager runs nothing
+        # An allow-list: globex's config lists w1 only, and w2 never gets its namespace.
+        assert _config(hub, "gangway-multikueue-gw-globex") == ["w1"]
+        assert "gw-globex" in w1.namespaces() and "gw-globex" not in w2.namespaces()
+        assert w2.sim.get(QUEUES, "", "gw-globex") is None
 
         # The first request goes to w1, the first worker in order with room.
         first = _request(alice, acme, h100, "first")

@@ -6,7 +6,8 @@ from its own tables, labels each RayCluster with its queue, and folds Kueue's ve
 into the rows: a queued request becomes ``admitted`` when its Workload is admitted; while
 it waits, its position comes from Kueue's visibility API and its reason from the
 Workload's ``QuotaReserved`` condition; a running one that Kueue evicts goes back to
-``queued`` with Kueue's reason. Users see the same fields in either mode.
+``queued`` with Kueue's reason. Users see the same fields in either mode. With several
+members, MultiKueue places: see :mod:`clusters.queue.multikueue` and docs/fleet.md.
 """
 
 from __future__ import annotations

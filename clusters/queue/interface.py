@@ -45,6 +45,11 @@ class QueueView:
         made and keeps (MultiKueue's on a worker), which gangway never writes there."""
         return False
 
+    def original(self, cluster: ClusterRequest) -> dict[str, Any] | None:
+        """The object a :meth:`dispatched` row's copy was made from (MultiKueue's
+        manager's, where its last status is kept), read now; ``None`` elsewhere."""
+        return None
+
     def also_wanted(self) -> dict[str, set[tuple[str, str]]]:
         """Objects on this member, by kind, that rows placed on other members still
         want (MultiKueue's manager keeps the originals of what it dispatched)."""

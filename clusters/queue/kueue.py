@@ -339,9 +339,9 @@ def _waiting_for_checks(workload: dict[str, Any]) -> str | None:
 class KueueView(QueueView):
     """Kueue's Workloads and pending positions, read once per reconcile pass.
 
-    MultiKueue: on a worker, ``workloads`` are the manager's (its verdicts decide: an
-    eviction there is one here) and the rows' objects are MultiKueue's copies
-    (``dispatched``); on the manager, ``kept`` are the originals of what it dispatched.
+    MultiKueue: on a worker (``manager``: its gateway), ``workloads`` are the manager's
+    (its verdicts decide: an eviction there is one here) and the rows' objects are
+    MultiKueue's copies; on the manager, ``kept`` are the originals of what it dispatched.
     """
 
     def __init__(
@@ -349,16 +349,23 @@ class KueueView(QueueView):
         workloads: dict[tuple[str, str], dict[str, Any]],
         positions: dict[tuple[str, str], dict[str, Any]],
         *,
-        dispatched: bool = False,
+        manager: Gateway | None = None,
         kept: dict[str, set[tuple[str, str]]] | None = None,
     ) -> None:
         self.workloads = workloads
         self.positions = positions
-        self._dispatched = dispatched
+        self._manager = manager  # on a worker: the manager, where the originals are
         self._kept = kept or {}
 
     def dispatched(self, cluster: ClusterRequest) -> bool:
-        return self._dispatched
+        return self._manager is not None
+
+    def original(self, cluster: ClusterRequest) -> dict[str, Any] | None:
+        if self._manager is None:
+            return None
+        kind = kind_of(cluster)
+        name, namespace = cluster.name, cluster.namespace
+        return self._manager.get(kind.api_version, kind.object_kind, name, namespace)
 
     def also_wanted(self) -> dict[str, set[tuple[str, str]]]:
         return self._kept
@@ -394,7 +401,8 @@ class KueueQueue(QueueBackend):
             # A worker's rows run on MultiKueue's copies; their Workloads on the manager
             # hold the verdicts, and nothing waits in a worker's queue (a copy does,
             # but the manager's Workload is the one the row follows).
-            return KueueView(workloads_by_cluster(fleet.manager_gateway()), {}, dispatched=True)
+            manager = fleet.manager_gateway()
+            return KueueView(workloads_by_cluster(manager), {}, manager=manager)
         waiting = {c.namespace for c in rows if c.state == State.QUEUED}
         kept = multikueue.dispatched_objects(fleet, self) if fleet is not None else None
         return KueueView(workloads_by_cluster(gw), pending_positions(gw, waiting), kept=kept)

@@ -33,6 +33,7 @@ MK_CLUSTERS = "multikueueclusters.kueue.x-k8s.io"
 CHECKS = "admissionchecks.kueue.x-k8s.io"
 QUEUES = "clusterqueues.kueue.x-k8s.io"
 CHECK = "gangway-multikueue-gw-acme"
+JOBS = "/api/v1/tenants/acme/jobs/"
 
 
 @pytest.fixture(autouse=True)
@@ -174,3 +175,33 @@ def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
         row = _settle(third, State.READY, "third ready on w2")
         assert row.kube_cluster == w2.row
         assert (acme.namespace, "third") not in w1.objects(RAYCLUSTERS)
+
+
+def test_a_job_dispatched_by_multikueue_runs_and_ends_on_its_worker(
+    tmp_path: Path, settings: Any, bob: Any, acme: Any, h100: Any, as_user: Any
+) -> None:
+    """A RayJob runs on the first worker; MultiKueue deletes its copy once it finished,
+    and the row ends from the status MultiKueue copied back onto the manager's original
+    (or from the copy, whichever the pass saw), its GPUs given back."""
+    with fleet_of(tmp_path, settings, "hub", "w1", "w2", kueue=True) as fleet:
+        for name in ("w1", "w2"):
+            FlavorStock.objects.create(kube_cluster=fleet[name].row, flavor=h100, node_count=4)
+            fleet[name].sim.set_rayjob_defaults(run_seconds=2, pending_seconds=0)
+        tasks.reconcile()
+        body = {"name": "kjob", "entrypoint": "python train.py", "flavor": "h100", "workers": 1}
+        assert as_user(bob).post(JOBS, body, format="json").status_code == 201
+        tasks.provision_requested()
+        pk = ClusterRequest.objects.unscoped().get(name="kjob").pk
+        row = _settle(pk, State.SUCCEEDED, "the job succeeded on a worker")
+        assert row.kube_cluster == fleet["w1"].row
+
+        def released() -> bool:
+            tasks.reconcile()
+            return not _row(pk).holds_gpus
+
+        wait_for(released, what="its GPUs given back once its pods are gone")
+        assert ClusterEvent.objects.filter(
+            cluster_id=pk, message__contains="dispatched by MultiKueue to w1"
+        ).exists()
+        assert not fleet["hub"].sim.list("pods", acme.namespace)  # it ran on w1 only
+        assert not fleet["w2"].sim.list("rayjobs.ray.io", acme.namespace)

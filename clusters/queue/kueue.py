@@ -408,8 +408,9 @@ class KueueQueue(QueueBackend):
         return KueueView(workloads_by_cluster(gw), pending_positions(gw, waiting), kept=kept)
 
     def writes_through(self, cluster: ClusterRequest, gw: Gateway) -> Gateway:
-        if cluster.kube_cluster_id is None:
-            return gw  # not placed: on the home member, the manager if there is one
+        if cluster.kube_cluster_id is None or not gw.member:
+            # Not placed, or on settings' member: the home member, the manager if any.
+            return gw
         home = home_member()
         if home is None or home.pk == cluster.kube_cluster_id:
             return gw

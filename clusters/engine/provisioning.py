@@ -15,6 +15,7 @@ from clusters.kube.bundles import BatchBundles
 from clusters.kube.connection import gateway_of
 from clusters.kube.gateway import Gateway
 from clusters.models import ClusterRequest
+from clusters.queue.backends import queue_backend
 
 
 def apply_cluster(
@@ -70,7 +71,12 @@ def converge(
     together (:func:`mark_started`). ``finish_deletion`` false: a deleting row's objects
     are deleted and the rest is left to the reconciler, which finishes deletions in bulk.
     ``gw``: the gateway to the member the row is placed on (looked up without it)."""
-    gw = gw or gateway_of(cluster)
+    placed = gw or gateway_of(cluster)
+    gw = queue_backend().writes_through(cluster, placed)
+    if gw is not placed:
+        # A copy runs on its member: the member's pass finishes the deletion once the
+        # copy and its pods are gone there, not when the original is.
+        finish_deletion = False
     behaviour = kind_of(cluster).behaviour
     if cluster.state == State.ADMITTED:
         # Every kind starts alike: its objects are applied, then the row moves on.

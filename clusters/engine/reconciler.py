@@ -139,6 +139,8 @@ def _reconcile(gw: Gateway, scope: MemberScope) -> Report:
     except KubeError as exc:
         report.errors.append(f"capacity requests: {exc.message}")
     _keep_bundles(live, tenants, gw, report)
+    for object_kind, keys in view.also_wanted().items():
+        plan.wanted[object_kind] |= keys
     _delete_orphans(seen, plan.wanted, gw, report)
     if memo is not None:
         # Only now: a pass cut short by an error must not leave rows remembered as

@@ -162,7 +162,14 @@ def capacity_check_objects() -> list[Manifest]:
     return [config, check]
 
 
-def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) -> Manifest:
+def cluster_queue(
+    tenant: Any,
+    flavors: Iterable[Any],
+    quotas: Iterable[Any],
+    *,
+    dispatch_check: str = "",
+    capacity: Mapping[str, int] | None = None,
+) -> Manifest:
     """A tenant's ClusterQueue: one resource group over CPU, memory and GPUs.
 
     Every catalogue flavor is listed (nominal 0 where the tenant has no quota row, so it
@@ -170,6 +177,11 @@ def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) ->
     memory allow one head per cluster the tenant may hold. Preemption reclaims nominal
     quota lent to the cohort and lets prod preempt dev inside the tenant; borrowing never
     preempts. The fair-sharing weight is the tenant's.
+
+    MultiKueue: on the manager (``dispatch_check``, the tenant's MultiKueue check) the
+    queue holds the fleet-wide quota and runs that check on every flavor; on a worker
+    (``capacity``: its GPUs per flavor) a flavor's quota is the tenant's, borrowing
+    included, up to what the worker has, so that a worker without room does not admit.
     """
     by_key = _quota_map(quotas)
     entries = []
@@ -181,6 +193,8 @@ def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) ->
         borrow = int(quota.borrow_limit) if quota else 0
         lend = quota.lend_limit if quota else None
         total_gpus += gpus + borrow
+        if capacity is not None:
+            gpus, borrow, lend = min(gpus + borrow, capacity.get(str(flavor.name), 0)), 0, None
         entries.append(_flavor_entry(shapes.flavor_spec(flavor), gpus, borrow, lend))
     heads = default_max_clusters(total_gpus)
     entries.append(
@@ -217,7 +231,11 @@ def cluster_queue(tenant: Any, flavors: Iterable[Any], quotas: Iterable[Any]) ->
                 "withinClusterQueue": "LowerPriority",
             },
             "fairSharing": {"weight": q.number(tenant.weight)},
-            **_capacity_strategy(flavors),
+            **(
+                {"admissionChecksStrategy": {"admissionChecks": [{"name": dispatch_check}]}}
+                if dispatch_check
+                else _capacity_strategy(flavors)
+            ),
         },
     }
 
@@ -267,12 +285,17 @@ def kueue_objects(
     flavors: Iterable[Any],
     quotas: Iterable[Any],
     cohort_parents: Mapping[str, str] | None = None,
+    *,
+    dispatch: Mapping[int, str] | None = None,
+    capacity: Mapping[str, int] | None = None,
 ) -> list[Manifest]:
     """Every cluster-wide Kueue object of Kueue mode, in apply order.
 
     ``quotas`` are Quota rows (only ``tenant_id``, ``flavor_id``, ``gpus`` and
     ``borrow_limit`` are read, so no relation is loaded); ``cohort_parents`` the cohort
-    tree (a Cohort per cohort with a parent).
+    tree (a Cohort per cohort with a parent). MultiKueue: ``dispatch`` on the manager
+    (tenant id to its MultiKueue check; the workers ask for nodes, not the manager),
+    ``capacity`` on a worker (see :func:`cluster_queue`).
     """
     tenant_list = sorted(tenants, key=lambda t: str(t.slug))
     flavor_list = sorted(flavors, key=lambda f: str(f.name))
@@ -280,10 +303,19 @@ def kueue_objects(
     objects: list[Manifest] = [*priority_classes()]
     objects += [resource_flavor(flavor) for flavor in flavor_list]
     objects.append(head_flavor())
-    if growable(flavor_list):
+    if growable(flavor_list) and dispatch is None:
         objects += capacity_check_objects()
     objects += [cohort(name, parent) for name, parent in sorted((cohort_parents or {}).items())]
-    objects += [cluster_queue(tenant, flavor_list, quota_list) for tenant in tenant_list]
+    objects += [
+        cluster_queue(
+            tenant,
+            flavor_list,
+            quota_list,
+            dispatch_check=(dispatch or {}).get(int(tenant.pk), ""),
+            capacity=capacity,
+        )
+        for tenant in tenant_list
+    ]
     # The LocalQueues live in the tenants' namespaces, so in their bundles
     # (clusters/kube/bundles.py), which a namespace built again gets back whole.
     return objects

@@ -46,6 +46,8 @@ _KINDS = [
     Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues"),
     Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads"),
     Kind("kueue.x-k8s.io/v1beta2", "AdmissionCheck", "admissionchecks", namespaced=False),
+    Kind("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", "multikueueclusters", namespaced=False),
+    Kind("kueue.x-k8s.io/v1beta2", "MultiKueueConfig", "multikueueconfigs", namespaced=False),
     Kind(
         "kueue.x-k8s.io/v1beta2",
         "ProvisioningRequestConfig",

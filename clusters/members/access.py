@@ -89,6 +89,12 @@ KUEUE = [
         "Kueue's queues, written from gangway's tables",
     ),
     Rule("kueue.x-k8s.io", ("cohorts",), (*APPLY, "delete"), "the cohort tree"),
+    Rule(
+        "kueue.x-k8s.io",
+        ("multikueueclusters", "multikueueconfigs", "admissionchecks"),
+        (*APPLY, "delete"),
+        "MultiKueue's workers and configs on the manager (several members)",
+    ),
     Rule("kueue.x-k8s.io", ("workloads",), READ, "Kueue's admission verdicts"),
     Rule(
         "visibility.kueue.x-k8s.io",

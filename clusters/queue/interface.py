@@ -40,6 +40,21 @@ class QueueView:
         """Put a running cluster the backend evicted back in the queue; True when it did."""
         return False
 
+    def dispatched(self, cluster: ClusterRequest) -> bool:
+        """Whether the row's object on this member is a copy another cluster's queue
+        made and keeps (MultiKueue's on a worker), which gangway never writes there."""
+        return False
+
+    def original(self, cluster: ClusterRequest) -> dict[str, Any] | None:
+        """The object a :meth:`dispatched` row's copy was made from (MultiKueue's
+        manager's, where its last status is kept), read now; ``None`` elsewhere."""
+        return None
+
+    def also_wanted(self) -> dict[str, set[tuple[str, str]]]:
+        """Objects on this member, by kind, that rows placed on other members still
+        want (MultiKueue's manager keeps the originals of what it dispatched)."""
+        return {}
+
 
 class QueueBackend:
     """The interface; the defaults are the built-in queue's answers."""
@@ -70,6 +85,12 @@ class QueueBackend:
     def observe(self, gw: Gateway, rows: list[ClusterRequest]) -> QueueView:
         """Read what the backend needs for one reconcile pass over ``rows``."""
         return QueueView()
+
+    def writes_through(self, cluster: ClusterRequest, gw: Gateway) -> Gateway:
+        """The gateway a row's own objects are written (and deleted) through: ``gw``,
+        its member's, unless another cluster's queue keeps a copy there (MultiKueue's
+        manager holds the original of what it dispatched to a worker)."""
+        return gw
 
     def forget_applied(self) -> None:
         """Forget what was applied to the cluster for queueing (it may be gone)."""

@@ -6,7 +6,8 @@ from its own tables, labels each RayCluster with its queue, and folds Kueue's ve
 into the rows: a queued request becomes ``admitted`` when its Workload is admitted; while
 it waits, its position comes from Kueue's visibility API and its reason from the
 Workload's ``QuotaReserved`` condition; a running one that Kueue evicts goes back to
-``queued`` with Kueue's reason. Users see the same fields in either mode.
+``queued`` with Kueue's reason. Users see the same fields in either mode. With several
+members, MultiKueue places: see :mod:`clusters.queue.multikueue` and docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from clusters.kube import manifests
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
 from clusters.kube.conditions import condition
-from clusters.kube.connection import home_member
+from clusters.kube.connection import gateway_for, home_member
 from clusters.kube.gateway import Gateway
 from clusters.kube.labels import managed_selector
+from clusters.kube.multikueue import CONTROLLER, KUEUE_NAMESPACE, check_name, secret_name
 from clusters.kube.queues import GPU, KUEUE_API, LOCAL_QUEUE_NAME
-from clusters.models import ClusterRequest
+from clusters.models import ClusterRequest, KubeCluster
+from clusters.queue import multikueue
 from clusters.queue.interface import PassResult, QueueBackend, QueueView
 from clusters.queue.writeback import admit
 from clusters.rows import enqueue, lifecycle
@@ -40,16 +43,26 @@ log = logging.getLogger(__name__)
 
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 _applied = AppliedCache("kueue-queues")
+_keys: set[str] = set()  # the members this process wrote Kueue's objects to
 
 
 def ensure_queues(gw: Gateway) -> bool:
-    """Apply the Kueue objects when the tables changed since this process last did.
+    """Apply the Kueue objects into ``gw``'s member when the tables changed since this
+    process last did.
 
     A tenant whose namespace gangway does not own is left out (its LocalQueue would be
     written into that namespace); its requests fail with the reason when provisioned.
+    In MultiKueue mode the manager gets the MultiKueue objects too and its ClusterQueues
+    run the dispatch check; a worker gets the queues of the tenants open to it (MultiKueue
+    creates no namespace or LocalQueue there), sized to what it has.
     """
+    fleet = multikueue.fleet()
+    manager = fleet is None or fleet.is_manager(gw)
+    worker = None if manager or fleet is None else fleet.worker_named(gw.member)
     tenants = []
     for tenant in Tenant.objects.unscoped():
+        if worker is not None and fleet is not None and not fleet.open_to(worker, tenant):
+            continue  # a tenant's objects never land on a member it may not use
         try:
             ensure_bundle(tenant, gw)  # with the tenant's LocalQueue
         except UnmanagedNamespace as exc:
@@ -57,8 +70,15 @@ def ensure_queues(gw: Gateway) -> bool:
             continue
         tenants.append(tenant)
     objects = manifests.kueue_objects(
-        tenants, GpuFlavor.objects.all(), Quota.objects.unscoped().all(), cohort_parents()
+        tenants,
+        GpuFlavor.objects.all(),
+        Quota.objects.unscoped().all(),
+        cohort_parents(),
+        dispatch={int(t.pk): check_name(t) for t in tenants} if fleet and manager else None,
+        capacity=multikueue.capacity_of(worker) if worker is not None else None,
     )
+    if fleet is not None and manager:
+        objects = fleet.manager_objects(tenants) + objects  # the checks before their queues
 
     def write(objects: list[dict[str, Any]]) -> None:
         for obj in objects:
@@ -70,13 +90,41 @@ def ensure_queues(gw: Gateway) -> bool:
             name = found["metadata"]["name"]
             if name not in wanted:
                 gw.delete("kueue.x-k8s.io/v1beta2", "Cohort", name)
+        if fleet is not None and manager:
+            prune_multikueue(gw, objects)
 
-    return _applied.apply("kueue", objects, write)
+    _keys.add(gw.member)
+    return _applied.apply(f"kueue:{gw.member}", objects, write)
+
+
+def prune_multikueue(gw: Gateway, objects: list[dict[str, Any]]) -> None:
+    """Delete the manager's MultiKueue objects that no longer belong (a member removed,
+    a tenant gone or left without workers), a removed worker's Secret with it."""
+    wanted = {(o["kind"], o["metadata"]["name"]) for o in objects}
+
+    def stale(kind: str) -> list[str]:
+        found = gw.list(KUEUE_API, kind, label_selector=managed_selector())
+        return [
+            o["metadata"]["name"]
+            for o in found
+            if (kind, o["metadata"]["name"]) not in wanted
+            # The capacity check is the workers' (and another controller's).
+            and (o.get("spec") or {}).get("controllerName", CONTROLLER) == CONTROLLER
+        ]
+
+    for name in stale("MultiKueueConfig"):
+        gw.delete("kueue.x-k8s.io/v1beta2", "MultiKueueConfig", name)
+    for name in stale("AdmissionCheck"):
+        gw.delete("kueue.x-k8s.io/v1beta2", "AdmissionCheck", name)
+    for name in stale("MultiKueueCluster"):
+        gw.delete("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", name)
+        gw.delete("v1", "Secret", secret_name(name), KUEUE_NAMESPACE)
 
 
 def forget_queues() -> None:
-    """Make the next :func:`ensure_queues` re-apply (the cluster may have lost them)."""
-    _applied.forget("kueue")
+    """Make the next :func:`ensure_queues` re-apply (the clusters may have lost them)."""
+    for member in list(_keys):
+        _applied.forget(f"kueue:{member}")
 
 
 def workloads_by_cluster(gw: Gateway) -> dict[tuple[str, str], dict[str, Any]]:
@@ -175,6 +223,20 @@ def admitted_flavor(workload: dict[str, Any]) -> str | None:
     return None
 
 
+def admitted_on(workload: dict[str, Any]) -> tuple[str, str]:
+    """The member an admitted Workload runs on, and the words that say so.
+
+    With MultiKueue, the worker that admitted its copy (``status.clusterName``: the
+    MultiKueueClusters are named as the members); without, the member gangway writes
+    Workloads to (the home member), which the words do not name.
+    """
+    name = str((workload.get("status") or {}).get("clusterName") or "")
+    if name and KubeCluster.objects.filter(name=name).exists():
+        return name, f" and dispatched by MultiKueue to {name}"
+    home = home_member()
+    return (home.name if home else ""), ""
+
+
 def fold_queued(
     cluster: ClusterRequest,
     workload: dict[str, Any] | None,
@@ -190,20 +252,19 @@ def fold_queued(
         return False
     if is_admitted(workload):
         now = timezone.now()
-        # Without MultiKueue, Kueue admits on the member gangway writes Workloads to.
-        home = home_member()
+        member, said = admitted_on(workload)
         if admit(
             [cluster],
             now=now,
             placed={cluster.pk: admitted_flavor(workload) or ""},
-            clusters={cluster.pk: home.name} if home else None,
+            clusters={cluster.pk: member} if member else None,
         ):
             kind = kind_of(cluster)
             transition(
                 cluster,
                 kind.started,
                 reason="applied",
-                message=f"admitted by Kueue; {kind.started_message}",
+                message=f"admitted by Kueue{said}; {kind.started_message}",
             )
             return True
         return False
@@ -276,15 +337,38 @@ def _waiting_for_checks(workload: dict[str, Any]) -> str | None:
 
 
 class KueueView(QueueView):
-    """Kueue's Workloads and pending positions, read once per reconcile pass."""
+    """Kueue's Workloads and pending positions, read once per reconcile pass.
+
+    MultiKueue: on a worker (``manager``: its gateway), ``workloads`` are the manager's
+    (its verdicts decide: an eviction there is one here) and the rows' objects are
+    MultiKueue's copies; on the manager, ``kept`` are the originals of what it dispatched.
+    """
 
     def __init__(
         self,
         workloads: dict[tuple[str, str], dict[str, Any]],
         positions: dict[tuple[str, str], dict[str, Any]],
+        *,
+        manager: Gateway | None = None,
+        kept: dict[str, set[tuple[str, str]]] | None = None,
     ) -> None:
         self.workloads = workloads
         self.positions = positions
+        self._manager = manager  # on a worker: the manager, where the originals are
+        self._kept = kept or {}
+
+    def dispatched(self, cluster: ClusterRequest) -> bool:
+        return self._manager is not None
+
+    def original(self, cluster: ClusterRequest) -> dict[str, Any] | None:
+        if self._manager is None:
+            return None
+        kind = kind_of(cluster)
+        name, namespace = cluster.name, cluster.namespace
+        return self._manager.get(kind.api_version, kind.object_kind, name, namespace)
+
+    def also_wanted(self) -> dict[str, set[tuple[str, str]]]:
+        return self._kept
 
     def fold_waiting(self, cluster: ClusterRequest) -> None:
         fold_queued(cluster, self.workloads.get((cluster.namespace, cluster.name)), self.positions)
@@ -312,8 +396,27 @@ class KueueQueue(QueueBackend):
 
     def observe(self, gw: Gateway, rows: list[ClusterRequest]) -> QueueView:
         ensure_queues(gw)
+        fleet = multikueue.fleet()
+        if fleet is not None and not fleet.is_manager(gw):
+            # A worker's rows run on MultiKueue's copies; their Workloads on the manager
+            # hold the verdicts, and nothing waits in a worker's queue (a copy does,
+            # but the manager's Workload is the one the row follows).
+            manager = fleet.manager_gateway()
+            return KueueView(workloads_by_cluster(manager), {}, manager=manager)
         waiting = {c.namespace for c in rows if c.state == State.QUEUED}
-        return KueueView(workloads_by_cluster(gw), pending_positions(gw, waiting))
+        kept = multikueue.dispatched_objects(fleet, self) if fleet is not None else None
+        return KueueView(workloads_by_cluster(gw), pending_positions(gw, waiting), kept=kept)
+
+    def writes_through(self, cluster: ClusterRequest, gw: Gateway) -> Gateway:
+        if cluster.kube_cluster_id is None or not gw.member:
+            # Not placed, or on settings' member: the home member, the manager if any.
+            return gw
+        home = home_member()
+        if home is None or home.pk == cluster.kube_cluster_id:
+            return gw
+        # Placed on another member under Kueue: MultiKueue dispatched it there from the
+        # manager, whose original it keeps the copy from; writing the copy would fight it.
+        return gateway_for(home)
 
     def forget_applied(self) -> None:
         forget_queues()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,8 +26,12 @@ _ENDED = frozenset({State.DELETED, State.FAILED})
 def _unplaced(current: str) -> dict[str, Any]:
     """What a move back to the queue from ``current`` does to the row's placement: a
     resumed request (from ``suspended``) keeps the member it ran on, where what it left
-    is, and admission prefers that member; any other is placed afresh."""
-    return {} if current == State.SUSPENDED else {"kube_cluster": None}
+    is, and admission prefers that member; any other is placed afresh. Under Kueue every
+    queued request's object goes to the home member (MultiKueue's manager), whose Kueue
+    places it, so none keeps a member."""
+    if current == State.SUSPENDED and settings.QUEUE_MODE != "kueue":
+        return {}
+    return {"kube_cluster": None}
 
 
 def transition(

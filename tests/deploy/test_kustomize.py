@@ -26,7 +26,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from clusters.kube import bundles, gateway, manifests, ssh
+from clusters.kube import bundles, gateway, manifests, multikueue, ssh
 from clusters.kube import provisioning_requests as capacity
 from clusters.models import ClusterRequest, Job, Service
 from clusters.queue import kueue
@@ -564,6 +564,8 @@ def applied_kinds(acme: Any, bob: Any, h100: Any, l4: Any, settings: Any) -> set
         Quota.objects.unscoped().all(),
         {acme.cohort: "platform"},  # a cohort tree: its Cohort objects
     )
+    # MultiKueue's objects on the manager of a fleet (one worker, open to acme).
+    objects += multikueue.manager_objects({"w1": {"clusters": []}}, [(acme, ["w1"])])
     return {
         (group_of(o["apiVersion"]), gateway.kind_of(o["apiVersion"], o["kind"]).plural)
         for o in objects

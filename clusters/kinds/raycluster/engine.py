@@ -171,11 +171,16 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
         else:
             fold.view.fold_waiting(cluster)
         return
+    # A MultiKueue copy is never deleted here: MultiKueue removes it once the manager's
+    # original is gone (deleting it first would only make Kueue dispatch it again).
+    copy = fold.view.dispatched(cluster)
     if state == State.SUSPENDED and fold.backend.suspend_deletes:
-        if rc is not None and not rc["metadata"].get("deletionTimestamp"):
+        if rc is not None and not rc["metadata"].get("deletionTimestamp") and not copy:
             delete_object(gw, cluster.namespace, cluster.name)
         return
-    if state in HOLDS_QUOTA and rc is not None and fold.view.fold_eviction(cluster):
+    # A MultiKueue copy goes when the manager's Workload is evicted: the verdict is read
+    # even once it is gone.
+    if state in HOLDS_QUOTA and (rc is not None or copy) and fold.view.fold_eviction(cluster):
         report.evicted.append(cluster.pk)
         return
     if state in LIVE and cluster.expires_at and cluster.expires_at <= fold.now:
@@ -184,7 +189,7 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
         return
     pods = fold.seen.pods.get(fold.key, [])
     if state == State.DELETING:
-        if rc is not None and not rc["metadata"].get("deletionTimestamp"):
+        if rc is not None and not rc["metadata"].get("deletionTimestamp") and not copy:
             delete_object(gw, cluster.namespace, cluster.name)
         elif rc is None and not pods:
             # Moved with the others at the end of the pass (finish_deletion in bulk).
@@ -202,6 +207,8 @@ def _fold_running(
     state = cluster.state
     report = fold.report
     if rc is None:
+        if fold.view.dispatched(cluster):
+            return  # MultiKueue writes the copy here (again), from the manager's original
         apply(cluster, fold.gw)
         report.recreated.append(cluster.pk)
         if state == State.READY:

@@ -215,6 +215,8 @@ def fold_job(
     gw: Gateway,
     view: QueueView | None = None,
     release: list[ClusterRequest] | None = None,
+    *,
+    copy: bool = False,
 ) -> bool:
     """Fold one job's RayJob and pods into its row, or repair them; True when the job's
     GPUs were released (capacity freed). ``view`` is the queue backend's (Kueue's
@@ -223,7 +225,7 @@ def fold_job(
     (:func:`clusters.rows.transitions.release_gpus_many`)."""
     state = cluster.state
     if state == State.DELETING or state in JOB_FINISHED:
-        return _fold_ended(cluster, rj, pods, gw, release)
+        return _fold_ended(cluster, rj, pods, gw, release, copy=copy)
     if rj is None:
         if state == State.RUNNING:
             _end(cluster, State.FAILED, "vanished", "its RayJob vanished while the driver ran")
@@ -282,14 +284,18 @@ def _fold_ended(
     pods: list[dict[str, Any]],
     gw: Gateway,
     release: list[ClusterRequest] | None,
+    *,
+    copy: bool = False,
 ) -> bool:
     """A deleting, stopped or finished job: see its RayJob (and pods) off, then finish
-    the deletion or release the GPUs (or leave them to ``release``)."""
+    the deletion or release the GPUs (or leave them to ``release``). ``copy``: the RayJob
+    is MultiKueue's copy, which goes with the manager's original."""
     state = cluster.state
     gone = rj is None or bool(rj["metadata"].get("deletionTimestamp"))
     if state in (State.DELETING, State.STOPPED) and not gone:
         keep_log_tail_before_deleting(cluster, gw, pods)
-        delete_object(gw, cluster.namespace, cluster.name)
+        if not copy:
+            delete_object(gw, cluster.namespace, cluster.name)
         return False
     if state == State.DELETING:
         if rj is None and not pods:
@@ -402,12 +408,23 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
     """Fold one job's RayJob and pods into its row (:func:`fold_job`), releasing its
     GPUs in bulk at the end of the pass."""
     report = fold.report
+    rj = fold.seen.object("RayJob", fold.key)
+    # A MultiKueue copy (on a worker) is MultiKueue's to write and delete: it deletes it
+    # once the job finished, after copying its last status onto the manager's original.
+    copy = fold.view.dispatched(cluster)
+    if rj is None and copy and cluster.state != State.DELETING:
+        rj = fold.view.original(cluster)
+        if rj is None:
+            if fold.view.fold_eviction(cluster):
+                report.evicted.append(cluster.pk)
+            return
     if fold_job(
         cluster,
-        fold.seen.object("RayJob", fold.key),
+        rj,
         fold.seen.pods_by_id.get(cluster.pk, []),
         fold.gw,
         fold.view,
         release=report.batch.to_release,
+        copy=copy,
     ):
         report.released.append(cluster.pk)

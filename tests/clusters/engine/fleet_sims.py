@@ -48,12 +48,18 @@ class Member:
 
 @contextmanager
 def fleet_of(
-    tmp_path: Path, settings: Any, *names: str, clocks: Mapping[str, Clock] | None = None
+    tmp_path: Path,
+    settings: Any,
+    *names: str,
+    clocks: Mapping[str, Clock] | None = None,
+    kueue: bool = False,
 ) -> Iterator[dict[str, Member]]:
     """A kubesim per name, the first the home member; stopped after. ``clocks``: the
-    clock of a member other than the home one, by name (the wall clock otherwise)."""
+    clock of a member other than the home one, by name (the wall clock otherwise).
+    ``kueue``: every kubesim runs Kueue's emulation (MultiKueue's too) and
+    ``QUEUE_MODE=kueue``."""
     with ExitStack() as stack:
-        home = stack.enter_context(running_kubesim(tmp_path, settings))
+        home = stack.enter_context(running_kubesim(tmp_path, settings, kueue=kueue))
         KubeCluster.objects.filter(from_settings=True).delete()
         members = {
             names[0]: Member(
@@ -62,7 +68,8 @@ def fleet_of(
             )
         }
         for order, name in enumerate(names[1:], start=1):
-            sim = KubeSim(port=0, startup_delay=0.0, clock=(clocks or {}).get(name)).start()
+            clock = (clocks or {}).get(name)
+            sim = KubeSim(port=0, startup_delay=0.0, clock=clock, kueue=kueue).start()
             stack.callback(sim.stop)
             row = KubeCluster.objects.create(name=name, server=sim.url, placement_order=order)
             members[name] = Member(row, sim)

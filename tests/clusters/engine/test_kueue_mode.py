@@ -55,6 +55,11 @@ def test_kueue_admits_queues_and_releases(
     assert _row(small.pk).holds_gpus
     # Without MultiKueue, Kueue admits on the settings' member, where its Workload is.
     assert _row(small.pk).kube_cluster_id == home.pk
+    # With one member no MultiKueue object is written and no queue runs its check.
+    assert gw.list("kueue.x-k8s.io/v1beta2", "MultiKueueConfig") == []
+    assert gw.list("kueue.x-k8s.io/v1beta2", "MultiKueueCluster") == []
+    cq = gw.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "gw-acme")
+    assert "admissionChecksStrategy" not in cq["spec"]
 
     # acme has 16 H100 and nobody in its cohort to borrow from: a 2-node prod cluster
     # (16 GPUs) must wait while the small one holds 8 (same priority: no preemption).

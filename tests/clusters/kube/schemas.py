@@ -29,6 +29,9 @@ CRD_FILES = {
         "kueue.x-k8s.io/v1beta2",
         "WorkloadPriorityClass",
     ): "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+    ("kueue.x-k8s.io/v1beta2", "AdmissionCheck"): "kueue.x-k8s.io_admissionchecks.yaml",
+    ("kueue.x-k8s.io/v1beta2", "MultiKueueCluster"): "kueue.x-k8s.io_multikueueclusters.yaml",
+    ("kueue.x-k8s.io/v1beta2", "MultiKueueConfig"): "kueue.x-k8s.io_multikueueconfigs.yaml",
     ("scheduling.run.ai/v2", "Queue"): "scheduling.run.ai_queues.yaml",
 }
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -46,6 +49,10 @@ def close_schema(schema: Any) -> Any:
             and not out.get("x-kubernetes-preserve-unknown-fields")
         ):
             out["additionalProperties"] = False
+        pattern = out.get("pattern")
+        if isinstance(pattern, str) and pattern.startswith("^(?i)"):
+            # Go's RE2 takes a flag group anywhere; Python's re only at the start.
+            out["pattern"] = "(?i)^" + pattern.removeprefix("^(?i)")
         return out
     if isinstance(schema, list):
         return [close_schema(item) for item in schema]

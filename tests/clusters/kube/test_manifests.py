@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 
 from clusters.domain import shapes
 from clusters.kinds.raycluster.manifests import raycluster
-from clusters.kube import bundles
+from clusters.kube import bundles, multikueue
 from clusters.kube import labels as lbl
 from clusters.kube.manifests import (
     cluster_manifests,
@@ -296,3 +296,47 @@ def test_deterministic_and_yaml_round_trip(shapes_by_name: Any, acme: Any) -> No
     )
     assert list(yaml.safe_load_all(text)) == objects
     assert "&id" not in text
+
+
+def test_multikueue_objects_validate_and_keep_the_order(acme: Any, globex: Any, h100: Any) -> None:
+    """The manager's objects (clusters/kube/multikueue.py) against Kueue v0.19's CRDs: a
+    Secret and MultiKueueCluster per worker, a config per tenant listing its workers in
+    the order given, its check; a tenant without workers gets the check only."""
+    kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": []}
+    objects = multikueue.manager_objects(
+        {"w2": kubeconfig, "w1": kubeconfig}, [(acme, ["w2", "w1"]), (globex, [])]
+    )
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Secret", "gangway-multikueue-w1"),
+        ("MultiKueueCluster", "w1"),
+        ("Secret", "gangway-multikueue-w2"),
+        ("MultiKueueCluster", "w2"),
+        ("MultiKueueConfig", "gangway-multikueue-gw-acme"),
+        ("AdmissionCheck", "gangway-multikueue-gw-acme"),
+        ("AdmissionCheck", "gangway-multikueue-gw-globex"),
+    ]
+    for obj in objects:
+        validate_object(obj)
+    config = objects[4]
+    assert config["spec"]["clusters"] == ["w2", "w1"]
+    assert objects[0]["metadata"]["namespace"] == "kueue-system"
+
+
+def test_cluster_queues_of_a_manager_and_of_a_worker(acme: Any, h100: Any, l4: Any) -> None:
+    """The manager's queue runs the tenant's MultiKueue check on every flavor; a worker's
+    holds the tenant's quota (borrowing included) up to what the worker has."""
+    h100.max_node_count = h100.node_count + 4  # a flavor that grows: the capacity check
+    h100.save()
+    manager = kueue_objects([acme], [h100, l4], Quota.objects.all(), dispatch={acme.pk: "mk"})
+    (queue,) = [o for o in manager if o["kind"] == "ClusterQueue"]
+    assert queue["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "mk"}]}
+    assert not [o for o in manager if o["kind"] == "ProvisioningRequestConfig"]
+    worker = kueue_objects([acme], [h100, l4], Quota.objects.all(), capacity={"h100": 8})
+    (queue,) = [o for o in worker if o["kind"] == "ClusterQueue"]
+    validate_object(queue)
+    flavors = {f["name"]: f["resources"] for f in queue["spec"]["resourceGroups"][0]["flavors"]}
+    gpus = {name: res[2] for name, res in flavors.items()}
+    assert gpus["h100"] == {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "0"}
+    assert gpus["l4"]["nominalQuota"] == "0"  # the worker lists no L4 nodes
+    strategy = queue["spec"]["admissionChecksStrategy"]["admissionChecks"]
+    assert strategy == [{"name": "gangway-capacity", "onFlavors": ["h100"]}]

@@ -191,7 +191,8 @@ def measure(members: int, clusters: int, deadline: float) -> dict[str, Any]:
         queue = f"bench-fleet-{uuid.uuid4().hex[:8]}"
         procs = _start_product(workdir, sims[0].kubeconfig, port, queue)
         try:
-            support.wait_http(f"{base}/healthz")
+            # Three workers import Django at once; a busy shared machine takes its time.
+            support.wait_http(f"{base}/healthz", timeout=300)
             # Placement reads what each member's first pass saw free.
             _wait_until(
                 lambda: FlavorStock.objects.filter(observed_at__isnull=False).count() == members,

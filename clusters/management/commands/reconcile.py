@@ -28,7 +28,9 @@ class Command(BaseCommand):
         from clusters.engine.reconciler import reconcile_exclusive
         from clusters.models import KubeCluster
 
-        members = list(KubeCluster.objects.order_by("placement_order", "name")) or [None]
+        members: list[KubeCluster | None] = [
+            *KubeCluster.objects.order_by("placement_order", "name")
+        ] or [None]
         for member in members:
             # One member only (or none): the lines read as they did before the fleet.
             where = f" {member.name}" if member is not None and len(members) > 1 else ""

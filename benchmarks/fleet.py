@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -233,13 +234,17 @@ def _runs(members: list[int], clusters: list[int], per_member: int) -> list[tupl
     each (the check that a member's pass does not grow with the fleet)."""
     runs = [(m, c) for m in members for c in clusters]
     if len(set(members)) > 1 and per_member:
-        runs += [(m, m * per_member) for m in (min(members), max(members))]
+        for m in (min(members), max(members)):
+            if not any(c // m == per_member for n, c in runs if n == m):
+                runs.append((m, m * per_member))
     return sorted(set(runs))
 
 
 def run(argv: list[str] | None = None) -> str:
     """The fleet figures as a markdown section (``argv``: the flags of :func:`options`)."""
     args = options(argv or [])
+    # A SIGTERM (a run stopped by hand) unwinds, so that every kubesim and worker stops too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     support.setup_django(args.suffix)
     import redis
 

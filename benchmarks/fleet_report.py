@@ -23,7 +23,8 @@ def _per_cluster(result: dict[str, Any], key: str) -> float:
 def check(results: list[dict[str, Any]], per_member: int) -> dict[str, Any] | None:
     """A member's full pass at ``per_member`` clusters per member with the fewest and with
     the most members (``None``: not measured)."""
-    sized = {r["members"]: r for r in results if r["clusters"] == r["members"] * per_member}
+    # 1,000 over 3 members is 333 each, as 3,330 over 10 is.
+    sized = {r["members"]: r for r in results if r["clusters"] // r["members"] == per_member}
     if len(sized) < 2:
         return None
     few, many = sized[min(sized)], sized[max(sized)]

@@ -25,45 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import support
-from benchmarks.end_to_end import _in_threads
+from benchmarks.end_to_end import creator, fill_engineers, in_threads, kube_requests, spread
 from benchmarks.fleet_passes import time_passes
 
 MEMBERS = (3, 10)
 CLUSTERS = (1_000, 5_000)
-TENANTS = 20
-ENGINEERS_PER_TENANT = 5
 GUNICORN_WORKERS = 3
 WORKER = ("threads", 2)  # the worker as deploy/ runs it
-
-
-def _fill(clusters: int, h100: Any) -> list[tuple[str, str]]:
-    """Tenants with quota for their share, engineers and their API tokens; returns
-    (tenant slug, token) per engineer."""
-    from decimal import Decimal
-
-    from django.contrib.auth import get_user_model
-    from knox.models import AuthToken
-
-    from tenants.models import Membership, Quota, Role, Tenant
-
-    share = math.ceil(clusters / TENANTS)
-    users = get_user_model()
-    engineers = []
-    for i in range(TENANTS):
-        tenant = Tenant.objects.create(
-            slug=f"fleet{i:02d}",
-            name=f"Fleet {i}",
-            namespace=f"gw-fleet{i:02d}",
-            max_dev_clusters_per_user=share,
-            max_dev_gpus_per_user=share,
-        )
-        Quota.objects.create(tenant=tenant, flavor=h100, gpus=Decimal(share), borrow_limit=0)
-        for j in range(ENGINEERS_PER_TENANT):
-            user, _ = users.objects.get_or_create(username=f"fleet-{i:02d}-{j}")
-            Membership.objects.create(tenant=tenant, user=user, role=Role.ENGINEER)
-            _, token = AuthToken.objects.create(user=user)
-            engineers.append((tenant.slug, token))
-    return engineers
 
 
 def _register(sims: list[support.KubeSimProcess], h100: Any, nodes: int) -> None:
@@ -85,16 +53,7 @@ def _register(sims: list[support.KubeSimProcess], h100: Any, nodes: int) -> None
 
 def _kube_requests(sims: list[support.KubeSimProcess], reset: bool = False) -> int:
     """Kubernetes API requests every member's kubesim served (since the last reset)."""
-    import requests
-
-    total = 0
-    for sim in sims:
-        if reset:
-            requests.delete(f"{sim.url}/_kubesim/stats", timeout=10)
-            continue
-        stats = requests.get(f"{sim.url}/_kubesim/stats", timeout=10).json()
-        total += int(stats["requests"].get("total", 0))
-    return total
+    return sum(kube_requests(sim.url, reset) for sim in sims)
 
 
 def _wait_until(predicate: Any, what: str, deadline: float) -> float:
@@ -162,26 +121,10 @@ def measure(members: int, clusters: int, deadline: float) -> dict[str, Any]:
     nodes = math.ceil(clusters / members / 8)  # the members' shares; the last may be short
     fleet = {"h100_nodes": nodes, "cpu_nodes": math.ceil(clusters / members / 50) + 1}
     h100 = support.h100_flavor(nodes * members)
-    engineers = _fill(clusters, h100)
-    jobs = [
-        (
-            engineers[(i % TENANTS) * ENGINEERS_PER_TENANT + (i // TENANTS) % ENGINEERS_PER_TENANT],
-            f"fleet-{i}",
-        )
-        for i in range(clusters)
-    ]
+    jobs = spread(fill_engineers(clusters, h100, "fleet"), clusters, "fleet")
     workdir = Path(tempfile.mkdtemp(prefix="gangway-fleet-"))
     port = support.free_port()
     base = f"http://127.0.0.1:{port}"
-
-    def create(session: Any, job: Any) -> str:
-        (slug, token), name = job
-        response = session.post(
-            f"{base}/api/v1/tenants/{slug}/clusters/",
-            json={"flavor": "h100", "kind": "dev", "workers": 1, "name": name},
-            headers={"Authorization": f"Token {token}"},
-        )
-        return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
 
     with ExitStack() as stack:
         sims = [
@@ -203,7 +146,7 @@ def measure(members: int, clusters: int, deadline: float) -> dict[str, Any]:
             _say(f"{members} members up; creating {clusters} clusters")
             _kube_requests(sims, reset=True)
             started = time.perf_counter()
-            created = _in_threads(jobs, create)
+            created = in_threads(jobs, creator(base))
             _wait_until(lambda: _ready() >= clusters, f"{clusters} clusters ready", deadline)
             ready = time.perf_counter() - started
             calls = _kube_requests(sims)

@@ -173,19 +173,24 @@ def measure(members: int, clusters: int, deadline: float) -> dict[str, Any]:
 
 
 def _runs(members: list[int], clusters: list[int], per_member: int) -> list[tuple[int, int]]:
-    """Every size asked for, and the fewest and most members at ``per_member`` clusters
-    each (the check that a member's pass does not grow with the fleet)."""
+    """Every size asked for, smallest first, and the fewest and most members at
+    ``per_member`` clusters each (the check that a member's pass does not grow with the
+    fleet)."""
     runs = [(m, c) for m in members for c in clusters]
     if len(set(members)) > 1 and per_member:
         for m in (min(members), max(members)):
             if not any(c // m == per_member for n, c in runs if n == m):
                 runs.append((m, m * per_member))
-    return sorted(set(runs))
+    return sorted(set(runs), key=lambda run: (run[1], run[0]))  # the smallest first
 
 
 def run(argv: list[str] | None = None) -> str:
     """The fleet figures as a markdown section (``argv``: the flags of :func:`options`)."""
+    from benchmarks.fleet_report import section
+
     args = options(argv or [])
+    if args.from_json:
+        return section(json.loads(Path(args.from_json).read_text()), args.per_member)
     # A SIGTERM (a run stopped by hand) unwinds, so that every kubesim and worker stops too.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     support.setup_django(args.suffix)
@@ -196,11 +201,17 @@ def run(argv: list[str] | None = None) -> str:
     runs = _runs(args.members, args.clusters, args.per_member)
     if not runs:
         raise SystemExit("nothing to run: give --clusters, or --per-member with two --members")
-    results = [measure(m, c, args.deadline) for m, c in runs]
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
-    from benchmarks.fleet_report import section
-
+    results = []
+    for members, clusters in runs:
+        try:
+            results.append(measure(members, clusters, args.deadline))
+        except RuntimeError as exc:  # a size this machine does not finish: said, not hidden
+            _say(f"{members} members, {clusters} clusters: {exc}")
+            results.append(
+                {"members": members, "clusters": clusters, "error": str(exc), "ready": _ready()}
+            )
+        if args.json:  # after every run: a long run stopped part way keeps what it measured
+            Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return section(results, args.per_member)
 
 
@@ -228,7 +239,8 @@ def options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--redis-db", type=int, default=int(os.environ.get("REDIS_URL", "/0").rsplit("/", 1)[1])
     )
-    parser.add_argument("--json", help="also write the raw figures there")
+    parser.add_argument("--json", help="also write the raw figures there, after each run")
+    parser.add_argument("--from-json", help="only write the section of figures saved by --json")
     args = parser.parse_args(argv)
     if args.quick:
         args.members, args.clusters = [2, 3], []

@@ -24,7 +24,11 @@ def check(results: list[dict[str, Any]], per_member: int) -> dict[str, Any] | No
     """A member's full pass at ``per_member`` clusters per member with the fewest and with
     the most members (``None``: not measured)."""
     # 1,000 over 3 members is 333 each, as 3,330 over 10 is.
-    sized = {r["members"]: r for r in results if r["clusters"] // r["members"] == per_member}
+    sized = {
+        r["members"]: r
+        for r in results
+        if r["clusters"] // r["members"] == per_member and "error" not in r
+    }
     if len(sized) < 2:
         return None
     few, many = sized[min(sized)], sized[max(sized)]
@@ -41,6 +45,11 @@ def check(results: list[dict[str, Any]], per_member: int) -> dict[str, Any] | No
 
 
 def _row(r: dict[str, Any]) -> str:
+    if "error" in r:
+        return (
+            f"| {r['members']} | {r['clusters']:,} | did not finish: {r['error']} "
+            f"({r['ready']:,} ready) | | | | | | | |"
+        )
     placed = [n for name, n in r["placed"].items() if name != "None"]
     clusters = r["clusters"]
     return (
@@ -60,7 +69,7 @@ def _row(r: dict[str, Any]) -> str:
 def section(results: list[dict[str, Any]], per_member: int) -> str:
     """The markdown section: what was run, the table, the check."""
     rows = [_row(r) for r in results]
-    failures = [f for r in results for f in r["failures"]]
+    failures = [f for r in results for f in r.get("failures", [])]
     unready = [r for r in results if r["ready"] < r["clusters"]]
     checked = check(results, per_member)
     if checked is None:

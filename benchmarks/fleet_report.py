@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 from typing import Any
 
@@ -66,11 +67,23 @@ def _row(r: dict[str, Any]) -> str:
     )
 
 
+def _load(results: list[dict[str, Any]]) -> str:
+    """The load average as each run ended (figures saved without it: as written)."""
+    loads = [r["load"] for r in results if "load" in r]
+    if len(loads) < len(results):
+        return support.load_line()
+    return (
+        "Load average (1 min, 5 min) as each run ended: "
+        + ", ".join(f"{one:.1f}, {five:.1f}" for one, five in loads)
+        + f" on {os.cpu_count()} CPUs."
+    )
+
+
 def section(results: list[dict[str, Any]], per_member: int) -> str:
     """The markdown section: what was run, the table, the check."""
     rows = [_row(r) for r in results]
     failures = [f for r in results for f in r.get("failures", [])]
-    unready = [r for r in results if r["ready"] < r["clusters"]]
+    unready = [r for r in results if r["ready"] < r["clusters"] - len(r.get("failures", []))]
     checked = check(results, per_member)
     if checked is None:
         verdict = "The pass check needs two member counts at equal clusters per member: not run."
@@ -118,6 +131,6 @@ def section(results: list[dict[str, Any]], per_member: int) -> str:
             "",
             f"Failed creates: {len(failures)}"
             + (f" (first: {failures[0][:200]})" if failures else "")
-            + f"; runs with clusters not ready: {len(unready)}. {support.load_line()}",
+            + f"; runs with clusters not ready: {len(unready)}. {_load(results)}",
         ]
     )

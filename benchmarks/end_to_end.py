@@ -70,6 +70,14 @@ class Stage:
 
 def _fill(h100_nodes: int) -> list[tuple[str, str]]:
     """Tenants, engineers and their API tokens; returns (tenant slug, token) per engineer."""
+    support.truncate_product_tables()
+    return fill_engineers(CLUSTERS, support.h100_flavor(h100_nodes), "e2e")
+
+
+def fill_engineers(clusters: int, flavor: Any, prefix: str) -> list[tuple[str, str]]:
+    """:data:`TENANTS` tenants named after ``prefix``, each with quota of ``flavor`` and
+    per-engineer caps for its share of ``clusters``, and their engineers with API tokens;
+    returns (tenant slug, token) per engineer, in tenant order."""
     from decimal import Decimal
 
     from django.contrib.auth import get_user_model
@@ -77,29 +85,55 @@ def _fill(h100_nodes: int) -> list[tuple[str, str]]:
 
     from tenants.models import Membership, Quota, Role, Tenant
 
-    support.truncate_product_tables()
-    h100 = support.h100_flavor(h100_nodes)
-    share = math.ceil(CLUSTERS / TENANTS)
+    share = math.ceil(clusters / TENANTS)
     engineers = []
     users = get_user_model()
     for i in range(TENANTS):
         tenant = Tenant.objects.create(
-            slug=f"e2e{i:02d}",
-            name=f"End to end {i}",
-            namespace=f"gw-e2e{i:02d}",
+            slug=f"{prefix}{i:02d}",
+            name=f"{prefix} {i}",
+            namespace=f"gw-{prefix}{i:02d}",
             max_dev_clusters_per_user=share,
             max_dev_gpus_per_user=share,
         )
-        Quota.objects.create(tenant=tenant, flavor=h100, gpus=Decimal(share), borrow_limit=0)
+        Quota.objects.create(tenant=tenant, flavor=flavor, gpus=Decimal(share), borrow_limit=0)
         for j in range(ENGINEERS_PER_TENANT):
-            user, _ = users.objects.get_or_create(username=f"e2e-{i:02d}-{j}")
+            user, _ = users.objects.get_or_create(username=f"{prefix}-{i:02d}-{j}")
             Membership.objects.create(tenant=tenant, user=user, role=Role.ENGINEER)
             _, token = AuthToken.objects.create(user=user)
             engineers.append((tenant.slug, token))
     return engineers
 
 
-def _in_threads(jobs: list[Any], work: Any) -> Stage:
+def spread(engineers: list[tuple[str, str]], count: int, prefix: str) -> list[Any]:
+    """``count`` (engineer, name) jobs, round robin over the tenants and then over each
+    tenant's engineers (``engineers`` is in tenant order): every tenant gets its share."""
+    return [
+        (
+            engineers[(i % TENANTS) * ENGINEERS_PER_TENANT + (i // TENANTS) % ENGINEERS_PER_TENANT],
+            f"{prefix}-{i}",
+        )
+        for i in range(count)
+    ]
+
+
+def creator(base: str) -> Any:
+    """The client's work for :func:`in_threads`: create a one-worker dev cluster through
+    the API (a problem: the answer's status and body)."""
+
+    def create(session: Any, job: Any) -> str:
+        (slug, token), name = job
+        response = session.post(
+            f"{base}/api/v1/tenants/{slug}/clusters/",
+            json={"flavor": "h100", "kind": "dev", "workers": 1, "name": name},
+            headers={"Authorization": f"Token {token}"},
+        )
+        return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
+
+    return create
+
+
+def in_threads(jobs: list[Any], work: Any) -> Stage:
     """Run ``work(session, job)`` for every job on CLIENTS threads; time the whole.
 
     Each thread has a light keep-alive session (:class:`~benchmarks.http_session.HttpSession`): the
@@ -183,7 +217,9 @@ def _cpu_since(sessions: dict[str, int], before: dict[str, float]) -> dict[str, 
     return {name: now[name] - before[name] for name in before}
 
 
-def _kube_requests(sim_url: str, reset: bool = False) -> int:
+def kube_requests(sim_url: str, reset: bool = False) -> int:
+    """Kubernetes requests the kubesim at ``sim_url`` served since the last reset (with
+    ``reset``: reset its count, 0)."""
     import requests
 
     if reset:
@@ -199,24 +235,8 @@ def _through_gangway(
     import redis
 
     broker = redis.Redis.from_url(support.redis_url(BROKER_DB))
-    # Round robin over the tenants, then over each tenant's engineers (engineers is in
-    # tenant order): every tenant gets its share, whatever CLUSTERS is.
-    jobs = [
-        (
-            engineers[(i % TENANTS) * ENGINEERS_PER_TENANT + (i // TENANTS) % ENGINEERS_PER_TENANT],
-            f"bench-{i}",
-        )
-        for i in range(CLUSTERS)
-    ]
-
-    def create(session: Any, job: Any) -> str:
-        (slug, token), name = job
-        response = session.post(
-            f"{base}/api/v1/tenants/{slug}/clusters/",
-            json={"flavor": "h100", "kind": "dev", "workers": 1, "name": name},
-            headers={"Authorization": f"Token {token}"},
-        )
-        return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
+    jobs = spread(engineers, CLUSTERS, "bench")
+    create = creator(base)
 
     def delete(session: Any, job: Any) -> str:
         (slug, token), name = job
@@ -241,34 +261,34 @@ def _through_gangway(
         )
         return "" if response.status_code == 201 else f"{response.status_code} {response.text}"
 
-    _kube_requests(sim_url, reset=True)
+    kube_requests(sim_url, reset=True)
     cpu = _cpu(sessions)
     started = time.perf_counter()
-    created = _in_threads(jobs, create)
+    created = in_threads(jobs, create)
     ready = _wait_until(lambda: _count("ready") >= CLUSTERS, "every cluster ready")
     ready += created.seconds
     drained = _wait_until(lambda: _queue_empty(broker), "an empty Celery queue")
     drained = time.perf_counter() - started
-    create_calls = _kube_requests(sim_url)
+    create_calls = kube_requests(sim_url)
     create_cpu = _cpu_since(sessions, cpu)
 
-    _kube_requests(sim_url, reset=True)
+    kube_requests(sim_url, reset=True)
     cpu = _cpu(sessions)
-    deleted = _in_threads(jobs, delete)
+    deleted = in_threads(jobs, delete)
     gone = deleted.seconds + _wait_until(
         lambda: _count("deleted") >= CLUSTERS, "every cluster deleted"
     )
-    delete_calls = _kube_requests(sim_url)
+    delete_calls = kube_requests(sim_url)
     delete_cpu = _cpu_since(sessions, cpu)
 
     # The deleted clusters' GPUs are free again: every tenant's quota fits its share of jobs.
-    _kube_requests(sim_url, reset=True)
+    kube_requests(sim_url, reset=True)
     cpu = _cpu(sessions)
-    submitted = _in_threads(jobs, submit)
+    submitted = in_threads(jobs, submit)
     finished = submitted.seconds + _wait_until(
         lambda: _jobs_done() >= CLUSTERS, "every job succeeded with its GPUs back"
     )
-    job_calls = _kube_requests(sim_url)
+    job_calls = kube_requests(sim_url)
     job_cpu = _cpu_since(sessions, cpu)
     return {
         "submitted": submitted,
@@ -331,7 +351,7 @@ def _straight_to_kubesim(sim_url: str, kubeconfig: str) -> dict[str, Any]:
         ready = [rc for rc in items if (rc.get("status") or {}).get("state") == "ready"]
         return len(ready) >= CLUSTERS
 
-    applied = _in_threads(manifests, apply)
+    applied = in_threads(manifests, apply)
     ready = applied.seconds + _wait_until(all_ready, "every anchor RayCluster ready")
     return {"applied": applied, "ready": ready}
 

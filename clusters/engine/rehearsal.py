@@ -1,5 +1,6 @@
 """A reconcile pass that only says what it would do: the dry run an operator reads
-before letting the engine loose on a cluster, say after restoring a database backup.
+before letting the engine loose on a cluster, say after restoring a database backup. In a
+fleet it is rehearsed over every member, each its own pass (:func:`rehearse_fleet`).
 
 The pass is the real one (:func:`clusters.engine.reconciler.reconcile_once`'s code) with
 two differences: the gateway it gets reads from the API server but records every write
@@ -20,7 +21,7 @@ from clusters.engine import reconciler
 from clusters.engine.member_scope import MemberScope
 from clusters.kube import bundles
 from clusters.kube.gateway import Gateway
-from clusters.models import ClusterEvent
+from clusters.models import ClusterEvent, KubeCluster
 from clusters.queue.backends import queue_backend
 
 
@@ -93,14 +94,25 @@ class RecordingGateway:
         return True
 
 
-def reconcile_dry_run(gw: Gateway | None = None) -> Plan:
-    """What a reconcile pass would do now, without doing any of it."""
+def rehearse_fleet() -> dict[str, Plan]:
+    """What the pass over every member of the fleet would do now, by member name, in
+    placement order (without registered members: settings' cluster, named ``""``)."""
+    members = list(KubeCluster.objects.order_by("placement_order", "name"))
+    if not members:
+        return {"": reconcile_dry_run()}
+    return {member.name: reconcile_dry_run(member=member) for member in members}
+
+
+def reconcile_dry_run(gw: Gateway | None = None, *, member: KubeCluster | None = None) -> Plan:
+    """What a reconcile pass over ``member`` (``None``: the home member) would do now,
+    without doing any of it."""
     plan = Plan()
-    real = gw or MemberScope.of(None).gateway()  # the home member's pass
+    scope = MemberScope.of(member)
+    real = gw or scope.gateway()
     recorder = cast(Gateway, RecordingGateway(real, plan))
     with transaction.atomic():
         last = ClusterEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
-        report = reconciler.reconcile_once(recorder)
+        report = reconciler.reconcile_once(recorder, scope=scope)
         for event in (
             ClusterEvent.objects.filter(pk__gt=last).select_related("cluster").order_by("pk")
         ):

@@ -39,7 +39,7 @@ def take_requested(limit: int) -> list[int]:
             ClusterRequest.objects.unscoped()
             .filter(provision_requested_at__isnull=False)
             .order_by("provision_requested_at", "pk")
-            .select_for_update(skip_locked=True)
+            .select_for_update(skip_locked=True, no_key=True)
             .values_list("pk", flat=True)[:limit]
         )
         if ids:

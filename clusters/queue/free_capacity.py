@@ -222,14 +222,23 @@ def _record_on_flavors(free: dict[str, Free]) -> bool:
     return grew
 
 
+def locked_flavor_ids() -> list[int]:
+    """Lock every flavor's row for an update of its figures, in one order (inside the
+    caller's transaction). FOR NO KEY UPDATE, not FOR UPDATE: a row inserted meanwhile
+    that points at a flavor (a create, a usage span) checks its foreign key at commit
+    with FOR KEY SHARE, which FOR UPDATE blocks; a create and a pass waiting for that
+    create's rows would deadlock."""
+    return list(
+        GpuFlavor.objects.select_for_update(no_key=True).order_by("pk").values_list("pk", flat=True)
+    )
+
+
 def _sum_on_flavors(now: datetime) -> None:
     """Every flavor's observed figures: the sums of its recent stock rows. The flavors
     are locked first, so that members' passes sum one after the other and the last
     one's sums hold every member's latest observation."""
     with transaction.atomic():
-        flavor_ids = list(
-            GpuFlavor.objects.select_for_update().order_by("pk").values_list("pk", flat=True)
-        )
+        flavor_ids = locked_flavor_ids()
         totals = (
             FlavorStock.objects.filter(observed_at__gte=now - FRESH_FOR)
             .values("flavor_id")

@@ -41,7 +41,7 @@ def tenant_archive(*, actor: Any, tenant: Tenant) -> Tenant:
     """Archive ``tenant`` if it holds nothing (platform admins only)."""
     if not is_platform_admin(actor):
         raise PermissionDenied("Only platform admins may archive a tenant.")
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     if tenant.archived_at is not None:
         return tenant
     held = tenant_holdings(tenant)
@@ -63,7 +63,7 @@ def tenant_restore(*, actor: Any, tenant: Tenant) -> Tenant:
     """Take ``tenant`` out of the archive: it takes requests again (platform admins)."""
     if not is_platform_admin(actor):
         raise PermissionDenied("Only platform admins may restore a tenant.")
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     if tenant.archived_at is None:
         return tenant
     tenant.archived_at = None

@@ -31,7 +31,9 @@ def locked(cluster: ClusterRequest) -> ClusterRequest:
     The tenant, flavor and owner the caller had loaded stay loaded when the row still
     points at them: the audit record and the API's answer read them, a query each.
     """
-    row: ClusterRequest = ClusterRequest.objects.unscoped().select_for_update().get(pk=cluster.pk)
+    row: ClusterRequest = (
+        ClusterRequest.objects.unscoped().select_for_update(no_key=True).get(pk=cluster.pk)
+    )
     for name in _RELATED:
         field = ClusterRequest._meta.get_field(name)
         assert isinstance(field, ForeignKey)

@@ -119,7 +119,7 @@ def transition_many(
             values.setdefault("state_reason", message)
             wanted = {c.pk: c for c in group}
             claimed = set(
-                ClusterRequest.objects.select_for_update()
+                ClusterRequest.objects.select_for_update(no_key=True)
                 .filter(pk__in=wanted, state=current)
                 .values_list("pk", flat=True)
             )
@@ -195,7 +195,7 @@ def release_gpus_many(clusters: list[ClusterRequest], *, message: str) -> list[C
     with transaction.atomic():
         for state, wanted in by_state.items():
             claimed = sorted(
-                ClusterRequest.objects.select_for_update()
+                ClusterRequest.objects.select_for_update(no_key=True)
                 .filter(pk__in=wanted, holds_gpus=True, state=state)
                 .values_list("pk", flat=True)
             )

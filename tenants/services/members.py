@@ -84,7 +84,7 @@ def membership_add(*, actor: Any, tenant: Tenant, username: str, role: str) -> M
 def membership_set_role(*, actor: Any, membership: Membership, role: str) -> Membership:
     """Change a member's role (tenant admins and platform admins): never to or from a
     role above the actor's own, and never the tenant's last admin away from admin."""
-    tenant = Tenant.objects.select_for_update().get(pk=membership.tenant_id)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=membership.tenant_id)
     actor_role = _require_member_manager(actor=actor, tenant=tenant)
     if role not in Role.values:
         raise ValidationError({"role": [f"Unknown role {role!r}."]})
@@ -121,7 +121,7 @@ def membership_remove(*, actor: Any, membership: Membership) -> None:
     cannot be removed (a conflict): somebody must always be able to manage members.
     """
     # Lock the tenant row so that two admins removing each other cannot both succeed.
-    tenant = Tenant.objects.select_for_update().get(pk=membership.tenant_id)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=membership.tenant_id)
     actor_role = _require_member_manager(actor=actor, tenant=tenant)
     if not role_may_grant(granter_role=actor_role, role=membership.role):
         raise PermissionDenied("You cannot remove a member whose role is above your own.")

@@ -54,7 +54,7 @@ def quota_set(
     after, so one change reads as one event.
     """
     require_platform_admin(actor)
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     names = [line.flavor for line in flavors]
     known = {f.name: f for f in GpuFlavor.objects.filter(name__in=names)}
     errors: dict[str, list[str]] = {}

@@ -104,7 +104,7 @@ def tenant_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, Any]) -> 
         errors[key] = ["This field cannot be changed."]
     if errors:
         raise ValidationError(errors)
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     fields = sorted(set(changes) & TENANT_EDITABLE)
     edit_and_audit(
         actor=actor,
@@ -148,7 +148,7 @@ def tenant_policy_update(*, actor: Any, tenant: Tenant, changes: Mapping[str, An
     }
     if errors:
         raise ValidationError(errors)
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     edit_and_audit(
         actor=actor,
         obj=tenant,

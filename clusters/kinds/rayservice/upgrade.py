@@ -108,7 +108,7 @@ def surge_step(cluster: ClusterRequest, pods: list[dict[str, Any]] | None = None
         surge = Surge.objects.select_for_update().filter(pk=cluster.pk).first()
         if surge is None:
             return
-        row = ClusterRequest.objects.select_for_update().get(pk=cluster.pk)
+        row = ClusterRequest.objects.select_for_update(no_key=True).get(pk=cluster.pk)
         details = Service.objects.get(pk=cluster.pk)
         if surge.admitted_at is None:
             if not takes_new_cluster(row, details):

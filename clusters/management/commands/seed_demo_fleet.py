@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 # The cloud member's nodes (kubesim/fleets/cloud.yaml): its L4 node group.
-CLOUD_STOCK = {"l4": (2, 8)}
+CLOUD_STOCK = {"l4": (3, 8)}
 
 
 class Command(BaseCommand):
@@ -28,6 +28,7 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
+        from clusters.members.stock import stock_set
         from clusters.models import FlavorStock, KubeCluster
         from controlplane.sealed import seal
         from tenants.models import GpuFlavor
@@ -47,27 +48,23 @@ class Command(BaseCommand):
             cloud.token_encrypted = seal(options["token"])
             cloud.labels = {"autoscaling": "true"}
             cloud.save()
-        flavors = list(GpuFlavor.objects.all())
-        for flavor in flavors:
-            # What the flavor held before the fleet is the home member's (once).
-            FlavorStock.objects.get_or_create(
-                kube_cluster=home,
-                flavor=flavor,
-                defaults={"node_count": flavor.node_count, "max_node_count": flavor.max_node_count},
-            )
-            if flavor.name in CLOUD_STOCK:
-                nodes, most = CLOUD_STOCK[flavor.name]
-                FlavorStock.objects.get_or_create(
-                    kube_cluster=cloud,
+        for flavor in GpuFlavor.objects.all():
+            # What the flavor held before the fleet is the home member's (once); the
+            # flavor's own counts become the sums (clusters.members.stock).
+            if not FlavorStock.objects.filter(kube_cluster=home, flavor=flavor).exists():
+                stock_set(
+                    actor=None,
+                    member=home,
                     flavor=flavor,
-                    defaults={"node_count": nodes, "max_node_count": most},
+                    node_count=flavor.node_count,
+                    max_node_count=flavor.max_node_count,
                 )
-        for flavor in flavors:
-            stock = list(FlavorStock.objects.filter(flavor=flavor))
-            flavor.node_count = sum(s.node_count for s in stock)
-            if any(s.max_node_count is not None for s in stock):
-                flavor.max_node_count = sum(s.max_node_count or s.node_count for s in stock)
-            flavor.save(update_fields=["node_count", "max_node_count"])
+            listed = FlavorStock.objects.filter(kube_cluster=cloud, flavor=flavor).exists()
+            if flavor.name in CLOUD_STOCK and not listed:
+                nodes, most = CLOUD_STOCK[flavor.name]
+                stock_set(
+                    actor=None, member=cloud, flavor=flavor, node_count=nodes, max_node_count=most
+                )
         self.stdout.write(
             f"Fleet: {home.name} (settings' cluster) then cloud at {options['server']}."
         )

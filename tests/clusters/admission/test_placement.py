@@ -302,7 +302,9 @@ def fleets(draw: st.DrawFn) -> Snapshot:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleets())
-def test_a_placement_never_exceeds_a_member_or_a_cap_nor_lands_where_it_may_not(snap: Snapshot) -> None:
+def test_a_placement_never_exceeds_a_member_or_a_cap_nor_lands_where_it_may_not(
+    snap: Snapshot,
+) -> None:
     decision = decide(snap)
     by_id = {p.id: p for p in snap.pending}
     assert set(decision.clusters) == set(decision.admitted)

@@ -8,7 +8,9 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from clusters.members.selectors import kube_cluster_list
 from tenants.models import Tenant
+from tenants.selectors import flavor_list
 
 
 class KubeClusterForm(forms.Form):
@@ -79,3 +81,32 @@ class KubeClusterForm(forms.Form):
     def registration(self) -> dict[str, Any]:
         """The service's keyword arguments from the cleaned form."""
         return dict(self.cleaned_data)
+
+
+class QuotaCapForm(forms.Form):
+    """A cap on a tenant's quota in one member: the service
+    (:func:`clusters.members.quota_caps.quota_cap_set`) checks the names and saves."""
+
+    kube_cluster = forms.ChoiceField(label="Kubernetes cluster")
+    flavor = forms.ChoiceField(label="GPU flavor")
+    gpus = forms.IntegerField(
+        label="At most GPUs there",
+        min_value=0,
+        max_value=1_000_000,
+        required=False,
+        help_text="Empty: no cap (the whole quota may be held there).",
+    )
+
+    def __init__(self, *args: Any, members: list[str], flavors: list[str], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.fields["kube_cluster"].choices = [(m, m) for m in members]
+        self.fields["flavor"].choices = [(f, f) for f in flavors]
+
+
+def quota_cap_form(data: Any = None) -> QuotaCapForm:
+    """The cap form, choosing among the fleet's members and the catalogue's flavors."""
+    return QuotaCapForm(
+        data,
+        members=list(kube_cluster_list().values_list("name", flat=True)),
+        flavors=list(flavor_list().values_list("name", flat=True)),
+    )

@@ -13,6 +13,7 @@ from frontend.views import (
     kube_clusters,
     mail,
     platform,
+    quota_caps,
     ssh_keys,
     sso,
     tenant_admin,
@@ -128,6 +129,11 @@ urlpatterns = [
     path("platform/tenants/<slug:slug>/", platform.tenant, name="platform-tenant"),
     path(
         "platform/tenants/<slug:slug>/quota/", platform.tenant_quota, name="platform-tenant-quota"
+    ),
+    path(
+        "platform/tenants/<slug:slug>/quota/caps/",
+        quota_caps.tenant_quota_cap,
+        name="platform-tenant-quota-cap",
     ),
     path(
         "platform/tenants/<slug:slug>/quota/preview/",

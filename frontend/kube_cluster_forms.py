@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -99,8 +99,8 @@ class QuotaCapForm(forms.Form):
 
     def __init__(self, *args: Any, members: list[str], flavors: list[str], **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self.fields["kube_cluster"].choices = [(m, m) for m in members]
-        self.fields["flavor"].choices = [(f, f) for f in flavors]
+        cast(forms.ChoiceField, self.fields["kube_cluster"]).choices = [(m, m) for m in members]
+        cast(forms.ChoiceField, self.fields["flavor"]).choices = [(f, f) for f in flavors]
 
 
 def quota_cap_form(data: Any = None) -> QuotaCapForm:
@@ -110,3 +110,33 @@ def quota_cap_form(data: Any = None) -> QuotaCapForm:
         members=list(kube_cluster_list().values_list("name", flat=True)),
         flavors=list(flavor_list().values_list("name", flat=True)),
     )
+
+
+class StockForm(forms.Form):
+    """A flavor's nodes in one member: the service
+    (:func:`clusters.members.stock.stock_set`) saves them with the flavor's new sums."""
+
+    flavor = forms.ChoiceField(label="Flavor")
+    node_count = forms.IntegerField(
+        label="Nodes",
+        min_value=0,
+        max_value=100_000,
+        required=False,
+        help_text="Empty: it has none of this flavor.",
+    )
+    max_node_count = forms.IntegerField(
+        label="Grows to at most",
+        min_value=0,
+        max_value=100_000,
+        required=False,
+        help_text="Its autoscaler's maximum; empty: it cannot grow.",
+    )
+
+    def __init__(self, *args: Any, flavors: list[str], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        cast(forms.ChoiceField, self.fields["flavor"]).choices = [(f, f) for f in flavors]
+
+
+def stock_form(data: Any = None) -> StockForm:
+    """The stock form, choosing among the catalogue's flavors."""
+    return StockForm(data, flavors=list(flavor_list().values_list("name", flat=True)))

@@ -116,6 +116,11 @@ urlpatterns = [
         name="platform-kube-cluster",
     ),
     path(
+        "platform/kube-clusters/<slug:name>/stock/",
+        kube_clusters.kube_cluster_stock,
+        name="platform-kube-cluster-stock",
+    ),
+    path(
         "platform/kube-clusters/<slug:name>/<str:action>/",
         kube_clusters.kube_cluster_action,
         name="platform-kube-cluster-action",

@@ -60,12 +60,15 @@ def quota_cap_set(
     if gpus is not None and not 0 <= gpus <= MOST_GPUS:
         raise ValidationError({"gpus": [f"A cap is between 0 and {MOST_GPUS} GPUs."]})
     row_tenant, member, row_flavor = _resolve(tenant, kube_cluster, flavor)
-    where = {"kube_cluster": member, "tenant": row_tenant, "flavor": row_flavor}
     data = {"kube_cluster": member.name, "flavor": row_flavor.name, "gpus": gpus}
     if gpus is None:
-        MemberQuotaCap.objects.filter(**where).delete()
+        MemberQuotaCap.objects.filter(
+            kube_cluster=member, tenant=row_tenant, flavor=row_flavor
+        ).delete()
         audit_record(actor=actor, action="quota.cap_remove", tenant=row_tenant, data=data)
         return None
-    cap, _ = MemberQuotaCap.objects.update_or_create(**where, defaults={"gpus": gpus})
+    cap, _ = MemberQuotaCap.objects.update_or_create(
+        kube_cluster=member, tenant=row_tenant, flavor=row_flavor, defaults={"gpus": gpus}
+    )
     audit_record(actor=actor, action="quota.cap_set", obj=cap, tenant=row_tenant, data=data)
     return cap

@@ -88,6 +88,7 @@ class FlavorStock(models.Model):
     observed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        ordering = ["kube_cluster__placement_order", "kube_cluster__name"]
         constraints = [
             models.UniqueConstraint(fields=["kube_cluster", "flavor"], name="one_stock_per_cluster")
         ]

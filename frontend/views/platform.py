@@ -21,6 +21,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from clusters.live.fleet import stock_by_member
 from clusters.members.quota_caps import quota_cap_list
 from clusters.queue.quota_preview import ProposedLine, quota_preview
 from clusters.requests import tenancy
@@ -182,9 +183,15 @@ def flavors(request: HttpRequest) -> HttpResponse:
     )
     if created is not None:
         return redirect("platform-flavors")
-    catalogue = selectors.flavor_list().annotate(
-        quota_gpus=Sum("quotas__gpus"), tenants=Count("quotas", distinct=True)
+    catalogue = list(
+        selectors.flavor_list().annotate(
+            quota_gpus=Sum("quotas__gpus"), tenants=Count("quotas", distinct=True)
+        )
     )
+    # Each flavor's nodes per Kubernetes cluster; the flavor's own counts are their sums.
+    stock = stock_by_member()
+    for flavor in catalogue:
+        flavor.members = stock.get(flavor.pk, [])  # type: ignore[attr-defined]
     return form_page(
         request,
         "frontend/platform/flavors.html",

@@ -518,7 +518,6 @@ def main() -> int:
     steps = [*_setup_steps(env), ["demo_webhook", demo_webhook_url(args)]]
     if not external_kube:
         steps.append(["seed_demo_fleet", cloud_server(args), "--token", CLOUD_TOKEN])
-        steps.append(["seed_demo_spill_over"])
     children = _children(args, env, external_kube, own_mail)
     if ray_port is not None:
         children.append(_ray_web(ray_port))

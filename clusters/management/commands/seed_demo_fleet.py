@@ -5,13 +5,15 @@ still has the migration's name ``default``: a demo's choice, made here and not i
 migration, so that an upgraded deployment keeps its name. The second kubesim, ``cloud``
 (L4 nodes that autoscale), is registered at ``server`` with ``token``, after ``onprem`` in
 the placement order. Each flavor's stock per member is written once; the flavor's own
-node counts become the fleet's totals. Runs after ``seed_demo``.
+node counts become the fleet's totals. Then ``seed_demo_spill_over`` sets the scene that
+shows spill-over. Runs after ``seed_demo`` and ``seed_demo_service``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
@@ -26,8 +28,14 @@ class Command(BaseCommand):
         parser.add_argument("server", help="the cloud kubesim's address (http://host:port)")
         parser.add_argument("--token", required=True, help="a token the cloud kubesim knows")
 
-    @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
+        self.register(options)
+        # The scene that shows spill-over, in this process: make run starts one less.
+        call_command("seed_demo_spill_over", stdout=self.stdout)
+
+    @transaction.atomic
+    def register(self, options: dict[str, Any]) -> None:
+        """The two members and each flavor's stock in them, in one transaction."""
         from clusters.members.stock import stock_set
         from clusters.models import FlavorStock, KubeCluster
         from controlplane.sealed import seal

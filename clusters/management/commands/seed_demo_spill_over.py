@@ -3,8 +3,9 @@
 speech's engineers ask for L4 dev clusters until onprem's L4 nodes are all taken (with
 vision's demo service), then sam asks for one more: the admission pass this command runs
 places it on the member ``cloud``, and its timeline says why ("admitted to run in cloud
-(onprem is full)"). Runs after ``seed_demo_service`` and ``seed_demo_fleet``; when any of
-its requests exists (in any state) it does nothing, so a restarted make run keeps them.
+(onprem is full)"). ``seed_demo_fleet`` runs it once the fleet is registered (after
+``seed_demo_service``); if any of its requests exists (in any state) it does nothing, so
+a restarted make run keeps them.
 """
 
 from __future__ import annotations

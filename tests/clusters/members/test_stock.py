@@ -103,8 +103,7 @@ def test_make_runs_seed_lists_stock_through_the_service_and_spills_over_to_cloud
     for command, args in (
         ("seed_demo", []),
         ("seed_demo_service", []),
-        ("seed_demo_fleet", ["http://127.0.0.1:9", "--token", "t"]),
-        ("seed_demo_spill_over", []),
+        ("seed_demo_fleet", ["http://127.0.0.1:9", "--token", "t"]),  # and the scene
     ):
         call_command(command, *args, stdout=StringIO())
     l4 = GpuFlavor.objects.get(name="l4")
@@ -126,7 +125,6 @@ def test_make_runs_seed_lists_stock_through_the_service_and_spills_over_to_cloud
     # Idempotent: a second run changes nothing.
     rows = ClusterRequest.objects.unscoped().count()
     call_command("seed_demo_fleet", "http://127.0.0.1:9", "--token", "t", stdout=StringIO())
-    call_command("seed_demo_spill_over", stdout=StringIO())
     assert ClusterRequest.objects.unscoped().count() == rows
     l4.refresh_from_db()
     assert l4.node_count == 7

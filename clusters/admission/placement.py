@@ -2,9 +2,10 @@
 
 Among the members the tenant may use (allow-list), that are active (not cordoned or
 draining) and reachable, that have the flavor and are the cluster or in the region the
-request asked for, the first in placement order with room for the whole gang; a gang is
-never split. A resumed request goes back to the member it last ran on when that one
-qualifies. What a placement takes is not offered again in the same pass. Pure.
+request asked for, the first in placement order with room for the whole gang within its
+tenant's cap there (if the admin capped it); a gang is never split. A resumed request
+goes back to the member it last ran on when that one qualifies. What a placement takes
+is not offered again in the same pass. Pure.
 """
 
 from __future__ import annotations

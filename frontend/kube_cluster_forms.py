@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
 
+from clusters.members.selectors import kube_cluster_list
 from tenants.models import Tenant
+from tenants.selectors import flavor_list
 
 
 class KubeClusterForm(forms.Form):
@@ -79,3 +81,62 @@ class KubeClusterForm(forms.Form):
     def registration(self) -> dict[str, Any]:
         """The service's keyword arguments from the cleaned form."""
         return dict(self.cleaned_data)
+
+
+class QuotaCapForm(forms.Form):
+    """A cap on a tenant's quota in one member: the service
+    (:func:`clusters.members.quota_caps.quota_cap_set`) checks the names and saves."""
+
+    kube_cluster = forms.ChoiceField(label="Kubernetes cluster")
+    flavor = forms.ChoiceField(label="GPU flavor")
+    gpus = forms.IntegerField(
+        label="At most GPUs there",
+        min_value=0,
+        max_value=1_000_000,
+        required=False,
+        help_text="Empty: no cap (the whole quota may be held there).",
+    )
+
+    def __init__(self, *args: Any, members: list[str], flavors: list[str], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        cast(forms.ChoiceField, self.fields["kube_cluster"]).choices = [(m, m) for m in members]
+        cast(forms.ChoiceField, self.fields["flavor"]).choices = [(f, f) for f in flavors]
+
+
+def quota_cap_form(data: Any = None) -> QuotaCapForm:
+    """The cap form, choosing among the fleet's members and the catalogue's flavors."""
+    return QuotaCapForm(
+        data,
+        members=list(kube_cluster_list().values_list("name", flat=True)),
+        flavors=list(flavor_list().values_list("name", flat=True)),
+    )
+
+
+class StockForm(forms.Form):
+    """A flavor's nodes in one member: the service
+    (:func:`clusters.members.stock.stock_set`) saves them with the flavor's new sums."""
+
+    flavor = forms.ChoiceField(label="Flavor")
+    node_count = forms.IntegerField(
+        label="Nodes",
+        min_value=0,
+        max_value=100_000,
+        required=False,
+        help_text="Empty: it has none of this flavor.",
+    )
+    max_node_count = forms.IntegerField(
+        label="Grows to at most",
+        min_value=0,
+        max_value=100_000,
+        required=False,
+        help_text="Its autoscaler's maximum; empty: it cannot grow.",
+    )
+
+    def __init__(self, *args: Any, flavors: list[str], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        cast(forms.ChoiceField, self.fields["flavor"]).choices = [(f, f) for f in flavors]
+
+
+def stock_form(data: Any = None) -> StockForm:
+    """The stock form, choosing among the catalogue's flavors."""
+    return StockForm(data, flavors=list(flavor_list().values_list("name", flat=True)))

@@ -13,6 +13,7 @@ from frontend.views import (
     kube_clusters,
     mail,
     platform,
+    quota_caps,
     ssh_keys,
     sso,
     tenant_admin,
@@ -115,6 +116,11 @@ urlpatterns = [
         name="platform-kube-cluster",
     ),
     path(
+        "platform/kube-clusters/<slug:name>/stock/",
+        kube_clusters.kube_cluster_stock,
+        name="platform-kube-cluster-stock",
+    ),
+    path(
         "platform/kube-clusters/<slug:name>/<str:action>/",
         kube_clusters.kube_cluster_action,
         name="platform-kube-cluster-action",
@@ -128,6 +134,11 @@ urlpatterns = [
     path("platform/tenants/<slug:slug>/", platform.tenant, name="platform-tenant"),
     path(
         "platform/tenants/<slug:slug>/quota/", platform.tenant_quota, name="platform-tenant-quota"
+    ),
+    path(
+        "platform/tenants/<slug:slug>/quota/caps/",
+        quota_caps.tenant_quota_cap,
+        name="platform-tenant-quota-cap",
     ),
     path(
         "platform/tenants/<slug:slug>/quota/preview/",

@@ -42,19 +42,21 @@ FLAVORS = {
 
 # CPU and memory quotas admit every GPU a tenant may hold, borrowed ones included, in
 # the hungriest shape (single-GPU dev clusters, each with its own head):
-# 24 H100 x (24 + 2 CPU, 225 + 8 GiB) + 3 L4 x (14 + 2 CPU, 56 + 8 GiB) = 672 CPU and
-# 5,784 GiB. A 3-node production cluster (572 CPU, 5,384 GiB) is well inside, so what
+# 24 H100 x (24 + 2 CPU, 225 + 8 GiB) + 4 L4 x (14 + 2 CPU, 56 + 8 GiB) = 688 CPU and
+# 5,848 GiB. A 3-node production cluster (572 CPU, 5,384 GiB) is well inside, so what
 # the GPU quota allows is never refused for a CPU or memory quota (tests/tenants/test_demo).
 TENANTS = {
     "vision": dict(name="Vision Research", cpu_quota=700, memory_quota_gib=6000),
     "speech": dict(name="Speech Research", cpu_quota=700, memory_quota_gib=6000),
 }
 # (tenant, flavor) -> (gpus, borrow_limit): half the H100 fleet each, borrowing allowed.
+# The L4 quotas reach beyond onprem's four L4s: make run's spill-over scene has speech
+# hold four L4s, one on cloud, while vision's engineers still get three.
 QUOTAS = {
     ("vision", "h100"): (16, 8),
-    ("vision", "l4"): (2, 1),
+    ("vision", "l4"): (3, 1),
     ("speech", "h100"): (16, 8),
-    ("speech", "l4"): (2, 1),
+    ("speech", "l4"): (4, 0),
 }
 MEMBERS = [
     ("ada", "vision", Role.ADMIN),

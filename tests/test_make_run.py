@@ -55,6 +55,20 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
         stack.wait_serving()
         status, ready = http("GET", f"{stack.url}/readyz")
         assert status == 200, ready  # the database, the embedded broker and kubesim answer
+        # The seed's spill-over scene: onprem's L4s were taken, so sam's request went
+        # to cloud, and its timeline says why.
+        sam = stack.login("sam")
+        spilled = stack.cluster("speech", "sam-l4-eval", sam)
+        assert spilled is not None and spilled["kube_cluster"] == "cloud", spilled
+        said = [event["message"] for event in spilled["events"]]
+        assert any("admitted to run in cloud (onprem is full)" in m for m in said), said
+        filled = [stack.cluster("speech", n, sam) for n in ("emma-l4-sweep", "eve-l4-notebook")]
+        assert [c and c["kube_cluster"] for c in filled] == ["onprem", "onprem"], filled
+        until(
+            lambda: (c := stack.cluster("speech", "sam-l4-eval", sam)) and c["state"] == "ready",
+            120,
+            "the spilled-over request to be ready on cloud",
+        )
         token = stack.login("eli")
         first = _ready(stack, "first", token)
         assert first["endpoints"]["client_address"] == "ray://first-head-svc.gw-vision.svc:10001"

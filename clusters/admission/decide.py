@@ -75,7 +75,7 @@ class PassState:
         self.aged_before = snap.now - snap.aging
         self.led = Ledger(snap)
         # The fleet's members and what each has free (none: nothing is placed).
-        self.placer = Placer(snap.members, self.led.flavors)
+        self.placer = Placer(snap.members, self.led.flavors, snap.running)
         self.placements: dict[int, tuple[str, str]] = {}
         self.blocks: dict[Pool, Pending] = {}
         # GPUs being freed by suspensions and promised to the requests that asked for them.

@@ -2,27 +2,32 @@
 
 Among the members the tenant may use (allow-list), that are active (not cordoned or
 draining) and reachable, that have the flavor and are the cluster or in the region the
-request asked for, the first in placement order with room for the whole gang; a gang is
-never split. A resumed request goes back to the member it last ran on when that one
-qualifies. What a placement takes is not offered again in the same pass. Pure.
+request asked for, the first in placement order with room for the whole gang within its
+tenant's cap there (if the admin capped it); a gang is never split. A resumed request
+goes back to the member it last ran on when that one qualifies. What a placement takes
+is not offered again in the same pass. Pure.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from clusters.admission.counts_in_words import count
-from clusters.admission.snapshot import PROD, FlavorQ, MemberQ, Pending
+from clusters.admission.counts_in_words import count, number
+from clusters.admission.snapshot import PROD, FlavorQ, MemberQ, Pending, Running
+
+# Where a reason that is not read after the member's name puts it.
+MEMBER = "{member}"
 
 
 @dataclass(frozen=True)
 class Placement:
     """Where a request would run (``member``; ``None``: nowhere now) and why each member
     before it, or every member it may not use, is passed over (``passed``: (name, why),
-    ``why`` read after the name: "is full", "is cordoned")."""
+    ``why`` read after the name: "is full", "is cordoned", unless it holds ``MEMBER``)."""
 
     member: str | None
     passed: tuple[tuple[str, str], ...] = ()
@@ -30,8 +35,12 @@ class Placement:
     room_only: bool = False
 
     def reasons(self) -> str:
-        """``onprem is full; cloud is not open to acme``."""
-        return "; ".join(f"{name} {why}" for name, why in self.passed)
+        """``onprem is full; cloud is not open to acme``; a ``why`` that names the member
+        itself (``acme may hold at most 8 h100 GPUs on cloud``) is read as it is."""
+        return "; ".join(
+            why.replace(MEMBER, name) if MEMBER in why else f"{name} {why}"
+            for name, why in self.passed
+        )
 
     def note(self) -> str:
         """Where it runs for a person: ``cloud-l4 (onprem is full)``."""
@@ -48,7 +57,12 @@ class Placement:
 class Placer:
     """The members in placement order and what each has free per flavor, for one pass."""
 
-    def __init__(self, members: Sequence[MemberQ], flavors: Mapping[str, FlavorQ]) -> None:
+    def __init__(
+        self,
+        members: Sequence[MemberQ],
+        flavors: Mapping[str, FlavorQ],
+        running: Iterable[Running] = (),
+    ) -> None:
         self.members = sorted(members, key=lambda m: (m.order, m.name))
         self.flavors = flavors
         self.free: dict[tuple[str, str], Decimal | None] = {}
@@ -57,12 +71,19 @@ class Placer:
             for flavor, stock in m.stock.items():
                 self.free[m.name, flavor] = stock.free_gpus
                 self.free_nodes[m.name, flavor] = stock.free_nodes
+        # What each tenant holds per (member, tenant, flavor), for the members' caps.
+        self.held: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+        if any(m.caps for m in self.members):
+            for r in running:
+                if r.cluster:
+                    self.held[r.cluster, r.tenant, r.flavor] += r.gpus
 
     def fork(self) -> Placer:
         """A copy whose free counters change apart from this one's."""
         other = copy.copy(self)
         other.free = dict(self.free)
         other.free_nodes = dict(self.free_nodes)
+        other.held = defaultdict(Decimal, self.held)
         return other
 
     @property
@@ -81,13 +102,25 @@ class Placer:
         for m in candidates:
             why = self._unusable(m, p)
             if why is None:
-                why = self._no_room(m, p)
+                why = self._over_cap(m, p) or self._no_room(m, p)
                 if why is None:
                     return Placement(m.name, tuple(passed))
                 room_only = True
             if why:
                 passed.append((m.name, why))
         return Placement(None, tuple(passed), room_only)
+
+    def _over_cap(self, m: MemberQ, p: Pending) -> str | None:
+        """Why ``p`` would take its tenant over its cap on ``m`` (``None``: it would not,
+        or there is no cap there)."""
+        cap = m.caps.get((p.tenant, p.flavor))
+        if cap is None:
+            return None
+        held = self.held[m.name, p.tenant, p.flavor]
+        if held + p.gpus <= cap:
+            return None
+        words = f"{p.tenant} may hold at most {count(cap, f'{p.flavor} GPU')} on {MEMBER}"
+        return f"{words} and holds {number(held)} there" if held else words
 
     def _unusable(self, m: MemberQ, p: Pending) -> str | None:
         """Why ``p`` may not run on ``m`` whatever is free there ("" to leave ``m`` out
@@ -139,6 +172,7 @@ class Placer:
     def take(self, p: Pending, member: str) -> None:
         """Subtract ``p`` from what ``member`` has free (as the ledger does for the
         fleet: never below nothing for a gang whose nodes are being added)."""
+        self.held[member, p.tenant, p.flavor] += p.gpus
         key = (member, p.flavor)
         free = self.free.get(key)
         if free is None:

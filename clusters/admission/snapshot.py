@@ -262,6 +262,9 @@ class MemberQ:
     reachable: bool = True
     tenants: frozenset[str] = frozenset()
     stock: Mapping[str, StockQ] = field(default_factory=dict)
+    # The most GPUs a tenant may hold here, per (tenant, flavor): a cap on its
+    # fleet-wide quota in this member. Missing: no cap.
+    caps: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:

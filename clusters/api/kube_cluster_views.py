@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -15,13 +16,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters.members import selectors, services
+from clusters.members.stock import stock_set
 from clusters.models import DrainMode, FlavorStock, KubeCluster, Schedulable
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField, StrictSerializer
 from controlplane.api.throttles import WriteThrottle
 from controlplane.api.viewsets import bodyless
-from tenants.models import Tenant
-from tenants.selectors import is_platform_admin
+from tenants.models import GpuFlavor, Tenant
+from tenants.selectors import is_platform_admin, unknown_flavor_message
 
 
 class PlatformAdminsOnly(permissions.BasePermission):
@@ -226,6 +228,20 @@ def _with_progress(members: list[KubeCluster]) -> list[KubeCluster]:
     return members
 
 
+class StockIn(StrictSerializer):
+    """A flavor's nodes on the member; ``node_count`` null: it has none of them."""
+
+    flavor = serializers.CharField(max_length=40)
+    node_count = JsonIntegerField(min_value=0, max_value=100_000, allow_null=True)
+    max_node_count = JsonIntegerField(
+        min_value=0,
+        max_value=100_000,
+        allow_null=True,
+        required=False,
+        help_text="The most nodes its node group grows to; null or absent: it cannot grow.",
+    )
+
+
 REFUSED = OpenApiResponse(description="Invalid, or the credentials fail the check (why)")
 
 
@@ -319,3 +335,24 @@ class KubeClusterViewSet(viewsets.GenericViewSet[KubeCluster]):
         report = services.kube_cluster_check(actor=request.user, member=member)
         cluster = KubeClusterOut(_with_progress([self.get_queryset().get(pk=member.pk)])[0]).data
         return Response({"passed": report.passed, "message": report.message, "cluster": cluster})
+
+    @extend_schema(request=StockIn, responses={200: KubeClusterOut, 400: REFUSED})
+    @action(detail=True, methods=["put"])
+    def stock(self, request: Request, name: str) -> Response:
+        """List a flavor's nodes on it; the flavor's totals become the sums over the
+        members (clusters.members.stock)."""
+        member = self.get_object()
+        body = StockIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        flavor = GpuFlavor.objects.filter(name=data["flavor"]).first()
+        if flavor is None:
+            raise ValidationError({"flavor": [unknown_flavor_message(data["flavor"])]})
+        stock_set(
+            actor=request.user,
+            member=member,
+            flavor=flavor,
+            node_count=data["node_count"],
+            max_node_count=data.get("max_node_count"),
+        )
+        return self._fresh(member)

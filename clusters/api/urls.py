@@ -8,6 +8,7 @@ from rest_framework.routers import SimpleRouter
 from clusters.api.images import ImageListView
 from clusters.api.kube_cluster_views import KubeClusterViewSet
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
+from clusters.api.quota_cap_views import QuotaCapsView
 from clusters.api.ray_views import ray_proxy
 from clusters.api.tunnel_views import tunnel
 from clusters.api.views import ClusterViewSet
@@ -58,6 +59,12 @@ urlpatterns = [
         ),
         name="kube-cluster",
     ),
+    path(
+        "platform/kube-clusters/<slug:name>/stock/",
+        KubeClusterViewSet.as_view({"put": "stock"}),
+        name="kube-cluster-stock",
+    ),
+    path("platform/quota-caps/", QuotaCapsView.as_view(), name="quota-caps"),
     *[
         path(
             f"platform/kube-clusters/<slug:name>/{verb}/",

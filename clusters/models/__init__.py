@@ -9,7 +9,13 @@ only nudge the code that converges Kubernetes towards it (DESIGN "Data flow"). T
 
 from clusters.models.gangs import Growth, QueuedGpus, Surge
 from clusters.models.history import ClusterEvent, GpuSpan, IdleSpan, PendingPass, UsageSpan
-from clusters.models.kube_clusters import DrainMode, FlavorStock, KubeCluster, Schedulable
+from clusters.models.kube_clusters import (
+    DrainMode,
+    FlavorStock,
+    KubeCluster,
+    MemberQuotaCap,
+    Schedulable,
+)
 from clusters.models.requests import ClusterKind, ClusterRequest, ClusterRequestQuerySet, Workload
 from clusters.models.tunnels import Tunnel
 from clusters.models.workloads import Job, Service, ServiceToken
@@ -26,6 +32,7 @@ __all__ = [
     "IdleSpan",
     "Job",
     "KubeCluster",
+    "MemberQuotaCap",
     "PendingPass",
     "QueuedGpus",
     "Schedulable",

@@ -107,9 +107,34 @@ class FlavorStock(models.Model):
     observed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        ordering = ["kube_cluster__placement_order", "kube_cluster__name"]
         constraints = [
             models.UniqueConstraint(fields=["kube_cluster", "flavor"], name="one_stock_per_cluster")
         ]
 
     def __str__(self) -> str:
         return f"{self.flavor} in {self.kube_cluster}"
+
+
+class MemberQuotaCap(models.Model):
+    """A cap on a tenant's quota in one member of the fleet: at most ``gpus`` GPUs of
+    ``flavor`` held there. The quota itself stays fleet-wide (tenants.Quota); without a
+    cap the tenant may hold its whole quota on any member it may use."""
+
+    kube_cluster = models.ForeignKey(
+        KubeCluster, on_delete=models.CASCADE, related_name="quota_caps"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.CASCADE, related_name="+")
+    gpus = models.PositiveIntegerField(validators=[MaxValueValidator(1_000_000)])
+
+    class Meta:
+        ordering = ["tenant__slug", "kube_cluster__placement_order", "flavor__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kube_cluster", "tenant", "flavor"], name="one_cap_per_member"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: at most {self.gpus} {self.flavor} on {self.kube_cluster}"

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from clusters import admission as adm
-from clusters.models import FlavorStock, KubeCluster
+from clusters.models import FlavorStock, KubeCluster, MemberQuotaCap
 from clusters.queue import free_capacity
 from tenants.models import GpuFlavor
 
@@ -28,11 +28,13 @@ Free = tuple[Decimal | None, int | None]
 @dataclass
 class Fleet:
     """The members as one query read them: each member's row (``rows``, placement order),
-    its stock per flavor id and the slugs of the tenants allowed on it."""
+    its stock per flavor id, the slugs of the tenants allowed on it and its caps."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     stock: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)
     allowed: dict[int, set[str]] = field(default_factory=dict)
+    # The caps on tenants' quotas per member: (tenant slug, flavor name) -> GPUs.
+    caps: dict[int, dict[tuple[str, str], int]] = field(default_factory=dict)
 
     @property
     def names(self) -> dict[int, str]:
@@ -54,7 +56,8 @@ _STOCK = (
 
 def read_fleet() -> Fleet:
     """Every member with its stock and allow-list, in one query: a row per (stock, allowed
-    tenant) pair, few for a fleet of clusters (the pass reads it every time)."""
+    tenant) pair, few for a fleet of clusters (the pass reads it every time); and the
+    caps on tenants' quotas per member, in a second."""
     fleet = Fleet()
     seen: set[int] = set()
     for values in KubeCluster.objects.values(
@@ -70,6 +73,12 @@ def read_fleet() -> Fleet:
             fleet.stock[pk][values["stock__flavor_id"]] = {f: values[f"stock__{f}"] for f in _STOCK}
         if values["allowed_tenants__slug"]:
             fleet.allowed[pk].add(values["allowed_tenants__slug"])
+    if fleet.rows:
+        # Apart from the members' query: joined there, caps would multiply its rows.
+        for member, tenant, flavor, gpus in MemberQuotaCap.objects.values_list(
+            "kube_cluster_id", "tenant__slug", "flavor__name", "gpus"
+        ):
+            fleet.caps.setdefault(member, {})[tenant, flavor] = gpus
     return fleet
 
 
@@ -144,6 +153,7 @@ def members(
             reachable=row["reachable"] is not False,
             tenants=frozenset(fleet.allowed[row["pk"]]),
             stock=stock.get(row["name"], {}),
+            caps=fleet.caps.get(row["pk"], {}),
         )
         for row in fleet.rows
     ]

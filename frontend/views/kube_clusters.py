@@ -7,6 +7,7 @@ write is the service the API calls (:mod:`clusters.members.services`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -15,11 +16,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from clusters.members import selectors, services
+from clusters.members.quota_caps import quota_cap_list
+from clusters.members.stock import stock_set
 from clusters.models import DrainMode, KubeCluster, Schedulable
 from controlplane.exceptions import ServiceConflict
-from frontend.kube_cluster_forms import KubeClusterForm
+from frontend.kube_cluster_forms import KubeClusterForm, StockForm, stock_form
 from frontend.views.common import form_page
 from frontend.views.platform import require_platform_admin, submitted
+from tenants.models import GpuFlavor
 
 
 @login_required
@@ -44,8 +48,11 @@ def kube_clusters(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def kube_cluster(request: HttpRequest, name: str) -> HttpResponse:
-    """One member: its health, sign-in, placement and each flavor's nodes there."""
+def kube_cluster(
+    request: HttpRequest, name: str, form: StockForm | None = None, status: int = 200
+) -> HttpResponse:
+    """One member: its health, sign-in, placement, each flavor's nodes there (with the
+    form that lists them) and the caps on tenants' quotas there."""
     require_platform_admin(request)
     member = get_object_or_404(selectors.kube_cluster_list(), name=name)
     placed, waiting = selectors.kube_cluster_references(member=member)
@@ -55,11 +62,39 @@ def kube_cluster(request: HttpRequest, name: str) -> HttpResponse:
         {
             "member": member,
             "stock": selectors.kube_cluster_stock(member=member),
+            "stock_form": form or stock_form(),
+            "caps": quota_cap_list().filter(kube_cluster=member),
             "placed": placed,
             "waiting": waiting,
             "drain": selectors.drain_progress([member]).get(member.pk),
         },
+        status=status,
     )
+
+
+@login_required
+@require_POST
+def kube_cluster_stock(request: HttpRequest, name: str) -> HttpResponse:
+    """List a flavor's nodes in one member (the flavor's totals follow)."""
+    require_platform_admin(request)
+    member = get_object_or_404(KubeCluster, name=name)
+    form = stock_form(request.POST)
+
+    def save(data: dict[str, Any]) -> Any:
+        flavor = get_object_or_404(GpuFlavor, name=data["flavor"])
+        stock_set(
+            actor=request.user,
+            member=member,
+            flavor=flavor,
+            node_count=data["node_count"],
+            max_node_count=data["max_node_count"],
+        )
+        return True
+
+    saved = submitted(request, form, save, lambda data: f"Saved {data['flavor']} on {name}.")
+    if saved is not None:
+        return redirect("platform-kube-cluster", name=name)
+    return kube_cluster(request, name, form=form, status=400)
 
 
 def _cordon(request: HttpRequest, member: KubeCluster) -> str:

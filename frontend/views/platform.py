@@ -21,10 +21,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from clusters.live.fleet import stock_by_member
+from clusters.members.quota_caps import quota_cap_list
 from clusters.queue.quota_preview import ProposedLine, quota_preview
 from clusters.requests import tenancy
 from controlplane.exceptions import ServiceConflict
 from frontend import admin_forms as f
+from frontend.kube_cluster_forms import QuotaCapForm, quota_cap_form
 from frontend.views.common import HtmxHttpRequest, form_page
 from tenants import selectors, services
 from tenants.models import Cohort, GpuFlavor, Membership, Quota, Tenant
@@ -180,9 +183,15 @@ def flavors(request: HttpRequest) -> HttpResponse:
     )
     if created is not None:
         return redirect("platform-flavors")
-    catalogue = selectors.flavor_list().annotate(
-        quota_gpus=Sum("quotas__gpus"), tenants=Count("quotas", distinct=True)
+    catalogue = list(
+        selectors.flavor_list().annotate(
+            quota_gpus=Sum("quotas__gpus"), tenants=Count("quotas", distinct=True)
+        )
     )
+    # Each flavor's nodes per Kubernetes cluster; the flavor's own counts are their sums.
+    stock = stock_by_member()
+    for flavor in catalogue:
+        flavor.members = stock.get(flavor.pk, [])  # type: ignore[attr-defined]
     return form_page(
         request,
         "frontend/platform/flavors.html",
@@ -336,27 +345,32 @@ def _quota_form(tenant: Tenant, data: Any = None) -> f.QuotaForm:
     return f.QuotaForm(data, initial=initial, flavors=catalogue)
 
 
-def _tenant_page(
+def tenant_page(
     request: HttpRequest,
     tenant: Tenant,
     *,
     edit: f.TenantEditForm | None = None,
     quota: f.QuotaForm | None = None,
+    cap: QuotaCapForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
+    """The platform's page of ``tenant``, with the forms given (their errors) or fresh."""
     edit = edit or f.TenantEditForm(instance=tenant)
     quota = quota or _quota_form(tenant)
     context = {
         "tenant_row": tenant,
         "edit": edit,
         "quota": quota,
+        # Caps on its quota per Kubernetes cluster (frontend/views/quota_caps.py).
+        "caps": quota_cap_list(tenant=tenant),
+        "cap_form": cap or quota_cap_form(),
         "members": selectors.membership_list(tenant=tenant),
         "holdings": tenancy.tenant_holdings(tenant),
     }
     return render(request, "frontend/platform/tenant.html", context, status=status)
 
 
-def _platform_tenant(slug: str) -> Tenant:
+def platform_tenant(slug: str) -> Tenant:
     return get_object_or_404(Tenant.objects.unscoped(), slug=slug)
 
 
@@ -364,9 +378,9 @@ def _platform_tenant(slug: str) -> Tenant:
 def tenant(request: HttpRequest, slug: str) -> HttpResponse:
     """One tenant: its settings, its quota (with a live preview), members, archive."""
     require_platform_admin(request)
-    row = _platform_tenant(slug)
+    row = platform_tenant(slug)
     if request.method != "POST":
-        return _tenant_page(request, row)
+        return tenant_page(request, row)
     edit = f.TenantEditForm(request.POST, instance=Tenant.objects.unscoped().get(pk=row.pk))
     saved = submitted(
         request,
@@ -378,7 +392,7 @@ def tenant(request: HttpRequest, slug: str) -> HttpResponse:
     )
     if saved is not None:
         return redirect("platform-tenant", slug=row.slug)
-    return _tenant_page(request, _platform_tenant(slug), edit=edit, status=400)
+    return tenant_page(request, platform_tenant(slug), edit=edit, status=400)
 
 
 @login_required
@@ -386,7 +400,7 @@ def tenant(request: HttpRequest, slug: str) -> HttpResponse:
 def tenant_quota(request: HttpRequest, slug: str) -> HttpResponse:
     """Replace the tenant's quota (the same service as ``PUT .../quotas/``)."""
     require_platform_admin(request)
-    row = _platform_tenant(slug)
+    row = platform_tenant(slug)
     form = _quota_form(row, request.POST)
     saved = submitted(
         request,
@@ -402,7 +416,7 @@ def tenant_quota(request: HttpRequest, slug: str) -> HttpResponse:
     )
     if saved is not None:
         return redirect("platform-tenant", slug=row.slug)
-    return _tenant_page(request, row, quota=form, status=400)
+    return tenant_page(request, row, quota=form, status=400)
 
 
 @login_required
@@ -411,7 +425,7 @@ def tenant_quota_preview(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """What the quota in the form would do, before it is saved (htmx, as the form
     changes): totals against the fleet, requests it would admit, new borrowers."""
     require_platform_admin(request)
-    row = _platform_tenant(slug)
+    row = platform_tenant(slug)
     form = _quota_form(row, request.POST)
     preview = None
     if form.is_valid():
@@ -429,7 +443,7 @@ def tenant_quota_preview(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 def tenant_archive(request: HttpRequest, slug: str, action: str) -> HttpResponse:
     """Archive a tenant that holds nothing, or restore an archived one."""
     require_platform_admin(request)
-    row = _platform_tenant(slug)
+    row = platform_tenant(slug)
     if action not in ("archive", "restore"):
         raise Http404(f"There is no {action!r} action on a tenant.")
     service = tenancy.tenant_archive if action == "archive" else tenancy.tenant_restore

@@ -151,8 +151,27 @@ class SsoConfigSerializer(serializers.Serializer[dict[str, Any]]):
 FLAVOR_FIELDS = ["name", *FLAVOR_NODE_FACTS]
 
 
+class FlavorStockOutSerializer(serializers.Serializer[Any]):
+    """A flavor's nodes in one Kubernetes cluster of the fleet: listed by the platform
+    admin and last seen there. The flavor's own counts are their sums."""
+
+    kube_cluster = serializers.CharField(source="kube_cluster.name", read_only=True)
+    node_count = serializers.IntegerField(read_only=True)
+    max_node_count = serializers.IntegerField(read_only=True, allow_null=True)
+    observed_nodes = serializers.IntegerField(read_only=True, allow_null=True)
+    observed_free_gpus = serializers.IntegerField(read_only=True, allow_null=True)
+    observed_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+
 class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):
     total_gpus = serializers.IntegerField(read_only=True)
+    per_cluster = FlavorStockOutSerializer(
+        source="stock",
+        many=True,
+        read_only=True,
+        help_text="Its nodes in each Kubernetes cluster of the fleet, in placement order "
+        "(node_count and max_node_count are their sums).",
+    )
     observed_nodes = serializers.IntegerField(
         read_only=True,
         allow_null=True,
@@ -176,6 +195,7 @@ class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):
             "observed_nodes",
             "missing_nodes",
             "nodes_warning",
+            "per_cluster",
             "created_at",
         ]
         read_only_fields = fields

@@ -81,6 +81,7 @@ def flavor_update(*, actor: Any, flavor: GpuFlavor, changes: Mapping[str, Any]) 
     if unknown:
         raise ValidationError({key: ["This field cannot be changed."] for key in unknown})
     fields = sorted(set(changes) & FLAVOR_EDITABLE)
+    _nodes_stay_per_member(flavor, changes)
     edit_and_audit(
         actor=actor,
         obj=flavor,
@@ -89,7 +90,34 @@ def flavor_update(*, actor: Any, flavor: GpuFlavor, changes: Mapping[str, Any]) 
         check=GpuFlavor.full_clean,
         action="flavor.update",
     )
+    if {"node_count", "max_node_count"} & set(fields):
+        # Listed on one member at most (checked above): its stock is the flavor's counts.
+        flavor.stock.update(node_count=flavor.node_count, max_node_count=flavor.max_node_count)
     return flavor
+
+
+def _nodes_stay_per_member(flavor: GpuFlavor, changes: Mapping[str, Any]) -> None:
+    """Refuse a change of the node counts of a flavor listed on several members of the
+    fleet: its counts are their sums, set per member (clusters.members.stock). Listed on
+    one member (every deployment from before the fleet), the flavor's counts are that
+    member's, and the stock follows them there (clusters.members.stock keeps the two
+    equal the other way)."""
+    nodes = {k: changes[k] for k in ("node_count", "max_node_count") if k in changes}
+    if not any(getattr(flavor, k) != v for k, v in nodes.items()):
+        return
+    # The reverse relation of clusters' FlavorStock: read without importing clusters.
+    members = sorted(flavor.stock.values_list("kube_cluster__name", flat=True))
+    if len(members) > 1:
+        raise ValidationError(
+            {
+                key: [
+                    f"{flavor.name} is listed on {len(members)} Kubernetes clusters "
+                    f"({', '.join(members)}): its nodes are their sums; change them on "
+                    "each cluster."
+                ]
+                for key in nodes
+            }
+        )
 
 
 @transaction.atomic

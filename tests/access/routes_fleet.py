@@ -24,6 +24,16 @@ def _spare_member(w: Any) -> dict[str, str]:
     return {"name": "spare-member"}
 
 
+def _cap(w: Any, gpus: Any) -> dict[str, Any]:
+    """A cap on acme's h100 quota in the spare member."""
+    return {
+        "tenant": "acme",
+        "kube_cluster": _spare_member(w)["name"],
+        "flavor": "h100",
+        "gpus": gpus,
+    }
+
+
 @functools.cache
 def _member_sim() -> KubeSim:
     """One kubesim per test process for the registrations of the table (started when a
@@ -68,6 +78,22 @@ ROUTES: dict[str, Route] = {
         }
     ),
     API + "{name}/check/": Route(methods={"POST": Case(platform_only(200), kwargs=_spare_member)}),
+    API + "{name}/stock/": Route(
+        methods={
+            "PUT": Case(
+                platform_only(200),
+                kwargs=_spare_member,
+                body=lambda w: {"flavor": "h100", "node_count": 2},
+            )
+        }
+    ),
+    # Caps on tenants' quotas per member (clusters/api/quota_cap_views.py).
+    "api/v1/platform/quota-caps/": Route(
+        methods={
+            "GET": Case(platform_only(200)),
+            "PUT": Case(platform_only(200), body=lambda w: _cap(w, 4)),
+        }
+    ),
 }
 
 # The dashboard's pages: platform admins only, a 404 for anybody else.
@@ -76,6 +102,28 @@ FORM = statuses(anonymous=302, outsider=404, viewer=404, engineer=404, admin=404
 ROUTES["platform/kube-clusters/"] = Route(session=True, methods={"GET": Case(PAGE)})
 ROUTES["platform/kube-clusters/{name}/"] = Route(
     session=True, methods={"GET": Case(PAGE, kwargs=_spare_member)}
+)
+ROUTES["platform/kube-clusters/{name}/stock/"] = Route(
+    session=True,
+    methods={
+        "POST": Case(
+            FORM, kwargs=_spare_member, body=lambda w: {"flavor": "h100", "node_count": "2"}
+        )
+    },
+)
+ROUTES["platform/tenants/{slug}/quota/caps/"] = Route(
+    session=True,
+    kwargs={"slug": "acme"},
+    methods={
+        "POST": Case(
+            FORM,
+            body=lambda w: {
+                "kube_cluster": _spare_member(w)["name"],
+                "flavor": "h100",
+                "gpus": "4",
+            },
+        )
+    },
 )
 ROUTES["platform/kube-clusters/{name}/{action}/"] = Route(
     session=True,

@@ -67,7 +67,9 @@ def _audit(start: int, n: int, w: Any) -> None:
 # name -> (actor, url, make rows, pinned queries)
 ENDPOINTS: dict[str, tuple[str, str, Callable[[int, int, Any], None], int]] = {
     "users": ("root", "/api/v1/users/?page_size=500", _users, 2),
-    "flavors": ("bob", "/api/v1/flavors/?page_size=500", _flavors, 2),
+    # + each flavor's nodes per Kubernetes cluster (and one more for the clusters' names
+    # once any flavor is listed on one: none here).
+    "flavors": ("bob", "/api/v1/flavors/?page_size=500", _flavors, 3),
     "tenants (platform admin)": ("root", "/api/v1/tenants/?page_size=500", _tenants, 2),
     "tenants (member)": ("bob", "/api/v1/tenants/?page_size=500", _tenants, 2),
     "members": ("vera", "/api/v1/tenants/acme/members/?page_size=500", _members, 3),

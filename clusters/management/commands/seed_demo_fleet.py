@@ -5,18 +5,20 @@ still has the migration's name ``default``: a demo's choice, made here and not i
 migration, so that an upgraded deployment keeps its name. The second kubesim, ``cloud``
 (L4 nodes that autoscale), is registered at ``server`` with ``token``, after ``onprem`` in
 the placement order. Each flavor's stock per member is written once; the flavor's own
-node counts become the fleet's totals. Runs after ``seed_demo``.
+node counts become the fleet's totals. Then ``seed_demo_spill_over`` sets the scene that
+shows spill-over. Runs after ``seed_demo`` and ``seed_demo_service``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 # The cloud member's nodes (kubesim/fleets/cloud.yaml): its L4 node group.
-CLOUD_STOCK = {"l4": (2, 8)}
+CLOUD_STOCK = {"l4": (3, 8)}
 
 
 class Command(BaseCommand):
@@ -26,8 +28,15 @@ class Command(BaseCommand):
         parser.add_argument("server", help="the cloud kubesim's address (http://host:port)")
         parser.add_argument("--token", required=True, help="a token the cloud kubesim knows")
 
-    @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
+        self.register(options)
+        # The scene that shows spill-over, in this process: make run starts one less.
+        call_command("seed_demo_spill_over", stdout=self.stdout)
+
+    @transaction.atomic
+    def register(self, options: dict[str, Any]) -> None:
+        """The two members and each flavor's stock in them, in one transaction."""
+        from clusters.members.stock import stock_set
         from clusters.models import FlavorStock, KubeCluster
         from controlplane.sealed import seal
         from tenants.models import GpuFlavor
@@ -47,27 +56,23 @@ class Command(BaseCommand):
             cloud.token_encrypted = seal(options["token"])
             cloud.labels = {"autoscaling": "true"}
             cloud.save()
-        flavors = list(GpuFlavor.objects.all())
-        for flavor in flavors:
-            # What the flavor held before the fleet is the home member's (once).
-            FlavorStock.objects.get_or_create(
-                kube_cluster=home,
-                flavor=flavor,
-                defaults={"node_count": flavor.node_count, "max_node_count": flavor.max_node_count},
-            )
-            if flavor.name in CLOUD_STOCK:
-                nodes, most = CLOUD_STOCK[flavor.name]
-                FlavorStock.objects.get_or_create(
-                    kube_cluster=cloud,
+        for flavor in GpuFlavor.objects.all():
+            # What the flavor held before the fleet is the home member's (once); the
+            # flavor's own counts become the sums (clusters.members.stock).
+            if not FlavorStock.objects.filter(kube_cluster=home, flavor=flavor).exists():
+                stock_set(
+                    actor=None,
+                    member=home,
                     flavor=flavor,
-                    defaults={"node_count": nodes, "max_node_count": most},
+                    node_count=flavor.node_count,
+                    max_node_count=flavor.max_node_count,
                 )
-        for flavor in flavors:
-            stock = list(FlavorStock.objects.filter(flavor=flavor))
-            flavor.node_count = sum(s.node_count for s in stock)
-            if any(s.max_node_count is not None for s in stock):
-                flavor.max_node_count = sum(s.max_node_count or s.node_count for s in stock)
-            flavor.save(update_fields=["node_count", "max_node_count"])
+            listed = FlavorStock.objects.filter(kube_cluster=cloud, flavor=flavor).exists()
+            if flavor.name in CLOUD_STOCK and not listed:
+                nodes, most = CLOUD_STOCK[flavor.name]
+                stock_set(
+                    actor=None, member=cloud, flavor=flavor, node_count=nodes, max_node_count=most
+                )
         self.stdout.write(
             f"Fleet: {home.name} (settings' cluster) then cloud at {options['server']}."
         )

@@ -34,7 +34,8 @@ class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[GpuFlavor]):
     lookup_field = "name"
 
     def get_queryset(self) -> Any:
-        return selectors.flavor_list()
+        # Each flavor's nodes per Kubernetes cluster (clusters' FlavorStock, by relation).
+        return selectors.flavor_list().prefetch_related("stock__kube_cluster")
 
     def retrieve(self, request: Request, name: str) -> Response:
         return Response(s.FlavorOutSerializer(self.get_object()).data)

@@ -195,6 +195,40 @@ def test_a_production_gang_needs_whole_free_nodes_on_one_member() -> None:
     assert decision.placement_notes[1] == "cloud (onprem has 1 whole h100 node free, 2 needed)"
 
 
+def test_a_cap_on_a_member_sends_the_gang_to_the_next_member() -> None:
+    caps = {("acme", "h100"): 8}
+    snap = fleet(
+        member("onprem", 1, 32, caps=caps),
+        member("cloud", 2, 32),
+        running=[running(5, "acme", 4, cluster="onprem"), running(6, "acme", 8, cluster="cloud")],
+        pending=[pending(1, "acme", 8), pending(2, "globex", 8)],
+    )
+    decision = decide(snap)
+    assert decision.clusters == {1: "cloud", 2: "onprem"}
+    assert decision.placement_notes[1] == (
+        "cloud (acme may hold at most 8 h100 GPUs on onprem and holds 4 there)"
+    )
+
+
+def test_a_gang_waits_when_every_member_would_take_its_tenant_over_a_cap() -> None:
+    snap = fleet(
+        member("onprem", 1, 32, caps={("acme", "h100"): 8}),
+        member("cloud", 2, 32, caps={("acme", "h100"): 4}),
+        pending=[pending(1, "acme", 4), pending(2, "acme", 8)],
+    )
+    decision = decide(snap)
+    assert decision.clusters == {1: "onprem"}  # then onprem holds 4 of its 8
+    waits = decision.waiting[2]
+    assert waits.reason == CAPACITY
+    assert waits.message == (
+        "No cluster it may use has room for the whole gang now (acme may hold at most "
+        "8 h100 GPUs on onprem and holds 4 there; acme may hold at most 4 h100 GPUs on cloud)."
+    )
+    verdict = dry_run(snap, pending(9, "acme", 4))
+    assert (verdict.verdict, verdict.kube_cluster) == (FITS_NOW, "onprem")
+    assert verdict.headline == "Fits now on h100 in onprem: 4 GPUs charged."
+
+
 # -- property: a placement never exceeds a member's room nor lands where it may not -------
 
 
@@ -213,8 +247,29 @@ def fleets(draw: st.DrawFn) -> Snapshot:
                     st.sampled_from([frozenset(), frozenset({"acme"}), frozenset({"globex"})])
                 ),
                 stock={"h100": StockQ("h100", 4, Decimal(free), free // 8)},
+                caps=draw(
+                    st.dictionaries(
+                        st.tuples(st.sampled_from(["acme", "globex"]), st.just("h100")),
+                        st.integers(0, 24),
+                    )
+                ),
             )
         )
+    held = [
+        running(100 + i, tenant, gpus, cluster=m.name)
+        for i, (tenant, gpus, m) in enumerate(
+            draw(
+                st.lists(
+                    st.tuples(
+                        st.sampled_from(["acme", "globex"]),
+                        st.sampled_from([1, 4, 8]),
+                        st.sampled_from(members),
+                    ),
+                    max_size=3,
+                )
+            )
+        )
+    ]
     total = sum(m.stock["h100"].free_gpus or 0 for m in members)
     requests = [
         pending(
@@ -240,13 +295,16 @@ def fleets(draw: st.DrawFn) -> Snapshot:
         flavors=[flavor],
         quotas=[QuotaQ("acme", "h100", 64, 0), QuotaQ("globex", "h100", 64, 0)],
         members=members,
+        running=held,
         pending=requests,
     )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleets())
-def test_a_placement_never_exceeds_a_member_nor_lands_where_it_may_not(snap: Snapshot) -> None:
+def test_a_placement_never_exceeds_a_member_or_a_cap_nor_lands_where_it_may_not(
+    snap: Snapshot,
+) -> None:
     decision = decide(snap)
     by_id = {p.id: p for p in snap.pending}
     assert set(decision.clusters) == set(decision.admitted)
@@ -258,6 +316,11 @@ def test_a_placement_never_exceeds_a_member_nor_lands_where_it_may_not(snap: Sna
         for p in placed:
             assert m.active and m.reachable
             assert not m.tenants or p.tenant in m.tenants
+        # Never over a cap: what a tenant held there before plus what the pass placed.
+        for (tenant, flavor), cap in m.caps.items():
+            before = sum(r.gpus for r in snap.running if (r.cluster, r.tenant) == (m.name, tenant))
+            added = sum(p.gpus for p in placed if p.tenant == tenant and p.flavor == flavor)
+            assert added == 0 or before + added <= cap
 
 
 def _one_member(snap: Snapshot) -> Snapshot:

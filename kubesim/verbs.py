@@ -68,9 +68,10 @@ def handle(
         return (201 if existed is None else 200), result
     if method == "DELETE" and name:
         obj, still = delete(cluster, rt, version, nsv, name, body, params)
-        if still or rt.kind in ("Pod", "Namespace"):
+        if still or rt.kind in ("Pod", "Namespace") or rt.group == "resource.k8s.io":
             # The API server answers with the object while it is still there (finalizers),
-            # and always for pods and namespaces; otherwise with a Success Status.
+            # and always for the kinds whose store returns it (pods, namespaces, the DRA
+            # kinds: their OpenAPI answers name the kind); otherwise with a Success Status.
             return 200, obj
         return 200, _deleted(rt, obj)
     if method == "DELETE":

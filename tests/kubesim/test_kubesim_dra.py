@@ -133,6 +133,11 @@ def test_discovery_classes_and_slices(
     assert l4["gpu-0"]["attributes"]["cudaComputeCapability"] == {"version": "8.9.0"}
     shown = kubectl("get", "resourceslices", "-o", "name").stdout.split()
     assert len(shown) == 2
+    mine = resource.list_resource_slice(field_selector="spec.nodeName=dra-l4-0").items
+    assert [s.spec.node_name for s in mine] == ["dra-l4-0"]
+    with pytest.raises(ApiException) as exc:
+        resource.list_resource_slice(field_selector="spec.pool.name=dra-l4-0")
+    assert exc.value.status == 400
 
 
 def test_template_claim_pod_gets_only_its_gpu(
@@ -175,6 +180,11 @@ def test_template_claim_pod_gets_only_its_gpu(
     assert cdi == {"main": [f"k8s.gpu.nvidia.com/claim={claim['metadata']['uid']}-gpu-0"]}
     got = kubectl("get", "resourceclaims", "-o", "jsonpath={.items[*].metadata.name}").stdout
     assert got == st["resourceClaimName"]
+    header, row = kubectl("get", "resourceclaims").stdout.strip().splitlines()
+    assert header.split() == ["NAME", "STATE", "AGE"]
+    assert row.split()[:2] == [st["resourceClaimName"], "allocated,reserved"]
+    header, row = kubectl("get", "resourceslices").stdout.strip().splitlines()[:2]
+    assert header.split() == ["NAME", "NODE", "DRIVER", "POOL", "AGE"]
     kubectl("delete", "pod", "w")
     assert sim.list("resourceclaims.resource.k8s.io", "default") == []
 

@@ -193,3 +193,11 @@ def _slice(spec: dict[str, Any]) -> list[Cause]:
     for i, dev in enumerate(spec.get("devices") or []):
         causes += _name((dev or {}).get("name"), f"spec.devices[{i}].name")
     return causes
+
+
+def validate_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
+    """A claim's and a template's spec are immutable (the wording is approximated: the API
+    server prints the Go value of the whole spec)."""
+    if kind in ("ResourceClaim", "ResourceClaimTemplate") and old.get("spec") != new.get("spec"):
+        return [_invalid("spec", "object", "field is immutable")]
+    return []

@@ -365,6 +365,24 @@ def test_claim_defaults_status_subresource_patch_and_watch(
         "c", "default", {"metadata": {"labels": {"a": "b"}}}
     )
     assert labelled.metadata.labels == {"a": "b"} and labelled.status.devices
+    with pytest.raises(ApiException) as exc:
+        resource.patch_namespaced_resource_claim(
+            "c",
+            "default",
+            {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "other", "exactly": {"deviceClassName": "mig.nvidia.com"}}
+                        ]
+                    }
+                }
+            },
+        )
+    assert exc.value.status == 422 and "spec: Invalid value: " in exc.value.body
+    assert "field is immutable" in exc.value.body
+    kept = sim.get("resourceclaims.resource.k8s.io", "default", "c")
+    assert kept["spec"]["devices"]["requests"][0]["name"] == "gpu"
     # Server-side apply of a DeviceClass, a watch on the collection, delete.
     cls = {
         "apiVersion": "resource.k8s.io/v1",

@@ -25,6 +25,7 @@ from kubesim.clock import Clock
 from kubesim.controller import Controller, Timed
 from kubesim.defaults import default_namespace, default_pod, default_service
 from kubesim.deletion import Deletion
+from kubesim.dra.controller import Dra
 from kubesim.errors import ApiError
 from kubesim.fleet import build_nodes, load_fleet, node_conditions
 from kubesim.kubelet import Kubelet
@@ -104,6 +105,7 @@ class Cluster:
         self.quota = Quota(self)
         self.kubelet: Kubelet = Kubelet(self)
         self.scheduler: Scheduler = Scheduler(self)
+        self.dra: Dra = Dra(self)  # before the scheduler: a pod's claims exist when it runs
         self.kuberay: KubeRay = KubeRay(self)
         self.kueue: Kueue = Kueue(self)
         self.rayjob: RayJobController = RayJobController(self)
@@ -129,6 +131,7 @@ class Cluster:
             self.kuberay,
             self.rayjob,
             self.jobs,
+            self.dra,
             self.scheduler,
             self.kubelet,
             self.rayruntime,

@@ -87,6 +87,7 @@ class ClusterView(Protocol):
     warnings: list[str]
     kubelet: Any
     scheduler: Any
+    dra: Any
     kuberay: Any
     kueue: Any
     rayserve: Any

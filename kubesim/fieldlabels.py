@@ -41,6 +41,8 @@ _BUILTIN: dict[str, dict[str, str]] = {
     "Secret": {**{m: m for m in _META}, "type": "type"},
     # batch/v1 Job's conversion (pkg/apis/batch/v1): the count of succeeded pods.
     "Job": {**{m: m for m in _META}, "status.successful": "status.succeeded"},
+    # resource.k8s.io's: what a DRA driver's kubelet plugin lists its own slices by.
+    "ResourceSlice": {m: m for m in ("metadata.name", "spec.nodeName", "spec.driver")},
     "Service": {
         **{m: m for m in _META},
         "spec.clusterIP": "spec.clusterIP",

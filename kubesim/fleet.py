@@ -4,7 +4,9 @@ A fleet is YAML (or a dict) with a ``name`` and ``pools``; each pool has a ``cou
 ``labels``, ``allocatable`` resources, optional ``capacity`` (defaults to allocatable),
 ``taints`` and an ``instanceType``. Nodes are named ``<fleet>-<pool>-<index>``. A pool
 with a ``maxCount`` is a node group the emulated cluster autoscaler may grow up to it
-(``autoscaler.py``; the fleet's optional ``autoscaler`` map holds its timings).
+(``autoscaler.py``; the fleet's optional ``autoscaler`` map holds its timings). A GPU
+pool's ``mig`` (``{profile: 1g.10gb, perGpu: 7}`` or a list) partitions each of its GPUs
+for the simulated DRA driver (``dra/driver.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from kubesim.dra.driver import mig_layout
 from kubesim.errors import ApiError
 
 FLEET_DIR = os.path.join(os.path.dirname(__file__), "fleets")
@@ -38,6 +41,7 @@ def load_fleet(fleet: str | dict[str, Any] | None) -> dict[str, Any]:
         # maxCount: the pool is a cluster-autoscaler node group that may grow (autoscaler.py).
         if "maxCount" in pool and int(pool["maxCount"]) < int(pool["count"]):
             raise ValueError(f"fleet pool {pool['name']!r}: maxCount is below count")
+        mig_layout(pool)  # a MIG layout a GPU cannot hold is refused here
     return data
 
 

@@ -77,6 +77,10 @@ _GENERATION_KEYS = frozenset(
         "jobs.batch",
         "networkpolicies.networking.k8s.io",
         "customresourcedefinitions.apiextensions.k8s.io",
+        "deviceclasses.resource.k8s.io",
+        "resourceslices.resource.k8s.io",
+        "resourceclaims.resource.k8s.io",
+        "resourceclaimtemplates.resource.k8s.io",
     }
 )
 
@@ -134,6 +138,11 @@ BUILTINS: list[ResourceType] = [
     _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     _builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    # Dynamic Resource Allocation (kubesim/dra/): devices, their classes, and claims on them.
+    _builtin("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    _builtin("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    _builtin("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, status=True),
+    _builtin("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
     # The self-reviews (reviews.py): create-only, stored nowhere.
     _builtin(
         "authorization.k8s.io",

@@ -30,6 +30,9 @@ GPU = "nvidia.com/gpu"
 KAI = "kai-scheduler"
 DEFAULT = DEFAULT_SCHEDULER
 PodKey = tuple[str, str]
+_NOT_HELPFUL = (
+    "preemption: 0/{0} nodes are available: {0} Preemption is not helpful for scheduling."
+)
 
 
 @dataclass
@@ -66,6 +69,7 @@ class PodReq:
     amounts: dict[str, int]
     fraction: float = 0.0
     gpu_memory: int = 0  # MiB asked with the KAI gpu-memory annotation
+    claims: bool = False  # has spec.resourceClaims: DRA allocates its devices (kubesim/dra)
 
     def fraction_on(self, info: NodeInfo) -> float:
         """The GPU fraction this pod takes on a node (gpu-memory depends on the GPU)."""
@@ -239,11 +243,18 @@ class Scheduler:
                 spec.get("schedulerName"),
                 frac,
                 (pod["metadata"].get("annotations") or {}).get("gpu-memory"),
+                key if spec.get("resourceClaims") else None,  # claims are the pod's own
             ],
             sort_keys=True,
         )
         self.new[key] = PodReq(
-            key=key, seq=self.seq, sig=sig, amounts=req, fraction=frac, gpu_memory=mem
+            key=key,
+            seq=self.seq,
+            sig=sig,
+            amounts=req,
+            fraction=frac,
+            gpu_memory=mem,
+            claims=bool(spec.get("resourceClaims")),
         )
 
     def _forget(self, key: PodKey) -> None:
@@ -328,10 +339,16 @@ class Scheduler:
             )
             if share is None and info.alloc.get(GPU, 0) - info.used[GPU] < 1:
                 why.append(f"Insufficient {GPU}")
+        if req.claims and not why:
+            why = self.cluster.dra.why_not(req.key, info.name)
         return why, share, frac
 
     def _try(self, req: PodReq, pod: Obj) -> str | None:
         """Bind the pod if it fits somewhere; otherwise return the FailedScheduling text."""
+        total = len(self.nodes)
+        pre = self.cluster.dra.prefilter(pod) if req.claims else None
+        if pre:  # PreFilter rejected the pod before any node was tried
+            return f"0/{total} nodes are available: {pre}. {_NOT_HELPFUL.format(total)}"
         candidates, reasons = self._static_filter(pod, req.sig)
         reasons = Counter(reasons)
         best: tuple[tuple[float, ...], str, int | None, float] | None = None
@@ -350,7 +367,6 @@ class Scheduler:
         if best is not None:
             self._bind(req, pod, best[1], best[2], best[3])
             return None
-        total = len(self.nodes)
         parts = sorted(f"{c} {r}" for r, c in reasons.items())
         msg = f"0/{total} nodes are available: {', '.join(parts)}."
         pre = []
@@ -439,6 +455,8 @@ class Scheduler:
 
     def _bind(self, req: PodReq, pod: Obj, node: str, share: int | None, frac: float) -> None:
         self._take(req.key, node, req.amounts, frac, share)
+        if req.claims:
+            self.cluster.dra.commit(pod, node)
         pod["spec"]["nodeName"] = node
         status = pod.setdefault("status", {})
         status["conditions"] = [

@@ -243,6 +243,20 @@ def _binding_row(o: Obj) -> list[Any]:
     return [*_name_age(o, role), named("User"), named("Group"), accounts]
 
 
+def _claim_state(o: Obj) -> str:
+    """A ResourceClaim's ``State`` column: pending, allocated, reserved, deleted..."""
+    deleted = bool(o["metadata"].get("deletionTimestamp"))
+    states = ["deleted"] if deleted else []
+    if not get_path(o, "status", "allocation"):
+        return ",".join(states or ["pending"])
+    states.append("allocated")
+    if get_path(o, "status", "reservedFor"):
+        states.append("reserved")
+    elif deleted:
+        states.append("deallocating")
+    return ",".join(states)
+
+
 def _endpoints(o: Obj) -> str:
     """``formatEndpoints``: the first three ``ip:port`` pairs and how many more."""
     subsets = o.get("subsets") or []
@@ -372,6 +386,21 @@ _BUILTIN: dict[str, tuple[list[dict[str, Any]], Any]] = {
     "PodTemplate": (
         [_col("Template", fmt="name"), _col("Containers"), _col("Images"), _col("Pod Labels")],
         _pod_template_row,
+    ),
+    "DeviceClass": ([_col("Name", fmt="name"), _col("Age")], _name_age),
+    "ResourceClaimTemplate": ([_col("Name", fmt="name"), _col("Age")], _name_age),
+    "ResourceClaim": (
+        [_col("Name", fmt="name"), _col("State"), _col("Age")],
+        lambda o: _name_age(o, _claim_state(o)),
+    ),
+    "ResourceSlice": (
+        [_col("Name", fmt="name"), _col("Node"), _col("Driver"), _col("Pool"), _col("Age")],
+        lambda o: _name_age(
+            o,
+            get_path(o, "spec", "nodeName", default="") or "<none>",
+            get_path(o, "spec", "driver", default=""),
+            get_path(o, "spec", "pool", "name", default=""),
+        ),
     ),
     "LimitRange": _CREATED_AT,
     "Role": _CREATED_AT,

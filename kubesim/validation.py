@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 
 from kubesim import celrules, quantity
+from kubesim.dra import validation as dra_validation
 from kubesim.errors import ApiError, Cause, bad_request, invalid
 from kubesim.resources import ResourceType
 
@@ -396,6 +397,8 @@ def validate_builtin(rt: ResourceType, obj: dict[str, Any]) -> None:  # noqa: C9
                 )
     elif rt.kind in ("RoleBinding", "ClusterRoleBinding") and not obj.get("roleRef"):
         causes.append(Cause("roleRef", "FieldValueRequired", "Required value"))
+    elif rt.group == "resource.k8s.io":
+        causes += dra_validation.validate(rt.kind, obj)
     if causes:
         raise invalid(rt.kind, rt.group, obj.get("metadata", {}).get("name", ""), causes)
 

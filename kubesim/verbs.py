@@ -14,6 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors, fieldlabels, managedfields, tables
+from kubesim.dra import validation as dra_validation
 from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
 from kubesim.resources import ResourceType
 from kubesim.store import Obj, SelectorError, parse_field_selector
@@ -68,9 +69,10 @@ def handle(
         return (201 if existed is None else 200), result
     if method == "DELETE" and name:
         obj, still = delete(cluster, rt, version, nsv, name, body, params)
-        if still or rt.kind in ("Pod", "Namespace"):
+        if still or rt.kind in ("Pod", "Namespace") or rt.group == "resource.k8s.io":
             # The API server answers with the object while it is still there (finalizers),
-            # and always for pods and namespaces; otherwise with a Success Status.
+            # and always for the kinds whose store returns it (pods, namespaces, the DRA
+            # kinds: their OpenAPI answers name the kind); otherwise with a Success Status.
             return 200, obj
         return 200, _deleted(rt, obj)
     if method == "DELETE":
@@ -332,6 +334,10 @@ def _write_update(  # noqa: C901
             meta["generation"] = int(ometa.get("generation", 1)) + 1
     if rt.kind == "Pod":
         validate_pod_update(old, new)
+    elif rt.group == "resource.k8s.io" and (
+        causes := dra_validation.validate_update(rt.kind, old, new)
+    ):
+        raise errors.invalid(rt.kind, rt.group, ometa["name"], causes)
     if rt.is_custom:
         cluster.validator.check_rules(rt, version, new, old)
     if subresource != "status":

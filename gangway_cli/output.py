@@ -155,6 +155,16 @@ def flavor(item: dict[str, Any]) -> str:
     return ",".join(accepted)
 
 
+def placement(item: dict[str, Any]) -> str:
+    """The Kubernetes cluster of the fleet a request runs on, and whether what gangway
+    shows of it is stale (that cluster does not answer); empty until it is placed."""
+    where = str(item.get("kube_cluster") or "")
+    if where and item.get("stale"):
+        since = item.get("stale_since")
+        return f"{where} (unreachable: state as last seen{' ' + when(since) if since else ''})"
+    return where
+
+
 def print_error(error: CliError, mode: str) -> None:
     """The error on stderr; with ``-o json`` also, on stdout, the API's answer that
     carries it (an error body, or the dry-run's ``never_fits`` verdict), else a body in

@@ -65,6 +65,7 @@ def _status_fields(cluster: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("error", cluster.get("last_error")),
         ("kind", cluster.get("kind")),
         ("flavor", output.flavor(cluster)),
+        ("kube cluster", output.placement(cluster)),
         ("workers", cluster.get("workers")),
         ("gpus", cluster.get("gpus")),
         ("owner", cluster.get("owner")),

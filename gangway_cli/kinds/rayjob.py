@@ -119,6 +119,7 @@ def _status_fields(job: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
         ("ray status", run.get("job_status")),
         ("message", run.get("message")),
         ("flavor", output.flavor(job)),
+        ("kube cluster", output.placement(job)),
         ("gpu-hours", job.get("gpu_hours")),
     ]
 

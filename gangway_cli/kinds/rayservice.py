@@ -103,6 +103,7 @@ def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("public", "yes" if (service.get("service_endpoint") or {}).get("public") else "no"),
         ("requests", (service.get("service_endpoint") or {}).get("requests")),
         ("flavor", output.flavor(service)),
+        ("kube cluster", output.placement(service)),
     ]
 
 

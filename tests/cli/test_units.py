@@ -107,3 +107,11 @@ def test_an_error_in_json_mode_prints_the_apis_body(capsys: pytest.CaptureFixtur
     captured = capsys.readouterr()
     assert json.loads(captured.out) == body
     assert "error: too big" in captured.err and "hint: ask for less" in captured.err
+
+
+def test_the_kube_cluster_line_says_where_and_whether_it_is_stale() -> None:
+    assert output.placement({"kube_cluster": None}) == ""
+    assert output.placement({"kube_cluster": "cloud", "stale": False}) == "cloud"
+    since = (datetime.now(UTC) - timedelta(minutes=3)).isoformat()
+    line = output.placement({"kube_cluster": "cloud", "stale": True, "stale_since": since})
+    assert line == "cloud (unreachable: state as last seen 3m ago)"

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubesim.dra import driver
 from kubesim.dra.allocator import CLAIMS, CLASSES, SLICES, Inventory
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import suffix
-
-if TYPE_CHECKING:
-    from kubesim.controller import ClusterView
 
 TEMPLATES = "resourceclaimtemplates.resource.k8s.io"
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
@@ -41,7 +38,10 @@ def pod_claims(pod: Obj) -> list[dict[str, Any]]:
 class Dra:
     """The DRA controllers of the simulated cluster (see the module docstring)."""
 
-    def __init__(self, cluster: ClusterView) -> None:
+    def __init__(self, cluster: Any) -> None:
+        # The cluster (a kubesim.controller.ClusterView), untyped: kubesim.validation
+        # imports this package's validation, and kubesim.controller imports validation,
+        # so naming ClusterView here would close an import cycle.
         self.cluster = cluster
         self.reset()
 

@@ -43,8 +43,9 @@ PROTECTED = {
 # those are that route's business, and checked by its own tests.
 OWN = {"namespace", "state"}
 # Fields a route may take from the one actor allowed to call it: a platform admin makes
-# a user a platform admin (``is_staff``) through the users API, and is audited for it.
-LEGITIMATE = {("api/v1/users/", "is_staff")}
+# a user a platform admin (``is_staff``) through the users API, and caps a tenant's quota
+# on one Kubernetes cluster (the cap names its tenant); both are audited.
+LEGITIMATE = {("api/v1/users/", "is_staff"), ("api/v1/platform/quota-caps/", "tenant")}
 
 
 @pytest.mark.parametrize(

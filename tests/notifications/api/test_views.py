@@ -118,6 +118,7 @@ def test_preferences_read_and_replace(as_user: Any, bob: Any) -> None:
         "suspended",
         "failed",
         "job_finished",
+        "member_drain",
     }
     assert all(line["email"] for line in got["preferences"])
     put = api.put(

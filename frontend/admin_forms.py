@@ -102,7 +102,12 @@ class FlavorForm(SpelledOutLabels):
             "node_count",
             "max_node_count",
             "sharing",
+            "device_mode",
+            "device_class",
+            "device_selector",
+            "mig_profile",
         ]
+        widgets = {"device_selector": forms.Textarea(attrs={"rows": 2})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -5,8 +5,10 @@ A fleet is YAML (or a dict) with a ``name`` and ``pools``; each pool has a ``cou
 ``taints`` and an ``instanceType``. Nodes are named ``<fleet>-<pool>-<index>``. A pool
 with a ``maxCount`` is a node group the emulated cluster autoscaler may grow up to it
 (``autoscaler.py``; the fleet's optional ``autoscaler`` map holds its timings). A GPU
-pool's ``mig`` (``{profile: 1g.10gb, perGpu: 7}`` or a list) partitions each of its GPUs
-for the simulated DRA driver (``dra/driver.py``).
+pool whose ``allocatable`` has no ``nvidia.com/gpu`` is managed by the simulated DRA driver
+(``dra/driver.py``) instead of NVIDIA's device plugin: its GPUs (``nvidia.com/gpu.count``)
+are ResourceSlice devices that pods claim; its ``mig`` (``{profile: 1g.10gb, perGpu: 7}`` or
+a list) partitions each of them.
 """
 
 from __future__ import annotations

@@ -50,6 +50,34 @@ gpu_product_validator = RegexValidator(
 )
 
 
+# A MIG profile as NVIDIA names it: compute slices, then memory (``1g.10gb``, ``3g.40gb``).
+mig_profile_validator = RegexValidator(
+    r"^[1-7]g\.[1-9][0-9]{0,2}gb$",
+    "A MIG profile such as 1g.10gb: compute slices (1-7), 'g.', then memory in GB and 'gb'.",
+    code="invalid_mig_profile",
+)
+# A DeviceClass's name: a DNS subdomain (the driver's classes are gpu.nvidia.com, mig.nvidia.com).
+device_class_validator = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    "A DeviceClass name: lowercase letters, digits, '-' and '.', such as gpu.nvidia.com.",
+    code="invalid_device_class",
+)
+
+
+class DeviceMode(models.TextChoices):
+    """How a flavor's GPUs are requested from Kubernetes (docs/dra.md says when to pick which)."""
+
+    EXTENDED = "extended", "Extended resource (nvidia.com/gpu)"
+    DRA = "dra", "DRA: a device class (resource.k8s.io)"
+    MIG = "mig", "DRA: a MIG partition (mig.nvidia.com)"
+
+
+# The DeviceClasses NVIDIA's DRA driver installs, by mode.
+DEFAULT_DEVICE_CLASS = {DeviceMode.DRA: "gpu.nvidia.com", DeviceMode.MIG: "mig.nvidia.com"}
+# NVIDIA's DRA driver's attribute domain (device.attributes["gpu.nvidia.com"].profile).
+NVIDIA_DRIVER = "gpu.nvidia.com"
+
+
 def tenant_namespace(slug: str) -> str:
     """A tenant's namespace: the configured prefix plus its slug, never chosen by a client."""
     return f"{settings.TENANT_NAMESPACE_PREFIX}{slug}"
@@ -427,6 +455,34 @@ class GpuFlavor(models.Model):
         "maximum); empty or equal to node_count: it cannot grow.",
     )
     sharing = models.BooleanField(default=False)
+    # How the GPUs are requested: the extended resource, or a DRA claim on a device class
+    # (with an optional CEL selector over device attributes), or a MIG partition of one
+    # profile. A MIG flavor's "GPUs" are its partitions: gpus_per_node counts them, and
+    # quota, admission and capacity count them apart from whole GPUs.
+    device_mode = models.CharField(
+        max_length=10, choices=DeviceMode.choices, default=DeviceMode.EXTENDED
+    )
+    device_class = models.CharField(
+        max_length=253,
+        blank=True,
+        default="",
+        validators=[device_class_validator],
+        help_text="The DRA DeviceClass (empty: gpu.nvidia.com, or mig.nvidia.com for MIG).",
+    )
+    device_selector = models.TextField(
+        max_length=2000,
+        blank=True,
+        default="",
+        help_text="A CEL expression over device attributes the claimed devices must match, "
+        'e.g. device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3".',
+    )
+    mig_profile = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        validators=[mig_profile_validator],
+        help_text="The MIG profile each partition has, e.g. 1g.10gb (MIG flavors only).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     # What the reconciler last saw on the cluster: GPUs of this product not requested by
     # any bound pod, and nodes with every GPU free. Admission uses them (when fresh) so
@@ -448,6 +504,30 @@ class GpuFlavor(models.Model):
     def total_gpus(self) -> int:
         """GPUs of this flavor in the whole fleet."""
         return self.gpus_per_node * self.node_count
+
+    @property
+    def uses_dra(self) -> bool:
+        """Whether workers claim their GPUs through DRA (a ResourceClaimTemplate) rather
+        than the ``nvidia.com/gpu`` extended resource."""
+        return self.device_mode in (DeviceMode.DRA, DeviceMode.MIG)
+
+    @property
+    def dra_device_class(self) -> str:
+        """The DeviceClass a DRA flavor's claims name ("" for an extended-resource flavor)."""
+        if not self.uses_dra:
+            return ""
+        return self.device_class or DEFAULT_DEVICE_CLASS[DeviceMode(self.device_mode)]
+
+    @property
+    def dra_selectors(self) -> list[str]:
+        """The CEL expressions a claimed device must match: the MIG profile, then the
+        flavor's own selector."""
+        out = []
+        if self.device_mode == DeviceMode.MIG and self.mig_profile:
+            out.append(f'device.attributes["{NVIDIA_DRIVER}"].profile == "{self.mig_profile}"')
+        if self.uses_dra and self.device_selector.strip():
+            out.append(self.device_selector.strip())
+        return out
 
     @property
     def can_grow(self) -> bool:
@@ -486,6 +566,7 @@ class GpuFlavor(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        self._clean_devices()
         if self.max_node_count is not None and self.max_node_count < self.node_count:
             raise ValidationError(
                 {
@@ -495,6 +576,32 @@ class GpuFlavor(models.Model):
                     )
                 }
             )
+
+    def _clean_devices(self) -> None:
+        from tenants.cel import selector_problem  # the CEL library loads on first use
+
+        errors: dict[str, str] = {}
+        if self.device_mode == DeviceMode.MIG and not self.mig_profile:
+            errors["mig_profile"] = "A MIG flavor names the profile of its partitions."
+        if self.device_mode != DeviceMode.MIG and self.mig_profile:
+            errors["mig_profile"] = "Only a MIG flavor has a MIG profile."
+        if not self.uses_dra and (self.device_class or self.device_selector.strip()):
+            field = "device_class" if self.device_class else "device_selector"
+            errors[field] = (
+                "An extended-resource flavor requests nvidia.com/gpu; a device class and "
+                "selector are for DRA flavors."
+            )
+        if self.uses_dra and self.sharing:
+            errors["sharing"] = (
+                "KAI's fractional GPUs share extended-resource GPUs; a DRA flavor claims "
+                "whole devices (use a MIG flavor for hardware-isolated slices)."
+            )
+        if self.uses_dra and self.device_selector.strip():
+            problem = selector_problem(self.device_selector.strip())
+            if problem:
+                errors["device_selector"] = problem
+        if errors:
+            raise ValidationError(errors)
 
 
 class Quota(TenantOwned):

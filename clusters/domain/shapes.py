@@ -58,6 +58,16 @@ class FlavorSpec:
     memory_per_node_gib: int
     sharing: bool
     node_count: int = 0  # 0: unknown (no "can it ever fit" check against the fleet size)
+    # DRA flavors (tenants.models.DeviceMode): the DeviceClass workers claim from and the
+    # CEL selectors a device must match; "" and () for the nvidia.com/gpu extended resource.
+    device_class: str = ""
+    device_selectors: tuple[str, ...] = ()
+    mig_profile: str = ""
+
+    @property
+    def uses_dra(self) -> bool:
+        """Whether workers claim their GPUs through a ResourceClaimTemplate."""
+        return bool(self.device_class)
 
 
 @dataclass(frozen=True)
@@ -224,6 +234,9 @@ def flavor_spec(flavor: Any) -> FlavorSpec:
         node_count=int(
             getattr(flavor, "most_nodes", None) or getattr(flavor, "node_count", 0) or 0
         ),
+        device_class=str(getattr(flavor, "dra_device_class", "") or ""),
+        device_selectors=tuple(getattr(flavor, "dra_selectors", None) or ()),
+        mig_profile=str(getattr(flavor, "mig_profile", "") or ""),
     )
 
 

@@ -98,17 +98,22 @@ def _uuid(kind: str, *parts: object) -> str:
 
 
 def gpu_count(node: dict[str, Any]) -> int:
-    """GPUs of a node (its ``nvidia.com/gpu`` allocatable, else GFD's count label)."""
-    alloc = ((node.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu")
+    """GPUs the DRA driver manages on a node: GFD's ``nvidia.com/gpu.count`` label, unless
+    the node advertises the ``nvidia.com/gpu`` extended resource — then NVIDIA's device
+    plugin manages its GPUs and the DRA driver is not deployed there (one of the two per
+    node, as NVIDIA's charts install them, so that no GPU is handed out twice)."""
+    if "nvidia.com/gpu" in ((node.get("status") or {}).get("allocatable") or {}):
+        return 0
     labels = node["metadata"].get("labels") or {}
     try:
-        return int(str(alloc if alloc is not None else labels.get("nvidia.com/gpu.count", 0)))
+        return int(str(labels.get("nvidia.com/gpu.count", 0)))
     except ValueError:
         return 0
 
 
 def node_slice(node: dict[str, Any], pool: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The ResourceSlice the driver's kubelet plugin publishes for ``node`` (None: no GPU)."""
+    """The ResourceSlice the driver's kubelet plugin publishes for ``node`` (None: no GPU
+    the driver manages, see :func:`gpu_count`)."""
     count = gpu_count(node)
     if count <= 0:
         return None

@@ -21,7 +21,7 @@ from controlplane.api.serializers import (
     StrictSerializer,
 )
 from tenants.models import AuditEvent, Cohort, GpuFlavor, Membership, Role, Tenant
-from tenants.services.flavors import FLAVOR_NODE_FACTS
+from tenants.services.flavors import FLAVOR_DEVICE_FACTS, FLAVOR_NODE_FACTS
 from tenants.slugs import SLUG_HELP, validate_tenant_slug
 
 # --- Auth and users -----------------------------------------------------------------
@@ -148,7 +148,7 @@ class SsoConfigSerializer(serializers.Serializer[dict[str, Any]]):
 
 # --- Flavors ------------------------------------------------------------------------
 
-FLAVOR_FIELDS = ["name", *FLAVOR_NODE_FACTS]
+FLAVOR_FIELDS = ["name", *FLAVOR_NODE_FACTS, *FLAVOR_DEVICE_FACTS]
 
 
 class FlavorStockOutSerializer(serializers.Serializer[Any]):

@@ -27,7 +27,9 @@ FLAVOR_NODE_FACTS = (
     "max_node_count",
     "sharing",
 )
-FLAVOR_EDITABLE = frozenset(FLAVOR_NODE_FACTS)
+# How its GPUs are requested (tenants.models.DeviceMode; docs/dra.md).
+FLAVOR_DEVICE_FACTS = ("device_mode", "device_class", "device_selector", "mig_profile")
+FLAVOR_EDITABLE = frozenset(FLAVOR_NODE_FACTS + FLAVOR_DEVICE_FACTS)
 
 
 @transaction.atomic
@@ -42,6 +44,10 @@ def flavor_create(
     node_count: int = 0,
     max_node_count: int | None = None,
     sharing: bool = False,
+    device_mode: str = "extended",
+    device_class: str = "",
+    device_selector: str = "",
+    mig_profile: str = "",
 ) -> GpuFlavor:
     """Add a GPU flavor to the catalogue (platform admins only)."""
     require_platform_admin(actor)
@@ -54,6 +60,10 @@ def flavor_create(
         node_count=node_count,
         max_node_count=max_node_count,
         sharing=sharing,
+        device_mode=device_mode,
+        device_class=device_class,
+        device_selector=device_selector,
+        mig_profile=mig_profile,
     )
     flavor.full_clean()
     try:

@@ -31,15 +31,20 @@ FLEET: dict[str, Any] = {
             "name": "h100",
             "count": 1,
             "labels": H100_LABELS,
-            "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "2", "pods": "110"},
+            # No nvidia.com/gpu: the DRA driver, not the device plugin, manages its GPUs.
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
             "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
             "mig": {"profile": "1g.10gb", "perGpu": 7},
         },
         {
             "name": "l4",
             "count": 1,
-            "labels": {"nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.memory": "23034"},
-            "allocatable": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "1", "pods": "110"},
+            "labels": {
+                "nvidia.com/gpu.product": "NVIDIA-L4",
+                "nvidia.com/gpu.count": "1",
+                "nvidia.com/gpu.memory": "23034",
+            },
+            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
             "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
         },
         {"name": "cpu", "count": 1, "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},

@@ -14,7 +14,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
-from tenants.models import GpuFlavor, PodSecurity, Role, Tenant, tenant_namespace
+from tenants.models import DeviceMode, GpuFlavor, PodSecurity, Role, Tenant, tenant_namespace
 from tenants.slugs import SLUG_HELP, SLUG_MAX_LENGTH, validate_tenant_slug
 
 
@@ -113,6 +113,12 @@ class FlavorForm(SpelledOutLabels):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.fields["name"].disabled = True
+        # Left out (as by scripts posting the older form): the extended resource, as before.
+        self.fields["device_mode"].required = False
+        self.fields["mig_profile"].label = "MIG profile"
+
+    def clean_device_mode(self) -> str:
+        return str(self.cleaned_data.get("device_mode") or DeviceMode.EXTENDED)
 
     def validate_unique(self) -> None:
         """The service checks uniqueness, in its transaction."""

@@ -519,6 +519,15 @@ class GpuFlavor(models.Model):
         return self.device_class or DEFAULT_DEVICE_CLASS[DeviceMode(self.device_mode)]
 
     @property
+    def devices_in_words(self) -> str:
+        """How a worker's GPUs are requested, as the catalogue and the API say it."""
+        if self.device_mode == DeviceMode.MIG:
+            return f"MIG {self.mig_profile} partitions (DRA, {self.dra_device_class})"
+        if self.device_mode == DeviceMode.DRA:
+            return f"whole GPUs (DRA, {self.dra_device_class})"
+        return "whole GPUs (nvidia.com/gpu)"
+
+    @property
     def dra_selectors(self) -> list[str]:
         """The CEL expressions a claimed device must match: the MIG profile, then the
         flavor's own selector."""

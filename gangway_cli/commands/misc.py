@@ -87,9 +87,15 @@ def flavors(ctx: typer.Context, output_option: OutputOpt = None) -> None:
     """The GPU flavors of the catalogue (what --flavor takes)."""
     s = session(ctx, output_option)
     items = s.client.get_all("/api/v1/flavors/")
-    columns = ["NAME", "GPU", "GPUS/NODE", "NODES"]
+    columns = ["NAME", "GPU", "GPUS/NODE", "NODES", "DEVICES"]
     rows = [
-        (f["name"], f.get("gpu_product"), f.get("gpus_per_node"), f.get("node_count"))
+        (
+            f["name"],
+            f.get("gpu_product"),
+            f.get("gpus_per_node"),
+            f.get("node_count"),
+            f.get("devices_in_words", ""),
+        )
         for f in items
     ]
     output.emit(s.mode, items, lambda: output.stdout.print(output.table(columns, rows)))

@@ -186,6 +186,11 @@ class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):
     nodes_warning = serializers.CharField(
         read_only=True, help_text="Says so in words when missing_nodes is not 0, else empty."
     )
+    devices_in_words = serializers.CharField(
+        read_only=True,
+        help_text="How a worker's GPUs are requested: the nvidia.com/gpu extended resource, "
+        "a DRA device class, or MIG partitions of one profile (device_mode).",
+    )
 
     class Meta:
         model = GpuFlavor
@@ -195,6 +200,7 @@ class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):
             "observed_nodes",
             "missing_nodes",
             "nodes_warning",
+            "devices_in_words",
             "per_cluster",
             "created_at",
         ]

@@ -176,3 +176,32 @@ def test_the_capacity_page_and_catalogue_flag_nodes_the_cluster_lacks(
     page.goto(f"{base}/platform/flavors/")
     expect(page.locator('[data-missing-nodes="a100"]')).to_be_visible()
     page.screenshot(path=str(tmp_path / "catalogue.png"), full_page=True)
+
+
+def test_a_platform_admin_adds_a_mig_flavor_with_the_visible_form(
+    page: Any, live_server: Any, browser_env: None, root: Any, tmp_path: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    from tenants.models import GpuFlavor
+
+    base = live_server.url
+    sign_in(page, base, "root")
+    page.goto(f"{base}/platform/flavors/")
+    page.get_by_label("Name", exact=True).fill("h100-1g")
+    page.get_by_label("GPU product").fill("NVIDIA-H100-80GB-HBM3")
+    page.get_by_label("GPUs per node").fill("56")
+    page.get_by_label("CPU per node").fill("192")
+    page.get_by_label("Memory per node GiB").fill("1800")
+    page.get_by_label("Device mode").select_option("mig")
+    # A MIG flavor without its profile is refused, naming the field; nothing is added.
+    page.get_by_role("button", name="Add flavor").click()
+    expect(page.locator("form.card")).to_contain_text("A MIG flavor names the profile")
+    assert not GpuFlavor.objects.filter(name="h100-1g").exists()
+    page.get_by_label("MIG profile").fill("1g.10gb")
+    page.get_by_role("button", name="Add flavor").click()
+    expect(page.locator('[data-devices="h100-1g"]')).to_have_text(
+        "MIG 1g.10gb partitions (DRA, mig.nvidia.com)"
+    )
+    page.screenshot(path=str(tmp_path / "catalogue-mig.png"), full_page=True)
+    assert GpuFlavor.objects.get(name="h100-1g").dra_device_class == "mig.nvidia.com"

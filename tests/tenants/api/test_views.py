@@ -393,3 +393,31 @@ def test_a_members_role_changes_through_the_api_and_is_audited(
     assert last.status_code == 409
     assert Membership.objects.get(user=alice).role == Role.ADMIN
     assert as_user(bob).patch(url + "bob/", {"role": "admin"}).status_code == 403
+
+
+def test_a_mig_flavor_is_added_through_the_api_and_a_bad_selector_is_a_400(
+    root: Any, as_user: Any
+) -> None:
+    client = as_user(root)
+    body = {
+        "name": "h100-1g",
+        "gpu_product": "NVIDIA-H100-80GB-HBM3",
+        "gpus_per_node": 56,
+        "cpu_per_node": 192,
+        "memory_per_node_gib": 1800,
+        "device_mode": "mig",
+        "mig_profile": "1g.10gb",
+    }
+    bad = client.post(
+        "/api/v1/flavors/", {**body, "device_selector": "device.attributes["}, format="json"
+    )
+    assert bad.status_code == 400, bad.content
+    assert "does not compile" in str(bad.json()["error"]["fields"]["device_selector"])
+    assert not GpuFlavor.objects.filter(name="h100-1g").exists()
+    created = client.post("/api/v1/flavors/", body, format="json")
+    assert created.status_code == 201, created.content
+    out = created.json()
+    assert out["device_mode"] == "mig" and out["mig_profile"] == "1g.10gb"
+    assert out["devices_in_words"] == "MIG 1g.10gb partitions (DRA, mig.nvidia.com)"
+    listed = {f["name"]: f for f in client.get("/api/v1/flavors/").json()["results"]}
+    assert listed["h100-1g"]["device_class"] == ""  # the mode's default class applies

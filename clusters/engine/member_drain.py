@@ -22,7 +22,14 @@ from clusters.domain.states import State
 from clusters.domain.workload_kinds import REQUEUE, Kind, kind_of
 from clusters.engine.member_scope import MemberScope
 from clusters.kube.errors import KubeError
-from clusters.models import ClusterEvent, ClusterRequest, DrainMode, KubeCluster, Schedulable
+from clusters.models import (
+    ClusterEvent,
+    ClusterRequest,
+    DrainMode,
+    Job,
+    KubeCluster,
+    Schedulable,
+)
 from clusters.rows import lifecycle
 from clusters.rows.transitions import note
 
@@ -54,6 +61,34 @@ def wait_message(member: KubeCluster, kind: Kind) -> str:
         f"The Kubernetes cluster {member.name} is being drained: nothing new is placed "
         f"there, and this {kind.noun} runs to its end where it is."
     )
+
+
+def hosting_message(member: KubeCluster, jobs: list[str]) -> str:
+    """What the owner of a dev cluster a drain leaves running for its hosted jobs is told."""
+    names = ", ".join(sorted(jobs))
+    return (
+        f"The Kubernetes cluster {member.name} is being drained: this cluster runs the "
+        f"job{'s' if len(jobs) > 1 else ''} {names} (submitted with --on), so it stays "
+        "until they end and is then put back in the queue to run on another cluster."
+    )
+
+
+def held_by_hosting(rows: list[ClusterRequest]) -> dict[int, list[str]]:
+    """The rows of ``rows`` a drain must leave where they are, whatever its mode, because
+    of ``gangway submit --on``: a hosted job (it runs on its host's Ray cluster and cannot
+    move without it), and a host with hosted jobs still running (moving it would kill
+    them). Returns each such row's id with the names of the running hosted jobs (empty
+    for a hosted job itself); one query."""
+    ids = [r.pk for r in rows]
+    held: dict[int, list[str]] = {}
+    for job_id, host_id, name, state in Job.objects.filter(
+        Q(request_id__in=ids) | Q(host_id__in=ids), host__isnull=False
+    ).values_list("request_id", "host_id", "request__name", "request__state"):
+        if job_id in ids:
+            held.setdefault(job_id, [])
+        if host_id in ids and state in RUNNING_THERE - {State.DELETING}:
+            held.setdefault(host_id, []).append(name)
+    return held
 
 
 def fleet_step() -> None:
@@ -90,10 +125,18 @@ def drain_step(member: KubeCluster) -> list[ClusterRequest]:
         ).values_list("cluster_id", flat=True)
     )
     moved: list[ClusterRequest] = []
+    held = held_by_hosting(rows)
     for row in rows:
         kind = kind_of(row)
         if row.state == State.DELETING:
             continue  # going anyway
+        if row.pk in held:
+            if row.pk not in told:
+                jobs = held[row.pk]
+                message = hosting_message(member, jobs) if jobs else wait_message(member, kind)
+                with transaction.atomic():
+                    note(row, reason=REASON, message=message)
+            continue
         if kind.drain_action(mode) == REQUEUE and kind.can_transition(row.state, State.QUEUED):
             named = row.wanted_kube_cluster_id == member.pk
             message = requeue_message(member, kind, asked_for_it=named)

@@ -9,7 +9,7 @@ from django.db.models import Count, Q, QuerySet
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import REQUEUE, kind_named
-from clusters.engine.member_drain import RUNNING_THERE
+from clusters.engine.member_drain import RUNNING_THERE, held_by_hosting
 from clusters.kube.connection import home_member
 from clusters.models import ClusterRequest, DrainMode, FlavorStock, KubeCluster, Schedulable
 
@@ -85,7 +85,30 @@ def drain_progress(members: Iterable[KubeCluster]) -> dict[int, DrainProgress]:
             )
             what = "requeue" if action == REQUEUE else "wait"
         tally[pk][what] = tally[pk].get(what, 0) + row["n"]
+    # Rows ``gangway submit --on`` ties to their member wait, whatever the mode.
+    for placed, workload in _held_by_hosting(where):
+        pk = placed or (home.pk if home is not None else 0)
+        mode = draining[pk].drain_mode or DrainMode.DEFAULT
+        if kind_named(workload).drain_action(mode) == REQUEUE:
+            tally[pk]["requeue"] -= 1
+            tally[pk]["wait"] = tally[pk].get("wait", 0) + 1
     return {
         pk: DrainProgress(**tally[pk], awaiting_placement=len(member.moving))
         for pk, member in draining.items()
     }
+
+
+def _held_by_hosting(where: Q) -> list[tuple[int | None, str]]:
+    """Member and kind of the running rows in ``where`` that a drain leaves in place
+    because of hosted jobs (:func:`held_by_hosting`); two small queries."""
+    rows = list(
+        ClusterRequest.objects.unscoped()
+        .filter(where, state__in=RUNNING_THERE - {State.DELETING})
+        .filter(Q(hosted_jobs__isnull=False) | Q(job__host__isnull=False))
+        .distinct()
+        .only("pk", "kube_cluster_id", "workload")
+    )
+    if not rows:
+        return []
+    held = held_by_hosting(rows)
+    return [(r.kube_cluster_id, r.workload) for r in rows if r.pk in held]

@@ -16,7 +16,7 @@ from clusters.domain.states import State
 from clusters.domain.workload_kinds import REQUEUE, WAIT, kind_named
 from clusters.engine import member_drain
 from clusters.members import selectors, services
-from clusters.models import ClusterEvent, ClusterRequest, KubeCluster
+from clusters.models import ClusterEvent, ClusterRequest, Job, KubeCluster
 from notifications.event_kinds import EventKind, derive
 from tenants.models import AuditEvent
 
@@ -118,6 +118,41 @@ def test_the_requeue_mode_requeues_jobs_too(
     job.refresh_from_db()
     assert job.state == State.QUEUED and job.kube_cluster_id is None
     assert "run again on another cluster" in job.queue_message
+
+
+@pytest.mark.parametrize("mode", ["default", "requeue"])
+def test_a_dev_cluster_hosting_a_running_job_stays_until_the_job_ends(
+    root: Any, make_cluster: Any, cloud: KubeCluster, mode: str
+) -> None:
+    host = make_cluster(name="dev", state=State.READY, holds_gpus=True, kube_cluster=cloud)
+    host.save()
+    hosted = make_cluster(name="train", workload="job", state=State.RUNNING, kube_cluster=cloud)
+    hosted.save()
+    Job.objects.create(request=hosted, entrypoint="python train.py", host=host)
+    member = services.kube_cluster_drain(actor=root, member=cloud, mode=mode)
+    progress = selectors.drain_progress([member])[member.pk]
+    assert (progress.requeue, progress.wait) == (0, 2)
+
+    # Neither moves in either mode: the job runs on its host's Ray cluster.
+    assert member_drain.drain_step(member) == []
+    host.refresh_from_db()
+    hosted.refresh_from_db()
+    assert (host.state, host.kube_cluster_id) == (State.READY, cloud.pk)
+    assert (hosted.state, hosted.kube_cluster_id) == (State.RUNNING, cloud.pk)
+    (told,) = ClusterEvent.objects.filter(cluster=host, reason="member_drain")
+    assert "runs the job train (submitted with --on), so it stays until they end" in told.message
+    assert ClusterEvent.objects.filter(cluster=hosted, reason="member_drain").count() == 1
+    member.refresh_from_db()
+    assert member_drain.drain_step(member) == []  # told once
+    assert ClusterEvent.objects.filter(reason="member_drain").count() == 2
+
+    # The job ends: the host moves at the next step, and the member ends drained.
+    ClusterRequest.objects.filter(pk=hosted.pk).update(state=State.SUCCEEDED)
+    assert [r.name for r in member_drain.drain_step(member)] == ["dev"]
+    host.refresh_from_db()
+    assert host.state == State.QUEUED
+    member.refresh_from_db()
+    assert member.drained_at is not None
 
 
 def test_uncordon_ends_a_drain(root: Any, cloud: KubeCluster) -> None:

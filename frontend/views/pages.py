@@ -12,6 +12,7 @@ from django.shortcuts import render
 
 from clusters import selectors
 from clusters.live import fleet
+from clusters.members.quota_caps import quota_cap_list
 from frontend.kinds import all_pages, route_names
 from frontend.views.common import HtmxHttpRequest, tenant_page
 from tenants.selectors import is_platform_admin, tenant_list
@@ -25,7 +26,19 @@ def home(request: HttpRequest) -> HttpResponse:
     and the user's own requests."""
     tenants = list(tenant_list(user=request.user))
     overview = selectors.tenant_overview(tenants=tenants)
-    rows = [{"tenant": t, **overview[t.pk], "kinds": _kind_counts(overview[t.pk])} for t in tenants]
+    # Each tenant's caps per Kubernetes cluster of the fleet (docs/fleet.md), one query.
+    caps: dict[int, list[Any]] = {}
+    for cap in quota_cap_list().filter(tenant__in=tenants) if tenants else ():
+        caps.setdefault(cap.tenant_id, []).append(cap)
+    rows = [
+        {
+            "tenant": t,
+            **overview[t.pk],
+            "kinds": _kind_counts(overview[t.pk]),
+            "caps": caps.get(t.pk, []),
+        }
+        for t in tenants
+    ]
     mine = list(selectors.clusters_of_owner(user=request.user)[:PAGE_SIZE])
     return render(request, "frontend/home.html", {"rows": rows, "mine": mine})
 

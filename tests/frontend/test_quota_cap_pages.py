@@ -106,3 +106,14 @@ def test_a_cap_is_set_by_filling_the_visible_form(
     assert MemberQuotaCap.objects.get(tenant=acme).gpus == 8
     watcher.collect(PAGE)
     assert not watcher.problems, "\n".join(watcher.problems)
+
+
+@pytest.mark.django_db
+def test_the_tenants_members_see_its_caps_on_their_home_page(
+    bob: Any, charlie: Any, acme: Any, h100: Any, cloud: KubeCluster
+) -> None:
+    MemberQuotaCap.objects.create(tenant=acme, kube_cluster=cloud, flavor=h100, gpus=3)
+    body = unescape(client_for(bob).get("/").content.decode())
+    assert "At most 3 h100 GPUs on cloud (the platform's caps per Kubernetes cluster" in body
+    # Another tenant's member sees no cap of acme's.
+    assert "data-caps" not in client_for(charlie).get("/").content.decode()

@@ -8,12 +8,16 @@ with a ``maxCount`` is a node group the emulated cluster autoscaler may grow up 
 pool whose ``allocatable`` has no ``nvidia.com/gpu`` is managed by the simulated DRA driver
 (``dra/driver.py``) instead of NVIDIA's device plugin: its GPUs (``nvidia.com/gpu.count``)
 are ResourceSlice devices that pods claim; its ``mig`` (``{profile: 1g.10gb, perGpu: 7}`` or
-a list) partitions each of them.
+a list) partitions each of them. A pool's ``topology`` lists its network levels, coarse to
+fine, each a node label key and how many consecutive nodes share a value (e.g. blocks of
+32 nodes, racks of 8, or an NVLink domain's ``nvidia.com/gpu.clique`` of 18 GB200 trays), as
+a cluster's topology labeller or NVIDIA's GPU Feature Discovery writes them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import yaml
@@ -44,7 +48,43 @@ def load_fleet(fleet: str | dict[str, Any] | None) -> dict[str, Any]:
         if "maxCount" in pool and int(pool["maxCount"]) < int(pool["count"]):
             raise ValueError(f"fleet pool {pool['name']!r}: maxCount is below count")
         mig_layout(pool)  # a MIG layout a GPU cannot hold is refused here
+        topology_levels(pool)  # and topology levels that do not nest
     return data
+
+
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+
+
+def topology_levels(pool: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """The pool's ``topology`` as (label key, nodes per domain, value prefix), coarse to
+    fine; ValueError when a level is malformed or does not nest in the one above it (a
+    rack lies in one block: a coarser level's size is a multiple of a finer one's)."""
+    levels = pool.get("topology") or []
+    if not isinstance(levels, list):
+        raise ValueError(f"fleet pool {pool.get('name')!r}: topology is a list of levels")
+    out: list[tuple[str, int, str]] = []
+    for level in levels:
+        key = str((level or {}).get("key") or "") if isinstance(level, dict) else ""
+        try:
+            size = int(level.get("nodes", 0)) if isinstance(level, dict) else 0
+        except (TypeError, ValueError):
+            size = 0
+        if not _LABEL_KEY.match(key) or size < 1:
+            raise ValueError(
+                f"fleet pool {pool.get('name')!r}: bad topology level {level!r} "
+                "(needs a label key and nodes >= 1)"
+            )
+        if out and out[-1][1] % size:
+            raise ValueError(
+                f"fleet pool {pool.get('name')!r}: topology level {key} ({size} nodes) does "
+                f"not nest in {out[-1][0]} ({out[-1][1]} nodes)"
+            )
+        word = key.rsplit("/", 1)[-1].rsplit(".", 1)[-1]
+        out.append((key, size, str(level.get("prefix") or f"{pool['name']}-{word}-")))
+    return out
 
 
 def build_nodes(fleet: dict[str, Any]) -> list[dict[str, Any]]:
@@ -75,6 +115,8 @@ def pool_node(fleet_name: str, pool: dict[str, Any], index: int, ip: str) -> dic
         "type": "kwok",
     }
     labels.update({str(k): str(v) for k, v in (pool.get("labels") or {}).items()})
+    for key, size, prefix in topology_levels(pool):
+        labels[key] = f"{prefix}{index // size}"
     taints = [
         {
             "key": t["key"],

@@ -51,7 +51,7 @@ def test_cli_serves_and_saves_snapshot(tmp_path: Path) -> None:
         api = config.new_client_from_config(config_file=str(kubeconfig))
         core = client.CoreV1Api(api)
         nodes = core.list_node().items
-        assert len(nodes) == 64 + 32 + 16
+        assert len(nodes) == 64 + 32 + 36 + 16
         core.create_namespace({"metadata": {"name": "from-cli"}})
         api.close()
     finally:

@@ -3,7 +3,8 @@
 Pending pods are bound to nodes whose free allocatable, labels, required affinity and
 taints fit them; one that fits nowhere stays Pending with kube-scheduler's
 ``FailedScheduling`` words, one with ``schedulingGates`` waits. With KAI emulation,
-``gpu-fraction`` pods share GPUs. Pods with identical requirements share a signature
+``gpu-fraction`` pods share GPUs; inter-pod affinity and anti-affinity over a topology
+key are honoured (``podaffinity.py``). Pods with identical requirements share a signature
 whose static filters are cached, and a retry stops at a signature's first misfit, so
 retries cost O(signatures x nodes), not O(pods x nodes).
 """
@@ -15,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubesim import quantity
+from kubesim import podaffinity, quantity
 from kubesim.admission import pod_is_terminal, pod_totals
 from kubesim.defaults import DEFAULT_SCHEDULER
 from kubesim.resources import ResourceType
@@ -57,6 +58,7 @@ class Placement:
     node: str
     amounts: dict[str, int]
     share: tuple[int, float] | None = None  # (shared GPU index, fraction) for KAI pods
+    labels: dict[str, str] = field(default_factory=dict)  # what other pods' affinity matches
 
 
 @dataclass
@@ -70,6 +72,8 @@ class PodReq:
     fraction: float = 0.0
     gpu_memory: int = 0  # MiB asked with the KAI gpu-memory annotation
     claims: bool = False  # has spec.resourceClaims: DRA allocates its devices (kubesim/dra)
+    affinity: podaffinity.PodAffinity | None = None  # inter-pod (anti-)affinity terms
+    labels: dict[str, str] = field(default_factory=dict)
 
     def fraction_on(self, info: NodeInfo) -> float:
         """The GPU fraction this pod takes on a node (gpu-memory depends on the GPU)."""
@@ -223,7 +227,7 @@ class Scheduler:
         if spec.get("nodeName"):
             # Pre-bound pods skip the scheduler, as with a real API server.
             req, _ = pod_totals(pod)
-            self._take(key, spec["nodeName"], req, 0.0)
+            self._take(key, spec["nodeName"], req, 0.0, labels=pod["metadata"].get("labels"))
             self.cluster.kubelet.pod_bound(key)
             return
         req, _ = pod_totals(pod)
@@ -255,6 +259,8 @@ class Scheduler:
             fraction=frac,
             gpu_memory=mem,
             claims=bool(spec.get("resourceClaims")),
+            affinity=podaffinity.of(pod),
+            labels=dict(pod["metadata"].get("labels") or {}),
         )
 
     def _forget(self, key: PodKey) -> None:
@@ -278,10 +284,16 @@ class Scheduler:
                 info.used[GPU] -= 1
 
     def _take(
-        self, key: PodKey, node: str, amounts: dict[str, int], frac: float, share: int | None = None
+        self,
+        key: PodKey,
+        node: str,
+        amounts: dict[str, int],
+        frac: float,
+        share: int | None = None,
+        labels: dict[str, str] | None = None,
     ) -> None:
         info = self.nodes.get(node)
-        placement = Placement(node=node, amounts=dict(amounts))
+        placement = Placement(node=node, amounts=dict(amounts), labels=dict(labels or {}))
         if info is not None:
             info.used.update(amounts)
             info.pods += 1
@@ -353,15 +365,20 @@ class Scheduler:
         reasons = Counter(reasons)
         best: tuple[tuple[float, ...], str, int | None, float] | None = None
         only_resources = 0
+        domains = self._domains(req)
         for name in candidates:
             info = self.nodes[name]
             why, share, frac = self._fits(req, info)
+            if not why and domains is not None:
+                why = domains.why_not(info.labels)
             if why:
                 only_resources += 1
                 for w in why:
                     reasons[w] += 1
                 continue
             score = self._score(req, info, frac)
+            if domains is not None and req.affinity is not None and req.affinity.scored:
+                score = (float(domains.score(info.labels)), *score)
             if best is None or score > best[0]:
                 best = (score, name, share, frac)
         if best is not None:
@@ -375,6 +392,14 @@ class Scheduler:
         if total - only_resources:
             pre.append(f"{total - only_resources} Preemption is not helpful for scheduling")
         return f"{msg} preemption: 0/{total} nodes are available: {', '.join(sorted(pre))}."
+
+    def _domains(self, req: PodReq) -> podaffinity.Domains | None:
+        """The pod's affinity terms against the pods placed now (None: it has none)."""
+        if req.affinity is None:
+            return None
+        placed = ((key[0], p.labels, p.node) for key, p in self.placed.items())
+        nodes = {name: info.labels for name, info in self.nodes.items()}
+        return podaffinity.Domains(req.affinity, placed, nodes)
 
     def _score(self, req: PodReq, info: NodeInfo, frac: float) -> tuple[float, ...]:
         gpus = info.alloc.get(GPU, 0)
@@ -454,7 +479,7 @@ class Scheduler:
     # -- binding -----------------------------------------------------------------------
 
     def _bind(self, req: PodReq, pod: Obj, node: str, share: int | None, frac: float) -> None:
-        self._take(req.key, node, req.amounts, frac, share)
+        self._take(req.key, node, req.amounts, frac, share, labels=req.labels)
         if req.claims:
             self.cluster.dra.commit(pod, node)
         pod["spec"]["nodeName"] = node

@@ -88,8 +88,29 @@ class SpelledOutLabels(forms.ModelForm):
                 field.label = spelled_out(str(field.label))
 
 
+class TopologyField(forms.CharField):
+    """A flavor's topology levels typed one node label key per line (or comma-separated)."""
+
+    widget = forms.Textarea(attrs={"rows": 2})
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value) or ""
+        return [k.strip() for k in re.split(r"[,\n]", text) if k.strip()]
+
+
 class FlavorForm(SpelledOutLabels):
     """A GPU node type of the catalogue (the name is fixed once created)."""
+
+    topology = TopologyField(
+        required=False,
+        label="Topology levels",
+        help_text="Node label keys of its network levels, coarse to fine, one per line, e.g. "
+        "network.topology.kubernetes.io/block then network.topology.kubernetes.io/rack. "
+        "Production requests may then ask that all their workers share one.",
+    )
 
     class Meta:
         model = GpuFlavor
@@ -106,6 +127,7 @@ class FlavorForm(SpelledOutLabels):
             "device_class",
             "device_selector",
             "mig_profile",
+            "topology",
         ]
         widgets = {"device_selector": forms.Textarea(attrs={"rows": 2})}
 

@@ -8,6 +8,7 @@ Code that must see every tenant (Celery tasks, the admission pass) says so with
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any, Self
 
@@ -62,6 +63,30 @@ device_class_validator = RegexValidator(
     "A DeviceClass name: lowercase letters, digits, '-' and '.', such as gpu.nvidia.com.",
     code="invalid_device_class",
 )
+
+
+# A node label key (a DNS subdomain prefix and "/", then a name), as a topology level names it.
+LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+MOST_TOPOLOGY_LEVELS = 8
+
+
+def validate_topology(levels: Any) -> None:
+    """A flavor's topology: distinct node label keys, coarse to fine (docs/topology.md)."""
+    if not isinstance(levels, list) or not all(isinstance(k, str) for k in levels):
+        raise ValidationError("A list of node label keys, coarse to fine.", code="invalid_topology")
+    if len(levels) > MOST_TOPOLOGY_LEVELS:
+        raise ValidationError(f"At most {MOST_TOPOLOGY_LEVELS} levels.", code="invalid_topology")
+    bad = [k for k in levels if len(k) > 316 or not LABEL_KEY.match(k)]
+    if bad:
+        raise ValidationError(
+            f"{bad[0]!r} is not a node label key (e.g. network.topology.kubernetes.io/rack).",
+            code="invalid_topology",
+        )
+    if len(set(levels)) != len(levels):
+        raise ValidationError("Each level once.", code="invalid_topology")
 
 
 class DeviceMode(models.TextChoices):
@@ -482,6 +507,15 @@ class GpuFlavor(models.Model):
         default="",
         validators=[mig_profile_validator],
         help_text="The MIG profile each partition has, e.g. 1g.10gb (MIG flavors only).",
+    )
+    # Its network topology: node label keys, coarse to fine (a block, a rack, a host, an
+    # NVLink domain), along which a production gang may ask to be kept together.
+    topology = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_topology],
+        help_text="Node label keys of its network levels, coarse to fine, e.g. "
+        "network.topology.kubernetes.io/block, network.topology.kubernetes.io/rack.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     # What the reconciler last saw on the cluster: GPUs of this product not requested by

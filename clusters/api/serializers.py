@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from clusters.domain.shapes import MIN_HOURS
-from clusters.models import ClusterKind, KubeCluster
+from clusters.models import ClusterKind, KubeCluster, TopologyMode
 from clusters.requests import services
 from clusters.requests.placement_wish import unknown_member_message
 from clusters.requests.services import MAX_FLAVORS
@@ -181,6 +181,20 @@ class ClusterCreateInput(drf.Serializer):
         max_length=63,
         help_text="Run it on a Kubernetes cluster of this region (one the tenant may use).",
     )
+    topology_level = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=316,
+        help_text="A production cluster's workers all in one domain of this level of its "
+        "flavor's topology, e.g. network.topology.kubernetes.io/rack (docs/topology.md).",
+    )
+    topology_mode = serializers.ChoiceField(
+        choices=TopologyMode.choices,
+        required=False,
+        allow_blank=True,
+        help_text="required: admitted only when one domain has room for every worker; "
+        "preferred: in as few domains as it can. Default: required.",
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -224,6 +238,8 @@ def wanted_placement(attrs: dict[str, Any]) -> dict[str, Any]:
         attrs["wanted_kube_cluster"] = attrs.pop("kube_cluster")
     if "region" in attrs:
         attrs["wanted_region"] = attrs.pop("region")
+    if attrs.get("topology_level") and not attrs.get("topology_mode"):
+        attrs["topology_mode"] = "required"
     return attrs
 
 

@@ -16,7 +16,13 @@ from clusters.models.kube_clusters import (
     MemberQuotaCap,
     Schedulable,
 )
-from clusters.models.requests import ClusterKind, ClusterRequest, ClusterRequestQuerySet, Workload
+from clusters.models.requests import (
+    ClusterKind,
+    ClusterRequest,
+    ClusterRequestQuerySet,
+    TopologyMode,
+    Workload,
+)
 from clusters.models.tunnels import Tunnel
 from clusters.models.workloads import Job, Service, ServiceToken
 
@@ -39,6 +45,7 @@ __all__ = [
     "Service",
     "ServiceToken",
     "Surge",
+    "TopologyMode",
     "Tunnel",
     "UsageSpan",
     "Workload",

@@ -31,6 +31,13 @@ class Workload(models.TextChoices):
     SERVICE = "service", "Service"
 
 
+class TopologyMode(models.TextChoices):
+    """How a gang asks to share a topology level: all in one domain, or as few as can be."""
+
+    REQUIRED = "required", "Required: all workers in one domain"
+    PREFERRED = "preferred", "Preferred: as few domains as possible"
+
+
 class ClusterRequestQuerySet(TenantOwnedQuerySet):
     """Cluster requests: ``live()`` keeps those that still exist for their owner,
     ``not_deleted()`` drops only deleted ones (a failed request is still shown)."""
@@ -82,6 +89,10 @@ class ClusterRequest(TenantOwned):
         "clusters.KubeCluster", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     wanted_region = models.CharField(max_length=63, blank=True)
+    # What a production gang asks of the network: that its workers share one domain of a
+    # level of its flavor's topology (a rack, a block, an NVLink domain; docs/topology.md).
+    topology_level = models.CharField(max_length=316, blank=True)
+    topology_mode = models.CharField(max_length=9, choices=TopologyMode.choices, blank=True)
     workers = models.PositiveIntegerField(
         default=1, validators=[MinValueValidator(0), MaxValueValidator(1024)]
     )

@@ -269,6 +269,8 @@ class ClusterListItemOut(FlatModelOut):
             "flavor",
             "flavors",
             "kube_cluster",
+            "topology_level",
+            "topology_mode",
             "workers",
             "min_workers",
             "max_workers",

@@ -1,4 +1,5 @@
-"""What a request may ask of placement: a member of the fleet or a region it may use.
+"""What a request may ask of placement: a member of the fleet or a region it may use, and
+for a production gang, a level of its flavor's topology that all its workers share.
 
 Checked when it is created (and by the dry-run, through the same check): a member the
 tenant is not allowed on, or a region where it may use no member, is refused with a 400
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.models import KubeCluster
-from tenants.models import Tenant
+from tenants.models import GpuFlavor, Tenant
 
 
 def _members_words() -> str:
@@ -58,4 +59,38 @@ def placement_errors(*, tenant: Tenant, spec: Any) -> dict[str, list[str]]:
                 f"{tenant.slug} may use no Kubernetes cluster in region {region!r} "
                 f"(regions of the fleet: {', '.join(regions) or 'none'})."
             ]
+    errors.update(topology_errors(spec))
     return errors
+
+
+def topology_errors(spec: Any) -> dict[str, list[str]]:
+    """Why the topology ``spec`` asks for is refused (none: it is not): only a production
+    gang asks it, of a level every flavor it accepts has, in mode required or preferred."""
+    level: str = getattr(spec, "topology_level", "") or ""
+    mode: str = getattr(spec, "topology_mode", "") or ""
+    if not level:
+        if mode:
+            return {"topology_mode": ["Name the level (topology_level) the mode is for."]}
+        return {}
+    if mode not in ("", "required", "preferred"):
+        return {"topology_mode": ["Either required or preferred."]}
+    if spec.kind != "prod":
+        return {
+            "topology_level": [
+                "Only a production cluster's whole-node workers are kept together by "
+                "topology; a dev cluster's single-GPU workers go wherever they fit."
+            ]
+        }
+    flavors = [spec.flavor]
+    if len(spec.flavor_names()) > 1:
+        flavors = list(GpuFlavor.objects.filter(name__in=spec.flavor_names()))
+    lacking = [f for f in flavors if level not in (f.topology or [])]
+    if lacking:
+        f = lacking[0]
+        levels = ", ".join(f.topology or []) or "none: it has no topology"
+        return {
+            "topology_level": [
+                f"{f.name} has no topology level {level!r} (its levels, coarse to fine: {levels})."
+            ]
+        }
+    return {}

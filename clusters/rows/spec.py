@@ -54,6 +54,10 @@ class ClusterSpec:
     # there or keeps it waiting; clusters.admission.placement).
     wanted_kube_cluster: KubeCluster | None = None
     wanted_region: str = ""
+    # What a production gang asks of the network: its workers in one domain of this level
+    # of the flavor's topology, "required" or "preferred" (clusters.requests.placement_wish).
+    topology_level: str = ""
+    topology_mode: str = ""
 
     def __post_init__(self) -> None:
         # A row gives its JSON list back; a spec keeps a tuple (hashable, immutable).

@@ -69,5 +69,6 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "NotificationKindEnum": "notifications.event_kinds.EventKind",
         "ClusterKindEnum": "clusters.models.ClusterKind",
+        "TopologyModeEnum": "clusters.models.TopologyMode",
     },
 }

@@ -163,7 +163,19 @@ class FlavorStockOutSerializer(serializers.Serializer[Any]):
     observed_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
 
+def topology_field() -> serializers.ListField:
+    """A flavor's topology levels: node label keys, coarse to fine (the model checks them)."""
+    return serializers.ListField(
+        child=serializers.CharField(max_length=316),
+        required=False,
+        max_length=16,
+        help_text="Node label keys of its network levels, coarse to fine, e.g. "
+        '["network.topology.kubernetes.io/block", "network.topology.kubernetes.io/rack"].',
+    )
+
+
 class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):
+    topology = serializers.ListField(child=serializers.CharField(), read_only=True)
     total_gpus = serializers.IntegerField(read_only=True)
     per_cluster = FlavorStockOutSerializer(
         source="stock",
@@ -208,6 +220,8 @@ class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):
 
 
 class FlavorCreateSerializer(StrictModelSerializer):
+    topology = topology_field()
+
     class Meta:
         model = GpuFlavor
         fields = FLAVOR_FIELDS
@@ -216,6 +230,8 @@ class FlavorCreateSerializer(StrictModelSerializer):
 
 
 class FlavorUpdateSerializer(StrictModelSerializer):
+    topology = topology_field()
+
     class Meta:
         model = GpuFlavor
         fields = FLAVOR_FIELDS

@@ -26,6 +26,7 @@ FLAVOR_NODE_FACTS = (
     "node_count",
     "max_node_count",
     "sharing",
+    "topology",
 )
 # How its GPUs are requested (tenants.models.DeviceMode; docs/dra.md).
 FLAVOR_DEVICE_FACTS = ("device_mode", "device_class", "device_selector", "mig_profile")
@@ -48,6 +49,7 @@ def flavor_create(
     device_class: str = "",
     device_selector: str = "",
     mig_profile: str = "",
+    topology: list[str] | None = None,
 ) -> GpuFlavor:
     """Add a GPU flavor to the catalogue (platform admins only)."""
     require_platform_admin(actor)
@@ -64,6 +66,7 @@ def flavor_create(
         device_class=device_class,
         device_selector=device_selector,
         mig_profile=mig_profile,
+        topology=list(topology or []),
     )
     flavor.full_clean()
     try:

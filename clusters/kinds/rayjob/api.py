@@ -107,6 +107,8 @@ SHAPE_KEYS = (
     "gpu_fraction",
     "kube_cluster",
     "region",
+    "topology_level",
+    "topology_mode",
 )
 
 

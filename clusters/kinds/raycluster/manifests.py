@@ -17,7 +17,7 @@ from django.conf import settings
 
 from clusters.domain import shapes
 from clusters.domain.images import ray_version, resolve_image
-from clusters.kube import cdi, notebook, ssh
+from clusters.kube import cdi, notebook, ssh, topology
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
 from clusters.kube.manifests import (
@@ -312,6 +312,12 @@ def raycluster(
         )
         for g in groups
     ]
+    together = topology.gang_affinity(cluster)
+    if together:
+        # The gang's workers share one domain of the level it asked for (a rack, a block).
+        for group in spec["workerGroupSpecs"]:
+            pod = group["template"]["spec"]
+            pod["affinity"] = {**pod.get("affinity", {}), **together}
     booked = _booked_capacity(cluster)
     if booked:
         # The autoscaler added nodes for this gang (capacity on demand): its workers

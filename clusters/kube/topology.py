@@ -40,3 +40,13 @@ def gang_affinity(cluster: Any) -> Manifest:
     else:
         rule = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     return {"podAffinity": rule}
+
+
+def keep_together(cluster: Any, worker_groups: list[Manifest]) -> None:
+    """Give every worker group's pods the gang's :func:`gang_affinity` (if it asks one)."""
+    together = gang_affinity(cluster)
+    if not together:
+        return
+    for group in worker_groups:
+        pod = group["template"]["spec"]
+        pod["affinity"] = {**pod.get("affinity", {}), **together}

@@ -312,12 +312,7 @@ def raycluster(
         )
         for g in groups
     ]
-    together = topology.gang_affinity(cluster)
-    if together:
-        # The gang's workers share one domain of the level it asked for (a rack, a block).
-        for group in spec["workerGroupSpecs"]:
-            pod = group["template"]["spec"]
-            pod["affinity"] = {**pod.get("affinity", {}), **together}
+    topology.keep_together(cluster, spec["workerGroupSpecs"])
     booked = _booked_capacity(cluster)
     if booked:
         # The autoscaler added nodes for this gang (capacity on demand): its workers

@@ -48,12 +48,21 @@ def _gpus(value: Any) -> int:
         return 0
 
 
-def _ready(node: dict[str, Any]) -> bool:
+def node_ready(node: dict[str, Any]) -> bool:
     conditions = (node.get("status") or {}).get("conditions") or []
     unschedulable = (node.get("spec") or {}).get("unschedulable", False)
     return not unschedulable and any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
     )
+
+
+def dra_managed(node: dict[str, Any]) -> bool:
+    """Whether a GPU node's devices are a DRA driver's: it has a GPU product label and
+    does not advertise the device plugin's ``nvidia.com/gpu`` (NVIDIA's charts deploy one
+    of the two per node). Extended-resource flavors never count such a node."""
+    meta = node.get("metadata") or {}
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return bool((meta.get("labels") or {}).get(PRODUCT_LABEL)) and GPU not in allocatable
 
 
 def pod_gpus(pod: dict[str, Any]) -> int:
@@ -83,7 +92,7 @@ def free_by_product(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> 
     seen: dict[str, int] = defaultdict(int)
     for node in nodes:
         product = ((node.get("metadata") or {}).get("labels") or {}).get(PRODUCT_LABEL)
-        if not product or not _ready(node):
+        if not product or not node_ready(node) or dra_managed(node):
             continue
         allocatable = _gpus(((node.get("status") or {}).get("allocatable") or {}).get(GPU))
         left = max(allocatable - used[node["metadata"]["name"]], 0)
@@ -142,7 +151,7 @@ def node_use(
             NodeUse(
                 name=name,
                 product=product,
-                ready=_ready(node),
+                ready=node_ready(node),
                 allocatable=_gpus(((node.get("status") or {}).get("allocatable") or {}).get(GPU)),
                 used=used[name],
                 workloads=tuple(sorted(workloads[name])),
@@ -152,22 +161,41 @@ def node_use(
     return sorted(out, key=lambda n: n.name)
 
 
-def record(free: dict[str, Free], *, member: KubeCluster | None = None) -> bool:
+def _seen(flavor: GpuFlavor, free: dict[str, Free], devices: dict[str, Free]) -> Free:
+    """What was observed of one flavor: its product's extended-resource GPUs, or a DRA
+    flavor's devices (:mod:`clusters.queue.free_devices`)."""
+    if flavor.uses_dra:
+        return devices.get(flavor.name, Free(0, 0))
+    return free.get(flavor.gpu_product, Free(0, 0))
+
+
+def record(
+    free: dict[str, Free],
+    *,
+    member: KubeCluster | None = None,
+    devices: dict[str, Free] | None = None,
+    flavors: list[GpuFlavor] | None = None,
+) -> bool:
     """Write one cluster's observation (a product absent there: 0 free, no nodes);
     returns whether any flavor has more free GPUs or nodes there than last observed.
+    ``free`` is by product (extended-resource flavors), ``devices`` by flavor name (DRA
+    flavors: free devices of their class and profile); ``flavors``: the catalogue, when
+    the caller has read it.
 
     Without ``member`` (no fleet registered) it is written on the flavors; with one, on
     the flavor's stock in that member, and the flavor's figures become the fleet's
     totals: the sums over the members whose observation is recent (an unreachable
     member's GPUs cannot be placed on)."""
+    devices = devices or {}
+    flavors = list(GpuFlavor.objects.all()) if flavors is None else flavors
     if member is None:
-        return _record_on_flavors(free)
+        return _record_on_flavors(free, devices, flavors)
     now = timezone.now()
     grew = False
     stocks = {s.flavor_id: s for s in FlavorStock.objects.filter(kube_cluster=member)}
     written = []
-    for flavor in GpuFlavor.objects.all():
-        seen = free.get(flavor.gpu_product, Free(0, 0))
+    for flavor in flavors:
+        seen = _seen(flavor, free, devices)
         stock = stocks.get(flavor.pk)
         if stock is None and not seen.seen:
             continue  # the flavor has no nodes there, and never had
@@ -203,11 +231,13 @@ def record(free: dict[str, Free], *, member: KubeCluster | None = None) -> bool:
     return grew
 
 
-def _record_on_flavors(free: dict[str, Free]) -> bool:
+def _record_on_flavors(
+    free: dict[str, Free], devices: dict[str, Free], flavors: list[GpuFlavor]
+) -> bool:
     now = timezone.now()
     grew = False
-    for flavor in GpuFlavor.objects.all():
-        seen = free.get(flavor.gpu_product, Free(0, 0))
+    for flavor in flavors:
+        seen = _seen(flavor, free, devices)
         grew = grew or (
             flavor.observed_free_gpus is None
             or seen.gpus > flavor.observed_free_gpus

@@ -101,6 +101,7 @@ def claim_devices(
             "spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}},
         }
     )
+    claims = {"claims": [{"name": "gpus"}]}
     return gw.create(
         {
             "apiVersion": "v1",
@@ -110,9 +111,7 @@ def claim_devices(
                 "nodeSelector": {"kubernetes.io/hostname": node},
                 "tolerations": [TOLERATION],
                 "resourceClaims": [{"name": "gpus", "resourceClaimName": name}],
-                "containers": [
-                    {"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpus"}]}}
-                ],
+                "containers": [{"name": "main", "image": "busybox", "resources": claims}],
             },
         }
     )

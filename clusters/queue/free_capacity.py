@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import Sum
@@ -25,6 +25,9 @@ from clusters.domain.states import State
 from clusters.kube.quantities import GPU, GPU_PRODUCT_LABEL
 from clusters.models import ClusterRequest, FlavorStock, KubeCluster
 from tenants.models import GpuFlavor
+
+if TYPE_CHECKING:
+    from clusters.queue.free_devices import GpuUse
 
 PRODUCT_LABEL = GPU_PRODUCT_LABEL
 # Figures older than this are ignored (the reconciler may be down).
@@ -115,6 +118,10 @@ class NodeUse:
     used: int
     workloads: tuple[int, ...]
     others: int
+    # A node whose GPUs a DRA driver publishes (:func:`dra_managed`): its whole GPUs,
+    # each with its partitions in use, once the slices are read (clusters.live.fleet).
+    dra: bool = False
+    gpus: tuple[GpuUse, ...] = ()
 
     @property
     def free(self) -> int:
@@ -132,7 +139,9 @@ def node_use(
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         gpus = pod_gpus(pod)
-        if not node or not gpus:
+        # A pod that claims DRA devices takes no nvidia.com/gpu, yet runs on the GPUs.
+        claims = (pod.get("spec") or {}).get("resourceClaims")
+        if not node or not (gpus or claims):
             continue
         used[node] += gpus
         request_id = ((pod.get("metadata") or {}).get("labels") or {}).get(id_label, "")
@@ -156,6 +165,7 @@ def node_use(
                 used=used[name],
                 workloads=tuple(sorted(workloads[name])),
                 others=others[name],
+                dra=dra_managed(node),
             )
         )
     return sorted(out, key=lambda n: n.name)

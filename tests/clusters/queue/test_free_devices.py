@@ -25,6 +25,7 @@ from tests.clusters.queue.dra_fleet import (
     dra_kubesim,
     extended_pod,
 )
+from tests.factories import UserFactory
 
 
 @pytest.fixture
@@ -50,7 +51,9 @@ def _running(sim: KubeSim, *names: str) -> None:
     )
 
 
-def test_free_devices_per_flavor_count_claims_and_shared_counters(sim: KubeSim) -> None:
+def test_free_devices_per_flavor_count_claims_and_shared_counters(
+    sim: KubeSim, as_user: Any
+) -> None:
     dra_flavors()
     reconcile_once()
     # Nothing claimed: every flavor sees its own two nodes, never the other pool's.
@@ -77,6 +80,13 @@ def test_free_devices_per_flavor_count_claims_and_shared_counters(sim: KubeSim) 
         # 16 GPUs less the one claimed and the one whose partitions are in use.
         "h100-dra": (14, 0, 2),
     }
+
+    # The flavors' API says the same, in devices of each flavor's class and profile.
+    listed = as_user(UserFactory(username="reader")).get("/api/v1/flavors/?page_size=50")
+    assert {
+        f["name"]: (f["observed_free_gpus"], f["observed_free_nodes"])
+        for f in listed.data["results"]
+    } == {"h100": (10, 1), "h100-1g": (101, 0), "h100-dra": (14, 0)}
 
     gw = get_gateway()
     use = free_devices.gpu_use(

@@ -13,6 +13,7 @@ from typing import Any
 from clusters.kube.gateway import get_gateway
 from kubesim import KubeSim
 from tenants.models import DeviceMode, GpuFlavor
+from tests.clusters.engine.conftest import running_kubesim
 
 H100_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 MIG_PROFILE = 'device.attributes["gpu.nvidia.com"].profile == "1g.10gb"'
@@ -75,13 +76,8 @@ def dra_flavors() -> tuple[GpuFlavor, GpuFlavor, GpuFlavor]:
 @contextmanager
 def dra_kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
     """kubesim over HTTP serving :data:`FLEET`, the test's settings pointed at it."""
-    sim = KubeSim(fleet=FLEET, port=0, startup_delay=0.0).start()
-    sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
-    settings.KUBECONFIG = str(tmp_path / "kubeconfig")
-    try:
+    with running_kubesim(tmp_path, settings, fleet=FLEET) as sim:
         yield sim
-    finally:
-        sim.stop()
 
 
 def claim_devices(
@@ -101,25 +97,18 @@ def claim_devices(
             "spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}},
         }
     )
-    claims = {"claims": [{"name": "gpus"}]}
-    return gw.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": node},
-                "tolerations": [TOLERATION],
-                "resourceClaims": [{"name": "gpus", "resourceClaimName": name}],
-                "containers": [{"name": "main", "image": "busybox", "resources": claims}],
-            },
-        }
-    )
+    claim = [{"name": "gpus", "resourceClaimName": name}]
+    return _pod_on(name, node, {"claims": [{"name": "gpus"}]}, resourceClaims=claim)
 
 
 def extended_pod(name: str, node: str, gpus: int) -> dict[str, Any]:
     """Create a pod on ``node`` that takes ``gpus`` of the device plugin's nvidia.com/gpu."""
-    limits = {"nvidia.com/gpu": str(gpus)}
+    return _pod_on(name, node, {"limits": {"nvidia.com/gpu": str(gpus)}})
+
+
+def _pod_on(name: str, node: str, resources: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """Create a one-container pod pinned to ``node`` (tolerating GPU taints)."""
+    container = {"name": "main", "image": "busybox", "resources": resources}
     return get_gateway().create(
         {
             "apiVersion": "v1",
@@ -128,9 +117,8 @@ def extended_pod(name: str, node: str, gpus: int) -> dict[str, Any]:
             "spec": {
                 "nodeSelector": {"kubernetes.io/hostname": node},
                 "tolerations": [TOLERATION],
-                "containers": [
-                    {"name": "main", "image": "busybox", "resources": {"limits": limits}}
-                ],
+                "containers": [container],
+                **spec,
             },
         }
     )

@@ -432,7 +432,7 @@ def _list_threads(size: int, member: str) -> ThreadPoolExecutor:
 # What a pass lists besides when a flavor claims its GPUs through DRA: the devices the
 # drivers publish, the claims holding them and the classes that select them (a cluster
 # that does not serve resource.k8s.io/v1 has none).
-DRA_LISTS = {
+DRA_LISTS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "resourceslices": ("resource.k8s.io/v1", "ResourceSlice", {}),
     "resourceclaims": ("resource.k8s.io/v1", "ResourceClaim", {}),
     "deviceclasses": ("resource.k8s.io/v1", "DeviceClass", {}),

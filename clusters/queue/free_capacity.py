@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Sum
@@ -24,24 +24,12 @@ from clusters.admission.snapshot import CAPACITY
 from clusters.domain.states import State
 from clusters.kube.quantities import GPU, GPU_PRODUCT_LABEL
 from clusters.models import ClusterRequest, FlavorStock, KubeCluster
+from clusters.queue.free_devices import Free, GpuUse, dra_managed, node_ready
 from tenants.models import GpuFlavor
-
-if TYPE_CHECKING:
-    from clusters.queue.free_devices import GpuUse
 
 PRODUCT_LABEL = GPU_PRODUCT_LABEL
 # Figures older than this are ignored (the reconciler may be down).
 FRESH_FOR = timedelta(minutes=2)
-
-
-@dataclass(frozen=True)
-class Free:
-    """Free GPUs and wholly free nodes of one GPU product, and its ready nodes (``seen``:
-    what the cluster has of the nodes the catalogue lists)."""
-
-    gpus: int
-    nodes: int
-    seen: int = 0
 
 
 def _gpus(value: Any) -> int:
@@ -49,23 +37,6 @@ def _gpus(value: Any) -> int:
         return int(str(value or "0"))
     except ValueError:
         return 0
-
-
-def node_ready(node: dict[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    unschedulable = (node.get("spec") or {}).get("unschedulable", False)
-    return not unschedulable and any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
-    )
-
-
-def dra_managed(node: dict[str, Any]) -> bool:
-    """Whether a GPU node's devices are a DRA driver's: it has a GPU product label and
-    does not advertise the device plugin's ``nvidia.com/gpu`` (NVIDIA's charts deploy one
-    of the two per node). Extended-resource flavors never count such a node."""
-    meta = node.get("metadata") or {}
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return bool((meta.get("labels") or {}).get(PRODUCT_LABEL)) and GPU not in allocatable
 
 
 def pod_gpus(pod: dict[str, Any]) -> int:

@@ -20,8 +20,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Protocol
 
-from clusters.kube.quantities import GPU_PRODUCT_LABEL
-from clusters.queue.free_capacity import Free, dra_managed, node_ready
+from clusters.kube.quantities import GPU, GPU_PRODUCT_LABEL
 
 DeviceId = tuple[str, str, str]  # driver, pool, device
 CounterKey = tuple[str, str, str]  # driver, pool, counter set
@@ -30,7 +29,7 @@ NVIDIA_DRIVER = "gpu.nvidia.com"
 # Matches kept of this many slice versions, then forgotten all at once.
 _MATCH_CACHE_SIZE = 20_000
 
-_SUFFIX = {
+_SUFFIX: dict[str, Decimal | int] = {
     "": 1,
     "m": Decimal("0.001"),
     "k": 10**3,
@@ -61,6 +60,35 @@ class DraFlavor(Protocol):
 
     @property
     def dra_selectors(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Free:
+    """Free GPUs and wholly free nodes of one GPU product (or of one DRA flavor: its
+    devices), and its ready nodes (``seen``: what the cluster has of the nodes the
+    catalogue lists)."""
+
+    gpus: int
+    nodes: int
+    seen: int = 0
+
+
+def node_ready(node: dict[str, Any]) -> bool:
+    """Whether a node is Ready and schedulable."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    unschedulable = (node.get("spec") or {}).get("unschedulable", False)
+    return not unschedulable and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+    )
+
+
+def dra_managed(node: dict[str, Any]) -> bool:
+    """Whether a GPU node's devices are a DRA driver's: it has a GPU product label and
+    does not advertise the device plugin's ``nvidia.com/gpu`` (NVIDIA's charts deploy one
+    of the two per node). Extended-resource flavors never count such a node."""
+    meta = node.get("metadata") or {}
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return bool((meta.get("labels") or {}).get(GPU_PRODUCT_LABEL)) and GPU not in allocatable
 
 
 def quantity(value: Any) -> Decimal:
@@ -273,7 +301,7 @@ def free_by_flavor(
         if cls is not None:  # a class the cluster lacks: no device is the flavor's
             wanted = (*cls, *flavor.dra_selectors)
             for slice_ in slices:
-                node = (slice_.get("spec") or {}).get("nodeName")
+                node = str((slice_.get("spec") or {}).get("nodeName") or "")
                 if node in on:
                     mine[node] += [state[(node, d)] for d in sorted(_matching(slice_, wanted))]
         out[flavor.name] = Free(

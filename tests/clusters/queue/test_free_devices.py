@@ -14,6 +14,7 @@ import pytest
 from clusters.domain.workload_kinds import kinds
 from clusters.engine.reconciler import reconcile_once
 from clusters.kube.gateway import Gateway, get_gateway
+from clusters.models import FlavorStock
 from clusters.queue import free_devices
 from kubesim import KubeSim
 from tenants.models import GpuFlavor
@@ -79,6 +80,17 @@ def test_free_devices_per_flavor_count_claims_and_shared_counters(
         "h100-1g": (101, 0, 2),
         # 16 GPUs less the one claimed and the one whose partitions are in use.
         "h100-dra": (14, 0, 2),
+    }
+
+    # Written per member of the fleet (the home member, here), the flavors' figures
+    # being their sums.
+    assert {
+        (s.kube_cluster.name, s.flavor.name): (s.observed_free_gpus, s.observed_free_nodes)
+        for s in FlavorStock.objects.select_related("kube_cluster", "flavor")
+    } == {
+        ("default", "h100"): (10, 1),
+        ("default", "h100-1g"): (101, 0),
+        ("default", "h100-dra"): (14, 0),
     }
 
     # The flavors' API says the same, in devices of each flavor's class and profile.

@@ -36,11 +36,11 @@ from clusters.kube import labels
 from clusters.kube.bundles import ensure_bundle, forget_bundle, quotas_by_tenant
 from clusters.kube.gateway import Gateway, KubeError
 from clusters.models import ClusterRequest, KubeCluster
-from clusters.queue import free_capacity
+from clusters.queue import free_capacity, free_devices
 from clusters.queue.backends import queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
 from clusters.rows.transitions import release_gpus_many, transition_many
-from tenants.models import Tenant
+from tenants.models import GpuFlavor, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -344,13 +344,18 @@ def _observe(gw: Gateway, scope: MemberScope) -> Seen:
     encodes one kind, this process decodes another.
     """
     started = timezone.now()
-    lists = _lists()
+    flavors = list(GpuFlavor.objects.all())
+    lists = _lists(dra=any(f.uses_dra for f in flavors))
     cache = informers.caches(lists, scope)
     views = cache.read(gw) if cache is not None else {}
     missing = {what: spec for what, spec in lists.items() if what not in views}
     pool = _list_threads(len(lists), scope.name)
     futures = {
-        what: pool.submit(gw.list, api_version, kind, **selectors)
+        what: (
+            pool.submit(gw.list_if_served, api_version, kind)
+            if what in DRA_LISTS
+            else pool.submit(gw.list, api_version, kind, **selectors)
+        )
         for what, (api_version, kind, selectors) in missing.items()
     }
     results = {what: view.items for what, view in views.items()}
@@ -367,8 +372,18 @@ def _observe(gw: Gateway, scope: MemberScope) -> Seen:
 
     object_kinds = {kind.object_kind for kind in kinds().values()}
     all_pods = results["pods"]
+    devices = free_devices.free_by_flavor(
+        flavors,
+        results["nodes"],
+        results.get("resourceslices", []),
+        results.get("resourceclaims", []),
+        results.get("deviceclasses", []),
+    )
     capacity_grew = free_capacity.record(
-        free_capacity.free_by_product(results["nodes"], all_pods), member=scope.member
+        free_capacity.free_by_product(results["nodes"], all_pods),
+        member=scope.member,
+        devices=devices,
+        flavors=flavors,
     )
     managed_key, managed_value = labels.managed_selector().split("=", 1)
     pods: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -414,9 +429,19 @@ def _list_threads(size: int, member: str) -> ThreadPoolExecutor:
     return found[1]
 
 
-def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:
+# What a pass lists besides when a flavor claims its GPUs through DRA: the devices the
+# drivers publish, the claims holding them and the classes that select them (a cluster
+# that does not serve resource.k8s.io/v1 has none).
+DRA_LISTS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "resourceslices": ("resource.k8s.io/v1", "ResourceSlice", {}),
+    "resourceclaims": ("resource.k8s.io/v1", "ResourceClaim", {}),
+    "deviceclasses": ("resource.k8s.io/v1", "DeviceClass", {}),
+}
+
+
+def _lists(*, dra: bool = False) -> dict[str, tuple[str, str, dict[str, Any]]]:
     """What a pass lists: apiVersion, kind and selectors, by name (each workload kind's
-    objects under their kind)."""
+    objects under their kind; with ``dra``, :data:`DRA_LISTS` too)."""
     managed = {"label_selector": labels.managed_selector()}
     objects = {
         kind.object_kind: (kind.api_version, kind.object_kind, managed) for kind in kinds().values()
@@ -434,6 +459,7 @@ def _lists() -> dict[str, tuple[str, str, dict[str, Any]]]:
             "Event",
             {"field_selector": "involvedObject.kind=Pod,reason=FailedScheduling"},
         ),
+        **(DRA_LISTS if dra else {}),
     }
 
 

@@ -289,6 +289,16 @@ class Gateway:
         )
         return items
 
+    def list_if_served(self, api_version: str, kind: str) -> builtins.list[dict[str, Any]]:
+        """:meth:`list`, or nothing when the API server does not serve the kind (a 404:
+        e.g. ``resource.k8s.io/v1`` on a cluster without DRA)."""
+        try:
+            return self.list(api_version, kind)
+        except PermanentKubeError as exc:
+            if exc.status == 404:
+                return []
+            raise
+
     def list_versioned(
         self,
         api_version: str,

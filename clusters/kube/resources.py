@@ -61,6 +61,9 @@ _KINDS = [
         namespaced=False,
     ),
     Kind("scheduling.run.ai/v2", "Queue", "queues", namespaced=False),
+    Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", namespaced=False),
+    Kind("resource.k8s.io/v1", "ResourceSlice", "resourceslices", namespaced=False),
+    Kind("resource.k8s.io/v1", "ResourceClaim", "resourceclaims"),
 ]
 KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in _KINDS}
 

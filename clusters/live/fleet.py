@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -29,13 +29,14 @@ from clusters.kube import labels
 from clusters.kube.connection import gateway_for
 from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest, FlavorStock, KubeCluster
-from clusters.queue import free_capacity
+from clusters.queue import free_capacity, free_devices
 from clusters.queue.dry_run_cache import recorded_snapshot
 from tenants.models import GpuFlavor, Quota
 
 log = logging.getLogger(__name__)
 
 NODES_CACHE_KEY = "gangway:fleet:nodes"
+DRA_API = "resource.k8s.io/v1"
 NODES_CACHE_SECONDS = 5
 # The stylesheet's colours for tenants' segments of a bar (``seg-0`` ...).
 TENANT_COLOURS = 6
@@ -181,6 +182,10 @@ class NodeRow:
     clusters: tuple[str, ...]
     others: int
     member: str = ""
+    # A node whose GPUs a DRA driver publishes, and those in use: whole, or how many
+    # of their partitions.
+    dra: bool = False
+    devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,36 +203,60 @@ class NodeGrid:
         """Whether the nodes come from several members (the page then names each one's)."""
         return len({n.member for n in self.nodes}) > 1
 
+    @property
+    def dra(self) -> bool:
+        """Whether any node's GPUs are DRA devices (the page then lists those in use)."""
+        return any(n.dra for n in self.nodes)
 
-def _read_nodes() -> list[tuple[str, list[free_capacity.NodeUse], str]]:
+
+def _read_nodes(*, dra: bool) -> list[tuple[str, list[free_capacity.NodeUse], str]]:
     """Each member's GPU nodes (name, nodes, error), read one member after the other:
-    a page reads them at most every :data:`NODES_CACHE_SECONDS`."""
+    a page reads them at most every :data:`NODES_CACHE_SECONDS`. With ``dra`` (a flavor
+    uses DRA) the devices drivers publish and the claims holding them are read too."""
     members = list(KubeCluster.objects.all())
     if not members:
-        return [("", *_read_member_nodes(get_gateway))]
-    return [(m.name, *_read_member_nodes(partial(gateway_for, m))) for m in members]
+        return [("", *_read_member_nodes(get_gateway, dra=dra))]
+    return [(m.name, *_read_member_nodes(partial(gateway_for, m), dra=dra)) for m in members]
 
 
 def _read_member_nodes(
-    gateway_of: Callable[[], Gateway],
+    gateway_of: Callable[[], Gateway], *, dra: bool
 ) -> tuple[list[free_capacity.NodeUse], str]:
     try:
         gateway = gateway_of()  # its credentials may not load: a message, not an error
         nodes = gateway.list("v1", "Node")
         pods = gateway.list("v1", "Pod")
+        slices = gateway.list_if_served(DRA_API, "ResourceSlice") if dra else []
+        claims = gateway.list_if_served(DRA_API, "ResourceClaim") if dra else []
     except KubeError as exc:
         log.warning("capacity page: %s", exc.message)
         return [], f"Kubernetes could not be reached ({exc.message}); try again shortly."
-    return free_capacity.node_use(nodes, pods, id_label=labels.CLUSTER_ID), ""
+    uses = free_capacity.node_use(nodes, pods, id_label=labels.CLUSTER_ID)
+    gpus: dict[str, list[free_devices.GpuUse]] = defaultdict(list)
+    for gpu in free_devices.gpu_use(slices, claims):
+        gpus[gpu.node].append(gpu)
+    # A DRA node's GPUs are its published devices: whole GPUs, used when not free.
+    return [
+        replace(
+            use,
+            allocatable=len(gpus[use.name]),
+            used=sum(1 for g in gpus[use.name] if not g.free),
+            gpus=tuple(gpus[use.name]),
+        )
+        if use.dra
+        else use
+        for use in uses
+    ], ""
 
 
 def node_grid() -> NodeGrid:
     """Every GPU node with its GPUs used and free and the clusters on it, read from
     Kubernetes at most once per :data:`NODES_CACHE_SECONDS` (an unreachable API server
     too: a page says so instead of failing). One query names the clusters."""
+    flavors = list(GpuFlavor.objects.all())
     cached = cache.get(NODES_CACHE_KEY)
     if cached is None:
-        cached = _read_nodes()
+        cached = _read_nodes(dra=any(f.uses_dra for f in flavors))
         cache.set(NODES_CACHE_KEY, cached, NODES_CACHE_SECONDS)
     errors = [(member, error) for member, _, error in cached if error]
     if len(errors) == len(cached):
@@ -241,12 +270,15 @@ def node_grid() -> NodeGrid:
         .filter(pk__in=ids)
         .values_list("pk", "tenant__slug", "name")
     }
-    flavor_of = dict(GpuFlavor.objects.values_list("gpu_product", "name"))
+    # A product's nodes are its extended-resource flavors' or, DRA-managed, its DRA ones'.
+    flavor_of: dict[tuple[str, bool], list[str]] = defaultdict(list)
+    for f in flavors:
+        flavor_of[f.gpu_product, f.uses_dra].append(f.name)
     return NodeGrid(
         nodes=tuple(
             NodeRow(
                 name=use.name,
-                flavor=flavor_of.get(use.product, use.product),
+                flavor=", ".join(flavor_of.get((use.product, use.dra)) or [use.product]),
                 ready=use.ready,
                 allocatable=use.allocatable,
                 used=use.used,
@@ -255,6 +287,8 @@ def node_grid() -> NodeGrid:
                 clusters=tuple(names.get(pk, f"request {pk}") for pk in use.workloads),
                 others=use.others,
                 member=member,
+                dra=use.dra,
+                devices=tuple(f"{g.device}: {g.summary}" for g in use.gpus if g.held or not g.free),
             )
             for member, use in uses
         ),

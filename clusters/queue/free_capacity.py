@@ -24,6 +24,7 @@ from clusters.admission.snapshot import CAPACITY
 from clusters.domain.states import State
 from clusters.kube.quantities import GPU, GPU_PRODUCT_LABEL
 from clusters.models import ClusterRequest, FlavorStock, KubeCluster
+from clusters.queue.free_devices import Free, GpuUse, dra_managed, node_ready
 from tenants.models import GpuFlavor
 
 PRODUCT_LABEL = GPU_PRODUCT_LABEL
@@ -31,29 +32,11 @@ PRODUCT_LABEL = GPU_PRODUCT_LABEL
 FRESH_FOR = timedelta(minutes=2)
 
 
-@dataclass(frozen=True)
-class Free:
-    """Free GPUs and wholly free nodes of one GPU product, and its ready nodes (``seen``:
-    what the cluster has of the nodes the catalogue lists)."""
-
-    gpus: int
-    nodes: int
-    seen: int = 0
-
-
 def _gpus(value: Any) -> int:
     try:
         return int(str(value or "0"))
     except ValueError:
         return 0
-
-
-def _ready(node: dict[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    unschedulable = (node.get("spec") or {}).get("unschedulable", False)
-    return not unschedulable and any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
-    )
 
 
 def pod_gpus(pod: dict[str, Any]) -> int:
@@ -83,7 +66,7 @@ def free_by_product(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> 
     seen: dict[str, int] = defaultdict(int)
     for node in nodes:
         product = ((node.get("metadata") or {}).get("labels") or {}).get(PRODUCT_LABEL)
-        if not product or not _ready(node):
+        if not product or not node_ready(node) or dra_managed(node):
             continue
         allocatable = _gpus(((node.get("status") or {}).get("allocatable") or {}).get(GPU))
         left = max(allocatable - used[node["metadata"]["name"]], 0)
@@ -106,6 +89,10 @@ class NodeUse:
     used: int
     workloads: tuple[int, ...]
     others: int
+    # A node whose GPUs a DRA driver publishes (:func:`dra_managed`): its whole GPUs,
+    # each with its partitions in use, once the slices are read (clusters.live.fleet).
+    dra: bool = False
+    gpus: tuple[GpuUse, ...] = ()
 
     @property
     def free(self) -> int:
@@ -123,7 +110,9 @@ def node_use(
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         gpus = pod_gpus(pod)
-        if not node or not gpus:
+        # A pod that claims DRA devices takes no nvidia.com/gpu, yet runs on the GPUs.
+        claims = (pod.get("spec") or {}).get("resourceClaims")
+        if not node or not (gpus or claims):
             continue
         used[node] += gpus
         request_id = ((pod.get("metadata") or {}).get("labels") or {}).get(id_label, "")
@@ -142,32 +131,52 @@ def node_use(
             NodeUse(
                 name=name,
                 product=product,
-                ready=_ready(node),
+                ready=node_ready(node),
                 allocatable=_gpus(((node.get("status") or {}).get("allocatable") or {}).get(GPU)),
                 used=used[name],
                 workloads=tuple(sorted(workloads[name])),
                 others=others[name],
+                dra=dra_managed(node),
             )
         )
     return sorted(out, key=lambda n: n.name)
 
 
-def record(free: dict[str, Free], *, member: KubeCluster | None = None) -> bool:
+def _seen(flavor: GpuFlavor, free: dict[str, Free], devices: dict[str, Free]) -> Free:
+    """What was observed of one flavor: its product's extended-resource GPUs, or a DRA
+    flavor's devices (:mod:`clusters.queue.free_devices`)."""
+    if flavor.uses_dra:
+        return devices.get(flavor.name, Free(0, 0))
+    return free.get(flavor.gpu_product, Free(0, 0))
+
+
+def record(
+    free: dict[str, Free],
+    *,
+    member: KubeCluster | None = None,
+    devices: dict[str, Free] | None = None,
+    flavors: list[GpuFlavor] | None = None,
+) -> bool:
     """Write one cluster's observation (a product absent there: 0 free, no nodes);
     returns whether any flavor has more free GPUs or nodes there than last observed.
+    ``free`` is by product (extended-resource flavors), ``devices`` by flavor name (DRA
+    flavors: free devices of their class and profile); ``flavors``: the catalogue, when
+    the caller has read it.
 
     Without ``member`` (no fleet registered) it is written on the flavors; with one, on
     the flavor's stock in that member, and the flavor's figures become the fleet's
     totals: the sums over the members whose observation is recent (an unreachable
     member's GPUs cannot be placed on)."""
+    devices = devices or {}
+    flavors = list(GpuFlavor.objects.all()) if flavors is None else flavors
     if member is None:
-        return _record_on_flavors(free)
+        return _record_on_flavors(free, devices, flavors)
     now = timezone.now()
     grew = False
     stocks = {s.flavor_id: s for s in FlavorStock.objects.filter(kube_cluster=member)}
     written = []
-    for flavor in GpuFlavor.objects.all():
-        seen = free.get(flavor.gpu_product, Free(0, 0))
+    for flavor in flavors:
+        seen = _seen(flavor, free, devices)
         stock = stocks.get(flavor.pk)
         if stock is None and not seen.seen:
             continue  # the flavor has no nodes there, and never had
@@ -203,11 +212,13 @@ def record(free: dict[str, Free], *, member: KubeCluster | None = None) -> bool:
     return grew
 
 
-def _record_on_flavors(free: dict[str, Free]) -> bool:
+def _record_on_flavors(
+    free: dict[str, Free], devices: dict[str, Free], flavors: list[GpuFlavor]
+) -> bool:
     now = timezone.now()
     grew = False
-    for flavor in GpuFlavor.objects.all():
-        seen = free.get(flavor.gpu_product, Free(0, 0))
+    for flavor in flavors:
+        seen = _seen(flavor, free, devices)
         grew = grew or (
             flavor.observed_free_gpus is None
             or seen.gpus > flavor.observed_free_gpus

@@ -30,11 +30,12 @@ def world_now() -> World:
     """The fleet, tenants, quotas and idle policies as they are in the database now."""
     tenants = list(Tenant.objects.unscoped())
     grace = float(settings.IDLE_GRACE_MINUTES)
+    flavors = list(GpuFlavor.objects.order_by("name"))
     return World(
-        flavors=[
-            FlavorQ(f.name, f.gpus_per_node, f.node_count)
-            for f in GpuFlavor.objects.order_by("name")
-        ],
+        flavors=[FlavorQ(f.name, f.gpus_per_node, f.node_count) for f in flavors],
+        # A product's DRA flavors (its whole GPUs, its MIG slices) claim devices of the
+        # same DRA-managed nodes, as the reconciler counts them (clusters.queue.free_devices).
+        shared_nodes={f.name: f"dra:{f.gpu_product}" for f in flavors if f.uses_dra},
         tenants=[tenant_q(t) for t in tenants],
         quotas=[
             QuotaQ(q.tenant.slug, q.flavor.name, q.gpus, q.borrow_limit, q.lend_limit)

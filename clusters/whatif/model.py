@@ -94,6 +94,10 @@ class World:
     # The cohort tree (a cohort's parent by name): tenants of cohorts under one root
     # borrow each other's unused quota, as in the admission pass.
     cohort_parents: dict[str, str] = field(default_factory=dict)
+    # Flavors whose devices are the same nodes, by flavor name: a node pool's name. DRA
+    # flavors on one product's DRA-managed nodes (whole GPUs and their MIG slices) draw
+    # on one pool; a flavor not named here has nodes of its own.
+    shared_nodes: dict[str, str] = field(default_factory=dict)
 
     def flavor(self, name: str) -> FlavorQ | None:
         """The flavor called ``name`` (``None``: not in this world)."""

@@ -108,13 +108,43 @@ class _Queued:
     pending: Pending | None = None
 
 
+@dataclass(frozen=True)
+class _Pools:
+    """The node pools flavors draw on (``World.shared_nodes``; else one per flavor). A
+    pool's node holds ``units`` (the least common multiple of its flavors' devices per
+    node), so that a device of each flavor is a whole number of units: on an H100 pool in
+    MIG 1g.10gb x 7, a whole GPU is 7 units and a slice 1. Which GPU a slice is cut from
+    is not modelled (a GPU with a slice in use is not whole, in reality)."""
+
+    of: dict[str, str]  # flavor -> pool
+    units: dict[str, int]  # pool -> units per node
+    nodes: dict[str, int]  # pool -> nodes
+
+    @classmethod
+    def of_world(cls, world: World) -> _Pools:
+        of = {f.name: world.shared_nodes.get(f.name, f.name) for f in world.flavors}
+        units: dict[str, int] = {}
+        nodes: dict[str, int] = {}
+        for f in world.flavors:
+            pool = of[f.name]
+            units[pool] = math.lcm(units.get(pool, 1), max(f.gpus_per_node, 1))
+            nodes[pool] = max(nodes.get(pool, 0), f.node_count)
+        return cls(of, units, nodes)
+
+    def scale(self, flavor: FlavorQ) -> int:
+        """Units one device of ``flavor`` takes of its pool's node."""
+        return self.units[self.of[flavor.name]] // max(flavor.gpus_per_node, 1)
+
+
 @dataclass
 class _State:
     world: World
     workload: Workload
     mode: str
     flavors: dict[str, FlavorQ]
+    # Free room per node of each node pool (:class:`_Pools`), in the pool's units.
     free: dict[str, list[Decimal]]
+    pools: _Pools
     queued: dict[int, _Queued] = field(default_factory=dict)
     live: dict[int, _Live] = field(default_factory=dict)
     warned: dict[int, float] = field(default_factory=dict)
@@ -144,12 +174,14 @@ def simulate(
             for t in world.tenants
         ],
     )
+    pools = _Pools.of_world(world)
     st = _State(
         world=world,
         workload=workload,
         mode=mode,
         flavors={f.name: f for f in world.flavors},
-        free={f.name: [Decimal(f.gpus_per_node)] * f.node_count for f in world.flavors},
+        free={pool: [Decimal(pools.units[pool])] * n for pool, n in pools.nodes.items()},
+        pools=pools,
     )
     clock = _Clock(pass_seconds)
     for d in workload.demands:
@@ -282,9 +314,10 @@ def _stop(st: _State, live: _Live, now: float) -> None:
     rec.gpu_seconds += float(live.gpus) * (now - live.started)
     if live.idle_from is not None and now > live.idle_from:
         rec.idle_gpu_seconds += float(live.gpus) * (now - live.idle_from)
-    nodes = st.free[live.flavor]
+    flavor = st.flavors[live.flavor]
+    nodes = st.free[st.pools.of[flavor.name]]
     for index, gpus in live.nodes:
-        nodes[index] += gpus
+        nodes[index] += gpus * st.pools.scale(flavor)
     del st.live[live.demand.id]
     st.warned.pop(live.demand.id, None)
     st.version += 1
@@ -320,14 +353,17 @@ def _pending(st: _State, q: _Queued) -> Pending | None:
 
 def _snapshot(st: _State, now: float) -> Snapshot:
     start = st.workload.start
-    flavors = [
-        replace(
-            f,
-            free_gpus=sum(st.free[f.name], Decimal(0)),
-            free_nodes=sum(1 for g in st.free[f.name] if g == f.gpus_per_node),
+    flavors = []
+    for f in st.world.flavors:
+        pool, scale = st.pools.of[f.name], st.pools.scale(f)
+        flavors.append(
+            replace(
+                f,
+                # Whole devices per node (a flavor of its own keeps fractions: KAI's).
+                free_gpus=sum((g if scale == 1 else g // scale for g in st.free[pool]), Decimal(0)),
+                free_nodes=sum(1 for g in st.free[pool] if g == st.pools.units[pool]),
+            )
         )
-        for f in st.world.flavors
-    ]
     running = [
         replace(live.running, suspend_at=start + timedelta(seconds=st.warned[ident]))
         if ident in st.warned
@@ -350,20 +386,20 @@ def _snapshot(st: _State, now: float) -> Snapshot:
 
 def _place(st: _State, flavor: FlavorQ, demand: Demand) -> list[tuple[int, Decimal]] | None:
     """Nodes for every worker (best fit; a prod worker a whole node), or ``None``."""
-    nodes = st.free[flavor.name]
-    trial = list(nodes)
+    pool, scale = st.pools.of[flavor.name], st.pools.scale(flavor)
+    trial = list(st.free[pool])
     taken: list[tuple[int, Decimal]] = []
     per = demand.worker_gpus_on(flavor)
     for _ in range(demand.workers):
-        fits = [(g, i) for i, g in enumerate(trial) if g >= per]
+        fits = [(g, i) for i, g in enumerate(trial) if g >= per * scale]
         if demand.kind == PROD:
-            fits = [(g, i) for g, i in fits if g == flavor.gpus_per_node]
+            fits = [(g, i) for g, i in fits if g == st.pools.units[pool]]
         if not fits:
             return None
         _, index = min(fits)
-        trial[index] -= per
+        trial[index] -= per * scale
         taken.append((index, per))
-    st.free[flavor.name] = trial
+    st.free[pool] = trial
     return taken
 
 

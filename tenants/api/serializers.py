@@ -203,12 +203,28 @@ class FlavorOutSerializer(serializers.ModelSerializer[GpuFlavor]):
         help_text="How a worker's GPUs are requested: the nvidia.com/gpu extended resource, "
         "a DRA device class, or MIG partitions of one profile (device_mode).",
     )
+    observed_free_gpus = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="Its GPUs no pod or claim held when last observed: for a DRA flavor, "
+        "devices of its class (and MIG profile) that can still be allocated (null: not "
+        "read yet; see observed_at).",
+    )
+    observed_free_nodes = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="Its nodes with every GPU (every device of its class) free, as last observed.",
+    )
+    observed_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
     class Meta:
         model = GpuFlavor
         fields = [
             *FLAVOR_FIELDS,
             "total_gpus",
+            "observed_free_gpus",
+            "observed_free_nodes",
+            "observed_at",
             "observed_nodes",
             "missing_nodes",
             "nodes_warning",

@@ -61,6 +61,7 @@ GROUP_GATES: dict[str, str] = {
     "networking.k8s.io": ALWAYS,
     "ray.io": ALWAYS,
     "autoscaling.x-k8s.io": ALWAYS,
+    "resource.k8s.io": ALWAYS,
     "kueue.x-k8s.io": "QUEUE_MODE=kueue",
     "scheduling.run.ai": "KAI_ENABLED=1",
 }
@@ -486,7 +487,7 @@ def test_the_worker_may_watch_what_its_informers_list() -> None:
     from clusters.engine import reconciler
 
     found = grants(render("base"))
-    for api_version, kind, _ in reconciler._lists().values():
+    for api_version, kind, _ in reconciler._lists(dra=True).values():
         key = (group_of(api_version), gateway.kind_of(api_version, kind).plural)
         assert {"list", "watch"} <= found.get(key, set()), f"the informers cannot watch {key}"
     assert "get" in found[PROXY]  # idle detection reads Ray dashboards

@@ -304,3 +304,46 @@ def test_a_fleet_shows_each_members_share_and_which_member_cannot_be_read(
     assert "in cloud):" in html  # the grid's cells name their member
     banner = re.search(r"<p [^>]*data-member-unreachable>([^<]*)</p>", html)
     assert banner and banner.group(1).startswith("Cannot read the nodes of gone: "), banner
+
+
+def test_dra_devices_per_class_and_profile_and_partitions_per_gpu(
+    tmp_path: Path, settings: Any, root: Any
+) -> None:
+    """A fleet with H100s both ways: the flavor table names each DRA flavor's class and
+    profile with the devices a pass saw free; the node table puts each pool's nodes under
+    its own flavors and lists the DRA GPUs in use, whole or by partitions."""
+    from clusters.engine.reconciler import reconcile_once
+    from tests.clusters.engine.conftest import wait_for
+    from tests.clusters.queue.dra_fleet import (
+        MIG_PROFILE,
+        claim_devices,
+        dra_flavors,
+        dra_kubesim,
+    )
+
+    dra_flavors()
+    with dra_kubesim(tmp_path, settings) as sim:
+        claim_devices(
+            "slices", "dra-mig-0", device_class="mig.nvidia.com", count=4, selector=MIG_PROFILE
+        )
+        claim_devices("whole", "dra-mig-1", device_class="gpu.nvidia.com", count=1)
+        wait_for(
+            lambda: all(
+                (sim.get("pods", "default", n) or {}).get("status", {}).get("phase") == "Running"
+                for n in ("slices", "whole")
+            ),
+            what="the claiming pods running",
+        )
+        reconcile_once()
+        html = client_for(root).get("/capacity/").content.decode()
+    mig = _row(html, "data-flavor", "h100-1g")
+    assert "mig.nvidia.com · 1g.10gb" in mig and "101 seen free" in mig
+    assert "gpu.nvidia.com" in _row(html, "data-flavor", "h100-dra")
+    assert "data-devices" not in _row(html, "data-flavor", "h100")
+    slices = _row(html, "data-node", "dra-mig-0")
+    assert "<td>h100-1g, h100-dra</td>" in slices and "1 / 8" in slices
+    assert re.search(r"<span data-device>gpu-\d: 4 of 7 1g\.10gb in use</span>", slices), slices
+    whole = _row(html, "data-node", "dra-mig-1")
+    assert re.search(r"<span data-device>gpu-\d: in use whole</span>", whole), whole
+    plugin = _row(html, "data-node", "dra-h100-0")
+    assert "<td>h100</td>" in plugin and "0 / 8" in plugin

@@ -300,8 +300,10 @@ def claim_templates(
     flavor, _, groups = _shaped(
         cluster, queue_mode=queue_mode, kai_enabled=kai_enabled, groups=groups
     )
-    # The request's labels, and the Ray object's name, by which they are deleted with it.
-    labels = {**lbl.cluster_labels(cluster), lbl.OBJECT: str(cluster.name)}
+    # The request's labels, and the Ray object's name, by which they are deleted with it;
+    # their claims carry the request's, by which they are read.
+    claim_labels = lbl.cluster_labels(cluster)
+    labels = {**claim_labels, lbl.OBJECT: str(cluster.name)}
     found = []
     for group in groups:
         name = _claim_template_name(cluster, flavor, group)
@@ -311,6 +313,7 @@ def claim_templates(
                     name=name,
                     namespace=str(cluster.tenant.namespace),
                     labels=labels,
+                    claim_labels=claim_labels,
                     flavor=flavor,
                     count=int(group.resources.gpus),
                 )

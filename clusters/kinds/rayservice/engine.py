@@ -16,8 +16,8 @@ from clusters.domain.states import State
 from clusters.engine.deletion import delete_claim_templates, pods_of
 from clusters.engine.deletion import finish_deletion as _finish_deletion
 from clusters.engine.pass_state import Fold, Key, Seen
-from clusters.kinds.rayservice import growth, upgrade
 from clusters.kinds.raycluster.manifests import claim_templates
+from clusters.kinds.rayservice import growth, upgrade
 from clusters.kinds.rayservice.manifests import keep_admission, manifests, rayservice
 from clusters.kinds.rayservice.states import WANTS_RAYSERVICE
 from clusters.kube.bundles import BatchBundles, apply_into

@@ -67,6 +67,16 @@ def test_a_mig_dev_worker_claims_one_slice_of_its_profile(make_cluster: Any, mig
             },
         },
         "spec": {
+            # Its claims carry the request's labels: what the devices read lists them by.
+            "metadata": {
+                "labels": {
+                    "app.kubernetes.io/managed-by": "gangway",
+                    "gangway.dev/cluster-id": "7",
+                    "gangway.dev/kind": "dev",
+                    "gangway.dev/owner": "bob",
+                    "gangway.dev/tenant": "acme",
+                }
+            },
             "spec": {
                 "devices": {
                     "requests": [
@@ -97,7 +107,9 @@ def test_a_mig_dev_worker_claims_one_slice_of_its_profile(make_cluster: Any, mig
     assert worker["rayStartParams"]["num-gpus"] == "1"
 
 
-def test_a_prod_worker_claims_every_gpu_of_its_node(make_cluster: Any, whole: Any, alice: Any) -> None:
+def test_a_prod_worker_claims_every_gpu_of_its_node(
+    make_cluster: Any, whole: Any, alice: Any
+) -> None:
     row = make_cluster(flavor=whole, owner=alice, name="train", kind="prod", workers=2)
     (template,) = claim_templates(row)
     (request,) = template["spec"]["spec"]["devices"]["requests"]

@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from clusters.kube import cdi
 from clusters.kube.gateway import get_gateway
 from clusters.models import ClusterRequest
 from kubesim import KubeSim
 from tenants.models import DeviceMode
 from tests.clusters.engine.conftest import engine_worker, wait_for
+from tests.clusters.kube.test_cdi import _fake_node, _run_script
 from tests.factories import GpuFlavorFactory, QuotaFactory
 
 CLUSTERS = "/api/v1/tenants/acme/clusters/"
@@ -138,15 +140,28 @@ def test_a_mig_dev_cluster_and_a_dra_prod_cluster_end_to_end(
     transactional_db: Any,
     dra_kubesim: KubeSim,
     tmp_path: Path,
+    settings: Any,
     as_user: Any,
     alice: Any,
     bob: Any,
     flavors: tuple[Any, Any],
 ) -> None:
+    settings.CONTAINER_GPUS_SECCOMP_PROFILE = "profiles/gangway-podman.json"
+    # The CDI spec describes whole GPUs: a MIG slice is refused it, with the reason.
+    nested = {"name": "nested", "kind": "dev", "flavor": "h100-1g", "container_gpus": True}
+    refused = as_user(bob).post(CLUSTERS, nested, format="json")
+    assert refused.status_code == 400, refused.content
+    assert "MIG partition (1g.10gb)" in str(refused.json()["error"]["fields"]["container_gpus"])
     with engine_worker(tmp_path):
         dev = {"name": "slice", "kind": "dev", "flavor": "h100-1g"}
         assert as_user(bob).post(CLUSTERS, dev, format="json").status_code == 201
-        prod = {"name": "train", "kind": "prod", "flavor": "a100-dra", "workers": 1}
+        prod = {
+            "name": "train",
+            "kind": "prod",
+            "flavor": "a100-dra",
+            "workers": 1,
+            "container_gpus": True,
+        }
         assert as_user(alice).post(CLUSTERS, prod, format="json").status_code == 201
         wait_for(
             lambda: _row("slice").state == "ready", what="the MIG dev cluster ready", timeout=90
@@ -196,6 +211,18 @@ def test_a_mig_dev_cluster_and_a_dra_prod_cluster_end_to_end(
         assert sorted(visible["ray-worker"].split(",")) == sorted(
             _attr(d, "uuid") for d in gpus.values()
         )
+        # The CDI init container shares the claim: it is handed the same devices, and
+        # writes a spec of exactly those (the script, on a node with these GPUs and more).
+        assert visible["gpu-cdi-spec"] == visible["ray-worker"]
+        on_node = {_attr(d, "uuid"): str(i) for i, d in enumerate(gpus.values())}
+        _fake_node(tmp_path / "node", {**on_node, "GPU-not-this-pods": "7"})
+        done = _run_script(tmp_path / "node", visible["gpu-cdi-spec"])
+        assert done.returncode == 0, done.stderr
+        spec = json.loads((tmp_path / "node/out" / cdi.CDI_SPEC_FILE).read_text())
+        (every,) = [d for d in spec["devices"] if d["name"] == "all"]
+        assert sorted(n["path"] for n in every["containerEdits"]["deviceNodes"]) == [
+            f"/dev/nvidia{i}" for i in range(4)
+        ]
         assert worker["metadata"]["labels"]  # a managed pod
         assert len(as_user(alice).get(CLUSTERS + "train/").json()["devices"]) == 4
 

@@ -88,9 +88,9 @@ def _slice_devices(gw: Gateway, node: str) -> dict[tuple[str, str, str], dict[st
 
 def cluster_devices(cluster: ClusterRequest) -> DevicesRead:
     """The devices allocated to the request's worker claims, by pod then device."""
-    gw = gateway_of(cluster)
     selector = f"{labels.CLUSTER_ID}={cluster.pk},{labels.managed_selector()}"
     try:
+        gw = gateway_of(cluster)  # a gateway that cannot be built is an unreachable one
         claims = gw.list(
             RESOURCE, "ResourceClaim", namespace=cluster.namespace, label_selector=selector
         )

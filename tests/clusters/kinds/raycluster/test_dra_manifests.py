@@ -91,7 +91,7 @@ def test_a_mig_dev_worker_claims_one_slice_of_its_profile(make_cluster: Any, mig
                         }
                     ]
                 }
-            }
+            },
         },
     }
     worker = _worker(rc)

@@ -30,6 +30,7 @@ from clusters.api.serializers import (
 )
 from clusters.domain.shapes import DNS_LABEL_PATTERN
 from clusters.kube.manifests import cluster_manifests
+from clusters.live import gpu_devices
 from clusters.live import pod_logs as cluster_logs
 from clusters.live.log_bounds import LogBounds
 from clusters.models import ClusterRequest
@@ -71,6 +72,9 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
             # sliced prefetch (a window over every row) took more of a GET's time to
             # compile than the rest of the request.
             with_recent_events(cluster)
+            if gpu_devices.wants_devices(cluster):
+                read = gpu_devices.cluster_devices(cluster)
+                cluster.gpu_devices = None if read.error else read.devices  # type: ignore[attr-defined]
         return cluster
 
     # A kept page is sent as the bytes it was rendered to: an HttpResponse, not DRF's.

@@ -441,6 +441,7 @@ def validate_request(
         env=env,
         container_gpus=container_gpus,
         container_profile=container_profile,
+        mig_profile=spec.mig_profile,
     )
     if errors or faults:
         raise ValidationError({**{k: [v] for k, v in errors.items()}, **faults})
@@ -455,6 +456,7 @@ def _payload_faults(
     env: Any,
     container_gpus: bool,
     container_profile: str | None,
+    mig_profile: str = "",
 ) -> dict[str, list[str]]:
     """The faults of what the pods run: the image, ``env`` and ``container_gpus``."""
     faults: dict[str, list[str]] = {}
@@ -475,6 +477,7 @@ def _payload_faults(
             gpu_fraction=gpu_fraction,
             pod_security=str(getattr(tenant, "pod_security", "baseline")),
             seccomp_profile=profile,
+            mig_profile=mig_profile,
         )
         if why:
             faults["container_gpus"] = [why]
@@ -490,7 +493,7 @@ def image_refusal(image: str, allowed: Sequence[str]) -> str:
 
 
 def container_gpus_refusal(
-    *, gpu_fraction: Decimal | None, pod_security: str, seccomp_profile: str
+    *, gpu_fraction: Decimal | None, pod_security: str, seccomp_profile: str, mig_profile: str = ""
 ) -> str:
     """Why a request may not opt in to containers that see the pod's GPUs, or ``""``.
 
@@ -499,12 +502,19 @@ def container_gpus_refusal(
     SETUID and SETGID capabilities, privilege escalation (newuidmap is setuid) and a
     seccomp profile that allows user namespaces and mounts, installed on the nodes by
     the platform (docs/containers.md). Pod Security ``restricted`` forbids the first
-    two; a fractional worker has no GPU of its own to describe.
+    two; a fractional worker has no GPU of its own to describe, and the spec describes
+    whole GPUs (from their UUIDs), not a MIG partition (``mig_profile``).
     """
     if gpu_fraction is not None:
         return (
             "Containers with GPUs need whole GPUs: a fractional worker shares a device "
             "that no CDI spec of its own can describe."
+        )
+    if mig_profile:
+        return (
+            f"Containers with GPUs need whole GPUs: the CDI spec gangway writes describes "
+            f"whole GPUs, not a MIG partition ({mig_profile}); use a flavor of whole GPUs "
+            "(extended resource or DRA), or leave container_gpus off."
         )
     if not seccomp_profile:
         return (

@@ -33,6 +33,16 @@ def finish_deletion(cluster: ClusterRequest) -> bool:
     )
 
 
+def delete_claim_templates(gw: Gateway, namespace: str, name: str) -> None:
+    """Delete the ResourceClaimTemplates applied with the Ray object ``name`` (a DRA
+    flavor's; none otherwise). Found by label: the row may be gone (an orphan)."""
+    selector = f"{labels.OBJECT}={name},{labels.managed_selector()}"
+    for obj in gw.list(
+        "resource.k8s.io/v1", "ResourceClaimTemplate", namespace=namespace, label_selector=selector
+    ):
+        gw.delete("resource.k8s.io/v1", "ResourceClaimTemplate", obj["metadata"]["name"], namespace)
+
+
 def pods_of(gw: Gateway, cluster: ClusterRequest) -> list[dict[str, Any]]:
     """Every managed pod labelled with the request's id (whatever made it)."""
     return gw.list(

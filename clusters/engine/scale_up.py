@@ -35,7 +35,8 @@ NEEDS_REQUEST = frozenset({State.QUEUED, State.ADMITTED, State.PROVISIONING, Sta
 
 
 def _ray_cluster_spec(cluster: ClusterRequest) -> dict[str, Any]:
-    (obj,) = cluster_manifests(cluster, **manifest_options())
+    # The Ray object is the last one applied (claim templates, if any, come first).
+    obj = cluster_manifests(cluster, **manifest_options())[-1]
     for key in kind_of(cluster).ray_cluster_spec_at:
         obj = obj[key]
     return dict(obj)

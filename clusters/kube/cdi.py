@@ -71,8 +71,13 @@ def init_container(
     """The init container writing the pod's CDI spec: it asks for as many GPUs as the
     Ray container, and the kubelet hands an init container's devices to the app
     containers first, so the Ray container gets exactly these (and the pod's request,
-    max(init, sum of apps), counts them once). Requests equal limits: Guaranteed QoS."""
-    amounts = {"cpu": INIT_CPU, "memory": INIT_MEMORY, gpu_resource: gpus}
+    max(init, sum of apps), counts them once). Requests equal limits: Guaranteed QoS.
+    ``gpu_resource`` empty: a DRA worker, whose init container shares the pod's claim
+    instead (the caller adds it), and the DRA driver sets NVIDIA_VISIBLE_DEVICES to the
+    claim's devices."""
+    amounts = {"cpu": INIT_CPU, "memory": INIT_MEMORY}
+    if gpu_resource:
+        amounts[gpu_resource] = gpus
     return {
         "name": INIT_CONTAINER,
         "image": image,

@@ -42,14 +42,25 @@ def device_request(flavor: FlavorSpec, count: int) -> Manifest:
 
 
 def claim_template(
-    *, name: str, namespace: str, labels: dict[str, str], flavor: FlavorSpec, count: int
+    *,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    claim_labels: dict[str, str],
+    flavor: FlavorSpec,
+    count: int,
 ) -> Manifest:
-    """The ResourceClaimTemplate whose claims give one worker ``count`` devices."""
+    """The ResourceClaimTemplate whose claims give one worker ``count`` devices. Its
+    claims carry ``claim_labels`` (the request's), so that which devices its workers got
+    is read with one LIST by label."""
     return {
         "apiVersion": API_VERSION,
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(sorted(labels.items()))},
-        "spec": {"spec": {"devices": {"requests": [device_request(flavor, count)]}}},
+        "spec": {
+            "metadata": {"labels": dict(sorted(claim_labels.items()))},
+            "spec": {"devices": {"requests": [device_request(flavor, count)]}},
+        },
     }
 
 

@@ -14,6 +14,8 @@ TENANT = "gangway.dev/tenant"
 CLUSTER_ID = "gangway.dev/cluster-id"
 OWNER = "gangway.dev/owner"
 KIND = "gangway.dev/kind"
+# The Ray object a request's claim templates go with (they are deleted with it, found by it).
+OBJECT = "gangway.dev/object"
 # Kueue: the LocalQueue a RayCluster joins and its WorkloadPriorityClass.
 KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"

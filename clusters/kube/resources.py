@@ -61,9 +61,11 @@ _KINDS = [
         namespaced=False,
     ),
     Kind("scheduling.run.ai/v2", "Queue", "queues", namespaced=False),
-    Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", namespaced=False),
-    Kind("resource.k8s.io/v1", "ResourceSlice", "resourceslices", namespaced=False),
+    # DRA flavors: claim templates applied per request; claims, slices and classes read.
+    Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates"),
     Kind("resource.k8s.io/v1", "ResourceClaim", "resourceclaims"),
+    Kind("resource.k8s.io/v1", "ResourceSlice", "resourceslices", namespaced=False),
+    Kind("resource.k8s.io/v1", "DeviceClass", "deviceclasses", namespaced=False),
 ]
 KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in _KINDS}
 

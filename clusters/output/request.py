@@ -365,17 +365,41 @@ class ClusterListItemOut(FlatModelOut):
         return self._event_out.to_representation(newest[0]) if newest else None
 
 
+class GpuDeviceOut(drf.Serializer):
+    """One device a worker pod's ResourceClaim was allocated (DRA flavors)."""
+
+    pod = serializers.CharField()
+    node = serializers.CharField()
+    claim = serializers.CharField()
+    driver = serializers.CharField()
+    pool = serializers.CharField()
+    device = serializers.CharField()
+    product = serializers.CharField(allow_blank=True)
+    mig_profile = serializers.CharField(allow_blank=True)
+    uuid = serializers.CharField(allow_blank=True)
+
+
 class ClusterOut(ClusterListItemOut):
     """A cluster request as its detail and the write actions return it: the list item's
     fields plus ``events``, its newest :data:`~clusters.selectors.EVENTS_SHOWN` events,
     oldest first (read by :func:`clusters.selectors.with_recent_events`; the whole
-    history is the dashboard's)."""
+    history is the dashboard's), and on a DRA flavor's detail ``devices``, the GPU devices
+    its workers were allocated (read live by the view: :mod:`clusters.live.gpu_devices`)."""
 
     events = serializers.SerializerMethodField()
+    devices = serializers.SerializerMethodField(
+        help_text="The GPU devices its workers' claims were allocated (DRA flavors, on the "
+        "detail while it holds GPUs); null when not read or the read failed."
+    )
 
     class Meta(ClusterListItemOut.Meta):
-        fields = [*ClusterListItemOut.Meta.fields, "events"]
+        fields = [*ClusterListItemOut.Meta.fields, "events", "devices"]
         read_only_fields = fields
+
+    @extend_schema_field(GpuDeviceOut(many=True, allow_null=True))
+    def get_devices(self, obj: ClusterRequest) -> list[dict[str, Any]] | None:
+        found = getattr(obj, "gpu_devices", None)
+        return None if found is None else [GpuDeviceOut(d).data for d in found]
 
     @extend_schema_field(ClusterEventOut(many=True))
     def get_events(self, obj: ClusterRequest) -> list[dict[str, Any]]:

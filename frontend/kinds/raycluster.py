@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from clusters import selectors
 from clusters.domain import shapes
 from clusters.domain.states import LIVE, State
+from clusters.live import gpu_devices
 from clusters.live import pod_logs as cluster_logs
 from clusters.live.log_bounds import LogBounds
 from clusters.models import ClusterRequest, Workload
@@ -128,8 +129,11 @@ def annotate_row(row: ClusterRequest) -> None:
 def detail_context(
     row: ClusterRequest, *, actor: Any, role: str | None, base_url: str
 ) -> dict[str, Any]:
-    """The cluster's sections of its page (and of the polled fragment)."""
+    """The cluster's sections of its page (and of the polled fragment); on a DRA
+    flavor, the devices its workers got (read live)."""
+    devices = gpu_devices.cluster_devices(row) if gpu_devices.wants_devices(row) else None
     return {
+        "gpu_devices": devices,
         "endpoints": selectors.cluster_endpoints(row, base_url=base_url),
         "may_extend": services.can_extend(row),
         "is_live": row.state in LIVE,

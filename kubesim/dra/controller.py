@@ -275,7 +275,9 @@ class Dra:
         ns = pod["metadata"]["namespace"]
         visible: dict[str, str] = {}
         cdi: dict[str, list[str]] = {}
-        for c in (pod.get("spec") or {}).get("containers") or []:
+        spec = pod.get("spec") or {}
+        # Init containers too: one that shares the pod's claim gets the same devices.
+        for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
             uuids, ids = [], []
             for ref in (c.get("resources") or {}).get("claims") or []:
                 pc = next((p for p in pod_claims(pod) if p.get("name") == ref.get("name")), None)

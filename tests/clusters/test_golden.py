@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from clusters.kube.manifests import cluster_manifests, tenant_bundle, to_yaml
+from tenants.models import DeviceMode
+from tests.factories import GpuFlavorFactory
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -48,6 +50,20 @@ def test_prod_cluster(make_cluster: Any, alice: Any) -> None:
     )
     # Autoscaling is for the built-in queue: Kueue admits a RayCluster at one fixed size.
     check_golden("prod-cluster.yaml", to_yaml(cluster_manifests(cluster)))
+
+
+def test_dev_cluster_on_a_mig_slice(make_cluster: Any) -> None:
+    mig = GpuFlavorFactory(
+        name="h100-1g", gpus_per_node=56, device_mode=DeviceMode.MIG, mig_profile="1g.10gb"
+    )
+    cluster = make_cluster(pk=44, flavor=mig, name="bob-mig")
+    check_golden("dev-cluster-mig.yaml", to_yaml(cluster_manifests(cluster)))
+
+
+def test_prod_cluster_on_dra_gpus(make_cluster: Any, alice: Any) -> None:
+    whole = GpuFlavorFactory(name="h100-dra", device_mode=DeviceMode.DRA)
+    cluster = make_cluster(pk=45, owner=alice, flavor=whole, name="train-dra", kind="prod")
+    check_golden("prod-cluster-dra.yaml", to_yaml(cluster_manifests(cluster)))
 
 
 def test_tenant_bundle(acme: Any) -> None:

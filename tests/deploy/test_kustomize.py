@@ -30,7 +30,7 @@ from clusters.kube import bundles, gateway, manifests, multikueue, ssh
 from clusters.kube import provisioning_requests as capacity
 from clusters.models import ClusterRequest, Job, Service
 from clusters.queue import kueue
-from tenants.models import GpuFlavor, Quota, Tenant
+from tenants.models import DeviceMode, GpuFlavor, Quota, Tenant
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -555,6 +555,20 @@ def applied_kinds(acme: Any, bob: Any, h100: Any, l4: Any, settings: Any) -> set
     # A cluster with SSH: its keys Secret (clusters/kinds/raycluster/engine.py).
     objects.append(ssh.keys_secret(dev, ["ssh-ed25519 AAAA test"]))
     objects += manifests.cluster_manifests(frac, kai_enabled=True)
+    # A DRA flavor: its workers' ResourceClaimTemplate (clusters/kube/dra.py).
+    mig = GpuFlavor.objects.create(
+        name="h100-1g",
+        gpu_product=h100.gpu_product,
+        gpus_per_node=56,
+        cpu_per_node=192,
+        memory_per_node_gib=1800,
+        node_count=1,
+        device_mode=DeviceMode.MIG,
+        mig_profile="1g.10gb",
+    )
+    objects += manifests.cluster_manifests(
+        ClusterRequest(tenant=acme, owner=bob, flavor=mig, name="bob-mig", kind="dev")
+    )
     objects += manifests.cluster_manifests(job)
     objects += manifests.cluster_manifests(service)
     spec = manifests.cluster_manifests(dev)[0]["spec"]

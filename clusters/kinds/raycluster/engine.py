@@ -16,7 +16,7 @@ from django.db import transaction
 
 from clusters.domain.states import HOLDS_QUOTA, LIVE, State
 from clusters.engine import pod_trouble
-from clusters.engine.deletion import finish_deletion
+from clusters.engine.deletion import delete_claim_templates, finish_deletion
 from clusters.engine.pass_state import Fold, Key, Seen
 from clusters.engine.readiness import is_ready, waiting_reason
 from clusters.kinds.raycluster.manifests import manifests
@@ -61,6 +61,7 @@ def delete_object(gw: Gateway, namespace: str, name: str) -> None:
     """Delete a RayCluster (its pods follow; absent is fine): deploy's RBAC test reads this call."""
     gw.delete("ray.io/v1", "RayCluster", name, namespace)
     gw.delete("v1", "Secret", ssh.secret_name(name), namespace)
+    delete_claim_templates(gw, namespace, name)
 
 
 def gone(cluster: ClusterRequest, gw: Gateway) -> bool:

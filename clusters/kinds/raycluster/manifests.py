@@ -17,7 +17,7 @@ from django.conf import settings
 
 from clusters.domain import shapes
 from clusters.domain.images import ray_version, resolve_image
-from clusters.kube import cdi, notebook, ssh, topology
+from clusters.kube import cdi, dra, notebook, ssh, topology
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
 from clusters.kube.manifests import (
@@ -106,14 +106,17 @@ def _worker_group(
     products: Sequence[str] = (),
     env: Sequence[Manifest] = (),
     container_profile: str = "",
+    claim_template: str = "",
 ) -> Manifest:
     res = group.resources
     fractional = res.gpu_fraction is not None
+    # A DRA worker's GPUs come from its claim (``claim_template``), not a GPU limit.
+    claims = bool(claim_template) and res.gpus > 0
     container: Manifest = {
         "name": "ray-worker",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "resources": container_resources(res.cpu, res.memory_gib, res.gpus),
+        "resources": container_resources(res.cpu, res.memory_gib, 0 if claims else res.gpus),
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
@@ -136,12 +139,18 @@ def _worker_group(
         spec["initContainers"] = [
             cdi.init_container(
                 image=image,
-                gpu_resource=GPU,
+                gpu_resource="" if claims else GPU,
                 gpus=q.count(res.gpus),
                 security_context=container_security_context(),
             )
         ]
         spec["volumes"].append(cdi.volume())
+    if claims:
+        dra.claim_from_template(spec, container, claim_template)
+        for init in spec.get("initContainers", ()):
+            # The init container shares the pod's claim: it sees the same devices, and
+            # writes the CDI spec of exactly those (clusters/kube/cdi.py).
+            init["resources"]["claims"] = [{"name": dra.CLAIM}]
     if len(products) > 1:
         # The scheduler picks among the accepted flavors (Kueue, by flavor fungibility):
         # any node of theirs, and no other.
@@ -151,8 +160,8 @@ def _worker_group(
     spec["tolerations"] = [dict(GPU_TOLERATION)]
     metadata: Manifest = {"labels": dict(sorted(pod_labels.items()))}
     # KubeRay derives num-gpus from the GPU limit only when it is absent, and a fractional
-    # pod has no limit, so it is always written: the limit for whole GPUs, and one
-    # (shared) device for a fraction.
+    # pod or a DRA worker has no limit, so it is always written: the limit (or the claimed
+    # devices) for whole GPUs, and one (shared) device for a fraction.
     num_gpus = "1" if fractional else str(res.gpus)
     if fractional:
         spec["schedulerName"] = KAI_SCHEDULER
@@ -235,26 +244,15 @@ def _container_profile(cluster: Any, given: str | None) -> str:
     return str(profile)
 
 
-def raycluster(
+def _shaped(
     cluster: Any,
     *,
-    image: str | None = None,
-    queue_mode: str = "builtin",
-    kai_enabled: bool = False,
-    groups: Sequence[shapes.WorkerGroup] | None = None,
-    container_profile: str | None = None,
-) -> Manifest:
-    """The ``ray.io/v1`` RayCluster of one request (saved or not).
-
-    ``groups`` overrides the shape's worker groups (tests use it to check the group rules);
-    they are validated with :func:`shapes.validate_worker_groups` before anything is built.
-    In Kueue mode the object joins the tenant's LocalQueue with its kind's priority class;
-    a fractional dev cluster (KAI) carries the tenant's KAI queue. The request's
-    ``env`` goes into the head and worker containers after gangway's own; with
-    ``container_gpus`` each GPU worker writes a CDI spec of its own GPUs
-    (:mod:`clusters.kube.cdi`), run under ``container_profile`` (default: the
-    ``CONTAINER_GPUS_SECCOMP_PROFILE`` setting).
-    """
+    queue_mode: str,
+    kai_enabled: bool,
+    groups: Sequence[shapes.WorkerGroup] | None,
+) -> tuple[shapes.FlavorSpec, list[shapes.FlavorSpec], Sequence[shapes.WorkerGroup]]:
+    """The flavor a request's objects are shaped for, the flavors Kueue chooses among
+    (empty unless several), and its worker groups, validated."""
     flavor = shapes.flavor_spec(cluster.flavor)
     accepted: list[shapes.FlavorSpec] = []
     if queue_mode == "kueue" and len(cluster.accepted_flavors or []) > 1:
@@ -276,6 +274,77 @@ def raycluster(
             gpu_fraction=fraction,
         )
     shapes.validate_worker_groups(groups, flavor=flavor)
+    return flavor, accepted, groups
+
+
+def _claim_template_name(cluster: Any, flavor: shapes.FlavorSpec, group: Any) -> str:
+    """The ResourceClaimTemplate a group's workers claim their GPUs from ("" for none:
+    an extended-resource flavor, a CPU group, or a KAI fraction)."""
+    res = group.resources
+    if not flavor.uses_dra or res.gpus <= 0 or res.gpu_fraction is not None:
+        return ""
+    return dra.template_name(str(cluster.name), group.name)
+
+
+def claim_templates(
+    cluster: Any,
+    *,
+    queue_mode: str = "builtin",
+    kai_enabled: bool = False,
+    groups: Sequence[shapes.WorkerGroup] | None = None,
+    **_options: Any,
+) -> list[Manifest]:
+    """The ResourceClaimTemplates of a request on a DRA flavor: one per GPU worker group,
+    each claim exactly one worker's GPUs (a whole-node worker's: every GPU of the node).
+    Applied before the Ray object whose pods name them; none for other flavors."""
+    flavor, _, groups = _shaped(
+        cluster, queue_mode=queue_mode, kai_enabled=kai_enabled, groups=groups
+    )
+    # The request's labels, and the Ray object's name, by which they are deleted with it;
+    # their claims carry the request's, by which they are read.
+    claim_labels = lbl.cluster_labels(cluster)
+    labels = {**claim_labels, lbl.OBJECT: str(cluster.name)}
+    found = []
+    for group in groups:
+        name = _claim_template_name(cluster, flavor, group)
+        if name:
+            found.append(
+                dra.claim_template(
+                    name=name,
+                    namespace=str(cluster.tenant.namespace),
+                    labels=labels,
+                    claim_labels=claim_labels,
+                    flavor=flavor,
+                    count=int(group.resources.gpus),
+                )
+            )
+    return found
+
+
+def raycluster(
+    cluster: Any,
+    *,
+    image: str | None = None,
+    queue_mode: str = "builtin",
+    kai_enabled: bool = False,
+    groups: Sequence[shapes.WorkerGroup] | None = None,
+    container_profile: str | None = None,
+) -> Manifest:
+    """The ``ray.io/v1`` RayCluster of one request (saved or not).
+
+    ``groups`` overrides the shape's worker groups (tests use it to check the group rules);
+    they are validated with :func:`shapes.validate_worker_groups` before anything is built.
+    In Kueue mode the object joins the tenant's LocalQueue with its kind's priority class;
+    a fractional dev cluster (KAI) carries the tenant's KAI queue. The request's
+    ``env`` goes into the head and worker containers after gangway's own; with
+    ``container_gpus`` each GPU worker writes a CDI spec of its own GPUs
+    (:mod:`clusters.kube.cdi`), run under ``container_profile`` (default: the
+    ``CONTAINER_GPUS_SECCOMP_PROFILE`` setting).
+    """
+    flavor, accepted, groups = _shaped(
+        cluster, queue_mode=queue_mode, kai_enabled=kai_enabled, groups=groups
+    )
+    fraction = Decimal(cluster.gpu_fraction) if cluster.gpu_fraction is not None else None
     shapes.validate_name(str(cluster.name))
     chosen = resolve_image(cluster, image)
     labels = lbl.cluster_labels(cluster)
@@ -309,6 +378,7 @@ def raycluster(
             products=products,
             env=user_env(cluster),
             container_profile=profile,
+            claim_template=_claim_template_name(cluster, flavor, g),
         )
         for g in groups
     ]
@@ -324,5 +394,6 @@ def raycluster(
 
 
 def manifests(cluster: Any, **options: Any) -> list[Manifest]:
-    """One interactive cluster's objects: its RayCluster (``options`` as :func:`raycluster`)."""
-    return [raycluster(cluster, **options)]
+    """One interactive cluster's objects: its claim templates (DRA flavors), then its
+    RayCluster (``options`` as :func:`raycluster`)."""
+    return [*claim_templates(cluster, **options), raycluster(cluster, **options)]

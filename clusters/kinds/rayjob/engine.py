@@ -20,10 +20,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from clusters.domain.states import LIVE, State
-from clusters.engine.deletion import RELEASED_MESSAGE, pods_of
+from clusters.engine.deletion import RELEASED_MESSAGE, delete_claim_templates, pods_of
 from clusters.engine.deletion import finish_deletion as _finish_deletion
 from clusters.engine.pass_state import Fold, Key, Seen
-from clusters.kinds.rayjob.manifests import manifests, rayjob
+from clusters.kinds.rayjob.manifests import job_claim_templates, manifests, rayjob
 from clusters.kinds.rayjob.states import JOB_FINISHED
 from clusters.kube.bundles import BatchBundles, apply_into
 from clusters.kube.gateway import Gateway, KubeError
@@ -71,13 +71,16 @@ def job_manifest(cluster: ClusterRequest) -> dict[str, Any]:
 
 
 def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
-    """Apply the tenant bundle (``bundles``: a batch's) and the job's RayJob (idempotent)."""
-    apply_into(cluster.tenant, gw, [job_manifest(cluster)], bundles=bundles)
+    """Apply the tenant bundle (``bundles``: a batch's), the claim templates of a DRA
+    flavor, and the job's RayJob (idempotent)."""
+    templates = job_claim_templates(cluster, job_of(cluster), **manifest_options())
+    apply_into(cluster.tenant, gw, [*templates, job_manifest(cluster)], bundles=bundles)
 
 
 def delete_object(gw: Gateway, namespace: str, name: str) -> None:
     """Ask Kubernetes to delete a RayJob (its RayCluster, submitter and pods follow)."""
     gw.delete("ray.io/v1", "RayJob", name, namespace)
+    delete_claim_templates(gw, namespace, name)
 
 
 def holding_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:

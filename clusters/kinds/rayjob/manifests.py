@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from clusters.domain.images import resolve_image
-from clusters.kinds.raycluster.manifests import raycluster
+from clusters.kinds.raycluster.manifests import claim_templates, raycluster
 from clusters.kube import labels as lbl
 from clusters.kube.manifests import (
     SERVICE_ACCOUNT,
@@ -110,8 +110,15 @@ def rayjob(
     return request_object("ray.io/v1", "RayJob", cluster, object_labels, spec)
 
 
+def job_claim_templates(cluster: Any, job: Any, **options: Any) -> list[Manifest]:
+    """The claim templates of the job's own Ray cluster (DRA flavors; none on a host)."""
+    if getattr(job, "host", None) is not None:
+        return []
+    return claim_templates(cluster, **options)
+
+
 def manifests(cluster: Any, **options: Any) -> list[Manifest]:
-    """What is applied for one job: its RayJob (a candidate's details are unsaved;
-    ``options`` as for :func:`rayjob`)."""
+    """What is applied for one job: the claim templates of its Ray cluster, then its
+    RayJob (a candidate's details are unsaved; ``options`` as for :func:`rayjob`)."""
     job = getattr(cluster, "_job_details", None) or cluster.job
-    return [rayjob(cluster, job, **options)]
+    return [*job_claim_templates(cluster, job, **options), rayjob(cluster, job, **options)]

@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.domain.states import State
+from clusters.engine.deletion import delete_claim_templates, pods_of
 from clusters.engine.deletion import finish_deletion as _finish_deletion
-from clusters.engine.deletion import pods_of
 from clusters.engine.pass_state import Fold, Key, Seen
+from clusters.kinds.raycluster.manifests import claim_templates
 from clusters.kinds.rayservice import growth, upgrade
 from clusters.kinds.rayservice.manifests import keep_admission, manifests, rayservice
 from clusters.kinds.rayservice.states import WANTS_RAYSERVICE
@@ -41,15 +42,17 @@ def service_of(cluster: ClusterRequest) -> Service:
 def apply(cluster: ClusterRequest, gw: Gateway, *, bundles: BatchBundles | None = None) -> None:
     """Apply the tenant bundle and the service's RayService (idempotent); under a backend
     that queues the RayService itself (Kueue), keeping what it wrote on admission."""
-    obj = rayservice(cluster, service_of(cluster), **manifest_options())
+    options = manifest_options()
+    obj = rayservice(cluster, service_of(cluster), **options)
     if queue_backend().provisions_queued:
         keep_admission(obj, gw.get(*RAYSERVICE, cluster.name, cluster.namespace))
-    apply_into(cluster.tenant, gw, [obj], bundles=bundles)
+    apply_into(cluster.tenant, gw, [*claim_templates(cluster, **options), obj], bundles=bundles)
 
 
 def delete_object(gw: Gateway, namespace: str, name: str) -> None:
     """Delete a RayService (KubeRay deletes its RayClusters; their pods follow)."""
     gw.delete("ray.io/v1", "RayService", name, namespace)
+    delete_claim_templates(gw, namespace, name)
 
 
 def converge(

@@ -8,7 +8,7 @@ from typing import Any
 
 from clusters.domain import shapes
 from clusters.domain.images import resolve_image
-from clusters.kinds.raycluster.manifests import raycluster
+from clusters.kinds.raycluster.manifests import claim_templates, raycluster
 from clusters.kinds.rayservice.spec import INCREMENTAL, surge_workers
 from clusters.kube import labels as lbl
 from clusters.kube.manifests import Manifest, request_object
@@ -125,10 +125,11 @@ def rayservice(
 
 
 def manifests(cluster: Any, **options: Any) -> list[Manifest]:
-    """What is applied for one service: its RayService (a candidate's details are
-    unsaved; ``options`` as for :func:`rayservice`)."""
+    """What is applied for one service: the claim templates of its Ray clusters (DRA
+    flavors; every cluster an upgrade brings up shares them), then its RayService (a
+    candidate's details are unsaved; ``options`` as for :func:`rayservice`)."""
     details = getattr(cluster, "_service_details", None) or cluster.service
-    return [rayservice(cluster, details, **options)]
+    return [*claim_templates(cluster, **options), rayservice(cluster, details, **options)]
 
 
 def _templates(config: Manifest) -> dict[str, Manifest]:

@@ -4,7 +4,8 @@ Each pod set of a Workload gets, per resource, the first flavor of the ClusterQu
 resource group whose ResourceFlavor ``nodeLabels`` agree with the pod set's nodeSelector,
 whose ``nodeTaints`` it tolerates, and whose quota fits: nominal quota, plus what the
 cohort's other queues leave unused within ``borrowingLimit`` (the cohort's whole tree: see
-``common.cohort_root``). Quantities are integers in
+``common.cohort_root``). A pod's DRA devices count under the resource Kueue's
+Configuration maps their DeviceClass to (``devices.py``). Quantities are integers in
 each resource's base unit (see ``quantity.py``).
 """
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim import quantity
 from kubesim.admission import pod_totals
 from kubesim.operators.kueue.common import CQ, RF, WL, cohort_root, is_finished
+from kubesim.operators.kueue.devices import pod_set_devices
 from kubesim.store import Obj
 from kubesim.taints import tolerates
 from kubesim.util import get_path
@@ -138,8 +140,11 @@ def assign(  # noqa: C901
     taken: Counter[tuple[str, str]] = Counter()
     assignments = []
     cq_name = cq["metadata"]["name"]
-    for ps in wl["spec"].get("podSets") or []:
+    for index, ps in enumerate(wl["spec"].get("podSets") or []):
         req, _ = pod_totals(ps.get("template") or {})
+        # DRA devices count under their mapped resource (admit_all refused the others).
+        devices, _ = pod_set_devices(cluster, wl["metadata"]["namespace"], index, ps)
+        req = {**req, **devices}
         count = int(ps.get("count", 1))
         selector = get_path(ps, "template", "spec", "nodeSelector", default={})
         chosen: dict[str, str] = {}

@@ -12,32 +12,12 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubesim_helpers import GPU_TOLERATION, container
+from kubesim_helpers import GPU_TOLERATION, H100, MIG_FLEET, container
 
 from kubesim import KubeSim
 from kubesim.operators.kueue.devices import parse_mappings
 
 KQ = ("kueue.x-k8s.io", "v1beta2")
-H100 = "NVIDIA-H100-80GB-HBM3"
-FLEET: dict[str, Any] = {
-    "name": "kdra",
-    "pools": [
-        {
-            "name": "h100",
-            "count": 1,
-            "labels": {
-                "nvidia.com/gpu.product": H100,
-                "nvidia.com/gpu.count": "2",
-                "nvidia.com/gpu.memory": "81559",
-            },
-            # No nvidia.com/gpu: the DRA driver manages these GPUs, 7 x 1g.10gb each.
-            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
-            "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
-            "mig": {"profile": "1g.10gb", "perGpu": 7},
-        },
-        {"name": "cpu", "count": 1, "allocatable": {"cpu": "32", "memory": "128Gi"}},
-    ],
-}
 CONFIG = {
     "apiVersion": "config.kueue.x-k8s.io/v1beta2",
     "kind": "Configuration",
@@ -53,7 +33,7 @@ MIG = "mig.nvidia.com"
 
 
 def _start(**options: Any) -> KubeSim:
-    return KubeSim(fleet=FLEET, startup_delay=0.0, **options).start()
+    return KubeSim(fleet=MIG_FLEET, startup_delay=0.0, **options).start()
 
 
 @pytest.fixture
@@ -304,7 +284,9 @@ def test_an_invalid_mapping_is_refused_as_kueue_refuses_to_start(
         parse_mappings({"resources": {"deviceClassMappings": mappings}})
     with pytest.raises(ValueError, match=words):
         KubeSim(
-            fleet=FLEET, kueue=True, kueue_config={"resources": {"deviceClassMappings": mappings}}
+            fleet=MIG_FLEET,
+            kueue=True,
+            kueue_config={"resources": {"deviceClassMappings": mappings}},
         )
 
 
@@ -338,7 +320,7 @@ def test_a_kai_scheduled_pod_gets_its_claim_from_the_dra_driver(
     while (pod := client.CoreV1Api(k).read_namespaced_pod("p", "t")).status.phase != "Running":
         assert time.monotonic() < deadline, "the KAI pod never ran"
         time.sleep(0.05)
-    assert pod.spec.node_name == "kdra-h100-0"
+    assert pod.spec.node_name == "mig-h100-0"
     (claim,) = client.ResourceV1Api(k).list_namespaced_resource_claim("t").items
     (result,) = claim.status.allocation.devices.results
     assert "mig-1g10gb" in result.device

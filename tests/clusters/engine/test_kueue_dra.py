@@ -28,27 +28,8 @@ from kubesim import KubeSim
 from tenants.models import GpuFlavor, Quota
 from tests.clusters.engine.conftest import wait_for
 from tests.factories import GpuFlavorFactory
+from tests.kubesim.kubesim_helpers import H100, MIG_FLEET
 
-H100 = "NVIDIA-H100-80GB-HBM3"
-FLEET: dict[str, Any] = {
-    "name": "mig",
-    "pools": [
-        {
-            "name": "h100",
-            "count": 1,
-            "labels": {
-                "nvidia.com/gpu.product": H100,
-                "nvidia.com/gpu.count": "2",
-                "nvidia.com/gpu.memory": "81559",
-            },
-            # No nvidia.com/gpu: the DRA driver manages these GPUs, 7 x 1g.10gb each.
-            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
-            "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
-            "mig": {"profile": "1g.10gb", "perGpu": 7},
-        },
-        {"name": "cpu", "count": 2, "allocatable": {"cpu": "32", "memory": "128Gi"}},
-    ],
-}
 WL_API = "kueue.x-k8s.io/v1beta2"
 
 
@@ -75,7 +56,7 @@ def sim(tmp_path: Path, settings: Any, h100_1g: Any) -> Iterator[KubeSim]:
     settings pointed at it (``QUEUE_MODE=kueue``)."""
     settings.QUEUE_MODE = "kueue"
     config = device_class_mappings(GpuFlavor.objects.all())
-    sim = KubeSim(fleet=FLEET, port=0, startup_delay=0.0, kueue=True, kueue_config=config)
+    sim = KubeSim(fleet=MIG_FLEET, port=0, startup_delay=0.0, kueue=True, kueue_config=config)
     sim.start()
     kubeconfig = tmp_path / "kubeconfig"
     sim.write_kubeconfig(str(kubeconfig))

@@ -130,6 +130,12 @@ class FlavorForm(SpelledOutLabels):
             "topology",
         ]
         widgets = {"device_selector": forms.Textarea(attrs={"rows": 2})}
+        # What the queue modes cannot do with a DRA flavor (docs/flavors.md).
+        help_texts = {
+            "device_mode": "Under Kueue, one DRA flavor per device class and GPU product: "
+            "Kueue counts devices per class (kubernetes-sigs/kueue#10108). KAI's fractional "
+            "sharing is for extended-resource flavors only.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

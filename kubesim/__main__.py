@@ -11,10 +11,13 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+import yaml
+
 from kubesim.cluster import DEFAULT_EVENT_TTL
 from kubesim.fleet import DEMO_FLEET
 from kubesim.localproc import clear_root
 from kubesim.operators.kueue import parse_feature_gates
+from kubesim.operators.kueue.devices import parse_mappings
 from kubesim.operators.kueue.mkconfig import parse_settings
 from kubesim.sim import KubeSim
 from kubesim.store import DEFAULT_WATCH_HISTORY
@@ -53,6 +56,18 @@ def _multikueue(text: str) -> dict[str, object]:
     return raw
 
 
+def _kueue_config(path: str) -> dict[str, object]:
+    """Read and check ``--kueue-config`` (Kueue's Configuration, YAML or JSON) at parse time."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+        if not isinstance(raw, dict):
+            raise ValueError("want a Configuration object")
+        parse_mappings(raw)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return raw
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The CLI's options."""
     p = argparse.ArgumentParser(
@@ -72,6 +87,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="Kueue feature gates over v0.19's defaults, as Kueue's --feature-gates "
         "(e.g. ElasticJobsViaWorkloadSlices=false)",
+    )
+    p.add_argument(
+        "--kueue-config",
+        type=_kueue_config,
+        default=None,
+        help="Kueue's Configuration file (config.kueue.x-k8s.io/v1beta2, YAML), of which "
+        "resources.deviceClassMappings is read: the DRA device classes Kueue counts",
     )
     p.add_argument(
         "--multikueue-config",
@@ -183,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         watch_history=args.watch_history,
         watch_bookmark_interval=args.watch_bookmark_interval,
         kueue_feature_gates=args.kueue_feature_gates,
+        kueue_config=args.kueue_config,
         multikueue=args.multikueue_config,
         procs_root=args.procs_root,
         real_ray=args.real_ray,

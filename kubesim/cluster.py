@@ -65,6 +65,7 @@ class Cluster:
         kai: bool = False,
         event_ttl: float = DEFAULT_EVENT_TTL,
         kueue_feature_gates: str | dict[str, bool] | None = None,
+        kueue_config: dict[str, Any] | None = None,
         clock: Clock | None = None,
         scale_up_delay: float | None = None,
         scale_down_unneeded_time: float | None = None,
@@ -98,6 +99,8 @@ class Cluster:
         self.kai_enabled = kai
         self.kueue_enabled = kueue
         self.kueue_feature_gates = kueue_feature_gates
+        # Kueue's Configuration (config.kueue.x-k8s.io/v1beta2): its deviceClassMappings.
+        self.kueue_config = kueue_config
         self.ip_counter = 0
         self.svc_counter = 0
         self.events_index: dict[tuple[str, str, str], tuple[str, str]] = {}

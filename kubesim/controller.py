@@ -83,6 +83,7 @@ class ClusterView(Protocol):
     kai_enabled: bool
     kueue_enabled: bool
     kueue_feature_gates: str | dict[str, bool] | None
+    kueue_config: dict[str, Any] | None
     svc_counter: int
     warnings: list[str]
     kubelet: Any

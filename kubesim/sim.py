@@ -57,6 +57,9 @@ class KubeSim:
     a Kueue-enabled simulator acting as a MultiKueue manager (``operators/kueue/multikueue.py``).
     ``kueue_feature_gates``: Kueue's feature gates over its v0.19 defaults, as Kueue's
     ``--feature-gates`` (``"ElasticJobsViaWorkloadSlices=false"``) or a dict.
+    ``kueue_config``: Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``) as a dict, of
+    which ``resources.deviceClassMappings`` is read (DRA devices in quota,
+    ``operators/kueue/devices.py``); an invalid one is a ValueError, as Kueue would not start.
     """
 
     def __init__(
@@ -77,6 +80,7 @@ class KubeSim:
         watch_history: int = DEFAULT_WATCH_HISTORY,
         watch_bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
         kueue_feature_gates: str | dict[str, bool] | None = None,
+        kueue_config: dict[str, Any] | None = None,
         multikueue: dict[str, Any] | None = None,
         procs_root: str | None = None,
         real_ray: int | None = None,
@@ -99,6 +103,7 @@ class KubeSim:
             booking_time=booking_time,
             watch_history=watch_history,
             kueue_feature_gates=kueue_feature_gates,
+            kueue_config=kueue_config,
             procs_root=Path(procs_root) if procs_root else None,
             real_ray=real_ray,
         )

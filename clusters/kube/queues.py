@@ -6,6 +6,11 @@ KAI: a Queue per tenant for fractional dev GPUs. Heads get their own flavor beca
 head given a GPU flavor would be put on a GPU node, taking room a whole-node worker
 needs: GPU flavors declare the GPU nodes' taint, which heads do not tolerate, and no
 ``tolerations`` of their own (Kueue would inject them); workers bring their own.
+
+DRA flavors' GPUs are claimed devices, which Kueue counts under the logical resource its
+Configuration's ``resources.deviceClassMappings`` maps their DeviceClass to: gangway's
+convention is one resource per class, named as the class (:func:`device_class_mappings`
+is the stanza Kueue must carry; ``manage.py kubecluster kueue-config`` prints it).
 """
 
 from __future__ import annotations
@@ -93,12 +98,42 @@ def head_flavor() -> Manifest:
     }
 
 
+def device_resource(spec: shapes.FlavorSpec) -> str:
+    """The resource Kueue counts a flavor's GPUs under: ``nvidia.com/gpu``, or for a DRA
+    flavor the logical resource its DeviceClass is mapped to (named as the class)."""
+    return spec.device_class or GPU
+
+
+def gpu_resources(flavors: Iterable[Any]) -> list[str]:
+    """Every GPU resource the ClusterQueues cover: ``nvidia.com/gpu``, then the DRA
+    flavors' device resources, sorted."""
+    dra = {device_resource(shapes.flavor_spec(f)) for f in flavors} - {GPU}
+    return [GPU, *sorted(dra)]
+
+
+def device_class_mappings(flavors: Iterable[Any]) -> Manifest:
+    """The part of Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``) that gangway's
+    ClusterQueues need: each DRA flavor's DeviceClass mapped to the resource of its name.
+    Kueue reads it at start, so a new device class in the catalogue means a restart."""
+    classes = gpu_resources(flavors)[1:]
+    return {
+        "resources": {
+            "deviceClassMappings": [{"name": dc, "deviceClassNames": [dc]} for dc in classes]
+        }
+    }
+
+
 def _quota_map(quotas: Iterable[Any]) -> dict[tuple[int, int], Any]:
     return {(int(quota.tenant_id), int(quota.flavor_id)): quota for quota in quotas}
 
 
 def _flavor_entry(
-    spec: shapes.FlavorSpec, gpus: int, borrow: int, lend: int | None = None
+    spec: shapes.FlavorSpec,
+    gpus: int,
+    borrow: int,
+    lend: int | None = None,
+    *,
+    covered: Iterable[str] = (GPU,),
 ) -> Manifest:
     # CPU and memory come with the GPUs: the share of a node that each GPU brings.
     cpu_per_gpu = Decimal(spec.cpu_per_node) / spec.gpus_per_node
@@ -116,14 +151,24 @@ def _flavor_entry(
     def memory(n: int) -> str:
         return q.memory_gib(_round(mem_per_gpu * n))
 
+    def devices(name: str) -> Manifest:
+        # The flavor's own GPU resource has its quota; the others (listed because every
+        # flavor of a group lists every covered resource) have none.
+        n = int(name == device_resource(spec))
+        return entry(name, q.count(gpus * n), q.count(borrow * n), _count(lend, n))
+
     return {
         "name": spec.name,
         "resources": [
             entry("cpu", cpu(gpus), cpu(borrow), None if lend is None else cpu(lend)),
             entry("memory", memory(gpus), memory(borrow), None if lend is None else memory(lend)),
-            entry(GPU, q.count(gpus), q.count(borrow), None if lend is None else q.count(lend)),
+            *(devices(name) for name in covered),
         ],
     }
+
+
+def _count(lend: int | None, n: int) -> str | None:
+    return None if lend is None else q.count(lend * n)
 
 
 def _round(value: Decimal) -> Decimal:
@@ -170,7 +215,8 @@ def cluster_queue(
     dispatch_check: str = "",
     capacity: Mapping[str, int] | None = None,
 ) -> Manifest:
-    """A tenant's ClusterQueue: one resource group over CPU, memory and GPUs.
+    """A tenant's ClusterQueue: one resource group over CPU, memory and GPUs (each DRA
+    device class a resource of its own: :func:`device_resource`).
 
     Every catalogue flavor is listed (nominal 0 where the tenant has no quota row, so it
     may still borrow nothing: ``borrowingLimit`` 0), then the head flavor, whose CPU and
@@ -187,6 +233,7 @@ def cluster_queue(
     entries = []
     total_gpus = 0
     flavors = list(flavors)
+    covered = gpu_resources(flavors)
     for flavor in sorted(flavors, key=lambda f: str(f.name)):
         quota = by_key.get((int(tenant.pk), int(flavor.pk)))
         gpus = int(quota.gpus) if quota else 0
@@ -195,7 +242,9 @@ def cluster_queue(
         total_gpus += gpus + borrow
         if capacity is not None:
             gpus, borrow, lend = min(gpus + borrow, capacity.get(str(flavor.name), 0)), 0, None
-        entries.append(_flavor_entry(shapes.flavor_spec(flavor), gpus, borrow, lend))
+        entries.append(
+            _flavor_entry(shapes.flavor_spec(flavor), gpus, borrow, lend, covered=covered)
+        )
     heads = default_max_clusters(total_gpus)
     entries.append(
         {
@@ -203,7 +252,7 @@ def cluster_queue(
             "resources": [
                 {"name": "cpu", "nominalQuota": q.cpu(shapes.HEAD_CPU * heads)},
                 {"name": "memory", "nominalQuota": q.memory_gib(shapes.HEAD_MEMORY_GIB * heads)},
-                {"name": GPU, "nominalQuota": "0"},
+                *({"name": name, "nominalQuota": "0"} for name in covered),
             ],
         }
     )
@@ -217,7 +266,9 @@ def cluster_queue(
                 "matchLabels": {"kubernetes.io/metadata.name": str(tenant.namespace)}
             },
             "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": entries}],
+            "resourceGroups": [
+                {"coveredResources": ["cpu", "memory", *covered], "flavors": entries}
+            ],
             # A request that accepts several flavors (its workers' node affinity) takes
             # the first that fits, borrowing included, and only if none fits does it
             # preempt (reclaim) on one: the built-in pass's rule (decide's fungibility).

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record, audit_snapshot
-from tenants.models import GpuFlavor
+from tenants.models import DeviceMode, GpuFlavor
 from tenants.selectors import flavor_references
 from tenants.services.edits import edit_and_audit
 from tenants.services.guards import require_platform_admin
@@ -68,7 +69,7 @@ def flavor_create(
         mig_profile=mig_profile,
         topology=list(topology or []),
     )
-    flavor.full_clean()
+    _check(flavor)
     try:
         with transaction.atomic():
             flavor.save()
@@ -100,13 +101,50 @@ def flavor_update(*, actor: Any, flavor: GpuFlavor, changes: Mapping[str, Any]) 
         obj=flavor,
         changes=changes,
         fields=fields,
-        check=GpuFlavor.full_clean,
+        check=_check,
         action="flavor.update",
     )
     if {"node_count", "max_node_count"} & set(fields):
         # Listed on one member at most (checked above): its stock is the flavor's counts.
         flavor.stock.update(node_count=flavor.node_count, max_node_count=flavor.max_node_count)
     return flavor
+
+
+def _check(flavor: GpuFlavor) -> None:
+    """The flavor's own rules, then what the queue mode cannot do with it."""
+    flavor.full_clean()
+    _kueue_counts_it_apart(flavor)
+
+
+def _kueue_counts_it_apart(flavor: GpuFlavor) -> None:
+    """Under Kueue (``QUEUE_MODE=kueue``), refuse a DRA flavor that claims from the same
+    DeviceClass, on the same GPU product, as another DRA flavor: Kueue counts DRA devices
+    per device class (its deviceClassMappings; kubernetes-sigs/kueue#10108) and tells
+    flavors apart only by their nodes' labels, so it would charge one flavor's claims to
+    the other's quota (a 1g.10gb slice against a 3g.40gb flavor, say)."""
+    if settings.QUEUE_MODE != "kueue" or not flavor.uses_dra:
+        return
+    same_nodes = GpuFlavor.objects.filter(
+        gpu_product=flavor.gpu_product, device_mode__in=[DeviceMode.DRA, DeviceMode.MIG]
+    ).exclude(pk=flavor.pk)
+    clash = next(
+        (f for f in same_nodes.order_by("name") if f.dra_device_class == flavor.dra_device_class),
+        None,
+    )
+    if clash is None:
+        return
+    field = "mig_profile" if flavor.device_mode == DeviceMode.MIG else "device_class"
+    raise ValidationError(
+        {
+            field: [
+                f"Under Kueue, flavor {clash.name} already claims {flavor.dra_device_class} "
+                f"devices on {flavor.gpu_product} nodes, and Kueue counts DRA devices per "
+                "device class (kubernetes-sigs/kueue#10108): it could not keep this "
+                "flavor's quota apart from that one's. Use another device class or GPU "
+                "product, or the built-in queue."
+            ]
+        }
+    )
 
 
 def _nodes_stay_per_member(flavor: GpuFlavor, changes: Mapping[str, Any]) -> None:

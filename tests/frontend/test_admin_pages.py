@@ -192,6 +192,7 @@ def test_flavors_are_added_and_edited_through_the_services(root: Any) -> None:
             "cpu_per_node": 64,
             "memory_per_node_gib": 256,
             "node_count": 2,
+            "device_mode": "extended",
         },
     )
     assert response.status_code == 302
@@ -204,6 +205,7 @@ def test_flavors_are_added_and_edited_through_the_services(root: Any) -> None:
             "cpu_per_node": 64,
             "memory_per_node_gib": 256,
             "node_count": 6,
+            "device_mode": "extended",
         },
     )
     assert edit.status_code == 302
@@ -212,6 +214,31 @@ def test_flavors_are_added_and_edited_through_the_services(root: Any) -> None:
     from tenants.models import GpuFlavor
 
     assert GpuFlavor.objects.get(name="a10").node_count == 6  # the name stays a10
+
+
+def test_under_kueue_the_flavor_form_refuses_a_second_mig_profile_on_one_class(
+    root: Any, settings: Any
+) -> None:
+    from tenants.models import GpuFlavor
+
+    settings.QUEUE_MODE = "kueue"
+    client = client_for(root)
+    mig = {
+        "gpu_product": "NVIDIA-H100-80GB-HBM3",
+        "gpus_per_node": 56,
+        "cpu_per_node": 192,
+        "memory_per_node_gib": 1800,
+        "node_count": 1,
+        "device_mode": "mig",
+    }
+    made = client.post("/platform/flavors/", {**mig, "name": "h100-1g", "mig_profile": "1g.10gb"})
+    assert made.status_code == 302
+    refused = client.post(
+        "/platform/flavors/", {**mig, "name": "h100-3g", "mig_profile": "3g.40gb"}
+    )
+    assert refused.status_code == 400  # the form again, with the reason beside the field
+    assert "kubernetes-sigs/kueue#10108" in refused.content.decode()
+    assert not GpuFlavor.objects.filter(name="h100-3g").exists()
 
 
 def test_members_roles_change_within_the_admins_own_rank(alice: Any, bob: Any, vera: Any) -> None:

@@ -10,6 +10,26 @@ from kubernetes import client
 H100 = "NVIDIA-H100-80GB-HBM3"
 L4 = "NVIDIA-L4"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# One H100 node whose two GPUs the DRA driver manages (no nvidia.com/gpu), each in seven
+# 1g.10gb MIG slices, beside CPU nodes for Ray heads.
+MIG_FLEET: dict[str, Any] = {
+    "name": "mig",
+    "pools": [
+        {
+            "name": "h100",
+            "count": 1,
+            "labels": {
+                "nvidia.com/gpu.product": H100,
+                "nvidia.com/gpu.count": "2",
+                "nvidia.com/gpu.memory": "81559",
+            },
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+            "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+            "mig": {"profile": "1g.10gb", "perGpu": 7},
+        },
+        {"name": "cpu", "count": 2, "allocatable": {"cpu": "32", "memory": "128Gi"}},
+    ],
+}
 
 
 def container(

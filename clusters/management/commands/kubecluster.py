@@ -7,6 +7,7 @@
     python manage.py kubecluster --as root drain onprem [--mode requeue]
     python manage.py kubecluster --as root rotate-keys
     python manage.py kubecluster rbac          # the ClusterRole a member must grant
+    python manage.py kubecluster kueue-config  # the deviceClassMappings Kueue must carry
 
 Writes go through the services the API calls, as the platform admin named by ``--as``
 (audited under that name). See docs/fleet.md.
@@ -17,15 +18,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from clusters.kube import queues
 from clusters.members import access, selectors, services
 from clusters.models import DrainMode, KubeCluster, Schedulable
 from controlplane.exceptions import ServiceConflict
-from tenants.models import Tenant
+from tenants.models import GpuFlavor, Tenant
 
 
 def _read(path: str | None) -> str:
@@ -69,6 +72,11 @@ class Command(BaseCommand):
         )
         sub.add_parser("rotate-keys", help="seal every secret again with the first key")
         sub.add_parser("rbac", help="print the ClusterRole a member must grant gangway")
+        sub.add_parser(
+            "kueue-config",
+            help="print the part of Kueue's Configuration gangway's ClusterQueues need "
+            "(the DRA flavors' deviceClassMappings)",
+        )
 
     def handle(self, *args: Any, verb: str, **options: Any) -> None:
         if verb == "list":
@@ -80,6 +88,10 @@ class Command(BaseCommand):
                 ),
                 ending="",
             )
+            return None
+        if verb == "kueue-config":
+            stanza = queues.device_class_mappings(GpuFlavor.objects.all())
+            self.stdout.write(yaml.safe_dump(stanza, sort_keys=False), ending="")
             return None
         actor = self._actor(options["actor"])
         try:

@@ -7,7 +7,8 @@ queued job is suspended and gets a Workload (``workloads.py``, elastic jobs in
 per ClusterQueue on the first flavor whose labels and quota fit (``admission.py``,
 ``quota.py``), preempting as ``spec.preemption`` allows (``preemption.py``); an eviction
 does what Kueue does (conditions, suspend, release, requeue with backoff). Admission
-checks: ``provisioning.py``; the visibility API: ``visibility.py``. Not emulated: fair
+checks: ``provisioning.py``; the visibility API: ``visibility.py``; DRA devices counted
+through the Configuration's ``deviceClassMappings``: ``devices.py``. Not emulated: fair
 sharing, topology, partial admission, ``borrowWithinCohort``.
 """
 
@@ -41,6 +42,7 @@ from kubesim.operators.kueue.common import (
     set_suspended,
     touch_job,
 )
+from kubesim.operators.kueue.devices import parse_mappings
 from kubesim.operators.kueue.mkconfig import default_managed_by
 from kubesim.operators.kueue.prebuilt import prebuilt_name, sync_prebuilt
 from kubesim.operators.kueue.provisioning import AC, PRC, sync_checks
@@ -109,8 +111,9 @@ RAYSERVICE_AUTOSCALING_REFUSAL = (
     "a kueue managed service can use autoscaling only when the ElasticJobsViaWorkloadSlices "
     "feature gate is on and the service is an elastic job"
 )
-# Kueue's feature gates this emulation reads, with their v0.19 defaults.
-FEATURE_GATES = {"ElasticJobsViaWorkloadSlices": True}
+# Kueue's feature gates this emulation reads, with their v0.19 defaults
+# (DynamicResourceAllocation: the ResourceClaimTemplate path, beta since v0.18).
+FEATURE_GATES = {"ElasticJobsViaWorkloadSlices": True, "DynamicResourceAllocation": True}
 
 
 def parse_feature_gates(text: str | dict[str, bool] | None) -> dict[str, bool]:
@@ -142,6 +145,8 @@ class Kueue:
     def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.feature_gates = parse_feature_gates(cluster.kueue_feature_gates)
+        # DeviceClass -> logical resource: its Configuration's deviceClassMappings.
+        self.device_classes = parse_mappings(cluster.kueue_config)
         self.reset()
 
     def reset(self) -> None:

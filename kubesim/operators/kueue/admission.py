@@ -23,6 +23,7 @@ from kubesim.operators.kueue.common import (
     condition,
     is_finished,
 )
+from kubesim.operators.kueue.devices import pod_set_devices
 from kubesim.operators.kueue.preemption import preempt_for
 from kubesim.operators.kueue.provisioning import (
     UNSATISFIED,
@@ -90,6 +91,10 @@ def admit_all(kueue: Kueue) -> bool:
                 )
                 busy = set_pending(cluster, wl, "Inadmissible", msg) or busy
                 continue
+            refused = device_problem(cluster, wl)
+            if refused:
+                busy = set_pending(cluster, wl, "Inadmissible", refused) or busy
+                continue
             # An elastic job's scale-up slice counts the quota of the slice it replaces
             # as its own, on that slice's flavors.
             replaced = replaced_slice(cluster, wl, cq_name)
@@ -119,6 +124,15 @@ def admit_all(kueue: Kueue) -> bool:
             busy = True
     _write_queue_status(cluster, use)
     return busy
+
+
+def device_problem(cluster: ClusterView, wl: Obj) -> str:
+    """Why Kueue cannot count ``wl``'s DRA claims (``devices.py``), or ``""``."""
+    for index, ps in enumerate(wl["spec"].get("podSets") or []):
+        _, why = pod_set_devices(cluster, wl["metadata"]["namespace"], index, ps)
+        if why:
+            return why
+    return ""
 
 
 def _admit(cluster: ClusterView, wl: Obj, cq_name: str, assignment: list[dict[str, Any]]) -> None:

@@ -1,11 +1,13 @@
 """ClusterQueue quota arithmetic: what is reserved, what is left, and flavor assignment.
 
-Each pod set of a Workload gets, per resource, the first flavor of the ClusterQueue's
-resource group whose ResourceFlavor ``nodeLabels`` agree with the pod set's nodeSelector,
-whose ``nodeTaints`` it tolerates, and whose quota fits: nominal quota, plus what the
-cohort's other queues leave unused within ``borrowingLimit`` (the cohort's whole tree: see
-``common.cohort_root``). Quantities are integers in
-each resource's base unit (see ``quantity.py``).
+Each pod set of a Workload gets, per resource group, the first flavor of the ClusterQueue's
+group whose ResourceFlavor ``nodeLabels`` agree with the pod set's nodeSelector, whose
+``nodeTaints`` it tolerates, and whose quota fits every resource of the group it asks
+for: nominal quota, plus what the cohort's other queues leave unused within
+``borrowingLimit`` (the cohort's whole tree: see ``common.cohort_root``). A pod's DRA
+devices count under the resource Kueue's Configuration maps their DeviceClass to
+(``devices.py``). Quantities are integers in each resource's base unit (see
+``quantity.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim import quantity
 from kubesim.admission import pod_totals
 from kubesim.operators.kueue.common import CQ, RF, WL, cohort_root, is_finished
+from kubesim.operators.kueue.devices import pod_set_devices
 from kubesim.store import Obj
 from kubesim.taints import tolerates
 from kubesim.util import get_path
@@ -122,9 +125,24 @@ def available(
     return free
 
 
-# Named exception to ruff's C901 (max-complexity 12): Kueue's flavor assignment: one branch per
-# resource and borrowing case.
-def assign(  # noqa: C901
+def _flavor_matches(cluster: ClusterView, ps: Obj, name: str) -> bool:
+    """Whether pod set ``ps`` may take flavor ``name``: its ResourceFlavor's
+    ``nodeLabels`` agree with the pod set's nodeSelector, and the pod set tolerates its
+    ``nodeTaints`` (the flavor's own tolerations count as added)."""
+    selector = get_path(ps, "template", "spec", "nodeSelector", default={})
+    rf = cluster.store.get(RF, "", name)
+    labels = get_path(rf, "spec", "nodeLabels", default={})
+    if any(k in selector and selector[k] != v for k, v in labels.items()):
+        return False
+    tolerations = [
+        *get_path(ps, "template", "spec", "tolerations", default=[]),
+        *get_path(rf, "spec", "tolerations", default=[]),
+    ]
+    taints = get_path(rf, "spec", "nodeTaints", default=[])
+    return all(t.get("effect") == "PreferNoSchedule" or tolerates(tolerations, t) for t in taints)
+
+
+def assign(
     cluster: ClusterView,
     wl: Obj,
     cq: Obj,
@@ -133,64 +151,39 @@ def assign(  # noqa: C901
     only: dict[str, dict[str, str]] | None = None,
 ) -> tuple[list[dict[str, Any]] | None, str]:
     """Flavors for every pod set of ``wl`` in ``cq``, or None and the reason none fit
-    (``only``: per pod set, the one flavor each resource must take). When all fit, what
-    it assigns is added to ``use``."""
+    (``only``: per pod set, the one flavor each resource must take). As in Kueue, every
+    resource of one resource group takes the same flavor: the first whose labels, taints
+    and quota fit them all. When all fit, what it assigns is added to ``use``."""
     taken: Counter[tuple[str, str]] = Counter()
     assignments = []
     cq_name = cq["metadata"]["name"]
-    for ps in wl["spec"].get("podSets") or []:
+    for index, ps in enumerate(wl["spec"].get("podSets") or []):
         req, _ = pod_totals(ps.get("template") or {})
+        # DRA devices count under their mapped resource (admit_all refused the others).
+        devices, _ = pod_set_devices(cluster, wl["metadata"]["namespace"], index, ps)
+        req = {**req, **devices}
         count = int(ps.get("count", 1))
-        selector = get_path(ps, "template", "spec", "nodeSelector", default={})
         chosen: dict[str, str] = {}
-        why = ""
-        for res, per_pod in sorted(req.items()):
-            if not per_pod:
+        for rg in get_path(cq, "spec", "resourceGroups", default=[]):
+            wanted = {
+                r: per_pod * count
+                for r, per_pod in sorted(req.items())
+                if per_pod and r in (rg.get("coveredResources") or [])
+            }
+            if not wanted:
                 continue
-            need = per_pod * count
-            for rg in get_path(cq, "spec", "resourceGroups", default=[]):
-                if res not in (rg.get("coveredResources") or []):
-                    continue
-                for fl in rg.get("flavors") or []:
-                    fixed = (only or {}).get(ps["name"], {}).get(res)
-                    if fixed is not None and fl["name"] != fixed:
-                        continue
-                    rf = cluster.store.get(RF, "", fl["name"])
-                    labels = get_path(rf, "spec", "nodeLabels", default={})
-                    if any(k in selector and selector[k] != v for k, v in labels.items()):
-                        continue
-                    # Kueue skips a flavor whose nodeTaints the pod set does not
-                    # tolerate (the flavor's own tolerations count as added).
-                    tolerations = [
-                        *get_path(ps, "template", "spec", "tolerations", default=[]),
-                        *get_path(rf, "spec", "tolerations", default=[]),
-                    ]
-                    taints = get_path(rf, "spec", "nodeTaints", default=[])
-                    if not all(
-                        t.get("effect") == "PreferNoSchedule" or tolerates(tolerations, t)
-                        for t in taints
-                    ):
-                        continue
-                    key = (fl["name"], res)
-                    free = available(cluster, cq, key, use, nominal_only) - taken[key]
-                    if free >= need:
-                        chosen[res] = fl["name"]
-                        taken[key] += need
-                        break
-                    short = quantity.format_resource(res, need - max(free, 0))
-                    why = (
-                        f"couldn't assign flavors to pod set {ps['name']}: insufficient "
-                        f"unused quota for {res} in flavor {fl['name']}, {short} more "
-                        "needed"
-                    )
-                break
-            if res not in chosen:
-                if not why:
-                    why = (
-                        f"couldn't assign flavors to pod set {ps['name']}: resource "
-                        f"{res} unavailable in ClusterQueue"
-                    )
+            flavor, why = _group_flavor(cluster, cq, ps, rg, wanted, use, taken, nominal_only, only)
+            if flavor is None:
                 return None, why
+            for res, need in wanted.items():
+                chosen[res] = flavor
+                taken[(flavor, res)] += need
+        missing = next((r for r, v in sorted(req.items()) if v and r not in chosen), None)
+        if missing is not None:
+            return None, (
+                f"couldn't assign flavors to pod set {ps['name']}: resource {missing} "
+                "unavailable in ClusterQueue"
+            )
         assignments.append(
             {
                 "name": ps["name"],
@@ -206,6 +199,49 @@ def assign(  # noqa: C901
     for key, v in taken.items():
         use.setdefault(cq_name, Counter())[key] += v
     return assignments, ""
+
+
+def _group_flavor(
+    cluster: ClusterView,
+    cq: Obj,
+    ps: Obj,
+    rg: Obj,
+    wanted: dict[str, int],
+    use: Usage,
+    taken: Counter[tuple[str, str]],
+    nominal_only: bool,
+    only: dict[str, dict[str, str]] | None,
+) -> tuple[str | None, str]:
+    """The first flavor of resource group ``rg`` that fits every ``wanted`` resource of
+    pod set ``ps`` (None and why not: the last flavor's first shortage)."""
+    fixed = set((only or {}).get(ps["name"], {}).get(r) for r in wanted) - {None}
+    why = ""
+    for fl in rg.get("flavors") or []:
+        if fixed and fl["name"] not in fixed:
+            continue
+        if not _flavor_matches(cluster, ps, fl["name"]):
+            continue
+        short = None
+        for res, need in wanted.items():
+            key = (fl["name"], res)
+            free = available(cluster, cq, key, use, nominal_only) - taken[key]
+            if free < need:
+                short = (res, need - max(free, 0))
+                break
+        if short is None:
+            return fl["name"], ""
+        more = quantity.format_resource(short[0], short[1])
+        why = (
+            f"couldn't assign flavors to pod set {ps['name']}: insufficient unused quota "
+            f"for {short[0]} in flavor {fl['name']}, {more} more needed"
+        )
+    if not why:
+        res = next(iter(wanted))
+        why = (
+            f"couldn't assign flavors to pod set {ps['name']}: resource {res} unavailable "
+            "in ClusterQueue"
+        )
+    return None, why
 
 
 def fits(cluster: ClusterView, wl: Obj, cq: Obj, use: Usage) -> bool:

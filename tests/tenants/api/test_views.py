@@ -421,3 +421,24 @@ def test_a_mig_flavor_is_added_through_the_api_and_a_bad_selector_is_a_400(
     assert out["devices_in_words"] == "MIG 1g.10gb partitions (DRA, mig.nvidia.com)"
     listed = {f["name"]: f for f in client.get("/api/v1/flavors/").json()["results"]}
     assert listed["h100-1g"]["device_class"] == ""  # the mode's default class applies
+
+
+def test_under_kueue_the_api_refuses_a_second_mig_profile_on_one_class(
+    everyone: Any, as_user: Any, settings: Any
+) -> None:
+    settings.QUEUE_MODE = "kueue"
+    body = {
+        "gpu_product": "NVIDIA-H100-80GB-HBM3",
+        "gpus_per_node": 56,
+        "cpu_per_node": 192,
+        "memory_per_node_gib": 1800,
+        "device_mode": "mig",
+    }
+    client = as_user(everyone["root"])
+    made = client.post("/api/v1/flavors/", {**body, "name": "h100-1g", "mig_profile": "1g.10gb"})
+    assert made.status_code == 201, made.content
+    refused = client.post("/api/v1/flavors/", {**body, "name": "h100-3g", "mig_profile": "3g.40gb"})
+    assert refused.status_code == 400
+    assert "kubernetes-sigs/kueue#10108" in str(refused.json())
+    assert "mig_profile" in str(refused.json())
+    assert client.get("/api/v1/flavors/h100-3g/").status_code == 404

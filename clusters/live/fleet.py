@@ -31,7 +31,7 @@ from clusters.kube.gateway import Gateway, KubeError, get_gateway
 from clusters.models import ClusterRequest, FlavorStock, KubeCluster
 from clusters.queue import free_capacity
 from clusters.queue.dry_run_cache import recorded_snapshot
-from tenants.models import GpuFlavor, Quota
+from tenants.models import DeviceMode, GpuFlavor, Quota
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +221,19 @@ def _read_member_nodes(
     return free_capacity.node_use(nodes, pods, id_label=labels.CLUSTER_ID), ""
 
 
+def _node_flavors() -> dict[tuple[str, bool], str]:
+    """The flavor a node shows, by its GPU product and whether NVIDIA's DRA driver manages
+    its GPUs (no ``nvidia.com/gpu`` in its allocatable): a MIG or DRA flavor of a product
+    names only the DRA driver's nodes, so that an H100 MIG flavor does not relabel the
+    device plugin's H100 nodes (the first flavor by name, where several match)."""
+    out: dict[tuple[str, bool], str] = {}
+    for product, name, mode in GpuFlavor.objects.order_by("-name").values_list(
+        "gpu_product", "name", "device_mode"
+    ):
+        out[product, mode != DeviceMode.EXTENDED] = name
+    return out
+
+
 def node_grid() -> NodeGrid:
     """Every GPU node with its GPUs used and free and the clusters on it, read from
     Kubernetes at most once per :data:`NODES_CACHE_SECONDS` (an unreachable API server
@@ -241,12 +254,13 @@ def node_grid() -> NodeGrid:
         .filter(pk__in=ids)
         .values_list("pk", "tenant__slug", "name")
     }
-    flavor_of = dict(GpuFlavor.objects.values_list("gpu_product", "name"))
+    flavor_of = _node_flavors()
     return NodeGrid(
         nodes=tuple(
             NodeRow(
                 name=use.name,
-                flavor=flavor_of.get(use.product, use.product),
+                flavor=flavor_of.get((use.product, not use.allocatable))
+                or flavor_of.get((use.product, False), use.product),
                 ready=use.ready,
                 allocatable=use.allocatable,
                 used=use.used,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from io import StringIO
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
 
-from clusters.domain.shapes import DEV_MAX_WORKERS
+from clusters.domain.shapes import DEV_MAX_WORKERS, demand, flavor_spec
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests.dry_run import dry_run_verdict
@@ -52,7 +53,15 @@ def test_seed_demo_is_idempotent_and_prints_logins(db: Any) -> None:
         4,
         True,
     )
-    assert Quota.objects.count() == 4
+    mig = GpuFlavor.objects.get(name="h100-1g")
+    assert (mig.device_mode, mig.mig_profile, mig.gpus_per_node, mig.node_count) == (
+        "mig",
+        "1g.10gb",
+        56,
+        1,
+    )
+    assert mig.dra_device_class == "mig.nvidia.com" and mig.full_clean() is None
+    assert Quota.objects.count() == 6
     for slug in ("vision", "speech"):
         roles = set(Membership.objects.filter(tenant__slug=slug).values_list("role", flat=True))
         assert roles == set(Role.values)
@@ -92,18 +101,22 @@ def test_the_largest_cluster_a_demo_tenant_may_borrow_for_fits_now(db: Any, slug
 @pytest.mark.parametrize("slug", sorted(TENANTS))
 def test_a_demo_tenant_may_hold_its_whole_gpu_quota_at_once(db: Any, slug: str) -> None:
     # Every GPU it may borrow, in production clusters of each flavor at the same time (each
-    # with its head): the CPU and memory quotas admit them all.
+    # with its head): the CPU and memory quotas admit them all. The MIG flavor's quota is
+    # less than its node's 56 slices, so it is held in dev clusters (the next test checks
+    # the quotas against every slice in that shape).
     demo_seed()
     tenant = Tenant.objects.get(slug=slug)
     admin = Membership.objects.get(tenant=tenant, role=Role.ADMIN).user
     pks = []
     for quota in Quota.objects.filter(tenant=tenant).select_related("flavor"):
         workers = (quota.gpus + quota.borrow_limit) // quota.flavor.gpus_per_node
+        kind = "prod" if workers else "dev"
+        workers = workers or tenant.max_dev_gpus_per_user
         cluster = cluster_request_create(
             actor=admin,
             tenant=tenant,
             spec=ClusterSpec(
-                name=f"all-{quota.flavor.name}", kind="prod", flavor=quota.flavor, workers=workers
+                name=f"all-{quota.flavor.name}", kind=kind, flavor=quota.flavor, workers=workers
             ),
         )
         pks.append(cluster.pk)
@@ -112,18 +125,57 @@ def test_a_demo_tenant_may_hold_its_whole_gpu_quota_at_once(db: Any, slug: str) 
     assert {row.state for row in rows} == {"admitted"}, [(r.name, r.queue_message) for r in rows]
 
 
+@pytest.mark.parametrize("slug", sorted(TENANTS))
+def test_cpu_and_memory_quotas_cover_every_gpu_in_the_hungriest_shape(db: Any, slug: str) -> None:
+    # tenants/demo.py's arithmetic: every GPU (and MIG slice) the tenant may hold, borrowed
+    # ones included, as single-GPU dev clusters each with its own head.
+    demo_seed()
+    tenant = Tenant.objects.get(slug=slug)
+    cpu = memory = Decimal(0)
+    for quota in Quota.objects.filter(tenant=tenant).select_related("flavor"):
+        one = demand(kind="dev", flavor=flavor_spec(quota.flavor), workers=1, gpu_fraction=None)
+        cpu += one.cpu * (quota.gpus + quota.borrow_limit)
+        memory += one.memory_gib * (quota.gpus + quota.borrow_limit)
+    assert (cpu, memory) <= (tenant.cpu_quota, tenant.memory_quota_gib)
+    assert cpu > tenant.cpu_quota - 10, "the quota is sized to the shape, not far above it"
+
+
+def test_a_newcomer_may_ask_for_a_dev_cluster_on_a_mig_slice(db: Any) -> None:
+    # eli, an engineer of vision, gets a 1g.10gb slice of the H100 the DRA driver manages:
+    # admitted now, counted against vision's h100-1g quota and not its whole H100s.
+    demo_seed()
+    vision = Tenant.objects.get(slug="vision")
+    eli = get_user_model().objects.get(username="eli")
+    mig = GpuFlavor.objects.get(name="h100-1g")
+    spec = ClusterSpec(kind="dev", flavor=mig, workers=1, name="eli-mig")
+    assert dry_run_verdict(tenant=vision, owner=eli, spec=spec)["verdict"] == "fits_now"
+    cluster = cluster_request_create(actor=eli, tenant=vision, spec=spec)
+    run_admission_pass()
+    cluster.refresh_from_db()
+    assert (cluster.state, cluster.flavor.name, cluster.gpus) == ("admitted", "h100-1g", 1)
+
+
 def test_the_demo_catalogue_is_the_demo_fleet() -> None:
     # seed_demo's flavors describe kubesim's demo fleet node for node, so what admission
-    # believes fits is what the simulated cluster can place.
-    pools = {
-        pool["labels"].get("nvidia.com/gpu.product"): pool
-        for pool in load_fleet(None)["pools"]
-        if pool.get("labels")
-    }
+    # believes fits is what the simulated cluster can place. An extended-resource flavor is
+    # a pool whose nodes advertise nvidia.com/gpu; a MIG flavor the pool the DRA driver
+    # manages, partitioned in its profile (its GPUs are the slices).
+    pools = {}
+    for pool in load_fleet(None)["pools"]:
+        labels = pool.get("labels") or {}
+        if "nvidia.com/gpu.product" in labels:
+            profile = (pool.get("mig") or {}).get("profile", "")
+            pools[labels["nvidia.com/gpu.product"], profile] = pool
+    assert len(pools) == len(FLAVORS)
     for name, spec in FLAVORS.items():
-        pool = pools[spec["gpu_product"]]
+        pool = pools[spec["gpu_product"], spec.get("mig_profile", "")]
         alloc = pool["allocatable"]
         assert pool["count"] == spec["node_count"], name
-        assert int(alloc["nvidia.com/gpu"]) == spec["gpus_per_node"], name
+        if spec.get("device_mode", "extended") == "extended":
+            gpus = int(alloc["nvidia.com/gpu"])
+        else:
+            assert "nvidia.com/gpu" not in alloc, name  # the DRA driver's node, not the plugin's
+            gpus = int(pool["labels"]["nvidia.com/gpu.count"]) * int(pool["mig"]["perGpu"])
+        assert gpus == spec["gpus_per_node"], name
         assert int(alloc["cpu"]) == spec["cpu_per_node"], name
         assert alloc["memory"] == f"{spec['memory_per_node_gib']}Gi", name

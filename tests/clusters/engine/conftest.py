@@ -56,14 +56,21 @@ def room_for_l4(tenant: Any, l4: Any, gpus: int) -> None:
 
 @contextmanager
 def running_kubesim(
-    tmp_path: Path, settings: Any, *, kueue: bool = False, procs_root: str | None = None
+    tmp_path: Path,
+    settings: Any,
+    *,
+    kueue: bool = False,
+    procs_root: str | None = None,
+    fleet: dict[str, Any] | None = None,
 ) -> Iterator[KubeSim]:
-    """An empty kubesim over HTTP (with Kueue's emulation and ``QUEUE_MODE=kueue`` when
-    ``kueue``; real processes behind pods under ``procs_root``), the test's settings
-    pointed at it through a kubeconfig; stopped after."""
+    """An empty kubesim over HTTP on ``fleet`` (the demo fleet by default; with Kueue's
+    emulation and ``QUEUE_MODE=kueue`` when ``kueue``; real processes behind pods under
+    ``procs_root``), the test's settings pointed at it through a kubeconfig; stopped after."""
     if kueue:
         settings.QUEUE_MODE = "kueue"
-    sim = KubeSim(fleet=None, port=0, startup_delay=0.0, kueue=kueue, procs_root=procs_root).start()
+    sim = KubeSim(
+        fleet=fleet, port=0, startup_delay=0.0, kueue=kueue, procs_root=procs_root
+    ).start()
     kubeconfig = tmp_path / "kubeconfig"
     sim.write_kubeconfig(str(kubeconfig))
     settings.KUBECONFIG = str(kubeconfig)

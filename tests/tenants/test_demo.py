@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
+from kubernetes import client, config
 
 from clusters.domain.shapes import DEV_MAX_WORKERS, demand, flavor_spec
+from clusters.kube import dra
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests.dry_run import dry_run_verdict
 from clusters.requests.services import cluster_request_create
 from clusters.rows.spec import ClusterSpec
+from kubesim import KubeSim
 from kubesim.fleet import load_fleet
 from tenants.demo import FLAVORS, TENANTS, demo_seed
 from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
@@ -179,3 +184,41 @@ def test_the_demo_catalogue_is_the_demo_fleet() -> None:
         assert gpus == spec["gpus_per_node"], name
         assert int(alloc["cpu"]) == spec["cpu_per_node"], name
         assert alloc["memory"] == f"{spec['memory_per_node_gib']}Gi", name
+
+
+def test_a_worker_on_the_mig_flavor_claims_one_slice_of_the_demo_fleet(tmp_path: Path) -> None:
+    # The claim template the h100-1g flavor's workers get (clusters/kube/dra.py), against
+    # kubesim's demo fleet over HTTP: the worker lands on the node the DRA driver manages,
+    # is handed one 1g.10gb partition and sees only that partition's UUID.
+    flavor = flavor_spec(GpuFlavor(name="h100-1g", **FLAVORS["h100-1g"]))
+    template = dra.claim_template(
+        name="eli-mig-gpus", namespace="default", labels={}, flavor=flavor, count=1
+    )
+    container = {"name": "ray-worker", "image": "rayproject/ray"}
+    pod: dict[str, Any] = {
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        "nodeSelector": {"nvidia.com/gpu.product": flavor.gpu_product},
+        "containers": [container],
+    }
+    dra.claim_from_template(pod, container, "eli-mig-gpus")
+    with KubeSim(startup_delay=0.0) as sim:
+        api = config.new_client_from_config(config_file=sim.write_kubeconfig(str(tmp_path / "k")))
+        try:
+            client.ResourceV1Api(api).create_namespaced_resource_claim_template("default", template)
+            body = {"metadata": {"name": "eli-mig-worker"}, "spec": pod}
+            client.CoreV1Api(api).create_namespaced_pod("default", body)
+            got = client.CoreV1Api(api).read_namespaced_pod("eli-mig-worker", "default")
+            (status,) = got.status.resource_claim_statuses
+            claim = client.ResourceV1Api(api).read_namespaced_resource_claim(
+                status.resource_claim_name, "default"
+            )
+        finally:
+            api.close()
+        (result,) = claim.status.allocation.devices.results
+        (piece,) = sim.list("resourceslices.resource.k8s.io", "")
+        devices = {d["name"]: d["attributes"] for d in piece["spec"]["devices"]}
+    assert (got.status.phase, got.spec.node_name) == ("Running", "demo-h100-mig-0")
+    attrs = devices[result.device]
+    assert (attrs["type"]["string"], attrs["profile"]["string"]) == ("mig", "1g.10gb")
+    visible = json.loads(got.metadata.annotations["kubesim.io/nvidia-visible-devices"])
+    assert visible == {"ray-worker": attrs["uuid"]["string"]}

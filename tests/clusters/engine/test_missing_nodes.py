@@ -15,20 +15,16 @@ import pytest
 from django.test import Client
 
 from kubesim import KubeSim
-from kubesim.fleet import load_fleet
 from tenants.models import GpuFlavor
-from tests.clusters.engine.conftest import running_kubesim, wait_for
+from tests.clusters.engine.conftest import device_plugin_fleet, running_kubesim, wait_for
 from tests.factories import GpuFlavorFactory
 
 
 @pytest.fixture
 def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
-    """The demo fleet without the H100 node NVIDIA's DRA driver manages: which flavor
-    counts a DRA-managed node is the DRA capacity view's question (docs/dra.md), not this
-    test's, so the H100 nodes here are the four that advertise nvidia.com/gpu."""
-    demo = load_fleet(None)
-    fleet = {**demo, "pools": [p for p in demo["pools"] if "mig" not in p]}
-    with running_kubesim(tmp_path, settings, fleet=fleet) as sim:
+    """The demo fleet's four H100 nodes that advertise nvidia.com/gpu (not its DRA-managed
+    one: which flavor counts that is the DRA capacity view's question, not this test's)."""
+    with running_kubesim(tmp_path, settings, fleet=device_plugin_fleet()) as sim:
         yield sim
 
 

@@ -30,6 +30,7 @@ MODULES = [
     "benchmarks.real_ray",
     "benchmarks.scheduling",
     "benchmarks.fleet",
+    "benchmarks.dra",
 ]
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 

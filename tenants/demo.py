@@ -1,6 +1,6 @@
 """Demo data for ``make run`` and ``manage.py seed_demo``: a catalogue, two tenants and
-their members, matching the demo kubesim fleet (4 nodes of 8xH100, 4 nodes of 1xL4, and
-the CPU nodes where Ray heads run) node for node.
+their members, matching the demo kubesim fleet (4 nodes of 8xH100, 4 nodes of 1xL4, one
+8xH100 node in MIG 1g.10gb slices, and the CPU nodes where Ray heads run) node for node.
 
 Seeding is idempotent: rows that exist are left alone (a demo user whose password was
 changed keeps it), so running it twice leaves the same rows. It writes one audit event
@@ -38,24 +38,42 @@ FLAVORS = {
         node_count=4,
         sharing=True,
     ),
+    # The H100 node NVIDIA's DRA driver manages, each GPU split into 7 MIG 1g.10gb
+    # partitions: the flavor's "GPUs" are its 56 slices, claimed through resource.k8s.io
+    # with hardware isolation (docs/dra.md), with quotas of their own.
+    "h100-1g": dict(
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        gpus_per_node=56,
+        cpu_per_node=192,
+        memory_per_node_gib=1800,
+        node_count=1,
+        sharing=False,
+        device_mode="mig",
+        mig_profile="1g.10gb",
+    ),
 }
 
 # CPU and memory quotas admit every GPU a tenant may hold, borrowed ones included, in
 # the hungriest shape (single-GPU dev clusters, each with its own head):
-# 24 H100 x (24 + 2 CPU, 225 + 8 GiB) + 4 L4 x (14 + 2 CPU, 56 + 8 GiB) = 688 CPU and
-# 5,848 GiB. A 3-node production cluster (572 CPU, 5,384 GiB) is well inside, so what
-# the GPU quota allows is never refused for a CPU or memory quota (tests/tenants/test_demo).
+# 24 H100 x (24 + 2 CPU, 225 + 8 GiB) + 4 L4 x (14 + 2 CPU, 56 + 8 GiB)
+# + 21 MIG slices x (3.428 + 2 CPU, 32.142 + 8 GiB) = 802 CPU and 6,691 GiB. A 3-node
+# production cluster (572 CPU, 5,384 GiB) is well inside, so what the GPU quota allows is
+# never refused for a CPU or memory quota (tests/tenants/test_demo).
 TENANTS = {
-    "vision": dict(name="Vision Research", cpu_quota=700, memory_quota_gib=6000),
-    "speech": dict(name="Speech Research", cpu_quota=700, memory_quota_gib=6000),
+    "vision": dict(name="Vision Research", cpu_quota=810, memory_quota_gib=6700),
+    "speech": dict(name="Speech Research", cpu_quota=810, memory_quota_gib=6700),
 }
 # (tenant, flavor) -> (gpus, borrow_limit): half the H100 fleet each, borrowing allowed.
 # The L4 quotas reach beyond onprem's four L4s: make run's spill-over scene has speech
-# hold four L4s, one on cloud, while vision's engineers still get three.
+# hold four L4s, one on cloud, while vision's engineers still get three. A quarter of the
+# 56 MIG slices each, borrowing up to 7 more: slices for dev clusters, counted apart
+# from whole H100s.
 QUOTAS = {
     ("vision", "h100"): (16, 8),
+    ("vision", "h100-1g"): (14, 7),
     ("vision", "l4"): (3, 1),
     ("speech", "h100"): (16, 8),
+    ("speech", "h100-1g"): (14, 7),
     ("speech", "l4"): (4, 0),
 }
 MEMBERS = [

@@ -26,11 +26,11 @@ from scripts import run
 from tests.make_run import MakeRun, http, port_served, tree_changes, until
 
 
-def _ready(stack: MakeRun, name: str, token: str) -> dict[str, Any]:
+def _ready(stack: MakeRun, name: str, token: str, flavor: str = "l4") -> dict[str, Any]:
     status, created = http(
         "POST",
         f"{stack.api}/tenants/vision/clusters/",
-        {"name": name, "kind": "dev", "flavor": "l4", "workers": 1},
+        {"name": name, "kind": "dev", "flavor": flavor, "workers": 1},
         token,
     )
     assert status == 201, created
@@ -97,7 +97,9 @@ def test_make_run_serves_clusters_survives_a_killed_worker_and_ctrl_c_stops_it(
             30,
             "a new worker",
         )
-        assert _ready(stack, "second", token)["state"] == "ready"
+        # On a 1g.10gb MIG slice of the H100 node the DRA driver manages (docs/dra.md).
+        second = _ready(stack, "second", token, flavor="h100-1g")
+        assert (second["state"], second["flavor"], float(second["gpus"])) == ("ready", "h100-1g", 1)
 
         # The Ray dashboards' own origin: another host (cookies are per host), the next
         # port, serving nothing of the product.

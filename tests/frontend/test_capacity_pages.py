@@ -120,6 +120,17 @@ def test_the_node_grid_from_kubesim_through_the_gateway(
     cluster = ClusterRequest.objects.create(
         tenant=acme, owner=bob, name="on-node", flavor=h100, workers=1, gpus=8
     )
+    # A MIG flavor of the same product names the DRA driver's node, not the plugin's.
+    GpuFlavor.objects.create(
+        name="h100-1g",
+        gpu_product=h100.gpu_product,
+        gpus_per_node=56,
+        cpu_per_node=192,
+        memory_per_node_gib=1800,
+        node_count=1,
+        device_mode="mig",
+        mig_profile="1g.10gb",
+    )
     with running_kubesim(tmp_path, settings) as sim:
         from clusters.kube.gateway import get_gateway
 
@@ -161,7 +172,10 @@ def test_the_node_grid_from_kubesim_through_the_gateway(
     assert "2 / 8" in stray and "+ 2 GPUs of other pods" in stray
     assert "0 / 1" in _row(html, "data-node", "demo-l4-0")
     assert 'title="demo-h100-1 (h100): 8 of 8 GPUs used by acme/on-node"' in html
-    assert html.count('<li class="node') == 8  # 4 H100 and 4 L4 nodes; CPU nodes left out
+    assert "h100-1g" in _row(html, "data-node", "demo-h100-mig-0")
+    assert "h100-1g" not in _row(html, "data-node", "demo-h100-3")
+    # 4 H100 and 4 L4 nodes, and the H100 node in MIG slices; CPU nodes left out.
+    assert html.count('<li class="node') == 9
     assert "acme/on-node" in cached and "data-nodes-error" not in cached
 
 

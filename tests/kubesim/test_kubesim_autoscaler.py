@@ -482,7 +482,7 @@ def test_autoscaling_fleet_starts_like_the_demo_and_knobs_parse() -> None:
     from kubesim.fleet import FLEET_DIR
 
     sim = KubeSim(fleet=os.path.join(FLEET_DIR, "autoscaling.yaml"))  # not started
-    assert sim.cluster.store.count("nodes") == 10  # as demo.yaml
+    assert sim.cluster.store.count("nodes") == 10  # as demo.yaml less its MIG node
     groups = sim.cluster.autoscaler.groups
     assert {g: (groups[g].min_size, groups[g].max_size) for g in groups} == {
         "h100": (4, 8),

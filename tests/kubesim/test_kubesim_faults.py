@@ -85,7 +85,7 @@ def test_admin_api_over_http(sim: KubeSim) -> None:
     call(sim.url + "/api/v1/namespaces/default/configmaps", "POST", {"metadata": {"name": "a"}})
     assert call(sim.url + "/_kubesim/reset", "POST")[0] == 200
     assert call(sim.url + "/api/v1/namespaces/default/configmaps/a")[0] == 404
-    assert len(call(sim.url + "/api/v1/nodes")[1]["items"]) == 10
+    assert len(call(sim.url + "/api/v1/nodes")[1]["items"]) == 11
 
 
 def test_a_dropped_connection_gets_no_answer_and_is_in_the_history(sim: KubeSim) -> None:

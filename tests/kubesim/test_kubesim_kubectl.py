@@ -18,7 +18,7 @@ def test_get_nodes(kubectl: Kubectl) -> None:
     out = kubectl("get", "nodes").stdout
     lines = out.strip().splitlines()
     assert lines[0].split()[:2] == ["NAME", "STATUS"]
-    assert len(lines) == 11
+    assert len(lines) == 12  # the header and the demo fleet's 11 nodes
     assert "demo-h100-0" in out and "Ready" in out
     labels = kubectl("get", "node", "demo-h100-0", "-o", "jsonpath={.metadata.labels}").stdout
     assert "NVIDIA-H100-80GB-HBM3" in labels
@@ -46,7 +46,7 @@ def test_apply_get_describe_delete_raycluster(
     )
     described = kubectl("describe", "pod", worker).stdout
     assert "FailedScheduling" in described
-    assert "0/10 nodes are available" in described
+    assert "0/11 nodes are available" in described
     assert "didn't match Pod's node affinity/selector" in described
     assert "Controlled By:  RayCluster/demo" in described
     # re-apply of a change: a JSON merge patch for a custom kind

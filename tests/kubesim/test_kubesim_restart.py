@@ -24,7 +24,7 @@ def test_restart_keeps_or_wipes_state(
     assert sim.port == port
     assert not custom.list_cluster_custom_object("ray.io", "v1", "rayclusters")["items"]
     assert not core.list_pod_for_all_namespaces().items
-    assert len(core.list_node().items) == 10
+    assert len(core.list_node().items) == 11
     apply(custom, raycluster("again", workers=1))
     assert get_rc(custom, "again")["status"]["state"] == "ready"
 

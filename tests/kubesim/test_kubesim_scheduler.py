@@ -22,9 +22,9 @@ def test_untolerated_taint_and_insufficient_gpu_wording(core: client.CoreV1Api) 
     cond = pod.status.conditions[0]
     assert (cond.type, cond.status, cond.reason) == ("PodScheduled", "False", "Unschedulable")
     expected = (
-        "0/10 nodes are available: 2 Insufficient nvidia.com/gpu, 8 node(s) had "
-        "untolerated taint {nvidia.com/gpu: }. preemption: 0/10 nodes are available: "
-        "2 No preemption victims found for incoming pod, 8 Preemption is not helpful "
+        "0/11 nodes are available: 2 Insufficient nvidia.com/gpu, 9 node(s) had "
+        "untolerated taint {nvidia.com/gpu: }. preemption: 0/11 nodes are available: "
+        "2 No preemption victims found for incoming pod, 9 Preemption is not helpful "
         "for scheduling."
     )
     assert cond.message == expected
@@ -64,7 +64,8 @@ def test_full_nodes_leave_pods_pending_until_capacity_frees(core: client.CoreV1A
     late = core.read_namespaced_pod("late", "default")
     assert late.status.phase == "Pending"
     assert late.status.conditions[0].message.startswith(
-        "0/10 nodes are available: 4 Insufficient nvidia.com/gpu, 6 node(s)"
+        # The DRA driver's H100 node matches the selector but has no nvidia.com/gpu.
+        "0/11 nodes are available: 5 Insufficient nvidia.com/gpu, 6 node(s)"
     )
     core.delete_namespaced_pod("w2", "default")
     late = core.read_namespaced_pod("late", "default")

@@ -20,6 +20,7 @@ from django.conf import settings
 
 from benchmarks.support import CeleryProcess, engine_env
 from kubesim import KubeSim
+from kubesim.fleet import load_fleet
 from tests.clusters.engine.growing_fleet import make_h100_growable
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -52,6 +53,14 @@ def room_for_l4(tenant: Any, l4: Any, gpus: int) -> None:
     Quota.objects.filter(tenant=tenant, flavor=l4).update(gpus=gpus, borrow_limit=0)
     l4.node_count = 100
     l4.save()
+
+
+def device_plugin_fleet() -> dict[str, Any]:
+    """The demo fleet less its H100 node that NVIDIA's DRA driver manages: the nodes that
+    advertise nvidia.com/gpu, for tests that count an extended-resource flavor's nodes
+    (which flavor counts a DRA-managed node is the DRA capacity view's: docs/dra.md)."""
+    demo = load_fleet(None)
+    return {**demo, "pools": [p for p in demo["pools"] if "mig" not in p]}
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from clusters.engine import member_passes
 from clusters.models import ClusterRequest, KubeCluster
 from kubesim import KubeSim
 from kubesim.clock import Clock
-from tests.clusters.engine.conftest import running_kubesim
+from tests.clusters.engine.conftest import device_plugin_fleet, running_kubesim
 
 
 @dataclass
@@ -54,12 +54,15 @@ def fleet_of(
     clocks: Mapping[str, Clock] | None = None,
     kueue: bool = False,
 ) -> Iterator[dict[str, Member]]:
-    """A kubesim per name, the first the home member; stopped after. ``clocks``: the
+    """A kubesim per name on the demo fleet's device-plugin nodes (4 x 8 H100 each:
+    :func:`device_plugin_fleet`), the first the home member; stopped after. ``clocks``: the
     clock of a member other than the home one, by name (the wall clock otherwise).
     ``kueue``: every kubesim runs Kueue's emulation (MultiKueue's too) and
     ``QUEUE_MODE=kueue``."""
     with ExitStack() as stack:
-        home = stack.enter_context(running_kubesim(tmp_path, settings, kueue=kueue))
+        home = stack.enter_context(
+            running_kubesim(tmp_path, settings, kueue=kueue, fleet=device_plugin_fleet())
+        )
         KubeCluster.objects.filter(from_settings=True).delete()
         members = {
             names[0]: Member(
@@ -69,7 +72,9 @@ def fleet_of(
         }
         for order, name in enumerate(names[1:], start=1):
             clock = (clocks or {}).get(name)
-            sim = KubeSim(port=0, startup_delay=0.0, clock=clock, kueue=kueue).start()
+            sim = KubeSim(
+                fleet=device_plugin_fleet(), port=0, startup_delay=0.0, clock=clock, kueue=kueue
+            ).start()
             stack.callback(sim.stop)
             row = KubeCluster.objects.create(name=name, server=sim.url, placement_order=order)
             members[name] = Member(row, sim)

@@ -2,17 +2,30 @@
 counts each GPU product's ready nodes (from the node LIST it makes anyway), and a flavor
 with fewer than ``node_count`` — none at all, or some — whose node group cannot grow says
 so in the API (``missing_nodes``, ``nodes_warning``), on the catalogue and on the
-Capacity page. A real worker and kubesim's demo fleet (4 H100 nodes, 4 L4 nodes)."""
+Capacity page. A real worker and kubesim's demo fleet's device-plugin nodes (4 H100 nodes,
+4 L4 nodes)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from django.test import Client
 
+from kubesim import KubeSim
 from tenants.models import GpuFlavor
-from tests.clusters.engine.conftest import wait_for
+from tests.clusters.engine.conftest import device_plugin_fleet, running_kubesim, wait_for
 from tests.factories import GpuFlavorFactory
+
+
+@pytest.fixture
+def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
+    """The demo fleet's four H100 nodes that advertise nvidia.com/gpu (not its DRA-managed
+    one: which flavor counts that is the DRA capacity view's question, not this test's)."""
+    with running_kubesim(tmp_path, settings, fleet=device_plugin_fleet()) as sim:
+        yield sim
 
 
 def test_flavors_whose_nodes_the_cluster_lacks_are_flagged(

@@ -45,7 +45,7 @@ def test_a_cluster_waiting_for_nodes_says_why(worker: Any, alice: Any, acme: Any
         what="a scheduling reason",
     )
     assert row.state_reason.startswith(
-        "waiting for a node with a free l4: 0/10 nodes are available"
+        "waiting for a node with a free l4: 0/11 nodes are available"
     )
     assert "untolerated taint" in row.state_reason
 

@@ -47,7 +47,7 @@ def test_apply_is_idempotent_and_list_filters_by_label(gw: Gateway) -> None:
         for n in gw.list("v1", "Namespace", label_selector="app.kubernetes.io/managed-by=gangway")
     ]
     assert names == ["gw-t"]
-    assert len(gw.list("v1", "Node")) == 10
+    assert len(gw.list("v1", "Node")) == 11  # the demo fleet
 
 
 def _seven_labelled_accounts(gw: Gateway) -> None:

@@ -83,11 +83,12 @@ QUICK = Size(h100=8, l4=2, cpu=2, pods=8, queues=(300,), runs=1)
 
 
 def fleets(size: Size) -> dict[str, dict[str, Any]]:
-    """The large fleet at ``size``: with the device plugin (``extended``) and with the DRA
-    driver on its H100s (``dra``: half in MIG slices, half whole)."""
+    """The large fleet's H100, L4 and CPU pools at ``size`` (not its GB200s): with the device
+    plugin (``extended``) and with the DRA driver on its H100s (``dra``: half in MIG
+    slices, half whole)."""
     large = load_fleet(os.path.join(FLEET_DIR, "large.yaml"))
     counts = {"h100": size.h100, "l4": size.l4, "cpu": size.cpu}
-    pools = [{**p, "count": counts[p["name"]]} for p in large["pools"]]
+    pools = [{**p, "count": counts[p["name"]]} for p in large["pools"] if p["name"] in counts]
     extended = {**large, "name": "ext", "pools": pools}
     (h100,) = [p for p in pools if p["name"] == "h100"]
     plain = {k: v for k, v in h100["allocatable"].items() if k != "nvidia.com/gpu"}

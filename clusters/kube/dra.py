@@ -46,7 +46,7 @@ def claim_template(
     name: str,
     namespace: str,
     labels: dict[str, str],
-    claim_labels: dict[str, str],
+    claim_labels: dict[str, str] | None = None,
     flavor: FlavorSpec,
     count: int,
 ) -> Manifest:
@@ -58,7 +58,7 @@ def claim_template(
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(sorted(labels.items()))},
         "spec": {
-            "metadata": {"labels": dict(sorted(claim_labels.items()))},
+            "metadata": {"labels": dict(sorted((claim_labels or {}).items()))},
             "spec": {"devices": {"requests": [device_request(flavor, count)]}},
         },
     }

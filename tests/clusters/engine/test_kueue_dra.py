@@ -1,11 +1,8 @@
 """Kueue mode with a MIG flavor, over HTTP: gangway writes its queues into kubesim (whose
 Kueue carries the deviceClassMappings gangway asks for), and a dev cluster's RayCluster
 whose worker claims one 1g.10gb slice is admitted by Kueue counting the slice against the
-tenant's MIG quota; a second one waits in Kueue with Kueue's reason.
-
-Until the RayCluster manifests claim DRA devices themselves (clusters/kube/dra.py, wired
-by the manifests' owner), the test turns gangway's own manifest into the claiming one the
-way that wiring does: the ResourceClaimTemplate, the claim, no nvidia.com/gpu.
+tenant's MIG quota; a second one waits in Kueue with Kueue's reason. The objects are
+gangway's own (its claim templates, then its RayCluster), applied through its gateway.
 """
 
 from __future__ import annotations
@@ -17,9 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from clusters.domain import shapes
-from clusters.kinds.raycluster.manifests import raycluster
-from clusters.kube import dra
+from clusters.kinds.raycluster.manifests import manifests
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.kube.queues import device_class_mappings
 from clusters.models import ClusterRequest
@@ -70,8 +65,7 @@ def sim(tmp_path: Path, settings: Any, h100_1g: Any) -> Iterator[KubeSim]:
 
 @pytest.fixture
 def resource_api(sim: KubeSim) -> Iterator[client.ResourceV1Api]:
-    """The official client's resource.k8s.io/v1 API on kubesim (gangway's gateway learns
-    the DRA kinds with the manifests that write them)."""
+    """The official client's resource.k8s.io/v1 API on kubesim (to read the claims)."""
     cfg = client.Configuration()
     cfg.host = sim.url
     api = client.ApiClient(cfg)
@@ -79,39 +73,12 @@ def resource_api(sim: KubeSim) -> Iterator[client.ResourceV1Api]:
     api.close()
 
 
-def _create(gw: Gateway, api: client.ResourceV1Api, objects: list[dict[str, Any]]) -> None:
-    """Write a claiming cluster's templates (through the official client) and its
-    RayCluster (through gangway's gateway)."""
+def _create(gw: Gateway, cluster: ClusterRequest) -> None:
+    """Apply gangway's objects of ``cluster`` in Kueue mode: its claim templates first."""
+    objects = manifests(cluster, queue_mode="kueue")
+    assert [o["kind"] for o in objects] == ["ResourceClaimTemplate", "RayCluster"]
     for obj in objects:
-        if obj["kind"] == "ResourceClaimTemplate":
-            api.create_namespaced_resource_claim_template(obj["metadata"]["namespace"], obj)
-        else:
-            gw.apply(obj)
-
-
-def _claiming(cluster: ClusterRequest, flavor: Any) -> list[dict[str, Any]]:
-    """gangway's RayCluster for ``cluster`` in Kueue mode, its GPU workers claiming their
-    slice from a ResourceClaimTemplate instead of asking for nvidia.com/gpu."""
-    rc = raycluster(cluster, queue_mode="kueue")
-    spec = shapes.flavor_spec(flavor)
-    out = []
-    for group in rc["spec"]["workerGroupSpecs"]:
-        pod = group["template"]["spec"]
-        container = pod["containers"][0]
-        for part in ("limits", "requests"):
-            gpus = container["resources"][part].pop("nvidia.com/gpu")
-        name = dra.template_name(rc["metadata"]["name"], group["groupName"])
-        out.append(
-            dra.claim_template(
-                name=name,
-                namespace=rc["metadata"]["namespace"],
-                labels=rc["metadata"]["labels"],
-                flavor=spec,
-                count=int(gpus),
-            )
-        )
-        dra.claim_from_template(pod, container, name)
-    return [*out, rc]
+        gw.apply(obj)
 
 
 def _workload(gw: Gateway, name: str) -> dict[str, Any]:
@@ -128,7 +95,7 @@ def test_kueue_counts_mig_slices_against_the_flavor_quota(
     assert "mig.nvidia.com" in covered
 
     first = ClusterRequest(tenant=acme, owner=bob, flavor=h100_1g, name="bob-slice-a", kind="dev")
-    _create(gw, resource_api, _claiming(first, h100_1g))
+    _create(gw, first)
     admitted = wait_for(
         lambda: (w := _workload(gw, "bob-slice-a")) and kueue.is_admitted(w) and w,
         what="Kueue admitting the one-slice cluster",
@@ -156,7 +123,7 @@ def test_kueue_counts_mig_slices_against_the_flavor_quota(
 
     # acme's quota is one slice: the second cluster waits, with Kueue's own words.
     second = ClusterRequest(tenant=acme, owner=bob, flavor=h100_1g, name="bob-slice-b", kind="dev")
-    _create(gw, resource_api, _claiming(second, h100_1g))
+    _create(gw, second)
     waiting = wait_for(
         lambda: (
             (w := _workload(gw, "bob-slice-b")) and (w.get("status") or {}).get("conditions") and w

@@ -344,7 +344,7 @@ class RealRay:
         return ProcessSpec(
             "ray-worker",
             ["/bin/bash", "-c", script],
-            env=RAY_ENV,
+            env={**RAY_ENV, **_claimed_devices(pod, "ray-worker")},
             # Serve runs one proxy, on the head (every node here shares one host and one
             # Serve port: ``realserve.py``); a worker's 8000 reaches it, as a worker's own
             # proxy would route to the same replicas.
@@ -450,3 +450,15 @@ class RealRay:
     def stop(self, ns: str, name: str, job_id: str) -> None:
         """``POST /api/jobs/<id>/stop`` on the real head."""
         self._call(ns, name, "POST", f"/api/jobs/{job_id}/stop")
+
+
+def _claimed_devices(pod: Obj, container: str) -> dict[str, str]:
+    """``NVIDIA_VISIBLE_DEVICES`` as NVIDIA's DRA driver sets it in ``container``: the UUIDs
+    of the devices its claims were allocated (kubesim/dra records them on the pod); none
+    for a container without claims or a pod that asks the device plugin."""
+    recorded = (pod["metadata"].get("annotations") or {}).get("kubesim.io/nvidia-visible-devices")
+    try:
+        visible = json.loads(recorded or "{}").get(container)
+    except (ValueError, AttributeError):
+        return {}
+    return {"NVIDIA_VISIBLE_DEVICES": str(visible)} if visible else {}

@@ -450,3 +450,14 @@ def test_fleet_mig_layout_list_places_partitions_as_nvidia_does() -> None:
         "gpu-0-mig-2g20gb-2-3",
         "gpu-0-mig-3g40gb-4-7",
     ]
+
+
+def test_a_real_ray_worker_process_gets_its_claims_devices_as_nvidia_visible_devices() -> None:
+    """kubesim's real Ray workers (``--real-ray``) start with NVIDIA_VISIBLE_DEVICES as
+    NVIDIA's DRA driver sets it in the container: the UUIDs its claims were allocated."""
+    from kubesim.operators.realray import _claimed_devices
+
+    visible = json.dumps({"ray-worker": "MIG-1", "sidecar": "void"})
+    pod = {"metadata": {"annotations": {"kubesim.io/nvidia-visible-devices": visible}}}
+    assert _claimed_devices(pod, "ray-worker") == {"NVIDIA_VISIBLE_DEVICES": "MIG-1"}
+    assert _claimed_devices({"metadata": {}}, "ray-worker") == {}  # the device plugin's

@@ -160,6 +160,11 @@ def pod_security_level(tenant: Any) -> str:
     return str(getattr(tenant, "pod_security", "") or "baseline")
 
 
+def dra_device_class(quota: Any) -> str:
+    """The DeviceClass a quota row's flavor claims from ("" for the extended resource)."""
+    return str(getattr(getattr(quota, "flavor", None), "dra_device_class", "") or "")
+
+
 def resource_quota(
     tenant: Any,
     quotas: Iterable[Any],
@@ -174,13 +179,22 @@ def resource_quota(
     and memory are the tenant's totals (0 means none, so no key). Clusters and pods are
     a generous backstop, not the working limit (per-user caps are): by default one
     cluster per GPU plus ten, and pods for a head each plus four per GPU (fractional
-    workers share GPUs).
+    workers share GPUs). A DRA flavor's quota is its device class's instead of
+    ``nvidia.com/gpu``'s: the devices the namespace's claims of that class may request
+    (``<class>.deviceclass.resource.k8s.io/devices``).
     """
-    gpus = sum(int(quota.gpus) + int(quota.borrow_limit) for quota in quotas)
+    quota_list = list(quotas)
+    gpus = sum(int(quota.gpus) + int(quota.borrow_limit) for quota in quota_list)
+    devices: dict[str, int] = {}
+    for quota in quota_list:
+        cls = dra_device_class(quota)
+        if cls:
+            devices[cls] = devices.get(cls, 0) + int(quota.gpus) + int(quota.borrow_limit)
     clusters = max_clusters if max_clusters is not None else gpus + 10
     pods = max_pods if max_pods is not None else clusters + 4 * gpus
     hard: dict[str, str] = {
-        f"requests.{GPU}": q.count(gpus),
+        f"requests.{GPU}": q.count(gpus - sum(devices.values())),
+        **{f"{cls}.deviceclass.resource.k8s.io/devices": q.count(n) for cls, n in devices.items()},
         "pods": q.count(pods),
         "count/rayclusters.ray.io": q.count(clusters),
         "services.nodeports": "0",

@@ -380,7 +380,14 @@ def kai_queue(tenant: Any, quotas: Iterable[Any], *, parent_queue: str | None = 
     limited to nominal plus borrowing; CPU and memory mirror the tenant's totals (none
     set: quota 0, unlimited). The over-quota weight is the fair-sharing weight.
     """
-    quota_list = [quota for quota in quotas if int(quota.tenant_id) == int(tenant.pk)]
+    # Only the extended resource's GPUs: KAI never schedules a DRA flavor's workers (a DRA
+    # flavor cannot share), so its quota is no room in this queue.
+    quota_list = [
+        quota
+        for quota in quotas
+        if int(quota.tenant_id) == int(tenant.pk)
+        and not getattr(getattr(quota, "flavor", None), "uses_dra", False)
+    ]
     gpus = sum(int(quota.gpus) for quota in quota_list)
     limit = gpus + sum(int(quota.borrow_limit) for quota in quota_list)
     weight = float(tenant.weight)

@@ -262,6 +262,28 @@ def test_kai_queue_has_every_resource(acme: Any) -> None:
     assert spec["resources"]["cpu"]["quota"] == 1_000_000  # millicores
 
 
+def test_a_mig_flavors_quota_is_its_device_classs_not_nvidia_gpus(acme: Any) -> None:
+    from tests.factories import GpuFlavorFactory
+
+    mig = GpuFlavorFactory(
+        name="h100-1g", gpus_per_node=56, device_mode="mig", mig_profile="1g.10gb"
+    )
+    before = tenant_bundle(acme, acme.quotas.all(), control_plane_namespace="gangway-system")
+    gpus_before = before[2]["spec"]["hard"]["requests.nvidia.com/gpu"]
+    Quota.objects.create(tenant=acme, flavor=mig, gpus=14, borrow_limit=7)
+    objects = tenant_bundle(acme, acme.quotas.all(), control_plane_namespace="gangway-system")
+    (rq,) = [o for o in objects if o["kind"] == "ResourceQuota"]
+    validate_object(rq)
+    assert rq["spec"]["hard"]["mig.nvidia.com.deviceclass.resource.k8s.io/devices"] == "21"
+    assert rq["spec"]["hard"]["requests.nvidia.com/gpu"] == gpus_before  # slices are no GPUs
+    # KAI's queue holds the extended resource's GPUs only: it never runs a DRA worker.
+    assert kai_queue(acme, Quota.objects.select_related("flavor"))["spec"]["resources"]["gpu"] == {
+        "quota": 18,
+        "overQuotaWeight": 1.0,
+        "limit": 26,
+    }
+
+
 def test_operator_rules_refused(shapes_by_name: Any, h100: Any) -> None:
     cluster, _ = shapes_by_name["dev"]
     group = shapes.worker_groups(kind="dev", flavor=h100, workers=1)[0]

@@ -316,11 +316,13 @@ def _placement_note(runs: list[dict[str, Any]]) -> str:
     on_mig = whole["pools"].get("dra-h100-mig", 0)
     slower = [s["p50_ms"] for s in runs if s["claim"] != "gpu"]
     (plain,) = [s["p50_ms"] for s in runs if s["claim"] == "gpu"]
+    low, high = round(min(slower) / plain), round(max(slower) / plain)
+    ratio = f"{low}x" if low == high else f"{low}-{high}x"
     return (
-        f"A claim costs {min(slower) / plain:.0f}-{max(slower) / plain:.0f}x a "
-        "`nvidia.com/gpu` pod at the median: kubesim's allocator converts every device of "
-        "each candidate node and evaluates every selector on it, per pod (kubesim/dra/"
-        f"allocator.py). {on_mig} of the {whole['pods']} whole-GPU claims went to the "
+        f"A claim costs {ratio} a `nvidia.com/gpu` pod at the median: for each pod kubesim's "
+        "allocator still walks every candidate node's devices and the cluster's claims "
+        "(each device's conversion and selector verdicts are remembered per slice version; "
+        f"kubesim/dra/allocator.py). {on_mig} of the {whole['pods']} whole-GPU claims went to the "
         "MIG-partitioned nodes: a partitioned GPU is also a whole device there (partitionable "
         "devices), and a whole-GPU claim takes its seven slices with it; nothing in the "
         "device tells the two pools apart (docs/dra.md, Limits)."

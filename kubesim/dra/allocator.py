@@ -11,6 +11,7 @@ consumable capacity.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from functools import lru_cache
@@ -97,24 +98,60 @@ def matches(selectors: list[dict[str, Any]], env: dict[str, Any]) -> bool:
     return True
 
 
+# A slice's devices as selectors see them and its counters, by (name, resourceVersion):
+# a slice changes only when its driver republishes it, and converting every device (and
+# evaluating every selector on it) again for each pod and node made a claim cost ~100x a
+# plain pod's placement at 64 nodes. Bounded: cleared when it grows past _MEMO_LIMIT.
+SliceKey = tuple[str, str]
+Parsed = tuple[
+    list[tuple[DeviceId, dict[str, Any], dict[str, Any]]],
+    dict[tuple[str, str, str], dict[str, int]],
+]
+_PARSED: dict[SliceKey, Parsed] = {}
+_MATCHED: dict[tuple[SliceKey, str, str], bool] = {}
+_MEMO_LIMIT = 200_000
+
+
+def _parsed(sl: dict[str, Any]) -> tuple[SliceKey, Parsed]:
+    meta = sl.get("metadata") or {}
+    key = (str(meta.get("name", "")), str(meta.get("resourceVersion", "")))
+    found = _PARSED.get(key)
+    if found is None or not key[1]:
+        spec = sl.get("spec") or {}
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        counters = {
+            (driver, pool, cs["name"]): {
+                k: int(quantity.parse(v.get("value", "0"))) for k, v in cs["counters"].items()
+            }
+            for cs in spec.get("sharedCounters") or []
+        }
+        devices = [
+            ((driver, pool, dev["name"]), dev, cel_device(driver, dev))
+            for dev in spec.get("devices") or []
+        ]
+        if len(_PARSED) > _MEMO_LIMIT // 100:
+            _PARSED.clear()
+        found = _PARSED[key] = (devices, counters)
+    return key, found
+
+
 class Inventory:
     """The devices of one node and what the cluster's claims already hold."""
 
     def __init__(self, store: Any, node: str) -> None:
         self.store = store
         self.devices: list[tuple[DeviceId, dict[str, Any], dict[str, Any]]] = []
+        self.slice_of: dict[DeviceId, SliceKey] = {}
         self.counters: dict[tuple[str, str, str], Counter[str]] = {}
         for sl in store.iter(SLICES):
             spec = sl.get("spec") or {}
             if spec.get("nodeName") != node and not spec.get("allNodes"):
                 continue
-            driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
-            for cs in spec.get("sharedCounters") or []:
-                self.counters[(driver, pool, cs["name"])] = Counter(
-                    {k: int(quantity.parse(v.get("value", "0"))) for k, v in cs["counters"].items()}
-                )
-            for dev in spec.get("devices") or []:
-                self.devices.append(((driver, pool, dev["name"]), dev, cel_device(driver, dev)))
+            key, (devices, counters) = _parsed(sl)
+            for name, amounts in counters.items():
+                self.counters[name] = Counter(amounts)
+            self.devices.extend(devices)
+            self.slice_of.update((did, key) for did, _, _ in devices)
         self.by_id = {d[0]: d[1] for d in self.devices}
         self.used: set[DeviceId] = set()
         for claim in store.iter(CLAIMS):
@@ -186,7 +223,7 @@ class Inventory:
         if cls is None:
             return None
         selectors = ((cls.get("spec") or {}).get("selectors") or []) + (req.get("selectors") or [])
-        wanted = [did for did, _, env in self.devices if matches(selectors, env)]
+        wanted = [did for did, _, env in self.devices if self._matches(selectors, did, env)]
         if req.get("allocationMode") == "All":
             ok = bool(wanted) and all(self.free(d) for d in wanted)
             return wanted if ok else None
@@ -200,6 +237,19 @@ class Inventory:
         for did in picked:
             self._untake(did)
         return picked if len(picked) == int(req.get("count") or 1) else None
+
+    def _matches(self, selectors: list[dict[str, Any]], did: DeviceId, env: dict[str, Any]) -> bool:
+        """:func:`matches`, remembered per slice version, device and selectors."""
+        where = self.slice_of.get(did)
+        if where is None or not where[1]:
+            return matches(selectors, env)
+        key = (where, did[2], json.dumps(selectors, sort_keys=True))
+        found = _MATCHED.get(key)
+        if found is None:
+            if len(_MATCHED) > _MEMO_LIMIT:
+                _MATCHED.clear()
+            found = _MATCHED[key] = matches(selectors, env)
+        return found
 
     def _untake(self, did: DeviceId) -> None:
         self.used.discard(did)

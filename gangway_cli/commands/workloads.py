@@ -125,12 +125,35 @@ KubeClusterOpt = Annotated[
 RegionOpt = Annotated[
     str | None, typer.Option("--region", help="Run on a Kubernetes cluster of this region.")
 ]
+TopologyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--topology",
+        help="Keep a production gang's workers in one domain of this level of its flavor's "
+        "topology, e.g. network.topology.kubernetes.io/rack (docs/topology.md).",
+    ),
+]
+TopologyModeOpt = Annotated[
+    str | None,
+    typer.Option("--topology-mode", help="required (default) or preferred."),
+]
 
 
-def placement_body(kube_cluster: str | None, region: str | None) -> dict[str, Any]:
-    """``--kube-cluster``/``--region`` as the create body's ``kube_cluster``/``region``
-    (left out when not given, so that older servers still answer)."""
-    asked = {"kube_cluster": kube_cluster, "region": region}
+def placement_body(
+    kube_cluster: str | None,
+    region: str | None,
+    topology: str | None = None,
+    topology_mode: str | None = None,
+) -> dict[str, Any]:
+    """``--kube-cluster``/``--region``/``--topology``/``--topology-mode`` as the create
+    body's ``kube_cluster``/``region``/``topology_level``/``topology_mode`` (left out when
+    not given, so that older servers still answer)."""
+    asked = {
+        "kube_cluster": kube_cluster,
+        "region": region,
+        "topology_level": topology,
+        "topology_mode": topology_mode,
+    }
     return {key: value for key, value in asked.items() if value}
 
 

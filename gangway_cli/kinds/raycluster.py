@@ -274,6 +274,8 @@ def up(
     ] = False,
     kube_cluster: workloads.KubeClusterOpt = None,
     region: workloads.RegionOpt = None,
+    topology: workloads.TopologyOpt = None,
+    topology_mode: workloads.TopologyModeOpt = None,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow until ready.")] = True,
     timeout: Annotated[
         str | None, typer.Option(help="Give up waiting after this long (e.g. 30m).")
@@ -284,7 +286,7 @@ def up(
         "kind": kind,
         "workers": workers,
         **workloads.flavors_body(_require_flavor(s, flavor)),
-        **workloads.placement_body(kube_cluster, region),
+        **workloads.placement_body(kube_cluster, region, topology, topology_mode),
     }
     if name:
         body["name"] = name

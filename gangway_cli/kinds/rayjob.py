@@ -90,7 +90,14 @@ def job_body(
         body["cluster"] = where["cluster"]
     elif where.get("flavor"):
         body.update(workloads.flavors_body(str(where["flavor"])))
-        body.update(workloads.placement_body(where.get("kube_cluster"), where.get("region")))
+        body.update(
+            workloads.placement_body(
+                where.get("kube_cluster"),
+                where.get("region"),
+                where.get("topology"),
+                where.get("topology_mode"),
+            )
+        )
     else:
         raise CliError(
             "where should it run? give --flavor (GPUs of its own) or --cluster NAME",
@@ -181,6 +188,8 @@ def submit(
     ] = False,
     kube_cluster: workloads.KubeClusterOpt = None,
     region: workloads.RegionOpt = None,
+    topology: workloads.TopologyOpt = None,
+    topology_mode: workloads.TopologyModeOpt = None,
 ) -> workloads.Creation:
     """Submit a batch job: on GPUs of its own (--flavor) or on a dev cluster (--cluster)."""
     body = job_body(
@@ -190,6 +199,8 @@ def submit(
             "flavor": flavor,
             "kube_cluster": kube_cluster,
             "region": region,
+            "topology": topology,
+            "topology_mode": topology_mode,
         },
         shape={"name": name, "workers": workers, "kind": kind, "image": image},
         runtime_env={"working_dir": working_dir, "pip": pip, "env_vars": env},

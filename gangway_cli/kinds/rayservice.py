@@ -150,11 +150,13 @@ def submit(
     idle_minutes: IdleMinutesOpt = None,
     kube_cluster: workloads.KubeClusterOpt = None,
     region: workloads.RegionOpt = None,
+    topology: workloads.TopologyOpt = None,
+    topology_mode: workloads.TopologyModeOpt = None,
 ) -> workloads.Creation:
     """Submit a Ray Serve service: a RayService of the given shape serving the config."""
     body: dict[str, Any] = {"name": name, "serve_config": read_config(config)}
     body.update(workloads.flavors_body(flavor))
-    body.update(workloads.placement_body(kube_cluster, region))
+    body.update(workloads.placement_body(kube_cluster, region, topology, topology_mode))
     shape = {
         "workers": workers,
         "min_workers": min_workers,

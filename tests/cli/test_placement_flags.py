@@ -38,3 +38,24 @@ def test_up_and_submit_ask_for_a_cluster_or_a_region(
     assert refused.code != 0
     assert "no Kubernetes cluster called 'mars'" in refused.err + refused.out
     assert not ClusterRequest.objects.filter(name="nowhere").exists()
+
+
+def test_up_asks_that_a_production_gang_share_a_rack(
+    cli: Callable[..., Run], login: Any, alice: Any, h100: Any, quiet: None
+) -> None:
+    rack = "network.topology.kubernetes.io/rack"
+    h100.topology = [rack]
+    h100.save()
+    login("alice")
+    up = cli(
+        "up", "train", "--kind", "prod", "--flavor", "h100", "--topology", rack,
+        "--topology-mode", "preferred", "--no-wait",
+    )  # fmt: skip
+    assert up.code == 0, up
+    row = ClusterRequest.objects.get(name="train")
+    assert (row.topology_level, row.topology_mode) == (rack, "preferred")
+    # A dev cluster asking for one is refused with the server's words; nothing is created.
+    refused = cli("up", "dev-rack", "--flavor", "h100", "--topology", rack, "--no-wait")
+    assert refused.code != 0
+    assert "Only a production cluster" in refused.err + refused.out
+    assert not ClusterRequest.objects.filter(name="dev-rack").exists()

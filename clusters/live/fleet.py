@@ -189,6 +189,19 @@ class NodeRow:
 
 
 @dataclass(frozen=True)
+class DomainRow:
+    """One domain of a level of a flavor's topology (a rack, a block): its whole nodes
+    free (ready, no GPU in use) of its nodes, in one member of the fleet."""
+
+    flavor: str
+    level: str
+    domain: str
+    free: int
+    nodes: int
+    member: str = ""
+
+
+@dataclass(frozen=True)
 class NodeGrid:
     """The nodes of every flavor in every member, or why none could be read (``error``);
     ``unreachable``: what each member that could not be read said (the others' nodes
@@ -197,6 +210,7 @@ class NodeGrid:
     nodes: tuple[NodeRow, ...] = ()
     error: str = ""
     unreachable: tuple[str, ...] = ()
+    domains: tuple[DomainRow, ...] = ()
 
     @property
     def members(self) -> bool:
@@ -232,6 +246,11 @@ def _read_member_nodes(
         log.warning("capacity page: %s", exc.message)
         return [], f"Kubernetes could not be reached ({exc.message}); try again shortly."
     uses = free_capacity.node_use(nodes, pods, id_label=labels.CLUSTER_ID)
+    node_labels = {
+        n["metadata"]["name"]: tuple(sorted((n["metadata"].get("labels") or {}).items()))
+        for n in nodes
+    }
+    uses = [replace(use, labels=node_labels.get(use.name, ())) for use in uses]
     gpus: dict[str, list[free_devices.GpuUse]] = defaultdict(list)
     for gpu in free_devices.gpu_use(slices, claims):
         gpus[gpu.node].append(gpu)
@@ -293,7 +312,33 @@ def node_grid() -> NodeGrid:
             for member, use in uses
         ),
         unreachable=unreachable,
+        domains=_domains(flavors, flavor_of, uses),
     )
+
+
+def _domains(
+    flavors: list[GpuFlavor],
+    flavor_of: dict[tuple[str, bool], list[str]],
+    uses: list[tuple[str, free_capacity.NodeUse]],
+) -> tuple[DomainRow, ...]:
+    """Whole nodes free per domain of each level of every flavor with a topology
+    (docs/topology.md), member by member, domains in name order."""
+    out: list[DomainRow] = []
+    for f in flavors:
+        for level in f.topology or []:
+            tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+            for member, use in uses:
+                value = dict(use.labels).get(level)
+                if value is None or f.name not in flavor_of.get((use.product, use.dra), []):
+                    continue
+                counts = tally[member, value]
+                counts[1] += 1
+                counts[0] += int(use.ready and use.used == 0 and use.allocatable > 0)
+            out += [
+                DomainRow(f.name, level, value, free, total, member)
+                for (member, value), (free, total) in sorted(tally.items())
+            ]
+    return tuple(out)
 
 
 def fair_share_by_cohort() -> list[CohortShare]:

@@ -93,6 +93,8 @@ class NodeUse:
     # each with its partitions in use, once the slices are read (clusters.live.fleet).
     dra: bool = False
     gpus: tuple[GpuUse, ...] = ()
+    # Its labels, for the capacity page's topology domains (clusters.live.fleet).
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def free(self) -> int:

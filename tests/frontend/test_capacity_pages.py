@@ -361,3 +361,49 @@ def test_dra_devices_per_class_and_profile_and_partitions_per_gpu(
     assert re.search(r"<span data-device>gpu-\d: in use whole</span>", whole), whole
     plugin = _row(html, "data-node", "dra-h100-0")
     assert "<td>h100</td>" in plugin and "0 / 8" in plugin
+
+
+def test_whole_nodes_free_per_rack_of_a_flavor_with_a_topology(
+    tmp_path: Path, settings: Any, root: Any, h100: Any
+) -> None:
+    rack = "network.topology.kubernetes.io/rack"
+    h100.topology = [rack]
+    h100.save()
+    fleet = {
+        "name": "racks",
+        "pools": [
+            {
+                "name": "h100",
+                "count": 4,
+                "labels": {"nvidia.com/gpu.product": h100.gpu_product},
+                "allocatable": {"cpu": "192", "memory": "1800Gi", "nvidia.com/gpu": "8"},
+                "topology": [{"key": rack, "nodes": 2}],
+            },
+            {"name": "cpu", "count": 1, "allocatable": {"cpu": "32", "memory": "128Gi"}},
+        ],
+    }
+    with running_kubesim(tmp_path, settings, fleet=fleet):
+        from clusters.kube.gateway import get_gateway
+
+        get_gateway().create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "one-gpu", "namespace": "default"},
+                "spec": {
+                    "nodeName": "racks-h100-0",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ],
+                },
+            }
+        )
+        html = client_for(root).get("/capacity/").content.decode()
+    assert "Whole nodes free per topology domain" in html
+    # One GPU in use on a node of rack 0 leaves it one whole node; rack 1 has both.
+    assert "1 of 2" in _row(html, "data-domain", "h100-rack-0")
+    assert "2 of 2" in _row(html, "data-domain", "h100-rack-1")

@@ -71,6 +71,18 @@ def _always() -> list[Rule]:
             for group, plurals in workload_groups.items()
         ],
         Rule("", ("secrets",), ("create", "patch", "delete"), "SSH keys (written, never read)"),
+        Rule(
+            "resource.k8s.io",
+            ("deviceclasses", "resourceslices", "resourceclaims"),
+            WATCH,
+            "DRA flavors: free devices, and the devices a worker got (docs/dra.md)",
+        ),
+        Rule(
+            "resource.k8s.io",
+            ("resourceclaimtemplates",),
+            (*APPLY, "delete"),
+            "DRA flavors: a claim template per GPU worker group",
+        ),
     ]
 
 

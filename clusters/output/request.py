@@ -227,6 +227,12 @@ class ClusterListItemOut(FlatModelOut):
         "waits to be placed; a resumed request keeps the one it ran on, where admission "
         "places it again if it may).",
     )
+    topology_level = serializers.CharField(
+        help_text="The level of its flavor's topology its workers share (empty: none asked)."
+    )
+    topology_mode = serializers.CharField(
+        help_text="required or preferred when it asked for a level (empty: none asked)."
+    )
     tenant = serializers.CharField(source="tenant.slug")
     namespace = serializers.CharField(source="tenant.namespace")
     gpus = serializers.DecimalField(

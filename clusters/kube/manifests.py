@@ -22,6 +22,7 @@ from clusters.domain.workload_kinds import kind_of
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
 from clusters.kube.queues import (
+    dra_device_class,
     kai_queue,
     kueue_objects,
 )
@@ -158,11 +159,6 @@ def tenant_bundle(
 def pod_security_level(tenant: Any) -> str:
     """The tenant namespace's Pod Security Standard (``baseline`` unless ``restricted``)."""
     return str(getattr(tenant, "pod_security", "") or "baseline")
-
-
-def dra_device_class(quota: Any) -> str:
-    """The DeviceClass a quota row's flavor claims from ("" for the extended resource)."""
-    return str(getattr(getattr(quota, "flavor", None), "dra_device_class", "") or "")
 
 
 def resource_quota(

@@ -372,6 +372,11 @@ def kueue_objects(
     return objects
 
 
+def dra_device_class(quota: Any) -> str:
+    """The DeviceClass a quota row's flavor claims from ("" for the extended resource)."""
+    return str(getattr(getattr(quota, "flavor", None), "dra_device_class", "") or "")
+
+
 def kai_queue(tenant: Any, quotas: Iterable[Any], *, parent_queue: str | None = None) -> Manifest:
     """A tenant's KAI ``Queue`` for fractional GPU sharing.
 
@@ -385,8 +390,7 @@ def kai_queue(tenant: Any, quotas: Iterable[Any], *, parent_queue: str | None = 
     quota_list = [
         quota
         for quota in quotas
-        if int(quota.tenant_id) == int(tenant.pk)
-        and not getattr(getattr(quota, "flavor", None), "uses_dra", False)
+        if int(quota.tenant_id) == int(tenant.pk) and not dra_device_class(quota)
     ]
     gpus = sum(int(quota.gpus) for quota in quota_list)
     limit = gpus + sum(int(quota.borrow_limit) for quota in quota_list)

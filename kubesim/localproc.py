@@ -57,6 +57,10 @@ class ProcessSpec:
     # Readiness probe: GET ``ready_path`` on the pod port ``ready_port`` (0: no probe).
     ready_port: int = 0
     ready_path: str = "/"
+    # A Ready pod turns unready only once its probe has failed for this long: the probe's
+    # ``failureThreshold`` times its ``periodSeconds`` (Kubernetes' defaults: 3 times 10 s).
+    # One slow answer on a busy node does not take the pod out of its services' endpoints.
+    unready_after_seconds: float = 30.0
     # The pod's main process: when it exits, the pod's containers exit with its code.
     main: bool = False
 
@@ -76,6 +80,8 @@ class Running:
     stopping: bool = False
     restarts: int = 0
     restart_at: float | None = None
+    # When the probe of a Ready process first failed in a row (None: it answers).
+    failing_since: float | None = None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -263,7 +269,7 @@ class LocalProcesses:
                 self._restart(run)
             if not run.spec.ready_port:
                 continue
-            ready = alive and _answers(run.spec.ports.get(run.spec.ready_port), run.spec.ready_path)
+            ready = alive and self._still_ready(run)
             if ready != run.ready:
                 run.ready, changed = ready, True
         if not changed and exited is None:
@@ -280,6 +286,20 @@ class LocalProcesses:
             else:
                 self._write_readiness(pod, runs)
             self.cluster.settle()
+
+    @staticmethod
+    def _still_ready(run: Running) -> bool:
+        """The probe's verdict: a failed answer makes a Ready process unready only after
+        ``unready_after_seconds`` of failures, as the kubelet's ``failureThreshold`` does."""
+        if _answers(run.spec.ports.get(run.spec.ready_port), run.spec.ready_path):
+            run.failing_since = None
+            return True
+        if not run.ready:
+            return False
+        now = time.monotonic()
+        if run.failing_since is None:
+            run.failing_since = now
+        return now - run.failing_since < run.spec.unready_after_seconds
 
     def _restart(self, run: Running) -> None:
         """Start a process that exited by itself again after a back-off doubling from 1 s

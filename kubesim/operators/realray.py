@@ -44,6 +44,9 @@ GPU = "nvidia.com/gpu"
 SERVE_PORT = 8000
 METRICS_PORT = 8080
 AGENT_PORT = 52365  # KubeRay's dashboard agent port, which its worker probe reads
+# KubeRay's injected readiness probes fail a Ray pod after 20 failures 3 s apart
+# (its DefaultReadinessProbeFailureThreshold and -PeriodSeconds).
+KUBERAY_UNREADY_AFTER_SECONDS = 20 * 3.0
 # Summed RSS of a process group counts shared pages once per process, so the bounds are
 # well above what the processes use alone (docs/benchmarks.md has the measures).
 HEAD_MEMORY_BYTES = 4 << 30
@@ -314,6 +317,7 @@ class RealRay:
             memory_bytes=HEAD_MEMORY_BYTES,
             ready_port=named["dashboard"],
             ready_path="/api/gcs_healthz",
+            unready_after_seconds=KUBERAY_UNREADY_AFTER_SECONDS,
         )
 
     def _worker(self, rc: Obj | None, pod: Obj, slot: Slot) -> ProcessSpec:
@@ -356,6 +360,7 @@ class RealRay:
             memory_bytes=WORKER_MEMORY_BYTES,
             ready_port=AGENT_PORT,
             ready_path="/api/local_raylet_healthz",
+            unready_after_seconds=KUBERAY_UNREADY_AFTER_SECONDS,
         )
 
     def _submitter(self, pod: Obj) -> list[ProcessSpec]:

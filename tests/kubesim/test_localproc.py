@@ -39,8 +39,9 @@ def http_launcher(cluster: Any, pod: dict[str, Any]) -> list[ProcessSpec]:
         port = free_port()
         argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
         return [ProcessSpec("http", argv, ports={8080: port})]
-    if label == "gated":
-        # Answers 503 until the file ``open`` exists in its working directory.
+    if label in ("gated", "gated-patient"):
+        # Answers 503 until the file ``open`` exists in its working directory; "patient"
+        # is a probe that tolerates failures for 5 s, as a failureThreshold does.
         port = free_port()
         return [
             ProcessSpec(
@@ -49,6 +50,7 @@ def http_launcher(cluster: Any, pod: dict[str, Any]) -> list[ProcessSpec]:
                 ports={8080: port},
                 ready_port=8080,
                 ready_path="/healthz",
+                unready_after_seconds=5.0 if label == "gated-patient" else 0.0,
             )
         ]
     if label in ("exit3", "flaky"):
@@ -188,6 +190,24 @@ def test_a_probed_pod_is_ready_only_while_its_process_answers(
     wait_for(lambda: not _ready(pcore, "gated"))
     wait_for(lambda: _ready(pcore, "gated"))
     assert psim.cluster.localprocs.processes("default", "gated")["gated"].restarts == 1
+
+
+def test_a_ready_pod_stays_ready_through_failures_shorter_than_its_threshold(
+    psim: KubeSim, pcore: client.CoreV1Api
+) -> None:
+    pcore.create_namespaced_pod("default", _served_pod("patient", "gated-patient"))
+    addr = wait_for(lambda: psim.cluster.localprocs.address("default", "patient", 8080))
+    run = psim.cluster.localprocs.processes("default", "patient")["gated"]
+    (run.workdir / "open").touch()
+    wait_for(lambda: _ready(pcore, "patient"))
+    # The probe fails from now on: the pod stays in its services' endpoints for the
+    # threshold, then leaves them.
+    (run.workdir / "open").unlink()
+    assert _status(f"http://127.0.0.1:{addr[1]}/healthz") == 503
+    wait_for(lambda: run.failing_since is not None)
+    assert _ready(pcore, "patient")
+    wait_for(lambda: not _ready(pcore, "patient"))
+    assert time.monotonic() - run.failing_since >= 5.0
 
 
 def test_the_main_process_s_exit_ends_the_pod_and_others_are_restarted(

@@ -90,6 +90,11 @@ class FlavorQ:
     node_count: int
     free_gpus: Decimal | None = None
     free_nodes: int | None = None
+    # The flavor's topology: node label keys, coarse to fine (docs/topology.md), and, for
+    # each whole free node, its label's value at each of those levels ("" if unlabelled),
+    # in that order. ``None``: where the free nodes are is not known (topology unchecked).
+    topology: tuple[str, ...] = ()
+    free_node_domains: tuple[tuple[str, ...], ...] | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -150,6 +155,10 @@ class Running(Asking):
     reclaimable: bool = True
     # The member of the fleet it is placed on ("": not known).
     cluster: str = ""
+    # The domain its workers were pinned to: the level (a node label key) and its value
+    # ("": none), for an ETA of when that domain frees its nodes.
+    topology_level: str = ""
+    topology_domain: str = ""
 
 
 @dataclass(frozen=True)
@@ -205,6 +214,10 @@ class Pending(Asking):
     # when it may).
     wanted_cluster: str = ""
     wanted_region: str = ""
+    # A production gang's wish that all its workers share a level of its flavor's
+    # topology: the level (a node label key) and "required" or "preferred" ("": none).
+    topology_level: str = ""
+    topology_mode: str = ""
     was_on: str = ""
 
     def on(self, option: FlavorOption, fallbacks: tuple[FlavorOption, ...] = ()) -> Pending:
@@ -247,6 +260,9 @@ class StockQ:
     node_count: int
     free_gpus: Decimal | None = None
     free_nodes: int | None = None
+    # Each whole free node's domain at every level of the flavor's topology, as on
+    # :class:`FlavorQ` (``None``: not known).
+    free_node_domains: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -375,6 +391,9 @@ class Decision:
     # with more than one, where and why not on those before it ("cloud (onprem is full)").
     clusters: dict[int, str] = field(default_factory=dict)
     placement_notes: dict[int, str] = field(default_factory=dict)
+    # The topology domain (the value of its ``topology_level`` label) each admitted gang
+    # that asked for one is pinned to.
+    domains: dict[int, str] = field(default_factory=dict)
 
 
 # --- the dry-run's verdict ------------------------------------------------------------

@@ -93,6 +93,10 @@ class ClusterRequest(TenantOwned):
     # level of its flavor's topology (a rack, a block, an NVLink domain; docs/topology.md).
     topology_level = models.CharField(max_length=316, blank=True)
     topology_mode = models.CharField(max_length=9, choices=TopologyMode.choices, blank=True)
+    # The domain admission pinned the gang to: the value of its ``topology_level`` label
+    # on the nodes its workers run on (built-in: chosen by the pass; Kueue and KAI: their
+    # topology assignment, mirrored). "": none chosen yet, or none asked.
+    topology_domain = models.CharField(max_length=63, blank=True)
     workers = models.PositiveIntegerField(
         default=1, validators=[MinValueValidator(0), MaxValueValidator(1024)]
     )

@@ -90,13 +90,18 @@ def provision_cluster(self: Any, cluster_id: int) -> None:
             _fail(cluster, f"gave up after {attempts} attempts: {exc.message}")
             return
         countdown = backoff_seconds(attempts, exc.retry_after)
+        now = timezone.now()
         # progress_at moves to the retry time, so the sweeper does not re-send this row
-        # before the retry is due (which would ignore the server's Retry-After).
-        ClusterRequest.objects.filter(pk=cluster.pk).update(
+        # before the retry is due (which would ignore the server's Retry-After). Only one
+        # of two tasks of the row refused at once schedules the retry: the other finds the
+        # retry already due later, and leaves the row to it (one attempt, one back-off).
+        claimed = ClusterRequest.objects.filter(pk=cluster.pk, progress_at__lte=now).update(
             attempts=F("attempts") + 1,
             last_error=exc.message[:2000],
-            progress_at=timezone.now() + timedelta(seconds=countdown),
+            progress_at=now + timedelta(seconds=countdown),
         )
+        if not claimed:
+            return
         raise self.retry(countdown=countdown, exc=exc) from exc
     except PermanentKubeError as exc:
         metrics.API_ERRORS.labels("permanent").inc()

@@ -29,6 +29,8 @@ FLAVORS = {
         memory_per_node_gib=1800,
         node_count=4,
         sharing=False,
+        # The demo fleet's H100 nodes stand in two racks of two (docs/topology.md).
+        topology=["network.topology.kubernetes.io/rack", "kubernetes.io/hostname"],
     ),
     "l4": dict(
         gpu_product="NVIDIA-L4",

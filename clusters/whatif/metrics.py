@@ -169,7 +169,8 @@ def _per_request(
 @dataclass(frozen=True)
 class TopologyFigures:
     """How a run placed the multi-node production gangs of one flavor with a topology:
-    how many runs of them started, the share of those whose nodes all sat in one domain
+    how many started, how many runs they had (a reclaimed gang starts again), the share of
+    those runs whose nodes all sat in one domain
     of the flavor's finest level (a rack), the whole free nodes stranded in partly used
     domains of that level (time-averaged over the period), and the median and 90th
     percentile wait of those gangs (seconds; one that never started waited to the end)."""
@@ -177,6 +178,7 @@ class TopologyFigures:
     flavor: str
     level: str
     gangs: int
+    runs: int
     in_one_domain: float | None
     stranded_nodes: float
     median_wait: float
@@ -213,7 +215,8 @@ def topology_figures(world: World, outcome: Outcome, *, flavor: str) -> Topology
     return TopologyFigures(
         flavor=flavor,
         level=found.topology[-1],
-        gangs=len(runs),
+        gangs=len({p.id for p in runs}),
+        runs=len(runs),
         in_one_domain=whole / len(runs) if runs else None,
         stranded_nodes=stranded / outcome.seconds if outcome.seconds else 0.0,
         median_wait=percentile(waits, 50),

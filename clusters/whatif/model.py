@@ -106,6 +106,10 @@ class World:
     # by pool, one tuple per node in node order of its label values, coarse to fine (as
     # kubesim's fleet files label them). A pool not named here has no topology.
     node_domains: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    # A placement policy to try: by flavor, the level of its topology that every
+    # multi-node production gang on it requires (the planner's ``topology:h100=rack``);
+    # a gang that asked for a level itself keeps its own.
+    gang_topology: dict[str, str] = field(default_factory=dict)
 
     def flavor(self, name: str) -> FlavorQ | None:
         """The flavor called ``name`` (``None``: not in this world)."""

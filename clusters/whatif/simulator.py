@@ -381,7 +381,7 @@ def _pending(st: _State, q: _Queued) -> Pending | None:
         for n in names
     ]
     first = options[0]
-    wish = st.aware and d.kind == PROD and bool(d.topology_level)
+    level, mode = _wish(st, d) if st.aware else ("", "")
     return Pending(
         id=d.id,
         tenant=d.tenant,
@@ -395,9 +395,20 @@ def _pending(st: _State, q: _Queued) -> Pending | None:
         worker_gpus=first.worker_gpus,
         ttl=timedelta(seconds=d.ttl) if d.ttl is not None else None,
         fallbacks=tuple(options[1:]),
-        topology_level=d.topology_level if wish else "",
-        topology_mode=(d.topology_mode or "required") if wish else "",
+        topology_level=level,
+        topology_mode=mode,
     )
+
+
+def _wish(st: _State, d: Demand) -> tuple[str, str]:
+    """The level and mode a production gang asks for: its own, else what the world's
+    ``gang_topology`` requires of a multi-node gang on its first flavor (none: "")."""
+    if d.kind != PROD:
+        return "", ""
+    if d.topology_level:
+        return d.topology_level, d.topology_mode or "required"
+    level = st.world.gang_topology.get(d.flavors[0], "") if d.workers > 1 else ""
+    return level, "required" if level else ""
 
 
 def _snapshot(st: _State, now: float) -> Snapshot:
@@ -459,7 +470,7 @@ def _place(
     in node order, within ``domain`` of the demand's topology level when given), or
     ``None``."""
     pool, scale = st.pools.of[flavor.name], st.pools.scale(flavor)
-    within = _in_domain(st, flavor, demand.topology_level, domain)
+    within = _in_domain(st, flavor, _wish(st, demand)[0], domain)
     trial = list(st.free[pool])
     taken: list[tuple[int, Decimal]] = []
     per = demand.worker_gpus_on(flavor)
@@ -489,7 +500,7 @@ def _admission_pass(st: _State, now: float) -> list[tuple[float, str, int, int]]
         flavor = st.flavors[decision.placed.get(ident, q.demand.flavors[0])]
         domain = decision.domains.get(ident, "") if st.aware else ""
         placed = _place(st, flavor, q.demand, domain)
-        if placed is None and domain and q.demand.topology_mode != "required":
+        if placed is None and domain and _wish(st, q.demand)[1] != "required":
             # A preferred domain that cannot take the gang after all: anywhere will do.
             domain = ""
             placed = _place(st, flavor, q.demand)
@@ -526,7 +537,7 @@ def _running(st: _State, d: Demand, flavor: FlavorQ, now: float, domain: str = "
         nodes=d.workers if d.kind == PROD else 0,
         # A job gives its GPUs back when it ends; without reclaim nothing is taken back.
         reclaimable=st.mode == POLICY and not d.job,
-        topology_level=d.topology_level if domain else "",
+        topology_level=_wish(st, d)[0] if domain else "",
         topology_domain=domain,
     )
 

@@ -81,4 +81,5 @@ def test_a_level_picked_then_left_for_dev_is_refused_beside_it(
     error = page.locator("#field-topology_level .error")
     expect(error).to_be_visible()  # a refused input stays in sight, kind dev or not
     expect(error).to_contain_text("Only a production cluster's whole-node workers")
+    page.screenshot(path=str(SHOTS / "topology-new-job-refused.png"), full_page=True)
     assert not ClusterRequest.objects.exists()

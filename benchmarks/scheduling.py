@@ -7,6 +7,11 @@ and our policy without reclaim and idle suspension; each figure is the median ov
 seeds, and our policy is replayed once more with the two cohorts isolated. Goals: allocation
 while oversubscribed at least 95% and 10 points above FIFO, Jain's index at least 0.95. It
 also times the what-if planner on a week (goal: under a minute).
+
+Its topology run (:func:`topology_run`) replays the same weeks with every multi-node
+production gang requiring one H100 rack, once with the pass seeing the racks
+(topology-aware) and once without (topology-blind: gangs go to the first whole free
+nodes in node order), and reports where the gangs sat, the fragmentation and the wait.
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ import time
 
 from benchmarks.support import load_line
 from clusters.whatif import services
-from clusters.whatif.metrics import Figures, figures
+from clusters.whatif.metrics import Figures, TopologyFigures, figures, topology_figures
 from clusters.whatif.model import FIFO, MODES, NO_RECLAIM, POLICY, World
-from clusters.whatif.simulator import PASS_SECONDS, simulate
-from clusters.whatif.workload import LOAD, PARENT, large_fleet, synthetic_week
+from clusters.whatif.simulator import PASS_SECONDS, Outcome, simulate
+from clusters.whatif.workload import LOAD, PARENT, RACK, large_fleet, synthetic_week
 
 LABELS = {
     POLICY: "our policy",
@@ -38,11 +43,23 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def run() -> str:
-    """Simulate the week per seed and mode; a markdown section of the medians."""
-    # Fewer days or seeds make a quick check.
+def _period() -> tuple[float, list[int]]:
+    """The simulated days and the seeds (fewer of either make a quick check)."""
     days = float(os.environ.get("BENCH_SCHEDULING_DAYS", "7"))
     seeds = [int(s) for s in os.environ.get("BENCH_SCHEDULING_SEEDS", "19,20,21").split(",")]
+    return days, seeds
+
+
+def run() -> str:
+    """Simulate the week per seed and mode; a markdown section of the medians, and the
+    topology run's."""
+    days, seeds = _period()
+    topology, _ = topology_run(days, seeds)
+    return f"{quality_run(days, seeds)}\n\n{topology}\n\n{load_line()}"
+
+
+def quality_run(days: float, seeds: list[int]) -> str:
+    """Our policy against the baselines, per seed and mode (see the module's docstring)."""
     world = large_fleet(parent=PARENT)
     # The same week with the two cohorts isolated (no common parent), our policy only.
     isolated_world = large_fleet()
@@ -138,10 +155,93 @@ def run() -> str:
             f"Mean/p95 wait per tenant under our policy (middle seed): {per_tenant}.",
             "",
             planner,
-            "",
-            load_line(),
         ]
     )
+
+
+# The two runs of the topology section: whether the pass sees the racks.
+AWARE, BLIND = "topology-aware", "topology-blind"
+
+
+def topology_run(days: float, seeds: list[int]) -> tuple[str, dict[str, list[Outcome]]]:
+    """The weeks with multi-node production gangs requiring one H100 rack, placed
+    topology-aware and topology-blind: a markdown subsection of the medians over the
+    seeds, and the runs (for tests of where the gangs sat)."""
+    world = large_fleet(parent=PARENT)
+    runs: dict[str, list[Outcome]] = {AWARE: [], BLIND: []}
+    found: dict[str, list[TopologyFigures]] = {AWARE: [], BLIND: []}
+    for seed in seeds:
+        workload = synthetic_week(
+            world, seed=seed, load=LOAD, seconds=days * 86400, topology_level=RACK
+        )
+        for label in (AWARE, BLIND):
+            outcome = simulate(world, workload, mode=POLICY, topology_aware=label == AWARE)
+            runs[label].append(outcome)
+            found[label].append(topology_figures(world, outcome, flavor="h100"))
+    rows = []
+    for label in (AWARE, BLIND):
+        fs = found[label]
+        share = _median([f.in_one_domain for f in fs])
+        rows.append(
+            f"| {label} | {statistics.median(f.gangs for f in fs):.0f} "
+            f"({statistics.median(f.runs for f in fs):.0f}) | {_pct(share)} | "
+            f"{statistics.median(f.stranded_nodes for f in fs):.1f} | "
+            f"{statistics.median(f.median_wait for f in fs) / 60:.0f} min | "
+            f"{statistics.median(f.p90_wait for f in fs) / 3600:.1f} h | "
+            f"{statistics.median(f.unserved for f in fs):.0f} |"
+        )
+    pinned = sum(1 for o in runs[AWARE] for p in o.placements if p.domain)
+    aware_runs = sum(f.runs for f in found[AWARE])
+    aware, blind = (
+        {
+            "share": _median([f.in_one_domain for f in found[label]]),
+            "median": statistics.median(f.median_wait for f in found[label]),
+            "p90": statistics.median(f.p90_wait for f in found[label]),
+            "stranded": statistics.median(f.stranded_nodes for f in found[label]),
+            "gangs": statistics.median(f.gangs for f in found[label]),
+        }
+        for label in (AWARE, BLIND)
+    )
+    section = "\n".join(
+        [
+            "### Topology: whole-node gangs in one rack",
+            "",
+            "The same weeks and policy, the H100 pool in 2 blocks of 4 racks of 8 nodes (as "
+            "kubesim/fleets/large.yaml labels it), every production gang of more than one "
+            f"node requiring one rack (`{RACK}`, docs/topology.md). *Topology-aware*: each "
+            "pass sees the racks of the whole free nodes (`FlavorQ.free_node_domains`) and "
+            "the gangs' wishes, and a gang the decision pins to a rack "
+            "(`Decision.domains`) takes nodes there. *Topology-blind*: the pass sees "
+            "neither, and a gang takes the first whole free nodes in node order, whatever "
+            "rack they are in (the product before issue 48). *Gangs (runs)*: multi-node "
+            "production gangs that started, and their runs (a reclaimed one starts again); "
+            "*in one rack*: the share of the runs whose nodes all sat in one rack; "
+            "*stranded*: whole free "
+            "nodes in racks partly in use, which no gang requiring a whole rack can have "
+            "(time-averaged over the period); waits are of the multi-node production "
+            "gangs (one never started waited to the end), median over the seeds.",
+            "",
+            "| placement | gangs (runs) | in one rack | stranded free nodes | median wait | "
+            "p90 wait | never started |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            f"Over the seeds, the decision pinned {pinned} of the aware runs' {aware_runs} "
+            "gang runs to a rack (`Decision.domains`; a run it did not pin would have been "
+            "placed by the blind rule).",
+            "",
+            f"Keeping the gangs in one rack ({_pct(blind['share'])} of runs blind, "
+            f"{_pct(aware['share'])} aware) cost them "
+            f"{(aware['median'] - blind['median']) / 3600:+.1f} h of median wait and "
+            f"{(aware['p90'] - blind['p90']) / 3600:+.1f} h at p90, with "
+            f"{aware['stranded'] - blind['stranded']:+.1f} stranded free nodes on average: "
+            "a rack-bound gang waits while free nodes sit in racks that other work (dev "
+            "workers and single-node gangs, placed without regard to racks) has partly "
+            f"taken. About {blind['gangs']:.0f} multi-node gangs a seed: read the waits "
+            "as a direction, not a precise cost.",
+        ]
+    )
+    return section, runs
 
 
 def _time_planner(world: World, seed: int, days: float) -> str:

@@ -48,6 +48,8 @@ FIELD_LABELS = {
     "container_gpus": "Containers see the pod's GPUs",
     "worker_groups": "Worker groups",
     "hours": "Hours",
+    "topology_level": "Keep workers together",
+    "topology_mode": "How strictly",
 }
 
 
@@ -91,6 +93,83 @@ def container_gpus_field() -> forms.BooleanField:
         "worker writes a CDI spec of its own GPUs, so a container sees those and no "
         "others. Whole GPUs only; the tenant's Pod Security level must be baseline.",
     )
+
+
+class TopologyLevelSelect(forms.Select):
+    """The level select: each option names, in ``data-flavors``, the flavors whose
+    topology has that level, so that gangway.js offers only the chosen flavor's."""
+
+    def __init__(self, flavors_of: dict[str, list[str]]) -> None:
+        super().__init__(attrs={"data-topology-levels": "true"})
+        self.flavors_of = flavors_of
+
+    def create_option(self, name: str, value: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option = super().create_option(name, value, *args, **kwargs)
+        if value:
+            option["attrs"]["data-flavors"] = " ".join(self.flavors_of.get(str(value), []))
+        return option
+
+
+def level_label(key: str) -> str:
+    """A level as a person reads it: ``One rack (network.topology.kubernetes.io/rack)``."""
+    short = key.rsplit("/", 1)[-1].replace("gpu.", "").replace("-", " ").replace("_", " ")
+    return f"One {short} ({key})"
+
+
+def add_topology_fields(form: LabelledErrorsForm) -> None:
+    """A production request's "Keep workers together" inputs (docs/topology.md): the
+    level, among the levels of the flavors' topologies, and required or preferred.
+
+    Added only when the form offers production and some flavor has a topology; shown
+    (gangway.js) only while the kind is prod and the chosen flavor has levels. The
+    service (:func:`clusters.requests.placement_wish.topology_errors`) judges the pair."""
+    if "prod" not in dict(form.fields["kind"].choices):  # type: ignore[attr-defined]
+        return
+    flavors_of: dict[str, list[str]] = {}
+    for flavor in form.fields["flavor"].queryset:  # type: ignore[attr-defined]
+        for key in flavor.topology or []:
+            flavors_of.setdefault(key, []).append(flavor.name)
+    if not flavors_of:
+        return
+    form.fields["topology_level"] = forms.ChoiceField(
+        required=False,
+        choices=[("", "No: wherever they fit"), *((k, level_label(k)) for k in flavors_of)],
+        widget=TopologyLevelSelect(flavors_of),
+        label=FIELD_LABELS["topology_level"],
+        error_messages={
+            "invalid_choice": "%(value)s is no level of any flavor's topology.",
+        },
+        help_text="Production only: every worker in one domain of this level of the "
+        "flavor's network (faster between nodes, may wait longer for room).",
+    )
+    form.fields["topology_mode"] = forms.ChoiceField(
+        required=False,
+        choices=[("required", "Required"), ("preferred", "Preferred")],
+        initial="required",
+        widget=forms.RadioSelect,
+        label=FIELD_LABELS["topology_mode"],
+        help_text="Required: it waits until one domain has room for all its workers. "
+        "Preferred: as few domains as the scheduler can manage.",
+    )
+    # Beside the shape they are about, not after the payload's inputs.
+    after = "max_workers" if "max_workers" in form.fields else "workers"
+    names = [n for n in form.fields if n not in ("topology_level", "topology_mode")]
+    at = names.index(after) + 1
+    form.order_fields([*names[:at], "topology_level", "topology_mode", *names[at:]])
+    form.shown_when = {
+        **form.shown_when,
+        "topology_level": ("kind", "prod"),
+        "topology_mode": ("kind", "prod"),
+    }
+
+
+def topology_wish(data: dict[str, Any]) -> dict[str, str]:
+    """The level and mode as the services take them: a mode only with a level (the
+    radio always sends one), ``required`` when none was picked (as the API defaults)."""
+    level = data.get("topology_level") or ""
+    if not level:
+        return {"topology_level": "", "topology_mode": ""}
+    return {"topology_level": level, "topology_mode": data.get("topology_mode") or "required"}
 
 
 def parse_env_lines(text: str) -> dict[str, str]:
@@ -269,13 +348,16 @@ class ClusterForm(LabelledErrorsForm):
         else:
             del self.fields["gpu_fraction"]
         self.fields["ttl_hours"] = ttl_hours_field(tenant)
+        add_topology_fields(self)
 
     def clean_env(self) -> dict[str, str]:
         return parse_env_lines(self.cleaned_data["env"])
 
     def specs(self) -> tuple[ClusterSpec, None]:
         """The cleaned form as the request the services take (a cluster has no job part)."""
-        return ClusterSpec.from_data(self.cleaned_data), None
+        return ClusterSpec.from_data(
+            {**self.cleaned_data, **topology_wish(self.cleaned_data)}
+        ), None
 
 
 class NotificationPreferencesForm(forms.Form):

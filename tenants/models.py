@@ -526,6 +526,9 @@ class GpuFlavor(models.Model):
     # And its ready nodes of this product: fewer than node_count is a catalogue that
     # promises nodes the cluster does not have (see missing_nodes).
     observed_nodes = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # Where its whole free nodes are: ``{"levels": [...], "nodes": [[[value per level],
+    # count], ...]}`` (clusters.queue.free_domains), for admission per topology domain.
+    observed_free_domains = models.JSONField(null=True, blank=True, editable=False)
     observed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:

@@ -42,9 +42,11 @@ from clusters.admission.snapshot import (
     extra_of,
 )
 from clusters.admission.standing import queue_status
+from clusters.admission.topology_room import REQUIRED, wish
 from clusters.admission.wait_messages import (
     cap_message,
     cohort_message,
+    domain_message,
     free_words,
     minutes_words,
     promised_message,
@@ -77,6 +79,8 @@ class PassState:
         # The fleet's members and what each has free (none: nothing is placed).
         self.placer = Placer(snap.members, self.led.flavors, snap.running)
         self.placements: dict[int, tuple[str, str]] = {}
+        # The topology domain each admitted gang that asked for one is pinned to.
+        self.domains: dict[int, str] = {}
         self.blocks: dict[Pool, Pending] = {}
         # GPUs being freed by suspensions and promised to the requests that asked for them.
         self.promises = Promises(self.led)
@@ -219,11 +223,28 @@ class PassState:
                         + f"; {p.workers} are needed."
                     ),
                 )
+            no_domain = self.no_domain(p)
+            if no_domain is not None:
+                return no_domain
         if self.placer.members:
             placement = self.placer.choose(p)
             if placement.member is None:
                 return self._why(CAPACITY, ("f", p.flavor), lambda: placement.waiting_words(p))
         return None
+
+    def no_domain(self, p: Pending) -> tuple[str, str, Pool] | None:
+        """``CAPACITY`` when ``p`` requires its workers in one domain of a level and no
+        domain of that level has a whole free node for each (where nodes are known)."""
+        asked = wish(p)
+        room = self.led.domains.get(p.flavor)
+        if asked is None or asked[1] != REQUIRED or room is None:
+            return None
+        fit = room.fit(asked[0], p.workers)
+        if fit is None or fit.domain is not None:
+            return None
+        return self._why(
+            CAPACITY, ("d", p.flavor, asked[0]), lambda: domain_message(p, asked[0], fit.most)
+        )
 
     def _why(self, reason: str, pool: Pool, say: Callable[[], str]) -> tuple[str, str, Pool]:
         """(reason, message, pool); the message only when the pass explains (it costs)."""
@@ -425,15 +446,23 @@ class PassState:
         return outcome
 
     def _admit(self, p: Pending) -> None:
-        self.led.charge(p)
-        self.led.take_capacity(p)
-        self.placed[p.id] = p
+        member: str | None = None
+        note = ""
         if self.placer.members:
             placement = self.placer.choose(p)
-            if placement.member is not None:  # always, once blocked() let it through
-                self.placer.take(p, placement.member)
-                note = placement.note() if self.placer.explains else ""
-                self.placements[p.id] = (placement.member, note)
+            member = placement.member  # always set, once blocked() let it through
+            note = placement.note() if self.placer.explains else ""
+        # The domain is chosen where the gang runs: on its member (a gang never spans
+        # two), else on the flavor's nodes.
+        domain = self.placer.domain_for(p, member) if member is not None else self.led.domain_for(p)
+        self.led.charge(p)
+        self.led.take_capacity(p, domain)
+        self.placed[p.id] = p
+        if member is not None:
+            self.placer.take(p, member, domain)
+            self.placements[p.id] = (member, note)
+        if domain is not None:
+            self.domains[p.id] = domain
 
     def _waits(self, p: Pending, outcome: tuple[str, str, Pool]) -> None:
         """``p`` waits for ``outcome``: keep what it is promised, and what it holds."""
@@ -441,6 +470,9 @@ class PassState:
         if p.earmarked and reason in _STILL_PROMISED:
             self.promises.promise(p)  # still waiting for what was reclaimed for it
         promised = self.promises.holders.get(p.id) == p
+        if pool[0] == "d":
+            # No domain has room: what it holds is the flavor's whole free nodes.
+            pool = ("f", p.flavor)
         if reason == RECLAIM_PENDING or (
             (p.created_at <= self.aged_before or promised)
             and reason in (TENANT_QUOTA, COHORT_QUOTA, CAPACITY)
@@ -515,6 +547,7 @@ class PassState:
             decision.clusters[pid] = member
             if note:
                 decision.placement_notes[pid] = note
+        decision.domains = dict(self.domains)
         if self.explain:
             etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
             for p, pos, standing in statuses:
@@ -532,6 +565,7 @@ class PassState:
         other.led = self.led.fork()
         other.placer = self.placer.fork()
         other.placements = dict(self.placements)
+        other.domains = dict(self.domains)
         other.blocks = dict(self.blocks)
         other.promises = self.promises.fork(other.led)
         other.reclaimed_from = defaultdict(Decimal, self.reclaimed_from)

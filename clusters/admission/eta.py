@@ -5,14 +5,17 @@ Each pool's waiting requests are walked in queue order against a heap of future 
 O(n log n), nothing re-decided. An estimate, not a promise: it assumes nothing new
 arrives, clusters live until their TTL, a request is held only by its current reason's
 pool, and ignores whole-node placement of prod workers. A pool whose blockers have no
-TTL yields ``None`` ("unknown").
+TTL yields ``None`` ("unknown"). A gang that waits for one domain of a topology level
+to hold all its workers (pool ``("d", flavor, level)``) waits for gangs pinned to domains
+of that same level to end (:func:`_domain_etas`); other releases are not known to free
+nodes of any one domain, so they are not counted.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,6 +29,7 @@ from clusters.admission.snapshot import (
     Running,
     Snapshot,
 )
+from clusters.admission.topology_room import wish
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,9 @@ def estimate(  # noqa: C901
     for pool, group in by_pool.items():
         kind = pool[0]
         rels: list[_Release]
+        if kind == "d":
+            out.update(_domain_etas(snap, led, admitted, pool[1], pool[2], group))
+            continue
         if kind == "u":
             owner_releases = sorted(
                 (rel[0], rel[1]) for rel in by_tenant[pool[1]] if rel[7] and str(rel[6]) == pool[2]
@@ -209,6 +216,77 @@ def estimate(  # noqa: C901
             )
         )
     return out
+
+
+def _domain_etas(
+    snap: Snapshot,
+    led: Ledger,
+    admitted: Sequence[Pending],
+    flavor: str,
+    level: str,
+    group: Sequence[Wait],
+) -> dict[WaitKey, datetime | None]:
+    """When a domain of ``level`` first holds each waiting gang of ``group`` (in queue
+    order) for good: its whole free nodes now, plus the nodes of gangs pinned to it as
+    they end; each gang then takes its nodes there until its own TTL ends."""
+    room = led.domains.get(flavor)
+    if room is None or level not in room.levels:
+        return {w.key: None for w in group}
+    free = room.per_domain(room.levels.index(level))
+    events: dict[str, list[tuple[datetime, int]]] = defaultdict(list)
+    for r in snap.running:
+        if (
+            r.flavor == flavor
+            and r.topology_level == level
+            and r.topology_domain
+            and r.expires_at is not None
+        ):
+            events[r.topology_domain].append((r.expires_at, r.nodes))
+    for p in admitted:
+        domain = led.pinned.get(p.id)
+        asked = wish(p)
+        if domain and asked is not None and asked[0] == level and p.ttl is not None:
+            events[domain].append((snap.now + p.ttl, p.workers))
+    out: dict[WaitKey, datetime | None] = {}
+    for w in group:
+        need = w.pending.workers
+        found = sorted(
+            (when, domain)
+            for domain in set(free) | set(events)
+            if (when := _first_holding(snap.now, free[domain], events[domain], need))
+        )
+        if not found:
+            out[w.key] = None
+            continue
+        when, domain = found[0]
+        out[w.key] = when
+        events[domain].append((when, -need))
+        if w.pending.ttl is not None:
+            events[domain].append((when + w.pending.ttl, need))
+    return out
+
+
+def _first_holding(
+    now: datetime, free: int, events: list[tuple[datetime, int]], need: int
+) -> datetime | None:
+    """The first moment from which a domain with ``free`` nodes now and ``events``
+    (when, nodes freed or, negative, taken) keeps at least ``need`` free for good."""
+    times = sorted({now, *(when for when, _ in events if when > now)})
+    changes: Counter[datetime] = Counter()
+    for when, nodes in events:
+        changes[max(when, now)] += nodes
+    level, levels = free, []
+    for t in times:
+        level += changes[t]
+        levels.append(level)
+    lowest = None
+    first = None
+    for t, level in zip(reversed(times), reversed(levels), strict=True):
+        lowest = level if lowest is None else min(lowest, level)
+        if lowest < need:
+            break
+        first = t
+    return first
 
 
 def format_eta(eta: datetime | None, now: datetime) -> str:

@@ -31,10 +31,12 @@ from clusters.admission.snapshot import (
     TenantQ,
     cohort_root,
 )
+from clusters.admission.topology_room import FreeNodes, best_domain, take_nodes
 
 # A pool is what a request draws from and what an aged request may hold for itself:
 # ("t", tenant, flavor) tenant GPU quota, ("c", cohort, flavor) the cohort's nominal GPUs,
-# ("f", flavor) free fleet capacity, ("tcpu", tenant) and ("tmem", tenant) tenant quotas.
+# ("f", flavor) free fleet capacity, ("tcpu", tenant) and ("tmem", tenant) tenant quotas,
+# ("d", flavor, level) whole free nodes in one domain of a level of the flavor's topology.
 Pool = tuple[str, ...]
 
 
@@ -121,6 +123,15 @@ class Ledger:
         self.free: dict[str, Decimal | None] = {f.name: f.free_gpus for f in snap.flavors}
         self.free_nodes: dict[str, int | None] = {f.name: f.free_nodes for f in snap.flavors}
         self.scale: dict[str, float] = {f.name: fleet_scale(f.total_gpus) for f in snap.flavors}
+        # Whole free nodes per topology domain, where known (:mod:`.topology_room`), and
+        # the domain each gang admitted by this pass was pinned to.
+        self.domains: dict[str, FreeNodes] = {}
+        for f in snap.flavors:
+            if f.free_node_domains is not None:
+                room = self.domains[f.name] = FreeNodes(f.topology, f.free_node_domains)
+                if f.free_nodes is not None:
+                    room.shrink_to(f.free_nodes)
+        self.pinned: dict[int, str] = {}
         self.share: dict[str, float] = defaultdict(float)
         self._never: dict[tuple[object, ...], list[tuple[str, str]]] = {}
         for r in snap.running:
@@ -140,6 +151,8 @@ class Ledger:
         other.charged = set(self.charged)
         other.free = dict(self.free)
         other.free_nodes = dict(self.free_nodes)
+        other.domains = {name: room.fork() for name, room in self.domains.items()}
+        other.pinned = dict(self.pinned)
         other.share = defaultdict(float, self.share)
         # Copy on write: both now share every owner's tree until they change it.
         other._charged_ahead = dict(self._charged_ahead)
@@ -245,10 +258,13 @@ class Ledger:
             more_gpus=p.gpus,
         )
 
-    def take_capacity(self, p: Pending) -> None:
+    def take_capacity(self, p: Pending, domain: str | None = None) -> None:
         """Subtract an admitted request from the known free capacity of its flavor (a gang
         the autoscaler is adding nodes for takes what is free now first, the rest from
-        its new nodes: never below nothing)."""
+        its new nodes: never below nothing); a gang pinned to ``domain`` takes its nodes
+        there."""
+        if domain is not None:
+            self.pinned[p.id] = domain
         free = self.free.get(p.flavor)
         if free is None:
             return
@@ -264,6 +280,14 @@ class Ledger:
             # nodes than the free GPUs could fill.
             per_node = self.flavors[p.flavor].gpus_per_node
             self.free_nodes[p.flavor] = max(min(nodes, int(free // per_node)), 0)
+        room = self.domains.get(p.flavor)
+        if room is not None:
+            take_nodes(room, p, domain, self.whole_free_nodes(p.flavor))
+
+    def domain_for(self, p: Pending) -> str | None:
+        """The best-fitting domain of ``p``'s topology level with a whole free node for
+        each of its workers (``None``: it asks for none, none fits, or none is known)."""
+        return best_domain(self.domains.get(p.flavor), p)
 
     def whole_free_nodes(self, flavor: str) -> int | None:
         """Nodes of ``flavor`` with every GPU free (estimated from free GPUs if unknown)."""
@@ -373,6 +397,8 @@ class Ledger:
             return self.cohort_nominal.get(key, 0) - self.cohort_usage[key]
         if kind == "f":
             return self.free.get(pool[1]) or ZERO
+        if kind == "d":
+            return Decimal(self.whole_free_nodes(pool[1]) or 0)
         tenant = self.tenant(pool[1])
         if kind == "tcpu":
             return tenant.cpu_quota - self.cpu[pool[1]]

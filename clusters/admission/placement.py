@@ -3,7 +3,8 @@
 Among the members the tenant may use (allow-list), that are active (not cordoned or
 draining) and reachable, that have the flavor and are the cluster or in the region the
 request asked for, the first in placement order with room for the whole gang within its
-tenant's cap there (if the admin capped it); a gang is never split. A resumed request
+tenant's cap there (if the admin capped it) and, for a gang that requires a topology
+level, in one domain of it there; a gang is never split. A resumed request
 goes back to the member it last ran on when that one qualifies. What a placement takes
 is not offered again in the same pass. Pure.
 """
@@ -18,6 +19,14 @@ from decimal import Decimal
 
 from clusters.admission.counts_in_words import count, number
 from clusters.admission.snapshot import PROD, FlavorQ, MemberQ, Pending, Running
+from clusters.admission.topology_room import (
+    REQUIRED,
+    FreeNodes,
+    best_domain,
+    level_word,
+    take_nodes,
+    wish,
+)
 
 # Where a reason that is not read after the member's name puts it.
 MEMBER = "{member}"
@@ -67,10 +76,18 @@ class Placer:
         self.flavors = flavors
         self.free: dict[tuple[str, str], Decimal | None] = {}
         self.free_nodes: dict[tuple[str, str], int | None] = {}
+        # Whole free nodes per topology domain, member by member (a gang never spans two).
+        self.domains: dict[tuple[str, str], FreeNodes] = {}
         for m in self.members:
             for flavor, stock in m.stock.items():
                 self.free[m.name, flavor] = stock.free_gpus
                 self.free_nodes[m.name, flavor] = stock.free_nodes
+                known = flavors.get(flavor)
+                if stock.free_node_domains is not None and known is not None:
+                    room = FreeNodes(known.topology, stock.free_node_domains)
+                    if stock.free_nodes is not None:
+                        room.shrink_to(stock.free_nodes)
+                    self.domains[m.name, flavor] = room
         # What each tenant holds per (member, tenant, flavor), for the members' caps.
         self.held: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
         if any(m.caps for m in self.members):
@@ -83,6 +100,7 @@ class Placer:
         other = copy.copy(self)
         other.free = dict(self.free)
         other.free_nodes = dict(self.free_nodes)
+        other.domains = {key: room.fork() for key, room in self.domains.items()}
         other.held = defaultdict(Decimal, self.held)
         return other
 
@@ -156,7 +174,27 @@ class Placer:
             if nodes <= 0:
                 return "is full"
             return f"has {count(nodes, f'whole {p.flavor} node')} free, {p.workers} needed"
-        return None
+        return self._no_domain(m, p)
+
+    def _no_domain(self, m: MemberQ, p: Pending) -> str | None:
+        """Why no domain of the level ``p`` requires on ``m`` holds all its workers."""
+        asked = wish(p)
+        room = self.domains.get((m.name, p.flavor))
+        if asked is None or asked[1] != REQUIRED or room is None:
+            return None
+        fit = room.fit(asked[0], p.workers)
+        if fit is None or fit.domain is not None:
+            return None
+        word = level_word(asked[0])
+        return (
+            f"has no {word} with {count(p.workers, f'whole free {p.flavor} node')} "
+            f"(the emptiest {word} has {number(fit.most)} free)"
+        )
+
+    def domain_for(self, p: Pending, member: str) -> str | None:
+        """The best-fitting domain on ``member`` for ``p``'s topology wish (``None``: it
+        asks for none, none fits there, or none is known there)."""
+        return best_domain(self.domains.get((member, p.flavor)), p)
 
     def whole_free_nodes(self, member: str, flavor: str) -> int | None:
         """Nodes of ``flavor`` on ``member`` with every GPU free (estimated from free GPUs
@@ -169,9 +207,10 @@ class Placer:
             return None
         return int(free // self.flavors[flavor].gpus_per_node)
 
-    def take(self, p: Pending, member: str) -> None:
+    def take(self, p: Pending, member: str, domain: str | None = None) -> None:
         """Subtract ``p`` from what ``member`` has free (as the ledger does for the
-        fleet: never below nothing for a gang whose nodes are being added)."""
+        fleet: never below nothing for a gang whose nodes are being added), in
+        ``domain`` for a gang pinned to one."""
         self.held[member, p.tenant, p.flavor] += p.gpus
         key = (member, p.flavor)
         free = self.free.get(key)
@@ -187,3 +226,6 @@ class Placer:
                 nodes -= p.workers
             per_node = self.flavors[p.flavor].gpus_per_node
             self.free_nodes[key] = max(min(nodes, int(free // per_node)), 0)
+        room = self.domains.get(key)
+        if room is not None:
+            take_nodes(room, p, domain, self.whole_free_nodes(member, p.flavor))

@@ -7,9 +7,10 @@ from __future__ import annotations
 from decimal import Decimal
 
 from clusters.admission.caps import CapBreach
-from clusters.admission.counts_in_words import count, plural
+from clusters.admission.counts_in_words import count, number, plural
 from clusters.admission.ledger import fmt
 from clusters.admission.snapshot import Pending
+from clusters.admission.topology_room import level_word
 
 
 def free_words(amount: Decimal | int, noun: str, what: str = "free") -> str:
@@ -79,4 +80,14 @@ def cap_message(p: Pending, breach: CapBreach) -> str:
     return (
         f"Its owner already holds {count(breach.gpus, 'dev GPU')} in {p.tenant}; with "
         f"{fmt(p.gpus)} more they would pass the limit of {breach.cap} per engineer."
+    )
+
+
+def domain_message(p: Pending, level: str, most: int) -> str:
+    """Why a gang that requires one domain of ``level`` waits though the flavor has
+    whole free nodes enough: no single domain has them all."""
+    word = level_word(level)
+    return (
+        f"No room in one {word}: this cluster needs {count(p.workers, 'whole node')} in one "
+        f"{word} ({level}); the emptiest {word} has {number(most)} free."
     )

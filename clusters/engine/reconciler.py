@@ -36,7 +36,7 @@ from clusters.kube import labels
 from clusters.kube.bundles import ensure_bundle, forget_bundle, quotas_by_tenant
 from clusters.kube.gateway import Gateway, KubeError
 from clusters.models import ClusterRequest, KubeCluster
-from clusters.queue import free_capacity, free_devices
+from clusters.queue import free_capacity, free_devices, free_domains
 from clusters.queue.backends import queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
 from clusters.rows.transitions import release_gpus_many, transition_many
@@ -384,6 +384,11 @@ def _observe(gw: Gateway, scope: MemberScope) -> Seen:
         member=scope.member,
         devices=devices,
         flavors=flavors,
+    )
+    free_domains.record(
+        free_domains.free_domains_by_flavor(flavors, results["nodes"], all_pods),
+        flavors=flavors,
+        member=scope.member,
     )
     managed_key, managed_value = labels.managed_selector().split("=", 1)
     pods: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)

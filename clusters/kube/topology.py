@@ -3,8 +3,10 @@
 ``required``: every worker needs a node in the domain (the ``topology_level`` label's value)
 where the gang's other workers run — the first worker goes where it fits and the others
 follow it, as kube-scheduler's inter-pod affinity has it. ``preferred``: the same term,
-weighted, so that the scheduler packs the workers into as few domains as it can. Pure:
-the request's fields in, a pod ``affinity`` block out.
+weighted, so that the scheduler packs the workers into as few domains as it can. Once
+the built-in admission has pinned the gang to a domain (``topology_domain``), a node
+affinity names it: required for ``required``, preferred for ``preferred``. Pure: the
+request's fields in, a pod ``affinity`` block out.
 """
 
 from __future__ import annotations
@@ -42,11 +44,61 @@ def gang_affinity(cluster: Any) -> Manifest:
     return {"podAffinity": rule}
 
 
+def _required(cluster: Any) -> bool:
+    return str(getattr(cluster, "topology_mode", "") or "required") != "preferred"
+
+
+def domain_expression(cluster: Any) -> Manifest:
+    """The node selector requirement "in the domain admission pinned the gang to"; empty
+    when it asks for no level or was pinned to none."""
+    level = str(getattr(cluster, "topology_level", "") or "")
+    domain = str(getattr(cluster, "topology_domain", "") or "")
+    if not (level and domain):
+        return {}
+    return {"key": level, "operator": "In", "values": [domain]}
+
+
+def pinned_affinity(cluster: Any, node_affinity: Manifest | None) -> Manifest:
+    """``node_affinity`` (the pod's own, e.g. its GPU products) with the gang's domain
+    added: to every required term (terms are alternatives, so each must name the
+    domain), or as a preferred term of the greatest weight."""
+    expression = domain_expression(cluster)
+    out = dict(node_affinity or {})
+    if not expression:
+        return out
+    if _required(cluster):
+        key = "requiredDuringSchedulingIgnoredDuringExecution"
+        terms = (out.get(key) or {}).get("nodeSelectorTerms") or [{}]
+        out[key] = {
+            "nodeSelectorTerms": [
+                {**t, "matchExpressions": [*t.get("matchExpressions", []), expression]}
+                for t in terms
+            ]
+        }
+    else:
+        key = "preferredDuringSchedulingIgnoredDuringExecution"
+        out[key] = [
+            *out.get(key, []),
+            {"weight": PREFERRED_WEIGHT, "preference": {"matchExpressions": [expression]}},
+        ]
+    return out
+
+
 def keep_together(cluster: Any, worker_groups: list[Manifest]) -> None:
-    """Give every worker group's pods the gang's :func:`gang_affinity` (if it asks one)."""
+    """Give every worker group's pods the gang's :func:`gang_affinity` (if it asks one)
+    and, once pinned, its domain (:func:`pinned_affinity`)."""
     together = gang_affinity(cluster)
     if not together:
         return
+    pinned = bool(domain_expression(cluster))
+    if pinned and _required(cluster):
+        # The required node affinity alone keeps every worker in the one domain: the
+        # pod affinity would add nothing but work for the scheduler, and, were the
+        # domain's nodes taken by others, it would not lead workers elsewhere anyway.
+        together = {}
     for group in worker_groups:
         pod = group["template"]["spec"]
-        pod["affinity"] = {**pod.get("affinity", {}), **together}
+        affinity = {**pod.get("affinity", {}), **together}
+        if pinned:
+            affinity["nodeAffinity"] = pinned_affinity(cluster, affinity.get("nodeAffinity"))
+        pod["affinity"] = affinity

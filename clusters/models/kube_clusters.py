@@ -104,6 +104,8 @@ class FlavorStock(models.Model):
     observed_free_gpus = models.PositiveIntegerField(null=True, blank=True, editable=False)
     observed_free_nodes = models.PositiveIntegerField(null=True, blank=True, editable=False)
     observed_nodes = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # Where its whole free nodes are, per topology domain (as on GpuFlavor).
+    observed_free_domains = models.JSONField(null=True, blank=True, editable=False)
     observed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:

@@ -233,6 +233,11 @@ class ClusterListItemOut(FlatModelOut):
     topology_mode = serializers.CharField(
         help_text="required or preferred when it asked for a level (empty: none asked)."
     )
+    topology_domain = serializers.CharField(
+        help_text="The domain of topology_level its workers were pinned to at admission "
+        "(the label's value on their nodes; empty: none asked, not admitted yet, or "
+        "preferred and no single domain had room)."
+    )
     tenant = serializers.CharField(source="tenant.slug")
     namespace = serializers.CharField(source="tenant.namespace")
     gpus = serializers.DecimalField(
@@ -277,6 +282,7 @@ class ClusterListItemOut(FlatModelOut):
             "kube_cluster",
             "topology_level",
             "topology_mode",
+            "topology_domain",
             "workers",
             "min_workers",
             "max_workers",

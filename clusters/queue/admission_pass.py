@@ -69,6 +69,7 @@ def run_admission_pass() -> PassResult:
             placed=decision.placed,
             clusters=decision.clusters,
             notes=decision.placement_notes,
+            domains=decision.domains,
         )
         for pk in result.admitted:
             metrics.ADMITTED.labels(chosen[pk].tenant.slug).inc()

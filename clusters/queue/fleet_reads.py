@@ -18,11 +18,13 @@ from typing import Any
 
 from clusters import admission as adm
 from clusters.models import FlavorStock, KubeCluster, MemberQuotaCap
-from clusters.queue import free_capacity
+from clusters.queue import free_capacity, free_domains
 from tenants.models import GpuFlavor
 
 # What one flavor has free: GPUs and whole nodes (``None``: unknown).
 Free = tuple[Decimal | None, int | None]
+# Its whole free nodes, each by its domains (``None``: unknown).
+Nodes = tuple[tuple[str, ...], ...] | None
 
 
 @dataclass
@@ -50,6 +52,7 @@ _STOCK = (
     "observed_free_gpus",
     "observed_free_nodes",
     "observed_nodes",
+    "observed_free_domains",
     "observed_at",
 )
 
@@ -92,25 +95,50 @@ def _at_most(mine: Free, fleet: Free) -> Free:
     return gpus, nodes
 
 
+def free_domains_of(
+    flavor: GpuFlavor,
+    counts: GpuFlavor | FlavorStock,
+    nodes_left: int | None,
+    unplaced: Iterable[adm.Running],
+) -> Nodes:
+    """The whole free nodes of ``flavor`` by domain that the pass may hand out (on the
+    fleet, or in one member when ``counts`` is its stock), when recently observed: less
+    the nodes of admitted gangs whose pods may not be bound yet (``unplaced``), each in
+    the domain it is pinned to when it is, and at most ``nodes_left``."""
+    if not flavor.topology or not free_capacity.fresh(counts):
+        return None
+    gangs = [r for r in unplaced if r.flavor == flavor.name and r.nodes]
+    return free_domains.for_admission(
+        flavor,
+        counts.observed_free_domains,
+        nodes_left=nodes_left,
+        pinned=[(r.topology_level, r.topology_domain, r.nodes) for r in gangs if r.topology_domain],
+        unpinned=sum(r.nodes for r in gangs if not r.topology_domain),
+    )
+
+
 def members(
     fleet: Fleet,
     flavors: list[GpuFlavor],
     fleet_free: dict[str, Free],
     holding: Iterable[tuple[adm.Running, str, bool]],
+    fleet_domains: dict[str, Nodes] | None = None,
 ) -> list[adm.MemberQ]:
     """The members in placement order with their stock. ``holding`` is every request that
     holds GPUs: (its pure view, the member it is placed on, whether its pods may not be
-    bound yet)."""
+    bound yet); ``fleet_domains`` the fleet's whole free nodes by domain per flavor."""
     if not fleet.rows:
         return []
     held: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     unplaced: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     unplaced_nodes: dict[tuple[str, str], int] = defaultdict(int)
+    unbound: dict[str, list[adm.Running]] = defaultdict(list)
     for r, member, not_bound in holding:
         held[member, r.flavor] += r.gpus
         if not_bound:
             unplaced[member, r.flavor] += r.gpus
             unplaced_nodes[member, r.flavor] += r.nodes
+            unbound[member].append(r)
     home = next((row for row in fleet.rows if row["from_settings"]), fleet.rows[0])
     stock: dict[str, dict[str, adm.StockQ]] = defaultdict(dict)
     for flavor in flavors:
@@ -125,7 +153,11 @@ def members(
             member = listing[0][0] if listing else home["name"]
             gpus, nodes = fleet_free[flavor.name]
             stock[member][flavor.name] = adm.StockQ(
-                flavor.name, flavor.most_nodes, free_gpus=gpus, free_nodes=nodes
+                flavor.name,
+                flavor.most_nodes,
+                free_gpus=gpus,
+                free_nodes=nodes,
+                free_node_domains=(fleet_domains or {}).get(flavor.name),
             )
             continue
         for member, row in listing:
@@ -143,6 +175,7 @@ def members(
                 node_count=max(row.node_count, row.max_node_count or 0),
                 free_gpus=gpus,
                 free_nodes=nodes,
+                free_node_domains=free_domains_of(flavor, row, nodes, unbound[member]),
             )
     return [
         adm.MemberQ(

@@ -61,6 +61,8 @@ def _pending(
         worker_gpus=spec.worker_gpus(),
         ttl=timedelta(hours=spec.ttl_hours) if spec.ttl_hours else None,
         earmarked=earmarked,
+        topology_level=spec.topology_level if spec.kind == ClusterKind.PROD else "",
+        topology_mode=spec.topology_mode if spec.kind == ClusterKind.PROD else "",
     )
 
 
@@ -184,6 +186,9 @@ class _Shape:
     ttl: timedelta | None
     # Every flavor it accepts with its demand there, when it accepts more than one.
     options: list[adm.FlavorOption]
+    # A production gang's topology wish (docs/topology.md).
+    topology_level: str = ""
+    topology_mode: str = ""
 
 
 def _shape(flavor: GpuFlavor, values: dict[str, Any], by_name: dict[str, GpuFlavor]) -> _Shape:
@@ -197,6 +202,8 @@ def _shape(flavor: GpuFlavor, values: dict[str, Any], by_name: dict[str, GpuFlav
         worker_gpus=spec.worker_gpus(),
         ttl=timedelta(hours=spec.ttl_hours) if spec.ttl_hours else None,
         options=flavor_options(spec, by_name) if many else [],
+        topology_level=spec.topology_level if spec.kind == ClusterKind.PROD else "",
+        topology_mode=spec.topology_mode if spec.kind == ClusterKind.PROD else "",
     )
 
 
@@ -257,6 +264,8 @@ def _queued(
             wanted_cluster=members.get(values["wanted_kube_cluster_id"], ""),
             wanted_region=values["wanted_region"],
             was_on=members.get(values["kube_cluster_id"], ""),
+            topology_level=shape.topology_level,
+            topology_mode=shape.topology_mode,
         )
         request = _with_deadline(request, values["deadline"])
         pending.append(with_options(request, shape.options))
@@ -279,6 +288,7 @@ _HOLDING_FIELDS = (
     "expires_at",
     "reclaim_after",
     "kube_cluster_id",
+    "topology_domain",
 )
 
 
@@ -328,6 +338,8 @@ def _running(
             suspend_at=values["reclaim_after"],
             reclaimable=kind_named(values["workload"]).reclaimable,
             cluster=members.get(values["kube_cluster_id"], ""),
+            topology_level=values["topology_level"] if values["topology_domain"] else "",
+            topology_domain=values["topology_domain"],
         )
         running.append((row, values["state"]))
     return running
@@ -364,6 +376,7 @@ def flavor_q(flavor: GpuFlavor, **free: Any) -> adm.FlavorQ:
         name=flavor.name,
         gpus_per_node=flavor.gpus_per_node,
         node_count=flavor.most_nodes,
+        topology=tuple(flavor.topology or ()),
         **free,
     )
 
@@ -468,8 +481,18 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
         for f in flavors
     }
     not_bound = (State.ADMITTED, State.PROVISIONING)
+    domains = {
+        f.name: fleet_reads.free_domains_of(
+            f, f, free[f.name][1], [r for r, state in running if state in not_bound]
+        )
+        for f in flavors
+    }
     members = fleet_reads.members(
-        fleet, flavors, free, ((r, r.cluster, state in not_bound) for r, state in running)
+        fleet,
+        flavors,
+        free,
+        ((r, r.cluster, state in not_bound) for r, state in running),
+        fleet_domains=domains,
     )
     snapshot = adm.Snapshot(
         now=now,
@@ -477,7 +500,13 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
         # The catalogue's GPUs less what admitted clusters hold, and, when the reconciler
         # saw the cluster recently, what is really free there.
         flavors=[
-            flavor_q(f, free_gpus=free[f.name][0], free_nodes=free[f.name][1]) for f in flavors
+            flavor_q(
+                f,
+                free_gpus=free[f.name][0],
+                free_nodes=free[f.name][1],
+                free_node_domains=domains[f.name],
+            )
+            for f in flavors
         ],
         quotas=[quota_q(q, tenant=q.tenant.slug, flavor=q.flavor.name) for q in quotas],
         running=[r for r, _ in running],

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from clusters import admission as adm
+from clusters.admission.topology_room import level_word
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_of
 from clusters.models import ClusterRequest, KubeCluster
@@ -180,12 +181,14 @@ def admit(
     placed: dict[int, str] | None = None,
     clusters: dict[int, str] | None = None,
     notes: dict[int, str] | None = None,
+    domains: dict[int, str] | None = None,
 ) -> list[int]:
     """Move the admitted rows to ``admitted`` (conditional: a row deleted meanwhile stays)
     on the flavor the pass chose for each (``placed``: a request that accepts several
     flavors is recorded on the one it was admitted on, with its demand there) and on the
     member of the fleet it chose (``clusters``: names; ``notes``: where and why not
-    elsewhere, for the timeline)."""
+    elsewhere, for the timeline), pinned to the topology domain it chose (``domains``:
+    given by the built-in pass, which then clears it on every row it did not pin)."""
     cleared: dict[str, Any] = {
         "admitted_at": now,
         "queue_position": None,
@@ -202,12 +205,19 @@ def admit(
     # Rows that write the same values move together (transition_many: a constant number
     # of queries per group); a burst of a thousand requests is a handful of groups. A
     # row placed on another of its flavors writes its own demand there, alone.
-    groups: dict[tuple[datetime | None, str, int | None], list[ClusterRequest]] = defaultdict(list)
+    groups: dict[tuple[datetime | None, str, int | None, str | None], list[ClusterRequest]] = (
+        defaultdict(list)
+    )
     moved: set[int] = set()
     for row in rows:
         placement = place_on(row, (placed or {}).get(row.pk))
         expires = now + timedelta(hours=row.ttl_hours) if row.ttl_hours else None
         member = member_ids.get((clusters or {}).get(row.pk, ""))
+        domain = None if domains is None else domains.get(row.pk, "")
+        if domain is not None:
+            # In memory too: the provision task's manifests read the row.
+            row.topology_domain = domain
+            placement = {**placement, "topology_domain": domain} if placement else placement
         message = _admitted_message(row, (notes or {}).get(row.pk, ""))
         if placement:
             if transition(
@@ -222,8 +232,8 @@ def admit(
             ):
                 moved.add(row.pk)
         else:
-            groups[(expires, message, member)].append(row)
-    for (expires, message, member), group in groups.items():
+            groups[(expires, message, member, domain)].append(row)
+    for (expires, message, member, domain), group in groups.items():
         moved.update(
             row.pk
             for row in transition_many(
@@ -234,6 +244,7 @@ def admit(
                 expires_at=expires,
                 **cleared,
                 **({"kube_cluster_id": member} if member else {}),
+                **({"topology_domain": domain} if domain is not None else {}),
             )
         )
     return [row.pk for row in rows if row.pk in moved]
@@ -254,6 +265,8 @@ def _admitted_message(row: ClusterRequest, note: str = "") -> str:
     )
     if note:
         admitted += f" to run in {note}"
+    if row.topology_domain and row.topology_level:
+        admitted += f", pinned to {level_word(row.topology_level)} {row.topology_domain}"
     return f"{admitted}; {kind_of(row).admitted_message}"
 
 

@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
+from clusters.admission import PROD
 from clusters.whatif.model import World
 from clusters.whatif.simulator import Outcome
 
@@ -163,3 +164,62 @@ def _per_request(
         if rec.wait > starve_after:
             totals["starved"] += 1
     return waits, unserved, hours, totals
+
+
+@dataclass(frozen=True)
+class TopologyFigures:
+    """How a run placed the multi-node production gangs of one flavor with a topology:
+    how many started, how many runs they had (a reclaimed gang starts again), the share of
+    those runs whose nodes all sat in one domain
+    of the flavor's finest level (a rack), the whole free nodes stranded in partly used
+    domains of that level (time-averaged over the period), and the median and 90th
+    percentile wait of those gangs (seconds; one that never started waited to the end)."""
+
+    flavor: str
+    level: str
+    gangs: int
+    runs: int
+    in_one_domain: float | None
+    stranded_nodes: float
+    median_wait: float
+    p90_wait: float
+    unserved: int
+
+
+def topology_figures(world: World, outcome: Outcome, *, flavor: str) -> TopologyFigures:
+    """The topology figures of ``outcome``, a run on ``world``, for ``flavor``."""
+    found = world.flavor(flavor)
+    if found is None or not found.topology or flavor not in world.node_domains:
+        raise ValueError(f"{flavor} has no topology in this world")
+    domains = world.node_domains[flavor]
+    runs = [
+        p
+        for p in outcome.placements
+        if p.flavor == flavor and len(p.nodes) > 1 and outcome.records[p.id].demand.kind == PROD
+    ]
+    whole = sum(1 for p in runs if len({domains[n][-1] for n in p.nodes}) == 1)
+    samples = outcome.samples
+    stranded = 0.0
+    for i, s in enumerate(samples):
+        until = samples[i + 1].at if i + 1 < len(samples) else outcome.seconds
+        stranded += s.stranded.get(flavor, 0) * max(until - s.at, 0.0)
+    gangs = [
+        rec
+        for rec in outcome.records.values()
+        if rec.demand.kind == PROD
+        and rec.demand.workers > 1
+        and rec.demand.flavors[0] == flavor
+        and rec.demand.arrival < outcome.seconds
+    ]
+    waits = [rec.wait for rec in gangs]
+    return TopologyFigures(
+        flavor=flavor,
+        level=found.topology[-1],
+        gangs=len({p.id for p in runs}),
+        runs=len(runs),
+        in_one_domain=whole / len(runs) if runs else None,
+        stranded_nodes=stranded / outcome.seconds if outcome.seconds else 0.0,
+        median_wait=percentile(waits, 50),
+        p90_wait=percentile(waits, 90),
+        unserved=sum(1 for rec in gangs if rec.started is None),
+    )

@@ -55,6 +55,10 @@ class Demand:
     # Already holding GPUs when the period starts (on its first flavor): it is placed at
     # once, without a pass, and holds them for ``hold``.
     running: bool = False
+    # A production gang's wish (docs/topology.md): all its workers in one domain of this
+    # level of its flavor's topology, "required" or "preferred" ("": anywhere).
+    topology_level: str = ""
+    topology_mode: str = ""
 
     def gpus_on(self, flavor: FlavorQ) -> Decimal:
         """The GPUs the whole gang is charged on ``flavor``."""
@@ -98,6 +102,14 @@ class World:
     # flavors on one product's DRA-managed nodes (whole GPUs and their MIG slices) draw
     # on one pool; a flavor not named here has nodes of its own.
     shared_nodes: dict[str, str] = field(default_factory=dict)
+    # Where each node of a node pool sits in its flavor's topology (``FlavorQ.topology``):
+    # by pool, one tuple per node in node order of its label values, coarse to fine (as
+    # kubesim's fleet files label them). A pool not named here has no topology.
+    node_domains: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    # A placement policy to try: by flavor, the level of its topology that every
+    # multi-node production gang on it requires (the planner's ``topology:h100=rack``);
+    # a gang that asked for a level itself keeps its own.
+    gang_topology: dict[str, str] = field(default_factory=dict)
 
     def flavor(self, name: str) -> FlavorQ | None:
         """The flavor called ``name`` (``None``: not in this world)."""

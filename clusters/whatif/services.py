@@ -4,7 +4,8 @@
 recorded period, or a seeded synthetic week) on the world and on a changed copy with the
 product's own admission pass, and returns the figures side by side. Changes, one a
 line: ``nodes:h100=+8`` (or ``=72``), ``quota:vision/h100=32``, ``borrow:vision/h100=0``,
-``weight:vision=2``, ``idle:vision=30`` (0: off; ``idle:*`` for every tenant).
+``weight:vision=2``, ``idle:vision=30`` (0: off; ``idle:*`` for every tenant),
+``topology:h100=rack`` (every multi-node production gang on h100 requires one rack).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ NOT_MODELLED = (
 T = TypeVar("T")
 
 _CHANGE = re.compile(r"^(nodes|quota|borrow|weight|idle):([\w*-]+)(?:/([\w-]+))?=([+-]?[\d.]+)$")
+# A level: its label key or the key's last word (rack for network.topology.kubernetes.io/rack).
+_TOPOLOGY = re.compile(r"^topology:([\w-]+)=([\w./-]+)$")
 
 
 class WhatIfError(ValueError):
@@ -59,6 +62,8 @@ class Change:
     value: Decimal
     relative: bool
     text: str
+    # A topology change's level, as written.
+    level: str = ""
 
 
 @dataclass
@@ -83,12 +88,18 @@ def parse_changes(lines: list[str]) -> list[Change]:
         text = raw.strip()
         if not text:
             continue
+        topology = _TOPOLOGY.match(text)
+        if topology is not None:
+            name, level = topology.groups()
+            changes.append(Change("topology", name, name, Decimal(0), False, text, level))
+            continue
         match = _CHANGE.match(text)
         if match is None:
             raise WhatIfError(
                 f"Cannot read the change {text!r}: write nodes:FLAVOR=N or =+N, "
-                "quota:TENANT/FLAVOR=N, borrow:TENANT/FLAVOR=N, weight:TENANT=N or "
-                "idle:TENANT=MINUTES (idle:*=MINUTES for every tenant)."
+                "quota:TENANT/FLAVOR=N, borrow:TENANT/FLAVOR=N, weight:TENANT=N, "
+                "idle:TENANT=MINUTES (idle:*=MINUTES for every tenant) or "
+                "topology:FLAVOR=LEVEL."
             )
         what, name, flavor, value = match.groups()
         needs_flavor = what in ("quota", "borrow")
@@ -116,7 +127,12 @@ def apply_changes(world: World, changes: list[Change]) -> World:
     tenants = {t.slug: t for t in world.tenants}
     quotas = {(q.tenant, q.flavor): q for q in world.quotas}
     idle = dict(world.idle)
+    gang_topology = dict(world.gang_topology)
     for c in changes:
+        if c.what == "topology":
+            flavor = _known(flavors, c.name, "flavor", c.text)
+            gang_topology[c.name] = _level_of(flavor.topology, world, c)
+            continue
         if c.what == "nodes":
             flavor = _known(flavors, c.name, "flavor", c.text)
             count = int(flavor.node_count + c.value if c.relative else c.value)
@@ -156,7 +172,21 @@ def apply_changes(world: World, changes: list[Change]) -> World:
         tenants=list(tenants.values()),
         quotas=list(quotas.values()),
         idle=idle,
+        gang_topology=gang_topology,
     )
+
+
+def _level_of(levels: tuple[str, ...], world: World, c: Change) -> str:
+    """The level of a flavor's topology a ``topology:`` change names (its key or its
+    key's last word); a flavor whose nodes' places the world does not know is refused."""
+    found = [key for key in levels if c.level in (key, key.rsplit("/", 1)[-1])]
+    if not found or c.name not in world.node_domains:
+        known = ", ".join(levels) or "none"
+        raise WhatIfError(
+            f"{c.name} has no topology level {c.level!r} whose nodes this world places, "
+            f"in {c.text!r} (its levels: {known})."
+        )
+    return found[0]
 
 
 def _known(things: dict[str, T], name: str, noun: str, text: str) -> T:

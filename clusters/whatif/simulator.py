@@ -3,7 +3,11 @@
 The clock jumps from event to event; at each instant with events the state becomes a
 :class:`~clusters.admission.Snapshot` for :func:`clusters.admission.decide`, as in the
 admission task, and what it admits is placed node by node (dev on the fullest node with
-room, prod on a whole free node, so fragmentation shows). Heads, pulls, start-up and the
+room, prod on a whole free node, so fragmentation shows). A prod gang goes to the free
+nodes of the topology domain the decision pinned it to (``Decision.domains``); without one,
+or in a topology-blind run (``topology_aware=False``: the pass sees no domains and no
+wishes, as before issue 48), it takes the first whole free nodes in node order, whatever
+rack they are in. Heads, pulls, start-up and the
 reconciler's latency are not modelled (docs/whatif.md). Deterministic. A pass that could
 only repeat the last one (nothing changed, aged or ran out of grace since) is skipped;
 the figures are the same as with every pass run (``tests/clusters/whatif``).
@@ -29,6 +33,7 @@ from clusters.admission import (
     Snapshot,
     decide,
 )
+from clusters.whatif import node_domains
 from clusters.whatif.model import FIFO, MODES, POLICY, Demand, Workload, World
 
 # While anything waits, a pass runs at least this often (the beat's admission tick), so
@@ -64,13 +69,30 @@ class Record:
 class Sample:
     """The fleet from ``at`` until the next sample: GPUs held and asked for (held plus
     waiting, on each request's first preference) per flavor, GPUs held per
-    (tenant, flavor), and the tenants with a request waiting per flavor."""
+    (tenant, flavor), the tenants with a request waiting per flavor, and, per flavor
+    with a topology, the whole free nodes stranded in domains of its finest level that
+    are partly in use (free, but no gang wanting the whole domain can have them)."""
 
     at: float
     held: dict[str, Decimal]
     demand: dict[str, Decimal]
     by_tenant: dict[tuple[str, str], Decimal]
     backlogged: dict[str, frozenset[str]]
+    stranded: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Placement:
+    """Where one run of a demand sat: the nodes of its flavor's pool (by index, one per
+    worker; a dev gang may repeat one), from ``start`` to ``end`` (``None``: still there
+    when the period ended), and the topology domain it was pinned to ("": none)."""
+
+    id: int
+    flavor: str
+    nodes: tuple[int, ...]
+    start: float
+    end: float | None = None
+    domain: str = ""
 
 
 @dataclass
@@ -82,6 +104,7 @@ class Outcome:
     records: dict[int, Record]
     samples: list[Sample]
     passes: int = 0
+    placements: list[Placement] = field(default_factory=list)
 
 
 @dataclass
@@ -96,6 +119,7 @@ class _Live:
     nodes: list[tuple[int, Decimal]]
     token: int
     running: Running
+    placement: Placement
 
 
 @dataclass
@@ -156,13 +180,22 @@ class _State:
     # the count and time after the last pass that changed nothing (see the docstring).
     version: int = 0
     quiet: tuple[int, float] | None = None
+    # Whether the pass sees free nodes per domain and the gangs' wishes (see the docstring).
+    aware: bool = True
+    placements: list[Placement] = field(default_factory=list)
 
 
 def simulate(
-    world: World, workload: Workload, *, mode: str = POLICY, pass_seconds: float = PASS_SECONDS
+    world: World,
+    workload: Workload,
+    *,
+    mode: str = POLICY,
+    pass_seconds: float = PASS_SECONDS,
+    topology_aware: bool = True,
 ) -> Outcome:
     """Replay ``workload`` on ``world`` under ``mode`` (one of :data:`MODES`); admission
-    passes run at most every ``pass_seconds`` of simulated time."""
+    passes run at most every ``pass_seconds`` of simulated time; ``topology_aware``
+    False hides the topology from the pass (see the module's docstring)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     # Per-engineer caps are not modelled (docs/whatif.md): a replayed request already
@@ -175,6 +208,7 @@ def simulate(
         ],
     )
     pools = _Pools.of_world(world)
+    world = replace(world, node_domains=_fitted_domains(world, pools))
     st = _State(
         world=world,
         workload=workload,
@@ -182,6 +216,7 @@ def simulate(
         flavors={f.name: f for f in world.flavors},
         free={pool: [Decimal(pools.units[pool])] * n for pool, n in pools.nodes.items()},
         pools=pools,
+        aware=topology_aware,
     )
     clock = _Clock(pass_seconds)
     for d in workload.demands:
@@ -201,7 +236,17 @@ def simulate(
         samples.append(_sample(st, now) if st.version != sampled else replace(samples[-1], at=now))
         sampled = st.version
     _close(st, workload.seconds)
-    return Outcome(mode, workload.seconds, st.records, samples, passes)
+    return Outcome(mode, workload.seconds, st.records, samples, passes, st.placements)
+
+
+def _fitted_domains(world: World, pools: _Pools) -> dict[str, node_domains.Domains]:
+    """The world's node domains, one per node of each pool (:func:`node_domains.fitted`)."""
+    levels = {pools.of[f.name]: len(f.topology) for f in world.flavors if f.topology}
+    return {
+        pool: node_domains.fitted(domains, pools.nodes[pool], levels.get(pool, 1))
+        for pool, domains in world.node_domains.items()
+        if pool in pools.nodes
+    }
 
 
 class _Clock:
@@ -318,6 +363,7 @@ def _stop(st: _State, live: _Live, now: float) -> None:
     nodes = st.free[st.pools.of[flavor.name]]
     for index, gpus in live.nodes:
         nodes[index] += gpus * st.pools.scale(flavor)
+    live.placement.end = now
     del st.live[live.demand.id]
     st.warned.pop(live.demand.id, None)
     st.version += 1
@@ -335,6 +381,7 @@ def _pending(st: _State, q: _Queued) -> Pending | None:
         for n in names
     ]
     first = options[0]
+    level, mode = _wish(st, d) if st.aware else ("", "")
     return Pending(
         id=d.id,
         tenant=d.tenant,
@@ -348,7 +395,20 @@ def _pending(st: _State, q: _Queued) -> Pending | None:
         worker_gpus=first.worker_gpus,
         ttl=timedelta(seconds=d.ttl) if d.ttl is not None else None,
         fallbacks=tuple(options[1:]),
+        topology_level=level,
+        topology_mode=mode,
     )
+
+
+def _wish(st: _State, d: Demand) -> tuple[str, str]:
+    """The level and mode a production gang asks for: its own, else what the world's
+    ``gang_topology`` requires of a multi-node gang on its first flavor (none: "")."""
+    if d.kind != PROD:
+        return "", ""
+    if d.topology_level:
+        return d.topology_level, d.topology_mode or "required"
+    level = st.world.gang_topology.get(d.flavors[0], "") if d.workers > 1 else ""
+    return level, "required" if level else ""
 
 
 def _snapshot(st: _State, now: float) -> Snapshot:
@@ -362,6 +422,7 @@ def _snapshot(st: _State, now: float) -> Snapshot:
                 # Whole devices per node (a flavor of its own keeps fractions: KAI's).
                 free_gpus=sum((g if scale == 1 else g // scale for g in st.free[pool]), Decimal(0)),
                 free_nodes=sum(1 for g in st.free[pool] if g == st.pools.units[pool]),
+                free_node_domains=_free_node_domains(st, f),
             )
         )
     running = [
@@ -384,9 +445,32 @@ def _snapshot(st: _State, now: float) -> Snapshot:
     )
 
 
-def _place(st: _State, flavor: FlavorQ, demand: Demand) -> list[tuple[int, Decimal]] | None:
-    """Nodes for every worker (best fit; a prod worker a whole node), or ``None``."""
+def _free_node_domains(st: _State, flavor: FlavorQ) -> node_domains.Domains | None:
+    """Each whole free node's domains of ``flavor``'s topology, in node order (``None``:
+    not shown to the pass: a blind run, or a flavor without a topology)."""
+    pool = st.pools.of[flavor.name]
+    domains = st.world.node_domains.get(pool)
+    if not st.aware or not flavor.topology or domains is None:
+        return None
+    return node_domains.free_node_domains(domains, st.free[pool], st.pools.units[pool])
+
+
+def _in_domain(st: _State, flavor: FlavorQ, level: str, domain: str) -> set[int] | None:
+    """The nodes of ``flavor``'s pool in ``domain`` of ``level`` (``None``: anywhere)."""
+    domains = st.world.node_domains.get(st.pools.of[flavor.name])
+    if not domain or domains is None or level not in flavor.topology:
+        return None
+    return node_domains.nodes_in(domains, flavor.topology.index(level), domain)
+
+
+def _place(
+    st: _State, flavor: FlavorQ, demand: Demand, domain: str = ""
+) -> list[tuple[int, Decimal]] | None:
+    """Nodes for every worker (best fit; a prod worker a whole node, the first free ones
+    in node order, within ``domain`` of the demand's topology level when given), or
+    ``None``."""
     pool, scale = st.pools.of[flavor.name], st.pools.scale(flavor)
+    within = _in_domain(st, flavor, _wish(st, demand)[0], domain)
     trial = list(st.free[pool])
     taken: list[tuple[int, Decimal]] = []
     per = demand.worker_gpus_on(flavor)
@@ -394,6 +478,8 @@ def _place(st: _State, flavor: FlavorQ, demand: Demand) -> list[tuple[int, Decim
         fits = [(g, i) for i, g in enumerate(trial) if g >= per * scale]
         if demand.kind == PROD:
             fits = [(g, i) for g, i in fits if g == st.pools.units[pool]]
+            if within is not None:
+                fits = [(g, i) for g, i in fits if i in within]
         if not fits:
             return None
         _, index = min(fits)
@@ -412,12 +498,18 @@ def _admission_pass(st: _State, now: float) -> list[tuple[float, str, int, int]]
     for ident in decision.admitted:
         q = st.queued[ident]
         flavor = st.flavors[decision.placed.get(ident, q.demand.flavors[0])]
-        placed = _place(st, flavor, q.demand)
+        domain = decision.domains.get(ident, "") if st.aware else ""
+        placed = _place(st, flavor, q.demand, domain)
+        if placed is None and domain and _wish(st, q.demand)[1] != "required":
+            # A preferred domain that cannot take the gang after all: anywhere will do.
+            domain = ""
+            placed = _place(st, flavor, q.demand)
         if placed is None:
             # The pass's free-node estimate was optimistic (free GPUs scattered over
-            # nodes): it waits for the next pass, as a gang whose pods cannot bind does.
+            # nodes, or not in one domain): it waits for the next pass, as a gang whose
+            # pods cannot bind does.
             continue
-        later.extend(_start(st, q, flavor, placed, now))
+        later.extend(_start(st, q, flavor, placed, now, domain))
     for ident in decision.earmarked:
         marked = st.queued.get(ident)
         if marked is not None and marked.pending is not None and not marked.pending.earmarked:
@@ -428,8 +520,9 @@ def _admission_pass(st: _State, now: float) -> list[tuple[float, str, int, int]]
     return later
 
 
-def _running(st: _State, d: Demand, flavor: FlavorQ, now: float) -> Running:
-    """The pure view of a demand running on ``flavor`` since ``now``."""
+def _running(st: _State, d: Demand, flavor: FlavorQ, now: float, domain: str = "") -> Running:
+    """The pure view of a demand running on ``flavor`` since ``now`` (pinned to
+    ``domain`` of its topology level, if any)."""
     start = st.workload.start
     return Running(
         id=d.id,
@@ -444,6 +537,8 @@ def _running(st: _State, d: Demand, flavor: FlavorQ, now: float) -> Running:
         nodes=d.workers if d.kind == PROD else 0,
         # A job gives its GPUs back when it ends; without reclaim nothing is taken back.
         reclaimable=st.mode == POLICY and not d.job,
+        topology_level=_wish(st, d)[0] if domain else "",
+        topology_domain=domain,
     )
 
 
@@ -456,7 +551,12 @@ def _queue(st: _State, d: Demand, since: float, hold: float, busy: float | None)
 
 
 def _start(
-    st: _State, q: _Queued, flavor: FlavorQ, placed: list[tuple[int, Decimal]], now: float
+    st: _State,
+    q: _Queued,
+    flavor: FlavorQ,
+    placed: list[tuple[int, Decimal]],
+    now: float,
+    domain: str = "",
 ) -> list[tuple[float, str, int, int]]:
     d = q.demand
     del st.queued[d.id]
@@ -479,6 +579,8 @@ def _start(
     ):
         at = idle_from + 60 * (policy.minutes + policy.grace_minutes)
         suspend_at = at if at < now + life else None
+    placement = Placement(d.id, flavor.name, tuple(i for i, _ in placed), now, domain=domain)
+    st.placements.append(placement)
     live = _Live(
         demand=d,
         flavor=flavor.name,
@@ -489,7 +591,8 @@ def _start(
         suspend_idle_at=suspend_at,
         nodes=placed,
         token=token,
-        running=_running(st, d, flavor, now),
+        running=_running(st, d, flavor, now, domain),
+        placement=placement,
     )
     st.live[d.id] = live
     st.version += 1
@@ -553,7 +656,20 @@ def _sample(st: _State, now: float) -> Sample:
         dict(demand),
         dict(by_tenant),
         {k: frozenset(v) for k, v in backlogged.items()},
+        _stranded(st),
     )
+
+
+def _stranded(st: _State) -> dict[str, int]:
+    """Per flavor with a topology, its pool's stranded whole free nodes
+    (:func:`node_domains.stranded_nodes`)."""
+    out: dict[str, int] = {}
+    for f in st.world.flavors:
+        pool = st.pools.of[f.name]
+        domains = st.world.node_domains.get(pool)
+        if f.topology and domains is not None:
+            out[f.name] = node_domains.stranded_nodes(domains, st.free[pool], st.pools.units[pool])
+    return out
 
 
 def _close(st: _State, end: float) -> None:

@@ -1,4 +1,5 @@
-"""A seeded synthetic week on kubesim's large fleet (64 x 8 H100, 32 x 1 L4).
+"""A seeded synthetic week on kubesim's large fleet (64 x 8 H100 in 2 blocks of 4 racks of
+8 nodes, 32 x 1 L4).
 
 Ten tenants in two cohorts, weights 1 to 3 and H100 quotas in proportion, each free to
 borrow its nominal again, send dev clusters (1-8 GPUs, mostly idle after a while), batch
@@ -13,16 +14,23 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
 
 from clusters.admission import DEV, PROD, FlavorQ, QuotaQ, TenantQ
 from clusters.whatif.model import EPOCH, Demand, IdlePolicy, Workload, World
+from clusters.whatif.node_domains import pool_domains
 
 WEEK = 7 * 24 * 3600.0
 # The parent cohort of the synthetic world's two cohorts (the planner and the benchmark).
 PARENT = "platform"
 TENANTS = 10
 H100_NODES, L4_NODES = 64, 32
+# The H100 pool's network, as kubesim/fleets/large.yaml labels it: blocks of 32 nodes,
+# racks of 8 (docs/topology.md).
+BLOCK = "network.topology.kubernetes.io/block"
+RACK = "network.topology.kubernetes.io/rack"
+H100_TOPOLOGY = ((BLOCK, 32), (RACK, 8))
 
 
 def large_fleet(*, tenants: int = TENANTS, scale: float = 1.0, parent: str | None = None) -> World:
@@ -31,7 +39,8 @@ def large_fleet(*, tenants: int = TENANTS, scale: float = 1.0, parent: str | Non
     what one leaves unused the other may borrow and reclaims go across the tree."""
     h100_nodes = max(round(H100_NODES * scale), 1)
     l4_nodes = max(round(L4_NODES * scale), 1)
-    flavors = [FlavorQ("h100", 8, h100_nodes), FlavorQ("l4", 1, l4_nodes)]
+    topology = tuple(key for key, _ in H100_TOPOLOGY)
+    flavors = [FlavorQ("h100", 8, h100_nodes, topology=topology), FlavorQ("l4", 1, l4_nodes)]
     slugs = [f"team{i:02d}" for i in range(tenants)]
     weights = {slug: Decimal(1 + i % 3) for i, slug in enumerate(slugs)}
     cohorts = {slug: f"cohort{i % 2}" for i, slug in enumerate(slugs)}
@@ -56,6 +65,7 @@ def large_fleet(*, tenants: int = TENANTS, scale: float = 1.0, parent: str | Non
         quotas=quotas,
         idle={s: IdlePolicy(minutes=60, grace_minutes=15) for s in slugs},
         cohort_parents={c: parent for c in sorted(set(cohorts.values()))} if parent else {},
+        node_domains={"h100": pool_domains("h100", h100_nodes, H100_TOPOLOGY)},
     )
 
 
@@ -100,9 +110,16 @@ def _arrivals(rng: random.Random, peak: float, seconds: float, kind: str) -> lis
 
 
 def synthetic_week(
-    world: World, *, seed: int = 19, load: float = LOAD, seconds: float = WEEK
+    world: World,
+    *,
+    seed: int = 19,
+    load: float = LOAD,
+    seconds: float = WEEK,
+    topology_level: str = "",
 ) -> Workload:
-    """A seeded week of requests on ``world`` (see the module's docstring)."""
+    """A seeded week of requests on ``world`` (see the module's docstring); with
+    ``topology_level``, every production gang of more than one node requires one domain
+    of that level (the same draws: the same week otherwise)."""
     rng = random.Random(seed)
     h100 = next(f for f in world.flavors if f.name == "h100")
     fleet_gpus = sum(f.total_gpus for f in world.flavors)
@@ -162,7 +179,16 @@ def synthetic_week(
                         job=stream == "job",
                     )
                 )
+    if topology_level:
+        demands = [
+            replace(d, topology_level=topology_level, topology_mode="required")
+            if d.kind == PROD and d.workers > 1
+            else d
+            for d in demands
+        ]
     demands.sort(key=lambda d: (d.arrival, d.id))
     days = seconds / 86400
     span = "1 day" if days == 1 else f"{days:g} days"
-    return Workload(EPOCH, seconds, demands, label=f"synthetic, {span}, seed {seed}, load {load}")
+    wish = f", multi-node prod in one {topology_level.rsplit('/', 1)[-1]}" if topology_level else ""
+    label = f"synthetic, {span}, seed {seed}, load {load}{wish}"
+    return Workload(EPOCH, seconds, demands, label=label)

@@ -32,9 +32,11 @@ from frontend.forms import (
     FIELD_LABELS,
     FlavorChoiceField,
     LabelledErrorsForm,
+    add_topology_fields,
     container_gpus_field,
     image_field,
     start_on_default_flavor,
+    topology_wish,
 )
 from tenants.models import Role, Tenant
 from tenants.selectors import flavor_list
@@ -95,7 +97,16 @@ JOB_FIELD_LABELS = {
 }
 # The inputs that shape a job's own Ray cluster: ignored (and hidden by gangway.js) when
 # the job runs on one of its owner's dev clusters instead.
-JOB_SHAPE_FIELDS = ("kind", "flavor", "also_flavors", "workers", "image", "container_gpus")
+JOB_SHAPE_FIELDS = (
+    "kind",
+    "flavor",
+    "also_flavors",
+    "workers",
+    "topology_level",
+    "topology_mode",
+    "image",
+    "container_gpus",
+)
 
 
 class JobForm(LabelledErrorsForm):
@@ -193,6 +204,7 @@ class JobForm(LabelledErrorsForm):
             choices=[("", "No: a Ray cluster of its own"), *((h, h) for h in hosts)],
             attrs={"data-hides-shape": "true"},
         )
+        add_topology_fields(self)
         if not hosts:
             self.fields["cluster"].help_text = (
                 f"You have no ready dev cluster in {tenant.slug}: the job gets a Ray cluster "
@@ -274,6 +286,7 @@ class JobForm(LabelledErrorsForm):
             return None, job
         shape = {k: data.get(k) for k in ("kind", "flavor", "workers", "name", "image")}
         shape["container_gpus"] = bool(data.get("container_gpus"))
+        shape.update(topology_wish(data))
         names = self.accepted_flavors()
         if names:
             shape["accepted_flavors"] = names  # checked by clean()

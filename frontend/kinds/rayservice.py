@@ -32,7 +32,7 @@ from clusters.models import ClusterRequest, Workload
 from clusters.requests import rules
 from clusters.rows.spec import ClusterSpec
 from demo_serve.serve_config import SERVE_CONFIG
-from frontend.forms import ClusterForm
+from frontend.forms import ClusterForm, topology_wish
 from frontend.kinds.applied_objects import applied_yaml, manifests_context
 from tenants.models import Role
 
@@ -192,7 +192,7 @@ class ServiceForm(ClusterForm):
             scale_to_zero=bool(data.get("scale_to_zero")),
             scale_to_zero_after_minutes=SCALE_TO_ZERO_MINUTES if minutes is None else minutes,
         )
-        return ClusterSpec.from_data(data), service
+        return ClusterSpec.from_data({**data, **topology_wish(data)}), service
 
 
 NEW_FORM = ServiceForm

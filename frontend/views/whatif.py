@@ -37,7 +37,8 @@ class WhatIfForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 5}),
         required=False,
         help_text="One per line: nodes:h100=+8, quota:TENANT/FLAVOR=N, "
-        "borrow:TENANT/FLAVOR=N, weight:TENANT=N, idle:TENANT=MINUTES (idle:*=0).",
+        "borrow:TENANT/FLAVOR=N, weight:TENANT=N, idle:TENANT=MINUTES (idle:*=0), "
+        "topology:FLAVOR=LEVEL (e.g. topology:h100=rack).",
     )
 
 

@@ -60,7 +60,8 @@ class Command(BaseCommand):
             action="append",
             default=[],
             help="a change, repeatable: nodes:h100=+8, quota:TENANT/FLAVOR=N, "
-            "borrow:TENANT/FLAVOR=N, weight:TENANT=N, idle:TENANT=MINUTES (idle:*=0)",
+            "borrow:TENANT/FLAVOR=N, weight:TENANT=N, idle:TENANT=MINUTES (idle:*=0), "
+            "topology:FLAVOR=LEVEL",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

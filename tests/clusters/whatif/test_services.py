@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 
 from clusters.admission import FlavorQ, QuotaQ, TenantQ
+from clusters.whatif.metrics import figures
 from clusters.whatif.model import EPOCH, IdlePolicy, Workload, World
 from clusters.whatif.services import (
     NOT_MODELLED,
@@ -24,6 +25,7 @@ from clusters.whatif.services import (
     tenant_rows,
     whatif_compare,
 )
+from clusters.whatif.simulator import simulate
 from tests.clusters.whatif.test_simulator import _dev
 
 
@@ -168,3 +170,43 @@ def test_a_node_more_removes_the_waits_of_a_hand_checked_day() -> None:
     assert "Changes: nodes:h100=+1" in text
     assert all(f"- {item}" in text for item in NOT_MODELLED)
     assert "Changes: none (the world as it is, twice)" in render_text(same)
+
+
+def test_a_topology_change_names_a_level_of_a_flavor_whose_nodes_the_world_places() -> None:
+    (change,) = parse_changes(["topology:h100=rack"])
+    assert (change.what, change.name, change.level) == ("topology", "h100", "rack")
+    world, _ = synthetic(seed=3, days=0.1, load=1.0)
+    changed = apply_changes(world, [change])
+    assert changed.gang_topology == {"h100": "network.topology.kubernetes.io/rack"}
+    assert world.gang_topology == {}
+    full = parse_changes(["topology:h100=network.topology.kubernetes.io/block"])
+    assert apply_changes(world, full).gang_topology["h100"].endswith("/block")
+    for line, says in (
+        ("topology:h100=row", "h100 has no topology level 'row'"),
+        ("topology:l4=rack", "(its levels: none)"),
+        ("topology:a100=rack", "No flavor called 'a100'"),
+    ):
+        with pytest.raises(WhatIfError) as refused:
+            apply_changes(world, parse_changes([line]))
+        assert says in str(refused.value)
+
+
+def test_requiring_one_rack_keeps_the_synthetic_gangs_in_one_rack() -> None:
+    world, workload = synthetic(seed=19, days=1, load=1.5)
+    racked = apply_changes(world, parse_changes(["topology:h100=rack"]))
+    racks = [values[-1] for values in world.node_domains["h100"]]
+    outcome = simulate(racked, workload)
+    gangs = [
+        p
+        for p in outcome.placements
+        if outcome.records[p.id].demand.kind == "prod" and len(p.nodes) > 1
+    ]
+    assert gangs
+    assert all({racks[n] for n in p.nodes} == {p.domain} for p in gangs)
+    as_is = simulate(world, workload)
+    assert not any(p.domain for p in as_is.placements)
+    # The planner replays that changed world beside the world as it is.
+    c = whatif_compare(
+        world=world, workload=workload, changes=parse_changes(["topology:h100=rack"])
+    )
+    assert (c.as_is, c.changed) == (figures(world, as_is), figures(racked, outcome))

@@ -54,16 +54,47 @@
   });
 
   // Inputs that matter only for one value of another (data-shown-when names it, and
-  // data-shown-value the value) are hidden otherwise; the server judges them either way.
+  // data-shown-value the value) are hidden otherwise; the server judges them either way,
+  // so one the server refused stays in sight with its error.
   function toggleShown(form) {
     form.querySelectorAll("[data-shown-when]").forEach(function (field) {
       var other = form.elements[field.dataset.shownWhen];
-      field.hidden = !other || other.value !== field.dataset.shownValue;
+      var shown = other && other.value === field.dataset.shownValue;
+      field.hidden = !shown && !field.classList.contains("has-error");
     });
   }
-  document.querySelectorAll("form").forEach(toggleShown);
+  // "Keep workers together" offers the chosen flavor's topology levels only (each
+  // option's data-flavors lists the flavors that have it); a flavor without levels, a
+  // dev request or a job on a dev cluster hides the level and its mode (unless refused).
+  function toggleLevels(form) {
+    var select = form.querySelector("select[data-topology-levels]");
+    if (!select) return;
+    var flavor = form.elements.flavor ? form.elements.flavor.value : "";
+    var offered = 0;
+    Array.prototype.forEach.call(select.options, function (option) {
+      if (!option.value) return;
+      var has = (option.dataset.flavors || "").split(" ").indexOf(flavor) !== -1;
+      option.hidden = !has;
+      option.disabled = !has;
+      if (has) offered += 1;
+      else if (option.selected) select.value = "";
+    });
+    var host = form.querySelector("select[data-hides-shape]");
+    var hosted = host && host.value !== "";
+    ["topology_level", "topology_mode"].forEach(function (name) {
+      var field = document.getElementById("field-" + name);
+      if (field && (offered === 0 || hosted) && !field.classList.contains("has-error")) {
+        field.hidden = true;
+      }
+    });
+  }
+  function toggleForm(form) {
+    toggleShown(form);
+    toggleLevels(form);
+  }
+  document.querySelectorAll("form").forEach(toggleForm);
   document.addEventListener("change", function (event) {
-    if (event.target.form) { toggleShown(event.target.form); }
+    if (event.target.form) { toggleForm(event.target.form); }
   });
 
   // A driver's log panel shows its newest lines: scrolled to the bottom when swapped in.

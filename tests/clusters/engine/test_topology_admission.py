@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
 from kubernetes import client, config
 
 from clusters.models import ClusterRequest
@@ -95,6 +96,12 @@ def test_a_gang_that_requires_a_rack_runs_in_one_and_one_that_fits_none_waits(
     assert row.topology_domain == "h100-rack-0"
     body = api.get(CLUSTERS + "first/").json()
     assert body["topology_domain"] == "h100-rack-0"
+
+    page = Client()
+    page.force_login(alice)
+    html = page.get("/t/acme/clusters/first/").content.decode()
+    assert 'data-topology-domain="h100-rack-0"' in html
+    assert "Workers pinned to <strong>h100-rack-0</strong>" in html
 
     core = client.CoreV1Api(config.new_client_from_config(config_file=settings.KUBECONFIG))
     assert _worker_racks(core, row.pk) == ["h100-rack-0", "h100-rack-0"]

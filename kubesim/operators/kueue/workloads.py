@@ -153,7 +153,7 @@ def pod_sets(job: Obj, key: str = RC) -> list[dict[str, Any]]:
         spec = spec.get("rayClusterSpec") or {}
     elif key == RS:
         spec = spec.get("rayClusterConfig") or {}
-    sets = [{"name": "head", "count": 1, "template": _head_template(spec)}]
+    sets: list[dict[str, Any]] = [{"name": "head", "count": 1, "template": _head_template(spec)}]
     for g in spec.get("workerGroupSpecs") or []:
         sets.append(
             {

@@ -10,7 +10,8 @@ import pytest
 
 from clusters.kinds.raycluster.manifests import raycluster
 from clusters.kube import bundles, topology_queues
-from clusters.kube.manifests import kueue_objects
+from clusters.kube.manifests import cluster_manifests, kueue_objects
+from clusters.models import Job, Service
 from tenants.models import GpuFlavor, Quota, Tenant
 from tests.clusters.kube.schemas import validate_object
 
@@ -108,6 +109,31 @@ def test_kai_gets_a_topology_per_flavor_and_the_gangs_placement_on_its_top_owner
     notes = raycluster(preferred, kai_enabled=True)["metadata"]["annotations"]
     assert notes["kai.scheduler/topology-preferred-placement"] == RACK
     assert "annotations" not in raycluster(make_cluster(), kai_enabled=True)["metadata"]
+
+
+def test_a_job_or_service_carries_kais_placement_on_itself_its_top_owner(
+    make_cluster: Any, alice: Any, racked: Any
+) -> None:
+    wanted = {
+        "kai.scheduler/topology": "h100",
+        "kai.scheduler/topology-required-placement": RACK,
+    }
+    job = make_cluster(
+        owner=alice, name="train", kind="prod", workers=2, topology_level=RACK, workload="job"
+    )
+    job._job_details = Job(entrypoint="python train.py")
+    (rayjob,) = [o for o in cluster_manifests(job, kai_enabled=True) if o["kind"] == "RayJob"]
+    assert rayjob["metadata"]["annotations"] == wanted
+    service = make_cluster(
+        owner=alice, name="serve", kind="prod", workers=2, topology_level=RACK,
+        workload="service",
+    )  # fmt: skip
+    service._service_details = Service(serve_config="applications:\n  - import_path: a:b\n")
+    (rs,) = [
+        o for o in cluster_manifests(service, kai_enabled=True, queue_mode="kueue")
+        if o["kind"] == "RayService"
+    ]  # fmt: skip
+    assert rs["metadata"]["annotations"] == {**wanted, "kueue.x-k8s.io/elastic-job": "true"}
 
 
 def _admitted(assignment: dict[str, Any]) -> dict[str, Any]:

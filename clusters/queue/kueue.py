@@ -204,6 +204,9 @@ def pending_positions(gw: Gateway, namespaces: set[str]) -> dict[tuple[str, str]
 
 def _reason(message: str) -> str:
     lowered = message.lower()
+    if 'topology "' in lowered:
+        # Quota fits but no domain of the asked level has room (Topology Aware Scheduling).
+        return CAPACITY
     if "cohort" in lowered or "borrow" in lowered:
         return "cohort_quota"
     if "quota" in lowered:

@@ -287,6 +287,8 @@ def place(
     levels = _levels(cluster, rf) or []
     topo_name = get_path(rf, "spec", "topologyName", default="")
     count = int(ps.get("count", 1))
+    if not levels:
+        return None, f'topology "{topo_name}" not found'
     leaves, total, excluded = _leaves(cluster, ps, rf or {}, levels)
     level = request.get("required") or request.get("preferred") or levels[0]
     depth = levels.index(level) + 1 if level in levels else 1

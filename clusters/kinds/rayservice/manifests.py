@@ -122,9 +122,9 @@ def rayservice(
     notes = dict(ray_cluster["metadata"].get("annotations") or {})
     if queue_mode == "kueue":
         notes[ELASTIC_JOB] = "true"
+        _elastic(spec["rayClusterConfig"])
     if notes:
         obj["metadata"]["annotations"] = notes
-        _elastic(spec["rayClusterConfig"])
     return obj
 
 

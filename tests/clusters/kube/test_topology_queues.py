@@ -134,6 +134,11 @@ def test_a_job_or_service_carries_kais_placement_on_itself_its_top_owner(
         if o["kind"] == "RayService"
     ]  # fmt: skip
     assert rs["metadata"]["annotations"] == {**wanted, "kueue.x-k8s.io/elastic-job": "true"}
+    # Built-in mode: KAI's ask alone, and no elastic gate on the pods.
+    (rs,) = [o for o in cluster_manifests(service, kai_enabled=True) if o["kind"] == "RayService"]
+    assert rs["metadata"]["annotations"] == wanted
+    pod = rs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert "schedulingGates" not in pod
 
 
 def _admitted(assignment: dict[str, Any]) -> dict[str, Any]:

@@ -291,8 +291,11 @@ class Kueue:
         if rt.kind in ("Pod", "Node"):
             self._pod_or_node_changed(rt, old, new)
             return
-        if rt.key == WL and get_path(ref, "status", "admission"):
-            self.need_ungate = True  # an admitted Workload's TAS pods may be ungated
+        if rt.key == WL and any(
+            psa.get("topologyAssignment")
+            for psa in get_path(ref, "status", "admission", "podSetAssignments", default=[]) or []
+        ):
+            self.need_ungate = True  # an admitted TAS Workload's pods may be ungated
         if rt.key in (WL, RC) and is_elastic(self.cluster, ref):
             self._elastic_changed(rt, new)
         if queued_job(rt.key, ref):

@@ -395,6 +395,8 @@ def ungate_tas(cluster: ClusterView) -> bool:
     """Kueue's topology ungater: each gated pod of an admitted TAS Workload gets the node
     selector of an assigned domain that has room left (pods already there counted), lowest
     pod names first, and loses the gate. True when a pod was written."""
+    if not in_use(cluster):
+        return False
     busy = False
     placed = _assigned_pods(cluster)
     for wl in list(cluster.store.iter(WL)):
@@ -425,16 +427,21 @@ def ungate_tas(cluster: ClusterView) -> bool:
                 if domain is None:
                     break
                 room[domain] -= 1
-                spec = pod["spec"]
-                spec.setdefault("nodeSelector", {}).update(dict(zip(levels, domain, strict=True)))
-                gates = [g for g in spec["schedulingGates"] if g.get("name") != TAS_GATE]
-                if gates:
-                    spec["schedulingGates"] = gates
-                else:
-                    spec.pop("schedulingGates")
-                cluster.update_object(cluster.rt("pods"), pod)
+                _ungate(cluster, pod, dict(zip(levels, domain, strict=True)))
                 busy = True
     return busy
+
+
+def _ungate(cluster: ClusterView, pod: Obj, selector: dict[str, str]) -> None:
+    """``pod`` gets its domain's node ``selector`` and loses the TAS gate."""
+    spec = pod["spec"]
+    spec.setdefault("nodeSelector", {}).update(selector)
+    gates = [g for g in spec["schedulingGates"] if g.get("name") != TAS_GATE]
+    if gates:
+        spec["schedulingGates"] = gates
+    else:
+        spec.pop("schedulingGates")
+    cluster.update_object(cluster.rt("pods"), pod)
 
 
 def in_use(cluster: ClusterView) -> bool:

@@ -56,7 +56,7 @@ def apis(ksim: KubeSim) -> Iterator[tuple[client.CustomObjectsApi, client.CoreV1
     api.close()
 
 
-def _queues(custom: client.CustomObjectsApi, levels: list[str]) -> None:
+def _queues(custom: client.CustomObjectsApi, levels: list[str], check: bool = False) -> None:
     custom.create_cluster_custom_object(
         *KQ,
         "topologies",
@@ -86,6 +86,20 @@ def _queues(custom: client.CustomObjectsApi, levels: list[str]) -> None:
             "resources": [{"name": r, "nominalQuota": v} for r, v in resources],
         }
 
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                "flavors": [entry("h100", "1000", "48"), entry("heads", "32", "0")],
+            }
+        ],
+    }
+    if check:
+        _capacity_check(custom)
+        spec["admissionChecksStrategy"] = {
+            "admissionChecks": [{"name": "capacity", "onFlavors": ["h100"]}]
+        }
     custom.create_cluster_custom_object(
         *KQ,
         "clusterqueues",
@@ -93,15 +107,7 @@ def _queues(custom: client.CustomObjectsApi, levels: list[str]) -> None:
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "ClusterQueue",
             "metadata": {"name": "cq"},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                        "flavors": [entry("h100", "1000", "48"), entry("heads", "32", "0")],
-                    }
-                ],
-            },
+            "spec": spec,
         },
     )
     custom.create_namespaced_custom_object(
@@ -113,6 +119,38 @@ def _queues(custom: client.CustomObjectsApi, levels: list[str]) -> None:
             "kind": "LocalQueue",
             "metadata": {"name": "lq", "namespace": NS},
             "spec": {"clusterQueue": "cq"},
+        },
+    )
+
+
+def _capacity_check(custom: client.CustomObjectsApi) -> None:
+    """A ProvisioningRequest admission check (capacity on demand)."""
+    custom.create_cluster_custom_object(
+        *KQ,
+        "provisioningrequestconfigs",
+        {
+            "kind": "ProvisioningRequestConfig",
+            "metadata": {"name": "prov"},
+            "spec": {
+                "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                "managedResources": ["nvidia.com/gpu"],
+            },
+        },
+    )
+    custom.create_cluster_custom_object(
+        *KQ,
+        "admissionchecks",
+        {
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "capacity"},
+            "spec": {
+                "controllerName": "kueue.x-k8s.io/provisioning-request",
+                "parameters": {
+                    "apiGroup": "kueue.x-k8s.io",
+                    "kind": "ProvisioningRequestConfig",
+                    "name": "prov",
+                },
+            },
         },
     )
 
@@ -258,6 +296,20 @@ def test_a_pod_set_that_asks_nothing_may_not_take_a_tas_flavor_of_a_mixed_queue(
     wl = _workload(custom, "free")
     psa = next(a for a in wl["status"]["admission"]["podSetAssignments"] if a["name"] == "gpu")
     assert psa["topologyAssignment"]["levels"] == [HOST]
+
+
+def test_the_topology_waits_while_admission_checks_run(
+    apis: tuple[client.CustomObjectsApi, client.CoreV1Api],
+) -> None:
+    custom, _ = apis
+    _queues(custom, [RACK, HOST], check=True)
+    _create(custom, _gang("later", 2, {ASK["required"]: RACK}))
+    wl = _workload(custom, "later")
+    reserved = next(c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved")
+    assert reserved["status"] == "True"
+    psa = next(a for a in wl["status"]["admission"]["podSetAssignments"] if a["name"] == "gpu")
+    assert psa["delayedTopologyRequest"] == "Pending"
+    assert "topologyAssignment" not in psa
 
 
 def test_the_topology_kinds_are_served_and_validated(

@@ -21,6 +21,7 @@ from kubesim.admission import pod_totals
 from kubesim.operators.kueue import topology as tas
 from kubesim.operators.kueue.common import CQ, RF, WL, cohort_root, is_finished
 from kubesim.operators.kueue.devices import pod_set_devices
+from kubesim.operators.kueue.provisioning import checks_for
 from kubesim.store import Obj
 from kubesim.taints import tolerates
 from kubesim.util import get_path
@@ -242,14 +243,11 @@ def _group_flavor(
                 short = (res, need - max(free, 0))
                 break
         if short is None:
-            request = ps.get("topologyRequest") or (
-                {"unconstrained": True} if tas.tas_only(cluster, cq) else None
-            )
-            if request is None:
-                return fl["name"], ""
-            assignment, misfit = tas.place(cluster, ps, fl["name"], request)
-            if assignment is not None:
-                placed["topologyAssignment"] = assignment
+            # Kueue delays the topology while admission checks run (see topology.py).
+            delayed = bool(checks_for(cq, [{"flavors": {"": fl["name"]}}]))
+            found, misfit = tas.fit(cluster, cq, ps, fl["name"], delayed=delayed)
+            if found is not None:
+                placed.update(found)
                 return fl["name"], ""
             tas_words.append(misfit)
             continue

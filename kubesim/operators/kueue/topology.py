@@ -19,6 +19,11 @@ templates the ``kueue.x-k8s.io/topology`` scheduling gate, the ``kueue.x-k8s.io/
 and the ``kueue.x-k8s.io/workload`` annotation; :func:`ungate_tas` then gives each gated pod
 the node selector of a domain with room left and removes the gate.
 
+A ClusterQueue that runs admission checks on the flavor (MultiKueue's dispatch on a manager,
+a ProvisioningRequest) gets ``delayedTopologyRequest: Pending`` instead of an assignment, as
+Kueue does; the MultiKueue worker's own Kueue places the copy. Kueue's second pass after a
+ProvisioningRequest is not emulated: such a pod set is started without an assignment.
+
 Not emulated: pod sets' slices and groups (``podset-slice-*``, ``podSetGroupName``), node
 replacement, DRA devices in TAS, a lowest level other than hostname counted per resource
 (its usage by other Workloads is counted in pods).
@@ -327,6 +332,24 @@ def place(
     return encode(levels, sorted(result)), ""
 
 
+def fit(
+    cluster: ClusterView, cq: Obj, ps: Obj, flavor: str, *, delayed: bool
+) -> tuple[dict[str, Any] | None, str]:
+    """What pod set ``ps``'s assignment on ``flavor`` (which it may take) adds: nothing
+    when it uses no TAS, ``delayedTopologyRequest`` while admission checks run
+    (``delayed``), else its ``topologyAssignment``; None and Kueue's words when it does
+    not fit the topology."""
+    request = ps.get("topologyRequest") or (
+        {"unconstrained": True} if tas_only(cluster, cq) else None
+    )
+    if request is None or not get_path(cluster.store.get(RF, "", flavor), "spec", "topologyName"):
+        return {}, ""
+    if delayed:
+        return {"delayedTopologyRequest": "Pending"}, ""
+    assignment, misfit = place(cluster, ps, flavor, request)
+    return ({"topologyAssignment": assignment}, "") if assignment is not None else (None, misfit)
+
+
 def _individual(values: list[str]) -> dict[str, Any]:
     if len(set(values)) == 1:
         return {"universal": values[0]}
@@ -452,6 +475,7 @@ def in_use(cluster: ClusterView) -> bool:
 __all__ = [
     "decode",
     "encode",
+    "fit",
     "flavor_mismatch",
     "gate_template",
     "in_use",

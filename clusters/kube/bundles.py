@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from clusters.kube import labels, manifests
+from clusters.kube import labels, manifests, topology_queues
 from clusters.kube.applied import AppliedCache
 from clusters.kube.gateway import Gateway, NamespaceMissing, PermanentKubeError, TransientKubeError
 from clusters.kube.queues import local_queue
@@ -53,6 +53,10 @@ def tenant_bundle_objects(
     )
     if settings.KAI_ENABLED:
         objects.append(manifests.kai_queue(tenant, quotas))
+        # KAI's Topology of each flavor the tenant may use (cluster-wide, so every
+        # tenant with the flavor applies the same object: applying it again is a no-op).
+        flavors = {str(q.flavor.name): q.flavor for q in quotas}
+        objects += topology_queues.kai_topologies(flavors.values())
     if settings.QUEUE_MODE == "kueue":
         # In the bundle, not with the cluster-wide Kueue objects: a namespace built
         # again gets its LocalQueue back with it.

@@ -1,6 +1,7 @@
 """Queue objects for Kueue mode and for KAI fractional sharing: pure, rows in, dicts out.
 
-Kueue: a ResourceFlavor per flavor plus one for Ray heads, a ClusterQueue per tenant,
+Kueue: a ResourceFlavor per flavor (a flavor with topology levels names its Topology:
+:mod:`clusters.kube.topology_queues`) plus one for Ray heads, a ClusterQueue per tenant,
 a LocalQueue per namespace, the ``dev``/``prod`` priority classes and the cohort tree.
 KAI: a Queue per tenant for fractional dev GPUs. Heads get their own flavor because a
 head given a GPU flavor would be put on a GPU node, taking room a whole-node worker
@@ -22,6 +23,7 @@ from typing import Any
 from clusters.domain import shapes
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
+from clusters.kube import topology_queues
 
 Manifest = dict[str, Any]
 
@@ -352,7 +354,11 @@ def kueue_objects(
     flavor_list = sorted(flavors, key=lambda f: str(f.name))
     quota_list = list(quotas)
     objects: list[Manifest] = [*priority_classes()]
-    objects += [resource_flavor(flavor) for flavor in flavor_list]
+    # Topologies before the ResourceFlavors that name them (docs/topology.md).
+    objects += topology_queues.kueue_topologies(flavor_list)
+    objects += [
+        topology_queues.with_topology(resource_flavor(flavor), flavor) for flavor in flavor_list
+    ]
     objects.append(head_flavor())
     if growable(flavor_list) and dispatch is None:
         objects += capacity_check_objects()

@@ -96,6 +96,7 @@ KUEUE = [
             "workloadpriorityclasses",
             "admissionchecks",
             "provisioningrequestconfigs",
+            "topologies",
         ),
         APPLY,
         "Kueue's queues, written from gangway's tables",
@@ -115,7 +116,10 @@ KUEUE = [
         "queue positions",
     ),
 ]
-KAI = [Rule("scheduling.run.ai", ("queues",), APPLY, "KAI's queues (fractional GPUs)")]
+KAI = [
+    Rule("scheduling.run.ai", ("queues",), APPLY, "KAI's queues (fractional GPUs)"),
+    Rule("kai.scheduler", ("topologies",), APPLY, "KAI's Topology of each flavor with levels"),
+]
 
 
 def rules(*, queue_mode: str, kai_enabled: bool) -> list[Rule]:
@@ -133,6 +137,7 @@ OPERATORS = {
     "ray.io": "KubeRay",
     "kueue.x-k8s.io": "Kueue",
     "scheduling.run.ai": "KAI Scheduler",
+    "kai.scheduler": "KAI Scheduler",
     "autoscaling.x-k8s.io": "Cluster Autoscaler (ProvisioningRequest)",
 }
 # Where each group's resources are served (the versions gangway speaks).
@@ -140,6 +145,7 @@ GROUP_VERSIONS = {
     "ray.io": "ray.io/v1",
     "kueue.x-k8s.io": "kueue.x-k8s.io/v1beta2",
     "scheduling.run.ai": "scheduling.run.ai/v2",
+    "kai.scheduler": "kai.scheduler/v1alpha1",
     "autoscaling.x-k8s.io": "autoscaling.x-k8s.io/v1",
 }
 

@@ -13,6 +13,7 @@ members, MultiKueue places: see :mod:`clusters.queue.multikueue` and docs/fleet.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.utils import timezone
@@ -21,7 +22,7 @@ from django.utils.dateparse import parse_datetime
 from clusters.admission.snapshot import CAPACITY, WAITING_FOR_NODES
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_of, kinds
-from clusters.kube import manifests
+from clusters.kube import manifests, topology_queues
 from clusters.kube.applied import AppliedCache
 from clusters.kube.bundles import UnmanagedNamespace, ensure_bundle
 from clusters.kube.conditions import condition
@@ -203,6 +204,9 @@ def pending_positions(gw: Gateway, namespaces: set[str]) -> dict[tuple[str, str]
 
 def _reason(message: str) -> str:
     lowered = message.lower()
+    if 'topology "' in lowered:
+        # Quota fits but no domain of the asked level has room (Topology Aware Scheduling).
+        return CAPACITY
     if "cohort" in lowered or "borrow" in lowered:
         return "cohort_quota"
     if "quota" in lowered:
@@ -241,8 +245,12 @@ def fold_queued(
     cluster: ClusterRequest,
     workload: dict[str, Any] | None,
     positions: dict[tuple[str, str], dict[str, Any]],
+    node_labels: Callable[[str], dict[str, str]] | None = None,
 ) -> bool:
-    """Fold Kueue's view of a queued request into its row; True when it was admitted."""
+    """Fold Kueue's view of a queued request into its row; True when it was admitted.
+    Admitted by topology (a level asked): the domain Kueue put the gang in is kept as
+    the row's ``topology_domain`` (``node_labels``: a node's labels, where Kueue names
+    only hosts)."""
     if workload is None:
         message = "waiting for Kueue to create its Workload"
         if cluster.queue_message != message:
@@ -259,6 +267,11 @@ def fold_queued(
             placed={cluster.pk: admitted_flavor(workload) or ""},
             clusters={cluster.pk: member} if member else None,
         ):
+            domain = topology_queues.assigned_domain(
+                workload, cluster.topology_level, node_labels or (lambda _node: {})
+            )
+            if domain:
+                ClusterRequest.objects.filter(pk=cluster.pk).update(topology_domain=domain)
             kind = kind_of(cluster)
             transition(
                 cluster,
@@ -351,9 +364,11 @@ class KueueView(QueueView):
         *,
         manager: Gateway | None = None,
         kept: dict[str, set[tuple[str, str]]] | None = None,
+        nodes: Gateway | None = None,
     ) -> None:
         self.workloads = workloads
         self.positions = positions
+        self._nodes = nodes  # where a topology assignment's hosts are read
         self._manager = manager  # on a worker: the manager, where the originals are
         self._kept = kept or {}
 
@@ -371,7 +386,16 @@ class KueueView(QueueView):
         return self._kept
 
     def fold_waiting(self, cluster: ClusterRequest) -> None:
-        fold_queued(cluster, self.workloads.get((cluster.namespace, cluster.name)), self.positions)
+        fold_queued(
+            cluster,
+            self.workloads.get((cluster.namespace, cluster.name)),
+            self.positions,
+            self._node_labels,
+        )
+
+    def _node_labels(self, name: str) -> dict[str, str]:
+        node = self._nodes.get("v1", "Node", name) if self._nodes is not None else None
+        return dict(((node or {}).get("metadata") or {}).get("labels") or {})
 
     def fold_eviction(self, cluster: ClusterRequest) -> bool:
         return fold_eviction(cluster, self.workloads.get((cluster.namespace, cluster.name)))
@@ -405,7 +429,9 @@ class KueueQueue(QueueBackend):
             return KueueView(workloads_by_cluster(manager), {}, manager=manager)
         waiting = {c.namespace for c in rows if c.state == State.QUEUED}
         kept = multikueue.dispatched_objects(fleet, self) if fleet is not None else None
-        return KueueView(workloads_by_cluster(gw), pending_positions(gw, waiting), kept=kept)
+        return KueueView(
+            workloads_by_cluster(gw), pending_positions(gw, waiting), kept=kept, nodes=gw
+        )
 
     def writes_through(self, cluster: ClusterRequest, gw: Gateway) -> Gateway:
         if cluster.kube_cluster_id is None or not gw.member:

@@ -64,6 +64,7 @@ GROUP_GATES: dict[str, str] = {
     "resource.k8s.io": ALWAYS,
     "kueue.x-k8s.io": "QUEUE_MODE=kueue",
     "scheduling.run.ai": "KAI_ENABLED=1",
+    "kai.scheduler": "KAI_ENABLED=1",
 }
 # Environment variables set on containers that the application does not read: the pod's
 # IP, used only to extend ALLOWED_HOSTS through `$(POD_IP)`.
@@ -535,6 +536,7 @@ def applied_kinds(acme: Any, bob: Any, h100: Any, l4: Any, settings: Any) -> set
     settings.KAI_ENABLED = True
     settings.QUEUE_MODE = "kueue"  # the bundle's LocalQueue
     h100.max_node_count = h100.node_count + 4  # a node group that grows: capacity checks
+    h100.topology = ["network.topology.kubernetes.io/rack"]  # Kueue's and KAI's Topology
     h100.save()
     objects = bundles.tenant_bundle_objects(acme)
     dev = ClusterRequest(tenant=acme, owner=bob, flavor=h100, name="bob-dev", kind="dev")

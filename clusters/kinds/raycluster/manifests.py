@@ -17,7 +17,7 @@ from django.conf import settings
 
 from clusters.domain import shapes
 from clusters.domain.images import ray_version, resolve_image
-from clusters.kube import cdi, dra, notebook, ssh, topology
+from clusters.kube import cdi, dra, notebook, ssh, topology, topology_queues
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
 from clusters.kube.manifests import (
@@ -383,6 +383,10 @@ def raycluster(
         for g in groups
     ]
     topology.keep_together(cluster, spec["workerGroupSpecs"])
+    if queue_mode == "kueue":
+        # The catalogue rows: their topology levels decide the pod sets' TAS annotation.
+        rows = cluster.accepted_flavor_rows() if len(accepted) > 1 else [cluster.flavor]
+        topology_queues.mark_worker_groups(cluster, spec["workerGroupSpecs"], rows)
     booked = _booked_capacity(cluster)
     if booked:
         # The autoscaler added nodes for this gang (capacity on demand): its workers
@@ -390,7 +394,11 @@ def raycluster(
         for group in spec["workerGroupSpecs"]:
             meta = group["template"]["metadata"]
             meta["annotations"] = {**meta.get("annotations", {}), **consume_annotations(booked)}
-    return request_object("ray.io/v1", "RayCluster", cluster, object_labels, spec)
+    obj = request_object("ray.io/v1", "RayCluster", cluster, object_labels, spec)
+    asks = topology_queues.kai_annotations(cluster, cluster.flavor) if kai_enabled else {}
+    if asks:
+        obj["metadata"]["annotations"] = asks  # KAI's pod grouper reads the top owner
+    return obj
 
 
 def manifests(cluster: Any, **options: Any) -> list[Manifest]:

@@ -77,6 +77,7 @@ def rayjob(
     labels = lbl.cluster_labels(cluster)
     object_labels = dict(labels)
     host = getattr(job, "host", None)
+    notes: dict[str, str] = {}
     spec: Manifest = {
         "entrypoint": str(job.entrypoint),
         "submissionMode": "K8sJobMode",
@@ -101,13 +102,17 @@ def rayjob(
         # Shaped as the queue mode shapes a RayCluster (under Kueue, a request of several
         # flavors leaves the choice to Kueue); the RayCluster's own queue labels are not
         # part of its spec, and the RayJob carries them instead.
-        spec["rayClusterSpec"] = raycluster(
-            cluster, image=chosen, queue_mode=queue_mode, kai_enabled=kai_enabled
-        )["spec"]
+        own = raycluster(cluster, image=chosen, queue_mode=queue_mode, kai_enabled=kai_enabled)
+        spec["rayClusterSpec"] = own["spec"]
+        # KAI's pod grouper reads a gang's topology ask from its top owner: the RayJob.
+        notes = dict(own["metadata"].get("annotations") or {})
     spec["submitterPodTemplate"] = _submitter_template(cluster, chosen, labels)
     if suspend is not None:
         spec["suspend"] = suspend
-    return request_object("ray.io/v1", "RayJob", cluster, object_labels, spec)
+    obj = request_object("ray.io/v1", "RayJob", cluster, object_labels, spec)
+    if notes:
+        obj["metadata"]["annotations"] = notes
+    return obj
 
 
 def job_claim_templates(cluster: Any, job: Any, **options: Any) -> list[Manifest]:

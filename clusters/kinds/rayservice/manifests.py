@@ -118,9 +118,13 @@ def rayservice(
         "rayClusterConfig": _with_serve_port(ray_cluster["spec"]),
     }
     obj = request_object("ray.io/v1", "RayService", cluster, object_labels, spec)
+    # KAI's pod grouper reads a gang's topology ask from its top owner: the RayService.
+    notes = dict(ray_cluster["metadata"].get("annotations") or {})
     if queue_mode == "kueue":
-        obj["metadata"]["annotations"] = {ELASTIC_JOB: "true"}
+        notes[ELASTIC_JOB] = "true"
         _elastic(spec["rayClusterConfig"])
+    if notes:
+        obj["metadata"]["annotations"] = notes
     return obj
 
 

@@ -8,8 +8,9 @@ per ClusterQueue on the first flavor whose labels and quota fit (``admission.py`
 ``quota.py``), preempting as ``spec.preemption`` allows (``preemption.py``); an eviction
 does what Kueue does (conditions, suspend, release, requeue with backoff). Admission
 checks: ``provisioning.py``; the visibility API: ``visibility.py``; DRA devices counted
-through the Configuration's ``deviceClassMappings``: ``devices.py``. Not emulated: fair
-sharing, topology, partial admission, ``borrowWithinCohort``.
+through the Configuration's ``deviceClassMappings``: ``devices.py``. Topology Aware
+Scheduling: ``topology.py``. Not emulated: fair sharing, partial admission,
+``borrowWithinCohort``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
 from kubesim.nodegroups import PR
+from kubesim.operators.kueue import topology as tas
 from kubesim.operators.kueue.admission import admit_all
 from kubesim.operators.kueue.common import (
     ELASTIC_ANNOTATION,
@@ -47,6 +49,7 @@ from kubesim.operators.kueue.mkconfig import default_managed_by
 from kubesim.operators.kueue.prebuilt import prebuilt_name, sync_prebuilt
 from kubesim.operators.kueue.provisioning import AC, PRC, sync_checks
 from kubesim.operators.kueue.slices import gate_templates, sync_slices, ungate
+from kubesim.operators.kueue.topology import WORKLOAD_ANNOTATION
 from kubesim.operators.kueue.visibility import pending_workloads
 from kubesim.operators.kueue.workloads import sync_job, workloads_of
 from kubesim.resources import ResourceType
@@ -285,10 +288,14 @@ class Kueue:
             self.need_checks = True
             if rt.key == AC:
                 self.need_admit = True  # a ClusterQueue's checks turn (in)active
-        if rt.kind == "Pod":
-            if (ref["metadata"].get("annotations") or {}).get(SLICE_NAME):
-                self.need_ungate = True  # a pod of an elastic job came, changed or went
+        if rt.kind in ("Pod", "Node"):
+            self._pod_or_node_changed(rt, old, new)
             return
+        if rt.key == WL and any(
+            psa.get("topologyAssignment")
+            for psa in get_path(ref, "status", "admission", "podSetAssignments", default=[]) or []
+        ):
+            self.need_ungate = True  # an admitted TAS Workload's pods may be ungated
         if rt.key in (WL, RC) and is_elastic(self.cluster, ref):
             self._elastic_changed(rt, new)
         if queued_job(rt.key, ref):
@@ -306,6 +313,18 @@ class Kueue:
             if rt.key == WPC and new is not None:
                 self.dirty |= self.waiting_for_class
                 self.waiting_for_class.clear()
+
+    def _pod_or_node_changed(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
+        """A pod of an elastic or TAS job came, changed or went: the ungaters look again.
+        A pod went or a node came: a Workload waiting for room in a topology may fit."""
+        ref = new if new is not None else old
+        assert ref is not None
+        notes = ref["metadata"].get("annotations") or {}
+        if notes.get(SLICE_NAME) or notes.get(WORKLOAD_ANNOTATION):
+            self.need_ungate = True
+        came_or_went = new is None or (rt.kind == "Node" and old is None)
+        if came_or_went and tas.in_use(self.cluster):
+            self.need_admit = True
 
     def _elastic_changed(self, rt: ResourceType, new: Obj | None) -> None:
         """An elastic Workload changed (the ungater looks again), or an elastic RayCluster:
@@ -341,6 +360,7 @@ class Kueue:
         if self.need_ungate:
             self.need_ungate = False
             busy = ungate(self) or busy
+            busy = tas.ungate_tas(self.cluster) or busy
         return busy
 
     # -- eviction ------------------------------------------------------------------------

@@ -6,7 +6,8 @@ group whose ResourceFlavor ``nodeLabels`` agree with the pod set's nodeSelector,
 for: nominal quota, plus what the cohort's other queues leave unused within
 ``borrowingLimit`` (the cohort's whole tree: see ``common.cohort_root``). A pod's DRA
 devices count under the resource Kueue's Configuration maps their DeviceClass to
-(``devices.py``). Quantities are integers in each resource's base unit (see
+(``devices.py``). On a TAS flavor the pod set must fit its topology too (``topology.py``).
+Quantities are integers in each resource's base unit (see
 ``quantity.py``).
 """
 
@@ -17,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import quantity
 from kubesim.admission import pod_totals
+from kubesim.operators.kueue import topology as tas
 from kubesim.operators.kueue.common import CQ, RF, WL, cohort_root, is_finished
 from kubesim.operators.kueue.devices import pod_set_devices
+from kubesim.operators.kueue.provisioning import checks_for
 from kubesim.store import Obj
 from kubesim.taints import tolerates
 from kubesim.util import get_path
@@ -164,6 +167,7 @@ def assign(
         req = {**req, **devices}
         count = int(ps.get("count", 1))
         chosen: dict[str, str] = {}
+        placed: dict[str, Any] = {}  # the TAS flavor's topologyAssignment, if one
         for rg in get_path(cq, "spec", "resourceGroups", default=[]):
             wanted = {
                 r: per_pod * count
@@ -172,7 +176,9 @@ def assign(
             }
             if not wanted:
                 continue
-            flavor, why = _group_flavor(cluster, cq, ps, rg, wanted, use, taken, nominal_only, only)
+            flavor, why = _group_flavor(
+                cluster, cq, ps, rg, wanted, use, taken, nominal_only, only, placed
+            )
             if flavor is None:
                 return None, why
             for res, need in wanted.items():
@@ -194,6 +200,7 @@ def assign(
                     for r, v in sorted(req.items())
                     if r in chosen
                 },
+                **placed,
             }
         )
     for key, v in taken.items():
@@ -211,15 +218,22 @@ def _group_flavor(
     taken: Counter[tuple[str, str]],
     nominal_only: bool,
     only: dict[str, dict[str, str]] | None,
+    placed: dict[str, Any],
 ) -> tuple[str | None, str]:
     """The first flavor of resource group ``rg`` that fits every ``wanted`` resource of
-    pod set ``ps`` (None and why not: the last flavor's first shortage)."""
+    pod set ``ps`` and, on a TAS flavor, its topology (``placed`` gets the
+    ``topologyAssignment``); None and why not: the last flavor's first shortage."""
     fixed = set((only or {}).get(ps["name"], {}).get(r) for r in wanted) - {None}
     why = ""
+    tas_words: list[str] = []
     for fl in rg.get("flavors") or []:
         if fixed and fl["name"] not in fixed:
             continue
         if not _flavor_matches(cluster, ps, fl["name"]):
+            continue
+        mismatch = tas.flavor_mismatch(cluster, cq, ps, fl["name"])
+        if mismatch:
+            tas_words.append(mismatch)
             continue
         short = None
         for res, need in wanted.items():
@@ -229,11 +243,24 @@ def _group_flavor(
                 short = (res, need - max(free, 0))
                 break
         if short is None:
-            return fl["name"], ""
+            # Kueue delays the topology while admission checks run (see topology.py).
+            delayed = bool(checks_for(cq, [{"flavors": {"": fl["name"]}}]))
+            found, misfit = tas.fit(cluster, cq, ps, fl["name"], delayed=delayed)
+            if found is not None:
+                placed.update(found)
+                return fl["name"], ""
+            tas_words.append(misfit)
+            continue
         more = quantity.format_resource(short[0], short[1])
         why = (
             f"couldn't assign flavors to pod set {ps['name']}: insufficient unused quota "
             f"for {short[0]} in flavor {fl['name']}, {more} more needed"
+        )
+    if tas_words:
+        # Kueue names every flavor's reason, in order, when topology refused some.
+        tail = why.split(": ", 1)[1:] if why else []
+        return None, f"couldn't assign flavors to pod set {ps['name']}: " + ", ".join(
+            [*tas_words, *tail]
         )
     if not why:
         res = next(iter(wanted))

@@ -19,6 +19,7 @@ from kubesim.operators.kueue.common import (
     set_suspended,
     touch_job,
 )
+from kubesim.operators.kueue.topology import gate_template
 from kubesim.operators.kueue.workloads import job_templates
 from kubesim.store import Obj
 from kubesim.util import get_path
@@ -33,7 +34,7 @@ def start_job(
     """Admitted ``wl``'s job (a RayCluster, RayJob or Job) runs: unsuspended with the
     flavors' node labels, the ``kueue.x-k8s.io/podset`` label and the admission checks'
     ``podSetUpdates`` (labels, annotations, nodeSelector, tolerations) in its pod
-    templates."""
+    templates; a pod set placed by topology gets the TAS gate (``topology.py``)."""
     assignment = wl["status"]["admission"]["podSetAssignments"]
     found = owning_job(cluster, wl)
     if found is None:
@@ -41,6 +42,7 @@ def start_job(
     key, job = found
     before = json.dumps(job.get("spec"), sort_keys=True)
     flavors = {psa["name"]: set(psa["flavors"].values()) for psa in assignment}
+    topology = {psa["name"] for psa in assignment if psa.get("topologyAssignment")}
     chain = (wl["metadata"].get("annotations") or {}).get(SLICE_NAME)
     for name, template in job_templates(key, job):
         if not isinstance(template, dict):
@@ -56,6 +58,8 @@ def start_job(
             if labels:
                 sel = template.setdefault("spec", {}).setdefault("nodeSelector", {})
                 sel.update(labels)
+        if name in topology:
+            gate_template(template, wl["metadata"]["name"])
         for update in updates or []:
             if update.get("name") == name:
                 _apply_update(template, update)

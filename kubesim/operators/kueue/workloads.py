@@ -33,6 +33,7 @@ from kubesim.operators.kueue.common import (
     touch_job,
     workload_name,
 )
+from kubesim.operators.kueue.topology import topology_request
 from kubesim.store import Obj
 from kubesim.util import get_path, owner_ref
 
@@ -145,12 +146,14 @@ def pod_sets(job: Obj, key: str = RC) -> list[dict[str, Any]]:
         for label in JOB_MANAGED_LABELS:
             labels.pop(label, None)
         count = min(int(spec.get("parallelism", 1)), int(spec.get("completions") or 2**31))
-        return [{"name": "main", "count": count, "template": template}]
+        main = {"name": "main", "count": count, "template": template}
+        request = topology_request(template)
+        return [{**main, "topologyRequest": request}] if request else [main]
     if key == RJ:
         spec = spec.get("rayClusterSpec") or {}
     elif key == RS:
         spec = spec.get("rayClusterConfig") or {}
-    sets = [{"name": "head", "count": 1, "template": _head_template(spec)}]
+    sets: list[dict[str, Any]] = [{"name": "head", "count": 1, "template": _head_template(spec)}]
     for g in spec.get("workerGroupSpecs") or []:
         sets.append(
             {
@@ -163,6 +166,10 @@ def pod_sets(job: Obj, key: str = RC) -> list[dict[str, Any]]:
         sets.append(
             {"name": "submitter", "count": 1, "template": copy.deepcopy(submitter_template(job))}
         )
+    for ps in sets:
+        request = topology_request(ps["template"])
+        if request:
+            ps["topologyRequest"] = request
     return sets
 
 

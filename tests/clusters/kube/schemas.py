@@ -32,7 +32,9 @@ CRD_FILES = {
     ("kueue.x-k8s.io/v1beta2", "AdmissionCheck"): "kueue.x-k8s.io_admissionchecks.yaml",
     ("kueue.x-k8s.io/v1beta2", "MultiKueueCluster"): "kueue.x-k8s.io_multikueueclusters.yaml",
     ("kueue.x-k8s.io/v1beta2", "MultiKueueConfig"): "kueue.x-k8s.io_multikueueconfigs.yaml",
+    ("kueue.x-k8s.io/v1beta2", "Topology"): "kueue.x-k8s.io_topologies.yaml",
     ("scheduling.run.ai/v2", "Queue"): "scheduling.run.ai_queues.yaml",
+    ("kai.scheduler/v1alpha1", "Topology"): "kai.scheduler_topologies.yaml",
 }
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.kube.queues import GPU
+from clusters.queue import kueue
 from clusters.queue.kueue import admitted_flavor, eviction, is_admitted
 
 
@@ -54,3 +55,12 @@ def test_the_admitted_flavor_is_the_gpu_assignment_s() -> None:
     }
     assert admitted_flavor({"status": {"admission": admission}}) == "h100"
     assert admitted_flavor({"status": {}}) is None
+
+
+def test_a_topology_that_has_no_room_is_a_capacity_reason() -> None:
+    said = (
+        'couldn\'t assign flavors to pod set gpu: topology "h100" allows to fit only 2 out '
+        'of 3 pod(s). Total nodes: 6; excluded: resource "nvidia.com/gpu": 1'
+    )
+    assert kueue._reason(said) == "capacity"
+    assert kueue._reason("couldn't assign flavors: insufficient unused quota") == "tenant_quota"

@@ -84,13 +84,15 @@ def pinned_affinity(cluster: Any, node_affinity: Manifest | None) -> Manifest:
     return out
 
 
-def keep_together(cluster: Any, worker_groups: list[Manifest]) -> None:
+def keep_together(cluster: Any, worker_groups: list[Manifest], *, pin: bool = True) -> None:
     """Give every worker group's pods the gang's :func:`gang_affinity` (if it asks one)
-    and, once pinned, its domain (:func:`pinned_affinity`)."""
+    and, once pinned and ``pin``, its domain (:func:`pinned_affinity`). Kueue pins its
+    own way (its node selectors on the ungated pods): its ``topology_domain`` is only
+    mirrored, and the template it admitted must not change under it."""
     together = gang_affinity(cluster)
     if not together:
         return
-    pinned = bool(domain_expression(cluster))
+    pinned = pin and bool(domain_expression(cluster))
     if pinned and _required(cluster):
         # The required node affinity alone keeps every worker in the one domain: the
         # pod affinity would add nothing but work for the scheduler, and, were the

@@ -61,3 +61,16 @@ def test_an_unpinned_gang_has_its_pod_affinity_only() -> None:
     affinity = _affinity("required", "")
     assert "requiredDuringSchedulingIgnoredDuringExecution" in affinity["podAffinity"]
     assert "nodeAffinity" not in affinity
+
+
+def test_a_gang_kueue_placed_keeps_the_template_kueue_admitted() -> None:
+    # In Kueue mode topology_domain mirrors Kueue's assignment: the RayCluster rendered
+    # again must not gain a node affinity its admitted pod sets did not have.
+    row = SimpleNamespace(
+        pk=7, topology_level=RACK, topology_mode="required", topology_domain="rack-3"
+    )
+    groups: list[dict[str, Any]] = [{"template": {"spec": {}}}]
+    keep_together(row, groups, pin=False)
+    affinity = groups[0]["template"]["spec"]["affinity"]
+    assert "nodeAffinity" not in affinity
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in affinity["podAffinity"]

@@ -165,6 +165,18 @@ def placement(item: dict[str, Any]) -> str:
     return where
 
 
+def topology(item: dict[str, Any]) -> str:
+    """The level a production gang keeps its workers in and the domain it is pinned to:
+    ``network.topology.kubernetes.io/rack (required), pinned to h100-rack-0``; empty
+    when it asks for none."""
+    level = str(item.get("topology_level") or "")
+    if not level:
+        return ""
+    line = f"{level} ({item.get('topology_mode') or 'required'})"
+    domain = str(item.get("topology_domain") or "")
+    return f"{line}, pinned to {domain}" if domain else line
+
+
 def print_error(error: CliError, mode: str) -> None:
     """The error on stderr; with ``-o json`` also, on stdout, the API's answer that
     carries it (an error body, or the dry-run's ``never_fits`` verdict), else a body in

@@ -66,6 +66,7 @@ def _status_fields(cluster: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("kind", cluster.get("kind")),
         ("flavor", output.flavor(cluster)),
         ("kube cluster", output.placement(cluster)),
+        ("topology", output.topology(cluster)),
         ("workers", cluster.get("workers")),
         ("gpus", cluster.get("gpus")),
         ("owner", cluster.get("owner")),

@@ -127,6 +127,7 @@ def _status_fields(job: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
         ("message", run.get("message")),
         ("flavor", output.flavor(job)),
         ("kube cluster", output.placement(job)),
+        ("topology", output.topology(job)),
         ("gpu-hours", job.get("gpu_hours")),
     ]
 

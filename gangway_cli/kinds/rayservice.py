@@ -104,6 +104,7 @@ def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("requests", (service.get("service_endpoint") or {}).get("requests")),
         ("flavor", output.flavor(service)),
         ("kube cluster", output.placement(service)),
+        ("topology", output.topology(service)),
     ]
 
 

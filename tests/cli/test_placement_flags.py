@@ -54,6 +54,11 @@ def test_up_asks_that_a_production_gang_share_a_rack(
     assert up.code == 0, up
     row = ClusterRequest.objects.get(name="train")
     assert (row.topology_level, row.topology_mode) == (rack, "preferred")
+    # Where admission pinned it shows in its status (here written as the pass would).
+    ClusterRequest.objects.filter(pk=row.pk).update(topology_domain="h100-rack-1")
+    status = cli("status", "train")
+    assert status.code == 0, status
+    assert f"{rack} (preferred), pinned to h100-rack-1" in status.out
     # A dev cluster asking for one is refused with the server's words; nothing is created.
     refused = cli("up", "dev-rack", "--flavor", "h100", "--topology", rack, "--no-wait")
     assert refused.code != 0

@@ -115,3 +115,13 @@ def test_the_kube_cluster_line_says_where_and_whether_it_is_stale() -> None:
     since = (datetime.now(UTC) - timedelta(minutes=3)).isoformat()
     line = output.placement({"kube_cluster": "cloud", "stale": True, "stale_since": since})
     assert line == "cloud (unreachable: state as last seen 3m ago)"
+
+
+def test_the_topology_line_says_the_level_the_mode_and_the_pinned_domain() -> None:
+    rack = "network.topology.kubernetes.io/rack"
+    assert output.topology({"topology_level": "", "topology_domain": ""}) == ""
+    assert output.topology({"topology_level": rack, "topology_mode": "preferred"}) == (
+        f"{rack} (preferred)"
+    )
+    pinned = {"topology_level": rack, "topology_mode": "required", "topology_domain": "r-0"}
+    assert output.topology(pinned) == f"{rack} (required), pinned to r-0"

@@ -25,8 +25,9 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 
 
 @pytest.fixture
-def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
-    """6 H100 nodes in racks of 3 (h100-rack-0, h100-rack-1) and a CPU node for heads."""
+def kubesim(tmp_path: Path, settings: Any, request: pytest.FixtureRequest) -> Iterator[KubeSim]:
+    """6 H100 nodes in racks of 3 (h100-rack-0, h100-rack-1) and a CPU node for heads;
+    with KAI's scheduler and ``KAI_ENABLED`` when the test is marked ``kai``."""
     fleet = {
         "name": "racks",
         "pools": [
@@ -50,7 +51,8 @@ def kubesim(tmp_path: Path, settings: Any) -> Iterator[KubeSim]:
             },
         ],
     }
-    with running_kubesim(tmp_path, settings, fleet=fleet) as sim:
+    kai = request.node.get_closest_marker("kai") is not None
+    with running_kubesim(tmp_path, settings, fleet=fleet, kai=kai) as sim:
         yield sim
 
 
@@ -67,20 +69,25 @@ def _worker_racks(api: client.CoreV1Api, pk: int) -> list[str]:
     return [racks[p.spec.node_name] for p in pods if p.spec.node_name]
 
 
-def test_a_gang_that_requires_a_rack_runs_in_one_and_one_that_fits_none_waits(
-    worker: Any, kubesim: Any, settings: Any, as_user: Any, alice: Any, acme: Any, h100: Any
-) -> None:
+def _racked(acme: Any, h100: Any) -> None:
+    """h100 with the rack level, room in acme's quota, and the reconciler's free nodes
+    per rack observed (admission checks domains once it knows them)."""
     GpuFlavor.objects.filter(pk=h100.pk).update(node_count=6, topology=[RACK])
     Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=64, borrow_limit=0)
     # Whole nodes' CPU and memory: no tenant limit on them here.
     Tenant.objects.unscoped().filter(pk=acme.pk).update(cpu_quota=0, memory_quota_gib=0)
-    # Admission checks domains once the reconciler has said where the free nodes are.
     wait_for(
         lambda: (
             (GpuFlavor.objects.get(pk=h100.pk).observed_free_domains or {}).get("levels") == [RACK]
         ),
         what="the reconciler's free nodes per rack",
     )
+
+
+def test_a_gang_that_requires_a_rack_runs_in_one_and_one_that_fits_none_waits(
+    worker: Any, kubesim: Any, settings: Any, as_user: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _racked(acme, h100)
     api = as_user(alice)
     first = {
         "name": "first",
@@ -130,3 +137,33 @@ def test_a_gang_that_requires_a_rack_runs_in_one_and_one_that_fits_none_waits(
     queue = api.get(CLUSTERS + "second/").json()["queue"]
     assert queue["reason"] == "capacity"
     assert "the emptiest rack has 3 free" in queue["message"]
+
+
+@pytest.mark.kai
+def test_with_kai_a_gang_that_prefers_a_rack_is_pinned_there_and_tells_kai(
+    worker: Any, kubesim: Any, settings: Any, as_user: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _racked(acme, h100)
+    api = as_user(alice)
+    body = {
+        "name": "pref",
+        "kind": "prod",
+        "flavor": "h100",
+        "workers": 3,
+        "topology_level": RACK,
+        "topology_mode": "preferred",
+    }
+    assert api.post(CLUSTERS, body, format="json").status_code == 201
+    row = wait_for(lambda: (r := _row("pref")).state == "ready" and r, what="pref ready")
+    assert row.topology_domain == "h100-rack-0"
+    api_client = config.new_client_from_config(config_file=settings.KUBECONFIG)
+    core = client.CoreV1Api(api_client)
+    assert _worker_racks(core, row.pk) == ["h100-rack-0"] * 3
+    custom = client.CustomObjectsApi(api_client)
+    # KAI's Topology of the flavor, and the placement its pod grouper reads on the owner.
+    topo = custom.get_cluster_custom_object("kai.scheduler", "v1alpha1", "topologies", "h100")
+    assert [level["nodeLabel"] for level in topo["spec"]["levels"]] == [RACK]
+    rc = custom.get_namespaced_custom_object("ray.io", "v1", row.namespace, "rayclusters", row.name)
+    annotations = rc["metadata"]["annotations"]
+    assert annotations["kai.scheduler/topology"] == "h100"
+    assert annotations["kai.scheduler/topology-preferred-placement"] == RACK

@@ -97,8 +97,6 @@ class PassState:
         # when each request waiting on it should start.
         self.reclaim_done: dict[tuple[str, str], datetime] = {}
         self.reclaim_etas: dict[int, datetime] = {}
-        # The one domain a reclaim frees for each gang that requires one.
-        self.reclaim_domains: dict[int, str] = {}
         # The smallest deficit that borrowers could not cover, per (cohort, flavor), and
         # the cohort usage it was computed at: a larger deficit at the same usage fails
         # too, which keeps a queue full of reclaim candidates from rescanning victims.
@@ -345,7 +343,6 @@ class PassState:
             )
         # What is free there now is kept for it too: the reclaim is what completes it.
         room.take(level, found.domain, min(free[found.domain], p.workers))
-        self.reclaim_domains[p.id] = found.domain
         return self._suspend(p, ckey, list(found.victims), found.gpus, found.domain)
 
     def _suspend(
@@ -630,7 +627,6 @@ class PassState:
         other.fungible = dict(self.fungible)
         other.reclaim_done = dict(self.reclaim_done)
         other.reclaim_etas = dict(self.reclaim_etas)
-        other.reclaim_domains = dict(self.reclaim_domains)
         other.reclaim_failed = dict(self.reclaim_failed)
         other.reclaim_asked = defaultdict(int, self.reclaim_asked)
         other.decision = Decision(reclaim=list(self.decision.reclaim))

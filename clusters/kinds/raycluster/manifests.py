@@ -386,7 +386,7 @@ def raycluster(
         cluster,
         spec["workerGroupSpecs"],
         pin=queue_mode != "kueue",
-        levels=tuple(cluster.flavor.topology or ()),
+        levels=tuple(getattr(cluster.flavor, "topology", None) or ()),
     )
     if queue_mode == "kueue":
         # The catalogue rows: their topology levels decide the pod sets' TAS annotation.

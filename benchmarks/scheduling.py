@@ -21,6 +21,7 @@ import statistics
 import time
 
 from benchmarks.support import load_line
+from clusters.admission import PROD
 from clusters.whatif import services
 from clusters.whatif.metrics import Figures, TopologyFigures, figures, topology_figures
 from clusters.whatif.model import FIFO, MODES, NO_RECLAIM, POLICY, World
@@ -190,7 +191,17 @@ def topology_run(days: float, seeds: list[int]) -> tuple[str, dict[str, list[Out
             f"{statistics.median(f.p90_wait for f in fs) / 3600:.1f} h | "
             f"{statistics.median(f.unserved for f in fs):.0f} |"
         )
-    pinned = sum(1 for o in runs[AWARE] for p in o.placements if p.domain)
+    gang_runs = [
+        p for o in runs[AWARE] for p in o.placements if p.flavor == "h100" and len(p.nodes) > 1
+    ]
+    pinned = sum(1 for p in gang_runs if p.domain)
+    singles = [
+        p
+        for o in runs[AWARE]
+        for p in o.placements
+        if p.flavor == "h100" and len(p.nodes) == 1 and o.records[p.id].demand.kind == PROD
+    ]
+    packed = sum(1 for p in singles if p.domain)
     aware_runs = sum(f.runs for f in found[AWARE])
     aware, blind = (
         {
@@ -228,17 +239,23 @@ def topology_run(days: float, seeds: list[int]) -> tuple[str, dict[str, list[Out
             "",
             f"Over the seeds, the decision pinned {pinned} of the aware runs' {aware_runs} "
             "gang runs to a rack (`Decision.domains`; a run it did not pin would have been "
-            "placed by the blind rule).",
+            f"placed by the blind rule), and packed {packed} of {len(singles)} single-node "
+            "production runs, which ask no rack, into the fullest rack that had a whole "
+            "free node (a preferred node affinity: they take its nodes first). A rack-bound "
+            "gang within its quota that finds borrowers in the way has the borrowers' gangs "
+            "of one rack reclaimed, the rack that then holds it (docs/topology.md).",
             "",
             f"Keeping the gangs in one rack ({_pct(blind['share'])} of runs blind, "
             f"{_pct(aware['share'])} aware) cost them "
             f"{(aware['median'] - blind['median']) / 3600:+.1f} h of median wait and "
             f"{(aware['p90'] - blind['p90']) / 3600:+.1f} h at p90, with "
             f"{aware['stranded'] - blind['stranded']:+.1f} stranded free nodes on average: "
-            "a rack-bound gang waits while free nodes sit in racks that other work (dev "
-            "workers and single-node gangs, placed without regard to racks) has partly "
-            f"taken. About {blind['gangs']:.0f} multi-node gangs a seed: read the waits "
-            "as a direction, not a precise cost.",
+            "a rack-bound gang waits while free nodes sit in racks that other work has "
+            "partly taken. Packing keeps the single-node gangs out of whole racks; dev "
+            "workers, best fit on the fullest node with room but without regard to racks, "
+            "still break them. About "
+            f"{blind['gangs']:.0f} multi-node gangs a seed: read the waits as a direction, "
+            "not a precise cost.",
         ]
     )
     return section, runs

@@ -19,6 +19,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
 
+from clusters.admission.domain_reclaim import free_a_domain
 from clusters.admission.eta import Wait, estimate
 from clusters.admission.ledger import Ledger, Pool, fmt
 from clusters.admission.placement import Placer
@@ -42,11 +43,12 @@ from clusters.admission.snapshot import (
     extra_of,
 )
 from clusters.admission.standing import queue_status
-from clusters.admission.topology_room import REQUIRED, wish
+from clusters.admission.topology_room import REQUIRED, FreeNodes, level_word, wish
 from clusters.admission.wait_messages import (
     cap_message,
     cohort_message,
     domain_message,
+    domain_reclaim_message,
     free_words,
     minutes_words,
     promised_message,
@@ -79,7 +81,7 @@ class PassState:
         # The fleet's members and what each has free (none: nothing is placed).
         self.placer = Placer(snap.members, self.led.flavors, snap.running)
         self.placements: dict[int, tuple[str, str]] = {}
-        # The topology domain each admitted gang that asked for one is pinned to.
+        # The topology domain each admitted gang is pinned (or packed) to.
         self.domains: dict[int, str] = {}
         self.blocks: dict[Pool, Pending] = {}
         # GPUs being freed by suspensions and promised to the requests that asked for them.
@@ -281,6 +283,12 @@ class PassState:
             - cohort_total
             - self.promises.releasing_cohort[ckey]
         )
+        asked = wish(p)
+        room = led.domains.get(p.flavor)
+        if deficit > 0 and asked is not None and asked[1] == REQUIRED and room is not None:
+            fit = room.fit(asked[0], p.workers)
+            if fit is not None and fit.domain is None:
+                return self._reclaim_domain(p, ckey, deficit, asked[0], room)
         chosen: list[Running] = []
         freed = Decimal(0)
         failed = self.reclaim_failed.get(ckey)
@@ -293,14 +301,7 @@ class PassState:
                     break
                 if r.id in self.picked or r.tenant == p.tenant:
                     continue
-                vkey = (r.tenant, r.flavor)
-                borrowed = (
-                    led.usage[vkey]
-                    - led.nominal.get(vkey, 0)
-                    - self.reclaimed_from[vkey]
-                    - taken[r.tenant]
-                )
-                if borrowed <= 0:
+                if self._borrowed(r) - taken[r.tenant] <= 0:
                     continue
                 chosen.append(r)
                 taken[r.tenant] += r.gpus
@@ -308,6 +309,52 @@ class PassState:
             if freed < deficit:
                 self.reclaim_failed[ckey] = (deficit, led.cohort_usage[ckey])
                 return None
+        return self._suspend(p, ckey, chosen, freed)
+
+    def _borrowed(self, r: Running) -> Decimal:
+        """The GPUs ``r``'s tenant borrows on its flavor, less what is reclaimed already."""
+        vkey = (r.tenant, r.flavor)
+        led = self.led
+        return led.usage[vkey] - led.nominal.get(vkey, 0) - self.reclaimed_from[vkey]
+
+    def _reclaim_domain(
+        self, p: Pending, ckey: tuple[str, str], deficit: Decimal, level: str, room: FreeNodes
+    ) -> tuple[str, str, Pool]:
+        """:meth:`reclaim` for a gang that requires one domain of ``level`` and finds none
+        with room: suspend only borrowers' gangs pinned in the one domain that then holds
+        it (:mod:`clusters.admission.domain_reclaim`), or none, and say so."""
+        candidates = [
+            r for r in self._victims(ckey) if r.id not in self.picked and r.tenant != p.tenant
+        ]
+        free = room.per_domain(room.levels.index(level))
+        found = free_a_domain(
+            candidates,
+            free,
+            level=level,
+            workers=p.workers,
+            deficit=deficit,
+            borrowed=self._borrowed,
+        )
+        if found.domain is None:
+            return self._why(
+                COHORT_QUOTA,
+                ("c", *ckey),
+                lambda: domain_reclaim_message(p, ckey[0], level, found.most),
+            )
+        # What is free there now is kept for it too: the reclaim is what completes it.
+        room.take(level, found.domain, min(free[found.domain], p.workers))
+        return self._suspend(p, ckey, list(found.victims), found.gpus, found.domain)
+
+    def _suspend(
+        self,
+        p: Pending,
+        ckey: tuple[str, str],
+        chosen: list[Running],
+        freed: Decimal,
+        domain: str | None = None,
+    ) -> tuple[str, str, Pool]:
+        """Warn ``chosen`` (they free ``freed`` GPUs) and promise what they free to ``p``;
+        ``domain``: the one domain their nodes are freed in for it."""
         grace = minutes_words(self.snap.reclaim_grace.total_seconds())
         default_end = self.snap.now + self.snap.reclaim_grace
         done = self.reclaim_done.get(ckey, self.snap.now)
@@ -338,11 +385,16 @@ class PassState:
         self.promises.promise(p)
         self.reclaim_done[ckey] = done
         self.reclaim_etas[p.id] = done
+        where = ""
+        if domain is not None:
+            asked = wish(p)
+            word = level_word(asked[0]) if asked is not None else "domain"
+            where = f" in {word} {domain}, which then holds all {p.workers} of its workers,"
         return (
             RECLAIM_PENDING,
             f"{p.tenant} is within its nominal {p.flavor} quota, but other teams of the "
-            f"{ckey[0]} cohort are borrowing it; their clusters are being reclaimed and will "
-            f"be suspended within {grace}.",
+            f"{ckey[0]} cohort are borrowing it; their clusters{where} are being reclaimed "
+            f"and will be suspended within {grace}.",
             ("c", *ckey),
         )
 

@@ -29,7 +29,7 @@ from clusters.admission.snapshot import (
     Running,
     Snapshot,
 )
-from clusters.admission.topology_room import wish
+from clusters.admission.topology_room import placement_level
 
 
 @dataclass(frozen=True)
@@ -244,8 +244,7 @@ def _domain_etas(
             events[r.topology_domain].append((r.expires_at, r.nodes))
     for p in admitted:
         domain = led.pinned.get(p.id)
-        asked = wish(p)
-        if domain and asked is not None and asked[0] == level and p.ttl is not None:
+        if domain and placement_level(p, room.levels) == level and p.ttl is not None:
             events[domain].append((snap.now + p.ttl, p.workers))
     out: dict[WaitKey, datetime | None] = {}
     for w in group:

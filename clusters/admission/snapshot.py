@@ -155,8 +155,8 @@ class Running(Asking):
     reclaimable: bool = True
     # The member of the fleet it is placed on ("": not known).
     cluster: str = ""
-    # The domain its workers were pinned to: the level (a node label key) and its value
-    # ("": none), for an ETA of when that domain frees its nodes.
+    # The domain its workers were pinned (or packed) to: the level (a node label key) and
+    # its value ("": none), for an ETA of when that domain frees its nodes.
     topology_level: str = ""
     topology_domain: str = ""
 
@@ -392,7 +392,8 @@ class Decision:
     clusters: dict[int, str] = field(default_factory=dict)
     placement_notes: dict[int, str] = field(default_factory=dict)
     # The topology domain (the value of its ``topology_level`` label) each admitted gang
-    # that asked for one is pinned to.
+    # that asked for one is pinned to, and each production gang that asked none is packed
+    # into (a domain of its flavor's ``topology_room.packing_level``; preferred only).
     domains: dict[int, str] = field(default_factory=dict)
 
 

@@ -4,20 +4,25 @@ A production gang that asks for a level of its flavor's topology ``required`` is
 only into one domain of that level with a whole free node for each worker; ``preferred``
 gets such a domain when one exists. The domain is chosen by best fit: the one with the
 fewest free nodes that still holds the gang (ties by name), so that large domains stay
-whole for large gangs. A free node is known by its label value at every level, coarse to
-fine, so charging it lowers every domain it is in, parents included. Pure.
+whole for large gangs. A production gang that asks no level is *packed* the same way at
+the flavor's :func:`packing_level`, so that it fills partly used domains before it breaks
+whole ones (its workers only prefer the domain). A free node is known by its label value
+at every level, coarse to fine, so charging it lowers every domain it is in, parents
+included. Pure.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from clusters.admission.snapshot import PROD, Pending
 
 REQUIRED = "required"
 PREFERRED = "preferred"
+# A level of single nodes: packing there would pin nothing worth keeping whole.
+HOSTNAME = "kubernetes.io/hostname"
 
 # A free node: its label value at each level of the flavor's topology ("" unlabelled).
 Node = tuple[str, ...]
@@ -28,6 +33,23 @@ def wish(p: Pending) -> tuple[str, str] | None:
     if p.kind != PROD or not p.topology_level:
         return None
     return p.topology_level, p.topology_mode or REQUIRED
+
+
+def packing_level(levels: Sequence[str]) -> str:
+    """The level a production gang that asks none is packed at: the finest of the
+    flavor's ``levels`` above single nodes ("": the flavor has none)."""
+    return next((level for level in reversed(levels) if level != HOSTNAME), "")
+
+
+def placement_level(p: Pending, levels: Sequence[str]) -> str | None:
+    """The level ``p``'s nodes are chosen at: the one it asks for, else, for a production
+    gang, the flavor's :func:`packing_level` (``None``: neither)."""
+    asked = wish(p)
+    if asked is not None:
+        return asked[0]
+    if p.kind == PROD:
+        return packing_level(levels) or None
+    return None
 
 
 def level_word(level: str) -> str:
@@ -119,23 +141,26 @@ class FreeNodes:
 
 
 def best_domain(room: FreeNodes | None, p: Pending) -> str | None:
-    """The best-fitting domain in ``room`` for ``p``'s topology wish (``None``: no wish,
-    no domain known, or none holds it)."""
-    asked = wish(p)
-    if asked is None or room is None:
+    """The best-fitting domain in ``room`` for ``p``'s topology wish, or to pack it into
+    when it asks none (``None``: a dev request, no domain known, or none holds it)."""
+    if room is None:
         return None
-    fit = room.fit(asked[0], p.workers)
+    level = placement_level(p, room.levels)
+    if level is None:
+        return None
+    fit = room.fit(level, p.workers)
     return fit.domain if fit is not None else None
 
 
 def take_nodes(room: FreeNodes, p: Pending, domain: str | None, left: int | None) -> None:
-    """Charge admitted ``p``'s whole nodes in ``room``: in ``domain`` when it is pinned,
-    else where they fall is not known; then keep no more than the ``left`` whole free
-    nodes the GPU counters allow (dev workers may land on free nodes too)."""
-    asked = wish(p)
+    """Charge admitted ``p``'s whole nodes in ``room``: in ``domain`` when it is pinned
+    or packed there, else where they fall is not known; then keep no more than the
+    ``left`` whole free nodes the GPU counters allow (dev workers may land on free nodes
+    too)."""
+    level = placement_level(p, room.levels)
     if p.kind == PROD:
-        if domain is not None and asked is not None:
-            room.take(asked[0], domain, p.workers)
+        if domain is not None and level is not None:
+            room.take(level, domain, p.workers)
         else:
             room.take_anywhere(p.workers)
     if left is not None:

@@ -91,3 +91,16 @@ def domain_message(p: Pending, level: str, most: int) -> str:
         f"No room in one {word}: this cluster needs {count(p.workers, 'whole node')} in one "
         f"{word} ({level}); the emptiest {word} has {number(most)} free."
     )
+
+
+def domain_reclaim_message(p: Pending, cohort: str, level: str, most: int) -> str:
+    """Why a gang that requires one domain of ``level`` waits within its nominal quota
+    while borrowers hold it: suspending them would free no single domain for it."""
+    word = level_word(level)
+    return (
+        f"{p.tenant} is within its nominal {p.flavor} quota, but other teams of the "
+        f"{cohort} cohort are borrowing it, and no {word} would hold this cluster's "
+        f"{count(p.workers, 'whole node')} even with their clusters there suspended (at most "
+        f"{number(most)} in one {word}), so none is reclaimed for it: it waits for nodes "
+        f"to free in one {word} ({level})."
+    )

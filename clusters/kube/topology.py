@@ -5,14 +5,18 @@ where the gang's other workers run — the first worker goes where it fits and t
 follow it, as kube-scheduler's inter-pod affinity has it. ``preferred``: the same term,
 weighted, so that the scheduler packs the workers into as few domains as it can. Once
 the built-in admission has pinned the gang to a domain (``topology_domain``), a node
-affinity names it: required for ``required``, preferred for ``preferred``. Pure: the
-request's fields in, a pod ``affinity`` block out.
+affinity names it: required for ``required``, preferred for ``preferred``. A production
+gang that asks no level but was *packed* into a domain (a ``topology_domain`` without a
+``topology_level``) prefers that domain of its flavor's packing level, so that the scheduler
+fills partly used domains first. Pure: the request's fields in, a pod ``affinity`` block
+out.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from clusters.admission.topology_room import packing_level
 from clusters.kube import labels as lbl
 
 Manifest = dict[str, Any]
@@ -84,13 +88,43 @@ def pinned_affinity(cluster: Any, node_affinity: Manifest | None) -> Manifest:
     return out
 
 
-def keep_together(cluster: Any, worker_groups: list[Manifest], *, pin: bool = True) -> None:
+def packed_affinity(node_affinity: Manifest | None, level: str, domain: str) -> Manifest:
+    """``node_affinity`` with a preferred term (the greatest weight) for ``domain`` of
+    ``level``: never required, since a gang that asked no level may run anywhere."""
+    out = dict(node_affinity or {})
+    key = "preferredDuringSchedulingIgnoredDuringExecution"
+    expression = {"key": level, "operator": "In", "values": [domain]}
+    out[key] = [
+        *out.get(key, []),
+        {"weight": PREFERRED_WEIGHT, "preference": {"matchExpressions": [expression]}},
+    ]
+    return out
+
+
+def keep_together(
+    cluster: Any,
+    worker_groups: list[Manifest],
+    *,
+    pin: bool = True,
+    levels: tuple[str, ...] = (),
+) -> None:
     """Give every worker group's pods the gang's :func:`gang_affinity` (if it asks one)
-    and, once pinned and ``pin``, its domain (:func:`pinned_affinity`). Kueue pins its
-    own way (its node selectors on the ungated pods): its ``topology_domain`` is only
-    mirrored, and the template it admitted must not change under it."""
+    and, once pinned and ``pin``, its domain (:func:`pinned_affinity`); a gang packed
+    into a domain of its flavor's ``levels`` prefers it (:func:`packed_affinity`). Kueue
+    pins its own way (its node selectors on the ungated pods): its ``topology_domain`` is
+    only mirrored, and the template it admitted must not change under it."""
     together = gang_affinity(cluster)
     if not together:
+        domain = str(getattr(cluster, "topology_domain", "") or "")
+        level = packing_level(levels)
+        if pin and domain and level:
+            for group in worker_groups:
+                pod = group["template"]["spec"]
+                affinity = dict(pod.get("affinity", {}))
+                affinity["nodeAffinity"] = packed_affinity(
+                    affinity.get("nodeAffinity"), level, domain
+                )
+                pod["affinity"] = affinity
         return
     pinned = pin and bool(domain_expression(cluster))
     if pinned and _required(cluster):

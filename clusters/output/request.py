@@ -235,8 +235,9 @@ class ClusterListItemOut(FlatModelOut):
     )
     topology_domain = serializers.CharField(
         help_text="The domain of topology_level its workers were pinned to at admission "
-        "(the label's value on their nodes; empty: none asked, not admitted yet, or "
-        "preferred and no single domain had room)."
+        "(the label's value on their nodes; empty: not admitted yet, or no single domain "
+        "had room). A production cluster that asked no level may be packed into a domain "
+        "of its flavor's finest level above hosts: its workers only prefer it."
     )
     tenant = serializers.CharField(source="tenant.slug")
     namespace = serializers.CharField(source="tenant.namespace")

@@ -22,6 +22,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusters import admission as adm
+from clusters.admission.topology_room import packing_level
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import deadline_paths, kind_named, kind_of
 from clusters.models import ClusterKind, ClusterRequest
@@ -292,6 +293,14 @@ _HOLDING_FIELDS = (
 )
 
 
+def _pinned_level(values: dict[str, Any], flavor: GpuFlavor) -> str:
+    """The level of the domain a running gang's workers were pinned to: the one it asked
+    for, else (a gang that asked none, packed into a domain) its flavor's packing level."""
+    if not values["topology_domain"]:
+        return ""
+    return values["topology_level"] or packing_level(flavor.topology or ())
+
+
 def _running(
     flavors: dict[int, GpuFlavor], members: dict[int, str]
 ) -> list[tuple[adm.Running, str]]:
@@ -338,7 +347,7 @@ def _running(
             suspend_at=values["reclaim_after"],
             reclaimable=kind_named(values["workload"]).reclaimable,
             cluster=members.get(values["kube_cluster_id"], ""),
-            topology_level=values["topology_level"] if values["topology_domain"] else "",
+            topology_level=_pinned_level(values, flavors[values["flavor_id"]]),
             topology_domain=values["topology_domain"],
         )
         running.append((row, values["state"]))

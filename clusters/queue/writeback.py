@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from clusters import admission as adm
-from clusters.admission.topology_room import level_word
+from clusters.admission.topology_room import level_word, packing_level
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_of
 from clusters.models import ClusterRequest, KubeCluster
@@ -267,6 +267,9 @@ def _admitted_message(row: ClusterRequest, note: str = "") -> str:
         admitted += f" to run in {note}"
     if row.topology_domain and row.topology_level:
         admitted += f", pinned to {level_word(row.topology_level)} {row.topology_domain}"
+    elif row.topology_domain:
+        level = level_word(packing_level(row.flavor.topology or ()))
+        admitted += f", packed into {level} {row.topology_domain}"
     return f"{admitted}; {kind_of(row).admitted_message}"
 
 

@@ -4,13 +4,15 @@ The clock jumps from event to event; at each instant with events the state becom
 :class:`~clusters.admission.Snapshot` for :func:`clusters.admission.decide`, as in the
 admission task, and what it admits is placed node by node (dev on the fullest node with
 room, prod on a whole free node, so fragmentation shows). A prod gang goes to the free
-nodes of the topology domain the decision pinned it to (``Decision.domains``); without one,
-or in a topology-blind run (``topology_aware=False``: the pass sees no domains and no
-wishes, as before issue 48), it takes the first whole free nodes in node order, whatever
-rack they are in. Heads, pulls, start-up and the
-reconciler's latency are not modelled (docs/whatif.md). Deterministic. A pass that could
-only repeat the last one (nothing changed, aged or ran out of grace since) is skipped;
-the figures are the same as with every pass run (``tests/clusters/whatif``).
+nodes of the topology domain the decision pinned it to (``Decision.domains``); one that
+asked no level and was packed there takes that domain's nodes first, then any (its
+preferred node affinity); without a domain, or in a topology-blind run
+(``topology_aware=False``: the pass sees no domains and no wishes, as before issue 48),
+it takes the first whole free nodes in node order, whatever rack they are in. Heads,
+pulls, start-up and the reconciler's latency are not modelled (docs/whatif.md).
+Deterministic. A pass that could only repeat the last one (nothing changed, aged or ran
+out of grace since) is skipped; the figures are the same as with every pass run
+(``tests/clusters/whatif``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from clusters.admission import (
     Snapshot,
     decide,
 )
+from clusters.admission.topology_room import packing_level
 from clusters.whatif import node_domains
 from clusters.whatif.model import FIFO, MODES, POLICY, Demand, Workload, World
 
@@ -455,6 +458,12 @@ def _free_node_domains(st: _State, flavor: FlavorQ) -> node_domains.Domains | No
     return node_domains.free_node_domains(domains, st.free[pool], st.pools.units[pool])
 
 
+def _level(st: _State, flavor: FlavorQ, d: Demand) -> str:
+    """The level of the domain a demand is pinned to: its wish's, else (a production
+    gang that asks none, packed by the pass) the flavor's packing level."""
+    return _wish(st, d)[0] or (packing_level(flavor.topology) if d.kind == PROD else "")
+
+
 def _in_domain(st: _State, flavor: FlavorQ, level: str, domain: str) -> set[int] | None:
     """The nodes of ``flavor``'s pool in ``domain`` of ``level`` (``None``: anywhere)."""
     domains = st.world.node_domains.get(st.pools.of[flavor.name])
@@ -467,10 +476,12 @@ def _place(
     st: _State, flavor: FlavorQ, demand: Demand, domain: str = ""
 ) -> list[tuple[int, Decimal]] | None:
     """Nodes for every worker (best fit; a prod worker a whole node, the first free ones
-    in node order, within ``domain`` of the demand's topology level when given), or
-    ``None``."""
+    in node order, within ``domain`` of the demand's topology level when given; a gang
+    packed there without a level takes its nodes first, then any, as its preferred node
+    affinity asks), or ``None``."""
     pool, scale = st.pools.of[flavor.name], st.pools.scale(flavor)
-    within = _in_domain(st, flavor, _wish(st, demand)[0], domain)
+    within = _in_domain(st, flavor, _level(st, flavor, demand), domain)
+    packed = not _wish(st, demand)[0]
     trial = list(st.free[pool])
     taken: list[tuple[int, Decimal]] = []
     per = demand.worker_gpus_on(flavor)
@@ -478,7 +489,9 @@ def _place(
         fits = [(g, i) for i, g in enumerate(trial) if g >= per * scale]
         if demand.kind == PROD:
             fits = [(g, i) for g, i in fits if g == st.pools.units[pool]]
-            if within is not None:
+            if within is not None and packed:
+                fits = [(g, i) for g, i in fits if i in within] or fits
+            elif within is not None:
                 fits = [(g, i) for g, i in fits if i in within]
         if not fits:
             return None
@@ -537,7 +550,7 @@ def _running(st: _State, d: Demand, flavor: FlavorQ, now: float, domain: str = "
         nodes=d.workers if d.kind == PROD else 0,
         # A job gives its GPUs back when it ends; without reclaim nothing is taken back.
         reclaimable=st.mode == POLICY and not d.job,
-        topology_level=_wish(st, d)[0] if domain else "",
+        topology_level=_level(st, flavor, d) if domain else "",
         topology_domain=domain,
     )
 

@@ -382,7 +382,12 @@ def raycluster(
         )
         for g in groups
     ]
-    topology.keep_together(cluster, spec["workerGroupSpecs"], pin=queue_mode != "kueue")
+    topology.keep_together(
+        cluster,
+        spec["workerGroupSpecs"],
+        pin=queue_mode != "kueue",
+        levels=tuple(getattr(cluster.flavor, "topology", None) or ()),
+    )
     if queue_mode == "kueue":
         # The catalogue rows: their topology levels decide the pod sets' TAS annotation.
         rows = cluster.accepted_flavor_rows() if len(accepted) > 1 else [cluster.flavor]

@@ -123,8 +123,8 @@ def test_a_required_gang_is_admitted_only_into_one_domain_that_holds_it_and_none
         if domain is None:
             unpinned += p.workers
             continue
-        assert p.topology_level
-        taken[p.topology_level][domain] += p.workers
+        # A gang that asks no level is packed at the flavor's finest level.
+        taken[p.topology_level or RACK][domain] += p.workers
     free_rack = Counter({rack: n for (_, rack), n in racks.items()})
     free_block: Counter[str] = Counter()
     for (block, _), n in racks.items():
@@ -158,6 +158,27 @@ def test_a_lone_gang_gets_the_best_fitting_domain_or_waits_when_none_fits(
     else:
         assert decision.admitted == []
         assert decision.waiting[1].reason == CAPACITY
+
+
+@settings(max_examples=200, deadline=None)
+@given(racks=fleets(), workers=st.integers(1, 10))
+def test_a_gang_that_asks_no_level_is_packed_into_the_best_fitting_rack_or_runs_anywhere(
+    racks: dict[tuple[str, str], int], workers: int
+) -> None:
+    decision = decide(_snap(_nodes(racks), [_gang(1, workers, level="", mode="")]))
+    room = Counter({rack: n for (_, rack), n in racks.items() if n})
+    fitting = sorted((n, name) for name, n in room.items() if n >= workers)
+    if workers > sum(room.values()):
+        assert decision.admitted == []
+    elif fitting:
+        # Best fit at the finest level: the fullest rack that holds it, so that the
+        # emptiest racks stay whole for gangs that require one.
+        assert decision.admitted == [1]
+        assert decision.domains[1] == fitting[0][1]
+    else:
+        # No rack holds it: admitted all the same (it asked nothing), packed nowhere.
+        assert decision.admitted == [1]
+        assert 1 not in decision.domains
 
 
 def test_best_fit_leaves_the_large_rack_whole_for_the_large_gang() -> None:

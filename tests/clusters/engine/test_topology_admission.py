@@ -139,6 +139,47 @@ def test_a_gang_that_requires_a_rack_runs_in_one_and_one_that_fits_none_waits(
     assert "the emptiest rack has 3 free" in queue["message"]
 
 
+def test_gangs_that_ask_no_rack_are_packed_into_the_fullest_rack_with_room(
+    worker: Any, kubesim: Any, settings: Any, as_user: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _racked(acme, h100)
+    api = as_user(alice)
+    core = client.CoreV1Api(config.new_client_from_config(config_file=settings.KUBECONFIG))
+    one = {"name": "one", "kind": "prod", "flavor": "h100", "workers": 1}
+    assert api.post(CLUSTERS, one, format="json").status_code == 201
+    row = wait_for(lambda: (r := _row("one")).state == "ready" and r, what="one ready")
+    # Both racks have 3 free: packed into the first by name, though it asked for nothing.
+    assert (row.topology_level, row.topology_domain) == ("", "h100-rack-0")
+    assert _worker_racks(core, row.pk) == ["h100-rack-0"]
+
+    # Rack 0 has 2 free, rack 1 has 3: a gang of 2 fits both, and goes where it leaves
+    # rack 1 whole.
+    created = api.post(CLUSTERS, {**one, "name": "two", "workers": 2}, format="json")
+    assert created.status_code == 201
+    two = wait_for(lambda: (r := _row("two")).state == "ready" and r, what="two ready")
+    assert two.topology_domain == "h100-rack-0"
+    assert _worker_racks(core, two.pk) == ["h100-rack-0", "h100-rack-0"]
+    assert api.get(CLUSTERS + "two/").json()["topology_domain"] == "h100-rack-0"
+    assert two.events.filter(message__contains="packed into rack h100-rack-0").exists()
+    manifest = api.get(CLUSTERS + "two/manifests/").json()
+    (raycluster,) = [m for m in manifest["manifests"] if m["kind"] == "RayCluster"]
+    node = raycluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["affinity"]["nodeAffinity"]
+    # Preferred only: it asked for nothing, so it may still run anywhere.
+    assert node["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {
+            "weight": 100,
+            "preference": {
+                "matchExpressions": [{"key": RACK, "operator": "In", "values": ["h100-rack-0"]}]
+            },
+        }
+    ]
+    assert RACK not in str(node.get("requiredDuringSchedulingIgnoredDuringExecution", {}))
+    page = Client()
+    page.force_login(alice)
+    html = page.get("/t/acme/clusters/two/").content.decode()
+    assert "Workers packed into <strong>h100-rack-0</strong>" in html
+
+
 @pytest.mark.kai
 def test_with_kai_a_gang_that_prefers_a_rack_is_pinned_there_and_tells_kai(
     worker: Any, kubesim: Any, settings: Any, as_user: Any, alice: Any, acme: Any, h100: Any

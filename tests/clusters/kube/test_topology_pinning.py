@@ -11,6 +11,7 @@ from typing import Any
 from clusters.kube.topology import keep_together
 
 RACK = "network.topology.kubernetes.io/rack"
+HOSTNAME = "kubernetes.io/hostname"
 IN_RACK = {"key": RACK, "operator": "In", "values": ["rack-3"]}
 PRODUCTS = {
     "nodeAffinity": {
@@ -74,3 +75,31 @@ def test_a_gang_kueue_placed_keeps_the_template_kueue_admitted() -> None:
     affinity = groups[0]["template"]["spec"]["affinity"]
     assert "nodeAffinity" not in affinity
     assert "requiredDuringSchedulingIgnoredDuringExecution" in affinity["podAffinity"]
+
+
+def _packed(domain: str, levels: tuple[str, ...], *, pin: bool = True) -> Any:
+    row = SimpleNamespace(pk=7, topology_level="", topology_mode="", topology_domain=domain)
+    groups: list[dict[str, Any]] = [{"template": {"spec": {"affinity": PRODUCTS}}}]
+    keep_together(row, groups, pin=pin, levels=levels)
+    return groups[0]["template"]["spec"].get("affinity")
+
+
+def test_a_gang_packed_without_a_level_only_prefers_its_rack_of_the_finest_level() -> None:
+    # Packed at the finest level above hosts: the rack, not the host below it.
+    affinity = _packed("rack-3", ("network.topology.kubernetes.io/block", RACK, HOSTNAME))
+    assert "podAffinity" not in affinity
+    node = affinity["nodeAffinity"]
+    # Its own required terms (the GPU products) stay as they were; the rack is preferred.
+    assert (
+        node["requiredDuringSchedulingIgnoredDuringExecution"]
+        == (PRODUCTS["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"])
+    )
+    assert node["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {"weight": 100, "preference": {"matchExpressions": [IN_RACK]}}
+    ]
+
+
+def test_a_packed_gang_gets_nothing_in_kueue_mode_or_without_levels_or_domain() -> None:
+    assert _packed("rack-3", (RACK,), pin=False) == PRODUCTS
+    assert _packed("rack-3", (HOSTNAME,)) == PRODUCTS
+    assert _packed("", (RACK,)) == PRODUCTS

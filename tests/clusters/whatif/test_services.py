@@ -204,7 +204,14 @@ def test_requiring_one_rack_keeps_the_synthetic_gangs_in_one_rack() -> None:
     assert gangs
     assert all({racks[n] for n in p.nodes} == {p.domain} for p in gangs)
     as_is = simulate(world, workload)
-    assert not any(p.domain for p in as_is.placements)
+    # As it is, no gang asks for a rack: the pass only packs production gangs into one
+    # (preferred), and those it packed sit there.
+    packed = [p for p in as_is.placements if p.domain]
+    assert packed
+    for p in packed:
+        demand = as_is.records[p.id].demand
+        assert demand.kind == "prod" and not demand.topology_level
+        assert {racks[n] for n in p.nodes} == {p.domain}
     # The planner replays that changed world beside the world as it is.
     c = whatif_compare(
         world=world, workload=workload, changes=parse_changes(["topology:h100=rack"])

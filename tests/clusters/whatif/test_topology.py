@@ -123,6 +123,28 @@ def test_blind_gangs_take_the_first_free_nodes_and_strand_their_racks(monkeypatc
     assert (aware.gangs, aware.in_one_domain) == (1, 1.0)
 
 
+def test_a_gang_that_asks_no_rack_is_packed_into_the_fullest_rack_with_room() -> None:
+    # Three single-node gangs fill nodes 0, 1 and 2; the first two end, leaving rack 0
+    # empty and rack 1 with one free node. The next gang asks no rack: the pass packs it
+    # into rack 1 (best fit), keeping rack 0 whole; blind, it takes node 0.
+    workload = Workload(
+        EPOCH,
+        3600.0,
+        [
+            _gang(1, 1, 0.0, 100.0),
+            _gang(2, 1, 0.0, 100.0),
+            _gang(3, 1, 0.0, 3600.0),
+            _gang(4, 1, 600.0, 1000.0),
+        ],
+    )
+    world = _world()
+    aware = {p.id: p for p in simulator.simulate(world, workload).placements}
+    assert [aware[i].nodes for i in (1, 2, 3)] == [(0,), (1,), (2,)]
+    assert aware[4].nodes == (3,) and aware[4].domain == "h100-rack-1"
+    blind = {p.id: p for p in simulator.simulate(world, workload, topology_aware=False).placements}
+    assert blind[4].nodes == (0,) and blind[4].domain == ""
+
+
 def test_the_synthetic_week_asks_a_rack_of_multi_node_gangs_only() -> None:
     world = large_fleet(scale=0.25)
     plain = synthetic_week(world, seed=19, seconds=2 * 86400)

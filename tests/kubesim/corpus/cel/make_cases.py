@@ -1032,6 +1032,90 @@ case(
 )
 
 
+# ---- Topology (Kueue's, and KAI's) ---------------------------------------------------------
+BLOCK = "network.topology.kubernetes.io/block"
+RACK = "network.topology.kubernetes.io/rack"
+HOST = "kubernetes.io/hostname"
+
+
+def levels(*labels: str, alias: str = "") -> list[dict[str, str]]:
+    """A topology's ``levels`` (an ``alias`` on the last one, as KAI allows)."""
+    out = [{"nodeLabel": label} for label in labels]
+    if alias:
+        out[-1]["alias"] = alias
+    return out
+
+
+for v in ("v1beta1", "v1beta2"):
+    api = f"{KQ}/{v}"
+    b = obj("Topology", api, f"topo-{v}", {"levels": levels(BLOCK, RACK)})
+    case(
+        f"topology-{v}-levels-immutable",
+        "Topology",
+        v,
+        "spec.levels",
+        "field is immutable",
+        "update",
+        with_spec(b, levels=levels(BLOCK)),
+        with_spec(b, levels=levels(BLOCK, RACK)),
+        base=b,
+    )
+    case(
+        f"topology-{v}-unique-levels",
+        "Topology",
+        v,
+        "spec.levels",
+        "must be unique",
+        "create",
+        obj("Topology", api, f"topo-twice-{v}", {"levels": levels(RACK, RACK)}),
+        obj("Topology", api, f"topo-twice-{v}", {"levels": levels(BLOCK, RACK)}),
+    )
+    case(
+        f"topology-{v}-hostname-lowest",
+        "Topology",
+        v,
+        "spec.levels",
+        "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+        "create",
+        obj("Topology", api, f"topo-host-{v}", {"levels": levels(HOST, RACK)}),
+        obj("Topology", api, f"topo-host-{v}", {"levels": levels(RACK, HOST)}),
+    )
+
+KAI = "kai.scheduler/v1alpha1"
+kai_base = obj("Topology", KAI, "kai-topo", {"levels": levels(BLOCK, RACK)})
+case(
+    "kai-topology-v1alpha1-labels-immutable",
+    "Topology",
+    "v1alpha1",
+    "spec.levels",
+    "nodeLabel structure is immutable; only aliases may be edited",
+    "update",
+    with_spec(kai_base, levels=levels(BLOCK, HOST)),
+    with_spec(kai_base, levels=levels(BLOCK, RACK, alias="rack")),
+    base=kai_base,
+)
+case(
+    "kai-topology-v1alpha1-unique-labels",
+    "Topology",
+    "v1alpha1",
+    "spec.levels",
+    "nodeLabel must be unique",
+    "create",
+    obj("Topology", KAI, "kai-twice", {"levels": levels(RACK, RACK)}),
+    obj("Topology", KAI, "kai-twice", {"levels": levels(BLOCK, RACK)}),
+)
+case(
+    "kai-topology-v1alpha1-hostname-lowest",
+    "Topology",
+    "v1alpha1",
+    "spec.levels",
+    "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+    "create",
+    obj("Topology", KAI, "kai-host", {"levels": levels(HOST, RACK)}),
+    obj("Topology", KAI, "kai-host", {"levels": levels(RACK, HOST)}),
+)
+
+
 def main() -> None:
     """Rewrite the case folders and the index."""
     for path in HERE.iterdir():

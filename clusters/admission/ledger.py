@@ -31,7 +31,7 @@ from clusters.admission.snapshot import (
     TenantQ,
     cohort_root,
 )
-from clusters.admission.topology_room import FreeNodes, best_domain, take_nodes
+from clusters.admission.topology_room import FreeNodes, best_domain, level_word, take_nodes
 
 # A pool is what a request draws from and what an aged request may hold for itself:
 # ("t", tenant, flavor) tenant GPU quota, ("c", cohort, flavor) the cohort's nominal GPUs,
@@ -303,7 +303,18 @@ class Ledger:
         """Why ``p`` could not be admitted even on an idle fleet, as (code, message).
 
         Memoised by shape: a long queue holds many requests of the same few shapes."""
-        key = (p.tenant, p.flavor, p.kind, p.gpus, p.worker_gpus, p.workers, p.cpu, p.memory_gib)
+        key = (
+            p.tenant,
+            p.flavor,
+            p.kind,
+            p.gpus,
+            p.worker_gpus,
+            p.workers,
+            p.cpu,
+            p.memory_gib,
+            p.topology_level,
+            p.topology_mode,
+        )
         found = self._never.get(key)
         if found is None:
             found = self._never[key] = self._never_fits(p)
@@ -314,32 +325,9 @@ class Ledger:
         if flavor is None:
             return [(FLAVOR_UNKNOWN, f"There is no GPU flavor called {p.flavor!r}.")]
         reasons: list[tuple[str, str]] = []
-        if p.worker_gpus > flavor.gpus_per_node:
-            reasons.append(
-                (
-                    NODE_SIZE,
-                    f"One worker asks for {count(p.worker_gpus, 'GPU')} but a {flavor.name} "
-                    f"node has {flavor.gpus_per_node}.",
-                )
-            )
-        elif p.kind == PROD and p.workers > flavor.node_count:
-            reasons.append(
-                (
-                    NODE_SIZE,
-                    f"A production cluster takes one whole node per worker: "
-                    f"{count(p.workers, 'worker')} need "
-                    f"{count(p.workers, f'{flavor.name} node')} and the fleet has "
-                    f"{flavor.node_count}.",
-                )
-            )
-        elif p.gpus > flavor.total_gpus:
-            reasons.append(
-                (
-                    NODE_SIZE,
-                    f"It needs {count(p.gpus, f'{flavor.name} GPU')} and the whole fleet "
-                    f"has {flavor.total_gpus}.",
-                )
-            )
+        too_big = node_size_words(p, flavor)
+        if too_big:
+            reasons.append((NODE_SIZE, too_big))
         tenant = self.tenant(p.tenant)
         nominal = self.nominal.get((p.tenant, p.flavor), 0)
         limit = nominal + self.borrow.get((p.tenant, p.flavor), 0)
@@ -434,3 +422,43 @@ class _Counts:
             g += self.g[i]
             i -= i & -i
         return n, g
+
+
+def too_big_for_a_domain(p: Pending, flavor: FlavorQ) -> bool:
+    """Whether a production gang requires more workers in one domain of its level than
+    the flavor's largest domain there has nodes (known once the reconciler saw them)."""
+    if p.kind != PROD or not p.topology_level or p.topology_mode == "preferred":
+        return False
+    largest = dict(flavor.largest_domains).get(p.topology_level)
+    return largest is not None and p.workers > largest
+
+
+def node_size_words(p: Pending, flavor: FlavorQ) -> str:
+    """Why ``p`` is larger than ``flavor``'s nodes, fleet or largest domain can ever hold
+    ("": it is not)."""
+    if p.worker_gpus > flavor.gpus_per_node:
+        return (
+            f"One worker asks for {count(p.worker_gpus, 'GPU')} but a {flavor.name} "
+            f"node has {flavor.gpus_per_node}."
+        )
+    if p.kind == PROD and p.workers > flavor.node_count:
+        return (
+            f"A production cluster takes one whole node per worker: "
+            f"{count(p.workers, 'worker')} need "
+            f"{count(p.workers, f'{flavor.name} node')} and the fleet has "
+            f"{flavor.node_count}."
+        )
+    if too_big_for_a_domain(p, flavor):
+        word = level_word(p.topology_level)
+        largest = dict(flavor.largest_domains)[p.topology_level]
+        return (
+            f"It requires all {count(p.workers, 'worker')} in one {word} "
+            f"({p.topology_level}), and the largest {word} of {flavor.name} has "
+            f"{count(largest, 'node')}."
+        )
+    if p.gpus > flavor.total_gpus:
+        return (
+            f"It needs {count(p.gpus, f'{flavor.name} GPU')} and the whole fleet "
+            f"has {flavor.total_gpus}."
+        )
+    return ""

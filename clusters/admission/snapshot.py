@@ -95,6 +95,9 @@ class FlavorQ:
     # in that order. ``None``: where the free nodes are is not known (topology unchecked).
     topology: tuple[str, ...] = ()
     free_node_domains: tuple[tuple[str, ...], ...] | None = None
+    # (level, the most nodes one domain of it has, free or not), for the levels whose
+    # size was seen: a gang requiring more than that in one domain never fits.
+    largest_domains: tuple[tuple[str, int], ...] = ()
 
     @property
     def total_gpus(self) -> int:

@@ -24,7 +24,8 @@ from clusters.queue.free_capacity import FRESH_FOR, locked_flavor_ids, pod_gpus
 from clusters.queue.free_devices import dra_managed, node_ready
 from tenants.models import GpuFlavor
 
-# What one observation holds: {"levels": [...], "nodes": [[[value per level], count]]}.
+# What one observation holds: {"levels": [...], "nodes": [[[value per level], count]],
+# "largest": {level: the most nodes of the product one domain of it has, free or not}}.
 Observed = dict[str, Any]
 
 
@@ -51,19 +52,17 @@ def free_domains_by_flavor(
         if node:
             used[node] += pod_gpus(pod)
     free: dict[str, list[dict[str, str]]] = defaultdict(list)
+    # Every ready node of a product, free or not: how big a domain can ever be.
+    every: dict[str, list[dict[str, str]]] = defaultdict(list)
     for node in nodes:
         meta = node.get("metadata") or {}
         labels = meta.get("labels") or {}
         product = labels.get(GPU_PRODUCT_LABEL)
         allocatable = _gpus(((node.get("status") or {}).get("allocatable") or {}).get(GPU))
-        if (
-            product
-            and allocatable
-            and node_ready(node)
-            and not dra_managed(node)
-            and not used[meta.get("name", "")]
-        ):
-            free[product].append(labels)
+        if product and allocatable and node_ready(node) and not dra_managed(node):
+            every[product].append(labels)
+            if not used[meta.get("name", "")]:
+                free[product].append(labels)
     out: dict[str, Observed] = {}
     for name, levels in topologies.items():
         tally = Counter(
@@ -72,7 +71,18 @@ def free_domains_by_flavor(
         out[name] = {
             "levels": list(levels),
             "nodes": [[list(node), n] for node, n in sorted(tally.items())],
+            "largest": largest_domains(levels, every[products[name]]),
         }
+    return out
+
+
+def largest_domains(levels: Iterable[str], nodes: list[dict[str, str]]) -> dict[str, int]:
+    """For each level, the most of ``nodes`` (their labels) that one domain of it holds:
+    a gang that requires more workers than that in one domain can never start."""
+    out: dict[str, int] = {}
+    for level in levels:
+        sizes = Counter(labels[level] for labels in nodes if labels.get(level))
+        out[level] = max(sizes.values(), default=0)
     return out
 
 
@@ -114,6 +124,8 @@ def merged(observations: Iterable[Observed | None]) -> Observed | None:
     there is none or they were made with different levels."""
     levels: list[str] | None = None
     tally: Counter[tuple[str, ...]] = Counter()
+    # A gang never spans members: the fleet's largest domain is its members' largest.
+    largest: dict[str, int] = {}
     for seen in observations:
         if not seen:
             continue
@@ -122,9 +134,15 @@ def merged(observations: Iterable[Observed | None]) -> Observed | None:
         levels = list(seen.get("levels") or [])
         for node, n in seen.get("nodes") or []:
             tally[tuple(node)] += n
+        for level, n in (seen.get("largest") or {}).items():
+            largest[level] = max(largest.get(level, 0), int(n))
     if levels is None:
         return None
-    return {"levels": levels, "nodes": [[list(node), n] for node, n in sorted(tally.items())]}
+    return {
+        "levels": levels,
+        "nodes": [[list(node), n] for node, n in sorted(tally.items())],
+        "largest": largest,
+    }
 
 
 def for_admission(

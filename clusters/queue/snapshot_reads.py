@@ -381,11 +381,15 @@ def tenant_q(tenant: Tenant) -> adm.TenantQ:
 
 def flavor_q(flavor: GpuFlavor, **free: Any) -> adm.FlavorQ:
     """A catalogue row as the admission pass sees it, with what is ``free`` of it."""
+    seen = flavor.observed_free_domains or {}
+    levels = list(flavor.topology or ())
+    largest = seen.get("largest") if seen.get("levels") == levels else None
     return adm.FlavorQ(
         name=flavor.name,
         gpus_per_node=flavor.gpus_per_node,
         node_count=flavor.most_nodes,
-        topology=tuple(flavor.topology or ()),
+        topology=tuple(levels),
+        largest_domains=tuple((k, int(n)) for k, n in (largest or {}).items() if k in levels),
         **free,
     )
 

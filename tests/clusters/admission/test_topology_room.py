@@ -6,6 +6,7 @@ flavor's room alone. Property tests over random fleets and gangs, then examples.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 
@@ -201,6 +202,28 @@ def test_a_gang_that_fits_no_rack_waits_and_says_why() -> None:
     verdict = dry_run(_snap(free, []), _gang(9, 8))
     assert verdict.verdict == "will_queue"
     assert verdict.reasons[0].message == status.message
+
+
+def test_a_gang_larger_than_any_rack_never_fits_and_says_so() -> None:
+    free = _nodes({("b0", "r1"): 2, ("b0", "r2"): 1})
+    flavor = replace(_flavor(free), largest_domains=((BLOCK, 8), (RACK, 4)))
+    snap = replace(_snap(free, []), flavors=[flavor])
+    verdict = dry_run(snap, _gang(9, 5))
+    assert verdict.verdict == "never_fits"
+    assert [(r.code, r.message) for r in verdict.reasons] == [
+        (
+            "node_size",
+            f"It requires all 5 workers in one rack ({RACK}), and the largest rack of h100 "
+            "has 4 nodes.",
+        )
+    ]
+    # As many as the largest rack has may wait for it; so may a gang that only prefers
+    # one rack, or needs one block.
+    assert dry_run(snap, _gang(9, 4)).verdict == "will_queue"
+    assert dry_run(snap, _gang(9, 5, mode="preferred")).verdict != "never_fits"
+    assert dry_run(snap, _gang(9, 5, level=BLOCK)).verdict != "never_fits"
+    # Unknown sizes (the reconciler has not seen the nodes): not judged.
+    assert dry_run(_snap(free, []), _gang(9, 5)).verdict == "will_queue"
 
 
 def test_a_preferred_gang_starts_on_the_flavors_room_and_is_pinned_only_where_it_fits() -> None:

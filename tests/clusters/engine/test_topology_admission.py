@@ -1,8 +1,9 @@
 """Admission per topology domain through the real loop (worker, kubesim over HTTP): on a
 fleet of two racks of 3 H100 nodes, a production cluster that requires one rack is
 admitted, pinned to the best-fitting rack, and its workers all run on that rack's nodes
-(read with the official Kubernetes client); a second gang larger than any rack's free
-nodes waits with the reason that says so, though the flavor has whole nodes enough."""
+(read with the official Kubernetes client); a gang larger than any rack is refused as
+never fitting, and one larger than any rack's free nodes waits with the reason that says
+so."""
 
 from __future__ import annotations
 
@@ -122,8 +123,20 @@ def test_a_gang_that_requires_a_rack_runs_in_one_and_one_that_fits_none_waits(
         for t in terms
     )
 
-    # 4 whole nodes are free (1 in rack-0, 3 in rack-1), but no rack has 4.
-    second = {**first, "name": "second", "workers": 4}
+    # No rack has 4 nodes at all: a gang of 4 that requires one is refused, nothing made.
+    refused = api.post(CLUSTERS, {**first, "name": "four", "workers": 4}, format="json")
+    assert refused.status_code == 400, refused.content
+    assert refused.json()["error"]["code"] == "never_fits"
+    assert "the largest rack of h100 has 3 nodes" in refused.content.decode()
+    assert not ClusterRequest.objects.unscoped().filter(name="four").exists()
+
+    # Rack 1 takes another gang of 2; then 1 node is free in each rack.
+    third = {**first, "name": "third", "workers": 2}
+    assert api.post(CLUSTERS, third, format="json").status_code == 201
+    wait_for(lambda: _row("third").state == "ready", what="third ready")
+    assert _row("third").topology_domain == "h100-rack-1"
+    # 2 whole nodes are free, but in two racks: a gang of 2 that requires one waits.
+    second = {**first, "name": "second", "workers": 2}
     assert api.post(CLUSTERS, second, format="json").status_code == 201
     waiting = wait_for(
         lambda: (r := _row("second")).queue_reason and r, what="second's queue reason"
@@ -131,12 +144,12 @@ def test_a_gang_that_requires_a_rack_runs_in_one_and_one_that_fits_none_waits(
     assert waiting.state == "queued"
     assert waiting.queue_reason == "capacity", waiting.queue_message
     assert waiting.queue_message == (
-        "No room in one rack: this cluster needs 4 whole nodes in one rack "
-        f"({RACK}); the emptiest rack has 3 free."
+        "No room in one rack: this cluster needs 2 whole nodes in one rack "
+        f"({RACK}); the emptiest rack has 1 free."
     )
     queue = api.get(CLUSTERS + "second/").json()["queue"]
     assert queue["reason"] == "capacity"
-    assert "the emptiest rack has 3 free" in queue["message"]
+    assert "the emptiest rack has 1 free" in queue["message"]
 
 
 def test_gangs_that_ask_no_rack_are_packed_into_the_fullest_rack_with_room(

@@ -52,16 +52,27 @@ def test_whole_free_nodes_are_counted_per_domain(h100: Any, l4: Any) -> None:
         "h100": {
             "levels": [BLOCK, RACK],
             "nodes": [[["b0", "r1"], 1], [["b0", "r2"], 1], [["b1", "r3"], 1]],
+            # The largest domain of each level counts its ready nodes, free or not.
+            "largest": {BLOCK: 3, RACK: 2},
         }
     }  # l4 has no topology: not counted
 
 
 def test_members_merge_and_admission_takes_off_what_admitted_gangs_will_take(h100: Any) -> None:
     h100.topology = [BLOCK, RACK]
-    one = {"levels": [BLOCK, RACK], "nodes": [[["b0", "r1"], 3], [["b0", "r2"], 1]]}
-    two = {"levels": [BLOCK, RACK], "nodes": [[["b0", "r1"], 2]]}
+    one = {
+        "levels": [BLOCK, RACK],
+        "nodes": [[["b0", "r1"], 3], [["b0", "r2"], 1]],
+        "largest": {BLOCK: 8, RACK: 4},
+    }
+    two = {"levels": [BLOCK, RACK], "nodes": [[["b0", "r1"], 2]], "largest": {RACK: 6}}
     both = merged([one, None, two])
-    assert both == {"levels": [BLOCK, RACK], "nodes": [[["b0", "r1"], 5], [["b0", "r2"], 1]]}
+    assert both == {
+        "levels": [BLOCK, RACK],
+        "nodes": [[["b0", "r1"], 5], [["b0", "r2"], 1]],
+        # A gang never spans members: the fleet's largest domain is a member's largest.
+        "largest": {BLOCK: 8, RACK: 6},
+    }
     assert merged([one, {"levels": [RACK], "nodes": []}]) is None
     # A gang pinned to r1 will take 2 there; one of 1 node not pinned takes it from the
     # emptiest rack (r1 still, with 3 left against r2's 1); at most 5 in all.

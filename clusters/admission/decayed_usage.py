@@ -123,3 +123,30 @@ def half_life_words(half_life: timedelta) -> str:
         return f"{days} day" + ("" if days == 1 else "s")
     text = f"{hours:g}"
     return f"{text} hour" + ("" if text == "1" else "s")
+
+
+def standing_sentence(slug: str, recent: RecentUsage, weights: Mapping[str, Decimal]) -> str:
+    """What a tenant's recent usage does to its requests, for its own pages: its decayed
+    GPU-hours and whether its part of its cohort's (``weights``: the cohort's tenants)
+    is above or below its weight's part. Another team's hours are never named."""
+    if recent.half_life is None or slug not in weights:
+        return ""
+    total_weight = sum(weights.values(), Decimal(0))
+    hours = {t: recent.tenant_hours(t) for t in weights}
+    total_hours = sum(hours.values())
+    part = hours[slug] / total_hours if total_hours else 0.0
+    entitled = float(weights[slug] / total_weight) if total_weight else 0.0
+    lead = (
+        f"Recent usage counts in the queue (half-life {half_life_words(recent.half_life)}): "
+        f"{slug} used {hours[slug]:,.0f} GPU-hours, {round(100 * part)}% of its cohort's, "
+        f"against {round(100 * entitled)}% by weight"
+    )
+    if part > entitled + AT_SHARE:
+        return f"{lead}, so its requests go after those of teams under their share."
+    if part < entitled - AT_SHARE:
+        return f"{lead}, so its requests go before those of teams over their share."
+    return f"{lead}: at its share."
+
+
+# Within this many points of its weight's part, a tenant is "at its share".
+AT_SHARE = 0.02

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from clusters.admission.decayed_usage import RecentUsage, half_life_words
+from clusters.admission.decayed_usage import AT_SHARE, RecentUsage, half_life_words
 from clusters.admission.ledger import Ledger, Pool
 from clusters.admission.snapshot import ZERO, Snapshot
 
@@ -196,16 +196,12 @@ def with_standing(members: list[TenantShare], recent: RecentUsage) -> list[Tenan
     return out
 
 
-# Within this many points of its weight's part, a tenant is "at its share".
-_AT_SHARE = 0.02
-
-
 def standing_words(part: float, entitled: float) -> str:
     """A tenant's standing: its part of its cohort's recent GPU-hours against its
     weight's part ("over its share: 62% used, 50% by weight")."""
     numbers = f"{round(100 * part)}% used, {round(100 * entitled)}% by weight"
-    if part > entitled + _AT_SHARE:
+    if part > entitled + AT_SHARE:
         return f"over its share: {numbers}"
-    if part < entitled - _AT_SHARE:
+    if part < entitled - AT_SHARE:
         return f"under its share: {numbers}"
     return f"at its share: {numbers}"

@@ -18,12 +18,14 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import connection
 from django.db.models import Q
+from django.utils import timezone
 
 from clusters.admission.decayed_usage import (
     LN2,
     RecentUsage,
     Span,
     recent_usage,
+    standing_sentence,
 )
 from clusters.models import ClusterRequest, UsageSpan
 from tenants.models import Tenant
@@ -88,3 +90,16 @@ def _spans(*, now: datetime, since: datetime) -> list[Span]:
         Span(slug, owner or 0, flavor, Decimal(gpus), max(start, since), end)
         for slug, owner, flavor, gpus, start, end in rows
     ]
+
+
+def tenant_standing(tenant: Tenant) -> str:
+    """What the tenant's recent usage does to its waiting requests, in a sentence for
+    its own pages ("" when usage-decayed fair share is off: no query then)."""
+    span = half_life()
+    if span is None:
+        return ""
+    recent = read_recent_usage(now=timezone.now(), half_life=span)
+    weights = dict(
+        Tenant.objects.unscoped().filter(cohort=tenant.cohort).values_list("slug", "weight")
+    )
+    return standing_sentence(str(tenant.slug), recent, weights)

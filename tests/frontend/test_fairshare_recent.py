@@ -95,3 +95,21 @@ def test_off_the_older_request_goes_first(contended: Any, settings: Any) -> None
     run_admission_pass()
     a_waits = ClusterRequest.objects.get(name="a-waits")
     assert a_waits.queue_flavor_position == 1
+
+
+def test_a_waiting_requests_page_says_what_its_tenants_recent_usage_does(
+    contended: Any, alice: Any, charlie: Any, settings: Any
+) -> None:
+    settings.FAIR_SHARE_HALF_LIFE_HOURS = 168
+    run_admission_pass()
+    page = client_for(alice).get("/t/acme/clusters/a-waits/").content.decode()
+    assert re.search(
+        r"Recent usage counts in the queue \(half-life 7 days\): acme used 1,9\d\d GPU-hours, "
+        r"\d+% of its cohort&#x27;s, against 50% by weight, so its requests go after those of "
+        r"teams under their share\.",
+        page,
+    )
+    assert "globex" not in page
+    settings.FAIR_SHARE_HALF_LIFE_HOURS = 0
+    page = client_for(alice).get("/t/acme/clusters/a-waits/").content.decode()
+    assert "data-recent-usage" not in page

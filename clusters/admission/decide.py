@@ -474,12 +474,15 @@ class PassState:
     def order(self) -> tuple[dict[str, list[Pending]], list[HeadKey]]:
         """Each tenant's queue, sorted, and the heap of their heads."""
         aged_before = self.aged_before
+        recent = self.snap.recent
         queues: dict[str, list[Pending]] = defaultdict(list)
         for p in self.snap.pending:
             queues[p.tenant].append(p)
         heap: list[HeadKey] = []
         for queue in queues.values():
-            queue.sort(key=lambda p: tenant_order(p, aged_before))
+            queue.sort(
+                key=lambda p: tenant_order(p, aged_before, recent.owner_use(p.tenant, p.owner))
+            )
             heapq.heappush(heap, self.head_key(queue[0]))
         return queues, heap
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from clusters.admission.decayed_usage import RecentUsage, half_life_words
 from clusters.admission.queue_order import HeadKey
 from clusters.admission.recorded_pass import RecordedPass
 from clusters.admission.snapshot import (
@@ -75,6 +76,7 @@ def explain_pair(
     *,
     aging: timedelta,
     name: Callable[[str], str] = str,
+    recent: RecentUsage | None = None,
 ) -> str:
     """Why ``ahead`` (another tenant's) comes before ``behind`` in a flavor's queue, from
     the heap keys the pass popped them by; ``name`` says how a tenant is called."""
@@ -101,11 +103,33 @@ def explain_pair(
     if aged == 0:
         return f"{lead}: both have waited longer than {_minutes(aging)}; it asked earlier."
     if share != b_share:
+        if recent is not None and recent.on:
+            return recent_usage_note(lead, mine, behind.tenant, share, b_share, recent)
         return (
             f"{lead}: its weighted share is {_share(share, b_share)}, "
             f"{mine}'s is {_share(b_share, share)}."
         )
     return f"{lead}: same priority and weighted share, asked earlier."
+
+
+def recent_usage_note(
+    lead: str, mine: str, slug: str, share: float, b_share: float, recent: RecentUsage
+) -> str:
+    """The share sentence with usage-decayed fair share on: how much the waiting
+    request's own tenant (``slug``, called ``mine``) used recently and what it does to
+    its share. Only its own tenant's GPU-hours are told (another team's stay unnamed)."""
+    hours = recent.tenant_hours(slug)
+    half_life = half_life_words(recent.half_life) if recent.half_life is not None else ""
+    used = (
+        f"{mine} used {hours:,.0f} GPU-hours in the last weeks (half-life {half_life})"
+        if hours >= 1
+        else f"{mine} used next to no GPUs recently (half-life {half_life})"
+    )
+    return (
+        f"{lead}: {used}; with what it holds now its weighted share is "
+        f"{_share(b_share, share)}, above the {_share(share, b_share)} of the team ahead, "
+        f"so {mine}'s requests go after it."
+    )
 
 
 def order_notes(recorded: RecordedPass, *, viewer: str | None = None) -> dict[int, str]:
@@ -122,6 +146,7 @@ def order_notes(recorded: RecordedPass, *, viewer: str | None = None) -> dict[in
         return slug if viewer is None or slug == viewer else ANOTHER_TEAM
 
     aging = recorded.snap.aging
+    recent = recorded.snap.recent
     last: dict[str, _Seen] = {}
     last_other: dict[str, _Seen] = {}
     notes: dict[int, str] = {}
@@ -137,7 +162,7 @@ def order_notes(recorded: RecordedPass, *, viewer: str | None = None) -> dict[in
                 ahead = last_other.get(flavor)
             if option_index == 0 and ahead is not None:
                 notes[item.id] = explain_pair(
-                    ahead.item, ahead.key, item, key, aging=aging, name=name
+                    ahead.item, ahead.key, item, key, aging=aging, name=name, recent=recent
                 )
             if previous is not None and previous.item.tenant != item.tenant:
                 last_other[flavor] = previous

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from clusters.admission.ledger import Ledger, Pool, weighted_share
+from clusters.admission.decayed_usage import AT_SHARE, RecentUsage, half_life_words
+from clusters.admission.ledger import Ledger, Pool
 from clusters.admission.snapshot import ZERO, Snapshot
 
 # Lent GPUs are a proportion: shown to the hundredth.
@@ -35,6 +36,8 @@ class FlavorShare:
     lent: Decimal
     share: float
     dominant: bool
+    # Decayed GPU-hours on the flavor (usage-decayed fair share; 0 when off).
+    recent_gpu_hours: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,12 @@ class TenantShare:
     share: float
     flavors: tuple[FlavorShare, ...]
     resources: tuple[Resource, ...]
+    # Usage-decayed fair share (zero and empty when off): the tenant's decayed GPU-hours,
+    # its part of its cohort's, the part its weight entitles it to, and that in words.
+    recent_gpu_hours: float = 0.0
+    recent_part: float = 0.0
+    weight_part: float = 0.0
+    standing: str = ""
 
     @property
     def percent(self) -> int:
@@ -71,6 +80,8 @@ class CohortShare:
 
     cohort: str
     tenants: tuple[TenantShare, ...]
+    # The half-life of usage-decayed fair share, in words ("": off).
+    half_life: str = ""
 
 
 def lent_by(borrowed: Decimal, lendable: Mapping[str, Decimal]) -> dict[str, Decimal]:
@@ -118,10 +129,7 @@ def fair_share(
     cohorts: dict[str, list[TenantShare]] = defaultdict(list)
     for tenant, flavors in by_tenant.items():
         policy = led.tenant(tenant)
-        shares = {
-            f: weighted_share(led.usage[tenant, f], led.scale.get(f, 1.0), policy.weight)
-            for f in flavors
-        }
+        shares = {f: led.flavor_share(tenant, f, policy.weight) for f in flavors}
         dominant = max(shares.values(), default=0.0)
         rows = tuple(
             FlavorShare(
@@ -134,6 +142,7 @@ def fair_share(
                 lent=lent[led.cohort_of(tenant), f].get(tenant, ZERO),
                 share=shares[f],
                 dominant=dominant > 0 and shares[f] == dominant,
+                recent_gpu_hours=snapshot.recent.gpu_hours.get((tenant, f), 0.0),
             )
             for f in flavors
         )
@@ -148,7 +157,51 @@ def fair_share(
         cohorts[led.cohort_of(tenant)].append(
             TenantShare(tenant, policy.weight, led.share[tenant], rows, resources)
         )
+    recent = snapshot.recent
+    half_life = half_life_words(recent.half_life) if recent.half_life is not None else ""
     return [
-        CohortShare(cohort, tuple(sorted(members, key=lambda t: (t.share, t.tenant))))
+        CohortShare(
+            cohort,
+            tuple(
+                sorted(
+                    with_standing(members, recent) if recent.on else members,
+                    key=lambda t: (t.share, t.tenant),
+                )
+            ),
+            half_life,
+        )
         for cohort, members in sorted(cohorts.items())
     ]
+
+
+def with_standing(members: list[TenantShare], recent: RecentUsage) -> list[TenantShare]:
+    """A cohort's tenants with their decayed GPU-hours, their part of the cohort's and
+    the part their weights entitle them to, and whether they used more or less."""
+    hours = {t.tenant: sum(f.recent_gpu_hours for f in t.flavors) for t in members}
+    total_hours = sum(hours.values())
+    total_weight = sum((t.weight for t in members), ZERO)
+    out = []
+    for t in members:
+        part = hours[t.tenant] / total_hours if total_hours else 0.0
+        entitled = float(t.weight / total_weight) if total_weight else 0.0
+        out.append(
+            replace(
+                t,
+                recent_gpu_hours=hours[t.tenant],
+                recent_part=part,
+                weight_part=entitled,
+                standing=standing_words(part, entitled),
+            )
+        )
+    return out
+
+
+def standing_words(part: float, entitled: float) -> str:
+    """A tenant's standing: its part of its cohort's recent GPU-hours against its
+    weight's part ("over its share: 62% used, 50% by weight")."""
+    numbers = f"{round(100 * part)}% used, {round(100 * entitled)}% by weight"
+    if part > entitled + AT_SHARE:
+        return f"over its share: {numbers}"
+    if part < entitled - AT_SHARE:
+        return f"under its share: {numbers}"
+    return f"at its share: {numbers}"

@@ -133,9 +133,19 @@ class Ledger:
                     room.shrink_to(f.free_nodes)
         self.pinned: dict[int, str] = {}
         self.share: dict[str, float] = defaultdict(float)
+        # With usage-decayed fair share, each (tenant, flavor)'s recent average of GPUs
+        # held counts on top of what it holds (:mod:`.decayed_usage`); empty when off.
+        self.recent_held: dict[tuple[str, str], float] = snap.recent.held()
+        self._seed_recent_shares()
         self._never: dict[tuple[object, ...], list[tuple[str, str]]] = {}
         for r in snap.running:
             self.charge(r)
+
+    def _seed_recent_shares(self) -> None:
+        """A tenant that held GPUs recently but holds none now still has a share."""
+        for slug, flavor in self.recent_held:
+            share = self.flavor_share(slug, flavor, self.tenant(slug).weight)
+            self.share[slug] = max(self.share[slug], share)
 
     def fork(self) -> Ledger:
         """A copy whose counters change apart from this one's (the dry-run's checkpoints);
@@ -201,9 +211,18 @@ class Ledger:
                     counts = self._charged_ahead[who] = counts.copy()
                     self._own_counts.add(who)
                 counts.add(index, item.gpus)
-        share = weighted_share(self.usage[key], self.scale.get(item.flavor, 1.0), tenant.weight)
+        share = self.flavor_share(item.tenant, item.flavor, tenant.weight)
         if share > self.share[item.tenant]:
             self.share[item.tenant] = share
+
+    def flavor_share(self, tenant: str, flavor: str, weight: Decimal) -> float:
+        """The tenant's weighted share of ``flavor``: what it holds (plus, with
+        usage-decayed fair share, what it held recently) times the flavor's scale, over
+        its weight."""
+        used: Decimal | float = self.usage[tenant, flavor]
+        if self.recent_held:
+            used = float(used) + self.recent_held.get((tenant, flavor), 0.0)
+        return weighted_share(used, self.scale.get(flavor, 1.0), weight)
 
     def pool_draw(self, tenant: str, flavor: str, gpus: Decimal) -> Decimal:
         """How much of the cohort's shared pool ``gpus`` more of ``tenant`` on ``flavor``

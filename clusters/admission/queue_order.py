@@ -23,12 +23,20 @@ def head_key(p: Pending, aged_before: datetime, share: float) -> HeadKey:
     return (klass, -p.priority, 1, share, created, p.id, p.tenant)
 
 
-def tenant_order(p: Pending, aged_before: datetime) -> tuple[bool, int, int, datetime, int]:
-    """``p``'s place in its tenant's own queue."""
+# (dev?, -priority, not aged?, owner's recent GPU-hours, created, id)
+TenantOrder = tuple[bool, int, int, float, datetime, int]
+
+
+def tenant_order(p: Pending, aged_before: datetime, owner_use: float = 0.0) -> TenantOrder:
+    """``p``'s place in its tenant's own queue. ``owner_use``, its engineer's decayed
+    GPU-hours (0 with usage-decayed fair share off), puts the engineers who used less
+    recently first among requests of one priority that have not aged."""
+    aged = p.earmarked or p.created_at <= aged_before
     return (
         p.kind != PROD,
         -p.priority,
-        0 if p.earmarked or p.created_at <= aged_before else 1,
+        0 if aged else 1,
+        0.0 if aged else owner_use,
         p.created_at,
         p.id,
     )

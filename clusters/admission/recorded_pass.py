@@ -19,7 +19,7 @@ from math import isqrt
 from clusters.admission.decide import PassState
 from clusters.admission.eta import Wait, estimate
 from clusters.admission.ledger import Pool
-from clusters.admission.queue_order import HeadKey, head_key, tenant_order
+from clusters.admission.queue_order import HeadKey, TenantOrder, head_key, tenant_order
 from clusters.admission.snapshot import (
     DEV,
     FITS_NOW,
@@ -63,13 +63,13 @@ class RecordedPass:
         self.aged_before = state.aged_before
         self.initial_share = dict(state.led.share)
         # Each tenant's queue in its own order, as the pass sorts it.
-        self.tenant_orders: dict[str, list[tuple[bool, int, int, datetime, int]]] = {}
+        self.tenant_orders: dict[str, list[TenantOrder]] = {}
         self.tenant_ids: dict[str, list[int]] = {}
         by_tenant: dict[str, list[Pending]] = defaultdict(list)
         for p in snapshot.pending:
             by_tenant[p.tenant].append(p)
         for slug, queue in by_tenant.items():
-            ordered = sorted((tenant_order(p, self.aged_before), p.id) for p in queue)
+            ordered = sorted((self.tenant_order(p), p.id) for p in queue)
             self.tenant_orders[slug] = [o for o, _ in ordered]
             self.tenant_ids[slug] = [pid for _, pid in ordered]
         self.final = state
@@ -110,13 +110,17 @@ class RecordedPass:
         self.final = state
         self.admitted = admitted
 
+    def tenant_order(self, p: Pending) -> TenantOrder:
+        """``p``'s place in its tenant's queue, as the pass sorts it."""
+        return tenant_order(p, self.aged_before, self.snap.recent.owner_use(p.tenant, p.owner))
+
     # -- verdicts -----------------------------------------------------------------------
 
     def entry_step(self, candidate: Pending) -> int:
         """The step at which the pass, with ``candidate`` queued too, would reach it."""
         slug = candidate.tenant
         orders = self.tenant_orders.get(slug, [])
-        index = bisect_left(orders, tenant_order(candidate, self.aged_before))
+        index = bisect_left(orders, self.tenant_order(candidate))
         if index == 0:
             # The head of its tenant's queue: in the heap from the start.
             start, share = 0, self.initial_share.get(slug, 0.0)

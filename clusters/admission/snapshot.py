@@ -17,6 +17,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
 
+from clusters.admission.decayed_usage import RecentUsage
+
 PROD = "prod"
 DEV = "dev"
 
@@ -316,6 +318,8 @@ class Snapshot:
     # The fleet's members (:mod:`clusters.admission.placement`); none: nothing is placed,
     # as before the fleet (capacity is then the flavors' alone).
     members: Sequence[MemberQ] = ()
+    # Recent GPU-hours, decayed (:mod:`clusters.admission.decayed_usage`); off by default.
+    recent: RecentUsage = field(default_factory=RecentUsage)
 
 
 def cohort_root(cohort: str, parents: Mapping[str, str]) -> str:

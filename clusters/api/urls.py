@@ -1,10 +1,11 @@
 """Routes of the clusters API (cluster requests, jobs, services, dry-run, manifests,
-queue, usage, images, the fleet's Kubernetes clusters)."""
+queue, usage, images, the fleet's Kubernetes clusters, fair share)."""
 
 from django.urls import include, path, re_path
 from django.utils.module_loading import import_string
 from rest_framework.routers import SimpleRouter
 
+from clusters.api.fair_share_views import FairShareView
 from clusters.api.images import ImageListView
 from clusters.api.kube_cluster_views import KubeClusterViewSet
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
@@ -65,6 +66,7 @@ urlpatterns = [
         name="kube-cluster-stock",
     ),
     path("platform/quota-caps/", QuotaCapsView.as_view(), name="quota-caps"),
+    path("platform/fair-share/", FairShareView.as_view(), name="fair-share"),
     *[
         path(
             f"platform/kube-clusters/<slug:name>/{verb}/",

@@ -17,6 +17,7 @@ is the stanza Kueue must carry; ``manage.py kubecluster kueue-config`` prints it
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -125,6 +126,25 @@ def device_class_mappings(flavors: Iterable[Any]) -> Manifest:
     }
 
 
+def admission_fair_sharing(flavors: Iterable[Any], half_life: timedelta) -> Manifest:
+    """The part of Kueue's Configuration that turns on Admission Fair Sharing with
+    gangway's half-life (``FAIR_SHARE_HALF_LIFE_HOURS``): usage sampled every five minutes
+    (Kueue's default), counted in GPUs only, since CPU cores and memory bytes summed
+    beside them would swamp them. Kueue orders the LocalQueues of one ClusterQueue by it
+    (docs/capacity.md says what that means for gangway's one LocalQueue per tenant)."""
+    minutes = round(half_life.total_seconds() / 60)
+    text = f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
+    weights: dict[str, float] = {"cpu": 0, "memory": 0}
+    weights.update(dict.fromkeys(gpu_resources(flavors), 1))
+    return {
+        "admissionFairSharing": {
+            "usageHalfLifeTime": text,
+            "usageSamplingInterval": "5m",
+            "resourceWeights": weights,
+        }
+    }
+
+
 def _quota_map(quotas: Iterable[Any]) -> dict[tuple[int, int], Any]:
     return {(int(quota.tenant_id), int(quota.flavor_id)): quota for quota in quotas}
 
@@ -216,6 +236,7 @@ def cluster_queue(
     *,
     dispatch_check: str = "",
     capacity: Mapping[str, int] | None = None,
+    usage_fair_sharing: bool = False,
 ) -> Manifest:
     """A tenant's ClusterQueue: one resource group over CPU, memory and GPUs (each DRA
     device class a resource of its own: :func:`device_resource`).
@@ -284,6 +305,13 @@ def cluster_queue(
                 "withinClusterQueue": "LowerPriority",
             },
             "fairSharing": {"weight": q.number(tenant.weight)},
+            # Usage-decayed fair share on: Kueue orders this queue's LocalQueues by their
+            # decayed usage (with ``admissionFairSharing`` in its Configuration).
+            **(
+                {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}}
+                if usage_fair_sharing
+                else {}
+            ),
             **(
                 {"admissionChecksStrategy": {"admissionChecks": [{"name": dispatch_check}]}}
                 if dispatch_check
@@ -341,6 +369,7 @@ def kueue_objects(
     *,
     dispatch: Mapping[int, str] | None = None,
     capacity: Mapping[str, int] | None = None,
+    usage_fair_sharing: bool = False,
 ) -> list[Manifest]:
     """Every cluster-wide Kueue object of Kueue mode, in apply order.
 
@@ -370,6 +399,7 @@ def kueue_objects(
             quota_list,
             dispatch_check=(dispatch or {}).get(int(tenant.pk), ""),
             capacity=capacity,
+            usage_fair_sharing=usage_fair_sharing,
         )
         for tenant in tenant_list
     ]

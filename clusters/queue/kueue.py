@@ -32,7 +32,7 @@ from clusters.kube.labels import managed_selector
 from clusters.kube.multikueue import CONTROLLER, KUEUE_NAMESPACE, check_name, secret_name
 from clusters.kube.queues import GPU, KUEUE_API, LOCAL_QUEUE_NAME
 from clusters.models import ClusterRequest, KubeCluster
-from clusters.queue import multikueue
+from clusters.queue import multikueue, usage_reads
 from clusters.queue.interface import PassResult, QueueBackend, QueueView
 from clusters.queue.writeback import admit
 from clusters.rows import enqueue, lifecycle
@@ -77,6 +77,7 @@ def ensure_queues(gw: Gateway) -> bool:
         cohort_parents(),
         dispatch={int(t.pk): check_name(t) for t in tenants} if fleet and manager else None,
         capacity=multikueue.capacity_of(worker) if worker is not None else None,
+        usage_fair_sharing=usage_reads.half_life() is not None,
     )
     if fleet is not None and manager:
         objects = fleet.manager_objects(tenants) + objects  # the checks before their queues

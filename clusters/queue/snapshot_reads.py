@@ -26,7 +26,7 @@ from clusters.admission.topology_room import packing_level
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import deadline_paths, kind_named, kind_of
 from clusters.models import ClusterKind, ClusterRequest
-from clusters.queue import fleet_reads, free_capacity, growth_demand, surge_demand
+from clusters.queue import fleet_reads, free_capacity, growth_demand, surge_demand, usage_reads
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
 from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Quota, Tenant
@@ -529,5 +529,6 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
         reclaim_grace=timedelta(seconds=settings.RECLAIM_GRACE_SECONDS),
         cohort_parents=cohort_parents(),
         members=members,
+        recent=usage_reads.read_recent_usage(now=now, half_life=usage_reads.half_life()),
     )
     return snapshot, queued

@@ -93,6 +93,12 @@ RECONCILE_WATCH_NUDGE_SECONDS = env_float("RECONCILE_WATCH_NUDGE_SECONDS", 0.5)
 # wait); a borrower's cluster chosen for reclaim is warned this long before suspension.
 ADMISSION_AGING_SECONDS = env_float("ADMISSION_AGING_SECONDS", 3600.0)
 RECLAIM_GRACE_SECONDS = env_float("RECLAIM_GRACE_SECONDS", 900.0)
+# Usage-decayed fair share (docs/capacity.md): GPU-hours held this many hours ago weigh
+# half in the queue's order between tenants and between a tenant's engineers; 0: off,
+# the order weighs only what tenants hold now.
+FAIR_SHARE_HALF_LIFE_HOURS = env_float("FAIR_SHARE_HALF_LIFE_HOURS", 0.0)
+if FAIR_SHARE_HALF_LIFE_HOURS < 0:
+    raise ImproperlyConfigured("FAIR_SHARE_HALF_LIFE_HOURS must be 0 (off) or more.")
 # A running cluster this close to its expiry gets a warning event (once per extension).
 EXPIRY_WARNING_MINUTES = env_int("EXPIRY_WARNING_MINUTES", 30, minimum=0)
 # A row waiting on a provisioning step with no progress for this long is re-nudged.

@@ -19,6 +19,7 @@ from clusters.admission import counts_in_words as words
 from clusters.admission import format_eta
 from clusters.admission.explain import reason_label
 from clusters.domain.images import ray_version, resolve_image
+from clusters.queue import usage_reads
 from clusters.queue.waiting import waiting
 from clusters.rows import usage
 from frontend.kinds import all_pages, pages_for, route_names, tenant_home_route
@@ -194,6 +195,13 @@ def queue_line(cluster: Any) -> str:
         parts.append(found.message.rstrip("."))
     parts.append(eta_words(found.eta))
     return " — ".join(parts)
+
+
+@register.simple_tag
+def recent_usage_line(cluster: Any) -> str:
+    """How the tenant's recent GPU-hours weigh on its waiting request (usage-decayed fair
+    share; "" when off)."""
+    return usage_reads.tenant_standing(cluster.tenant)
 
 
 @register.simple_tag

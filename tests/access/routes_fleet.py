@@ -94,6 +94,8 @@ ROUTES: dict[str, Route] = {
             "PUT": Case(platform_only(200), body=lambda w: _cap(w, 4)),
         }
     ),
+    # Fair share per cohort, recent usage included (clusters/api/fair_share_views.py).
+    "api/v1/platform/fair-share/": Route(methods={"GET": Case(platform_only(200))}),
 }
 
 # The dashboard's pages: platform admins only, a 404 for anybody else.

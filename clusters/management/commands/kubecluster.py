@@ -7,7 +7,7 @@
     python manage.py kubecluster --as root drain onprem [--mode requeue]
     python manage.py kubecluster --as root rotate-keys
     python manage.py kubecluster rbac          # the ClusterRole a member must grant
-    python manage.py kubecluster kueue-config  # the deviceClassMappings Kueue must carry
+    python manage.py kubecluster kueue-config  # what Kueue's Configuration must carry
 
 Writes go through the services the API calls, as the platform admin named by ``--as``
 (audited under that name). See docs/fleet.md.
@@ -27,6 +27,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from clusters.kube import queues
 from clusters.members import access, selectors, services
 from clusters.models import DrainMode, KubeCluster, Schedulable
+from clusters.queue import usage_reads
 from controlplane.exceptions import ServiceConflict
 from tenants.models import GpuFlavor, Tenant
 
@@ -75,7 +76,8 @@ class Command(BaseCommand):
         sub.add_parser(
             "kueue-config",
             help="print the part of Kueue's Configuration gangway's ClusterQueues need "
-            "(the DRA flavors' deviceClassMappings)",
+            "(the DRA flavors' deviceClassMappings; admissionFairSharing when "
+            "FAIR_SHARE_HALF_LIFE_HOURS is set)",
         )
 
     def handle(self, *args: Any, verb: str, **options: Any) -> None:
@@ -90,7 +92,11 @@ class Command(BaseCommand):
             )
             return None
         if verb == "kueue-config":
-            stanza = queues.device_class_mappings(GpuFlavor.objects.all())
+            flavors = list(GpuFlavor.objects.all())
+            stanza = queues.device_class_mappings(flavors)
+            half_life = usage_reads.half_life()
+            if half_life is not None:
+                stanza.update(queues.admission_fair_sharing(flavors, half_life))
             self.stdout.write(yaml.safe_dump(stanza, sort_keys=False), ending="")
             return None
         actor = self._actor(options["actor"])

@@ -95,6 +95,16 @@ def gpus(amount: Any) -> str:
 
 
 @register.filter
+def hours(amount: Any) -> str:
+    """GPU-hours for a table: ``1,923`` and, below 10, to the tenth (``0.4``), so that a
+    small but real usage does not read as none."""
+    value = float(amount or 0)
+    if value >= 10:
+        return f"{value:,.0f}"
+    return f"{value:.1f}".removesuffix(".0")
+
+
+@register.filter
 def counted(amount: Any, noun: str) -> str:
     """``1 GPU-hour``, ``2.5 GPU-hours``: the same wording as the services' messages."""
     return words.count(amount if amount is not None else 0, noun)

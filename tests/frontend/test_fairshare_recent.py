@@ -71,6 +71,19 @@ def test_the_page_is_as_before_when_off(contended: Any, root: Any, settings: Any
     assert "data-recent-hours" not in html and "Standing" not in html
 
 
+def test_small_recent_usage_reads_to_the_tenth() -> None:
+    from frontend.templatetags.gangway import hours
+
+    assert [hours(v) for v in (0, 0.04, 0.36, 9.96, 10.4, 1923.4)] == [
+        "0",
+        "0",
+        "0.4",
+        "10",
+        "10",
+        "1,923",
+    ]
+
+
 def test_the_queue_says_what_recent_usage_does_to_a_request(
     contended: Any, root: Any, alice: Any, settings: Any
 ) -> None:

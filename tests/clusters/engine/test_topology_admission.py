@@ -7,6 +7,7 @@ so."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from clusters.models import ClusterRequest
 from kubesim import KubeSim
 from tenants.models import GpuFlavor, Quota, Tenant
 from tests.clusters.engine.conftest import running_kubesim, wait_for
+from tests.kubesim.conftest import KUBECTL
 
 CLUSTERS = "/api/v1/tenants/acme/clusters/"
 RACK = "network.topology.kubernetes.io/rack"
@@ -113,6 +115,19 @@ def test_a_gang_that_requires_a_rack_runs_in_one_and_one_that_fits_none_waits(
 
     core = client.CoreV1Api(config.new_client_from_config(config_file=settings.KUBECONFIG))
     assert _worker_racks(core, row.pk) == ["h100-rack-0", "h100-rack-0"]
+    # kubectl shows it too: the workers' nodes, and those nodes' rack label.
+    kubectl = [KUBECTL, "--kubeconfig", settings.KUBECONFIG]
+    selector = f"gangway.dev/cluster-id={row.pk},ray.io/node-type=worker"
+    nodes = subprocess.run(
+        [*kubectl, "get", "pods", "-A", "-l", selector, "-o", "jsonpath={.items[*].spec.nodeName}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    label = RACK.replace(".", "\\.")  # a JSONPath key's dots escaped
+    racks = subprocess.run(
+        [*kubectl, "get", "nodes", *nodes, "-o", f"jsonpath={{.items[*].metadata.labels.{label}}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert len(nodes) == 2 and racks == ["h100-rack-0", "h100-rack-0"], (nodes, racks)
     manifest = api.get(CLUSTERS + "first/manifests/").json()
     (raycluster,) = [m for m in manifest["manifests"] if m["kind"] == "RayCluster"]
     terms = raycluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["affinity"][

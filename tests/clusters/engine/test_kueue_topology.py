@@ -15,6 +15,7 @@ from clusters.models import ClusterRequest, KubeCluster
 from clusters.requests import services
 from clusters.rows.spec import ClusterSpec
 from kubesim import KubeSim
+from tenants.models import Quota, Tenant
 from tests.clusters.engine.conftest import device_plugin_fleet, running_kubesim, wait_for
 
 RACK = "network.topology.kubernetes.io/rack"
@@ -100,3 +101,45 @@ def test_a_required_rack_puts_every_worker_in_the_rack_kueue_chose(
     (rack,) = racks
     assert rack.endswith("-1")
     assert _row(gang.pk).topology_domain == rack
+
+
+def test_a_preferred_rack_too_small_for_the_gang_is_spread_by_kueue_and_pins_nothing(
+    worker: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    KubeCluster.objects.get_or_create(from_settings=True, defaults={"name": "default"})
+    h100.topology = [RACK]
+    h100.save()
+    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=32, borrow_limit=0)
+    Tenant.objects.unscoped().filter(pk=acme.pk).update(cpu_quota=0, memory_quota_gib=0)
+    gang = services.cluster_request_create(
+        actor=alice,
+        tenant=acme,
+        spec=ClusterSpec(
+            name="kq-pref",
+            kind="prod",
+            flavor=h100,
+            workers=3,
+            topology_level=RACK,
+            topology_mode="preferred",
+        ),
+    )
+    wait_for(lambda: _row(gang.pk).state == "ready", timeout=90, what="admitted and ready")
+    gw = get_gateway()
+    rc = gw.get("ray.io/v1", "RayCluster", "kq-pref", "gw-acme")
+    notes = rc["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"]
+    assert notes["kueue.x-k8s.io/podset-preferred-topology"] == RACK
+    racks = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get(RACK) for n in gw.list("v1", "Node")
+    }
+    workers = [
+        p
+        for p in gw.list("v1", "Pod", namespace="gw-acme", label_selector="ray.io/cluster=kq-pref")
+        if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
+    ]
+    # Racks of two: Kueue fills one rack and puts the third worker in the other.
+    assert sorted(racks[p["spec"]["nodeName"]] for p in workers) in (
+        ["h100-rack-0", "h100-rack-0", "h100-rack-1"],
+        ["h100-rack-0", "h100-rack-1", "h100-rack-1"],
+    )
+    # Spread over two racks: pinned to none.
+    assert _row(gang.pk).topology_domain == ""

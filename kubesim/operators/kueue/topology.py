@@ -32,6 +32,7 @@ replacement, DRA devices in TAS, a lowest level other than hostname counted per 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from kubesim.admission import pod_is_terminal, pod_totals
@@ -153,29 +154,35 @@ def _node_use(cluster: ClusterView) -> tuple[dict[str, Counter[str]], Counter[Le
     yet: on their node (hostname assignments), else in pods per leaf domain."""
     use = _bound_use(cluster)
     leaf_pods: Counter[Leaf] = Counter()
+    for wl, pods, psa, ta in _topology_assignments(cluster):
+        sets = {ps["name"]: ps for ps in wl["spec"].get("podSets") or []}
+        levels = ta.get("levels") or []
+        bound = _bound_in(pods, psa["name"], levels)
+        req, _ = pod_totals((sets.get(psa["name"]) or {}).get("template") or {})
+        for values, count in decode(ta):
+            waiting = max(count - bound[values], 0)
+            if waiting and levels == [HOSTNAME]:
+                counter = use.setdefault(values[0], Counter())
+                counter.update({r: v * waiting for r, v in req.items()})
+                counter["pods"] += waiting
+            elif waiting:
+                leaf_pods[values] += waiting
+    return use, leaf_pods
+
+
+def _topology_assignments(cluster: ClusterView) -> Iterator[tuple[Obj, list[Obj], Obj, Obj]]:
+    """Each pod set assignment with a topology assignment of every admitted Workload that
+    has not finished: (the Workload, its pods, the pod set assignment, its topology)."""
     placed = _assigned_pods(cluster)
-    for wl in cluster.store.iter(WL):
+    for wl in list(cluster.store.iter(WL)):
         admission = get_path(wl, "status", "admission")
         if not admission or is_finished(wl):
             continue
-        sets = {ps["name"]: ps for ps in wl["spec"].get("podSets") or []}
         pods = placed.get((wl["metadata"]["namespace"], wl["metadata"]["name"]), [])
         for psa in admission.get("podSetAssignments") or []:
             ta = psa.get("topologyAssignment")
-            if not ta:
-                continue
-            levels = ta.get("levels") or []
-            bound = _bound_in(pods, psa["name"], levels)
-            req, _ = pod_totals((sets.get(psa["name"]) or {}).get("template") or {})
-            for values, count in decode(ta):
-                waiting = max(count - bound[values], 0)
-                if waiting and levels == [HOSTNAME]:
-                    counter = use.setdefault(values[0], Counter())
-                    counter.update({r: v * waiting for r, v in req.items()})
-                    counter["pods"] += waiting
-                elif waiting:
-                    leaf_pods[values] += waiting
-    return use, leaf_pods
+            if ta:
+                yield wl, pods, psa, ta
 
 
 def _fit(alloc: dict[str, int], used: Counter[str], req: dict[str, int]) -> tuple[int, str]:
@@ -421,37 +428,28 @@ def ungate_tas(cluster: ClusterView) -> bool:
     if not in_use(cluster):
         return False
     busy = False
-    placed = _assigned_pods(cluster)
-    for wl in list(cluster.store.iter(WL)):
-        admission = get_path(wl, "status", "admission")
-        if not admission or is_finished(wl):
-            continue
-        pods = placed.get((wl["metadata"]["namespace"], wl["metadata"]["name"]), [])
-        for psa in admission.get("podSetAssignments") or []:
-            ta = psa.get("topologyAssignment")
-            if not ta:
+    for _wl, pods, psa, ta in _topology_assignments(cluster):
+        levels = ta.get("levels") or []
+        room = Counter(dict(decode(ta)))
+        gated = []
+        for pod in pods:
+            if (pod["metadata"].get("labels") or {}).get(PODSET_LABEL) != psa["name"]:
                 continue
-            levels = ta.get("levels") or []
-            room = Counter(dict(decode(ta)))
-            gated = []
-            for pod in pods:
-                if (pod["metadata"].get("labels") or {}).get(PODSET_LABEL) != psa["name"]:
-                    continue
-                if pod["metadata"].get("deletionTimestamp") or pod_is_terminal(pod):
-                    continue
-                gates = get_path(pod, "spec", "schedulingGates", default=[]) or []
-                if any(g.get("name") == TAS_GATE for g in gates):
-                    gated.append(pod)
-                else:
-                    sel = get_path(pod, "spec", "nodeSelector", default={}) or {}
-                    room[tuple(sel.get(k, "") for k in levels)] -= 1
-            for pod in sorted(gated, key=lambda p: p["metadata"]["name"]):
-                domain = next((d for d in sorted(room) if room[d] > 0), None)
-                if domain is None:
-                    break
-                room[domain] -= 1
-                _ungate(cluster, pod, dict(zip(levels, domain, strict=True)))
-                busy = True
+            if pod["metadata"].get("deletionTimestamp") or pod_is_terminal(pod):
+                continue
+            gates = get_path(pod, "spec", "schedulingGates", default=[]) or []
+            if any(g.get("name") == TAS_GATE for g in gates):
+                gated.append(pod)
+            else:
+                sel = get_path(pod, "spec", "nodeSelector", default={}) or {}
+                room[tuple(sel.get(k, "") for k in levels)] -= 1
+        for pod in sorted(gated, key=lambda p: p["metadata"]["name"]):
+            domain = next((d for d in sorted(room) if room[d] > 0), None)
+            if domain is None:
+                break
+            room[domain] -= 1
+            _ungate(cluster, pod, dict(zip(levels, domain, strict=True)))
+            busy = True
     return busy
 
 

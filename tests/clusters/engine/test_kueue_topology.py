@@ -36,12 +36,32 @@ def _row(pk: int) -> ClusterRequest:
     return ClusterRequest.objects.unscoped().get(pk=pk)
 
 
-def test_a_required_rack_puts_every_worker_in_the_rack_kueue_chose(
-    worker: Any, alice: Any, acme: Any, h100: Any
-) -> None:
+def _racked(h100: Any) -> None:
+    """The settings' member registered and h100 given the rack level."""
     KubeCluster.objects.get_or_create(from_settings=True, defaults={"name": "default"})
     h100.topology = [RACK]
     h100.save()
+
+
+def _ready_gang(alice: Any, acme: Any, h100: Any, name: str, *, workers: int, mode: str) -> Any:
+    """alice's production gang on h100 asking the rack level in ``mode``, once ready."""
+    spec = ClusterSpec(
+        name=name,
+        kind="prod",
+        flavor=h100,
+        workers=workers,
+        topology_level=RACK,
+        topology_mode=mode,
+    )
+    gang = services.cluster_request_create(actor=alice, tenant=acme, spec=spec)
+    wait_for(lambda: _row(gang.pk).state == "ready", timeout=90, what="admitted and ready")
+    return gang
+
+
+def test_a_required_rack_puts_every_worker_in_the_rack_kueue_chose(
+    worker: Any, alice: Any, acme: Any, h100: Any
+) -> None:
+    _racked(h100)
     gw = get_gateway()
     nodes = {
         n["metadata"]["name"]: n["metadata"]["labels"]
@@ -68,19 +88,7 @@ def test_a_required_rack_puts_every_worker_in_the_rack_kueue_chose(
             },
         }
     )
-    gang = services.cluster_request_create(
-        actor=alice,
-        tenant=acme,
-        spec=ClusterSpec(
-            name="kq-rack",
-            kind="prod",
-            flavor=h100,
-            workers=2,
-            topology_level=RACK,
-            topology_mode="required",
-        ),
-    )
-    wait_for(lambda: _row(gang.pk).state == "ready", timeout=90, what="admitted and ready")
+    gang = _ready_gang(alice, acme, h100, "kq-rack", workers=2, mode="required")
 
     topology = gw.get(KUEUE, "Topology", "h100")
     assert topology is not None
@@ -106,24 +114,10 @@ def test_a_required_rack_puts_every_worker_in_the_rack_kueue_chose(
 def test_a_preferred_rack_too_small_for_the_gang_is_spread_by_kueue_and_pins_nothing(
     worker: Any, alice: Any, acme: Any, h100: Any
 ) -> None:
-    KubeCluster.objects.get_or_create(from_settings=True, defaults={"name": "default"})
-    h100.topology = [RACK]
-    h100.save()
+    _racked(h100)
     Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=32, borrow_limit=0)
     Tenant.objects.unscoped().filter(pk=acme.pk).update(cpu_quota=0, memory_quota_gib=0)
-    gang = services.cluster_request_create(
-        actor=alice,
-        tenant=acme,
-        spec=ClusterSpec(
-            name="kq-pref",
-            kind="prod",
-            flavor=h100,
-            workers=3,
-            topology_level=RACK,
-            topology_mode="preferred",
-        ),
-    )
-    wait_for(lambda: _row(gang.pk).state == "ready", timeout=90, what="admitted and ready")
+    gang = _ready_gang(alice, acme, h100, "kq-pref", workers=3, mode="preferred")
     gw = get_gateway()
     rc = gw.get("ray.io/v1", "RayCluster", "kq-pref", "gw-acme")
     notes = rc["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"]

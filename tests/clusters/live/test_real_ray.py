@@ -66,6 +66,32 @@ def kubesim(real_sim: KubeSim, tmp_path: Path, settings: Any) -> KubeSim:
     return real_sim
 
 
+def _head_state(sim: KubeSim, cluster: ClusterRequest) -> str:
+    """Where a head that never turned Ready stood: its pod's phase and conditions, and
+    each of its processes' state and the last lines it wrote."""
+    pods = get_gateway().list(
+        "v1",
+        "Pod",
+        namespace=cluster.namespace,
+        label_selector=f"ray.io/cluster={cluster.name},ray.io/node-type=head",
+    )
+    said = []
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        status = pod.get("status") or {}
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        said.append(f"pod {name} {status.get('phase')} {conditions}")
+        for proc, run in sim.cluster.localprocs.processes(cluster.namespace, name).items():
+            log = run.workdir / "output.log"
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            tail = "\n".join(lines[-15:]) or "no output"
+            said.append(
+                f"process {proc}: exit {run.popen.poll()}, ready {run.ready}, restarts "
+                f"{run.restarts}, failing since {run.failing_since}; last lines:\n{tail}"
+            )
+    return "; ".join(said) or "no head pod"
+
+
 @pytest.fixture
 def live_cluster(
     kubesim: KubeSim, bob: Any, request_cluster: Any, monkeypatch: Any
@@ -78,7 +104,11 @@ def live_cluster(
     ClusterRequest.objects.filter(pk=cluster.pk).update(ready_at=timezone.now())
     cluster = ClusterRequest.objects.select_related("tenant", "owner", "flavor").get(pk=cluster.pk)
     provisioning.apply_cluster(cluster, get_gateway())
-    wait_for(lambda: head_ready(cluster), timeout=START_TIMEOUT, what="the real head to answer")
+    wait_for(
+        lambda: head_ready(cluster),
+        timeout=START_TIMEOUT,
+        what=lambda: f"the real head to answer ({_head_state(kubesim, cluster)})",
+    )
     # Every worker a real Ray node too: the RayCluster is ready once all its pods are.
     wait_for(
         lambda: _rc_state(kubesim, cluster) == "ready",

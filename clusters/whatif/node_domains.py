@@ -8,13 +8,15 @@ from collections import defaultdict
 from collections.abc import Sequence
 from decimal import Decimal
 
+from clusters.admission.topology_room import level_word
+
 Domains = tuple[tuple[str, ...], ...]
 
 
 def pool_domains(pool: str, nodes: int, levels: Sequence[tuple[str, int]]) -> Domains:
     """Each node's value at every ``(label key, nodes per domain)`` level, named as
     kubesim's fleet files name them (``h100-rack-3``: the fourth rack)."""
-    named = [(key.rsplit("/", 1)[-1], size) for key, size in levels]
+    named = [(level_word(key), size) for key, size in levels]
     return tuple(
         tuple(f"{pool}-{word}-{index // size}" for word, size in named) for index in range(nodes)
     )

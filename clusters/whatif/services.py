@@ -20,6 +20,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TypeVar
 
 from clusters.admission import QuotaQ
+from clusters.admission.topology_room import level_word
 from clusters.whatif.metrics import Figures, figures
 from clusters.whatif.model import POLICY, IdlePolicy, Workload, World
 from clusters.whatif.simulator import PASS_SECONDS, Outcome, simulate
@@ -179,7 +180,7 @@ def apply_changes(world: World, changes: list[Change]) -> World:
 def _level_of(levels: tuple[str, ...], world: World, c: Change) -> str:
     """The level of a flavor's topology a ``topology:`` change names (its key or its
     key's last word); a flavor whose nodes' places the world does not know is refused."""
-    found = [key for key in levels if c.level in (key, key.rsplit("/", 1)[-1])]
+    found = [key for key in levels if c.level in (key, level_word(key))]
     if not found or c.name not in world.node_domains:
         known = ", ".join(levels) or "none"
         raise WhatIfError(

@@ -181,6 +181,33 @@ class ClusterRequest(TenantOwned):
         "is suspended (never deleted) at this time unless the need goes away.",
     )
 
+    # Preemption that loses no work (docs/preemption.md). The class it runs in; when it
+    # was told it will be preempted (its pods carry the notice until ``reclaim_after``,
+    # the stop); the last checkpoint its run reported, handed to the next run after a
+    # preemption as GANGWAY_RESUME_FROM (``resume_from``); how often it was preempted.
+    priority_class = models.ForeignKey(
+        "tenants.PriorityClass",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+    notice_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the running request was told it will be preempted (stopped at "
+        "reclaim_after unless the need goes away first).",
+    )
+    notice_reason = models.CharField(max_length=500, blank=True)
+    checkpoint_uri = models.CharField(max_length=1000, blank=True)
+    checkpointed_at = models.DateTimeField(null=True, blank=True)
+    resume_from = models.CharField(
+        max_length=1000,
+        blank=True,
+        help_text="The checkpoint its next run starts from (GANGWAY_RESUME_FROM).",
+    )
+    preemptions = models.PositiveIntegerField(default=0)
+
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     progress_at = models.DateTimeField(auto_now_add=True)

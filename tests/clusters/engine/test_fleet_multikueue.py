@@ -205,3 +205,47 @@ def test_a_job_dispatched_by_multikueue_runs_and_ends_on_its_worker(
         ).exists()
         assert not fleet["hub"].sim.list("pods", acme.namespace)  # it ran on w1 only
         assert not fleet["w2"].sim.list("rayjobs.ray.io", acme.namespace)
+
+
+def test_a_drained_worker_sends_its_cluster_to_the_next_worker_and_ends_drained(
+    tmp_path: Path, settings: Any, root: Any, alice: Any, acme: Any, h100: Any, as_user: Any
+) -> None:
+    """A drain in MultiKueue mode: the worker leaves the tenant's config, its running
+    cluster goes back through Kueue and MultiKueue to the next worker with room, its
+    copy leaves the drained worker, and the member ends drained."""
+    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=64, borrow_limit=0)
+    acme.cpu_quota, acme.memory_quota_gib = 10_000, 100_000
+    acme.save()
+    with fleet_of(tmp_path, settings, "hub", "w1", "w2", kueue=True) as fleet:
+        hub, w1, w2 = fleet["hub"], fleet["w1"], fleet["w2"]
+        for member in (w1, w2):
+            FlavorStock.objects.create(kube_cluster=member.row, flavor=h100, node_count=2)
+        tasks.reconcile()
+        wait_for(lambda: _active(hub, "w1") and _active(hub, "w2"), what="workers connected")
+        pk = _request(alice, acme, h100, "moving")
+        assert _settle(pk, State.READY, "ready on the first worker").kube_cluster == w1.row
+
+        drained = as_user(root).post("/api/v1/platform/kube-clusters/w1/drain/", {}, format="json")
+        assert drained.status_code == 200, drained.content
+
+        def on_w2() -> ClusterRequest | None:
+            tasks.reconcile()
+            tasks.provision_requested()
+            row = _row(pk)
+            return row if row.state == State.READY and row.kube_cluster == w2.row else None
+
+        wait_for(on_w2, timeout=90, what=lambda: f"moved to w2 (it is {_row(pk).state})")
+        assert _config(hub) == ["w2"]
+        wait_for(
+            lambda: (acme.namespace, "moving") not in w1.objects(RAYCLUSTERS),
+            what="the copy gone from the drained worker",
+        )
+        assert (acme.namespace, "moving") in w2.objects(RAYCLUSTERS)
+
+        def drained_now() -> bool:
+            tasks.reconcile()
+            return w1.fresh().drained_at is not None
+
+        wait_for(drained_now, timeout=60, what="w1 drained")
+        after = as_user(root).get("/api/v1/platform/kube-clusters/w1/").json()
+        assert after["drain"]["drained"] is True and after["drain"]["remaining"] == 0

@@ -34,6 +34,9 @@ KAI_API = "scheduling.run.ai/v2"
 KAI_SCHEDULER = "kai-scheduler"
 LOCAL_QUEUE_NAME = "gangway"
 HEAD_FLAVOR = "ray-heads"
+# On a MultiKueue worker, every tenant's ClusterQueue sits in this one Cohort, which holds
+# what the worker has: the tenants together are never admitted past it.
+WORKER_COHORT = "gangway-worker-capacity"
 # Production outranks dev: a prod gang may preempt dev clusters, never the reverse.
 PRIORITIES = {"dev": 100, "prod": 1000}
 # Capacity on demand in Kueue mode: one AdmissionCheck (with its ProvisioningRequest
@@ -248,9 +251,12 @@ def cluster_queue(
     preempts. The fair-sharing weight is the tenant's.
 
     MultiKueue: on the manager (``dispatch_check``, the tenant's MultiKueue check) the
-    queue holds the fleet-wide quota and runs that check on every flavor; on a worker
-    (``capacity``: its GPUs per flavor) a flavor's quota is the tenant's, borrowing
-    included, up to what the worker has, so that a worker without room does not admit.
+    queue holds the fleet-wide quota and runs that check on every flavor. On a worker
+    (``capacity``: its GPUs per flavor) the queue has no GPUs of its own: it borrows from
+    the worker's Cohort (:func:`worker_cohort`, what the worker has), at most the tenant's
+    quota, borrowing included, so that the tenants together never pass what the worker has
+    and a worker without room does not admit. Quota and reclaim are the manager's; a
+    worker never preempts across tenants.
     """
     by_key = _quota_map(quotas)
     entries = []
@@ -264,7 +270,7 @@ def cluster_queue(
         lend = quota.lend_limit if quota else None
         total_gpus += gpus + borrow
         if capacity is not None:
-            gpus, borrow, lend = min(gpus + borrow, capacity.get(str(flavor.name), 0)), 0, None
+            gpus, borrow, lend = 0, min(gpus + borrow, capacity.get(str(flavor.name), 0)), None
         entries.append(
             _flavor_entry(shapes.flavor_spec(flavor), gpus, borrow, lend, covered=covered)
         )
@@ -284,7 +290,7 @@ def cluster_queue(
         "kind": "ClusterQueue",
         "metadata": {"name": cluster_queue_name(tenant), "labels": lbl.tenant_labels(tenant)},
         "spec": {
-            "cohortName": str(tenant.cohort),
+            "cohortName": WORKER_COHORT if capacity is not None else str(tenant.cohort),
             "namespaceSelector": {
                 "matchLabels": {"kubernetes.io/metadata.name": str(tenant.namespace)}
             },
@@ -300,7 +306,7 @@ def cluster_queue(
                 "whenCanPreempt": "TryNextFlavor",
             },
             "preemption": {
-                "reclaimWithinCohort": "Any",
+                "reclaimWithinCohort": "Never" if capacity is not None else "Any",
                 "borrowWithinCohort": {"policy": "Never"},
                 "withinClusterQueue": "LowerPriority",
             },
@@ -361,6 +367,35 @@ def cohort(name: str, parent: str) -> Manifest:
     }
 
 
+def worker_cohort(flavors: Iterable[Any], capacity: Mapping[str, int]) -> Manifest:
+    """A MultiKueue worker's Cohort: the GPUs it has per flavor (with the CPU and memory
+    that come with them), lent to the tenants' ClusterQueues there, which have none of
+    their own (Kueue's hierarchical cohorts: a Cohort's ``resourceGroups`` quota)."""
+    flavors = sorted(flavors, key=lambda f: str(f.name))
+    covered = gpu_resources(flavors)
+    entries = [
+        _flavor_entry(
+            shapes.flavor_spec(flavor), capacity.get(str(flavor.name), 0), 0, covered=covered
+        )
+        for flavor in flavors
+    ]
+    for entry in entries:  # a Cohort's quotas have no borrowing limit
+        for resource in entry["resources"]:
+            resource.pop("borrowingLimit", None)
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Cohort",
+        "metadata": {"name": WORKER_COHORT, "labels": _labels()},
+        "spec": {
+            "resourceGroups": [
+                {"coveredResources": ["cpu", "memory", *covered], "flavors": entries}
+            ]
+        }
+        if entries
+        else {},
+    }
+
+
 def kueue_objects(
     tenants: Iterable[Any],
     flavors: Iterable[Any],
@@ -392,6 +427,8 @@ def kueue_objects(
     if growable(flavor_list) and dispatch is None:
         objects += capacity_check_objects()
     objects += [cohort(name, parent) for name, parent in sorted((cohort_parents or {}).items())]
+    if capacity is not None:
+        objects.append(worker_cohort(flavor_list, capacity))
     objects += [
         cluster_queue(
             tenant,

@@ -4,7 +4,8 @@ Each pod set of a Workload gets, per resource group, the first flavor of the Clu
 group whose ResourceFlavor ``nodeLabels`` agree with the pod set's nodeSelector, whose
 ``nodeTaints`` it tolerates, and whose quota fits every resource of the group it asks
 for: nominal quota, plus what the cohort's other queues leave unused within
-``borrowingLimit`` (the cohort's whole tree: see ``common.cohort_root``). A pod's DRA
+``borrowingLimit`` (the cohort's whole tree: see ``common.cohort_root``, with the quota
+of the tree's Cohort objects themselves). A pod's DRA
 devices count under the resource Kueue's Configuration maps their DeviceClass to
 (``devices.py``). On a TAS flavor the pod set must fit its topology too (``topology.py``).
 Quantities are integers in each resource's base unit (see
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim import quantity
 from kubesim.admission import pod_totals
 from kubesim.operators.kueue import topology as tas
-from kubesim.operators.kueue.common import CQ, RF, WL, cohort_root, is_finished
+from kubesim.operators.kueue.common import COHORT, CQ, RF, WL, cohort_root, is_finished
 from kubesim.operators.kueue.devices import pod_set_devices
 from kubesim.operators.kueue.provisioning import checks_for
 from kubesim.store import Obj
@@ -119,6 +120,11 @@ def available(
         kept = kept_quotas(member).get(key, 0)
         total += flavor_quotas(member).get(key, (0, 0))[0] - kept
         used += max(use.get(member["metadata"]["name"], Counter())[key] - kept, 0)
+    # Hierarchical cohorts: a Cohort's own ``resourceGroups`` quota is lent to the queues
+    # (and cohorts) under it, so it joins the tree's pool.
+    for group in cluster.store.iter(COHORT):
+        if cohort_root(cluster, group["metadata"]["name"]) == root:
+            total += flavor_quotas(group).get(key, (0, 0))[0]
     own_kept = kept_quotas(cq).get(key, 0)
     free = max(own_kept - own_used, 0) + total - used
     if nominal_only:

@@ -125,7 +125,12 @@ def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
                 for f in worker_queue["spec"]["resourceGroups"][0]["flavors"]
                 if f["name"] == "h100"
             ]
-            assert h100_entry["resources"][2]["nominalQuota"] == gpus
+            assert h100_entry["resources"][2]["borrowingLimit"] == gpus
+            pool = member.sim.get("cohorts.kueue.x-k8s.io", "", "gangway-worker-capacity")
+            (h100_pool,) = [
+                f for f in pool["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "h100"
+            ]
+            assert h100_pool["resources"][2]["nominalQuota"] == gpus
         assert hub.sim.get(MK_CLUSTERS, "", "hub") is None  # the manager runs nothing
         # An allow-list: globex's config lists w1 only, and w2 never gets its namespace.
         assert _config(hub, "gangway-multikueue-gw-globex") == ["w1"]
@@ -175,6 +180,30 @@ def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
         row = _settle(third, State.READY, "third ready on w2")
         assert row.kube_cluster == w2.row
         assert (acme.namespace, "third") not in w1.objects(RAYCLUSTERS)
+
+
+def test_tenants_together_never_pass_what_a_worker_has(
+    tmp_path: Path, settings: Any, alice: Any, root: Any, acme: Any, globex: Any, h100: Any
+) -> None:
+    """w1 has one H100 node. Each tenant's quota alone would fit there, but once acme's
+    gang holds it, globex's goes to w2: the worker's Cohort holds what w1 has, and every
+    tenant's queue there borrows from it."""
+    for tenant in (acme, globex):
+        Quota.objects.filter(tenant=tenant, flavor=h100).update(gpus=64, borrow_limit=0)
+        tenant.cpu_quota, tenant.memory_quota_gib = 10_000, 100_000
+        tenant.save()
+    with fleet_of(tmp_path, settings, "hub", "w1", "w2", kueue=True) as fleet:
+        hub, w1, w2 = fleet["hub"], fleet["w1"], fleet["w2"]
+        FlavorStock.objects.create(kube_cluster=w1.row, flavor=h100, node_count=1)
+        FlavorStock.objects.create(kube_cluster=w2.row, flavor=h100, node_count=4)
+        tasks.reconcile()
+        wait_for(lambda: _active(hub, "w1") and _active(hub, "w2"), what="workers connected")
+        first = _request(alice, acme, h100, "acme-gang")
+        assert _settle(first, State.READY, "acme's gang ready").kube_cluster == w1.row
+        second = _request(root, globex, h100, "globex-gang")
+        row = _settle(second, State.READY, "globex's gang ready on the worker with room")
+        assert row.kube_cluster == w2.row
+        assert (globex.namespace, "globex-gang") not in w1.objects(RAYCLUSTERS)
 
 
 def test_a_job_dispatched_by_multikueue_runs_and_ends_on_its_worker(

@@ -33,6 +33,7 @@ CRD_FILES = {
     ("kueue.x-k8s.io/v1beta2", "MultiKueueCluster"): "kueue.x-k8s.io_multikueueclusters.yaml",
     ("kueue.x-k8s.io/v1beta2", "MultiKueueConfig"): "kueue.x-k8s.io_multikueueconfigs.yaml",
     ("kueue.x-k8s.io/v1beta2", "Topology"): "kueue.x-k8s.io_topologies.yaml",
+    ("kueue.x-k8s.io/v1beta2", "Cohort"): "kueue.x-k8s.io_cohorts.yaml",
     ("scheduling.run.ai/v2", "Queue"): "scheduling.run.ai_queues.yaml",
     ("kai.scheduler/v1alpha1", "Topology"): "kai.scheduler_topologies.yaml",
 }

@@ -346,7 +346,8 @@ def test_multikueue_objects_validate_and_keep_the_order(acme: Any, globex: Any, 
 
 def test_cluster_queues_of_a_manager_and_of_a_worker(acme: Any, h100: Any, l4: Any) -> None:
     """The manager's queue runs the tenant's MultiKueue check on every flavor; a worker's
-    holds the tenant's quota (borrowing included) up to what the worker has."""
+    has no GPUs of its own and borrows from the worker's Cohort, which holds what the
+    worker has, at most the tenant's quota (borrowing included)."""
     h100.max_node_count = h100.node_count + 4  # a flavor that grows: the capacity check
     h100.save()
     manager = kueue_objects([acme], [h100, l4], Quota.objects.all(), dispatch={acme.pk: "mk"})
@@ -358,7 +359,14 @@ def test_cluster_queues_of_a_manager_and_of_a_worker(acme: Any, h100: Any, l4: A
     validate_object(queue)
     flavors = {f["name"]: f["resources"] for f in queue["spec"]["resourceGroups"][0]["flavors"]}
     gpus = {name: res[2] for name, res in flavors.items()}
-    assert gpus["h100"] == {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "0"}
-    assert gpus["l4"]["nominalQuota"] == "0"  # the worker lists no L4 nodes
+    assert gpus["h100"] == {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "8"}
+    assert gpus["l4"]["borrowingLimit"] == "0"  # the worker lists no L4 nodes
+    assert queue["spec"]["cohortName"] == "gangway-worker-capacity"
+    assert queue["spec"]["preemption"]["reclaimWithinCohort"] == "Never"
+    (cohort,) = [o for o in worker if o["kind"] == "Cohort"]
+    validate_object(cohort)
+    pool = {f["name"]: f["resources"] for f in cohort["spec"]["resourceGroups"][0]["flavors"]}
+    assert pool["h100"][2] == {"name": "nvidia.com/gpu", "nominalQuota": "8"}
+    assert pool["l4"][2]["nominalQuota"] == "0"
     strategy = queue["spec"]["admissionChecksStrategy"]["admissionChecks"]
     assert strategy == [{"name": "gangway-capacity", "onFlavors": ["h100"]}]

@@ -12,6 +12,9 @@ Its topology run (:func:`topology_run`) replays the same weeks with every multi-
 production gang requiring one H100 rack, once with the pass seeing the racks
 (topology-aware) and once without (topology-blind: gangs go to the first whole free
 nodes in node order), and reports where the gangs sat, the fragmentation and the wait.
+Its preemption run (:mod:`benchmarks.preemption_measures`) compares today's policy with
+issue 49's (usage-decayed fair share, notice, checkpointing runs): weekly fairness, GPU-hours
+lost to preemption, preemptions per request and waits per tenant.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import statistics
 import time
 
+from benchmarks.preemption_measures import preemption_run
 from benchmarks.support import load_line
 from clusters.admission import PROD
 from clusters.whatif import services
@@ -56,7 +60,8 @@ def run() -> str:
     topology run's."""
     days, seeds = _period()
     topology, _ = topology_run(days, seeds)
-    return f"{quality_run(days, seeds)}\n\n{topology}\n\n{load_line()}"
+    measures = preemption_run(days, seeds)
+    return f"{quality_run(days, seeds)}\n\n{topology}\n\n{measures}\n\n{load_line()}"
 
 
 def quality_run(days: float, seeds: list[int]) -> str:

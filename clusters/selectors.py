@@ -18,6 +18,7 @@ from clusters.models import (
     ClusterEvent,
     ClusterRequest,
     ClusterRequestQuerySet,
+    GpuSample,
     UsageSpan,
 )
 from clusters.rows import usage
@@ -34,7 +35,8 @@ def cluster_list(
     queryset: ClusterRequestQuerySet = tenant.clusters.all()
     if workload is not None:
         queryset = queryset.filter(workload=workload)
-    related = ["flavor", "owner", "kube_cluster"]  # kube_cluster: whether it is stale
+    # kube_cluster: whether it is stale; priority_class: its class, shown with it.
+    related = ["flavor", "owner", "kube_cluster", "priority_class"]
     if workload is not None:
         kind = kind_named(workload)
         related += kind.list_related
@@ -211,6 +213,39 @@ def cluster_activity(cluster: ClusterRequest, *, now: Any = None) -> dict[str, A
     }
 
 
+# Readings shown per worker GPU: an hour at the default ACTIVITY_CHECK_SECONDS.
+GPU_READINGS_SHOWN = 60
+
+
+def cluster_gpu_utilization(
+    cluster: ClusterRequest, *, readings: int = GPU_READINGS_SHOWN
+) -> list[dict[str, Any]]:
+    """The cluster's GPU utilisation over its last ``readings`` readings, per worker GPU
+    (pod, UUID), oldest sample first, with the newest values on top; ``[]`` before any
+    reading (docs/gpu-utilization.md)."""
+    samples = GpuSample.objects.filter(cluster_id=cluster.pk)
+    moments = list(samples.order_by("-at").values_list("at", flat=True).distinct()[:readings])
+    if not moments:
+        return []
+    by_gpu: dict[tuple[str, str], list[GpuSample]] = {}
+    for s in samples.filter(at__gte=moments[-1]).order_by("at", "pk"):
+        by_gpu.setdefault((s.pod, s.gpu_uuid), []).append(s)
+    return [
+        {
+            "pod": pod,
+            "gpu_uuid": uuid,
+            "utilization": rows[-1].utilization,
+            "memory_used_mib": rows[-1].memory_used_mib,
+            "read_at": rows[-1].at,
+            "samples": [
+                {"at": r.at, "utilization": r.utilization, "memory_used_mib": r.memory_used_mib}
+                for r in rows
+            ],
+        }
+        for (pod, uuid), rows in sorted(by_gpu.items())
+    ]
+
+
 def queue_list(*, tenant: Tenant | None = None) -> ClusterRequestQuerySet:
     """Waiting requests in queue order (a tenant's, or every tenant's when ``None``)."""
 
@@ -221,7 +256,7 @@ def queue_list(*, tenant: Tenant | None = None) -> ClusterRequestQuerySet:
     )
     return (
         qs.filter(state=State.QUEUED)
-        .select_related("tenant", "flavor", "owner")
+        .select_related("tenant", "flavor", "owner", "priority_class")
         .order_by(
             F("queue_position").asc(nulls_last=True)
             if tenant is not None
@@ -384,7 +419,7 @@ def clusters_of_owner(*, user: Any) -> ClusterRequestQuerySet:
         ClusterRequest.objects.visible_to(user)
         .filter(owner=user)
         .not_deleted()
-        .select_related("tenant", "flavor", "owner")
+        .select_related("tenant", "flavor", "owner", "priority_class")
         .order_by("-created_at", "-id")
     )
 

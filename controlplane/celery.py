@@ -7,10 +7,11 @@ they take a primary key, re-read the row and call services (STYLE 6).
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_process_shutdown, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
@@ -30,3 +31,46 @@ def close_old_connections(sender: Any = None, **kwargs: Any) -> None:
     from django.db import close_old_connections as close
 
     close()
+
+
+# When each running task started (by task id), for gangway_celery_task_seconds.
+_started: dict[str, float] = {}
+
+
+@task_prerun.connect
+def _task_started(task_id: str = "", **kwargs: Any) -> None:
+    _started[task_id] = time.perf_counter()
+
+
+@task_postrun.connect
+def _task_ended(
+    task_id: str = "", task: Any = None, state: str | None = None, **kwargs: Any
+) -> None:
+    """Observe the task's run time, by its registered name (a bounded label) and state."""
+    started = _started.pop(task_id, None)
+    if started is None or task is None:
+        return
+    from controlplane import metrics
+
+    metrics.TASK_SECONDS.labels(task.name, state or "UNKNOWN").observe(
+        time.perf_counter() - started
+    )
+
+
+@worker_process_shutdown.connect
+def _process_exited(**kwargs: Any) -> None:
+    """A worker process's live gauge files go with it (multi-process metrics)."""
+    from controlplane import metrics
+
+    metrics.process_exited(os.getpid())
+
+
+@worker_ready.connect
+def _serve_metrics(**kwargs: Any) -> None:
+    """The worker's own /metrics when WORKER_METRICS_PORT is set (a worker pod)."""
+    from django.conf import settings
+
+    if settings.WORKER_METRICS_PORT:
+        from controlplane.worker_metrics import serve
+
+        serve(settings.WORKER_METRICS_PORT)

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from controlplane import metrics
 from controlplane.api.errors import error_body
@@ -110,8 +110,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     refusal = _metrics_refusal(request)
     if refusal is not None:
         return refusal
-    metrics.refresh_gauges()
-    return HttpResponse(generate_latest(metrics.REGISTRY), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)
 
 
 __all__ = ["healthz", "metrics_view", "readyz", "register_check"]

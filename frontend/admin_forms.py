@@ -206,6 +206,7 @@ class TenantEditForm(SpelledOutLabels):
             "max_dev_gpus_per_user",
             "idle_suspend_minutes",
             "idle_suspend_prod",
+            "idle_gpu_util_percent",
             "monthly_gpu_hour_budget",
             "allow_pip_direct_urls",
         ]
@@ -226,6 +227,7 @@ class PolicyForm(SpelledOutLabels):
             "dev_ttl_hours",
             "idle_suspend_minutes",
             "idle_suspend_prod",
+            "idle_gpu_util_percent",
             "allow_pip_direct_urls",
         ]
 

@@ -24,7 +24,12 @@ from clusters.rows.spec import ClusterSpec
 from notifications.event_kinds import EventKind
 from notifications.services import PreferenceLine
 from tenants.models import Role, Tenant
-from tenants.selectors import default_flavor_name, flavor_list, unknown_flavor_message
+from tenants.selectors import (
+    default_flavor_name,
+    flavor_list,
+    priority_classes_for,
+    unknown_flavor_message,
+)
 
 FRACTION_NOTE = (
     "Fractional GPUs share one device under the KAI scheduler and are not memory-isolated: "
@@ -249,6 +254,36 @@ def start_on_default_flavor(form: forms.Form, tenant: Tenant) -> None:
         form.fields["flavor"].initial = name
 
 
+class PriorityClassChoiceField(forms.ModelChoiceField):
+    """A priority class by name, each option saying its value and description."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        words = f"{obj.name} ({obj.value}{', may preempt' if obj.may_preempt else ''})"
+        return f"{words}: {obj.description}" if obj.description else words
+
+
+def add_priority_class_field(form: forms.Form, *, tenant: Tenant, role: str | None) -> None:
+    """The "Priority class" select: the classes the tenant may pick (those that may
+    preempt for its admins only, as the service rules), the default preselected. No
+    class on the platform: no select (the request then has none)."""
+    classes = list(priority_classes_for(tenant))
+    if role != Role.ADMIN:
+        classes = [pc for pc in classes if pc.is_default or not pc.may_preempt]
+    if not classes:
+        return
+    default = next((pc for pc in classes if pc.is_default), None)
+    form.fields["priority_class"] = PriorityClassChoiceField(
+        queryset=priority_classes_for(tenant).filter(pk__in=[pc.pk for pc in classes]),
+        to_field_name="name",
+        required=False,
+        empty_label=None if default else "None (value 0)",
+        initial=default.name if default else None,
+        label="Priority class",
+        help_text="Higher classes go first; a class that may preempt takes lower classes' "
+        "GPUs after notice (docs/preemption.md).",
+    )
+
+
 def ttl_hours_field(tenant: Tenant) -> forms.IntegerField:
     """The TTL input: its HTML bounds and its error are the services' rule
     (:func:`clusters.domain.shapes.ttl_hours_range`), so the browser refuses what the verdict
@@ -349,6 +384,7 @@ class ClusterForm(LabelledErrorsForm):
             del self.fields["gpu_fraction"]
         self.fields["ttl_hours"] = ttl_hours_field(tenant)
         add_topology_fields(self)
+        add_priority_class_field(self, tenant=tenant, role=role)
 
     def clean_env(self) -> dict[str, str]:
         return parse_env_lines(self.cleaned_data["env"])

@@ -13,6 +13,7 @@ from frontend.views import (
     kube_clusters,
     mail,
     platform,
+    priority_classes,
     quota_caps,
     ssh_keys,
     sso,
@@ -101,6 +102,7 @@ urlpatterns = [
         name="platform-user-action",
     ),
     path("platform/flavors/", platform.flavors, name="platform-flavors"),
+    path("platform/prices/", views.prices, name="platform-prices"),
     path("platform/whatif/", whatif.whatif_page, name="platform-whatif"),
     path("platform/flavors/<slug:name>/", platform.flavor_edit, name="platform-flavor"),
     path(
@@ -109,6 +111,16 @@ urlpatterns = [
         name="platform-flavor-delete",
     ),
     path("platform/cohorts/", platform.cohorts, name="platform-cohorts"),
+    path(
+        "platform/priority-classes/",
+        priority_classes.priority_classes,
+        name="platform-priority-classes",
+    ),
+    path(
+        "platform/priority-classes/<slug:name>/delete/",
+        priority_classes.priority_class_delete,
+        name="platform-priority-class-delete",
+    ),
     path("platform/kube-clusters/", kube_clusters.kube_clusters, name="platform-kube-clusters"),
     path(
         "platform/kube-clusters/<slug:name>/",
@@ -167,6 +179,7 @@ urlpatterns = [
     path(CLUSTER + "manage/<str:control>/", tenant_admin.manage, name="cluster-manage-control"),
     path(TENANT + "queue/", views.queue, name="tenant-queue-page"),
     path(TENANT + "usage/", views.usage_page, name="tenant-usage-page"),
+    path(TENANT + "usage/report/", views.cost_report_page, name="tenant-cost-report"),
     path(TENANT + "audit/", views.tenant_audit_page, name="tenant-audit-page"),
     re_path(
         r"^t/(?P<slug>[-a-zA-Z0-9_]+)/clusters/(?P<name>[-a-z0-9]+)/ray/(?P<path>.*)$",

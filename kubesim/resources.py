@@ -138,6 +138,8 @@ BUILTINS: list[ResourceType] = [
     _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     _builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    # Pod priorities (KAI reads a workload's from the PriorityClass its label names).
+    _builtin("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ["pc"]),
     # Dynamic Resource Allocation (kubesim/dra/): devices, their classes, and claims on them.
     _builtin("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
     _builtin("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),

@@ -23,6 +23,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 import yaml
 
 from kubesim import (
+    dcgm,
     errors,
     localrelay,
     openapi,
@@ -304,6 +305,8 @@ class Handler(BaseHTTPRequestHandler):
             authorize(sim.cluster, self._user, method, split.path, params)
             if proxied is not None:
                 self._proxy(method, proxied, split)
+            elif dcgm.NODE_PROXY.match(path):
+                self._node_proxy(method, path)
             else:
                 self._route(method, path, params)
         except ApiError as exc:
@@ -318,6 +321,14 @@ class Handler(BaseHTTPRequestHandler):
                 entry["status"] = self._status
             if self._seen is not None and self._seen.code is not None:
                 self._seen.answered = time.monotonic()
+
+    def _node_proxy(self, method: str, path: str) -> None:
+        """A node proxy request: only the DCGM exporter's port answers (``dcgm.py``)."""
+        cluster = self.server.sim.cluster
+        with cluster.lock:
+            code, body = dcgm.node_proxy(cluster, method, path)
+        ctype = dcgm.TEXT if isinstance(body, bytes) else "application/json"
+        self._send(code, body, content_type=ctype)
 
     def _proxy(self, method: str, proxied: serviceproxy.ProxyPath, split: SplitResult) -> None:
         """A service proxy request: 301 to ``.../proxy/`` for the bare path, else the

@@ -301,17 +301,21 @@ class KubeSim:
         outcome: str | None = None,
         message: str | None = None,
         pending_seconds: float | None = None,
+        checkpoint: str | None = None,
     ) -> None:
         """How simulated Ray drivers behave when their RayJob's ``kubesim.io/job-*``
         annotations do not say: PENDING for ``pending_seconds`` after submission, RUNNING
         for ``run_seconds``, then ``outcome`` (``succeeded`` or ``failed``) with
-        ``message``. None keeps a value. Read when a job is submitted."""
+        ``message``; ``checkpoint="on-notice"``: they checkpoint on a preemption notice
+        (``operators/raycheckpoint.py``; ``""``: they do not). None keeps a value. Read
+        when a job is submitted."""
         with self.cluster.lock:
             self.cluster.rayjob_defaults.update(
                 run_seconds=run_seconds,
                 outcome=outcome,
                 message=message,
                 pending_seconds=pending_seconds,
+                checkpoint=checkpoint,
             )
 
     # -- the Ray dashboard behind the service proxy ---------------------------------------

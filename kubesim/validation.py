@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from kubesim import celrules, quantity
+from kubesim import celrules, priorityclasses, quantity
 from kubesim.dra import validation as dra_validation
 from kubesim.errors import ApiError, Cause, bad_request, invalid
 from kubesim.resources import ResourceType
@@ -399,6 +399,8 @@ def validate_builtin(rt: ResourceType, obj: dict[str, Any]) -> None:  # noqa: C9
         causes.append(Cause("roleRef", "FieldValueRequired", "Required value"))
     elif rt.group == "resource.k8s.io":
         causes += dra_validation.validate(rt.kind, obj)
+    elif rt.kind == "PriorityClass":
+        causes += priorityclasses.validate(obj)
     if causes:
         raise invalid(rt.kind, rt.group, obj.get("metadata", {}).get("name", ""), causes)
 

@@ -13,7 +13,7 @@ import copy
 import json
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, fieldlabels, managedfields, tables
+from kubesim import errors, fieldlabels, managedfields, priorityclasses, tables
 from kubesim.dra import validation as dra_validation
 from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
 from kubesim.resources import ResourceType
@@ -334,9 +334,10 @@ def _write_update(  # noqa: C901
             meta["generation"] = int(ometa.get("generation", 1)) + 1
     if rt.kind == "Pod":
         validate_pod_update(old, new)
-    elif rt.group == "resource.k8s.io" and (
-        causes := dra_validation.validate_update(rt.kind, old, new)
-    ):
+    elif (
+        rt.group == "resource.k8s.io"
+        and (causes := dra_validation.validate_update(rt.kind, old, new))
+    ) or (rt.kind == "PriorityClass" and (causes := priorityclasses.validate_update(old, new))):
         raise errors.invalid(rt.kind, rt.group, ometa["name"], causes)
     if rt.is_custom:
         cluster.validator.check_rules(rt, version, new, old)

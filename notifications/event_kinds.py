@@ -24,6 +24,10 @@ class EventKind(models.TextChoices):
     EXPIRING_SOON = "expiring_soon", "Expiring soon"
     IDLE_WARNING = "idle_warning", "Idle warning"
     RECLAIM_WARNING = "reclaim_warning", "Reclaim warning"
+    # Notice of a preemption to come (a job's, or one for priority): docs/preemption.md.
+    PREEMPTION_NOTICE = "preemption_notice", "Preemption notice"
+    # A job preempted at the end of its notice and requeued to resume from its checkpoint.
+    PREEMPTED = "preempted", "Preempted and requeued"
     HELD = "held", "Put on hold"
     PODS_FAILING = "pods_failing", "Pods cannot start"
     SUSPENDED = "suspended", "Suspended, reclaimed or expired"
@@ -32,6 +36,9 @@ class EventKind(models.TextChoices):
     MEMBER_DRAIN = "member_drain", "Kubernetes cluster drained"
     # A run of any kind entered one of its `Kind.finished` states; value and label are public.
     RUN_FINISHED = "job_finished", "Job finished"
+    # A tenant or engineer reached a monthly cost cap (docs/cost.md); not derived from a
+    # cluster event: notifications.cost_notices writes these deliveries itself.
+    COST_CAP = "cost_cap", "Cost cap reached"
 
 
 # A delivery's kind: one of the above, or a test sent from the webhooks page or API.
@@ -47,6 +54,17 @@ SUSPENSION_CAUSES = {
     "suspended": "was suspended; its GPUs were released",
     "scaled_to_zero": "was scaled to zero after its window without requests; its GPUs "
     "were released and the next request to its endpoint wakes it",
+}
+
+
+# The notes (no move) told to the owner, by their reason.
+_NOTES = {
+    "expiry_warning": EventKind.EXPIRING_SOON,
+    "idle_warning": EventKind.IDLE_WARNING,
+    "reclaim_warning": EventKind.RECLAIM_WARNING,
+    "preemption_notice": EventKind.PREEMPTION_NOTICE,
+    "held": EventKind.HELD,
+    "pods_failing": EventKind.PODS_FAILING,
 }
 
 
@@ -70,10 +88,14 @@ def derive(
     - ``cluster_ready``: ``provisioning`` -> ``ready``;
     - ``expiring_soon``: the note ``expiry_warning``; ``idle_warning``: the note
       ``idle_warning``; ``reclaim_warning``: the note ``reclaim_warning`` (borrowed
-      GPUs wanted back, the cluster to be suspended after a grace); ``held``: the note
+      GPUs wanted back, the cluster to be suspended after a grace);
+      ``preemption_notice``: the note ``preemption_notice`` (a job, or a request outranked,
+      to be preempted at the end of its notice); ``held``: the note
       ``held`` (a tenant admin put the queued request on hold); ``pods_failing``: the
       note ``pods_failing`` (an image cannot be pulled, containers crash). Each is a warning the
       request's page shows, so its owner hears of it too;
+    - ``preempted``: a move with reason ``preempted`` (a job requeued at the end of its
+      notice, to resume from its last checkpoint);
     - ``member_drain``: reason ``member_drain``, a drain of the Kubernetes cluster it runs
       on, as a move back to the queue or a note that it runs to its end there;
     - ``suspended``: entering ``suspended`` (reason ``idle``, ``reclaimed``,
@@ -83,22 +105,16 @@ def derive(
     moved = from_state != to_state
     if reason == "member_drain":
         return Derived(EventKind.MEMBER_DRAIN, reason)
+    if moved and reason == "preempted":
+        return Derived(EventKind.PREEMPTED, reason)
     if moved and to_state in finished:
         return Derived(EventKind.RUN_FINISHED, reason)
     if moved and to_state == State.FAILED:
         return Derived(EventKind.FAILED, reason)
     if moved and to_state == State.READY and from_state == State.PROVISIONING:
         return Derived(EventKind.CLUSTER_READY, reason)
-    if not moved and reason == "expiry_warning":
-        return Derived(EventKind.EXPIRING_SOON, reason)
-    if not moved and reason == "idle_warning":
-        return Derived(EventKind.IDLE_WARNING, reason)
-    if not moved and reason == "reclaim_warning":
-        return Derived(EventKind.RECLAIM_WARNING, reason)
-    if not moved and reason == "held":
-        return Derived(EventKind.HELD, reason)
-    if not moved and reason == "pods_failing":
-        return Derived(EventKind.PODS_FAILING, reason)
+    if not moved and reason in _NOTES:
+        return Derived(_NOTES[reason], reason)
     if moved and to_state == State.SUSPENDED:
         return Derived(EventKind.SUSPENDED, reason if reason in SUSPENSION_CAUSES else "suspended")
     if moved and to_state == State.DELETING and reason == "expired":

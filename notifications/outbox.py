@@ -59,6 +59,8 @@ _TEXTS = {
     event_kinds.EventKind.RECLAIM_WARNING: (
         "{what} will be suspended to give borrowed GPUs back: {message}"
     ),
+    event_kinds.EventKind.PREEMPTION_NOTICE: "{what} will be preempted: {message}",
+    event_kinds.EventKind.PREEMPTED: "{what} was {message}",
     event_kinds.EventKind.HELD: "{what} was put {message}.",
     event_kinds.EventKind.PODS_FAILING: "{what} {message}",
     event_kinds.EventKind.MEMBER_DRAIN: "{what}: {message}",

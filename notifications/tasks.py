@@ -18,7 +18,8 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from notifications import enqueue, outbox, services
+from controlplane import metrics
+from notifications import cost_notices, cost_reports, enqueue, outbox, services
 from notifications.models import Channel, Delivery
 from notifications.sending import Notice, SendError, post_webhook, send_email
 
@@ -79,6 +80,10 @@ def _send(delivery: Delivery) -> None:
     post_webhook(url=profile.webhook_url, secret=profile.webhook_secret, notice=notice)
 
 
+def _count(delivery: Delivery, outcome: str) -> None:
+    metrics.DELIVERIES.labels(delivery.kind, delivery.channel, outcome).inc()
+
+
 @shared_task(name=enqueue.DELIVER, bind=True, acks_late=True, max_retries=None)
 def deliver(self: Any, delivery_pk: int) -> str:
     """Send one delivery (see the module docstring); returns what became of it."""
@@ -97,12 +102,15 @@ def deliver(self: Any, delivery_pk: int) -> str:
         )
         if exc.permanent or delivery.attempts >= settings.NOTIFY_MAX_ATTEMPTS:
             services.delivery_failed(delivery=delivery, error=exc.message, retry_in=None)
+            _count(delivery, "gave_up")
             return "gave up"
+        _count(delivery, "retry")
         countdown = backoff_seconds(delivery.attempts, exc.retry_after)
         services.delivery_failed(delivery=delivery, error=exc.message, retry_in=countdown)
         # The exception is not chained into the retry: its text may quote a URL.
         raise self.retry(countdown=countdown, exc=SendError(exc.message, permanent=False)) from None
     services.delivery_sent(delivery=delivery)
+    _count(delivery, "sent")
     log.info("delivery %s (%s) sent to %s", delivery.delivery_id, delivery.kind, delivery.target)
     return "sent"
 
@@ -116,3 +124,15 @@ def sweep() -> int:
     if rows:
         log.info("re-sent %d stale deliveries", len(rows))
     return len(rows)
+
+
+@shared_task(name="notifications.tasks.check_cost_caps", acks_late=True)
+def check_cost_caps() -> int:
+    """Tell the money caps crossed this month (docs/cost.md); returns deliveries made."""
+    return len(cost_notices.check_cost_caps())
+
+
+@shared_task(name="notifications.tasks.mail_cost_reports", acks_late=True)
+def mail_cost_reports() -> dict[str, int]:
+    """Mail last month's cost report to each tenant's admins, once (docs/cost.md)."""
+    return cost_reports.mail_reports()

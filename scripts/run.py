@@ -9,7 +9,9 @@ Ray dashboards' origin, a mail sink and a demo webhook receiver; each logs to va
 and is restarted if it dies. Ctrl-C stops them all. Environment: PORT, KUBE_PORT,
 CLOUD_KUBE_PORT, MAIL_PORT,
 WEBHOOK_PORT, REAL_RAY, DEBUG=1, KUBECONFIG (a real cluster: no kubesim), EMAIL_HOST,
-RAY_PROXY_ORIGIN. README.md ("make run") says what each does.
+RAY_PROXY_ORIGIN, WEB_WORKERS (web server processes), PROMETHEUS=1 and PROMETHEUS_PORT
+(a Prometheus scraping it all: scripts/run_prometheus.py). README.md ("make run")
+says what each does.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# Its helper module beside it, whether this runs as a script or is imported (tests).
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_prometheus
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR = Path(os.environ.get("GANGWAY_VAR_DIR", ROOT / "var")).resolve()
@@ -247,6 +254,7 @@ def _arguments() -> argparse.Namespace:
     args.cloud_kube_port = args.cloud_kube_port or args.kube_port + 1
     args.mail_port = args.mail_port or args.port + 4
     args.webhook_port = args.webhook_port or args.port + 5
+    args.prometheus_port = int(os.environ.get("PROMETHEUS_PORT") or args.port + 6)
     return args
 
 
@@ -400,8 +408,9 @@ def _ray_web(port: int) -> Child:
     return Child("rayweb", web_command(port))
 
 
-def web_command(port: int) -> list[str]:
-    """The web server of make run: the ASGI application under uvicorn on loopback."""
+def web_command(port: int, workers: int = 1) -> list[str]:
+    """The web server of make run: the ASGI application under uvicorn on loopback
+    (``workers`` processes: WEB_WORKERS, as production's gunicorn runs several)."""
     return [
         sys.executable,
         "-m",
@@ -419,6 +428,7 @@ def web_command(port: int) -> list[str]:
         # Open WebSockets (a followed log) are closed on Ctrl-C rather than waited for.
         "--timeout-graceful-shutdown",
         "5",
+        *(["--workers", str(workers)] if workers > 1 else []),
     ]
 
 
@@ -450,8 +460,18 @@ def _children(
             "beat",
             [*celery, "beat", "--loglevel", "INFO", "--schedule", str(VAR / "celerybeat-schedule")],
         ),
-        Child("web", web_command(args.port)),
+        Child("web", web_command(args.port, int(env.get("WEB_WORKERS") or 1))),
+        *_prometheus(args, env),
     ]
+
+
+def _prometheus(args: argparse.Namespace, env: dict[str, str]) -> list[Child]:
+    """Prometheus scraping the web server, when PROMETHEUS=1."""
+    if not run_prometheus.wanted(env):
+        return []
+    bearer = run_prometheus.token(VAR, env)
+    target = f"127.0.0.1:{args.port}"
+    return [Child("prometheus", run_prometheus.command(VAR, args.prometheus_port, target, bearer))]
 
 
 def _start(
@@ -493,6 +513,11 @@ def _start(
             if real
             else "  real Ray: off (REAL_RAY=0, or the ray package is not installed)"
         )
+    if any(child.name == "prometheus" for child in children):
+        say(
+            f"  prometheus: http://127.0.0.1:{args.prometheus_port}/  (scrapes /metrics; "
+            "queries in docs/metrics.md)"
+        )
     say(f"  logs:     {VAR}/*.log     Ctrl-C stops everything.\n")
 
 
@@ -507,6 +532,10 @@ def main() -> int:
 
     VAR.mkdir(parents=True, exist_ok=True)
     env = child_environment()
+    run_prometheus.multiprocess_environment(VAR, env)
+    if run_prometheus.wanted(env) and not _port_free(args.prometheus_port):
+        say(f"port {args.prometheus_port} is in use; choose another: PROMETHEUS_PORT=<port>")
+        return 1
     notification_environment(args, env, own_mail)
     ray_port = ray_origin(args, env)
     if ray_port is not None and not _port_free(ray_port):

@@ -153,6 +153,19 @@ def ensure_chromium() -> None:
     apt_install("chromium")
 
 
+def ensure_prometheus() -> None:
+    """The metrics end-to-end test runs Debian's Prometheus; install it when missing."""
+    if shutil.which("prometheus"):
+        return
+    if os.geteuid() != 0:
+        say(
+            "prometheus is missing and we are not root: tests/test_prometheus.py will fail "
+            "(apt-get install -y prometheus)"
+        )
+        return
+    apt_install("prometheus")
+
+
 def main() -> None:
     db_url = os.environ.get("DATABASE_URL") or DEFAULT_DB
     if not db_url.startswith("postgres"):
@@ -167,6 +180,7 @@ def main() -> None:
         say(f"no Redis answers at {rd.hostname}:{rd.port or 6379}")
         redis_url = start_redis()
     ensure_chromium()
+    ensure_prometheus()
     print(f"export DATABASE_URL='{db_url}'")
     print(f"export REDIS_URL='{redis_url}'")
     print(f"export CELERY_BROKER_URL='{redis_url}'")

@@ -245,6 +245,13 @@ class Tenant(models.Model):
         validators=[MaxValueValidator(24 * 60 * 30)],
         help_text="A dev cluster idle this long is warned, then suspended (0: never).",
     )
+    idle_gpu_util_percent = models.PositiveSmallIntegerField(
+        "idle below GPU utilisation (%)",
+        default=0,
+        validators=[MaxValueValidator(100)],
+        help_text="A cluster whose GPUs all stay under this utilisation (%) counts as idle "
+        "even if Ray is busy, e.g. on CPU (0: Ray's activity alone decides).",
+    )
     idle_suspend_prod = models.BooleanField(
         default=False,
         help_text="Apply the idle policy to production clusters too (off: dev clusters only).",

@@ -15,7 +15,16 @@ from django.utils import timezone
 from knox.models import AuthToken
 
 from controlplane.rows import ModelRows
-from tenants.models import AuditEvent, Cohort, GpuFlavor, Membership, Quota, Role, Tenant
+from tenants.models import (
+    AuditEvent,
+    Cohort,
+    GpuFlavor,
+    Membership,
+    PriorityClass,
+    Quota,
+    Role,
+    Tenant,
+)
 from tenants.ssh_keys import SshKey
 
 # A token's public id: the start of knox's digest (a hash; the key itself is never kept).
@@ -264,3 +273,39 @@ def ssh_keys_for_cluster(*, tenant: Any, owner: Any) -> list[str]:
     admins = Membership.objects.filter(tenant=tenant, role=Role.ADMIN).values("user_id")
     keys = SshKey.objects.filter(Q(user=owner) | Q(user_id__in=admins))
     return sorted({k.public_key for k in keys.only("public_key")})
+
+
+# Priority classes (docs/preemption.md). Every read works with no class at all (a fresh
+# or flushed database): a request then has no class, value 0, and may not preempt.
+
+
+def priority_class_list() -> QuerySet[PriorityClass]:
+    """Every class, highest value first, with the tenants each allows."""
+    return PriorityClass.objects.prefetch_related("tenants").order_by("-value")
+
+
+def priority_classes_for(tenant: Tenant) -> QuerySet[PriorityClass]:
+    """The classes ``tenant``'s members may pick: those that name no tenant (open to
+    all) and those that name it, highest value first."""
+    allowed = PriorityClass.objects.filter(tenants=tenant).values("pk")
+    return (
+        PriorityClass.objects.filter(Q(tenants__isnull=True) | Q(pk__in=allowed))
+        .distinct()
+        .prefetch_related("tenants")
+        .order_by("-value")
+    )
+
+
+def default_priority_class() -> PriorityClass | None:
+    """The class of a request that names none, or ``None`` if no class is the default."""
+    return PriorityClass.objects.filter(is_default=True).first()
+
+
+def may_use(priority_class: PriorityClass, tenant: Tenant) -> bool:
+    """Whether ``tenant``'s members may pick ``priority_class``."""
+    return priority_classes_for(tenant).filter(pk=priority_class.pk).exists()
+
+
+def allowed_tenant_slugs(priority_class: PriorityClass) -> list[str]:
+    """The slugs of the tenants the class names, sorted (empty: every tenant)."""
+    return sorted(t.slug for t in priority_class.tenants.all())

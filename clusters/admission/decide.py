@@ -15,14 +15,15 @@ import copy
 import heapq
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
 
 from clusters.admission.domain_reclaim import free_a_domain
-from clusters.admission.eta import Wait, estimate
+from clusters.admission.eta import Wait, WaitKey, estimate
 from clusters.admission.ledger import Ledger, Pool, fmt
 from clusters.admission.placement import Placer
+from clusters.admission.priority_preemption import preempt_for_capacity, preempt_for_cohort
 from clusters.admission.queue_order import HeadKey, head_key, tenant_order
 from clusters.admission.reclaim_promises import Promises
 from clusters.admission.snapshot import (
@@ -44,6 +45,7 @@ from clusters.admission.snapshot import (
 )
 from clusters.admission.standing import queue_status
 from clusters.admission.topology_room import REQUIRED, FreeNodes, level_word, wish
+from clusters.admission.victims import Pick, may_be_stopped, pick, victim_order
 from clusters.admission.wait_messages import (
     cap_message,
     cohort_message,
@@ -52,6 +54,7 @@ from clusters.admission.wait_messages import (
     free_words,
     minutes_words,
     promised_message,
+    protected_message,
     quota_message,
 )
 
@@ -104,6 +107,10 @@ class PassState:
         # How often each (cohort, flavor) was asked to reclaim (the dry-run's recorder
         # reads it to know which steps could have read ``reclaim_failed``).
         self.reclaim_asked: dict[tuple[str, str], int] = defaultdict(int)
+        # The candidates for priority preemption per flavor, in victim order, and when
+        # each request that waits for protection windows to end should start.
+        self.flavor_victims: dict[str, list[Running]] = {}
+        self.protected_etas: dict[WaitKey, datetime] = {}
         self.decision = Decision()
 
     # -- checks -------------------------------------------------------------------
@@ -182,15 +189,15 @@ class PassState:
             <= cohort_total + promises.releasing_cohort[ckey]
         )
         if not (fits_now and keeps_promises):
-            if may_reclaim and used + p.gpus <= nominal:
-                # Borrowers are suspended only for a request that would then start: not
-                # for one a request ahead holds back anyway.
+            if may_reclaim and (used + p.gpus <= nominal or p.may_preempt):
+                # Borrowers are suspended (and lower classes preempted) only for a
+                # request that would then start: not for one a request ahead holds back.
                 ahead = self.held(p)
                 if ahead is not None:
                     return ahead
-                reclaim = self.reclaim(p, ckey)
-                if reclaim is not None:
-                    return reclaim
+                taking = self._take_back(p, ckey, within_nominal=used + p.gpus <= nominal)
+                if taking is not None:
+                    return taking
             if fits_now:
                 return self._held_for_promise(p, ("c", *ckey))
             in_use = led.cohort_usage[ckey]
@@ -205,6 +212,10 @@ class PassState:
                 free + promises.releasing_fleet[p.flavor]
             ):
                 return self._held_for_promise(p, ("f", p.flavor))
+            if may_reclaim and p.may_preempt and self._short_of_room(p, free):
+                preempt = preempt_for_capacity(self, p)
+                if preempt is not None:
+                    return preempt
             if p.gpus > free:
                 return self._why(
                     CAPACITY,
@@ -233,6 +244,14 @@ class PassState:
             if placement.member is None:
                 return self._why(CAPACITY, ("f", p.flavor), lambda: placement.waiting_words(p))
         return None
+
+    def _short_of_room(self, p: Pending, free: Decimal) -> bool:
+        """Whether the fleet lacks the GPUs, or a production gang the whole nodes, ``p``
+        needs (the two capacity checks below)."""
+        if p.gpus > free:
+            return True
+        nodes = self.led.whole_free_nodes(p.flavor)
+        return p.kind == PROD and nodes is not None and p.workers > nodes
 
     def no_domain(self, p: Pending) -> tuple[str, str, Pool] | None:
         """``CAPACITY`` when ``p`` requires its workers in one domain of a level and no
@@ -290,26 +309,73 @@ class PassState:
             if fit is not None and fit.domain is None:
                 return self._reclaim_domain(p, ckey, deficit, asked[0], room)
         chosen: list[Running] = []
-        freed = Decimal(0)
         failed = self.reclaim_failed.get(ckey)
         if failed is not None and failed[1] == led.cohort_usage[ckey] and deficit >= failed[0]:
             return None
         if deficit > 0:
-            taken: dict[str, Decimal] = defaultdict(Decimal)
-            for r in self._victims(ckey):
-                if freed >= deficit:
-                    break
-                if r.id in self.picked or r.tenant == p.tenant:
-                    continue
-                if self._borrowed(r) - taken[r.tenant] <= 0:
-                    continue
-                chosen.append(r)
-                taken[r.tenant] += r.gpus
-                freed += r.gpus
-            if freed < deficit:
+            others = (
+                r for r in self._victims(ckey) if r.id not in self.picked and r.tenant != p.tenant
+            )
+            found = pick(
+                others,
+                deficit,
+                now=self.snap.now,
+                grace=self.snap.reclaim_grace,
+                amount=lambda r, taken: r.gpus if self._borrowed(r) - taken > 0 else Decimal(0),
+            )
+            if not found.enough:
+                if found.waits_for is not None:
+                    # Not remembered as failed: the next request may need fewer of them.
+                    return self.protected(p, COHORT_QUOTA, ("c", *ckey), "Reclaims", found)
                 self.reclaim_failed[ckey] = (deficit, led.cohort_usage[ckey])
                 return None
-        return self._suspend(p, ckey, chosen, freed)
+            chosen = found.chosen
+        return self._suspend(p, ckey, chosen)
+
+    def _take_back(
+        self, p: Pending, ckey: tuple[str, str], *, within_nominal: bool
+    ) -> tuple[str, str, Pool] | None:
+        """Reclaim borrowed quota for ``p`` (within its nominal quota), else preempt
+        lower classes for it (its class may preempt); a reclaim that waits for protection
+        windows gives way to a preemption that can start now."""
+        waiting = self.reclaim(p, ckey) if within_nominal else None
+        if not p.may_preempt or (waiting is not None and waiting[0] == RECLAIM_PENDING):
+            return waiting
+        key = (p.id, p.flavor)
+        kept = self.protected_etas.pop(key, None)
+        preempt = preempt_for_cohort(self, p, ckey)
+        if preempt is not None and (waiting is None or preempt[0] == RECLAIM_PENDING):
+            return preempt
+        self.protected_etas.pop(key, None)
+        if kept is not None:
+            self.protected_etas[key] = kept
+        return waiting
+
+    def protected(
+        self, p: Pending, reason: str, pool: Pool, lead: str, found: Pick
+    ) -> tuple[str, str, Pool]:
+        """``p`` waits for the protection windows of the running requests it could take
+        to end (:mod:`clusters.admission.victims`): its reason is ``reason`` as before,
+        its message says whose window and when, its ETA is ``found.starts_at``."""
+        victim, starts_at = found.waits_for, found.starts_at
+        assert victim is not None and starts_at is not None
+        self.protected_etas[p.id, p.flavor] = starts_at
+        notice = victim.notice(self.snap.reclaim_grace)
+        return self._why(
+            reason,
+            pool,
+            lambda: protected_message(
+                p, lead, victim, self.snap.now, notice, self._why_protected(p, reason)
+            ),
+        )
+
+    def _why_protected(self, p: Pending, reason: str) -> str:
+        if reason == CAPACITY:
+            return f"Until then no room on the fleet: {p.flavor} GPUs are in use."
+        return (
+            f"Until then the {self.led.cohort_of(p.tenant)} cohort has no unused {p.flavor} "
+            "GPUs for it."
+        )
 
     def _borrowed(self, r: Running) -> Decimal:
         """The GPUs ``r``'s tenant borrows on its flavor, less what is reclaimed already."""
@@ -323,8 +389,11 @@ class PassState:
         """:meth:`reclaim` for a gang that requires one domain of ``level`` and finds none
         with room: suspend only borrowers' gangs pinned in the one domain that then holds
         it (:mod:`clusters.admission.domain_reclaim`), or none, and say so."""
+        now = self.snap.now
         candidates = [
-            r for r in self._victims(ckey) if r.id not in self.picked and r.tenant != p.tenant
+            r
+            for r in self._victims(ckey)
+            if r.id not in self.picked and r.tenant != p.tenant and not r.protected(now)
         ]
         free = room.per_domain(room.levels.index(level))
         found = free_a_domain(
@@ -343,48 +412,41 @@ class PassState:
             )
         # What is free there now is kept for it too: the reclaim is what completes it.
         room.take(level, found.domain, min(free[found.domain], p.workers))
-        return self._suspend(p, ckey, list(found.victims), found.gpus, found.domain)
+        return self._suspend(p, ckey, list(found.victims), found.domain)
 
     def _suspend(
         self,
         p: Pending,
         ckey: tuple[str, str],
         chosen: list[Running],
-        freed: Decimal,
         domain: str | None = None,
     ) -> tuple[str, str, Pool]:
-        """Warn ``chosen`` (they free ``freed`` GPUs) and promise what they free to ``p``;
+        """Warn ``chosen`` and promise what they free to ``p``;
         ``domain``: the one domain their nodes are freed in for it."""
-        grace = minutes_words(self.snap.reclaim_grace.total_seconds())
-        default_end = self.snap.now + self.snap.reclaim_grace
-        done = self.reclaim_done.get(ckey, self.snap.now)
-        for r in chosen:
-            done = max(done, r.suspend_at or default_end)
-            self.picked.add(r.id)
-            self.reclaimed_from[r.tenant, r.flavor] += r.gpus
-            self.decision.reclaim.append(
-                Reclaim(
-                    id=r.id,
-                    tenant=r.tenant,
-                    flavor=r.flavor,
-                    gpus=r.gpus,
-                    for_tenant=p.tenant,
-                    for_request=p.id,
-                    message=f"{r.tenant} is borrowing {r.flavor} GPUs that {p.tenant} now "
-                    "needs within its own quota. "
-                    + (
-                        "Its growth beyond its guaranteed size is taken back now; it "
-                        "shrinks to that size and keeps running."
-                        if r.id < 0
-                        else f"This cluster will be suspended (not deleted) in {grace}; "
-                        "resume it later to queue again."
-                    ),
+
+        def told(r: Running, notice: timedelta) -> str:
+            if r.id < 0:
+                then = (
+                    "Its growth beyond its guaranteed size is taken back now; it shrinks to "
+                    "that size and keeps running."
                 )
+            elif r.reclaimable:
+                then = (
+                    f"This cluster will be suspended (not deleted) in "
+                    f"{minutes_words(notice.total_seconds())}; resume it later to queue again."
+                )
+            else:
+                then = (
+                    f"It is given notice now and stopped in "
+                    f"{minutes_words(notice.total_seconds())}, then queues again."
+                )
+            return (
+                f"{r.tenant} is borrowing {r.flavor} GPUs that {p.tenant} now needs within "
+                f"its own quota. {then}"
             )
-        self.promises.freeing(ckey, freed)
-        self.promises.promise(p)
-        self.reclaim_done[ckey] = done
-        self.reclaim_etas[p.id] = done
+
+        _, notice = self.warn(p, chosen, cause="reclaim", key=ckey, told=told)
+        grace = minutes_words(notice.total_seconds())
         where = ""
         if domain is not None:
             asked = wish(p)
@@ -397,6 +459,48 @@ class PassState:
             f"and will be suspended within {grace}.",
             ("c", *ckey),
         )
+
+    def warn(
+        self,
+        p: Pending,
+        chosen: list[Running],
+        *,
+        cause: str,
+        key: tuple[str, str],
+        told: Callable[[Running, timedelta], str],
+    ) -> tuple[datetime, timedelta]:
+        """Warn ``chosen`` for ``p`` (a reclaim or a priority preemption: ``cause``),
+        each told ``told(victim, its notice)``, and promise what they free to ``p``.
+        Returns when the last of them is stopped (at least what ``key``'s earlier
+        takings finish at) and the longest notice (the snapshot's grace if none)."""
+        snap = self.snap
+        done = self.reclaim_done.get(key, snap.now)
+        longest = timedelta(0) if chosen else snap.reclaim_grace
+        for r in chosen:
+            notice = r.notice(snap.reclaim_grace)
+            longest = max(longest, notice)
+            # A victim warned by an earlier pass keeps its deadline.
+            done = max(done, r.suspend_at or snap.now + notice)
+            self.picked.add(r.id)
+            self.reclaimed_from[r.tenant, r.flavor] += r.gpus
+            self.promises.freeing((self.led.cohort_of(r.tenant), r.flavor), r.gpus)
+            self.decision.reclaim.append(
+                Reclaim(
+                    id=r.id,
+                    tenant=r.tenant,
+                    flavor=r.flavor,
+                    gpus=r.gpus,
+                    for_tenant=p.tenant,
+                    for_request=p.id,
+                    message=told(r, notice),
+                    cause=cause,
+                    notice_seconds=r.notice_seconds,
+                )
+            )
+        self.promises.promise(p)
+        self.reclaim_done[key] = done
+        self.reclaim_etas[p.id] = done
+        return done, longest
 
     def held(self, p: Pending) -> tuple[str, str, Pool] | None:
         """``HEAD_OF_LINE`` when a request ahead holds one of the pools ``p`` draws from."""
@@ -456,16 +560,12 @@ class PassState:
             found = [
                 r
                 for r in self.snap.running
-                if r.flavor == flavor and r.reclaimable and self.led.cohort_of(r.tenant) == cohort
+                if r.flavor == flavor
+                and may_be_stopped(r)
+                and self.led.cohort_of(r.tenant) == cohort
             ]
-            # Lowest priority first, then newest first.
-            found.sort(
-                key=lambda r: (
-                    1 if r.kind == PROD else 0,
-                    r.priority,
-                    -(r.admitted_at.timestamp() if r.admitted_at else 0.0),
-                )
-            )
+            # The lowest class first, then the lowest priority, then the newest.
+            found.sort(key=victim_order)
             self.victims[ckey] = found
         return found
 
@@ -554,6 +654,8 @@ class PassState:
             if outcome is not None and outcome[0] == RECLAIM_PENDING:
                 outcomes[i] = outcome
                 break
+            # Waiting for protection windows is not kept: it keeps its first outcome.
+            self.protected_etas.pop((p.id, option.flavor), None)
         for option, outcome in zip(options, outcomes, strict=True):
             self._waits(option, outcome)
         self.fungible[p.id] = list(zip(options, outcomes, strict=True))
@@ -604,7 +706,15 @@ class PassState:
                 decision.placement_notes[pid] = note
         decision.domains = dict(self.domains)
         if self.explain:
-            etas = estimate(snap, self.led, admitted, waits, self.picked, self.reclaim_etas)
+            etas = estimate(
+                snap,
+                self.led,
+                admitted,
+                waits,
+                self.picked,
+                self.reclaim_etas,
+                self.protected_etas,
+            )
             for p, pos, standing in statuses:
                 decision.waiting[p.id] = queue_status(pos, standing, etas)
         decision.ledger = {key: gpus for key, gpus in self.led.usage.items() if gpus}
@@ -632,6 +742,8 @@ class PassState:
         other.reclaim_etas = dict(self.reclaim_etas)
         other.reclaim_failed = dict(self.reclaim_failed)
         other.reclaim_asked = defaultdict(int, self.reclaim_asked)
+        other.flavor_victims = dict(self.flavor_victims)
+        other.protected_etas = dict(self.protected_etas)
         other.decision = Decision(reclaim=list(self.decision.reclaim))
         return other
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -58,13 +58,12 @@ _Release = tuple[datetime, Decimal, Decimal, Decimal, str, str, int, bool]
 def _releases(snap: Snapshot, admitted: Sequence[Pending], reclaimed: set[int]) -> list[_Release]:
     """Every future release: running clusters at expiry (reclaimed ones at the end of the
     grace period at the latest) and this pass's admissions after their TTL."""
-    grace_end = snap.now + snap.reclaim_grace
     out: list[_Release] = []
     item: Running | Pending
     for item in snap.running:
         ends = item.expires_at
         if item.id in reclaimed:
-            suspends = item.suspend_at or grace_end
+            suspends = item.suspend_at or snap.now + item.notice(snap.reclaim_grace)
             ends = suspends if ends is None else min(ends, suspends)
         if ends is not None:
             out.append(_release(ends, item))
@@ -137,18 +136,37 @@ def _user_eta(p: Pending, led: Ledger, mine: list[tuple[datetime, Decimal]]) -> 
     return when if clusters <= 0 and gpus <= 0 else None
 
 
-# Named exception to ruff's C901 (max-complexity 12): one simulated clock over releases, aging and
-# reclaim; its branches share the loop's state.
-def estimate(  # noqa: C901
+def estimate(
     snap: Snapshot,
     led: Ledger,
     admitted: Sequence[Pending],
     waits: Sequence[Wait],
     reclaimed: set[int] | None = None,
     reclaim_etas: dict[int, datetime] | None = None,
+    protected_etas: Mapping[WaitKey, datetime] | None = None,
 ) -> dict[WaitKey, datetime | None]:
     """The ETA of every waiting request on every flavor it waits on, given the ledger
-    after the pass."""
+    after the pass. ``protected_etas``: when the requests that wait for running ones'
+    protection windows to end (:mod:`clusters.admission.victims`) could take them; their
+    ETA is that, or what frees first in their pool if sooner."""
+    out = _estimate(snap, led, admitted, waits, reclaimed, reclaim_etas)
+    for key, when in (protected_etas or {}).items():
+        if key in out:
+            known = out[key]
+            out[key] = when if known is None else min(known, when)
+    return out
+
+
+# Named exception to ruff's C901 (max-complexity 12): one simulated clock over releases, aging and
+# reclaim; its branches share the loop's state.
+def _estimate(  # noqa: C901
+    snap: Snapshot,
+    led: Ledger,
+    admitted: Sequence[Pending],
+    waits: Sequence[Wait],
+    reclaimed: set[int] | None,
+    reclaim_etas: dict[int, datetime] | None,
+) -> dict[WaitKey, datetime | None]:
     releases = _releases(snap, admitted, reclaimed or set())
     by_pool: dict[Pool, list[Wait]] = defaultdict(list)
     out: dict[WaitKey, datetime | None] = {}

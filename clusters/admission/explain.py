@@ -63,6 +63,11 @@ def _share(value: float, other: float) -> str:
     return f"{value:.4f}" if text == f"{other:.2f}" and value != other else text
 
 
+def _class(p: Pending) -> str:
+    """A request's priority class in a sentence: its name, else its value."""
+    return p.class_name or f"class {p.class_value}"
+
+
 def _minutes(aging: timedelta) -> str:
     minutes = round(aging.total_seconds() / 60)
     return f"{minutes} min" if minutes < 120 else f"{round(minutes / 60)} h"
@@ -90,6 +95,8 @@ def explain_pair(
         )
     klass, priority, aged, share, *_ = ahead_key
     b_klass, b_priority, b_aged, b_share, *_ = behind_key
+    if klass != b_klass and ahead.class_value != behind.class_value:
+        return f"{lead}: its priority class is higher ({_class(ahead)} vs {_class(behind)})."
     if klass != b_klass:
         return f"{lead}: production requests go before dev ones."
     if priority != b_priority:

@@ -55,10 +55,11 @@ def weighted_share(used: Decimal | float, scale: float, weight: Decimal | float)
     return float(used) * scale / float(weight)
 
 
-def _queue_order(p: Pending) -> tuple[int, int, datetime, int]:
-    """A request's place in its owner's queue: higher priority first, then oldest."""
-    kind_rank, priority = p.rank
-    return (-kind_rank, -priority, p.created_at, p.id)
+def _queue_order(p: Pending) -> tuple[int, int, int, datetime, int]:
+    """A request's place in its owner's queue: higher class and priority first, then
+    oldest."""
+    level, kind_rank, priority = p.rank
+    return (-level, -kind_rank, -priority, p.created_at, p.id)
 
 
 class Ledger:
@@ -105,7 +106,7 @@ class Ledger:
         # The owner's queue as sort keys and prefix sums, and what of it this pass has
         # charged, so that "queued ahead and not yet charged" is a bisection and two
         # tree lookups, not a scan of the owner's queue per check (quadratic per owner).
-        self._queue_keys: dict[tuple[str, int], list[tuple[int, int, datetime, int]]] = {}
+        self._queue_keys: dict[tuple[str, int], list[tuple[int, int, int, datetime, int]]] = {}
         self._queue_gpus: dict[tuple[str, int], list[Decimal]] = {}
         self._queue_index: dict[int, int] = {}
         self._charged_ahead: dict[tuple[str, int], _Counts] = {}
@@ -245,7 +246,7 @@ class Ledger:
             # Those strictly ahead of ``p`` in queue order (``p`` itself may be absent:
             # the dry-run's candidate), less those already counted as charged.
             ahead = self._queue_index.get(p.id, -1)
-            if ahead < 0 or keys[ahead][3] != p.id:
+            if ahead < 0 or keys[ahead][-1] != p.id:
                 ahead = bisect_left(keys, _queue_order(p))
             charged_n, charged_g = self._charged_ahead[who].prefix(ahead)
             clusters += ahead - charged_n

@@ -206,6 +206,7 @@ class RecordedPass:
                 [*ahead, Wait(candidate, reason, pool)],
                 final.picked,
                 final.reclaim_etas,
+                {**final.protected_etas, **state.protected_etas},
             )
             eta = etas.get((candidate.id, candidate.flavor))
         return Verdict(

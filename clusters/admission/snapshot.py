@@ -164,6 +164,36 @@ class Running(Asking):
     # its value ("": none), for an ETA of when that domain frees its nodes.
     topology_level: str = ""
     topology_domain: str = ""
+    # Priority classes and protection (docs/preemption.md). ``preemptible``: it may be
+    # given notice and stopped for a reclaim or a higher class even though its kind is
+    # not ``reclaimable`` (a job, requeued with its checkpoint). Its class's value and
+    # name, and how long its notice lasts (``None``: the snapshot's ``reclaim_grace``).
+    # ``protected_until``: no reclaim nor preemption chooses it before then (its class's
+    # minimum run time or checkpoint grace, whichever ends later: ``protected_by`` is
+    # "min_run" or "checkpoint"). ``name``: said only to its own tenant.
+    preemptible: bool = False
+    class_value: int = 0
+    class_name: str = ""
+    notice_seconds: float | None = None
+    protected_until: datetime | None = None
+    protected_by: str = ""
+    name: str = ""
+
+    def protected(self, now: datetime) -> bool:
+        """Whether no reclaim nor preemption may choose it at ``now``. One already warned
+        (``suspend_at``) stays a victim: a checkpoint it saves on notice must not
+        reprieve it."""
+        return (
+            self.suspend_at is None
+            and self.protected_until is not None
+            and self.protected_until > now
+        )
+
+    def notice(self, default: timedelta) -> timedelta:
+        """How long it is warned before it is stopped (``default``: the snapshot's grace)."""
+        if self.notice_seconds is None:
+            return default
+        return timedelta(seconds=self.notice_seconds)
 
 
 @dataclass(frozen=True)
@@ -224,6 +254,12 @@ class Pending(Asking):
     topology_level: str = ""
     topology_mode: str = ""
     was_on: str = ""
+    # Its priority class (docs/preemption.md): the value orders the queue above all else
+    # (a request without a class has the default class's value, 0 without one);
+    # ``may_preempt``: it may take running requests of lower classes off their GPUs.
+    class_value: int = 0
+    class_name: str = ""
+    may_preempt: bool = False
 
     def on(self, option: FlavorOption, fallbacks: tuple[FlavorOption, ...] = ()) -> Pending:
         """This request on ``option``'s flavor, with its demand there."""
@@ -251,9 +287,10 @@ class Pending(Asking):
         return (self, *(self.on(o) for o in self.fallbacks))
 
     @property
-    def rank(self) -> tuple[int, int]:
-        """Priority order, larger first: prod above dev, then the explicit priority."""
-        return (1 if self.kind == PROD else 0, self.priority)
+    def rank(self) -> tuple[int, int, int]:
+        """Priority order, larger first: the priority class, then prod above dev, then
+        the explicit priority."""
+        return (self.class_value, 1 if self.kind == PROD else 0, self.priority)
 
 
 @dataclass(frozen=True)
@@ -363,8 +400,10 @@ class QueueStatus:
 
 @dataclass(frozen=True)
 class Reclaim:
-    """A borrower's cluster to warn now and suspend after the grace period (never
-    delete), so that ``for_tenant`` gets its nominal quota back for ``for_request``."""
+    """A running request to warn now and stop after its notice (never delete): a
+    borrower's, so that ``for_tenant`` gets its nominal quota back for ``for_request``
+    (``cause`` "reclaim"), or one of a lower priority class than ``for_request``'s, which
+    may preempt (``cause`` "priority")."""
 
     id: int
     tenant: str
@@ -373,6 +412,10 @@ class Reclaim:
     for_tenant: str
     for_request: int
     message: str
+    # "reclaim" (borrowed quota given back) or "priority" (a higher class preempts it),
+    # and its notice in seconds (``None``: the ``RECLAIM_GRACE_SECONDS`` setting).
+    cause: str = "reclaim"
+    notice_seconds: float | None = None
 
 
 @dataclass

@@ -1,15 +1,17 @@
 """Why a request waits, in the sentences an admission pass writes on it: over its
-tenant's quota, waiting for its cohort's unused quota, over its owner's cap, or behind a
-request that reclaimed capacity is promised to."""
+tenant's quota, waiting for its cohort's unused quota, over its owner's cap, behind a
+request that reclaimed capacity is promised to, preempting lower classes, or waiting for
+their protection windows to end. Another team's requests are never named."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from clusters.admission.caps import CapBreach
 from clusters.admission.counts_in_words import count, number, plural
 from clusters.admission.ledger import fmt
-from clusters.admission.snapshot import Pending
+from clusters.admission.snapshot import Pending, Running
 from clusters.admission.topology_room import level_word
 
 
@@ -103,4 +105,52 @@ def domain_reclaim_message(p: Pending, cohort: str, level: str, most: int) -> st
         f"{count(p.workers, 'whole node')} even with their clusters there suspended (at most "
         f"{number(most)} in one {word}), so none is reclaimed for it: it waits for nodes "
         f"to free in one {word} ({level})."
+    )
+
+
+def _whose(victim: Running, reader: str) -> str:
+    """A running request as told to ``reader``'s tenant: by name when it is its own,
+    else unnamed (another team's requests and names are not told: STYLE 3)."""
+    if victim.tenant == reader:
+        return victim.name or f"request {victim.id}"
+    return "another team's request"
+
+
+def protected_message(
+    p: Pending, lead: str, victim: Running, now: datetime, notice: timedelta, why: str
+) -> str:
+    """Why a request waits although running requests may be stopped for it: those it
+    could take are inside their protection window (docs/preemption.md). ``lead`` is what
+    taking them is ("Reclaims", "Preempts"), ``victim`` the one whose window ends last
+    among those it needs, ``notice`` how long they are then warned, ``why`` what the
+    sentence after it says."""
+    window = "checkpoint grace" if victim.protected_by == "checkpoint" else "minimum run time"
+    until = victim.protected_until or now
+    who = _whose(victim, p.tenant)
+    ends = f"{who}'s {window} ends" if victim.tenant == p.tenant else f"the {window} of {who} ends"
+    return (
+        f"{lead} in {minutes_words(max((until - now).total_seconds(), 0))}, when {ends}; "
+        f"it starts after their {minutes_words(notice.total_seconds())} notice. {why}"
+    )
+
+
+def preempting_message(p: Pending, notice: timedelta) -> str:
+    """Why a request of a class that may preempt waits while it does (no other team's
+    request is named)."""
+    klass = f"the {p.class_name} class" if p.class_name else "its priority class"
+    return (
+        f"Running requests of lower priority classes are being preempted for it ({klass} "
+        f"may preempt); they are stopped within {minutes_words(notice.total_seconds())}."
+    )
+
+
+def preempted_message(r: Running, p: Pending, notice: timedelta) -> str:
+    """What the preempted request's owner is told (the preempting tenant is named, as a
+    reclaim names the tenant it gives quota back to)."""
+    mine = f"the {p.class_name} class" if p.class_name else "a higher priority class"
+    theirs = f" (this one is {r.class_name})" if r.class_name else ""
+    return (
+        f"{p.tenant} needs these {r.flavor} GPUs for a request of {mine}, which may "
+        f"preempt lower classes{theirs}. This request is stopped in "
+        f"{minutes_words(notice.total_seconds())} (never deleted)."
     )

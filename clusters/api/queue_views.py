@@ -2,13 +2,14 @@
 
 ``GET /api/v1/tenants/{slug}/queue/`` (any member), ``GET /api/v1/queue/`` (platform
 admins, every tenant, in flavor-queue order) and ``GET /api/v1/tenants/{slug}/usage/``
-(any member; GPU-hours per user and flavor over a period, default the last 30 days, and
-per UTC day; ``?days=7|30|90`` as the dashboard's switch).
+(any member; GPU-hours and their cost per user, flavor and request over a period,
+default the last 30 days, and per UTC day; ``?days=7|30|90`` as the dashboard's switch).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.utils import timezone
@@ -20,7 +21,7 @@ from rest_framework.response import Response
 from clusters import selectors
 from clusters.models import ClusterRequest
 from clusters.output.request import FlatModelOut, QueueFlavorOut, accepted_flavors
-from clusters.rows import usage
+from clusters.rows import costs, usage
 from controlplane.api import generics as drf
 from tenants.api.viewsets import TenantScopedViewSet
 from tenants.models import Role
@@ -39,6 +40,9 @@ class QueueEntryOut(FlatModelOut):
     message = serializers.CharField(source="queue_message")
     eta = serializers.DateTimeField(source="queue_eta", allow_null=True)
     flavors = serializers.SerializerMethodField()
+    priority_class = serializers.SerializerMethodField(
+        help_text="Its platform priority class (null: none)."
+    )
     flavor_standing = QueueFlavorOut(source="queue_flavors", many=True)
 
     class Meta:
@@ -52,6 +56,7 @@ class QueueEntryOut(FlatModelOut):
             "flavors",
             "gpus",
             "priority",
+            "priority_class",
             "position",
             "flavor_position",
             "reason",
@@ -65,6 +70,10 @@ class QueueEntryOut(FlatModelOut):
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_flavors(self, obj: ClusterRequest) -> list[str]:
         return accepted_flavors(obj)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_priority_class(self, obj: ClusterRequest) -> str | None:
+        return obj.priority_class.name if obj.priority_class is not None else None
 
 
 class TenantQueueViewSet(mixins.ListModelMixin, TenantScopedViewSet[ClusterRequest]):
@@ -107,7 +116,17 @@ class UsageOut(drf.Serializer):
     daily = serializers.ListField(
         child=serializers.DictField(),
         help_text="GPU-hours per UTC day, user and flavor (day, user, flavor, gpu_hours, "
-        "active_hours, idle_hours); a span crossing midnight counts on both days.",
+        "active_hours, idle_hours, cost); a span crossing midnight counts on both days.",
+    )
+    currency = serializers.CharField(help_text="The currency of every cost (COST_CURRENCY).")
+    total_cost = serializers.FloatField(
+        help_text="What the GPU-hours cost at the flavor prices in force (docs/cost.md); "
+        "by_user, by_flavor and by_user_and_flavor lines carry their cost too."
+    )
+    by_request = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="GPU-hours and cost per request (request, workload: cluster, job or "
+        "service, user, flavor, gpu_hours, cost, daily: [{day, gpu_hours, cost}]).",
     )
 
 
@@ -161,6 +180,9 @@ class TenantUsageViewSet(TenantScopedViewSet[ClusterRequest]):
         # The buckets once, for the summary and the daily rows alike (two queries).
         hours = usage.period_hours(tenant=self.tenant, **period.validated_data)
         summary = selectors.usage_summary(tenant=self.tenant, hours=hours, **period.validated_data)
+        rows = costs.cost_rows(tenant=self.tenant, **period.validated_data)
+        summary = costs.with_costs(summary, rows)
+        bucket_cost = costs.cost_by_bucket(rows)
         summary["daily"] = [
             {
                 "day": row.day.isoformat(),
@@ -169,6 +191,11 @@ class TenantUsageViewSet(TenantScopedViewSet[ClusterRequest]):
                 "gpu_hours": float(round(row.gpu_hours, 3)),
                 "active_hours": float(round(row.active_hours, 3)),
                 "idle_hours": float(round(row.idle_hours, 3)),
+                "cost": float(
+                    costs.money(
+                        bucket_cost.get((row.day, row.tenant, row.user, row.flavor), Decimal(0))
+                    )
+                ),
             }
             for row in usage.day_rows(*hours)
         ]

@@ -15,7 +15,7 @@ from clusters.requests.placement_wish import unknown_member_message
 from clusters.requests.services import MAX_FLAVORS
 from controlplane.api import generics as drf
 from controlplane.api.serializers import JsonIntegerField
-from tenants.models import GpuFlavor
+from tenants.models import GpuFlavor, PriorityClass
 from tenants.selectors import flavor_named, unknown_flavor_message
 
 
@@ -60,6 +60,20 @@ class KubeClusterField(_NamedRowField):
 
     def unknown(self, name: str) -> str:
         return unknown_member_message(name)
+
+
+class PriorityClassField(_NamedRowField):
+    """A platform priority class by name; an unknown name is refused naming the classes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(slug_field="name", queryset=PriorityClass.objects.all(), **kwargs)
+
+    def unknown(self, name: str) -> str:
+        names = list(PriorityClass.objects.order_by("-value").values_list("name", flat=True))
+        there = f"the classes are {', '.join(names)}" if names else "there are none"
+        return (
+            f"No priority class {name!r}; {there} (GET /api/v1/tenants/{{slug}}/priority-classes/)."
+        )
 
 
 class TtlHoursField(JsonIntegerField):
@@ -129,6 +143,14 @@ class ClusterCreateInput(drf.Serializer):
         help_text="Tenant admins only: higher goes first among the tenant's requests of "
         f"the same kind ({settings.CLUSTER_PRIORITY_MIN} to {settings.CLUSTER_PRIORITY_MAX}, "
         "default 0).",
+    )
+    priority_class = PriorityClassField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The platform priority class it runs in, by name: one of GET "
+        "/api/v1/tenants/{slug}/priority-classes/ (default: the default class). A class "
+        "that may preempt is for the tenant's admins only (docs/preemption.md).",
     )
     image = serializers.CharField(
         required=False,

@@ -5,9 +5,11 @@ from django.urls import include, path, re_path
 from django.utils.module_loading import import_string
 from rest_framework.routers import SimpleRouter
 
+from clusters.api.cost_views import PricesView, TenantCostCapsView
 from clusters.api.fair_share_views import FairShareView
 from clusters.api.images import ImageListView
 from clusters.api.kube_cluster_views import KubeClusterViewSet
+from clusters.api.preemption_views import PreemptionCheckpointView, PreemptionNoticeView
 from clusters.api.queue_views import GlobalQueueView, TenantQueueViewSet, TenantUsageViewSet
 from clusters.api.quota_cap_views import QuotaCapsView
 from clusters.api.ray_views import ray_proxy
@@ -45,7 +47,19 @@ urlpatterns = [
         TenantUsageViewSet.as_view({"get": "retrieve"}),
         name="tenant-usage",
     ),
+    path(
+        "tenants/<slug:tenant_slug>/cost-caps/",
+        TenantCostCapsView.as_view(),
+        name="tenant-cost-caps",
+    ),
     path("queue/", GlobalQueueView.as_view(), name="queue"),
+    # A run's preemption notice and checkpoint reports, by its token (docs/preemption.md).
+    path("preemption/<str:token>/", PreemptionNoticeView.as_view(), name="preemption-notice"),
+    path(
+        "preemption/<str:token>/checkpoint/",
+        PreemptionCheckpointView.as_view(),
+        name="preemption-checkpoint",
+    ),
     path("images/", ImageListView.as_view(), name="images"),
     # The fleet's Kubernetes clusters (platform admins; clusters/api/kube_cluster_views.py).
     path(
@@ -66,6 +80,7 @@ urlpatterns = [
         name="kube-cluster-stock",
     ),
     path("platform/quota-caps/", QuotaCapsView.as_view(), name="quota-caps"),
+    path("platform/prices/", PricesView.as_view(), name="prices"),
     path("platform/fair-share/", FairShareView.as_view(), name="fair-share"),
     *[
         path(

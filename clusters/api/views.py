@@ -37,7 +37,12 @@ from clusters.models import ClusterRequest
 from clusters.queue.backends import manifest_options
 from clusters.requests.dry_run import dry_run_verdict
 from clusters.rows.spec import ClusterSpec
-from clusters.selectors import cluster_list, cluster_list_items, with_recent_events
+from clusters.selectors import (
+    cluster_gpu_utilization,
+    cluster_list,
+    cluster_list_items,
+    with_recent_events,
+)
 from tenants.api.viewsets import TenantScopedViewSet
 from tenants.models import Role, Tenant
 
@@ -72,6 +77,7 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
             # sliced prefetch (a window over every row) took more of a GET's time to
             # compile than the rest of the request.
             with_recent_events(cluster)
+            cluster.gpu_utilization = cluster_gpu_utilization(cluster)  # type: ignore[attr-defined]
             if gpu_devices.wants_devices(cluster):
                 read = gpu_devices.cluster_devices(cluster)
                 cluster.gpu_devices = None if read.error else read.devices  # type: ignore[attr-defined]

@@ -58,6 +58,10 @@ REFUSED_PREFIXES: tuple[tuple[str, str], ...] = (
     ("CONTAINERS_", RUNTIME_REASON),
     ("PIP_", PIP_REASON),
 )
+PREEMPTION_REASON = (
+    "is set by gangway: the preemption notice and the checkpoint to resume from "
+    "(docs/preemption.md)"
+)
 # Exact names (upper case) and why.
 REFUSED_NAMES: dict[str, str] = {
     "HIP_VISIBLE_DEVICES": ACCELERATOR_REASON,
@@ -75,6 +79,9 @@ REFUSED_NAMES: dict[str, str] = {
     "REDIS_PASSWORD": RAY_REASON,
     "GANGWAY_NOTEBOOK_BASE_URL": NOTEBOOK_REASON,
     "GANGWAY_NOTEBOOK_PORT": NOTEBOOK_REASON,
+    "GANGWAY_PREEMPTION_URL": PREEMPTION_REASON,
+    "GANGWAY_RESUME_FROM": PREEMPTION_REASON,
+    "GANGWAY_PODINFO_ANNOTATIONS": PREEMPTION_REASON,
 }
 # Ray settings that only change how output reads: harmless, and asked for.
 ALLOWED_RAY: frozenset[str] = frozenset({"RAY_DEDUP_LOGS", "RAY_COLOR_PREFIX"})

@@ -112,6 +112,9 @@ class Kind:
     section: str = ""  # its pages' segment of the dashboard's paths (the noun's plural)
     plural: str = ""  # its resource name in the API's paths (the object kind's plural)
     reclaimable: bool = False  # may be suspended to give quota back
+    # May be given notice and stopped for a reclaim or a higher priority class, then
+    # queued again (docs/preemption.md): a job resumes from its last checkpoint.
+    preemptible: bool = False
     # An autoscaling row is charged at its guaranteed size (``min_workers``) and runs
     # beyond it only on growth the admission pass grants (borrowable, reclaimed by a
     # shrink): the kind asks for it (:class:`~clusters.models.Growth`).

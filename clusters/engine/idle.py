@@ -4,7 +4,8 @@ A pass (beat, every ``ACTIVITY_CHECK_SECONDS``) reads each ready cluster's dashb
 (:func:`clusters.kube.raydash.read_activity`; a notebook's busy kernels too,
 ``notebook_activity.py``), records ``last_active_at``, keeps the idle ledger
 (:class:`clusters.models.IdleSpan`) and applies the tenant's policy
-(``idle_suspend_minutes``; dev only unless ``idle_suspend_prod``): idle that long, the
+(``idle_suspend_minutes``; dev only unless ``idle_suspend_prod``; GPUs under
+``idle_gpu_util_percent`` are idle even if Ray is busy, ``gpu_activity.py``): idle that long, the
 owner is warned; still idle ``IDLE_GRACE_MINUTES`` later, it is suspended. Any use cancels
 the warning; an unreadable dashboard is never idleness; writes are conditional on the row
 as read. Kinds' own idle policies (``Kind.idle_reclaim``: scale to zero) run here too.
@@ -23,9 +24,10 @@ from django.utils import timezone
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import idle_reclaimers, interactive_workloads
-from clusters.engine import notebook_activity
+from clusters.engine import gpu_activity, notebook_activity
 from clusters.engine.tunnel_activity import with_tunnels
 from clusters.kube.connection import placed_gateways
+from clusters.kube.dcgm import GpuReading, read_gpu_utilization
 from clusters.kube.gateway import Gateway
 from clusters.kube.raydash import Activity, DashboardUnreachable, read_activity
 from clusters.models import ClusterKind, ClusterRequest, IdleSpan
@@ -64,13 +66,16 @@ def idle_deadline(cluster: ClusterRequest) -> datetime.datetime | None:
     return cluster.idle_warned_at + timedelta(minutes=settings.IDLE_GRACE_MINUTES)
 
 
-def _read(gw: Gateway, cluster: ClusterRequest) -> Activity | DashboardUnreachable:
+def _read(
+    gw: Gateway, cluster: ClusterRequest
+) -> tuple[Activity | DashboardUnreachable, GpuReading]:
+    gpus = read_gpu_utilization(gw, cluster)
     try:
         found = read_activity(gw, cluster.namespace, cluster.name)
     except DashboardUnreachable as exc:
-        return exc
+        return exc, gpus
     # Sources of use besides Ray, each in its own module.
-    return notebook_activity.with_notebook(gw, cluster, found)
+    return notebook_activity.with_notebook(gw, cluster, found), gpus
 
 
 def check_activity(*, now: datetime.datetime | None = None) -> IdleReport:
@@ -90,8 +95,10 @@ def check_activity(*, now: datetime.datetime | None = None) -> IdleReport:
     gateways = placed_gateways(clusters)  # each cluster is read on its own member
     with ThreadPoolExecutor(max_workers=_READERS) as pool:
         found = list(pool.map(lambda c: _read(gateways[c.pk], c), clusters))
-    for cluster, activity in zip(clusters, found, strict=True):
+    gpu_activity.forget_old(now=now)
+    for cluster, (activity, gpus) in zip(clusters, found, strict=True):
         report.checked += 1
+        gpu_activity.record(cluster, gpus, now=now)
         if isinstance(activity, DashboardUnreachable):
             report.unreachable += 1
             ClusterRequest.objects.filter(pk=cluster.pk, state=State.READY).update(
@@ -99,7 +106,11 @@ def check_activity(*, now: datetime.datetime | None = None) -> IdleReport:
                 activity_note=f"activity unknown: {activity.message}"[:300],
             )
             continue
-        activity = with_tunnels(cluster, activity, now=now)
+        by_gpus = gpu_activity.with_gpus(cluster, activity, gpus, now=now)
+        if by_gpus is not activity:
+            # Idle by its GPUs while Ray is busy: Ray's recent use does not count.
+            cluster.last_active_at = None
+        activity = with_tunnels(cluster, by_gpus, now=now)
         apply_activity(cluster, activity, now=now, report=report)
     return report
 
@@ -144,7 +155,7 @@ def apply_activity(
     idle_for = now - last
     threshold = timedelta(minutes=cluster.tenant.idle_suspend_minutes)
     if still_warned is None and idle_for >= threshold:
-        _warn(cluster, idle_for, now, report)
+        _warn(cluster, idle_for, now, report, why=activity.reason)
     elif still_warned is not None and now >= (idle_deadline(cluster) or now):
         _suspend(cluster, idle_for, report)
 
@@ -191,7 +202,12 @@ def _minutes(delta: timedelta) -> int:
 
 
 def _warn(
-    cluster: ClusterRequest, idle_for: timedelta, now: datetime.datetime, report: IdleReport
+    cluster: ClusterRequest,
+    idle_for: timedelta,
+    now: datetime.datetime,
+    report: IdleReport,
+    *,
+    why: str,
 ) -> None:
     with transaction.atomic():
         claimed = ClusterRequest.objects.filter(
@@ -204,7 +220,7 @@ def _warn(
         note(
             cluster,
             reason="idle_warning",
-            message=f"idle for {_minutes(idle_for)} min (no Ray driver or job); it will be "
+            message=f"idle for {_minutes(idle_for)} min ({why[:200]}); it will be "
             f"suspended at {deadline:%H:%M} UTC and its GPUs released unless it is used or "
             "kept alive",
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from django.utils import timezone
 
 from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_named, kind_of, kinds, row_relations
-from clusters.engine import foldmemo, informers, scale_up
+from clusters.engine import foldmemo, informers, preemption_notice, scale_up
 from clusters.engine.deletion import DELETED_MESSAGE, RELEASED_MESSAGE
 from clusters.engine.member_scope import MemberScope
 from clusters.engine.pass_state import Fold, Report, Seen
@@ -40,6 +41,7 @@ from clusters.queue import free_capacity, free_devices, free_domains
 from clusters.queue.backends import queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
 from clusters.rows.transitions import release_gpus_many, transition_many
+from controlplane import metrics
 from tenants.models import GpuFlavor, Tenant
 
 log = logging.getLogger(__name__)
@@ -105,8 +107,14 @@ def reconcile_once(gw: Gateway | None = None, *, scope: MemberScope | None = Non
     member's), through ``gw`` (``None``: that member's gateway); see the module
     docstring."""
     scope = scope or MemberScope.of(None)
+    member = scope.name or "home"
+    started = time.monotonic()
     with _without_cycle_collection():
-        return _reconcile(gw or scope.gateway(), scope)
+        report = _reconcile(gw or scope.gateway(), scope)
+    # A pass that raised is not counted: its lag keeps growing, which is what alerts.
+    metrics.RECONCILE_SECONDS.labels(member).observe(time.monotonic() - started)
+    metrics.RECONCILE_LAST.labels(member).set(time.time())
+    return report
 
 
 def _reconcile(gw: Gateway, scope: MemberScope) -> Report:
@@ -211,6 +219,7 @@ def _fold_rows(
                 continue
             fold = Fold(seen, key, gw, backend, view, report, now)
             kind_of(cluster).behaviour.fold(cluster, fold)
+            preemption_notice.sync(cluster, seen.pods_by_id.get(cluster.pk, []), gw)
         except KubeError as exc:
             report.errors.append(f"{cluster}: {exc.message}")
             log.warning("reconcile %s: %s", cluster, exc.message)

@@ -18,8 +18,9 @@ from django.conf import settings
 from clusters.kube import labels, manifests, topology_queues
 from clusters.kube.applied import AppliedCache
 from clusters.kube.gateway import Gateway, NamespaceMissing, PermanentKubeError, TransientKubeError
+from clusters.kube.priority_classes import kai_priority_classes
 from clusters.kube.queues import local_queue
-from tenants.models import Quota, Tenant
+from tenants.models import PriorityClass, Quota, Tenant
 
 _applied = AppliedCache("namespace-bundle")
 
@@ -57,6 +58,8 @@ def tenant_bundle_objects(
         # tenant with the flavor applies the same object: applying it again is a no-op).
         flavors = {str(q.flavor.name): q.flavor for q in quotas}
         objects += topology_queues.kai_topologies(flavors.values())
+        # The PriorityClasses fractional workloads name (cluster-wide, as the Topologies).
+        objects += kai_priority_classes(PriorityClass.objects.all())
     if settings.QUEUE_MODE == "kueue":
         # In the bundle, not with the cluster-wide Kueue objects: a namespace built
         # again gets its LocalQueue back with it.
@@ -100,11 +103,27 @@ def ensure_bundle(
     def write(objects: list[dict[str, Any]]) -> None:
         claim_namespace(tenant, next(o for o in objects if o["kind"] == "Namespace"), gw)
         for obj in objects:
-            gw.apply(obj)
+            if obj["kind"] == "PriorityClass":
+                apply_priority_class(obj, gw)
+            else:
+                gw.apply(obj)
 
     return _applied.apply(
         _key(gw.member, tenant.pk), tenant_bundle_objects(tenant, quotas), write, force=force
     )
+
+
+def apply_priority_class(obj: dict[str, Any], gw: Gateway) -> None:
+    """Apply a Kubernetes PriorityClass whose value or preemption policy may have
+    changed since it was written: the API server refuses to change either in an update,
+    so a changed one is deleted and written again (workloads that name it keep their
+    priority as admitted; new ones get the new value)."""
+    name = obj["metadata"]["name"]
+    there = gw.get(obj["apiVersion"], obj["kind"], name)
+    fixed = ("value", "preemptionPolicy")
+    if there is not None and any(there.get(k) != obj.get(k) for k in fixed):
+        gw.delete(obj["apiVersion"], obj["kind"], name)
+    gw.apply(obj)
 
 
 class BatchBundles:

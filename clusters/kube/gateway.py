@@ -46,6 +46,7 @@ from clusters.kube.responses import (
     stream_lines,
     tls_context,
 )
+from controlplane import metrics
 
 __all__ = [
     "KINDS",
@@ -94,6 +95,14 @@ def classify(exc: Exception, *, what: str) -> KubeError:
     return transport_error(exc, what=what)
 
 
+def _error_kind(error: KubeError) -> str:
+    """The ``kind`` label of a failed request: transient or permanent, or its status
+    class when it has one (a few values, whatever the server said)."""
+    if error.status:
+        return f"{error.status // 100}xx"
+    return "transient" if isinstance(error, TransientKubeError) else "permanent"
+
+
 class Gateway:
     """A thin, typed wrapper over the client's REST transport for the kinds gangway writes."""
 
@@ -122,8 +131,11 @@ class Gateway:
         the API server throttled is not sent again before its Retry-After by any process
         (:mod:`.notbefore`); reads and writes (``scope``) are held apart, per API server."""
         held = f"{self._api.configuration.host}{path}"
+        cluster = self.member or "home"
+        metrics.GATEWAY_REQUESTS.labels(method, cluster).inc()
         left = notbefore.wait(scope, held)
         if left > 0:
+            metrics.GATEWAY_ERRORS.labels(method, cluster, "throttled").inc()
             raise TransientKubeError(
                 f"{what}: waiting {left:.1f} s more, as the API server asked",
                 status=429,
@@ -142,6 +154,7 @@ class Gateway:
             )
         except Exception as exc:  # classified right here
             error = classify(exc, what=what)
+            metrics.GATEWAY_ERRORS.labels(method, cluster, _error_kind(error)).inc()
             if isinstance(error, TransientKubeError) and error.retry_after:
                 notbefore.hold(scope, held, error.retry_after)
             if error.status == 403 and isinstance(error, PermanentKubeError):
@@ -489,6 +502,28 @@ class Gateway:
         except Exception as exc:  # classified right here
             raise classify(exc, what=f"proxy to service {namespace}/{service}:{port}") from exc
         return ProxiedResponse(response)
+
+    def node_proxy_get(self, node: str, port: int, path: str, *, limit: int) -> tuple[int, bytes]:
+        """GET ``path`` on a port of ``node`` through the API server's node proxy
+        (``nodes/{node}:{port}/proxy``): the status and at most ``limit`` bytes of the body.
+        Only getting no answer raises :class:`TransientKubeError`."""
+        url = f"{self._api.configuration.host}/api/v1/nodes/{node}:{port}/proxy/{path.lstrip('/')}"
+        try:
+            response = self._api.rest_client.pool_manager.request(
+                "GET",
+                url,
+                headers=self._with_credentials({"Accept": "text/plain, */*"}),
+                preload_content=False,
+                redirect=False,
+                retries=False,
+                timeout=urllib3.Timeout(connect=self._timeout, read=self._timeout),
+            )
+            try:
+                return response.status, response.read(limit)
+            finally:
+                response.release_conn()
+        except Exception as exc:  # classified right here
+            raise classify(exc, what=f"proxy to node {node}:{port}") from exc
 
     def service_proxy_upgrade(
         self,

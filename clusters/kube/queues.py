@@ -25,6 +25,7 @@ from clusters.domain import shapes
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
 from clusters.kube import topology_queues
+from clusters.kube.priority_classes import KIND_PRIORITIES, kueue_priority_classes
 
 Manifest = dict[str, Any]
 
@@ -38,7 +39,7 @@ HEAD_FLAVOR = "ray-heads"
 # what the worker has: the tenants together are never admitted past it.
 WORKER_COHORT = "gangway-worker-capacity"
 # Production outranks dev: a prod gang may preempt dev clusters, never the reverse.
-PRIORITIES = {"dev": 100, "prod": 1000}
+PRIORITIES = KIND_PRIORITIES
 # Capacity on demand in Kueue mode: one AdmissionCheck (with its ProvisioningRequest
 # config) that the ClusterQueues run for the flavors whose node group can grow.
 CAPACITY_CHECK = "gangway-capacity"
@@ -66,18 +67,10 @@ def default_max_clusters(total_gpus: int) -> int:
     return total_gpus + 10
 
 
-def priority_classes() -> list[Manifest]:
-    """WorkloadPriorityClasses ``dev`` and ``prod`` (RayClusters point at them by label)."""
-    return [
-        {
-            "apiVersion": KUEUE_API,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": kind, "labels": _labels()},
-            "value": value,
-            "description": f"gangway {kind} Ray clusters",
-        }
-        for kind, value in sorted(PRIORITIES.items())
-    ]
+def priority_classes(platform_classes: Iterable[Any] = ()) -> list[Manifest]:
+    """WorkloadPriorityClasses ``dev`` and ``prod``, and one per platform priority class
+    and kind (requests point at them by label; :mod:`clusters.kube.priority_classes`)."""
+    return kueue_priority_classes(platform_classes)
 
 
 def resource_flavor(flavor: Any) -> Manifest:
@@ -405,6 +398,7 @@ def kueue_objects(
     dispatch: Mapping[int, str] | None = None,
     capacity: Mapping[str, int] | None = None,
     usage_fair_sharing: bool = False,
+    platform_classes: Iterable[Any] = (),
 ) -> list[Manifest]:
     """Every cluster-wide Kueue object of Kueue mode, in apply order.
 
@@ -412,12 +406,13 @@ def kueue_objects(
     ``borrow_limit`` are read, so no relation is loaded); ``cohort_parents`` the cohort
     tree (a Cohort per cohort with a parent). MultiKueue: ``dispatch`` on the manager
     (tenant id to its MultiKueue check; the workers ask for nodes, not the manager),
-    ``capacity`` on a worker (see :func:`cluster_queue`).
+    ``capacity`` on a worker (see :func:`cluster_queue`). ``platform_classes``: the
+    PriorityClass rows (their WorkloadPriorityClasses).
     """
     tenant_list = sorted(tenants, key=lambda t: str(t.slug))
     flavor_list = sorted(flavors, key=lambda f: str(f.name))
     quota_list = list(quotas)
-    objects: list[Manifest] = [*priority_classes()]
+    objects: list[Manifest] = [*priority_classes(platform_classes)]
     # Topologies before the ResourceFlavors that name them (docs/topology.md).
     objects += topology_queues.kueue_topologies(flavor_list)
     objects += [

@@ -62,6 +62,7 @@ _KINDS = [
     ),
     Kind("kueue.x-k8s.io/v1beta2", "Topology", "topologies", namespaced=False),
     Kind("scheduling.run.ai/v2", "Queue", "queues", namespaced=False),
+    Kind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
     Kind("kai.scheduler/v1alpha1", "Topology", "topologies", namespaced=False),
     # DRA flavors: claim templates applied per request; claims, slices and classes read.
     Kind("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates"),

@@ -119,6 +119,12 @@ KUEUE = [
 KAI = [
     Rule("scheduling.run.ai", ("queues",), APPLY, "KAI's queues (fractional GPUs)"),
     Rule("kai.scheduler", ("topologies",), APPLY, "KAI's Topology of each flavor with levels"),
+    Rule(
+        "scheduling.k8s.io",
+        ("priorityclasses",),
+        (*APPLY, "delete"),
+        "a PriorityClass per platform priority class, named by KAI workloads' label",
+    ),
 ]
 
 

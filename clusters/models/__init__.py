@@ -7,7 +7,9 @@ only nudge the code that converges Kubernetes towards it (DESIGN "Data flow"). T
 ``attempts``/``progress_at`` pair lets the sweeper find rows whose nudge was lost.
 """
 
+from clusters.models.costs import CostCap, CostReportMail, FlavorPrice
 from clusters.models.gangs import Growth, QueuedGpus, Surge
+from clusters.models.gpu_samples import GpuSample
 from clusters.models.history import ClusterEvent, GpuSpan, IdleSpan, PendingPass, UsageSpan
 from clusters.models.kube_clusters import (
     DrainMode,
@@ -31,8 +33,12 @@ __all__ = [
     "ClusterKind",
     "ClusterRequest",
     "ClusterRequestQuerySet",
+    "CostCap",
+    "CostReportMail",
     "DrainMode",
+    "FlavorPrice",
     "FlavorStock",
+    "GpuSample",
     "GpuSpan",
     "Growth",
     "IdleSpan",

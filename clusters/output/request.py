@@ -241,6 +241,10 @@ class ClusterListItemOut(FlatModelOut):
     )
     tenant = serializers.CharField(source="tenant.slug")
     namespace = serializers.CharField(source="tenant.namespace")
+    priority_class = serializers.SerializerMethodField(
+        help_text="The platform priority class it runs in (null: none; it predates the "
+        "classes, or there was no default class). docs/preemption.md."
+    )
     gpus = serializers.DecimalField(
         max_digits=10,
         decimal_places=3,
@@ -290,6 +294,7 @@ class ClusterListItemOut(FlatModelOut):
             "gpu_fraction",
             "ttl_hours",
             "priority",
+            "priority_class",
             "held_at",
             "hold_reason",
             "image",
@@ -317,6 +322,10 @@ class ClusterListItemOut(FlatModelOut):
             "stale_since",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_priority_class(self, obj: ClusterRequest) -> str | None:
+        return obj.priority_class.name if obj.priority_class is not None else None
 
     @extend_schema_field(serializers.BooleanField())
     def get_stale(self, obj: ClusterRequest) -> bool:
@@ -392,6 +401,72 @@ class GpuDeviceOut(drf.Serializer):
     uuid = serializers.CharField(allow_blank=True)
 
 
+class GivenNoticeOut(drf.Serializer):
+    """The preemption notice a running request was given."""
+
+    at = serializers.DateTimeField()
+    deadline = serializers.DateTimeField(
+        allow_null=True, help_text="When it is stopped: a cluster suspended, a job requeued."
+    )
+    reason = serializers.CharField()
+
+
+class CheckpointOut(drf.Serializer):
+    """The last checkpoint its run reported."""
+
+    uri = serializers.CharField()
+    at = serializers.DateTimeField(allow_null=True)
+
+
+class PreemptionOut(drf.Serializer):
+    """Preemption without lost work (docs/preemption.md): the notice, the last
+    checkpoint, how often it was preempted and what its next run resumes from."""
+
+    notice = GivenNoticeOut(allow_null=True)
+    checkpoint = CheckpointOut(allow_null=True)
+    preemptions = serializers.IntegerField()
+    resume_from = serializers.CharField(
+        allow_blank=True, help_text="Its next run gets this as GANGWAY_RESUME_FROM."
+    )
+
+
+def preemption_of(obj: ClusterRequest) -> dict[str, Any]:
+    """The request's preemption fields as :class:`PreemptionOut` shapes them."""
+    notice = (
+        {"at": obj.notice_at, "deadline": obj.reclaim_after, "reason": obj.notice_reason}
+        if obj.notice_at
+        else None
+    )
+    checkpoint = (
+        {"uri": obj.checkpoint_uri, "at": obj.checkpointed_at} if obj.checkpoint_uri else None
+    )
+    return {
+        "notice": notice,
+        "checkpoint": checkpoint,
+        "preemptions": obj.preemptions,
+        "resume_from": obj.resume_from,
+    }
+
+
+class GpuSampleOut(drf.Serializer):
+    """One reading of one GPU."""
+
+    at = serializers.DateTimeField()
+    utilization = serializers.IntegerField(help_text="DCGM_FI_DEV_GPU_UTIL, percent.")
+    memory_used_mib = serializers.IntegerField(help_text="DCGM_FI_DEV_FB_USED, MiB.")
+
+
+class WorkerGpuUtilizationOut(drf.Serializer):
+    """One worker GPU's utilisation: the newest reading and the recent ones, oldest first."""
+
+    pod = serializers.CharField()
+    gpu_uuid = serializers.CharField()
+    utilization = serializers.IntegerField()
+    memory_used_mib = serializers.IntegerField()
+    read_at = serializers.DateTimeField()
+    samples = GpuSampleOut(many=True)
+
+
 class ClusterOut(ClusterListItemOut):
     """A cluster request as its detail and the write actions return it: the list item's
     fields plus ``events``, its newest :data:`~clusters.selectors.EVENTS_SHOWN` events,
@@ -405,14 +480,35 @@ class ClusterOut(ClusterListItemOut):
         "detail while it holds GPUs); null when not read or the read failed."
     )
 
+    preemption = serializers.SerializerMethodField()
+    gpu_utilization = serializers.SerializerMethodField(
+        help_text="Its worker GPUs' utilisation over the last readings of the DCGM "
+        "exporter, per pod and GPU (the detail only; null elsewhere)."
+    )
+
     class Meta(ClusterListItemOut.Meta):
-        fields = [*ClusterListItemOut.Meta.fields, "events", "devices"]
+        fields = [
+            *ClusterListItemOut.Meta.fields,
+            "events",
+            "devices",
+            "preemption",
+            "gpu_utilization",
+        ]
         read_only_fields = fields
+
+    @extend_schema_field(PreemptionOut)
+    def get_preemption(self, obj: ClusterRequest) -> dict[str, Any]:
+        return dict(PreemptionOut(preemption_of(obj)).data)
 
     @extend_schema_field(GpuDeviceOut(many=True, allow_null=True))
     def get_devices(self, obj: ClusterRequest) -> list[dict[str, Any]] | None:
         found = getattr(obj, "gpu_devices", None)
         return None if found is None else [GpuDeviceOut(d).data for d in found]
+
+    @extend_schema_field(WorkerGpuUtilizationOut(many=True, allow_null=True))
+    def get_gpu_utilization(self, obj: ClusterRequest) -> list[dict[str, Any]] | None:
+        found = getattr(obj, "gpu_utilization", None)
+        return None if found is None else [WorkerGpuUtilizationOut(g).data for g in found]
 
     @extend_schema_field(ClusterEventOut(many=True))
     def get_events(self, obj: ClusterRequest) -> list[dict[str, Any]]:

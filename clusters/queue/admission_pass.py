@@ -71,8 +71,6 @@ def run_admission_pass() -> PassResult:
             notes=decision.placement_notes,
             domains=decision.domains,
         )
-        for pk in result.admitted:
-            metrics.ADMITTED.labels(chosen[pk].tenant.slug).inc()
         enqueue.provision_many(result.admitted)
         apply_waiting(queued, decision)
         surge_demand.write_back(decision, now=now)

@@ -35,9 +35,9 @@ from clusters.models import ClusterRequest, KubeCluster
 from clusters.queue import multikueue, usage_reads
 from clusters.queue.interface import PassResult, QueueBackend, QueueView
 from clusters.queue.writeback import admit
-from clusters.rows import enqueue, lifecycle
+from clusters.rows import enqueue, lifecycle, preemption
 from clusters.rows.transitions import transition
-from tenants.models import GpuFlavor, Quota, Tenant
+from tenants.models import GpuFlavor, PriorityClass, Quota, Tenant
 from tenants.selectors import cohort_parents
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ def ensure_queues(gw: Gateway) -> bool:
         dispatch={int(t.pk): check_name(t) for t in tenants} if fleet and manager else None,
         capacity=multikueue.capacity_of(worker) if worker is not None else None,
         usage_fair_sharing=usage_reads.half_life() is not None,
+        platform_classes=PriorityClass.objects.all(),
     )
     if fleet is not None and manager:
         objects = fleet.manager_objects(tenants) + objects  # the checks before their queues
@@ -180,12 +181,17 @@ def fold_eviction(cluster: ClusterRequest, workload: dict[str, Any] | None) -> b
     if found is None:
         return False
     reason, message = found
-    lifecycle.requeue_evicted(
+    held = cluster.state
+    after = lifecycle.requeue_evicted(
         cluster,
         reason=reason,
         message=message,
         queue_reason=_reason(message),
     )
+    if after.state == State.QUEUED and held != State.QUEUED:
+        # Kueue gives no notice of its own preemptions; a job's next run still resumes
+        # from the last checkpoint it reported (docs/preemption.md).
+        preemption.count_eviction(after)
     return True
 
 

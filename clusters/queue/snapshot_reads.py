@@ -27,6 +27,7 @@ from clusters.domain.states import State
 from clusters.domain.workload_kinds import deadline_paths, kind_named, kind_of
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue import fleet_reads, free_capacity, growth_demand, surge_demand, usage_reads
+from clusters.queue.class_reads import Classes, read_classes
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
 from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Quota, Tenant
@@ -67,8 +68,11 @@ def _pending(
     )
 
 
-def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
-    """The pure view of a queued (or candidate, unsaved) request."""
+def pending_of(
+    row: ClusterRequest, *, pk: int | None = None, classes: Classes | None = None
+) -> adm.Pending:
+    """The pure view of a queued (or candidate, unsaved) request (``classes``: the
+    priority classes, read here if not given)."""
     spec = ClusterSpec.of(row)
     pending = _with_deadline(
         _pending(
@@ -90,6 +94,7 @@ def pending_of(row: ClusterRequest, *, pk: int | None = None) -> adm.Pending:
         wanted_cluster=wanted.name if wanted is not None else "",
         wanted_region=row.wanted_region,
         was_on=was_on.name if was_on is not None else "",
+        **(classes or read_classes()).pending_fields(row.priority_class_id),
     )
     names = spec.flavor_names()
     if len(names) < 2:
@@ -159,6 +164,7 @@ _QUEUED_FIELDS = (
     "created_at",
     "earmarked_at",
     "capacity_state",
+    "priority_class_id",
 )
 _QUEUE_FIELDS = (
     "queue_position",
@@ -228,7 +234,7 @@ _PLACEMENT_FIELDS = ("wanted_kube_cluster_id", "wanted_region", "kube_cluster_id
 
 
 def _queued(
-    flavors: dict[int, GpuFlavor], members: dict[int, str]
+    flavors: dict[int, GpuFlavor], members: dict[int, str], classes: Classes
 ) -> tuple[list[adm.Pending], list[QueuedRow]]:
     pending: list[adm.Pending] = []
     rows: list[QueuedRow] = []
@@ -267,6 +273,7 @@ def _queued(
             was_on=members.get(values["kube_cluster_id"], ""),
             topology_level=shape.topology_level,
             topology_mode=shape.topology_mode,
+            **classes.pending_fields(values["priority_class_id"]),
         )
         request = _with_deadline(request, values["deadline"])
         pending.append(with_options(request, shape.options))
@@ -290,6 +297,10 @@ _HOLDING_FIELDS = (
     "reclaim_after",
     "kube_cluster_id",
     "topology_domain",
+    "name",
+    "priority_class_id",
+    "ready_at",
+    "checkpointed_at",
 )
 
 
@@ -302,7 +313,7 @@ def _pinned_level(values: dict[str, Any], flavor: GpuFlavor) -> str:
 
 
 def _running(
-    flavors: dict[int, GpuFlavor], members: dict[int, str]
+    flavors: dict[int, GpuFlavor], members: dict[int, str], classes: Classes
 ) -> list[tuple[adm.Running, str]]:
     """Every request that holds GPUs as the pure pass sees it, with its state.
 
@@ -318,6 +329,7 @@ def _running(
         .values(*_HOLDING_FIELDS, deadline=_deadline())
     ):
         nodes = 0
+        kind = kind_named(values["workload"])
         if values["kind"] == ClusterKind.PROD:
             # Whole nodes a prod cluster is charged for: its workers at their largest.
             key = _shape_key(values)
@@ -345,10 +357,18 @@ def _running(
             expires_at=values["expires_at"] or ends,
             nodes=nodes,
             suspend_at=values["reclaim_after"],
-            reclaimable=kind_named(values["workload"]).reclaimable,
+            reclaimable=kind.reclaimable,
+            preemptible=kind.preemptible,
             cluster=members.get(values["kube_cluster_id"], ""),
             topology_level=_pinned_level(values, flavors[values["flavor_id"]]),
             topology_domain=values["topology_domain"],
+            name=values["name"],
+            # Its minimum run time counts from when it was ready (else admitted).
+            **classes.running_fields(
+                values["priority_class_id"],
+                started=values["ready_at"] or admitted_at,
+                checkpointed_at=values["checkpointed_at"],
+            ),
         )
         running.append((row, values["state"]))
     return running
@@ -460,8 +480,9 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     by_pk = {f.pk: f for f in flavors}
     fleet = fleet_reads.read_fleet()
     names = fleet.names
-    running = _running(by_pk, names)
-    pending, queued = _queued(by_pk, names)
+    classes = read_classes()  # once per pass: every class, and the default
+    running = _running(by_pk, names, classes)
+    pending, queued = _queued(by_pk, names, classes)
     # Surges (a service's upgrade to a new Ray cluster): queued demand and GPUs held.
     surging = surge_demand.read()
     pending += surging.waiting

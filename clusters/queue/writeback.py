@@ -2,8 +2,8 @@
 
 :func:`admit` moves admitted rows to ``admitted``; :func:`apply_waiting` writes each
 waiting row's position, reason, message and ETA; :func:`apply_earmarks` keeps the mark
-on requests that reclaimed capacity is promised to; :func:`apply_reclaim` warns reclaim
-victims and suspends them once their grace has passed. Every write is conditional on
+on requests that reclaimed capacity is promised to; :func:`apply_reclaim` gives reclaim
+victims notice and preempts them once their grace has passed. Every write is conditional on
 the row's state, so a request deleted while a pass ran is never resurrected.
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F
 
 from clusters import admission as adm
 from clusters.admission.topology_room import level_word, packing_level
@@ -23,7 +24,7 @@ from clusters.domain.states import State
 from clusters.domain.workload_kinds import kind_of
 from clusters.models import ClusterRequest, KubeCluster
 from clusters.queue.snapshot_reads import QueuedRow
-from clusters.rows import lifecycle
+from clusters.rows import lifecycle, preemption
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import note, transition, transition_many
 from tenants.models import GpuFlavor
@@ -112,52 +113,85 @@ def apply_earmarks(decision: adm.Decision, *, now: datetime) -> None:
 
 
 def apply_reclaim(decision: adm.Decision, *, now: datetime) -> list[int]:
-    """Warn newly chosen victims, suspend those whose grace ran out, clear the reprieved.
+    """Give newly chosen victims notice, preempt those whose grace ran out, reprieve the
+    rest (docs/preemption.md).
 
-    Returns the ids suspended by this pass. Suspension, never deletion (USERS 9).
+    A victim's grace is its class's notice (``Reclaim.notice_seconds``; None:
+    ``RECLAIM_GRACE_SECONDS``). At the deadline a cluster is suspended (never deleted,
+    USERS 9) and a job is requeued to resume from its last checkpoint. Returns the ids
+    preempted by this pass.
     """
-    grace = timedelta(seconds=settings.RECLAIM_GRACE_SECONDS)
     chosen = {r.id: r for r in decision.reclaim}
+    preemption.withdraw_notice(keep=list(chosen))
     warned = ClusterRequest.objects.unscoped().filter(reclaim_after__isnull=False)
-    ClusterRequest.objects.unscoped().filter(reclaim_after__isnull=False).exclude(
-        pk__in=list(chosen)
-    ).update(reclaim_after=None)
     already = {row.pk: row for row in warned.filter(pk__in=list(chosen))}
-    suspended: list[int] = []
+    preempted: list[int] = []
     for victim_id, reclaim in chosen.items():
         row = already.get(victim_id)
         if row is None:
             row = ClusterRequest.objects.unscoped().filter(pk=victim_id).first()
-            if row is None:
-                continue
-            row.reclaim_after = now + grace
-            # The warning and its deadline commit together (here and below): a row
-            # seen warned always has the event that says why.
-            with transaction.atomic():
-                ClusterRequest.objects.filter(pk=row.pk).update(reclaim_after=row.reclaim_after)
-                note(
-                    row,
-                    reason="reclaim_warning",
-                    message=f"{reclaim.message} It will be suspended (not deleted) at "
-                    f"{row.reclaim_after:%H:%M} UTC unless capacity frees up first.",
-                )
-        elif (
-            row.reclaim_after
-            and row.reclaim_after <= now
-            and row.state
-            in (
-                State.PROVISIONING,
-                State.READY,
-            )
-        ):
-            lifecycle.suspend(
-                row,
-                reason="reclaimed",
-                message=f"suspended to give {reclaim.for_tenant} its quota back",
-            )
-            ClusterRequest.objects.filter(pk=row.pk).update(reclaim_after=None)
-            suspended.append(row.pk)
-    return suspended
+            if row is not None:
+                _give_notice(row, reclaim, now=now)
+        elif row.reclaim_after and row.reclaim_after <= now and _preempt(row, reclaim):
+            preempted.append(row.pk)
+    return preempted
+
+
+def _grace(reclaim: adm.Reclaim) -> timedelta:
+    """How long a victim has between its notice and its preemption."""
+    seconds = reclaim.notice_seconds
+    return timedelta(seconds=settings.RECLAIM_GRACE_SECONDS if seconds is None else float(seconds))
+
+
+def _give_notice(row: ClusterRequest, reclaim: adm.Reclaim, *, now: datetime) -> None:
+    """The notice, its deadline and the owner's event (``reclaim_warning`` for a cluster
+    reclaimed as before, ``preemption_notice`` otherwise)."""
+    deadline = now + _grace(reclaim)
+    job = kind_of(row).workload == "job"
+    cause = reclaim.cause
+    if job:
+        then = (
+            f"It will be stopped and requeued at {deadline:%H:%M} UTC unless capacity frees "
+            "up first; save a checkpoint and report it (docs/preemption.md) so its next run "
+            "resumes from there."
+        )
+    else:
+        then = (
+            f"It will be suspended (not deleted) at {deadline:%H:%M} UTC unless capacity "
+            "frees up first."
+        )
+    event = "reclaim_warning" if cause == "reclaim" and not job else "preemption_notice"
+    # What the run is told (its pods, the endpoint): why, in one sentence; the pass's
+    # message goes on to say what happens to a cluster.
+    reason = (
+        f"{reclaim.tenant} is borrowing {reclaim.flavor} GPUs that {reclaim.for_tenant} "
+        "now needs within its own quota."
+        if cause == "reclaim"
+        else reclaim.message
+    )
+    said = reason if job else reclaim.message
+    preemption.give_notice(
+        row, deadline=deadline, reason=reason, event=event, message=f"{said} {then}"
+    )
+
+
+def _preempt(row: ClusterRequest, reclaim: adm.Reclaim) -> bool:
+    """Preempt a victim whose grace ran out, whether or not it checkpointed: a running
+    cluster is suspended, a running job requeued. Whether it was."""
+    why = (
+        f"its class was outranked by {reclaim.for_tenant}'s request"
+        if reclaim.cause == "priority"
+        else f"to give {reclaim.for_tenant} its quota back"
+    )
+    if kind_of(row).workload == "job":
+        return preemption.requeue_preempted(row, why=why)
+    if row.state not in (State.PROVISIONING, State.READY):
+        return False
+    lifecycle.suspend(row, reason="reclaimed", message=f"suspended {why}")
+    ClusterRequest.objects.filter(pk=row.pk).update(
+        reclaim_after=None, notice_at=None, notice_reason="", preemptions=F("preemptions") + 1
+    )
+    return True
 
 
 def place_on(row: ClusterRequest, flavor_name: str | None) -> dict[str, Any]:

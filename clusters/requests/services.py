@@ -31,7 +31,9 @@ from clusters.queue.snapshot_reads import pending_of, policy_snapshot
 from clusters.queue.writeback import place_on
 from clusters.requests import rules
 from clusters.requests.placement_wish import placement_errors
+from clusters.requests.priority_class import request_priority_class
 from clusters.rows import lifecycle
+from clusters.rows.cost_caps import check_hard_caps
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import note, transition
 from clusters.rows.usage import budget_deprioritises, budget_status
@@ -131,7 +133,9 @@ def cluster_request_check(
        (``ValidationError``);
     3. catalogue and tenant policy: could it ever start on this fleet within the
        tenant's quotas (:class:`NeverFits`, a ``ValidationError``);
-    4. the per-engineer caps (``ServiceConflict`` with code ``user_cap``).
+    4. the per-engineer caps (``ServiceConflict`` with code ``user_cap``);
+    5. the hard monthly cost caps of the tenant and the engineer (``ServiceConflict``
+       with code ``cost_cap``, :mod:`clusters.rows.cost_caps`).
 
     ``role`` is the actor's role in the tenant when the caller already holds it (the
     API resolves it with the tenant); it is read here when omitted. ``check_name``
@@ -153,9 +157,18 @@ def cluster_request_check(
     others = _fallback_flavors(spec)
     errors: dict[str, list[str]] = {}
     try:
+        spec = replace(
+            spec,
+            priority_class=request_priority_class(
+                tenant=tenant, role=role, chosen=spec.priority_class
+            ),
+        )
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    try:
         cluster = build_request(tenant=tenant, owner=actor, spec=spec)
     except ValidationError as exc:
-        errors = dict(exc.message_dict)
+        errors.update(exc.message_dict)
     on_others = _check_other_flavors(
         actor=actor, tenant=tenant, spec=spec, others=others, errors=errors
     )
@@ -173,6 +186,7 @@ def cluster_request_check(
     if never:
         raise NeverFits(never, cluster)
     rules.check_user_caps(tenant=tenant, owner=actor, kind=spec.kind, gpus=cluster.gpus)
+    check_hard_caps(tenant=tenant, owner=actor)  # money caps (docs/cost.md)
     return cluster
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from clusters.domain import shapes, workload_kinds
 from clusters.models import ClusterKind, KubeCluster
-from tenants.models import GpuFlavor
+from tenants.models import GpuFlavor, PriorityClass
 
 # The geometry of a gang: what shapes.validate_request and shapes.demand read.
 SHAPE_FIELDS = ("kind", "workers", "min_workers", "max_workers", "gpu_fraction")
@@ -37,6 +37,9 @@ class ClusterSpec:
     gpu_fraction: Decimal | None = None
     ttl_hours: int | None = None
     priority: int = 0
+    # The platform priority class it runs in (None: the default class, resolved by
+    # clusters.requests.priority_class when it is checked).
+    priority_class: PriorityClass | None = None
     # Every flavor it accepts, by name, in order of preference, ``flavor`` first (empty:
     # only ``flavor``). See :meth:`flavor_names`.
     accepted_flavors: tuple[str, ...] = ()
@@ -84,8 +87,16 @@ class ClusterSpec:
 
     @classmethod
     def of(cls, cluster: Any) -> ClusterSpec:
-        """The spec a saved or unsaved request row was built from."""
-        return cls(**{f.name: getattr(cluster, f.name) for f in fields(cls)})
+        """The spec a saved or unsaved request row was built from. Its class is taken
+        only when the row holds it already (an unsaved row, or one read with it): the
+        admission snapshot reads rows without it and must not fetch it row by row."""
+        given = {
+            f.name: getattr(cluster, f.name) for f in fields(cls) if f.name not in CLASS_FIELDS
+        }
+        held = cluster._meta.get_field("priority_class")
+        if held.is_cached(cluster):
+            given["priority_class"] = held.get_cached_value(cluster)
+        return cls(**given)
 
     def shape(self) -> dict[str, Any]:
         """The geometry fields, as keyword arguments of :mod:`clusters.domain.shapes`."""
@@ -138,12 +149,14 @@ PAYLOAD_FIELDS = ("image", "env", "container_gpus", "notebook", "ssh")
 # Where it may run: read by the admission snapshot on their own (a member by its key),
 # no part of the shape either.
 PLACEMENT_FIELDS = ("wanted_kube_cluster", "wanted_region")
+# Its class: read by the admission snapshot on its own (by its key), no part of the shape.
+CLASS_FIELDS = ("priority_class",)
 # The row's columns a spec is read back from for admission (the flavor by its key).
 SPEC_COLUMNS = (
     *(
         f.name
         for f in fields(ClusterSpec)
-        if f.name not in ("flavor", *PAYLOAD_FIELDS, *PLACEMENT_FIELDS)
+        if f.name not in ("flavor", *PAYLOAD_FIELDS, *PLACEMENT_FIELDS, *CLASS_FIELDS)
     ),
     "flavor_id",
 )

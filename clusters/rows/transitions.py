@@ -18,6 +18,7 @@ from django.utils import timezone
 from clusters.domain.states import ACQUIRES, State
 from clusters.domain.workload_kinds import kind_named, kind_of
 from clusters.models import ClusterEvent, ClusterRequest, Growth, IdleSpan, Surge, UsageSpan
+from clusters.rows import transition_metrics
 
 # Where a request's surge has no more use (its GPUs given back for good).
 _ENDED = frozenset({State.DELETED, State.FAILED})
@@ -71,6 +72,12 @@ def transition(
             return False
         _event(cluster, actor, current, to, reason, message)
         _ledger(cluster, held_before, held_after, now, ended=to in _ENDED)
+        transition_metrics.observe(
+            [(cluster, current, cluster.progress_at or cluster.created_at)],
+            to,
+            reason=reason,
+            now=now,
+        )
     for key, value in values.items():
         setattr(cluster, key, value)
     return True
@@ -136,6 +143,12 @@ def transition_many(
                     message=message[:500],
                 )
                 for c in rows
+            )
+            transition_metrics.observe(
+                [(c, current, c.progress_at or c.created_at) for c in rows],
+                to,
+                reason=reason,
+                now=now,
             )
             if held_before and not held_after:
                 released.extend(claimed)

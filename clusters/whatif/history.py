@@ -30,6 +30,7 @@ def world_now() -> World:
     """The fleet, tenants, quotas and idle policies as they are in the database now."""
     tenants = list(Tenant.objects.unscoped())
     grace = float(settings.IDLE_GRACE_MINUTES)
+    half_life = float(settings.FAIR_SHARE_HALF_LIFE_HOURS)
     flavors = list(GpuFlavor.objects.order_by("name"))
     return World(
         flavors=[FlavorQ(f.name, f.gpus_per_node, f.node_count) for f in flavors],
@@ -52,6 +53,9 @@ def world_now() -> World:
         aging=timedelta(seconds=settings.ADMISSION_AGING_SECONDS),
         reclaim_grace=timedelta(seconds=settings.RECLAIM_GRACE_SECONDS),
         cohort_parents=cohort_parents(),
+        # The pass's usage-decayed fair share as configured (usage before the period is
+        # not replayed: it starts from none).
+        half_life=timedelta(hours=half_life) if half_life > 0 else None,
     )
 
 
@@ -101,7 +105,7 @@ def recorded_period(*, start: datetime, end: datetime) -> Workload:
                 hold=max(held, 1.0) if used else period,
                 busy=(idle_at - first).total_seconds() if idle_at and first else None,
                 ttl=row.ttl_hours * 3600.0 if row.ttl_hours else None,
-                job=not kind_of(row).reclaimable,
+                job=kind_of(row).workload == "job",
                 priority=row.priority,
                 recorded_wait=(
                     (used[0][0] - row.created_at).total_seconds() if used and not before else None

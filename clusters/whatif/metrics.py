@@ -5,7 +5,9 @@ a flavor's demand exceeds them; *fairness* is Jain's index over tenants of a fla
 while each wanted more, of the GPUs held per unit of weight; a *wait* sums every time a
 request queued (a reclaimed one queues again); *starved* waited over ``starve_after``;
 *idle GPU-hours reclaimed* run from an idle suspension to when the cluster would have
-ended otherwise.
+ended otherwise. Issue 49's measures: *weekly fairness* (:mod:`clusters.whatif.fairness`),
+*lost GPU-hours* (work since the last checkpoint of preempted runs:
+:mod:`clusters.whatif.preemption`) and preemptions per request that started.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from clusters.admission import PROD
+from clusters.whatif import fairness
 from clusters.whatif.model import World
 from clusters.whatif.simulator import Outcome
 
@@ -25,7 +28,8 @@ STARVE_AFTER = 12 * 3600.0
 @dataclass(frozen=True)
 class TenantFigures:
     """One tenant's requests, mean and 95th-percentile wait (seconds), the requests that
-    never started, and the GPU-hours it held."""
+    never started, the GPU-hours it held, its median and 90th-percentile wait, and the
+    GPU-hours it asked for (each request's GPUs on its first flavor over its life)."""
 
     tenant: str
     requests: int
@@ -33,6 +37,9 @@ class TenantFigures:
     p95_wait: float
     unserved: int
     gpu_hours: float
+    median_wait: float = 0.0
+    p90_wait: float = 0.0
+    asked_gpu_hours: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,12 @@ class Figures:
     reclaims: int
     tenants: tuple[TenantFigures, ...]
     passes: int
+    # Issue 49 (see the module's docstring): Jain's index over the period, GPU-hours of
+    # work lost to preemption, and preemptions per request that started (mean, most).
+    weekly_jain: float | None = None
+    lost_gpu_hours: float = 0.0
+    preemptions_mean: float = 0.0
+    preemptions_max: int = 0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -64,13 +77,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def jain(xs: list[float]) -> float:
-    """Jain's fairness index of ``xs`` (1.0 for one value or all equal; 1.0 for none)."""
-    total = sum(xs)
-    squares = sum(x * x for x in xs)
-    if not xs or squares == 0:
-        return 1.0
-    return total * total / (len(xs) * squares)
+jain = fairness.jain
 
 
 def figures(world: World, outcome: Outcome, *, starve_after: float = STARVE_AFTER) -> Figures:
@@ -112,6 +119,7 @@ def figures(world: World, outcome: Outcome, *, starve_after: float = STARVE_AFTE
             jain_sum += jain(xs) * float(gpus)
             jain_weight += float(gpus)
     waits, unserved, hours, totals = _per_request(outcome, starve_after)
+    asked = _asked(world, outcome)
     all_waits = [w for ws in waits.values() for w in ws]
     tenants = tuple(
         TenantFigures(
@@ -121,9 +129,13 @@ def figures(world: World, outcome: Outcome, *, starve_after: float = STARVE_AFTE
             p95_wait=percentile(waits[slug], 95),
             unserved=unserved[slug],
             gpu_hours=hours[slug],
+            median_wait=percentile(waits[slug], 50),
+            p90_wait=percentile(waits[slug], 90),
+            asked_gpu_hours=asked.get(slug, 0.0),
         )
         for slug in sorted(set(waits) | {t.slug for t in world.tenants})
     )
+    started = [r.reclaimed for r in outcome.records.values() if r.started is not None]
     return Figures(
         mode=outcome.mode,
         allocation=held_s / cap_s if cap_s else None,
@@ -139,7 +151,25 @@ def figures(world: World, outcome: Outcome, *, starve_after: float = STARVE_AFTE
         reclaims=int(totals["reclaims"]),
         tenants=tenants,
         passes=outcome.passes,
+        weekly_jain=fairness.weekly_jain(hours, asked, weights),
+        lost_gpu_hours=totals["lost"],
+        preemptions_mean=sum(started) / len(started) if started else 0.0,
+        preemptions_max=max(started, default=0),
     )
+
+
+def _asked(world: World, outcome: Outcome) -> dict[str, float]:
+    """GPU-hours each tenant asked for in the period: every request that arrived, its
+    GPUs on its first flavor over its life, cut at the period's end."""
+    asked: dict[str, float] = defaultdict(float)
+    for rec in outcome.records.values():
+        d = rec.demand
+        flavor = world.flavor(d.flavors[0])
+        if d.arrival >= outcome.seconds or flavor is None:
+            continue
+        life = min(d.lifetime, outcome.seconds - d.arrival)
+        asked[d.tenant] += float(d.gpus_on(flavor)) * life / 3600
+    return dict(asked)
 
 
 def _per_request(
@@ -159,6 +189,7 @@ def _per_request(
         totals["idle"] += rec.idle_gpu_seconds / 3600
         totals["reclaimed_idle"] += rec.reclaimed_idle_gpu_seconds / 3600
         totals["reclaims"] += rec.reclaimed
+        totals["lost"] += rec.lost_gpu_seconds / 3600
         if rec.started is None:
             unserved[d.tenant] += 1
         if rec.wait > starve_after:

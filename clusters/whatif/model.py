@@ -59,6 +59,12 @@ class Demand:
     # level of its flavor's topology, "required" or "preferred" ("": anywhere).
     topology_level: str = ""
     topology_mode: str = ""
+    # Preemption (clusters/whatif/preemption.py): seconds of work between its periodic
+    # checkpoints (``None``: a run that carries no work a stop loses, an interactive
+    # cluster; ``math.inf``: work, never checkpointed periodically), and how long a
+    # checkpoint on notice takes (``None``: it ignores a notice).
+    checkpoint_every: float | None = None
+    save_seconds: float | None = None
 
     def gpus_on(self, flavor: FlavorQ) -> Decimal:
         """The GPUs the whole gang is charged on ``flavor``."""
@@ -110,6 +116,16 @@ class World:
     # multi-node production gang on it requires (the planner's ``topology:h100=rack``);
     # a gang that asked for a level itself keeps its own.
     gang_topology: dict[str, str] = field(default_factory=dict)
+    # Usage-decayed fair share (FAIR_SHARE_HALF_LIFE_HOURS; ``None``: off): the pass is
+    # handed the decayed GPU-hours of every span held, as the real pass is.
+    half_life: timedelta | None = None
+    # Preemption with notice (issue 49; ``None``: today's warning, which a run does not act
+    # on): a victim is told this long before it is stopped, one that checkpoints on notice
+    # saves and is stopped when saved, and it queues again in its original place in line.
+    notice: timedelta | None = None
+    # With notice: whether the preempted run queues again in its original place in line
+    # (by its submission time, as issue 49 asks) or at the back (as a new request).
+    keep_place: bool = True
 
     def flavor(self, name: str) -> FlavorQ | None:
         """The flavor called ``name`` (``None``: not in this world)."""

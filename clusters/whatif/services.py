@@ -5,7 +5,11 @@ recorded period, or a seeded synthetic week) on the world and on a changed copy 
 product's own admission pass, and returns the figures side by side. Changes, one a
 line: ``nodes:h100=+8`` (or ``=72``), ``quota:vision/h100=32``, ``borrow:vision/h100=0``,
 ``weight:vision=2``, ``idle:vision=30`` (0: off; ``idle:*`` for every tenant),
-``topology:h100=rack`` (every multi-node production gang on h100 requires one rack).
+``topology:h100=rack`` (every multi-node production gang on h100 requires one rack),
+``half-life:168`` (usage-decayed fair share with that half-life in hours; 0: off),
+``notice:600`` (preemption with that many seconds' notice, runs checkpointing on notice
+and queued again in their place in line; ``notice:off``: today's warning) and
+``requeue:back`` or ``requeue:place`` (where a run preempted with notice queues again).
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from typing import TypeVar
 
 from clusters.admission import QuotaQ
 from clusters.admission.topology_room import level_word
+from clusters.whatif.change import Change, WhatIfError
 from clusters.whatif.metrics import Figures, figures
 from clusters.whatif.model import POLICY, IdlePolicy, Workload, World
+from clusters.whatif.policy_changes import POLICY_CHANGE, apply_policy, policy_change
 from clusters.whatif.simulator import PASS_SECONDS, Outcome, simulate
-from clusters.whatif.workload import PARENT, WEEK, large_fleet, synthetic_week
+from clusters.whatif.workload import PARENT, WEEK, large_fleet, synthetic_week, with_checkpoints
 
 # Said on the page, in the command's output and in docs/whatif.md.
 NOT_MODELLED = (
@@ -40,6 +46,8 @@ NOT_MODELLED = (
     "The cluster autoscaler (capacity on demand), holds, manual priorities changed "
     "while waiting, per-engineer caps, CPU and memory quotas are not modelled.",
     "Kueue mode is not modelled: the built-in queue's decision is replayed.",
+    "Checkpoints: a recorded run's are not known (it loses no work); loading one on resume "
+    "takes no time; with a half-life, usage before the period counts as none.",
 )
 
 T = TypeVar("T")
@@ -47,24 +55,6 @@ T = TypeVar("T")
 _CHANGE = re.compile(r"^(nodes|quota|borrow|weight|idle):([\w*-]+)(?:/([\w-]+))?=([+-]?[\d.]+)$")
 # A level: its label key or the key's last word (rack for network.topology.kubernetes.io/rack).
 _TOPOLOGY = re.compile(r"^topology:([\w-]+)=([\w./-]+)$")
-
-
-class WhatIfError(ValueError):
-    """A change or a period the planner cannot use, with a message for people."""
-
-
-@dataclass(frozen=True)
-class Change:
-    """One change to the world (see the module's docstring for the syntax)."""
-
-    what: str
-    name: str
-    flavor: str
-    value: Decimal
-    relative: bool
-    text: str
-    # A topology change's level, as written.
-    level: str = ""
 
 
 @dataclass
@@ -89,6 +79,10 @@ def parse_changes(lines: list[str]) -> list[Change]:
         text = raw.strip()
         if not text:
             continue
+        policy = POLICY_CHANGE.match(text)
+        if policy is not None:
+            changes.append(policy_change(text, *policy.groups()))
+            continue
         topology = _TOPOLOGY.match(text)
         if topology is not None:
             name, level = topology.groups()
@@ -99,8 +93,9 @@ def parse_changes(lines: list[str]) -> list[Change]:
             raise WhatIfError(
                 f"Cannot read the change {text!r}: write nodes:FLAVOR=N or =+N, "
                 "quota:TENANT/FLAVOR=N, borrow:TENANT/FLAVOR=N, weight:TENANT=N, "
-                "idle:TENANT=MINUTES (idle:*=MINUTES for every tenant) or "
-                "topology:FLAVOR=LEVEL."
+                "idle:TENANT=MINUTES (idle:*=MINUTES for every tenant), "
+                "topology:FLAVOR=LEVEL, half-life:HOURS, notice:SECONDS (or notice:off) or "
+                "requeue:back (or requeue:place)."
             )
         what, name, flavor, value = match.groups()
         needs_flavor = what in ("quota", "borrow")
@@ -130,6 +125,9 @@ def apply_changes(world: World, changes: list[Change]) -> World:
     idle = dict(world.idle)
     gang_topology = dict(world.gang_topology)
     for c in changes:
+        if c.what in ("half-life", "notice", "requeue"):
+            world = apply_policy(world, c)
+            continue
         if c.what == "topology":
             flavor = _known(flavors, c.name, "flavor", c.text)
             gang_topology[c.name] = _level_of(flavor.topology, world, c)
@@ -208,7 +206,9 @@ def synthetic(*, seed: int, days: float, load: float) -> tuple[World, Workload]:
             "at most 5."
         )
     world = large_fleet(parent=PARENT)
-    return world, synthetic_week(world, seed=seed, load=load, seconds=min(days * 86400, 28 * 86400))
+    week = synthetic_week(world, seed=seed, load=load, seconds=min(days * 86400, 28 * 86400))
+    # Its jobs and production gangs checkpoint, so that a notice: change shows lost work.
+    return world, with_checkpoints(week)
 
 
 def recorded(*, start: datetime, end: datetime) -> tuple[World, Workload]:
@@ -315,6 +315,17 @@ def summary_rows(c: Comparison) -> list[tuple[str, str, str]]:
             f"{b.idle_reclaimed_gpu_hours:,.0f}",
         ),
         ("Clusters reclaimed from borrowers", str(a.reclaims), str(b.reclaims)),
+        (
+            "Weekly fairness (Jain's index over the period)",
+            _ratio(a.weekly_jain),
+            _ratio(b.weekly_jain),
+        ),
+        ("GPU-hours lost to preemption", f"{a.lost_gpu_hours:,.0f}", f"{b.lost_gpu_hours:,.0f}"),
+        (
+            "Preemptions per request (mean / most)",
+            f"{a.preemptions_mean:.2f} / {a.preemptions_max}",
+            f"{b.preemptions_mean:.2f} / {b.preemptions_max}",
+        ),
     ]
 
 

@@ -12,7 +12,10 @@ it takes the first whole free nodes in node order, whatever rack they are in. He
 pulls, start-up and the reconciler's latency are not modelled (docs/whatif.md).
 Deterministic. A pass that could only repeat the last one (nothing changed, aged or ran
 out of grace since) is skipped; the figures are the same as with every pass run
-(``tests/clusters/whatif``).
+(``tests/clusters/whatif``). With a half-life (``World.half_life``) none is skipped, since
+decayed usage moves with the clock; the pass is handed it as the real pass reads it
+(:mod:`clusters.whatif.recent`). A reclaimed run loses and redoes the work since its last
+checkpoint, or, given notice, saves first (:mod:`clusters.whatif.preemption`).
 """
 
 from __future__ import annotations
@@ -35,9 +38,11 @@ from clusters.admission import (
     Snapshot,
     decide,
 )
+from clusters.admission.decayed_usage import RecentUsage
 from clusters.admission.topology_room import packing_level
-from clusters.whatif import node_domains
+from clusters.whatif import node_domains, preemption
 from clusters.whatif.model import FIFO, MODES, POLICY, Demand, Workload, World
+from clusters.whatif.recent import DecayedTotals, Held
 
 # While anything waits, a pass runs at least this often (the beat's admission tick), so
 # that a request's aging takes effect without another event.
@@ -54,7 +59,8 @@ _ARRIVE, _END, _IDLE, _PASS = "arrive", "end", "idle", "pass"
 class Record:
     """What happened to one demand: its wait (queued seconds, summed over every time it
     queued), when it first started, its GPU-seconds held (and of those idle), the
-    GPU-seconds an idle suspension gave back, and how often it was suspended."""
+    GPU-seconds an idle suspension gave back, how often it was suspended, and the
+    GPU-seconds of work its preemptions lost (:mod:`clusters.whatif.preemption`)."""
 
     demand: Demand
     wait: float = 0.0
@@ -66,6 +72,7 @@ class Record:
     reclaimed: int = 0
     idle_suspended: int = 0
     done: bool = False
+    lost_gpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,8 @@ class _Live:
     token: int
     running: Running
     placement: Placement
+    # When it was last warned of a reclaim (``None``: not warned).
+    warned_at: float | None = None
 
 
 @dataclass
@@ -133,6 +142,9 @@ class _Queued:
     hold: float
     busy: float | None
     pending: Pending | None = None
+    # Its place in line (``None``: ``since``): a run preempted with notice keeps its
+    # original submission time.
+    created: float | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +198,8 @@ class _State:
     # Whether the pass sees free nodes per domain and the gangs' wishes (see the docstring).
     aware: bool = True
     placements: list[Placement] = field(default_factory=list)
+    # Usage-decayed fair share's totals (``World.half_life``; ``None``: off).
+    recent: DecayedTotals | None = None
 
 
 def simulate(
@@ -220,6 +234,7 @@ def simulate(
         free={pool: [Decimal(pools.units[pool])] * n for pool, n in pools.nodes.items()},
         pools=pools,
         aware=topology_aware,
+        recent=DecayedTotals(world.half_life) if world.half_life is not None else None,
     )
     clock = _Clock(pass_seconds)
     for d in workload.demands:
@@ -308,7 +323,8 @@ def _instant(st: _State, clock: _Clock, now: float) -> bool:
 def _repeats(st: _State, now: float) -> bool:
     """Whether a pass now would repeat the last one, which changed nothing (see the
     module's docstring)."""
-    if st.quiet is None or st.quiet[0] != st.version:
+    if st.quiet is None or st.quiet[0] != st.version or st.recent is not None:
+        # Decayed usage moves with the clock: a pass may order differently later.
         return False
     last = st.quiet[1]
     aging = st.world.aging.total_seconds()
@@ -360,6 +376,8 @@ def _stop(st: _State, live: _Live, now: float) -> None:
     """Release a running demand's GPUs and account for what it held."""
     rec = st.records[live.demand.id]
     rec.gpu_seconds += float(live.gpus) * (now - live.started)
+    if st.recent is not None:
+        st.recent.ended(_held(live), now)
     if live.idle_from is not None and now > live.idle_from:
         rec.idle_gpu_seconds += float(live.gpus) * (now - live.idle_from)
     flavor = st.flavors[live.flavor]
@@ -392,7 +410,8 @@ def _pending(st: _State, q: _Queued) -> Pending | None:
         flavor=first.flavor,
         kind=d.kind,
         gpus=first.gpus,
-        created_at=st.workload.start + timedelta(seconds=q.since),
+        created_at=st.workload.start
+        + timedelta(seconds=q.since if q.created is None else q.created),
         priority=d.priority,
         workers=d.workers,
         worker_gpus=first.worker_gpus,
@@ -445,7 +464,17 @@ def _snapshot(st: _State, now: float) -> Snapshot:
         aging=st.world.aging,
         reclaim_grace=st.world.reclaim_grace,
         cohort_parents=st.world.cohort_parents,
+        recent=(
+            st.recent.usage(now, [_held(live) for live in st.live.values()])
+            if st.recent is not None
+            else RecentUsage()
+        ),
     )
+
+
+def _held(live: _Live) -> Held:
+    d = live.demand
+    return Held(d.tenant, d.owner, live.flavor, live.gpus, live.started)
 
 
 def _free_node_domains(st: _State, flavor: FlavorQ) -> node_domains.Domains | None:
@@ -555,9 +584,16 @@ def _running(st: _State, d: Demand, flavor: FlavorQ, now: float, domain: str = "
     )
 
 
-def _queue(st: _State, d: Demand, since: float, hold: float, busy: float | None) -> None:
-    """Put ``d`` in the queue (again) from ``since``."""
-    q = _Queued(d, since, hold, busy)
+def _queue(
+    st: _State,
+    d: Demand,
+    since: float,
+    hold: float,
+    busy: float | None,
+    created: float | None = None,
+) -> None:
+    """Put ``d`` in the queue (again) from ``since`` (in line by ``created``, if given)."""
+    q = _Queued(d, since, hold, busy, created=created)
     q.pending = _pending(st, q)
     st.queued[d.id] = q
     st.version += 1
@@ -623,24 +659,46 @@ def _reclaim(st: _State, chosen: list[int], now: float) -> list[tuple[float, str
     for ident in [i for i in st.warned if i not in wanted]:
         del st.warned[ident]
         st.version += 1
-    grace = st.world.reclaim_grace.total_seconds()
+    notice = st.world.notice is not None
+    grace = (st.world.notice or st.world.reclaim_grace).total_seconds()
     suspended = False
     for ident in chosen:
         live = st.live.get(ident)
         if live is None:
             continue
+        d = live.demand
         if ident not in st.warned:
-            st.warned[ident] = now + grace
+            # With notice, a run that saves within it is stopped once saved.
+            at = now + preemption.stop_after(grace, notice=notice, save_seconds=d.save_seconds)
+            st.warned[ident] = at
+            live.warned_at = now
             st.version += 1
-            later.append((now + grace, _PASS, 0, 0))
+            later.append((at, _PASS, 0, 0))
         elif st.warned[ident] <= now:
-            ran = now - live.started
+            kept = preemption.work_kept(
+                now - live.started,
+                checkpoint_every=d.checkpoint_every,
+                warned_at=None if live.warned_at is None else live.warned_at - live.started,
+                grace=grace,
+                notice=notice,
+                save_seconds=d.save_seconds,
+            )
             left_busy = None
             if live.idle_from is not None:
-                left_busy = max(live.idle_from - now, 0.0)
+                left_busy = max(live.idle_from - live.started - kept.kept, 0.0)
             _stop(st, live, now)
-            st.records[ident].reclaimed += 1
-            _queue(st, live.demand, now, live.ends - live.started - ran, left_busy)
+            rec = st.records[ident]
+            rec.reclaimed += 1
+            rec.lost_gpu_seconds += float(live.gpus) * kept.lost
+            # It does again what it lost; with notice it keeps its place in line.
+            _queue(
+                st,
+                d,
+                now,
+                live.ends - live.started - kept.kept,
+                left_busy,
+                created=d.arrival if notice and st.world.keep_place else None,
+            )
             suspended = True
     if suspended:
         # What the suspension freed goes to the request it was reclaimed for at once.

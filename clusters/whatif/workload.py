@@ -192,3 +192,20 @@ def synthetic_week(
     wish = f", multi-node prod in one {topology_level.rsplit('/', 1)[-1]}" if topology_level else ""
     label = f"synthetic, {span}, seed {seed}, load {load}{wish}"
     return Workload(EPOCH, seconds, demands, label=label)
+
+
+# How the synthetic runs checkpoint (clusters/whatif/preemption.py): batch jobs every
+# hour of work and production gangs (training that runs for days) every two, saving in
+# three and five minutes on notice; dev clusters are interactive and carry no work.
+CHECKPOINTS = {"job": (3600.0, 180.0), PROD: (7200.0, 300.0)}
+
+
+def with_checkpoints(workload: Workload) -> Workload:
+    """``workload`` with its batch jobs and production gangs checkpointing
+    (:data:`CHECKPOINTS`); the same requests otherwise."""
+    demands = []
+    for d in workload.demands:
+        kind = "job" if d.job else d.kind
+        every, save = CHECKPOINTS.get(kind, (None, None))
+        demands.append(replace(d, checkpoint_every=every, save_seconds=save))
+    return replace(workload, demands=demands, label=f"{workload.label}, checkpointing")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from celery.schedules import crontab
+
 from controlplane.settings.k8s import FLEET_HEALTH_INTERVAL_SECONDS
 from controlplane.settings.notices import (
     NOTIFY_DISPATCH_INTERVAL_SECONDS,
@@ -9,6 +11,7 @@ from controlplane.settings.notices import (
 )
 from controlplane.settings.workers import (
     ACTIVITY_CHECK_SECONDS,
+    COST_CAP_CHECK_SECONDS,
     RECONCILE_INTERVAL_SECONDS,
     SWEEP_INTERVAL_SECONDS,
 )
@@ -31,6 +34,17 @@ CELERY_BEAT_SCHEDULE = {
     "kube-cluster-health": {
         "task": "clusters.tasks.probe_kube_clusters",
         "schedule": FLEET_HEALTH_INTERVAL_SECONDS,
+    },
+    # Money caps' soft notices (docs/cost.md); hard caps are checked on each request.
+    "cost-caps": {
+        "task": "notifications.tasks.check_cost_caps",
+        "schedule": COST_CAP_CHECK_SECONDS,
+    },
+    # Last month's cost report to each tenant's admins, early on the 1st (UTC); the task
+    # mails each month once, so a missed run is made good by the next one.
+    "cost-reports": {
+        "task": "notifications.tasks.mail_cost_reports",
+        "schedule": crontab(minute=15, hour="*/6", day_of_month="1-3"),
     },
     "purge-expired-tokens": {"task": "tenants.tasks.purge_expired_tokens", "schedule": 3600.0},
 }

@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the latency it measures is the whole of Django's.
+    "controlplane.request_metrics.RequestMetricsMiddleware",
     "controlplane.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # The Ray dashboards' own origin (RAY_PROXY_ORIGIN) is answered here, before any of

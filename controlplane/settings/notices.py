@@ -10,6 +10,10 @@ from controlplane.settings.workers import CELERY_TASK_TIME_LIMIT
 
 # Links in notices point here (the dashboard's address as users reach it).
 PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL", "http://localhost:8000").rstrip("/")
+# The control plane's address as Ray pods reach it: their GANGWAY_PREEMPTION_URL (the
+# preemption notice endpoint, docs/preemption.md) starts with it. Pods often reach the
+# control plane by an in-cluster service name rather than the public address.
+PREEMPTION_BASE_URL = env_str("PREEMPTION_BASE_URL", PUBLIC_BASE_URL).rstrip("/")
 # The dispatcher turns new ClusterEvents into deliveries this often (and when a notable
 # event commits); the sweeper re-sends deliveries whose message was lost this often.
 NOTIFY_DISPATCH_INTERVAL_SECONDS = env_float("NOTIFY_DISPATCH_INTERVAL_SECONDS", 5.0)

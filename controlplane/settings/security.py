@@ -118,3 +118,9 @@ else:
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
     raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 characters long")
+# Web request latency per route (gangway_http_request_seconds, docs/metrics.md); off only
+# to measure what it costs (docs/benchmarks.md).
+REQUEST_METRICS = env_bool("REQUEST_METRICS", True)
+# A Celery worker's own /metrics port (its event series: controlplane/worker_metrics.py);
+# 0: none, its series are read through a web server sharing PROMETHEUS_MULTIPROC_DIR.
+WORKER_METRICS_PORT = env_int("WORKER_METRICS_PORT", 0, minimum=0)

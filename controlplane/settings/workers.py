@@ -108,6 +108,12 @@ SWEEP_STALE_SECONDS = env_float("SWEEP_STALE_SECONDS", 30.0)
 # itself is the tenant's policy (``Tenant.idle_suspend_minutes``).
 ACTIVITY_CHECK_SECONDS = env_float("ACTIVITY_CHECK_SECONDS", 60.0)
 IDLE_GRACE_MINUTES = env_float("IDLE_GRACE_MINUTES", 15.0)
+# GPU utilisation (docs/gpu-utilization.md): read from each node's DCGM exporter through
+# the API server's node proxy on DCGM_EXPORTER_PORT, or from this Prometheus (query API)
+# when set; samples are kept GPU_SAMPLE_RETENTION_HOURS.
+PROMETHEUS_URL = env_str("PROMETHEUS_URL", "")
+DCGM_EXPORTER_PORT = env_int("DCGM_EXPORTER_PORT", 9400, minimum=1)
+GPU_SAMPLE_RETENTION_HOURS = env_int("GPU_SAMPLE_RETENTION_HOURS", 24, minimum=1)
 # Monthly GPU-hour budgets (Tenant.monthly_gpu_hour_budget): at 100% of its budget a
 # tenant's pages say so, and with "deprioritise" its new dev requests also queue at the
 # lowest priority (CLUSTER_PRIORITY_MIN) until the month turns; "warn" only warns.
@@ -116,6 +122,10 @@ if BUDGET_POLICY not in ("warn", "deprioritise"):
     raise ImproperlyConfigured(
         f"BUDGET_POLICY must be 'warn' or 'deprioritise', not {BUDGET_POLICY!r}."
     )
+# Showback (docs/cost.md): the currency of FlavorPrice and CostCap amounts (an ISO 4217
+# code, shown beside every cost), and how often money caps are checked for soft notices.
+COST_CURRENCY = env_str("COST_CURRENCY", "USD")
+COST_CAP_CHECK_SECONDS = env_float("COST_CAP_CHECK_SECONDS", 900.0)
 # The range of a request's priority, which tenant admins set (higher goes first).
 CLUSTER_PRIORITY_MIN = -100
 CLUSTER_PRIORITY_MAX = 100

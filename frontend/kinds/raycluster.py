@@ -140,7 +140,22 @@ def detail_context(
         "extend_choices": EXTEND_CHOICES,
         "gpu_hours": selectors.cluster_gpu_hours(row),
         "activity": selectors.cluster_activity(row),
+        "gpu_utilization": [
+            {**gpu, "sparkline": sparkline(gpu["samples"])}
+            for gpu in selectors.cluster_gpu_utilization(row)
+        ],
     }
+
+
+def sparkline(samples: list[dict[str, Any]], *, width: int = 120, height: int = 24) -> str:
+    """SVG polyline points for utilisation samples (0-100 %), oldest on the left."""
+    if not samples:
+        return ""
+    step = width / max(len(samples) - 1, 1)
+    return " ".join(
+        f"{i * step:.1f},{height - height * s['utilization'] / 100:.1f}"
+        for i, s in enumerate(samples)
+    )
 
 
 # The Kubernetes objects as a download (``manifests.yaml`` beside the page), and on the

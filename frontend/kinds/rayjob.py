@@ -32,6 +32,7 @@ from frontend.forms import (
     FIELD_LABELS,
     FlavorChoiceField,
     LabelledErrorsForm,
+    add_priority_class_field,
     add_topology_fields,
     container_gpus_field,
     image_field,
@@ -205,6 +206,7 @@ class JobForm(LabelledErrorsForm):
             attrs={"data-hides-shape": "true"},
         )
         add_topology_fields(self)
+        add_priority_class_field(self, tenant=tenant, role=role)
         if not hosts:
             self.fields["cluster"].help_text = (
                 f"You have no ready dev cluster in {tenant.slug}: the job gets a Ray cluster "
@@ -284,7 +286,9 @@ class JobForm(LabelledErrorsForm):
         )
         if job.host:
             return None, job
-        shape = {k: data.get(k) for k in ("kind", "flavor", "workers", "name", "image")}
+        shape = {
+            k: data.get(k) for k in ("kind", "flavor", "workers", "name", "image", "priority_class")
+        }
         shape["container_gpus"] = bool(data.get("container_gpus"))
         shape.update(topology_wish(data))
         names = self.accepted_flavors()

@@ -6,6 +6,7 @@ detail, log and actions in :mod:`.workloads` (filled from :mod:`frontend.kinds`)
 from frontend.views.access import notebook_open, ray_dashboard
 from frontend.views.audit import audit_page, tenant_audit_page
 from frontend.views.capacity import capacity_page
+from frontend.views.costs import cost_report_page, prices
 from frontend.views.fairshare import fairshare_page
 from frontend.views.notifications import (
     notifications_page,
@@ -19,12 +20,14 @@ from frontend.views.usage import platform_usage_page, usage_page
 __all__ = [
     "audit_page",
     "capacity_page",
+    "cost_report_page",
     "fairshare_page",
     "global_queue",
     "home",
     "notebook_open",
     "notifications_page",
     "platform_usage_page",
+    "prices",
     "queue",
     "ray_dashboard",
     "tenant_audit_page",

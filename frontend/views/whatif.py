@@ -38,7 +38,8 @@ class WhatIfForm(forms.Form):
         required=False,
         help_text="One per line: nodes:h100=+8, quota:TENANT/FLAVOR=N, "
         "borrow:TENANT/FLAVOR=N, weight:TENANT=N, idle:TENANT=MINUTES (idle:*=0), "
-        "topology:FLAVOR=LEVEL (e.g. topology:h100=rack).",
+        "topology:FLAVOR=LEVEL (e.g. topology:h100=rack), half-life:HOURS (0: off), "
+        "notice:SECONDS (notice:off), requeue:back or requeue:place.",
     )
 
 

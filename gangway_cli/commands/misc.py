@@ -101,6 +101,26 @@ def flavors(ctx: typer.Context, output_option: OutputOpt = None) -> None:
     output.emit(s.mode, items, lambda: output.stdout.print(output.table(columns, rows)))
 
 
+@app.command("priority-classes")
+def priority_classes(ctx: typer.Context, output_option: OutputOpt = None) -> None:
+    """The priority classes your tenant may pick (what --priority-class takes)."""
+    s = session(ctx, output_option)
+    answer = s.client.get(s.tenant_path("priority-classes/"))
+    items = answer if isinstance(answer, list) else answer.get("results", [])
+    columns = ["NAME", "VALUE", "PREEMPTS", "DEFAULT", "DESCRIPTION"]
+    rows = [
+        (
+            c["name"],
+            c.get("value"),
+            "yes" if c.get("may_preempt") else "no",
+            "yes" if c.get("is_default") else "",
+            c.get("description", ""),
+        )
+        for c in items
+    ]
+    output.emit(s.mode, items, lambda: output.stdout.print(output.table(columns, rows)))
+
+
 @app.command()
 def images(ctx: typer.Context, output_option: OutputOpt = None) -> None:
     """The Ray images clusters may use (what --image takes)."""

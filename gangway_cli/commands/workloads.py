@@ -122,6 +122,14 @@ KubeClusterOpt = Annotated[
     str | None,
     typer.Option("--kube-cluster", help="Run on this Kubernetes cluster of the fleet."),
 ]
+PriorityClassOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--priority-class",
+        help="The platform priority class to run in (`gangway priority-classes`; default: "
+        "the default class).",
+    ),
+]
 RegionOpt = Annotated[
     str | None, typer.Option("--region", help="Run on a Kubernetes cluster of this region.")
 ]

@@ -70,6 +70,7 @@ def _status_fields(cluster: dict[str, Any], tenant: str) -> list[tuple[str, Any]
         ("workers", cluster.get("workers")),
         ("gpus", cluster.get("gpus")),
         ("owner", cluster.get("owner")),
+        ("priority class", cluster.get("priority_class")),
         ("image", cluster.get("image")),
         ("created", output.when(cluster.get("created_at"))),
         ("ready", output.when(cluster.get("ready_at"))),
@@ -277,6 +278,7 @@ def up(
     region: workloads.RegionOpt = None,
     topology: workloads.TopologyOpt = None,
     topology_mode: workloads.TopologyModeOpt = None,
+    priority_class: workloads.PriorityClassOpt = None,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow until ready.")] = True,
     timeout: Annotated[
         str | None, typer.Option(help="Give up waiting after this long (e.g. 30m).")
@@ -299,6 +301,8 @@ def up(
         raise CliError(str(exc), code=exitcodes.USAGE) from None
     if image:
         body["image"] = image
+    if priority_class:
+        body["priority_class"] = priority_class
     if env:
         body["env"] = workloads.parse_env(env)
     # The head's extras are asked for only when wanted, so older servers still answer.

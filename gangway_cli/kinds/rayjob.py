@@ -126,6 +126,7 @@ def _status_fields(job: dict[str, Any], tenant: str) -> list[tuple[str, Any]]:
         ("ray status", run.get("job_status")),
         ("message", run.get("message")),
         ("flavor", output.flavor(job)),
+        ("priority class", job.get("priority_class")),
         ("kube cluster", output.placement(job)),
         ("topology", output.topology(job)),
         ("gpu-hours", job.get("gpu_hours")),
@@ -191,6 +192,7 @@ def submit(
     region: workloads.RegionOpt = None,
     topology: workloads.TopologyOpt = None,
     topology_mode: workloads.TopologyModeOpt = None,
+    priority_class: workloads.PriorityClassOpt = None,
 ) -> workloads.Creation:
     """Submit a batch job: on GPUs of its own (--flavor) or on a dev cluster (--cluster)."""
     body = job_body(
@@ -203,7 +205,13 @@ def submit(
             "topology": topology,
             "topology_mode": topology_mode,
         },
-        shape={"name": name, "workers": workers, "kind": kind, "image": image},
+        shape={
+            "name": name,
+            "workers": workers,
+            "kind": kind,
+            "image": image,
+            "priority_class": priority_class,
+        },
         runtime_env={"working_dir": working_dir, "pip": pip, "env_vars": env},
         deadline=deadline,
     )

@@ -89,6 +89,7 @@ def _status_fields(service: dict[str, Any], tenant: str) -> list[tuple[str, Any]
     return [
         *workloads.standing(service, tenant),
         ("why", service.get("state_reason")),
+        ("priority class", service.get("priority_class")),
         ("applications", applications_line(service)),
         ("active cluster", serving.get("active_cluster")),
         ("pending cluster", serving.get("pending_cluster")),
@@ -153,6 +154,7 @@ def submit(
     region: workloads.RegionOpt = None,
     topology: workloads.TopologyOpt = None,
     topology_mode: workloads.TopologyModeOpt = None,
+    priority_class: workloads.PriorityClassOpt = None,
 ) -> workloads.Creation:
     """Submit a Ray Serve service: a RayService of the given shape serving the config."""
     body: dict[str, Any] = {"name": name, "serve_config": read_config(config)}
@@ -164,6 +166,7 @@ def submit(
         "max_workers": max_workers,
         "kind": kind,
         "image": image,
+        "priority_class": priority_class,
     }
     body.update({k: v for k, v in shape.items() if v is not None})
     if upgrade:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from kubesim.controller import TimerHeap
-from kubesim.operators import raydemand
+from kubesim.operators import raycheckpoint, raydemand
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import get_path
@@ -72,6 +72,8 @@ class RayJobDefaults:
     outcome: str = "succeeded"
     message: str = ""
     pending_seconds: float = 1.0
+    # ``on-notice``: drivers checkpoint on a preemption notice (``raycheckpoint.py``).
+    checkpoint: str = ""
 
     @classmethod
     def from_fleet(cls, fleet: dict[str, Any]) -> RayJobDefaults:
@@ -93,8 +95,13 @@ class RayJobDefaults:
         outcome: str | None = None,
         message: str | None = None,
         pending_seconds: float | None = None,
+        checkpoint: str | None = None,
     ) -> None:
         """Change the given defaults (None keeps one); refuses nonsense with ValueError."""
+        if checkpoint is not None:
+            if checkpoint not in ("", raycheckpoint.ON_NOTICE):
+                raise ValueError(f"checkpoint must be '' or {raycheckpoint.ON_NOTICE!r}")
+            self.checkpoint = checkpoint
         if run_seconds is not None:
             if float(run_seconds) < 0:
                 raise ValueError("run_seconds must not be negative")
@@ -139,6 +146,8 @@ class DriverRun:
     # held until it ends, and its tasks' bundles, wanted while it runs.
     entrypoint_resources: dict[str, float] = field(default_factory=dict)
     demand: list[dict[str, float]] = field(default_factory=list)
+    # A driver that checkpoints on a preemption notice (``raycheckpoint.py``), else None.
+    checkpointing: raycheckpoint.CheckpointingRun | None = None
 
     def status(self, at: float) -> str:
         """Ray's JobStatus at ``at``."""
@@ -214,6 +223,8 @@ class RayRuntime:
         self.timers = TimerHeap()
         # Per head, the packages uploaded to its GCS (``PUT /api/packages/...``): URI to size.
         self.packages: dict[HeadKey, dict[str, int]] = {}
+        # Every driver started that checkpoints on notice, in order (``raycheckpoint.py``).
+        self.checkpointing_runs: list[raycheckpoint.CheckpointingRun] = []
 
     # -- the job table (the dashboard's job API) ----------------------------------------
 
@@ -256,10 +267,24 @@ class RayRuntime:
             spec.get("entrypointResources"),
         )
         run_obj.demand = raydemand.parse_bundles(ann.get(raydemand.ANN_JOB_DEMAND))
+        self._checkpointing(run_obj, rayjob)
         table[job_id] = run_obj
         self._wake_rayjob(rayjob, run_obj.start)
         self._wake_rayjob(rayjob, run_obj.end)
         return run_obj
+
+    def _checkpointing(self, run: DriverRun, rayjob: Obj | None) -> None:
+        """A driver with ``kubesim.io/job-checkpoint: on-notice`` resumed from a step
+        runs only the work left after it (and is kept in ``checkpointing_runs``)."""
+        plan = raycheckpoint.plan(
+            rayjob, run.runtime_env, run.end - run.start, default=self.defaults.checkpoint
+        )
+        if plan is None:
+            return
+        plan.start = run.start
+        run.end = run.start + plan.remaining()
+        run.checkpointing = plan
+        self.checkpointing_runs.append(plan)
 
     def submit_request(
         self,
@@ -446,6 +471,8 @@ class RayRuntime:
         if labels.get("ray.io/node-type") == "head":
             cluster = labels.get("ray.io/cluster", "")
             head = (meta["namespace"], cluster)
+            if new is not None:
+                self._notice(head, new)
             if new is None or (new.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 # The head is gone and its job table with it (no GCS fault tolerance).
                 table = self.heads.pop(head, {})
@@ -464,6 +491,14 @@ class RayRuntime:
                 self.traces.pop(key, None)
             else:
                 self.dirty.add(key)
+
+    def _notice(self, head: HeadKey, pod: Obj) -> None:
+        """A head pod changed: its running drivers that checkpoint on notice answer a
+        new preemption notice on it."""
+        now = self.cluster.clock.time()
+        for run in self.heads.get(head, {}).values():
+            if run.checkpointing is not None and run.status(now) == "RUNNING":
+                raycheckpoint.on_notice(run.checkpointing, pod, now)
 
     def wake_due(self, at: float) -> bool:
         """Mark submitter pods whose driver has ended dirty (ticker)."""

@@ -302,6 +302,7 @@ class CohortSetSerializer(StrictModelSerializer):
 # --- Tenants ------------------------------------------------------------------------
 
 PIP_URLS_HELP = str(Tenant._meta.get_field("allow_pip_direct_urls").help_text)
+IDLE_GPU_HELP = str(Tenant._meta.get_field("idle_gpu_util_percent").help_text)
 
 
 class PolicySerializer(StrictSerializer):
@@ -320,6 +321,9 @@ class PolicySerializer(StrictSerializer):
     )
     idle_suspend_prod = serializers.BooleanField(
         required=False, help_text="Apply the idle policy to production clusters too."
+    )
+    idle_gpu_util_percent = JsonIntegerField(
+        min_value=0, max_value=100, required=False, help_text=IDLE_GPU_HELP
     )
     monthly_gpu_hour_budget = JsonIntegerField(
         min_value=1,
@@ -346,6 +350,9 @@ class TenantAdminPolicySerializer(StrictSerializer):
     )
     idle_suspend_minutes = JsonIntegerField(min_value=0, max_value=24 * 60 * 30, required=False)
     idle_suspend_prod = serializers.BooleanField(required=False)
+    idle_gpu_util_percent = JsonIntegerField(
+        min_value=0, max_value=100, required=False, help_text=IDLE_GPU_HELP
+    )
     allow_pip_direct_urls = serializers.BooleanField(required=False, help_text=PIP_URLS_HELP)
 
 
@@ -356,6 +363,7 @@ class PolicyOutSerializer(serializers.Serializer[Tenant]):
     max_ttl_hours = serializers.IntegerField()
     idle_suspend_minutes = serializers.IntegerField()
     idle_suspend_prod = serializers.BooleanField()
+    idle_gpu_util_percent = serializers.IntegerField()
     monthly_gpu_hour_budget = serializers.IntegerField(allow_null=True)
     allow_pip_direct_urls = serializers.BooleanField()
 

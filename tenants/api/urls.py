@@ -29,7 +29,8 @@ register_converter(UsernameConverter, "username")
 
 
 class CohortNameConverter(UsernameConverter):
-    """A cohort name (a DNS label of at most 40): a PUT to any other name is a 404."""
+    """A cohort's or a priority class's name (a DNS label of at most 40): a PUT to any
+    other name is a 404."""
 
     regex = r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?"
 
@@ -89,6 +90,24 @@ urlpatterns = [
         views.CohortViewSet.as_view({"get": "retrieve", "put": "update", "delete": "destroy"}),
         name="cohort",
     ),
+    # The platform's priority classes (docs/preemption.md): platform admins only.
+    path(
+        "platform/priority-classes/",
+        views.PriorityClassViewSet.as_view({"get": "list", "post": "create"}),
+        name="priority-classes",
+    ),
+    path(
+        "platform/priority-classes/<cohort:name>/",
+        views.PriorityClassViewSet.as_view(
+            {
+                "get": "retrieve",
+                "put": "update",
+                "patch": "partial_update",
+                "delete": "destroy",
+            }
+        ),
+        name="priority-class",
+    ),
     path(
         "tenants/",
         views.TenantViewSet.as_view({"get": "list", "post": "create"}),
@@ -118,6 +137,11 @@ urlpatterns = [
         "tenants/<slug:tenant_slug>/quotas/",
         views.QuotaViewSet.as_view({"get": "retrieve", "put": "update"}),
         name="quotas",
+    ),
+    path(
+        "tenants/<slug:tenant_slug>/priority-classes/",
+        views.TenantPriorityClassViewSet.as_view({"get": "list"}),
+        name="tenant-priority-classes",
     ),
     path("audit/", views.AuditEventViewSet.as_view({"get": "list"}), name="audit"),
 ]

@@ -15,6 +15,13 @@ from tenants.services.members import (
     membership_remove,
     membership_set_role,
 )
+from tenants.services.priority_classes import (
+    PRIORITY_CLASS_EDITABLE,
+    PRIORITY_CLASS_FACTS,
+    priority_class_create,
+    priority_class_delete,
+    priority_class_update,
+)
 from tenants.services.quotas import QuotaLine, quota_set
 from tenants.services.sign_ins import sign_in_failure_record
 from tenants.services.ssh_keys import ssh_key_add, ssh_key_remove
@@ -34,6 +41,8 @@ __all__ = [
     "FLAVOR_EDITABLE",
     "MANAGE_MEMBERS_ROLE",
     "POLICY_FIELDS",
+    "PRIORITY_CLASS_EDITABLE",
+    "PRIORITY_CLASS_FACTS",
     "TENANT_ADMIN_POLICY",
     "TENANT_EDITABLE",
     "TENANT_IMMUTABLE",
@@ -46,6 +55,9 @@ __all__ = [
     "membership_add",
     "membership_remove",
     "membership_set_role",
+    "priority_class_create",
+    "priority_class_delete",
+    "priority_class_update",
     "quota_set",
     "sign_in_failure_record",
     "ssh_key_add",

@@ -22,6 +22,7 @@ POLICY_FIELDS = (
     "max_ttl_hours",
     "idle_suspend_minutes",
     "idle_suspend_prod",
+    "idle_gpu_util_percent",
     "monthly_gpu_hour_budget",
     "allow_pip_direct_urls",
 )
@@ -128,6 +129,7 @@ TENANT_ADMIN_POLICY = frozenset(
         "dev_ttl_hours",
         "idle_suspend_minutes",
         "idle_suspend_prod",
+        "idle_gpu_util_percent",
         "allow_pip_direct_urls",
     }
 )

@@ -169,6 +169,26 @@ ROUTES = {
     "api/v1/tenants/{tenant_slug}/usage/": Route(
         kwargs={"tenant_slug": "acme"}, methods={"GET": Case(READERS)}
     ),
+    # Money caps (clusters/api/cost_views.py): members read, admins set (docs/cost.md).
+    "api/v1/tenants/{tenant_slug}/cost-caps/": Route(
+        kwargs={"tenant_slug": "acme"},
+        methods={
+            "GET": Case(READERS),
+            "PUT": Case(
+                members(viewer=403, engineer=403, admin=200, platform=200),
+                body=lambda w: {"soft_limit": "10", "hard_limit": "20"},
+            ),
+        },
+    ),
+    # Flavor prices: every signed-in user reads them, platform admins set them.
+    "api/v1/platform/prices/": Route(
+        methods={
+            "GET": Case(everyone(200)),
+            "POST": Case(
+                platform_only(201), body=lambda w: {"flavor": "h100", "price_per_gpu_hour": "2"}
+            ),
+        }
+    ),
     "api/v1/queue/": Route(methods={"GET": Case(platform_only(200))}),
     # The image allow-list, like the GPU catalogue: every signed-in user reads it.
     "api/v1/images/": Route(methods={"GET": Case(everyone(200))}),

@@ -12,7 +12,7 @@ from clusters.models import ClusterRequest, Job
 from tenants.models import GpuFlavor
 from tests.access.matrix import Case, Route, members, statuses
 from tests.access.routes_clusters import _bobs
-from tests.access.routes_tenants import _engineers_key, cohort_row
+from tests.access.routes_tenants import _engineers_key, _priority_class, cohort_row
 
 TENANT = "t/{slug}/"
 READ = statuses(anonymous=302, outsider=404, viewer=200, engineer=200, admin=200, platform=200)
@@ -166,6 +166,29 @@ PLATFORM_ONLY = statuses(
 )
 ROUTES["usage/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
 ROUTES["audit/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+# Showback (docs/cost.md): the prices page and its form (platform admins), a tenant's
+# cost report (its members) whose caps form its admins and platform admins submit.
+ROUTES["platform/prices/"] = Route(
+    session=True,
+    methods={
+        "GET": Case(PLATFORM_ONLY),
+        "POST": Case(
+            {**PLATFORM_ONLY, "platform": 302},
+            body=lambda w: {"flavor": "h100", "price_per_gpu_hour": "2"},
+        ),
+    },
+)
+ROUTES[TENANT + "usage/report/"] = Route(
+    session=True,
+    kwargs={"slug": "acme"},
+    methods={
+        "GET": Case(READ),
+        "POST": Case(
+            {**READ, "viewer": 403, "engineer": 403, "admin": 302, "platform": 302},
+            body=lambda w: {"soft_limit": "10", "hard_limit": "20"},
+        ),
+    },
+)
 # A tenant's audit log: its admins and platform admins; its other members get a 404.
 ROUTES[TENANT + "audit/"] = Route(
     session=True,
@@ -240,6 +263,11 @@ ROUTES["platform/cohorts/"] = Route(session=True, methods={"GET": Case(PLATFORM_
 
 ROUTES["platform/cohorts/{name}/delete/"] = Route(
     session=True, methods={"POST": Case(PLATFORM_FORM, kwargs=cohort_row)}
+)
+ROUTES["platform/priority-classes/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
+ROUTES["platform/priority-classes/{name}/delete/"] = Route(
+    session=True,
+    methods={"POST": Case(PLATFORM_FORM, kwargs=_priority_class("matrix-spare", 4245))},
 )
 ROUTES["platform/tenants/"] = Route(session=True, methods={"GET": Case(PLATFORM_ONLY)})
 ROUTES["platform/tenants/{slug}/"] = Route(

@@ -39,4 +39,7 @@ ROUTES = {
     ),
     ONE + "stop/": Route(methods={"POST": Case(WRITERS, kwargs=_bobs())}),
     ONE + "logs/": Route(methods={"GET": Case(READERS, kwargs=_bobs())}),
+    ONE + "checkpoint/": Route(
+        methods={"POST": Case(WRITERS, kwargs=_bobs(), body=lambda w: {"uri": "s3://b/c"})}
+    ),
 }

@@ -49,6 +49,18 @@ def cohort_row(world: Any) -> dict[str, str]:
     return {"name": "spare-cohort"}
 
 
+def _priority_class(name: str, value: int) -> Any:
+    """A priority class (get or made: the database may have been flushed), as URL kwargs."""
+
+    def build(world: Any) -> dict[str, str]:
+        from tenants.models import PriorityClass
+
+        PriorityClass.objects.get_or_create(name=name, defaults={"value": value})
+        return {"name": name}
+
+    return build
+
+
 ROUTES = {
     "api/v1/auth/token/": Route(
         methods={
@@ -161,6 +173,30 @@ ROUTES = {
             "DELETE": Case(platform_only(204), kwargs=cohort_row),
         },
     ),
+    # A class names the tenants it allows: platform admins only, reads included.
+    "api/v1/platform/priority-classes/": Route(
+        methods={
+            "GET": Case(platform_only(200)),
+            "POST": Case(platform_only(201), body=lambda w: {"name": "matrix-made", "value": 4242}),
+        }
+    ),
+    "api/v1/platform/priority-classes/{name}/": Route(
+        kwargs={"name": "matrix-class"},
+        methods={
+            "GET": Case(platform_only(200), kwargs=_priority_class("matrix-class", 4243)),
+            "PUT": Case(
+                platform_only(200),
+                kwargs=_priority_class("matrix-class", 4243),
+                body=lambda w: {"value": 4244, "description": "put"},
+            ),
+            "PATCH": Case(
+                platform_only(200),
+                kwargs=_priority_class("matrix-class", 4243),
+                body=lambda w: {"description": "patched"},
+            ),
+            "DELETE": Case(platform_only(204), kwargs=_priority_class("matrix-spare", 4245)),
+        },
+    ),
     "api/v1/tenants/": Route(
         methods={
             "GET": Case(everyone(200)),
@@ -207,6 +243,10 @@ ROUTES = {
                 body=lambda w: {"max_dev_clusters_per_user": 2, "idle_suspend_minutes": 30},
             ),
         },
+    ),
+    "api/v1/tenants/{tenant_slug}/priority-classes/": Route(
+        kwargs={"tenant_slug": "acme"},
+        methods={"GET": Case(members(viewer=200, engineer=200, admin=200, platform=200))},
     ),
     "api/v1/tenants/{tenant_slug}/quotas/": Route(
         kwargs={"tenant_slug": "acme"},

@@ -66,9 +66,10 @@ GROUP_GATES: dict[str, str] = {
     "scheduling.run.ai": "KAI_ENABLED=1",
     "kai.scheduler": "KAI_ENABLED=1",
 }
-# Environment variables set on containers that the application does not read: the pod's
-# IP, used only to extend ALLOWED_HOSTS through `$(POD_IP)`.
-HELPER_ENV = {"POD_IP"}
+# Environment variables set on containers that the application's settings do not read: the
+# pod's IP, used only to extend ALLOWED_HOSTS through `$(POD_IP)`, and prometheus-client's
+# multi-process directory (read by the library itself, docs/metrics.md).
+HELPER_ENV = {"POD_IP", "PROMETHEUS_MULTIPROC_DIR"}
 
 
 # --- rendering ---------------------------------------------------------------------------
@@ -389,16 +390,26 @@ def test_production_safe_settings(target: str) -> None:
 # --- network policy ----------------------------------------------------------------------
 
 
-def test_the_namespace_denies_by_default_and_admits_only_web_http() -> None:
+def test_the_namespace_denies_by_default_and_admits_only_web_http_and_worker_metrics() -> None:
     docs = render("base")
     policies = of_kind(docs, "NetworkPolicy")
     deny = [p for p in policies if p["spec"]["podSelector"] == {} and not p["spec"].get("ingress")]
     assert deny and set(deny[0]["spec"]["policyTypes"]) == {"Ingress", "Egress"}
-    ingress = [p for p in policies if p["spec"].get("ingress")]
-    assert len(ingress) == 1
-    assert ingress[0]["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "web"
-    ports = {p["port"] for rule in ingress[0]["spec"]["ingress"] for p in rule["ports"]}
-    assert ports == {8000}
+    ingress = {
+        p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"]: {
+            port["port"] for rule in p["spec"]["ingress"] for port in rule["ports"]
+        }
+        for p in policies
+        if p["spec"].get("ingress")
+    }
+    assert ingress == {"web": {8000}, "worker": {9100}}
+    worker = next(
+        d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "gangway-worker"
+    )
+    pod = worker["spec"]["template"]
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == "9100"
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["WORKER_METRICS_PORT"] == "9100"
 
 
 # --- RBAC --------------------------------------------------------------------------------

@@ -65,7 +65,20 @@ def csv_rows(response: Any) -> list[list[str]]:
     return list(csv.reader(io.StringIO(response.content.decode())))
 
 
-HEADER = ["day", "tenant", "user", "flavor", "gpu_hours", "active_hours", "idle_hours"]
+HEADER = [
+    "day",
+    "tenant",
+    "user",
+    "flavor",
+    "gpu_hours",
+    "active_hours",
+    "idle_hours",
+    "cost",
+    "currency",
+]
+# No flavor is priced here: every line costs nothing (tests/clusters/rows/test_costs.py
+# prices them).
+FREE = ["0.00", "USD"]
 
 
 def test_days_are_cut_at_midnight_and_open_spans_run_to_now(bob: Any, ledger: None) -> None:
@@ -77,10 +90,10 @@ def test_days_are_cut_at_midnight_and_open_spans_run_to_now(bob: Any, ledger: No
     )
     assert csv_rows(response) == [
         HEADER,
-        ["2026-11-14", "acme", "bob", "h100", "1.000", "1.000", "0.000"],
-        ["2026-11-18", "acme", "bob", "h100", "4.000", "2.000", "2.000"],
-        ["2026-11-19", "acme", "bob", "h100", "4.000", "2.000", "2.000"],
-        ["2026-11-20", "acme", "alice", "l4", "3.000", "3.000", "0.000"],
+        ["2026-11-14", "acme", "bob", "h100", "1.000", "1.000", "0.000", *FREE],
+        ["2026-11-18", "acme", "bob", "h100", "4.000", "2.000", "2.000", *FREE],
+        ["2026-11-19", "acme", "bob", "h100", "4.000", "2.000", "2.000", *FREE],
+        ["2026-11-20", "acme", "alice", "l4", "3.000", "3.000", "0.000", *FREE],
     ]
 
 
@@ -151,7 +164,7 @@ def test_the_platform_page_shows_every_tenant_by_tenant_and_flavor(root: Any, le
     assert 'filename="gangway-usage-all-7d-2026-11-20.csv"' in response["Content-Disposition"]
     rows = csv_rows(response)
     assert rows[0] == HEADER
-    assert ["2026-11-20", "globex", "charlie", "h100", "1.000", "1.000", "0.000"] in rows
+    assert ["2026-11-20", "globex", "charlie", "h100", "1.000", "1.000", "0.000", *FREE] in rows
     assert len(rows) == 1 + 5
 
 
@@ -179,6 +192,7 @@ def test_the_api_takes_days_and_returns_the_days(bob: Any, ledger: None, as_user
         "gpu_hours": 4.0,
         "active_hours": 2.0,
         "idle_hours": 2.0,
+        "cost": 0.0,
     }
     both = as_user(bob).get("/api/v1/tenants/acme/usage/?days=7&since=2026-11-01T00:00:00Z")
     assert both.status_code == 400

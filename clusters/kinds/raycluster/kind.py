@@ -16,6 +16,7 @@ KIND = Kind(
     started_message="waiting for its pods",
     admitted_message="applying its RayCluster",
     reclaimable=True,
+    preemptible=True,
     interactive=True,
     # An interactive cluster runs until somebody deletes it: waiting for it would hold
     # a drain open indefinitely, so it is suspended and requeued, and comes up elsewhere.

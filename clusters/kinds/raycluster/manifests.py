@@ -17,7 +17,7 @@ from django.conf import settings
 
 from clusters.domain import shapes
 from clusters.domain.images import ray_version, resolve_image
-from clusters.kube import cdi, dra, notebook, ssh, topology, topology_queues
+from clusters.kube import cdi, dra, notebook, priority_classes, ssh, topology, topology_queues
 from clusters.kube import labels as lbl
 from clusters.kube import quantities as q
 from clusters.kube.manifests import (
@@ -37,6 +37,7 @@ from clusters.kube.manifests import (
     request_object,
     shm_volume,
 )
+from clusters.kube.preemption_pods import add_notice_channel
 from clusters.kube.provisioning_requests import consume_annotations
 from clusters.kube.queues import KAI_SCHEDULER, LOCAL_QUEUE_NAME, kai_queue_name
 
@@ -354,10 +355,11 @@ def raycluster(
         groups = _fungible_groups(cluster, groups, accepted)
     if queue_mode == "kueue":
         object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
-        object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
+        object_labels[lbl.KUEUE_PRIORITY_CLASS] = priority_classes.kueue_label(cluster)
     kai_label = kai_queue_name(cluster.tenant) if fraction is not None else None
     if kai_label:
         object_labels[lbl.KAI_QUEUE] = kai_label
+        object_labels.update(priority_classes.kai_labels(cluster))
     spec: Manifest = {}
     version = ray_version(chosen)
     if version:
@@ -392,6 +394,7 @@ def raycluster(
         # The catalogue rows: their topology levels decide the pod sets' TAS annotation.
         rows = cluster.accepted_flavor_rows() if len(accepted) > 1 else [cluster.flavor]
         topology_queues.mark_worker_groups(cluster, spec["workerGroupSpecs"], rows)
+    _notice_channel(cluster, spec)
     booked = _booked_capacity(cluster)
     if booked:
         # The autoscaler added nodes for this gang (capacity on demand): its workers
@@ -404,6 +407,16 @@ def raycluster(
     if asks:
         obj["metadata"]["annotations"] = asks  # KAI's pod grouper reads the top owner
     return obj
+
+
+def _notice_channel(cluster: Any, spec: Manifest) -> None:
+    """The preemption notice's volume and environment in the head's and every worker's
+    Ray container (:mod:`clusters.kube.preemption_pods`)."""
+    groups = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+    for group in groups:
+        pod = group["template"]["spec"]
+        ray = [c for c in pod["containers"] if c["name"] in ("ray-head", "ray-worker")]
+        add_notice_channel(pod, ray, cluster)
 
 
 def manifests(cluster: Any, **options: Any) -> list[Manifest]:

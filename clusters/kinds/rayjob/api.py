@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters.api.kind_views import KIND_ROLES, KindViewSet, KindWrites
+from clusters.api.preemption_views import CheckpointIn
 from clusters.api.renderers import LOG_RENDERERS
 from clusters.api.serializers import (
     ClusterCreateInput,
@@ -30,7 +31,8 @@ from clusters.kinds.rayjob.kind import KIND as JOB_KIND
 from clusters.kinds.rayjob.output import JobLogsOut, JobOut
 from clusters.kinds.rayjob.spec import MAX_DEADLINE_SECONDS, MAX_TTL_AFTER_FINISHED, JobSpec
 from clusters.live.log_bounds import LogBounds
-from clusters.rows.spec import PAYLOAD_FIELDS, PLACEMENT_FIELDS, ClusterSpec
+from clusters.requests import checkpoints
+from clusters.rows.spec import CLASS_FIELDS, PAYLOAD_FIELDS, PLACEMENT_FIELDS, ClusterSpec
 from controlplane.api.serializers import JsonIntegerField
 from controlplane.api.viewsets import bodyless
 from tenants.models import Role
@@ -118,7 +120,14 @@ def _split(data: dict[str, Any]) -> dict[str, Any]:
     job = JobSpec.from_data(data)
     if job.host:
         return {"spec": None, "job": job}
-    keys = (*SHAPE_KEYS, *PAYLOAD_FIELDS, *PLACEMENT_FIELDS, "accepted_flavors", "name")
+    keys = (
+        *SHAPE_KEYS,
+        *PAYLOAD_FIELDS,
+        *PLACEMENT_FIELDS,
+        *CLASS_FIELDS,
+        "accepted_flavors",
+        "name",
+    )
     shape = {k: v for k, v in data.items() if k in keys}
     return {"spec": ClusterSpec.from_data(shape), "job": job}
 
@@ -135,7 +144,12 @@ class JobViewSet(KindViewSet):
         delete=services.job_delete,
         dry_run=services.job_dry_run,
     )
-    action_roles = {**KIND_ROLES, "logs": Role.VIEWER, "stop": Role.ENGINEER}
+    action_roles = {
+        **KIND_ROLES,
+        "logs": Role.VIEWER,
+        "stop": Role.ENGINEER,
+        "checkpoint": Role.ENGINEER,
+    }
 
     @extend_schema(request=None, responses=JobOut)
     @action(detail=True, methods=["post"])
@@ -143,6 +157,21 @@ class JobViewSet(KindViewSet):
     def stop(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         job = services.job_stop(
             actor=request.user, request=self.get_object(), role=self.tenant_role
+        )
+        return self._out(job)
+
+    @extend_schema(request=CheckpointIn, responses=JobOut)
+    @action(detail=True, methods=["post"])
+    def checkpoint(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Report where the job's run saved its state: a job preempted afterwards resumes
+        from it (``GANGWAY_RESUME_FROM``; docs/preemption.md)."""
+        body = CheckpointIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = checkpoints.report_checkpoint(
+            actor=request.user,
+            cluster=self.get_object(),
+            role=self.tenant_role,
+            uri=body.validated_data["uri"],
         )
         return self._out(job)
 

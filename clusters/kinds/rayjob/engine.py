@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from clusters.domain.preemption import RESUME_FROM_ENV
 from clusters.domain.states import LIVE, State
 from clusters.engine.deletion import RELEASED_MESSAGE, delete_claim_templates, pods_of
 from clusters.engine.deletion import finish_deletion as _finish_deletion
@@ -235,7 +236,7 @@ def fold_job(
             return False
         apply(cluster, gw)  # queued, admitted or starting: (re)create it
         return False
-    if state in (State.QUEUED, State.STARTING, State.RUNNING) and _suspend_drifted(cluster, rj):
+    if _drifted(cluster, rj):
         apply(cluster, gw)
         return False
     kueue = queued_by_kueue(cluster)
@@ -279,6 +280,24 @@ def _suspend_drifted(cluster: ClusterRequest, rj: dict[str, Any]) -> bool:
     admission's write; unsuspended while queued, it runs unadmitted): apply again."""
     wanted = wanted_suspend(cluster)
     return wanted is not None and bool((rj.get("spec") or {}).get("suspend")) != wanted
+
+
+def _drifted(cluster: ClusterRequest, rj: dict[str, Any]) -> bool:
+    """Whether the RayJob must be applied again: its ``suspend`` (:func:`_suspend_drifted`)
+    or, while it waits, the checkpoint its next run starts from (docs/preemption.md)."""
+    state = cluster.state
+    if state in (State.QUEUED, State.STARTING, State.RUNNING) and _suspend_drifted(cluster, rj):
+        return True
+    return state == State.QUEUED and _resume_drifted(cluster, rj)
+
+
+def _resume_drifted(cluster: ClusterRequest, rj: dict[str, Any]) -> bool:
+    """Whether a waiting RayJob's GANGWAY_RESUME_FROM (its submitter's) is not the row's
+    ``resume_from`` (a job preempted, or evicted by Kueue, after its RayJob was written)."""
+    spec = rj.get("spec") or {}
+    containers = ((spec.get("submitterPodTemplate") or {}).get("spec") or {}).get("containers")
+    env = {e.get("name"): e.get("value") for e in ((containers or [{}])[0].get("env") or [])}
+    return (env.get(RESUME_FROM_ENV) or "") != (cluster.resume_from or "")
 
 
 def _fold_ended(

@@ -19,6 +19,8 @@ KIND = Kind(
     api="clusters.kinds.rayjob.api.JobViewSet",
     ray_cluster_spec_at=("spec", "rayClusterSpec"),
     finished=JOB_FINISHED,
+    # Preempted with notice, it is queued again and resumes from its checkpoint.
+    preemptible=True,
     # A run ends by itself, and requeueing it would throw its progress away (it starts
     # again from the beginning elsewhere): it runs to its end where it is. A drain in
     # the "requeue" mode sends it back to the queue all the same.

@@ -10,8 +10,10 @@ from typing import Any
 import yaml
 
 from clusters.domain.images import resolve_image
+from clusters.domain.preemption import RESUME_FROM_ENV
 from clusters.kinds.raycluster.manifests import claim_templates, raycluster
 from clusters.kube import labels as lbl
+from clusters.kube import priority_classes
 from clusters.kube.manifests import (
     SERVICE_ACCOUNT,
     VOID_ENV,
@@ -21,6 +23,7 @@ from clusters.kube.manifests import (
     pod_security_context,
     request_object,
 )
+from clusters.kube.preemption_pods import add_notice_channel
 from clusters.kube.queues import LOCAL_QUEUE_NAME
 
 SUBMITTER_CPU = Decimal("0.5")
@@ -42,17 +45,16 @@ def _submitter_template(cluster: Any, image: str, pod_labels: dict[str, str]) ->
         "resources": container_resources(SUBMITTER_CPU, SUBMITTER_MEMORY_GIB),
         "securityContext": container_security_context(),
     }
-    return {
-        "metadata": {"labels": dict(sorted(pod_labels.items()))},
-        "spec": {
-            "restartPolicy": "Never",
-            "serviceAccountName": SERVICE_ACCOUNT,
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": pod_security_context(),
-            "containers": [container],
-        },
+    spec: Manifest = {
+        "restartPolicy": "Never",
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": pod_security_context(),
+        "containers": [container],
     }
+    add_notice_channel(spec, [container], cluster)
+    return {"metadata": {"labels": dict(sorted(pod_labels.items()))}, "spec": spec}
 
 
 def rayjob(
@@ -84,8 +86,9 @@ def rayjob(
         # A failed driver is a result to report, not something to run again unasked.
         "backoffLimit": 0,
     }
-    if job.runtime_env:
-        spec["runtimeEnvYAML"] = yaml.safe_dump(dict(job.runtime_env), sort_keys=True)
+    runtime_env = _with_resume(cluster, dict(job.runtime_env or {}))
+    if runtime_env:
+        spec["runtimeEnvYAML"] = yaml.safe_dump(runtime_env, sort_keys=True)
     if job.active_deadline_seconds:
         spec["activeDeadlineSeconds"] = int(job.active_deadline_seconds)
     if host is not None:
@@ -96,7 +99,7 @@ def rayjob(
     else:
         if queue_mode == "kueue":
             object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
-            object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
+            object_labels[lbl.KUEUE_PRIORITY_CLASS] = priority_classes.kueue_label(cluster)
         spec["shutdownAfterJobFinishes"] = True
         spec["ttlSecondsAfterFinished"] = int(job.ttl_seconds_after_finished or 0)
         # Shaped as the queue mode shapes a RayCluster (under Kueue, a request of several
@@ -113,6 +116,17 @@ def rayjob(
     if notes:
         obj["metadata"]["annotations"] = notes
     return obj
+
+
+def _with_resume(cluster: Any, runtime_env: dict[str, Any]) -> dict[str, Any]:
+    """The job's runtime env, with GANGWAY_RESUME_FROM among its ``env_vars`` for a run
+    resumed after a preemption (the driver sees it whatever the image's environment)."""
+    resume = getattr(cluster, "resume_from", "") or ""
+    if not resume:
+        return runtime_env
+    env_vars = dict(runtime_env.get("env_vars") or {})
+    env_vars[RESUME_FROM_ENV] = str(resume)
+    return {**runtime_env, "env_vars": env_vars}
 
 
 def job_claim_templates(cluster: Any, job: Any, **options: Any) -> list[Manifest]:

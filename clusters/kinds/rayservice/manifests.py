@@ -11,6 +11,7 @@ from clusters.domain.images import resolve_image
 from clusters.kinds.raycluster.manifests import claim_templates, raycluster
 from clusters.kinds.rayservice.spec import INCREMENTAL, surge_workers
 from clusters.kube import labels as lbl
+from clusters.kube import priority_classes
 from clusters.kube.manifests import Manifest, request_object
 from clusters.kube.queues import LOCAL_QUEUE_NAME
 
@@ -102,7 +103,7 @@ def rayservice(
     object_labels = dict(lbl.cluster_labels(cluster))
     if queue_mode == "kueue":
         object_labels[lbl.KUEUE_QUEUE_NAME] = LOCAL_QUEUE_NAME
-        object_labels[lbl.KUEUE_PRIORITY_CLASS] = str(cluster.kind)
+        object_labels[lbl.KUEUE_PRIORITY_CLASS] = priority_classes.kueue_label(cluster)
     ray_cluster = raycluster(cluster, image=chosen, queue_mode=queue_mode, kai_enabled=kai_enabled)
     kai_queue = ray_cluster["metadata"]["labels"].get(lbl.KAI_QUEUE)
     if kai_queue:
@@ -110,6 +111,7 @@ def rayservice(
         # KubeRay copies the RayService's labels onto its RayClusters, which then carry
         # the queue as a cluster's RayCluster does (KAI's pod grouper reads the top owner).
         object_labels[lbl.KAI_QUEUE] = kai_queue
+        object_labels.update(priority_classes.kai_labels(cluster))
     if queue_mode != "kueue":
         _guaranteed_size(ray_cluster["spec"], cluster, details)
     spec: Manifest = {

@@ -61,7 +61,8 @@ class Command(BaseCommand):
             default=[],
             help="a change, repeatable: nodes:h100=+8, quota:TENANT/FLAVOR=N, "
             "borrow:TENANT/FLAVOR=N, weight:TENANT=N, idle:TENANT=MINUTES (idle:*=0), "
-            "topology:FLAVOR=LEVEL",
+            "topology:FLAVOR=LEVEL, half-life:HOURS (0: off), notice:SECONDS (notice:off), "
+            "requeue:back or requeue:place",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -11,6 +11,10 @@ from tenants.api.views.auth import SsoConfigView, TokenView, TokenViewSet
 from tenants.api.views.cohorts import CohortViewSet
 from tenants.api.views.flavors import FlavorViewSet
 from tenants.api.views.members import MemberViewSet
+from tenants.api.views.priority_classes import (
+    PriorityClassViewSet,
+    TenantPriorityClassViewSet,
+)
 from tenants.api.views.quotas import QuotaViewSet
 from tenants.api.views.ssh_keys import SshKeyViewSet
 from tenants.api.views.tenants import PolicyViewSet, TenantViewSet
@@ -22,9 +26,11 @@ __all__ = [
     "FlavorViewSet",
     "MemberViewSet",
     "PolicyViewSet",
+    "PriorityClassViewSet",
     "QuotaViewSet",
     "SshKeyViewSet",
     "SsoConfigView",
+    "TenantPriorityClassViewSet",
     "TenantViewSet",
     "TokenView",
     "TokenViewSet",

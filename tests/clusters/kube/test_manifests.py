@@ -139,8 +139,11 @@ def test_fractional_worker_is_scheduled_by_kai(shapes_by_name: Any) -> None:
     container = template["spec"]["containers"][0]
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
     assert obj["spec"]["workerGroupSpecs"][0]["rayStartParams"] == {"num-gpus": "1"}
-    # KAI sets the shared device's visibility itself; "void" would hide it.
-    assert "env" not in container
+    # KAI sets the shared device's visibility itself; "void" would hide it. Its only
+    # variables are the preemption notice's (docs/preemption.md).
+    names = {e["name"] for e in container.get("env", [])}
+    assert "NVIDIA_VISIBLE_DEVICES" not in names
+    assert names <= {"GANGWAY_PODINFO_ANNOTATIONS", "GANGWAY_PREEMPTION_URL"}
 
 
 def test_fraction_without_kai_is_refused(shapes_by_name: Any) -> None:

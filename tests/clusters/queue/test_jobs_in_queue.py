@@ -1,6 +1,7 @@
 """Jobs in the built-in queue: the same pass as clusters, with a job's two differences —
-a running job is never suspended to reclaim borrowed quota, and its deadline is when the
-queue expects its GPUs back."""
+a running job reclaimed for borrowed quota is given notice and then requeued (never
+suspended; docs/preemption.md), and its deadline is when the queue expects its GPUs
+back."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from clusters.kinds.rayjob.spec import JobSpec
 from clusters.models import ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.queue.snapshot_reads import build_snapshot, pending_of
-from clusters.requests import services
+from clusters.requests import checkpoints, services
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import transition
 from tests.factories import borrower_fills_the_fleet
@@ -29,7 +30,7 @@ def _running(job: ClusterRequest) -> None:
     transition(job, State.RUNNING, reason="running")
 
 
-def test_a_borrowing_job_is_never_reclaimed(
+def test_a_borrowing_job_is_given_notice_then_requeued_to_resume_from_its_checkpoint(
     settings: Any, alice: Any, charlie: Any, acme: Any, globex: Any, h100: Any
 ) -> None:
     settings.RECLAIM_GRACE_SECONDS = 3600
@@ -45,20 +46,80 @@ def test_a_borrowing_job_is_never_reclaimed(
     )
     assert sorted(run_admission_pass().admitted) == sorted([own.pk, borrowing.pk])
     _running(ClusterRequest.objects.get(pk=borrowing.pk))
+    submitted = ClusterRequest.objects.get(pk=borrowing.pk).created_at
 
     need = services.cluster_request_create(
         actor=charlie, tenant=globex, spec=ClusterSpec(name="mine", flavor=h100, workers=8)
     )
     result = run_admission_pass()
     assert result.admitted == [] and result.suspended == []
-    # acme is 8 GPUs over its quota: the reclaim falls on its cluster, although the job
-    # is the newer (the usual first victim), because a batch run is never suspended.
-    assert ClusterRequest.objects.get(pk=own.pk).reclaim_after is not None
+    # acme is 8 GPUs over its quota: the reclaim falls on the newer of its two, the job.
+    job = ClusterRequest.objects.get(pk=borrowing.pk)
+    assert job.reclaim_after is not None and job.notice_at is not None
+    assert job.notice_reason and job.state == State.RUNNING
+    notice = job.events.get(reason="preemption_notice")
+    assert "requeued" in notice.message and "checkpoint" in notice.message
+    assert ClusterRequest.objects.get(pk=own.pk).reclaim_after is None
     need.refresh_from_db()
     assert need.queue_reason == "reclaim_pending"
+
+    # The run saves its state; at the deadline the job is requeued, not failed.
+    checkpoints.report_checkpoint(actor=alice, cluster=job, uri="s3://ckpt/batch/step-40")
+    ClusterRequest.objects.filter(pk=job.pk).update(
+        reclaim_after=timezone.now() - timedelta(seconds=1)
+    )
+    result = run_admission_pass()
+    assert result.suspended == [job.pk]
+    job.refresh_from_db()
+    assert job.state == State.QUEUED and not job.holds_gpus
+    assert job.resume_from == "s3://ckpt/batch/step-40" and job.preemptions == 1
+    assert job.notice_at is None and job.reclaim_after is None and not job.notice_reason
+    assert job.created_at == submitted  # its place in line: the original submission
+    moved = job.events.get(reason="preempted")
+    assert moved.from_state == State.RUNNING and moved.to_state == State.QUEUED
+    assert "resumes from s3://ckpt/batch/step-40" in moved.message
+    # The lender's request takes the GPUs the job gave back (on the next pass).
+    run_admission_pass()
+    assert ClusterRequest.objects.get(pk=need.pk).state == State.ADMITTED
+    # Waiting again, the job is ahead of a request submitted after it.
+    later = jobs.job_create(
+        actor=alice,
+        tenant=acme,
+        spec=ClusterSpec(name="later", kind="prod", flavor=h100),
+        job=JobSpec(entrypoint="python train.py"),
+    )
+    run_admission_pass()
+    job.refresh_from_db()
+    later.refresh_from_db()
+    assert job.queue_position is not None and later.queue_position is not None
+    assert job.queue_position < later.queue_position
+
+
+def test_a_reprieved_job_loses_its_notice(
+    settings: Any, alice: Any, charlie: Any, acme: Any, globex: Any, h100: Any
+) -> None:
+    borrower_fills_the_fleet(acme, globex, h100)
+    services.cluster_request_create(
+        actor=alice, tenant=acme, spec=ClusterSpec(name="own", kind="prod", flavor=h100)
+    )
+    borrowing = jobs.job_create(
+        actor=alice,
+        tenant=acme,
+        spec=ClusterSpec(name="batch", kind="prod", flavor=h100),
+        job=JobSpec(entrypoint="python train.py"),
+    )
+    run_admission_pass()
+    _running(ClusterRequest.objects.get(pk=borrowing.pk))
+    need = services.cluster_request_create(
+        actor=charlie, tenant=globex, spec=ClusterSpec(name="mine", flavor=h100, workers=8)
+    )
+    run_admission_pass()
+    assert ClusterRequest.objects.get(pk=borrowing.pk).notice_at is not None
+    services.cluster_delete(actor=charlie, cluster=need)
+    run_admission_pass()
     job = ClusterRequest.objects.get(pk=borrowing.pk)
-    assert job.reclaim_after is None and job.state == State.RUNNING
-    assert not job.events.filter(reason="reclaim_warning").exists()
+    assert job.notice_at is None and job.reclaim_after is None and not job.notice_reason
+    assert job.state == State.RUNNING and job.preemptions == 0
 
 
 def test_a_waiting_request_expects_the_gpus_at_the_jobs_deadline(

@@ -113,12 +113,15 @@ def test_preferences_read_and_replace(as_user: Any, bob: Any) -> None:
         "expiring_soon",
         "idle_warning",
         "reclaim_warning",
+        "preemption_notice",
+        "preempted",
         "held",
         "pods_failing",
         "suspended",
         "failed",
         "job_finished",
         "member_drain",
+        "cost_cap",
     }
     assert all(line["email"] for line in got["preferences"])
     put = api.put(

@@ -1,0 +1,83 @@
+"""What the metrics cost the API: the cluster list's p99 with metrics on and off.
+
+The tenant of benchmarks/api.py, served by gunicorn with 2 workers as there, in turns:
+*on* as production runs it (the per-route latency middleware, ``REQUEST_METRICS=1``, and
+the multi-process files, ``PROMETHEUS_MULTIPROC_DIR``), *off* with neither. The turns
+alternate (on, off, on, off) so that the machine's other load falls on both alike; each
+endpoint is loaded as in benchmarks/api.py. The goal (issue 50): p99 grows by at most 5%.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from benchmarks import api, support
+
+TURNS = 2
+ENDPOINTS = ("list, page of 50", "detail")
+
+
+def _turn(db_url: str, port: int, tokens: dict[str, str], *, on: bool) -> dict[str, list[float]]:
+    """Latencies per endpoint of one gunicorn started with metrics ``on`` or off."""
+    scratch = Path(tempfile.mkdtemp(prefix="gangway-bench-metrics-"))
+    env = support.production_env(
+        DATABASE_URL=db_url,
+        CELERY_BROKER_URL=os.environ["CELERY_BROKER_URL"],
+        DATABASE_CONN_MAX_AGE="600",
+        REQUEST_METRICS="1" if on else "0",
+    )
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    if on:
+        (scratch / "multiproc").mkdir()
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(scratch / "multiproc")
+    procs = support.Processes(scratch)
+    found: dict[str, list[float]] = {}
+    try:
+        procs.start("gunicorn", support.gunicorn_command(port, workers=2), env)
+        url = f"http://127.0.0.1:{port}"
+        support.wait_http(f"{url}/healthz")
+        for label, who, call in api._endpoints():
+            if label in ENDPOINTS:
+                found[label] = api._load(call, tokens[who], url)[0]
+    finally:
+        procs.stop()
+    return found
+
+
+def run() -> str:
+    """Fill the tenant once, then alternate metrics on and off; the markdown section."""
+    os.environ["CELERY_BROKER_URL"] = support.redis_url(api.BROKER_DB)
+    db_url = support.setup_django("bench_api")
+    tokens = api._fill()
+    port = support.free_port()
+    latencies: dict[tuple[str, bool], list[float]] = {}
+    for _ in range(TURNS):
+        for on in (True, False):
+            for label, values in _turn(db_url, port, tokens, on=on).items():
+                latencies.setdefault((label, on), []).extend(values)
+    rows = []
+    for label in ENDPOINTS:
+        on, off = latencies[(label, True)], latencies[(label, False)]
+        p99_on, p99_off = support.percentile(on, 99), support.percentile(off, 99)
+        rows.append(
+            f"| {label} | {support.median(off) * 1000:.1f} | {support.median(on) * 1000:.1f} | "
+            f"{p99_off * 1000:.1f} | {p99_on * 1000:.1f} | {(p99_on / p99_off - 1) * 100:+.1f}% |"
+        )
+    return "\n".join(
+        [
+            "## What the metrics cost the API",
+            "",
+            f"The API benchmark's tenant and load ({api.CLIENTS} clients, {api.SECONDS:g} s per "
+            f"endpoint per turn), gunicorn with 2 workers, {TURNS} turns each of metrics on "
+            "(`REQUEST_METRICS=1`, `PROMETHEUS_MULTIPROC_DIR` set, as production) and off, "
+            "alternating. Goal: p99 at most 5% higher with metrics on.",
+            "",
+            "| endpoint | p50 off ms | p50 on ms | p99 off ms | p99 on ms | p99 change |",
+            "|---|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+            support.load_line(),
+        ]
+    )

@@ -112,6 +112,23 @@ GPUS_BORROWED = ScrapeGauge(
 GPUS_IDLE = ScrapeGauge(
     "gangway_gpus_idle", "GPUs held by requests that Ray shows unused", ["tenant", "flavor"]
 )
+MONTH_GPU_HOURS = ScrapeGauge(
+    "gangway_month_gpu_hours",
+    "GPU-hours each tenant used this UTC calendar month (recomputed at most once a minute)",
+    ["tenant"],
+)
+MONTH_COST = ScrapeGauge(
+    "gangway_month_cost",
+    "What each tenant's GPU-hours this UTC month cost at the flavors' prices, in the "
+    "platform's currency (recomputed at most once a minute)",
+    ["tenant"],
+)
+BUDGET = ScrapeGauge(
+    "gangway_budget",
+    "Each tenant's monthly budgets: gpu_hours (its GPU-hour budget), cost_soft and "
+    "cost_hard (its own money caps; an engineer's are not exported)",
+    ["tenant", "budget"],
+)
 PASS_PENDING = ScrapeGauge(
     "gangway_pass_pending_seconds",
     "How long the pass asked for has waited to start (0: none asked for)",

@@ -306,9 +306,9 @@ class KubeSim:
         """How simulated Ray drivers behave when their RayJob's ``kubesim.io/job-*``
         annotations do not say: PENDING for ``pending_seconds`` after submission, RUNNING
         for ``run_seconds``, then ``outcome`` (``succeeded`` or ``failed``) with
-        ``message``; ``checkpoint="on-notice"``: they checkpoint on a preemption notice
-        (``operators/raycheckpoint.py``; ``""``: they do not). None keeps a value. Read
-        when a job is submitted."""
+        ``message``; ``checkpoint="on-notice"``: they checkpoint on a preemption notice,
+        ``"every-<n>s"``: each ``n`` seconds of work (``operators/raycheckpoint.py``;
+        ``""``: they do not). None keeps a value. Read when a job is submitted."""
         with self.cluster.lock:
             self.cluster.rayjob_defaults.update(
                 run_seconds=run_seconds,

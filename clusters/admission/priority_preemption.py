@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from clusters.admission.ledger import Pool
 from clusters.admission.snapshot import CAPACITY, COHORT_QUOTA, PROD, RECLAIM_PENDING, Running
@@ -28,11 +28,42 @@ from clusters.admission.victims import may_be_stopped, pick, victim_order
 from clusters.admission.wait_messages import preempted_message, preempting_message
 
 if TYPE_CHECKING:
-    from clusters.admission.decide import PassState
-    from clusters.admission.snapshot import Pending
+    from datetime import datetime
+
+    from clusters.admission.ledger import Ledger
+    from clusters.admission.reclaim_promises import Promises
+    from clusters.admission.snapshot import Pending, Snapshot
+    from clusters.admission.victims import Pick
 
 ZERO = Decimal(0)
 Outcome = tuple[str, str, Pool]
+
+
+class PassState(Protocol):
+    """What preemption reads and writes of the pass (``decide.PassState``, which imports
+    this module: a protocol here keeps the two out of an import cycle)."""
+
+    snap: Snapshot
+    explain: bool
+    led: Ledger
+    promises: Promises
+    reclaimed_from: dict[tuple[str, str], Decimal]
+    picked: set[int]
+    flavor_victims: dict[str, list[Running]]
+
+    def held(self, p: Pending) -> Outcome | None: ...
+
+    def protected(self, p: Pending, reason: str, pool: Pool, lead: str, found: Pick) -> Outcome: ...
+
+    def warn(
+        self,
+        p: Pending,
+        chosen: list[Running],
+        *,
+        cause: str,
+        key: tuple[str, str],
+        told: Callable[[Running, timedelta], str],
+    ) -> tuple[datetime, timedelta]: ...
 
 
 def candidates(state: PassState, flavor: str) -> list[Running]:

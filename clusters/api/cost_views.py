@@ -24,11 +24,42 @@ from clusters.rows import cost_caps, costs
 from controlplane.api import generics as drf
 from controlplane.api.serializers import StrictSerializer
 from controlplane.api.throttles import WriteThrottle
-from tenants.models import Tenant
-from tenants.selectors import tenant_with_role
+from tenants.models import Role, Tenant
+from tenants.selectors import is_platform_admin, tenant_with_role
 
 _MONEY: dict[str, Any] = {"max_digits": 14, "decimal_places": 2, "coerce_to_string": False}
 _PRICE: dict[str, Any] = {"max_digits": 12, "decimal_places": 4, "coerce_to_string": False}
+
+
+class PlatformAdminSetsPrices(permissions.BasePermission):
+    """Reads for every signed-in user, writes for platform admins (checked here too, so
+    that ``OPTIONS`` lists only the methods the caller may use)."""
+
+    message = "Only platform admins set prices."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not request.user or not request.user.is_authenticated:
+            return False
+        return request.method in permissions.SAFE_METHODS or is_platform_admin(request.user)
+
+
+class TenantAdminSetsCaps(permissions.BasePermission):
+    """Members read the URL's tenant's caps, its admins (and platform admins) set them;
+    a tenant the caller is no member of is a 404."""
+
+    message = "Only the tenant's admins set its cost caps."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not request.user or not request.user.is_authenticated:
+            return False
+        found = tenant_with_role(user=request.user, slug=view.kwargs["tenant_slug"])
+        if found is None:
+            slug = view.kwargs["tenant_slug"]
+            raise Http404(f"You are not a member of a tenant called {slug!r}.")
+        view.tenant, role = found
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        return Role.rank(role or Role.VIEWER) >= Role.rank(Role.ADMIN)
 
 
 class PriceOut(drf.ModelSerializer):
@@ -70,7 +101,7 @@ class PriceIn(StrictSerializer):
 class PricesView(APIView):
     """Every flavor price over time; set one (platform admins)."""
 
-    permission_classes = [permissions.IsAuthenticated]
+    permission_classes = [PlatformAdminSetsPrices]
     throttle_classes = [WriteThrottle]
 
     @extend_schema(responses={200: PriceOut(many=True)})
@@ -117,18 +148,13 @@ class CostCapIn(StrictSerializer):
 class TenantCostCapsView(APIView):
     """A tenant's monthly money caps (any member); set or remove one (its admins)."""
 
-    permission_classes = [permissions.IsAuthenticated]
+    permission_classes = [TenantAdminSetsCaps]
     throttle_classes = [WriteThrottle]
-
-    def _tenant(self, request: Request, slug: str) -> Tenant:
-        found = tenant_with_role(user=request.user, slug=slug)
-        if found is None:
-            raise Http404(f"You are not a member of a tenant called {slug!r}.")
-        return found[0]
+    tenant: Tenant  # set by the permission
 
     @extend_schema(responses={200: CostCapOut(many=True)})
     def get(self, request: Request, tenant_slug: str) -> Response:
-        tenant = self._tenant(request, tenant_slug)
+        tenant = self.tenant
         return Response(CostCapOut(cost_caps.cap_statuses(tenant=tenant), many=True).data)
 
     @extend_schema(
@@ -139,7 +165,7 @@ class TenantCostCapsView(APIView):
         },
     )
     def put(self, request: Request, tenant_slug: str) -> Response:
-        tenant = self._tenant(request, tenant_slug)
+        tenant = self.tenant
         body = CostCapIn(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

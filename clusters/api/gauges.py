@@ -8,23 +8,35 @@ whole platform (every tenant).
 
 from __future__ import annotations
 
+import time
+from collections import defaultdict
 from decimal import Decimal
 
 from django.db.models import Count, Sum
 from django.utils import timezone
 
 from clusters.domain.states import State
-from clusters.models import ClusterRequest, IdleSpan, PendingPass
+from clusters.models import ClusterRequest, CostCap, IdleSpan, PendingPass
+from clusters.rows.costs import cost_rows
+from clusters.rows.usage import month_start
 from controlplane.metrics import (
+    BUDGET,
     CLUSTERS,
     GPUS_BORROWED,
     GPUS_GUARANTEED,
     GPUS_HELD,
     GPUS_IDLE,
+    MONTH_COST,
+    MONTH_GPU_HOURS,
     PASS_PENDING,
     QUEUE_DEPTH,
 )
-from tenants.models import Quota
+from tenants.models import Quota, Tenant
+
+# The month's spend reads every usage span of the month: recomputed at most this often,
+# not at every scrape (Prometheus scrapes every 15-60 s; a minute-old spend is as good).
+MONTH_REFRESH_SECONDS = 60.0
+_month_read_at: float | None = None
 
 # A queued request that has not been looked at yet has no queue_reason.
 _NOT_YET = "pending"
@@ -52,6 +64,7 @@ def refresh_cluster_gauges() -> None:
         QUEUE_DEPTH.labels(row["tenant__slug"], row["flavor__name"], reason).set(row["n"])
     _refresh_gpus()
     _refresh_passes()
+    _refresh_month()
 
 
 def _refresh_gpus() -> None:
@@ -99,3 +112,42 @@ def _refresh_passes() -> None:
     for name, requested_at in PendingPass.objects.values_list("name", "requested_at"):
         waited = (now - requested_at).total_seconds() if requested_at else 0.0
         PASS_PENDING.labels(name).set(max(0.0, waited))
+
+
+def _refresh_month() -> None:
+    """This UTC month's GPU-hours and cost per tenant, and each tenant's budgets (three
+    queries, at most once a :data:`MONTH_REFRESH_SECONDS`)."""
+    global _month_read_at
+    if _month_read_at is not None and time.monotonic() - _month_read_at < MONTH_REFRESH_SECONDS:
+        return
+    _month_read_at = time.monotonic()
+    now = timezone.now()
+    hours: dict[str, Decimal] = defaultdict(Decimal)
+    cost: dict[str, Decimal] = defaultdict(Decimal)
+    for row in cost_rows(tenant=None, since=month_start(now), until=now, now=now):
+        hours[row.tenant] += row.gpu_hours
+        cost[row.tenant] += row.cost
+    MONTH_GPU_HOURS.clear()
+    MONTH_COST.clear()
+    for slug in hours:
+        MONTH_GPU_HOURS.labels(slug).set(float(hours[slug]))
+        MONTH_COST.labels(slug).set(float(cost[slug]))
+    BUDGET.clear()
+    budgets = Tenant.objects.unscoped().filter(monthly_gpu_hour_budget__isnull=False)
+    for slug, budget in budgets.values_list("slug", "monthly_gpu_hour_budget"):
+        BUDGET.labels(slug, "gpu_hours").set(float(budget))
+    for slug, soft, hard in (
+        CostCap.objects.unscoped()
+        .filter(username="")
+        .values_list("tenant__slug", "soft_limit", "hard_limit")
+    ):
+        if soft is not None:
+            BUDGET.labels(slug, "cost_soft").set(float(soft))
+        if hard is not None:
+            BUDGET.labels(slug, "cost_hard").set(float(hard))
+
+
+def forget_month() -> None:
+    """Make the next scrape read the month again (tests, after they change usage)."""
+    global _month_read_at
+    _month_read_at = None

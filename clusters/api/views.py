@@ -77,7 +77,8 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
             # sliced prefetch (a window over every row) took more of a GET's time to
             # compile than the rest of the request.
             with_recent_events(cluster)
-            cluster.gpu_utilization = cluster_gpu_utilization(cluster)  # type: ignore[attr-defined]
+            if cluster.admitted_at is not None:  # never admitted: no GPU ever read
+                cluster.gpu_utilization = cluster_gpu_utilization(cluster)  # type: ignore[attr-defined]
             if gpu_devices.wants_devices(cluster):
                 read = gpu_devices.cluster_devices(cluster)
                 cluster.gpu_devices = None if read.error else read.devices  # type: ignore[attr-defined]

@@ -45,6 +45,7 @@ def _always() -> list[Rule]:
         ),
         Rule("networking.k8s.io", ("networkpolicies",), APPLY, "tenant isolation"),
         Rule("", ("pods", "events", "nodes"), WATCH, "readiness, pending reasons, capacity"),
+        Rule("", ("pods",), ("patch",), "the preemption notice, as annotations on live pods"),
         Rule("", ("services",), READ, "Ray head services"),
         Rule(
             "",
@@ -122,7 +123,7 @@ KAI = [
     Rule(
         "scheduling.k8s.io",
         ("priorityclasses",),
-        (*APPLY, "delete"),
+        APPLY,
         "a PriorityClass per platform priority class, named by KAI workloads' label",
     ),
 ]

@@ -483,7 +483,7 @@ class ClusterOut(ClusterListItemOut):
     preemption = serializers.SerializerMethodField()
     gpu_utilization = serializers.SerializerMethodField(
         help_text="Its worker GPUs' utilisation over the last readings of the DCGM "
-        "exporter, per pod and GPU (the detail only; null elsewhere)."
+        "exporter, per pod and GPU (the detail of a request once admitted; null elsewhere)."
     )
 
     class Meta(ClusterListItemOut.Meta):

@@ -72,7 +72,8 @@ class RayJobDefaults:
     outcome: str = "succeeded"
     message: str = ""
     pending_seconds: float = 1.0
-    # ``on-notice``: drivers checkpoint on a preemption notice (``raycheckpoint.py``).
+    # ``on-notice``: drivers checkpoint on a preemption notice; ``every-<n>s``: each n
+    # seconds of work (``raycheckpoint.py``).
     checkpoint: str = ""
 
     @classmethod
@@ -99,8 +100,11 @@ class RayJobDefaults:
     ) -> None:
         """Change the given defaults (None keeps one); refuses nonsense with ValueError."""
         if checkpoint is not None:
-            if checkpoint not in ("", raycheckpoint.ON_NOTICE):
-                raise ValueError(f"checkpoint must be '' or {raycheckpoint.ON_NOTICE!r}")
+            if not raycheckpoint.valid(checkpoint):
+                raise ValueError(
+                    f"checkpoint must be '', {raycheckpoint.ON_NOTICE!r} or 'every-<n>s', "
+                    f"not {checkpoint!r}"
+                )
             self.checkpoint = checkpoint
         if run_seconds is not None:
             if float(run_seconds) < 0:
@@ -146,7 +150,7 @@ class DriverRun:
     # held until it ends, and its tasks' bundles, wanted while it runs.
     entrypoint_resources: dict[str, float] = field(default_factory=dict)
     demand: list[dict[str, float]] = field(default_factory=list)
-    # A driver that checkpoints on a preemption notice (``raycheckpoint.py``), else None.
+    # A driver that checkpoints, on notice or periodically (``raycheckpoint.py``), else None.
     checkpointing: raycheckpoint.CheckpointingRun | None = None
 
     def status(self, at: float) -> str:
@@ -223,7 +227,7 @@ class RayRuntime:
         self.timers = TimerHeap()
         # Per head, the packages uploaded to its GCS (``PUT /api/packages/...``): URI to size.
         self.packages: dict[HeadKey, dict[str, int]] = {}
-        # Every driver started that checkpoints on notice, in order (``raycheckpoint.py``).
+        # Every driver started that checkpoints, in order (``raycheckpoint.py``).
         self.checkpointing_runs: list[raycheckpoint.CheckpointingRun] = []
 
     # -- the job table (the dashboard's job API) ----------------------------------------
@@ -274,8 +278,9 @@ class RayRuntime:
         return run_obj
 
     def _checkpointing(self, run: DriverRun, rayjob: Obj | None) -> None:
-        """A driver with ``kubesim.io/job-checkpoint: on-notice`` resumed from a step
-        runs only the work left after it (and is kept in ``checkpointing_runs``)."""
+        """A driver with ``kubesim.io/job-checkpoint`` (``on-notice``, ``every-<n>s``)
+        resumed from a step runs only the work left after it (and is kept in
+        ``checkpointing_runs``)."""
         plan = raycheckpoint.plan(
             rayjob, run.runtime_env, run.end - run.start, default=self.defaults.checkpoint
         )
@@ -593,6 +598,12 @@ class RayRuntime:
         ended = run.end_time(now)
         if ended is None:
             self.timers.wake_at(run.end, ns, name)
+            if run.checkpointing is not None:
+                # A periodic driver reports as its work reaches each step (its
+                # follower wakes to do it while the driver runs).
+                due = raycheckpoint.periodic(run.checkpointing, now)
+                if due is not None:
+                    self.timers.wake_at(due, ns, name)
             return False
         self._exit(pod, 0 if run.status(now) == "SUCCEEDED" else 1)
         return True

@@ -210,6 +210,8 @@ def test_route_access(world: SimpleNamespace, template: str, method: str, actor:
                 assert response["Location"].startswith("/platform/")
             elif template.startswith("t/{slug}/members/"):
                 assert response["Location"] == f"/t/{kwargs['slug']}/members/"
+            elif template.startswith("t/{slug}/usage/"):  # a cost cap: back to the report
+                assert response["Location"] == f"/t/{kwargs['slug']}/usage/report/"
             elif "/manage/" in template:  # a queue control: back to the queue
                 assert response["Location"] == f"/t/{kwargs['slug']}/queue/"
             else:  # the page of the cluster (or job, or service)

@@ -108,3 +108,39 @@ def test_web_requests_are_timed_by_route_not_path(client: Any, settings: Any) ->
     assert client.get("/no/such/page-a1b2c3").status_code == 404
     assert _value("gangway_http_request_seconds_count", **labels) == before + 1
     assert _value("gangway_http_request_seconds_count", **missing) == missing_before + 1
+
+
+@pytest.mark.django_db
+def test_the_months_gpu_hours_cost_and_budgets_are_exported_per_tenant(
+    client: Any, settings: Any, monkeypatch: Any, acme: Any, bob: Any, h100: Any
+) -> None:
+    from datetime import UTC, datetime
+
+    from clusters.api import gauges
+    from clusters.models import CostCap, FlavorPrice
+    from tests.clusters.rows.test_costs import use
+
+    now = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: now)
+    settings.METRICS_TOKEN = TOKEN
+    FlavorPrice.objects.create(
+        flavor_name="h100", price_per_gpu_hour=Decimal("2.5"), effective_from=now.replace(day=1)
+    )
+    use(acme, bob, h100, gpus=4, hours=3)  # 12 GPU-hours this month, at 2.50
+    acme.monthly_gpu_hour_budget = 500
+    acme.save()
+    CostCap.objects.create(tenant=acme, username="", soft_limit=Decimal(20), hard_limit=None)
+    gauges.forget_month()
+    seen = _scrape(client)
+    tenant = (("tenant", "acme"),)
+    assert seen[("gangway_month_gpu_hours", tenant)] == 12
+    assert seen[("gangway_month_cost", tenant)] == 30
+    assert seen[("gangway_budget", (("budget", "gpu_hours"), ("tenant", "acme")))] == 500
+    assert seen[("gangway_budget", (("budget", "cost_soft"), ("tenant", "acme")))] == 20
+    assert ("gangway_budget", (("budget", "cost_hard"), ("tenant", "acme"))) not in seen
+
+    # Read at most once a minute: more use within the minute shows at the next read.
+    use(acme, bob, h100, gpus=4, hours=1)
+    assert _scrape(client)[("gangway_month_gpu_hours", tenant)] == 12
+    gauges.forget_month()
+    assert _scrape(client)[("gangway_month_gpu_hours", tenant)] == 16

@@ -65,6 +65,7 @@ GROUP_GATES: dict[str, str] = {
     "kueue.x-k8s.io": "QUEUE_MODE=kueue",
     "scheduling.run.ai": "KAI_ENABLED=1",
     "kai.scheduler": "KAI_ENABLED=1",
+    "scheduling.k8s.io": "KAI_ENABLED=1",
 }
 # Environment variables set on containers that the application's settings do not read: the
 # pod's IP, used only to extend ALLOWED_HOSTS through `$(POD_IP)`, and prometheus-client's
@@ -129,9 +130,15 @@ def one(docs: tuple[dict[str, Any], ...], kind: str, name: str) -> dict[str, Any
     return found[0]
 
 
+def is_dashboards(config_map: dict[str, Any]) -> bool:
+    """The Grafana dashboards' ConfigMap (components/grafana), which no pod reads."""
+    return config_map["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+
+
 def config(docs: tuple[dict[str, Any], ...]) -> dict[str, str]:
-    maps = [m for m in of_kind(docs, "ConfigMap") if m["metadata"]["name"].startswith("gangway-")]
-    assert len(maps) == 1
+    maps = [m for m in of_kind(docs, "ConfigMap") if not is_dashboards(m)]
+    assert len(maps) == 1, [m["metadata"]["name"] for m in maps]
+    assert maps[0]["metadata"]["name"].startswith("gangway-config-")
     data: dict[str, str] = maps[0]["data"]
     return data
 
@@ -477,9 +484,11 @@ def test_rbac_grants_nothing_broad_or_sensitive(target: str, account: str) -> No
         assert group != "rbac.authorization.k8s.io", resource
         if group == "" and resource.startswith("pods"):
             # Pods are read (the worker's informers watch them), and a job's driver output
-            # with them (pods/log, get only); the web opens port-forwards (tunnels, get and
-            # create, as Kubernetes authorizes the WebSocket); never exec, attach or eviction.
-            reads = {"get", "list", "watch"} if account == WORKER_SA else {"get", "list"}
+            # with them (pods/log, get only); the worker patches a preemption notice onto
+            # them as annotations (docs/preemption.md); the web opens port-forwards
+            # (tunnels, get and create, as Kubernetes authorizes the WebSocket); never
+            # exec, attach or eviction.
+            reads = {"get", "list", "watch", "patch"} if account == WORKER_SA else {"get", "list"}
             allowed = {"pods": reads, "pods/log": {"get"}}
             if account == WEB_SA:
                 allowed["pods/portforward"] = {"get", "create"}
@@ -521,8 +530,9 @@ def test_every_kind_the_gateway_knows_is_readable_when_used(target: str) -> None
             assert key not in found, f"{target}: grants {key} although {GROUP_GATES[key[0]]} is off"
 
 
-def deleted_kinds() -> set[tuple[str, str]]:
-    """(apiGroup, plural) of every ``<gw>.delete("<apiVersion>", "<Kind>", ...)`` in clusters/."""
+def called_kinds(method: str) -> set[tuple[str, str]]:
+    """(apiGroup, plural) of every ``<gw>.<method>("<apiVersion>", "<Kind>", ...)`` in
+    clusters/ (``delete``, or ``merge_patch`` of a live object)."""
     found = set()
     for path in (ROOT / "clusters").rglob("*.py"):
         if "migrations" in path.parts or path.name == "gateway.py":
@@ -531,7 +541,7 @@ def deleted_kinds() -> set[tuple[str, str]]:
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "delete"
+                and node.func.attr == method
                 and len(node.args) >= 2
                 and all(isinstance(a, ast.Constant) for a in node.args[:2])
             ):
@@ -539,6 +549,10 @@ def deleted_kinds() -> set[tuple[str, str]]:
                 known = gateway.kind_of(api_version, kind)
                 found.add((group_of(api_version), known.plural))
     return found
+
+
+def deleted_kinds() -> set[tuple[str, str]]:
+    return called_kinds("delete")
 
 
 @pytest.fixture
@@ -608,6 +622,8 @@ def test_writes_are_exactly_what_the_code_applies_and_deletes(
     found = grants(docs)
     on = gates_on(docs)
     applied = {key for key in applied_kinds if GROUP_GATES[key[0]] in on}
+    patched = {key for key in called_kinds("merge_patch") if GROUP_GATES[key[0]] in on}
+    assert ("", "pods") in patched  # the preemption notice
     deleted = {key for key in deleted_kinds() if GROUP_GATES[key[0]] in on}
     assert ("ray.io", "rayclusters") in deleted
     for key in applied:
@@ -617,7 +633,9 @@ def test_writes_are_exactly_what_the_code_applies_and_deletes(
         assert "delete" in found.get(key, set()), f"{target}: cannot delete {key}"
     for key, verbs in found.items():
         writes = verbs & WRITE_VERBS
-        if writes - {"delete"}:
+        if writes - {"delete"} == {"patch"} and key in patched:
+            pass  # merge-patched in place, never created
+        elif writes - {"delete"}:
             assert key in applied, f"{target}: {key} may {writes} but the code never applies it"
         if "delete" in writes:
             assert key in deleted, f"{target}: {key} may be deleted but the code never does"

@@ -272,6 +272,7 @@ def test_a_tenant_admin_sets_policy_within_what_the_platform_allows(alice: Any, 
         "max_dev_gpus_per_user": 4,
         "dev_ttl_hours": acme.max_ttl_hours + 1,
         "idle_suspend_minutes": 30,
+        "idle_gpu_util_percent": 0,
     }
     refused = client.post("/t/acme/policy/", form)
     assert refused.status_code == 400
@@ -292,6 +293,7 @@ def test_a_tenant_admin_lets_jobs_install_from_direct_urls(alice: Any, acme: Any
         "max_dev_gpus_per_user": acme.max_dev_gpus_per_user,
         "dev_ttl_hours": acme.dev_ttl_hours,
         "idle_suspend_minutes": acme.idle_suspend_minutes,
+        "idle_gpu_util_percent": acme.idle_gpu_util_percent,
         "allow_pip_direct_urls": "on",
     }
     assert client_for(alice).post("/t/acme/policy/", form).status_code == 302

@@ -107,8 +107,10 @@ def test_a_dry_run_shows_the_env_in_its_manifests(as_user: Any, bob: Any) -> Non
     out = as_user(bob).post(DRY_RUN, body, format="json").json()
     (rc,) = out["manifests"]
     worker = rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    # An unsaved request has no notice endpoint yet: only the annotation file's path.
     assert worker["image"] == OTHER and worker["env"] == [
-        {"name": "WANDB_MODE", "value": "offline"}
+        {"name": "WANDB_MODE", "value": "offline"},
+        {"name": "GANGWAY_PODINFO_ANNOTATIONS", "value": "/etc/gangway/podinfo/annotations"},
     ]
     assert ClusterRequest.objects.count() == 0
 

@@ -148,6 +148,16 @@ def test_a_job_preempted_twice_completes_with_all_its_work(
             what=lambda: f"the job done: {_where('train')}",
             timeout=240,
         )
+        # The worker delivers the notifications: waited for while it still runs (the
+        # job's end is delivered after the job is seen done).
+        wanted = {"preemption_notice", "preempted", "job_finished"}
+        wait_for(
+            lambda: (
+                wanted
+                <= set(Delivery.objects.filter(event__cluster=done).values_list("kind", flat=True))
+            ),
+            what="the owner notified of the notice, the preemption and the end",
+        )
     runs = kubesim.cluster.rayruntime.checkpointing_runs
     assert len(runs) == 3
     first, second, third = runs
@@ -164,14 +174,6 @@ def test_a_job_preempted_twice_completes_with_all_its_work(
     assert len(moves) == 2 and all("resumes from sim://train/step-" in e.message for e in moves)
     saved = done.events.filter(reason="checkpoint_saved").count()
     assert saved >= 2
-    wanted = {"preemption_notice", "preempted", "job_finished"}
-    wait_for(
-        lambda: (
-            wanted
-            <= set(Delivery.objects.filter(event__cluster=done).values_list("kind", flat=True))
-        ),
-        what="the owner notified of the notice, the preemption and the end",
-    )
 
 
 def test_a_job_that_ignores_the_notice_is_requeued_at_the_deadline(

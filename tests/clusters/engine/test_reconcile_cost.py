@@ -20,6 +20,7 @@ from clusters.engine.reconciler import reconcile_once
 from clusters.kinds.raycluster.engine import delete_object as delete_raycluster
 from clusters.kube.gateway import Gateway, get_gateway
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
+from clusters.rows import transition_metrics
 from tests.factories import QuotaFactory, TenantFactory
 
 # A steady pass LISTs each workload kind's objects, then pods, nodes, namespaces and
@@ -71,6 +72,9 @@ def _provisioning_clusters(count: int, tenant: Any, owner: Any, flavor: Any) -> 
 
 
 def _pass() -> tuple[Counter[str], int, Any]:
+    # Each pass counts cold: the metrics' labels are cached per process once read.
+    transition_metrics._tenant_slugs.clear()
+    transition_metrics._flavor_names.clear()
     with kube_requests() as calls, CaptureQueriesContext(connection) as queries:
         report = reconcile_once()
     return calls, len(queries), report

@@ -81,23 +81,35 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
     return faults
 
 
+# Every Ray container hears of a preemption through these (clusters/kube/preemption_pods.py;
+# the endpoint only once the request is saved).
+NOTICE_ENV = ["GANGWAY_PODINFO_ANNOTATIONS", "GANGWAY_PREEMPTION_URL"]
+
+
+def _own(env: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The env without the preemption notice's channel."""
+    return [e for e in env if e["name"] not in NOTICE_ENV]
+
+
 def test_env_follows_gangways_own_in_head_and_workers(make_cluster: Any) -> None:
     cluster = make_cluster(env={"WANDB_MODE": "offline", "HF_HOME": "/data/hf"})
     spec = raycluster(cluster)["spec"]
     head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
-    assert head["env"] == [
+    assert _own(head["env"]) == [
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
         {"name": "HF_HOME", "value": "/data/hf"},
         {"name": "WANDB_MODE", "value": "offline"},
     ]
     worker = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
-    assert worker["env"] == head["env"][1:]
+    assert _own(worker["env"]) == _own(head["env"])[1:]
+    assert worker["env"][-1]["name"] == "GANGWAY_PODINFO_ANNOTATIONS"
     validate_object(raycluster(cluster))
 
 
 def test_no_env_changes_nothing(make_cluster: Any) -> None:
     worker = raycluster(make_cluster())["spec"]["workerGroupSpecs"][0]["template"]["spec"]
-    assert "env" not in worker["containers"][0] and "initContainers" not in worker
+    assert [e["name"] for e in worker["containers"][0]["env"]] == NOTICE_ENV[:1]
+    assert "initContainers" not in worker
 
 
 def test_the_chosen_image_is_used_everywhere(make_cluster: Any, settings: Any) -> None:

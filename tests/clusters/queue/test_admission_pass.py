@@ -17,6 +17,7 @@ from clusters.domain.states import State
 from clusters.models import ClusterEvent, ClusterRequest, UsageSpan
 from clusters.queue.admission_pass import run_admission_pass
 from clusters.requests import services
+from clusters.rows import transition_metrics
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import transition
 from tenants.models import Quota
@@ -180,6 +181,7 @@ def test_usage_reports_gpu_hours_per_user_and_flavor(
             "gpu_hours": pytest.approx(4.0, abs=0.01),
             "active_gpu_hours": pytest.approx(4.0, abs=0.01),
             "idle_gpu_hours": 0.0,
+            "cost": 0.0,  # no price set for the flavor (docs/cost.md)
         }
     ]
     assert usage["by_flavor"][0]["flavor"] == "h100"
@@ -322,6 +324,9 @@ def test_a_pass_admits_a_burst_in_a_constant_number_of_queries(
     admitted: list[int] = []
     for start, count in ((0, 5), (5, 25)):
         wanted = _burst(count, acme, bob, h100, start)
+        # Both passes count cold: the metrics' labels are cached per process once read.
+        transition_metrics._tenant_slugs.clear()
+        transition_metrics._flavor_names.clear()
         with CaptureQueriesContext(connection) as queries:
             result = run_admission_pass()
         assert result.admitted == wanted  # in the order admission chose (the queue's)

@@ -89,7 +89,7 @@ def test_an_urgent_request_preempts_the_low_one_with_its_notice(
     # The low class's notice (10 min), not the platform's grace (1 h).
     assert victim.reclaim_after is not None
     assert before + timedelta(seconds=600) <= victim.reclaim_after <= after + timedelta(seconds=600)
-    warning = ClusterEvent.objects.get(cluster=victim, reason="reclaim_warning")
+    warning = ClusterEvent.objects.get(cluster=victim, reason="preemption_notice")
     assert "the urgent class" in warning.message and "globex" in warning.message
     assert ClusterRequest.objects.get(pk=steady).reclaim_after is None
     waiting = ClusterRequest.objects.get(pk=need)

@@ -300,6 +300,7 @@ def test_tenant_policy_patch_changes_one_field(root: Any, acme: Any, as_user: An
         "max_ttl_hours": 72,
         "idle_suspend_minutes": 60,
         "idle_suspend_prod": False,
+        "idle_gpu_util_percent": 0,
         "monthly_gpu_hour_budget": None,
         "allow_pip_direct_urls": False,
     }

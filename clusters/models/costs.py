@@ -18,7 +18,7 @@ class FlavorPrice(models.Model):
     is, so that a price outlives a renamed or deleted flavor's history.
 
     ``borrowed_price_per_gpu_hour`` is for GPU-hours borrowed beyond the tenant's quota;
-    empty means the same price (the ledger does not yet record borrowing, docs/cost.md).
+    empty means the same price (how the borrowed share is found: docs/cost.md).
     """
 
     flavor_name = models.CharField(max_length=40)

@@ -2,10 +2,12 @@
 
 Each :class:`~clusters.models.UsageSpan` inside a period is cut at UTC midnights and at
 the moments its flavor's price changed (:class:`~clusters.models.FlavorPrice`), and each
-piece is priced at the price in force over it: ``gpus x hours x price``. The ledger does
-not record whether GPUs were the tenant's own or borrowed, so every GPU-hour is priced
-at the guaranteed price (docs/cost.md). A flavor without a price in force costs nothing
-and its hours are told apart (``unpriced_hours``).
+piece is priced at the price in force over it: ``gpus x hours x price``. Where the price
+has a borrowed price too, the GPU-hours a tenant held beyond its nominal quota on the
+flavor are priced at that: over each stretch of time, the share of what the tenant held
+above its quota is borrowed, and each of its requests pays that share of its GPU-hours at
+the borrowed price (its quota as it is now; docs/cost.md). A flavor without a price in
+force costs nothing and its hours are told apart (``unpriced_hours``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from django.utils import timezone
 
 from clusters.models import FlavorPrice, UsageSpan
 from clusters.rows.usage import month_start
-from tenants.models import Tenant
+from tenants.models import Quota, Tenant
 
 _HOUR = Decimal(3600)
 CENT = Decimal("0.01")
@@ -46,19 +48,74 @@ class PriceBook:
 
     def __init__(self, prices: Iterable[FlavorPrice] | None = None) -> None:
         rows = FlavorPrice.objects.order_by("flavor_name", "effective_from")
-        self._by_flavor: dict[str, list[tuple[datetime, Decimal]]] = defaultdict(list)
+        self._by_flavor: dict[str, list[tuple[datetime, Decimal, Decimal | None]]] = defaultdict(
+            list
+        )
         for row in rows if prices is None else prices:
-            self._by_flavor[row.flavor_name].append((row.effective_from, row.price_per_gpu_hour))
+            self._by_flavor[row.flavor_name].append(
+                (row.effective_from, row.price_per_gpu_hour, row.borrowed_price_per_gpu_hour)
+            )
+
+    def _in_force(self, flavor: str, moment: datetime) -> tuple[Any, ...] | None:
+        line = self._by_flavor.get(flavor, [])
+        i = bisect_right([entry[0] for entry in line], moment)
+        return line[i - 1] if i else None
 
     def price_at(self, flavor: str, moment: datetime) -> Decimal | None:
         """The price per GPU-hour in force at ``moment``, or ``None`` before the first."""
-        line = self._by_flavor.get(flavor, [])
-        i = bisect_right([at for at, _ in line], moment)
-        return line[i - 1][1] if i else None
+        found = self._in_force(flavor, moment)
+        return None if found is None else Decimal(found[1])
+
+    def borrowed_price_at(self, flavor: str, moment: datetime) -> Decimal | None:
+        """The price of a borrowed GPU-hour at ``moment``: the borrowed price where the
+        price in force has one, else the price itself (``None`` before the first)."""
+        found = self._in_force(flavor, moment)
+        if found is None:
+            return None
+        return Decimal(found[1] if found[2] is None else found[2])
+
+    def any_borrowing(self) -> bool:
+        """Whether any flavor's price has a borrowed price of its own."""
+        return any(self.prices_borrowing(flavor) for flavor in self._by_flavor)
+
+    def prices_borrowing(self, flavor: str) -> bool:
+        """Whether any of the flavor's prices has a borrowed price of its own."""
+        return any(entry[2] is not None for entry in self._by_flavor.get(flavor, []))
 
     def changes(self, flavor: str, start: datetime, stop: datetime) -> list[datetime]:
         """The moments strictly inside ``(start, stop)`` at which the price changes."""
-        return [at for at, _ in self._by_flavor.get(flavor, []) if start < at < stop]
+        return [entry[0] for entry in self._by_flavor.get(flavor, []) if start < entry[0] < stop]
+
+
+class Holdings:
+    """What one tenant held on one flavor over time, from its spans: the borrowed share
+    of any moment (what it held beyond its nominal quota, over what it held)."""
+
+    def __init__(self, spans: list[tuple[datetime, datetime, Decimal]], nominal: Decimal) -> None:
+        deltas: dict[datetime, Decimal] = defaultdict(Decimal)
+        for start, stop, gpus in spans:
+            deltas[start] += gpus
+            deltas[stop] -= gpus
+        self.moments = sorted(deltas)
+        self.held: list[Decimal] = []
+        total = Decimal(0)
+        for moment in self.moments:
+            total += deltas[moment]
+            self.held.append(total)
+        self.nominal = nominal
+
+    def cuts(self, start: datetime, stop: datetime) -> list[datetime]:
+        """The moments strictly inside ``(start, stop)`` at which what it held changed."""
+        return [m for m in self.moments if start < m < stop]
+
+    def borrowed_share(self, moment: datetime) -> Decimal:
+        """The share of what it held from ``moment`` on (until the next change) that was
+        beyond its nominal quota."""
+        i = bisect_right(self.moments, moment)
+        held = self.held[i - 1] if i else Decimal(0)
+        if held <= 0:
+            return Decimal(0)
+        return max(held - self.nominal, Decimal(0)) / held
 
 
 @dataclass(frozen=True)
@@ -98,34 +155,56 @@ def cost_rows(
     book: PriceBook | None = None,
 ) -> list[CostRow]:
     """Cost per UTC day and request of a tenant (``None``: every one), or of one of its
-    engineers, from ``since`` to ``until`` (open spans run to then or now). Two queries."""
+    engineers, from ``since`` to ``until`` (open spans run to then or now). Two queries;
+    a third (the quotas) when a flavor has a borrowed price."""
     end = min(until, now or timezone.now())
     book = book or PriceBook()
     spans = UsageSpan.objects.unscoped() if tenant is None else UsageSpan.objects.for_tenant(tenant)
     spans = spans.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=end)
-    if username is not None:
+    if username is not None and not book.any_borrowing():
         spans = spans.filter(username=username)
+    found = [
+        (
+            slug,
+            user,
+            flavor,
+            name,
+            workload,
+            gpus,
+            max(started_at, since),
+            min(ended_at or end, end),
+        )
+        for slug, user, flavor, name, workload, gpus, started_at, ended_at in spans.values_list(
+            "tenant__slug",
+            "username",
+            "flavor_name",
+            "cluster__name",
+            "cluster__workload",
+            "gpus",
+            "started_at",
+            "ended_at",
+        )
+    ]
+    holdings = _holdings(found, book)
     sums: dict[tuple[Any, ...], list[Decimal]] = defaultdict(lambda: [Decimal(0)] * 3)
-    for slug, user, flavor, name, workload, gpus, started_at, ended_at in spans.values_list(
-        "tenant__slug",
-        "username",
-        "flavor_name",
-        "cluster__name",
-        "cluster__workload",
-        "gpus",
-        "started_at",
-        "ended_at",
-    ):
-        a, b = max(started_at, since), min(ended_at or end, end)
-        for p, q in _pieces(a, b, book.changes(flavor, a, b)):
+    for slug, user, flavor, name, workload, gpus, a, b in found:
+        # With borrowed prices an engineer's cost needs the others' spans too: together
+        # they make what the tenant borrowed.
+        if username is not None and user != username:
+            continue
+        held = holdings.get((slug, flavor))
+        cuts = book.changes(flavor, a, b) + (held.cuts(a, b) if held else [])
+        for p, q in _pieces(a, b, sorted(set(cuts))):
             hours = gpus * Decimal((q - p).total_seconds()) / _HOUR
             price = book.price_at(flavor, p)
             acc = sums[p.date(), slug, user, flavor, name, workload]
             acc[0] += hours
             if price is None:
                 acc[2] += hours
-            else:
-                acc[1] += hours * price
+                continue
+            share = held.borrowed_share(p) if held else Decimal(0)
+            borrowed = book.borrowed_price_at(flavor, p) or price
+            acc[1] += hours * ((1 - share) * price + share * borrowed)
     return [
         CostRow(
             day=key[0],
@@ -141,6 +220,26 @@ def cost_rows(
         for key, (h, c, u) in sorted(sums.items())
         if h > 0
     ]
+
+
+def _holdings(found: list[tuple[Any, ...]], book: PriceBook) -> dict[tuple[str, str], Holdings]:
+    """What each tenant held on each flavor that has a borrowed price, over the spans
+    ``found``, against its nominal quota now (one query, none without such a price)."""
+    flavors = {row[2] for row in found if book.prices_borrowing(row[2])}
+    if not flavors:
+        return {}
+    tenants = {row[0] for row in found if row[2] in flavors}
+    nominal = {
+        (slug, name): Decimal(gpus)
+        for slug, name, gpus in Quota.objects.filter(
+            tenant__slug__in=tenants, flavor__name__in=flavors
+        ).values_list("tenant__slug", "flavor__name", "gpus")
+    }
+    by_pool: dict[tuple[str, str], list[tuple[datetime, datetime, Decimal]]] = defaultdict(list)
+    for slug, _, flavor, _, _, gpus, a, b in found:
+        if flavor in flavors and a < b:
+            by_pool[slug, flavor].append((a, b, gpus))
+    return {pool: Holdings(spans, nominal.get(pool, Decimal(0))) for pool, spans in by_pool.items()}
 
 
 def totals(rows: Iterable[CostRow], *, by: str) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from clusters.rows import costs
 from clusters.rows.cost_caps import check_hard_caps
 from clusters.rows.spec import ClusterSpec
 from controlplane.exceptions import ServiceConflict
-from tenants.models import AuditEvent
+from tenants.models import AuditEvent, Quota
 from tests.factories import usage_span
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -164,3 +164,54 @@ def test_the_usage_page_api_and_csv_show_costs(
     assert csv_lines[1] == "2026-11-02,acme,bob,h100,4.000,4.000,0.000,10.00,USD"
     per_request = client.get("/t/acme/usage/?days=30&format=csv&by=request").content.decode()
     assert f"2026-11-02,acme,{cluster.name},cluster,bob,h100,4.000,10.00,USD" in per_request
+
+
+def test_gpu_hours_beyond_the_quota_are_priced_at_the_borrowed_price(
+    acme: Any, bob: Any, alice: Any, h100: Any
+) -> None:
+    # acme's nominal h100 quota: 8 GPUs. Price 2, borrowed 5 (from Nov 1).
+    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=8)
+    FlavorPrice.objects.create(
+        flavor_name="h100",
+        price_per_gpu_hour=Decimal(2),
+        borrowed_price_per_gpu_hour=Decimal(5),
+        effective_from=datetime(2026, 11, 1, tzinfo=UTC),
+    )
+    start = datetime(2026, 11, 2, 10, tzinfo=UTC)
+    # bob holds 8 GPUs from 10:00 to 14:00 (within the quota alone); alice 4 more from
+    # 12:00 to 14:00: over those two hours the tenant holds 12, a third of it borrowed.
+    bobs = usage_span(
+        tenant=acme, owner=bob, flavor=h100, gpus=8, start=start, end=start.replace(hour=14)
+    )
+    alices = usage_span(
+        tenant=acme,
+        owner=alice,
+        flavor=h100,
+        gpus=4,
+        start=start.replace(hour=12),
+        end=start.replace(hour=14),
+    )
+    rows = {
+        r.request: r
+        for r in costs.cost_rows(tenant=acme, since=datetime(2026, 11, 1, tzinfo=UTC), until=NOW)
+    }
+    third = Decimal(1) / 3
+    # bob: 16 GPU-hours at 2 alone, then 16 of which a third borrowed.
+    assert rows[bobs.name].gpu_hours == 32
+    assert costs.money(rows[bobs.name].cost) == costs.money(
+        16 * Decimal(2) + 16 * ((1 - third) * 2 + third * 5)
+    )
+    # alice: 8 GPU-hours, a third of them borrowed; the tenant pays 12 x 2 x 2 h plus the
+    # 4 borrowed GPUs' 2 h at 5 over that stretch.
+    assert costs.money(rows[alices.name].cost) == costs.money(8 * ((1 - third) * 2 + third * 5))
+    total = costs.month_spend(tenant=acme)
+    assert total == costs.money(Decimal(16 * 2 + 8 * 2 * 2 + 4 * 2 * 5))
+    # An engineer's spend counts what the others held: bob's own share is borrowed too.
+    assert costs.month_spend(tenant=acme, username="bob") == costs.money(rows[bobs.name].cost)
+
+
+def test_without_a_borrowed_price_borrowing_costs_the_price(acme: Any, bob: Any, h100: Any) -> None:
+    Quota.objects.filter(tenant=acme, flavor=h100).update(gpus=2)
+    price("h100", "2", datetime(2026, 11, 1, tzinfo=UTC))
+    use(acme, bob, h100, gpus=4, hours=3)  # 2 of 4 borrowed, at the same price
+    assert costs.month_spend(tenant=acme) == Decimal("24.00")

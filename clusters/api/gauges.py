@@ -135,7 +135,7 @@ def _refresh_month() -> None:
     BUDGET.clear()
     budgets = Tenant.objects.unscoped().filter(monthly_gpu_hour_budget__isnull=False)
     for slug, budget in budgets.values_list("slug", "monthly_gpu_hour_budget"):
-        BUDGET.labels(slug, "gpu_hours").set(float(budget))
+        BUDGET.labels(slug, "gpu_hours").set(float(budget or 0))
     for slug, soft, hard in (
         CostCap.objects.unscoped()
         .filter(username="")

@@ -40,7 +40,9 @@ def test_a_nested_container_cluster_runs_on_a_baseline_tenant(
         return ClusterRequest.objects.unscoped().get(pk=pk)
 
     try:
-        wait_for(lambda: row().state == "ready", what="ready", timeout=25)
+        # The worker process may take a while to start on a loaded machine: a liveness
+        # deadline, not a speed goal.
+        wait_for(lambda: row().state == "ready", what="ready", timeout=120)
     except AssertionError:
         r = row()
         events = get_gateway().list("v1", "Event")

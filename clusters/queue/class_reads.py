@@ -56,6 +56,14 @@ class Classes:
     by_id: dict[int, ClassQ] = field(default_factory=dict)
     default: ClassQ = NO_CLASS
 
+    @classmethod
+    def of_one(cls, klass: PriorityClass | None) -> Classes:
+        """Only ``klass`` (a request's own, already read), enough to look that request
+        up without reading every class."""
+        if klass is None:
+            return cls()
+        return cls({klass.pk: _class_q(klass)})
+
     def of(self, class_id: int | None) -> ClassQ:
         """The class of a request whose ``priority_class_id`` is ``class_id``."""
         if class_id is None:
@@ -100,28 +108,27 @@ class Classes:
         }
 
 
+# The class columns admission reads, named as ClassQ's fields.
+_FIELDS = (
+    "name",
+    "value",
+    "may_preempt",
+    "min_run_seconds",
+    "checkpoint_grace_seconds",
+    "notice_seconds",
+)
+
+
+def _class_q(klass: PriorityClass) -> ClassQ:
+    return ClassQ(**{name: getattr(klass, name) for name in _FIELDS})
+
+
 def read_classes() -> Classes:
     """Every priority class, in one query."""
     by_id: dict[int, ClassQ] = {}
     default = NO_CLASS
-    for row in PriorityClass.objects.values(
-        "id",
-        "name",
-        "value",
-        "may_preempt",
-        "min_run_seconds",
-        "checkpoint_grace_seconds",
-        "notice_seconds",
-        "is_default",
-    ):
-        klass = ClassQ(
-            name=row["name"],
-            value=row["value"],
-            may_preempt=row["may_preempt"],
-            min_run_seconds=row["min_run_seconds"],
-            checkpoint_grace_seconds=row["checkpoint_grace_seconds"],
-            notice_seconds=row["notice_seconds"],
-        )
+    for row in PriorityClass.objects.values("id", "is_default", *_FIELDS):
+        klass = ClassQ(**{name: row[name] for name in _FIELDS})
         by_id[row["id"]] = klass
         if row["is_default"]:
             default = klass

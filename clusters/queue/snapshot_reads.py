@@ -426,20 +426,27 @@ def quota_q(quota: Quota, *, tenant: str, flavor: str) -> adm.QuotaQ:
     )
 
 
-def policy_snapshot(*, tenant: Tenant, flavor: GpuFlavor, alone: bool = False) -> adm.Snapshot:
+def policy_snapshot(
+    *,
+    tenant: Tenant,
+    flavor: GpuFlavor,
+    alone: bool = False,
+    own_quota: list[Quota] | None = None,
+) -> adm.Snapshot:
     """What says whether a request of ``tenant`` on ``flavor`` could ever fit: the
     tenants of its cohort's tree, their quotas on the flavor and the flavor's fleet size.
 
     Nothing running or queued is read (three small queries), so submission can ask
     admission's "never fits" question on every request. ``alone``: the tenant and its
-    own quota only, as if it had no cohort (one query); what fits there fits with the
+    own quota only, as if it had no cohort (one query, none when ``own_quota``, its
+    quota row on ``flavor`` or none, was read already); what fits there fits with the
     cohort too, since a cohort only adds what the tenant may borrow.
     """
     quotas: Any
     if alone:
         parents: dict[str, str] = {}
         cohort = [tenant]
-        quotas = _own_quota(tenant, flavor)
+        quotas = own_quota if own_quota is not None else _own_quota(tenant, flavor)
     else:
         parents = cohort_parents()
         root = adm.cohort_root(tenant.cohort, parents)

@@ -16,14 +16,26 @@ from tenants.models import PriorityClass, Role, Tenant
 from tenants.selectors import default_priority_class, may_use, priority_classes_for
 
 
+class Unread:
+    """The type of :data:`UNREAD`: a value the caller did not read (``None`` is one)."""
+
+
+UNREAD = Unread()
+
+
 def request_priority_class(
-    *, tenant: Tenant, role: str | None, chosen: PriorityClass | None
+    *,
+    tenant: Tenant,
+    role: str | None,
+    chosen: PriorityClass | None,
+    default: PriorityClass | Unread | None = UNREAD,
 ) -> PriorityClass | None:
     """The class a request of ``tenant`` by someone of ``role`` runs in, given the class
     it named (``chosen``, ``None``: none named); a class it may not pick is a
-    ``ValidationError`` on ``priority_class`` naming the ones it may."""
+    ``ValidationError`` on ``priority_class`` naming the ones it may. ``default``: the
+    default class (``None``: there is none) when the caller read it already."""
     if chosen is None:
-        return default_priority_class()
+        return default_priority_class() if isinstance(default, Unread) else default
     if chosen.is_default:
         return chosen
     if not may_use(chosen, tenant):

@@ -58,20 +58,35 @@ def owner_dev_usage(
     aggregate over a join costs more than the query (``tests/clusters/requests`` holds
     it to the ORM's count).
     """
+    sql, params = dev_usage_sql(tenant=tenant, owner=owner, excluding=excluding)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return dev_usage_of(row[0], row[1])
+
+
+def dev_usage_sql(
+    *, tenant: Tenant, owner: Any, excluding: int | None = None
+) -> tuple[str, list[Any]]:
+    """:func:`owner_dev_usage`'s query (columns ``clusters`` and ``gpus``) and its
+    parameters, for a statement that reads it with other things."""
     requests = ClusterRequest._meta.db_table
     live = sorted(LIVE)
     states = ", ".join(["%s"] * len(live))  # IN, not = ANY: SQLite serves `make run`
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT COUNT(*), COALESCE(SUM(r.gpus), 0) FROM {requests} r "
-            "WHERE r.tenant_id = %s AND r.owner_id = %s AND r.kind = %s "
-            f"AND r.state IN ({states}) AND r.id <> %s" + derived("rules.not_hosted", _not_hosted),
-            [tenant.pk, getattr(owner, "pk", owner), ClusterKind.DEV, *live, excluding or 0],
-        )
-        row = cursor.fetchone()
+    sql = (
+        f"SELECT COUNT(*) AS clusters, COALESCE(SUM(r.gpus), 0) AS gpus FROM {requests} r "
+        "WHERE r.tenant_id = %s AND r.owner_id = %s AND r.kind = %s "
+        f"AND r.state IN ({states}) AND r.id <> %s" + derived("rules.not_hosted", _not_hosted)
+    )
+    owner_pk = getattr(owner, "pk", owner)
+    return sql, [tenant.pk, owner_pk, ClusterKind.DEV, *live, excluding or 0]
+
+
+def dev_usage_of(clusters: Any, gpus: Any) -> tuple[int, Decimal]:
+    """:func:`owner_dev_usage`'s answer from its query's two columns."""
     # SQLite sums a decimal column as a float: back to the column's own places.
     places = Decimal(1).scaleb(-ClusterRequest._meta.get_field("gpus").decimal_places)
-    return int(row[0]), Decimal(str(row[1])).quantize(places)
+    return int(clusters), Decimal(str(gpus)).quantize(places)
 
 
 def _not_hosted() -> str:
@@ -85,14 +100,21 @@ def _not_hosted() -> str:
 
 
 def check_user_caps(
-    *, tenant: Tenant, owner: Any, kind: str, gpus: Decimal, excluding: int | None = None
+    *,
+    tenant: Tenant,
+    owner: Any,
+    kind: str,
+    gpus: Decimal,
+    excluding: int | None = None,
+    usage: tuple[int, Decimal] | None = None,
 ) -> None:
     """Refuse a dev request that would put its owner over the tenant's per-engineer caps
     (``ServiceConflict`` ``user_cap``), counted as admission counts them
-    (:mod:`clusters.admission.caps`): every live dev request of the owner comes first."""
+    (:mod:`clusters.admission.caps`): every live dev request of the owner comes first.
+    ``usage``: :func:`owner_dev_usage`'s answer when the caller read it already."""
     if kind != ClusterKind.DEV:
         return
-    clusters, held = owner_dev_usage(tenant=tenant, owner=owner, excluding=excluding)
+    clusters, held = usage or owner_dev_usage(tenant=tenant, owner=owner, excluding=excluding)
     breach = user_cap_breach(
         max_clusters=tenant.max_dev_clusters_per_user,
         max_gpus=tenant.max_dev_gpus_per_user,

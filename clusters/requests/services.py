@@ -27,11 +27,13 @@ from clusters.domain.workload_kinds import Kind
 from clusters.engine import idle
 from clusters.models import ClusterEvent, ClusterKind, ClusterRequest
 from clusters.queue.backends import queue_backend
+from clusters.queue.class_reads import Classes
 from clusters.queue.snapshot_reads import pending_of, policy_snapshot
 from clusters.queue.writeback import place_on
 from clusters.requests import rules
+from clusters.requests.locked_reads import LockedReads, lock_and_read
 from clusters.requests.placement_wish import placement_errors
-from clusters.requests.priority_class import request_priority_class
+from clusters.requests.priority_class import UNREAD, request_priority_class
 from clusters.rows import lifecycle
 from clusters.rows.cost_caps import check_hard_caps
 from clusters.rows.spec import ClusterSpec
@@ -39,7 +41,7 @@ from clusters.rows.transitions import note, transition
 from clusters.rows.usage import budget_deprioritises, budget_status
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
-from tenants.models import GpuFlavor, Role, Tenant
+from tenants.models import GpuFlavor, Quota, Role, Tenant
 from tenants.selectors import role_in_tenant, unknown_flavor_message
 
 
@@ -86,12 +88,17 @@ def resolve_flavors(names: list[str]) -> list[GpuFlavor]:
     return [found[name] for name in names]
 
 
-def request_never_fits(cluster: ClusterRequest) -> list[tuple[str, str]]:
+def request_never_fits(
+    cluster: ClusterRequest, *, own_quota: list[Quota] | None = None
+) -> list[tuple[str, str]]:
     """Why an unsaved request could never be admitted (the pass's rules); empty if it
-    could. The tenant's own quota is asked first, in one query: a cohort only raises
-    what a tenant may hold, so one that fits alone fits."""
-    pending = pending_of(cluster, pk=-1)
-    alone = policy_snapshot(tenant=cluster.tenant, flavor=cluster.flavor, alone=True)
+    could. The tenant's own quota is asked first, in one query (none when ``own_quota``
+    was read already): a cohort only raises what a tenant may hold, so one that fits
+    alone fits."""
+    pending = pending_of(cluster, pk=-1, classes=Classes.of_one(cluster.priority_class))
+    alone = policy_snapshot(
+        tenant=cluster.tenant, flavor=cluster.flavor, alone=True, own_quota=own_quota
+    )
     if not Ledger(alone).never_fits(pending):
         return []
     snapshot = policy_snapshot(tenant=cluster.tenant, flavor=cluster.flavor)
@@ -119,6 +126,7 @@ def cluster_request_check(
     spec: ClusterSpec,
     role: str | None = None,
     check_name: bool = True,
+    reads: LockedReads | None = None,
 ) -> ClusterRequest:
     """Every check a request must pass to be queued, in order; returns the unsaved row.
 
@@ -140,6 +148,7 @@ def cluster_request_check(
     ``role`` is the actor's role in the tenant when the caller already holds it (the
     API resolves it with the tenant); it is read here when omitted. ``check_name``
     ``False`` leaves whether the name is taken to the caller (jobs check it their way).
+    ``reads``: what the create read with the tenant's lock (:mod:`.locked_reads`).
     """
     if tenant.archived_at is not None:
         raise ServiceConflict(
@@ -160,7 +169,10 @@ def cluster_request_check(
         spec = replace(
             spec,
             priority_class=request_priority_class(
-                tenant=tenant, role=role, chosen=spec.priority_class
+                tenant=tenant,
+                role=role,
+                chosen=spec.priority_class,
+                default=reads.default_class if reads is not None else UNREAD,
             ),
         )
     except ValidationError as exc:
@@ -174,20 +186,35 @@ def cluster_request_check(
     )
     errors.update(placement_errors(tenant=tenant, spec=spec))
     name = spec.name
-    if check_name and name and "name" not in errors and name_taken(tenant=tenant, name=name):
+    if check_name and name and "name" not in errors and _taken(tenant, name, reads):
         errors["name"] = [_taken_message(tenant=tenant, name=name)]
     if errors:
         raise ValidationError(errors)
-    never = request_never_fits(cluster)
+    never = request_never_fits(cluster, own_quota=reads.quotas if reads is not None else None)
     if on_others:
         never = [(code, f"On {spec.flavor.name}: {m}") for code, m in never]
         for flavor, row in on_others:
             never += [(code, f"On {flavor.name}: {m}") for code, m in request_never_fits(row)]
     if never:
         raise NeverFits(never, cluster)
-    rules.check_user_caps(tenant=tenant, owner=actor, kind=spec.kind, gpus=cluster.gpus)
-    check_hard_caps(tenant=tenant, owner=actor)  # money caps (docs/cost.md)
+    rules.check_user_caps(
+        tenant=tenant,
+        owner=actor,
+        kind=spec.kind,
+        gpus=cluster.gpus,
+        usage=reads.dev_usage if reads is not None else None,
+    )
+    # Money caps (docs/cost.md).
+    check_hard_caps(
+        tenant=tenant, owner=actor, any_cap=reads.hard_caps if reads is not None else None
+    )
     return cluster
+
+
+def _taken(tenant: Tenant, name: str, reads: LockedReads | None) -> bool:
+    if reads is not None and reads.name == name:
+        return reads.name_taken
+    return name_taken(tenant=tenant, name=name)
 
 
 def kind_request_check(
@@ -360,8 +387,10 @@ def cluster_request_create(
     admit it.
     """
     with transaction.atomic():
-        Tenant.objects.lock(tenant.pk)
-        cluster = cluster_request_check(actor=actor, tenant=tenant, spec=spec, role=role)
+        reads = lock_and_read(tenant=tenant, owner=actor, name=spec.name, flavor=spec.flavor)
+        cluster = cluster_request_check(
+            actor=actor, tenant=tenant, spec=spec, role=role, reads=reads
+        )
         try:
             # No savepoint of its own: a failed insert only ever leaves this transaction
             # by the ValidationError below, which rolls the whole of it back.

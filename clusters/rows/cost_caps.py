@@ -74,12 +74,17 @@ def cap_statuses(
     return out
 
 
-def check_hard_caps(*, tenant: Tenant, owner: Any, now: datetime | None = None) -> None:
+def check_hard_caps(
+    *, tenant: Tenant, owner: Any, now: datetime | None = None, any_cap: bool | None = None
+) -> None:
     """Refuse a new request of ``owner`` in ``tenant`` (``ServiceConflict`` with code
     ``cost_cap``, an HTTP 409) when the tenant or that engineer has reached a hard
-    monthly cost cap; the message names the cap, the spend and the month."""
+    monthly cost cap; the message names the cap, the spend and the month. ``any_cap``:
+    whether a hard cap applies at all, when the caller read it already."""
     username = owner.get_username()
-    if (
+    if any_cap is False:
+        return
+    if any_cap is None and (
         not CostCap.objects.for_tenant(tenant)
         .filter(Q(username="") | Q(username=username), hard_limit__isnull=False)
         .exists()

@@ -41,6 +41,7 @@ from clusters.queue.backends import manifest_options, queue_backend
 from clusters.requests import rules
 from clusters.requests import services as requests
 from clusters.requests.dry_run import dry_run_verdict
+from clusters.requests.locked_reads import LockedReads, lock_and_read
 from clusters.rows import enqueue, lifecycle
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import note, transition
@@ -156,6 +157,7 @@ def job_check(
     spec: ClusterSpec | None,
     job: JobSpec,
     role: str | None = None,
+    reads: LockedReads | None = None,
 ) -> tuple[ClusterRequest, Job]:
     """Every check a job must pass to be queued; returns the unsaved request and job.
 
@@ -164,7 +166,7 @@ def job_check(
     asks for no GPUs of its own, and ``spec`` is ``None`` (the host's shape is used).
     A job that could never fit raises :class:`~clusters.requests.services.NeverFits`
     about an unsaved job request (its ``cluster`` carries the job's details, for the
-    dry-run's manifest).
+    dry-run's manifest). ``reads``: what the create read with the tenant's lock.
     """
     kind = spec.kind if spec is not None else ClusterKind.DEV
     role = role or role_in_tenant(user=actor, tenant=tenant)
@@ -224,6 +226,7 @@ def job_check(
         spec=checked,
         role=role,
         check_name=False,
+        reads=reads,
     )
     return request, details
 
@@ -258,8 +261,14 @@ def job_create(
 ) -> ClusterRequest:
     """Check a job (:func:`job_check`) and queue it; see the module docstring."""
     with transaction.atomic():
-        Tenant.objects.lock(tenant.pk)
-        request, details = job_check(actor=actor, tenant=tenant, spec=spec, job=job, role=role)
+        reads = None
+        if spec is None or job.host:
+            Tenant.objects.lock(tenant.pk)  # a hosted job reads none of what the lock guards
+        else:
+            reads = lock_and_read(tenant=tenant, owner=actor, name="", flavor=spec.flavor)
+        request, details = job_check(
+            actor=actor, tenant=tenant, spec=spec, job=job, role=role, reads=reads
+        )
         # Its RayJob is written at once, suspended while it waits (DESIGN "States"), by
         # the provision pass; a backend that queues in the cluster asks for that itself.
         marked = bool(details.host) or not queue_backend().provisions_queued

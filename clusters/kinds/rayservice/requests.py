@@ -33,6 +33,7 @@ from clusters.queue.backends import queue_backend
 from clusters.requests import rules
 from clusters.requests import services as requests
 from clusters.requests.dry_run import dry_run_verdict
+from clusters.requests.locked_reads import LockedReads, lock_and_read
 from clusters.rows import lifecycle, surges
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import note
@@ -60,11 +61,18 @@ def _details(service: ServiceSpec, errors: dict[str, list[str]], *, autoscaling:
 
 
 def service_check(
-    *, actor: Any, tenant: Tenant, spec: ClusterSpec, service: ServiceSpec, role: str | None = None
+    *,
+    actor: Any,
+    tenant: Tenant,
+    spec: ClusterSpec,
+    service: ServiceSpec,
+    role: str | None = None,
+    reads: LockedReads | None = None,
 ) -> tuple[ClusterRequest, Service]:
     """Every check a service must pass to be queued; the unsaved request and details.
     Raises as :func:`~clusters.requests.services.cluster_request_check` does, with the
-    service's own faults reported together with the shape's."""
+    service's own faults reported together with the shape's. ``reads``: what the create
+    read with the tenant's lock."""
     errors: dict[str, list[str]] = {}
     if spec.name and len(spec.name) > MAX_SERVICE_NAME:
         errors["name"] = [
@@ -82,6 +90,7 @@ def service_check(
         tenant=tenant,
         spec=spec,
         role=role,
+        reads=reads,
     )
     return request, details
 
@@ -91,9 +100,9 @@ def service_create(
 ) -> ClusterRequest:
     """Check a service (:func:`service_check`) and queue it."""
     with transaction.atomic():
-        Tenant.objects.lock(tenant.pk)
+        reads = lock_and_read(tenant=tenant, owner=actor, name=spec.name, flavor=spec.flavor)
         request, details = service_check(
-            actor=actor, tenant=tenant, spec=spec, service=service, role=role
+            actor=actor, tenant=tenant, spec=spec, service=service, role=role, reads=reads
         )
         requests.kind_request_save(request, details)
         note(request, reason="requested", message="service requested", actor=actor)

@@ -116,10 +116,11 @@ def test_a_create_and_a_delete_answer_what_a_read_of_the_row_answers(
 # The pinned counts, inside the test's transaction (a service's atomic block adds a
 # SAVEPOINT and its RELEASE here; in production it is BEGIN/COMMIT, not counted):
 # list = tenant with role, the list cache's fingerprint, count, page, newest events;
-# detail = tenant with role, row, events; create (a generated name, so no "name taken"
-# check) = tenant with role, flavor, savepoint, tenant lock, the tenant's own quota,
-# caps, insert, event, audit, release (neither the saved row nor its events are read
-# again: the service hands back the one event it wrote). The
+# detail = tenant with role, row, events; create = tenant with role, flavor, savepoint,
+# the tenant's lock, one read of what the checks ask (whether the name is taken, the hard
+# cost caps, the owner's caps, the tenant's own quota and the default priority class:
+# clusters/requests/locked_reads.py), insert, event, audit, release (neither the saved row
+# nor its events are read again: the service hands back the one event it wrote). The
 # dry-run is counted cold (its per-process cache of the recorded pass dropped: a warm
 # one reads only the digest and the flavors' freshness); cold adds those two reads to
 # the snapshot's (two of which read the requests' surges and growths).
@@ -127,12 +128,11 @@ def test_a_create_and_a_delete_answer_what_a_read_of_the_row_answers(
 # the tenant's own quota (services.request_never_fits); these fit.
 # dry-run: two queries for the fleet (its members, stock and allow-lists in one; the
 # caps on tenants' quotas per member in the other).
-# Priority classes and money caps (docs/preemption.md, docs/cost.md): a new request's
-# class (the default, then every class for its queue reads) and its hard cost caps are
-# read once per validation; the detail reads its workers' GPU readings (once admitted);
-# the dry-run validates twice (the request, then whether it could ever fit) and its
-# decision and ETA read the classes again.
-PINNED = {"list": 5, "detail": 4, "create": 13, "dry-run": 29}
+# Priority classes and money caps (docs/preemption.md, docs/cost.md): the dry-run
+# validates twice (the request, then whether it could ever fit), each time reading the
+# default class and the hard cost caps, and its decision and ETA read every class; the
+# detail reads its workers' GPU readings (once admitted).
+PINNED = {"list": 5, "detail": 4, "create": 9, "dry-run": 27}
 
 
 @pytest.mark.parametrize("what", sorted(PINNED))

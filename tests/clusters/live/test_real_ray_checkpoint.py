@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from kubesim import KubeSim
-from tests.clusters.engine.conftest import engine_worker, wait_for
+from tests.clusters.engine.conftest import engine_worker, running_kubesim, wait_for
 from tests.clusters.engine.test_preemption_e2e import (
     GLOBEX_CLUSTERS,
     JOBS,
     _borrowing_l4,
     _row,
     _where,
+    globex_lets_go,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("real-ray")]
@@ -40,18 +41,11 @@ RUN_TIMEOUT = 400.0
 @pytest.fixture
 def real_kubesim(tmp_path: Path, settings: Any, acme: Any) -> Iterator[KubeSim]:
     """A kubesim whose one real Ray slot goes to RayClusters in acme's namespace."""
-    sim = KubeSim(
-        fleet=None, port=0, startup_delay=0.0, procs_root=str(tmp_path / "procs"), real_ray=1
-    ).start()
-    assert sim.cluster.realray is not None
-    sim.cluster.realray.namespaces = {acme.namespace}
-    kubeconfig = tmp_path / "kubeconfig"
-    sim.write_kubeconfig(str(kubeconfig))
-    settings.KUBECONFIG = str(kubeconfig)
-    try:
+    procs = str(tmp_path / "procs")
+    with running_kubesim(tmp_path, settings, procs_root=procs, real_ray=1) as sim:
+        assert sim.cluster.realray is not None
+        sim.cluster.realray.namespaces = {acme.namespace}
         yield sim
-    finally:
-        sim.stop()
 
 
 def _lines(path: Path) -> list[str]:
@@ -79,12 +73,7 @@ def _preempt(api_globex: Any, work: Path, run_index: int) -> None:
     saved = sorted(work.glob("step-*.json"), key=lambda p: p.stat().st_mtime)
     assert saved, _where("train")
     assert requeued.resume_from == saved[-1].as_uri(), _where("train")
-    wait_for(
-        lambda: _row(mine["name"]).state == "ready",
-        what=lambda: f"globex's cluster: {_where(mine['name'])}; job: {_where('train')}",
-        timeout=180,
-    )
-    assert api_globex.delete(GLOBEX_CLUSTERS + mine["name"] + "/").status_code == 202
+    globex_lets_go(api_globex, mine["name"], "train")
 
 
 def test_a_real_ray_driver_preempted_twice_completes_with_all_its_work(

@@ -371,6 +371,12 @@ class RayJobController:
             done, finished = check_submitter(self.cluster.store, rj, st)
             if done:
                 return
+        real = self.cluster.realray
+        if real is not None and real.is_real(ns, rc["metadata"]["name"]):
+            # A real driver's start and end have no timer: its head is asked again shortly
+            # (also before its submitter has submitted it, or the job would show RUNNING
+            # only once its submitter ended).
+            self.wake_at(now + REAL_JOB_POLL_SECONDS, ns, rj["metadata"]["name"])
         run = self.cluster.rayruntime.job(ns, rc["metadata"]["name"], st.get("jobId", ""))
         if run is None:
             if mode == "HTTPMode":
@@ -381,10 +387,6 @@ class RayJobController:
                 st["message"] = "Submitter completed but Ray job not found in RayCluster."
             return
         self._follow(st, rc, run, now, mode != "K8sJobMode" or finished is not None)
-        real = self.cluster.realray
-        if real is not None and real.is_real(ns, rc["metadata"]["name"]):
-            # A real driver's end has no timer: its head is asked again shortly.
-            self.wake_at(now + REAL_JOB_POLL_SECONDS, ns, rj["metadata"]["name"])
 
     @staticmethod
     def _follow(

@@ -5,7 +5,11 @@ submitter Job's end means for the RayJob."""
 from __future__ import annotations
 
 import copy
+import json
+import shlex
 from typing import Any
+
+import yaml
 
 from kubesim.operators import batchjob
 from kubesim.store import Obj, Store
@@ -64,7 +68,11 @@ def submitter_template(rj: Obj, st: dict[str, Any], rc: Obj) -> dict[str, Any]:
 
 def submit_command(rj: Obj, st: dict[str, Any]) -> list[str]:
     """KubeRay's K8sJobMode submitter command (``BuildJobSubmitCommand``): wait for
-    the GCS, submit unless already submitted, follow the logs."""
+    the GCS, submit unless already submitted, follow the logs. The words are joined with
+    spaces into one ``bash -c`` script; the runtime env, metadata and entrypoint resources
+    are quoted for that shell. KubeRay quotes them Go's way (``strconv.Quote``: double
+    quotes, in which bash would still expand a ``$``); single quotes pass any JSON
+    through unchanged."""
     spec = rj.get("spec") or {}
     address = st.get("dashboardURL", "")
     if not address.startswith("http://"):
@@ -79,8 +87,11 @@ def submit_command(rj: Obj, st: dict[str, Any]) -> list[str]:
     cmd += [";", "sleep", "2", ";", "done", ";", "if", "!", "ray", "job", "status"]
     cmd += ["--address", address, job_id, ">/dev/null", "2>&1", ";", "then"]
     cmd += ["ray", "job", "submit", "--address", address, "--no-wait"]
-    if spec.get("runtimeEnvYAML"):
-        cmd += ["--runtime-env-json", '"<runtimeEnvYAML as JSON>"']
+    runtime_env = runtime_env_json(spec)
+    if runtime_env:
+        cmd += ["--runtime-env-json", shlex.quote(runtime_env)]
+    if spec.get("metadata"):
+        cmd += ["--metadata-json", shlex.quote(json.dumps(spec["metadata"], sort_keys=True))]
     if job_id:
         cmd += ["--submission-id", job_id]
     for field, flag in (
@@ -90,10 +101,22 @@ def submit_command(rj: Obj, st: dict[str, Any]) -> list[str]:
         if spec.get(field):
             cmd += [flag, f"{float(spec[field]):f}"]
     if spec.get("entrypointResources"):
-        cmd += ["--entrypoint-resources", f'"{spec["entrypointResources"]}"']
+        cmd += ["--entrypoint-resources", shlex.quote(str(spec["entrypointResources"]))]
     cmd += ["--", str(spec.get("entrypoint", "")).strip(), ";", "fi", ";"]
     cmd += ["ray", "job", "logs", "--address", address, "--follow", job_id]
     return cmd
+
+
+def runtime_env_json(spec: dict[str, Any]) -> str:
+    """``spec.runtimeEnvYAML`` as JSON, as KubeRay's ``getRuntimeEnvJson`` converts it
+    ("" when there is none, or when it does not parse: KubeRay then makes no submitter
+    and logs the error, here the job is submitted without it)."""
+    text = spec.get("runtimeEnvYAML") or ""
+    try:
+        env = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return ""
+    return json.dumps(env, sort_keys=True) if env else ""
 
 
 def check_submitter(store: Store, rj: Obj, st: dict[str, Any]) -> tuple[bool, str | None]:

@@ -1,8 +1,9 @@
 """Real Ray behind the pods of the first N RayClusters (``--real-ray N``).
 
 A launcher for :mod:`kubesim.localproc`: the head pod of a RayCluster that gets one of the
-N slots runs ``ray start --head`` (the ``ray`` package kubesim runs with) on loopback ports
-of its own, mapped to the head service's ports (GCS, dashboard, client, serve, metrics);
+N slots runs ``ray start --head`` (the ``ray`` package kubesim runs with, with its
+container's ``env``) on loopback ports of its own, mapped to the head service's ports
+(GCS, dashboard, client, serve, metrics);
 its worker pods run ``ray start --address`` against that head and advertise the GPUs the
 pod was given as logical resources (``--num-gpus``), its CPUs and memory likewise, so
 ``ray.cluster_resources()`` shows the cluster's shape. A RayJob submitter pod of such a
@@ -162,6 +163,9 @@ class RealRay:
             raise ValueError("real_ray must not be negative")
         self.cluster = cluster
         self.heads = heads
+        # Only RayClusters in these namespaces get a slot (None: any), so that a test's
+        # other tenants' clusters stay simulated and leave the slots to the ones it runs.
+        self.namespaces: set[str] | None = None
         self.slots: dict[tuple[str, str], Slot] = {}
         # Short (Ray's socket paths must fit 107 bytes) and this simulator's own.
         self._temp_prefix = f"/tmp/ks-ray-{os.getpid()}-{next(_SIMULATORS)}-"
@@ -186,7 +190,8 @@ class RealRay:
         if rc is None:
             return None
         found = self.slots.get((ns, name))
-        if found is None and take and len(self.slots) < self.heads:
+        allowed = self.namespaces is None or ns in self.namespaces
+        if found is None and take and allowed and len(self.slots) < self.heads:
             self._counter += 1
             names = ["gcs", "dashboard", "client", "serve", "metrics", "agent"]
             names += ["agent_grpc", "node_manager", "object_manager", "runtime_env", "dash_metrics"]
@@ -300,6 +305,7 @@ class RealRay:
             "ray-head",
             argv,
             env={
+                **_container_env(pod),
                 **RAY_ENV,
                 "RAY_SERVE_DEFAULT_HTTP_PORT": str(p["serve"]),
                 # The dashboard's own metrics port is fixed (44227) unless set: one per head.
@@ -348,7 +354,7 @@ class RealRay:
         return ProcessSpec(
             "ray-worker",
             ["/bin/bash", "-c", script],
-            env={**RAY_ENV, **_claimed_devices(pod, "ray-worker")},
+            env={**_container_env(pod), **RAY_ENV, **_claimed_devices(pod, "ray-worker")},
             # Serve runs one proxy, on the head (every node here shares one host and one
             # Serve port: ``realserve.py``); a worker's 8000 reaches it, as a worker's own
             # proxy would route to the same replicas.
@@ -455,6 +461,16 @@ class RealRay:
     def stop(self, ns: str, name: str, job_id: str) -> None:
         """``POST /api/jobs/<id>/stop`` on the real head."""
         self._call(ns, name, "POST", f"/api/jobs/{job_id}/stop")
+
+
+def _container_env(pod: Obj) -> dict[str, str]:
+    """The literal ``env`` of the pod's Ray container: ``ray start`` runs in it, so its
+    raylet, and every driver and task the raylet starts, inherit it (a job's driver sees
+    the head container's ``GANGWAY_PREEMPTION_URL``, as on a real KubeRay head).
+    ``valueFrom`` entries are left out: nothing here resolves them."""
+    containers = get_path(pod, "spec", "containers", default=[]) or []
+    env = (containers[0].get("env") or []) if containers else []
+    return {str(e["name"]): str(e["value"]) for e in env if e.get("name") and "value" in e}
 
 
 def _claimed_devices(pod: Obj, container: str) -> dict[str, str]:

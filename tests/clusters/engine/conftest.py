@@ -72,17 +72,24 @@ def running_kubesim(
     kai: bool = False,
     procs_root: str | None = None,
     fleet: dict[str, Any] | None = None,
+    real_ray: int | None = None,
 ) -> Iterator[KubeSim]:
     """A kubesim over HTTP on its default fleet or ``fleet`` (with Kueue's emulation and
     ``QUEUE_MODE=kueue`` when ``kueue``, KAI's and ``KAI_ENABLED`` when ``kai``; real
-    processes behind pods under ``procs_root``), the test's settings pointed at it
-    through a kubeconfig; stopped after."""
+    processes behind pods under ``procs_root``, real Ray for ``real_ray`` RayClusters),
+    the test's settings pointed at it through a kubeconfig; stopped after."""
     if kueue:
         settings.QUEUE_MODE = "kueue"
     if kai:
         settings.KAI_ENABLED = True
     sim = KubeSim(
-        fleet=fleet, port=0, startup_delay=0.0, kueue=kueue, kai=kai, procs_root=procs_root
+        fleet=fleet,
+        port=0,
+        startup_delay=0.0,
+        kueue=kueue,
+        kai=kai,
+        procs_root=procs_root,
+        real_ray=real_ray,
     ).start()
     kubeconfig = tmp_path / "kubeconfig"
     sim.write_kubeconfig(str(kubeconfig))

@@ -104,12 +104,17 @@ def _preempt_once(api_globex: Any, kubesim: Any, job_name: str, run_index: int) 
     assert run.reported and requeued.resume_from == run.reported[-1]
     assert requeued.checkpoint_uri == run.reported[-1]
     assert requeued.notice_at is None
+    globex_lets_go(api_globex, mine["name"], job_name)
+
+
+def globex_lets_go(api_globex: Any, mine: str, job_name: str) -> None:
+    """globex's cluster ``mine`` gets the GPU the job gave back; globex deletes it."""
     wait_for(
-        lambda: _row(mine["name"]).state == "ready",
-        what=lambda: f"globex's cluster: {_where(mine['name'])}; job: {_where(job_name)}",
+        lambda: _row(mine).state == "ready",
+        what=lambda: f"globex's cluster: {_where(mine)}; job: {_where(job_name)}",
         timeout=180,
     )
-    assert api_globex.delete(GLOBEX_CLUSTERS + mine["name"] + "/").status_code == 202
+    assert api_globex.delete(GLOBEX_CLUSTERS + mine + "/").status_code == 202
 
 
 def test_a_job_preempted_twice_completes_with_all_its_work(

@@ -29,7 +29,8 @@ from clusters.admission import PROD
 from clusters.whatif import services
 from clusters.whatif.metrics import Figures, TopologyFigures, figures, topology_figures
 from clusters.whatif.model import FIFO, MODES, NO_RECLAIM, POLICY, World
-from clusters.whatif.simulator import PASS_SECONDS, Outcome, simulate
+from clusters.whatif.replay_state import Outcome
+from clusters.whatif.simulator import PASS_SECONDS, simulate
 from clusters.whatif.workload import LOAD, PARENT, RACK, large_fleet, synthetic_week
 
 LABELS = {

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from kubesim import errors
 from kubesim.errors import Cause
+from kubesim.node_fit import NodeInfo, PodKey
 from kubesim.nodegroups import (
     ACCEPTED,
     BOOKED_FOR,
@@ -48,7 +49,6 @@ from kubesim.nodegroups import (
 )
 from kubesim.resources import ResourceType
 from kubesim.scaleup import ScaleUp
-from kubesim.scheduler import NodeInfo, PodKey
 from kubesim.store import Obj
 from kubesim.util import get_path, parse_time
 

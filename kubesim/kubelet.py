@@ -15,9 +15,9 @@ import time
 from typing import TYPE_CHECKING
 
 from kubesim.containerlife import ContainerLife
+from kubesim.node_fit import PodKey
 from kubesim.podfaults import PodFaults
 from kubesim.resources import ResourceType
-from kubesim.scheduler import PodKey
 from kubesim.store import Obj
 from kubesim.util import get_path, stamp
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.scheduler import PodKey
+from kubesim.node_fit import PodKey
 from kubesim.store import Obj
 from kubesim.util import get_path
 

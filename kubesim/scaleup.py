@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from kubesim.defaults import DEFAULT_SCHEDULER
 from kubesim.fleet import node_conditions, pool_node
+from kubesim.node_fit import NodeInfo, PodKey
 from kubesim.nodegroups import (
     BOOKED_FOR,
     COMPONENT,
@@ -19,7 +20,6 @@ from kubesim.nodegroups import (
     Upcoming,
     Waiting,
 )
-from kubesim.scheduler import NodeInfo, PodKey
 from kubesim.store import Obj
 
 if TYPE_CHECKING:

@@ -13,16 +13,23 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubesim import podaffinity, quantity
 from kubesim.admission import pod_is_terminal, pod_totals
 from kubesim.defaults import DEFAULT_SCHEDULER
+from kubesim.node_fit import (
+    NodeInfo,
+    Placement,
+    PodKey,
+    PodReq,
+    fraction_of,
+    node_affinity_matches,
+)
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.taints import taint_text, tolerates
-from kubesim.util import get_path, now
+from kubesim.util import now
 
 if TYPE_CHECKING:
     from kubesim.controller import ClusterView
@@ -30,114 +37,9 @@ if TYPE_CHECKING:
 GPU = "nvidia.com/gpu"
 KAI = "kai-scheduler"
 DEFAULT = DEFAULT_SCHEDULER
-PodKey = tuple[str, str]
 _NOT_HELPFUL = (
     "preemption: 0/{0} nodes are available: {0} Preemption is not helpful for scheduling."
 )
-
-
-@dataclass
-class NodeInfo:
-    """What the scheduler tracks per node: allocatable, used, labels, taints, GPU shares."""
-
-    name: str
-    labels: dict[str, str]
-    taints: list[dict[str, Any]]
-    unschedulable: bool
-    alloc: dict[str, int]
-    used: Counter[str] = field(default_factory=Counter)
-    pods: int = 0
-    shares: list[float] = field(default_factory=list)  # used fraction of each shared GPU
-    gpu_memory: int = 0
-
-
-@dataclass
-class Placement:
-    """Where a bound pod sits and what it takes."""
-
-    node: str
-    amounts: dict[str, int]
-    share: tuple[int, float] | None = None  # (shared GPU index, fraction) for KAI pods
-    labels: dict[str, str] = field(default_factory=dict)  # what other pods' affinity matches
-
-
-@dataclass
-class PodReq:
-    """A pending pod's scheduling requirements."""
-
-    key: PodKey
-    seq: int
-    sig: str
-    amounts: dict[str, int]
-    fraction: float = 0.0
-    gpu_memory: int = 0  # MiB asked with the KAI gpu-memory annotation
-    claims: bool = False  # has spec.resourceClaims: DRA allocates its devices (kubesim/dra)
-    affinity: podaffinity.PodAffinity | None = None  # inter-pod (anti-)affinity terms
-    labels: dict[str, str] = field(default_factory=dict)
-
-    def fraction_on(self, info: NodeInfo) -> float:
-        """The GPU fraction this pod takes on a node (gpu-memory depends on the GPU)."""
-        if self.fraction or not self.gpu_memory:
-            return self.fraction
-        return min(1.0, self.gpu_memory / info.gpu_memory) if info.gpu_memory else 1.0
-
-
-def _expr_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt") and key in labels and values:
-        try:
-            a, b = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
-def _affinity_matches(pod_spec: dict[str, Any], node: NodeInfo) -> bool:
-    for k, v in (pod_spec.get("nodeSelector") or {}).items():
-        if node.labels.get(k) != v:
-            return False
-    terms = get_path(
-        pod_spec,
-        "affinity",
-        "nodeAffinity",
-        "requiredDuringSchedulingIgnoredDuringExecution",
-        "nodeSelectorTerms",
-    )
-    if not terms:
-        return True
-    fields = {"metadata.name": node.name}
-    for term in terms:
-        exprs = term.get("matchExpressions") or []
-        fexprs = term.get("matchFields") or []
-        if not exprs and not fexprs:
-            continue
-        if all(_expr_matches(e, node.labels) for e in exprs) and all(
-            _expr_matches(e, fields) for e in fexprs
-        ):
-            return True
-    return False
-
-
-def fraction_of(pod: Obj, node_gpu_memory: int = 0) -> float:
-    """GPU fraction a KAI pod asks for (``gpu-fraction``, or ``gpu-memory`` in MiB)."""
-    ann = pod["metadata"].get("annotations") or {}
-    if ann.get("gpu-fraction"):
-        try:
-            return float(ann["gpu-fraction"])
-        except ValueError:
-            return 0.0
-    if ann.get("gpu-memory") and node_gpu_memory:
-        return min(1.0, float(ann["gpu-memory"]) / node_gpu_memory)
-    return 0.0
 
 
 class Scheduler:
@@ -328,7 +230,7 @@ class Scheduler:
             if bad is not None:
                 reasons[f"node(s) had untolerated taint {taint_text(bad)}"] += 1
                 continue
-            if not _affinity_matches(spec, info):
+            if not node_affinity_matches(spec, info):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 continue
             ok.append(info.name)
@@ -451,7 +353,7 @@ class Scheduler:
         bad = next((t for t in info.taints if not tolerates(tolerations, t)), None)
         if bad is not None:
             return [f"node(s) had untolerated taint {taint_text(bad)}"]
-        if not _affinity_matches(spec, info):
+        if not node_affinity_matches(spec, info):
             return ["node(s) didn't match Pod's node affinity/selector"]
         why, _, _ = self._fits(req, info)
         return why

@@ -69,7 +69,7 @@ def test_the_product_keeps_every_contract() -> None:
         # Sending a notice reaching up into the tasks that call it.
         ("notifications/sending.py", "import notifications.tasks", "notifications/ follows"),
         # The tenants app's rows reaching up into its services.
-        ("tenants/models.py", "import tenants.services", "tenants/ follows the flow"),
+        ("tenants/models/tenancy.py", "import tenants.services", "tenants/ follows the flow"),
         # clusters reaching up into notifications (it must need no call of them).
         ("clusters/rows/transitions.py", "import notifications.outbox", "Product packages are"),
         # The pure decision importing Django.

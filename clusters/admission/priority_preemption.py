@@ -40,7 +40,7 @@ Outcome = tuple[str, str, Pool]
 
 
 class PassState(Protocol):
-    """What preemption reads and writes of the pass (``decide.PassState``, which imports
+    """What preemption reads and writes of the pass (``pass_checks.PassChecks``, which imports
     this module: a protocol here keeps the two out of an import cycle)."""
 
     snap: Snapshot

@@ -3,7 +3,7 @@
 ``RAY_IMAGE_ALLOWLIST`` names the images (references as ``docker pull`` takes them) and
 ``RAY_IMAGE_DEFAULT`` the one a request gets when it names none. The API lists them
 (``GET /api/v1/images/``), the dashboard offers them in its forms, the services refuse
-any other (:func:`clusters.domain.shapes.validate_request`), and a system check
+any other (:func:`clusters.domain.request_validation.validate_request`), and a system check
 (:func:`controlplane.checks.image_allowlist`) refuses a list that could not work.
 """
 

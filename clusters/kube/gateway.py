@@ -24,6 +24,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from clusters.kube import forbidden, notbefore
+from clusters.kube.apiserver_proxies import ApiServerProxies
 from clusters.kube.errors import (
     TERMINATING,
     KubeError,
@@ -41,10 +42,8 @@ from clusters.kube.resources import KINDS, Kind, kind_of
 from clusters.kube.responses import (
     ProxiedResponse,
     UpgradeTarget,
-    proxy_path,
     read_body,
     stream_lines,
-    tls_context,
 )
 from controlplane import metrics
 
@@ -103,7 +102,7 @@ def _error_kind(error: KubeError) -> str:
     return "transient" if isinstance(error, TransientKubeError) else "permanent"
 
 
-class Gateway:
+class Gateway(ApiServerProxies):
     """A thin, typed wrapper over the client's REST transport for the kinds gangway writes."""
 
     def __init__(self, api_client: client.ApiClient, *, timeout: float) -> None:
@@ -469,92 +468,6 @@ class Gateway:
                 return None
             raise
         return data.decode("utf-8", errors="replace")
-
-    def service_proxy(
-        self,
-        method: str,
-        namespace: str,
-        service: str,
-        port: str,
-        path: str,
-        *,
-        query: str = "",
-        headers: dict[str, str] | None = None,
-        body: bytes | None = None,
-        timeout: float | None = None,
-    ) -> ProxiedResponse:
-        """One HTTP request to a service through the API server's service proxy,
-        streaming; ``path`` and ``query`` go as given (already URL-encoded). Any status is
-        an answer the caller relays; only getting none raises :class:`TransientKubeError`."""
-        url = f"{self._api.configuration.host}{proxy_path(namespace, service, port, path, query)}"
-        sent = self._with_credentials(headers)
-        try:
-            response = self._api.rest_client.pool_manager.request(
-                method,
-                url,
-                body=body,
-                headers=sent,
-                preload_content=False,
-                redirect=False,
-                retries=False,
-                timeout=urllib3.Timeout(connect=self._timeout, read=timeout or self._timeout),
-            )
-        except Exception as exc:  # classified right here
-            raise classify(exc, what=f"proxy to service {namespace}/{service}:{port}") from exc
-        return ProxiedResponse(response)
-
-    def node_proxy_get(self, node: str, port: int, path: str, *, limit: int) -> tuple[int, bytes]:
-        """GET ``path`` on a port of ``node`` through the API server's node proxy
-        (``nodes/{node}:{port}/proxy``): the status and at most ``limit`` bytes of the body.
-        Only getting no answer raises :class:`TransientKubeError`."""
-        url = f"{self._api.configuration.host}/api/v1/nodes/{node}:{port}/proxy/{path.lstrip('/')}"
-        try:
-            response = self._api.rest_client.pool_manager.request(
-                "GET",
-                url,
-                headers=self._with_credentials({"Accept": "text/plain, */*"}),
-                preload_content=False,
-                redirect=False,
-                retries=False,
-                timeout=urllib3.Timeout(connect=self._timeout, read=self._timeout),
-            )
-            try:
-                return response.status, response.read(limit)
-            finally:
-                response.release_conn()
-        except Exception as exc:  # classified right here
-            raise classify(exc, what=f"proxy to node {node}:{port}") from exc
-
-    def service_proxy_upgrade(
-        self,
-        namespace: str,
-        service: str,
-        port: str,
-        path: str,
-        *,
-        query: str = "",
-        headers: dict[str, str] | None = None,
-    ) -> UpgradeTarget:
-        """Where a WebSocket to a service goes through the API server's service proxy,
-        which carries upgrades to the backend (``path`` and ``query`` as for
-        :meth:`service_proxy`)."""
-        return self.upgrade(proxy_path(namespace, service, port, path, query), headers)
-
-    def upgrade(self, path: str, headers: dict[str, str] | None = None) -> UpgradeTarget:
-        """Where a WebSocket to the API server's ``path`` (query included) goes, with the
-        credentials (``pods/portforward``, a service proxy). The connection is the
-        caller's to open: it lasts as long as the conversation, as no pooled one should."""
-        configuration = self._api.configuration
-        scheme, _, host = str(configuration.host).partition("://")
-        url = f"{'wss' if scheme == 'https' else 'ws'}://{host}{path}"
-        tls = tls_context(configuration) if scheme == "https" else None
-        return UpgradeTarget(url, self._with_credentials(headers), tls)
-
-    def _with_credentials(self, headers: dict[str, str] | None) -> dict[str, str]:
-        """``headers`` and the API server's credentials (the kubeconfig's bearer token)."""
-        sent = dict(headers or {})
-        self._api.update_params_for_auth(sent, [], ["BearerToken"])
-        return sent
 
     def merge_patch(
         self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: str

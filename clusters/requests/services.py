@@ -21,7 +21,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from clusters.admission.ledger import Ledger
-from clusters.domain import shapes, workload_kinds
+from clusters.domain import request_validation, shapes, workload_kinds
 from clusters.domain.states import LIVE, State
 from clusters.domain.workload_kinds import Kind
 from clusters.engine import idle
@@ -321,7 +321,7 @@ def build_request(*, tenant: Tenant, owner: Any, spec: ClusterSpec) -> ClusterRe
     "deprioritise" policy gets ``CLUSTER_PRIORITY_MIN`` (:func:`budget_lowered` tells).
     """
     ttl_hours = shapes.resolve_ttl_hours(tenant=tenant, kind=spec.kind, ttl_hours=spec.ttl_hours)
-    shapes.validate_request(
+    request_validation.validate_request(
         tenant=tenant,
         flavor=spec.flavor,
         **spec.shape(),

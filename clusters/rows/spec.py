@@ -18,7 +18,7 @@ from clusters.domain import shapes, workload_kinds
 from clusters.models import ClusterKind, KubeCluster
 from tenants.models import GpuFlavor, PriorityClass
 
-# The geometry of a gang: what shapes.validate_request and shapes.demand read.
+# The geometry of a gang: what request_validation.validate_request and shapes.demand read.
 SHAPE_FIELDS = ("kind", "workers", "min_workers", "max_workers", "gpu_fraction")
 
 

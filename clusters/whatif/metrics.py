@@ -20,7 +20,7 @@ from decimal import Decimal
 from clusters.admission import PROD
 from clusters.whatif import fairness
 from clusters.whatif.model import World
-from clusters.whatif.simulator import Outcome
+from clusters.whatif.replay_state import Outcome
 
 STARVE_AFTER = 12 * 3600.0
 

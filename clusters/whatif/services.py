@@ -29,7 +29,8 @@ from clusters.whatif.change import Change, WhatIfError
 from clusters.whatif.metrics import Figures, figures
 from clusters.whatif.model import POLICY, IdlePolicy, Workload, World
 from clusters.whatif.policy_changes import POLICY_CHANGE, apply_policy, policy_change
-from clusters.whatif.simulator import PASS_SECONDS, Outcome, simulate
+from clusters.whatif.replay_state import Outcome
+from clusters.whatif.simulator import PASS_SECONDS, simulate
 from clusters.whatif.workload import PARENT, WEEK, large_fleet, synthetic_week, with_checkpoints
 
 # Said on the page, in the command's output and in docs/whatif.md.

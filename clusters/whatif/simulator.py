@@ -2,20 +2,11 @@
 
 The clock jumps from event to event; at each instant with events the state becomes a
 :class:`~clusters.admission.Snapshot` for :func:`clusters.admission.decide`, as in the
-admission task, and what it admits is placed node by node (dev on the fullest node with
-room, prod on a whole free node, so fragmentation shows). A prod gang goes to the free
-nodes of the topology domain the decision pinned it to (``Decision.domains``); one that
-asked no level and was packed there takes that domain's nodes first, then any (its
-preferred node affinity); without a domain, or in a topology-blind run
-(``topology_aware=False``: the pass sees no domains and no wishes, as before issue 48),
-it takes the first whole free nodes in node order, whatever rack they are in. Heads,
-pulls, start-up and the reconciler's latency are not modelled (docs/whatif.md).
-Deterministic. A pass that could only repeat the last one (nothing changed, aged or ran
-out of grace since) is skipped; the figures are the same as with every pass run
-(``tests/clusters/whatif``). With a half-life (``World.half_life``) none is skipped, since
-decayed usage moves with the clock; the pass is handed it as the real pass reads it
-(:mod:`clusters.whatif.recent`). A reclaimed run loses and redoes the work since its last
-checkpoint, or, given notice, saves first (:mod:`clusters.whatif.preemption`).
+admission task, and what it admits is placed node by node
+(:mod:`clusters.whatif.node_placement`). A pass that could only repeat the last one is
+skipped (none is, with a half-life: decayed usage moves with the clock). A reclaimed run
+loses the work since its last checkpoint, or saves first given notice
+(:mod:`clusters.whatif.preemption`). Deterministic; what is not modelled: docs/whatif.md.
 """
 
 from __future__ import annotations
@@ -24,7 +15,7 @@ import heapq
 import itertools
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 
@@ -39,10 +30,27 @@ from clusters.admission import (
     decide,
 )
 from clusters.admission.decayed_usage import RecentUsage
-from clusters.admission.topology_room import packing_level
-from clusters.whatif import node_domains, preemption
+from clusters.whatif import preemption
 from clusters.whatif.model import FIFO, MODES, POLICY, Demand, Workload, World
+from clusters.whatif.node_placement import (
+    fitted_domains,
+    free_node_domains,
+    gang_wish,
+    pinned_level,
+    place,
+    stranded,
+)
 from clusters.whatif.recent import DecayedTotals, Held
+from clusters.whatif.replay_state import (
+    LiveRun,
+    NodePools,
+    Outcome,
+    Placement,
+    QueuedRun,
+    Record,
+    ReplayState,
+    Sample,
+)
 
 # While anything waits, a pass runs at least this often (the beat's admission tick), so
 # that a request's aging takes effect without another event.
@@ -53,153 +61,6 @@ TICK_SECONDS = 300.0
 PASS_SECONDS = 120.0
 
 _ARRIVE, _END, _IDLE, _PASS = "arrive", "end", "idle", "pass"
-
-
-@dataclass
-class Record:
-    """What happened to one demand: its wait (queued seconds, summed over every time it
-    queued), when it first started, its GPU-seconds held (and of those idle), the
-    GPU-seconds an idle suspension gave back, how often it was suspended, and the
-    GPU-seconds of work its preemptions lost (:mod:`clusters.whatif.preemption`)."""
-
-    demand: Demand
-    wait: float = 0.0
-    started: float | None = None
-    flavor: str = ""
-    gpu_seconds: float = 0.0
-    idle_gpu_seconds: float = 0.0
-    reclaimed_idle_gpu_seconds: float = 0.0
-    reclaimed: int = 0
-    idle_suspended: int = 0
-    done: bool = False
-    lost_gpu_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Sample:
-    """The fleet from ``at`` until the next sample: GPUs held and asked for (held plus
-    waiting, on each request's first preference) per flavor, GPUs held per
-    (tenant, flavor), the tenants with a request waiting per flavor, and, per flavor
-    with a topology, the whole free nodes stranded in domains of its finest level that
-    are partly in use (free, but no gang wanting the whole domain can have them)."""
-
-    at: float
-    held: dict[str, Decimal]
-    demand: dict[str, Decimal]
-    by_tenant: dict[tuple[str, str], Decimal]
-    backlogged: dict[str, frozenset[str]]
-    stranded: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class Placement:
-    """Where one run of a demand sat: the nodes of its flavor's pool (by index, one per
-    worker; a dev gang may repeat one), from ``start`` to ``end`` (``None``: still there
-    when the period ended), and the topology domain it was pinned to ("": none)."""
-
-    id: int
-    flavor: str
-    nodes: tuple[int, ...]
-    start: float
-    end: float | None = None
-    domain: str = ""
-
-
-@dataclass
-class Outcome:
-    """A run: one record per demand, the samples, the passes it took."""
-
-    mode: str
-    seconds: float
-    records: dict[int, Record]
-    samples: list[Sample]
-    passes: int = 0
-    placements: list[Placement] = field(default_factory=list)
-
-
-@dataclass
-class _Live:
-    demand: Demand
-    flavor: str
-    gpus: Decimal
-    started: float
-    ends: float
-    idle_from: float | None
-    suspend_idle_at: float | None
-    nodes: list[tuple[int, Decimal]]
-    token: int
-    running: Running
-    placement: Placement
-    # When it was last warned of a reclaim (``None``: not warned).
-    warned_at: float | None = None
-
-
-@dataclass
-class _Queued:
-    demand: Demand
-    since: float
-    # What is left of its life and its busy time (it may have run before a suspension).
-    hold: float
-    busy: float | None
-    pending: Pending | None = None
-    # Its place in line (``None``: ``since``): a run preempted with notice keeps its
-    # original submission time.
-    created: float | None = None
-
-
-@dataclass(frozen=True)
-class _Pools:
-    """The node pools flavors draw on (``World.shared_nodes``; else one per flavor). A
-    pool's node holds ``units`` (the least common multiple of its flavors' devices per
-    node), so that a device of each flavor is a whole number of units: on an H100 pool in
-    MIG 1g.10gb x 7, a whole GPU is 7 units and a slice 1. Which GPU a slice is cut from
-    is not modelled (a GPU with a slice in use is not whole, in reality)."""
-
-    of: dict[str, str]  # flavor -> pool
-    units: dict[str, int]  # pool -> units per node
-    nodes: dict[str, int]  # pool -> nodes
-
-    @classmethod
-    def of_world(cls, world: World) -> _Pools:
-        of = {f.name: world.shared_nodes.get(f.name, f.name) for f in world.flavors}
-        units: dict[str, int] = {}
-        nodes: dict[str, int] = {}
-        for f in world.flavors:
-            pool = of[f.name]
-            units[pool] = math.lcm(units.get(pool, 1), max(f.gpus_per_node, 1))
-            nodes[pool] = max(nodes.get(pool, 0), f.node_count)
-        return cls(of, units, nodes)
-
-    def scale(self, flavor: FlavorQ) -> int:
-        """Units one device of ``flavor`` takes of its pool's node."""
-        return self.units[self.of[flavor.name]] // max(flavor.gpus_per_node, 1)
-
-
-@dataclass
-class _State:
-    world: World
-    workload: Workload
-    mode: str
-    flavors: dict[str, FlavorQ]
-    # Free room per node of each node pool (:class:`_Pools`), in the pool's units.
-    free: dict[str, list[Decimal]]
-    pools: _Pools
-    queued: dict[int, _Queued] = field(default_factory=dict)
-    live: dict[int, _Live] = field(default_factory=dict)
-    warned: dict[int, float] = field(default_factory=dict)
-    records: dict[int, Record] = field(default_factory=dict)
-    tokens: itertools.count[int] = field(default_factory=itertools.count)
-    # Events caused while handling others (a request running from the start).
-    pending_events: list[tuple[float, str, int, int]] = field(default_factory=list)
-    # Counts every change to what a pass reads (queued, running, warned, earmarked); and
-    # the count and time after the last pass that changed nothing (see the docstring).
-    version: int = 0
-    quiet: tuple[int, float] | None = None
-    # Whether the pass sees free nodes per domain and the gangs' wishes (see the docstring).
-    aware: bool = True
-    placements: list[Placement] = field(default_factory=list)
-    # Usage-decayed fair share's totals (``World.half_life``; ``None``: off).
-    recent: DecayedTotals | None = None
 
 
 def simulate(
@@ -224,9 +85,9 @@ def simulate(
             for t in world.tenants
         ],
     )
-    pools = _Pools.of_world(world)
-    world = replace(world, node_domains=_fitted_domains(world, pools))
-    st = _State(
+    pools = NodePools.of_world(world)
+    world = replace(world, node_domains=fitted_domains(world, pools))
+    st = ReplayState(
         world=world,
         workload=workload,
         mode=mode,
@@ -257,16 +118,6 @@ def simulate(
     return Outcome(mode, workload.seconds, st.records, samples, passes, st.placements)
 
 
-def _fitted_domains(world: World, pools: _Pools) -> dict[str, node_domains.Domains]:
-    """The world's node domains, one per node of each pool (:func:`node_domains.fitted`)."""
-    levels = {pools.of[f.name]: len(f.topology) for f in world.flavors if f.topology}
-    return {
-        pool: node_domains.fitted(domains, pools.nodes[pool], levels.get(pool, 1))
-        for pool, domains in world.node_domains.items()
-        if pool in pools.nodes
-    }
-
-
 class _Clock:
     """The event heap; passes are kept to one per instant on the grid."""
 
@@ -285,7 +136,7 @@ class _Clock:
             self.push(at, _PASS)
 
 
-def _instant(st: _State, clock: _Clock, now: float) -> bool:
+def _instant(st: ReplayState, clock: _Clock, now: float) -> bool:
     """Handle every event at ``now`` and, when one is due, run a pass; whether one ran."""
     run_pass = False
     while clock.events and clock.events[0][0] == now:
@@ -320,7 +171,7 @@ def _instant(st: _State, clock: _Clock, now: float) -> bool:
     return True
 
 
-def _repeats(st: _State, now: float) -> bool:
+def _repeats(st: ReplayState, now: float) -> bool:
     """Whether a pass now would repeat the last one, which changed nothing (see the
     module's docstring)."""
     if st.quiet is None or st.quiet[0] != st.version or st.recent is not None:
@@ -346,13 +197,13 @@ def _as_mode(world: World, mode: str) -> World:
     )
 
 
-def _handle(st: _State, now: float, kind: str, ident: int, token: int) -> None:
+def _handle(st: ReplayState, now: float, kind: str, ident: int, token: int) -> None:
     if kind == _ARRIVE:
         d = st.records[ident].demand
         _queue(st, d, now, d.hold, d.busy)
         flavor = st.flavors.get(d.flavors[0]) if d.running else None
         if flavor is not None:
-            placed = _place(st, flavor, d)
+            placed = place(st, flavor, d)
             if placed is not None:
                 for when, what, which, token in _start(st, st.queued[ident], flavor, placed, now):
                     st.pending_events.append((when, what, which, token))
@@ -372,7 +223,7 @@ def _handle(st: _State, now: float, kind: str, ident: int, token: int) -> None:
             rec.done = True
 
 
-def _stop(st: _State, live: _Live, now: float) -> None:
+def _stop(st: ReplayState, live: LiveRun, now: float) -> None:
     """Release a running demand's GPUs and account for what it held."""
     rec = st.records[live.demand.id]
     rec.gpu_seconds += float(live.gpus) * (now - live.started)
@@ -390,7 +241,7 @@ def _stop(st: _State, live: _Live, now: float) -> None:
     st.version += 1
 
 
-def _pending(st: _State, q: _Queued) -> Pending | None:
+def _pending(st: ReplayState, q: QueuedRun) -> Pending | None:
     d = q.demand
     names = [n for n in d.flavors if n in st.flavors]
     if st.mode == FIFO:
@@ -402,7 +253,7 @@ def _pending(st: _State, q: _Queued) -> Pending | None:
         for n in names
     ]
     first = options[0]
-    level, mode = _wish(st, d) if st.aware else ("", "")
+    level, mode = gang_wish(st, d) if st.aware else ("", "")
     return Pending(
         id=d.id,
         tenant=d.tenant,
@@ -422,18 +273,7 @@ def _pending(st: _State, q: _Queued) -> Pending | None:
     )
 
 
-def _wish(st: _State, d: Demand) -> tuple[str, str]:
-    """The level and mode a production gang asks for: its own, else what the world's
-    ``gang_topology`` requires of a multi-node gang on its first flavor (none: "")."""
-    if d.kind != PROD:
-        return "", ""
-    if d.topology_level:
-        return d.topology_level, d.topology_mode or "required"
-    level = st.world.gang_topology.get(d.flavors[0], "") if d.workers > 1 else ""
-    return level, "required" if level else ""
-
-
-def _snapshot(st: _State, now: float) -> Snapshot:
+def _snapshot(st: ReplayState, now: float) -> Snapshot:
     start = st.workload.start
     flavors = []
     for f in st.world.flavors:
@@ -444,7 +284,7 @@ def _snapshot(st: _State, now: float) -> Snapshot:
                 # Whole devices per node (a flavor of its own keeps fractions: KAI's).
                 free_gpus=sum((g if scale == 1 else g // scale for g in st.free[pool]), Decimal(0)),
                 free_nodes=sum(1 for g in st.free[pool] if g == st.pools.units[pool]),
-                free_node_domains=_free_node_domains(st, f),
+                free_node_domains=free_node_domains(st, f),
             )
         )
     running = [
@@ -472,66 +312,12 @@ def _snapshot(st: _State, now: float) -> Snapshot:
     )
 
 
-def _held(live: _Live) -> Held:
+def _held(live: LiveRun) -> Held:
     d = live.demand
     return Held(d.tenant, d.owner, live.flavor, live.gpus, live.started)
 
 
-def _free_node_domains(st: _State, flavor: FlavorQ) -> node_domains.Domains | None:
-    """Each whole free node's domains of ``flavor``'s topology, in node order (``None``:
-    not shown to the pass: a blind run, or a flavor without a topology)."""
-    pool = st.pools.of[flavor.name]
-    domains = st.world.node_domains.get(pool)
-    if not st.aware or not flavor.topology or domains is None:
-        return None
-    return node_domains.free_node_domains(domains, st.free[pool], st.pools.units[pool])
-
-
-def _level(st: _State, flavor: FlavorQ, d: Demand) -> str:
-    """The level of the domain a demand is pinned to: its wish's, else (a production
-    gang that asks none, packed by the pass) the flavor's packing level."""
-    return _wish(st, d)[0] or (packing_level(flavor.topology) if d.kind == PROD else "")
-
-
-def _in_domain(st: _State, flavor: FlavorQ, level: str, domain: str) -> set[int] | None:
-    """The nodes of ``flavor``'s pool in ``domain`` of ``level`` (``None``: anywhere)."""
-    domains = st.world.node_domains.get(st.pools.of[flavor.name])
-    if not domain or domains is None or level not in flavor.topology:
-        return None
-    return node_domains.nodes_in(domains, flavor.topology.index(level), domain)
-
-
-def _place(
-    st: _State, flavor: FlavorQ, demand: Demand, domain: str = ""
-) -> list[tuple[int, Decimal]] | None:
-    """Nodes for every worker (best fit; a prod worker a whole node, the first free ones
-    in node order, within ``domain`` of the demand's topology level when given; a gang
-    packed there without a level takes its nodes first, then any, as its preferred node
-    affinity asks), or ``None``."""
-    pool, scale = st.pools.of[flavor.name], st.pools.scale(flavor)
-    within = _in_domain(st, flavor, _level(st, flavor, demand), domain)
-    packed = not _wish(st, demand)[0]
-    trial = list(st.free[pool])
-    taken: list[tuple[int, Decimal]] = []
-    per = demand.worker_gpus_on(flavor)
-    for _ in range(demand.workers):
-        fits = [(g, i) for i, g in enumerate(trial) if g >= per * scale]
-        if demand.kind == PROD:
-            fits = [(g, i) for g, i in fits if g == st.pools.units[pool]]
-            if within is not None and packed:
-                fits = [(g, i) for g, i in fits if i in within] or fits
-            elif within is not None:
-                fits = [(g, i) for g, i in fits if i in within]
-        if not fits:
-            return None
-        _, index = min(fits)
-        trial[index] -= per * scale
-        taken.append((index, per))
-    st.free[pool] = trial
-    return taken
-
-
-def _admission_pass(st: _State, now: float) -> list[tuple[float, str, int, int]]:
+def _admission_pass(st: ReplayState, now: float) -> list[tuple[float, str, int, int]]:
     """One pass of the product's decision over the state, applied; the events it causes."""
     later: list[tuple[float, str, int, int]] = []
     if not st.queued and not st.warned:
@@ -541,11 +327,11 @@ def _admission_pass(st: _State, now: float) -> list[tuple[float, str, int, int]]
         q = st.queued[ident]
         flavor = st.flavors[decision.placed.get(ident, q.demand.flavors[0])]
         domain = decision.domains.get(ident, "") if st.aware else ""
-        placed = _place(st, flavor, q.demand, domain)
-        if placed is None and domain and _wish(st, q.demand)[1] != "required":
+        placed = place(st, flavor, q.demand, domain)
+        if placed is None and domain and gang_wish(st, q.demand)[1] != "required":
             # A preferred domain that cannot take the gang after all: anywhere will do.
             domain = ""
-            placed = _place(st, flavor, q.demand)
+            placed = place(st, flavor, q.demand)
         if placed is None:
             # The pass's free-node estimate was optimistic (free GPUs scattered over
             # nodes, or not in one domain): it waits for the next pass, as a gang whose
@@ -562,7 +348,7 @@ def _admission_pass(st: _State, now: float) -> list[tuple[float, str, int, int]]
     return later
 
 
-def _running(st: _State, d: Demand, flavor: FlavorQ, now: float, domain: str = "") -> Running:
+def _running(st: ReplayState, d: Demand, flavor: FlavorQ, now: float, domain: str = "") -> Running:
     """The pure view of a demand running on ``flavor`` since ``now`` (pinned to
     ``domain`` of its topology level, if any)."""
     start = st.workload.start
@@ -579,13 +365,13 @@ def _running(st: _State, d: Demand, flavor: FlavorQ, now: float, domain: str = "
         nodes=d.workers if d.kind == PROD else 0,
         # A job gives its GPUs back when it ends; without reclaim nothing is taken back.
         reclaimable=st.mode == POLICY and not d.job,
-        topology_level=_level(st, flavor, d) if domain else "",
+        topology_level=pinned_level(st, flavor, d) if domain else "",
         topology_domain=domain,
     )
 
 
 def _queue(
-    st: _State,
+    st: ReplayState,
     d: Demand,
     since: float,
     hold: float,
@@ -593,15 +379,15 @@ def _queue(
     created: float | None = None,
 ) -> None:
     """Put ``d`` in the queue (again) from ``since`` (in line by ``created``, if given)."""
-    q = _Queued(d, since, hold, busy, created=created)
+    q = QueuedRun(d, since, hold, busy, created=created)
     q.pending = _pending(st, q)
     st.queued[d.id] = q
     st.version += 1
 
 
 def _start(
-    st: _State,
-    q: _Queued,
+    st: ReplayState,
+    q: QueuedRun,
     flavor: FlavorQ,
     placed: list[tuple[int, Decimal]],
     now: float,
@@ -630,7 +416,7 @@ def _start(
         suspend_at = at if at < now + life else None
     placement = Placement(d.id, flavor.name, tuple(i for i, _ in placed), now, domain=domain)
     st.placements.append(placement)
-    live = _Live(
+    live = LiveRun(
         demand=d,
         flavor=flavor.name,
         gpus=d.gpus_on(flavor),
@@ -651,7 +437,7 @@ def _start(
     return events
 
 
-def _reclaim(st: _State, chosen: list[int], now: float) -> list[tuple[float, str, int, int]]:
+def _reclaim(st: ReplayState, chosen: list[int], now: float) -> list[tuple[float, str, int, int]]:
     """Warn new victims, suspend those whose grace ran out (they queue again with what is
     left of their life), reprieve those no longer chosen."""
     later: list[tuple[float, str, int, int]] = []
@@ -706,7 +492,7 @@ def _reclaim(st: _State, chosen: list[int], now: float) -> list[tuple[float, str
     return later
 
 
-def _sample(st: _State, now: float) -> Sample:
+def _sample(st: ReplayState, now: float) -> Sample:
     held: dict[str, Decimal] = defaultdict(Decimal)
     demand: dict[str, Decimal] = defaultdict(Decimal)
     by_tenant: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
@@ -727,23 +513,11 @@ def _sample(st: _State, now: float) -> Sample:
         dict(demand),
         dict(by_tenant),
         {k: frozenset(v) for k, v in backlogged.items()},
-        _stranded(st),
+        stranded(st),
     )
 
 
-def _stranded(st: _State) -> dict[str, int]:
-    """Per flavor with a topology, its pool's stranded whole free nodes
-    (:func:`node_domains.stranded_nodes`)."""
-    out: dict[str, int] = {}
-    for f in st.world.flavors:
-        pool = st.pools.of[f.name]
-        domains = st.world.node_domains.get(pool)
-        if f.topology and domains is not None:
-            out[f.name] = node_domains.stranded_nodes(domains, st.free[pool], st.pools.units[pool])
-    return out
-
-
-def _close(st: _State, end: float) -> None:
+def _close(st: ReplayState, end: float) -> None:
     """Account for what still runs or waits when the period ends."""
     for live in list(st.live.values()):
         _stop(st, live, end)

@@ -65,18 +65,12 @@ class PriorityClassCreateIn(StrictModelSerializer):
         }
 
 
-class PriorityClassUpdateIn(StrictModelSerializer):
+class PriorityClassUpdateIn(PriorityClassCreateIn):
     """Body of ``PUT``/``PATCH /platform/priority-classes/{name}/``; the name cannot
     change (a different one is a 400)."""
 
-    tenants = _tenants_field()
-
-    class Meta:
-        model = PriorityClass
-        fields = [*PRIORITY_CLASS_FIELDS, "tenants"]
-        validators: ClassVar[list[Any]] = []
+    class Meta(PriorityClassCreateIn.Meta):
         extra_kwargs: ClassVar[dict[str, dict[str, Any]]] = {
+            **PriorityClassCreateIn.Meta.extra_kwargs,
             "name": {"validators": [], "required": False},
-            "value": {"validators": []},
-            "is_default": {"validators": []},
         }

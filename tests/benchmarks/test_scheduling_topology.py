@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from benchmarks.scheduling import AWARE, BLIND, topology_run
 from clusters.admission import PROD
-from clusters.whatif.simulator import Outcome, Placement
+from clusters.whatif.replay_state import Outcome, Placement
 from clusters.whatif.workload import RACK, large_fleet
 
 

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from clusters.domain import shapes
+from clusters.domain import request_validation
 from clusters.domain.states import State
 from clusters.kinds.rayservice import upgrade
 from clusters.kinds.rayservice.kind import KIND as SERVICE_KIND
@@ -207,7 +207,7 @@ def _upgrade(
     if image and image != image_now:
         allowed = list(settings.RAY_IMAGE_ALLOWLIST)
         if image not in allowed:
-            raise ValidationError({"image": [shapes.image_refusal(image, allowed)]})
+            raise ValidationError({"image": [request_validation.image_refusal(image, allowed)]})
         change["image"] = image
     if change == before:
         return

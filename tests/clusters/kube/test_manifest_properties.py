@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from clusters.domain import shapes
+from clusters.domain import request_validation, shapes
 from clusters.kinds.raycluster.manifests import raycluster
 
 VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
@@ -55,7 +55,7 @@ def requests(draw: Any) -> Any:
         image="",
     )
     try:
-        shapes.validate_request(
+        request_validation.validate_request(
             tenant=TENANT,
             flavor=flavor,
             kind=kind,

@@ -387,7 +387,7 @@ def cluster_request_create(
     admit it.
     """
     with transaction.atomic():
-        reads = lock_and_read(tenant=tenant, owner=actor, name=spec.name, flavor=spec.flavor)
+        reads = lock_and_read(tenant=tenant, owner=actor, name=spec.name or "", flavor=spec.flavor)
         cluster = cluster_request_check(
             actor=actor, tenant=tenant, spec=spec, role=role, reads=reads
         )

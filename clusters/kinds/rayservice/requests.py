@@ -100,7 +100,7 @@ def service_create(
 ) -> ClusterRequest:
     """Check a service (:func:`service_check`) and queue it."""
     with transaction.atomic():
-        reads = lock_and_read(tenant=tenant, owner=actor, name=spec.name, flavor=spec.flavor)
+        reads = lock_and_read(tenant=tenant, owner=actor, name=spec.name or "", flavor=spec.flavor)
         request, details = service_check(
             actor=actor, tenant=tenant, spec=spec, service=service, role=role, reads=reads
         )

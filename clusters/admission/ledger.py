@@ -11,11 +11,11 @@ from __future__ import annotations
 import copy
 from bisect import bisect_left
 from collections import defaultdict
-from datetime import datetime
 from decimal import Decimal
 
 from clusters.admission.caps import CapBreach, user_cap_breach
 from clusters.admission.counts_in_words import count, number
+from clusters.admission.queue_order import TenantOrder, tenant_order
 from clusters.admission.snapshot import (
     DEV,
     FLAVOR_UNKNOWN,
@@ -53,13 +53,6 @@ def fleet_scale(total_gpus: int) -> float:
 def weighted_share(used: Decimal | float, scale: float, weight: Decimal | float) -> float:
     """GPUs held on a flavor times its :func:`fleet_scale`, over the tenant's weight."""
     return float(used) * scale / float(weight)
-
-
-def _queue_order(p: Pending) -> tuple[int, int, int, datetime, int]:
-    """A request's place in its owner's queue: higher class and priority first, then
-    oldest."""
-    level, kind_rank, priority = p.rank
-    return (-level, -kind_rank, -priority, p.created_at, p.id)
 
 
 class Ledger:
@@ -100,18 +93,22 @@ class Ledger:
             n, g = self.user_parked.get((parked.tenant, parked.owner), (0, Decimal(0)))
             self.user_parked[parked.tenant, parked.owner] = (n + 1, g + parked.gpus)
         self.user_queue: dict[tuple[str, int], list[Pending]] = defaultdict(list)
-        for pending in sorted(snap.pending, key=_queue_order):
+        # The owner's queue runs in the tenant queue's own order (an earmarked dev request
+        # with prod, aged ones first): a cap counts exactly the requests the pass tries
+        # before this one.
+        self._aged_before = snap.now - snap.aging
+        for pending in sorted(snap.pending, key=self._queue_order):
             if pending.kind == DEV:
                 self.user_queue[pending.tenant, pending.owner].append(pending)
         # The owner's queue as sort keys and prefix sums, and what of it this pass has
         # charged, so that "queued ahead and not yet charged" is a bisection and two
         # tree lookups, not a scan of the owner's queue per check (quadratic per owner).
-        self._queue_keys: dict[tuple[str, int], list[tuple[int, int, int, datetime, int]]] = {}
+        self._queue_keys: dict[tuple[str, int], list[TenantOrder]] = {}
         self._queue_gpus: dict[tuple[str, int], list[Decimal]] = {}
         self._queue_index: dict[int, int] = {}
         self._charged_ahead: dict[tuple[str, int], _Counts] = {}
         for who, queue in self.user_queue.items():
-            self._queue_keys[who] = [_queue_order(q) for q in queue]
+            self._queue_keys[who] = [self._queue_order(q) for q in queue]
             sums = [Decimal(0)]
             for i, item in enumerate(queue):
                 sums.append(sums[-1] + item.gpus)
@@ -235,6 +232,10 @@ class Ledger:
         used = self.usage[tenant, flavor]
         return max(used + gpus - kept, ZERO) - max(used - kept, ZERO)
 
+    def _queue_order(self, p: Pending) -> TenantOrder:
+        """``p``'s place in its owner's queue: its place in its tenant's queue."""
+        return tenant_order(p, self._aged_before, self.snap.recent.owner_use(p.tenant, p.owner))
+
     def owner_has(self, p: Pending) -> tuple[int, Decimal]:
         """The owner's dev clusters and GPUs that count against the caps before ``p``
         (:mod:`clusters.admission.caps`): holding GPUs, suspended, or queued ahead of it."""
@@ -247,7 +248,7 @@ class Ledger:
             # the dry-run's candidate), less those already counted as charged.
             ahead = self._queue_index.get(p.id, -1)
             if ahead < 0 or keys[ahead][-1] != p.id:
-                ahead = bisect_left(keys, _queue_order(p))
+                ahead = bisect_left(keys, self._queue_order(p))
             charged_n, charged_g = self._charged_ahead[who].prefix(ahead)
             clusters += ahead - charged_n
             gpus += self._queue_gpus[who][ahead] - charged_g
@@ -260,7 +261,7 @@ class Ledger:
         keys = self._queue_keys.get(who)
         if not keys:
             return []
-        return self.user_queue[who][bisect_left(keys, _queue_order(p)) :]
+        return self.user_queue[who][bisect_left(keys, self._queue_order(p)) :]
 
     def cap_breach(self, p: Pending) -> CapBreach | None:
         """The per-engineer cap ``p`` would pass now, or ``None`` (non-dev: never)."""

@@ -211,7 +211,7 @@ def test_whole_gangs_exact_ledger_and_no_limit_ever_exceeded(snap: Snapshot) -> 
     assert set(victims) <= running_ids
 
 
-def _standing(p: Any) -> tuple[int, int, int]:
+def _standing(p: Pending) -> tuple[int, int, int]:
     """Where ``p`` stands among priorities, larger first: its ``rank``, except that a dev
     request promised what a reclaim frees stands with prod (``queue_order.level``: else a
     prod run it preempted, back in line, would take its GPUs back)."""

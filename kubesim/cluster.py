@@ -36,7 +36,8 @@ from kubesim.operators.kueue import Kueue
 from kubesim.operators.kueue.mkconfig import KUEUE_NAMESPACE
 from kubesim.operators.rayautoscaler import RayAutoscaler
 from kubesim.operators.rayjob import RayJobController
-from kubesim.operators.rayruntime import RayJobDefaults, RayRuntime
+from kubesim.operators.rayjob_defaults import RayJobDefaults
+from kubesim.operators.rayruntime import RayRuntime
 from kubesim.operators.rayserve import RayServe
 from kubesim.operators.rayservice import RayServiceController
 from kubesim.operators.realray import RealRay

@@ -19,6 +19,7 @@ import yaml
 
 from kubesim.controller import TimerHeap
 from kubesim.operators import raycheckpoint, raydemand
+from kubesim.operators.rayjob_defaults import RayJobDefaults
 from kubesim.resources import ResourceType
 from kubesim.store import Obj
 from kubesim.util import get_path
@@ -36,7 +37,6 @@ ANN_DRIVER = "kubesim.io/ray-driver"
 DRIVER_STATES = ("active", "idle")
 # What an interactive driver's JobDetails shows as its entrypoint (the driver's command line).
 INTERACTIVE_ENTRYPOINT = "python -c 'import ray; ray.init()'  # kubesim interactive driver"
-OUTCOMES = ("succeeded", "failed")
 # Ray's job messages (JobInfo.message), as the dashboard reports them.
 MSG_PENDING = (
     "Job has not started yet. It may be waiting for resources (CPUs, GPUs, memory, custom "
@@ -62,64 +62,6 @@ MSG_RUNTIME_ENV_FAILED = (
 )
 PodKey = tuple[str, str]
 HeadKey = tuple[str, str]
-
-
-@dataclass
-class RayJobDefaults:
-    """How a simulated driver behaves when its RayJob's annotations do not say."""
-
-    run_seconds: float = 5.0
-    outcome: str = "succeeded"
-    message: str = ""
-    pending_seconds: float = 1.0
-    # ``on-notice``: drivers checkpoint on a preemption notice; ``every-<n>s``: each n
-    # seconds of work (``raycheckpoint.py``).
-    checkpoint: str = ""
-
-    @classmethod
-    def from_fleet(cls, fleet: dict[str, Any]) -> RayJobDefaults:
-        """The fleet file's optional ``rayjobs: {runSeconds, pendingSeconds, outcome,
-        message}``."""
-        spec = fleet.get("rayjobs") or {}
-        out = cls()
-        out.update(
-            run_seconds=spec.get("runSeconds"),
-            outcome=spec.get("outcome"),
-            message=spec.get("message"),
-            pending_seconds=spec.get("pendingSeconds"),
-        )
-        return out
-
-    def update(
-        self,
-        run_seconds: float | None = None,
-        outcome: str | None = None,
-        message: str | None = None,
-        pending_seconds: float | None = None,
-        checkpoint: str | None = None,
-    ) -> None:
-        """Change the given defaults (None keeps one); refuses nonsense with ValueError."""
-        if checkpoint is not None:
-            if not raycheckpoint.valid(checkpoint):
-                raise ValueError(
-                    f"checkpoint must be '', {raycheckpoint.ON_NOTICE!r} or 'every-<n>s', "
-                    f"not {checkpoint!r}"
-                )
-            self.checkpoint = checkpoint
-        if run_seconds is not None:
-            if float(run_seconds) < 0:
-                raise ValueError("run_seconds must not be negative")
-            self.run_seconds = float(run_seconds)
-        if pending_seconds is not None:
-            if float(pending_seconds) < 0:
-                raise ValueError("pending_seconds must not be negative")
-            self.pending_seconds = float(pending_seconds)
-        if outcome is not None:
-            if outcome not in OUTCOMES:
-                raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
-            self.outcome = outcome
-        if message is not None:
-            self.message = str(message)
 
 
 @dataclass

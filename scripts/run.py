@@ -276,7 +276,12 @@ def _port_in_use(
 
 def _setup_steps(env: dict[str, str]) -> list[list[str]]:
     """The manage.py commands that prepare var/ before any child starts."""
-    steps = [["migrate", "--no-input", "-v", "0"], ["seed_demo"], ["seed_demo_service"]]
+    steps = [
+        ["migrate", "--no-input", "-v", "0"],
+        ["seed_demo"],
+        ["seed_demo_prices"],
+        ["seed_demo_service"],
+    ]
     if not debug_on(env):
         # Without DEBUG the web server serves static files from var/static (WhiteNoise).
         steps.append(["collectstatic", "--no-input", "-v", "0"])

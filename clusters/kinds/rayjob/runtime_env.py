@@ -25,8 +25,11 @@ MAX_ENV = 100
 MAX_VALUE = 4096
 ALLOWED_KEYS = ("working_dir", "py_modules", "pip", "env_vars")
 # Remote URIs Ray can fetch a working_dir or module from on the cluster (the submitter
-# runs in the cluster: a path on the engineer's laptop means nothing there).
-URI_SCHEMES = ("https", "http", "s3", "gs", "az", "abfss", "gcs")
+# runs in the cluster: a path on the engineer's laptop means nothing there): Ray's own
+# remote protocols (https only, never plain http; azure for Azure Blob Storage), and gcs
+# for a package already uploaded to the host cluster's GCS. Any other scheme fails the
+# job on the cluster with Ray's "Invalid protocol for runtime_env URI".
+URI_SCHEMES = ("https", "s3", "gs", "azure", "gcs")
 # Ray's dict form of ``pip``: the packages and whether to run ``pip check``. Its other
 # keys (pip_install_options, pip_version) hand pip options or a pip of the job's choice.
 PIP_DICT_KEYS = ("packages", "pip_check")
@@ -97,8 +100,8 @@ def _uri_fault(uri: Any) -> str:
             f"{', '.join(s + '://' for s in URI_SCHEMES)} (a local path exists only on "
             "your machine)."
         )
-    if parsed.scheme in ("https", "http") and not parsed.path.endswith(".zip"):
-        return "An http(s) URI must point to a .zip archive, as Ray requires."
+    if parsed.scheme == "https" and not parsed.path.endswith(".zip"):
+        return "An https URI must point to a .zip archive, as Ray requires."
     return ""
 
 

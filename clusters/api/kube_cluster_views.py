@@ -19,6 +19,7 @@ from clusters.members import selectors, services
 from clusters.members.stock import stock_set
 from clusters.models import DrainMode, FlavorStock, KubeCluster, Schedulable
 from controlplane.api import generics as drf
+from controlplane.api.fields import SlugRowField
 from controlplane.api.serializers import JsonIntegerField, StrictSerializer
 from controlplane.api.throttles import WriteThrottle
 from controlplane.api.viewsets import bodyless
@@ -181,7 +182,7 @@ class KubeClusterUpdateIn(StrictSerializer):
     region = serializers.CharField(max_length=63, required=False, allow_blank=True)
     labels = serializers.DictField(child=serializers.CharField(max_length=63), required=False)
     placement_order = JsonIntegerField(min_value=0, max_value=100_000, required=False)
-    allowed_tenants = drf.SlugRelatedField(
+    allowed_tenants = SlugRowField(
         slug_field="slug",
         many=True,
         required=False,

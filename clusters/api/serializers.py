@@ -14,12 +14,13 @@ from clusters.requests import services
 from clusters.requests.placement_wish import unknown_member_message
 from clusters.requests.services import MAX_FLAVORS
 from controlplane.api import generics as drf
+from controlplane.api.fields import SlugRowField
 from controlplane.api.serializers import JsonIntegerField
 from tenants.models import GpuFlavor, PriorityClass
 from tenants.selectors import flavor_named, unknown_flavor_message
 
 
-class _NamedRowField(drf.SlugRelatedField):
+class _NamedRowField(SlugRowField):
     """A row by its ``name``; an unknown name is refused in :meth:`unknown`'s words."""
 
     def unknown(self, name: str) -> str:

@@ -42,6 +42,11 @@ def test_a_platform_admin_registers_reads_and_changes_a_member(
     assert changed.status_code == 200 and changed.json()["placement_order"] == 3
     assert changed.json()["allowed_tenants"] == []
 
+    # A slug with a NUL names no tenant (PostgreSQL refuses it in a query): a 400.
+    refused = api.patch(URL + "onprem/", {"allowed_tenants": ["ac\x00me"]}, format="json")
+    assert refused.status_code == 400, refused.content
+    assert "allowed_tenants" in refused.json()["error"]["fields"]
+
     cordoned = api.post(URL + "onprem/cordon/")
     assert cordoned.status_code == 200 and cordoned.json()["schedulable"] == "cordoned"
     assert api.post(URL + "onprem/uncordon/").json()["schedulable"] == "active"

@@ -9,7 +9,8 @@ from typing import Any
 
 import urllib3
 
-from clusters.kube.errors import transport_error
+from clusters.kube import notbefore
+from clusters.kube.errors import TransientKubeError, retry_after_seconds, transport_error
 from clusters.kube.responses import ProxiedResponse, UpgradeTarget, proxy_path, tls_context
 
 
@@ -58,8 +59,18 @@ class ApiServerProxies:
     def node_proxy_get(self, node: str, port: int, path: str, *, limit: int) -> tuple[int, bytes]:
         """GET ``path`` on a port of ``node`` through the API server's node proxy
         (``nodes/{node}:{port}/proxy``): the status and at most ``limit`` bytes of the body.
-        Only getting no answer raises :class:`TransientKubeError`."""
+        Getting no answer raises :class:`TransientKubeError`; so does asking again before
+        a 429's ``Retry-After`` has passed (the engine's own read, held as the gateway's
+        reads are: :mod:`.notbefore`)."""
         url = f"{self._api.configuration.host}/api/v1/nodes/{node}:{port}/proxy/{path.lstrip('/')}"
+        what = f"proxy to node {node}:{port}"
+        left = notbefore.wait("read", url)
+        if left > 0:
+            raise TransientKubeError(
+                f"{what}: waiting {left:.1f} s more, as the API server asked",
+                status=429,
+                retry_after=left,
+            )
         try:
             response = self._api.rest_client.pool_manager.request(
                 "GET",
@@ -71,11 +82,15 @@ class ApiServerProxies:
                 timeout=urllib3.Timeout(connect=self._timeout, read=self._timeout),
             )
             try:
+                if response.status == 429:
+                    wait = retry_after_seconds(response.headers.get("Retry-After"))
+                    if wait:
+                        notbefore.hold("read", url, wait)
                 return response.status, response.read(limit)
             finally:
                 response.release_conn()
         except Exception as exc:  # classified right here
-            raise transport_error(exc, what=f"proxy to node {node}:{port}") from exc
+            raise transport_error(exc, what=what) from exc
 
     def service_proxy_upgrade(
         self,

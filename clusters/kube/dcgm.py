@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 import urllib3
 from django.conf import settings
 
-from clusters.kube.gateway import Gateway, KubeError
+from clusters.kube.gateway import Gateway, KubeError, TransientKubeError
 from clusters.models import ClusterRequest
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -115,9 +115,13 @@ def _from_nodes(
 ) -> tuple[list[tuple[str, dict[str, str], float]], str]:
     samples, errors = [], []
     for node in sorted(nodes):
-        status, body = gw.node_proxy_get(
-            node, settings.DCGM_EXPORTER_PORT, "metrics", limit=_MAX_ANSWER
-        )
+        try:
+            status, body = gw.node_proxy_get(
+                node, settings.DCGM_EXPORTER_PORT, "metrics", limit=_MAX_ANSWER
+            )
+        except TransientKubeError as exc:
+            errors.append(f"the DCGM exporter on {node} was not read: {exc}")
+            continue
         if status != 200:
             errors.append(f"the DCGM exporter on {node} answered {status}")
             continue

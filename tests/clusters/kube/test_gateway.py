@@ -113,6 +113,22 @@ def test_server_errors_conflicts_and_throttling_are_transient(
         assert caught.value.retry_after == 3.0
 
 
+def test_a_node_proxy_read_throttled_by_a_429_is_not_sent_again_before_its_retry_after(
+    gw: Gateway, sim: KubeSim
+) -> None:
+    """The DCGM reader's node proxy GET answers the 429 as a status, and then holds the
+    path as every other read of the gateway does (the reliability suite's
+    ``reads_too_soon`` found it asking again within a second)."""
+    sim.set_faults(rate=1.0, codes=(429,), retry_after=3)
+    status, _ = gw.node_proxy_get("node-a", 9400, "metrics", limit=1024)
+    assert status == 429 and sim.faults.injected["total"] == 1
+    with pytest.raises(TransientKubeError) as held:
+        gw.node_proxy_get("node-a", 9400, "metrics", limit=1024)
+    assert held.value.status == 429 and held.value.retry_after
+    assert 0 < held.value.retry_after <= 3.0
+    assert sim.faults.injected["total"] == 1  # the second one was never sent
+
+
 def test_unreachable_api_is_transient(gw: Gateway, sim: KubeSim) -> None:
     sim.stop()
     with pytest.raises(TransientKubeError, match="cannot reach"):

@@ -102,13 +102,15 @@ def test_a_slow_member_does_not_hold_back_the_others_passes(
         fleet["slow"].sim.clear_faults()
         assert member_passes.wait_for_passes(30)
 
-        assert passes["slow"] == 2, passes
+        # Two, or three: the loop reads the count before a fleet pass, and the second
+        # can end between that read and the fleet pass, which then starts a third.
+        assert passes["slow"] in (2, 3), passes
         print(f"passes ended while the slow member's two ran: {passes}")
         # While the slow member's two passes ran, the others' passes went on, one per
         # fleet pass: a fleet pass that waited for every member would have run theirs
         # only as often as the slow one's.
-        assert passes["onprem"] >= 5 * passes["slow"], passes
-        assert passes["cloud"] >= 5 * passes["slow"], passes
+        assert passes["onprem"] >= 5 * 2, passes
+        assert passes["cloud"] >= 5 * 2, passes
         assert fleet["slow"].fresh().reachable is True  # slow is not down
 
 

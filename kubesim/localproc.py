@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -84,11 +85,42 @@ class Running:
     failing_since: float | None = None
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A loopback port nothing listens on now (the kernel's pick)."""
+# Ports are picked at random from FIRST_PORT up to the kernel's ephemeral range, never in
+# it: the kernel hands ephemeral ports to every ``bind(0)`` and every outgoing connection
+# on this machine, and a port picked there can be handed to another socket before the
+# process it was picked for binds it. A real Ray head binds some of its ports tens of
+# seconds after it starts on a busy machine, while a test suite beside it opens thousands
+# of connections.
+FIRST_PORT = 10_000
+
+
+def _ephemeral_start() -> int:
+    """The kernel's lowest port for ``bind(0)`` and outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default
+
+
+def _bindable(port: int, host: str) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(host: str = "127.0.0.1", span: int = 1) -> int:
+    """A loopback port, and the ``span - 1`` after it, that nothing is bound to now, below
+    the ephemeral range (see :data:`FIRST_PORT`)."""
+    picks = random.Random()
+    end = _ephemeral_start() - span + 1  # the last port of the span stays below it
+    for _ in range(500 if end > FIRST_PORT else 0):
+        port = picks.randrange(FIRST_PORT, end)
+        if all(_bindable(port + i, host) for i in range(span)):
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def _running(pod: Obj) -> bool:

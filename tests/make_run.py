@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -23,6 +22,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from kubesim import localproc
 
 ROOT = Path(__file__).resolve().parent.parent
 # What make run inherits from a newcomer's shell; nothing of the suite's configuration.
@@ -38,34 +39,10 @@ _CHILD_MARKERS = {
 }
 
 
-def _ephemeral_low() -> int:
-    """The kernel's lowest port for outgoing connections (Linux's default elsewhere)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def free_port(span: int = 1) -> int:
     """A loopback port, and the ``span - 1`` after it, free now and below the kernel's
-    ephemeral range: a port the kernel hands out (bind to 0) can be taken by any other
-    process's outgoing connection before the stack binds it."""
-    low = _ephemeral_low()
-    rng = random.Random()
-    for _ in range(500):
-        port = rng.randrange(10000, low - span)
-        if all(_bindable(port + i) for i in range(span)):
-            return port
-    raise RuntimeError("no free loopback port below the ephemeral range")
+    ephemeral range (``kubesim.localproc.free_port`` says why)."""
+    return localproc.free_port(span=span)
 
 
 def port_served(port: int) -> bool:

@@ -239,3 +239,24 @@ def test_a_later_launcher_sees_the_ports_an_earlier_one_started(
     pcore.create_namespaced_pod("default", _served_pod("web", "http"))
     addr = wait_for(lambda: psim.cluster.localprocs.address("default", "web", 8080))
     assert seen == [addr]
+
+
+def test_ports_are_picked_below_the_ephemeral_range_and_free(monkeypatch: Any) -> None:
+    """A launcher's ports come from below the kernel's ephemeral range, where no
+    ``bind(0)`` or outgoing connection can take them before the process binds them; a
+    port something is bound to is never picked."""
+    import socket
+
+    from kubesim import localproc
+
+    start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    first = free_port(span=3)
+    assert first >= localproc.FIRST_PORT and first + 2 < start
+    for port in range(first, first + 3):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # free: this would raise otherwise
+    # With only two candidates and one of them held, the other is the one picked.
+    monkeypatch.setattr(localproc, "_ephemeral_start", lambda: localproc.FIRST_PORT + 2)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", localproc.FIRST_PORT))
+        assert {free_port() for _ in range(20)} == {localproc.FIRST_PORT + 1}

@@ -57,7 +57,8 @@ def _settle(pk: int, state: str, what: str) -> ClusterRequest:
         row = _row(pk)
         return f"{what} (it is {row.state}: {row.state_reason}; {row.last_error})"
 
-    found: ClusterRequest = wait_for(moved, timeout=60, what=said)
+    # Generous: three simulators and the passes share two cores with the rest of CI.
+    found: ClusterRequest = wait_for(moved, timeout=240, what=said)
     return found
 
 
@@ -263,7 +264,7 @@ def test_a_drained_worker_sends_its_cluster_to_the_next_worker_and_ends_drained(
             row = _row(pk)
             return row if row.state == State.READY and row.kube_cluster == w2.row else None
 
-        wait_for(on_w2, timeout=90, what=lambda: f"moved to w2 (it is {_row(pk).state})")
+        wait_for(on_w2, timeout=240, what=lambda: f"moved to w2 (it is {_row(pk).state})")
         assert _config(hub) == ["w2"]
         wait_for(
             lambda: (acme.namespace, "moving") not in w1.objects(RAYCLUSTERS),
@@ -275,6 +276,6 @@ def test_a_drained_worker_sends_its_cluster_to_the_next_worker_and_ends_drained(
             tasks.reconcile()
             return w1.fresh().drained_at is not None
 
-        wait_for(drained_now, timeout=60, what="w1 drained")
+        wait_for(drained_now, timeout=120, what="w1 drained")
         after = as_user(root).get("/api/v1/platform/kube-clusters/w1/").json()
         assert after["drain"]["drained"] is True and after["drain"]["remaining"] == 0

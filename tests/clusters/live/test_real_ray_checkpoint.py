@@ -52,12 +52,24 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def _last_output(procs: Path, lines: int = 6) -> str:
+    """The last lines each real process behind a pod wrote, newest pod first: what a
+    timeout needs to say where a run stuck (the Ray head, its workers, the submitter)."""
+    logs = sorted(procs.glob("*/*/*/output.log"), key=lambda p: p.stat().st_mtime, reverse=True)
+    said = []
+    for log in logs[:6]:
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        said.append(f"--- {log.relative_to(procs)}\n" + "\n".join(tail))
+    return "\n".join(said)
+
+
 def _preempt(api_globex: Any, work: Path, run_index: int) -> None:
     """Once run ``run_index`` has done two steps of its own, globex asks for its GPU; the
     job is given notice, checkpoints, is requeued; globex lets go again."""
+    procs = work.parent / "procs"
     wait_for(
         lambda: len(_lines(work / "runs.log")) > run_index,
-        what=lambda: f"run {run_index} of the driver: {_where('train')}",
+        what=lambda: f"run {run_index} of the driver: {_where('train')}\n{_last_output(procs)}",
         timeout=RUN_TIMEOUT,
     )
     before = len(_lines(work / "steps.log"))

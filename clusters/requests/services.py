@@ -37,11 +37,12 @@ from clusters.requests.priority_class import UNREAD, request_priority_class
 from clusters.rows import lifecycle
 from clusters.rows.cost_caps import check_hard_caps
 from clusters.rows.spec import ClusterSpec
-from clusters.rows.transitions import note, transition
+from clusters.rows.transitions import first_note, note, transition
 from clusters.rows.usage import budget_deprioritises, budget_status
 from controlplane.exceptions import ServiceConflict
-from tenants.audit import audit_record
-from tenants.models import GpuFlavor, Quota, Role, Tenant
+from controlplane.inserts import insert_together
+from tenants.audit import audit_entry, audit_record
+from tenants.models import AuditEvent, GpuFlavor, Quota, Role, Tenant
 from tenants.selectors import role_in_tenant, unknown_flavor_message
 
 
@@ -247,20 +248,34 @@ def kind_request_check(
     return request
 
 
-def kind_request_save(request: ClusterRequest, details: Any) -> None:
-    """Save a checked row of a kind (:func:`kind_request_check`) and its details, in the
-    caller's transaction; a name another row took meanwhile is a 400 on ``name``."""
+def kind_request_save(
+    request: ClusterRequest, details: Any, *, event: ClusterEvent, audit: AuditEvent
+) -> None:
+    """Save a checked row of a kind (:func:`kind_request_check`) with its details, its
+    first event and the audit of its create (:func:`insert_request`), in the caller's
+    transaction; a name another row took meanwhile is a 400 on ``name``."""
     try:
-        request.save()
+        insert_request(request, details=details, event=event, audit=audit)
     except IntegrityError:
         nouns = [kind.noun for kind in workload_kinds.kinds().values()]
         said = ", ".join(nouns[:-1]) + f" or {nouns[-1]}" if len(nouns) > 1 else nouns[0]
         raise ValidationError(
             {"name": f"A {said} named {request.name!r} already exists."}
         ) from None
-    details.request = request
-    # Its primary key is the request's, so a plain save() would try an UPDATE first.
-    details.save(force_insert=True)
+
+
+def insert_request(
+    request: ClusterRequest, *, event: ClusterEvent, audit: AuditEvent, details: Any = None
+) -> None:
+    """Insert a new request, its kind's details, its first event (``first_note``) and the
+    audit of its create (:func:`create_audit`): one statement on PostgreSQL
+    (``controlplane.inserts``), each naming the request's new id."""
+    followers: list[tuple[Any, str]] = [(event, "cluster"), (audit, "object_id")]
+    if details is not None:
+        followers.insert(0, (details, "request"))
+    insert_together(request, followers)
+    if details is not None:
+        details.request = request
 
 
 def _check_other_flavors(
@@ -391,24 +406,10 @@ def cluster_request_create(
         cluster = cluster_request_check(
             actor=actor, tenant=tenant, spec=spec, role=role, reads=reads
         )
-        try:
-            # No savepoint of its own: a failed insert only ever leaves this transaction
-            # by the ValidationError below, which rolls the whole of it back.
-            cluster.save()
-        except IntegrityError:
-            # A generated name that collided (or a race the lock did not cover).
-            raise ValidationError(
-                {"name": _taken_message(tenant=tenant, name=cluster.name)}
-            ) from None
-        events = [
-            note(cluster, reason="requested", message=f"{spec.kind} cluster requested", actor=actor)
-        ]
-        if budget_lowered(cluster, spec):
-            events.append(note_budget(cluster, actor=actor))
-        # Its whole timeline so far, newest first (as ``selectors.with_recent_events``):
-        # the answer shows the request as it was committed without reading it back.
-        cluster.recent_events = events[::-1]  # type: ignore[attr-defined]
-        audit_create(
+        event = first_note(
+            cluster, reason="requested", message=f"{spec.kind} cluster requested", actor=actor
+        )
+        audit = create_audit(
             actor=actor,
             action="cluster.create",
             request=cluster,
@@ -421,16 +422,32 @@ def cluster_request_create(
             notebook=cluster.notebook,
             ssh=cluster.ssh,
         )
+        try:
+            # No savepoint of its own: a failed insert only ever leaves this transaction
+            # by the ValidationError below, which rolls the whole of it back.
+            insert_request(cluster, event=event, audit=audit)
+        except IntegrityError:
+            # A generated name that collided (or a race the lock did not cover).
+            raise ValidationError(
+                {"name": _taken_message(tenant=tenant, name=cluster.name)}
+            ) from None
+        events = [event]
+        if budget_lowered(cluster, spec):
+            events.append(note_budget(cluster, actor=actor))
+        # Its whole timeline so far, newest first (as ``selectors.with_recent_events``):
+        # the answer shows the request as it was committed without reading it back.
+        cluster.recent_events = events[::-1]  # type: ignore[attr-defined]
         queue_backend().request_queued(cluster.pk)
     return cluster
 
 
-def audit_create(
+def create_audit(
     *, actor: Any, action: str, request: ClusterRequest, tenant: Tenant, **more: Any
-) -> None:
-    """Audit a new request of any kind: its kind, flavor, workers and GPUs, and ``more``
-    that its kind adds."""
-    audit_record(
+) -> AuditEvent:
+    """The audit record of a new request of any kind, unsaved (:func:`insert_request`
+    writes it with the row): its kind, flavor, workers and GPUs, and ``more`` that its
+    kind adds."""
+    return audit_entry(
         actor=actor,
         action=action,
         obj=request,

@@ -245,11 +245,25 @@ def note(cluster: ClusterRequest, *, reason: str, message: str, actor: Any = Non
     return _event(cluster, actor, cluster.state, cluster.state, reason, message)
 
 
+def first_note(cluster: ClusterRequest, *, reason: str, message: str, actor: Any) -> ClusterEvent:
+    """The note a new request's timeline begins with, unsaved: the create inserts it with
+    the row (``controlplane.inserts`` fills in ``cluster_id``)."""
+    return _unsaved(cluster, actor, cluster.state, cluster.state, reason, message)
+
+
 def _event(
     cluster: ClusterRequest, actor: Any, from_state: str, to_state: str, reason: str, message: str
 ) -> ClusterEvent:
+    event = _unsaved(cluster, actor, from_state, to_state, reason, message)
+    event.save(force_insert=True)
+    return event
+
+
+def _unsaved(
+    cluster: ClusterRequest, actor: Any, from_state: str, to_state: str, reason: str, message: str
+) -> ClusterEvent:
     user = actor if getattr(actor, "is_authenticated", False) else None
-    return ClusterEvent.objects.create(
+    return ClusterEvent(
         cluster_id=cluster.pk,
         actor=user,
         actor_name=user.get_username() if user else "system",

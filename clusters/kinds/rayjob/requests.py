@@ -44,7 +44,7 @@ from clusters.requests.dry_run import dry_run_verdict
 from clusters.requests.locked_reads import LockedReads, lock_and_read
 from clusters.rows import enqueue, lifecycle
 from clusters.rows.spec import ClusterSpec
-from clusters.rows.transitions import note, transition
+from clusters.rows.transitions import first_note, transition
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import Tenant
@@ -274,22 +274,22 @@ def job_create(
         marked = bool(details.host) or not queue_backend().provisions_queued
         if marked:
             request.provision_requested_at = timezone.now()
-        requests.kind_request_save(request, details)
-        note(
+        event = first_note(
             request,
             reason="requested",
             message=f"job submitted ({_where(request, details)})",
             actor=actor,
         )
-        if spec is not None and requests.budget_lowered(request, spec):
-            requests.note_budget(request, actor=actor)
-        requests.audit_create(
+        audit = requests.create_audit(
             actor=actor,
             action="job.create",
             request=request,
             tenant=tenant,
             host=details.host.name if details.host else None,
         )
+        requests.kind_request_save(request, details, event=event, audit=audit)
+        if spec is not None and requests.budget_lowered(request, spec):
+            requests.note_budget(request, actor=actor)
         if details.host:
             # Nothing to admit: it runs on GPUs its owner already holds.
             transition(

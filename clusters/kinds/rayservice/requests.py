@@ -36,7 +36,7 @@ from clusters.requests.dry_run import dry_run_verdict
 from clusters.requests.locked_reads import LockedReads, lock_and_read
 from clusters.rows import lifecycle, surges
 from clusters.rows.spec import ClusterSpec
-from clusters.rows.transitions import note
+from clusters.rows.transitions import first_note, note
 from controlplane.exceptions import ServiceConflict
 from tenants.audit import audit_record
 from tenants.models import Tenant
@@ -104,15 +104,15 @@ def service_create(
         request, details = service_check(
             actor=actor, tenant=tenant, spec=spec, service=service, role=role, reads=reads
         )
-        requests.kind_request_save(request, details)
-        note(request, reason="requested", message="service requested", actor=actor)
-        requests.audit_create(
+        event = first_note(request, reason="requested", message="service requested", actor=actor)
+        audit = requests.create_audit(
             actor=actor,
             action="service.create",
             request=request,
             tenant=tenant,
             upgrade=details.upgrade_type,
         )
+        requests.kind_request_save(request, details, event=event, audit=audit)
         queue_backend().request_queued(request.pk)
     return request
 

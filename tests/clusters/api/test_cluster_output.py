@@ -119,8 +119,9 @@ def test_a_create_and_a_delete_answer_what_a_read_of_the_row_answers(
 # detail = tenant with role, row, events; create = tenant with role, flavor, savepoint,
 # the tenant's lock, one read of what the checks ask (whether the name is taken, the hard
 # cost caps, the owner's caps, the tenant's own quota and the default priority class:
-# clusters/requests/locked_reads.py), insert, event, audit, release (neither the saved row
-# nor its events are read again: the service hands back the one event it wrote). The
+# clusters/requests/locked_reads.py), one insert of the row with its first event and its
+# audit record (controlplane/inserts.py), release (neither the saved row nor its events
+# are read again: the service hands back the one event it wrote). The
 # dry-run is counted cold (its per-process cache of the recorded pass dropped: a warm
 # one reads only the digest and the flavors' freshness); cold adds those two reads to
 # the snapshot's (two of which read the requests' surges and growths).
@@ -132,7 +133,7 @@ def test_a_create_and_a_delete_answer_what_a_read_of_the_row_answers(
 # validates twice (the request, then whether it could ever fit), each time reading the
 # default class and the hard cost caps, and its decision and ETA read every class; the
 # detail reads its workers' GPU readings (once admitted).
-PINNED = {"list": 5, "detail": 4, "create": 9, "dry-run": 27}
+PINNED = {"list": 5, "detail": 4, "create": 7, "dry-run": 27}
 
 
 @pytest.mark.parametrize("what", sorted(PINNED))

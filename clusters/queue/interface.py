@@ -92,6 +92,13 @@ class QueueBackend:
         manager holds the original of what it dispatched to a worker)."""
         return gw
 
+    def runs_a_copy(self, cluster: ClusterRequest) -> bool:
+        """Whether the row runs from a copy another cluster's queue made of its object
+        (MultiKueue's on a worker): a change written to the original reaches it only as
+        far as that queue forwards it (Kueue v0.19 forwards a RayService's
+        ``serveConfigV2``, nothing else)."""
+        return False
+
     def forget_applied(self) -> None:
         """Forget what was applied to the cluster for queueing (it may be gone)."""
 

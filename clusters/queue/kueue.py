@@ -451,5 +451,10 @@ class KueueQueue(QueueBackend):
         # manager, whose original it keeps the copy from; writing the copy would fight it.
         return gateway_for(home)
 
+    def runs_a_copy(self, cluster: ClusterRequest) -> bool:
+        fleet = multikueue.fleet()
+        placed = cluster.kube_cluster_id
+        return fleet is not None and placed is not None and placed != fleet.manager.pk
+
     def forget_applied(self) -> None:
         forget_queues()

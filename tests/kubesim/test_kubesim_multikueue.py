@@ -183,14 +183,15 @@ def check_state(wl: dict[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
-def submit(sim: KubeSim, name: str, run_seconds: int, **spec: Any) -> None:
-    """A queued RayJob of one L4 worker on ``sim`` (``spec``: more RayJob fields)."""
+def submit(sim: KubeSim, name: str, run_seconds: int, queue: str = "lq", **spec: Any) -> None:
+    """A queued RayJob of one L4 worker in LocalQueue ``queue`` on ``sim`` (``spec``: more
+    RayJob fields)."""
     job = rayjob(
         name,
         NS,
         workers=1,
         gpus=1,
-        labels={"kueue.x-k8s.io/queue-name": "lq"},
+        labels={"kueue.x-k8s.io/queue-name": queue},
         annotations={"kubesim.io/job-run-seconds": str(run_seconds)},
         shutdownAfterJobFinishes=True,
         **spec,
@@ -506,8 +507,23 @@ def test_incremental_dispatcher_nominates_in_order_and_a_raycluster_runs_remotel
         with w2.cluster.lock:
             assert w2.store.count("pods") == 2  # head and one worker, on worker2
 
-        # A job another controller manages cannot be dispatched: the check is Rejected.
-        submit(manager, "mine", run_seconds=60, managedBy="ray.io/kuberay-operator")
+        # Kueue's webhook takes a job from KubeRay when its queue runs MultiKueue...
+        submit(manager, "taken", run_seconds=60, managedBy="ray.io/kuberay-operator")
+        taken = get(manager, "rayjobs", "taken", ("ray.io", "v1"))
+        assert taken["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+        # ...but not when its LocalQueue did not exist yet: KubeRay keeps it, and it cannot
+        # be dispatched (the check is Rejected).
+        submit(manager, "mine", run_seconds=60, managedBy="ray.io/kuberay-operator", queue="late")
+        mine = get(manager, "rayjobs", "mine", ("ray.io", "v1"))
+        assert mine["spec"]["managedBy"] == "ray.io/kuberay-operator"
+        api = api_for(manager)
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            *KQ,
+            NS,
+            "localqueues",
+            {"kind": "LocalQueue", "metadata": {"name": "late"}, "spec": {"clusterQueue": "cq"}},
+        )
+        api.close()
         rejected = wait_for(
             "deactivated",
             lambda: next(

@@ -188,14 +188,13 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
     state = cluster.state
     gw, report = fold.gw, fold.report
     if state == State.DELETING:
-        if rs is not None and not rs["metadata"].get("deletionTimestamp"):
-            delete_object(gw, cluster.namespace, cluster.name)
-        elif rs is None and not fold.seen.pods_by_id.get(cluster.pk):
-            report.batch.to_delete[cluster.deletion_reason or "deleted"].append(cluster)
+        _fold_deletion(cluster, rs, fold)
         return
     if _fold_queue(cluster, rs, fold):
         return
     if rs is None:
+        if fold.view.dispatched(cluster):
+            return  # MultiKueue writes the copy here (again), from the manager's original
         apply(cluster, gw)
         report.recreated.append(cluster.pk)
         if state == State.READY:
@@ -239,12 +238,25 @@ def fold(cluster: ClusterRequest, fold: Fold) -> None:
             report.batch.reasons[(state, reason)].append(cluster.pk)
 
 
+def _fold_deletion(cluster: ClusterRequest, rs: dict[str, Any] | None, fold: Fold) -> None:
+    """A deleting service: its RayService deleted, then the row finished once it and its
+    pods are gone. A MultiKueue copy is never deleted here: MultiKueue removes it once the
+    manager's original is gone (deleting it first would only make Kueue dispatch it
+    again)."""
+    if rs is not None and not rs["metadata"].get("deletionTimestamp"):
+        if not fold.view.dispatched(cluster):
+            delete_object(fold.gw, cluster.namespace, cluster.name)
+    elif rs is None and not fold.seen.pods_by_id.get(cluster.pk):
+        fold.report.batch.to_delete[cluster.deletion_reason or "deleted"].append(cluster)
+
+
 def _fold_queue(cluster: ClusterRequest, rs: dict[str, Any] | None, fold: Fold) -> bool:
     """The queue's part of a service's fold; True when it settles this pass. Under a
     backend that queues the RayService itself (Kueue), a queued service's RayService is
     (re)written or Kueue's verdict folded (its position and reason, or its admission), and
     a serving one that Kueue evicted is put back in line with its GPUs released. Any other
-    queued or admitted row is the queue's and the provision pass's to move."""
+    queued or admitted row is the queue's and the provision pass's to move. On a
+    MultiKueue worker the verdicts are the manager's Workload's (the view reads them)."""
     if cluster.state == State.QUEUED and fold.backend.provisions_queued:
         if rs is None:
             apply(cluster, fold.gw)
@@ -253,7 +265,9 @@ def _fold_queue(cluster: ClusterRequest, rs: dict[str, Any] | None, fold: Fold) 
         return True
     if cluster.state not in (State.STARTING, State.READY):
         return True
-    if rs is not None and fold.view.fold_eviction(cluster):
+    # A MultiKueue copy goes when the manager's Workload is evicted: the verdict is read
+    # even once it is gone.
+    if (rs is not None or fold.view.dispatched(cluster)) and fold.view.fold_eviction(cluster):
         fold.report.evicted.append(cluster.pk)
         return True
     return False

@@ -211,6 +211,7 @@ def _upgrade(
         change["image"] = image
     if change == before:
         return
+    _forwarded_or_refused(request, change)
     said = " and ".join(_asked(change, before))
     if change.get("image", request.image) != request.image and upgrade.takes_new_cluster(
         request, details
@@ -234,6 +235,23 @@ def _upgrade(
         obj=request,
         tenant=request.tenant,
         data={"changed": _asked(change, before)},
+    )
+
+
+def _forwarded_or_refused(request: ClusterRequest, change: dict[str, Any]) -> None:
+    """Refuse a new image for a service that runs from a MultiKueue copy: Kueue forwards
+    only a new Serve config to the worker, so the image would change on the manager's
+    original and never where the service runs."""
+    if change.get("image", request.image) == request.image:
+        return
+    if request.state not in upgrade.APPLIED or not queue_backend().runs_a_copy(request):
+        return
+    raise ServiceConflict(
+        f"{request.name} runs on {request.kube_cluster}, dispatched there by MultiKueue, "
+        "which forwards only a new Serve config to it (Kueue v0.19), not a new image. "
+        "Change its image while it is scaled to zero (it wakes with it), or delete it and "
+        "create it again with the new image.",
+        code="not_forwarded",
     )
 
 

@@ -115,8 +115,14 @@ RAYSERVICE_AUTOSCALING_REFUSAL = (
     "feature gate is on and the service is an elastic job"
 )
 # Kueue's feature gates this emulation reads, with their v0.19 defaults
-# (DynamicResourceAllocation: the ResourceClaimTemplate path, beta since v0.18).
-FEATURE_GATES = {"ElasticJobsViaWorkloadSlices": True, "DynamicResourceAllocation": True}
+# (DynamicResourceAllocation: the ResourceClaimTemplate path, beta since v0.18;
+# MultiKueueRemoteSpecSync: a RayService's serveConfigV2 forwarded to its worker copy,
+# beta since v0.19).
+FEATURE_GATES = {
+    "ElasticJobsViaWorkloadSlices": True,
+    "DynamicResourceAllocation": True,
+    "MultiKueueRemoteSpecSync": True,
+}
 
 
 def parse_feature_gates(text: str | dict[str, bool] | None) -> dict[str, bool]:
@@ -272,7 +278,7 @@ class Kueue:
             return
         if queued_job(rt.key, obj):
             set_suspended(rt.key, obj, True)
-            if rt.key in (RJ, RC):
+            if rt.key in (RJ, RC, RS):
                 default_managed_by(self.cluster, obj)
         if rt.key in (RC, RS, JOB) and is_elastic(self.cluster, obj):
             gate_templates(rt.key, obj)

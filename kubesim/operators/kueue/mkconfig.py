@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from kubesim.controller import ClusterView
 
 CONTROLLER = "kueue.x-k8s.io/multikueue"
+# KubeRay's own managedBy value, which Kueue's webhook may replace (CanDefaultManagedBy).
+KUBERAY = "ray.io/kuberay-operator"
 AC = "admissionchecks.kueue.x-k8s.io"
 MKC = "multikueueclusters.kueue.x-k8s.io"
 MKCONF = "multikueueconfigs.kueue.x-k8s.io"
@@ -101,11 +103,12 @@ def config_clusters(cluster: ClusterView, ac: Obj) -> tuple[list[str] | None, st
 
 
 def default_managed_by(cluster: ClusterView, job: Obj) -> None:
-    """Kueue's defaulting webhook (``ApplyDefaultForManagedBy``): a new queued RayJob or
-    RayCluster without ``spec.managedBy`` whose LocalQueue's ClusterQueue has a MultiKueue
-    check is managed by MultiKueue (the manager's KubeRay leaves it alone)."""
+    """Kueue's defaulting webhook (``ApplyDefaultForManagedBy``): a new queued RayJob,
+    RayCluster or RayService whose ``spec.managedBy`` is unset or KubeRay's, and whose
+    LocalQueue's ClusterQueue has a MultiKueue check, is managed by MultiKueue (the
+    manager's KubeRay leaves it alone)."""
     spec = job.setdefault("spec", {})
-    if spec.get("managedBy"):
+    if spec.get("managedBy") not in (None, "", KUBERAY):
         return
     meta = job.get("metadata") or {}
     lq = cluster.store.get(

@@ -1,7 +1,8 @@
 """MultiKueue's connection to a worker cluster: the kubeconfig a MultiKueueCluster names
 (checked as Kueue checks it) and a small JSON client for the worker's API over HTTP.
 
-Only what the manager needs: get, list by label, create and delete of Workloads and jobs.
+Only what the manager needs: get, list by label, create, merge patch and delete of
+Workloads and jobs.
 A failure to connect is a :class:`WorkerUnreachable` with a message in the shape of the
 Go client's error, which Kueue puts in the MultiKueueCluster's ``Active`` condition.
 """
@@ -103,7 +104,9 @@ class WorkerClient:
         self.server = server
         self.token = token
 
-    def _request(self, method: str, path: str, body: Obj | None = None) -> Obj | None:
+    def _request(
+        self, method: str, path: str, body: Obj | None = None, content_type: str = ""
+    ) -> Obj | None:
         """The decoded answer; None for 404; WorkerUnreachable when the worker cannot be
         reached or refuses; other API errors as RuntimeError."""
         url = self.server + path
@@ -111,7 +114,7 @@ class WorkerClient:
         req = urllib.request.Request(url, data=data, method=method)
         req.add_header("Accept", "application/json")
         if data is not None:
-            req.add_header("Content-Type", "application/json")
+            req.add_header("Content-Type", content_type or "application/json")
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
@@ -155,6 +158,11 @@ class WorkerClient:
     def create(self, path: str, body: Obj) -> None:
         """Create ``body`` in collection ``path`` (already there: nothing)."""
         self._request("POST", path, body)
+
+    def merge_patch(self, path: str, patch: Obj) -> None:
+        """JSON merge patch of the object at ``path`` (absent: nothing; a conflict with a
+        ``metadata.resourceVersion`` in ``patch`` is a RuntimeError)."""
+        self._request("PATCH", path, patch, "application/merge-patch+json")
 
     def delete(self, path: str) -> None:
         """Delete the object at ``path`` in the background (absent: nothing)."""

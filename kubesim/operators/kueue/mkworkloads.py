@@ -4,7 +4,10 @@ one (AllAtOnce) or three more per 5-minute round in the config's order (Incremen
 The first copy a worker admits wins: the job is created there (``spec.managedBy``
 cleared, the prebuilt-workload label set), the other copies are deleted, the check turns
 ``Ready`` and ``status.clusterName`` names the worker; the worker's job status is copied
-onto the manager's job and its ``Finished`` onto the Workload. A finished, released or
+onto the manager's job and its ``Finished`` onto the Workload. A RayService's
+``serveConfigV2`` changed on the manager is then written onto the worker's copy (Kueue's
+``MultiKueueRemoteSpecSync``, on by default), which KubeRay there updates in place; no
+other field of a dispatched job is forwarded. A finished, released or
 deleted Workload's copies are deleted; an admitting worker lost for longer than
 ``workerLostTimeout`` sends the check to ``Retry`` (evict, requeue, dispatch again).
 """
@@ -21,6 +24,7 @@ from kubesim.operators.kueue.common import (
     KIND_KEYS,
     RC,
     RJ,
+    RS,
     WL,
     condition,
     is_finished,
@@ -39,8 +43,16 @@ from kubesim.util import get_path, now
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 WL_API = "kueue.x-k8s.io/v1beta2"
-# The job kinds with a MultiKueue adapter here: storage key -> (apiVersion, plural).
-ADAPTERS = {RJ: ("ray.io/v1", "rayjobs"), RC: ("ray.io/v1", "rayclusters")}
+# The job kinds with a MultiKueue adapter here (Kueue v0.19's Ray ones): storage key ->
+# (apiVersion, plural).
+ADAPTERS = {
+    RJ: ("ray.io/v1", "rayjobs"),
+    RC: ("ray.io/v1", "rayclusters"),
+    RS: ("ray.io/v1", "rayservices"),
+}
+# The spec fields a kind's adapter forwards to a copy that exists (Kueue's
+# ``RemoteSpecSyncer``: RayService only, behind the MultiKueueRemoteSpecSync gate).
+REMOTE_SPEC_SYNC = {RS: ("serveConfigV2",)}
 # Kueue's Incremental dispatcher: clusters nominated per round, and a round's length.
 INCREMENTAL_STEP = 3
 INCREMENTAL_ROUND_SECONDS = 300.0
@@ -150,7 +162,7 @@ class Dispatcher:
         if g.state == "Rejected":
             return
         if g.job_key not in ADAPTERS or g.job is None:
-            return  # no adapter here (a batch Job, a RayService): the check stays Pending
+            return  # no adapter here (a batch Job): the check stays Pending
         managed_by = get_path(g.job, "spec", "managedBy") or ""
         if managed_by != CONTROLLER:
             self._set_check(
@@ -291,8 +303,9 @@ class Dispatcher:
     # -- jobs --------------------------------------------------------------------------
 
     def _sync_job(self, g: Group, name: str) -> None:
-        """Kueue's adapter ``SyncJob``: the worker's job status onto the manager's job, or
-        the job created on the worker when it has none."""
+        """Kueue's adapter ``SyncJob``: the worker's job status onto the manager's job, then
+        the fields the kind forwards onto the worker's copy; or the job created on the
+        worker when it has none."""
         client = self.mk.connected(name)
         if client is None or g.job is None or g.job_key is None:
             return
@@ -318,14 +331,28 @@ class Dispatcher:
             client.create(path, body)
             return
         status = remote.get("status")
-        if status is None or _same(status, g.job.get("status")):
+        if status is not None and not _same(status, g.job.get("status")):
+            with self.cluster.lock:
+                local = self.cluster.store.get(g.job_key, g.ns, job_name)
+                if local is not None:
+                    local["status"] = copy.deepcopy(status)
+                    self.cluster.update_object(self.cluster.rt(g.job_key), local)
+                    self.cluster.settle()
+        self._sync_remote_spec(g, client, f"{path}/{job_name}", remote)
+
+    def _sync_remote_spec(self, g: Group, client: WorkerClient, path: str, remote: Obj) -> None:
+        """Kueue's ``syncRemoteSpec``: the forwarded fields that differ, merge-patched onto
+        the worker's copy as read (its resourceVersion: a conflict is tried next pass)."""
+        fields = REMOTE_SPEC_SYNC.get(g.job_key or "", ())
+        if not fields or not self.cluster.kueue.feature_gates.get("MultiKueueRemoteSpecSync"):
             return
-        with self.cluster.lock:
-            local = self.cluster.store.get(g.job_key, g.ns, job_name)
-            if local is not None:
-                local["status"] = copy.deepcopy(status)
-                self.cluster.update_object(self.cluster.rt(g.job_key), local)
-                self.cluster.settle()
+        local = (g.job or {}).get("spec") or {}
+        theirs = remote.get("spec") or {}
+        changed = {f: local.get(f) for f in fields if local.get(f) != theirs.get(f)}
+        if not changed:
+            return
+        rv = remote["metadata"].get("resourceVersion")
+        client.merge_patch(path, {"metadata": {"resourceVersion": rv}, "spec": changed})
 
     def _remove(self, name: str, ns: str, wl_name: str, job_key: str | None) -> bool:
         """Delete the worker's copies of a Workload and of its job (the job only when it

@@ -62,17 +62,34 @@ def tenant_with_role(*, user: Any, slug: str) -> tuple[Tenant, str | None] | Non
     through the ORM costs more than PostgreSQL's answer; the row is built as the ORM
     builds it (:mod:`controlplane.rows`).
     """
+    found = tenant_role_and_flavor(user=user, slug=slug, flavor="")
+    return None if found is None else found[:2]
+
+
+def tenant_role_and_flavor(
+    *, user: Any, slug: str, flavor: str
+) -> tuple[Tenant, str | None, GpuFlavor | None] | None:
+    """:func:`tenant_with_role`, and the catalogue's flavor named ``flavor`` (``None``
+    when there is none) in the same query: a create names its flavor, and reading it
+    with the tenant saves the create a round trip (:func:`flavor_named` reads the same)."""
     rows = ModelRows(Tenant, "t")
     tenants, memberships = Tenant._meta.db_table, Membership._meta.db_table
+    flavors = ModelRows(GpuFlavor, "f")
+    with_flavor = bool(flavor) and "\x00" not in flavor
+    columns = f"{rows.columns}, %s" if is_platform_admin(user) else f"{rows.columns}, m.role"
+    if with_flavor:
+        columns += f", {flavors.columns}"
+    join = f" LEFT JOIN {GpuFlavor._meta.db_table} f ON f.name = %s" if with_flavor else ""
     if is_platform_admin(user):
-        sql = f"SELECT {rows.columns}, '{Role.ADMIN}' FROM {tenants} t WHERE t.slug = %s"
-        params: list[Any] = [slug]
+        sql = f"SELECT {columns} FROM {tenants} t{join} WHERE t.slug = %s"
+        params: list[Any] = [Role.ADMIN, *([flavor] if with_flavor else []), slug]
     elif getattr(user, "is_authenticated", False):
         sql = (
-            f"SELECT {rows.columns}, m.role FROM {tenants} t "
-            f"JOIN {memberships} m ON m.tenant_id = t.id WHERE t.slug = %s AND m.user_id = %s"
+            f"SELECT {columns} FROM {tenants} t "
+            f"JOIN {memberships} m ON m.tenant_id = t.id{join} "
+            "WHERE t.slug = %s AND m.user_id = %s"
         )
-        params = [slug, user.pk]
+        params = [*([flavor] if with_flavor else []), slug, user.pk]
     else:
         return None
     if "\x00" in slug:
@@ -82,7 +99,10 @@ def tenant_with_role(*, user: Any, slug: str) -> tuple[Tenant, str | None] | Non
         row = cursor.fetchone()
     if row is None:
         return None
-    return rows.build(row), row[rows.width]
+    found = None
+    if with_flavor and row[rows.width + 1] is not None:
+        found = flavors.build(row, rows.width + 1)
+    return rows.build(row), row[rows.width], found
 
 
 def has_role(*, user: Any, tenant: Tenant, at_least: str) -> bool:

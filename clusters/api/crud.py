@@ -29,7 +29,7 @@ from clusters.requests import controls, services
 from clusters.rows.spec import ClusterSpec
 from controlplane.api.serializers import JsonIntegerField, StrictSerializer
 from controlplane.api.viewsets import bodyless
-from tenants.models import Role, Tenant
+from tenants.models import GpuFlavor, Role, Tenant
 
 
 class ExtendIn(StrictSerializer):
@@ -78,6 +78,7 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
     if TYPE_CHECKING:  # provided by TenantScopedViewSet, which views.py mixes this into
         tenant: Tenant
         tenant_role: str | None
+        flavor_read: GpuFlavor | None
 
         def get_object(self) -> ClusterRequest: ...
 
@@ -126,7 +127,8 @@ class ClusterCrudMixin(mixins.ListModelMixin, mixins.RetrieveModelMixin):
 
     @extend_schema(request=ClusterCreateInput, responses={201: ClusterOut})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        body = ClusterCreateInput(data=request.data, context={"tenant": self.tenant})
+        context = {"tenant": self.tenant, "flavor_read": self.flavor_read}
+        body = ClusterCreateInput(data=request.data, context=context)
         body.is_valid(raise_exception=True)
         cluster = services.cluster_request_create(
             actor=request.user,

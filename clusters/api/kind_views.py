@@ -94,6 +94,7 @@ class KindViewSet(
     schema = KindSchema()
     queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
     lookup_field = "name"
+    reads_flavor_for = ("create", "dry_run")
     lookup_value_regex = DNS_LABEL_PATTERN
     filterset_class = ClusterFilter
     ordering_fields = ["created_at", "state", "name"]
@@ -156,7 +157,7 @@ class KindViewSet(
         """The create body checked by :attr:`create_input` and split into the keyword
         arguments of the kind's services (a 400 on bad input); a dry-run also checks
         KAI's terms."""
-        context: dict[str, Any] = {"tenant": self.tenant}
+        context: dict[str, Any] = {"tenant": self.tenant, "flavor_read": self.flavor_read}
         if dry_run:
             context["kai_enabled"] = settings.KAI_ENABLED
         body = self.create_input(data=request.data, context=context)

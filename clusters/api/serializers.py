@@ -44,7 +44,8 @@ class FlavorField(_NamedRowField):
         # a flavor). A value that is not a string is looked up as its text, as the ORM's
         # CharField lookup did.
         name = data if isinstance(data, str) else str(data)
-        flavor = flavor_named(name)
+        read = self.context.get("flavor_read")  # read with the tenant by the view
+        flavor = read if read is not None and read.name == name else flavor_named(name)
         if flavor is None:
             self.fail("does_not_exist", slug_name=self.slug_field, value=name)
         return flavor

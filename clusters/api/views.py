@@ -52,6 +52,7 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
 
     queryset = ClusterRequest.objects.none()  # for the OpenAPI schema only
     lookup_field = "name"
+    reads_flavor_for = ("create", "dry_run")
     lookup_value_regex = DNS_LABEL_PATTERN
     action_roles = {
         **ClusterCrudMixin.crud_roles,
@@ -128,7 +129,11 @@ class ClusterViewSet(ClusterCrudMixin, TenantScopedViewSet[ClusterRequest]):
         """
         body = ClusterCreateInput(
             data=request.data,
-            context={"tenant": self.tenant, "kai_enabled": settings.KAI_ENABLED},
+            context={
+                "tenant": self.tenant,
+                "kai_enabled": settings.KAI_ENABLED,
+                "flavor_read": self.flavor_read,
+            },
         )
         body.is_valid(raise_exception=True)
         result = dry_run_verdict(

@@ -57,9 +57,7 @@ def test_the_row_its_details_event_and_audit_are_written_and_linked(
         saved.clear()  # what the fixtures saved
         with CaptureQueriesContext(connection) as captured:
             insert_together(row, followers)
-    assert len(captured) == (1 if vendor == "postgresql" else 4), [
-        q["sql"][:80] for q in captured
-    ]
+    assert len(captured) == (1 if vendor == "postgresql" else 4), [q["sql"][:80] for q in captured]
     stored = ClusterRequest.objects.unscoped().get(name="train")
     assert row.pk == stored.pk and not row._state.adding and row._state.db == "default"
     assert Job.objects.get(pk=row.pk).entrypoint == "python train.py"

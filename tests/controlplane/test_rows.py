@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Role, Tenant
-from tenants.selectors import flavor_named, tenant_with_role
+from tenants.selectors import flavor_named, tenant_role_and_flavor, tenant_with_role
 
 pytestmark = pytest.mark.django_db
 
@@ -56,3 +56,20 @@ def test_the_tenant_comes_with_the_callers_role(
     assert as_admin is not None and as_admin[1] == Role.ADMIN  # platform admin
     assert tenant_with_role(user=charlie, slug="acme") is None  # not a member
     assert tenant_with_role(user=bob, slug="nope") is None
+
+
+def test_a_create_reads_its_flavor_with_the_tenant(
+    acme: Any, h100: Any, bob: Any, charlie: Any, root: Any
+) -> None:
+    """The flavor a create's body names comes in the tenant's query, read as
+    :func:`flavor_named` reads it; an unknown name or none reads no flavor."""
+    for user, role in ((bob, Role.ENGINEER), (root, Role.ADMIN)):
+        found = tenant_role_and_flavor(user=user, slug="acme", flavor="h100")
+        assert found is not None
+        tenant, got_role, flavor = found
+        assert _fields(tenant) == _fields(Tenant.objects.get(slug="acme")) and got_role == role
+        assert _fields(flavor) == _fields(flavor_named("h100"))
+    for name in ("nope", "", "no\x00such"):
+        found = tenant_role_and_flavor(user=bob, slug="acme", flavor=name)
+        assert found is not None and found[1] == Role.ENGINEER and found[2] is None
+    assert tenant_role_and_flavor(user=charlie, slug="acme", flavor="h100") is None

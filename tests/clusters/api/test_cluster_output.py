@@ -116,7 +116,8 @@ def test_a_create_and_a_delete_answer_what_a_read_of_the_row_answers(
 # The pinned counts, inside the test's transaction (a service's atomic block adds a
 # SAVEPOINT and its RELEASE here; in production it is BEGIN/COMMIT, not counted):
 # list = tenant with role, the list cache's fingerprint, count, page, newest events;
-# detail = tenant with role, row, events; create = tenant with role, flavor, savepoint,
+# detail = tenant with role, row, events; create = tenant with role and the flavor its
+# body names (one query: tenants.selectors.tenant_role_and_flavor), savepoint,
 # the tenant's lock, one read of what the checks ask (whether the name is taken, the hard
 # cost caps, the owner's caps, the tenant's own quota and the default priority class:
 # clusters/requests/locked_reads.py), one insert of the row with its first event and its
@@ -133,7 +134,7 @@ def test_a_create_and_a_delete_answer_what_a_read_of_the_row_answers(
 # validates twice (the request, then whether it could ever fit), each time reading the
 # default class and the hard cost caps, and its decision and ETA read every class; the
 # detail reads its workers' GPU readings (once admitted).
-PINNED = {"list": 5, "detail": 4, "create": 7, "dry-run": 27}
+PINNED = {"list": 5, "detail": 4, "create": 6, "dry-run": 26}
 
 
 @pytest.mark.parametrize("what", sorted(PINNED))

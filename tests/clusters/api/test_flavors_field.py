@@ -3,6 +3,7 @@ request reads back with its accepted flavors; the dry-run names the flavor it wo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -123,3 +124,28 @@ def test_dry_run_says_which_flavor_it_would_get(
     worker = manifest["spec"]["workerGroupSpecs"][0]["template"]["spec"]
     assert worker["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-L4"
     assert ClusterRequest.objects.count() == 1
+
+
+@pytest.mark.parametrize("path", [CLUSTERS, CLUSTERS + "dry-run/", JOBS, JOBS + "dry-run/"])
+def test_the_flavor_read_with_the_tenant_answers_as_the_catalogue(
+    as_user: Any, bob: Any, charlie: Any, path: str
+) -> None:
+    """A create's flavor comes with its tenant's query: an unknown one is still refused
+    naming the catalogue, a body that does not parse is a 400, and a tenant the caller
+    is no member of is a 404 whatever the body."""
+    extra = {"entrypoint": "python train.py"} if path.startswith(JOBS) else {}
+    unknown = as_user(bob).post(path, {"flavor": "nope", **extra}, format="json")
+    assert unknown.status_code == 400, unknown.content
+    assert "choose one of: h100, l4" in str(unknown.json()["error"]["fields"]["flavor"])
+    garbled = as_user(bob).generic("POST", path, "{not json", content_type="application/json")
+    assert garbled.status_code == 400, garbled.content
+    good = json.dumps({"flavor": "h100", **extra})
+    outsider = as_user(charlie).generic("POST", path, good, content_type="application/json")
+    assert outsider.status_code == 404, outsider.content
+    # A body that does not parse is a 400 before the tenant is looked at, for a tenant
+    # the caller may not see as for one that does not exist: neither tells them apart.
+    for slug in ("acme", "no-such-tenant"):
+        where = path.replace("/acme/", f"/{slug}/")
+        said = as_user(charlie).generic("POST", where, "{not json", content_type="application/json")
+        assert said.status_code == 400, said.content
+    assert not ClusterRequest.objects.exists()

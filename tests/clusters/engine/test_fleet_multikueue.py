@@ -45,8 +45,11 @@ def _row(pk: int) -> ClusterRequest:
     return ClusterRequest.objects.unscoped().get(pk=pk)
 
 
-def _settle(pk: int, state: str, what: str) -> ClusterRequest:
-    """Run the fleet's passes until the row is in ``state``."""
+def _settle(
+    pk: int, state: str, what: str, fleet: dict[str, Member] | None = None
+) -> ClusterRequest:
+    """Run the fleet's passes until the row is in ``state`` (a timeout says where the
+    row's Workloads and RayClusters stand on each member of ``fleet``)."""
 
     def moved() -> ClusterRequest | None:
         tasks.reconcile()
@@ -55,11 +58,30 @@ def _settle(pk: int, state: str, what: str) -> ClusterRequest:
 
     def said() -> str:
         row = _row(pk)
-        return f"{what} (it is {row.state}: {row.state_reason}; {row.last_error})"
+        where = f" on {row.kube_cluster}" if row.kube_cluster_id else ""
+        found = f"{what} (it is {row.state}{where}: {row.state_reason}; {row.last_error})"
+        return found + "".join(_member_said(m, row) for m in (fleet or {}).values())
 
     # Generous: three simulators and the passes share two cores with the rest of CI.
     found: ClusterRequest = wait_for(moved, timeout=240, what=said)
     return found
+
+
+def _member_said(member: Member, row: ClusterRequest) -> str:
+    """What ``member`` has of ``row``: its Workloads' conditions and checks, its RayCluster
+    (with ``spec.managedBy``) and how many pods."""
+    namespace = row.tenant.namespace
+    lines = [f"\n  {member.row.name}:"]
+    for wl in member.sim.list("workloads.kueue.x-k8s.io", namespace):
+        status = wl.get("status") or {}
+        conditions = [c["type"] for c in status.get("conditions") or [] if c["status"] == "True"]
+        checks = [f"{c['name']}={c['state']}" for c in status.get("admissionChecks") or []]
+        lines.append(f" workload {wl['metadata']['name']} {conditions} {checks}")
+    rc = member.sim.get(RAYCLUSTERS, namespace, row.name)
+    if rc is not None:
+        lines.append(f" raycluster managedBy={rc['spec'].get('managedBy')!r}")
+    lines.append(f" pods={len(member.sim.list('pods', namespace))}")
+    return "".join(lines)
 
 
 def _request(alice: Any, acme: Any, h100: Any, name: str) -> int:
@@ -140,7 +162,7 @@ def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
 
         # The first request goes to w1, the first worker in order with room.
         first = _request(alice, acme, h100, "first")
-        row = _settle(first, State.READY, "first ready on a worker")
+        row = _settle(first, State.READY, "first ready on a worker", fleet)
         assert row.kube_cluster == w1.row
         assert (acme.namespace, "first") in w1.objects(RAYCLUSTERS)
         assert (acme.namespace, "first") not in w2.objects(RAYCLUSTERS)
@@ -153,7 +175,7 @@ def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
 
         # w1 is full: the next one goes to w2.
         second = _request(alice, acme, h100, "second")
-        row = _settle(second, State.READY, "second ready on the next worker")
+        row = _settle(second, State.READY, "second ready on the next worker", fleet)
         assert row.kube_cluster == w2.row
         assert (acme.namespace, "second") in w2.objects(RAYCLUSTERS)
         assert (acme.namespace, "second") not in w1.objects(RAYCLUSTERS)
@@ -178,7 +200,7 @@ def test_multikueue_dispatches_in_placement_order_and_the_row_follows(
         assert _config(hub) == ["w2"]
         assert hub.sim.get(MK_CLUSTERS, "", "w1") is not None  # kept: its Secret too
         third = _request(alice, acme, h100, "third")
-        row = _settle(third, State.READY, "third ready on w2")
+        row = _settle(third, State.READY, "third ready on w2", fleet)
         assert row.kube_cluster == w2.row
         assert (acme.namespace, "third") not in w1.objects(RAYCLUSTERS)
 
@@ -200,9 +222,9 @@ def test_tenants_together_never_pass_what_a_worker_has(
         tasks.reconcile()
         wait_for(lambda: _active(hub, "w1") and _active(hub, "w2"), what="workers connected")
         first = _request(alice, acme, h100, "acme-gang")
-        assert _settle(first, State.READY, "acme's gang ready").kube_cluster == w1.row
+        assert _settle(first, State.READY, "acme's gang ready", fleet).kube_cluster == w1.row
         second = _request(root, globex, h100, "globex-gang")
-        row = _settle(second, State.READY, "globex's gang ready on the worker with room")
+        row = _settle(second, State.READY, "globex's gang ready on the worker with room", fleet)
         assert row.kube_cluster == w2.row
         assert (globex.namespace, "globex-gang") not in w1.objects(RAYCLUSTERS)
 
@@ -253,7 +275,7 @@ def test_a_drained_worker_sends_its_cluster_to_the_next_worker_and_ends_drained(
         tasks.reconcile()
         wait_for(lambda: _active(hub, "w1") and _active(hub, "w2"), what="workers connected")
         pk = _request(alice, acme, h100, "moving")
-        assert _settle(pk, State.READY, "ready on the first worker").kube_cluster == w1.row
+        assert _settle(pk, State.READY, "ready on the first worker", fleet).kube_cluster == w1.row
 
         drained = as_user(root).post("/api/v1/platform/kube-clusters/w1/drain/", {}, format="json")
         assert drained.status_code == 200, drained.content

@@ -21,7 +21,7 @@ from clusters.domain.states import State
 from clusters.models import ClusterRequest
 from clusters.queue import growth_demand, surge_demand
 from clusters.queue.interface import PassResult
-from clusters.queue.snapshot_reads import build_snapshot
+from clusters.queue.snapshot_reads import build_snapshot, without_jit
 from clusters.queue.writeback import (
     admit,
     apply_capacity_words,
@@ -32,6 +32,7 @@ from clusters.queue.writeback import (
 )
 from clusters.rows import enqueue
 from controlplane import metrics
+from controlplane.gc_pause import collector_paused
 
 log = logging.getLogger(__name__)
 _LOCK_KEY = 0x6761_6E67  # "gang"
@@ -49,10 +50,12 @@ def _try_lock() -> bool:
 def run_admission_pass() -> PassResult:
     """Admit what fits now and tell every waiting request where it stands."""
     result = PassResult()
-    with transaction.atomic():
+    # The collector would walk the whole process several times over for a long queue.
+    with collector_paused(), transaction.atomic():
         if not _try_lock():
             result.skipped = result.busy = True
             return result
+        without_jit()
         now = timezone.now()
         snapshot, queued = build_snapshot(now=now)
         decision = adm.decide(snapshot)

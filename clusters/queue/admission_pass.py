@@ -21,7 +21,7 @@ from clusters.domain.states import State
 from clusters.models import ClusterRequest
 from clusters.queue import growth_demand, surge_demand
 from clusters.queue.interface import PassResult
-from clusters.queue.snapshot_reads import build_snapshot, without_jit
+from clusters.queue.snapshot_reads import build_snapshot
 from clusters.queue.writeback import (
     admit,
     apply_capacity_words,
@@ -55,7 +55,6 @@ def run_admission_pass() -> PassResult:
         if not _try_lock():
             result.skipped = result.busy = True
             return result
-        without_jit()
         now = timezone.now()
         snapshot, queued = build_snapshot(now=now)
         decision = adm.decide(snapshot)

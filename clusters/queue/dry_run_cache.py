@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from clusters import admission as adm
@@ -25,7 +25,7 @@ from clusters.admission.recorded_pass import RecordedPass
 from clusters.domain.states import State
 from clusters.models import ClusterKind, ClusterRequest, Growth, Surge
 from clusters.queue.free_capacity import FRESH_FOR
-from clusters.queue.snapshot_reads import build_snapshot, without_jit
+from clusters.queue.snapshot_reads import build_snapshot
 from controlplane.gc_pause import collector_paused
 from tenants.models import GpuFlavor, Quota, Tenant
 
@@ -136,10 +136,8 @@ def _record(digest: str | None, now: datetime) -> tuple[adm.Snapshot, RecordedPa
     (read before the snapshot)."""
     global _entry
     started = time.perf_counter()
-    with collector_paused():  # as the admission pass reads and decides
-        with transaction.atomic():
-            without_jit()
-            snapshot, _ = build_snapshot(now=now)
+    with collector_paused():  # as the admission pass decides
+        snapshot, _ = build_snapshot(now=now)
         recorded = RecordedPass(snapshot)
     if digest is not None:
         # Kept from when it is ready (reading a large queue takes seconds itself).

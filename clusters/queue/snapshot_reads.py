@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F, PositiveIntegerField, Q, TextField, Value
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
@@ -30,6 +30,7 @@ from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue import fleet_reads, free_capacity, growth_demand, surge_demand, usage_reads
 from clusters.queue.class_reads import Classes, PendingClass, read_classes
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
+from controlplane.gc_pause import collector_paused
 from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Quota, Tenant
 from tenants.selectors import cohort_parents
@@ -514,22 +515,31 @@ def _own_quota(tenant: Tenant, flavor: GpuFlavor) -> list[Quota]:
         return [quotas.build(row) for row in cursor.fetchall()]
 
 
-def without_jit() -> None:
+def _without_jit() -> None:
     """Turn PostgreSQL's JIT compiler off until the transaction ends (a no-op elsewhere).
 
     The snapshot's joins over small tables that were never analysed (a fleet of one
     member) are estimated at a million rows: compiling such a query took 260 ms, running
-    it a millisecond. Nothing a pass reads runs long enough for JIT to pay.
+    it a millisecond. Nothing the snapshot reads runs long enough for JIT to pay.
     """
-    if connection.vendor == "postgresql" and connection.in_atomic_block:
+    if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT set_config('jit', 'off', true)")
 
 
 def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[QueuedRow]]:
     """The snapshot of the whole system, and the queued rows it was built from (requests'
-    surges are in it too, under their own ids: :mod:`clusters.queue.surge_demand`)."""
-    now = now or timezone.now()
+    surges are in it too, under their own ids: :mod:`clusters.queue.surge_demand`).
+
+    Read in a transaction (the pass's, else its own), without JIT, with the cyclic
+    collector paused (:mod:`controlplane.gc_pause`): a long queue allocates much.
+    """
+    with collector_paused(), transaction.atomic():
+        _without_jit()
+        return _read_snapshot(now or timezone.now())
+
+
+def _read_snapshot(now: datetime) -> tuple[adm.Snapshot, list[QueuedRow]]:
     tenants = list(Tenant.objects.unscoped())
     flavors = list(GpuFlavor.objects.all())
     quotas = list(Quota.objects.unscoped().select_related("tenant", "flavor"))

@@ -252,13 +252,13 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 # The anchor: this benchmark on main before the tuple read, the one-document write, the
 # collector pause, JIT off and the fill factor (commit 8564998), each run alternating with
-# a run of this code on the same machine (median of 3 runs; load average 5.7-8.2 over
+# a run of this code on the same machine (median of 3 runs; load average 1.4-3.3 over
 # 1 min on 2 CPUs shared with other sessions): snapshot read, first pass, later pass,
 # warm dry-run, in ms. Compare with runs taken alongside (--json, --from-json).
 BEFORE = {
-    1_500: (288, 831, 338, 23.9),
-    15_000: (1_159, 2_706, 2_589, 97.3),
-    50_000: (2_690, 12_220, 10_339, 151.3),
+    1_500: (131, 618, 284, 14.4),
+    15_000: (686, 1_507, 1_732, 31.1),
+    50_000: (2_081, 5_778, 5_514, 97.8),
 }
 
 

@@ -32,6 +32,7 @@ from clusters.queue.writeback import (
 )
 from clusters.rows import enqueue
 from controlplane import metrics
+from controlplane.gc_pause import collector_paused
 
 log = logging.getLogger(__name__)
 _LOCK_KEY = 0x6761_6E67  # "gang"
@@ -49,7 +50,8 @@ def _try_lock() -> bool:
 def run_admission_pass() -> PassResult:
     """Admit what fits now and tell every waiting request where it stands."""
     result = PassResult()
-    with transaction.atomic():
+    # The collector would walk the whole process several times over for a long queue.
+    with collector_paused(), transaction.atomic():
         if not _try_lock():
             result.skipped = result.busy = True
             return result

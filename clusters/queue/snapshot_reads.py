@@ -9,6 +9,7 @@ runs; :mod:`clusters.queue.writeback` writes a decision back.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -16,9 +17,9 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import F, PositiveIntegerField, Q, Value
-from django.db.models.functions import Coalesce
+from django.db import connection, transaction
+from django.db.models import F, PositiveIntegerField, Q, TextField, Value
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from clusters import admission as adm
@@ -27,8 +28,9 @@ from clusters.domain.states import State
 from clusters.domain.workload_kinds import deadline_paths, kind_named, kind_of
 from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue import fleet_reads, free_capacity, growth_demand, surge_demand, usage_reads
-from clusters.queue.class_reads import Classes, read_classes
+from clusters.queue.class_reads import Classes, PendingClass, read_classes
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
+from controlplane.gc_pause import collector_paused
 from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Quota, Tenant
 from tenants.selectors import cohort_parents
@@ -153,19 +155,6 @@ class QueuedRow:
     queue: tuple[int | None, int | None, str, str, datetime | None, list[dict[str, Any]]]
 
 
-_QUEUED_FIELDS = (
-    "id",
-    "tenant__slug",
-    "owner_id",
-    *SPEC_COLUMNS,
-    "gpus",
-    "cpu",
-    "memory_gib",
-    "created_at",
-    "earmarked_at",
-    "capacity_state",
-    "priority_class_id",
-)
 _QUEUE_FIELDS = (
     "queue_position",
     "queue_flavor_position",
@@ -215,6 +204,7 @@ def _shape(flavor: GpuFlavor, values: dict[str, Any], by_name: dict[str, GpuFlav
 
 
 def _shape_key(values: dict[str, Any]) -> tuple[object, ...]:
+    """A running row's shape (``accepted_flavors`` as a tuple, to be hashable)."""
     return tuple(
         tuple(values[c] or ()) if c == "accepted_flavors" else values[c] for c in _SHAPE_COLUMNS
     )
@@ -231,54 +221,102 @@ def _deadline() -> Any:
 
 # What a queued request asks of placement, and where it last ran (a resumed request).
 _PLACEMENT_FIELDS = ("wanted_kube_cluster_id", "wanted_region", "kube_cluster_id")
+# The JSON columns the queue read takes as their text: parsed once per shape (accepted
+# flavors) or only when not empty (the standing), not once per row by the ORM.
+_AS_TEXT = {
+    "accepted_text": Cast("accepted_flavors", TextField()),
+    "standing_text": Cast("queue_flavors", TextField()),
+}
+# The queue read's columns, as one tuple per row: the request's own, its shape (a slice
+# of the tuple, the memo's key), then its current queue fields.
+_OWN_COLUMNS = (
+    "id",
+    "tenant__slug",
+    "owner_id",
+    "gpus",
+    "cpu",
+    "memory_gib",
+    "created_at",
+    "earmarked_at",
+    "capacity_state",
+    "priority_class_id",
+    "deadline",
+    *_PLACEMENT_FIELDS,
+)
+_SHAPE_TEXT = tuple("accepted_text" if c == "accepted_flavors" else c for c in _SHAPE_COLUMNS)
+_SHAPE_AT = len(_OWN_COLUMNS)
+_QUEUE_AT = _SHAPE_AT + len(_SHAPE_TEXT)
+_QUEUED_COLUMNS = (*_OWN_COLUMNS, *_SHAPE_TEXT, *_QUEUE_FIELDS[:-1], "standing_text")
+
+
+def _from_text(text: str) -> list[Any]:
+    """A JSON list column read as text (``[]`` needs no parsing: most rows have it)."""
+    return [] if text == "[]" else list(json.loads(text))
 
 
 def _queued(
     flavors: dict[int, GpuFlavor], members: dict[int, str], classes: Classes
 ) -> tuple[list[adm.Pending], list[QueuedRow]]:
+    """Every queued request that is not held, as the pure pass sees it, and its current
+    queue fields (what the pass compares its own with before writing).
+
+    Read as tuples, not dicts or model instances: at 15,000 waiting requests the work
+    done per row is most of the snapshot's cost, so what is the same for many rows (the
+    shape, the class) is computed once.
+    """
     pending: list[adm.Pending] = []
     rows: list[QueuedRow] = []
     memo: dict[tuple[object, ...], _Shape] = {}
     by_name = {f.name: f for f in flavors.values()}
-    fields = tuple(f for f in _QUEUED_FIELDS if f != "name")
-    for values in (
+    of_class: dict[int | None, PendingClass] = {}
+    for row in (
         ClusterRequest.objects.unscoped()
         .filter(state=State.QUEUED, held_at__isnull=True)  # a held request waits aside
-        .values(*fields, *_QUEUE_FIELDS, *_PLACEMENT_FIELDS, deadline=_deadline())
+        .annotate(deadline=_deadline(), **_AS_TEXT)
+        .values_list(*_QUEUED_COLUMNS)
     ):
-        key = _shape_key(values)
+        pk, tenant, owner, gpus, cpu, memory_gib, created_at, earmarked_at = row[:8]
+        capacity_state, class_id, deadline, wanted, wanted_region, was_on = row[8:_SHAPE_AT]
+        key = row[_SHAPE_AT:_QUEUE_AT]
         shape = memo.get(key)
         if shape is None:
+            values = dict(zip(_SHAPE_COLUMNS, key, strict=True))
+            values["accepted_flavors"] = _from_text(values["accepted_flavors"])
             shape = memo[key] = _shape(flavors[values["flavor_id"]], values, by_name)
+        klass = of_class.get(class_id)
+        if klass is None:
+            klass = of_class[class_id] = classes.pending_fields(class_id)
         # The same fields as :func:`_pending`, without a spec per row.
         request = adm.Pending(
-            id=values["id"],
-            tenant=values["tenant__slug"],
-            owner=values["owner_id"],
+            id=pk,
+            tenant=tenant,
+            owner=owner,
             flavor=shape.flavor,
             kind=shape.kind,
-            gpus=Decimal(values["gpus"]),
-            created_at=values["created_at"],
-            cpu=Decimal(values["cpu"]),
-            memory_gib=Decimal(values["memory_gib"]),
+            gpus=Decimal(gpus),
+            created_at=created_at,
+            cpu=Decimal(cpu),
+            memory_gib=Decimal(memory_gib),
             priority=shape.priority,
             workers=shape.workers,
             worker_gpus=shape.worker_gpus,
             ttl=shape.ttl,
-            earmarked=values["earmarked_at"] is not None,
+            earmarked=earmarked_at is not None,
             # Nodes the cluster autoscaler provisioned for it (capacity on demand).
-            booked=shape.flavor if values["capacity_state"] == "provisioned" else "",
-            wanted_cluster=members.get(values["wanted_kube_cluster_id"], ""),
-            wanted_region=values["wanted_region"],
-            was_on=members.get(values["kube_cluster_id"], ""),
+            booked=shape.flavor if capacity_state == "provisioned" else "",
+            wanted_cluster=members.get(wanted, ""),
+            wanted_region=wanted_region,
+            was_on=members.get(was_on, ""),
             topology_level=shape.topology_level,
             topology_mode=shape.topology_mode,
-            **classes.pending_fields(values["priority_class_id"]),
+            **klass,
         )
-        request = _with_deadline(request, values["deadline"])
-        pending.append(with_options(request, shape.options))
-        queue = tuple(values[f] for f in _QUEUE_FIELDS)
-        rows.append(QueuedRow(values["id"], queue))
+        if deadline:
+            request = _with_deadline(request, deadline)
+        pending.append(with_options(request, shape.options) if shape.options else request)
+        position, flavor_position, reason, message, eta, standing = row[_QUEUE_AT:]
+        queue = (position, flavor_position, reason, message, eta, _from_text(standing))
+        rows.append(QueuedRow(pk, queue))
     return pending, rows
 
 
@@ -477,10 +515,31 @@ def _own_quota(tenant: Tenant, flavor: GpuFlavor) -> list[Quota]:
         return [quotas.build(row) for row in cursor.fetchall()]
 
 
+def _without_jit() -> None:
+    """Turn PostgreSQL's JIT compiler off until the transaction ends (a no-op elsewhere).
+
+    The snapshot's joins over small tables that were never analysed (a fleet of one
+    member) are estimated at a million rows: compiling such a query took 260 ms, running
+    it a millisecond. Nothing the snapshot reads runs long enough for JIT to pay.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('jit', 'off', true)")
+
+
 def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[QueuedRow]]:
     """The snapshot of the whole system, and the queued rows it was built from (requests'
-    surges are in it too, under their own ids: :mod:`clusters.queue.surge_demand`)."""
-    now = now or timezone.now()
+    surges are in it too, under their own ids: :mod:`clusters.queue.surge_demand`).
+
+    Read in a transaction (the pass's, else its own), without JIT, with the cyclic
+    collector paused (:mod:`controlplane.gc_pause`): a long queue allocates much.
+    """
+    with collector_paused(), transaction.atomic():
+        _without_jit()
+        return _read_snapshot(now or timezone.now())
+
+
+def _read_snapshot(now: datetime) -> tuple[adm.Snapshot, list[QueuedRow]]:
     tenants = list(Tenant.objects.unscoped())
     flavors = list(GpuFlavor.objects.all())
     quotas = list(Quota.objects.unscoped().select_related("tenant", "flavor"))

@@ -33,13 +33,15 @@ from tenants.models import GpuFlavor
 def apply_waiting(queued: list[QueuedRow], decision: adm.Decision) -> None:
     """Write position, reason, message and ETA on every request left waiting (if changed).
 
-    On PostgreSQL one UPDATE joins the new values as arrays (``unnest``), so 15,000
-    rows cost one statement; elsewhere a pipelined statement per row. Either way only
-    rows still ``queued`` are touched.
+    On PostgreSQL one UPDATE joins the new values, sent as one JSON document (encoding
+    it is far cheaper than quoting 15,000-element arrays one element at a time), so
+    15,000 rows cost one statement; elsewhere a pipelined statement per row. Either way
+    only rows still ``queued`` are touched.
     """
     changed = []
+    waiting = decision.waiting
     for row in queued:
-        status = decision.waiting.get(row.id)
+        status = waiting.get(row.id)
         if status is None:
             continue
         values = (
@@ -48,7 +50,7 @@ def apply_waiting(queued: list[QueuedRow], decision: adm.Decision) -> None:
             status.reason,
             status.message[:500],
             status.eta,
-            flavor_standing(status),
+            flavor_standing(status) if status.flavors else [],
         )
         if values != row.queue:
             row.queue = values
@@ -58,17 +60,14 @@ def apply_waiting(queued: list[QueuedRow], decision: adm.Decision) -> None:
     table = ClusterRequest._meta.db_table
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            columns = list(zip(*[(r.id, *_params(r.queue)) for r in changed], strict=True))
             cursor.execute(
                 f"UPDATE {table} AS t SET queue_position = v.pos, "
                 "queue_flavor_position = v.fpos, queue_reason = v.reason, "
-                "queue_message = v.message, queue_eta = v.eta, "
-                "queue_flavors = v.flavors::jsonb "
-                "FROM unnest(%s::bigint[], %s::integer[], %s::integer[], %s::text[], "
-                "%s::text[], %s::timestamptz[], %s::text[]) "
-                "AS v(id, pos, fpos, reason, message, eta, flavors) "
+                "queue_message = v.message, queue_eta = v.eta, queue_flavors = v.flavors "
+                "FROM json_to_recordset(%s::json) AS v(id bigint, pos integer, "
+                "fpos integer, reason text, message text, eta timestamptz, flavors jsonb) "
                 "WHERE t.id = v.id AND t.state = %s",
-                [*(list(c) for c in columns), State.QUEUED.value],
+                [_as_json(changed), State.QUEUED.value],
             )
             return
         cursor.executemany(
@@ -77,6 +76,25 @@ def apply_waiting(queued: list[QueuedRow], decision: adm.Decision) -> None:
             "WHERE id = %s AND state = %s",
             [(*_params(r.queue), r.id, State.QUEUED.value) for r in changed],
         )
+
+
+def _as_json(rows: list[QueuedRow]) -> str:
+    """The rows' queue fields as the JSON records the UPDATE above reads."""
+    return json.dumps(
+        [
+            {
+                "id": r.id,
+                "pos": pos,
+                "fpos": fpos,
+                "reason": reason,
+                "message": message,
+                "eta": eta.isoformat() if eta is not None else None,
+                "flavors": flavors,
+            }
+            for r in rows
+            for pos, fpos, reason, message, eta, flavors in (r.queue,)
+        ]
+    )
 
 
 def flavor_standing(status: adm.QueueStatus) -> list[dict[str, Any]]:

@@ -76,3 +76,13 @@ def test_a_fresh_database_gets_the_pass_rows_and_the_event_trigger() -> None:
 
 
 TRIGGER = "clusters_clusterevent_touches_cluster"
+
+
+@pytest.mark.django_db
+def test_the_requests_table_leaves_room_for_the_pass_s_rewrites() -> None:
+    """Its pages keep half their room free, so that rewriting a waiting request's queue
+    fields (every pass) stays on its page and leaves the table's indexes alone (HOT)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'clusters_clusterrequest'")
+        (options,) = cursor.fetchone()
+    assert "fillfactor=50" in (options or [])

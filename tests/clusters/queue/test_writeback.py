@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from clusters.admission.snapshot import FlavorStanding, QueueStatus
+from clusters.admission.snapshot import Decision, FlavorStanding, QueueStatus
 from clusters.domain.states import State
 from clusters.models import ClusterRequest
-from clusters.queue.writeback import admit, flavor_standing, place_on
+from clusters.queue.snapshot_reads import build_snapshot
+from clusters.queue.writeback import admit, apply_waiting, flavor_standing, place_on
 
 pytestmark = pytest.mark.django_db
 
@@ -71,3 +72,47 @@ def test_admit_moves_the_rows_with_their_ttl_and_clears_the_queue_fields(
     assert rows["fungible"].flavor == l4
     assert rows["fungible"].events.latest("at").message.startswith("admitted on l4; ")
     assert rows["gone"].state == State.DELETING
+
+
+def test_apply_waiting_writes_what_changed_on_rows_still_queued(make_cluster: Any) -> None:
+    """One statement writes every changed row's queue fields exactly (quotes, backslashes,
+    a long message cut at 500, an ETA to the microsecond, a standing per flavor); a row
+    deleted since the read is left alone, and writing the same again costs no query."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    waiting = make_cluster(name="waiting")
+    fungible = make_cluster(name="fungible", accepted_flavors=["h100", "l4"])
+    gone = make_cluster(name="gone")
+    for row in (waiting, fungible, gone):
+        row.save()
+    _, queued = build_snapshot()
+    ClusterRequest.objects.filter(pk=gone.pk).update(state=State.DELETING)
+    eta = timezone.now().replace(microsecond=123456)
+    message = 'It\'s "quoted", a back\\slash, é, and\na new line. ' + "x" * 600
+    standing = (
+        FlavorStanding("h100", 4, "quota", "on h100", eta),
+        FlavorStanding("l4", 1, "capacity", "on l4", None),
+    )
+    decision = Decision(
+        waiting={
+            waiting.pk: QueueStatus(2, 5, "quota", message, eta),
+            fungible.pk: QueueStatus(1, 4, "quota", "either", eta, standing),
+            gone.pk: QueueStatus(3, 6, "quota", "gone", None),
+        }
+    )
+    apply_waiting(queued, decision)
+    rows = {r.name: r for r in ClusterRequest.objects.all()}
+    first = rows["waiting"]
+    assert (first.queue_position, first.queue_flavor_position, first.queue_reason) == (
+        2,
+        5,
+        "quota",
+    )
+    assert first.queue_message == message[:500] and first.queue_eta == eta
+    assert first.queue_flavors == []
+    assert rows["fungible"].queue_flavors == flavor_standing(decision.waiting[fungible.pk])
+    assert rows["gone"].queue_position is None and rows["gone"].queue_message == ""
+    with CaptureQueriesContext(connection) as queries:
+        apply_waiting(queued, decision)
+    assert len(queries) == 0

@@ -2,9 +2,9 @@
 
 An admission pass over 15,000 waiting requests allocates a few hundred thousand objects
 that all live until it returns. Each allocation threshold crossed starts a collection, and
-the full ones walk every object of the process (Django's included): a third of the pass
-went on some 300 collections that freed 320 objects in all. Paused, the pass's objects are
-freed by reference counting as before; cycles wait for the next collection after it.
+the full ones walk every object of the process (Django's included), while the pass makes
+almost no cycles to free. Paused, the pass's objects are freed by reference counting as
+before; cycles wait for the next collection after it.
 
 Process-wide, as the collector is: a pass and a dry-run recording in another thread may
 overlap, so the collector resumes when the last of them ends, and only if it was running

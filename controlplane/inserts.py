@@ -66,41 +66,16 @@ def _columns(obj: Model) -> list[Any]:
     return [f for f in meta.local_concrete_fields if not f.generated and f is not meta.auto_field]
 
 
-# The INSERT statement of a model, with its link (if any) read from the new row, per
-# database alias: compiling it through the ORM costs a create more than its parameters.
-_STATEMENTS: dict[tuple[str, type[Model], str, str], str] = {}
-
-
-def _compiled(obj: Model, using: str, link: str = "") -> tuple[str, tuple[Any, ...]]:
-    """The INSERT of ``obj`` (all its columns but the serial key) with ``RETURNING`` the
-    columns ``save()`` reads back, and its parameters: each column's value as the ORM
-    prepares it (``pre_save``, then ``get_db_prep_save``). The statement is the ORM's,
-    compiled once per model; a row with an expression among its values (other than its
-    link) is compiled afresh."""
-    fields = _columns(obj)
-    # The link's SQL names the row's key column: part of the statement, so of its key.
-    linked = getattr(obj, _field(obj, link).attname) if link else None
-    key = (using, type(obj), link, getattr(linked, "sql", ""))
-    plain = not any(
-        hasattr(getattr(obj, f.attname), "resolve_expression") for f in fields if f.name != link
-    )
-    cached = _STATEMENTS.get(key) if plain else None
-    if cached is not None:
-        conn = connections[using]
-        params = tuple(
-            f.get_db_prep_save(f.pre_save(obj, True), connection=conn)
-            for f in fields
-            if f.name != link
-        )
-        return cached, params
+def _compiled(obj: Model, using: str) -> tuple[str, tuple[Any, ...], Any]:
+    """The INSERT of ``obj`` (all its columns but the serial key) with ``RETURNING``
+    the columns ``save()`` reads back, its parameters and its compiler."""
+    meta = obj._meta
     query = InsertQuery(type(obj))
-    query.insert_values(fields, [obj])
+    query.insert_values(_columns(obj), [obj])
     compiler = query.get_compiler(using=using)
-    compiler.returning_fields = obj._meta.db_returning_fields
-    [(sql, compiled_params)] = compiler.as_sql()
-    if plain:
-        _STATEMENTS[key] = sql
-    return sql, tuple(compiled_params)
+    compiler.returning_fields = meta.db_returning_fields
+    [(sql, params)] = compiler.as_sql()
+    return sql, tuple(params), compiler
 
 
 def _insert(obj: Model, using: str) -> None:
@@ -114,46 +89,44 @@ def _insert(obj: Model, using: str) -> None:
 
 def _insert_as_one(row: Model, followers: Sequence[tuple[Model, str]], using: str) -> None:
     key = connections[using].ops.quote_name(row._meta.pk.column)
-    sql, params = _compiled(row, using)
-    clauses = [f"{ROW} AS ({sql})"]
-    all_params = list(params)
+    clauses: list[str] = []
+    params: list[Any] = []
+    compilers: list[Any] = []
+    sql, row_params, compiler = _compiled(row, using)
+    clauses.append(f"{ROW} AS ({sql})")
+    params.extend(row_params)
+    compilers.append(compiler)
     for i, (obj, name) in enumerate(followers):
         field = _field(obj, name)
         cast = "::text" if field.get_internal_type() in TEXT_TYPES else ""
         setattr(obj, field.attname, RawSQL(f"(SELECT {key}{cast} FROM {ROW})", ()))
-        sql, params = _compiled(obj, using, link=name)
+        sql, obj_params, compiler = _compiled(obj, using)
         clauses.append(f"follower_{i} AS ({sql})")
-        all_params.extend(params)
+        params.extend(obj_params)
+        compilers.append(compiler)
     # A clause that returns nothing (a follower keyed by its link) cannot be selected from.
     names = [ROW] + [
         f"follower_{i}" for i, (obj, _) in enumerate(followers) if obj._meta.db_returning_fields
     ]
     statement = f"WITH {', '.join(clauses)} SELECT * FROM {', '.join(names)}"
     with connections[using].cursor() as cursor:
-        cursor.execute(statement, all_params)
+        cursor.execute(statement, params)
         returned = cursor.fetchone()
     start = 0
-    for obj in (row, *(f for f, _ in followers)):
+    for obj, compiler in zip((row, *(f for f, _ in followers)), compilers, strict=True):
         fields = obj._meta.db_returning_fields
-        values = returned[start : start + len(fields)]
+        if not fields:
+            continue
+        values = [tuple(returned[start : start + len(fields)])]
         start += len(fields)
-        for value, field in zip(_converted(values, fields, obj, using), fields, strict=True):
+        cols = [f.get_col(obj._meta.db_table) for f in fields]
+        converters = compiler.get_converters(cols)
+        if converters:
+            values = list(compiler.apply_converters(values, converters))
+        for value, field in zip(values[0], fields, strict=True):
             setattr(obj, field.attname, value)
     for obj, name in followers:
         _link(obj, name, row)
-
-
-def _converted(values: Sequence[Any], fields: Sequence[Any], obj: Model, using: str) -> list[Any]:
-    """Returned column values as ``save()`` sets them: through the backend's and the
-    fields' converters (none for a serial key on PostgreSQL)."""
-    conn = connections[using]
-    out = []
-    for value, field in zip(values, fields, strict=True):
-        col = field.get_col(obj._meta.db_table)
-        for convert in [*conn.ops.get_db_converters(col), *col.get_db_converters(conn)]:
-            value = convert(value, col, conn)
-        out.append(value)
-    return out
 
 
 def _field(obj: Model, name: str) -> Field[Any, Any]:

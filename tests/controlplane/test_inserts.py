@@ -15,7 +15,6 @@ from clusters.models import ClusterEvent, ClusterRequest, Job
 from clusters.requests.services import build_request
 from clusters.rows.spec import ClusterSpec
 from clusters.rows.transitions import first_note
-from controlplane import inserts
 from controlplane.inserts import insert_together
 from tenants.audit import audit_entry
 from tenants.models import AuditEvent
@@ -105,39 +104,3 @@ def test_only_new_rows_are_taken(acme: Any, alice: Any, h100: Any) -> None:
         insert_together(row, [(event, "cluster")])
     with pytest.raises(ValueError, match="only a new row"), transaction.atomic():
         insert_together(row, [(audit, "object_id")])
-
-
-def test_the_statement_kept_per_model_writes_what_the_orm_writes(
-    acme: Any, alice: Any, h100: Any
-) -> None:
-    """The second insert of a model reuses its statement (only the values are prepared
-    anew): its rows read back as those of a first, freshly compiled insert, and as a row
-    the ORM's ``save()`` wrote."""
-    inserts._STATEMENTS.clear()
-    written = []
-    for name in ("first", "second"):
-        row, event, audit = _new(acme, alice, h100, name)
-        with transaction.atomic():
-            insert_together(row, [(event, "cluster"), (audit, "object_id")])
-        written.append((row, event, audit))
-    assert len(inserts._STATEMENTS) == 3  # one per model, kept after the first
-    by_orm, event_by_orm, audit_by_orm = _new(acme, alice, h100, "third")
-    with transaction.atomic():
-        by_orm.save()
-        event_by_orm.cluster_id, audit_by_orm.object_id = by_orm.pk, str(by_orm.pk)
-        event_by_orm.save()
-        audit_by_orm.save()
-    skip = {"id", "name", "cluster_id", "object_id", "object_repr", "at", "created_at"}
-    skip |= {"updated_at", "state_changed_at", "progress_at", "request_id"}
-
-    def stored(obj: Any) -> dict[str, Any]:
-        fresh = type(obj)._base_manager.get(pk=obj.pk)
-        return {
-            f.attname: getattr(fresh, f.attname)
-            for f in type(obj)._meta.concrete_fields
-            if f.attname not in skip
-        }
-
-    orms = (by_orm, event_by_orm, audit_by_orm)
-    for kept, compiled, orm in zip(written[1], written[0], orms, strict=True):
-        assert stored(kept) == stored(compiled) == stored(orm)

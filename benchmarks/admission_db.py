@@ -251,14 +251,14 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # The anchor: this benchmark on main before the tuple read, the one-document write, the
-# collector pause, JIT off and the fill factor (commit 8564998), each run alternating with
-# a run of this code on the same machine (median of 3 runs; load average 1.4-3.3 over
+# collector pause, JIT off and the fill factor (commit 8564998), taken on the same machine
+# just before the runs the section shows (median of 3 runs; load average 3.0-3.4 over
 # 1 min on 2 CPUs shared with other sessions): snapshot read, first pass, later pass,
 # warm dry-run, in ms. Compare with runs taken alongside (--json, --from-json).
 BEFORE = {
-    1_500: (131, 618, 284, 14.4),
-    15_000: (686, 1_507, 1_732, 31.1),
-    50_000: (2_081, 5_778, 5_514, 97.8),
+    1_500: (139, 752, 349, 9.4),
+    15_000: (825, 1_714, 2_092, 45.4),
+    50_000: (2_208, 6_566, 6_478, 96.4),
 }
 
 
@@ -339,7 +339,7 @@ def _section(runs: list[dict[str, Any]]) -> str:
             "(capacity-aware admission). The first pass writes every queue field; later "
             "passes over the same queue (median of 3, of 2 at 50,000) write only what "
             "changed (most rows: positions move as fair shares decay). In brackets: the "
-            f"same figure before (main at 8564998, run alternately on this machine). {each}.",
+            f"same figure before (main at 8564998, run just before on this machine). {each}.",
             "",
             "| waiting requests | snapshot read (median) | first pass | per request | "
             "later pass (same queue) | admitted | left waiting |",

@@ -6,9 +6,11 @@ the full ones walk every object of the process (Django's included), while the pa
 almost no cycles to free. Paused, the pass's objects are freed by reference counting as
 before; cycles wait for the next collection after it.
 
-Process-wide, as the collector is: a pass and a dry-run recording in another thread may
-overlap, so the collector resumes when the last of them ends, and only if it was running
-when the first began.
+Only where what is allocated dies with the block: objects kept after it (a cache) would
+set off, once it ends, the collections they were spared, in whatever runs next.
+Process-wide, as the collector is: passes in threads of one process may overlap (all but
+one then return busy), so the collector resumes when the last pause ends, and only if it
+was running when the first began.
 """
 
 from __future__ import annotations

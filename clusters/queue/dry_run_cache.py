@@ -10,7 +10,6 @@ the next, and the verdict says when it read the queue (``as_of``). SQLite reads 
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -27,7 +26,6 @@ from clusters.domain.states import State
 from clusters.models import ClusterKind, ClusterRequest, Growth, Surge
 from clusters.queue.free_capacity import FRESH_FOR
 from clusters.queue.snapshot_reads import build_snapshot
-from controlplane.gc_pause import collector_paused
 from tenants.models import GpuFlavor, Quota, Tenant
 
 log = logging.getLogger(__name__)
@@ -137,14 +135,10 @@ def _record(digest: str | None, now: datetime) -> tuple[adm.Snapshot, RecordedPa
     (read before the snapshot)."""
     global _entry
     started = time.perf_counter()
-    with collector_paused():  # as the admission pass decides
-        snapshot, _ = build_snapshot(now=now)
-        recorded = RecordedPass(snapshot)
-    if gc.isenabled():
-        # Unlike a pass's, these objects are kept: collected now, in the reading, they
-        # do not set off the full collections (0.2-0.4 s at 50,000 waiting) that would
-        # otherwise land on the next verdicts.
-        gc.collect()
+    # The collector is not paused here, unlike in the pass: what is read is kept, and
+    # the collections it would set off after a pause land on the next verdicts.
+    snapshot, _ = build_snapshot(now=now)
+    recorded = RecordedPass(snapshot)
     if digest is not None:
         # Kept from when it is ready (reading a large queue takes seconds itself).
         entry = _Entry(

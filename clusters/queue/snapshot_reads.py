@@ -30,7 +30,6 @@ from clusters.models import ClusterKind, ClusterRequest
 from clusters.queue import fleet_reads, free_capacity, growth_demand, surge_demand, usage_reads
 from clusters.queue.class_reads import Classes, PendingClass, read_classes
 from clusters.rows.spec import SPEC_COLUMNS, ClusterSpec
-from controlplane.gc_pause import collector_paused
 from controlplane.rows import ModelRows
 from tenants.models import GpuFlavor, Quota, Tenant
 from tenants.selectors import cohort_parents
@@ -531,10 +530,9 @@ def build_snapshot(*, now: datetime | None = None) -> tuple[adm.Snapshot, list[Q
     """The snapshot of the whole system, and the queued rows it was built from (requests'
     surges are in it too, under their own ids: :mod:`clusters.queue.surge_demand`).
 
-    Read in a transaction (the pass's, else its own), without JIT, with the cyclic
-    collector paused (:mod:`controlplane.gc_pause`): a long queue allocates much.
+    Read in a transaction (the pass's, else its own), without JIT.
     """
-    with collector_paused(), transaction.atomic():
+    with transaction.atomic():
         _without_jit()
         return _read_snapshot(now or timezone.now())
 

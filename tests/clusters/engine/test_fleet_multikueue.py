@@ -74,7 +74,10 @@ def _member_said(member: Member, row: ClusterRequest) -> str:
     lines = [f"\n  {member.row.name}:"]
     for wl in member.sim.list("workloads.kueue.x-k8s.io", namespace):
         status = wl.get("status") or {}
-        conditions = [c["type"] for c in status.get("conditions") or [] if c["status"] == "True"]
+        conditions = [
+            f"{c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')}"
+            for c in status.get("conditions") or []
+        ]
         checks = [f"{c['name']}={c['state']}" for c in status.get("admissionChecks") or []]
         lines.append(f" workload {wl['metadata']['name']} {conditions} {checks}")
     rc = member.sim.get(RAYCLUSTERS, namespace, row.name)

@@ -162,13 +162,17 @@ def _fast_password_hashing(settings: Any) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Any:
     """Throttle counters live in the cache, the dry-run keeps its recorded pass per
-    process and the reconciler its memo of settled rows: each test starts with none."""
+    process, the reconciler its memo of settled rows and the Kueue mode what it applied
+    to each member (by the member's name, which every fleet test reuses for a new
+    kubesim): each test starts with none."""
     from django.core.cache import cache
 
     from clusters.engine import foldmemo
     from clusters.queue import dry_run_cache as recorded
+    from clusters.queue import kueue
 
     cache.clear()
     recorded.forget()
     foldmemo.MEMO.clear()
+    kueue.forget_queues()
     yield

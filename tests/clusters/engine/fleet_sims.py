@@ -45,6 +45,42 @@ class Member:
         self.row.refresh_from_db()
         return self.row
 
+    def said(self, row: ClusterRequest) -> str:
+        """What this member has of ``row``, for a test's timeout: its Workloads' conditions
+        and checks, its RayService and RayClusters (with ``spec.managedBy`` and status) and
+        each pod's phase and readiness."""
+        namespace = row.tenant.namespace
+        lines = [f"\n  {self.row.name}:"]
+        for wl in self.sim.list("workloads.kueue.x-k8s.io", namespace):
+            status = wl.get("status") or {}
+            conditions = [
+                f"{c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')}"
+                for c in status.get("conditions") or []
+            ]
+            checks = [f"{c['name']}={c['state']}" for c in status.get("admissionChecks") or []]
+            lines.append(f"\n   workload {wl['metadata']['name']} {conditions} {checks}")
+        for kind in ("rayservices.ray.io", "rayclusters.ray.io"):
+            for found in self.sim.list(kind, namespace):
+                status = found.get("status") or {}
+                conditions = [
+                    (c["type"], c["status"], c.get("reason"))
+                    for c in status.get("conditions") or []
+                ]
+                lines.append(
+                    f"\n   {kind.split('.')[0]} {found['metadata']['name']}"
+                    f" managedBy={found['spec'].get('managedBy')!r}"
+                    f" state={status.get('state') or status.get('serviceStatus')!r}"
+                    f" conditions={conditions}"
+                )
+        for pod in self.sim.list("pods", namespace):
+            status = pod.get("status") or {}
+            ready = [c["status"] for c in status.get("conditions") or [] if c["type"] == "Ready"]
+            lines.append(
+                f"\n   pod {pod['metadata']['name']} on {pod['spec'].get('nodeName')!r}"
+                f" {status.get('phase')} ready={ready}"
+            )
+        return "".join(lines)
+
 
 @contextmanager
 def fleet_of(

@@ -60,31 +60,11 @@ def _settle(
         row = _row(pk)
         where = f" on {row.kube_cluster}" if row.kube_cluster_id else ""
         found = f"{what} (it is {row.state}{where}: {row.state_reason}; {row.last_error})"
-        return found + "".join(_member_said(m, row) for m in (fleet or {}).values())
+        return found + "".join(m.said(row) for m in (fleet or {}).values())
 
     # Generous: three simulators and the passes share two cores with the rest of CI.
     found: ClusterRequest = wait_for(moved, timeout=240, what=said)
     return found
-
-
-def _member_said(member: Member, row: ClusterRequest) -> str:
-    """What ``member`` has of ``row``: its Workloads' conditions and checks, its RayCluster
-    (with ``spec.managedBy``) and how many pods."""
-    namespace = row.tenant.namespace
-    lines = [f"\n  {member.row.name}:"]
-    for wl in member.sim.list("workloads.kueue.x-k8s.io", namespace):
-        status = wl.get("status") or {}
-        conditions = [
-            f"{c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')}"
-            for c in status.get("conditions") or []
-        ]
-        checks = [f"{c['name']}={c['state']}" for c in status.get("admissionChecks") or []]
-        lines.append(f" workload {wl['metadata']['name']} {conditions} {checks}")
-    rc = member.sim.get(RAYCLUSTERS, namespace, row.name)
-    if rc is not None:
-        lines.append(f" raycluster managedBy={rc['spec'].get('managedBy')!r}")
-    lines.append(f" pods={len(member.sim.list('pods', namespace))}")
-    return "".join(lines)
 
 
 def _request(alice: Any, acme: Any, h100: Any, name: str) -> int:

@@ -52,8 +52,15 @@ def _passes() -> None:
     tasks.provision_requested()
 
 
-def _settle(pk: int, state: str, what: str, member: Member | None = None) -> ClusterRequest:
-    """Run the passes until the row is in ``state`` (on ``member``, if given)."""
+def _settle(
+    pk: int,
+    state: str,
+    what: str,
+    member: Member | None = None,
+    fleet: dict[str, Member] | None = None,
+) -> ClusterRequest:
+    """Run the passes until the row is in ``state`` (on ``member``, if given; a timeout
+    says where the row stands on each member of ``fleet``)."""
 
     def moved() -> ClusterRequest | None:
         _passes()
@@ -66,7 +73,7 @@ def _settle(pk: int, state: str, what: str, member: Member | None = None) -> Clu
         return (
             f"{what} (it is {row.state} on {row.kube_cluster}: {row.state_reason}; "
             f"{row.queue_message}; {row.last_error})"
-        )
+        ) + "".join(m.said(row) for m in (fleet or {}).values())
 
     found: ClusterRequest = wait_for(moved, timeout=WAIT, what=said)
     return found
@@ -122,7 +129,7 @@ def test_services_dispatch_to_the_first_worker_with_room_and_follow_their_copies
         original = hub.sim.get(RAYSERVICES, acme.namespace, "first")
         assert original["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
         assert original["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gangway"
-        row = _settle(first, State.READY, "first ready on w1", w1)
+        row = _settle(first, State.READY, "first ready on w1", w1, fleet)
         assert row.holds_gpus
         copy = w1.sim.get(RAYSERVICES, acme.namespace, "first")
         assert "managedBy" not in copy["spec"]
@@ -149,7 +156,7 @@ def test_services_dispatch_to_the_first_worker_with_room_and_follow_their_copies
 
         # w1's one node is taken: the next goes to w2.
         second = _service(api, "second")
-        _settle(second, State.READY, "second ready on w2", w2)
+        _settle(second, State.READY, "second ready on w2", w2, fleet)
         assert (acme.namespace, "second") not in w1.objects(RAYSERVICES)
 
         # A new Serve config is written on the manager's original and reaches w2's copy
@@ -179,7 +186,7 @@ def test_services_dispatch_to_the_first_worker_with_room_and_follow_their_copies
         # cluster) off w1.
         answer = api.delete(SERVICES + "first/")
         assert answer.status_code == 202, answer.content
-        _settle(first, State.DELETED, "first deleted")
+        _settle(first, State.DELETED, "first deleted", None, fleet)
         wait_for(
             lambda: (
                 (acme.namespace, "first") not in hub.objects(RAYSERVICES)
@@ -206,11 +213,11 @@ def test_a_drained_worker_sends_its_service_to_the_next_worker(
         tasks.reconcile()
         wait_for(lambda: _active(hub, "w1") and _active(hub, "w2"), what="workers connected")
         pk = _service(as_user(alice), "moving")
-        _settle(pk, State.READY, "ready on the first worker", w1)
+        _settle(pk, State.READY, "ready on the first worker", w1, fleet)
 
         drained = as_user(root).post("/api/v1/platform/kube-clusters/w1/drain/", {}, format="json")
         assert drained.status_code == 200, drained.content
-        _settle(pk, State.READY, "ready on w2 after the drain", w2)
+        _settle(pk, State.READY, "ready on w2 after the drain", w2, fleet)
         wait_for(
             lambda: (acme.namespace, "moving") not in w1.objects(RAYSERVICES),
             timeout=WAIT,

@@ -162,17 +162,19 @@ def _fast_password_hashing(settings: Any) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Any:
     """Throttle counters live in the cache, the dry-run keeps its recorded pass per
-    process, the reconciler its memo of settled rows and the Kueue mode what it applied
-    to each member (by the member's name, which every fleet test reuses for a new
-    kubesim): each test starts with none."""
+    process, the reconciler its memo of settled rows per member, and the writers of
+    Kubernetes objects what they applied and the API servers' Retry-After deadlines, per
+    member name (which every fleet test reuses for its new kubesims): each test starts with
+    none."""
     from django.core.cache import cache
 
     from clusters.engine import foldmemo
+    from clusters.kube import applied, notbefore
     from clusters.queue import dry_run_cache as recorded
-    from clusters.queue import kueue
 
     cache.clear()
     recorded.forget()
-    foldmemo.MEMO.clear()
-    kueue.forget_queues()
+    foldmemo.forget_all()
+    applied.forget_everything()
+    notbefore.forget_local()
     yield

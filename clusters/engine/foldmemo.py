@@ -143,6 +143,13 @@ MEMO = FoldMemo()  # the home member's (and settings' cluster's, without members
 _MEMOS: dict[str, FoldMemo] = {}
 
 
+def forget_all() -> None:
+    """Forget every member's memo (tests start from nothing)."""
+    MEMO.clear()
+    for memo in _MEMOS.values():
+        memo.clear()
+
+
 def memo_of(member: str, home: bool) -> FoldMemo:
     """The memo of the passes over ``member``: each member's passes fold their own rows."""
     if home:

@@ -33,6 +33,7 @@ class AppliedCache:
         self.name = name  # of the writer, for the deadlines shared between processes
         self._digests: dict[Hashable, str] = {}
         self._lock = threading.Lock()
+        _CACHES.append(self)
 
     def apply(
         self,
@@ -73,3 +74,18 @@ class AppliedCache:
         """Make the next :meth:`apply` under ``key`` write whatever it is given."""
         with self._lock:
             self._digests.pop(key, None)
+
+    def forget_all(self) -> None:
+        """Make every next :meth:`apply` write."""
+        with self._lock:
+            self._digests.clear()
+
+
+_CACHES: list[AppliedCache] = []
+
+
+def forget_everything() -> None:
+    """Forget what every writer of this process applied (tests: each starts with new
+    clusters, whose members may carry the names of the last test's)."""
+    for cache in _CACHES:
+        cache.forget_all()

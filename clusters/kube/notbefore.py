@@ -52,3 +52,9 @@ def hold(scope: str, key: Hashable, seconds: float) -> None:
         cache.set(name, deadline, math.ceil(seconds) + 1)
     except Exception as exc:  # noqa: BLE001 - best effort, as above
         log.warning("could not share the Retry-After of %s: %s", name, exc)
+
+
+def forget_local() -> None:
+    """Forget this process's deadlines (tests: the shared ones go with the cache)."""
+    with _lock:
+        _local.clear()

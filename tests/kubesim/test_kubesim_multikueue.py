@@ -622,3 +622,54 @@ def test_processes_reach_each_other_with_the_kubeconfig_out_file(tmp_path: Path)
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=20)
+
+
+def test_a_copy_starts_when_its_prebuilt_workload_comes_after_it_and_again_when_made_anew() -> None:
+    """Kueue retries a job whose prebuilt Workload is missing (ErrPrebuiltWorkloadNotFound)
+    and reconciles it on every change of that Workload: a worker's copy that arrived first
+    starts once its Workload is created and admitted, stops when the Workload is deleted
+    and starts again when MultiKueue makes it anew (as after a retry)."""
+    source, worker = KubeSim(kueue=True).start(), KubeSim(kueue=True).start()
+    try:
+        setup_queues(source, gpus=0)
+        setup_queues(worker, gpus=4)
+        body = raycluster("rc", NS, product=L4, labels={"kueue.x-k8s.io/queue-name": "lq"})
+        custom = client.CustomObjectsApi(api_for(source))
+        custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", body)
+        made = wait_for("the source's Workload", lambda: workloads(source))[0]
+        name = made["metadata"]["name"]
+        labels = {
+            k: v for k, v in made["metadata"]["labels"].items() if k != "kueue.x-k8s.io/job-uid"
+        }
+        labels["kueue.x-k8s.io/multikueue-origin"] = "multikueue"
+        clone = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": made["spec"],
+        }
+        copy_labels = {
+            "kueue.x-k8s.io/queue-name": "lq",
+            "kueue.x-k8s.io/prebuilt-workload-name": name,
+            "kueue.x-k8s.io/multikueue-origin": "multikueue",
+        }
+        on_worker = client.CustomObjectsApi(api_for(worker))
+        on_worker.create_namespaced_custom_object(
+            "ray.io", "v1", NS, "rayclusters", raycluster("rc", NS, product=L4, labels=copy_labels)
+        )
+
+        def suspended() -> bool:
+            return bool(get(worker, "rayclusters", "rc", ("ray.io", "v1"))["spec"].get("suspend"))
+
+        assert wait_for("the copy suspended without its Workload", suspended)
+        assert workloads(worker) == []  # Kueue makes none for a copy: it waits for MultiKueue's
+        for attempt in ("created", "created anew"):
+            on_worker.create_namespaced_custom_object(*KQ, NS, "workloads", clone)
+            wait_for(f"the copy started once its Workload was {attempt}", lambda: not suspended())
+            owners = get(worker, "workloads", name)["metadata"]["ownerReferences"]
+            assert [(o["kind"], o["name"]) for o in owners] == [("RayCluster", "rc")]
+            on_worker.delete_namespaced_custom_object(*KQ, NS, "workloads", name)
+            assert wait_for("the copy stopped without its Workload", suspended)
+    finally:
+        source.stop()
+        worker.stop()

@@ -167,6 +167,11 @@ class Kueue:
         # Jobs naming a WorkloadPriorityClass that does not exist yet: Kueue cannot build
         # their Workload (it would not know its priority) and retries.
         self.waiting_for_class: set[tuple[str, str, str]] = set()
+        # MultiKueue copies on a worker by the prebuilt Workload they name: (namespace,
+        # Workload name) -> their (storage key, name). Kueue retries such a job until its
+        # Workload exists, and reconciles it on every change of that Workload (created
+        # again after a retry, admitted): those changes mark it dirty here.
+        self.prebuilt: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.need_admit = False
         # Admission checks to look at (provisioning.py): Workloads, ProvisioningRequests,
         # AdmissionChecks or their configs changed.
@@ -304,6 +309,7 @@ class Kueue:
             self.need_ungate = True  # an admitted TAS Workload's pods may be ungated
         if rt.key in (WL, RC) and is_elastic(self.cluster, ref):
             self._elastic_changed(rt, new)
+        self._prebuilt_changed(rt.key, ref, gone=new is None)
         if queued_job(rt.key, ref):
             # A RayJob's or Job's status is written in place by its controller, and Kueue
             # must see it finish; an elastic RayCluster's replicas may be scaled in place:
@@ -319,6 +325,25 @@ class Kueue:
             if rt.key == WPC and new is not None:
                 self.dirty |= self.waiting_for_class
                 self.waiting_for_class.clear()
+
+    def _prebuilt_changed(self, key: str, obj: Obj, *, gone: bool) -> None:
+        """A Workload changed: the copies that name it are synced again. A MultiKueue copy
+        came, changed or went: :attr:`prebuilt` follows."""
+        meta = obj["metadata"]
+        if key == WL:
+            for job_key, job_name in self.prebuilt.get((meta["namespace"], meta["name"]), ()):
+                self.dirty.add((job_key, meta["namespace"], job_name))
+            return
+        if not prebuilt_name(obj) or not queued_job(key, obj):
+            return
+        at = (meta["namespace"], prebuilt_name(obj))
+        if gone:
+            jobs = self.prebuilt.get(at, set())
+            jobs.discard((key, meta["name"]))
+            if not jobs:
+                self.prebuilt.pop(at, None)
+        else:
+            self.prebuilt.setdefault(at, set()).add((key, meta["name"]))
 
     def _pod_or_node_changed(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
         """A pod of an elastic or TAS job came, changed or went: the ungaters look again.

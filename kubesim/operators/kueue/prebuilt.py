@@ -1,7 +1,9 @@
 """Kueue's prebuilt Workloads on a worker cluster: a job labelled
 ``kueue.x-k8s.io/prebuilt-workload-name`` (as MultiKueue creates it) has no Workload made
 for it; it adopts the named one (an owner reference and the job-UID label) and runs when
-that Workload is admitted. Until the Workload exists the job stays suspended.
+that Workload is admitted. Until the Workload exists the job stays suspended; it is
+synced again on every change of that Workload (Kueue retries such a job until the Workload
+exists), so a copy that arrived first, or whose Workload MultiKueue made anew, starts.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ MODULES = [
     "benchmarks.reconcile",
     "benchmarks.end_to_end",
     "benchmarks.api",
+    "benchmarks.api_scale",
     "benchmarks.metrics_cost",
     "benchmarks.service_endpoint",
     "benchmarks.create_cost",

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
 from tenants.models import Role
@@ -20,6 +22,14 @@ from tests.factories import (
     TenantFactory,
     UserFactory,
 )
+
+# Property tests check what the code does, never how fast: on a loaded two-core machine (CI
+# runs everything side by side) an example's time or the inputs' generation time says
+# nothing about the code. Speed is the benchmarks' (docs/benchmarks.md).
+hypothesis_settings.register_profile(
+    "gangway", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("gangway")
 
 # `oidc_provider`: a real OpenID provider on loopback, for any test (tests/oidc/fixtures.py).
 pytest_plugins = ["tests.oidc.fixtures"]

@@ -7,10 +7,11 @@ this shared kit may not import.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import wraps
 from typing import Any
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -33,13 +34,29 @@ def bodyless(handler: Callable[..., Any]) -> Callable[..., Any]:
     return checked
 
 
-def created(
-    request: Request, body_in: Any, write: Callable[..., Any], out: Any, **given: Any
-) -> Response:
-    """The common create: ``body_in`` reads the request's body (a 400 when it is not
-    valid), the service ``write`` makes the object from its fields and ``given``, and the
-    answer is ``out`` of what it made, with 201."""
-    body = body_in(data=request.data)
-    body.is_valid(raise_exception=True)
-    made = write(**given, **body.validated_data)
-    return Response(out(made).data, status=status.HTTP_201_CREATED)
+def create_action(
+    body_in: Any,
+    write: Callable[..., Any],
+    out: Any,
+    *,
+    caller: str = "actor",
+    from_view: tuple[str, ...] = (),
+    errors: Mapping[int, Any] | None = None,
+) -> Callable[..., Response]:
+    """A viewset's ``create``, documented from what it does: ``body_in`` reads the
+    request's body (a 400 when it is not valid), the service ``write`` makes the object
+    and the answer is ``out`` of it, with 201 (``errors``: the other answers to document).
+
+    ``write`` gets the caller under the keyword ``caller``, the view's attributes named in
+    ``from_view`` (e.g. the tenant a scoped viewset resolved) and the body's fields.
+    """
+
+    @extend_schema(request=body_in, responses={201: out, **(errors or {})})
+    def create(self: Any, request: Request, **url_kwargs: Any) -> Response:
+        body = body_in(data=request.data)
+        body.is_valid(raise_exception=True)
+        given = {name: getattr(self, name) for name in from_view}
+        made = write(**{caller: request.user}, **given, **body.validated_data)
+        return Response(out(made).data, status=status.HTTP_201_CREATED)
+
+    return create

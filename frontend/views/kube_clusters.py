@@ -22,7 +22,7 @@ from clusters.models import DrainMode, KubeCluster, Schedulable
 from controlplane.exceptions import ServiceConflict
 from frontend.kube_cluster_forms import KubeClusterForm, StockForm, stock_form
 from frontend.views.common import form_page
-from frontend.views.platform import require_platform_admin, submitted
+from frontend.views.platform import pressed, require_platform_admin, submitted
 from tenants.models import GpuFlavor
 
 
@@ -144,13 +144,13 @@ def kube_cluster_action(request: HttpRequest, name: str, action: str) -> HttpRes
     require_platform_admin(request)
     member = get_object_or_404(KubeCluster, name=name)
     if action == "remove":
-        try:
-            services.kube_cluster_remove(actor=request.user, member=member)
-        except ServiceConflict as exc:
-            messages.error(request, exc.message)
-            return redirect("platform-kube-cluster", name=name)
-        messages.success(request, f"Removed {name} from the fleet.")
-        return redirect("platform-kube-clusters")
+        if pressed(
+            request,
+            lambda: services.kube_cluster_remove(actor=request.user, member=member),
+            f"Removed {name} from the fleet.",
+        ):
+            return redirect("platform-kube-clusters")
+        return redirect("platform-kube-cluster", name=name)
     if action not in ACTIONS:
         raise Http404(f"There is no {action!r} action on a Kubernetes cluster.")
     try:

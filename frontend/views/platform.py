@@ -55,6 +55,22 @@ def run(request: HttpRequest, form: Any, call: Callable[[], Any], done: str) -> 
     return result
 
 
+def pressed(request: HttpRequest, call: Callable[[], Any], done: str) -> bool:
+    """Call a service for a button, which has no form to carry errors: success says
+    ``done``, a refusal (a conflict, or a value the service will not take) says why, both
+    as messages. Whether it succeeded, for the caller to choose where to go."""
+    try:
+        call()
+    except ServiceConflict as exc:
+        messages.error(request, exc.message)
+        return False
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return False
+    messages.success(request, done)
+    return True
+
+
 def submitted(
     request: HttpRequest,
     form: Any,
@@ -125,12 +141,11 @@ def user_action(request: HttpRequest, user_id: int, action: str) -> HttpResponse
         raise Http404(f"There is no {action!r} action on a user.")
     user = get_object_or_404(get_user_model(), pk=user_id)
     service, kwargs, done = USER_ACTIONS[action]
-    try:
-        service(actor=request.user, user=user, **kwargs)
-    except ServiceConflict as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"{user.get_username()} {done}.")
+    pressed(
+        request,
+        lambda: service(actor=request.user, user=user, **kwargs),
+        f"{user.get_username()} {done}.",
+    )
     return redirect("platform-users")
 
 
@@ -231,16 +246,13 @@ def flavor_delete(request: HttpRequest, name: str) -> HttpResponse:
     """Remove a flavor that no quota or request refers to."""
     require_platform_admin(request)
     flavor = get_object_or_404(GpuFlavor, name=name)
-    try:
-        services.flavor_delete(actor=request.user, flavor=flavor)
-    except ServiceConflict as exc:
-        messages.error(request, exc.message)
-        return redirect("platform-flavor", name=name)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-        return redirect("platform-flavor", name=name)
-    messages.success(request, f"Removed {name} from the catalogue.")
-    return redirect("platform-flavors")
+    if pressed(
+        request,
+        lambda: services.flavor_delete(actor=request.user, flavor=flavor),
+        f"Removed {name} from the catalogue.",
+    ):
+        return redirect("platform-flavors")
+    return redirect("platform-flavor", name=name)
 
 
 # --- The cohort tree ------------------------------------------------------------------
@@ -447,10 +459,5 @@ def tenant_archive(request: HttpRequest, slug: str, action: str) -> HttpResponse
     if action not in ("archive", "restore"):
         raise Http404(f"There is no {action!r} action on a tenant.")
     service = tenancy.tenant_archive if action == "archive" else tenancy.tenant_restore
-    try:
-        service(actor=request.user, tenant=row)
-    except ServiceConflict as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"{row.slug} {action}d.")
+    pressed(request, lambda: service(actor=request.user, tenant=row), f"{row.slug} {action}d.")
     return redirect("platform-tenant", slug=row.slug)

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
-from controlplane.exceptions import ServiceConflict
 from frontend.priority_class_forms import PriorityClassForm, initial_of
 from frontend.views.common import form_page
-from frontend.views.platform import require_platform_admin, submitted
+from frontend.views.platform import pressed, require_platform_admin, submitted
 from tenants import selectors, services
 from tenants.models import PriorityClass
 from tenants.services.priority_classes import PRIORITY_CLASS_FACTS
@@ -67,10 +65,9 @@ def priority_class_delete(request: HttpRequest, name: str) -> HttpResponse:
     """Remove a class no live request is in; one in use is refused, saying how many."""
     require_platform_admin(request)
     pc = get_object_or_404(PriorityClass, name=name)
-    try:
-        services.priority_class_delete(actor=request.user, priority_class=pc)
-    except ServiceConflict as exc:
-        messages.error(request, exc.message)
-        return redirect("platform-priority-classes")
-    messages.success(request, f"Removed priority class {name}.")
+    pressed(
+        request,
+        lambda: services.priority_class_delete(actor=request.user, priority_class=pc),
+        f"Removed priority class {name}.",
+    )
     return redirect("platform-priority-classes")

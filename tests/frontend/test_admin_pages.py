@@ -16,8 +16,8 @@ from knox.models import AuthToken
 from clusters.domain.states import State
 from clusters.models import ClusterEvent, ClusterRequest
 from clusters.queue.admission_pass import run_admission_pass
-from tenants.models import AuditEvent, Membership, Quota, Role, Tenant
-from tests.factories import MembershipFactory, TenantFactory, UserFactory
+from tenants.models import AuditEvent, GpuFlavor, Membership, Quota, Role, Tenant
+from tests.factories import GpuFlavorFactory, MembershipFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -162,6 +162,27 @@ def test_deactivating_a_user_ends_their_tokens_and_is_audited(root: Any, bob: An
     client_for(root).post(f"/platform/users/{root.pk}/deactivate/")
     root.refresh_from_db()
     assert root.is_active
+
+
+def test_a_flavor_in_use_stays_and_a_free_one_is_removed(root: Any, acme: Any) -> None:
+    client = client_for(root)
+    refused = client.post("/platform/flavors/h100/delete/")
+    assert refused.status_code == 302 and refused["Location"] == "/platform/flavors/h100/"
+    page = client.get(refused["Location"]).content.decode()
+    assert "Flavor h100 is still used by 1 quota(s) and 0 cluster request(s)" in page
+    GpuFlavorFactory(name="spare")
+    removed = client.post("/platform/flavors/spare/delete/")
+    assert removed.status_code == 302 and removed["Location"] == "/platform/flavors/"
+    assert "Removed spare from the catalogue." in client.get("/platform/flavors/").content.decode()
+    assert not GpuFlavor.objects.filter(name="spare").exists()
+    assert GpuFlavor.objects.filter(name="h100").exists()
+
+
+def test_a_refused_user_action_says_why(root: Any) -> None:
+    client = client_for(root)
+    page = client.post(f"/platform/users/{root.pk}/deactivate/", follow=True).content.decode()
+    assert "You cannot deactivate yourself." in page
+    assert "root deactivated." not in page
 
 
 def test_a_user_is_created_and_made_platform_admin(root: Any) -> None:

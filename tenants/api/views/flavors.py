@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from controlplane.api.throttles import WriteThrottle
-from controlplane.api.viewsets import created
+from controlplane.api.viewsets import create_action
 from tenants import selectors, services
 from tenants.api import serializers as s
 from tenants.api.permissions import PlatformAdminWrites
@@ -40,15 +40,7 @@ class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[GpuFlavor]):
     def retrieve(self, request: Request, name: str) -> Response:
         return Response(s.FlavorOutSerializer(self.get_object()).data)
 
-    @extend_schema(request=s.FlavorCreateSerializer, responses={201: s.FlavorOutSerializer})
-    def create(self, request: Request) -> Response:
-        return created(
-            request,
-            s.FlavorCreateSerializer,
-            services.flavor_create,
-            s.FlavorOutSerializer,
-            actor=request.user,
-        )
+    create = create_action(s.FlavorCreateSerializer, services.flavor_create, s.FlavorOutSerializer)
 
     @extend_schema(request=s.FlavorUpdateSerializer, responses={200: s.FlavorOutSerializer})
     def partial_update(self, request: Request, name: str) -> Response:

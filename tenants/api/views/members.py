@@ -12,7 +12,7 @@ from rest_framework import mixins, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.api.viewsets import created
+from controlplane.api.viewsets import create_action
 from tenants import selectors, services
 from tenants.api import serializers as s
 from tenants.api.viewsets import TenantScopedViewSet
@@ -41,16 +41,9 @@ class MemberViewSet(mixins.ListModelMixin, TenantScopedViewSet[Membership]):
     def scoped_queryset(self, tenant: Tenant) -> Any:
         return selectors.membership_list(tenant=tenant)
 
-    @extend_schema(request=s.MemberInSerializer, responses={201: s.MemberOutSerializer})
-    def create(self, request: Request, tenant_slug: str) -> Response:
-        return created(
-            request,
-            s.MemberInSerializer,
-            services.membership_add,
-            s.MemberOutSerializer,
-            actor=request.user,
-            tenant=self.tenant,
-        )
+    create = create_action(
+        s.MemberInSerializer, services.membership_add, s.MemberOutSerializer, from_view=("tenant",)
+    )
 
     @extend_schema(
         request=s.MemberRoleSerializer,

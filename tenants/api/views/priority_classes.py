@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from controlplane.api.throttles import WriteThrottle
-from controlplane.api.viewsets import created
+from controlplane.api.viewsets import create_action
 from tenants import services
 from tenants.api import priority_class_serializers as s
 from tenants.api.permissions import PlatformAdminOnly
@@ -44,21 +44,12 @@ class PriorityClassViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Priori
     def retrieve(self, request: Request, name: str) -> Response:
         return Response(s.PriorityClassOut(self.get_object()).data)
 
-    @extend_schema(
-        request=s.PriorityClassCreateIn,
-        responses={
-            201: s.PriorityClassOut,
-            400: OpenApiResponse(description="Invalid, or a clash with another class"),
-        },
+    create = create_action(
+        s.PriorityClassCreateIn,
+        services.priority_class_create,
+        s.PriorityClassOut,
+        errors={400: OpenApiResponse(description="Invalid, or a clash with another class")},
     )
-    def create(self, request: Request) -> Response:
-        return created(
-            request,
-            s.PriorityClassCreateIn,
-            services.priority_class_create,
-            s.PriorityClassOut,
-            actor=request.user,
-        )
 
     def _change(self, request: Request, *, partial: bool) -> Response:
         pc = self.get_object()

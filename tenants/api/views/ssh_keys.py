@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from controlplane.api.throttles import WriteThrottle
-from controlplane.api.viewsets import created
+from controlplane.api.viewsets import create_action
 from tenants import selectors, services
 from tenants.api import serializers as s
 from tenants.ssh_keys import SshKey
@@ -34,15 +34,9 @@ class SshKeyViewSet(viewsets.GenericViewSet[Any]):
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(s.SshKeyOutSerializer(page, many=True).data)
 
-    @extend_schema(request=s.SshKeyInSerializer, responses={201: s.SshKeyOutSerializer})
-    def create(self, request: Request) -> Response:
-        return created(
-            request,
-            s.SshKeyInSerializer,
-            services.ssh_key_add,
-            s.SshKeyOutSerializer,
-            user=request.user,
-        )
+    create = create_action(
+        s.SshKeyInSerializer, services.ssh_key_add, s.SshKeyOutSerializer, caller="user"
+    )
 
     def retrieve(self, request: Request, key_id: int) -> Response:
         key = self.get_queryset().filter(pk=key_id).first()

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from controlplane.api.throttles import WriteThrottle
-from controlplane.api.viewsets import created
+from controlplane.api.viewsets import create_action
 from tenants import selectors, services
 from tenants.api import serializers as s
 from tenants.api.permissions import PlatformAdminActions
@@ -40,15 +40,7 @@ class UserViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[AbstractUser]):
     def get_queryset(self) -> Any:
         return selectors.user_list()
 
-    @extend_schema(request=s.UserInSerializer, responses={201: s.UserOutSerializer})
-    def create(self, request: Request) -> Response:
-        return created(
-            request,
-            s.UserInSerializer,
-            services.user_create,
-            s.UserOutSerializer,
-            actor=request.user,
-        )
+    create = create_action(s.UserInSerializer, services.user_create, s.UserOutSerializer)
 
     @extend_schema(responses={200: s.MeSerializer})
     @action(detail=False, methods=["get"], pagination_class=None, filterset_class=None)

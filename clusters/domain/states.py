@@ -51,6 +51,36 @@ LIVE = frozenset(
     }
 )
 
+# Where a workload that runs until it is deleted (a cluster, a service) gives its GPUs
+# back: wherever its Ray object is not wanted.
+LONG_RUNNING_RELEASES = frozenset({State.QUEUED, State.SUSPENDED, State.DELETED, State.FAILED})
+
+
+def long_running_transitions(
+    warming: State, *, warming_suspends: bool
+) -> dict[State, frozenset[State]]:
+    """The transition map of a workload that runs until it is deleted (a cluster, a
+    service): ``queued -> admitted -> warming -> ready``, back to ``warming`` while it
+    serves nothing, ``suspended`` from ``ready`` (and from ``warming`` where
+    ``warming_suspends``) until it is queued again. Any live state may go back to
+    ``queued``: in Kueue mode Kueue may evict it (preemption, a PodsReady timeout,
+    deactivation), and the row then waits in the queue again, as the Workload does."""
+    from_warming = {State.READY, State.QUEUED, State.DELETING, State.FAILED}
+    if warming_suspends:
+        from_warming.add(State.SUSPENDED)
+    return {
+        State.QUEUED: frozenset({State.ADMITTED, State.DELETING, State.FAILED}),
+        State.ADMITTED: frozenset({warming, State.QUEUED, State.DELETING, State.FAILED}),
+        warming: frozenset(from_warming),
+        State.READY: frozenset(
+            {warming, State.QUEUED, State.SUSPENDED, State.DELETING, State.FAILED}
+        ),
+        State.SUSPENDED: frozenset({State.QUEUED, State.DELETING, State.FAILED}),
+        State.DELETING: frozenset({State.DELETED, State.FAILED}),
+        State.FAILED: frozenset({State.DELETING}),
+        State.DELETED: frozenset(),
+    }
+
 
 class InvalidTransition(Exception):
     """A state change that the transition map does not allow."""

@@ -10,21 +10,11 @@ back; a request to its endpoint puts it back in the queue.
 
 from __future__ import annotations
 
-from clusters.domain.states import State
+from clusters.domain.states import LONG_RUNNING_RELEASES, State, long_running_transitions
 
-SERVICE_RELEASES = frozenset({State.QUEUED, State.SUSPENDED, State.DELETED, State.FAILED})
+SERVICE_RELEASES = LONG_RUNNING_RELEASES
 # States whose RayService should exist (others' are orphans).
 WANTS_RAYSERVICE = frozenset({State.ADMITTED, State.STARTING, State.READY, State.DELETING})
 
-SERVICE_TRANSITIONS: dict[State, frozenset[State]] = {
-    State.QUEUED: frozenset({State.ADMITTED, State.DELETING, State.FAILED}),
-    State.ADMITTED: frozenset({State.STARTING, State.QUEUED, State.DELETING, State.FAILED}),
-    State.STARTING: frozenset({State.READY, State.QUEUED, State.DELETING, State.FAILED}),
-    State.READY: frozenset(
-        {State.STARTING, State.QUEUED, State.SUSPENDED, State.DELETING, State.FAILED}
-    ),
-    State.SUSPENDED: frozenset({State.QUEUED, State.DELETING, State.FAILED}),
-    State.DELETING: frozenset({State.DELETED, State.FAILED}),
-    State.FAILED: frozenset({State.DELETING}),
-    State.DELETED: frozenset(),
-}
+# Only a serving service scales to zero: one still starting has had no requests to miss.
+SERVICE_TRANSITIONS = long_running_transitions(State.STARTING, warming_suspends=False)

@@ -27,15 +27,8 @@ def record(
     """Put ``request``'s growth of ``workers`` in line, or resize the one that waits (it
     keeps its place); an admitted one is left as it is (``None``). The pass is nudged."""
     with transaction.atomic():
-        growth, created = Growth.objects.select_for_update().get_or_create(
-            request=request,
-            defaults={
-                "flavor_id": request.flavor_id,
-                "workers": workers,
-                "gpus": gpus,
-                "cpu": cpu,
-                "memory_gib": memory_gib,
-            },
+        growth, created = surges.in_line(
+            Growth, request, gpus=gpus, cpu=cpu, memory_gib=memory_gib, workers=workers
         )
         if growth.admitted_at is not None:
             return None

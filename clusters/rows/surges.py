@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -20,6 +20,8 @@ from django.utils import timezone
 from clusters.models import ClusterRequest, QueuedGpus, Surge, UsageSpan
 from clusters.rows import enqueue
 from clusters.rows.transitions import note, usage_span
+
+Queued = TypeVar("Queued", bound=QueuedGpus)
 
 
 def record(
@@ -34,16 +36,14 @@ def record(
     """Put ``request``'s surge in line for the admission pass (or, while it still waits,
     replace what it is for: it keeps its place). Call inside the caller's transaction,
     with the request locked; the pass is nudged after commit."""
-    surge, created = Surge.objects.select_for_update().get_or_create(
-        request=request,
-        defaults={
-            "flavor": request.flavor,
-            "gpus": gpus,
-            "cpu": cpu,
-            "memory_gib": memory_gib,
-            "purpose": purpose,
-            "change": change,
-        },
+    surge, created = in_line(
+        Surge,
+        request,
+        gpus=gpus,
+        cpu=cpu,
+        memory_gib=memory_gib,
+        purpose=purpose,
+        change=change,
     )
     if not created:
         surge.change = change
@@ -73,6 +73,31 @@ def admit(surges: Iterable[tuple[Surge, ClusterRequest]], *, now: datetime) -> l
     if admitted:
         enqueue.provision_marked()
     return admitted
+
+
+def in_line(
+    model: type[Queued],
+    request: ClusterRequest,
+    *,
+    gpus: Decimal,
+    cpu: Decimal,
+    memory_gib: Decimal,
+    **more: Any,
+) -> tuple[Queued, bool]:
+    """``request``'s surge or growth (``model``), locked, or a new one put in line for
+    these GPUs on its flavor (with ``more`` of its own fields); whether it is new."""
+    rows: Any = model._default_manager  # each concrete model has its ``request``
+    found: tuple[Queued, bool] = rows.select_for_update().get_or_create(
+        request=request,
+        defaults={
+            "flavor_id": request.flavor_id,
+            "gpus": gpus,
+            "cpu": cpu,
+            "memory_gib": memory_gib,
+            **more,
+        },
+    )
+    return found
 
 
 def claim(row: QueuedGpus, now: datetime) -> bool:

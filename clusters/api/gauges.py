@@ -11,8 +11,9 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from decimal import Decimal
+from typing import Any
 
-from django.db.models import Count, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
 from clusters.domain.states import State
@@ -69,15 +70,9 @@ def refresh_cluster_gauges() -> None:
 
 def _refresh_gpus() -> None:
     """GPUs held, guaranteed (nominal quota), borrowed (held beyond it) and idle."""
-    held: dict[tuple[str, str], Decimal] = {}
-    for row in (
-        ClusterRequest.objects.unscoped()
-        .filter(holds_gpus=True)
-        .values("tenant__slug", "flavor__name")
-        .annotate(g=Sum("gpus"))
-        .order_by()
-    ):
-        held[(row["tenant__slug"], row["flavor__name"])] = row["g"] or Decimal(0)
+    held = _gpus_by_tenant_and_flavor(
+        ClusterRequest.objects.unscoped().filter(holds_gpus=True), "flavor__name"
+    )
     guaranteed = {
         (slug, flavor): gpus
         for slug, flavor, gpus in Quota.objects.unscoped().values_list(
@@ -95,14 +90,18 @@ def _refresh_gpus() -> None:
         borrowed = max(Decimal(0), held.get(key, Decimal(0)) - guaranteed.get(key, 0))
         GPUS_BORROWED.labels(*key).set(float(borrowed))
     GPUS_IDLE.clear()
-    for row in (
-        IdleSpan.objects.unscoped()
-        .filter(ended_at__isnull=True)
-        .values("tenant__slug", "flavor_name")
-        .annotate(g=Sum("gpus"))
-        .order_by()
-    ):
-        GPUS_IDLE.labels(row["tenant__slug"], row["flavor_name"]).set(float(row["g"] or 0))
+    idle = IdleSpan.objects.unscoped().filter(ended_at__isnull=True)
+    for key, gpus in _gpus_by_tenant_and_flavor(idle, "flavor_name").items():
+        GPUS_IDLE.labels(*key).set(float(gpus))
+
+
+def _gpus_by_tenant_and_flavor(rows: QuerySet[Any], flavor: str) -> dict[tuple[str, str], Decimal]:
+    """The ``gpus`` of ``rows`` summed per tenant slug and flavor name (``flavor``: the
+    field that names it), in one query."""
+    return {
+        (row["tenant__slug"], row[flavor]): row["g"] or Decimal(0)
+        for row in rows.values("tenant__slug", flavor).annotate(g=Sum("gpus")).order_by()
+    }
 
 
 def _refresh_passes() -> None:

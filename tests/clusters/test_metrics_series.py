@@ -7,9 +7,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.domain.states import State
+from clusters.models import IdleSpan
 from clusters.rows.transitions import transition, transition_many
 from controlplane import metrics
 
@@ -38,9 +40,16 @@ def test_database_gauges_say_queue_depth_and_gpus_guaranteed_held_borrowed(
     make_cluster(name="waits", state=State.QUEUED, queue_reason="quota").save()
     make_cluster(name="fresh", state=State.QUEUED).save()
     # acme's l4 quota is 2: three held is one borrowed.
-    make_cluster(
+    big = make_cluster(
         name="big", flavor=l4, workers=3, gpus=Decimal(3), state=State.READY, holds_gpus=True
-    ).save()
+    )
+    big.save()
+    # Only an open idle span counts as idle now.
+    idle = {"tenant": big.tenant, "cluster": big, "username": "alice", "flavor_name": "l4"}
+    IdleSpan.objects.create(**idle, gpus=Decimal(3), started_at=timezone.now())
+    IdleSpan.objects.create(
+        **idle, gpus=Decimal(1), started_at=timezone.now(), ended_at=timezone.now()
+    )
     seen = _scrape(client)
     key = (("flavor", "h100"), ("reason", "quota"), ("tenant", "acme"))
     assert seen[("gangway_queue_depth", key)] == 1
@@ -51,6 +60,7 @@ def test_database_gauges_say_queue_depth_and_gpus_guaranteed_held_borrowed(
     assert seen[("gangway_gpus_guaranteed", l4_acme)] == 2
     assert seen[("gangway_gpus_borrowed", l4_acme)] == 1
     assert seen[("gangway_gpus_borrowed", (("flavor", "h100"), ("tenant", "acme")))] == 0
+    assert seen[("gangway_gpus_idle", l4_acme)] == 3
 
 
 @pytest.mark.django_db(transaction=True)

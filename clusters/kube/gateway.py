@@ -102,6 +102,12 @@ def _error_kind(error: KubeError) -> str:
     return "transient" if isinstance(error, TransientKubeError) else "permanent"
 
 
+def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:
+    """The query parameters of a list's or a watch's selectors (none for an empty one)."""
+    given = (("labelSelector", label_selector), ("fieldSelector", field_selector))
+    return [(name, value) for name, value in given if value]
+
+
 class Gateway(ApiServerProxies):
     """A thin, typed wrapper over the client's REST transport for the kinds gangway writes."""
 
@@ -329,11 +335,7 @@ class Gateway(ApiServerProxies):
         token = ""
         version = ""
         while True:
-            query = [("limit", str(page_size))]
-            if label_selector:
-                query.append(("labelSelector", label_selector))
-            if field_selector:
-                query.append(("fieldSelector", field_selector))
+            query = [("limit", str(page_size)), *_selectors(label_selector, field_selector)]
             if token:
                 query.append(("continue", token))
             page = self._again("GET", path, what=f"list {kind}", query=query)
@@ -372,11 +374,8 @@ class Gateway(ApiServerProxies):
             ("resourceVersion", resource_version),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(timeout_seconds)),
+            *_selectors(label_selector, field_selector),
         ]
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
         what = f"watch {kind}"
         response = self._send(
             "GET",

@@ -47,8 +47,6 @@ class Behaviour(Protocol):
         finish_deletion: bool = True,
     ) -> None: ...
 
-    def mark_started(self, rows: list[Any]) -> list[Any]: ...
-
     def wants_provisioning(self, row: Any) -> bool: ...
 
     def wants_object(self, state: str, backend: Any) -> bool: ...
@@ -107,6 +105,7 @@ class Kind:
     started: State  # where admission's applied objects move a row
     started_message: str  # said when Kueue admits it
     admitted_message: str  # said when the built-in queue admits it
+    applied_message: str  # said when its applied objects move it to ``started``
     engine: str  # dotted path of its :class:`Behaviour` module
     noun: str = ""  # "cluster", "job": in messages (its ``workload`` unless given)
     section: str = ""  # its pages' segment of the dashboard's paths (the noun's plural)

@@ -16,6 +16,7 @@ from clusters.kube.connection import gateway_of
 from clusters.kube.gateway import Gateway
 from clusters.models import ClusterRequest
 from clusters.queue.backends import queue_backend
+from clusters.rows.transitions import transition_many
 
 
 def apply_cluster(
@@ -84,13 +85,13 @@ def converge(
         if admitted is not None:
             admitted.append(cluster)
         else:
-            behaviour.mark_started([cluster])
+            mark_started([cluster])
         return
     behaviour.converge(cluster, gw, bundles=bundles, finish_deletion=finish_deletion)
 
 
 def mark_started(rows: list[ClusterRequest]) -> list[ClusterRequest]:
-    """Move admitted rows whose objects were applied on, each as its kind starts (in a
+    """Move admitted rows whose objects were applied to their kind's ``started`` state (in a
     constant number of queries per kind); returns those moved. A crash before this
     leaves them ``admitted``, and the sweeper converges them again."""
     by_kind: dict[str, list[ClusterRequest]] = {}
@@ -98,5 +99,8 @@ def mark_started(rows: list[ClusterRequest]) -> list[ClusterRequest]:
         by_kind.setdefault(row.workload, []).append(row)
     moved: list[ClusterRequest] = []
     for workload, group in by_kind.items():
-        moved.extend(kind_named(workload).behaviour.mark_started(group))
+        kind = kind_named(workload)
+        moved.extend(
+            transition_many(group, kind.started, reason="applied", message=kind.applied_message)
+        )
     return moved

@@ -28,13 +28,12 @@ from clusters.models import ClusterEvent, ClusterRequest
 from clusters.queue.backends import manifest_options, queue_backend
 from clusters.queue.interface import QueueBackend
 from clusters.rows import lifecycle
-from clusters.rows.transitions import note, transition, transition_many
+from clusters.rows.transitions import note, transition
 from tenants.selectors import ssh_keys_for_cluster
 
 __all__ = ["manifests"]
 
 RAYCLUSTER = ("ray.io/v1", "RayCluster")
-APPLIED_MESSAGE = "RayCluster applied; waiting for its pods"
 
 
 def cluster_objects(cluster: ClusterRequest) -> list[dict[str, Any]]:
@@ -112,11 +111,6 @@ def converge(
             converge_deletion(cluster, gw)
         else:
             delete_object(gw, cluster.namespace, cluster.name)
-
-
-def mark_started(clusters: list[ClusterRequest]) -> list[ClusterRequest]:
-    """Move admitted clusters whose objects were applied to ``provisioning``; returns them."""
-    return transition_many(clusters, State.PROVISIONING, reason="applied", message=APPLIED_MESSAGE)
 
 
 def wants_object(state: str, backend: QueueBackend) -> bool:

@@ -15,6 +15,7 @@ KIND = Kind(
     started=State.PROVISIONING,
     started_message="waiting for its pods",
     admitted_message="applying its RayCluster",
+    applied_message="RayCluster applied; waiting for its pods",
     reclaimable=True,
     preemptible=True,
     interactive=True,

@@ -31,7 +31,7 @@ from clusters.kube.gateway import Gateway, KubeError
 from clusters.models import ClusterRequest, Job
 from clusters.queue.backends import manifest_options, queue_backend
 from clusters.queue.interface import QueueBackend, QueueView
-from clusters.rows.transitions import release_gpus, transition, transition_many
+from clusters.rows.transitions import release_gpus, transition
 
 __all__ = ["manifests"]
 
@@ -89,9 +89,6 @@ def holding_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
 
 
-STARTED_MESSAGE = "RayJob unsuspended; its Ray cluster is starting"
-
-
 def converge(
     cluster: ClusterRequest,
     gw: Gateway,
@@ -116,15 +113,6 @@ def converge(
         delete_object(gw, cluster.namespace, cluster.name)
         if gw.get(*RAYJOB, cluster.name, cluster.namespace) is None and not pods_of(gw, cluster):
             _finish_deletion(cluster)
-
-
-def mark_started(jobs: list[ClusterRequest]) -> list[ClusterRequest]:
-    """Move admitted jobs whose RayJob was unsuspended to ``starting`` (in a constant
-    number of queries); returns those moved. A crash before this leaves them
-    ``admitted``, and the sweeper converges them again (applies are idempotent)."""
-    if not jobs:
-        return []
-    return transition_many(jobs, State.STARTING, reason="applied", message=STARTED_MESSAGE)
 
 
 def release_if_gone(cluster: ClusterRequest, gw: Gateway) -> None:

@@ -15,6 +15,7 @@ KIND = Kind(
     started=State.STARTING,
     started_message="its Ray cluster is starting",
     admitted_message="starting its RayJob",
+    applied_message="RayJob unsuspended; its Ray cluster is starting",
     engine="clusters.kinds.rayjob.engine",
     api="clusters.kinds.rayjob.api.JobViewSet",
     ray_cluster_spec_at=("spec", "rayClusterSpec"),

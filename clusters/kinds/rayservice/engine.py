@@ -25,13 +25,12 @@ from clusters.kube.gateway import Gateway
 from clusters.models import ClusterRequest, Service
 from clusters.queue.backends import manifest_options, queue_backend
 from clusters.queue.interface import QueueBackend
-from clusters.rows.transitions import transition, transition_many
+from clusters.rows.transitions import transition
 
 __all__ = ["manifests"]
 
 RAYSERVICE = ("ray.io/v1", "RayService")
 TRAFFIC_KEYS = ("targetCapacity", "trafficRoutedPercent")
-STARTED_MESSAGE = "RayService applied; its Ray cluster and Serve applications are starting"
 
 
 def service_of(cluster: ClusterRequest) -> Service:
@@ -75,11 +74,6 @@ def converge(
         gone = gw.get(*RAYSERVICE, cluster.name, cluster.namespace) is None
         if state == State.DELETING and finish_deletion and gone and not pods_of(gw, cluster):
             _finish_deletion(cluster)
-
-
-def mark_started(rows: list[ClusterRequest]) -> list[ClusterRequest]:
-    """Move admitted services whose RayService was applied to ``starting``."""
-    return transition_many(rows, State.STARTING, reason="applied", message=STARTED_MESSAGE)
 
 
 def wants_provisioning(cluster: ClusterRequest) -> bool:

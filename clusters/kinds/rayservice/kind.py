@@ -15,6 +15,7 @@ KIND = Kind(
     started=State.STARTING,
     started_message="its Ray cluster and Serve applications are starting",
     admitted_message="applying its RayService",
+    applied_message="RayService applied; its Ray cluster and Serve applications are starting",
     engine="clusters.kinds.rayservice.engine",
     api="clusters.kinds.rayservice.api.ServiceViewSet",
     idle_reclaim="clusters.kinds.rayservice.scale_to_zero.reclaim_idle",

@@ -16,7 +16,7 @@ from clusters.engine.provisioning import (
     take_requested,
     wants_provisioning,
 )
-from clusters.models import ClusterRequest, Workload
+from clusters.models import ClusterEvent, ClusterRequest, Workload
 from clusters.rows.transitions import transition
 
 pytestmark = pytest.mark.django_db
@@ -47,6 +47,11 @@ def test_a_batch_moves_on_as_each_kind_starts(make_cluster: Any) -> None:
     assert {row.pk for row in moved} == {cluster.pk, job.pk}
     states = dict(ClusterRequest.objects.values_list("name", "state"))
     assert states == {"c": State.PROVISIONING, "j": State.STARTING}
+    said = ClusterEvent.objects.filter(reason="applied").values_list("cluster__name", "message")
+    assert dict(said) == {
+        "c": "RayCluster applied; waiting for its pods",
+        "j": "RayJob unsuspended; its Ray cluster is starting",
+    }
     assert not any_admitted()
 
 

@@ -19,7 +19,6 @@ from clusters.domain.workload_kinds import Details, Kind
 from clusters.engine.pass_state import Fold, Key, Seen
 from clusters.kube import labels
 from clusters.kube.bundles import apply_into
-from clusters.rows.transitions import transition_many
 
 TOY_LABEL = "gangway.test/toy"
 
@@ -55,6 +54,7 @@ KIND = Kind(
     started=State.PROVISIONING,
     started_message="its ConfigMap is written",
     admitted_message="writing its ConfigMap",
+    applied_message="written",
     engine=__name__,
     details=Details(model=f"{__name__}.ToyDetails", folded=("colour",)),
 )
@@ -101,10 +101,6 @@ def converge(
         apply(row, gw, bundles=bundles)
     elif row.state == State.DELETING:
         delete_object(gw, row.namespace, row.name)
-
-
-def mark_started(rows: list[Any]) -> list[Any]:
-    return transition_many(rows, State.PROVISIONING, reason="applied", message="written")
 
 
 def wants_provisioning(row: Any) -> bool:

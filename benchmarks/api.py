@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -181,6 +181,26 @@ def _load(call: Call, token: str, url: str) -> tuple[list[float], float, int]:
         lambda session: _timed(call, session, url),
     )
     return run.latencies, run.wall, run.calls
+
+
+def served_latencies(
+    env: dict[str, str], scratch: Path, port: int, tokens: dict[str, str], labels: Iterable[str]
+) -> dict[str, list[float]]:
+    """Latencies of each endpoint named in ``labels``, loaded as :func:`run` loads it, from
+    one gunicorn (2 sync workers) started with ``env`` and stopped after."""
+    procs = support.Processes(scratch)
+    wanted = set(labels)
+    found: dict[str, list[float]] = {}
+    try:
+        procs.start("gunicorn", support.gunicorn_command(port, workers=2), env)
+        url = f"http://127.0.0.1:{port}"
+        support.wait_http(f"{url}/healthz")
+        for label, who, call in _endpoints():
+            if label in wanted:
+                found[label] = _load(call, tokens[who], url)[0]
+    finally:
+        procs.stop()
+    return found
 
 
 def _queries(tokens: dict[str, str]) -> dict[str, int]:

@@ -34,19 +34,12 @@ def _served(db_url: str, port: int, tokens: dict[str, str]) -> dict[str, tuple[f
         THROTTLE_WRITE="1000000/min",
         DATABASE_CONN_MAX_AGE="600",
     )
-    procs = support.Processes(Path(tempfile.mkdtemp(prefix="gangway-bench-api-scale-")))
-    found = {}
-    try:
-        procs.start("gunicorn", support.gunicorn_command(port, workers=2), env)
-        url = f"http://127.0.0.1:{port}"
-        support.wait_http(f"{url}/healthz")
-        for label, who, call in api._endpoints():
-            if label in ENDPOINTS:
-                latencies = api._load(call, tokens[who], url)[0]
-                found[label] = (support.median(latencies), support.percentile(latencies, 99))
-    finally:
-        procs.stop()
-    return found
+    scratch = Path(tempfile.mkdtemp(prefix="gangway-bench-api-scale-"))
+    latencies = api.served_latencies(env, scratch, port, tokens, ENDPOINTS)
+    return {
+        label: (support.median(found), support.percentile(found, 99))
+        for label, found in latencies.items()
+    }
 
 
 def _ms(seconds: float) -> str:

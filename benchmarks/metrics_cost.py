@@ -33,18 +33,7 @@ def _turn(db_url: str, port: int, tokens: dict[str, str], *, on: bool) -> dict[s
     if on:
         (scratch / "multiproc").mkdir()
         env["PROMETHEUS_MULTIPROC_DIR"] = str(scratch / "multiproc")
-    procs = support.Processes(scratch)
-    found: dict[str, list[float]] = {}
-    try:
-        procs.start("gunicorn", support.gunicorn_command(port, workers=2), env)
-        url = f"http://127.0.0.1:{port}"
-        support.wait_http(f"{url}/healthz")
-        for label, who, call in api._endpoints():
-            if label in ENDPOINTS:
-                found[label] = api._load(call, tokens[who], url)[0]
-    finally:
-        procs.stop()
-    return found
+    return api.served_latencies(env, scratch, port, tokens, ENDPOINTS)
 
 
 def _spread(values: list[float]) -> str:
